@@ -1,0 +1,156 @@
+#pragma once
+// One `Buffer` per rank: it owns the rank's symmetric heap and runs the engines over it.
+//
+//   Buffer buffer(options);                       // every rank
+//   auto handles = group.allgather(buffer.local_handle());
+//   buffer.connect(handles);                      // every rank, same order
+//   auto layout = buffer.get_dispatch_layout(topk_idx, num_experts);
+//   auto recv = buffer.dispatch({.x = x, .topk_idx = topk_idx, ...});
+//   ... experts run on recv.recv_x ...
+//   auto out = buffer.combine({.x = y, .handle = &recv.handle});
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "switchyard/config.hpp"
+#include "switchyard/group.hpp"
+#include "switchyard/tensor.hpp"
+#include "switchyard/topology.hpp"
+
+namespace switchyard {
+
+enum class Backend : uint8_t { cpu, cuda };
+enum class Engine : uint8_t { normal, low_latency, symmetric };
+// How peers reach this rank's heap: plain memory shared by threads of one process, or POSIX shared
+// memory (CPU) / CUDA IPC (CUDA) for one process per rank.
+enum class HeapSharing : uint8_t { threads, processes };
+
+const char* backend_name(Backend backend);
+const char* engine_name(Engine engine);
+// True when this build has the CUDA backend and a CUDA device is visible.
+bool cuda_available();
+
+// cudaStream_t on the CUDA backend (nullptr: the legacy default stream); ignored on CPU.
+using Stream = void*;
+
+struct BufferOptions {
+  Topology topology;
+  int rank = 0;
+  Backend backend = Backend::cpu;
+  int device = 0;  // CUDA device ordinal of this rank
+  HeapSharing sharing = HeapSharing::threads;
+  Config config;
+  // Sizes the heap for the largest call; ignored when heap_bytes is set.
+  BufferSizing sizing;
+  size_t heap_bytes = 0;
+};
+
+// What get_dispatch_layout computes from topk_idx. Tensors live on the backend's device.
+struct DispatchLayout {
+  Tensor num_tokens_per_rank;    // i32 [R]: tokens with at least one expert on each rank
+  Tensor num_tokens_per_node;    // i32 [R / ranks_per_node]
+  Tensor num_tokens_per_expert;  // i32 [E]
+  Tensor is_token_in_rank;       // bool [N, R]
+};
+
+namespace detail {
+struct NormalHandleData;
+}
+
+// Everything combine (or a cached dispatch) needs to replay a dispatch's routing. Opaque; cheap to
+// copy. Valid only with the Buffer that made it.
+class DispatchHandle {
+ public:
+  DispatchHandle() = default;
+  explicit DispatchHandle(std::shared_ptr<const detail::NormalHandleData> data) : data_(std::move(data)) {}
+  bool valid() const { return data_ != nullptr; }
+  const detail::NormalHandleData& data() const { return *data_; }
+  // Tokens this rank received (known only after the host has synchronised; -1 in worst-case mode).
+  int64_t num_recv_tokens() const;
+  // Source tokens on this rank.
+  int64_t num_tokens() const;
+
+ private:
+  std::shared_ptr<const detail::NormalHandleData> data_;
+};
+
+struct DispatchArgs {
+  TensorView x;             // bf16 [N, H], or fp8_e4m3 [N, H] with x_scales
+  TensorView x_scales;      // f32 [N, H / 128], fp8 only
+  TensorView topk_idx;      // i64 [N, K], -1 = no expert; may be omitted with a cached handle
+  TensorView topk_weights;  // f32 [N, K]; optional
+  int num_experts = 0;      // may be omitted (0) with a cached handle
+  // num_recv_tokens_per_expert is rounded up to a multiple of this.
+  int expert_alignment = 1;
+  // From get_dispatch_layout on the same topk_idx; computed here when null.
+  const DispatchLayout* layout = nullptr;
+  // Replays the routing of an earlier dispatch: no layout, no count exchange, no host sync.
+  const DispatchHandle* cached_handle = nullptr;
+  // > 0: worst-case mode. Outputs have exactly this many rows and the host never waits for the
+  // counts; rows past the received ones have topk_idx -1 and weight 0 (recv_x there is unspecified).
+  int64_t num_worst_tokens = 0;
+  // Optional preallocated outputs (needed for CUDA graph capture); allocated when undefined.
+  TensorView out_recv_x, out_recv_x_scales, out_recv_topk_idx, out_recv_topk_weights;
+  Stream stream = nullptr;
+};
+
+struct DispatchResult {
+  Tensor recv_x;             // [M, H], x's dtype, ordered by source rank, then source token
+  Tensor recv_x_scales;      // f32 [M, H / 128] (fp8 only)
+  Tensor recv_topk_idx;      // i64 [M, K]: local expert ids; other ranks' slots are -1
+  Tensor recv_topk_weights;  // f32 [M, K]: 0 where recv_topk_idx is -1
+  // M, and per local expert the (aligned) counts; -1 / empty in worst-case mode.
+  int64_t num_recv_tokens = -1;
+  std::vector<int> num_recv_tokens_per_expert;
+  // The same counts where the backend keeps them (device memory on CUDA): i32 [local_experts]
+  // and i32 [1]. Valid in every mode, once the stream has run the dispatch.
+  Tensor recv_expert_counts;
+  Tensor recv_token_count;
+  DispatchHandle handle;
+};
+
+struct CombineArgs {
+  TensorView x;             // bf16 [M, H]: one row per received token, in dispatch's order
+  TensorView topk_weights;  // f32 [M, K]; optional, reduced like x
+  const DispatchHandle* handle = nullptr;
+  TensorView out_combined_x, out_combined_topk_weights;  // optional preallocated outputs
+  Stream stream = nullptr;
+};
+
+struct CombineResult {
+  Tensor combined_x;             // bf16 [N, H]
+  Tensor combined_topk_weights;  // f32 [N, K], when topk_weights was given
+};
+
+class Buffer {
+ public:
+  explicit Buffer(const BufferOptions& options);
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  // Opaque bytes that let peers map this rank's heap. Exchange them and pass all, indexed by rank,
+  // to connect() on every rank.
+  Bytes local_handle() const;
+  void connect(const std::vector<Bytes>& all_handles);
+  bool is_connected() const;
+
+  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream = nullptr);
+  DispatchResult dispatch(const DispatchArgs& args);
+  CombineResult combine(const CombineArgs& args);
+
+  int rank() const;
+  const Topology& topology() const;
+  Backend backend() const;
+  const Config& config() const;
+  size_t heap_bytes() const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace switchyard

@@ -1,0 +1,48 @@
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "switchyard/dtype.hpp"
+#include "switchyard/topology.hpp"
+
+namespace switchyard {
+
+// Tuning of the pipeline (`normal`) engine, and the bound on every wait.
+struct Config {
+  // A channel owns a contiguous range of each source rank's tokens, with one ring per
+  // (channel, source rank) on every destination. On CUDA a channel is a pair of blocks.
+  int num_channels = kDefaultChannels;
+  // Token slots in each ring. Smaller than one rank's traffic is fine: the ring wraps under
+  // head/tail flow control.
+  int ring_slots = kDefaultRingSlots;
+  // The sender publishes its tail after this many tokens, and the receiver its head after this many
+  // (fewer at the end). Must be <= ring_slots.
+  int chunk_tokens = kDefaultChunkTokens;
+  // Every spin-wait gives up after this long and raises TimeoutError naming rank, role and channel.
+  double timeout_seconds = kDefaultTimeoutSeconds;
+
+  static constexpr int kDefaultChannels = 4;
+  static constexpr int kDefaultRingSlots = 128;
+  static constexpr int kDefaultChunkTokens = 16;
+  // NOTES: long enough for a loaded 2-core CI machine running 8 ranks as threads.
+  static constexpr double kDefaultTimeoutSeconds = 30.0;
+
+  // Throws InvalidArgument naming the offending field.
+  void validate() const;
+  std::string to_string() const;
+};
+
+// The largest call a buffer must serve; used to size the symmetric heap.
+struct BufferSizing {
+  int64_t max_tokens_per_rank = 4096;
+  int hidden = 7168;
+  int topk = 8;
+  int num_experts = 256;
+  DType dtype = DType::bf16;  // fp8 rows are smaller, but carry scales
+};
+
+// Bytes of symmetric heap the `normal` engine needs per rank for calls up to `sizing`.
+size_t normal_heap_bytes(const Topology& topology, const Config& config, const BufferSizing& sizing);
+
+}  // namespace switchyard

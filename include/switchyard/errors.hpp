@@ -1,0 +1,38 @@
+#pragma once
+// The error hierarchy. Every message names the argument (or the rank and role), what was expected
+// and what was found.
+#include <stdexcept>
+#include <string>
+
+namespace switchyard {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A caller passed something the library cannot accept. Nothing was written.
+class InvalidArgument : public Error {
+ public:
+  using Error::Error;
+};
+
+// A feature exists in the API but not for this backend, engine or topology.
+class Unsupported : public Error {
+ public:
+  using Error::Error;
+};
+
+// A bounded wait expired: a peer did not arrive, or a ring did not drain.
+class TimeoutError : public Error {
+ public:
+  using Error::Error;
+};
+
+// The platform failed underneath us (CUDA, shared memory, mmap).
+class SystemError : public Error {
+ public:
+  using Error::Error;
+};
+
+}  // namespace switchyard

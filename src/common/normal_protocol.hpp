@@ -1,0 +1,151 @@
+#pragma once
+// The `normal` (pipeline) engine's protocol, as types: the heap layout every rank shares, the
+// notify record, the ring of token slots with its head/tail, and the message carried in a slot.
+// The CPU engine (host threads) and the CUDA engine (kernels) use exactly these types.
+//
+// Heap of each rank, identical on all ranks for a given call shape:
+//   [barrier words: one per peer]
+//   [notify records: one per source rank]          written by the source, read by this rank
+//   [rings: one per (channel, source rank)]         a source pushes, this rank pops
+// Dispatch and combine use the same ring region (they never overlap in time); combine's "source"
+// is the expert rank sending results home.
+#include "common/atomics.hpp"
+#include "common/host_device.hpp"
+
+namespace switchyard::common {
+
+// NOTES: 128 bytes keeps each counter on its own cache line on CPUs and its own L2 sector pair on
+// GPUs, so the sender's tail writes never contend with the receiver's head writes.
+constexpr size_t kCounterStride = 128;
+// Every region and every message field starts 16-byte aligned (the width of a vector copy / TMA).
+constexpr size_t kFieldAlignment = 16;
+// fp8 rows carry one fp32 scale per this many channels.
+constexpr int kScaleBlock = 128;
+
+// Head and tail of one ring. Both live in the receiver's heap: the sender writes `tail` (release)
+// after filling slots; the receiver writes `head` (release) after copying them out. Counters count
+// tokens since the start of the call and are zeroed by the receiver before the call's first barrier.
+struct RingControl {
+  uint64_t tail;
+  uint8_t pad0[kCounterStride - sizeof(uint64_t)];
+  uint64_t head;
+  uint8_t pad1[kCounterStride - sizeof(uint64_t)];
+};
+static_assert(sizeof(RingControl) == 2 * kCounterStride, "RingControl must be two counter lines");
+
+// A ring of `num_slots` fixed-size token slots.
+struct Ring {
+  RingControl* control;
+  uint8_t* slots;
+  uint32_t num_slots;
+  uint32_t slot_bytes;
+
+  SY_HD uint8_t* slot(uint64_t sequence) const { return slots + (sequence % num_slots) * slot_bytes; }
+  SY_HD uint64_t* tail() const { return &control->tail; }
+  SY_HD uint64_t* head() const { return &control->head; }
+};
+
+// One token in flight during dispatch: its row, fp8 scales, routing for the receiving rank, and
+// where it came from. Offsets are computed once per call from the call's shape.
+struct DispatchMessage {
+  uint32_t row_bytes;    // hidden * element size
+  uint32_t num_scales;   // hidden / 128 for fp8, else 0
+  uint32_t topk;         // K
+  uint32_t has_weights;  // 0 or 1
+
+  SY_HD size_t row_offset() const { return 0; }
+  SY_HD size_t scales_offset() const { return align_up(row_bytes, kFieldAlignment); }
+  // Local expert id on the receiving rank, or -1.
+  SY_HD size_t topk_idx_offset() const { return scales_offset() + align_up(num_scales * 4u, kFieldAlignment); }
+  SY_HD size_t topk_weights_offset() const { return topk_idx_offset() + align_up(topk * 4u, kFieldAlignment); }
+  SY_HD size_t src_token_offset() const {
+    return topk_weights_offset() + (has_weights ? align_up(topk * 4u, kFieldAlignment) : 0);
+  }
+  SY_HD size_t bytes() const { return src_token_offset() + kFieldAlignment; }
+
+  SY_HD uint8_t* row(uint8_t* slot) const { return slot + row_offset(); }
+  SY_HD float* scales(uint8_t* slot) const { return reinterpret_cast<float*>(slot + scales_offset()); }
+  SY_HD int32_t* topk_idx(uint8_t* slot) const { return reinterpret_cast<int32_t*>(slot + topk_idx_offset()); }
+  SY_HD float* topk_weights(uint8_t* slot) const {
+    return reinterpret_cast<float*>(slot + topk_weights_offset());
+  }
+  SY_HD int32_t* src_token(uint8_t* slot) const { return reinterpret_cast<int32_t*>(slot + src_token_offset()); }
+};
+
+// One expert-output row on its way home during combine.
+struct CombineMessage {
+  uint32_t row_bytes;  // hidden * 2 (bf16)
+  uint32_t topk;
+  uint32_t has_weights;
+
+  SY_HD size_t row_offset() const { return 0; }
+  SY_HD size_t topk_weights_offset() const { return align_up(row_bytes, kFieldAlignment); }
+  SY_HD size_t bytes() const {
+    return topk_weights_offset() + (has_weights ? align_up(topk * 4u, kFieldAlignment) : 0);
+  }
+  SY_HD uint8_t* row(uint8_t* slot) const { return slot + row_offset(); }
+  SY_HD float* topk_weights(uint8_t* slot) const {
+    return reinterpret_cast<float*>(slot + topk_weights_offset());
+  }
+};
+
+// What a source rank tells each destination before dispatch: how many of its tokens go to this
+// destination per channel, and how many per local expert of this destination. The record's first
+// word (notify_signature) holds a signature of the call, so that ranks calling with different
+// shapes fail loudly instead of corrupting each other.
+struct NotifyRecord {
+  int32_t* channel_counts;  // [num_channels]
+  int32_t* expert_counts;   // [local_experts]
+};
+
+// Byte offsets of every object in a rank's heap, for one call shape. Pure arithmetic: identical on
+// every rank and on host and device.
+struct NormalHeapLayout {
+  int num_ranks;
+  int num_channels;
+  int local_experts;
+  uint32_t ring_slots;
+  uint32_t slot_bytes;
+
+  SY_HD size_t barrier_offset() const { return 0; }
+  SY_HD size_t barrier_bytes() const { return align_up(num_ranks * sizeof(uint64_t), kCounterStride); }
+
+  SY_HD size_t notify_record_bytes() const {
+    return align_up(sizeof(uint64_t) + (num_channels + local_experts) * sizeof(int32_t), kCounterStride);
+  }
+  SY_HD size_t notify_offset() const { return barrier_offset() + barrier_bytes(); }
+  SY_HD size_t notify_bytes() const { return notify_record_bytes() * num_ranks; }
+
+  SY_HD size_t ring_bytes() const {
+    return sizeof(RingControl) + align_up(static_cast<size_t>(ring_slots) * slot_bytes, kCounterStride);
+  }
+  SY_HD size_t rings_offset() const { return notify_offset() + notify_bytes(); }
+  SY_HD size_t rings_bytes() const { return ring_bytes() * num_channels * num_ranks; }
+  SY_HD size_t total_bytes() const { return rings_offset() + rings_bytes(); }
+
+  // Peer `source` writes its arrival count here in our heap.
+  SY_HD uint64_t* barrier_word(uint8_t* heap, int source) const {
+    return reinterpret_cast<uint64_t*>(heap + barrier_offset()) + source;
+  }
+  SY_HD NotifyRecord notify_record(uint8_t* heap, int source) const {
+    uint8_t* record = heap + notify_offset() + notify_record_bytes() * source;
+    int32_t* counts = reinterpret_cast<int32_t*>(record + sizeof(uint64_t));
+    return NotifyRecord{counts, counts + num_channels};
+  }
+  SY_HD uint64_t* notify_signature(uint8_t* heap, int source) const {
+    return reinterpret_cast<uint64_t*>(heap + notify_offset() + notify_record_bytes() * source);
+  }
+  // The ring in `heap` that `source` pushes to on `channel`.
+  SY_HD Ring ring(uint8_t* heap, int channel, int source) const {
+    uint8_t* base = heap + rings_offset() + ring_bytes() * (static_cast<size_t>(channel) * num_ranks + source);
+    return Ring{reinterpret_cast<RingControl*>(base), base + sizeof(RingControl), ring_slots, slot_bytes};
+  }
+};
+
+// Channel c owns source tokens [channel_begin(c), channel_begin(c + 1)): contiguous ranges, so that
+// a channel's tokens for one destination land contiguously in rank-major order.
+SY_HD int64_t channel_begin(int64_t num_tokens, int num_channels, int channel) {
+  return num_tokens * channel / num_channels;
+}
+
+}  // namespace switchyard::common

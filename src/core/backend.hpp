@@ -1,0 +1,74 @@
+#pragma once
+// What core asks of a backend. Core validates every argument on the host and hands the backend a
+// plan with the shapes already checked; backends never see bad input.
+#include <memory>
+#include <vector>
+
+#include "common/sym_heap.hpp"
+#include "core/normal_handle.hpp"
+#include "switchyard/buffer.hpp"
+
+namespace switchyard::detail {
+
+// A validated `normal` dispatch.
+struct DispatchPlan {
+  int rank = 0;
+  Topology topology;
+  Config config;
+  int64_t num_tokens = 0;  // N
+  int hidden = 0;          // H
+  DType dtype = DType::bf16;
+  bool has_scales = false;   // fp8: x_scales [N, H / 128]
+  int topk = 0;              // K; 0 when topk_idx is omitted (cached dispatch)
+  bool has_weights = false;  // topk_weights given
+  int num_experts = 0;
+  int local_experts = 0;
+  int expert_alignment = 1;
+  int64_t num_worst_tokens = 0;
+  const NormalHandleData* cached = nullptr;  // replay this routing
+  const DispatchLayout* layout = nullptr;    // precomputed layout, or null
+  DispatchArgs args;                         // the caller's tensors (outputs may be undefined)
+  uint64_t signature = 0;                    // same on every rank for a matching call
+};
+
+// A validated `normal` combine.
+struct CombinePlan {
+  int rank = 0;
+  Topology topology;
+  Config config;
+  int hidden = 0;
+  bool has_weights = false;
+  int topk = 0;
+  const NormalHandleData* handle = nullptr;
+  CombineArgs args;
+  uint64_t signature = 0;
+};
+
+class BackendImpl {
+ public:
+  virtual ~BackendImpl() = default;
+
+  virtual Device device() const = 0;
+  virtual Bytes local_handle() const = 0;
+  // Maps every peer's heap; `all_handles` were checked for count, magic and size by core.
+  virtual void connect(const std::vector<Bytes>& all_handles) = 0;
+
+  // Allocates a tensor where this backend computes (host memory or device memory).
+  virtual Tensor allocate(DType dtype, std::initializer_list<int64_t> dims) = 0;
+
+  virtual DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream) = 0;
+  virtual DispatchResult normal_dispatch(const DispatchPlan& plan) = 0;
+  virtual CombineResult normal_combine(const CombinePlan& plan) = 0;
+};
+
+struct BackendCreateInfo {
+  const BufferOptions* options = nullptr;
+  size_t heap_bytes = 0;
+  const void* owner = nullptr;  // the Buffer::Impl, recorded in handles
+};
+
+std::unique_ptr<BackendImpl> make_cpu_backend(const BackendCreateInfo& info);
+// Throws Unsupported when built without CUDA.
+std::unique_ptr<BackendImpl> make_cuda_backend(const BackendCreateInfo& info);
+
+}  // namespace switchyard::detail

@@ -1,0 +1,35 @@
+#pragma once
+// The routing a `normal` dispatch leaves behind for combine and for cached dispatch.
+#include <cstdint>
+#include <vector>
+
+#include "switchyard/buffer.hpp"
+
+namespace switchyard::detail {
+
+struct NormalHandleData {
+  const void* owner = nullptr;  // the Buffer::Impl that made it; combine refuses foreign handles
+  int rank = 0;
+  Topology topology;
+  int num_channels = 0;
+  int num_experts = 0;
+  int expert_alignment = 1;
+  int topk = 0;  // K of the dispatch (0 when dispatched without topk_idx)
+
+  // Send side (this rank's tokens).
+  int64_t num_tokens = 0;
+  Tensor is_token_in_rank;  // bool [N, R], on the backend's device
+
+  // Receive side.
+  int64_t num_recv_tokens = -1;   // host copy; -1 when the host never synchronised (worst case)
+  int64_t num_worst_tokens = 0;   // > 0: outputs were padded to this many rows
+  // Row range of (source rank s, channel c) in the receive order: rows
+  // [recv_channel_start[s * C + c], recv_channel_start[s * C + c + 1]). i32 [R * C + 1].
+  Tensor recv_channel_start;
+  Tensor recv_src_token;  // i32 [M]: the source token index of each received row
+  std::vector<int> num_recv_tokens_per_expert;  // host copy, aligned; empty in worst case
+  Tensor recv_expert_counts;                    // i32 [local_experts], aligned
+  Tensor recv_token_count;                      // i32 [1]
+};
+
+}  // namespace switchyard::detail
