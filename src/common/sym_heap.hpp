@@ -19,9 +19,10 @@ struct SymHeap {
   // The address in `peer`'s heap of the object at `local` in ours.
   template <typename T>
   SY_HD T* map(T* local, int peer) const {
-    return reinterpret_cast<T*>(reinterpret_cast<uint8_t*>(local) + peer_offset[peer]);
+    // NOTES: integer arithmetic, since the two heaps are unrelated allocations.
+    return reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(local) + static_cast<uintptr_t>(peer_offset[peer]));
   }
-  SY_HD uint8_t* peer_base(int peer) const { return base + peer_offset[peer]; }
+  SY_HD uint8_t* peer_base(int peer) const { return map(base, peer); }
 };
 
 }  // namespace switchyard::common

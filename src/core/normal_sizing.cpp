@@ -1,0 +1,71 @@
+#include "core/normal_sizing.hpp"
+
+#include <algorithm>
+
+#include "switchyard/config.hpp"
+
+namespace switchyard::detail {
+
+common::DispatchMessage dispatch_message(int hidden, DType dtype, int topk, bool has_weights) {
+  common::DispatchMessage message{};
+  message.row_bytes = static_cast<uint32_t>(hidden * dtype_size(dtype));
+  message.num_scales = dtype == DType::fp8_e4m3 ? static_cast<uint32_t>(hidden / common::kScaleBlock) : 0u;
+  message.topk = static_cast<uint32_t>(topk);
+  message.has_weights = has_weights ? 1u : 0u;
+  return message;
+}
+
+common::CombineMessage combine_message(int hidden, int topk, bool has_weights) {
+  common::CombineMessage message{};
+  message.row_bytes = static_cast<uint32_t>(hidden * 2);
+  message.topk = static_cast<uint32_t>(topk);
+  message.has_weights = has_weights ? 1u : 0u;
+  return message;
+}
+
+namespace {
+common::NormalHeapLayout make_layout(const Topology& topology, const Config& config, int local_experts,
+                                     size_t slot_bytes) {
+  common::NormalHeapLayout layout{};
+  layout.num_ranks = topology.num_ranks;
+  layout.num_channels = config.num_channels;
+  layout.local_experts = local_experts;
+  layout.ring_slots = static_cast<uint32_t>(config.ring_slots);
+  layout.slot_bytes = static_cast<uint32_t>(slot_bytes);
+  return layout;
+}
+}  // namespace
+
+common::NormalHeapLayout dispatch_heap_layout(const DispatchPlan& plan) {
+  auto message = dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
+  return make_layout(plan.topology, plan.config, plan.local_experts, message.bytes());
+}
+
+common::NormalHeapLayout combine_heap_layout(const CombinePlan& plan) {
+  auto message = combine_message(plan.hidden, plan.topk, plan.has_weights);
+  return make_layout(plan.topology, plan.config, 0, message.bytes());
+}
+
+}  // namespace switchyard::detail
+
+namespace switchyard {
+
+size_t normal_heap_bytes(const Topology& topology, const Config& config, const BufferSizing& sizing) {
+  topology.validate();
+  config.validate();
+  auto dispatch = detail::dispatch_message(sizing.hidden, sizing.dtype, sizing.topk, true);
+  // fp8 calls carry scales but a bf16 call of the same hidden needs the larger row: size for both.
+  auto dispatch_bf16 = detail::dispatch_message(sizing.hidden, DType::bf16, sizing.topk, true);
+  auto combine = detail::combine_message(sizing.hidden, sizing.topk, true);
+  size_t slot_bytes = std::max({dispatch.bytes(), dispatch_bf16.bytes(), combine.bytes()});
+  int local_experts = sizing.num_experts / std::max(1, topology.num_ranks);
+  common::NormalHeapLayout layout{};
+  layout.num_ranks = topology.num_ranks;
+  layout.num_channels = config.num_channels;
+  layout.local_experts = local_experts;
+  layout.ring_slots = static_cast<uint32_t>(config.ring_slots);
+  layout.slot_bytes = static_cast<uint32_t>(slot_bytes);
+  return layout.total_bytes();
+}
+
+}  // namespace switchyard

@@ -1,0 +1,82 @@
+#include "switchyard/tensor.hpp"
+
+#include <cstdlib>
+#include <sstream>
+
+#include "core/device_memory.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard {
+
+namespace {
+// NOTES: 256 bytes covers AVX-512 loads, cache lines and TMA's 128-byte alignment alike.
+constexpr size_t kHostAlignment = 256;
+
+std::shared_ptr<void> allocate_host_bytes(size_t bytes) {
+  void* pointer = nullptr;
+  size_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
+  if (posix_memalign(&pointer, kHostAlignment, rounded == 0 ? kHostAlignment : rounded) != 0) {
+    throw SystemError("Tensor::empty: could not allocate " + std::to_string(bytes) + " bytes of host memory");
+  }
+  return std::shared_ptr<void>(pointer, [](void* p) { std::free(p); });
+}
+}  // namespace
+
+TensorView::TensorView(void* data_, DType dtype_, std::initializer_list<int64_t> dims, Device device_,
+                       int device_index_)
+    : data(data_), dtype(dtype_), ndim(static_cast<int>(dims.size())), device(device_),
+      device_index(device_index_) {
+  if (dims.size() > static_cast<size_t>(kMaxTensorDims)) {
+    throw InvalidArgument("TensorView: expected at most " + std::to_string(kMaxTensorDims) + " dimensions, got " +
+                          std::to_string(dims.size()));
+  }
+  int i = 0;
+  for (int64_t dim : dims) shape[i++] = dim;
+}
+
+int64_t TensorView::numel() const {
+  int64_t count = 1;
+  for (int i = 0; i < ndim; ++i) count *= shape[i];
+  return ndim == 0 ? (data ? 1 : 0) : count;
+}
+
+std::string TensorView::describe() const {
+  if (!defined()) return "undefined";
+  std::ostringstream out;
+  out << dtype_name(dtype) << "[";
+  for (int i = 0; i < ndim; ++i) out << (i ? ", " : "") << shape[i];
+  out << "] on " << (device == Device::cpu ? "cpu" : "cuda:" + std::to_string(device_index));
+  return out.str();
+}
+
+Tensor Tensor::empty(DType dtype, std::initializer_list<int64_t> dims, Device device, int device_index) {
+  TensorView view(nullptr, dtype, dims, device, device_index);
+  return empty_like_shape(dtype, view.shape, view.ndim, device, device_index);
+}
+
+Tensor Tensor::empty_like_shape(DType dtype, const std::array<int64_t, kMaxTensorDims>& shape, int ndim,
+                                Device device, int device_index) {
+  Tensor tensor;
+  tensor.view_.dtype = dtype;
+  tensor.view_.ndim = ndim;
+  tensor.view_.shape = shape;
+  tensor.view_.device = device;
+  tensor.view_.device_index = device_index;
+  for (int i = 0; i < ndim; ++i) {
+    if (shape[i] < 0) throw InvalidArgument("Tensor::empty: expected non-negative dimensions, got " + std::to_string(shape[i]));
+  }
+  size_t bytes = 1;
+  for (int i = 0; i < ndim; ++i) bytes *= static_cast<size_t>(shape[i]);
+  bytes *= dtype_size(dtype);
+  tensor.storage_ = device == Device::cpu ? allocate_host_bytes(bytes) : detail::allocate_cuda_bytes(bytes, device_index);
+  tensor.view_.data = tensor.storage_.get();
+  return tensor;
+}
+
+Tensor Tensor::borrow(const TensorView& view) {
+  Tensor tensor;
+  tensor.view_ = view;
+  return tensor;
+}
+
+}  // namespace switchyard

@@ -1,0 +1,49 @@
+#include <sstream>
+
+#include "switchyard/config.hpp"
+#include "switchyard/errors.hpp"
+#include "switchyard/topology.hpp"
+
+namespace switchyard {
+
+void Topology::validate() const {
+  if (num_ranks < 1) {
+    throw InvalidArgument("topology.num_ranks: expected >= 1, got " + std::to_string(num_ranks));
+  }
+  if (ranks_per_node < 1 || ranks_per_node > num_ranks || num_ranks % ranks_per_node != 0) {
+    throw InvalidArgument("topology.ranks_per_node: expected a divisor of num_ranks (" + std::to_string(num_ranks) +
+                          ") in [1, num_ranks], got " + std::to_string(ranks_per_node));
+  }
+}
+
+std::string Topology::to_string() const {
+  std::ostringstream out;
+  out << num_ranks << " ranks (" << num_nodes() << " node" << (num_nodes() == 1 ? "" : "s") << " x "
+      << ranks_per_node << ")";
+  return out.str();
+}
+
+void Config::validate() const {
+  if (num_channels < 1 || num_channels > 1024) {
+    throw InvalidArgument("config.num_channels: expected 1..1024, got " + std::to_string(num_channels));
+  }
+  if (ring_slots < 1) {
+    throw InvalidArgument("config.ring_slots: expected >= 1, got " + std::to_string(ring_slots));
+  }
+  if (chunk_tokens < 1 || chunk_tokens > ring_slots) {
+    throw InvalidArgument("config.chunk_tokens: expected 1..ring_slots (" + std::to_string(ring_slots) + "), got " +
+                          std::to_string(chunk_tokens));
+  }
+  if (!(timeout_seconds > 0)) {
+    throw InvalidArgument("config.timeout_seconds: expected > 0, got " + std::to_string(timeout_seconds));
+  }
+}
+
+std::string Config::to_string() const {
+  std::ostringstream out;
+  out << "channels=" << num_channels << " ring_slots=" << ring_slots << " chunk_tokens=" << chunk_tokens
+      << " timeout=" << timeout_seconds << "s";
+  return out.str();
+}
+
+}  // namespace switchyard

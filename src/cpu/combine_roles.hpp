@@ -1,0 +1,70 @@
+#pragma once
+// The two roles of a `normal` combine channel on the CPU: expert ranks send each received row back
+// to its home rank in dispatch order; the home rank reduces each token's rows in the fixed order
+// of DESIGN.md. Non-blocking state machines, like the dispatch roles.
+#include <string>
+#include <vector>
+
+#include "common/normal_protocol.hpp"
+#include "common/sym_heap.hpp"
+
+namespace switchyard::cpu {
+
+struct CombineContext {
+  const common::SymHeap* heap;
+  common::NormalHeapLayout layout;
+  common::CombineMessage message;
+  int rank, num_ranks, ranks_per_node, num_channels;
+  uint32_t chunk_tokens;
+  // Send side: this rank's expert outputs, in its receive order.
+  const uint8_t* y;                   // bf16 [M, H]
+  const float* y_topk_weights;        // [M, K] or null
+  const int32_t* recv_channel_start;  // [R * C + 1]
+  // Receive side: this rank's tokens.
+  int64_t num_tokens;
+  const uint8_t* is_token_in_rank;  // [N, R]
+  uint16_t* combined_x;             // bf16 [N, H]
+  float* combined_topk_weights;     // [N, K] or null
+};
+
+class CombineSender {
+ public:
+  CombineSender(const CombineContext& context, int channel);
+  bool step();
+  bool done() const;
+  std::string waiting_for() const;
+
+ private:
+  struct Home {
+    int64_t next_row, end_row;  // rows of (home rank, channel) still to send
+    uint64_t tail, published, head;
+  };
+  const CombineContext& context_;
+  int channel_;
+  std::vector<Home> homes_;
+};
+
+class CombineReceiver {
+ public:
+  CombineReceiver(const CombineContext& context, int channel);
+  bool step();
+  bool done() const { return token_ >= end_; }
+  std::string waiting_for() const;
+
+ private:
+  struct Expert {
+    uint64_t consumed, published, tail;
+  };
+  bool rows_ready(const uint8_t* in_rank);
+  void reduce_token(const uint8_t* in_rank);
+  void release_heads(bool all);
+
+  const CombineContext& context_;
+  int channel_;
+  int64_t token_, end_;
+  std::vector<Expert> experts_;
+  std::vector<float> node_sum_, total_;  // fp32 accumulators, [H]
+  int waiting_rank_ = -1;
+};
+
+}  // namespace switchyard::cpu

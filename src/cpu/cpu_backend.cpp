@@ -1,0 +1,50 @@
+// The CPU backend: a host symmetric heap and the engines that run over it with host threads.
+#include <memory>
+
+#include "core/backend.hpp"
+#include "core/handle_format.hpp"
+#include "cpu/host_heap.hpp"
+#include "cpu/normal_engine.hpp"
+
+namespace switchyard::cpu {
+
+class CpuBackend final : public detail::BackendImpl {
+ public:
+  explicit CpuBackend(const detail::BackendCreateInfo& info)
+      : options_(*info.options),
+        heap_(info.heap_bytes, info.options->rank, info.options->topology.num_ranks, info.options->sharing),
+        normal_(heap_, info.owner) {}
+
+  Device device() const override { return Device::cpu; }
+  Bytes local_handle() const override { return heap_.local_handle(); }
+
+  void connect(const std::vector<Bytes>& all_handles) override {
+    std::vector<Bytes> payloads;
+    payloads.reserve(all_handles.size());
+    for (const Bytes& handle : all_handles) payloads.push_back(detail::handle_payload(handle));
+    heap_.connect(payloads);
+  }
+
+  Tensor allocate(DType dtype, std::initializer_list<int64_t> dims) override { return Tensor::empty(dtype, dims); }
+
+  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream) override {
+    return compute_dispatch_layout(topk_idx, num_experts, options_.topology);
+  }
+  DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override { return normal_.dispatch(plan); }
+  CombineResult normal_combine(const detail::CombinePlan& plan) override { return normal_.combine(plan); }
+
+ private:
+  BufferOptions options_;
+  HostHeap heap_;
+  NormalEngine normal_;
+};
+
+}  // namespace switchyard::cpu
+
+namespace switchyard::detail {
+
+std::unique_ptr<BackendImpl> make_cpu_backend(const BackendCreateInfo& info) {
+  return std::make_unique<cpu::CpuBackend>(info);
+}
+
+}  // namespace switchyard::detail
