@@ -1,0 +1,42 @@
+#pragma once
+// One engine on one rank: that rank's inputs on the backend, its preallocated outputs, and the
+// reference to compare them with. The runner drives every engine through this interface:
+//   poison_outputs(), then per iteration prepare() -> dispatch() -> expert() -> combine();
+// only dispatch() and combine() are timed.
+#include <string>
+
+#include "dump.hpp"
+#include "options.hpp"
+#include "problem.hpp"
+#include "switchyard/buffer.hpp"
+
+namespace switchyard::bench {
+
+struct SessionContext {
+  const BenchOptions* options = nullptr;
+  const Problem* problem = nullptr;
+  Buffer* buffer = nullptr;
+  int rank = 0;
+  Stream stream = nullptr;
+};
+
+class EngineSession {
+ public:
+  virtual ~EngineSession() = default;
+  // Fills every preallocated output with the poison pattern, so that a value the engine forgot to
+  // write cannot pass the check by accident.
+  virtual void poison_outputs() = 0;
+  // Untimed work before dispatch (e.g. the layout). `iteration` picks the input set.
+  virtual void prepare(int iteration) = 0;
+  virtual void dispatch(int iteration) = 0;
+  // The synthetic expert on what dispatch delivered: untimed.
+  virtual void expert(int iteration) = 0;
+  virtual void combine(int iteration) = 0;
+  // Empty when every output of the last iteration equals the reference bit for bit; otherwise the
+  // first difference ("recv_x: ...").
+  virtual std::string first_difference() = 0;
+  // Writes every input and output of the last iteration under `dump` for this engine and rank.
+  virtual void dump(DumpDirectory& dump) = 0;
+};
+
+}  // namespace switchyard::bench

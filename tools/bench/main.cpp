@@ -1,0 +1,156 @@
+// switchyard-bench: the project's main job (DESIGN.md, Performance). See --help.
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <new>
+#include <string>
+#include <vector>
+
+#include "copy_bandwidth.hpp"
+#include "dump.hpp"
+#include "engines.hpp"
+#include "options.hpp"
+#include "problem.hpp"
+#include "progress.hpp"
+#include "report.hpp"
+#include "runner.hpp"
+#include "switchyard/buffer.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard::bench {
+namespace {
+
+constexpr int kExitOk = 0;
+constexpr int kExitFailed = 1;  // a check failed, or the library failed at run time
+constexpr int kExitUsage = 2;   // a bad argument, or a configuration the library refuses
+
+// Errors go to stderr on one line.
+int report_error(int status, const std::string& message) {
+  std::string line = message;
+  for (char& c : line) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  std::fflush(stdout);
+  std::fprintf(stderr, "switchyard-bench: %s\n", line.c_str());
+  return status;
+}
+
+// --json is written at the end; refuse an unwritable path before the run, without creating it.
+void check_json_path(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code error;
+  bool writable;
+  if (fs::exists(path, error)) {
+    writable = !fs::is_directory(path, error) && access(path.c_str(), W_OK) == 0;
+  } else {
+    fs::path parent = fs::path(path).parent_path();
+    if (parent.empty()) parent = ".";
+    writable = fs::is_directory(parent, error) && access(parent.c_str(), W_OK | X_OK) == 0;
+  }
+  if (!writable) throw UsageError("--json: expected a file that can be written, got '" + path + "'");
+}
+
+// Everything that can refuse the arguments, before any long work.
+BenchOptions set_up(const CommandLine& command_line) {
+  BenchOptions options = resolve(command_line, cuda_available());
+  for (Engine engine : options.engines) {
+    EngineSupport support = engine_support(engine, options.backend);
+    if (!support.implemented && !options.engine_was_all) {
+      throw UsageError(std::string("--engine: ") + engine_name(engine) + " is " + support.reason);
+    }
+  }
+  options.topology.validate();
+  options.config.validate();
+  check_fits_in_memory(options);
+  if (!options.json_path.empty()) check_json_path(options.json_path);
+  return options;
+}
+
+bool runs_normal(const BenchOptions& options) {
+  for (Engine engine : options.engines) {
+    if (engine == Engine::normal && engine_support(engine, options.backend).implemented) return true;
+  }
+  return false;
+}
+
+int run(const BenchOptions& options) {
+  std::unique_ptr<DumpDirectory> dump;
+  if (!options.dump_dir.empty()) dump = std::make_unique<DumpDirectory>(options.dump_dir);
+
+  Progress progress;
+  progress.update("setup", "measuring the copy bandwidth");
+  const CopyBandwidth copy = measure_copy_bandwidth(options.backend, options.topology.num_ranks);
+  const Problem problem = make_problem(options, progress);
+  progress.clear();
+  print_header(stdout, options, copy, problem.traffic);
+  std::fflush(stdout);
+  if (dump && runs_normal(options)) {
+    progress.update("dump", "writing the reference to --dump");
+    dump_normal_reference(*dump, problem);
+  }
+
+  std::vector<EngineResult> results;
+  std::vector<std::string> engines_run;
+  for (Engine engine : options.engines) {
+    EngineSupport support = engine_support(engine, options.backend);
+    EngineResult result = support.implemented ? run_engine(engine, options, problem, progress, dump.get())
+                                              : skipped_result(engine, support.reason);
+    progress.clear();
+    print_engine(stdout, result, copy);
+    std::fflush(stdout);
+    if (result.status != CheckStatus::skipped) engines_run.push_back(engine_name(result.engine));
+    results.push_back(result);
+  }
+
+  if (!options.json_path.empty()) write_results_json(options.json_path, options, copy, results);
+  if (dump) dump->write_meta(options, engines_run);
+
+  int status = kExitOk;
+  for (const EngineResult& result : results) {
+    if (result.status == CheckStatus::failed || result.status == CheckStatus::error) status = kExitFailed;
+  }
+  return status;
+}
+
+int bench_main(const std::vector<std::string>& args) {
+  BenchOptions options;
+  try {
+    CommandLine command_line = parse_command_line(args);
+    if (command_line.help) {
+      std::fputs(help_text().c_str(), stdout);
+      return kExitOk;
+    }
+    options = set_up(command_line);
+  } catch (const UsageError& error) {
+    return report_error(kExitUsage, error.what());
+  } catch (const InvalidArgument& error) {
+    return report_error(kExitUsage, error.what());
+  } catch (const Unsupported& error) {
+    return report_error(kExitUsage, error.what());
+  }
+
+  try {
+    return run(options);
+  } catch (const UsageError& error) {
+    return report_error(kExitUsage, error.what());
+  } catch (const InvalidArgument& error) {
+    return report_error(kExitUsage, std::string("the library refused the configuration: ") + error.what());
+  } catch (const Unsupported& error) {
+    return report_error(kExitUsage, std::string("not supported: ") + error.what());
+  } catch (const std::bad_alloc&) {
+    return report_error(kExitFailed, "out of host memory (try fewer --tokens or --ranks)");
+  }
+}
+
+}  // namespace
+}  // namespace switchyard::bench
+
+int main(int argc, char** argv) {
+  try {
+    return switchyard::bench::bench_main(std::vector<std::string>(argv + 1, argv + argc));
+  } catch (const std::exception& error) {
+    return switchyard::bench::report_error(1, error.what());
+  }
+}

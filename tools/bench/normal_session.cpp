@@ -1,0 +1,250 @@
+// The `normal` engine (rank-major, DESIGN.md) on one rank: layout -> dispatch -> synthetic expert ->
+// combine into preallocated outputs, checked against problem.normal.
+#include <vector>
+
+#include "engines.hpp"
+#include "transfer.hpp"
+#include "workload/workload.hpp"
+
+namespace switchyard::bench {
+namespace {
+
+constexpr const char* kEngineName = "normal";
+
+TensorView int_view(const std::vector<int>& values) {
+  static_assert(sizeof(int) == 4, "i32 views of std::vector<int>");
+  return TensorView(const_cast<int*>(values.data()), DType::i32, {static_cast<int64_t>(values.size())});
+}
+
+// Compares what the library returned (on any device) with the reference (host); on the first
+// mismatch, records "<name>: <why>" in `difference` and returns false.
+bool matches(const std::string& name, const TensorView& actual, const TensorView& expected,
+             std::string* difference) {
+  if (!actual.defined() && !expected.defined()) return true;
+  if (!actual.defined()) {
+    *difference = name + ": not returned; expected " + expected.describe();
+    return false;
+  }
+  Tensor host = to_host(actual);
+  std::string why;
+  if (workload::bitwise_equal(host, expected, &why)) return true;
+  *difference = name + ": " + why;
+  return false;
+}
+
+// A preallocated output must be where the result went.
+bool is_output(const std::string& name, const Tensor& returned, const Tensor& preallocated,
+               std::string* difference) {
+  if (!preallocated.defined() || returned.data() == preallocated.data()) return true;
+  *difference = name + ": the result is not in the preallocated output out_" + name;
+  return false;
+}
+
+class NormalSession final : public EngineSession {
+ public:
+  explicit NormalSession(const SessionContext& context)
+      : context_(context),
+        backend_(context.options->backend),
+        expected_layout_(context.problem->normal.layouts.at(context.rank)),
+        expected_dispatch_(context.problem->normal.dispatched.at(context.rank)),
+        expected_combine_(context.problem->normal.combined.at(context.rank)) {
+    const BenchOptions& options = *context.options;
+    const workload::RankData& data = context.problem->inputs.at(context.rank);
+    // NOTES: the seam for rotating inputs. On cpu one input set serves every iteration; on cuda,
+    // sets whose total exceeds L2 should rotate so that each timed iteration reads cold inputs.
+    input_sets_.push_back(InputSet{to_backend(data.x, backend_), to_backend(data.x_scales, backend_),
+                                   to_backend(data.topk_idx, backend_),
+                                   to_backend(data.topk_weights, backend_)});
+    expert_outputs_.resize(input_sets_.size());
+
+    const int64_t received = expected_dispatch_.recv_x.size(0);
+    const int64_t tokens = data.x.size(0);
+    const bool fp8 = options.dtype == DType::fp8_e4m3;
+    out_recv_x_ = allocate_on_backend(backend_, options.dtype, {received, options.hidden});
+    if (fp8)
+      out_recv_x_scales_ =
+          allocate_on_backend(backend_, DType::f32, {received, options.hidden / kFp8ScaleBlock});
+    out_recv_topk_idx_ = allocate_on_backend(backend_, DType::i64, {received, options.topk});
+    out_recv_topk_weights_ = allocate_on_backend(backend_, DType::f32, {received, options.topk});
+    out_combined_x_ = allocate_on_backend(backend_, DType::bf16, {tokens, options.hidden});
+    out_combined_topk_weights_ = allocate_on_backend(backend_, DType::f32, {tokens, options.topk});
+  }
+
+  void poison_outputs() override {
+    for (const Tensor* output : {&out_recv_x_, &out_recv_x_scales_, &out_recv_topk_idx_,
+                                 &out_recv_topk_weights_, &out_combined_x_, &out_combined_topk_weights_}) {
+      poison_on_backend(*output);
+    }
+  }
+
+  void prepare(int iteration) override {
+    layout_ = context_.buffer->get_dispatch_layout(inputs_for(iteration).topk_idx,
+                                                   context_.options->num_experts, context_.stream);
+  }
+
+  void dispatch(int iteration) override {
+    const InputSet& inputs = inputs_for(iteration);
+    DispatchArgs args;
+    args.x = inputs.x;
+    args.x_scales = inputs.x_scales;
+    args.topk_idx = inputs.topk_idx;
+    args.topk_weights = inputs.topk_weights;
+    args.num_experts = context_.options->num_experts;
+    args.layout = &layout_;
+    args.out_recv_x = out_recv_x_;
+    args.out_recv_x_scales = out_recv_x_scales_;
+    args.out_recv_topk_idx = out_recv_topk_idx_;
+    args.out_recv_topk_weights = out_recv_topk_weights_;
+    args.stream = context_.stream;
+    dispatched_ = context_.buffer->dispatch(args);
+  }
+
+  // The synthetic expert runs on the host. Its output depends only on the inputs, so it is computed
+  // on each input set's first iteration (the check iteration) and reused by the timed ones.
+  void expert(int iteration) override {
+    Tensor& y = expert_outputs_[input_set_of(iteration)];
+    if (y.defined()) return;
+    Tensor recv_x = to_host(dispatched_.recv_x);
+    Tensor recv_x_scales = to_host(dispatched_.recv_x_scales);
+    y = to_backend(workload::synthetic_expert(recv_x, recv_x_scales, context_.rank), backend_);
+  }
+
+  void combine(int iteration) override {
+    CombineArgs args;
+    args.x = expert_outputs_[input_set_of(iteration)];
+    args.topk_weights = dispatched_.recv_topk_weights;
+    args.handle = &dispatched_.handle;
+    args.out_combined_x = out_combined_x_;
+    args.out_combined_topk_weights = out_combined_topk_weights_;
+    args.stream = context_.stream;
+    combined_ = context_.buffer->combine(args);
+  }
+
+  std::string first_difference() override {
+    std::string difference;
+    const int64_t received = expected_dispatch_.recv_x.size(0);
+    const int32_t received_i32 = static_cast<int32_t>(received);
+    const TensorView expected_token_count(const_cast<int32_t*>(&received_i32), DType::i32, {1});
+    const std::vector<uint8_t>& in_rank = expected_layout_.is_token_in_rank;
+    const TensorView expected_in_rank(
+        const_cast<uint8_t*>(in_rank.data()), DType::boolean,
+        {context_.problem->inputs.at(context_.rank).x.size(0), context_.options->topology.num_ranks});
+    bool same = matches("num_tokens_per_rank", layout_.num_tokens_per_rank,
+                        int_view(expected_layout_.num_tokens_per_rank), &difference) &&
+                matches("num_tokens_per_node", layout_.num_tokens_per_node,
+                        int_view(expected_layout_.num_tokens_per_node), &difference) &&
+                matches("num_tokens_per_expert", layout_.num_tokens_per_expert,
+                        int_view(expected_layout_.num_tokens_per_expert), &difference) &&
+                matches("is_token_in_rank", layout_.is_token_in_rank, expected_in_rank, &difference);
+    if (same && dispatched_.num_recv_tokens != received) {
+      difference = "num_recv_tokens: expected " + std::to_string(received) + ", got " +
+                   std::to_string(dispatched_.num_recv_tokens);
+      same = false;
+    }
+    same =
+        same && matches("recv_x", dispatched_.recv_x, expected_dispatch_.recv_x, &difference) &&
+        matches("recv_x_scales", dispatched_.recv_x_scales, expected_dispatch_.recv_x_scales, &difference) &&
+        matches("recv_topk_idx", dispatched_.recv_topk_idx, expected_dispatch_.recv_topk_idx, &difference) &&
+        matches("recv_topk_weights", dispatched_.recv_topk_weights, expected_dispatch_.recv_topk_weights,
+                &difference) &&
+        is_output("recv_x", dispatched_.recv_x, out_recv_x_, &difference) &&
+        is_output("recv_x_scales", dispatched_.recv_x_scales, out_recv_x_scales_, &difference) &&
+        is_output("recv_topk_idx", dispatched_.recv_topk_idx, out_recv_topk_idx_, &difference) &&
+        is_output("recv_topk_weights", dispatched_.recv_topk_weights, out_recv_topk_weights_, &difference) &&
+        matches("num_recv_tokens_per_expert", int_view(dispatched_.num_recv_tokens_per_expert),
+                int_view(expected_dispatch_.num_recv_tokens_per_expert), &difference) &&
+        matches("recv_expert_counts", dispatched_.recv_expert_counts,
+                int_view(expected_dispatch_.num_recv_tokens_per_expert), &difference) &&
+        matches("recv_token_count", dispatched_.recv_token_count, expected_token_count, &difference) &&
+        matches("combined_x", combined_.combined_x, expected_combine_.combined_x, &difference) &&
+        matches("combined_topk_weights", combined_.combined_topk_weights,
+                expected_combine_.combined_topk_weights, &difference) &&
+        is_output("combined_x", combined_.combined_x, out_combined_x_, &difference) &&
+        is_output("combined_topk_weights", combined_.combined_topk_weights, out_combined_topk_weights_,
+                  &difference);
+    return same ? "" : difference;
+  }
+
+  void dump(DumpDirectory& dump) override {
+    const int rank = context_.rank;
+    const InputSet& inputs = input_sets_.front();
+    auto write = [&](const char* name, const TensorView& tensor) {
+      dump.write(kEngineName, rank, name, to_host(tensor));
+    };
+    write("x", inputs.x);
+    write("scales", inputs.x_scales);
+    write("topk_idx", inputs.topk_idx);
+    write("topk_weights", inputs.topk_weights);
+    write("num_tokens_per_rank", layout_.num_tokens_per_rank);
+    write("num_tokens_per_node", layout_.num_tokens_per_node);
+    write("num_tokens_per_expert", layout_.num_tokens_per_expert);
+    write("is_token_in_rank", layout_.is_token_in_rank);
+    write("recv_x", dispatched_.recv_x);
+    write("recv_x_scales", dispatched_.recv_x_scales);
+    write("recv_topk_idx", dispatched_.recv_topk_idx);
+    write("recv_topk_weights", dispatched_.recv_topk_weights);
+    dump.write(kEngineName, rank, "num_recv_tokens_per_expert", dispatched_.num_recv_tokens_per_expert);
+    write("y", expert_outputs_.front());
+    write("combined_x", combined_.combined_x);
+    write("combined_topk_weights", combined_.combined_topk_weights);
+  }
+
+ private:
+  struct InputSet {
+    Tensor x, x_scales, topk_idx, topk_weights;
+  };
+  int input_set_of(int iteration) const { return iteration % static_cast<int>(input_sets_.size()); }
+  const InputSet& inputs_for(int iteration) const { return input_sets_[input_set_of(iteration)]; }
+
+  SessionContext context_;
+  Backend backend_;
+  const reference::Layout& expected_layout_;
+  const reference::NormalDispatchOutput& expected_dispatch_;
+  const reference::NormalCombineOutput& expected_combine_;
+
+  std::vector<InputSet> input_sets_;
+  std::vector<Tensor> expert_outputs_;  // y per input set, on the backend
+  Tensor out_recv_x_, out_recv_x_scales_, out_recv_topk_idx_, out_recv_topk_weights_;
+  Tensor out_combined_x_, out_combined_topk_weights_;
+
+  DispatchLayout layout_;
+  DispatchResult dispatched_;
+  CombineResult combined_;
+};
+
+}  // namespace
+
+std::unique_ptr<EngineSession> make_normal_session(const SessionContext& context) {
+  return std::make_unique<NormalSession>(context);
+}
+
+void dump_normal_reference(DumpDirectory& dump, const Problem& problem) {
+  const NormalReference& normal = problem.normal;
+  const std::string group = "reference";
+  for (size_t rank = 0; rank < normal.dispatched.size(); ++rank) {
+    const int r = static_cast<int>(rank);
+    const reference::Layout& layout = normal.layouts[rank];
+    const reference::NormalDispatchOutput& dispatched = normal.dispatched[rank];
+    const int64_t tokens = problem.inputs[rank].x.size(0);
+    std::vector<uint8_t> in_rank = layout.is_token_in_rank;
+    dump.write(group, r, "num_tokens_per_rank", layout.num_tokens_per_rank);
+    dump.write(group, r, "num_tokens_per_node", layout.num_tokens_per_node);
+    dump.write(group, r, "num_tokens_per_expert", layout.num_tokens_per_expert);
+    dump.write(group, r, "is_token_in_rank",
+               TensorView(in_rank.data(), DType::boolean, {tokens, problem.shape.topology.num_ranks}));
+    dump.write(group, r, "recv_x", dispatched.recv_x);
+    dump.write(group, r, "recv_x_scales", dispatched.recv_x_scales);
+    dump.write(group, r, "recv_topk_idx", dispatched.recv_topk_idx);
+    dump.write(group, r, "recv_topk_weights", dispatched.recv_topk_weights);
+    dump.write(group, r, "num_recv_tokens_per_expert", dispatched.num_recv_tokens_per_expert);
+    dump.write(group, r, "recv_src_rank", dispatched.recv_src_rank);
+    std::vector<int64_t> src_token = dispatched.recv_src_token;
+    dump.write(group, r, "recv_src_token",
+               TensorView(src_token.data(), DType::i64, {static_cast<int64_t>(src_token.size())}));
+    dump.write(group, r, "y", normal.expert_outputs[rank]);
+    dump.write(group, r, "combined_x", normal.combined[rank].combined_x);
+    dump.write(group, r, "combined_topk_weights", normal.combined[rank].combined_topk_weights);
+  }
+}
+
+}  // namespace switchyard::bench

@@ -1,0 +1,300 @@
+#include "options.hpp"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <limits>
+#include <map>
+
+namespace switchyard::bench {
+namespace {
+
+std::string quoted(const std::string& text) {
+  return "'" + text + "'";
+}
+
+// Whole-string integer in [min, max]; `expected` reads like "a positive integer".
+int64_t parse_integer(const std::string& flag, const std::string& text, int64_t min, int64_t max,
+                      const std::string& expected) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  long long value = std::strtoll(begin, &end, 10);
+  bool is_integer =
+      !text.empty() && end == begin + text.size() && text.find_first_of(" \t") == std::string::npos;
+  if (!is_integer) throw UsageError(flag + ": expected " + expected + ", got " + quoted(text));
+  if (errno == ERANGE || value < min || value > max) {
+    throw UsageError(flag + ": expected " + expected + " (" + std::to_string(min) + " to " +
+                     std::to_string(max) + "), got " + quoted(text));
+  }
+  return value;
+}
+
+int parse_int(const std::string& flag, const std::string& text, int min, const std::string& expected) {
+  return static_cast<int>(parse_integer(flag, text, min, std::numeric_limits<int>::max(), expected));
+}
+
+uint64_t parse_seed(const std::string& flag, const std::string& text) {
+  const std::string expected = "a non-negative integer";
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long value = std::strtoull(begin, &end, 10);
+  bool is_integer = !text.empty() && text[0] >= '0' && text[0] <= '9' && end == begin + text.size();
+  if (!is_integer || errno == ERANGE)
+    throw UsageError(flag + ": expected " + expected + ", got " + quoted(text));
+  return value;
+}
+
+double parse_seconds(const std::string& flag, const std::string& text) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  double value = std::strtod(begin, &end);
+  bool is_number = !text.empty() && end == begin + text.size();
+  if (!is_number || errno == ERANGE || !std::isfinite(value) || value <= 0) {
+    throw UsageError(flag + ": expected a positive number of seconds, got " + quoted(text));
+  }
+  return value;
+}
+
+std::string parse_choice(const std::string& flag, const std::string& text,
+                         const std::vector<std::string>& choices) {
+  std::string alternatives;
+  for (const std::string& choice : choices) {
+    if (choice == text) return text;
+    alternatives += (alternatives.empty() ? "" : "|") + choice;
+  }
+  throw UsageError(flag + ": expected " + alternatives + ", got " + quoted(text));
+}
+
+using Setter = std::function<void(CommandLine&, const std::string& flag, const std::string& value)>;
+
+const std::map<std::string, Setter>& value_flags() {
+  static const std::map<std::string, Setter> flags = {
+      {"--backend",
+       [](CommandLine& c, const std::string& f, const std::string& v) {
+         c.backend = parse_choice(f, v, {"auto", "cpu", "cuda"});
+       }},
+      {"--engine",
+       [](CommandLine& c, const std::string& f, const std::string& v) {
+         c.engine = parse_choice(f, v, {"normal", "low_latency", "symmetric", "all"});
+       }},
+      {"--ranks", [](CommandLine& c, const std::string& f,
+                     const std::string& v) { c.ranks = parse_int(f, v, 1, "a positive integer"); }},
+      {"--ranks-per-node",
+       [](CommandLine& c, const std::string& f, const std::string& v) {
+         c.ranks_per_node = parse_int(f, v, 1, "a positive integer");
+       }},
+      {"--tokens",
+       [](CommandLine& c, const std::string& f, const std::string& v) {
+         c.tokens = parse_integer(f, v, 0, std::numeric_limits<int32_t>::max(), "a non-negative integer");
+       }},
+      {"--hidden", [](CommandLine& c, const std::string& f,
+                      const std::string& v) { c.hidden = parse_int(f, v, 1, "a positive integer"); }},
+      {"--topk", [](CommandLine& c, const std::string& f,
+                    const std::string& v) { c.topk = parse_int(f, v, 1, "a positive integer"); }},
+      {"--experts", [](CommandLine& c, const std::string& f,
+                       const std::string& v) { c.experts = parse_int(f, v, 1, "a positive integer"); }},
+      {"--dtype",
+       [](CommandLine& c, const std::string& f, const std::string& v) {
+         c.dtype = parse_choice(f, v, {"bf16", "fp8"});
+       }},
+      {"--iters", [](CommandLine& c, const std::string& f,
+                     const std::string& v) { c.iters = parse_int(f, v, 1, "a positive integer"); }},
+      {"--warmup", [](CommandLine& c, const std::string& f,
+                      const std::string& v) { c.warmup = parse_int(f, v, 0, "a non-negative integer"); }},
+      {"--seed",
+       [](CommandLine& c, const std::string& f, const std::string& v) { c.seed = parse_seed(f, v); }},
+      {"--json",
+       [](CommandLine& c, const std::string& f, const std::string& v) {
+         if (v.empty()) throw UsageError(f + ": expected a file name, got ''");
+         c.json_path = v;
+       }},
+      {"--dump",
+       [](CommandLine& c, const std::string& f, const std::string& v) {
+         if (v.empty()) throw UsageError(f + ": expected a directory, got ''");
+         c.dump_dir = v;
+       }},
+      {"--channels", [](CommandLine& c, const std::string& f,
+                        const std::string& v) { c.channels = parse_int(f, v, 1, "a positive integer"); }},
+      {"--ring-slots", [](CommandLine& c, const std::string& f,
+                          const std::string& v) { c.ring_slots = parse_int(f, v, 1, "a positive integer"); }},
+      {"--chunk-tokens",
+       [](CommandLine& c, const std::string& f, const std::string& v) {
+         c.chunk_tokens = parse_int(f, v, 1, "a positive integer");
+       }},
+      {"--timeout", [](CommandLine& c, const std::string& f,
+                       const std::string& v) { c.timeout_seconds = parse_seconds(f, v); }},
+  };
+  return flags;
+}
+
+Engine engine_from_name(const std::string& name) {
+  if (name == "low_latency") return Engine::low_latency;
+  if (name == "symmetric") return Engine::symmetric;
+  return Engine::normal;
+}
+
+}  // namespace
+
+CommandLine parse_command_line(const std::vector<std::string>& args) {
+  CommandLine command_line;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& arg = args[i];
+    if (arg == "--help" || arg == "-h") {
+      command_line.help = true;
+      continue;
+    }
+    std::string flag = arg;
+    std::optional<std::string> value;
+    size_t equals = arg.find('=');
+    if (arg.rfind("--", 0) == 0 && equals != std::string::npos) {
+      flag = arg.substr(0, equals);
+      value = arg.substr(equals + 1);
+    }
+    auto setter = value_flags().find(flag);
+    if (setter == value_flags().end()) {
+      if (arg.rfind("-", 0) == 0) throw UsageError(flag + ": unknown option (see --help)");
+      throw UsageError(quoted(arg) + ": unexpected argument; options start with -- (see --help)");
+    }
+    if (!value) {
+      if (i + 1 >= args.size()) throw UsageError(flag + ": expected a value, got nothing");
+      value = args[++i];
+    }
+    setter->second(command_line, flag, *value);
+  }
+  return command_line;
+}
+
+BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available) {
+  BenchOptions options;
+
+  std::string backend = command_line.backend.value_or("auto");
+  options.backend_was_auto = backend == "auto";
+  if (backend == "auto") {
+    options.backend = cuda_is_available ? Backend::cuda : Backend::cpu;
+  } else if (backend == "cuda") {
+    if (!cuda_is_available) {
+      throw UsageError(
+          "--backend: expected a backend this machine has (cpu), got 'cuda' (no CUDA device, or built "
+          "without the CUDA backend)");
+    }
+    options.backend = Backend::cuda;
+  } else {
+    options.backend = Backend::cpu;
+  }
+  bool on_cpu = options.backend == Backend::cpu;
+
+  std::string engine = command_line.engine.value_or("all");
+  options.engine_was_all = engine == "all";
+  if (options.engine_was_all) {
+    options.engines = {Engine::normal, Engine::low_latency, Engine::symmetric};
+  } else {
+    options.engines = {engine_from_name(engine)};
+  }
+
+  int ranks = command_line.ranks.value_or(kDefaultRanks);
+  int ranks_per_node = command_line.ranks_per_node.value_or(ranks);
+  if (ranks_per_node > ranks || ranks % ranks_per_node != 0) {
+    throw UsageError("--ranks-per-node: expected a divisor of --ranks " + std::to_string(ranks) + ", got " +
+                     std::to_string(ranks_per_node));
+  }
+  options.topology = Topology{ranks, ranks_per_node};
+
+  options.tokens_per_rank = command_line.tokens.value_or(on_cpu ? kCpuDefaultTokens : kGpuDefaultTokens);
+  options.notes.tokens_from_cpu_default = on_cpu && !command_line.tokens;
+  options.hidden = command_line.hidden.value_or(kDefaultHidden);
+  options.topk = command_line.topk.value_or(kDefaultTopk);
+  options.num_experts = command_line.experts.value_or(kDefaultExperts);
+  if (options.num_experts % ranks != 0) {
+    throw UsageError("--experts: expected a multiple of --ranks " + std::to_string(ranks) + ", got " +
+                     std::to_string(options.num_experts));
+  }
+  if (options.topk > options.num_experts) {
+    throw UsageError("--topk: expected at most --experts " + std::to_string(options.num_experts) + ", got " +
+                     std::to_string(options.topk));
+  }
+
+  options.dtype = command_line.dtype.value_or("bf16") == "fp8" ? DType::fp8_e4m3 : DType::bf16;
+  if (options.dtype == DType::fp8_e4m3 && options.hidden % kFp8ScaleBlock != 0) {
+    throw UsageError("--hidden: expected a multiple of " + std::to_string(kFp8ScaleBlock) +
+                     " with --dtype fp8 (one scale per 128 channels), got " + std::to_string(options.hidden));
+  }
+
+  options.iters = command_line.iters.value_or(on_cpu ? kCpuDefaultIters : kGpuDefaultIters);
+  options.notes.iters_from_cpu_default = on_cpu && !command_line.iters;
+  options.warmup = command_line.warmup.value_or(on_cpu ? kCpuDefaultWarmup : kGpuDefaultWarmup);
+  options.seed = command_line.seed.value_or(kDefaultSeed);
+  options.json_path = command_line.json_path.value_or("");
+  options.dump_dir = command_line.dump_dir.value_or("");
+
+  // Unset: the library's defaults.
+  if (command_line.channels) options.config.num_channels = *command_line.channels;
+  if (command_line.ring_slots) options.config.ring_slots = *command_line.ring_slots;
+  if (command_line.chunk_tokens) options.config.chunk_tokens = *command_line.chunk_tokens;
+  if (command_line.timeout_seconds) options.config.timeout_seconds = *command_line.timeout_seconds;
+  if (options.config.chunk_tokens > options.config.ring_slots) {
+    throw UsageError("--chunk-tokens: expected at most --ring-slots " +
+                     std::to_string(options.config.ring_slots) + ", got " +
+                     std::to_string(options.config.chunk_tokens));
+  }
+  return options;
+}
+
+std::string help_text() {
+  return R"(usage: switchyard-bench [options]
+
+Runs layout -> dispatch -> synthetic expert -> combine for R ranks (threads of this process, one
+Buffer each), checks every output bitwise against the reference, and times each engine.
+
+Backend and engines
+  --backend auto|cpu|cuda   auto: cuda when a CUDA device is available, else cpu (default auto)
+  --engine normal|low_latency|symmetric|all
+                            all: every engine; those not implemented for the backend are
+                            reported as skipped (default all)
+Shape (default: DeepSeek-V3)
+  --ranks R                 ranks, run as threads of this process (default 8)
+  --ranks-per-node P        ranks per node; P < R runs the internode path (default R)
+  --tokens N                tokens per rank (default 4096 on cuda, 512 on cpu)
+  --hidden H                hidden size (default 7168)
+  --topk K                  experts per token (default 8)
+  --experts E               experts in total, a multiple of R (default 256)
+  --dtype bf16|fp8          dispatch payload; fp8 carries f32 scales per 128 channels (default bf16)
+  --seed S                  seed of the synthetic inputs (default 1)
+Timing
+  --iters I                 timed iterations (default 20 on cuda, 10 on cpu)
+  --warmup W                untimed iterations before them (default 3 on cuda, 2 on cpu)
+Engine configuration (normal)
+  --channels C|auto         channels (default auto: the backend picks)
+  --ring-slots S            token slots per ring (default 128)
+  --chunk-tokens T          tokens per head/tail publication, at most S (default 16)
+  --timeout SECONDS         bound on every wait (default 30)
+Output
+  --json FILE               write the results as JSON
+  --dump DIR                write every input and output of the check iteration as .npy files,
+                            DIR/<engine>/rank<r>/<name>.npy (the expected outputs under
+                            DIR/reference/), and DIR/meta.json naming each file's dtype
+  --help                    this text
+
+What is reported, per engine
+  time      the median over the timed iterations of the slowest rank's time, per phase
+  bytes     dispatch: every (token, destination rank) pair's row payload
+            (hidden * element size, plus hidden / 128 * 4 scale bytes for fp8), summed over
+            all ranks; combine: the same number of rows * hidden * 2 (bf16)
+  GB/s      bytes / time: the logical bandwidth of all ranks together, as DeepEP reports it
+  roofline  every delivered row must be read once and written once, so a phase needs at
+            least 2 * bytes / copy bandwidth, where copy bandwidth (bytes read + written per
+            second) is measured at the start of the same run (memcpy with min(R, cores)
+            threads on cpu). roofline fraction =
+              (2 * (dispatch_bytes + combine_bytes) / copy_bandwidth) / (dispatch_time + combine_time)
+  check     the first (untimed) iteration writes into poisoned outputs and must match the
+            reference bit for bit on every rank; the last timed iteration is compared again
+
+Exit status: 0 when every engine that ran passed its check; 1 when a check failed or the library
+failed at run time (e.g. a timeout); 2 for a bad argument or a configuration the library refuses.
+)";
+}
+
+}  // namespace switchyard::bench

@@ -1,0 +1,91 @@
+#pragma once
+// Command line of switchyard-bench: parsing, defaults (which depend on the backend) and the
+// cross-argument checks. Every bad argument becomes one UsageError naming the argument, what was
+// expected and what was given; main turns it into exit status 2.
+#include <cstdint>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "switchyard/buffer.hpp"
+#include "switchyard/config.hpp"
+#include "switchyard/dtype.hpp"
+#include "switchyard/topology.hpp"
+
+namespace switchyard::bench {
+
+class UsageError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The defaults: DeepSeek-V3 (DESIGN.md, Performance).
+constexpr int kDefaultRanks = 8;
+constexpr int kDefaultHidden = 7168;
+constexpr int kDefaultTopk = 8;
+constexpr int kDefaultExperts = 256;
+constexpr int64_t kGpuDefaultTokens = 4096;
+constexpr int kGpuDefaultIters = 20;
+constexpr int kGpuDefaultWarmup = 3;
+// NOTES: the CPU backend runs R ranks as threads on what may be a 2-core machine, and the check
+// runs the reference over every rank; these keep the whole default run well under a minute there.
+constexpr int64_t kCpuDefaultTokens = 512;
+constexpr int kCpuDefaultIters = 10;
+constexpr int kCpuDefaultWarmup = 2;
+constexpr uint64_t kDefaultSeed = 1;
+// fp8 scales cover this many channels each (DESIGN.md, Semantics).
+constexpr int kFp8ScaleBlock = 128;
+// --channels auto: Config::num_channels 0 lets the backend pick.
+constexpr int kAutoChannels = 0;
+
+// What the command line said; unset optionals take their defaults in resolve().
+struct CommandLine {
+  bool help = false;
+  std::optional<std::string> backend;  // auto | cpu | cuda
+  std::optional<std::string> engine;   // normal | low_latency | symmetric | all
+  std::optional<int> ranks, ranks_per_node, hidden, topk, experts, iters, warmup;
+  std::optional<int64_t> tokens;
+  std::optional<std::string> dtype;  // bf16 | fp8
+  std::optional<uint64_t> seed;
+  std::optional<std::string> json_path, dump_dir;
+  std::optional<int> channels, ring_slots, chunk_tokens;
+  std::optional<double> timeout_seconds;
+};
+
+// Where a default came from, so that the output can say so.
+struct DefaultNotes {
+  bool tokens_from_cpu_default = false;
+  bool iters_from_cpu_default = false;
+};
+
+struct BenchOptions {
+  Backend backend = Backend::cpu;
+  bool backend_was_auto = true;
+  std::vector<Engine> engines;  // what to run, in order
+  bool engine_was_all = true;   // "all": engines that do not exist are reported as skipped
+  Topology topology{kDefaultRanks, kDefaultRanks};
+  int64_t tokens_per_rank = kGpuDefaultTokens;
+  int hidden = kDefaultHidden;
+  int topk = kDefaultTopk;
+  int num_experts = kDefaultExperts;
+  DType dtype = DType::bf16;
+  int iters = kGpuDefaultIters;
+  int warmup = kGpuDefaultWarmup;
+  uint64_t seed = kDefaultSeed;
+  std::string json_path;  // empty: no JSON
+  std::string dump_dir;   // empty: no dump
+  Config config;
+  DefaultNotes notes;
+};
+
+// Parses argv (without argv[0]). Accepts "--flag value" and "--flag=value". Throws UsageError.
+CommandLine parse_command_line(const std::vector<std::string>& args);
+
+// Fills the defaults for the chosen backend and checks the arguments against each other. Throws
+// UsageError. `cuda_is_available` decides --backend auto and refuses --backend cuda without it.
+BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available);
+
+std::string help_text();
+
+}  // namespace switchyard::bench

@@ -1,0 +1,48 @@
+#pragma once
+// The workload every engine runs, and what it must produce: seeded inputs for all ranks, the
+// reference outputs, and the bytes each phase moves. Built once per run, read by every rank.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "options.hpp"
+#include "progress.hpp"
+#include "switchyard/reference.hpp"
+#include "workload/workload.hpp"
+
+namespace switchyard::bench {
+
+// The logical traffic of one dispatch + combine, all ranks together.
+struct Traffic {
+  int64_t delivered_rows = 0;      // (token, destination rank) pairs
+  int64_t dispatch_row_bytes = 0;  // hidden * element size (+ hidden / 128 * 4 scale bytes for fp8)
+  int64_t combine_row_bytes = 0;   // hidden * 2: combine returns bf16
+  int64_t dispatch_bytes() const { return delivered_rows * dispatch_row_bytes; }
+  int64_t combine_bytes() const { return delivered_rows * combine_row_bytes; }
+};
+
+// What the `normal` engine must produce on every rank (DESIGN.md, Semantics).
+struct NormalReference {
+  std::vector<reference::Layout> layouts;                   // per rank
+  std::vector<reference::NormalDispatchOutput> dispatched;  // per rank
+  std::vector<Tensor> expert_outputs;                       // y per rank: the combine input
+  std::vector<reference::NormalCombineOutput> combined;     // per rank
+};
+
+struct Problem {
+  workload::Shape shape;
+  std::vector<workload::RankData> inputs;  // host, per rank
+  Traffic traffic;
+  NormalReference normal;
+};
+
+workload::Shape shape_of(const BenchOptions& options);
+
+// Generates the inputs and computes the reference. Throws InvalidArgument for a shape the
+// workload or the reference refuses.
+Problem make_problem(const BenchOptions& options, Progress& progress);
+
+// Throws UsageError naming --tokens when the run would need more host memory than the machine has.
+void check_fits_in_memory(const BenchOptions& options);
+
+}  // namespace switchyard::bench

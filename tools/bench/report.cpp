@@ -1,0 +1,90 @@
+#include "report.hpp"
+
+#include <cinttypes>
+#include <string>
+
+#include "metrics.hpp"
+#include "switchyard/version.hpp"
+
+namespace switchyard::bench {
+namespace {
+
+void print_phase(std::FILE* out, const char* phase, double seconds, int64_t bytes) {
+  std::optional<double> gbps = gigabytes_per_second(bytes, seconds);
+  std::fprintf(out, "  %-10s %14.1f %16" PRId64 " %10.2f\n", phase, seconds * 1e6, bytes, gbps ? *gbps : 0.0);
+}
+
+}  // namespace
+
+void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwidth& copy,
+                  const Traffic& traffic) {
+  const Topology& topology = options.topology;
+  std::fprintf(out,
+               "switchyard-bench %s: backend %s, %d ranks (%d node%s of %d), %" PRId64
+               " tokens per rank, hidden %d, top-%d of %d experts, %s, seed %llu\n",
+               SWITCHYARD_VERSION_STRING, backend_name(options.backend), topology.num_ranks,
+               topology.num_nodes(), topology.num_nodes() == 1 ? "" : "s", topology.ranks_per_node,
+               options.tokens_per_rank, options.hidden, options.topk, options.num_experts,
+               dtype_name(options.dtype), static_cast<unsigned long long>(options.seed));
+  if (options.notes.tokens_from_cpu_default) {
+    std::fprintf(out, "cpu backend: --tokens defaults to %" PRId64 " (GPU default %" PRId64 ")\n",
+                 options.tokens_per_rank, kGpuDefaultTokens);
+  }
+  if (options.notes.iters_from_cpu_default) {
+    std::fprintf(out, "cpu backend: --iters defaults to %d (GPU default %d)\n", options.iters,
+                 kGpuDefaultIters);
+  }
+  const Config& config = options.config;
+  std::string channels = config.num_channels == kAutoChannels ? "auto" : std::to_string(config.num_channels);
+  std::fprintf(out, "config: channels %s, ring slots %d, chunk tokens %d, timeout %g s\n", channels.c_str(),
+               config.ring_slots, config.chunk_tokens, config.timeout_seconds);
+  std::fprintf(out, "copy bandwidth: %.2f GB/s (%s)\n", copy.bytes_per_second / 1e9, copy.method.c_str());
+  std::fprintf(out,
+               "traffic: %" PRId64 " delivered rows (token, destination rank) over all ranks; %" PRId64
+               " bytes per dispatch row, %" PRId64 " per combine row\n",
+               traffic.delivered_rows, traffic.dispatch_row_bytes, traffic.combine_row_bytes);
+  std::fprintf(
+      out,
+      "time: median over iterations of the slowest rank; GB/s: all ranks' bytes / time (logical bandwidth, "
+      "as DeepEP reports it)\n"
+      "roofline fraction = (2 * (dispatch_bytes + combine_bytes) / copy bandwidth) / (dispatch_time + "
+      "combine_time): each delivered row is read once and written once\n");
+}
+
+void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidth& copy) {
+  const char* name = engine_name(result.engine);
+  std::fprintf(out, "\n");
+  if (result.status == CheckStatus::skipped) {
+    std::fprintf(out, "%s: skipped: %s\n", name, result.detail.c_str());
+    return;
+  }
+  if (result.timed) {
+    std::fprintf(out, "%s: %d timed iterations after %d warmup\n", name, result.iters, result.warmup);
+    std::fprintf(out, "  %-10s %14s %16s %10s\n", "phase", "time (us)", "bytes", "GB/s");
+    print_phase(out, "dispatch", result.dispatch_seconds, result.dispatch_bytes);
+    print_phase(out, "combine", result.combine_seconds, result.combine_bytes);
+    std::optional<double> fraction = roofline_fraction(result, copy.bytes_per_second);
+    if (fraction) {
+      std::fprintf(out, "  roofline fraction: %.3f\n", *fraction);
+    } else {
+      std::fprintf(out, "  roofline fraction: n/a\n");
+    }
+  } else {
+    std::fprintf(out, "%s:\n", name);
+  }
+  switch (result.status) {
+    case CheckStatus::passed:
+      std::fprintf(out, "  check: pass\n");
+      break;
+    case CheckStatus::failed:
+      std::fprintf(out, "  check: fail (%s)\n", result.detail.c_str());
+      break;
+    case CheckStatus::error:
+      std::fprintf(out, "  check: error (%s)\n", result.detail.c_str());
+      break;
+    case CheckStatus::skipped:
+      break;
+  }
+}
+
+}  // namespace switchyard::bench

@@ -1,0 +1,22 @@
+#pragma once
+// The human-readable output on stdout: a header with the shape and the copy bandwidth, then per
+// engine a table and a check line.
+#include <cstdio>
+
+#include "copy_bandwidth.hpp"
+#include "options.hpp"
+#include "problem.hpp"
+#include "runner.hpp"
+
+namespace switchyard::bench {
+
+void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwidth& copy,
+                  const Traffic& traffic);
+void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidth& copy);
+
+// --json FILE: the options, the copy bandwidth and every engine's result (skipped ones with a
+// reason and null numbers). Throws std::runtime_error when the file cannot be written.
+void write_results_json(const std::string& path, const BenchOptions& options, const CopyBandwidth& copy,
+                        const std::vector<EngineResult>& results);
+
+}  // namespace switchyard::bench

@@ -1,0 +1,87 @@
+// --json FILE: the results, written by hand (no JSON dependency).
+#include <fstream>
+#include <stdexcept>
+
+#include "json_writer.hpp"
+#include "metrics.hpp"
+#include "report.hpp"
+#include "switchyard/version.hpp"
+
+namespace switchyard::bench {
+
+void write_results_json(const std::string& path, const BenchOptions& options, const CopyBandwidth& copy,
+                        const std::vector<EngineResult>& results) {
+  std::ofstream out(path);
+  if (!out) throw std::runtime_error("--json: cannot write " + path);
+  JsonWriter json(out);
+  json.begin_object();
+  json.key("switchyard_version");
+  json.string(SWITCHYARD_VERSION_STRING);
+  json.key("backend");
+  json.string(backend_name(options.backend));
+  json.key("ranks");
+  json.integer(options.topology.num_ranks);
+  json.key("ranks_per_node");
+  json.integer(options.topology.ranks_per_node);
+  json.key("tokens");
+  json.integer(options.tokens_per_rank);
+  json.key("hidden");
+  json.integer(options.hidden);
+  json.key("topk");
+  json.integer(options.topk);
+  json.key("experts");
+  json.integer(options.num_experts);
+  json.key("dtype");
+  json.string(options.dtype == DType::fp8_e4m3 ? "fp8" : "bf16");
+  json.key("seed");
+  json.unsigned_integer(options.seed);
+  json.key("iters");
+  json.integer(options.iters);
+  json.key("warmup");
+  json.integer(options.warmup);
+  json.key("copy_gbps");
+  json.number(copy.bytes_per_second / 1e9);
+  json.key("copy_method");
+  json.string(copy.method);
+  json.key("results");
+  json.begin_array();
+  for (const EngineResult& result : results) {
+    json.begin_object();
+    json.key("engine");
+    json.string(engine_name(result.engine));
+    json.key("check");
+    json.string(check_status_name(result.status));
+    if (result.status != CheckStatus::passed) {
+      json.key("reason");
+      json.string(result.detail);
+    }
+    auto timed = [&](double seconds) {
+      return result.timed ? std::optional<double>(seconds * 1e6) : std::nullopt;
+    };
+    auto bytes = [&](int64_t count) { return result.timed ? std::optional<int64_t>(count) : std::nullopt; };
+    auto gbps = [&](int64_t count, double seconds) {
+      return result.timed ? gigabytes_per_second(count, seconds) : std::nullopt;
+    };
+    json.key("dispatch_us");
+    json.number_or_null(timed(result.dispatch_seconds));
+    json.key("combine_us");
+    json.number_or_null(timed(result.combine_seconds));
+    json.key("dispatch_bytes");
+    json.integer_or_null(bytes(result.dispatch_bytes));
+    json.key("combine_bytes");
+    json.integer_or_null(bytes(result.combine_bytes));
+    json.key("dispatch_gbps");
+    json.number_or_null(gbps(result.dispatch_bytes, result.dispatch_seconds));
+    json.key("combine_gbps");
+    json.number_or_null(gbps(result.combine_bytes, result.combine_seconds));
+    json.key("roofline_fraction");
+    json.number_or_null(roofline_fraction(result, copy.bytes_per_second));
+    json.end_object();
+  }
+  json.end_array();
+  json.end_object();
+  out.close();
+  if (!out) throw std::runtime_error("--json: cannot write " + path);
+}
+
+}  // namespace switchyard::bench

@@ -1,0 +1,176 @@
+#include "runner.hpp"
+
+#include <algorithm>
+#include <memory>
+#include <vector>
+
+#include "engines.hpp"
+#include "stats.hpp"
+#include "switchyard/errors.hpp"
+#include "switchyard/group.hpp"
+#include "timer.hpp"
+
+namespace switchyard::bench {
+namespace {
+
+BufferOptions buffer_options(const BenchOptions& options, int rank) {
+  BufferOptions buffer;
+  buffer.topology = options.topology;
+  buffer.rank = rank;
+  buffer.backend = options.backend;
+  buffer.device = 0;  // every rank shares the one device when ranks are threads
+  buffer.sharing = HeapSharing::threads;
+  buffer.config = options.config;
+  buffer.sizing.max_tokens_per_rank = options.tokens_per_rank;
+  buffer.sizing.hidden = options.hidden;
+  buffer.sizing.topk = options.topk;
+  buffer.sizing.num_experts = options.num_experts;
+  buffer.sizing.dtype = options.dtype;
+  return buffer;
+}
+
+// Per timed iteration, the slowest rank; then the median over iterations.
+double median_of_slowest(const std::vector<std::vector<double>>& seconds_per_rank) {
+  std::vector<double> slowest(seconds_per_rank.front().size(), 0.0);
+  for (const std::vector<double>& rank_seconds : seconds_per_rank) {
+    for (size_t iteration = 0; iteration < slowest.size(); ++iteration) {
+      slowest[iteration] = std::max(slowest[iteration], rank_seconds[iteration]);
+    }
+  }
+  return median(slowest);
+}
+
+std::string progress_text(const std::string& name, int warmup_done, int warmup, int iters_done, int iters) {
+  return name + ": warmup " + std::to_string(warmup_done) + "/" + std::to_string(warmup) + ", iter " +
+         std::to_string(iters_done) + "/" + std::to_string(iters);
+}
+
+}  // namespace
+
+const char* check_status_name(CheckStatus status) {
+  switch (status) {
+    case CheckStatus::passed:
+      return "pass";
+    case CheckStatus::failed:
+      return "fail";
+    case CheckStatus::skipped:
+      return "skipped";
+    case CheckStatus::error:
+      return "error";
+  }
+  return "?";
+}
+
+EngineResult skipped_result(Engine engine, const std::string& why) {
+  EngineResult result;
+  result.engine = engine;
+  result.status = CheckStatus::skipped;
+  result.detail = why;
+  return result;
+}
+
+EngineResult run_engine(Engine engine, const BenchOptions& options, const Problem& problem,
+                        Progress& progress, DumpDirectory* dump) {
+  const std::string name = engine_name(engine);
+  const int num_ranks = options.topology.num_ranks;
+  const int warmup = options.warmup;
+  const int iters = options.iters;
+
+  EngineResult result;
+  result.engine = engine;
+  result.iters = iters;
+  result.warmup = warmup;
+  result.dispatch_bytes = problem.traffic.dispatch_bytes();
+  result.combine_bytes = problem.traffic.combine_bytes();
+
+  std::vector<std::vector<double>> dispatch_seconds(num_ranks, std::vector<double>(iters));
+  std::vector<std::vector<double>> combine_seconds(num_ranks, std::vector<double>(iters));
+  std::vector<std::string> check_differences(num_ranks), final_differences(num_ranks);
+
+  try {
+    run_ranks(num_ranks, [&](Group& group) {
+      const int rank = group.rank();
+      const bool reports_progress = rank == 0;
+      Buffer buffer(buffer_options(options, rank));
+      buffer.connect(group.allgather(buffer.local_handle()));
+      // NOTES: the CUDA seam: each rank will own a stream, so that all ranks' kernels run concurrently.
+      const Stream stream = nullptr;
+      const SessionContext context{&options, &problem, &buffer, rank, stream};
+      std::unique_ptr<EngineSession> session = make_engine_session(engine, context);
+      std::unique_ptr<PhaseTimer> timer = make_phase_timer(options.backend, stream);
+
+      // Every rank starts each phase together, so the slowest rank's time is the phase's time.
+      auto run_iteration = [&](int iteration, double* dispatch_time, double* combine_time) {
+        session->prepare(iteration);
+        group.barrier();
+        timer->start();
+        session->dispatch(iteration);
+        timer->stop();
+        *dispatch_time = timer->elapsed_seconds();
+        session->expert(iteration);
+        group.barrier();
+        timer->start();
+        session->combine(iteration);
+        timer->stop();
+        *combine_time = timer->elapsed_seconds();
+      };
+
+      if (reports_progress) progress.update(name + ": check", name + ": check iteration");
+      session->poison_outputs();
+      double untimed_dispatch = 0, untimed_combine = 0;
+      int iteration = 0;
+      run_iteration(iteration++, &untimed_dispatch, &untimed_combine);
+      check_differences[rank] = session->first_difference();
+      if (dump) {
+        if (reports_progress) progress.update(name + ": dump", name + ": writing --dump files");
+        session->dump(*dump);
+      }
+
+      for (int done = 0; done < warmup; ++done) {
+        if (reports_progress) progress.update(name + ": warmup", progress_text(name, done, warmup, 0, iters));
+        run_iteration(iteration++, &untimed_dispatch, &untimed_combine);
+      }
+      for (int done = 0; done < iters; ++done) {
+        if (reports_progress)
+          progress.update(name + ": timing", progress_text(name, warmup, warmup, done, iters));
+        run_iteration(iteration++, &dispatch_seconds[rank][done], &combine_seconds[rank][done]);
+      }
+      if (reports_progress) progress.update(name + ": check", name + ": checking the last iteration");
+      final_differences[rank] = session->first_difference();
+      // No rank may unmap its heap while a peer could still touch it.
+      group.barrier();
+    });
+  } catch (const InvalidArgument&) {
+    throw;
+  } catch (const Unsupported& error) {
+    if (!options.engine_was_all) throw;
+    return skipped_result(engine, error.what());
+  } catch (const Error& error) {
+    result.status = CheckStatus::error;
+    result.detail = error.what();
+    return result;
+  }
+
+  result.timed = true;
+  result.dispatch_seconds = median_of_slowest(dispatch_seconds);
+  result.combine_seconds = median_of_slowest(combine_seconds);
+  result.status = CheckStatus::passed;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    if (!check_differences[rank].empty()) {
+      result.status = CheckStatus::failed;
+      result.detail = "rank " + std::to_string(rank) + " " + check_differences[rank];
+      return result;
+    }
+  }
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    if (!final_differences[rank].empty()) {
+      result.status = CheckStatus::failed;
+      result.detail =
+          "rank " + std::to_string(rank) + ", after the timed iterations, " + final_differences[rank];
+      return result;
+    }
+  }
+  return result;
+}
+
+}  // namespace switchyard::bench

@@ -1,0 +1,37 @@
+#pragma once
+// Runs one engine on every rank (threads of this process, one Buffer each): an untimed check
+// iteration into poisoned outputs, then --warmup and --iters timed iterations of dispatch and
+// combine, then a second comparison of the last iteration's outputs.
+#include <optional>
+#include <string>
+
+#include "dump.hpp"
+#include "options.hpp"
+#include "problem.hpp"
+#include "progress.hpp"
+
+namespace switchyard::bench {
+
+enum class CheckStatus { passed, failed, skipped, error };
+const char* check_status_name(CheckStatus status);  // "pass", "fail", "skipped", "error"
+
+struct EngineResult {
+  Engine engine = Engine::normal;
+  CheckStatus status = CheckStatus::skipped;
+  std::string detail;  // the first difference, why it was skipped, or the error
+  bool timed = false;  // the timings below are valid
+  int iters = 0, warmup = 0;
+  // Median over the timed iterations of the slowest rank's time.
+  double dispatch_seconds = 0, combine_seconds = 0;
+  int64_t dispatch_bytes = 0, combine_bytes = 0;
+};
+
+EngineResult skipped_result(Engine engine, const std::string& why);
+
+// Runs `engine`, which must exist for the backend. A library error at run time (a timeout, say)
+// becomes CheckStatus::error; with --engine all, an Unsupported one becomes skipped. InvalidArgument
+// (a configuration the library refuses) propagates.
+EngineResult run_engine(Engine engine, const BenchOptions& options, const Problem& problem,
+                        Progress& progress, DumpDirectory* dump);
+
+}  // namespace switchyard::bench
