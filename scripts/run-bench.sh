@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Builds switchyard-bench (the `release` preset) and runs it on its defaults: DeepSeek-V3 shapes,
+# every engine that exists, checked bitwise against the reference. Without a GPU it picks the CPU
+# backend. Extra arguments go to the bench:
+#
+#   bash scripts/run-bench.sh
+#   bash scripts/run-bench.sh --ranks 4 --tokens 512 --json /tmp/bench.json
+#   bash scripts/run-bench.sh --help
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+preset=release
+build_dir="$PWD/build/$preset"
+
+bash scripts/install-deps.sh
+
+# The CUDA toolkit is often installed without being on PATH; CMake then would not find nvcc.
+if ! command -v nvcc >/dev/null 2>&1 && [[ -z ${CUDACXX:-} && -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+  export CUDACXX=/usr/local/cuda/bin/nvcc
+fi
+
+echo "== configure ($preset preset: $build_dir)"
+cmake --preset "$preset"
+echo "== build switchyard-bench"
+cmake --build --preset "$preset" --target switchyard-bench -j"$(nproc)"
+
+bench="$build_dir/tools/bench/switchyard-bench"
+echo "== $bench $*"
+status=0
+"$bench" "$@" || status=$?
+echo "== build: $build_dir (bench: $bench)"
+exit "$status"
