@@ -1,0 +1,117 @@
+#!/usr/bin/env bash
+# Builds and runs switchyard's test suite, stopping at the first failure:
+#
+#   release  the Release preset, with the CUDA backend compiled when nvcc is found (so CUDA code
+#            never rots; GPU tests skip themselves without a GPU), and the mpirun tests;
+#   install  installs that build to a temporary prefix and builds tests/install against it
+#            (find_package(switchyard) + a 1-rank round trip);
+#   asan     ASan + UBSan, CPU backend;
+#   tsan     ThreadSanitizer, CPU backend.
+#
+#   bash scripts/run-tests.sh
+#   SWITCHYARD_TEST_BUILDS="release install" bash scripts/run-tests.sh   # a subset, in this order
+#
+# Other steps: debug, cpu (the presets of the same names). Environment:
+#   SWITCHYARD_TEST_BUILDS  steps to run (default: "release install asan tsan")
+#   SWITCHYARD_CTEST_JOBS   tests run in parallel (default 2)
+#   SWITCHYARD_TEST_TIMEOUT seconds before ctest kills a test that set no timeout (default 900)
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+repo_root=$PWD
+
+steps=${SWITCHYARD_TEST_BUILDS:-release install asan tsan}
+ctest_jobs=${SWITCHYARD_CTEST_JOBS:-2}
+test_timeout=${SWITCHYARD_TEST_TIMEOUT:-900}
+
+for step in $steps; do
+  case "$step" in
+    release|debug|asan|tsan|cpu|install) ;;
+    *) echo "run-tests: unknown step '$step' in SWITCHYARD_TEST_BUILDS (expected release, install, asan, tsan, debug, cpu)" >&2
+       exit 2 ;;
+  esac
+done
+
+passed=()
+current=""
+started_all=$SECONDS
+summary() {
+  local status=$?
+  echo
+  echo "== summary ($(( (SECONDS - started_all) / 60 ))m$(( (SECONDS - started_all) % 60 ))s)"
+  if [[ ${#passed[@]} -gt 0 ]]; then
+    printf '   passed: %s\n' "${passed[@]}"
+  fi
+  if [[ $status -ne 0 ]]; then
+    echo "   FAILED: ${current:-setup} (exit $status)"
+  else
+    echo "   all passed"
+  fi
+}
+trap summary EXIT
+
+bash scripts/install-deps.sh --mpi
+
+# The CUDA toolkit is often installed without being on PATH; CMake then would not find nvcc.
+if ! command -v nvcc >/dev/null 2>&1 && [[ -z ${CUDACXX:-} && -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+  export CUDACXX=/usr/local/cuda/bin/nvcc
+fi
+if command -v "${CUDACXX:-nvcc}" >/dev/null 2>&1; then
+  echo "run-tests: nvcc found (${CUDACXX:-$(command -v nvcc)}): the release build compiles the CUDA backend"
+else
+  echo "run-tests: no nvcc: the release build is CPU only"
+fi
+
+# OpenMPI for the multi-process tests on CI machines: it refuses root unless told, and a 2-core
+# machine has fewer slots than the tests have ranks.
+if [[ $(id -u) -eq 0 ]]; then
+  export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
+  export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
+fi
+export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe:-1}
+
+elapsed() { echo "$(( ($1) / 60 ))m$(( ($1) % 60 ))s"; }
+
+build_preset() {
+  local preset=$1
+  echo "== [$preset] configure"
+  cmake --preset "$preset"
+  echo "== [$preset] build"
+  cmake --build --preset "$preset" -j"$(nproc)"
+}
+
+run_preset() {
+  local preset=$1 started=$SECONDS
+  build_preset "$preset"
+  echo "== [$preset] test"
+  ctest --preset "$preset" -j"$ctest_jobs" --timeout "$test_timeout" --no-tests=error
+  passed+=("$preset ($(elapsed $((SECONDS - started))))")
+}
+
+# A user's view: install the release build, then find_package(switchyard) from a separate project.
+run_install_check() {
+  local started=$SECONDS
+  build_preset release
+  local scratch
+  scratch=$(mktemp -d "${TMPDIR:-/tmp}/switchyard-install.XXXXXX")
+  echo "== [install] cmake --install build/release --prefix $scratch/prefix"
+  cmake --install build/release --prefix "$scratch/prefix"
+  echo "== [install] build and run tests/install against it"
+  cmake -S tests/install -B "$scratch/consumer" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$scratch/prefix"
+  cmake --build "$scratch/consumer"
+  "$scratch/consumer/switchyard-install-check"
+  rm -rf "$scratch"
+  passed+=("install ($(elapsed $((SECONDS - started))))")
+}
+
+for step in $steps; do
+  current=$step
+  if [[ $step == install ]]; then
+    run_install_check
+  else
+    run_preset "$step"
+  fi
+done
+current=""
+echo "run-tests: builds are under $repo_root/build/"
