@@ -62,14 +62,6 @@ else
   echo "run-tests: no nvcc: the release build is CPU only"
 fi
 
-# OpenMPI for the multi-process tests on CI machines: it refuses root unless told, and a 2-core
-# machine has fewer slots than the tests have ranks.
-if [[ $(id -u) -eq 0 ]]; then
-  export OMPI_ALLOW_RUN_AS_ROOT=${OMPI_ALLOW_RUN_AS_ROOT:-1}
-  export OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=${OMPI_ALLOW_RUN_AS_ROOT_CONFIRM:-1}
-fi
-export OMPI_MCA_rmaps_base_oversubscribe=${OMPI_MCA_rmaps_base_oversubscribe:-1}
-
 elapsed() { echo "$(( ($1) / 60 ))m$(( ($1) % 60 ))s"; }
 
 build_preset() {
