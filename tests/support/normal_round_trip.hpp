@@ -1,0 +1,74 @@
+#pragma once
+// One rank's `normal` round trip through the public API (layout, dispatch, synthetic expert,
+// combine) and its bitwise comparison with the reference. Shared by the thread-per-rank tests and
+// the process-per-rank (MPI) test; it has no GoogleTest dependency, so mismatches come back as text.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "switchyard/buffer.hpp"
+#include "switchyard/reference.hpp"
+#include "workload/workload.hpp"
+
+namespace switchyard::testing {
+
+struct RoundTripOptions {
+  int expert_alignment = 1;
+  // Pass get_dispatch_layout's result to dispatch (else dispatch computes the layout itself).
+  bool pass_layout = true;
+  // Pass poisoned out_* tensors (else the library allocates the outputs).
+  bool preallocate_outputs = true;
+  // > 0: worst-case mode with this many output rows.
+  int64_t num_worst_tokens = 0;
+};
+
+// What every rank should get, computed by the reference from all ranks' inputs.
+struct Expected {
+  std::vector<reference::Layout> layouts;                    // [R]
+  std::vector<reference::NormalDispatchOutput> dispatched;   // [R]
+  std::vector<Tensor> ys;                                    // [R], the synthetic expert on the reference's recv_x
+  std::vector<reference::NormalCombineOutput> combined;      // [R]
+};
+
+Expected compute_expected(const workload::Shape& shape, const std::vector<workload::RankData>& data,
+                          int expert_alignment);
+
+// One rank's outputs, with the poisoned tensors that were passed in (undefined when the library allocated).
+struct RankRun {
+  DispatchLayout layout;
+  DispatchResult dispatch;
+  Tensor y;
+  CombineResult combine;
+  Tensor out_recv_x, out_recv_x_scales, out_recv_topk_idx, out_recv_topk_weights;
+  Tensor out_combined_x, out_combined_topk_weights;
+};
+
+// Heap sizing for exactly this shape: the largest call fills the buffer's capacity exactly.
+BufferSizing sizing_for(const workload::Shape& shape);
+
+// A connected-buffer round trip on one rank. `expected` gives the receive row count for
+// preallocated outputs outside worst-case mode (a caller knows M from an earlier dispatch).
+RankRun run_round_trip(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
+                       const Expected& expected, const RoundTripOptions& options);
+
+// A second dispatch replaying `first`'s routing with its handle, then a combine with the new handle.
+// With `with_topk` false, topk_idx and topk_weights are omitted (the handle has the routing).
+RankRun run_cached_round_trip(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
+                              const Expected& expected, const RoundTripOptions& options, const RankRun& first,
+                              bool with_topk);
+
+// Appends one line per mismatch between `run` and the reference to `failures`.
+void check_layout(const RankRun& run, const Expected& expected, int rank, std::vector<std::string>* failures);
+void check_dispatch(const RankRun& run, const workload::Shape& shape, const Expected& expected, int rank,
+                    const RoundTripOptions& options, bool with_topk, std::vector<std::string>* failures);
+void check_combine(const RankRun& run, const workload::Shape& shape, const Expected& expected, int rank,
+                   bool with_weights, std::vector<std::string>* failures);
+// Every output of `second` equals `first`, bit for bit.
+void check_identical(const RankRun& second, const RankRun& first, int64_t compared_rows,
+                     std::vector<std::string>* failures);
+
+// Tensor from a host vector, for comparing counts with bitwise_equal.
+Tensor i32_tensor(const std::vector<int>& values);
+Tensor bool_tensor(const std::vector<uint8_t>& values, int64_t rows, int64_t cols);
+
+}  // namespace switchyard::testing
