@@ -1,0 +1,312 @@
+// The CPU `normal` engine through the public Buffer API, ranks as threads, against the reference,
+// bit for bit (DESIGN.md, Testing). Every output is poisoned before each run.
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <sstream>
+
+#include "support/normal_round_trip.hpp"
+#include "support/test_seed.hpp"
+#include "switchyard/buffer.hpp"
+#include "switchyard/errors.hpp"
+#include "switchyard/group.hpp"
+#include "workload/workload.hpp"
+
+namespace switchyard {
+namespace {
+
+using testing::Expected;
+using testing::RankRun;
+using testing::RoundTripOptions;
+using workload::Routing;
+using workload::Shape;
+
+// NOTES: far above what any case here needs, yet a hung engine still fails the test well before
+// ctest's per-test TIMEOUT.
+constexpr double kTestTimeoutSeconds = 20.0;
+
+Config ring_config(int num_channels, int ring_slots, int chunk_tokens) {
+  Config config;
+  config.num_channels = num_channels;
+  config.ring_slots = ring_slots;
+  config.chunk_tokens = chunk_tokens;
+  config.timeout_seconds = kTestTimeoutSeconds;
+  return config;
+}
+
+// The library's defaults, with the test timeout.
+Config default_config() {
+  Config config;
+  config.timeout_seconds = kTestTimeoutSeconds;
+  return config;
+}
+
+struct EngineCase {
+  std::string name;
+  Shape shape;
+  Config config = default_config();
+  int expert_alignment = 1;
+};
+
+Shape make_shape(Topology topology, std::vector<int64_t> tokens, int hidden, int topk, int num_experts, DType dtype,
+                 bool with_weights = true, Routing routing = Routing::random) {
+  Shape shape;
+  shape.topology = topology;
+  if (tokens.size() == 1) {
+    shape.tokens_per_rank = tokens[0];
+  } else {
+    shape.tokens_per_rank_list = std::move(tokens);
+  }
+  shape.hidden = hidden;
+  shape.topk = topk;
+  shape.num_experts = num_experts;
+  shape.dtype = dtype;
+  shape.with_weights = with_weights;
+  shape.routing = routing;
+  return shape;
+}
+
+Topology single(int num_ranks) { return Topology::single_node(num_ranks); }
+
+constexpr DType bf16 = DType::bf16;
+constexpr DType fp8 = DType::fp8_e4m3;
+
+std::string describe(const EngineCase& c, uint64_t seed) {
+  std::ostringstream out;
+  out << "case " << c.name << ": seed=0x" << std::hex << seed << std::dec << " (SWITCHYARD_TEST_SEED=0x" << std::hex
+      << testing::base_seed() << std::dec << ") " << c.shape.describe() << " config={" << c.config.to_string()
+      << "} expert_alignment=" << c.expert_alignment;
+  return out.str();
+}
+
+// Runs `body(buffer, rank)` on every rank, ranks as threads, each with its own connected Buffer.
+// Returns false (with the reason) when the engine reports the topology Unsupported across nodes.
+bool run_on_ranks(const EngineCase& c, const std::function<void(Buffer&, int)>& body, std::string* unsupported) {
+  try {
+    run_ranks(c.shape.topology.num_ranks, [&](Group& group) {
+      BufferOptions options;
+      options.topology = c.shape.topology;
+      options.rank = group.rank();
+      options.backend = Backend::cpu;
+      options.config = c.config;
+      options.sizing = testing::sizing_for(c.shape);
+      Buffer buffer(options);
+      buffer.connect(group.allgather(buffer.local_handle()));
+      body(buffer, group.rank());
+    });
+  } catch (const Unsupported& error) {
+    // Only the multi-node engine may be missing; a single-node Unsupported is a failure.
+    if (c.shape.topology.is_single_node()) throw;
+    *unsupported = error.what();
+    return false;
+  }
+  return true;
+}
+
+void report(const std::vector<std::string>& failures) {
+  for (const std::string& failure : failures) ADD_FAILURE() << failure;
+}
+
+std::string case_name(const ::testing::TestParamInfo<EngineCase>& info) { return info.param.name; }
+
+// ---- the edge cases of DESIGN.md, Testing ------------------------------------------------------------
+// Every buffer is sized for exactly its case (testing::sizing_for), so every case runs at full capacity.
+std::vector<EngineCase> core_cases() {
+  return {
+      {"r1_bf16", make_shape(single(1), {16}, 256, 4, 8, bf16)},
+      {"r1_zero_tokens", make_shape(single(1), {0}, 128, 4, 8, bf16)},
+      {"r1_k9_fp8", make_shape(single(1), {7}, 128, 9, 9, fp8)},
+      {"r2_bf16", make_shape(single(2), {32}, 512, 8, 16, bf16)},
+      {"r2_zero_tokens", make_shape(single(2), {0}, 256, 4, 8, fp8)},
+      {"r2_k1", make_shape(single(2), {16}, 256, 1, 4, bf16)},
+      {"r2_hidden_8192_bf16", make_shape(single(2), {3}, 8192, 2, 4, bf16)},
+      {"r2_hidden_8192_fp8", make_shape(single(2), {2}, 8192, 2, 4, fp8)},
+      {"r3_fp8", make_shape(single(3), {20}, 384, 6, 12, fp8)},
+      {"r3_one_rank_without_tokens", make_shape(single(3), {5, 0, 7}, 256, 4, 12, fp8)},
+      {"r3_hidden_7168_skewed", make_shape(single(3), {4}, 7168, 8, 24, bf16, true, Routing::skewed)},
+      {"r4_no_weights_alignment_4", make_shape(single(4), {24}, 128, 8, 32, bf16, false), default_config(), 4},
+      {"r4_all_slots_invalid", make_shape(single(4), {8}, 128, 4, 8, bf16, true, Routing::all_invalid)},
+      {"r4_every_token_to_one_expert", make_shape(single(4), {10}, 256, 3, 16, fp8, true, Routing::one_expert)},
+      {"r4_k9_fp8_alignment_4", make_shape(single(4), {8}, 128, 9, 16, fp8), default_config(), 4},
+      {"r8_bf16", make_shape(single(8), {6}, 256, 8, 64, bf16)},
+      {"r8_fp8_k9_alignment_4", make_shape(single(8), {4}, 128, 9, 16, fp8), default_config(), 4},
+      {"r8_uneven_tokens", make_shape(single(8), {0, 3, 1, 5, 0, 2, 4, 1}, 128, 4, 16, bf16)},
+      // Rings smaller than one rank's traffic: the senders wrap around under head/tail flow control.
+      {"wrap_r2_ring2_chunk1", make_shape(single(2), {40}, 128, 4, 8, bf16), ring_config(2, 2, 1)},
+      {"wrap_r4_ring3_chunk2_fp8", make_shape(single(4), {16}, 256, 4, 16, fp8), ring_config(1, 3, 2)},
+      {"wrap_r3_ring4_chunk4_no_weights", make_shape(single(3), {30}, 128, 5, 12, bf16, false), ring_config(3, 4, 4)},
+      {"wrap_r8_ring1_chunk1", make_shape(single(8), {4}, 128, 4, 16, bf16), ring_config(2, 1, 1)},
+      // More channels than tokens: most channels carry nothing.
+      {"r2_more_channels_than_tokens", make_shape(single(2), {3}, 128, 2, 4, bf16), ring_config(8, 4, 2)},
+  };
+}
+
+// Smaller set for the properties that run the engine twice.
+std::vector<EngineCase> replay_cases() {
+  return {
+      {"r1_bf16", make_shape(single(1), {12}, 256, 4, 8, bf16)},
+      {"r2_bf16", make_shape(single(2), {16}, 256, 8, 16, bf16)},
+      {"r3_fp8_wrap", make_shape(single(3), {12}, 256, 4, 12, fp8), ring_config(2, 2, 1)},
+      {"r4_alignment_4", make_shape(single(4), {8}, 128, 6, 16, bf16), default_config(), 4},
+      {"r4_no_weights_fp8", make_shape(single(4), {6}, 128, 4, 8, fp8, false)},
+      {"r8_bf16", make_shape(single(8), {3}, 128, 4, 16, bf16)},
+  };
+}
+
+// ranks_per_node < num_ranks: the node-grouped combine order of DESIGN.md.
+std::vector<EngineCase> multi_node_cases() {
+  return {
+      {"r2_two_nodes", make_shape(Topology{2, 1}, {10}, 256, 2, 4, bf16)},
+      {"r4_two_nodes", make_shape(Topology{4, 2}, {12}, 256, 4, 16, bf16)},
+      {"r4_four_nodes_fp8", make_shape(Topology{4, 1}, {8}, 128, 4, 8, fp8)},
+      {"r8_two_nodes_fp8", make_shape(Topology{8, 4}, {4}, 128, 8, 32, fp8), default_config(), 4},
+      {"r8_four_nodes_wrap", make_shape(Topology{8, 2}, {5}, 128, 4, 16, bf16), ring_config(2, 2, 1)},
+  };
+}
+
+// ---- properties ------------------------------------------------------------------------------------
+
+void check_round_trip_matches_reference(const EngineCase& c, const RoundTripOptions& options) {
+  const uint64_t seed = testing::seed_for(c.name);
+  SCOPED_TRACE(describe(c, seed));
+  const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
+  const Expected expected = testing::compute_expected(c.shape, data, c.expert_alignment);
+  const int num_ranks = c.shape.topology.num_ranks;
+  std::vector<RankRun> runs(num_ranks);
+  std::string unsupported;
+  if (!run_on_ranks(c, [&](Buffer& buffer, int rank) {
+        runs[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
+      }, &unsupported)) {
+    GTEST_SKIP() << unsupported;
+  }
+  std::vector<std::string> failures;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    testing::check_layout(runs[rank], expected, rank, &failures);
+    testing::check_dispatch(runs[rank], c.shape, expected, rank, options, true, &failures);
+    testing::check_combine(runs[rank], c.shape, expected, rank, c.shape.with_weights, &failures);
+  }
+  report(failures);
+}
+
+class NormalEngineTest : public ::testing::TestWithParam<EngineCase> {};
+
+TEST_P(NormalEngineTest, LayoutDispatchAndCombineMatchReferenceBitwise) {
+  RoundTripOptions options;
+  options.expert_alignment = GetParam().expert_alignment;
+  check_round_trip_matches_reference(GetParam(), options);
+}
+
+INSTANTIATE_TEST_SUITE_P(EdgeCases, NormalEngineTest, ::testing::ValuesIn(core_cases()), case_name);
+
+class NormalEngineMultiNodeTest : public ::testing::TestWithParam<EngineCase> {};
+
+// Skipped (not failed) while the engine reports multi-node topologies Unsupported.
+TEST_P(NormalEngineMultiNodeTest, CombineReducesPerNodeThenAcrossNodesBitwise) {
+  RoundTripOptions options;
+  options.expert_alignment = GetParam().expert_alignment;
+  check_round_trip_matches_reference(GetParam(), options);
+}
+
+INSTANTIATE_TEST_SUITE_P(Topologies, NormalEngineMultiNodeTest, ::testing::ValuesIn(multi_node_cases()), case_name);
+
+class NormalEngineReplayTest : public ::testing::TestWithParam<EngineCase> {};
+
+TEST_P(NormalEngineReplayTest, LibraryAllocatedOutputsMatchReferenceBitwise) {
+  RoundTripOptions options;
+  options.expert_alignment = GetParam().expert_alignment;
+  options.preallocate_outputs = false;
+  options.pass_layout = false;  // dispatch computes the layout itself
+  check_round_trip_matches_reference(GetParam(), options);
+}
+
+TEST_P(NormalEngineReplayTest, RepeatedCallsAreBitwiseDeterministic) {
+  const EngineCase& c = GetParam();
+  const uint64_t seed = testing::seed_for(c.name);
+  SCOPED_TRACE(describe(c, seed));
+  const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
+  const Expected expected = testing::compute_expected(c.shape, data, c.expert_alignment);
+  RoundTripOptions options;
+  options.expert_alignment = c.expert_alignment;
+  const int num_ranks = c.shape.topology.num_ranks;
+  std::vector<RankRun> first(num_ranks), second(num_ranks);
+  std::string unsupported;
+  ASSERT_TRUE(run_on_ranks(c, [&](Buffer& buffer, int rank) {
+    // The same inputs twice on the same buffers: the second call also proves the rings and counters
+    // were left ready for reuse.
+    first[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
+    second[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
+  }, &unsupported));
+  std::vector<std::string> failures;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
+    testing::check_identical(second[rank], first[rank], rows, &failures);
+    testing::check_dispatch(second[rank], c.shape, expected, rank, options, true, &failures);
+    testing::check_combine(second[rank], c.shape, expected, rank, c.shape.with_weights, &failures);
+  }
+  report(failures);
+}
+
+void check_cached_dispatch(const EngineCase& c, bool with_topk, int64_t num_worst_tokens) {
+  const uint64_t seed = testing::seed_for(c.name);
+  SCOPED_TRACE(describe(c, seed) + (with_topk ? " cached dispatch with topk_idx" : " cached dispatch without topk_idx") +
+               " num_worst_tokens=" + std::to_string(num_worst_tokens));
+  const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
+  const Expected expected = testing::compute_expected(c.shape, data, c.expert_alignment);
+  RoundTripOptions options;
+  options.expert_alignment = c.expert_alignment;
+  options.num_worst_tokens = num_worst_tokens;
+  const int num_ranks = c.shape.topology.num_ranks;
+  std::vector<RankRun> first(num_ranks), cached(num_ranks);
+  std::string unsupported;
+  ASSERT_TRUE(run_on_ranks(c, [&](Buffer& buffer, int rank) {
+    first[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
+    cached[rank] = testing::run_cached_round_trip(buffer, c.shape, data[rank], expected, options, first[rank], with_topk);
+  }, &unsupported));
+  std::vector<std::string> failures;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    testing::check_dispatch(first[rank], c.shape, expected, rank, options, true, &failures);
+    testing::check_dispatch(cached[rank], c.shape, expected, rank, options, with_topk, &failures);
+    testing::check_combine(cached[rank], c.shape, expected, rank, with_topk && c.shape.with_weights, &failures);
+  }
+  report(failures);
+}
+
+TEST_P(NormalEngineReplayTest, CachedDispatchGivesTheSameOutputs) { check_cached_dispatch(GetParam(), true, 0); }
+
+TEST_P(NormalEngineReplayTest, CachedDispatchWithoutTopkGivesTheSameRowsAndCombine) {
+  check_cached_dispatch(GetParam(), false, 0);
+}
+
+int64_t worst_tokens(const Shape& shape) {
+  int64_t most = 0;
+  for (int rank = 0; rank < shape.topology.num_ranks; ++rank) most = std::max(most, shape.tokens_of(rank));
+  return shape.topology.num_ranks * most;
+}
+
+TEST_P(NormalEngineReplayTest, WorstCaseDispatchPadsRowsAndCombineMatchesReference) {
+  const EngineCase& c = GetParam();
+  RoundTripOptions options;
+  options.expert_alignment = c.expert_alignment;
+  options.num_worst_tokens = worst_tokens(c.shape);
+  SCOPED_TRACE("num_worst_tokens=" + std::to_string(options.num_worst_tokens));
+  check_round_trip_matches_reference(c, options);
+}
+
+TEST_P(NormalEngineReplayTest, WorstCaseCachedDispatchGivesTheSameOutputs) {
+  check_cached_dispatch(GetParam(), true, worst_tokens(GetParam().shape));
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, NormalEngineReplayTest, ::testing::ValuesIn(replay_cases()), case_name);
+
+// Two buffers in a row on the same ranks do not disturb each other's results.
+TEST(NormalEngine, BuffersCanBeRecreatedAndGiveTheSameResults) {
+  EngineCase c{"r2_recreated", make_shape(single(2), {9}, 128, 3, 8, fp8)};
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    SCOPED_TRACE("attempt " + std::to_string(attempt));
+    RoundTripOptions options;
+    check_round_trip_matches_reference(c, options);
+  }
+}
+
+}  // namespace
+}  // namespace switchyard
