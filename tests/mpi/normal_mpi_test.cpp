@@ -1,0 +1,183 @@
+// The CPU `normal` engine with one process per rank (HeapSharing::processes), run under mpirun.
+// Every process generates the same inputs for all ranks from the shared seed, computes the reference
+// locally and checks its own rank's outputs bit for bit. Exits non-zero on any mismatch.
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <vector>
+
+#include "support/normal_round_trip.hpp"
+#include "support/test_seed.hpp"
+#include "switchyard/buffer.hpp"
+#include "workload/workload.hpp"
+
+namespace {
+
+using namespace switchyard;
+
+// NOTES: a lost peer should fail the run long before ctest's TIMEOUT, yet 8 processes on 2 cores
+// must never trip it.
+constexpr double kTimeoutSeconds = 30.0;
+
+struct MpiCase {
+  std::string name;
+  workload::Shape shape;
+  Config config;
+  int expert_alignment = 1;
+  int64_t num_worst_tokens = 0;
+  bool replay = false;  // also a cached dispatch and a repeated call
+};
+
+Config ring_config(int num_channels, int ring_slots, int chunk_tokens) {
+  Config config;
+  config.num_channels = num_channels;
+  config.ring_slots = ring_slots;
+  config.chunk_tokens = chunk_tokens;
+  config.timeout_seconds = kTimeoutSeconds;
+  return config;
+}
+
+std::vector<MpiCase> cases(int num_ranks) {
+  // Fewer tokens per rank as ranks grow: 8 processes share 2 cores in CI.
+  const int64_t tokens = std::max<int64_t>(3, 32 / num_ranks);
+  std::vector<MpiCase> result;
+
+  MpiCase bf16;
+  bf16.name = "bf16_random";
+  bf16.shape.topology = Topology::single_node(num_ranks);
+  bf16.shape.tokens_per_rank = tokens;
+  bf16.shape.hidden = 512;
+  bf16.shape.topk = 4;
+  bf16.shape.num_experts = 4 * num_ranks;
+  bf16.config.timeout_seconds = kTimeoutSeconds;  // the library's defaults otherwise
+  bf16.replay = true;
+  result.push_back(bf16);
+
+  MpiCase fp8 = bf16;
+  fp8.name = "fp8_wrapping_rings_alignment_4";
+  fp8.shape.dtype = DType::fp8_e4m3;
+  fp8.shape.hidden = 384;
+  fp8.shape.topk = std::min(3, 2 * num_ranks);
+  fp8.shape.num_experts = 2 * num_ranks;
+  fp8.config = ring_config(2, 2, 1);
+  fp8.expert_alignment = 4;
+  fp8.replay = false;
+  result.push_back(fp8);
+
+  MpiCase uneven = bf16;
+  uneven.name = "uneven_tokens_rank0_empty_no_weights";
+  uneven.shape.with_weights = false;
+  uneven.shape.tokens_per_rank_list.clear();
+  for (int rank = 0; rank < num_ranks; ++rank) uneven.shape.tokens_per_rank_list.push_back(rank == 0 ? 0 : rank % 4 + 1);
+  uneven.replay = false;
+  result.push_back(uneven);
+
+  MpiCase worst = bf16;
+  worst.name = "worst_case_skewed";
+  worst.shape.routing = workload::Routing::skewed;
+  worst.shape.hidden = 256;
+  worst.num_worst_tokens = num_ranks * tokens;
+  worst.replay = true;
+  result.push_back(worst);
+  return result;
+}
+
+std::vector<Bytes> allgather(const Bytes& mine, MPI_Comm comm) {
+  int size = 0;
+  MPI_Comm_size(comm, &size);
+  const int my_bytes = static_cast<int>(mine.size());
+  std::vector<int> bytes(size), offsets(size);
+  MPI_Allgather(&my_bytes, 1, MPI_INT, bytes.data(), 1, MPI_INT, comm);
+  int total = 0;
+  for (int rank = 0; rank < size; ++rank) {
+    offsets[rank] = total;
+    total += bytes[rank];
+  }
+  std::vector<uint8_t> all(static_cast<size_t>(std::max(total, 1)));
+  MPI_Allgatherv(mine.data(), my_bytes, MPI_BYTE, all.data(), bytes.data(), offsets.data(), MPI_BYTE, comm);
+  std::vector<Bytes> handles(size);
+  for (int rank = 0; rank < size; ++rank) {
+    handles[rank].assign(all.begin() + offsets[rank], all.begin() + offsets[rank] + bytes[rank]);
+  }
+  return handles;
+}
+
+// Returns the mismatches of this rank's outputs.
+std::vector<std::string> run_case(const MpiCase& c, int rank, uint64_t seed) {
+  const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
+  const testing::Expected expected = testing::compute_expected(c.shape, data, c.expert_alignment);
+
+  BufferOptions options;
+  options.topology = c.shape.topology;
+  options.rank = rank;
+  options.backend = Backend::cpu;
+  options.sharing = HeapSharing::processes;
+  options.config = c.config;
+  options.sizing = testing::sizing_for(c.shape);
+  Buffer buffer(options);
+  buffer.connect(allgather(buffer.local_handle(), MPI_COMM_WORLD));
+
+  testing::RoundTripOptions round_trip;
+  round_trip.expert_alignment = c.expert_alignment;
+  round_trip.num_worst_tokens = c.num_worst_tokens;
+  std::vector<std::string> failures;
+  const testing::RankRun first = testing::run_round_trip(buffer, c.shape, data[rank], expected, round_trip);
+  testing::check_layout(first, expected, rank, &failures);
+  testing::check_dispatch(first, c.shape, expected, rank, round_trip, true, &failures);
+  testing::check_combine(first, c.shape, expected, rank, c.shape.with_weights, &failures);
+  if (c.replay) {
+    const testing::RankRun cached =
+        testing::run_cached_round_trip(buffer, c.shape, data[rank], expected, round_trip, first, true);
+    testing::check_dispatch(cached, c.shape, expected, rank, round_trip, true, &failures);
+    testing::check_combine(cached, c.shape, expected, rank, c.shape.with_weights, &failures);
+    const testing::RankRun again = testing::run_round_trip(buffer, c.shape, data[rank], expected, round_trip);
+    testing::check_identical(again, first, static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size()),
+                             &failures);
+  }
+  // No process unmaps its heap while a peer may still read it.
+  MPI_Barrier(MPI_COMM_WORLD);
+  return failures;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int rank = 0, num_ranks = 1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &num_ranks);
+
+  int passed = 0, failed = 0;
+  for (const MpiCase& c : cases(num_ranks)) {
+    const uint64_t seed = switchyard::testing::seed_for(c.name);
+    const std::string context = c.name + " (seed=0x" + [&] {
+      char text[32];
+      std::snprintf(text, sizeof(text), "%llx", static_cast<unsigned long long>(seed));
+      return std::string(text);
+    }() + ", " + c.shape.describe() + ", config={" + c.config.to_string() + "}, expert_alignment=" +
+                                std::to_string(c.expert_alignment) +
+                                ", num_worst_tokens=" + std::to_string(c.num_worst_tokens) + ")";
+    std::vector<std::string> failures;
+    try {
+      failures = run_case(c, rank, seed);
+    } catch (const std::exception& error) {
+      // Peers may be waiting on this rank forever: end the whole job.
+      std::fprintf(stderr, "[rank %d] FAILED %s: exception: %s\n", rank, context.c_str(), error.what());
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, 2);
+    }
+    for (const std::string& failure : failures) {
+      std::fprintf(stderr, "[rank %d] FAILED %s: %s\n", rank, context.c_str(), failure.c_str());
+    }
+    int mine = failures.empty() ? 0 : 1, any = 0;
+    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (rank == 0) std::printf("[%s] %s on %d ranks\n", any ? "FAILED" : "passed", c.name.c_str(), num_ranks);
+    (any ? failed : passed) += 1;
+  }
+  if (rank == 0) std::printf("%d passed, %d failed\n", passed, failed);
+  MPI_Finalize();
+  return failed == 0 ? 0 : 1;
+}
