@@ -6,11 +6,15 @@
 #   bash scripts/run-bench.sh
 #   bash scripts/run-bench.sh --ranks 4 --tokens 512 --json /tmp/bench.json
 #   bash scripts/run-bench.sh --help
+#
+# SWITCHYARD_CMAKE_ARGS adds arguments to the configure, e.g. "-DSWITCHYARD_CUDA=OFF".
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 preset=release
 build_dir="$PWD/build/$preset"
+
+read -r -a cmake_args <<<"${SWITCHYARD_CMAKE_ARGS:-}"
 
 bash scripts/install-deps.sh
 
@@ -21,7 +25,7 @@ if ! command -v nvcc >/dev/null 2>&1 && [[ -z ${CUDACXX:-} && -x /usr/local/cuda
 fi
 
 echo "== configure ($preset preset: $build_dir)"
-cmake --preset "$preset"
+cmake --preset "$preset" "${cmake_args[@]}"
 echo "== build switchyard-bench"
 cmake --build --preset "$preset" --target switchyard-bench -j"$(nproc)"
 

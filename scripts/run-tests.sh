@@ -15,12 +15,15 @@
 #   SWITCHYARD_TEST_BUILDS  steps to run (default: "release install asan tsan")
 #   SWITCHYARD_CTEST_JOBS   tests run in parallel (default 2)
 #   SWITCHYARD_TEST_TIMEOUT seconds before ctest kills a test that set no timeout (default 900)
+#   SWITCHYARD_CMAKE_ARGS   extra arguments for every configure, e.g. "-DSWITCHYARD_CUDA=OFF"
+#                           (they stay in the build's CMake cache)
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo_root=$PWD
 
 steps=${SWITCHYARD_TEST_BUILDS:-release install asan tsan}
 ctest_jobs=${SWITCHYARD_CTEST_JOBS:-2}
+read -r -a cmake_args <<<"${SWITCHYARD_CMAKE_ARGS:-}"
 test_timeout=${SWITCHYARD_TEST_TIMEOUT:-900}
 
 for step in $steps; do
@@ -67,7 +70,7 @@ elapsed() { echo "$(( ($1) / 60 ))m$(( ($1) % 60 ))s"; }
 build_preset() {
   local preset=$1
   echo "== [$preset] configure"
-  cmake --preset "$preset"
+  cmake --preset "$preset" "${cmake_args[@]}"
   echo "== [$preset] build"
   cmake --build --preset "$preset" -j"$(nproc)"
 }
