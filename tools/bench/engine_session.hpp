@@ -5,6 +5,7 @@
 // only dispatch() and combine() are timed.
 #include <string>
 
+#include "compare.hpp"
 #include "dump.hpp"
 #include "options.hpp"
 #include "problem.hpp"
@@ -32,9 +33,9 @@ class EngineSession {
   // The synthetic expert on what dispatch delivered: untimed.
   virtual void expert(int iteration) = 0;
   virtual void combine(int iteration) = 0;
-  // Empty when every output of the last iteration equals the reference bit for bit; otherwise the
-  // first difference ("recv_x: ...").
-  virtual std::string first_difference() = 0;
+  // The first output of the last iteration that differs from the reference, bit for bit; none
+  // found when everything matched.
+  virtual Difference first_difference() = 0;
   // Writes every input and output of the last iteration under `dump` for this engine and rank.
   virtual void dump(DumpDirectory& dump) = 0;
 };

@@ -100,6 +100,8 @@ int run(const BenchOptions& options) {
     progress.clear();
     print_engine(stdout, result, copy);
     std::fflush(stdout);
+    if (result.status == CheckStatus::error)
+      report_error(kExitFailed, engine_name(engine) + std::string(": ") + result.detail);
     if (result.status != CheckStatus::skipped) engines_run.push_back(engine_name(result.engine));
     results.push_back(result);
   }

@@ -2,6 +2,7 @@
 // combine into preallocated outputs, checked against problem.normal.
 #include <vector>
 
+#include "compare.hpp"
 #include "engines.hpp"
 #include "transfer.hpp"
 #include "workload/workload.hpp"
@@ -10,35 +11,6 @@ namespace switchyard::bench {
 namespace {
 
 constexpr const char* kEngineName = "normal";
-
-TensorView int_view(const std::vector<int>& values) {
-  static_assert(sizeof(int) == 4, "i32 views of std::vector<int>");
-  return TensorView(const_cast<int*>(values.data()), DType::i32, {static_cast<int64_t>(values.size())});
-}
-
-// Compares what the library returned (on any device) with the reference (host); on the first
-// mismatch, records "<name>: <why>" in `difference` and returns false.
-bool matches(const std::string& name, const TensorView& actual, const TensorView& expected,
-             std::string* difference) {
-  if (!actual.defined() && !expected.defined()) return true;
-  if (!actual.defined()) {
-    *difference = name + ": not returned; expected " + expected.describe();
-    return false;
-  }
-  Tensor host = to_host(actual);
-  std::string why;
-  if (workload::bitwise_equal(host, expected, &why)) return true;
-  *difference = name + ": " + why;
-  return false;
-}
-
-// A preallocated output must be where the result went.
-bool is_output(const std::string& name, const Tensor& returned, const Tensor& preallocated,
-               std::string* difference) {
-  if (!preallocated.defined() || returned.data() == preallocated.data()) return true;
-  *difference = name + ": the result is not in the preallocated output out_" + name;
-  return false;
-}
 
 class NormalSession final : public EngineSession {
  public:
@@ -120,49 +92,48 @@ class NormalSession final : public EngineSession {
     combined_ = context_.buffer->combine(args);
   }
 
-  std::string first_difference() override {
-    std::string difference;
+  Difference first_difference() override {
     const int64_t received = expected_dispatch_.recv_x.size(0);
     const int32_t received_i32 = static_cast<int32_t>(received);
-    const TensorView expected_token_count(const_cast<int32_t*>(&received_i32), DType::i32, {1});
-    const std::vector<uint8_t>& in_rank = expected_layout_.is_token_in_rank;
-    const TensorView expected_in_rank(
-        const_cast<uint8_t*>(in_rank.data()), DType::boolean,
-        {context_.problem->inputs.at(context_.rank).x.size(0), context_.options->topology.num_ranks});
-    bool same = matches("num_tokens_per_rank", layout_.num_tokens_per_rank,
-                        int_view(expected_layout_.num_tokens_per_rank), &difference) &&
-                matches("num_tokens_per_node", layout_.num_tokens_per_node,
-                        int_view(expected_layout_.num_tokens_per_node), &difference) &&
-                matches("num_tokens_per_expert", layout_.num_tokens_per_expert,
-                        int_view(expected_layout_.num_tokens_per_expert), &difference) &&
-                matches("is_token_in_rank", layout_.is_token_in_rank, expected_in_rank, &difference);
-    if (same && dispatched_.num_recv_tokens != received) {
-      difference = "num_recv_tokens: expected " + std::to_string(received) + ", got " +
-                   std::to_string(dispatched_.num_recv_tokens);
-      same = false;
-    }
-    same =
-        same && matches("recv_x", dispatched_.recv_x, expected_dispatch_.recv_x, &difference) &&
-        matches("recv_x_scales", dispatched_.recv_x_scales, expected_dispatch_.recv_x_scales, &difference) &&
-        matches("recv_topk_idx", dispatched_.recv_topk_idx, expected_dispatch_.recv_topk_idx, &difference) &&
-        matches("recv_topk_weights", dispatched_.recv_topk_weights, expected_dispatch_.recv_topk_weights,
-                &difference) &&
-        is_output("recv_x", dispatched_.recv_x, out_recv_x_, &difference) &&
-        is_output("recv_x_scales", dispatched_.recv_x_scales, out_recv_x_scales_, &difference) &&
-        is_output("recv_topk_idx", dispatched_.recv_topk_idx, out_recv_topk_idx_, &difference) &&
-        is_output("recv_topk_weights", dispatched_.recv_topk_weights, out_recv_topk_weights_, &difference) &&
-        matches("num_recv_tokens_per_expert", int_view(dispatched_.num_recv_tokens_per_expert),
-                int_view(expected_dispatch_.num_recv_tokens_per_expert), &difference) &&
-        matches("recv_expert_counts", dispatched_.recv_expert_counts,
-                int_view(expected_dispatch_.num_recv_tokens_per_expert), &difference) &&
-        matches("recv_token_count", dispatched_.recv_token_count, expected_token_count, &difference) &&
-        matches("combined_x", combined_.combined_x, expected_combine_.combined_x, &difference) &&
-        matches("combined_topk_weights", combined_.combined_topk_weights,
-                expected_combine_.combined_topk_weights, &difference) &&
-        is_output("combined_x", combined_.combined_x, out_combined_x_, &difference) &&
-        is_output("combined_topk_weights", combined_.combined_topk_weights, out_combined_topk_weights_,
-                  &difference);
-    return same ? "" : difference;
+    std::vector<uint8_t> in_rank = expected_layout_.is_token_in_rank;
+    const int64_t tokens = context_.problem->inputs.at(context_.rank).x.size(0);
+    const TensorView expected_in_rank(in_rank.data(), DType::boolean,
+                                      {tokens, context_.options->topology.num_ranks});
+
+    Comparison compare;
+    compare.begin(Stage::layout);
+    compare.tensor("num_tokens_per_rank", layout_.num_tokens_per_rank,
+                   i32_view(expected_layout_.num_tokens_per_rank));
+    compare.tensor("num_tokens_per_node", layout_.num_tokens_per_node,
+                   i32_view(expected_layout_.num_tokens_per_node));
+    compare.tensor("num_tokens_per_expert", layout_.num_tokens_per_expert,
+                   i32_view(expected_layout_.num_tokens_per_expert));
+    compare.tensor("is_token_in_rank", layout_.is_token_in_rank, expected_in_rank);
+
+    compare.begin(Stage::dispatch);
+    compare.integer("num_recv_tokens", dispatched_.num_recv_tokens, received);
+    compare.tensor("recv_x", dispatched_.recv_x, expected_dispatch_.recv_x);
+    compare.tensor("recv_x_scales", dispatched_.recv_x_scales, expected_dispatch_.recv_x_scales);
+    compare.tensor("recv_topk_idx", dispatched_.recv_topk_idx, expected_dispatch_.recv_topk_idx);
+    compare.tensor("recv_topk_weights", dispatched_.recv_topk_weights, expected_dispatch_.recv_topk_weights);
+    compare.ints("num_recv_tokens_per_expert", dispatched_.num_recv_tokens_per_expert,
+                 expected_dispatch_.num_recv_tokens_per_expert);
+    compare.tensor("recv_expert_counts", dispatched_.recv_expert_counts,
+                   i32_view(expected_dispatch_.num_recv_tokens_per_expert));
+    compare.tensor("recv_token_count", dispatched_.recv_token_count,
+                   TensorView(const_cast<int32_t*>(&received_i32), DType::i32, {1}));
+    compare.in_place("recv_x", dispatched_.recv_x, out_recv_x_);
+    compare.in_place("recv_x_scales", dispatched_.recv_x_scales, out_recv_x_scales_);
+    compare.in_place("recv_topk_idx", dispatched_.recv_topk_idx, out_recv_topk_idx_);
+    compare.in_place("recv_topk_weights", dispatched_.recv_topk_weights, out_recv_topk_weights_);
+
+    compare.begin(Stage::combine);
+    compare.tensor("combined_x", combined_.combined_x, expected_combine_.combined_x);
+    compare.tensor("combined_topk_weights", combined_.combined_topk_weights,
+                   expected_combine_.combined_topk_weights);
+    compare.in_place("combined_x", combined_.combined_x, out_combined_x_);
+    compare.in_place("combined_topk_weights", combined_.combined_topk_weights, out_combined_topk_weights_);
+    return compare.result();
   }
 
   void dump(DumpDirectory& dump) override {

@@ -71,62 +71,61 @@ std::string parse_choice(const std::string& flag, const std::string& text,
 
 using Setter = std::function<void(CommandLine&, const std::string& flag, const std::string& value)>;
 
+Setter positive(std::optional<int> CommandLine::*field) {
+  return [field](CommandLine& c, const std::string& flag, const std::string& value) {
+    c.*field = parse_int(flag, value, 1, "a positive integer");
+  };
+}
+
+Setter non_negative(std::optional<int> CommandLine::*field) {
+  return [field](CommandLine& c, const std::string& flag, const std::string& value) {
+    c.*field = parse_int(flag, value, 0, "a non-negative integer");
+  };
+}
+
+Setter choice(std::optional<std::string> CommandLine::*field, std::vector<std::string> choices) {
+  return [field, choices](CommandLine& c, const std::string& flag, const std::string& value) {
+    c.*field = parse_choice(flag, value, choices);
+  };
+}
+
+Setter path(std::optional<std::string> CommandLine::*field, const std::string& expected) {
+  return [field, expected](CommandLine& c, const std::string& flag, const std::string& value) {
+    if (value.empty()) throw UsageError(flag + ": expected " + expected + ", got ''");
+    c.*field = value;
+  };
+}
+
 const std::map<std::string, Setter>& value_flags() {
   static const std::map<std::string, Setter> flags = {
-      {"--backend",
-       [](CommandLine& c, const std::string& f, const std::string& v) {
-         c.backend = parse_choice(f, v, {"auto", "cpu", "cuda"});
-       }},
-      {"--engine",
-       [](CommandLine& c, const std::string& f, const std::string& v) {
-         c.engine = parse_choice(f, v, {"normal", "low_latency", "symmetric", "all"});
-       }},
-      {"--ranks", [](CommandLine& c, const std::string& f,
-                     const std::string& v) { c.ranks = parse_int(f, v, 1, "a positive integer"); }},
-      {"--ranks-per-node",
-       [](CommandLine& c, const std::string& f, const std::string& v) {
-         c.ranks_per_node = parse_int(f, v, 1, "a positive integer");
-       }},
+      {"--backend", choice(&CommandLine::backend, {"auto", "cpu", "cuda"})},
+      {"--engine", choice(&CommandLine::engine, {"normal", "low_latency", "symmetric", "all"})},
+      {"--ranks", positive(&CommandLine::ranks)},
+      {"--ranks-per-node", positive(&CommandLine::ranks_per_node)},
       {"--tokens",
-       [](CommandLine& c, const std::string& f, const std::string& v) {
-         c.tokens = parse_integer(f, v, 0, std::numeric_limits<int32_t>::max(), "a non-negative integer");
+       [](CommandLine& c, const std::string& flag, const std::string& value) {
+         c.tokens =
+             parse_integer(flag, value, 0, std::numeric_limits<int32_t>::max(), "a non-negative integer");
        }},
-      {"--hidden", [](CommandLine& c, const std::string& f,
-                      const std::string& v) { c.hidden = parse_int(f, v, 1, "a positive integer"); }},
-      {"--topk", [](CommandLine& c, const std::string& f,
-                    const std::string& v) { c.topk = parse_int(f, v, 1, "a positive integer"); }},
-      {"--experts", [](CommandLine& c, const std::string& f,
-                       const std::string& v) { c.experts = parse_int(f, v, 1, "a positive integer"); }},
-      {"--dtype",
-       [](CommandLine& c, const std::string& f, const std::string& v) {
-         c.dtype = parse_choice(f, v, {"bf16", "fp8"});
+      {"--hidden", positive(&CommandLine::hidden)},
+      {"--topk", positive(&CommandLine::topk)},
+      {"--experts", positive(&CommandLine::experts)},
+      {"--dtype", choice(&CommandLine::dtype, {"bf16", "fp8"})},
+      {"--iters", positive(&CommandLine::iters)},
+      {"--warmup", non_negative(&CommandLine::warmup)},
+      {"--seed", [](CommandLine& c, const std::string& flag,
+                    const std::string& value) { c.seed = parse_seed(flag, value); }},
+      {"--json", path(&CommandLine::json_path, "a file name")},
+      {"--dump", path(&CommandLine::dump_dir, "a directory")},
+      {"--channels",
+       [](CommandLine& c, const std::string& flag, const std::string& value) {
+         c.channels =
+             value == "auto" ? kAutoChannels : parse_int(flag, value, 1, "a positive integer or auto");
        }},
-      {"--iters", [](CommandLine& c, const std::string& f,
-                     const std::string& v) { c.iters = parse_int(f, v, 1, "a positive integer"); }},
-      {"--warmup", [](CommandLine& c, const std::string& f,
-                      const std::string& v) { c.warmup = parse_int(f, v, 0, "a non-negative integer"); }},
-      {"--seed",
-       [](CommandLine& c, const std::string& f, const std::string& v) { c.seed = parse_seed(f, v); }},
-      {"--json",
-       [](CommandLine& c, const std::string& f, const std::string& v) {
-         if (v.empty()) throw UsageError(f + ": expected a file name, got ''");
-         c.json_path = v;
-       }},
-      {"--dump",
-       [](CommandLine& c, const std::string& f, const std::string& v) {
-         if (v.empty()) throw UsageError(f + ": expected a directory, got ''");
-         c.dump_dir = v;
-       }},
-      {"--channels", [](CommandLine& c, const std::string& f,
-                        const std::string& v) { c.channels = parse_int(f, v, 1, "a positive integer"); }},
-      {"--ring-slots", [](CommandLine& c, const std::string& f,
-                          const std::string& v) { c.ring_slots = parse_int(f, v, 1, "a positive integer"); }},
-      {"--chunk-tokens",
-       [](CommandLine& c, const std::string& f, const std::string& v) {
-         c.chunk_tokens = parse_int(f, v, 1, "a positive integer");
-       }},
-      {"--timeout", [](CommandLine& c, const std::string& f,
-                       const std::string& v) { c.timeout_seconds = parse_seconds(f, v); }},
+      {"--ring-slots", positive(&CommandLine::ring_slots)},
+      {"--chunk-tokens", positive(&CommandLine::chunk_tokens)},
+      {"--timeout", [](CommandLine& c, const std::string& flag,
+                       const std::string& value) { c.timeout_seconds = parse_seconds(flag, value); }},
   };
   return flags;
 }

@@ -40,6 +40,24 @@ double median_of_slowest(const std::vector<std::vector<double>>& seconds_per_ran
   return median(slowest);
 }
 
+// The earliest stage's difference, on the lowest rank that has it, and how many ranks differ.
+std::string describe_failure(const std::vector<Difference>& differences) {
+  const Difference* first = nullptr;
+  int first_rank = -1, ranks_differing = 0;
+  for (int rank = 0; rank < static_cast<int>(differences.size()); ++rank) {
+    const Difference& difference = differences[rank];
+    if (!difference.found()) continue;
+    ++ranks_differing;
+    if (!first || difference.stage < first->stage) {
+      first = &difference;
+      first_rank = rank;
+    }
+  }
+  if (!first) return "";
+  return "rank " + std::to_string(first_rank) + " " + first->what + "; " + std::to_string(ranks_differing) +
+         " of " + std::to_string(differences.size()) + " ranks differ";
+}
+
 std::string progress_text(const std::string& name, int warmup_done, int warmup, int iters_done, int iters) {
   return name + ": warmup " + std::to_string(warmup_done) + "/" + std::to_string(warmup) + ", iter " +
          std::to_string(iters_done) + "/" + std::to_string(iters);
@@ -85,13 +103,18 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
 
   std::vector<std::vector<double>> dispatch_seconds(num_ranks, std::vector<double>(iters));
   std::vector<std::vector<double>> combine_seconds(num_ranks, std::vector<double>(iters));
-  std::vector<std::string> check_differences(num_ranks), final_differences(num_ranks);
+  std::vector<Difference> check_differences(num_ranks), final_differences(num_ranks);
+
+  // NOTES: the Buffers outlive every rank's thread. A rank that fails (a timeout, say) must not unmap
+  // its heap while peers still inside dispatch or combine write into it.
+  std::vector<std::unique_ptr<Buffer>> buffers(num_ranks);
 
   try {
     run_ranks(num_ranks, [&](Group& group) {
       const int rank = group.rank();
       const bool reports_progress = rank == 0;
-      Buffer buffer(buffer_options(options, rank));
+      buffers[rank] = std::make_unique<Buffer>(buffer_options(options, rank));
+      Buffer& buffer = *buffers[rank];
       buffer.connect(group.allgather(buffer.local_handle()));
       // NOTES: the CUDA seam: each rank will own a stream, so that all ranks' kernels run concurrently.
       const Stream stream = nullptr;
@@ -137,8 +160,6 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
       }
       if (reports_progress) progress.update(name + ": check", name + ": checking the last iteration");
       final_differences[rank] = session->first_difference();
-      // No rank may unmap its heap while a peer could still touch it.
-      group.barrier();
     });
   } catch (const InvalidArgument&) {
     throw;
@@ -154,22 +175,13 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
   result.timed = true;
   result.dispatch_seconds = median_of_slowest(dispatch_seconds);
   result.combine_seconds = median_of_slowest(combine_seconds);
-  result.status = CheckStatus::passed;
-  for (int rank = 0; rank < num_ranks; ++rank) {
-    if (!check_differences[rank].empty()) {
-      result.status = CheckStatus::failed;
-      result.detail = "rank " + std::to_string(rank) + " " + check_differences[rank];
-      return result;
-    }
+  std::string failure = describe_failure(check_differences);
+  if (failure.empty()) {
+    failure = describe_failure(final_differences);
+    if (!failure.empty()) failure = "after the timed iterations: " + failure;
   }
-  for (int rank = 0; rank < num_ranks; ++rank) {
-    if (!final_differences[rank].empty()) {
-      result.status = CheckStatus::failed;
-      result.detail =
-          "rank " + std::to_string(rank) + ", after the timed iterations, " + final_differences[rank];
-      return result;
-    }
-  }
+  result.status = failure.empty() ? CheckStatus::passed : CheckStatus::failed;
+  result.detail = failure;
   return result;
 }
 
