@@ -32,7 +32,7 @@ const char* engine_name(Engine engine);
 // True when this build has the CUDA backend and a CUDA device is visible.
 bool cuda_available();
 
-// cudaStream_t on the CUDA backend (nullptr: the legacy default stream); ignored on CPU.
+// cudaStream_t on the CUDA backend (nullptr: the buffer's own non-blocking stream); ignored on CPU.
 using Stream = void*;
 
 struct BufferOptions {
@@ -140,6 +140,11 @@ class Buffer {
   DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream = nullptr);
   DispatchResult dispatch(const DispatchArgs& args);
   CombineResult combine(const CombineArgs& args);
+
+  // Waits for this buffer's work on `stream` (nullptr: the buffer's own stream) and raises any
+  // error a kernel recorded (TimeoutError naming rank, role and channel). On CPU, calls complete
+  // before they return and this only returns. Calls also report earlier kernels' errors.
+  void synchronize(Stream stream = nullptr);
 
   int rank() const;
   const Topology& topology() const;

@@ -11,8 +11,10 @@ namespace switchyard {
 // Tuning of the pipeline (`normal`) engine, and the bound on every wait.
 struct Config {
   // A channel owns a contiguous range of each source rank's tokens, with one ring per
-  // (channel, source rank) on every destination. On CUDA a channel is a pair of blocks.
-  int num_channels = kDefaultChannels;
+  // (channel, source rank) on every destination. On CUDA a channel is a pair of blocks (a sender
+  // and a receiver). kAutoChannels picks per backend: 4 host threads on CPU; on CUDA as many as
+  // fit co-resident with the other ranks on the same GPU, at most kMaxAutoCudaChannels.
+  int num_channels = kAutoChannels;
   // Token slots in each ring. Smaller than one rank's traffic is fine: the ring wraps under
   // head/tail flow control.
   int ring_slots = kDefaultRingSlots;
@@ -22,7 +24,11 @@ struct Config {
   // Every spin-wait gives up after this long and raises TimeoutError naming rank, role and channel.
   double timeout_seconds = kDefaultTimeoutSeconds;
 
-  static constexpr int kDefaultChannels = 4;
+  static constexpr int kAutoChannels = 0;
+  static constexpr int kDefaultCpuChannels = 4;
+  // NOTES: DeepEP uses 20-24 SMs for intranode kernels; 16 channels = 32 blocks leaves most of an
+  // H200's 132 SMs to the experts.
+  static constexpr int kMaxAutoCudaChannels = 16;
   static constexpr int kDefaultRingSlots = 128;
   static constexpr int kDefaultChunkTokens = 16;
   // NOTES: long enough for a loaded 2-core CI machine running 8 ranks as threads.

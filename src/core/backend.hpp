@@ -49,6 +49,9 @@ class BackendImpl {
   virtual ~BackendImpl() = default;
 
   virtual Device device() const = 0;
+  // Channels the `normal` engine runs with: Config::num_channels, or when that is auto, the
+  // backend's choice (final once connected, when the CUDA backend knows how many ranks share a GPU).
+  virtual int num_channels() const = 0;
   virtual Bytes local_handle() const = 0;
   // Maps every peer's heap; `all_handles` were checked for count, magic and size by core.
   virtual void connect(const std::vector<Bytes>& all_handles) = 0;
@@ -59,6 +62,9 @@ class BackendImpl {
   virtual DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream) = 0;
   virtual DispatchResult normal_dispatch(const DispatchPlan& plan) = 0;
   virtual CombineResult normal_combine(const CombinePlan& plan) = 0;
+
+  // Waits for this rank's work on `stream` and raises any error a kernel recorded.
+  virtual void synchronize(Stream stream) = 0;
 };
 
 struct BackendCreateInfo {

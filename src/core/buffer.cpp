@@ -145,6 +145,14 @@ class Buffer::Impl {
     return guarded([&] { return backend_->normal_combine(plan); });
   }
 
+  void synchronize(Stream stream) {
+    check_usable("synchronize");
+    guarded([&] {
+      backend_->synchronize(stream);
+      return 0;
+    });
+  }
+
   const BufferOptions& options() const { return options_; }
   size_t heap_bytes() const { return heap_bytes_; }
   bool connected() const { return connected_; }
@@ -218,6 +226,7 @@ class Buffer::Impl {
     plan.rank = options_.rank;
     plan.topology = options_.topology;
     plan.config = options_.config;
+    plan.config.num_channels = backend_->num_channels();
     plan.args = args;
 
     const TensorView& x = args.x;
@@ -372,6 +381,7 @@ class Buffer::Impl {
     plan.rank = options_.rank;
     plan.topology = options_.topology;
     plan.config = options_.config;
+    plan.config.num_channels = backend_->num_channels();
     plan.args = args;
     if (!args.handle || !args.handle->valid()) {
       throw InvalidArgument("handle: expected the handle of a dispatch on this buffer, got none");
@@ -433,6 +443,7 @@ DispatchLayout Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_e
 }
 DispatchResult Buffer::dispatch(const DispatchArgs& args) { return impl_->dispatch(args); }
 CombineResult Buffer::combine(const CombineArgs& args) { return impl_->combine(args); }
+void Buffer::synchronize(Stream stream) { impl_->synchronize(stream); }
 int Buffer::rank() const { return impl_->options().rank; }
 const Topology& Buffer::topology() const { return impl_->options().topology; }
 Backend Buffer::backend() const { return impl_->options().backend; }

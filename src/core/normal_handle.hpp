@@ -30,6 +30,11 @@ struct NormalHandleData {
   std::vector<int> num_recv_tokens_per_expert;  // host copy, aligned; empty in worst case
   Tensor recv_expert_counts;                    // i32 [local_experts], aligned
   Tensor recv_token_count;                      // i32 [1]
+
+  // Send side, CUDA only (the CPU engine scans is_token_in_rank instead).
+  Tensor send_list;            // i32 [R, N]: per destination, the tokens it gets, in order
+  Tensor send_channel_prefix;  // i32 [R, C + 1]: where each channel starts in a destination's list
+  Tensor send_slot;            // i32 [N, R]: ring index of token t within (its channel, destination), or -1
 };
 
 }  // namespace switchyard::detail

@@ -61,7 +61,10 @@ size_t normal_heap_bytes(const Topology& topology, const Config& config, const B
   int local_experts = sizing.num_experts / std::max(1, topology.num_ranks);
   common::NormalHeapLayout layout{};
   layout.num_ranks = topology.num_ranks;
-  layout.num_channels = config.num_channels;
+  // Auto channels resolve per backend; size for the most any backend picks.
+  layout.num_channels = config.num_channels != Config::kAutoChannels
+                            ? config.num_channels
+                            : std::max(Config::kDefaultCpuChannels, Config::kMaxAutoCudaChannels);
   layout.local_experts = local_experts;
   layout.ring_slots = static_cast<uint32_t>(config.ring_slots);
   layout.slot_bytes = static_cast<uint32_t>(slot_bytes);

@@ -24,8 +24,8 @@ std::string Topology::to_string() const {
 }
 
 void Config::validate() const {
-  if (num_channels < 1 || num_channels > 1024) {
-    throw InvalidArgument("config.num_channels: expected 1..1024, got " + std::to_string(num_channels));
+  if (num_channels < 0 || num_channels > 1024) {
+    throw InvalidArgument("config.num_channels: expected 1..1024 or 0 (auto), got " + std::to_string(num_channels));
   }
   if (ring_slots < 1) {
     throw InvalidArgument("config.ring_slots: expected >= 1, got " + std::to_string(ring_slots));
@@ -41,7 +41,7 @@ void Config::validate() const {
 
 std::string Config::to_string() const {
   std::ostringstream out;
-  out << "channels=" << num_channels << " ring_slots=" << ring_slots << " chunk_tokens=" << chunk_tokens
+  out << "channels=" << (num_channels == kAutoChannels ? std::string("auto") : std::to_string(num_channels)) << " ring_slots=" << ring_slots << " chunk_tokens=" << chunk_tokens
       << " timeout=" << timeout_seconds << "s";
   return out.str();
 }

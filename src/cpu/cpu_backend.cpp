@@ -16,6 +16,10 @@ class CpuBackend final : public detail::BackendImpl {
         normal_(heap_, info.owner) {}
 
   Device device() const override { return Device::cpu; }
+  int num_channels() const override {
+    return options_.config.num_channels == Config::kAutoChannels ? Config::kDefaultCpuChannels
+                                                                 : options_.config.num_channels;
+  }
   Bytes local_handle() const override { return heap_.local_handle(); }
 
   void connect(const std::vector<Bytes>& all_handles) override {
@@ -32,6 +36,8 @@ class CpuBackend final : public detail::BackendImpl {
   }
   DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override { return normal_.dispatch(plan); }
   CombineResult normal_combine(const detail::CombinePlan& plan) override { return normal_.combine(plan); }
+  // CPU calls complete before they return.
+  void synchronize(Stream) override {}
 
  private:
   BufferOptions options_;

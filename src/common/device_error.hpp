@@ -1,0 +1,67 @@
+#pragma once
+// Where a kernel that gave up waiting says why. The block lives in host-mapped memory: the first
+// waiter to time out claims it, fills it in and exits; the host turns it into a TimeoutError.
+// Kernels never trap(), which would kill the CUDA context.
+#include "common/host_device.hpp"
+
+namespace switchyard::common {
+
+enum class WaitRole : int32_t {
+  barrier = 1,
+  notify = 2,
+  dispatch_sender = 3,
+  dispatch_receiver = 4,
+  combine_sender = 5,
+  combine_receiver = 6,
+  layout = 7,
+};
+
+enum class WaitTarget : int32_t {
+  peer_arrival = 1,   // a peer's barrier word
+  ring_space = 2,     // a ring's head (the receiver freeing slots)
+  ring_data = 3,      // a ring's tail (the sender publishing tokens)
+  call_signature = 4, // not a wait: a peer called with a different shape
+  invalid_expert = 5, // not a wait: topk_idx held an id outside [-1, num_experts)
+  capacity = 6,       // not a wait: more tokens arrived than num_worst_tokens rows
+};
+
+struct DeviceErrorBlock {
+  int32_t claimed;   // 0 free; set once by the first failing thread
+  int32_t complete;  // 1 once the fields below are written
+  int32_t rank;
+  int32_t role;      // WaitRole
+  int32_t target;    // WaitTarget
+  int32_t channel;   // -1 when not per channel
+  int32_t peer;      // the rank waited for
+  int32_t pad;
+  int64_t expected;  // value waited for
+  int64_t observed;  // value last seen
+  uint64_t waited_ns;
+};
+
+SY_HD const char* wait_role_name(int32_t role) {
+  switch (static_cast<WaitRole>(role)) {
+    case WaitRole::barrier: return "barrier";
+    case WaitRole::notify: return "notify";
+    case WaitRole::dispatch_sender: return "dispatch sender";
+    case WaitRole::dispatch_receiver: return "dispatch receiver";
+    case WaitRole::combine_sender: return "combine sender";
+    case WaitRole::combine_receiver: return "combine receiver";
+    case WaitRole::layout: return "layout";
+  }
+  return "unknown role";
+}
+
+SY_HD const char* wait_target_name(int32_t target) {
+  switch (static_cast<WaitTarget>(target)) {
+    case WaitTarget::peer_arrival: return "the peer to arrive at the barrier";
+    case WaitTarget::ring_space: return "ring space (the peer's receiver to free slots)";
+    case WaitTarget::ring_data: return "ring data (the peer's sender to publish tokens)";
+    case WaitTarget::call_signature: return "a matching call (the peer called with a different shape)";
+    case WaitTarget::invalid_expert: return "valid expert ids";
+    case WaitTarget::capacity: return "room for the received tokens";
+  }
+  return "unknown";
+}
+
+}  // namespace switchyard::common

@@ -1,0 +1,190 @@
+// The CUDA `normal` combine: per channel a sender block (expert side: each received row goes back
+// to its home rank's ring, a warp group per home rank) and a receiver block (home side: a warp per
+// token reduces the token's rows in DESIGN.md's fixed order).
+#include "common/numeric.hpp"
+#include "cuda/bounded_wait.cuh"
+#include "cuda/cuda_check.hpp"
+#include "cuda/normal_kernels.hpp"
+#include "cuda/warp_group.cuh"
+
+namespace switchyard::cuda {
+
+namespace {
+
+constexpr int kMaxWarps = 32;
+constexpr int kMaxRanksPerBlock = 128;
+
+struct CombineShared {
+  int group_abort[kMaxWarps];
+  int block_abort;
+  uint64_t consumed[kMaxRanksPerBlock];  // per expert rank: slots of its ring already reduced
+};
+
+// Sender role: a group of warps returns this channel's rows for one home rank, a chunk per round.
+__device__ void combine_sender(const KernelContext& context, const CombineLaunch& launch, CombineShared& shared,
+                               int channel, const WarpGroup& group) {
+  const int home = group.index;
+  const int index = home * context.num_channels + channel;
+  const int64_t first_row = launch.recv_channel_start[index];
+  const uint64_t total = static_cast<uint64_t>(launch.recv_channel_start[index + 1] - first_row);
+  const common::Ring ring = context.layout.ring(context.heap.peer_base(home), channel, context.rank);
+  const uint64_t num_slots = ring.num_slots;
+  const common::CombineMessage& message = launch.message;
+  const int topk = static_cast<int>(message.topk);
+  const WaitSite site{common::WaitRole::combine_sender, common::WaitTarget::ring_space, channel, home};
+
+  for (uint64_t round_begin = 0; round_begin < total; round_begin += context.chunk_tokens) {
+    const uint64_t round_end = min(total, round_begin + context.chunk_tokens);
+    if (group.leader()) {
+      bool room = round_end <= num_slots || wait_at_least(context, ring.head(), round_end - num_slots, site);
+      shared.group_abort[home] = room ? 0 : 1;
+    }
+    group.sync();
+    if (shared.group_abort[home]) return;
+    for (uint64_t i = round_begin + group.warp_in_group; i < round_end; i += group.size) {
+      const int64_t row = first_row + static_cast<int64_t>(i);
+      uint8_t* slot = ring.slot(i);
+      warp_copy<true>(message.row(slot), launch.y + row * message.row_bytes, message.row_bytes);
+      if (message.has_weights) {
+        for (int k = lane_id(); k < topk; k += 32) message.topk_weights(slot)[k] = __ldg(launch.y_topk_weights + row * topk + k);
+      }
+    }
+    group.sync();
+    if (group.leader()) {
+      ptx::fence_acq_rel_sys();
+      common::st_release_sys(ring.tail(), round_end);
+    }
+  }
+}
+
+__device__ __forceinline__ void add_bf16x8(float (&sum)[8], int4 packed) {
+  const uint32_t words[4] = {static_cast<uint32_t>(packed.x), static_cast<uint32_t>(packed.y),
+                             static_cast<uint32_t>(packed.z), static_cast<uint32_t>(packed.w)};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    sum[2 * i] += common::bf16_to_float(static_cast<uint16_t>(words[i] & 0xffffu));
+    sum[2 * i + 1] += common::bf16_to_float(static_cast<uint16_t>(words[i] >> 16));
+  }
+}
+
+// One warp reduces token `token`, whose rows are all present: per node, fp32 over its ranks
+// ascending from +0, rounded to bf16; then fp32 over node partials ascending from +0, rounded once.
+__device__ void reduce_token(const KernelContext& context, const CombineLaunch& launch, int channel, int64_t token) {
+  const int num_ranks = context.num_ranks;
+  const common::CombineMessage& message = launch.message;
+  const uint32_t chunks = message.row_bytes / 16;
+  const bool* in_rank = launch.is_token_in_rank + token * num_ranks;
+  const int32_t* slots = launch.send_slot + token * num_ranks;
+  const int lane = lane_id();
+  int4* out = reinterpret_cast<int4*>(launch.combined_x + token * (message.row_bytes / 2));
+  for (uint32_t chunk = lane; chunk < chunks; chunk += 32) {
+    float total[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int node_first = 0; node_first < num_ranks; node_first += launch.ranks_per_node) {
+      float node_sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      bool any = false;
+      for (int rank = node_first; rank < node_first + launch.ranks_per_node; ++rank) {
+        if (!in_rank[rank]) continue;
+        any = true;
+        const uint8_t* slot = context.layout.ring(context.heap.base, channel, rank).slot(slots[rank]);
+        add_bf16x8(node_sum, reinterpret_cast<const int4*>(message.row(const_cast<uint8_t*>(slot)))[chunk]);
+      }
+      if (!any) continue;
+#pragma unroll
+      for (int i = 0; i < 8; ++i) total[i] += common::bf16_to_float(common::float_to_bf16(node_sum[i]));
+    }
+    uint32_t words[4];
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      words[i] = static_cast<uint32_t>(common::float_to_bf16(total[2 * i])) |
+                 (static_cast<uint32_t>(common::float_to_bf16(total[2 * i + 1])) << 16);
+    }
+    out[chunk] = make_int4(static_cast<int>(words[0]), static_cast<int>(words[1]), static_cast<int>(words[2]),
+                           static_cast<int>(words[3]));
+  }
+  if (launch.combined_topk_weights) {
+    const int topk = static_cast<int>(message.topk);
+    for (int k = lane; k < topk; k += 32) {
+      float sum = 0.0f;
+      for (int rank = 0; rank < num_ranks; ++rank) {
+        if (!in_rank[rank]) continue;
+        const uint8_t* slot = context.layout.ring(context.heap.base, channel, rank).slot(slots[rank]);
+        sum += message.topk_weights(const_cast<uint8_t*>(slot))[k];
+      }
+      launch.combined_topk_weights[token * topk + k] = sum;
+    }
+  }
+}
+
+// Receiver role: the block walks this channel's tokens in batches of one token per warp. A warp
+// waits until each of its token's rows has arrived, then reduces. After each batch the block frees
+// the slots it consumed. NOTES: a batch never needs more slots of one ring than the sender can fill
+// before the batch frees any (batch <= ring_slots - chunk + 1, chosen by the host).
+__device__ void combine_receiver(const KernelContext& context, const CombineLaunch& launch, CombineShared& shared,
+                                 int channel, int batch_tokens) {
+  const int num_ranks = context.num_ranks;
+  const int warp = threadIdx.x / 32;
+  const int lane = lane_id();
+  const int64_t begin = common::channel_begin(launch.num_tokens, context.num_channels, channel);
+  const int64_t end = common::channel_begin(launch.num_tokens, context.num_channels, channel + 1);
+  for (int rank = threadIdx.x; rank < num_ranks; rank += blockDim.x) shared.consumed[rank] = 0;
+  if (threadIdx.x == 0) shared.block_abort = 0;
+  __syncthreads();
+
+  for (int64_t batch = begin; batch < end; batch += batch_tokens) {
+    const int64_t token = batch + warp;
+    if (warp < batch_tokens && token < end) {
+      bool ready = true;
+      if (lane == 0) {
+        const bool* in_rank = launch.is_token_in_rank + token * num_ranks;
+        for (int rank = 0; rank < num_ranks && ready; ++rank) {
+          if (!in_rank[rank]) continue;
+          const uint64_t needed = static_cast<uint64_t>(launch.send_slot[token * num_ranks + rank]) + 1;
+          const common::Ring ring = context.layout.ring(context.heap.base, channel, rank);
+          const WaitSite site{common::WaitRole::combine_receiver, common::WaitTarget::ring_data, channel, rank};
+          ready = wait_at_least(context, ring.tail(), needed, site);
+        }
+        if (!ready) shared.block_abort = 1;
+      }
+      ready = __shfl_sync(0xffffffffu, ready ? 1 : 0, 0) != 0;
+      __syncwarp();  // lane 0's acquire of the tails orders the other lanes' reads of the rows
+      if (ready) reduce_token(context, launch, channel, token);
+    }
+    __syncthreads();
+    if (shared.block_abort) return;
+    // Free the slots of this batch: for each expert rank, up to its last token in the batch.
+    const int64_t batch_end = min(end, batch + batch_tokens);
+    for (int rank = threadIdx.x; rank < num_ranks; rank += blockDim.x) {
+      for (int64_t t = batch_end - 1; t >= batch; --t) {
+        const int32_t slot = launch.send_slot[t * num_ranks + rank];
+        if (slot >= 0) {
+          shared.consumed[rank] = static_cast<uint64_t>(slot) + 1;
+          common::st_release_sys(context.layout.ring(context.heap.base, channel, rank).head(), shared.consumed[rank]);
+          break;
+        }
+      }
+    }
+  }
+}
+
+__global__ void combine_kernel(KernelContext context, CombineLaunch launch, int warps_per_group, int batch_tokens) {
+  __shared__ CombineShared shared;
+  const int channel = blockIdx.x / 2;
+  if (blockIdx.x % 2 == 0) {
+    combine_sender(context, launch, shared, channel, warp_group_of_this_warp(warps_per_group));
+  } else {
+    combine_receiver(context, launch, shared, channel, batch_tokens);
+  }
+}
+
+}  // namespace
+
+void launch_combine(const KernelContext& context, const CombineLaunch& launch, cudaStream_t stream) {
+  const int warps = normal_warps_per_block(context.num_ranks);
+  const int warps_per_group = warps / context.num_ranks;
+  const int slack = static_cast<int>(context.layout.ring_slots) - static_cast<int>(context.chunk_tokens) + 1;
+  const int batch_tokens = slack < warps ? slack : warps;
+  combine_kernel<<<2 * context.num_channels, warps * 32, 0, stream>>>(context, launch, warps_per_group, batch_tokens);
+  SY_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace switchyard::cuda

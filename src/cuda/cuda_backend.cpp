@@ -1,0 +1,359 @@
+// The CUDA backend: a device symmetric heap and the `normal` engine's kernels over it.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <sstream>
+
+#include "core/backend.hpp"
+#include "core/handle_format.hpp"
+#include "core/normal_sizing.hpp"
+#include "cuda/cuda_check.hpp"
+#include "cuda/device_heap.hpp"
+#include "cuda/normal_kernels.hpp"
+
+namespace switchyard::cuda {
+
+namespace {
+
+// NOTES: the kernels give a warp group at most 32 warps, one or more per peer.
+constexpr int kMaxCudaRanks = 32;
+
+Tensor device_output(const TensorView& given, DType dtype, int64_t rows, int64_t cols, int device, const char* name) {
+  if (!given.defined()) return Tensor::empty(dtype, {rows, cols}, Device::cuda, device);
+  if (given.shape[0] != rows) {
+    throw InvalidArgument(std::string(name) + ": expected " + std::to_string(rows) + " rows (tokens received), got " +
+                          given.describe());
+  }
+  return Tensor::borrow(given);
+}
+
+}  // namespace
+
+class CudaBackend final : public detail::BackendImpl {
+ public:
+  explicit CudaBackend(const detail::BackendCreateInfo& info)
+      : options_(*info.options),
+        device_(info.options->device),
+        heap_(info.heap_bytes, info.options->rank, info.options->topology.num_ranks, info.options->device,
+              info.options->sharing),
+        owner_(info.owner) {
+    if (options_.topology.num_ranks > kMaxCudaRanks) {
+      throw Unsupported("topology.num_ranks: the CUDA normal engine supports up to " + std::to_string(kMaxCudaRanks) +
+                        " ranks in one load/store domain, got " + std::to_string(options_.topology.num_ranks));
+    }
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    SY_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
+    SY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&error_), sizeof(common::DeviceErrorBlock), cudaHostAllocMapped));
+    std::memset(error_, 0, sizeof(*error_));
+    SY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_, 0));
+    SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&abort_flag_), sizeof(int32_t)));
+    SY_CUDA_CHECK(cudaMemset(abort_flag_, 0, sizeof(int32_t)));
+    SY_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking));
+    channels_ = options_.config.num_channels != Config::kAutoChannels
+                    ? options_.config.num_channels
+                    : std::max(1, std::min(Config::kMaxAutoCudaChannels, sm_count_ / 2));
+  }
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    if (own_stream_) cudaStreamSynchronize(own_stream_), cudaStreamDestroy(own_stream_);
+    cudaFree(abort_flag_);
+    cudaFreeHost(error_);
+    cudaFreeHost(pinned_counts_);
+  }
+
+  Device device() const override { return Device::cuda; }
+  int num_channels() const override { return channels_; }
+  Bytes local_handle() const override { return heap_.local_handle(); }
+
+  void connect(const std::vector<Bytes>& all_handles) override {
+    std::vector<Bytes> payloads;
+    for (const Bytes& handle : all_handles) payloads.push_back(detail::handle_payload(handle));
+    heap_.connect(payloads);
+    // Every block of every rank on this GPU spins on the others: all must be resident at once.
+    const int sharing_ranks = heap_.ranks_on_this_device();
+    const int fitting_channels = sm_count_ / (2 * sharing_ranks);
+    if (options_.config.num_channels == Config::kAutoChannels) {
+      channels_ = std::min(channels_, fitting_channels);
+      if (channels_ < 1) {
+        throw Unsupported("topology: " + std::to_string(sharing_ranks) + " ranks share GPU " + std::to_string(device_) +
+                          ", but each needs 2 resident blocks and the GPU has " + std::to_string(sm_count_) + " SMs");
+      }
+    } else if (channels_ > fitting_channels) {
+      throw InvalidArgument("config.num_channels: expected at most " + std::to_string(fitting_channels) + " (" +
+                            std::to_string(sharing_ranks) + " ranks share this GPU's " + std::to_string(sm_count_) +
+                            " SMs, and every rank's 2 blocks per channel must be resident at once to avoid deadlock), "
+                            "got " + std::to_string(channels_));
+    }
+  }
+
+  Tensor allocate(DType dtype, std::initializer_list<int64_t> dims) override {
+    return Tensor::empty(dtype, dims, Device::cuda, device_);
+  }
+
+  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    throw_pending_device_error();
+    const Topology& topology = options_.topology;
+    const int64_t num_tokens = topk_idx.shape[0];
+    DispatchLayout layout;
+    layout.num_tokens_per_rank = allocate(DType::i32, {topology.num_ranks});
+    layout.num_tokens_per_node = allocate(DType::i32, {topology.num_nodes()});
+    layout.num_tokens_per_expert = allocate(DType::i32, {num_experts});
+    layout.is_token_in_rank = allocate(DType::boolean, {num_tokens, topology.num_ranks});
+    LayoutLaunch launch{topk_idx.as<const int64_t>(), num_tokens, static_cast<int>(topk_idx.shape[1]), num_experts,
+                        topology.num_ranks, topology.ranks_per_node, layout.num_tokens_per_rank.as<int32_t>(),
+                        layout.num_tokens_per_node.as<int32_t>(), layout.num_tokens_per_expert.as<int32_t>(),
+                        layout.is_token_in_rank.as<bool>()};
+    launch_layout(kernel_context(common::NormalHeapLayout{}), launch, resolve(stream));
+    return layout;
+  }
+
+  DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    throw_pending_device_error();
+    const cudaStream_t stream = resolve(plan.args.stream);
+    const int num_ranks = plan.topology.num_ranks;
+    const int num_channels = plan.config.num_channels;
+    const KernelContext context = kernel_context(detail::dispatch_heap_layout(plan));
+    const DispatchArgs& args = plan.args;
+
+    auto handle = std::make_shared<detail::NormalHandleData>();
+    handle->owner = owner_;
+    handle->rank = plan.rank;
+    handle->topology = plan.topology;
+    handle->num_channels = num_channels;
+    handle->num_experts = plan.num_experts;
+    handle->expert_alignment = plan.expert_alignment;
+    handle->topk = plan.topk;
+    handle->num_tokens = plan.num_tokens;
+    handle->num_worst_tokens = plan.num_worst_tokens;
+
+    if (plan.cached) {
+      const detail::NormalHandleData& cached = *plan.cached;
+      handle->is_token_in_rank = cached.is_token_in_rank;
+      handle->recv_channel_start = cached.recv_channel_start;
+      handle->recv_expert_counts = cached.recv_expert_counts;
+      handle->recv_token_count = cached.recv_token_count;
+      handle->num_recv_tokens = cached.num_recv_tokens;
+      handle->num_recv_tokens_per_expert = cached.num_recv_tokens_per_expert;
+      handle->send_list = cached.send_list;
+      handle->send_channel_prefix = cached.send_channel_prefix;
+      handle->send_slot = cached.send_slot;
+      launch_begin_call(context, next_epoch(1), stream);
+    } else {
+      handle->is_token_in_rank = plan.layout ? plan.layout->is_token_in_rank
+                                             : get_dispatch_layout(args.topk_idx, plan.num_experts, stream).is_token_in_rank;
+      handle->recv_channel_start = allocate(DType::i32, {num_ranks * num_channels + 1});
+      handle->recv_expert_counts = allocate(DType::i32, {plan.local_experts});
+      handle->recv_token_count = allocate(DType::i32, {1});
+      handle->send_list = allocate(DType::i32, {num_ranks, plan.num_tokens});
+      handle->send_channel_prefix = allocate(DType::i32, {num_ranks, num_channels + 1});
+      handle->send_slot = allocate(DType::i32, {plan.num_tokens, num_ranks});
+      NotifyLaunch notify{};
+      notify.is_token_in_rank = handle->is_token_in_rank.as<const bool>();
+      notify.topk_idx = args.topk_idx.as<const int64_t>();
+      notify.num_tokens = plan.num_tokens;
+      notify.topk = plan.topk;
+      notify.local_experts = plan.local_experts;
+      notify.expert_alignment = plan.expert_alignment;
+      notify.signature = plan.signature;
+      notify.epoch = next_epoch(2);
+      notify.recv_channel_start = handle->recv_channel_start.as<int32_t>();
+      notify.recv_expert_counts = handle->recv_expert_counts.as<int32_t>();
+      notify.recv_token_count = handle->recv_token_count.as<int32_t>();
+      notify.send_list = handle->send_list.as<int32_t>();
+      notify.send_channel_prefix = handle->send_channel_prefix.as<int32_t>();
+      notify.send_slot = handle->send_slot.as<int32_t>();
+      launch_dispatch_notify(context, notify, stream);
+      if (plan.num_worst_tokens == 0) {
+        // The one host synchronisation of a non-worst-case dispatch: the output sizes.
+        int32_t* counts = pinned_counts(plan.local_experts + 1);
+        SY_CUDA_CHECK(cudaMemcpyAsync(counts, handle->recv_token_count.data(), sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+        SY_CUDA_CHECK(cudaMemcpyAsync(counts + 1, handle->recv_expert_counts.data(), sizeof(int32_t) * plan.local_experts,
+                                      cudaMemcpyDeviceToHost, stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+        throw_pending_device_error();
+        handle->num_recv_tokens = counts[0];
+        handle->num_recv_tokens_per_expert.assign(counts + 1, counts + 1 + plan.local_experts);
+      }
+    }
+
+    const bool worst_case = plan.num_worst_tokens > 0;
+    if (!worst_case && handle->num_recv_tokens < 0) {
+      throw InvalidArgument("cached_handle: expected a handle whose counts reached the host (a dispatch without "
+                            "num_worst_tokens), got a worst-case one; pass num_worst_tokens again");
+    }
+    const int64_t rows = worst_case ? plan.num_worst_tokens : handle->num_recv_tokens;
+    DispatchResult result;
+    result.recv_x = device_output(args.out_recv_x, plan.dtype, rows, plan.hidden, device_, "out_recv_x");
+    if (plan.has_scales) {
+      result.recv_x_scales = device_output(args.out_recv_x_scales, DType::f32, rows, plan.hidden / common::kScaleBlock,
+                                           device_, "out_recv_x_scales");
+    }
+    if (plan.topk > 0) {
+      result.recv_topk_idx = device_output(args.out_recv_topk_idx, DType::i64, rows, plan.topk, device_, "out_recv_topk_idx");
+    }
+    if (plan.has_weights) {
+      result.recv_topk_weights =
+          device_output(args.out_recv_topk_weights, DType::f32, rows, plan.topk, device_, "out_recv_topk_weights");
+    }
+    handle->recv_src_token = allocate(DType::i32, {rows});
+
+    DispatchLaunch launch{};
+    launch.message = detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
+    launch.local_experts = plan.local_experts;
+    launch.x = args.x.as<const uint8_t>();
+    launch.x_scales = plan.has_scales ? args.x_scales.as<const float>() : nullptr;
+    launch.topk_idx = plan.topk > 0 ? args.topk_idx.as<const int64_t>() : nullptr;
+    launch.topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
+    launch.num_tokens = plan.num_tokens;
+    launch.send_list = handle->send_list.as<const int32_t>();
+    launch.send_channel_prefix = handle->send_channel_prefix.as<const int32_t>();
+    launch.recv_channel_start = handle->recv_channel_start.as<const int32_t>();
+    launch.recv_x = result.recv_x.as<uint8_t>();
+    launch.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
+    launch.recv_topk_idx = plan.topk > 0 ? result.recv_topk_idx.as<int64_t>() : nullptr;
+    launch.recv_topk_weights = plan.has_weights ? result.recv_topk_weights.as<float>() : nullptr;
+    launch.recv_src_token = handle->recv_src_token.as<int32_t>();
+    launch.num_output_rows = rows;
+    launch_dispatch(context, launch, stream);
+
+    result.num_recv_tokens = worst_case ? -1 : handle->num_recv_tokens;
+    if (!worst_case) result.num_recv_tokens_per_expert = handle->num_recv_tokens_per_expert;
+    result.recv_expert_counts = handle->recv_expert_counts;
+    result.recv_token_count = handle->recv_token_count;
+    result.handle = DispatchHandle(std::move(handle));
+    return result;
+  }
+
+  CombineResult normal_combine(const detail::CombinePlan& plan) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    throw_pending_device_error();
+    const cudaStream_t stream = resolve(plan.args.stream);
+    const detail::NormalHandleData& handle = *plan.handle;
+    const CombineArgs& args = plan.args;
+    const KernelContext context = kernel_context(detail::combine_heap_layout(plan));
+    CombineResult result;
+    result.combined_x = args.out_combined_x.defined() ? Tensor::borrow(args.out_combined_x)
+                                                      : allocate(DType::bf16, {handle.num_tokens, plan.hidden});
+    if (plan.has_weights) {
+      result.combined_topk_weights = args.out_combined_topk_weights.defined()
+                                         ? Tensor::borrow(args.out_combined_topk_weights)
+                                         : allocate(DType::f32, {handle.num_tokens, plan.topk});
+    }
+    launch_begin_call(context, next_epoch(1), stream);
+    CombineLaunch launch{};
+    launch.message = detail::combine_message(plan.hidden, plan.topk, plan.has_weights);
+    launch.ranks_per_node = plan.topology.ranks_per_node;
+    launch.y = args.x.as<const uint8_t>();
+    launch.y_topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
+    launch.recv_channel_start = handle.recv_channel_start.as<const int32_t>();
+    launch.num_tokens = handle.num_tokens;
+    launch.is_token_in_rank = handle.is_token_in_rank.as<const bool>();
+    launch.send_slot = handle.send_slot.as<const int32_t>();
+    launch.combined_x = result.combined_x.as<uint16_t>();
+    launch.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
+    launch_combine(context, launch, stream);
+    return result;
+  }
+
+  void synchronize(Stream stream) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    SY_CUDA_CHECK(cudaStreamSynchronize(resolve(stream)));
+    throw_pending_device_error();
+  }
+
+ private:
+  cudaStream_t resolve(Stream stream) const { return stream ? static_cast<cudaStream_t>(stream) : own_stream_; }
+
+  uint64_t next_epoch(int barriers) {
+    uint64_t first = epoch_ + 1;
+    epoch_ += static_cast<uint64_t>(barriers);
+    return first;
+  }
+
+  KernelContext kernel_context(const common::NormalHeapLayout& layout) const {
+    KernelContext context{};
+    context.heap = heap_.view();
+    context.layout = layout;
+    context.rank = options_.rank;
+    context.num_ranks = options_.topology.num_ranks;
+    context.num_channels = channels_;
+    context.chunk_tokens = static_cast<uint32_t>(options_.config.chunk_tokens);
+    context.timeout_ns = static_cast<uint64_t>(options_.config.timeout_seconds * 1e9);
+    context.error = error_device_;
+    context.abort_flag = abort_flag_;
+    return context;
+  }
+
+  int32_t* pinned_counts(int count) {
+    if (count > pinned_capacity_) {
+      if (pinned_counts_) SY_CUDA_CHECK(cudaFreeHost(pinned_counts_));
+      SY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pinned_counts_), sizeof(int32_t) * count, cudaHostAllocDefault));
+      pinned_capacity_ = count;
+    }
+    return pinned_counts_;
+  }
+
+  // A kernel of this rank recorded a failure: report it once, as the right error type.
+  void throw_pending_device_error() {
+    if (!__atomic_load_n(&error_->complete, __ATOMIC_ACQUIRE) || reported_) return;
+    const common::DeviceErrorBlock error = *error_;
+    if (static_cast<common::WaitTarget>(error.target) == common::WaitTarget::invalid_expert) {
+      // Bad input, not a broken protocol: clear the block so later failures are reported too.
+      std::memset(error_, 0, sizeof(*error_));
+    } else {
+      reported_ = true;
+    }
+    std::ostringstream message;
+    message << "rank " << error.rank << " (cuda normal, " << common::wait_role_name(error.role);
+    if (error.channel >= 0) message << ", channel " << error.channel;
+    message << ")";
+    switch (static_cast<common::WaitTarget>(error.target)) {
+      case common::WaitTarget::invalid_expert:
+        throw InvalidArgument("topk_idx: expected expert ids in [-1, " + std::to_string(error.expected) + "), got " +
+                              std::to_string(error.observed) + " (found on the device by " + message.str() + ")");
+      case common::WaitTarget::call_signature:
+        throw InvalidArgument("dispatch: expected every rank to call with the same shape; rank " +
+                              std::to_string(error.peer) + "'s call differs from rank " + std::to_string(error.rank) +
+                              "'s");
+      case common::WaitTarget::capacity:
+        throw InvalidArgument("num_worst_tokens: expected at least the " + std::to_string(error.observed) +
+                              " tokens this rank receives, got " + std::to_string(error.expected));
+      default:
+        message << ": timed out after " << static_cast<double>(error.waited_ns) * 1e-9 << " s waiting for "
+                << common::wait_target_name(error.target);
+        if (error.peer >= 0) message << " from rank " << error.peer;
+        message << " (expected >= " << error.expected << ", saw " << error.observed << ")";
+        throw TimeoutError(message.str());
+    }
+  }
+
+  BufferOptions options_;
+  int device_;
+  DeviceHeap heap_;
+  const void* owner_;
+  int sm_count_ = 0;
+  int channels_ = 1;
+  common::DeviceErrorBlock* error_ = nullptr;
+  common::DeviceErrorBlock* error_device_ = nullptr;
+  int32_t* abort_flag_ = nullptr;
+  cudaStream_t own_stream_ = nullptr;
+  int32_t* pinned_counts_ = nullptr;
+  int pinned_capacity_ = 0;
+  uint64_t epoch_ = 0;
+  bool reported_ = false;
+};
+
+}  // namespace switchyard::cuda
+
+namespace switchyard::detail {
+
+std::unique_ptr<BackendImpl> make_cuda_backend(const BackendCreateInfo& info) {
+  return std::make_unique<cuda::CudaBackend>(info);
+}
+
+}  // namespace switchyard::detail

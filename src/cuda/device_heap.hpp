@@ -1,0 +1,37 @@
+#pragma once
+// The CUDA backend's symmetric heap: one cudaMalloc region per rank. Peers in this process use the
+// pointer (with peer access enabled when they sit on another GPU); peers in other processes open a
+// CUDA IPC handle.
+#include <vector>
+
+#include "common/sym_heap.hpp"
+#include "switchyard/buffer.hpp"
+
+namespace switchyard::cuda {
+
+class DeviceHeap {
+ public:
+  DeviceHeap(size_t bytes, int rank, int num_ranks, int device, HeapSharing sharing);
+  ~DeviceHeap();
+  DeviceHeap(const DeviceHeap&) = delete;
+  DeviceHeap& operator=(const DeviceHeap&) = delete;
+
+  Bytes local_handle() const;
+  void connect(const std::vector<Bytes>& payloads);
+
+  const common::SymHeap& view() const { return view_; }
+  // Ranks (this one included) whose heap lives on this rank's GPU; known after connect().
+  int ranks_on_this_device() const { return ranks_on_this_device_; }
+
+ private:
+  size_t bytes_;
+  int rank_;
+  int device_;
+  HeapSharing sharing_;
+  uint8_t* base_ = nullptr;
+  std::vector<void*> opened_;  // IPC mappings to close
+  common::SymHeap view_{};
+  int ranks_on_this_device_ = 1;
+};
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,22 @@
+#pragma once
+// What every `normal` kernel of one rank is launched with: the heap view, the call's heap layout and
+// the bounded-wait policy. Shared by host (launch) and device code.
+#include "common/device_error.hpp"
+#include "common/normal_protocol.hpp"
+#include "common/sym_heap.hpp"
+
+namespace switchyard::cuda {
+
+struct KernelContext {
+  common::SymHeap heap;
+  common::NormalHeapLayout layout;
+  int rank;
+  int num_ranks;
+  int num_channels;
+  uint32_t chunk_tokens;
+  uint64_t timeout_ns;
+  common::DeviceErrorBlock* error;  // host-mapped
+  int32_t* abort_flag;              // device memory of this rank: set once any of its waits fails
+};
+
+}  // namespace switchyard::cuda
