@@ -68,9 +68,9 @@ BenchOptions set_up(const CommandLine& command_line) {
   return options;
 }
 
-bool runs_normal(const BenchOptions& options) {
-  for (Engine engine : options.engines) {
-    if (engine == Engine::normal && engine_support(engine, options.backend).implemented) return true;
+bool ran(const std::vector<EngineResult>& results, Engine engine) {
+  for (const EngineResult& result : results) {
+    if (result.engine == engine && result.status != CheckStatus::skipped) return true;
   }
   return false;
 }
@@ -86,10 +86,6 @@ int run(const BenchOptions& options) {
   progress.clear();
   print_header(stdout, options, copy, problem.traffic);
   std::fflush(stdout);
-  if (dump && runs_normal(options)) {
-    progress.update("dump", "writing the reference to --dump");
-    dump_normal_reference(*dump, problem);
-  }
 
   std::vector<EngineResult> results;
   std::vector<std::string> engines_run;
@@ -107,7 +103,16 @@ int run(const BenchOptions& options) {
   }
 
   if (!options.json_path.empty()) write_results_json(options.json_path, options, copy, results);
-  if (dump) dump->write_meta(options, engines_run);
+  if (dump) {
+    if (ran(results, Engine::normal)) {
+      progress.update("dump", "writing the reference to --dump");
+      dump_normal_reference(*dump, problem);
+      progress.clear();
+    }
+    dump->write_meta(options, engines_run);
+  }
+
+  if (engines_run.empty()) std::printf("\nno engine ran: every engine asked for was skipped\n");
 
   int status = kExitOk;
   for (const EngineResult& result : results) {

@@ -70,7 +70,7 @@ void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidt
       std::fprintf(out, "  roofline fraction: n/a\n");
     }
   } else {
-    std::fprintf(out, "%s:\n", name);
+    std::fprintf(out, "%s: not timed\n", name);
   }
   switch (result.status) {
     case CheckStatus::passed:
