@@ -80,7 +80,7 @@ int run(const BenchOptions& options) {
   if (!options.dump_dir.empty()) dump = std::make_unique<DumpDirectory>(options.dump_dir);
 
   Progress progress;
-  progress.update("setup", "measuring the copy bandwidth");
+  progress.update("copy", "measuring the copy bandwidth");
   const CopyBandwidth copy = measure_copy_bandwidth(options.backend, options.topology.num_ranks);
   const Problem problem = make_problem(options, progress);
   progress.clear();

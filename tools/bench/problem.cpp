@@ -39,10 +39,10 @@ Problem make_problem(const BenchOptions& options, Progress& progress) {
   const Topology& topology = options.topology;
   const int num_ranks = topology.num_ranks;
 
-  progress.update("setup", "generating inputs");
+  progress.update("inputs", "generating inputs");
   problem.inputs = workload::generate(problem.shape, options.seed);
 
-  progress.update("setup", "computing the reference");
+  progress.update("reference", "computing the reference");
   NormalReference& normal = problem.normal;
   std::vector<reference::RankInputs> rank_inputs;
   std::vector<int64_t> num_tokens_per_source;

@@ -158,7 +158,7 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
           progress.update(name + ": timing", progress_text(name, warmup, warmup, done, iters));
         run_iteration(iteration++, &dispatch_seconds[rank][done], &combine_seconds[rank][done]);
       }
-      if (reports_progress) progress.update(name + ": check", name + ": checking the last iteration");
+      if (reports_progress) progress.update(name + ": final check", name + ": checking the last iteration");
       final_differences[rank] = session->first_difference();
     });
   } catch (const InvalidArgument&) {
