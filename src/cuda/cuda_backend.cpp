@@ -50,6 +50,8 @@ class CudaBackend final : public detail::BackendImpl {
     SY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_, 0));
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&abort_flag_), sizeof(int32_t)));
     SY_CUDA_CHECK(cudaMemset(abort_flag_, 0, sizeof(int32_t)));
+    SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&barrier_epoch_), sizeof(uint64_t)));
+    SY_CUDA_CHECK(cudaMemset(barrier_epoch_, 0, sizeof(uint64_t)));
     SY_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking));
     channels_ = options_.config.num_channels != Config::kAutoChannels
                     ? options_.config.num_channels
@@ -60,6 +62,7 @@ class CudaBackend final : public detail::BackendImpl {
     cudaSetDevice(device_);
     if (own_stream_) cudaStreamSynchronize(own_stream_), cudaStreamDestroy(own_stream_);
     cudaFree(abort_flag_);
+    cudaFree(barrier_epoch_);
     cudaFreeHost(error_);
     cudaFreeHost(pinned_counts_);
   }
@@ -142,7 +145,7 @@ class CudaBackend final : public detail::BackendImpl {
       handle->send_list = cached.send_list;
       handle->send_channel_prefix = cached.send_channel_prefix;
       handle->send_slot = cached.send_slot;
-      launch_begin_call(context, next_epoch(1), stream);
+      launch_begin_call(context, stream);
     } else {
       handle->is_token_in_rank = plan.layout ? plan.layout->is_token_in_rank
                                              : get_dispatch_layout(args.topk_idx, plan.num_experts, stream).is_token_in_rank;
@@ -160,7 +163,6 @@ class CudaBackend final : public detail::BackendImpl {
       notify.local_experts = plan.local_experts;
       notify.expert_alignment = plan.expert_alignment;
       notify.signature = plan.signature;
-      notify.epoch = next_epoch(2);
       notify.recv_channel_start = handle->recv_channel_start.as<int32_t>();
       notify.recv_expert_counts = handle->recv_expert_counts.as<int32_t>();
       notify.recv_token_count = handle->recv_token_count.as<int32_t>();
@@ -244,7 +246,7 @@ class CudaBackend final : public detail::BackendImpl {
                                          ? Tensor::borrow(args.out_combined_topk_weights)
                                          : allocate(DType::f32, {handle.num_tokens, plan.topk});
     }
-    launch_begin_call(context, next_epoch(1), stream);
+    launch_begin_call(context, stream);
     CombineLaunch launch{};
     launch.message = detail::combine_message(plan.hidden, plan.topk, plan.has_weights);
     launch.ranks_per_node = plan.topology.ranks_per_node;
@@ -269,12 +271,6 @@ class CudaBackend final : public detail::BackendImpl {
  private:
   cudaStream_t resolve(Stream stream) const { return stream ? static_cast<cudaStream_t>(stream) : own_stream_; }
 
-  uint64_t next_epoch(int barriers) {
-    uint64_t first = epoch_ + 1;
-    epoch_ += static_cast<uint64_t>(barriers);
-    return first;
-  }
-
   KernelContext kernel_context(const common::NormalHeapLayout& layout) const {
     KernelContext context{};
     context.heap = heap_.view();
@@ -286,6 +282,7 @@ class CudaBackend final : public detail::BackendImpl {
     context.timeout_ns = static_cast<uint64_t>(options_.config.timeout_seconds * 1e9);
     context.error = error_device_;
     context.abort_flag = abort_flag_;
+    context.barrier_epoch = barrier_epoch_;
     return context;
   }
 
@@ -344,7 +341,7 @@ class CudaBackend final : public detail::BackendImpl {
   cudaStream_t own_stream_ = nullptr;
   int32_t* pinned_counts_ = nullptr;
   int pinned_capacity_ = 0;
-  uint64_t epoch_ = 0;
+  uint64_t* barrier_epoch_ = nullptr;
   bool reported_ = false;
 };
 

@@ -1,14 +1,18 @@
 #pragma once
 // A barrier of all ranks, run by one block per rank: each rank stores its arrival count into its word
 // in every peer's heap (release), then waits for every peer's word in its own heap (acquire). Counts
-// only grow (the host passes the epoch), so the words never need resetting.
+// only grow (each rank counts its barriers on the device), so the words never need resetting.
 #include "cuda/bounded_wait.cuh"
 
 namespace switchyard::cuda {
 
 // Every thread of the block calls this; returns false (in every thread) if some peer never arrived.
-__device__ __forceinline__ bool block_barrier_all_ranks(const KernelContext& context, uint64_t epoch) {
+__device__ __forceinline__ bool block_barrier_all_ranks(const KernelContext& context) {
+  __shared__ uint64_t epoch_of_block;
   __syncthreads();
+  if (threadIdx.x == 0) epoch_of_block = ++*context.barrier_epoch;
+  __syncthreads();
+  const uint64_t epoch = epoch_of_block;
   bool arrived = true;
   uint64_t* my_word = context.layout.barrier_word(context.heap.base, context.rank);
   for (int peer = threadIdx.x; peer < context.num_ranks; peer += blockDim.x) {

@@ -17,6 +17,9 @@ struct KernelContext {
   uint64_t timeout_ns;
   common::DeviceErrorBlock* error;  // host-mapped
   int32_t* abort_flag;              // device memory of this rank: set once any of its waits fails
+  // Barriers this rank has opened, counted on the device: a replayed CUDA graph must not reuse the
+  // epoch it was captured with.
+  uint64_t* barrier_epoch;
 };
 
 }  // namespace switchyard::cuda

@@ -20,14 +20,14 @@ struct LayoutLaunch {
 void launch_layout(const KernelContext& context, const LayoutLaunch& launch, cudaStream_t stream);
 
 // Zeroes this rank's rings and waits for all ranks: the opening of a call that needs no counts.
-void launch_begin_call(const KernelContext& context, uint64_t epoch, cudaStream_t stream);
+void launch_begin_call(const KernelContext& context, cudaStream_t stream);
 
 struct NotifyLaunch {
   const bool* is_token_in_rank;  // [N, R]
   const int64_t* topk_idx;       // [N, K]
   int64_t num_tokens;
   int topk, local_experts, expert_alignment;
-  uint64_t signature, epoch;
+  uint64_t signature;
   // Outputs (the handle).
   int32_t* recv_channel_start;   // [R * C + 1]
   int32_t* recv_expert_counts;   // [local_experts], aligned

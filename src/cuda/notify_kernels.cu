@@ -12,9 +12,9 @@ namespace {
 constexpr int kNotifyThreads = 1024;
 constexpr int kBeginThreads = 256;
 
-__global__ void begin_call_kernel(KernelContext context, uint64_t epoch) {
+__global__ void begin_call_kernel(KernelContext context) {
   reset_own_rings(context);
-  block_barrier_all_ranks(context, epoch);
+  block_barrier_all_ranks(context);
 }
 
 // Counts (pass 1) or lists (pass 2) each destination's tokens per channel, a warp per
@@ -60,7 +60,7 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
   reset_own_rings(context);
   for (int i = threadIdx.x; i < num_ranks * num_channels; i += blockDim.x) channel_counts[i] = 0;
   for (int i = threadIdx.x; i < num_experts; i += blockDim.x) expert_counts[i] = 0;
-  if (!block_barrier_all_ranks(context, launch.epoch)) return;
+  if (!block_barrier_all_ranks(context)) return;
 
   // 2. Count what goes where, and list each destination's tokens for the senders and for combine.
   scan_channel_tokens(context, launch, channel_counts, false);
@@ -102,7 +102,7 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
   for (int destination = threadIdx.x; destination < num_ranks; destination += blockDim.x) {
     *context.layout.notify_signature(context.heap.peer_base(destination), context.rank) = launch.signature;
   }
-  if (!block_barrier_all_ranks(context, launch.epoch + 1)) return;
+  if (!block_barrier_all_ranks(context)) return;
 
   // 4. Read every source's record for us.
   __shared__ int signatures_match;
@@ -143,8 +143,8 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
 
 }  // namespace
 
-void launch_begin_call(const KernelContext& context, uint64_t epoch, cudaStream_t stream) {
-  begin_call_kernel<<<1, kBeginThreads, 0, stream>>>(context, epoch);
+void launch_begin_call(const KernelContext& context, cudaStream_t stream) {
+  begin_call_kernel<<<1, kBeginThreads, 0, stream>>>(context);
   SY_CUDA_CHECK_LAUNCH();
 }
 

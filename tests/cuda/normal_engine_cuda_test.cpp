@@ -1,0 +1,394 @@
+// The CUDA `normal` engine against the reference, bit for bit: R ranks as threads of this process,
+// each with its own stream, all on GPU 0. Skipped (reported as skipped) where no GPU is present.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <future>
+#include <sstream>
+
+#include "cuda/device_tensors.hpp"
+#include "support/normal_round_trip.hpp"
+#include "support/test_seed.hpp"
+#include "switchyard/errors.hpp"
+#include "switchyard/group.hpp"
+
+namespace switchyard::testing {
+namespace {
+
+constexpr int kDevice = 0;
+
+struct CudaCase {
+  std::string name;
+  workload::Shape shape;
+  Config config;
+  int expert_alignment = 1;
+};
+
+workload::Shape make_shape(int ranks, int64_t tokens, int hidden, int topk, int experts, DType dtype,
+                           workload::Routing routing = workload::Routing::random, bool weights = true) {
+  workload::Shape shape;
+  shape.topology = Topology::single_node(ranks);
+  shape.tokens_per_rank = tokens;
+  shape.hidden = hidden;
+  shape.topk = topk;
+  shape.num_experts = experts;
+  shape.dtype = dtype;
+  shape.routing = routing;
+  shape.with_weights = weights;
+  return shape;
+}
+
+Config config_with(int channels, int ring_slots, int chunk_tokens) {
+  Config config;
+  config.num_channels = channels;
+  config.ring_slots = ring_slots;
+  config.chunk_tokens = chunk_tokens;
+  config.timeout_seconds = 10;
+  return config;
+}
+
+std::vector<CudaCase> cases() {
+  using workload::Routing;
+  std::vector<CudaCase> list;
+  const Config standard = config_with(Config::kAutoChannels, 128, 16);
+  for (int ranks : {1, 2, 3, 4, 8}) {
+    list.push_back({"R" + std::to_string(ranks) + "_bf16_h7168", make_shape(ranks, 192, 7168, 8, 8 * ranks * 2, DType::bf16), standard});
+  }
+  list.push_back({"R4_fp8_h7168", make_shape(4, 160, 7168, 8, 64, DType::fp8_e4m3), standard});
+  list.push_back({"R8_fp8_h2048_aligned", make_shape(8, 96, 2048, 8, 64, DType::fp8_e4m3), standard, 16});
+  list.push_back({"R4_k1", make_shape(4, 128, 1024, 1, 16, DType::bf16), standard});
+  list.push_back({"R4_k9", make_shape(4, 128, 1024, 9, 32, DType::bf16), standard});
+  list.push_back({"R2_h128", make_shape(2, 300, 128, 4, 8, DType::bf16), standard});
+  list.push_back({"R2_h8192", make_shape(2, 64, 8192, 4, 8, DType::bf16), standard});
+  list.push_back({"R4_all_invalid", make_shape(4, 64, 512, 4, 16, DType::bf16, Routing::all_invalid), standard});
+  list.push_back({"R4_one_expert", make_shape(4, 100, 512, 4, 16, DType::bf16, Routing::one_expert), standard});
+  list.push_back({"R4_skewed_no_weights", make_shape(4, 200, 512, 4, 16, DType::bf16, Routing::skewed, false), standard});
+  list.push_back({"R8_tiny_rings_wrap", make_shape(8, 100, 256, 4, 32, DType::bf16), config_with(2, 2, 1)});
+  list.push_back({"R3_small_rings_wrap", make_shape(3, 150, 512, 6, 12, DType::fp8_e4m3), config_with(3, 5, 2)});
+  CudaCase zero{"R2_zero_tokens_on_rank1", make_shape(2, 0, 512, 4, 8, DType::bf16), standard};
+  zero.shape.tokens_per_rank_list = {40, 0};
+  list.push_back(zero);
+  list.push_back({"R2_zero_tokens", make_shape(2, 0, 512, 4, 8, DType::bf16), standard});
+  return list;
+}
+
+std::string case_name(const ::testing::TestParamInfo<CudaCase>& info) { return info.param.name; }
+void PrintTo(const CudaCase& c, std::ostream* out) { *out << c.name; }
+
+// One rank's round trip on the GPU; every output comes back to the host for comparison.
+struct DeviceRun {
+  Tensor recv_x, recv_x_scales, recv_topk_idx, recv_topk_weights, combined_x, combined_topk_weights;
+  std::vector<int> num_recv_tokens_per_expert;
+  int64_t num_recv_tokens = -1;
+};
+
+DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
+                        const Expected& expected, int expert_alignment, cudaStream_t stream,
+                        const DispatchHandle* cached = nullptr, DispatchHandle* handle_out = nullptr) {
+  const int rank = buffer.rank();
+  const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
+  Tensor x = to_device(data.x, kDevice), scales = to_device(data.x_scales, kDevice);
+  Tensor topk_idx = to_device(data.topk_idx, kDevice), topk_weights = to_device(data.topk_weights, kDevice);
+  DispatchArgs args;
+  args.x = x;
+  args.x_scales = scales;
+  args.topk_idx = topk_idx;
+  args.topk_weights = topk_weights;
+  args.num_experts = shape.num_experts;
+  args.expert_alignment = expert_alignment;
+  args.cached_handle = cached;
+  args.stream = stream;
+  // Poisoned outputs: anything the engine fails to write shows up as 0xA5 bytes.
+  Tensor out_x = poisoned_device(shape.dtype, {rows, shape.hidden}, kDevice);
+  args.out_recv_x = out_x;
+  Tensor out_scales, out_idx, out_weights;
+  if (shape.dtype == DType::fp8_e4m3) {
+    out_scales = poisoned_device(DType::f32, {rows, shape.hidden / 128}, kDevice);
+    args.out_recv_x_scales = out_scales;
+  }
+  out_idx = poisoned_device(DType::i64, {rows, shape.topk}, kDevice);
+  args.out_recv_topk_idx = out_idx;
+  if (shape.with_weights) {
+    out_weights = poisoned_device(DType::f32, {rows, shape.topk}, kDevice);
+    args.out_recv_topk_weights = out_weights;
+  }
+  DispatchResult dispatched = buffer.dispatch(args);
+  buffer.synchronize(stream);
+  DeviceRun run;
+  run.num_recv_tokens = dispatched.num_recv_tokens;
+  run.num_recv_tokens_per_expert = dispatched.num_recv_tokens_per_expert;
+  run.recv_x = to_host(dispatched.recv_x);
+  run.recv_x_scales = to_host(dispatched.recv_x_scales);
+  run.recv_topk_idx = to_host(dispatched.recv_topk_idx);
+  run.recv_topk_weights = to_host(dispatched.recv_topk_weights);
+
+  Tensor y = to_device(workload::synthetic_expert(run.recv_x, run.recv_x_scales, rank), kDevice);
+  CombineArgs combine_args;
+  combine_args.x = y;
+  if (shape.with_weights) combine_args.topk_weights = dispatched.recv_topk_weights;
+  combine_args.handle = &dispatched.handle;
+  combine_args.stream = stream;
+  Tensor out_combined = poisoned_device(DType::bf16, {data.x.size(0), shape.hidden}, kDevice);
+  combine_args.out_combined_x = out_combined;
+  CombineResult combined = buffer.combine(combine_args);
+  buffer.synchronize(stream);
+  run.combined_x = to_host(combined.combined_x);
+  run.combined_topk_weights = to_host(combined.combined_topk_weights);
+  if (handle_out) *handle_out = dispatched.handle;
+  return run;
+}
+
+void compare_with_reference(const DeviceRun& run, const workload::Shape& shape, const Expected& expected, int rank,
+                            std::vector<std::string>* failures) {
+  const auto& want = expected.dispatched[rank];
+  auto compare = [&](const Tensor& actual, const Tensor& wanted, const char* what) {
+    std::string why;
+    if (!workload::bitwise_equal(actual, wanted, &why)) {
+      failures->push_back("rank " + std::to_string(rank) + " " + what + ": " + why);
+    }
+  };
+  if (run.num_recv_tokens != static_cast<int64_t>(want.recv_src_rank.size())) {
+    failures->push_back("rank " + std::to_string(rank) + " num_recv_tokens: expected " +
+                        std::to_string(want.recv_src_rank.size()) + ", got " + std::to_string(run.num_recv_tokens));
+    return;
+  }
+  if (run.num_recv_tokens_per_expert != want.num_recv_tokens_per_expert) {
+    failures->push_back("rank " + std::to_string(rank) + " num_recv_tokens_per_expert differs");
+  }
+  compare(run.recv_x, want.recv_x, "recv_x");
+  if (shape.dtype == DType::fp8_e4m3) compare(run.recv_x_scales, want.recv_x_scales, "recv_x_scales");
+  compare(run.recv_topk_idx, want.recv_topk_idx, "recv_topk_idx");
+  if (shape.with_weights) compare(run.recv_topk_weights, want.recv_topk_weights, "recv_topk_weights");
+  compare(run.combined_x, expected.combined[rank].combined_x, "combined_x");
+  if (shape.with_weights) {
+    compare(run.combined_topk_weights, expected.combined[rank].combined_topk_weights, "combined_topk_weights");
+  }
+}
+
+// A macro, since GTEST_SKIP returns from the function it is written in.
+#define SWITCHYARD_REQUIRE_GPU() \
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU tests are skipped, not passed"
+
+BufferOptions options_for(const CudaCase& c, int rank) {
+  BufferOptions options;
+  options.topology = c.shape.topology;
+  options.rank = rank;
+  options.backend = Backend::cuda;
+  options.device = kDevice;
+  options.config = c.config;
+  options.sizing = sizing_for(c.shape);
+  return options;
+}
+
+class CudaNormalEngineTest : public ::testing::TestWithParam<CudaCase> {};
+
+TEST_P(CudaNormalEngineTest, DispatchAndCombineMatchReferenceBitwiseAndRepeat) {
+  SWITCHYARD_REQUIRE_GPU();
+  const CudaCase& c = GetParam();
+  const uint64_t seed = seed_for(c.name);
+  SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed) + " " + c.shape.describe());
+  auto data = workload::generate(c.shape, seed);
+  Expected expected = compute_expected(c.shape, data, c.expert_alignment);
+  const int ranks = c.shape.topology.num_ranks;
+  std::vector<std::vector<std::string>> failures(ranks);
+  run_ranks(ranks, [&](Group& group) {
+    const int rank = group.rank();
+    cudaSetDevice(kDevice);
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    {
+      Buffer buffer(options_for(c, rank));
+      buffer.connect(group.allgather(buffer.local_handle()));
+      DispatchHandle handle;
+      DeviceRun first = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, nullptr, &handle);
+      compare_with_reference(first, c.shape, expected, rank, &failures[rank]);
+      // Determinism: the same inputs again give the same bits; and a cached dispatch replays the routing.
+      DeviceRun second = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream);
+      compare_with_reference(second, c.shape, expected, rank, &failures[rank]);
+      DeviceRun cached = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, &handle);
+      compare_with_reference(cached, c.shape, expected, rank, &failures[rank]);
+    }
+    cudaStreamDestroy(stream);
+  });
+  for (int rank = 0; rank < ranks; ++rank) {
+    for (const auto& failure : failures[rank]) ADD_FAILURE() << failure;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(EdgeCases, CudaNormalEngineTest, ::testing::ValuesIn(cases()), case_name);
+
+// Worst-case mode has no host synchronisation, so dispatch and combine can be captured in CUDA
+// graphs; replays with new inputs (new routing too) must match the reference.
+TEST(CudaNormalEngineGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
+  SWITCHYARD_REQUIRE_GPU();
+  CudaCase c{"graph", make_shape(4, 96, 1024, 8, 32, DType::bf16), config_with(Config::kAutoChannels, 64, 8)};
+  const int ranks = c.shape.topology.num_ranks;
+  const int64_t worst = c.shape.tokens_per_rank * ranks;
+  std::vector<std::vector<std::string>> failures(ranks);
+  std::vector<std::vector<workload::RankData>> rounds;
+  std::vector<Expected> expected;
+  for (int round = 0; round < 3; ++round) {
+    rounds.push_back(workload::generate(c.shape, seed_for("graph") + round));
+    expected.push_back(compute_expected(c.shape, rounds.back(), 1));
+  }
+  run_ranks(ranks, [&](Group& group) {
+    const int rank = group.rank();
+    cudaSetDevice(kDevice);
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    {
+      Buffer buffer(options_for(c, rank));
+      buffer.connect(group.allgather(buffer.local_handle()));
+      const workload::RankData& first = rounds[0][rank];
+      Tensor x = to_device(first.x, kDevice), topk_idx = to_device(first.topk_idx, kDevice);
+      Tensor topk_weights = to_device(first.topk_weights, kDevice);
+      Tensor recv_x = poisoned_device(DType::bf16, {worst, c.shape.hidden}, kDevice);
+      Tensor recv_idx = poisoned_device(DType::i64, {worst, c.shape.topk}, kDevice);
+      Tensor recv_weights = poisoned_device(DType::f32, {worst, c.shape.topk}, kDevice);
+      Tensor y = poisoned_device(DType::bf16, {worst, c.shape.hidden}, kDevice);
+      Tensor combined = poisoned_device(DType::bf16, {x.size(0), c.shape.hidden}, kDevice);
+      Tensor combined_weights = poisoned_device(DType::f32, {x.size(0), c.shape.topk}, kDevice);
+
+      DispatchArgs args;
+      args.x = x;
+      args.topk_idx = topk_idx;
+      args.topk_weights = topk_weights;
+      args.num_experts = c.shape.num_experts;
+      args.num_worst_tokens = worst;
+      args.out_recv_x = recv_x;
+      args.out_recv_topk_idx = recv_idx;
+      args.out_recv_topk_weights = recv_weights;
+      args.stream = stream;
+      cudaGraph_t dispatch_graph, combine_graph;
+      cudaGraphExec_t dispatch_exec, combine_exec;
+      cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
+      DispatchResult result = buffer.dispatch(args);
+      cudaStreamEndCapture(stream, &dispatch_graph);
+      ASSERT_EQ(cudaGraphInstantiate(&dispatch_exec, dispatch_graph, 0), cudaSuccess);
+      CombineArgs combine_args;
+      combine_args.x = y;
+      combine_args.topk_weights = recv_weights;
+      combine_args.handle = &result.handle;
+      combine_args.out_combined_x = combined;
+      combine_args.out_combined_topk_weights = combined_weights;
+      combine_args.stream = stream;
+      cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
+      buffer.combine(combine_args);
+      cudaStreamEndCapture(stream, &combine_graph);
+      ASSERT_EQ(cudaGraphInstantiate(&combine_exec, combine_graph, 0), cudaSuccess);
+
+      for (int round = 0; round < 3; ++round) {
+        const workload::RankData& data = rounds[round][rank];
+        cudaMemcpy(x.data(), data.x.data(), data.x.nbytes(), cudaMemcpyHostToDevice);
+        cudaMemcpy(topk_idx.data(), data.topk_idx.data(), data.topk_idx.nbytes(), cudaMemcpyHostToDevice);
+        cudaMemcpy(topk_weights.data(), data.topk_weights.data(), data.topk_weights.nbytes(), cudaMemcpyHostToDevice);
+        group.barrier();
+        cudaGraphLaunch(dispatch_exec, stream);
+        buffer.synchronize(stream);
+        const auto& want = expected[round].dispatched[rank];
+        const int64_t received = static_cast<int64_t>(want.recv_src_rank.size());
+        Tensor host_x = to_host(recv_x), host_idx = to_host(recv_idx), host_weights = to_host(recv_weights);
+        std::string why;
+        if (!workload::bitwise_equal(host_x, want.recv_x, &why, received)) failures[rank].push_back("recv_x: " + why);
+        if (!workload::bitwise_equal(host_idx, want.recv_topk_idx, &why, received)) failures[rank].push_back("recv_topk_idx: " + why);
+        for (int64_t row = received; row < worst; ++row) {
+          for (int k = 0; k < c.shape.topk; ++k) {
+            if (host_idx.as<int64_t>()[row * c.shape.topk + k] != -1 || host_weights.as<float>()[row * c.shape.topk + k] != 0.0f) {
+              failures[rank].push_back("padding row " + std::to_string(row) + " is not (-1, 0)");
+              row = worst;
+              break;
+            }
+          }
+        }
+        Tensor host_y = workload::synthetic_expert(host_x, TensorView(), rank);
+        cudaMemcpy(y.data(), host_y.data(), host_y.nbytes(), cudaMemcpyHostToDevice);
+        group.barrier();
+        cudaGraphLaunch(combine_exec, stream);
+        buffer.synchronize(stream);
+        if (!workload::bitwise_equal(to_host(combined), expected[round].combined[rank].combined_x, &why)) {
+          failures[rank].push_back("round " + std::to_string(round) + " combined_x: " + why);
+        }
+        if (!workload::bitwise_equal(to_host(combined_weights), expected[round].combined[rank].combined_topk_weights, &why)) {
+          failures[rank].push_back("round " + std::to_string(round) + " combined_topk_weights: " + why);
+        }
+      }
+      cudaGraphExecDestroy(dispatch_exec);
+      cudaGraphExecDestroy(combine_exec);
+      cudaGraphDestroy(dispatch_graph);
+      cudaGraphDestroy(combine_graph);
+    }
+    cudaStreamDestroy(stream);
+  });
+  for (int rank = 0; rank < ranks; ++rank) {
+    for (const auto& failure : failures[rank]) ADD_FAILURE() << "rank " << rank << ": " << failure;
+  }
+}
+
+// One rank never calls dispatch: the other gets a TimeoutError naming itself and the barrier, within
+// about the configured timeout, and nothing hangs.
+TEST(CudaNormalEngineErrors, MissingRankTimesOutWithRankAndRole) {
+  SWITCHYARD_REQUIRE_GPU();
+  CudaCase c{"timeout", make_shape(2, 32, 512, 4, 8, DType::bf16), config_with(2, 16, 4)};
+  c.config.timeout_seconds = 1.0;
+  auto data = workload::generate(c.shape, seed_for("timeout"));
+  std::promise<void> rank0_done;
+  std::shared_future<void> released = rank0_done.get_future().share();
+  std::string message;
+  double seconds = 0;
+  run_ranks(2, [&](Group& group) {
+    const int rank = group.rank();
+    cudaSetDevice(kDevice);
+    Buffer buffer(options_for(c, rank));
+    buffer.connect(group.allgather(buffer.local_handle()));
+    if (rank == 1) {
+      released.wait();
+      return;
+    }
+    Tensor x = to_device(data[0].x, kDevice), topk_idx = to_device(data[0].topk_idx, kDevice);
+    DispatchArgs args;
+    args.x = x;
+    args.topk_idx = topk_idx;
+    args.num_experts = c.shape.num_experts;
+    auto start = std::chrono::steady_clock::now();
+    try {
+      buffer.dispatch(args);
+    } catch (const TimeoutError& error) {
+      message = error.what();
+    }
+    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    rank0_done.set_value();
+  });
+  EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
+  EXPECT_NE(message.find("barrier"), std::string::npos) << message;
+  EXPECT_NE(message.find("rank 1"), std::string::npos) << message;
+  EXPECT_LT(seconds, 10.0);
+}
+
+TEST(CudaNormalEngineErrors, ExpertIdOutOfRangeOnDeviceIsInvalidArgumentAndWritesNothing) {
+  SWITCHYARD_REQUIRE_GPU();
+  CudaCase c{"bad_expert", make_shape(1, 16, 256, 2, 4, DType::bf16), config_with(2, 16, 4)};
+  auto data = workload::generate(c.shape, seed_for("bad_expert"));
+  data[0].topk_idx.as<int64_t>()[5] = 4;  // == num_experts
+  Buffer buffer(options_for(c, 0));
+  buffer.connect({buffer.local_handle()});
+  Tensor x = to_device(data[0].x, kDevice), topk_idx = to_device(data[0].topk_idx, kDevice);
+  Tensor out = poisoned_device(DType::bf16, {64, 256}, kDevice);
+  DispatchArgs args;
+  args.x = x;
+  args.topk_idx = topk_idx;
+  args.num_experts = 4;
+  args.out_recv_x = out;
+  try {
+    buffer.dispatch(args);
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const InvalidArgument& error) {
+    EXPECT_NE(std::string(error.what()).find("topk_idx"), std::string::npos) << error.what();
+  }
+  Tensor host = to_host(out);
+  for (size_t i = 0; i < host.nbytes(); ++i) {
+    ASSERT_EQ(host.as<uint8_t>()[i], 0xA5) << "output byte " << i << " was written";
+  }
+}
+
+}  // namespace
+}  // namespace switchyard::testing
