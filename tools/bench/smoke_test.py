@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Smoke test of switchyard-bench: exit codes, one-line errors, --json and --dump (.npy) files.
+
+    python3 tools/bench/smoke_test.py build/bench/tools/bench/switchyard-bench
+
+Standard library only; with NumPy installed it also loads every .npy file and compares the
+engine's outputs with the reference's, byte for byte.
+"""
+import ast
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+SMALL = ["--backend", "cpu", "--ranks", "4", "--tokens", "32", "--hidden", "256", "--iters", "2", "--warmup", "1"]
+# NOTES: a wedged bench must fail the test, not hang it.
+TIMEOUT_SECONDS = 120
+
+NPY_ITEM_BYTES = {"<u2": 2, "|u1": 1, "<f4": 4, "<i4": 4, "<i8": 8, "|b1": 1}
+
+
+def run(bench, args):
+    return subprocess.run([bench] + args, capture_output=True, text=True, timeout=TIMEOUT_SECONDS)
+
+
+def expect(condition, what):
+    if not condition:
+        raise AssertionError(what)
+
+
+def read_npy_header(path):
+    """(descr, shape, data offset) of a .npy 1.0 file, checked against the format."""
+    with open(path, "rb") as f:
+        preamble = f.read(10)
+        expect(preamble[:6] == b"\x93NUMPY", f"{path}: bad magic")
+        expect(preamble[6:8] == b"\x01\x00", f"{path}: not format 1.0")
+        header_len = int.from_bytes(preamble[8:10], "little")
+        header = f.read(header_len).decode("latin1")
+    expect((10 + header_len) % 64 == 0, f"{path}: data not 64-byte aligned")
+    expect(header.endswith("\n"), f"{path}: header does not end with a newline")
+    fields = ast.literal_eval(header.strip())
+    expect(fields["fortran_order"] is False, f"{path}: not C order")
+    return fields["descr"], tuple(fields["shape"]), 10 + header_len
+
+
+def check_dump(root, engine):
+    meta = json.load(open(os.path.join(root, "meta.json")))
+    expect(meta["engines"] == [engine], f"meta.json engines: {meta['engines']}")
+    for key in ("ranks", "ranks_per_node", "tokens", "hidden", "topk", "experts", "dtype", "seed", "files"):
+        expect(key in meta, f"meta.json lacks {key}")
+    names = set()
+    for entry in meta["files"]:
+        path = os.path.join(root, entry["path"])
+        descr, shape, offset = read_npy_header(path)
+        expect(descr == entry["stored_as"], f"{path}: descr {descr}, meta says {entry['stored_as']}")
+        expect(list(shape) == entry["shape"], f"{path}: shape {shape}, meta says {entry['shape']}")
+        count = 1
+        for size in shape:
+            count *= size
+        expect(os.path.getsize(path) == offset + count * NPY_ITEM_BYTES[descr], f"{path}: wrong size")
+        names.add(entry["path"])
+    for rank in range(meta["ranks"]):
+        for name in ("x", "topk_idx", "topk_weights", "recv_x", "recv_topk_idx", "recv_topk_weights",
+                     "num_recv_tokens_per_expert", "y", "combined_x", "combined_topk_weights"):
+            expect(f"{engine}/rank{rank}/{name}.npy" in names, f"dump lacks {engine}/rank{rank}/{name}.npy")
+    try:
+        import numpy
+    except ImportError:
+        return
+    for name in names:
+        group, rank_dir, file = name.split("/")
+        array = numpy.load(os.path.join(root, name))
+        expected_path = os.path.join(root, "reference", rank_dir, file)
+        if group == engine and os.path.exists(expected_path):
+            expected = numpy.load(expected_path)
+            expect(array.dtype == expected.dtype and array.shape == expected.shape and
+                   array.tobytes() == expected.tobytes(), f"{name} differs from the reference")
+
+
+def test_passing_run_writes_json_and_dump(bench, tmp):
+    json_path, dump_dir = os.path.join(tmp, "out.json"), os.path.join(tmp, "dump")
+    result = run(bench, SMALL + ["--json", json_path, "--dump", dump_dir])
+    expect(result.returncode == 0, f"exit {result.returncode}: {result.stderr}")
+    expect("check: pass" in result.stdout, result.stdout)
+    expect("copy bandwidth" in result.stdout and "roofline fraction" in result.stdout, result.stdout)
+    report = json.load(open(json_path))
+    for key in ("backend", "ranks", "ranks_per_node", "tokens", "hidden", "topk", "experts", "dtype", "copy_gbps"):
+        expect(key in report, f"json lacks {key}")
+    by_engine = {r["engine"]: r for r in report["results"]}
+    normal = by_engine["normal"]
+    expect(normal["check"] == "pass", normal)
+    expect(normal["dispatch_us"] > 0 and normal["combine_us"] > 0 and normal["roofline_fraction"] > 0, normal)
+    expect(normal["combine_bytes"] == normal["dispatch_bytes"], normal)  # bf16 both ways
+    for engine in ("low_latency", "symmetric"):
+        skipped = by_engine[engine]
+        expect(skipped["check"] == "skipped" and skipped["reason"] and skipped["dispatch_us"] is None, skipped)
+    check_dump(dump_dir, "normal")
+
+
+def test_fp8_passes(bench, tmp):
+    result = run(bench, SMALL + ["--dtype", "fp8", "--engine", "normal", "--ranks", "2", "--experts", "8",
+                                 "--topk", "4", "--ring-slots", "4", "--chunk-tokens", "2"])
+    expect(result.returncode == 0 and "check: pass" in result.stdout, f"{result.returncode}: {result.stdout}")
+
+
+def test_bad_arguments_exit_2_with_one_line(bench, tmp):
+    cases = [
+        (["--bogus"], "--bogus"),
+        (["--tokens", "abc"], "--tokens"),
+        (["--tokens", "-1"], "--tokens"),
+        (["--ranks"], "--ranks"),
+        (["--ranks", "8", "--ranks-per-node", "3"], "--ranks-per-node"),
+        (["--experts", "102"], "--experts"),
+        (["--topk", "300"], "--topk"),
+        (["--dtype", "fp8", "--hidden", "100"], "--hidden"),
+        (["--dtype", "fp16"], "--dtype"),
+        (["--backend", "tpu"], "--backend"),
+        (["--engine", "low_latency"], "not implemented yet"),
+        (["--engine", "fast"], "--engine"),
+        (["--iters", "0"], "--iters"),
+        (["--timeout", "0"], "--timeout"),
+        (["--chunk-tokens", "9", "--ring-slots", "8"], "--chunk-tokens"),
+        (["--json", os.path.join(tmp, "missing", "dir", "out.json")], "--json"),
+        (["--hidden", "3"], "hidden"),  # refused by the library, at run time
+    ]
+    for args, named in cases:
+        result = run(bench, SMALL + args)
+        lines = result.stderr.strip().splitlines()
+        # Progress lines may precede a library refusal; the error itself is the last line.
+        expect(result.returncode == 2, f"{args}: exit {result.returncode}, stderr {result.stderr!r}")
+        expect(lines and lines[-1].startswith("switchyard-bench: ") and named in lines[-1], f"{args}: {lines}")
+        if args[0] != "--hidden":
+            expect(len(lines) == 1, f"{args}: expected one line, got {lines}")
+
+
+def test_timeout_never_crashes(bench, tmp):
+    result = run(bench, SMALL + ["--engine", "normal", "--timeout", "0.000000001"])
+    expect(result.returncode in (0, 1), f"exit {result.returncode}: {result.stderr}")
+    if result.returncode == 1:
+        expect("check: error" in result.stdout, result.stdout)
+
+
+def test_help(bench, tmp):
+    result = run(bench, ["--help"])
+    expect(result.returncode == 0 and "usage: switchyard-bench" in result.stdout, result.stdout)
+    expect("roofline fraction =" in result.stdout, "help does not document the roofline")
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.exit("usage: smoke_test.py PATH/TO/switchyard-bench")
+    bench = sys.argv[1]
+    tests = [test_passing_run_writes_json_and_dump, test_fp8_passes, test_bad_arguments_exit_2_with_one_line,
+             test_timeout_never_crashes, test_help]
+    failed = 0
+    for test in tests:
+        with tempfile.TemporaryDirectory() as tmp:
+            try:
+                test(bench, tmp)
+                print(f"ok   {test.__name__}")
+            except (AssertionError, subprocess.TimeoutExpired) as error:
+                failed += 1
+                print(f"FAIL {test.__name__}: {error}")
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
