@@ -84,7 +84,8 @@ void check_fits_in_memory(const BenchOptions& options) {
   const double token_bytes =
       tokens * (row + metadata_bytes + 2 * (options.hidden * 2.0 + options.topk * 4.0));
   const double delivered_bytes = 2 * delivered * (row + options.hidden * 2.0 + metadata_bytes);
-  double needed = token_bytes + delivered_bytes;
+  const double data_bytes = token_bytes + delivered_bytes;
+  double heap_bytes = 0;  // host memory on cpu only
   if (options.backend == Backend::cpu) {
     BufferSizing sizing;
     sizing.max_tokens_per_rank = std::max<int64_t>(options.tokens_per_rank, 1);
@@ -92,21 +93,30 @@ void check_fits_in_memory(const BenchOptions& options) {
     sizing.topk = options.topk;
     sizing.num_experts = options.num_experts;
     sizing.dtype = options.dtype;
-    needed += ranks * static_cast<double>(normal_heap_bytes(options.topology, options.config, sizing));
+    heap_bytes = ranks * static_cast<double>(normal_heap_bytes(options.topology, options.config, sizing));
   }
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page_size <= 0) return;
   const double available = static_cast<double>(pages) * static_cast<double>(page_size);
-  if (needed > kMaxMemoryFraction * available) {
-    char message[256];
+  if (data_bytes + heap_bytes <= kMaxMemoryFraction * available) return;
+
+  char message[400];
+  if (heap_bytes > data_bytes) {
     std::snprintf(
         message, sizeof(message),
-        "--tokens: expected a run that fits in host memory (%.1f GiB here), got %lld tokens per rank "
-        "(needs about %.1f GiB)",
-        available / kGiB, static_cast<long long>(options.tokens_per_rank), needed / kGiB);
-    throw UsageError(message);
+        "--ranks: expected a run that fits in host memory (%.1f GiB here), got %d ranks whose symmetric "
+        "heaps need about %.1f GiB (fewer --ranks, --channels or --ring-slots shrink them)",
+        available / kGiB, options.topology.num_ranks, heap_bytes / kGiB);
+  } else {
+    std::snprintf(
+        message, sizeof(message),
+        "--tokens: expected a run that fits in host memory (%.1f GiB here), got %lld tokens per rank on "
+        "%d ranks (needs about %.1f GiB)",
+        available / kGiB, static_cast<long long>(options.tokens_per_rank), options.topology.num_ranks,
+        (data_bytes + heap_bytes) / kGiB);
   }
+  throw UsageError(message);
 }
 
 }  // namespace switchyard::bench

@@ -42,7 +42,8 @@ workload::Shape shape_of(const BenchOptions& options);
 // workload or the reference refuses.
 Problem make_problem(const BenchOptions& options, Progress& progress);
 
-// Throws UsageError naming --tokens when the run would need more host memory than the machine has.
+// Throws UsageError naming --tokens (or --ranks, when the heaps dominate) when the run would need
+// more host memory than the machine has.
 void check_fits_in_memory(const BenchOptions& options);
 
 }  // namespace switchyard::bench
