@@ -6,6 +6,7 @@
 #include <future>
 #include <sstream>
 
+#include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/test_seed.hpp"
@@ -15,7 +16,6 @@
 namespace switchyard::testing {
 namespace {
 
-constexpr int kDevice = 0;
 
 struct CudaCase {
   std::string name;
@@ -69,101 +69,14 @@ std::vector<CudaCase> cases() {
   zero.shape.tokens_per_rank_list = {40, 0};
   list.push_back(zero);
   list.push_back({"R2_zero_tokens", make_shape(2, 0, 512, 4, 8, DType::bf16), standard});
+  // Small enough for compute-sanitizer (scripts/gpu-check.sh runs the Small_ cases under it).
+  list.push_back({"Small_R1_fp8", make_shape(1, 40, 256, 4, 8, DType::fp8_e4m3), config_with(2, 4, 2)});
+  list.push_back({"Small_R2_bf16", make_shape(2, 40, 256, 4, 8, DType::bf16), config_with(2, 4, 2)});
   return list;
 }
 
 std::string case_name(const ::testing::TestParamInfo<CudaCase>& info) { return info.param.name; }
 void PrintTo(const CudaCase& c, std::ostream* out) { *out << c.name; }
-
-// One rank's round trip on the GPU; every output comes back to the host for comparison.
-struct DeviceRun {
-  Tensor recv_x, recv_x_scales, recv_topk_idx, recv_topk_weights, combined_x, combined_topk_weights;
-  std::vector<int> num_recv_tokens_per_expert;
-  int64_t num_recv_tokens = -1;
-};
-
-DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
-                        const Expected& expected, int expert_alignment, cudaStream_t stream,
-                        const DispatchHandle* cached = nullptr, DispatchHandle* handle_out = nullptr) {
-  const int rank = buffer.rank();
-  const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
-  Tensor x = to_device(data.x, kDevice), scales = to_device(data.x_scales, kDevice);
-  Tensor topk_idx = to_device(data.topk_idx, kDevice), topk_weights = to_device(data.topk_weights, kDevice);
-  DispatchArgs args;
-  args.x = x;
-  args.x_scales = scales;
-  args.topk_idx = topk_idx;
-  args.topk_weights = topk_weights;
-  args.num_experts = shape.num_experts;
-  args.expert_alignment = expert_alignment;
-  args.cached_handle = cached;
-  args.stream = stream;
-  // Poisoned outputs: anything the engine fails to write shows up as 0xA5 bytes.
-  Tensor out_x = poisoned_device(shape.dtype, {rows, shape.hidden}, kDevice);
-  args.out_recv_x = out_x;
-  Tensor out_scales, out_idx, out_weights;
-  if (shape.dtype == DType::fp8_e4m3) {
-    out_scales = poisoned_device(DType::f32, {rows, shape.hidden / 128}, kDevice);
-    args.out_recv_x_scales = out_scales;
-  }
-  out_idx = poisoned_device(DType::i64, {rows, shape.topk}, kDevice);
-  args.out_recv_topk_idx = out_idx;
-  if (shape.with_weights) {
-    out_weights = poisoned_device(DType::f32, {rows, shape.topk}, kDevice);
-    args.out_recv_topk_weights = out_weights;
-  }
-  DispatchResult dispatched = buffer.dispatch(args);
-  buffer.synchronize(stream);
-  DeviceRun run;
-  run.num_recv_tokens = dispatched.num_recv_tokens;
-  run.num_recv_tokens_per_expert = dispatched.num_recv_tokens_per_expert;
-  run.recv_x = to_host(dispatched.recv_x);
-  run.recv_x_scales = to_host(dispatched.recv_x_scales);
-  run.recv_topk_idx = to_host(dispatched.recv_topk_idx);
-  run.recv_topk_weights = to_host(dispatched.recv_topk_weights);
-
-  Tensor y = to_device(workload::synthetic_expert(run.recv_x, run.recv_x_scales, rank), kDevice);
-  CombineArgs combine_args;
-  combine_args.x = y;
-  if (shape.with_weights) combine_args.topk_weights = dispatched.recv_topk_weights;
-  combine_args.handle = &dispatched.handle;
-  combine_args.stream = stream;
-  Tensor out_combined = poisoned_device(DType::bf16, {data.x.size(0), shape.hidden}, kDevice);
-  combine_args.out_combined_x = out_combined;
-  CombineResult combined = buffer.combine(combine_args);
-  buffer.synchronize(stream);
-  run.combined_x = to_host(combined.combined_x);
-  run.combined_topk_weights = to_host(combined.combined_topk_weights);
-  if (handle_out) *handle_out = dispatched.handle;
-  return run;
-}
-
-void compare_with_reference(const DeviceRun& run, const workload::Shape& shape, const Expected& expected, int rank,
-                            std::vector<std::string>* failures) {
-  const auto& want = expected.dispatched[rank];
-  auto compare = [&](const Tensor& actual, const Tensor& wanted, const char* what) {
-    std::string why;
-    if (!workload::bitwise_equal(actual, wanted, &why)) {
-      failures->push_back("rank " + std::to_string(rank) + " " + what + ": " + why);
-    }
-  };
-  if (run.num_recv_tokens != static_cast<int64_t>(want.recv_src_rank.size())) {
-    failures->push_back("rank " + std::to_string(rank) + " num_recv_tokens: expected " +
-                        std::to_string(want.recv_src_rank.size()) + ", got " + std::to_string(run.num_recv_tokens));
-    return;
-  }
-  if (run.num_recv_tokens_per_expert != want.num_recv_tokens_per_expert) {
-    failures->push_back("rank " + std::to_string(rank) + " num_recv_tokens_per_expert differs");
-  }
-  compare(run.recv_x, want.recv_x, "recv_x");
-  if (shape.dtype == DType::fp8_e4m3) compare(run.recv_x_scales, want.recv_x_scales, "recv_x_scales");
-  compare(run.recv_topk_idx, want.recv_topk_idx, "recv_topk_idx");
-  if (shape.with_weights) compare(run.recv_topk_weights, want.recv_topk_weights, "recv_topk_weights");
-  compare(run.combined_x, expected.combined[rank].combined_x, "combined_x");
-  if (shape.with_weights) {
-    compare(run.combined_topk_weights, expected.combined[rank].combined_topk_weights, "combined_topk_weights");
-  }
-}
 
 // A macro, since GTEST_SKIP returns from the function it is written in.
 #define SWITCHYARD_REQUIRE_GPU() \

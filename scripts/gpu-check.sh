@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# The GPU machine's one command: build with CUDA, run the GPU test suite (ranks as threads, and as
+# processes under MPS), compute-sanitizer at small sizes, and the benchmark. Logs and JSON go to
+# $OUT (or ./out/gpu-check); a short summary is printed last.
+#
+#   bash scripts/gpu-check.sh                 # everything
+#   SWITCHYARD_GPU_STAGES="tests bench" bash scripts/gpu-check.sh
+#
+# GoogleTest: found as a package, or built from source at .deps/googletest when that exists (the GPU
+# machine has no package registry: copy /usr/src/googletest from a Debian machine there).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-$PWD/out/gpu-check}
+BUILD=${SWITCHYARD_GPU_BUILD:-build/gpu}
+STAGES=${SWITCHYARD_GPU_STAGES:-"build tests processes sanitizer bench"}
+mkdir -p "$OUT"
+declare -a SUMMARY=()
+status=0
+note() { SUMMARY+=("$1"); echo "== $1"; }
+has_stage() { [[ " $STAGES " == *" $1 "* ]]; }
+run_logged() {  # name, log, command...
+  local name=$1 log=$2; shift 2
+  local start=$SECONDS
+  if "$@" >"$OUT/$log" 2>&1; then note "$name: pass ($((SECONDS - start)) s, $log)"
+  else local rc=$?; note "$name: FAIL rc=$rc ($((SECONDS - start)) s, $log)"; status=1; tail -40 "$OUT/$log"; fi
+}
+
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$OUT/gpu.txt" 2>&1 || true
+note "gpu: $(head -1 "$OUT/gpu.txt")"
+
+if has_stage build; then
+  gtest_args=()
+  [ -d .deps/googletest ] && gtest_args=(-DSWITCHYARD_GTEST_SOURCE="$PWD/.deps/googletest")
+  run_logged configure configure.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DSWITCHYARD_CUDA=ON -DSWITCHYARD_MPI=OFF "${gtest_args[@]}"
+  run_logged build build.log cmake --build "$BUILD" -j "$(nproc)"
+fi
+
+TEST_BIN="$BUILD/tests/cuda/switchyard_cuda_normal_engine_test"
+PROCESS_BIN="$BUILD/tests/cuda/switchyard_cuda_process_ranks_test"
+BENCH_BIN="$BUILD/tools/bench/switchyard-bench"
+
+if has_stage tests; then
+  run_logged "gpu tests (threads)" tests.log timeout 900 "$TEST_BIN" --gtest_brief=1
+  run_logged "cpu tests" cpu-tests.log timeout 900 ctest --test-dir "$BUILD" -E "cuda" -j 8 --output-on-failure
+fi
+
+if has_stage processes; then
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d >"$OUT/mps.log" 2>&1; then
+    trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
+    note "mps: started"
+  else
+    note "mps: could not start (processes time-slice; see mps.log)"
+  fi
+  for ranks in 2 4 8; do
+    run_logged "gpu processes np$ranks (MPS)" "processes-np$ranks.log" timeout 300 "$PROCESS_BIN" --ranks "$ranks"
+  done
+  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  trap - EXIT
+fi
+
+if has_stage sanitizer; then
+  for tool in memcheck racecheck synccheck; do
+    run_logged "compute-sanitizer $tool" "sanitizer-$tool.log" timeout 900 compute-sanitizer --tool "$tool" \
+      --error-exitcode 1 "$TEST_BIN" --gtest_filter='*Small_*:*ExpertIdOutOfRange*'
+  done
+fi
+
+if has_stage bench; then
+  run_logged "bench cuda (default shape)" bench.log timeout 900 "$BENCH_BIN" --backend cuda --json "$OUT/bench.json"
+  run_logged "bench cuda 128 tokens" bench-128.log timeout 600 "$BENCH_BIN" --backend cuda --tokens 128 \
+    --json "$OUT/bench-128.json"
+fi
+
+echo
+echo "==== gpu-check summary ($OUT)"
+for line in "${SUMMARY[@]}"; do echo "  $line"; done
+exit $status
