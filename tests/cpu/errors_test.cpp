@@ -269,6 +269,10 @@ TEST(DispatchErrors, CallLargerThanAnExplicitHeapIsRefused) {
   SCOPED_TRACE("message: " + message);
   EXPECT_TRUE(contains(lower(message), "heap")) << "the message does not name the heap";
   call.expect_outputs_untouched();
+
+  // The heap normal_heap_bytes() computed is enough for exactly the sizing it was computed for.
+  SingleRankCall fitting(small);
+  EXPECT_NO_THROW(buffer.dispatch(fitting.args()));
 }
 
 TEST(DispatchErrors, NumExpertsNotDivisibleByRanksIsRefusedOnEveryRank) {
@@ -437,6 +441,39 @@ TEST(Timeouts, DispatchWithoutItsPeerTimesOutNamingRankAndRole) {
     names_role = names_role || contains(text, role);
   }
   EXPECT_TRUE(names_role) << "the message does not name the role";
+}
+
+TEST(Timeouts, BadInputOnOneRankIsRefusedThereAndItsPeerTimesOutInsteadOfHanging) {
+  workload::Shape shape = small_shape(2);
+  std::vector<std::string> messages(2);
+  std::vector<int> invalid_argument(2, 0), other_error(2, 0);
+  std::vector<double> seconds(2, 0);
+  run_ranks(2, [&](Group& group) {
+    const int rank = group.rank();
+    Buffer buffer(options_for(shape, rank));
+    buffer.connect(group.allgather(buffer.local_handle()));
+    SingleRankCall call(small_shape(1));
+    if (rank == 0) call.data.topk_idx.as<int64_t>()[0] = shape.num_experts;  // out of range
+    DispatchArgs args = call.args();
+    args.num_experts = shape.num_experts;
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      buffer.dispatch(args);
+    } catch (const InvalidArgument& error) {
+      invalid_argument[rank] = 1;
+      messages[rank] = error.what();
+    } catch (const Error& error) {
+      other_error[rank] = 1;
+      messages[rank] = error.what();
+    }
+    seconds[rank] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (rank == 0) call.expect_outputs_untouched();
+  });
+  SCOPED_TRACE("rank 0: " + messages[0] + " | rank 1: " + messages[1]);
+  EXPECT_TRUE(invalid_argument[0]) << "rank 0 passed an expert id out of range";
+  EXPECT_TRUE(mentions(messages[0], "topk_idx"));
+  EXPECT_TRUE(invalid_argument[1] || other_error[1]) << "rank 1 returned from a dispatch its peer never joined";
+  EXPECT_LT(seconds[1], kTimeoutDeadlineSeconds);
 }
 
 TEST(Timeouts, RanksCallingDispatchWithDifferentHiddenSizesFail) {
