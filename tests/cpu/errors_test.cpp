@@ -468,6 +468,9 @@ TEST(Timeouts, BadInputOnOneRankIsRefusedThereAndItsPeerTimesOutInsteadOfHanging
     }
     seconds[rank] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (rank == 0) call.expect_outputs_untouched();
+    // NOTES: a peer still inside dispatch writes into this rank's heap; keep it alive until both
+    // calls have returned (ranks as threads share plain memory).
+    group.barrier();
   });
   SCOPED_TRACE("rank 0: " + messages[0] + " | rank 1: " + messages[1]);
   EXPECT_TRUE(invalid_argument[0]) << "rank 0 passed an expert id out of range";
@@ -498,6 +501,7 @@ TEST(Timeouts, RanksCallingDispatchWithDifferentHiddenSizesFail) {
       threw[group.rank()] = 1;
       messages[group.rank()] = error.what();
     }
+    group.barrier();  // no heap is freed while the peer may still be in its call
   });
   for (int rank = 0; rank < 2; ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank) + " message: " + messages[rank]);
