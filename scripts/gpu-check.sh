@@ -41,8 +41,8 @@ PROCESS_BIN="$BUILD/tests/cuda/switchyard_cuda_process_ranks_test"
 BENCH_BIN="$BUILD/tools/bench/switchyard-bench"
 
 if has_stage tests; then
-  run_logged "gpu tests (threads)" tests.log timeout 900 "$TEST_BIN" --gtest_brief=1
-  run_logged "cpu tests" cpu-tests.log timeout 900 ctest --test-dir "$BUILD" -E "cuda" -j 8 --output-on-failure
+  run_logged "gpu tests (threads)" tests.log timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$TEST_BIN" --gtest_brief=1
+  run_logged "cpu tests" cpu-tests.log timeout 300 ctest --test-dir "$BUILD" -E "cuda" -j 8 --output-on-failure
 fi
 
 if has_stage processes; then
@@ -55,7 +55,7 @@ if has_stage processes; then
     note "mps: could not start (processes time-slice; see mps.log)"
   fi
   for ranks in 2 4 8; do
-    run_logged "gpu processes np$ranks (MPS)" "processes-np$ranks.log" timeout 300 "$PROCESS_BIN" --ranks "$ranks"
+    run_logged "gpu processes np$ranks (MPS)" "processes-np$ranks.log" timeout 90 "$PROCESS_BIN" --ranks "$ranks"
   done
   echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
   trap - EXIT

@@ -19,6 +19,9 @@ struct NormalHandleData {
   // Send side (this rank's tokens).
   int64_t num_tokens = 0;
   Tensor is_token_in_rank;  // bool [N, R], on the backend's device
+  // A layout dispatch computed itself, kept whole: freeing device memory inside a CUDA graph
+  // capture would invalidate the capture.
+  DispatchLayout own_layout;
 
   // Receive side.
   int64_t num_recv_tokens = -1;   // host copy; -1 when the host never synchronised (worst case)

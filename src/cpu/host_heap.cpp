@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/heap_registry.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::cpu {
@@ -38,6 +39,8 @@ HostHeap::HostHeap(size_t bytes, int rank, int num_ranks, HeapSharing sharing)
     }
     base_ = static_cast<uint8_t*>(pointer);
     std::memset(base_, 0, bytes_);  // barrier words start at 0
+    storage_ = std::shared_ptr<void>(pointer, [](void* p) { std::free(p); });
+    detail::register_thread_heap(base_, storage_, num_ranks - 1);
   } else {
     static std::atomic<uint64_t> counter{0};
     shm_name_ = "/switchyard-" + std::to_string(getpid()) + "-" + std::to_string(counter++) + "-r" +
@@ -65,10 +68,7 @@ HostHeap::HostHeap(size_t bytes, int rank, int num_ranks, HeapSharing sharing)
 }
 
 HostHeap::~HostHeap() {
-  if (sharing_ == HeapSharing::threads) {
-    std::free(base_);
-    return;
-  }
+  if (sharing_ == HeapSharing::threads) return;  // storage_ frees it once no peer maps it
   for (int peer = 0; peer < static_cast<int>(peer_mappings_.size()); ++peer) {
     if (peer_mappings_[peer]) munmap(peer_mappings_[peer], bytes_);
   }
@@ -105,6 +105,12 @@ void HostHeap::connect(const std::vector<Bytes>& payloads) {
                               std::to_string(payload.pid) + "; use HeapSharing::processes for one process per rank");
       }
       peer_base = reinterpret_cast<uint8_t*>(payload.address);
+      std::shared_ptr<void> storage = detail::connect_thread_heap(peer_base);
+      if (!storage) {
+        throw InvalidArgument(which + ": expected the handle of a live buffer of this process, got one whose heap "
+                              "is unknown (not made by Buffer::local_handle in this process)");
+      }
+      peer_storage_.push_back(std::move(storage));
     } else {
       payload.shm_name[sizeof(payload.shm_name) - 1] = '\0';
       int fd = shm_open(payload.shm_name, O_RDWR, 0600);

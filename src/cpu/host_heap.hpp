@@ -1,6 +1,7 @@
 #pragma once
 // The CPU backend's symmetric heap: plain host memory when ranks are threads of one process,
 // POSIX shared memory (its name carried in the handle) when ranks are processes.
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,8 @@ class HostHeap {
   int rank_;
   HeapSharing sharing_;
   uint8_t* base_ = nullptr;
+  std::shared_ptr<void> storage_;                  // threads: owns base_, shared with connected peers
+  std::vector<std::shared_ptr<void>> peer_storage_;  // threads: keeps peers' heaps alive while mapped
   std::string shm_name_;
   std::vector<uint8_t*> peer_mappings_;  // mmap'd peer heaps to unmap (processes only)
   common::SymHeap view_{};

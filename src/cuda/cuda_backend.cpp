@@ -147,8 +147,12 @@ class CudaBackend final : public detail::BackendImpl {
       handle->send_slot = cached.send_slot;
       launch_begin_call(context, stream);
     } else {
-      handle->is_token_in_rank = plan.layout ? plan.layout->is_token_in_rank
-                                             : get_dispatch_layout(args.topk_idx, plan.num_experts, stream).is_token_in_rank;
+      if (plan.layout) {
+        handle->is_token_in_rank = plan.layout->is_token_in_rank;
+      } else {
+        handle->own_layout = get_dispatch_layout(args.topk_idx, plan.num_experts, stream);
+        handle->is_token_in_rank = handle->own_layout.is_token_in_rank;
+      }
       handle->recv_channel_start = allocate(DType::i32, {num_ranks * num_channels + 1});
       handle->recv_expert_counts = allocate(DType::i32, {plan.local_experts});
       handle->recv_token_count = allocate(DType::i32, {1});

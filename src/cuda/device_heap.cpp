@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "core/heap_registry.hpp"
 #include "cuda/cuda_check.hpp"
 
 namespace switchyard::cuda {
@@ -32,6 +33,8 @@ DeviceHeap::DeviceHeap(size_t bytes, int rank, int num_ranks, int device, HeapSh
   void* pointer = nullptr;
   SY_CUDA_CHECK(cudaMalloc(&pointer, bytes_));
   base_ = static_cast<uint8_t*>(pointer);
+  storage_ = std::shared_ptr<void>(pointer, [](void* p) { cudaFree(p); });
+  if (sharing_ == HeapSharing::threads) detail::register_thread_heap(base_, storage_, num_ranks - 1);
   // Barrier words must start at 0; the rest is reset by each call before use.
   SY_CUDA_CHECK(cudaMemset(base_, 0, bytes_));
   SY_CUDA_CHECK(cudaDeviceSynchronize());
@@ -46,7 +49,7 @@ DeviceHeap::~DeviceHeap() {
   for (void* mapping : opened_) {
     if (mapping) cudaIpcCloseMemHandle(mapping);
   }
-  cudaFree(base_);
+  // storage_ frees the heap once no connected peer of this process maps it.
 }
 
 Bytes DeviceHeap::local_handle() const {
@@ -100,6 +103,12 @@ void DeviceHeap::connect(const std::vector<Bytes>& payloads) {
         }
       }
       peer_base = reinterpret_cast<uint8_t*>(payload.address);
+      std::shared_ptr<void> storage = detail::connect_thread_heap(peer_base);
+      if (!storage) {
+        throw InvalidArgument(which + ": expected the handle of a live buffer of this process, got one whose heap "
+                              "is unknown (not made by Buffer::local_handle in this process)");
+      }
+      peer_storage_.push_back(std::move(storage));
     } else {
       void* mapping = nullptr;
       SY_CUDA_CHECK(cudaIpcOpenMemHandle(&mapping, payload.ipc, cudaIpcMemLazyEnablePeerAccess));

@@ -2,6 +2,7 @@
 // The CUDA backend's symmetric heap: one cudaMalloc region per rank. Peers in this process use the
 // pointer (with peer access enabled when they sit on another GPU); peers in other processes open a
 // CUDA IPC handle.
+#include <memory>
 #include <vector>
 
 #include "common/sym_heap.hpp"
@@ -29,7 +30,9 @@ class DeviceHeap {
   int device_;
   HeapSharing sharing_;
   uint8_t* base_ = nullptr;
-  std::vector<void*> opened_;  // IPC mappings to close
+  std::shared_ptr<void> storage_;                    // owns base_, shared with connected peers (threads)
+  std::vector<std::shared_ptr<void>> peer_storage_;  // threads: keeps peers' heaps alive while mapped
+  std::vector<void*> opened_;                        // IPC mappings to close
   common::SymHeap view_{};
   int ranks_on_this_device_ = 1;
 };

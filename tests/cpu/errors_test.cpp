@@ -281,6 +281,7 @@ TEST(DispatchErrors, NumExpertsNotDivisibleByRanksIsRefusedOnEveryRank) {
   run_ranks(2, [&](Group& group) {
     Buffer buffer(options_for(shape, group.rank()));
     buffer.connect(group.allgather(buffer.local_handle()));
+    group.barrier();  // a peer may only connect while this rank's Buffer is alive
     SingleRankCall call(small_shape(1));  // expert ids < 4
     DispatchArgs args = call.args();
     args.num_experts = 3;

@@ -78,6 +78,12 @@ std::vector<CudaCase> cases() {
 std::string case_name(const ::testing::TestParamInfo<CudaCase>& info) { return info.param.name; }
 void PrintTo(const CudaCase& c, std::ostream* out) { *out << c.name; }
 
+// Inside rank threads: an exception (not an ASSERT, which would only leave this rank's lambda) makes
+// run_ranks abort the group, so the other ranks stop instead of waiting at a barrier forever.
+void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
+}
+
 // A macro, since GTEST_SKIP returns from the function it is written in.
 #define SWITCHYARD_REQUIRE_GPU() \
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU tests are skipped, not passed"
@@ -174,10 +180,14 @@ TEST(CudaNormalEngineGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
       args.stream = stream;
       cudaGraph_t dispatch_graph, combine_graph;
       cudaGraphExec_t dispatch_exec, combine_exec;
-      cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
+      // No rank does other CUDA work while any rank captures (a device-wide sync elsewhere would
+      // invalidate a capture).
+      check_cuda(cudaDeviceSynchronize(), "sync before capture");
+      group.barrier();
+      check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin dispatch capture");
       DispatchResult result = buffer.dispatch(args);
-      cudaStreamEndCapture(stream, &dispatch_graph);
-      ASSERT_EQ(cudaGraphInstantiate(&dispatch_exec, dispatch_graph, 0), cudaSuccess);
+      check_cuda(cudaStreamEndCapture(stream, &dispatch_graph), "end dispatch capture");
+      check_cuda(cudaGraphInstantiate(&dispatch_exec, dispatch_graph, 0), "instantiate dispatch graph");
       CombineArgs combine_args;
       combine_args.x = y;
       combine_args.topk_weights = recv_weights;
@@ -185,10 +195,11 @@ TEST(CudaNormalEngineGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
       combine_args.out_combined_x = combined;
       combine_args.out_combined_topk_weights = combined_weights;
       combine_args.stream = stream;
-      cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
-      buffer.combine(combine_args);
-      cudaStreamEndCapture(stream, &combine_graph);
-      ASSERT_EQ(cudaGraphInstantiate(&combine_exec, combine_graph, 0), cudaSuccess);
+      check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin combine capture");
+      CombineResult combine_result = buffer.combine(combine_args);
+      check_cuda(cudaStreamEndCapture(stream, &combine_graph), "end combine capture");
+      check_cuda(cudaGraphInstantiate(&combine_exec, combine_graph, 0), "instantiate combine graph");
+      group.barrier();
 
       for (int round = 0; round < 3; ++round) {
         const workload::RankData& data = rounds[round][rank];
@@ -196,7 +207,7 @@ TEST(CudaNormalEngineGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
         cudaMemcpy(topk_idx.data(), data.topk_idx.data(), data.topk_idx.nbytes(), cudaMemcpyHostToDevice);
         cudaMemcpy(topk_weights.data(), data.topk_weights.data(), data.topk_weights.nbytes(), cudaMemcpyHostToDevice);
         group.barrier();
-        cudaGraphLaunch(dispatch_exec, stream);
+        check_cuda(cudaGraphLaunch(dispatch_exec, stream), "launch dispatch graph");
         buffer.synchronize(stream);
         const auto& want = expected[round].dispatched[rank];
         const int64_t received = static_cast<int64_t>(want.recv_src_rank.size());
@@ -216,7 +227,7 @@ TEST(CudaNormalEngineGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
         Tensor host_y = workload::synthetic_expert(host_x, TensorView(), rank);
         cudaMemcpy(y.data(), host_y.data(), host_y.nbytes(), cudaMemcpyHostToDevice);
         group.barrier();
-        cudaGraphLaunch(combine_exec, stream);
+        check_cuda(cudaGraphLaunch(combine_exec, stream), "launch combine graph");
         buffer.synchronize(stream);
         if (!workload::bitwise_equal(to_host(combined), expected[round].combined[rank].combined_x, &why)) {
           failures[rank].push_back("round " + std::to_string(round) + " combined_x: " + why);
