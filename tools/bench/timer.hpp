@@ -17,7 +17,8 @@ class PhaseTimer {
   virtual double elapsed_seconds() = 0;
 };
 
-// Throws Unsupported for a backend whose timer is not written yet.
+// Wall clock on cpu; on cuda, events recorded on `stream` (elapsed_seconds() waits for the stop event).
+// Throws Unsupported for cuda in a build without the CUDA backend.
 std::unique_ptr<PhaseTimer> make_phase_timer(Backend backend, Stream stream);
 
 }  // namespace switchyard::bench
