@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "cuda_check.hpp"
 #include "stats.hpp"
 #include "switchyard/errors.hpp"
 
@@ -60,6 +61,101 @@ std::string format_mib(size_t bytes) {
   return std::to_string(bytes / kMiB) + " MiB";
 }
 
+#if defined(SWITCHYARD_WITH_CUDA)
+// Each of source and destination: far beyond the L2 (60 MB on an H200), so the copy streams from HBM.
+constexpr size_t kCudaCopyBytes = size_t{1} << 30;
+// ... but at least this many L2s, or the measurement refuses to run.
+constexpr size_t kCudaMinL2Multiple = 4;
+// Both buffers together take at most this fraction of the free device memory.
+constexpr size_t kCudaMaxFreeFraction = 4;
+constexpr int kCudaWarmups = 2;
+constexpr int kCudaRepetitions = 10;
+constexpr int kCudaDevice = 0;  // every rank's device when ranks are threads
+
+// What the measurement allocates, released on every path out of it.
+struct CudaCopyResources {
+  void* source = nullptr;
+  void* destination = nullptr;
+  cudaStream_t stream = nullptr;
+  cudaEvent_t start = nullptr;
+  cudaEvent_t stop = nullptr;
+
+  CudaCopyResources() = default;
+  CudaCopyResources(const CudaCopyResources&) = delete;
+  CudaCopyResources& operator=(const CudaCopyResources&) = delete;
+  ~CudaCopyResources() {
+    if (stream) cudaStreamSynchronize(stream);
+    if (start) cudaEventDestroy(start);
+    if (stop) cudaEventDestroy(stop);
+    if (stream) cudaStreamDestroy(stream);
+    if (source) cudaFree(source);
+    if (destination) cudaFree(destination);
+  }
+};
+
+// cudaMemcpyAsync device to device on one non-blocking stream of device 0, timed with events. All R
+// ranks are threads on that one device, so they share the bandwidth a single copy measures: the
+// roofline divides all ranks' bytes by it. `num_ranks` is not needed here.
+CopyBandwidth measure_cuda_copy_bandwidth() {
+  check_cuda(cudaSetDevice(kCudaDevice), "cudaSetDevice(0) for the copy bandwidth");
+  int l2_bytes = 0;
+  check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, kCudaDevice),
+             "cudaDeviceGetAttribute(L2 cache size)");
+  size_t free_bytes = 0, total_bytes = 0;
+  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo for the copy bandwidth");
+  size_t bytes = std::min(kCudaCopyBytes, free_bytes / kCudaMaxFreeFraction / 2) / kMiB * kMiB;
+  const size_t min_bytes = kCudaMinL2Multiple * static_cast<size_t>(std::max(l2_bytes, 0));
+  if (bytes == 0 || bytes < min_bytes) {
+    throw SystemError("switchyard-bench: the copy bandwidth needs 2 x " +
+                      format_mib(std::max(min_bytes, kMiB)) +
+                      " of device memory within a quarter of the free " + "memory, but only " +
+                      format_mib(free_bytes) + " of " + format_mib(total_bytes) + " are free on GPU 0");
+  }
+
+  CudaCopyResources resources;
+  check_cuda(cudaMalloc(&resources.source, bytes),
+             "cudaMalloc (copy-bandwidth source, " + format_mib(bytes) + ")");
+  check_cuda(cudaMalloc(&resources.destination, bytes),
+             "cudaMalloc (copy-bandwidth destination, " + format_mib(bytes) + ")");
+  check_cuda(cudaStreamCreateWithFlags(&resources.stream, cudaStreamNonBlocking),
+             "cudaStreamCreateWithFlags (copy bandwidth)");
+  check_cuda(cudaEventCreate(&resources.start), "cudaEventCreate (copy-bandwidth start)");
+  check_cuda(cudaEventCreate(&resources.stop), "cudaEventCreate (copy-bandwidth stop)");
+  const cudaStream_t stream = resources.stream;
+  check_cuda(cudaMemsetAsync(resources.source, 0x5A, bytes, stream),
+             "cudaMemsetAsync (copy-bandwidth source)");
+  check_cuda(cudaMemsetAsync(resources.destination, 0, bytes, stream),
+             "cudaMemsetAsync (copy-bandwidth destination)");
+
+  auto copy = [&] {
+    check_cuda(
+        cudaMemcpyAsync(resources.destination, resources.source, bytes, cudaMemcpyDeviceToDevice, stream),
+        "cudaMemcpyAsync device to device (copy bandwidth)");
+  };
+  for (int warmup = 0; warmup < kCudaWarmups; ++warmup) copy();
+  check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (copy-bandwidth warm-up)");
+  std::vector<double> seconds;
+  for (int repetition = 0; repetition < kCudaRepetitions; ++repetition) {
+    check_cuda(cudaEventRecord(resources.start, stream), "cudaEventRecord (copy-bandwidth start)");
+    copy();
+    check_cuda(cudaEventRecord(resources.stop, stream), "cudaEventRecord (copy-bandwidth stop)");
+    check_cuda(cudaEventSynchronize(resources.stop), "cudaEventSynchronize (copy bandwidth)");
+    float milliseconds = 0;
+    check_cuda(cudaEventElapsedTime(&milliseconds, resources.start, resources.stop),
+               "cudaEventElapsedTime (copy bandwidth)");
+    seconds.push_back(static_cast<double>(milliseconds) * 1e-3);
+  }
+
+  CopyBandwidth result;
+  result.bytes_per_second = 2.0 * static_cast<double>(bytes) / median(seconds);
+  result.method =
+      "cudaMemcpyAsync device to device, one stream on GPU 0 (the bandwidth all ranks there share), 2 x " +
+      format_mib(bytes) + " (L2 " + format_mib(static_cast<size_t>(std::max(l2_bytes, 0))) +
+      "), bytes read + written, median of " + std::to_string(kCudaRepetitions) + ", CUDA events";
+  return result;
+}
+#endif
+
 }  // namespace
 
 CopyBandwidth measure_cpu_copy_bandwidth(int num_ranks) {
@@ -98,10 +194,12 @@ CopyBandwidth measure_copy_bandwidth(Backend backend, int num_ranks) {
     case Backend::cpu:
       return measure_cpu_copy_bandwidth(num_ranks);
     case Backend::cuda:
-      // NOTES: the CUDA seam: cudaMemcpy device to device over buffers larger than L2, timed with events.
+#if defined(SWITCHYARD_WITH_CUDA)
+      return measure_cuda_copy_bandwidth();
+#else
       throw Unsupported(
-          "switchyard-bench: the CUDA copy-bandwidth measurement is not implemented yet "
-          "(tools/bench/copy_bandwidth.cpp)");
+          "switchyard-bench: built without the CUDA backend, so there is no CUDA copy bandwidth");
+#endif
   }
   throw Unsupported("switchyard-bench: no copy-bandwidth measurement for this backend");
 }

@@ -12,8 +12,9 @@ struct CopyBandwidth {
   std::string method;           // how it was measured, for the output header
 };
 
-// One function per backend; `num_ranks` bounds the copying threads on cpu. Throws Unsupported for a
-// backend whose measurement is not written yet.
+// One function per backend; `num_ranks` bounds the copying threads on cpu. On cuda, one
+// cudaMemcpyAsync stream on GPU 0, which every rank shares (copy_bandwidth.cpp). Throws Unsupported
+// for cuda in a build without the CUDA backend.
 CopyBandwidth measure_copy_bandwidth(Backend backend, int num_ranks);
 CopyBandwidth measure_cpu_copy_bandwidth(int num_ranks);
 

@@ -19,7 +19,9 @@ inline void check_cuda(cudaError_t status, const std::string& what) {
 }
 
 // The library's Stream is a cudaStream_t on the CUDA backend.
-inline cudaStream_t cuda_stream(Stream stream) { return static_cast<cudaStream_t>(stream); }
+inline cudaStream_t cuda_stream(Stream stream) {
+  return static_cast<cudaStream_t>(stream);
+}
 
 }  // namespace switchyard::bench
 #endif
