@@ -33,7 +33,7 @@ void Comparison::tensor(const std::string& name, const TensorView& actual, const
   if (!actual.defined()) return fail(name + ": not returned; expected " + expected.describe());
   if (!expected.defined()) return fail(name + ": expected none, got " + actual.describe());
   std::string why;
-  if (!workload::bitwise_equal(to_host(actual), expected, &why)) fail(name + ": " + why);
+  if (!workload::bitwise_equal(to_host(actual, stream_), expected, &why)) fail(name + ": " + why);
 }
 
 void Comparison::ints(const std::string& name, const std::vector<int>& actual,

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "switchyard/buffer.hpp"
 #include "switchyard/tensor.hpp"
 
 namespace switchyard::bench {
@@ -21,6 +22,8 @@ struct Difference {
 
 class Comparison {
  public:
+  // Device tensors are copied to the host on `stream` (the rank's), after the work queued there.
+  explicit Comparison(Stream stream = nullptr) : stream_(stream) {}
   void begin(Stage stage) { stage_ = stage; }
   // `actual` may live on any device; `expected` is a host tensor.
   void tensor(const std::string& name, const TensorView& actual, const TensorView& expected);
@@ -32,6 +35,7 @@ class Comparison {
 
  private:
   void fail(const std::string& what);
+  Stream stream_ = nullptr;
   Stage stage_ = Stage::layout;
   Difference difference_;
 };

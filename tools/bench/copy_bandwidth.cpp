@@ -12,6 +12,7 @@
 #include "cuda_check.hpp"
 #include "stats.hpp"
 #include "switchyard/errors.hpp"
+#include "transfer.hpp"
 
 namespace switchyard::bench {
 namespace {
@@ -70,7 +71,6 @@ constexpr size_t kCudaMinL2Multiple = 4;
 constexpr size_t kCudaMaxFreeFraction = 4;
 constexpr int kCudaWarmups = 2;
 constexpr int kCudaRepetitions = 10;
-constexpr int kCudaDevice = 0;  // every rank's device when ranks are threads
 
 // What the measurement allocates, released on every path out of it.
 struct CudaCopyResources {

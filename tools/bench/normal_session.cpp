@@ -24,9 +24,10 @@ class NormalSession final : public EngineSession {
     const workload::RankData& data = context.problem->inputs.at(context.rank);
     // NOTES: the seam for rotating inputs. On cpu one input set serves every iteration; on cuda,
     // sets whose total exceeds L2 should rotate so that each timed iteration reads cold inputs.
-    input_sets_.push_back(InputSet{to_backend(data.x, backend_), to_backend(data.x_scales, backend_),
-                                   to_backend(data.topk_idx, backend_),
-                                   to_backend(data.topk_weights, backend_)});
+    const Stream stream = context.stream;
+    input_sets_.push_back(InputSet{
+        to_backend(data.x, backend_, stream), to_backend(data.x_scales, backend_, stream),
+        to_backend(data.topk_idx, backend_, stream), to_backend(data.topk_weights, backend_, stream)});
     expert_outputs_.resize(input_sets_.size());
 
     const int64_t received = expected_dispatch_.recv_x.size(0);
@@ -45,7 +46,7 @@ class NormalSession final : public EngineSession {
   void poison_outputs() override {
     for (const Tensor* output : {&out_recv_x_, &out_recv_x_scales_, &out_recv_topk_idx_,
                                  &out_recv_topk_weights_, &out_combined_x_, &out_combined_topk_weights_}) {
-      poison_on_backend(*output);
+      poison_on_backend(*output, context_.stream);
     }
   }
 
@@ -76,9 +77,10 @@ class NormalSession final : public EngineSession {
   void expert(int iteration) override {
     Tensor& y = expert_outputs_[input_set_of(iteration)];
     if (y.defined()) return;
-    Tensor recv_x = to_host(dispatched_.recv_x);
-    Tensor recv_x_scales = to_host(dispatched_.recv_x_scales);
-    y = to_backend(workload::synthetic_expert(recv_x, recv_x_scales, context_.rank), backend_);
+    Tensor recv_x = to_host(dispatched_.recv_x, context_.stream);
+    Tensor recv_x_scales = to_host(dispatched_.recv_x_scales, context_.stream);
+    y = to_backend(workload::synthetic_expert(recv_x, recv_x_scales, context_.rank), backend_,
+                   context_.stream);
   }
 
   void combine(int iteration) override {
@@ -100,7 +102,7 @@ class NormalSession final : public EngineSession {
     const TensorView expected_in_rank(in_rank.data(), DType::boolean,
                                       {tokens, context_.options->topology.num_ranks});
 
-    Comparison compare;
+    Comparison compare(context_.stream);
     compare.begin(Stage::layout);
     compare.tensor("num_tokens_per_rank", layout_.num_tokens_per_rank,
                    i32_view(expected_layout_.num_tokens_per_rank));
@@ -140,7 +142,7 @@ class NormalSession final : public EngineSession {
     const int rank = context_.rank;
     const InputSet& inputs = input_sets_.front();
     auto write = [&](const char* name, const TensorView& tensor) {
-      dump.write(kEngineName, rank, name, to_host(tensor));
+      dump.write(kEngineName, rank, name, to_host(tensor, context_.stream));
     };
     write("x", inputs.x);
     write("scales", inputs.x_scales);

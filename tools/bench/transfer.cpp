@@ -1,43 +1,106 @@
 #include "transfer.hpp"
 
+#include <string>
+
+#include "cuda_check.hpp"
 #include "switchyard/errors.hpp"
 #include "workload/workload.hpp"
 
 namespace switchyard::bench {
 namespace {
 
-// NOTES: the CUDA seam. cudaMemcpy / cudaMemset go here once the bench is built with the CUDA
-// backend; until then a CUDA tensor is refused with a clear message rather than read as host memory.
-[[noreturn]] void cuda_not_wired(const char* what) {
+#if defined(SWITCHYARD_WITH_CUDA)
+// workload::poison's byte (tools/workload/workload.cpp), so that both devices poison alike.
+constexpr int kPoisonByte = 0xA5;
+#else
+// A build without CUDA never makes a CUDA tensor; refuse one clearly rather than read it as host memory.
+[[noreturn]] void cuda_not_built(const char* what) {
   throw Unsupported(std::string("switchyard-bench: ") + what +
-                    " for CUDA tensors is not implemented yet (tools/bench/transfer.cpp)");
+                    " needs a build with the CUDA backend (SWITCHYARD_CUDA=ON)");
 }
+#endif
 
 }  // namespace
 
-Tensor to_host(const TensorView& tensor) {
+Tensor to_host(const TensorView& tensor, Stream stream) {
   if (!tensor.defined()) return Tensor();
   if (tensor.device == Device::cpu) return Tensor::borrow(tensor);
-  cuda_not_wired("copying to the host");
+#if defined(SWITCHYARD_WITH_CUDA)
+  Tensor host = Tensor::empty_like_shape(tensor.dtype, tensor.shape, tensor.ndim, Device::cpu, 0);
+  if (tensor.nbytes() > 0) {
+    const cudaStream_t cuda = cuda_stream(stream);
+    check_cuda(cudaMemcpyAsync(host.data(), tensor.data, tensor.nbytes(), cudaMemcpyDeviceToHost, cuda),
+               "cudaMemcpyAsync device to host (" + tensor.describe() + ")");
+    check_cuda(cudaStreamSynchronize(cuda),
+               "cudaStreamSynchronize after copying " + tensor.describe() + " to the host");
+  }
+  return host;
+#else
+  (void)stream;
+  cuda_not_built("copying a CUDA tensor to the host");
+#endif
 }
 
-Tensor to_backend(const Tensor& host, Backend backend) {
+Tensor to_backend(const Tensor& host, Backend backend, Stream stream) {
   if (!host.defined() || backend == Backend::cpu) return host;
-  cuda_not_wired("copying to the device");
+#if defined(SWITCHYARD_WITH_CUDA)
+  const TensorView& view = host.view();
+  if (view.device != Device::cpu) {
+    throw InvalidArgument("switchyard-bench: to_backend expects a host tensor, got " + view.describe());
+  }
+  Tensor device = Tensor::empty_like_shape(view.dtype, view.shape, view.ndim, Device::cuda, kCudaDevice);
+  if (view.nbytes() > 0) {
+    const cudaStream_t cuda = cuda_stream(stream);
+    check_cuda(cudaMemcpyAsync(device.data(), view.data, view.nbytes(), cudaMemcpyHostToDevice, cuda),
+               "cudaMemcpyAsync host to device (" + view.describe() + ")");
+    // The host memory must outlive the copy: wait for it.
+    check_cuda(cudaStreamSynchronize(cuda),
+               "cudaStreamSynchronize after copying " + view.describe() + " to the device");
+  }
+  return device;
+#else
+  (void)stream;
+  cuda_not_built("copying to a CUDA device");
+#endif
 }
 
 Tensor allocate_on_backend(Backend backend, DType dtype, std::initializer_list<int64_t> dims) {
   if (backend == Backend::cpu) return Tensor::empty(dtype, dims, Device::cpu);
-  cuda_not_wired("allocating");
+#if defined(SWITCHYARD_WITH_CUDA)
+  return Tensor::empty(dtype, dims, Device::cuda, kCudaDevice);
+#else
+  cuda_not_built("allocating a CUDA tensor");
+#endif
 }
 
-void poison_on_backend(const TensorView& tensor) {
+void poison_on_backend(const TensorView& tensor, Stream stream) {
   if (!tensor.defined()) return;
   if (tensor.device == Device::cpu) {
     workload::poison(tensor);
     return;
   }
-  cuda_not_wired("poisoning");
+#if defined(SWITCHYARD_WITH_CUDA)
+  if (tensor.data == nullptr || tensor.nbytes() == 0) return;
+  const cudaStream_t cuda = cuda_stream(stream);
+  check_cuda(cudaMemsetAsync(tensor.data, kPoisonByte, tensor.nbytes(), cuda),
+             "cudaMemsetAsync poisoning " + tensor.describe());
+  check_cuda(cudaStreamSynchronize(cuda), "cudaStreamSynchronize after poisoning " + tensor.describe());
+#else
+  (void)stream;
+  cuda_not_built("poisoning a CUDA tensor");
+#endif
+}
+
+size_t backend_cache_bytes(Backend backend) {
+  if (backend == Backend::cpu) return 0;
+#if defined(SWITCHYARD_WITH_CUDA)
+  int l2_bytes = 0;
+  check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, kCudaDevice),
+             "cudaDeviceGetAttribute(L2 cache size)");
+  return l2_bytes > 0 ? static_cast<size_t>(l2_bytes) : 0;
+#else
+  cuda_not_built("the L2 size of a CUDA device");
+#endif
 }
 
 }  // namespace switchyard::bench

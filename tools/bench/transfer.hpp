@@ -1,6 +1,9 @@
 #pragma once
 // The one place that knows where the library's tensors live. The check, the synthetic expert and
 // the dump work on host tensors; on the CUDA backend the library takes and returns device tensors.
+// CUDA copies and fills run on the rank's `stream` (ordered after the work that produced the tensor)
+// and are complete when these functions return; nullptr means the legacy default stream.
+#include <cstddef>
 #include <initializer_list>
 
 #include "switchyard/buffer.hpp"
@@ -8,16 +11,23 @@
 
 namespace switchyard::bench {
 
-// A host copy of `tensor`. A host tensor is shared, not copied. Undefined stays undefined.
-Tensor to_host(const TensorView& tensor);
+// The device every rank uses on cuda: ranks are threads of one process, sharing GPU 0.
+constexpr int kCudaDevice = 0;
 
-// `host` placed where `backend` computes: shared as it is on cpu.
-Tensor to_backend(const Tensor& host, Backend backend);
+// A host copy of `tensor`. A host tensor is shared, not copied. Undefined stays undefined.
+Tensor to_host(const TensorView& tensor, Stream stream);
+
+// `host` placed where `backend` computes: shared as it is on cpu; a new device copy on cuda.
+Tensor to_backend(const Tensor& host, Backend backend, Stream stream);
 
 // Uninitialised storage where `backend` computes.
 Tensor allocate_on_backend(Backend backend, DType dtype, std::initializer_list<int64_t> dims);
 
 // Fills a tensor of either device with workload::poison's pattern.
-void poison_on_backend(const TensorView& tensor);
+void poison_on_backend(const TensorView& tensor, Stream stream);
+
+// The cache that inputs rotating between iterations must exceed so that each iteration reads them
+// from memory: the L2 of kCudaDevice on cuda; 0 on cpu, where one input set serves every iteration.
+size_t backend_cache_bytes(Backend backend);
 
 }  // namespace switchyard::bench
