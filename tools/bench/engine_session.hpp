@@ -1,8 +1,10 @@
 #pragma once
 // One engine on one rank: that rank's inputs on the backend, its preallocated outputs, and the
 // reference to compare them with. The runner drives every engine through this interface:
-//   poison_outputs(), then per iteration prepare() -> dispatch() -> expert() -> combine();
-// only dispatch() and combine() are timed.
+//   per input set, poison_outputs() and a check iteration; then per iteration
+//   prepare() -> dispatch() -> expert() -> combine(); only dispatch() and combine() are timed.
+// Iteration i uses input set i % num_input_sets(), so iterations 0 .. num_input_sets() - 1 are the
+// check iterations, one per set.
 #include <string>
 
 #include "compare.hpp"
@@ -24,6 +26,9 @@ struct SessionContext {
 class EngineSession {
  public:
   virtual ~EngineSession() = default;
+  // Input sets that rotate over the iterations (copies of the rank's one workload at different
+  // addresses, whose total exceeds the cache), each checked once before the timed iterations.
+  virtual int num_input_sets() const { return 1; }
   // Fills every preallocated output with the poison pattern, so that a value the engine forgot to
   // write cannot pass the check by accident.
   virtual void poison_outputs() = 0;

@@ -5,10 +5,12 @@
 #include <vector>
 
 #include "engines.hpp"
+#include "rank_stream.hpp"
 #include "stats.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/group.hpp"
 #include "timer.hpp"
+#include "transfer.hpp"
 
 namespace switchyard::bench {
 namespace {
@@ -18,7 +20,7 @@ BufferOptions buffer_options(const BenchOptions& options, int rank) {
   buffer.topology = options.topology;
   buffer.rank = rank;
   buffer.backend = options.backend;
-  buffer.device = 0;  // every rank shares the one device when ranks are threads
+  buffer.device = kCudaDevice;  // every rank shares the one device when ranks are threads
   buffer.sharing = HeapSharing::threads;
   buffer.config = options.config;
   buffer.sizing.max_tokens_per_rank = options.tokens_per_rank;
@@ -56,6 +58,17 @@ std::string describe_failure(const std::vector<Difference>& differences) {
   if (!first) return "";
   return "rank " + std::to_string(first_rank) + " " + first->what + "; " + std::to_string(ranks_differing) +
          " of " + std::to_string(differences.size()) + " ranks differ";
+}
+
+// "input set 2 of 3" for set 1 (counting from 0); empty when there is only one.
+std::string input_set_text(int set, int sets) {
+  return sets > 1 ? "input set " + std::to_string(set + 1) + " of " + std::to_string(sets) : "";
+}
+
+// Marks a check failure with the input set it came from, when there are several.
+Difference from_input_set(Difference difference, int set, int sets) {
+  if (difference.found() && sets > 1) difference.what = input_set_text(set, sets) + ": " + difference.what;
+  return difference;
 }
 
 std::string progress_text(const std::string& name, int warmup_done, int warmup, int iters_done, int iters) {
@@ -113,24 +126,31 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
     run_ranks(num_ranks, [&](Group& group) {
       const int rank = group.rank();
       const bool reports_progress = rank == 0;
+      // First: on cuda it makes the device current on this thread. Destroyed last, after the session
+      // and the timer that use it.
+      const RankStream rank_stream(options.backend);
+      const Stream stream = rank_stream.get();
       buffers[rank] = std::make_unique<Buffer>(buffer_options(options, rank));
       Buffer& buffer = *buffers[rank];
       buffer.connect(group.allgather(buffer.local_handle()));
-      // NOTES: the CUDA seam: each rank will own a stream, so that all ranks' kernels run concurrently.
-      const Stream stream = nullptr;
       const SessionContext context{&options, &problem, &buffer, rank, stream};
       std::unique_ptr<EngineSession> session = make_engine_session(engine, context);
       std::unique_ptr<PhaseTimer> timer = make_phase_timer(options.backend, stream);
 
-      // Every rank starts each phase together, so the slowest rank's time is the phase's time.
+      // Every rank starts each phase together, so the slowest rank's time is the phase's time: each
+      // rank first waits for its own stream (on cuda, the layout or the expert's copies; this also
+      // raises any error a kernel recorded), so that every stream is idle when the barrier releases
+      // the ranks and every start event marks the same moment. On cpu synchronize() only returns.
       auto run_iteration = [&](int iteration, double* dispatch_time, double* combine_time) {
         session->prepare(iteration);
+        buffer.synchronize(stream);
         group.barrier();
         timer->start();
         session->dispatch(iteration);
         timer->stop();
         *dispatch_time = timer->elapsed_seconds();
         session->expert(iteration);
+        buffer.synchronize(stream);
         group.barrier();
         timer->start();
         session->combine(iteration);
@@ -138,15 +158,26 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
         *combine_time = timer->elapsed_seconds();
       };
 
-      if (reports_progress) progress.update(name + ": check", name + ": check iteration");
-      session->poison_outputs();
+      // One check iteration per input set, each into poisoned outputs: every set must pass. The dump
+      // is the first set's.
+      const int input_sets = session->num_input_sets();
       double untimed_dispatch = 0, untimed_combine = 0;
       int iteration = 0;
-      run_iteration(iteration++, &untimed_dispatch, &untimed_combine);
-      check_differences[rank] = session->first_difference();
-      if (dump) {
-        if (reports_progress) progress.update(name + ": dump", name + ": writing --dump files");
-        session->dump(*dump);
+      for (int set = 0; set < input_sets; ++set) {
+        if (reports_progress) {
+          std::string what = name + ": check iteration";
+          if (input_sets > 1) what += " (" + input_set_text(set, input_sets) + ")";
+          progress.update(name + ": check", what);
+        }
+        session->poison_outputs();
+        run_iteration(iteration++, &untimed_dispatch, &untimed_combine);
+        buffer.synchronize(stream);
+        if (!check_differences[rank].found())
+          check_differences[rank] = from_input_set(session->first_difference(), set, input_sets);
+        if (dump && set == 0) {
+          if (reports_progress) progress.update(name + ": dump", name + ": writing --dump files");
+          session->dump(*dump);
+        }
       }
 
       for (int done = 0; done < warmup; ++done) {
@@ -159,7 +190,9 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
         run_iteration(iteration++, &dispatch_seconds[rank][done], &combine_seconds[rank][done]);
       }
       if (reports_progress) progress.update(name + ": final check", name + ": checking the last iteration");
-      final_differences[rank] = session->first_difference();
+      buffer.synchronize(stream);
+      final_differences[rank] =
+          from_input_set(session->first_difference(), (iteration - 1) % input_sets, input_sets);
     });
   } catch (const InvalidArgument&) {
     throw;
