@@ -42,7 +42,7 @@ BENCH_BIN="$BUILD/tools/bench/switchyard-bench"
 
 if has_stage tests; then
   run_logged "gpu tests (threads)" tests.log timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$TEST_BIN" --gtest_brief=1
-  run_logged "cpu tests" cpu-tests.log timeout 300 ctest --test-dir "$BUILD" -E "cuda" -j 8 --output-on-failure
+  run_logged "cpu tests" cpu-tests.log timeout 300 ctest --test-dir "$BUILD" -E "Cuda|cuda" -j 8 --output-on-failure
 fi
 
 if has_stage processes; then
@@ -63,7 +63,7 @@ fi
 
 if has_stage sanitizer; then
   for tool in memcheck racecheck synccheck; do
-    run_logged "compute-sanitizer $tool" "sanitizer-$tool.log" timeout 900 compute-sanitizer --tool "$tool" \
+    run_logged "compute-sanitizer $tool" "sanitizer-$tool.log" timeout ${SWITCHYARD_SANITIZER_TIMEOUT:-150} compute-sanitizer --tool "$tool" \
       --error-exitcode 1 "$TEST_BIN" --gtest_filter='*Small_*:*ExpertIdOutOfRange*'
   done
 fi

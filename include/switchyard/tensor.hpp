@@ -43,10 +43,14 @@ class Tensor {
  public:
   Tensor() = default;
   // Allocates uninitialised storage: host memory for Device::cpu, device memory for Device::cuda.
+  // With a `stream` (cudaStream_t), CUDA memory is stream-ordered (cudaMallocAsync, freed with
+  // cudaFreeAsync on that stream, which must outlive the tensor): neither allocation nor free
+  // synchronises the device, which matters when ranks that spin-wait on each other share a GPU.
+  // During a graph capture on `stream` the allocation is a plain, persistent one.
   static Tensor empty(DType dtype, std::initializer_list<int64_t> dims, Device device = Device::cpu,
-                      int device_index = 0);
+                      int device_index = 0, void* stream = nullptr);
   static Tensor empty_like_shape(DType dtype, const std::array<int64_t, kMaxTensorDims>& shape, int ndim,
-                                 Device device, int device_index);
+                                 Device device, int device_index, void* stream = nullptr);
   // Wraps external storage without taking ownership.
   static Tensor borrow(const TensorView& view);
 

@@ -6,7 +6,8 @@
 
 namespace switchyard::detail {
 
-std::shared_ptr<void> allocate_cuda_bytes(size_t bytes, int device_index);
+// `stream` (a cudaStream_t, may be null): see Tensor::empty.
+std::shared_ptr<void> allocate_cuda_bytes(size_t bytes, int device_index, void* stream);
 bool cuda_backend_available();
 
 }  // namespace switchyard::detail

@@ -49,13 +49,14 @@ std::string TensorView::describe() const {
   return out.str();
 }
 
-Tensor Tensor::empty(DType dtype, std::initializer_list<int64_t> dims, Device device, int device_index) {
+Tensor Tensor::empty(DType dtype, std::initializer_list<int64_t> dims, Device device, int device_index,
+                     void* stream) {
   TensorView view(nullptr, dtype, dims, device, device_index);
-  return empty_like_shape(dtype, view.shape, view.ndim, device, device_index);
+  return empty_like_shape(dtype, view.shape, view.ndim, device, device_index, stream);
 }
 
 Tensor Tensor::empty_like_shape(DType dtype, const std::array<int64_t, kMaxTensorDims>& shape, int ndim,
-                                Device device, int device_index) {
+                                Device device, int device_index, void* stream) {
   Tensor tensor;
   tensor.view_.dtype = dtype;
   tensor.view_.ndim = ndim;
@@ -68,7 +69,7 @@ Tensor Tensor::empty_like_shape(DType dtype, const std::array<int64_t, kMaxTenso
   size_t bytes = 1;
   for (int i = 0; i < ndim; ++i) bytes *= static_cast<size_t>(shape[i]);
   bytes *= dtype_size(dtype);
-  tensor.storage_ = device == Device::cpu ? allocate_host_bytes(bytes) : detail::allocate_cuda_bytes(bytes, device_index);
+  tensor.storage_ = device == Device::cpu ? allocate_host_bytes(bytes) : detail::allocate_cuda_bytes(bytes, device_index, stream);
   tensor.view_.data = tensor.storage_.get();
   return tensor;
 }

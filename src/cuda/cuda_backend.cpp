@@ -20,8 +20,9 @@ namespace {
 // NOTES: the kernels give a warp group at most 32 warps, one or more per peer.
 constexpr int kMaxCudaRanks = 32;
 
-Tensor device_output(const TensorView& given, DType dtype, int64_t rows, int64_t cols, int device, const char* name) {
-  if (!given.defined()) return Tensor::empty(dtype, {rows, cols}, Device::cuda, device);
+Tensor device_output(const TensorView& given, DType dtype, int64_t rows, int64_t cols, int device, cudaStream_t stream,
+                     const char* name) {
+  if (!given.defined()) return Tensor::empty(dtype, {rows, cols}, Device::cuda, device, stream);  // stream-ordered
   if (given.shape[0] != rows) {
     throw InvalidArgument(std::string(name) + ": expected " + std::to_string(rows) + " rows (tokens received), got " +
                           given.describe());
@@ -53,6 +54,8 @@ class CudaBackend final : public detail::BackendImpl {
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&barrier_epoch_), sizeof(uint64_t)));
     SY_CUDA_CHECK(cudaMemset(barrier_epoch_, 0, sizeof(uint64_t)));
     SY_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking));
+    // Sized once here: a page-locked allocation in the middle of a call could stall the device.
+    pinned_counts(options_.sizing.num_experts + 1);
     channels_ = options_.config.num_channels != Config::kAutoChannels
                     ? options_.config.num_channels
                     : std::max(1, std::min(Config::kMaxAutoCudaChannels, sm_count_ / 2));
@@ -95,22 +98,28 @@ class CudaBackend final : public detail::BackendImpl {
   Tensor allocate(DType dtype, std::initializer_list<int64_t> dims) override {
     return Tensor::empty(dtype, dims, Device::cuda, device_);
   }
+  // Stream-ordered: no allocation or free inside a call synchronises the device.
+  // (Not on the buffer's own stream, which dies with the buffer while results may live on.)
+  Tensor allocate_on(cudaStream_t stream, DType dtype, std::initializer_list<int64_t> dims) {
+    return Tensor::empty(dtype, dims, Device::cuda, device_, stream == own_stream_ ? nullptr : stream);
+  }
 
-  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream) override {
+  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream_handle) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));
+    const cudaStream_t stream = resolve(stream_handle);
     throw_pending_device_error();
     const Topology& topology = options_.topology;
     const int64_t num_tokens = topk_idx.shape[0];
     DispatchLayout layout;
-    layout.num_tokens_per_rank = allocate(DType::i32, {topology.num_ranks});
-    layout.num_tokens_per_node = allocate(DType::i32, {topology.num_nodes()});
-    layout.num_tokens_per_expert = allocate(DType::i32, {num_experts});
-    layout.is_token_in_rank = allocate(DType::boolean, {num_tokens, topology.num_ranks});
+    layout.num_tokens_per_rank = allocate_on(stream, DType::i32, {topology.num_ranks});
+    layout.num_tokens_per_node = allocate_on(stream, DType::i32, {topology.num_nodes()});
+    layout.num_tokens_per_expert = allocate_on(stream, DType::i32, {num_experts});
+    layout.is_token_in_rank = allocate_on(stream, DType::boolean, {num_tokens, topology.num_ranks});
     LayoutLaunch launch{topk_idx.as<const int64_t>(), num_tokens, static_cast<int>(topk_idx.shape[1]), num_experts,
                         topology.num_ranks, topology.ranks_per_node, layout.num_tokens_per_rank.as<int32_t>(),
                         layout.num_tokens_per_node.as<int32_t>(), layout.num_tokens_per_expert.as<int32_t>(),
                         layout.is_token_in_rank.as<bool>()};
-    launch_layout(kernel_context(common::NormalHeapLayout{}), launch, resolve(stream));
+    launch_layout(kernel_context(common::NormalHeapLayout{}), launch, stream);
     return layout;
   }
 
@@ -153,12 +162,12 @@ class CudaBackend final : public detail::BackendImpl {
         handle->own_layout = get_dispatch_layout(args.topk_idx, plan.num_experts, stream);
         handle->is_token_in_rank = handle->own_layout.is_token_in_rank;
       }
-      handle->recv_channel_start = allocate(DType::i32, {num_ranks * num_channels + 1});
-      handle->recv_expert_counts = allocate(DType::i32, {plan.local_experts});
-      handle->recv_token_count = allocate(DType::i32, {1});
-      handle->send_list = allocate(DType::i32, {num_ranks, plan.num_tokens});
-      handle->send_channel_prefix = allocate(DType::i32, {num_ranks, num_channels + 1});
-      handle->send_slot = allocate(DType::i32, {plan.num_tokens, num_ranks});
+      handle->recv_channel_start = allocate_on(stream, DType::i32, {num_ranks * num_channels + 1});
+      handle->recv_expert_counts = allocate_on(stream, DType::i32, {plan.local_experts});
+      handle->recv_token_count = allocate_on(stream, DType::i32, {1});
+      handle->send_list = allocate_on(stream, DType::i32, {num_ranks, plan.num_tokens});
+      handle->send_channel_prefix = allocate_on(stream, DType::i32, {num_ranks, num_channels + 1});
+      handle->send_slot = allocate_on(stream, DType::i32, {plan.num_tokens, num_ranks});
       NotifyLaunch notify{};
       notify.is_token_in_rank = handle->is_token_in_rank.as<const bool>();
       notify.topk_idx = args.topk_idx.as<const int64_t>();
@@ -194,19 +203,19 @@ class CudaBackend final : public detail::BackendImpl {
     }
     const int64_t rows = worst_case ? plan.num_worst_tokens : handle->num_recv_tokens;
     DispatchResult result;
-    result.recv_x = device_output(args.out_recv_x, plan.dtype, rows, plan.hidden, device_, "out_recv_x");
+    result.recv_x = device_output(args.out_recv_x, plan.dtype, rows, plan.hidden, device_, alloc_stream(stream), "out_recv_x");
     if (plan.has_scales) {
       result.recv_x_scales = device_output(args.out_recv_x_scales, DType::f32, rows, plan.hidden / common::kScaleBlock,
-                                           device_, "out_recv_x_scales");
+                                           device_, alloc_stream(stream), "out_recv_x_scales");
     }
     if (plan.topk > 0) {
-      result.recv_topk_idx = device_output(args.out_recv_topk_idx, DType::i64, rows, plan.topk, device_, "out_recv_topk_idx");
+      result.recv_topk_idx = device_output(args.out_recv_topk_idx, DType::i64, rows, plan.topk, device_, alloc_stream(stream), "out_recv_topk_idx");
     }
     if (plan.has_weights) {
       result.recv_topk_weights =
-          device_output(args.out_recv_topk_weights, DType::f32, rows, plan.topk, device_, "out_recv_topk_weights");
+          device_output(args.out_recv_topk_weights, DType::f32, rows, plan.topk, device_, alloc_stream(stream), "out_recv_topk_weights");
     }
-    handle->recv_src_token = allocate(DType::i32, {rows});
+    handle->recv_src_token = allocate_on(stream, DType::i32, {rows});
 
     DispatchLaunch launch{};
     launch.message = detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
@@ -244,11 +253,11 @@ class CudaBackend final : public detail::BackendImpl {
     const KernelContext context = kernel_context(detail::combine_heap_layout(plan));
     CombineResult result;
     result.combined_x = args.out_combined_x.defined() ? Tensor::borrow(args.out_combined_x)
-                                                      : allocate(DType::bf16, {handle.num_tokens, plan.hidden});
+                                                      : allocate_on(stream, DType::bf16, {handle.num_tokens, plan.hidden});
     if (plan.has_weights) {
       result.combined_topk_weights = args.out_combined_topk_weights.defined()
                                          ? Tensor::borrow(args.out_combined_topk_weights)
-                                         : allocate(DType::f32, {handle.num_tokens, plan.topk});
+                                         : allocate_on(stream, DType::f32, {handle.num_tokens, plan.topk});
     }
     launch_begin_call(context, stream);
     CombineLaunch launch{};
@@ -274,6 +283,7 @@ class CudaBackend final : public detail::BackendImpl {
 
  private:
   cudaStream_t resolve(Stream stream) const { return stream ? static_cast<cudaStream_t>(stream) : own_stream_; }
+  cudaStream_t alloc_stream(cudaStream_t stream) const { return stream == own_stream_ ? nullptr : stream; }
 
   KernelContext kernel_context(const common::NormalHeapLayout& layout) const {
     KernelContext context{};

@@ -7,15 +7,31 @@
 
 namespace switchyard::detail {
 
-std::shared_ptr<void> allocate_cuda_bytes(size_t bytes, int device_index) {
+std::shared_ptr<void> allocate_cuda_bytes(size_t bytes, int device_index, void* stream_pointer) {
   int previous = 0;
   SY_CUDA_CHECK(cudaGetDevice(&previous));
   SY_CUDA_CHECK(cudaSetDevice(device_index));
-  void* pointer = nullptr;
+  cudaStream_t stream = static_cast<cudaStream_t>(stream_pointer);
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (stream) {
+    cudaError_t status = cudaStreamIsCapturing(stream, &capture);
+    if (status != cudaSuccess) {
+      cudaSetDevice(previous);
+      SY_CUDA_CHECK(status);
+    }
+  }
   // NOTES: zero-byte tensors still get a distinct, valid pointer.
-  cudaError_t status = cudaMalloc(&pointer, bytes == 0 ? 256 : bytes);
+  const size_t size = bytes == 0 ? 256 : bytes;
+  void* pointer = nullptr;
+  const bool stream_ordered = stream && capture == cudaStreamCaptureStatusNone;
+  cudaError_t status = stream_ordered ? cudaMallocAsync(&pointer, size, stream) : cudaMalloc(&pointer, size);
   cudaSetDevice(previous);
   SY_CUDA_CHECK(status);
+  if (stream_ordered) {
+    // cudaFree would synchronise the whole device: with ranks as threads spinning on each other,
+    // that waits for a peer that waits for us.
+    return std::shared_ptr<void>(pointer, [stream](void* p) { cudaFreeAsync(p, stream); });
+  }
   return std::shared_ptr<void>(pointer, [](void* p) { cudaFree(p); });
 }
 

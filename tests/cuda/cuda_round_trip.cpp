@@ -11,8 +11,8 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
                         const DispatchHandle* cached, DispatchHandle* handle_out) {
   const int rank = buffer.rank();
   const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
-  Tensor x = to_device(data.x, kDevice), scales = to_device(data.x_scales, kDevice);
-  Tensor topk_idx = to_device(data.topk_idx, kDevice), topk_weights = to_device(data.topk_weights, kDevice);
+  Tensor x = to_device(data.x, kDevice, stream), scales = to_device(data.x_scales, kDevice, stream);
+  Tensor topk_idx = to_device(data.topk_idx, kDevice, stream), topk_weights = to_device(data.topk_weights, kDevice, stream);
   DispatchArgs args;
   args.x = x;
   args.x_scales = scales;
@@ -23,17 +23,17 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
   args.cached_handle = cached;
   args.stream = stream;
   // Poisoned outputs: anything the engine fails to write shows up as 0xA5 bytes.
-  Tensor out_x = poisoned_device(shape.dtype, {rows, shape.hidden}, kDevice);
+  Tensor out_x = poisoned_device(shape.dtype, {rows, shape.hidden}, kDevice, stream);
   args.out_recv_x = out_x;
   Tensor out_scales, out_idx, out_weights;
   if (shape.dtype == DType::fp8_e4m3) {
-    out_scales = poisoned_device(DType::f32, {rows, shape.hidden / 128}, kDevice);
+    out_scales = poisoned_device(DType::f32, {rows, shape.hidden / 128}, kDevice, stream);
     args.out_recv_x_scales = out_scales;
   }
-  out_idx = poisoned_device(DType::i64, {rows, shape.topk}, kDevice);
+  out_idx = poisoned_device(DType::i64, {rows, shape.topk}, kDevice, stream);
   args.out_recv_topk_idx = out_idx;
   if (shape.with_weights) {
-    out_weights = poisoned_device(DType::f32, {rows, shape.topk}, kDevice);
+    out_weights = poisoned_device(DType::f32, {rows, shape.topk}, kDevice, stream);
     args.out_recv_topk_weights = out_weights;
   }
   DispatchResult dispatched = buffer.dispatch(args);
@@ -41,23 +41,23 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
   DeviceRun run;
   run.num_recv_tokens = dispatched.num_recv_tokens;
   run.num_recv_tokens_per_expert = dispatched.num_recv_tokens_per_expert;
-  run.recv_x = to_host(dispatched.recv_x);
-  run.recv_x_scales = to_host(dispatched.recv_x_scales);
-  run.recv_topk_idx = to_host(dispatched.recv_topk_idx);
-  run.recv_topk_weights = to_host(dispatched.recv_topk_weights);
+  run.recv_x = to_host(dispatched.recv_x, stream);
+  run.recv_x_scales = to_host(dispatched.recv_x_scales, stream);
+  run.recv_topk_idx = to_host(dispatched.recv_topk_idx, stream);
+  run.recv_topk_weights = to_host(dispatched.recv_topk_weights, stream);
 
-  Tensor y = to_device(workload::synthetic_expert(run.recv_x, run.recv_x_scales, rank), kDevice);
+  Tensor y = to_device(workload::synthetic_expert(run.recv_x, run.recv_x_scales, rank), kDevice, stream);
   CombineArgs combine_args;
   combine_args.x = y;
   if (shape.with_weights) combine_args.topk_weights = dispatched.recv_topk_weights;
   combine_args.handle = &dispatched.handle;
   combine_args.stream = stream;
-  Tensor out_combined = poisoned_device(DType::bf16, {data.x.size(0), shape.hidden}, kDevice);
+  Tensor out_combined = poisoned_device(DType::bf16, {data.x.size(0), shape.hidden}, kDevice, stream);
   combine_args.out_combined_x = out_combined;
   CombineResult combined = buffer.combine(combine_args);
   buffer.synchronize(stream);
-  run.combined_x = to_host(combined.combined_x);
-  run.combined_topk_weights = to_host(combined.combined_topk_weights);
+  run.combined_x = to_host(combined.combined_x, stream);
+  run.combined_topk_weights = to_host(combined.combined_topk_weights, stream);
   if (handle_out) *handle_out = dispatched.handle;
   return run;
 }

@@ -11,26 +11,35 @@ void check(cudaError_t status, const char* what) {
 }
 }  // namespace
 
-Tensor to_device(const TensorView& host, int device) {
+Tensor to_device(const TensorView& host, int device, cudaStream_t stream) {
   if (!host.defined()) return Tensor();
-  Tensor tensor = Tensor::empty_like_shape(host.dtype, host.shape, host.ndim, Device::cuda, device);
-  if (host.nbytes() > 0) check(cudaMemcpy(tensor.data(), host.data, host.nbytes(), cudaMemcpyHostToDevice), "to_device");
+  Tensor tensor = Tensor::empty_like_shape(host.dtype, host.shape, host.ndim, Device::cuda, device, stream);
+  upload(tensor, host, stream);
   return tensor;
 }
 
-Tensor to_host(const TensorView& device_tensor) {
+void upload(const TensorView& device_tensor, const TensorView& host, cudaStream_t stream) {
+  if (host.nbytes() > 0) {
+    check(cudaMemcpyAsync(device_tensor.data, host.data, host.nbytes(), cudaMemcpyHostToDevice, stream), "upload");
+  }
+  check(cudaStreamSynchronize(stream), "upload sync");
+}
+
+Tensor to_host(const TensorView& device_tensor, cudaStream_t stream) {
   if (!device_tensor.defined()) return Tensor();
   Tensor tensor = Tensor::empty_like_shape(device_tensor.dtype, device_tensor.shape, device_tensor.ndim, Device::cpu, 0);
-  check(cudaDeviceSynchronize(), "to_host sync");
   if (device_tensor.nbytes() > 0) {
-    check(cudaMemcpy(tensor.data(), device_tensor.data, device_tensor.nbytes(), cudaMemcpyDeviceToHost), "to_host");
+    check(cudaMemcpyAsync(tensor.data(), device_tensor.data, device_tensor.nbytes(), cudaMemcpyDeviceToHost, stream),
+          "to_host");
   }
+  check(cudaStreamSynchronize(stream), "to_host sync");
   return tensor;
 }
 
-Tensor poisoned_device(DType dtype, std::initializer_list<int64_t> dims, int device) {
-  Tensor tensor = Tensor::empty(dtype, dims, Device::cuda, device);
-  if (tensor.nbytes() > 0) check(cudaMemset(tensor.data(), 0xA5, tensor.nbytes()), "poison");
+Tensor poisoned_device(DType dtype, std::initializer_list<int64_t> dims, int device, cudaStream_t stream) {
+  Tensor tensor = Tensor::empty(dtype, dims, Device::cuda, device, stream);
+  if (tensor.nbytes() > 0) check(cudaMemsetAsync(tensor.data(), 0xA5, tensor.nbytes(), stream), "poison");
+  check(cudaStreamSynchronize(stream), "poison sync");
   return tensor;
 }
 

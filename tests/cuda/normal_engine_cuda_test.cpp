@@ -159,14 +159,14 @@ TEST(CudaNormalEngineGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
       Buffer buffer(options_for(c, rank));
       buffer.connect(group.allgather(buffer.local_handle()));
       const workload::RankData& first = rounds[0][rank];
-      Tensor x = to_device(first.x, kDevice), topk_idx = to_device(first.topk_idx, kDevice);
-      Tensor topk_weights = to_device(first.topk_weights, kDevice);
-      Tensor recv_x = poisoned_device(DType::bf16, {worst, c.shape.hidden}, kDevice);
-      Tensor recv_idx = poisoned_device(DType::i64, {worst, c.shape.topk}, kDevice);
-      Tensor recv_weights = poisoned_device(DType::f32, {worst, c.shape.topk}, kDevice);
-      Tensor y = poisoned_device(DType::bf16, {worst, c.shape.hidden}, kDevice);
-      Tensor combined = poisoned_device(DType::bf16, {x.size(0), c.shape.hidden}, kDevice);
-      Tensor combined_weights = poisoned_device(DType::f32, {x.size(0), c.shape.topk}, kDevice);
+      Tensor x = to_device(first.x, kDevice, stream), topk_idx = to_device(first.topk_idx, kDevice, stream);
+      Tensor topk_weights = to_device(first.topk_weights, kDevice, stream);
+      Tensor recv_x = poisoned_device(DType::bf16, {worst, c.shape.hidden}, kDevice, stream);
+      Tensor recv_idx = poisoned_device(DType::i64, {worst, c.shape.topk}, kDevice, stream);
+      Tensor recv_weights = poisoned_device(DType::f32, {worst, c.shape.topk}, kDevice, stream);
+      Tensor y = poisoned_device(DType::bf16, {worst, c.shape.hidden}, kDevice, stream);
+      Tensor combined = poisoned_device(DType::bf16, {x.size(0), c.shape.hidden}, kDevice, stream);
+      Tensor combined_weights = poisoned_device(DType::f32, {x.size(0), c.shape.topk}, kDevice, stream);
 
       DispatchArgs args;
       args.x = x;
@@ -182,7 +182,7 @@ TEST(CudaNormalEngineGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
       cudaGraphExec_t dispatch_exec, combine_exec;
       // No rank does other CUDA work while any rank captures (a device-wide sync elsewhere would
       // invalidate a capture).
-      check_cuda(cudaDeviceSynchronize(), "sync before capture");
+      check_cuda(cudaStreamSynchronize(stream), "sync before capture");
       group.barrier();
       check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin dispatch capture");
       DispatchResult result = buffer.dispatch(args);
@@ -203,15 +203,15 @@ TEST(CudaNormalEngineGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
 
       for (int round = 0; round < 3; ++round) {
         const workload::RankData& data = rounds[round][rank];
-        cudaMemcpy(x.data(), data.x.data(), data.x.nbytes(), cudaMemcpyHostToDevice);
-        cudaMemcpy(topk_idx.data(), data.topk_idx.data(), data.topk_idx.nbytes(), cudaMemcpyHostToDevice);
-        cudaMemcpy(topk_weights.data(), data.topk_weights.data(), data.topk_weights.nbytes(), cudaMemcpyHostToDevice);
+        upload(x, data.x, stream);
+        upload(topk_idx, data.topk_idx, stream);
+        upload(topk_weights, data.topk_weights, stream);
         group.barrier();
         check_cuda(cudaGraphLaunch(dispatch_exec, stream), "launch dispatch graph");
         buffer.synchronize(stream);
         const auto& want = expected[round].dispatched[rank];
         const int64_t received = static_cast<int64_t>(want.recv_src_rank.size());
-        Tensor host_x = to_host(recv_x), host_idx = to_host(recv_idx), host_weights = to_host(recv_weights);
+        Tensor host_x = to_host(recv_x, stream), host_idx = to_host(recv_idx, stream), host_weights = to_host(recv_weights, stream);
         std::string why;
         if (!workload::bitwise_equal(host_x, want.recv_x, &why, received)) failures[rank].push_back("recv_x: " + why);
         if (!workload::bitwise_equal(host_idx, want.recv_topk_idx, &why, received)) failures[rank].push_back("recv_topk_idx: " + why);
@@ -225,14 +225,14 @@ TEST(CudaNormalEngineGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
           }
         }
         Tensor host_y = workload::synthetic_expert(host_x, TensorView(), rank);
-        cudaMemcpy(y.data(), host_y.data(), host_y.nbytes(), cudaMemcpyHostToDevice);
+        upload(y, host_y, stream);
         group.barrier();
         check_cuda(cudaGraphLaunch(combine_exec, stream), "launch combine graph");
         buffer.synchronize(stream);
-        if (!workload::bitwise_equal(to_host(combined), expected[round].combined[rank].combined_x, &why)) {
+        if (!workload::bitwise_equal(to_host(combined, stream), expected[round].combined[rank].combined_x, &why)) {
           failures[rank].push_back("round " + std::to_string(round) + " combined_x: " + why);
         }
-        if (!workload::bitwise_equal(to_host(combined_weights), expected[round].combined[rank].combined_topk_weights, &why)) {
+        if (!workload::bitwise_equal(to_host(combined_weights, stream), expected[round].combined[rank].combined_topk_weights, &why)) {
           failures[rank].push_back("round " + std::to_string(round) + " combined_topk_weights: " + why);
         }
       }
@@ -268,7 +268,8 @@ TEST(CudaNormalEngineErrors, MissingRankTimesOutWithRankAndRole) {
       released.wait();
       return;
     }
-    Tensor x = to_device(data[0].x, kDevice), topk_idx = to_device(data[0].topk_idx, kDevice);
+    // Plain (not stream-ordered) tensors: this test has no stream of its own.
+    Tensor x = to_device(data[0].x, kDevice, nullptr), topk_idx = to_device(data[0].topk_idx, kDevice, nullptr);
     DispatchArgs args;
     args.x = x;
     args.topk_idx = topk_idx;
@@ -295,8 +296,9 @@ TEST(CudaNormalEngineErrors, ExpertIdOutOfRangeOnDeviceIsInvalidArgumentAndWrite
   data[0].topk_idx.as<int64_t>()[5] = 4;  // == num_experts
   Buffer buffer(options_for(c, 0));
   buffer.connect({buffer.local_handle()});
-  Tensor x = to_device(data[0].x, kDevice), topk_idx = to_device(data[0].topk_idx, kDevice);
-  Tensor out = poisoned_device(DType::bf16, {64, 256}, kDevice);
+  cudaStream_t stream = nullptr;  // legacy stream, plain allocations: one rank, nothing to deadlock with
+  Tensor x = to_device(data[0].x, kDevice, stream), topk_idx = to_device(data[0].topk_idx, kDevice, stream);
+  Tensor out = poisoned_device(DType::bf16, {64, 256}, kDevice, stream);
   DispatchArgs args;
   args.x = x;
   args.topk_idx = topk_idx;
@@ -308,7 +310,7 @@ TEST(CudaNormalEngineErrors, ExpertIdOutOfRangeOnDeviceIsInvalidArgumentAndWrite
   } catch (const InvalidArgument& error) {
     EXPECT_NE(std::string(error.what()).find("topk_idx"), std::string::npos) << error.what();
   }
-  Tensor host = to_host(out);
+  Tensor host = to_host(out, stream);
   for (size_t i = 0; i < host.nbytes(); ++i) {
     ASSERT_EQ(host.as<uint8_t>()[i], 0xA5) << "output byte " << i << " was written";
   }

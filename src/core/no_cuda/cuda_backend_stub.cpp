@@ -12,7 +12,7 @@ namespace {
 }
 }  // namespace
 
-std::shared_ptr<void> allocate_cuda_bytes(size_t, int) { no_cuda(); }
+std::shared_ptr<void> allocate_cuda_bytes(size_t, int, void*) { no_cuda(); }
 bool cuda_backend_available() { return false; }
 std::unique_ptr<BackendImpl> make_cuda_backend(const BackendCreateInfo&) { no_cuda(); }
 
