@@ -61,10 +61,12 @@ if has_stage processes; then
   trap - EXIT
 fi
 
+# NOTES: one rank only: compute-sanitizer serialises kernels, and ranks that spin-wait on each other
+# across kernels cannot make progress when their kernels run one at a time.
 if has_stage sanitizer; then
   for tool in memcheck racecheck synccheck; do
     run_logged "compute-sanitizer $tool" "sanitizer-$tool.log" timeout ${SWITCHYARD_SANITIZER_TIMEOUT:-150} compute-sanitizer --tool "$tool" \
-      --error-exitcode 1 "$TEST_BIN" --gtest_filter='*Small_*:*ExpertIdOutOfRange*'
+      --error-exitcode 1 "$TEST_BIN" --gtest_filter='*Small_R1*:*ExpertIdOutOfRange*'
   done
 fi
 

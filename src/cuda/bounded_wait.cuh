@@ -20,9 +20,11 @@ struct WaitSite {
 __device__ __forceinline__ void record_wait_failure(const KernelContext& context, const WaitSite& site,
                                                     int64_t expected, int64_t observed, uint64_t waited_ns,
                                                     bool abort_rank = true) {
-  if (abort_rank) atomicExch_system(context.abort_flag, 1);
+  if (abort_rank) atomicExch(context.abort_flag, 1);
   common::DeviceErrorBlock* error = context.error;
-  if (atomicCAS_system(&error->claimed, 0, 1) == 0) {
+  // NOTES: the claim is a device-memory atomic; atomics on host-mapped memory are not supported
+  // everywhere (compute-sanitizer rejects them on PCIe-attached hosts).
+  if (atomicCAS(context.error_claim, 0, 1) == 0) {
     error->rank = context.rank;
     error->role = static_cast<int32_t>(site.role);
     error->target = static_cast<int32_t>(site.target);
@@ -31,8 +33,9 @@ __device__ __forceinline__ void record_wait_failure(const KernelContext& context
     error->expected = expected;
     error->observed = observed;
     error->waited_ns = waited_ns;
+    error->claimed = 1;
     __threadfence_system();
-    atomicExch_system(&error->complete, 1);
+    *reinterpret_cast<volatile int32_t*>(&error->complete) = 1;
   }
 }
 

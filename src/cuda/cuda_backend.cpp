@@ -51,9 +51,21 @@ class CudaBackend final : public detail::BackendImpl {
     SY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_, 0));
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&abort_flag_), sizeof(int32_t)));
     SY_CUDA_CHECK(cudaMemset(abort_flag_, 0, sizeof(int32_t)));
+    SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&error_claim_), sizeof(int32_t)));
+    SY_CUDA_CHECK(cudaMemset(error_claim_, 0, sizeof(int32_t)));
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&barrier_epoch_), sizeof(uint64_t)));
     SY_CUDA_CHECK(cudaMemset(barrier_epoch_, 0, sizeof(uint64_t)));
     SY_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking));
+    // Once, before any rank launches: changing a kernel's attributes later could wait for its
+    // running instances, i.e. for peers that wait for us.
+    prepare_normal_kernels();
+    // Stream-ordered allocations come from the device's default pool. By default the pool returns
+    // free memory to the driver at every synchronisation, and unmapping can wait for the whole
+    // device, i.e. for peers that wait for us: keep it.
+    cudaMemPool_t pool;
+    SY_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+    uint64_t keep_everything = UINT64_MAX;
+    SY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
     // Sized once here: a page-locked allocation in the middle of a call could stall the device.
     pinned_counts(options_.sizing.num_experts + 1);
     channels_ = options_.config.num_channels != Config::kAutoChannels
@@ -66,6 +78,7 @@ class CudaBackend final : public detail::BackendImpl {
     if (own_stream_) cudaStreamSynchronize(own_stream_), cudaStreamDestroy(own_stream_);
     cudaFree(abort_flag_);
     cudaFree(barrier_epoch_);
+    cudaFree(error_claim_);
     cudaFreeHost(error_);
     cudaFreeHost(pinned_counts_);
   }
@@ -296,6 +309,7 @@ class CudaBackend final : public detail::BackendImpl {
     context.timeout_ns = static_cast<uint64_t>(options_.config.timeout_seconds * 1e9);
     context.error = error_device_;
     context.abort_flag = abort_flag_;
+    context.error_claim = error_claim_;
     context.barrier_epoch = barrier_epoch_;
     return context;
   }
@@ -315,7 +329,9 @@ class CudaBackend final : public detail::BackendImpl {
     const common::DeviceErrorBlock error = *error_;
     if (static_cast<common::WaitTarget>(error.target) == common::WaitTarget::invalid_expert) {
       // Bad input, not a broken protocol: clear the block so later failures are reported too.
+      // (The kernel that recorded it has finished: this runs after a stream synchronisation.)
       std::memset(error_, 0, sizeof(*error_));
+      SY_CUDA_CHECK(cudaMemset(error_claim_, 0, sizeof(int32_t)));
     } else {
       reported_ = true;
     }
@@ -356,6 +372,7 @@ class CudaBackend final : public detail::BackendImpl {
   int32_t* pinned_counts_ = nullptr;
   int pinned_capacity_ = 0;
   uint64_t* barrier_epoch_ = nullptr;
+  int32_t* error_claim_ = nullptr;
   bool reported_ = false;
 };
 

@@ -203,14 +203,17 @@ int normal_blocks_per_sm(int num_ranks, int row_bytes) {
   return 1;
 }
 
+void prepare_dispatch_kernel() {
+  SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(kStagingBudgetBytes)));
+}
+
 void launch_dispatch(const KernelContext& context, const DispatchLaunch& launch, cudaStream_t stream) {
   const int warps = normal_warps_per_block(context.num_ranks);
   const int warps_per_group = warps / context.num_ranks;
   uint32_t row = (launch.message.row_bytes + 15) / 16 * 16;
   uint32_t per_warp = kStagingBudgetBytes / warps / 16 * 16;
   const size_t shared_bytes = static_cast<size_t>(warps) * (row < per_warp ? row : per_warp);
-  SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     static_cast<int>(shared_bytes)));
   dispatch_kernel<<<2 * context.num_channels, warps * 32, shared_bytes, stream>>>(context, launch, warps_per_group);
   SY_CUDA_CHECK_LAUNCH();
 }

@@ -15,7 +15,8 @@ struct KernelContext {
   int num_channels;
   uint32_t chunk_tokens;
   uint64_t timeout_ns;
-  common::DeviceErrorBlock* error;  // host-mapped
+  common::DeviceErrorBlock* error;  // host-mapped: written with plain stores, read by the host
+  int32_t* error_claim;             // device memory: the first failing thread claims the block here
   int32_t* abort_flag;              // device memory of this rank: set once any of its waits fails
   // Barriers this rank has opened, counted on the device: a replayed CUDA graph must not reuse the
   // epoch it was captured with.

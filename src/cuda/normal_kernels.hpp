@@ -77,6 +77,9 @@ struct CombineLaunch {
 };
 void launch_combine(const KernelContext& context, const CombineLaunch& launch, cudaStream_t stream);
 
+// Sets the kernels' shared-memory attributes (once per process; idempotent, thread-safe).
+void prepare_normal_kernels();
+
 // Warps per block of the dispatch and combine kernels for R ranks (a multiple of R).
 int normal_warps_per_block(int num_ranks);
 // Max blocks of the dispatch/combine kernels that can be resident per SM (for the co-residency check).

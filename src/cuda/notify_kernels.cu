@@ -1,5 +1,7 @@
 // The opening of `normal` calls: ring reset + barrier, and for a fresh dispatch the count exchange
 // (notify) that tells every rank where each (source, channel) range lands.
+#include <mutex>
+
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_barrier.cuh"
 #include "cuda/normal_kernels.hpp"
@@ -11,6 +13,9 @@ namespace {
 
 constexpr int kNotifyThreads = 1024;
 constexpr int kBeginThreads = 256;
+// NOTES: room for R * C channel counters and E expert counters (e.g. 128 ranks x 64 channels plus
+// 16384 experts); set once in prepare_normal_kernels.
+constexpr size_t kNotifySharedBytes = 128 * 1024;
 
 __global__ void begin_call_kernel(KernelContext context) {
   reset_own_rings(context);
@@ -143,6 +148,17 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
 
 }  // namespace
 
+void prepare_dispatch_kernel();
+
+void prepare_normal_kernels() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_notify_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kNotifySharedBytes)));
+    prepare_dispatch_kernel();
+  });
+}
+
 void launch_begin_call(const KernelContext& context, cudaStream_t stream) {
   begin_call_kernel<<<1, kBeginThreads, 0, stream>>>(context);
   SY_CUDA_CHECK_LAUNCH();
@@ -152,9 +168,10 @@ void launch_dispatch_notify(const KernelContext& context, const NotifyLaunch& la
   const size_t shared_bytes =
       sizeof(int32_t) * (static_cast<size_t>(context.num_ranks) * context.num_channels +
                          static_cast<size_t>(context.num_ranks) * launch.local_experts);
-  if (shared_bytes > 48 * 1024) {
-    SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_notify_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       static_cast<int>(shared_bytes)));
+  if (shared_bytes > kNotifySharedBytes) {
+    throw InvalidArgument("num_experts: expected (num_ranks * channels + num_experts) * 4 <= " +
+                          std::to_string(kNotifySharedBytes) + " bytes of notify counters, got " +
+                          std::to_string(shared_bytes));
   }
   dispatch_notify_kernel<<<1, kNotifyThreads, shared_bytes, stream>>>(context, launch);
   SY_CUDA_CHECK_LAUNCH();
