@@ -60,14 +60,14 @@ class NormalSession final : public EngineSession {
     const int64_t received = expected_dispatch_.recv_x.size(0);
     const int64_t tokens = data.x.size(0);
     const bool fp8 = options.dtype == DType::fp8_e4m3;
-    out_recv_x_ = allocate_on_backend(backend_, options.dtype, {received, options.hidden});
+    out_recv_x_ = allocate_on_backend(backend_, options.dtype, {received, options.hidden}, stream);
     if (fp8)
       out_recv_x_scales_ =
-          allocate_on_backend(backend_, DType::f32, {received, options.hidden / kFp8ScaleBlock});
-    out_recv_topk_idx_ = allocate_on_backend(backend_, DType::i64, {received, options.topk});
-    out_recv_topk_weights_ = allocate_on_backend(backend_, DType::f32, {received, options.topk});
-    out_combined_x_ = allocate_on_backend(backend_, DType::bf16, {tokens, options.hidden});
-    out_combined_topk_weights_ = allocate_on_backend(backend_, DType::f32, {tokens, options.topk});
+          allocate_on_backend(backend_, DType::f32, {received, options.hidden / kFp8ScaleBlock}, stream);
+    out_recv_topk_idx_ = allocate_on_backend(backend_, DType::i64, {received, options.topk}, stream);
+    out_recv_topk_weights_ = allocate_on_backend(backend_, DType::f32, {received, options.topk}, stream);
+    out_combined_x_ = allocate_on_backend(backend_, DType::bf16, {tokens, options.hidden}, stream);
+    out_combined_topk_weights_ = allocate_on_backend(backend_, DType::f32, {tokens, options.topk}, stream);
   }
 
   void poison_outputs() override {

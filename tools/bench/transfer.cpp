@@ -48,7 +48,7 @@ Tensor to_backend(const Tensor& host, Backend backend, Stream stream) {
   if (view.device != Device::cpu) {
     throw InvalidArgument("switchyard-bench: to_backend expects a host tensor, got " + view.describe());
   }
-  Tensor device = Tensor::empty_like_shape(view.dtype, view.shape, view.ndim, Device::cuda, kCudaDevice);
+  Tensor device = Tensor::empty_like_shape(view.dtype, view.shape, view.ndim, Device::cuda, kCudaDevice, stream);
   if (view.nbytes() > 0) {
     const cudaStream_t cuda = cuda_stream(stream);
     check_cuda(cudaMemcpyAsync(device.data(), view.data, view.nbytes(), cudaMemcpyHostToDevice, cuda),
@@ -64,11 +64,12 @@ Tensor to_backend(const Tensor& host, Backend backend, Stream stream) {
 #endif
 }
 
-Tensor allocate_on_backend(Backend backend, DType dtype, std::initializer_list<int64_t> dims) {
+Tensor allocate_on_backend(Backend backend, DType dtype, std::initializer_list<int64_t> dims, Stream stream) {
   if (backend == Backend::cpu) return Tensor::empty(dtype, dims, Device::cpu);
 #if defined(SWITCHYARD_WITH_CUDA)
-  return Tensor::empty(dtype, dims, Device::cuda, kCudaDevice);
+  return Tensor::empty(dtype, dims, Device::cuda, kCudaDevice, stream);
 #else
+  (void)stream;
   cuda_not_built("allocating a CUDA tensor");
 #endif
 }

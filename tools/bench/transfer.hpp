@@ -21,7 +21,9 @@ Tensor to_host(const TensorView& tensor, Stream stream);
 Tensor to_backend(const Tensor& host, Backend backend, Stream stream);
 
 // Uninitialised storage where `backend` computes.
-Tensor allocate_on_backend(Backend backend, DType dtype, std::initializer_list<int64_t> dims);
+// CUDA memory is stream-ordered on `stream` (which must outlive it): freeing it never waits for the
+// whole device, where other ranks' kernels may be waiting for this one.
+Tensor allocate_on_backend(Backend backend, DType dtype, std::initializer_list<int64_t> dims, Stream stream);
 
 // Fills a tensor of either device with workload::poison's pattern.
 void poison_on_backend(const TensorView& tensor, Stream stream);
