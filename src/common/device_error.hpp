@@ -33,10 +33,11 @@ struct DeviceErrorBlock {
   int32_t target;    // WaitTarget
   int32_t channel;   // -1 when not per channel
   int32_t peer;      // the rank waited for
-  int32_t pad;
+  int32_t call;      // which call of this buffer (1 = the first), for matching up ranks' reports
   int64_t expected;  // value waited for
   int64_t observed;  // value last seen
   uint64_t waited_ns;
+  uint64_t barriers;  // barriers this rank had opened when it failed
 };
 
 SY_HD const char* wait_role_name(int32_t role) {

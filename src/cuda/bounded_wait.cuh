@@ -33,6 +33,8 @@ __device__ __forceinline__ void record_wait_failure(const KernelContext& context
     error->expected = expected;
     error->observed = observed;
     error->waited_ns = waited_ns;
+    error->call = context.call_index;
+    error->barriers = *context.barrier_epoch;
     error->claimed = 1;
     __threadfence_system();
     *reinterpret_cast<volatile int32_t*>(&error->complete) = 1;

@@ -138,6 +138,7 @@ class CudaBackend final : public detail::BackendImpl {
 
   DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));
+    ++call_index_;
     throw_pending_device_error();
     const cudaStream_t stream = resolve(plan.args.stream);
     const int num_ranks = plan.topology.num_ranks;
@@ -259,6 +260,7 @@ class CudaBackend final : public detail::BackendImpl {
 
   CombineResult normal_combine(const detail::CombinePlan& plan) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));
+    ++call_index_;
     throw_pending_device_error();
     const cudaStream_t stream = resolve(plan.args.stream);
     const detail::NormalHandleData& handle = *plan.handle;
@@ -311,6 +313,7 @@ class CudaBackend final : public detail::BackendImpl {
     context.abort_flag = abort_flag_;
     context.error_claim = error_claim_;
     context.barrier_epoch = barrier_epoch_;
+    context.call_index = call_index_;
     return context;
   }
 
@@ -354,7 +357,8 @@ class CudaBackend final : public detail::BackendImpl {
         message << ": timed out after " << static_cast<double>(error.waited_ns) * 1e-9 << " s waiting for "
                 << common::wait_target_name(error.target);
         if (error.peer >= 0) message << " from rank " << error.peer;
-        message << " (expected >= " << error.expected << ", saw " << error.observed << ")";
+        message << " (expected >= " << error.expected << ", saw " << error.observed << "; in call " << error.call
+                << " of this buffer, after " << error.barriers << " barriers)";
         throw TimeoutError(message.str());
     }
   }
@@ -373,6 +377,7 @@ class CudaBackend final : public detail::BackendImpl {
   int pinned_capacity_ = 0;
   uint64_t* barrier_epoch_ = nullptr;
   int32_t* error_claim_ = nullptr;
+  int32_t call_index_ = 0;
   bool reported_ = false;
 };
 

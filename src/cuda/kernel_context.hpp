@@ -21,6 +21,7 @@ struct KernelContext {
   // Barriers this rank has opened, counted on the device: a replayed CUDA graph must not reuse the
   // epoch it was captured with.
   uint64_t* barrier_epoch;
+  int32_t call_index;  // the host's count of this buffer's calls (diagnostics only)
 };
 
 }  // namespace switchyard::cuda
