@@ -66,6 +66,10 @@ class CudaBackend final : public detail::BackendImpl {
     SY_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
     uint64_t keep_everything = UINT64_MAX;
     SY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
+    // Nor may the pool make one rank's stream wait for another's pending free to reuse its memory:
+    // such a hidden dependency between ranks' streams can deadlock ranks that spin on each other.
+    int no = 0;
+    SY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no));
     // Sized once here: a page-locked allocation in the middle of a call could stall the device.
     pinned_counts(options_.sizing.num_experts + 1);
     channels_ = options_.config.num_channels != Config::kAutoChannels
