@@ -1,6 +1,7 @@
 #pragma once
 // The routing a `normal` dispatch leaves behind for combine and for cached dispatch.
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "switchyard/buffer.hpp"
@@ -39,5 +40,9 @@ struct NormalHandleData {
   Tensor send_channel_prefix;  // i32 [R, C + 1]: where each channel starts in a destination's list
   Tensor send_slot;            // i32 [N, R]: ring index of token t within (its channel, destination), or -1
 };
+
+// A handle for `plan` with everything but the routing tensors filled in; a cached dispatch also
+// gets its receive side (and the CUDA send-side lists) from the handle it replays.
+std::shared_ptr<NormalHandleData> new_normal_handle(const struct DispatchPlan& plan, const void* owner);
 
 }  // namespace switchyard::detail

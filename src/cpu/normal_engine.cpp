@@ -77,25 +77,10 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
 
   begin_call(layout, plan.config, "dispatch");
 
-  auto handle = std::make_shared<detail::NormalHandleData>();
-  handle->owner = owner_;
-  handle->rank = plan.rank;
-  handle->topology = plan.topology;
-  handle->num_channels = num_channels;
-  handle->num_experts = plan.num_experts;
-  handle->expert_alignment = plan.expert_alignment;
-  handle->topk = plan.topk;
-  handle->num_tokens = plan.num_tokens;
+  std::shared_ptr<detail::NormalHandleData> handle = detail::new_normal_handle(plan, owner_);
   handle->is_token_in_rank = is_token_in_rank;
-  handle->num_worst_tokens = plan.num_worst_tokens;
 
-  if (plan.cached) {
-    handle->recv_channel_start = plan.cached->recv_channel_start;
-    handle->num_recv_tokens = plan.cached->num_recv_tokens;
-    handle->num_recv_tokens_per_expert = plan.cached->num_recv_tokens_per_expert;
-    handle->recv_expert_counts = plan.cached->recv_expert_counts;
-    handle->recv_token_count = plan.cached->recv_token_count;
-  } else {
+  if (!plan.cached) {
     // Notify: tell every destination how many tokens it gets per channel and per local expert.
     std::vector<int32_t> channel_counts(static_cast<size_t>(num_ranks) * num_channels, 0);
     std::vector<int32_t> expert_counts(static_cast<size_t>(num_ranks) * local_experts, 0);

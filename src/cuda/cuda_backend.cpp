@@ -150,28 +150,8 @@ class CudaBackend final : public detail::BackendImpl {
     const KernelContext context = kernel_context(detail::dispatch_heap_layout(plan));
     const DispatchArgs& args = plan.args;
 
-    auto handle = std::make_shared<detail::NormalHandleData>();
-    handle->owner = owner_;
-    handle->rank = plan.rank;
-    handle->topology = plan.topology;
-    handle->num_channels = num_channels;
-    handle->num_experts = plan.num_experts;
-    handle->expert_alignment = plan.expert_alignment;
-    handle->topk = plan.topk;
-    handle->num_tokens = plan.num_tokens;
-    handle->num_worst_tokens = plan.num_worst_tokens;
-
+    std::shared_ptr<detail::NormalHandleData> handle = detail::new_normal_handle(plan, owner_);
     if (plan.cached) {
-      const detail::NormalHandleData& cached = *plan.cached;
-      handle->is_token_in_rank = cached.is_token_in_rank;
-      handle->recv_channel_start = cached.recv_channel_start;
-      handle->recv_expert_counts = cached.recv_expert_counts;
-      handle->recv_token_count = cached.recv_token_count;
-      handle->num_recv_tokens = cached.num_recv_tokens;
-      handle->num_recv_tokens_per_expert = cached.num_recv_tokens_per_expert;
-      handle->send_list = cached.send_list;
-      handle->send_channel_prefix = cached.send_channel_prefix;
-      handle->send_slot = cached.send_slot;
       launch_begin_call(context, stream);
     } else {
       if (plan.layout) {
