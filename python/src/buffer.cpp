@@ -1,0 +1,149 @@
+// The Buffer class and what every engine shares: options, handles for peers, synchronisation.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "switchyard/config.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard::python {
+
+namespace {
+
+Backend parse_backend(const std::string& name) {
+  if (name == "cpu") return Backend::cpu;
+  if (name == "cuda") return Backend::cuda;
+  throw InvalidArgument("backend: expected 'cpu' or 'cuda', got '" + name + "'");
+}
+
+HeapSharing parse_sharing(const std::string& name) {
+  if (name == "threads") return HeapSharing::threads;
+  if (name == "processes") return HeapSharing::processes;
+  throw InvalidArgument("sharing: expected 'threads' or 'processes', got '" + name + "'");
+}
+
+Bytes to_bytes(nb::handle object, const std::string& name) {
+  if (!nb::isinstance<nb::bytes>(object)) {
+    throw InvalidArgument(name + ": expected bytes, got " + nb::inst_name(object).c_str());
+  }
+  nb::bytes bytes = nb::borrow<nb::bytes>(object);
+  const auto* data = static_cast<const uint8_t*>(bytes.data());
+  return Bytes(data, data + bytes.size());
+}
+
+}  // namespace
+
+BufferClass bind_buffer(nb::module_& m) {
+  nb::class_<Config>(m, "Config", "Tuning of the normal engine and the bound on every wait (config.hpp).")
+      .def(
+          "__init__",
+          [](Config* self, int num_channels, int ring_slots, int chunk_tokens, double timeout_seconds) {
+            new (self) Config();
+            self->num_channels = num_channels;
+            self->ring_slots = ring_slots;
+            self->chunk_tokens = chunk_tokens;
+            self->timeout_seconds = timeout_seconds;
+          },
+          nb::arg("num_channels") = Config::kAutoChannels, nb::arg("ring_slots") = Config::kDefaultRingSlots,
+          nb::arg("chunk_tokens") = Config::kDefaultChunkTokens,
+          nb::arg("timeout_seconds") = Config::kDefaultTimeoutSeconds)
+      .def_rw("num_channels", &Config::num_channels)
+      .def_rw("ring_slots", &Config::ring_slots)
+      .def_rw("chunk_tokens", &Config::chunk_tokens)
+      .def_rw("timeout_seconds", &Config::timeout_seconds)
+      .def("validate", &Config::validate)
+      .def("__repr__", &Config::to_string);
+
+  nb::class_<BufferSizing>(m, "BufferSizing", "The largest call a buffer serves; sizes the heap.")
+      .def(
+          "__init__",
+          [](BufferSizing* self, int64_t max_tokens_per_rank, int hidden, int topk, int num_experts) {
+            new (self) BufferSizing();
+            self->max_tokens_per_rank = max_tokens_per_rank;
+            self->hidden = hidden;
+            self->topk = topk;
+            self->num_experts = num_experts;
+          },
+          nb::arg("max_tokens_per_rank") = 4096, nb::arg("hidden") = 7168, nb::arg("topk") = 8,
+          nb::arg("num_experts") = 256)
+      .def_rw("max_tokens_per_rank", &BufferSizing::max_tokens_per_rank)
+      .def_rw("hidden", &BufferSizing::hidden)
+      .def_rw("topk", &BufferSizing::topk)
+      .def_rw("num_experts", &BufferSizing::num_experts);
+
+  m.def("cuda_available", &cuda_available, "True when this build has the CUDA backend and a device is visible.");
+  m.def(
+      "normal_heap_bytes",
+      [](int num_ranks, int ranks_per_node, const Config& config, const BufferSizing& sizing) {
+        return normal_heap_bytes(Topology{num_ranks, ranks_per_node}, config, sizing);
+      },
+      nb::arg("num_ranks"), nb::arg("ranks_per_node"), nb::arg("config"), nb::arg("sizing"));
+
+  nb::class_<DispatchHandle>(m, "DispatchHandle",
+                             "Opaque: the routing of one dispatch, for combine and cached dispatch. Valid only "
+                             "with the Buffer that made it.")
+      .def_prop_ro("num_recv_tokens", &DispatchHandle::num_recv_tokens)
+      .def_prop_ro("num_tokens", &DispatchHandle::num_tokens)
+      .def("__repr__", [](const DispatchHandle& handle) {
+        return "<switchyard.DispatchHandle num_tokens=" + std::to_string(handle.num_tokens()) +
+               " num_recv_tokens=" + std::to_string(handle.num_recv_tokens()) + ">";
+      });
+
+  BufferClass buffer(m, "Buffer", "One rank's buffer (buffer.hpp). Use switchyard.Buffer, which connects it.");
+  buffer
+      .def(
+          "__init__",
+          [](Buffer* self, int num_ranks, int ranks_per_node, int rank, const std::string& backend, int device,
+             const std::string& sharing, const Config& config, const BufferSizing& sizing, size_t heap_bytes) {
+            BufferOptions options;
+            options.topology = Topology{num_ranks, ranks_per_node};
+            options.rank = rank;
+            options.backend = parse_backend(backend);
+            options.device = device;
+            options.sharing = parse_sharing(sharing);
+            options.config = config;
+            options.sizing = sizing;
+            options.heap_bytes = heap_bytes;
+            new (self) Buffer(options);
+          },
+          nb::arg("num_ranks"), nb::arg("ranks_per_node"), nb::arg("rank"), nb::arg("backend"), nb::arg("device"),
+          nb::arg("sharing"), nb::arg("config"), nb::arg("sizing"), nb::arg("heap_bytes"))
+      .def("local_handle",
+           [](const Buffer& self) {
+             Bytes handle = self.local_handle();
+             return nb::bytes(reinterpret_cast<const char*>(handle.data()), handle.size());
+           })
+      .def(
+          "connect",
+          [](Buffer& self, nb::handle all_handles) {
+            std::vector<Bytes> handles;
+            size_t index = 0;
+            for (nb::handle item : all_handles) {
+              handles.push_back(to_bytes(item, "all_handles[" + std::to_string(index++) + "]"));
+            }
+            nb::gil_scoped_release release;
+            self.connect(handles);
+          },
+          nb::arg("all_handles"))
+      .def_prop_ro("is_connected", &Buffer::is_connected)
+      .def(
+          "synchronize",
+          [](Buffer& self, uintptr_t stream) {
+            nb::gil_scoped_release release;
+            self.synchronize(reinterpret_cast<Stream>(stream));
+          },
+          nb::arg("stream") = 0)
+      .def_prop_ro("rank", &Buffer::rank)
+      .def_prop_ro("num_ranks", [](const Buffer& self) { return self.topology().num_ranks; })
+      .def_prop_ro("ranks_per_node", [](const Buffer& self) { return self.topology().ranks_per_node; })
+      .def_prop_ro("backend", [](const Buffer& self) { return std::string(backend_name(self.backend())); })
+      .def_prop_ro("config", [](const Buffer& self) { return self.config(); })
+      .def_prop_ro("heap_bytes", &Buffer::heap_bytes);
+  return buffer;
+}
+
+}  // namespace switchyard::python

@@ -1,0 +1,11 @@
+#include "bindings.hpp"
+#include "switchyard/version.hpp"
+
+NB_MODULE(_C, m) {
+  namespace py = switchyard::python;
+  m.doc() = "switchyard's C++ library, bound with nanobind. Use the `switchyard` package, not this module.";
+  m.attr("__version__") = SWITCHYARD_VERSION_STRING;
+  py::bind_errors(m);
+  auto buffer = py::bind_buffer(m);
+  py::bind_normal(m, buffer);
+}

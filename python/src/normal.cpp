@@ -1,0 +1,131 @@
+// The `normal` engine: layout, rank-major dispatch and combine (buffer.hpp).
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "bindings.hpp"
+#include "switchyard/errors.hpp"
+#include "tensors.hpp"
+
+namespace switchyard::python {
+
+namespace {
+
+Stream to_stream(uintptr_t stream) { return reinterpret_cast<Stream>(stream); }
+
+// Python passes a layout as the 4-tuple of its tensors (switchyard.DispatchLayout unpacks to it).
+DispatchLayout to_layout(nb::handle layout, KeepAlive& keep) {
+  nb::tuple parts = nb::cast<nb::tuple>(layout);
+  if (parts.size() != 4) {
+    throw InvalidArgument("layout: expected (num_tokens_per_rank, num_tokens_per_node, num_tokens_per_expert, "
+                          "is_token_in_rank), got a tuple of " + std::to_string(parts.size()));
+  }
+  DispatchLayout result;
+  result.num_tokens_per_rank = Tensor::borrow(to_view(parts[0], "layout.num_tokens_per_rank", keep));
+  result.num_tokens_per_node = Tensor::borrow(to_view(parts[1], "layout.num_tokens_per_node", keep));
+  result.num_tokens_per_expert = Tensor::borrow(to_view(parts[2], "layout.num_tokens_per_expert", keep));
+  result.is_token_in_rank = Tensor::borrow(to_view(parts[3], "layout.is_token_in_rank", keep));
+  return result;
+}
+
+nb::tuple get_dispatch_layout(Buffer& self, nb::handle topk_idx, int num_experts, uintptr_t stream,
+                              const std::string& framework) {
+  const OutputStyle style = parse_output_style(framework);
+  KeepAlive keep;
+  const TensorView topk_idx_view = to_view(topk_idx, "topk_idx", keep);
+  DispatchLayout layout;
+  {
+    nb::gil_scoped_release release;
+    layout = self.get_dispatch_layout(topk_idx_view, num_experts, to_stream(stream));
+  }
+  return nb::make_tuple(to_python(layout.num_tokens_per_rank, style), to_python(layout.num_tokens_per_node, style),
+                        to_python(layout.num_tokens_per_expert, style), to_python(layout.is_token_in_rank, style));
+}
+
+nb::dict dispatch(Buffer& self, nb::handle x, nb::handle x_scales, nb::handle topk_idx, nb::handle topk_weights,
+                  int num_experts, int expert_alignment, nb::handle layout, std::optional<DispatchHandle> cached_handle,
+                  int64_t num_worst_tokens, nb::handle out_recv_x, nb::handle out_recv_x_scales,
+                  nb::handle out_recv_topk_idx, nb::handle out_recv_topk_weights, uintptr_t stream,
+                  const std::string& framework) {
+  const OutputStyle style = parse_output_style(framework);
+  KeepAlive keep;
+  DispatchArgs args;
+  args.x = to_view(x, "x", keep);
+  args.x_scales = to_view(x_scales, "x_scales", keep);
+  args.topk_idx = to_view(topk_idx, "topk_idx", keep);
+  args.topk_weights = to_view(topk_weights, "topk_weights", keep);
+  args.num_experts = num_experts;
+  args.expert_alignment = expert_alignment;
+  DispatchLayout layout_tensors;
+  if (!layout.is_none()) {
+    layout_tensors = to_layout(layout, keep);
+    args.layout = &layout_tensors;
+  }
+  if (cached_handle) args.cached_handle = &*cached_handle;
+  args.num_worst_tokens = num_worst_tokens;
+  args.out_recv_x = to_view(out_recv_x, "out_recv_x", keep, true);
+  args.out_recv_x_scales = to_view(out_recv_x_scales, "out_recv_x_scales", keep, true);
+  args.out_recv_topk_idx = to_view(out_recv_topk_idx, "out_recv_topk_idx", keep, true);
+  args.out_recv_topk_weights = to_view(out_recv_topk_weights, "out_recv_topk_weights", keep, true);
+  args.stream = to_stream(stream);
+
+  DispatchResult result;
+  {
+    nb::gil_scoped_release release;
+    result = self.dispatch(args);
+  }
+  nb::dict out;
+  out["recv_x"] = to_python(result.recv_x, style);
+  out["recv_x_scales"] = to_python(result.recv_x_scales, style);
+  out["recv_topk_idx"] = to_python(result.recv_topk_idx, style);
+  out["recv_topk_weights"] = to_python(result.recv_topk_weights, style);
+  out["num_recv_tokens"] = result.num_recv_tokens;
+  out["num_recv_tokens_per_expert"] = nb::cast(result.num_recv_tokens_per_expert);
+  out["recv_expert_counts"] = to_python(result.recv_expert_counts, style);
+  out["recv_token_count"] = to_python(result.recv_token_count, style);
+  out["handle"] = nb::cast(result.handle);
+  return out;
+}
+
+nb::tuple combine(Buffer& self, nb::handle x, nb::handle topk_weights, const DispatchHandle& handle,
+                  nb::handle out_combined_x, nb::handle out_combined_topk_weights, uintptr_t stream,
+                  const std::string& framework) {
+  const OutputStyle style = parse_output_style(framework);
+  KeepAlive keep;
+  CombineArgs args;
+  args.x = to_view(x, "x", keep);
+  args.topk_weights = to_view(topk_weights, "topk_weights", keep);
+  args.handle = &handle;
+  args.out_combined_x = to_view(out_combined_x, "out_combined_x", keep, true);
+  args.out_combined_topk_weights = to_view(out_combined_topk_weights, "out_combined_topk_weights", keep, true);
+  args.stream = to_stream(stream);
+  CombineResult result;
+  {
+    nb::gil_scoped_release release;
+    result = self.combine(args);
+  }
+  return nb::make_tuple(to_python(result.combined_x, style), to_python(result.combined_topk_weights, style));
+}
+
+}  // namespace
+
+void bind_normal(nb::module_&, BufferClass& buffer) {
+  buffer
+      .def("get_dispatch_layout", &get_dispatch_layout, nb::arg("topk_idx"), nb::arg("num_experts"),
+           nb::arg("stream") = 0, nb::arg("framework") = "numpy",
+           "-> (num_tokens_per_rank, num_tokens_per_node, num_tokens_per_expert, is_token_in_rank)")
+      .def("dispatch", &dispatch, nb::arg("x"), nb::arg("x_scales").none(), nb::arg("topk_idx").none(),
+           nb::arg("topk_weights").none(), nb::arg("num_experts"), nb::arg("expert_alignment"),
+           nb::arg("layout").none(), nb::arg("cached_handle").none(), nb::arg("num_worst_tokens"),
+           nb::arg("out_recv_x").none(), nb::arg("out_recv_x_scales").none(), nb::arg("out_recv_topk_idx").none(),
+           nb::arg("out_recv_topk_weights").none(), nb::arg("stream"), nb::arg("framework"))
+      .def("combine", &combine, nb::arg("x"), nb::arg("topk_weights").none(), nb::arg("handle"),
+           nb::arg("out_combined_x").none(), nb::arg("out_combined_topk_weights").none(), nb::arg("stream"),
+           nb::arg("framework"));
+}
+
+}  // namespace switchyard::python

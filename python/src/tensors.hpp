@@ -1,0 +1,36 @@
+#pragma once
+// Tensors cross by DLPack without copies: inputs are views of the caller's memory, outputs are
+// switchyard Tensors handed to the caller's framework (the Tensor lives as long as the array).
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <string>
+#include <vector>
+
+#include "switchyard/tensor.hpp"
+
+namespace switchyard::python {
+
+namespace nb = nanobind;
+
+// How outputs go back to Python: the caller's framework, and whether bf16/fp8 keep their own DLPack
+// dtypes (torch, jax, cupy) or travel as their bits (numpy has neither: uint16 and uint8).
+struct OutputStyle {
+  enum class Framework { numpy, pytorch, jax, cupy, dlpack } framework = Framework::numpy;
+  bool native_low_precision = false;
+};
+// "numpy", "torch", "jax", "cupy" or "dlpack" (a bare object with __dlpack__).
+OutputStyle parse_output_style(const std::string& framework);
+
+// The arrays a call's views point into; they must outlive the call.
+using KeepAlive = std::vector<nb::ndarray<nb::ro>>;
+
+// A view of `object` (None gives an undefined view). Raises InvalidArgument naming `name` for an
+// object that is not a tensor, an unsupported dtype or device, more than 4 dimensions, or strides
+// that are not row-major contiguous.
+TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, bool writable = false);
+
+// The tensor in the caller's framework, sharing its storage; None when undefined.
+nb::object to_python(const Tensor& tensor, const OutputStyle& style);
+
+}  // namespace switchyard::python

@@ -1,0 +1,25 @@
+"""switchyard: expert-parallel MoE communication (dispatch and combine) with bit-identical results.
+
+    import switchyard
+    buffer = switchyard.Buffer(group, hidden=7168, topk=8, num_experts=256)
+    layout = buffer.get_dispatch_layout(topk_idx, num_experts=256)
+    recv = buffer.dispatch(x, topk_idx, topk_weights, num_experts=256, layout=layout)
+    y = experts(recv.recv_x, recv.recv_topk_idx, recv.num_recv_tokens_per_expert)
+    out = buffer.combine(y, recv.handle, recv.recv_topk_weights)
+
+switchyard.deep_ep is a drop-in for DeepEP's deep_ep.Buffer.
+"""
+from ._errors import Error, InvalidArgument, SystemError, TimeoutError, Unsupported  # noqa: A004  (before _C)
+from . import _C
+from ._buffer import Buffer, CombineResult, DispatchLayout, DispatchResult
+from ._groups import Group, as_group
+
+Config = _C.Config
+DispatchHandle = _C.DispatchHandle
+cuda_available = _C.cuda_available
+__version__ = _C.__version__
+
+__all__ = [
+    "Buffer", "CombineResult", "Config", "DispatchHandle", "DispatchLayout", "DispatchResult", "Error", "Group",
+    "InvalidArgument", "SystemError", "TimeoutError", "Unsupported", "as_group", "cuda_available",
+]

@@ -1,0 +1,204 @@
+"""switchyard.Buffer: one rank's buffer, connected to its peers through a group."""
+from dataclasses import dataclass
+from typing import Any, List, Optional
+
+from . import _C
+from ._errors import Error, InvalidArgument
+from ._groups import as_group
+from ._tensors import framework_of, stream_of
+
+__all__ = ["Buffer", "DispatchLayout", "DispatchResult", "CombineResult"]
+
+
+@dataclass
+class DispatchLayout:
+    """What get_dispatch_layout computes from topk_idx (int32 counts, bool [N, R])."""
+
+    num_tokens_per_rank: Any  # [R]: tokens with at least one expert on each rank
+    num_tokens_per_node: Any  # [R / ranks_per_node]
+    num_tokens_per_expert: Any  # [E]: per (token, slot) pair, as DeepEP counts
+    is_token_in_rank: Any  # [N, R]
+
+    def __iter__(self):
+        return iter((self.num_tokens_per_rank, self.num_tokens_per_node, self.num_tokens_per_expert,
+                     self.is_token_in_rank))
+
+
+@dataclass
+class DispatchResult:
+    recv_x: Any  # [M, H], x's dtype, by source rank ascending, then source token ascending
+    recv_x_scales: Any  # f32 [M, H / 128] for fp8 input, else None
+    recv_topk_idx: Any  # i64 [M, K]: local expert ids; slots of other ranks' experts are -1
+    recv_topk_weights: Any  # f32 [M, K]: 0 where recv_topk_idx is -1; None without topk_weights
+    num_recv_tokens: int  # M (-1 in worst-case mode)
+    num_recv_tokens_per_expert: List[int]  # per local expert, rounded up to expert_alignment
+    recv_expert_counts: Any  # the same counts as a tensor (device memory on CUDA), valid in every mode
+    recv_token_count: Any  # i32 [1]: M as a tensor
+    handle: "_C.DispatchHandle"  # for combine and cached dispatch
+
+
+@dataclass
+class CombineResult:
+    combined_x: Any  # bf16 [N, H]
+    combined_topk_weights: Any  # f32 [N, K] when topk_weights was given, else None
+
+    def __iter__(self):
+        return iter((self.combined_x, self.combined_topk_weights))
+
+
+def _default_backend(backend):
+    if backend == "auto":
+        return "cuda" if _C.cuda_available() else "cpu"
+    return backend
+
+
+class Buffer:
+    """One rank's switchyard buffer: its symmetric heap and the engines over it.
+
+    Creating it is collective: every rank of `group` creates its Buffer with the same options, and
+    the handles are exchanged through `group` (a torch.distributed ProcessGroup, an mpi4py
+    communicator, or a callable allgather(bytes) -> list[bytes]; see switchyard.as_group).
+
+    Tensors are any objects with __dlpack__ (numpy, torch, cupy, jax), contiguous, passed without
+    copies; outputs come back in the framework of `x`, sharing switchyard's memory. numpy has no bf16
+    or fp8: pass and receive them as their bits (uint16 for bf16, uint8 for fp8 e4m3); torch's
+    bfloat16 and float8_e4m3fn are taken and returned as they are. On CUDA, calls run on the
+    framework's current stream (torch.cuda.current_stream()) unless `stream=` is given.
+
+    Results are bit-identical on every engine and backend, run after run (see DESIGN.md).
+    """
+
+    def __init__(self, group, *, backend: str = "auto", device: Optional[int] = None, sharing: str = "processes",
+                 ranks_per_node: Optional[int] = None, config: Optional[_C.Config] = None,
+                 max_tokens_per_rank: int = 4096, hidden: int = 7168, topk: int = 8, num_experts: int = 256,
+                 heap_bytes: int = 0, rank: Optional[int] = None):
+        """backend: 'cpu', 'cuda' or 'auto' (cuda when available). sharing: 'processes' (one process
+        per rank: POSIX shared memory / CUDA IPC) or 'threads' (ranks are threads of one process).
+        hidden/topk/num_experts size the heap for the largest call (or give heap_bytes).
+        device: the CUDA device (default: torch's current device when torch is imported, else 0)."""
+        self.group = as_group(group, rank)
+        backend = _default_backend(backend)
+        if device is None:
+            device = 0
+            if backend == "cuda":
+                import sys
+                torch = sys.modules.get("torch")
+                if torch is not None and torch.cuda.is_available():
+                    device = torch.cuda.current_device()
+        sizing = _C.BufferSizing(max_tokens_per_rank=max_tokens_per_rank, hidden=hidden, topk=topk,
+                                 num_experts=num_experts)
+        self._native = _C.Buffer(self.group.size, ranks_per_node or self.group.size, self.group.rank, backend,
+                                 device, sharing, config if config is not None else _C.Config(), sizing, heap_bytes)
+        self._native.connect(self.group.allgather(self._native.local_handle()))
+
+    # ---- properties -----------------------------------------------------------------------------
+    @property
+    def rank(self) -> int:
+        return self._native.rank
+
+    @property
+    def num_ranks(self) -> int:
+        return self._native.num_ranks
+
+    @property
+    def ranks_per_node(self) -> int:
+        return self._native.ranks_per_node
+
+    @property
+    def backend(self) -> str:
+        return self._native.backend
+
+    @property
+    def config(self) -> _C.Config:
+        return self._native.config
+
+    @property
+    def heap_bytes(self) -> int:
+        return self._native.heap_bytes
+
+    @property
+    def native(self) -> "_C.Buffer":
+        self._check_alive()
+        return self._native
+
+    def _check_alive(self):
+        if self._native is None:
+            raise Error("Buffer: used after destroy()")
+
+    # ---- the normal engine ----------------------------------------------------------------------
+    def get_dispatch_layout(self, topk_idx, num_experts: int, *, stream=None) -> DispatchLayout:
+        """Per-rank, per-node and per-expert token counts and is_token_in_rank, from topk_idx
+        (int64 [N, K], -1 = no expert). Local: no communication."""
+        self._check_alive()
+        parts = self._native.get_dispatch_layout(topk_idx, int(num_experts), stream_of(topk_idx, stream),
+                                                 framework_of(topk_idx))
+        return DispatchLayout(*parts)
+
+    def dispatch(self, x, topk_idx=None, topk_weights=None, *, num_experts: int = 0, x_scales=None,
+                 expert_alignment: int = 1, layout: Optional[DispatchLayout] = None,
+                 handle: Optional[_C.DispatchHandle] = None, num_worst_tokens: int = 0, out_recv_x=None,
+                 out_recv_x_scales=None, out_recv_topk_idx=None, out_recv_topk_weights=None,
+                 stream=None) -> DispatchResult:
+        """Sends each token to the ranks holding its experts (the `normal` engine, rank-major).
+
+        x: bf16 [N, H] (uint16 bits with numpy), or fp8 e4m3 [N, H] (uint8 bits with numpy) with
+        x_scales f32 [N, H / 128]; x may also be the tuple (x_fp8, x_scales).
+        topk_idx: int64 [N, K], -1 = no expert; topk_weights: f32 [N, K], optional.
+        layout: from get_dispatch_layout on the same topk_idx (computed here when None).
+        handle: an earlier dispatch's handle replays its routing (cached dispatch): topk_idx,
+        topk_weights, num_experts and layout may then be omitted.
+        num_worst_tokens > 0: outputs have exactly that many rows and the host never waits for the
+        counts; rows past the received ones have topk_idx -1 and weight 0.
+        out_recv_*: preallocated outputs (returned as given).
+
+        Rank d receives each token with at least one expert on d exactly once, ordered by source
+        rank ascending, then by source token ascending (deterministic, unlike DeepEP).
+        """
+        self._check_alive()
+        if isinstance(x, tuple):
+            if x_scales is not None:
+                raise InvalidArgument("x_scales: given twice (x is already a tuple (x, x_scales))")
+            x, x_scales = x
+        raw = self._native.dispatch(
+            x, x_scales, topk_idx, topk_weights, int(num_experts), int(expert_alignment),
+            tuple(layout) if layout is not None else None, handle, int(num_worst_tokens), out_recv_x,
+            out_recv_x_scales, out_recv_topk_idx, out_recv_topk_weights, stream_of(x, stream), framework_of(x))
+        for name, given in (("recv_x", out_recv_x), ("recv_x_scales", out_recv_x_scales),
+                            ("recv_topk_idx", out_recv_topk_idx), ("recv_topk_weights", out_recv_topk_weights)):
+            if given is not None:
+                raw[name] = given
+        return DispatchResult(**raw)
+
+    def combine(self, x, handle: _C.DispatchHandle, topk_weights=None, *, out_combined_x=None,
+                out_combined_topk_weights=None, stream=None) -> CombineResult:
+        """Brings rows back to their source ranks and reduces them.
+
+        x: bf16 [M, H], one row per received token in dispatch's order; topk_weights: f32 [M, K],
+        optional, reduced like x. out[t] is the sum over the ranks that received t, in ascending rank
+        order, in fp32 from +0, rounded to bf16 once (with several nodes: per node first, then over
+        nodes; see DESIGN.md). The order is part of the contract: results are bit-identical.
+        """
+        self._check_alive()
+        combined_x, combined_topk_weights = self._native.combine(
+            x, topk_weights, handle, out_combined_x, out_combined_topk_weights, stream_of(x, stream),
+            framework_of(x))
+        if out_combined_x is not None:
+            combined_x = out_combined_x
+        if out_combined_topk_weights is not None:
+            combined_topk_weights = out_combined_topk_weights
+        return CombineResult(combined_x, combined_topk_weights)
+
+    # ---- lifetime -------------------------------------------------------------------------------
+    def synchronize(self, stream=None):
+        """Waits for this buffer's work on `stream` and raises any error a kernel recorded (CPU calls
+        complete before they return)."""
+        self._check_alive()
+        self._native.synchronize(stream_of(None, stream))
+
+    def destroy(self):
+        """Collective: waits until every rank is done with its peers' heaps, then frees this rank's.
+        Dropping a Buffer without it is safe only once no peer can still be reading this heap."""
+        if self._native is None:
+            return
+        self.group.barrier()
+        self._native = None
