@@ -55,6 +55,8 @@ class CudaBackend final : public detail::BackendImpl {
     SY_CUDA_CHECK(cudaMemset(error_claim_, 0, sizeof(int32_t)));
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&barrier_epoch_), sizeof(uint64_t)));
     SY_CUDA_CHECK(cudaMemset(barrier_epoch_, 0, sizeof(uint64_t)));
+    // Those memsets ran on the legacy stream, which the ranks' non-blocking streams do not wait for.
+    SY_CUDA_CHECK(cudaDeviceSynchronize());
     SY_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking));
     // Once, before any rank launches: changing a kernel's attributes later could wait for its
     // running instances, i.e. for peers that wait for us.
@@ -151,6 +153,14 @@ class CudaBackend final : public detail::BackendImpl {
     const DispatchArgs& args = plan.args;
 
     std::shared_ptr<detail::NormalHandleData> handle = detail::new_normal_handle(plan, owner_);
+    // Allocated before any kernel of the call: once peers spin in their dispatch kernels, an
+    // allocation that had to grow the pool could wait on the device. M is at most every source's
+    // capacity (or the worst-case rows).
+    const int64_t source_row_capacity =
+        plan.num_worst_tokens > 0 ? plan.num_worst_tokens
+        : plan.cached             ? plan.cached->num_recv_tokens
+                                  : static_cast<int64_t>(num_ranks) * options_.sizing.max_tokens_per_rank;
+    handle->recv_src_token = allocate_on(stream, DType::i32, {source_row_capacity});
     if (plan.cached) {
       launch_begin_call(context, stream);
     } else {
@@ -213,7 +223,6 @@ class CudaBackend final : public detail::BackendImpl {
       result.recv_topk_weights =
           device_output(args.out_recv_topk_weights, DType::f32, rows, plan.topk, device_, alloc_stream(stream), "out_recv_topk_weights");
     }
-    handle->recv_src_token = allocate_on(stream, DType::i32, {rows});
 
     DispatchLaunch launch{};
     launch.message = detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
@@ -273,6 +282,7 @@ class CudaBackend final : public detail::BackendImpl {
     launch_combine(context, launch, stream);
     return result;
   }
+
 
   void synchronize(Stream stream) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));
