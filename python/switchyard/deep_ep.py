@@ -1,0 +1,346 @@
+"""A drop-in for DeepEP's V1 `deep_ep.Buffer`, running on switchyard's engines.
+
+    from switchyard import deep_ep          # instead of: import deep_ep
+    buffer = deep_ep.Buffer(group, num_nvl_bytes=...)
+    num_tokens_per_rank, num_tokens_per_rdma_rank, num_tokens_per_expert, is_token_in_rank, _ = \\
+        buffer.get_dispatch_layout(topk_idx, num_experts)
+    recv_x, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert_list, handle, event = \\
+        buffer.dispatch(x, num_tokens_per_rank=num_tokens_per_rank, is_token_in_rank=is_token_in_rank,
+                        num_tokens_per_expert=num_tokens_per_expert, topk_idx=topk_idx,
+                        topk_weights=topk_weights)
+    combined_x, combined_topk_weights, event = buffer.combine(y, handle, topk_weights=recv_topk_weights)
+
+Differences from DeepEP, all of them deliberate:
+- Stricter, deterministic semantics. recv_x is ordered by source rank, then source token, and
+  combine sums in ascending rank order in fp32 from +0, rounded to bf16 once: results are
+  bit-identical run after run and on every engine and backend.
+- Calls run on the caller's current stream (torch.cuda.current_stream()); there is no separate
+  communication stream, so async_finish and allocate_on_comm_stream only change which event is
+  returned (it is recorded on the current stream after the call).
+- The engine's tuning is fixed when the Buffer is created (switchyard_config=). A per-call `config`
+  may be None or one of DeepEP's recommended configs (get_dispatch_config / get_combine_config),
+  which switchyard replaces by its own tuning (results never depend on tuning); any other config
+  raises switchyard.Unsupported.
+- Tensors: anything with __dlpack__. With numpy, bf16 travels as its bits in uint16 arrays and fp8
+  e4m3 as uint8; torch.bfloat16 and torch.float8_e4m3fn are taken as they are. The CPU backend runs
+  everything without a GPU.
+- Options that switchyard does not implement raise switchyard.Unsupported naming them; none is
+  ignored silently. The low-latency methods raise Unsupported until that engine lands.
+"""
+import sys
+from typing import Any, List, Optional, Tuple
+
+from . import _C
+from ._buffer import Buffer as _NativeBuffer
+from ._buffer import DispatchLayout
+from ._errors import InvalidArgument, Unsupported
+
+__all__ = ["Buffer", "Config", "EventOverlap"]
+
+# DeepEP's intranode domain: up to 8 GPUs share NVLink (NUM_MAX_NVL_PEERS).
+NUM_MAX_NVL_PEERS = 8
+
+
+def _torch():
+    return sys.modules.get("torch")
+
+
+def _cuda_tensor(tensor) -> bool:
+    torch = _torch()
+    return torch is not None and isinstance(tensor, torch.Tensor) and tensor.is_cuda
+
+
+class Config:
+    """DeepEP's performance config: (num_sms, nvl send chunk, nvl recv buffer, rdma send chunk,
+    rdma recv buffer). switchyard maps it to its engine's Config: num_channels = num_sms / 2 (a
+    channel is a sender and a receiver block, as in DeepEP) on CUDA, ring_slots =
+    num_max_nvl_chunked_recv_tokens, chunk_tokens = num_max_nvl_chunked_send_tokens."""
+
+    def __init__(self, num_sms: int = 20, num_max_nvl_chunked_send_tokens: int = 6,
+                 num_max_nvl_chunked_recv_tokens: int = 256, num_max_rdma_chunked_send_tokens: int = 6,
+                 num_max_rdma_chunked_recv_tokens: int = 128):
+        self.num_sms = num_sms
+        self.num_max_nvl_chunked_send_tokens = num_max_nvl_chunked_send_tokens
+        self.num_max_nvl_chunked_recv_tokens = num_max_nvl_chunked_recv_tokens
+        self.num_max_rdma_chunked_send_tokens = num_max_rdma_chunked_send_tokens
+        self.num_max_rdma_chunked_recv_tokens = num_max_rdma_chunked_recv_tokens
+
+    def _fields(self):
+        return (self.num_sms, self.num_max_nvl_chunked_send_tokens, self.num_max_nvl_chunked_recv_tokens,
+                self.num_max_rdma_chunked_send_tokens, self.num_max_rdma_chunked_recv_tokens)
+
+    def __eq__(self, other):
+        return isinstance(other, Config) and self._fields() == other._fields()
+
+    def __hash__(self):
+        return hash(self._fields())
+
+    def __repr__(self):
+        return "deep_ep.Config(%d, %d, %d, %d, %d)" % self._fields()
+
+    def to_switchyard(self, backend: str = "cuda") -> _C.Config:
+        channels = self.num_sms // 2 if backend == "cuda" else _C.Config().num_channels
+        return _C.Config(num_channels=channels, ring_slots=self.num_max_nvl_chunked_recv_tokens,
+                         chunk_tokens=self.num_max_nvl_chunked_send_tokens)
+
+    def get_nvl_buffer_size_hint(self, hidden_bytes: int, num_ranks: int, *, topk: int = 8,
+                                 num_experts: int = 256) -> int:
+        """Bytes of switchyard heap per rank (num_nvl_bytes) for bf16 rows of hidden_bytes, with
+        this config on CUDA (switchyard's heap does not grow with the token count: rings wrap)."""
+        sizing = _C.BufferSizing(hidden=max(1, hidden_bytes // 2), topk=topk, num_experts=num_experts)
+        return _C.normal_heap_bytes(num_ranks, min(num_ranks, NUM_MAX_NVL_PEERS), self.to_switchyard("cuda"), sizing)
+
+    def get_rdma_buffer_size_hint(self, hidden_bytes: int, num_ranks: int) -> int:
+        """0 within one node (up to 8 ranks). Internode is not implemented yet."""
+        if num_ranks > NUM_MAX_NVL_PEERS:
+            raise Unsupported("Config.get_rdma_buffer_size_hint: internode (more than 8 ranks) is not implemented "
+                              "in switchyard yet")
+        return 0
+
+
+class EventOverlap:
+    """A CUDA event (torch.cuda.Event) with the tensors that must live until it completes; None on
+    the CPU backend, where every call has completed when it returns."""
+
+    def __init__(self, event: Optional[Any] = None, extra_tensors: Optional[Tuple] = None):
+        self.event = event
+        self.extra_tensors = extra_tensors
+
+    def current_stream_wait(self) -> None:
+        """Makes the current stream wait for the event (nothing to wait for without one)."""
+        if self.event is not None:
+            _torch().cuda.current_stream().wait_event(self.event)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc_value, traceback):
+        self.current_stream_wait()
+
+
+def _record_event(tensor, wanted: bool) -> EventOverlap:
+    if wanted and _cuda_tensor(tensor):
+        event = _torch().cuda.Event()
+        event.record(_torch().cuda.current_stream(tensor.device))
+        return EventOverlap(event)
+    return EventOverlap(None)
+
+
+class Buffer:
+    """DeepEP's deep_ep.Buffer on switchyard's `normal` engine (module docstring: the differences).
+
+    Attributes: rank, group_size, group, num_nvl_bytes, num_rdma_bytes, low_latency_mode, and the
+    switchyard buffer as `switchyard_buffer`.
+    """
+
+    num_sms: int = 20
+
+    def __init__(self, group, num_nvl_bytes: int = 0, num_rdma_bytes: int = 0, low_latency_mode: bool = False,
+                 num_qps_per_rank: int = 24, allow_nvlink_for_low_latency_mode: bool = True,
+                 allow_mnnvl: bool = False, use_fabric: bool = False, explicitly_destroy: bool = False,
+                 enable_shrink: bool = False, comm=None, *, backend: str = "auto", sharing: str = "processes",
+                 switchyard_config: Optional[_C.Config] = None, timeout_seconds: Optional[float] = None):
+        """group: a torch.distributed ProcessGroup, as in DeepEP; also an mpi4py communicator or a
+        callable allgather(bytes) -> list[bytes] (switchyard.as_group). `comm` (an mpi4py
+        communicator) is used in place of group when group is None.
+
+        num_nvl_bytes: bytes of switchyard's symmetric heap per rank (what DeepEP allocates for
+        NVLink); 0 sizes it for DeepSeek-V3 shapes (hidden 7168, top-8 of 256 experts).
+        Config.get_nvl_buffer_size_hint(hidden_bytes, num_ranks) gives switchyard's own need.
+        num_rdma_bytes, num_qps_per_rank and allow_nvlink_for_low_latency_mode configure RDMA, which
+        switchyard does not use within one node; they are accepted and have no effect there.
+        Switchyard extensions: backend ('auto', 'cpu' or 'cuda'), sharing ('processes' or 'threads'),
+        switchyard_config (the engine's tuning; default: switchyard's), timeout_seconds.
+        """
+        for name, value in (("allow_mnnvl", allow_mnnvl), ("use_fabric", use_fabric),
+                            ("enable_shrink", enable_shrink)):
+            if value:
+                raise Unsupported(f"deep_ep.Buffer({name}=True): not implemented in switchyard")
+        if group is None:
+            if comm is None:
+                raise InvalidArgument("group: expected a process group (or comm=), got None")
+            group = comm
+        config = switchyard_config if switchyard_config is not None else _C.Config()
+        if timeout_seconds is not None:
+            config.timeout_seconds = float(timeout_seconds)
+        # The number of ranks is known only once the group is resolved; NVLink domains are 8 GPUs.
+        from ._groups import as_group
+        resolved = as_group(group)
+        self.rank = resolved.rank
+        self.group_size = resolved.size
+        self.group = group
+        self.num_nvl_bytes = num_nvl_bytes
+        self.num_rdma_bytes = num_rdma_bytes
+        self.low_latency_mode = low_latency_mode
+        self.explicitly_destroy = explicitly_destroy
+        self.switchyard_buffer = _NativeBuffer(
+            resolved, backend=backend, sharing=sharing, ranks_per_node=min(self.group_size, NUM_MAX_NVL_PEERS),
+            config=config, heap_bytes=int(num_nvl_bytes))
+        self._last_layout: Optional[Tuple[Any, DispatchLayout]] = None
+
+    # ---- DeepEP's static helpers ----------------------------------------------------------------
+    @staticmethod
+    def set_num_sms(new_num_sms: int) -> None:
+        assert new_num_sms % 2 == 0, "The SM count must be even"
+        Buffer.num_sms = new_num_sms
+
+    @staticmethod
+    def is_sm90_compiled() -> bool:
+        return _C.cuda_available()
+
+    @staticmethod
+    def capture() -> EventOverlap:
+        """An event on the current CUDA stream (None without torch CUDA)."""
+        torch = _torch()
+        if torch is None or not torch.cuda.is_available():
+            return EventOverlap(None)
+        event = torch.cuda.Event()
+        event.record(torch.cuda.current_stream())
+        return EventOverlap(event)
+
+    @staticmethod
+    def get_dispatch_config(num_ranks: int) -> Config:
+        """DeepEP's recommended dispatch config; passing it to dispatch selects switchyard's tuning."""
+        table = {2: (24, 256), 4: (6, 256), 8: (6, 256), 16: (16, 288), 24: (8, 288), 32: (8, 288)}
+        send, recv = table.get(num_ranks, (6, 256))
+        return Config(Buffer.num_sms, send, recv, 6, 128)
+
+    @staticmethod
+    def get_combine_config(num_ranks: int) -> Config:
+        """DeepEP's recommended combine config; passing it to combine selects switchyard's tuning."""
+        table = {2: (10, 256), 4: (9, 256), 8: (4, 256), 16: (2, 288), 24: (1, 288), 32: (1, 288)}
+        send, recv = table.get(num_ranks, (4, 256))
+        return Config(Buffer.num_sms, send, recv, 6, 128)
+
+    @staticmethod
+    def get_low_latency_rdma_size_hint(num_max_dispatch_tokens_per_rank: int, hidden: int, num_ranks: int,
+                                       num_experts: int) -> int:
+        raise Unsupported("deep_ep.Buffer.get_low_latency_rdma_size_hint: switchyard's low_latency engine is not "
+                          "implemented yet")
+
+    def get_local_buffer_tensor(self, *args, **kwargs):
+        raise Unsupported("deep_ep.Buffer.get_local_buffer_tensor: switchyard's heap is not exposed as a tensor")
+
+    def destroy(self) -> None:
+        """Collective: every rank waits for the others, then frees its heap."""
+        self.switchyard_buffer.destroy()
+
+    # ---- helpers --------------------------------------------------------------------------------
+    def _check_config(self, config: Optional[Config], method: str) -> None:
+        if config is None:
+            return
+        recommended = (Buffer.get_dispatch_config(self.group_size), Buffer.get_combine_config(self.group_size))
+        if config in recommended:
+            return
+        raise Unsupported(f"deep_ep.Buffer.{method}(config={config!r}): switchyard fixes the engine's tuning when "
+                          "the Buffer is created; pass deep_ep.Buffer(..., switchyard_config=switchyard.Config(...)) "
+                          "and config=None (or DeepEP's recommended config)")
+
+    @staticmethod
+    def _wait_previous(previous_event: Optional[EventOverlap]) -> None:
+        if previous_event is not None:
+            previous_event.current_stream_wait()
+
+    # ---- normal mode ----------------------------------------------------------------------------
+    def get_dispatch_layout(self, topk_idx, num_experts: int, previous_event: Optional[EventOverlap] = None,
+                            async_finish: bool = False, allocate_on_comm_stream: bool = False):
+        """-> (num_tokens_per_rank int32 [R], num_tokens_per_rdma_rank (None within one node),
+        num_tokens_per_expert int32 [E], is_token_in_rank bool [N, R], event)."""
+        self._wait_previous(previous_event)
+        layout = self.switchyard_buffer.get_dispatch_layout(topk_idx, num_experts)
+        self._last_layout = (layout.num_tokens_per_rank, layout)
+        per_rdma_rank = None if self.switchyard_buffer.ranks_per_node == self.group_size else layout.num_tokens_per_node
+        return (layout.num_tokens_per_rank, per_rdma_rank, layout.num_tokens_per_expert, layout.is_token_in_rank,
+                _record_event(topk_idx, async_finish))
+
+    def dispatch(self, x, handle: Optional[_C.DispatchHandle] = None, num_tokens_per_rank=None,
+                 num_tokens_per_rdma_rank=None, is_token_in_rank=None, num_tokens_per_expert=None, topk_idx=None,
+                 topk_weights=None, expert_alignment: int = 1, num_worst_tokens: int = 0,
+                 config: Optional[Config] = None, previous_event: Optional[EventOverlap] = None,
+                 async_finish: bool = False, allocate_on_comm_stream: bool = False):
+        """-> (recv_x, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert_list, handle, event).
+
+        x: bf16 [N, H] (uint16 bits with numpy), or a tuple (fp8 e4m3 [N, H], f32 scales [N, H/128]);
+        recv_x is then the tuple (recv_x, recv_x_scales). With `handle` (cached dispatch), topk_idx and
+        topk_weights must be None and only recv_x comes back, as in DeepEP.
+
+        Stricter than DeepEP: recv_x is ordered by source rank ascending, then source token
+        ascending, every time. recv_topk_idx holds local expert ids, -1 (weight 0) for other ranks'
+        experts. num_tokens_per_rank, num_tokens_per_rdma_rank, is_token_in_rank and
+        num_tokens_per_expert are a function of topk_idx: those that came from this Buffer's last
+        get_dispatch_layout are reused, others are recomputed from topk_idx. num_worst_tokens > 0:
+        fixed-size outputs and no host synchronisation (num_recv_tokens_per_expert_list is empty).
+        """
+        self._check_config(config, "dispatch")
+        x, x_scales = x if isinstance(x, tuple) else (x, None)
+        self._wait_previous(previous_event)
+        if handle is not None:
+            if not isinstance(handle, _C.DispatchHandle):
+                raise InvalidArgument(f"handle: expected the handle a dispatch returned, got {type(handle).__name__}")
+            if topk_idx is not None or topk_weights is not None:
+                raise InvalidArgument("topk_idx, topk_weights: expected None with a cached handle (as in DeepEP)")
+            result = self.switchyard_buffer.dispatch(x, x_scales=x_scales, handle=handle,
+                                                     expert_alignment=expert_alignment,
+                                                     num_worst_tokens=num_worst_tokens)
+            recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
+            return recv_x, None, None, None, None, _record_event(x, async_finish)
+
+        if topk_idx is None:
+            raise Unsupported("deep_ep.Buffer.dispatch(topk_idx=None): switchyard routes tokens by topk_idx; "
+                              "pass it (or a cached handle)")
+        if num_tokens_per_expert is None:
+            raise InvalidArgument("num_tokens_per_expert: expected the tensor from get_dispatch_layout "
+                                  "(it gives num_experts), got None")
+        num_experts = int(num_tokens_per_expert.shape[0])
+        layout = None
+        if self._last_layout is not None and self._last_layout[0] is num_tokens_per_rank:
+            layout = self._last_layout[1]
+        result = self.switchyard_buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts,
+                                                 x_scales=x_scales, expert_alignment=expert_alignment,
+                                                 layout=layout, num_worst_tokens=num_worst_tokens)
+        recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
+        return (recv_x, result.recv_topk_idx, result.recv_topk_weights, list(result.num_recv_tokens_per_expert),
+                result.handle, _record_event(x, async_finish))
+
+    def combine(self, x, handle: _C.DispatchHandle, topk_weights=None, bias=None, config: Optional[Config] = None,
+                previous_event: Optional[EventOverlap] = None, async_finish: bool = False,
+                allocate_on_comm_stream: bool = False):
+        """-> (combined_x, combined_topk_weights, event).
+
+        x: bf16 [M, H], one row per received token in dispatch's order. Stricter than DeepEP:
+        combined_x[t] is the sum over the ranks that received t in ascending rank order, in fp32
+        from +0, rounded to bf16 once, so it is bit-identical run after run. topk_weights are
+        reduced the same way (exactly: each slot is non-zero on one rank only).
+        """
+        self._check_config(config, "combine")
+        if bias is not None:
+            raise Unsupported("deep_ep.Buffer.combine(bias=...): not implemented in switchyard; add the bias "
+                              "to combined_x")
+        if not isinstance(handle, _C.DispatchHandle):
+            raise InvalidArgument(f"handle: expected the handle a dispatch returned, got {type(handle).__name__}")
+        self._wait_previous(previous_event)
+        result = self.switchyard_buffer.combine(x, handle, topk_weights)
+        return result.combined_x, result.combined_topk_weights, _record_event(x, async_finish)
+
+    # ---- low-latency mode -----------------------------------------------------------------------
+    def _low_latency_unsupported(self, method: str):
+        raise Unsupported(f"deep_ep.Buffer.{method}: switchyard's low_latency engine is not implemented yet")
+
+    def low_latency_dispatch(self, x, topk_idx, num_max_dispatch_tokens_per_rank: int, num_experts: int,
+                             cumulative_local_expert_recv_stats=None, dispatch_wait_recv_cost_stats=None,
+                             use_fp8: bool = True, round_scale: bool = False, use_ue8m0: bool = False,
+                             async_finish: bool = False, return_recv_hook: bool = False):
+        """-> (recv_x, recv_count, handle, event, hook) once switchyard's low_latency engine lands."""
+        self._low_latency_unsupported("low_latency_dispatch")
+
+    def low_latency_combine(self, x, topk_idx, topk_weights, handle, use_logfmt: bool = False,
+                            zero_copy: bool = False, async_finish: bool = False, return_recv_hook: bool = False,
+                            out=None, combine_wait_recv_cost_stats=None):
+        """-> (combined_x, event, hook) once switchyard's low_latency engine lands."""
+        self._low_latency_unsupported("low_latency_combine")
+
+    def clean_low_latency_buffer(self, num_max_dispatch_tokens_per_rank: int, hidden: int, num_experts: int):
+        self._low_latency_unsupported("clean_low_latency_buffer")
+
+    def get_next_low_latency_combine_buffer(self, handle):
+        self._low_latency_unsupported("get_next_low_latency_combine_buffer")

@@ -1,0 +1,103 @@
+"""A small NumPy reference of the `normal` engine's semantics (DESIGN.md), one node.
+
+bf16 values travel as their bits (uint16), fp8 as uint8: the engine copies them bit for bit.
+"""
+import numpy as np
+
+
+def bf16_to_f32(bits):
+    return (np.asarray(bits, np.uint16).astype(np.uint32) << 16).view(np.float32)
+
+
+def f32_to_bf16(values):
+    """Round to nearest, ties to even (finite inputs)."""
+    bits = np.asarray(values, np.float32).view(np.uint32)
+    rounded = bits + np.uint32(0x7FFF) + ((bits >> np.uint32(16)) & np.uint32(1))
+    return (rounded >> np.uint32(16)).astype(np.uint16)
+
+
+def draw_inputs(rng, num_tokens, hidden, topk, num_experts, fp8=False, none_fraction=0.25):
+    """One rank's inputs: x (bf16 bits, or fp8 bits with f32 scales), topk_idx with distinct experts
+    per token and some -1 slots, topk_weights."""
+    if fp8:
+        x = rng.integers(0, 256, size=(num_tokens, hidden), dtype=np.uint8)
+        scales = rng.standard_normal((num_tokens, hidden // 128)).astype(np.float32)
+    else:
+        x = f32_to_bf16(rng.standard_normal((num_tokens, hidden)).astype(np.float32))
+        scales = None
+    topk_idx = np.argsort(rng.random((num_tokens, num_experts)), axis=1)[:, :topk].astype(np.int64)
+    topk_idx[rng.random((num_tokens, topk)) < none_fraction] = -1
+    topk_weights = rng.random((num_tokens, topk)).astype(np.float32)
+    return x, scales, topk_idx, topk_weights
+
+
+def layout(topk_idx, num_experts, num_ranks):
+    experts_per_rank = num_experts // num_ranks
+    num_tokens = topk_idx.shape[0]
+    valid = topk_idx >= 0
+    num_tokens_per_expert = np.bincount(topk_idx[valid], minlength=num_experts).astype(np.int32)
+    is_token_in_rank = np.zeros((num_tokens, num_ranks), bool)
+    rows, slots = np.nonzero(valid)
+    is_token_in_rank[rows, topk_idx[rows, slots] // experts_per_rank] = True
+    num_tokens_per_rank = is_token_in_rank.sum(axis=0).astype(np.int32)
+    return num_tokens_per_rank, num_tokens_per_expert, is_token_in_rank
+
+
+def dispatch(inputs, num_experts, expert_alignment=1):
+    """inputs[s] = (x, scales, topk_idx, topk_weights) of source rank s. Per destination d: a dict of
+    recv_x, recv_x_scales, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert and the
+    (source rank, source token) of each row."""
+    num_ranks = len(inputs)
+    experts_per_rank = num_experts // num_ranks
+    outputs = []
+    for dest in range(num_ranks):
+        sources = []
+        for source, (_, _, topk_idx, _) in enumerate(inputs):
+            on_dest = (topk_idx >= 0) & (topk_idx // experts_per_rank == dest)
+            sources += [(source, token) for token in np.nonzero(on_dest.any(axis=1))[0]]
+        x0, scales0, idx0, _ = inputs[0]
+        recv_x = np.array([inputs[s][0][t] for s, t in sources], x0.dtype).reshape(len(sources), x0.shape[1])
+        recv_scales = None
+        if scales0 is not None:
+            recv_scales = np.array([inputs[s][1][t] for s, t in sources], np.float32).reshape(
+                len(sources), scales0.shape[1])
+        topk = idx0.shape[1]
+        recv_idx = np.full((len(sources), topk), -1, np.int64)
+        recv_w = np.zeros((len(sources), topk), np.float32)
+        for row, (s, t) in enumerate(sources):
+            ids = inputs[s][2][t]
+            here = (ids >= 0) & (ids // experts_per_rank == dest)
+            recv_idx[row, here] = ids[here] % experts_per_rank
+            recv_w[row, here] = inputs[s][3][t][here]
+        counts = np.bincount(recv_idx[recv_idx >= 0], minlength=experts_per_rank)
+        aligned = [int(-(-c // expert_alignment) * expert_alignment) for c in counts]
+        outputs.append(dict(recv_x=recv_x, recv_x_scales=recv_scales, recv_topk_idx=recv_idx,
+                            recv_topk_weights=recv_w, num_recv_tokens_per_expert=aligned, sources=sources))
+    return outputs
+
+
+def combine(ys, weights, dispatched, num_tokens_per_source):
+    """ys[d]: bf16 bits [M_d, H] in d's receive order. out[t] = the fp32 sum from +0 over the ranks d
+    that received t in ascending order, rounded to bf16 once; the weights are summed the same way."""
+    num_ranks = len(ys)
+    hidden = ys[0].shape[1]
+    topk = dispatched[0]["recv_topk_idx"].shape[1]
+    outputs = []
+    for source in range(num_ranks):
+        accumulated = np.zeros((num_tokens_per_source[source], hidden), np.float32)
+        accumulated_w = np.zeros((num_tokens_per_source[source], topk), np.float32)
+        for dest in range(num_ranks):  # ascending: the order is part of the contract
+            for row, (s, t) in enumerate(dispatched[dest]["sources"]):
+                if s == source:
+                    accumulated[t] = accumulated[t] + bf16_to_f32(ys[dest][row])
+                    accumulated_w[t] = accumulated_w[t] + weights[dest][row]
+        outputs.append((f32_to_bf16(accumulated), accumulated_w))
+    return outputs
+
+
+def expert(recv_x_bits, recv_topk_idx):
+    """A stand-in for the experts: row * (1 + the first local expert id of the row) + 0.25, in fp32,
+    rounded to bf16."""
+    first = np.where(recv_topk_idx >= 0, recv_topk_idx, np.iinfo(np.int64).max).min(axis=1, initial=np.iinfo(np.int64).max)
+    first = np.where(first == np.iinfo(np.int64).max, 0, first).astype(np.float32)
+    return f32_to_bf16(bf16_to_f32(recv_x_bits) * (1.0 + first)[:, None] + np.float32(0.25))

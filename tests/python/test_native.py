@@ -1,0 +1,140 @@
+"""switchyard.Buffer on the CPU backend: ranks are processes, results are compared bitwise with
+the NumPy reference (reference.py)."""
+import numpy as np
+import pytest
+
+import reference
+import switchyard
+
+HIDDEN, TOPK = 256, 3
+SEED = 7
+
+
+def make_buffer(allgather, num_experts, topk=TOPK, hidden=HIDDEN):
+    config = switchyard.Config(timeout_seconds=20)  # a failing peer is reported, not waited for long
+    return switchyard.Buffer(allgather, backend="cpu", sharing="processes", config=config, hidden=hidden,
+                             topk=topk, num_experts=num_experts)
+
+
+def rank_inputs(seed, rank, num_tokens, num_experts, fp8=False, none_fraction=0.25):
+    rng = np.random.default_rng([seed, rank])
+    return reference.draw_inputs(rng, num_tokens, HIDDEN, TOPK, num_experts, fp8=fp8, none_fraction=none_fraction)
+
+
+def tokens_of(rank):
+    return 19 + 7 * rank  # ranks send different token counts
+
+
+# ---- jobs (run on every rank) ------------------------------------------------------------------
+def round_trip_job(rank, num_ranks, allgather, seed, num_experts, expert_alignment, none_fraction):
+    x, _, topk_idx, topk_weights = rank_inputs(seed, rank, tokens_of(rank), num_experts,
+                                               none_fraction=none_fraction)
+    buffer = make_buffer(allgather, num_experts)
+    layout = buffer.get_dispatch_layout(topk_idx, num_experts)
+    recv = buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts, layout=layout,
+                           expert_alignment=expert_alignment)
+    again = buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts, expert_alignment=expert_alignment)
+    cached = buffer.dispatch(x, handle=recv.handle)
+    worst = buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts, num_worst_tokens=200)
+    y = reference.expert(recv.recv_x, recv.recv_topk_idx)
+    out = buffer.combine(y, recv.handle, recv.recv_topk_weights)
+    out_again = buffer.combine(y, recv.handle, recv.recv_topk_weights)
+    buffer.destroy()
+    return dict(layout=tuple(layout), recv=recv.__dict__ | {"handle": None}, again_x=again.recv_x,
+                cached_x=cached.recv_x, worst_x=worst.recv_x, worst_idx=worst.recv_topk_idx,
+                worst_w=worst.recv_topk_weights, worst_counts=worst.num_recv_tokens_per_expert, y=y,
+                combined=tuple(out), combined_again=out_again.combined_x)
+
+
+def fp8_job(rank, num_ranks, allgather, seed, num_experts):
+    x, scales, topk_idx, topk_weights = rank_inputs(seed, rank, tokens_of(rank), num_experts, fp8=True)
+    buffer = make_buffer(allgather, num_experts)
+    recv = buffer.dispatch((x, scales), topk_idx, topk_weights, num_experts=num_experts, expert_alignment=4)
+    buffer.destroy()
+    return recv.recv_x, recv.recv_x_scales, recv.recv_topk_idx, recv.num_recv_tokens_per_expert
+
+
+def preallocated_job(rank, num_ranks, allgather, seed, num_experts):
+    x, _, topk_idx, topk_weights = rank_inputs(seed, rank, tokens_of(rank), num_experts)
+    buffer = make_buffer(allgather, num_experts)
+    recv = buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts)
+    out_x = np.full((recv.num_recv_tokens, HIDDEN), 0xFFFF, np.uint16)  # poisoned
+    recv_into = buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts, out_recv_x=out_x)
+    combined = buffer.combine(recv.recv_x, recv.handle).combined_x
+    out_combined = np.full(x.shape, 0xFFFF, np.uint16)
+    combined_into = buffer.combine(recv.recv_x, recv.handle, out_combined_x=out_combined).combined_x
+    buffer.destroy()
+    return (recv_into.recv_x is out_x, combined_into is out_combined, out_x, recv.recv_x, out_combined,
+            combined)
+
+
+# ---- tests ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("num_ranks", [1, 2, 4])
+@pytest.mark.parametrize("case", ["typical", "all_minus_one", "aligned"])
+def test_layout_dispatch_combine_match_reference_bitwise(ranks, num_ranks, case):
+    num_experts = 4 * num_ranks
+    none_fraction = {"typical": 0.25, "all_minus_one": 1.0, "aligned": 0.1}[case]
+    alignment = 8 if case == "aligned" else 1
+    results = ranks(num_ranks).run(round_trip_job, [(SEED, num_experts, alignment, none_fraction)] * num_ranks)
+    inputs = [rank_inputs(SEED, r, tokens_of(r), num_experts, none_fraction=none_fraction) for r in range(num_ranks)]
+    expected = reference.dispatch(inputs, num_experts, alignment)
+    ys = [result["y"] for result in results]
+    expected_combined = reference.combine(ys, [e["recv_topk_weights"] for e in expected], expected,
+                                          [tokens_of(r) for r in range(num_ranks)])
+    for rank, result in enumerate(results):
+        context = f"seed {SEED}, rank {rank} of {num_ranks}"
+        per_rank, per_node, per_expert, in_rank = result["layout"]
+        want_per_rank, want_per_expert, want_in_rank = reference.layout(inputs[rank][2], num_experts, num_ranks)
+        assert per_rank.dtype == np.int32 and in_rank.dtype == np.bool_, context
+        np.testing.assert_array_equal(per_rank, want_per_rank, err_msg=context)
+        np.testing.assert_array_equal(per_node, [int(want_in_rank.any(axis=1).sum())], err_msg=context)
+        np.testing.assert_array_equal(per_expert, want_per_expert, err_msg=context)
+        np.testing.assert_array_equal(in_rank, want_in_rank, err_msg=context)
+
+        recv, want = result["recv"], expected[rank]
+        assert recv["recv_x"].dtype == np.uint16, context
+        np.testing.assert_array_equal(recv["recv_x"], want["recv_x"], err_msg=context)
+        np.testing.assert_array_equal(recv["recv_topk_idx"], want["recv_topk_idx"], err_msg=context)
+        np.testing.assert_array_equal(recv["recv_topk_weights"].view(np.uint32),
+                                      want["recv_topk_weights"].view(np.uint32), err_msg=context)
+        assert recv["num_recv_tokens"] == len(want["sources"]), context
+        assert recv["num_recv_tokens_per_expert"] == want["num_recv_tokens_per_expert"], context
+        np.testing.assert_array_equal(recv["recv_expert_counts"], want["num_recv_tokens_per_expert"], err_msg=context)
+        np.testing.assert_array_equal(result["again_x"], want["recv_x"], err_msg=context)
+        np.testing.assert_array_equal(result["cached_x"], want["recv_x"], err_msg=context)
+
+        # Worst case: fixed-size outputs; rows past the received ones have -1 and weight 0.
+        received = len(want["sources"])
+        assert result["worst_x"].shape == (200, HIDDEN), context
+        np.testing.assert_array_equal(result["worst_x"][:received], want["recv_x"], err_msg=context)
+        np.testing.assert_array_equal(result["worst_idx"][:received], want["recv_topk_idx"], err_msg=context)
+        assert (result["worst_idx"][received:] == -1).all() and (result["worst_w"][received:] == 0).all(), context
+
+        combined_x, combined_w = result["combined"]
+        want_x, want_w = expected_combined[rank]
+        assert combined_x.dtype == np.uint16 and combined_x.shape == (tokens_of(rank), HIDDEN), context
+        np.testing.assert_array_equal(combined_x, want_x, err_msg=context)
+        np.testing.assert_array_equal(combined_w.view(np.uint32), want_w.view(np.uint32), err_msg=context)
+        np.testing.assert_array_equal(result["combined_again"], want_x, err_msg=context)
+
+
+@pytest.mark.parametrize("num_ranks", [1, 2, 4])
+def test_fp8_dispatch_carries_bits_and_scales(ranks, num_ranks):
+    num_experts = 4 * num_ranks
+    results = ranks(num_ranks).run(fp8_job, [(SEED + 1, num_experts)] * num_ranks)
+    inputs = [rank_inputs(SEED + 1, r, tokens_of(r), num_experts, fp8=True) for r in range(num_ranks)]
+    expected = reference.dispatch(inputs, num_experts, expert_alignment=4)
+    for rank, (recv_x, recv_scales, recv_idx, counts) in enumerate(results):
+        assert recv_x.dtype == np.uint8
+        np.testing.assert_array_equal(recv_x, expected[rank]["recv_x"])
+        np.testing.assert_array_equal(recv_scales.view(np.uint32), expected[rank]["recv_x_scales"].view(np.uint32))
+        np.testing.assert_array_equal(recv_idx, expected[rank]["recv_topk_idx"])
+        assert counts == expected[rank]["num_recv_tokens_per_expert"]
+
+
+def test_preallocated_outputs_are_filled_and_returned(ranks):
+    for same_x, same_combined, out_x, recv_x, out_combined, combined in ranks(2).run(preallocated_job,
+                                                                                     [(SEED + 2, 8)] * 2):
+        assert same_x and same_combined
+        np.testing.assert_array_equal(out_x, recv_x)
+        np.testing.assert_array_equal(out_combined, combined)
