@@ -3,9 +3,11 @@
 #include "switchyard/reference.hpp"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <string>
 
+#include "common/fp8_cast.hpp"
 #include "common/numeric.hpp"
 #include "switchyard/errors.hpp"
 
@@ -374,6 +376,211 @@ std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& y
         }
         out.combined_topk_weights.as<float>()[token * topk + slot] = weight_total;
       }
+    }
+  }
+  return outputs;
+}
+
+// ---- low_latency ----------------------------------------------------------------------------------
+
+namespace {
+
+// Checks every rank's x (bf16 [N, H], one H) and topk_idx ([N, K], one K, ids in range); returns H and K.
+std::pair<int64_t, int64_t> expect_low_latency_inputs(const std::vector<RankInputs>& inputs, int num_experts,
+                                                      const Topology& topology, int64_t max_tokens_per_rank,
+                                                      bool need_x, bool need_weights) {
+  expect_topology(topology);
+  expect_num_experts(num_experts, topology);
+  if (static_cast<int>(inputs.size()) != topology.num_ranks) {
+    throw InvalidArgument("inputs: expected one per rank (" + std::to_string(topology.num_ranks) + "), got " +
+                          std::to_string(inputs.size()));
+  }
+  if (max_tokens_per_rank < 1) {
+    throw InvalidArgument("max_tokens_per_rank: expected >= 1, got " + std::to_string(max_tokens_per_rank));
+  }
+  int64_t hidden = -1;
+  int64_t topk = -1;
+  for (size_t rank = 0; rank < inputs.size(); ++rank) {
+    const RankInputs& in = inputs[rank];
+    const std::string idx_name = at_rank("inputs", rank) + ".topk_idx";
+    expect_host_tensor(in.topk_idx, idx_name, DType::i64, 2);
+    if (topk < 0) topk = in.topk_idx.shape[1];
+    expect_size(in.topk_idx, idx_name, 1, topk, "k of inputs[0].topk_idx");
+    expect_expert_ids(in.topk_idx, idx_name, num_experts);
+    const int64_t num_tokens = in.topk_idx.shape[0];
+    if (num_tokens > max_tokens_per_rank) {
+      throw InvalidArgument(idx_name + ": expected at most max_tokens_per_rank (" +
+                            std::to_string(max_tokens_per_rank) + ") tokens, got " + in.topk_idx.describe());
+    }
+    if (need_x) {
+      const std::string x_name = at_rank("inputs", rank) + ".x";
+      expect_host_tensor(in.x, x_name, DType::bf16, 2);
+      expect_size(in.x, x_name, 0, num_tokens, "num_tokens of topk_idx");
+      if (hidden < 0) hidden = in.x.shape[1];
+      expect_size(in.x, x_name, 1, hidden, "hidden of inputs[0].x");
+    }
+    if (need_weights) {
+      const std::string weights_name = at_rank("inputs", rank) + ".topk_weights";
+      expect_host_tensor(in.topk_weights, weights_name, DType::f32, 2);
+      expect_size(in.topk_weights, weights_name, 0, num_tokens, "num_tokens of topk_idx");
+      expect_size(in.topk_weights, weights_name, 1, topk, "k of topk_idx");
+    }
+  }
+  return {hidden, topk};
+}
+
+// rows[s][e]: how many (token, slot) pairs of source s name expert e.
+std::vector<std::vector<int64_t>> rows_per_source_and_expert(const std::vector<RankInputs>& inputs, int num_experts) {
+  std::vector<std::vector<int64_t>> rows(inputs.size(), std::vector<int64_t>(num_experts, 0));
+  for (size_t source = 0; source < inputs.size(); ++source) {
+    const int64_t* ids = inputs[source].topk_idx.as<const int64_t>();
+    for (int64_t i = 0; i < inputs[source].topk_idx.numel(); ++i) {
+      if (ids[i] >= 0) ++rows[source][ids[i]];
+    }
+  }
+  return rows;
+}
+
+}  // namespace
+
+std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<RankInputs>& inputs, int num_experts,
+                                                           const Topology& topology, int64_t max_tokens_per_rank,
+                                                           const LowLatencyOptions& options) {
+  const auto [hidden, topk] =
+      expect_low_latency_inputs(inputs, num_experts, topology, max_tokens_per_rank, true, false);
+  if (options.use_fp8 && hidden % kScaleBlock != 0) {
+    throw InvalidArgument("inputs[0].x: expected hidden a multiple of 128 with use_fp8, got " + inputs[0].x.describe());
+  }
+  if ((options.round_scale || options.use_ue8m0) && !options.use_fp8) {
+    throw InvalidArgument("options: expected use_fp8 with round_scale or use_ue8m0");
+  }
+  const bool round_scale = options.round_scale || options.use_ue8m0;
+  const int num_ranks = topology.num_ranks;
+  const int local_experts = num_experts / num_ranks;
+  const int64_t rows_per_expert = num_ranks * max_tokens_per_rank;
+  const int64_t num_scales = options.use_fp8 ? hidden / kScaleBlock : 0;
+  const int64_t scale_columns = options.use_ue8m0 ? common::ue8m0_words(static_cast<int>(num_scales)) : num_scales;
+  const size_t row_bytes = static_cast<size_t>(hidden) * (options.use_fp8 ? 1 : 2);
+  const auto rows = rows_per_source_and_expert(inputs, num_experts);
+  for (int source = 0; source < num_ranks; ++source) {
+    for (int expert = 0; expert < num_experts; ++expert) {
+      if (rows[source][expert] > max_tokens_per_rank) {
+        throw InvalidArgument(at_rank("inputs", source) + ".topk_idx: expected at most max_tokens_per_rank (" +
+                              std::to_string(max_tokens_per_rank) + ") rows for expert " + std::to_string(expert) +
+                              ", got " + std::to_string(rows[source][expert]));
+      }
+    }
+  }
+
+  std::vector<LowLatencyDispatchOutput> outputs(num_ranks);
+  std::vector<uint8_t> fp8_row(options.use_fp8 ? hidden : 0);
+  std::vector<float> scales(num_scales);
+  for (int dest = 0; dest < num_ranks; ++dest) {
+    LowLatencyDispatchOutput& out = outputs[dest];
+    out.recv_x = Tensor::empty(options.use_fp8 ? DType::fp8_e4m3 : DType::bf16, {local_experts, rows_per_expert, hidden});
+    std::memset(out.recv_x.data(), 0, out.recv_x.nbytes());
+    if (options.use_fp8) {
+      out.recv_x_scales = Tensor::empty(options.use_ue8m0 ? DType::i32 : DType::f32,
+                                        {local_experts, rows_per_expert, scale_columns});
+      std::memset(out.recv_x_scales.data(), 0, out.recv_x_scales.nbytes());
+    }
+    out.recv_count = Tensor::empty(DType::i32, {local_experts});
+    out.layout_range = Tensor::empty(DType::i32, {local_experts, num_ranks, 2});
+    out.src_info = Tensor::empty(DType::i32, {local_experts, rows_per_expert});
+    std::fill(out.src_info.as<int32_t>(), out.src_info.as<int32_t>() + out.src_info.numel(), -1);
+
+    for (int local = 0; local < local_experts; ++local) {
+      const int64_t expert = static_cast<int64_t>(dest) * local_experts + local;
+      int64_t row = 0;  // within this expert's rows
+      // Expert-major: source rank ascending, then (token, slot) ascending.
+      for (int source = 0; source < num_ranks; ++source) {
+        const RankInputs& in = inputs[source];
+        const int64_t* ids = in.topk_idx.as<const int64_t>();
+        const int64_t begin = row;
+        for (int64_t token = 0; token < in.topk_idx.shape[0]; ++token) {
+          for (int64_t slot = 0; slot < topk; ++slot) {
+            if (ids[token * topk + slot] != expert) continue;
+            const int64_t at = local * rows_per_expert + row;
+            const uint16_t* x_row = in.x.as<const uint16_t>() + token * hidden;
+            if (options.use_fp8) {
+              for (int64_t block = 0; block < num_scales; ++block) {
+                const uint16_t* values = x_row + block * kScaleBlock;
+                scales[block] = common::fp8_block_scale(common::block_amax(values, kScaleBlock), round_scale);
+                common::cast_block_to_fp8(values, kScaleBlock, scales[block], fp8_row.data() + block * kScaleBlock);
+              }
+              std::memcpy(out.recv_x.as<uint8_t>() + at * row_bytes, fp8_row.data(), row_bytes);
+              if (options.use_ue8m0) {
+                common::pack_ue8m0(scales.data(), static_cast<int>(num_scales),
+                                   out.recv_x_scales.as<int32_t>() + at * scale_columns);
+              } else {
+                std::memcpy(out.recv_x_scales.as<float>() + at * num_scales, scales.data(), num_scales * sizeof(float));
+              }
+            } else {
+              std::memcpy(out.recv_x.as<uint8_t>() + at * row_bytes, x_row, row_bytes);
+            }
+            out.src_info.as<int32_t>()[at] = static_cast<int32_t>(token);
+            ++row;
+          }
+        }
+        out.layout_range.as<int32_t>()[(local * num_ranks + source) * 2] = static_cast<int32_t>(begin);
+        out.layout_range.as<int32_t>()[(local * num_ranks + source) * 2 + 1] = static_cast<int32_t>(row - begin);
+      }
+      out.recv_count.as<int32_t>()[local] = static_cast<int32_t>(row);
+    }
+  }
+  return outputs;
+}
+
+std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys, const std::vector<RankInputs>& inputs,
+                                        int num_experts, const Topology& topology, int64_t max_tokens_per_rank) {
+  const int64_t topk =
+      expect_low_latency_inputs(inputs, num_experts, topology, max_tokens_per_rank, false, true).second;
+  const int num_ranks = topology.num_ranks;
+  const int local_experts = num_experts / num_ranks;
+  const int64_t rows_per_expert = num_ranks * max_tokens_per_rank;
+  if (static_cast<int>(ys.size()) != num_ranks) {
+    throw InvalidArgument("ys: expected one per rank (" + std::to_string(num_ranks) + "), got " +
+                          std::to_string(ys.size()));
+  }
+  int64_t hidden = -1;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    const std::string name = at_rank("ys", rank);
+    expect_host_tensor(ys[rank], name, DType::bf16, 3);
+    expect_size(ys[rank], name, 0, local_experts, "local experts");
+    expect_size(ys[rank], name, 1, rows_per_expert, "num_ranks * max_tokens_per_rank");
+    if (hidden < 0) hidden = ys[rank].shape[2];
+    expect_size(ys[rank], name, 2, hidden, "hidden of ys[0]");
+  }
+  const auto rows = rows_per_source_and_expert(inputs, num_experts);
+
+  std::vector<Tensor> outputs(num_ranks);
+  std::vector<float> accumulator(hidden);
+  for (int source = 0; source < num_ranks; ++source) {
+    const RankInputs& in = inputs[source];
+    const int64_t num_tokens = in.topk_idx.shape[0];
+    const int64_t* ids = in.topk_idx.as<const int64_t>();
+    const float* weights = in.topk_weights.as<const float>();
+    outputs[source] = Tensor::empty(DType::bf16, {num_tokens, hidden});
+    // The row of each (token, slot) on its expert: the rows of lower sources, then this source's
+    // earlier pairs for the same expert.
+    std::vector<int64_t> next_position(num_experts, 0);
+    for (int64_t token = 0; token < num_tokens; ++token) {
+      std::fill(accumulator.begin(), accumulator.end(), 0.0f);
+      for (int64_t slot = 0; slot < topk; ++slot) {
+        const int64_t expert = ids[token * topk + slot];
+        if (expert < 0) continue;
+        int64_t row = next_position[expert]++;
+        for (int lower = 0; lower < source; ++lower) row += rows[lower][expert];
+        const int dest = static_cast<int>(expert / local_experts);
+        const int64_t local = expert % local_experts;
+        const uint16_t* y_row = ys[dest].as<const uint16_t>() + (local * rows_per_expert + row) * hidden;
+        const float weight = weights[token * topk + slot];
+        for (int64_t col = 0; col < hidden; ++col) {
+          accumulator[col] = std::fma(weight, common::bf16_to_float(y_row[col]), accumulator[col]);
+        }
+      }
+      uint16_t* out_row = outputs[source].as<uint16_t>() + token * hidden;
+      for (int64_t col = 0; col < hidden; ++col) out_row[col] = common::float_to_bf16(accumulator[col]);
     }
   }
   return outputs;
