@@ -16,6 +16,7 @@
 
 #include "switchyard/config.hpp"
 #include "switchyard/group.hpp"
+#include "switchyard/low_latency.hpp"
 #include "switchyard/tensor.hpp"
 #include "switchyard/topology.hpp"
 
@@ -32,9 +33,6 @@ const char* engine_name(Engine engine);
 // True when this build has the CUDA backend and a CUDA device is visible.
 bool cuda_available();
 
-// cudaStream_t on the CUDA backend (nullptr: the buffer's own non-blocking stream); ignored on CPU.
-using Stream = void*;
-
 struct BufferOptions {
   Topology topology;
   int rank = 0;
@@ -42,8 +40,10 @@ struct BufferOptions {
   int device = 0;  // CUDA device ordinal of this rank
   HeapSharing sharing = HeapSharing::threads;
   Config config;
-  // Sizes the heap for the largest call; ignored when heap_bytes is set.
+  // Sizes the heap for the largest call: normal_heap_bytes() + low_latency_heap_bytes(), rounded.
   BufferSizing sizing;
+  // Overrides the heap size. The low-latency region (sized by `sizing`) then takes the end of the
+  // heap and the normal engine the rest.
   size_t heap_bytes = 0;
 };
 
@@ -140,6 +140,16 @@ class Buffer {
   DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream = nullptr);
   DispatchResult dispatch(const DispatchArgs& args);
   CombineResult combine(const CombineArgs& args);
+
+  // The `low_latency` engine (switchyard/low_latency.hpp). Needs
+  // BufferSizing::low_latency_max_tokens_per_rank > 0; it has its own heap region, so it may be
+  // used on the same Buffer as `normal`.
+  LowLatencyDispatchResult low_latency_dispatch(const LowLatencyDispatchArgs& args);
+  LowLatencyCombineResult low_latency_combine(const LowLatencyCombineArgs& args);
+  // bf16 [L, R * max, H] in this rank's heap, for `handle`'s dispatch: experts may write their
+  // outputs here, then combine with zero_copy = true skips copying them in. Valid until the next
+  // low-latency combine.
+  TensorView low_latency_combine_buffer(const LowLatencyHandle& handle);
 
   // Waits for this buffer's work on `stream` (nullptr: the buffer's own stream) and raises any
   // error a kernel recorded (TimeoutError naming rank, role and channel). On CPU, calls complete

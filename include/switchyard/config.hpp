@@ -46,9 +46,16 @@ struct BufferSizing {
   int topk = 8;
   int num_experts = 256;
   DType dtype = DType::bf16;  // fp8 rows are smaller, but carry scales
+  // The `low_latency` engine's capacity: the largest max_tokens_per_rank of its calls, which may
+  // use up to `hidden` channels, `topk` slots and `num_experts` experts. 0: no low-latency region.
+  int64_t low_latency_max_tokens_per_rank = 0;
 };
 
 // Bytes of symmetric heap the `normal` engine needs per rank for calls up to `sizing`.
 size_t normal_heap_bytes(const Topology& topology, const Config& config, const BufferSizing& sizing);
+
+// Bytes of the `low_latency` engine's region for calls up to `sizing` (0 when
+// low_latency_max_tokens_per_rank is 0). A Buffer's heap is the normal region followed by this one.
+size_t low_latency_heap_bytes(const Topology& topology, const BufferSizing& sizing);
 
 }  // namespace switchyard

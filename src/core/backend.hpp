@@ -4,7 +4,9 @@
 #include <memory>
 #include <vector>
 
+#include "common/low_latency_protocol.hpp"
 #include "common/sym_heap.hpp"
+#include "core/low_latency_handle.hpp"
 #include "core/normal_handle.hpp"
 #include "switchyard/buffer.hpp"
 
@@ -44,6 +46,37 @@ struct CombinePlan {
   uint64_t signature = 0;
 };
 
+// A validated `low_latency` dispatch.
+struct LowLatencyDispatchPlan {
+  int rank = 0;
+  Topology topology;
+  Config config;
+  int64_t num_tokens = 0;  // N
+  int hidden = 0;          // H
+  int topk = 0;            // K
+  int num_experts = 0;
+  int local_experts = 0;
+  int64_t max_tokens_per_rank = 0;
+  bool use_fp8 = false;
+  bool round_scale = false;  // true also with use_ue8m0
+  bool use_ue8m0 = false;
+  common::LowLatencyLayout layout;  // the region in every rank's heap
+  LowLatencyDispatchArgs args;      // the caller's tensors (outputs may be undefined)
+};
+
+// A validated `low_latency` combine.
+struct LowLatencyCombinePlan {
+  int rank = 0;
+  Topology topology;
+  Config config;
+  int hidden = 0;  // H' of the expert outputs
+  const LowLatencyHandleData* handle = nullptr;
+  common::LowLatencyLayout layout;
+  // The expert outputs bf16 [L, R * max, H']: args.x, or with zero_copy the staging area.
+  const uint16_t* y = nullptr;
+  LowLatencyCombineArgs args;
+};
+
 class BackendImpl {
  public:
   virtual ~BackendImpl() = default;
@@ -62,6 +95,12 @@ class BackendImpl {
   virtual DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream) = 0;
   virtual DispatchResult normal_dispatch(const DispatchPlan& plan) = 0;
   virtual CombineResult normal_combine(const CombinePlan& plan) = 0;
+
+  // The `low_latency` engine. With return_recv_hook the result's hook runs the receive half.
+  virtual LowLatencyDispatchResult low_latency_dispatch(const LowLatencyDispatchPlan& plan) = 0;
+  virtual LowLatencyCombineResult low_latency_combine(const LowLatencyCombinePlan& plan) = 0;
+  // The address of this rank's combine staging area (`layout.staging`), where zero-copy outputs go.
+  virtual void* low_latency_staging(const common::LowLatencyLayout& layout) = 0;
 
   // Waits for this rank's work on `stream` and raises any error a kernel recorded.
   virtual void synchronize(Stream stream) = 0;

@@ -2,10 +2,15 @@
 #include "switchyard/buffer.hpp"
 
 #include <algorithm>
+#include <functional>
+#include <memory>
+#include <vector>
 
+#include "common/fp8_cast.hpp"
 #include "core/backend.hpp"
 #include "core/device_memory.hpp"
 #include "core/handle_format.hpp"
+#include "core/low_latency_sizing.hpp"
 #include "core/normal_sizing.hpp"
 #include "core/validation.hpp"
 #include "switchyard/errors.hpp"
@@ -32,6 +37,8 @@ namespace {
 
 // NOTES: K beyond 32 has no use in today's MoE models and would only grow the ring slots.
 constexpr int kMaxTopk = 32;
+// NOTES: a signal carries a 32-bit row count; far beyond any decode batch.
+constexpr int64_t kMaxLowLatencyTokens = int64_t{1} << 20;
 
 uint64_t fnv1a(uint64_t hash, int64_t value) {
   for (int i = 0; i < 8; ++i) {
@@ -65,14 +72,35 @@ class Buffer::Impl {
     }
     const BufferSizing& sizing = options_.sizing;
     if (sizing.max_tokens_per_rank < 0 || sizing.hidden < 1 || sizing.topk < 1 || sizing.topk > kMaxTopk ||
-        sizing.num_experts < 1) {
+        sizing.num_experts < 1 || sizing.low_latency_max_tokens_per_rank < 0 ||
+        sizing.low_latency_max_tokens_per_rank > kMaxLowLatencyTokens) {
       throw InvalidArgument("sizing: expected max_tokens_per_rank >= 0, hidden >= 1, topk in 1.." +
                             std::to_string(kMaxTopk) + ", num_experts >= 1; got max_tokens_per_rank=" +
                             std::to_string(sizing.max_tokens_per_rank) + " hidden=" + std::to_string(sizing.hidden) +
-                            " topk=" + std::to_string(sizing.topk) + " num_experts=" + std::to_string(sizing.num_experts));
+                            " topk=" + std::to_string(sizing.topk) + " num_experts=" + std::to_string(sizing.num_experts) +
+                            "; low_latency_max_tokens_per_rank in 0.." + std::to_string(kMaxLowLatencyTokens) +
+                            ", got " + std::to_string(sizing.low_latency_max_tokens_per_rank));
     }
-    heap_bytes_ = options_.heap_bytes ? options_.heap_bytes
-                                      : normal_heap_bytes(options_.topology, options_.config, options_.sizing);
+    // The heap: the normal region, then the low-latency region (so both engines can share a Buffer).
+    const size_t low_latency_bytes = low_latency_heap_bytes(options_.topology, sizing);
+    if (options_.heap_bytes) {
+      heap_bytes_ = options_.heap_bytes;
+      if (heap_bytes_ < low_latency_bytes) {
+        throw InvalidArgument("heap_bytes: expected at least low_latency_heap_bytes() = " +
+                              std::to_string(low_latency_bytes) + " for sizing.low_latency_max_tokens_per_rank " +
+                              std::to_string(sizing.low_latency_max_tokens_per_rank) + ", got " +
+                              std::to_string(heap_bytes_));
+      }
+      normal_region_bytes_ = low_latency_bytes == 0 ? heap_bytes_
+                                                    : (heap_bytes_ - low_latency_bytes) /
+                                                          common::kLowLatencySignalAlignment *
+                                                          common::kLowLatencySignalAlignment;
+    } else {
+      normal_region_bytes_ = common::align_up(normal_heap_bytes(options_.topology, options_.config, sizing),
+                                              common::kLowLatencySignalAlignment);
+      heap_bytes_ = normal_region_bytes_ + low_latency_bytes;
+    }
+    low_latency_layout_ = detail::low_latency_layout(options_.topology, sizing, normal_region_bytes_);
     detail::BackendCreateInfo info{&options_, heap_bytes_, this};
     backend_ = options_.backend == Backend::cpu ? detail::make_cpu_backend(info) : detail::make_cuda_backend(info);
   }
@@ -145,6 +173,34 @@ class Buffer::Impl {
     return guarded([&] { return backend_->normal_combine(plan); });
   }
 
+  LowLatencyDispatchResult low_latency_dispatch(const LowLatencyDispatchArgs& args) {
+    check_usable("low_latency_dispatch");
+    check_low_latency_ready("low_latency_dispatch");
+    detail::LowLatencyDispatchPlan plan = plan_low_latency_dispatch(args);
+    LowLatencyDispatchResult result = guarded([&] { return backend_->low_latency_dispatch(plan); });
+    if (result.hook) result.hook = guarded_hook(std::move(result.hook));
+    return result;
+  }
+
+  LowLatencyCombineResult low_latency_combine(const LowLatencyCombineArgs& args) {
+    check_usable("low_latency_combine");
+    check_low_latency_ready("low_latency_combine");
+    detail::LowLatencyCombinePlan plan = plan_low_latency_combine(args);
+    LowLatencyCombineResult result = guarded([&] { return backend_->low_latency_combine(plan); });
+    if (result.hook) result.hook = guarded_hook(std::move(result.hook));
+    return result;
+  }
+
+  TensorView low_latency_combine_buffer(const LowLatencyHandle& handle) {
+    check_usable("low_latency_combine_buffer");
+    check_low_latency_region("low_latency_combine_buffer");
+    const detail::LowLatencyHandleData& data = low_latency_handle(&handle);
+    const Device device = backend_->device();
+    return TensorView(backend_->low_latency_staging(low_latency_layout_), DType::bf16,
+                      {data.local_experts, data.topology.num_ranks * data.max_tokens_per_rank, data.hidden}, device,
+                      device == Device::cuda ? options_.device : 0);
+  }
+
   void synchronize(Stream stream) {
     check_usable("synchronize");
     guarded([&] {
@@ -180,6 +236,226 @@ class Buffer::Impl {
     }
   }
 
+  // ---- low_latency ----------------------------------------------------------------------------
+
+  void check_low_latency_region(const char* what) const {
+    if (options_.sizing.low_latency_max_tokens_per_rank <= 0) {
+      throw InvalidArgument(std::string(what) + ": expected a buffer with a low-latency region "
+                            "(BufferSizing::low_latency_max_tokens_per_rank > 0), got one sized without it");
+    }
+  }
+
+  void check_low_latency_ready(const char* what) const {
+    check_low_latency_region(what);
+    if (hook_pending_) {
+      throw InvalidArgument(std::string(what) + ": expected the hook of this buffer's previous low-latency call "
+                            "(return_recv_hook) to have been called first, got it still pending");
+    }
+  }
+
+  // The receive half runs once, under the same timeout policy as a call.
+  std::function<void()> guarded_hook(std::function<void()> receive) {
+    hook_pending_ = true;
+    auto called = std::make_shared<bool>(false);
+    return [this, receive = std::move(receive), called] {
+      if (*called) throw InvalidArgument("hook: expected one call, got a second");
+      *called = true;
+      hook_pending_ = false;
+      if (failed_) {
+        throw Error("hook: this buffer timed out earlier and its peers' state is unknown; create a new Buffer on "
+                    "every rank");
+      }
+      guarded([&] {
+        receive();
+        return 0;
+      });
+    };
+  }
+
+  const detail::LowLatencyHandleData& low_latency_handle(const LowLatencyHandle* handle) const {
+    if (!handle || !handle->valid()) {
+      throw InvalidArgument("handle: expected the handle of a low_latency_dispatch on this buffer, got none");
+    }
+    const detail::LowLatencyHandleData& data = handle->data();
+    if (data.owner != this) {
+      throw InvalidArgument("handle: expected a handle made by this Buffer, got one from another Buffer");
+    }
+    return data;
+  }
+
+  // `tensor`, when given, must be `dtype` with exactly `dims`.
+  void expect_output(const TensorView& tensor, const char* name, DType dtype, std::initializer_list<int64_t> dims,
+                     const char* what) const {
+    if (!tensor.defined()) return;
+    detail::expect_tensor(tensor, name, dtype, static_cast<int>(dims.size()), backend_->device());
+    int dim = 0;
+    for (int64_t size : dims) detail::expect_dim(tensor, name, dim++, size, what);
+  }
+
+  detail::LowLatencyDispatchPlan plan_low_latency_dispatch(const LowLatencyDispatchArgs& args) {
+    const Device device = backend_->device();
+    const common::LowLatencyLayout& capacity = low_latency_layout_;
+    const int num_ranks = options_.topology.num_ranks;
+    detail::LowLatencyDispatchPlan plan;
+    plan.rank = options_.rank;
+    plan.topology = options_.topology;
+    plan.config = options_.config;
+    plan.layout = capacity;
+    plan.args = args;
+
+    if (args.use_ue8m0 && !args.use_fp8) {
+      throw InvalidArgument("use_ue8m0: expected use_fp8 with it (UE8M0 packs fp8 scales), got use_fp8 = false");
+    }
+    if (args.round_scale && !args.use_fp8) {
+      throw InvalidArgument("round_scale: expected use_fp8 with it (it rounds fp8 scales), got use_fp8 = false");
+    }
+    plan.use_fp8 = args.use_fp8;
+    plan.use_ue8m0 = args.use_ue8m0;
+    plan.round_scale = args.round_scale || args.use_ue8m0;
+
+    detail::expect_tensor(args.x, "x", DType::bf16, 2, device);
+    plan.num_tokens = args.x.shape[0];
+    const int64_t hidden = args.x.shape[1];
+    const int64_t multiple = args.use_fp8 ? common::kScaleBlock : 8;
+    if (hidden < 1 || hidden % multiple != 0) {
+      throw InvalidArgument("x: expected hidden a positive multiple of " + std::to_string(multiple) +
+                            (args.use_fp8 ? " (one fp8 scale per 128 channels)" : " (16-byte rows)") + ", got " +
+                            args.x.describe());
+    }
+    if (hidden > capacity.hidden) {
+      throw InvalidArgument("x: expected hidden at most " + std::to_string(capacity.hidden) +
+                            " (BufferSizing::hidden), got " + args.x.describe());
+    }
+    plan.hidden = static_cast<int>(hidden);
+
+    if (args.max_tokens_per_rank < 1 || args.max_tokens_per_rank > capacity.max_tokens_per_rank) {
+      throw InvalidArgument("max_tokens_per_rank: expected 1.." + std::to_string(capacity.max_tokens_per_rank) +
+                            " (BufferSizing::low_latency_max_tokens_per_rank), got " +
+                            std::to_string(args.max_tokens_per_rank));
+    }
+    plan.max_tokens_per_rank = args.max_tokens_per_rank;
+    if (plan.num_tokens > plan.max_tokens_per_rank) {
+      throw InvalidArgument("x: expected at most max_tokens_per_rank (" + std::to_string(plan.max_tokens_per_rank) +
+                            ") tokens, got " + args.x.describe());
+    }
+
+    check_num_experts(args.num_experts);
+    if (args.num_experts > capacity.num_experts()) {
+      throw InvalidArgument("num_experts: expected at most " + std::to_string(capacity.num_experts()) +
+                            " (BufferSizing::num_experts, rounded down to a multiple of num_ranks), got " +
+                            std::to_string(args.num_experts));
+    }
+    plan.num_experts = args.num_experts;
+    plan.local_experts = args.num_experts / num_ranks;
+
+    detail::expect_tensor(args.topk_idx, "topk_idx", DType::i64, 2, device);
+    detail::expect_dim(args.topk_idx, "topk_idx", 0, plan.num_tokens, "num_tokens of x");
+    check_topk(args.topk_idx.shape[1]);
+    if (args.topk_idx.shape[1] > capacity.topk) {
+      throw InvalidArgument("topk_idx: expected at most " + std::to_string(capacity.topk) +
+                            " columns (BufferSizing::topk), got " + args.topk_idx.describe());
+    }
+    plan.topk = static_cast<int>(args.topk_idx.shape[1]);
+    if (args.topk_idx.device == Device::cpu) {
+      detail::expect_expert_ids(args.topk_idx, plan.num_experts);
+      // Each (token, slot) is one row; a token naming an expert twice takes two of its slots.
+      std::vector<int64_t> rows_per_expert(plan.num_experts, 0);
+      const int64_t* ids = args.topk_idx.as<const int64_t>();
+      for (int64_t i = 0; i < args.topk_idx.numel(); ++i) {
+        if (ids[i] >= 0 && ++rows_per_expert[ids[i]] > plan.max_tokens_per_rank) {
+          throw InvalidArgument("topk_idx: expected at most max_tokens_per_rank (" +
+                                std::to_string(plan.max_tokens_per_rank) + ") rows per expert from one rank, got " +
+                                "more for expert " + std::to_string(ids[i]) + " (a token that names an expert in "
+                                "several slots sends one row per slot)");
+        }
+      }
+    }
+
+    const int64_t rows = num_ranks * plan.max_tokens_per_rank;
+    const int64_t local = plan.local_experts;
+    expect_output(args.out_recv_x, "out_recv_x", plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16,
+                  {local, rows, hidden}, "[local_experts, num_ranks * max_tokens_per_rank, hidden]");
+    if (!plan.use_fp8) {
+      detail::expect_undefined(args.out_recv_x_scales, "out_recv_x_scales", "scales come only with use_fp8");
+    } else if (plan.use_ue8m0) {
+      expect_output(args.out_recv_x_scales, "out_recv_x_scales", DType::i32,
+                    {local, rows, common::ue8m0_words(plan.hidden / common::kScaleBlock)},
+                    "[local_experts, num_ranks * max_tokens_per_rank, ceil(hidden / 512)]");
+    } else {
+      expect_output(args.out_recv_x_scales, "out_recv_x_scales", DType::f32,
+                    {local, rows, hidden / common::kScaleBlock},
+                    "[local_experts, num_ranks * max_tokens_per_rank, hidden / 128]");
+    }
+    expect_output(args.out_recv_count, "out_recv_count", DType::i32, {local}, "[local_experts]");
+    expect_output(args.out_layout_range, "out_layout_range", DType::i32, {local, num_ranks, 2},
+                  "[local_experts, num_ranks, 2]");
+    expect_output(args.out_src_info, "out_src_info", DType::i32, {local, rows},
+                  "[local_experts, num_ranks * max_tokens_per_rank]");
+    return plan;
+  }
+
+  detail::LowLatencyCombinePlan plan_low_latency_combine(const LowLatencyCombineArgs& args) {
+    const Device device = backend_->device();
+    detail::LowLatencyCombinePlan plan;
+    plan.rank = options_.rank;
+    plan.topology = options_.topology;
+    plan.config = options_.config;
+    plan.layout = low_latency_layout_;
+    plan.args = args;
+    const detail::LowLatencyHandleData& handle = low_latency_handle(args.handle);
+    if (!handle.received.load(std::memory_order_acquire)) {
+      throw InvalidArgument("handle: expected a dispatch whose receive half has run, got one whose hook "
+                            "(return_recv_hook) was not called");
+    }
+    plan.handle = &handle;
+    const int64_t rows = handle.topology.num_ranks * handle.max_tokens_per_rank;
+    const int64_t local = handle.local_experts;
+
+    void* staging = backend_->low_latency_staging(low_latency_layout_);
+    if (args.zero_copy) {
+      if (args.x.defined() && args.x.data != staging) {
+        throw InvalidArgument("x: expected none (or low_latency_combine_buffer's view) with zero_copy, got " +
+                              args.x.describe());
+      }
+      plan.hidden = handle.hidden;
+      plan.y = static_cast<const uint16_t*>(staging);
+    } else {
+      detail::expect_tensor(args.x, "x", DType::bf16, 3, device);
+      detail::expect_dim(args.x, "x", 0, local, "local_experts of the dispatch");
+      detail::expect_dim(args.x, "x", 1, rows, "num_ranks * max_tokens_per_rank of the dispatch");
+      const int64_t hidden = args.x.shape[2];
+      if (hidden < 1 || hidden % 8 != 0 || hidden > low_latency_layout_.hidden) {
+        throw InvalidArgument("x: expected hidden a positive multiple of 8 (16-byte rows) and at most " +
+                              std::to_string(low_latency_layout_.hidden) + " (BufferSizing::hidden), got " +
+                              args.x.describe());
+      }
+      plan.hidden = static_cast<int>(hidden);
+      plan.y = args.x.as<const uint16_t>();
+    }
+
+    detail::expect_tensor(args.topk_idx, "topk_idx", DType::i64, 2, device);
+    detail::expect_dim(args.topk_idx, "topk_idx", 0, handle.num_tokens, "num_tokens of the dispatch");
+    detail::expect_dim(args.topk_idx, "topk_idx", 1, handle.topk, "k of the dispatch");
+    if (args.topk_idx.device == Device::cpu && handle.topk_idx.view().device == Device::cpu) {
+      const int64_t* ids = args.topk_idx.as<const int64_t>();
+      const int64_t* dispatched = handle.topk_idx.as<const int64_t>();
+      for (int64_t i = 0; i < args.topk_idx.numel(); ++i) {
+        if (ids[i] != -1 && ids[i] != dispatched[i]) {
+          throw InvalidArgument("topk_idx: expected the dispatch's expert ids (or -1 to leave a slot out), got " +
+                                std::to_string(ids[i]) + " at token " + std::to_string(i / handle.topk) + ", slot " +
+                                std::to_string(i % handle.topk) + " where the dispatch had " +
+                                std::to_string(dispatched[i]));
+        }
+      }
+    }
+    detail::expect_tensor(args.topk_weights, "topk_weights", DType::f32, 2, device);
+    detail::expect_dim(args.topk_weights, "topk_weights", 0, handle.num_tokens, "num_tokens of the dispatch");
+    detail::expect_dim(args.topk_weights, "topk_weights", 1, handle.topk, "k of the dispatch");
+    expect_output(args.out_combined_x, "out_combined_x", DType::bf16, {handle.num_tokens, plan.hidden},
+                  "[num_tokens, hidden of x]");
+    return plan;
+  }
+
   void check_single_node(const char* what) const {
     if (!options_.topology.is_single_node()) {
       throw Unsupported(std::string(what) + ": the normal engine across nodes (ranks_per_node " +
@@ -212,9 +488,10 @@ class Buffer::Impl {
   }
 
   void check_heap(const common::NormalHeapLayout& layout, const char* what, int hidden) const {
-    if (layout.total_bytes() > heap_bytes_) {
-      throw InvalidArgument(std::string(what) + ": expected a call that fits the buffer's heap of " +
-                            std::to_string(heap_bytes_) + " bytes, got one needing " +
+    if (layout.total_bytes() > normal_region_bytes_) {
+      throw InvalidArgument(std::string(what) + ": expected a call that fits the normal region of the buffer's heap (" +
+                            std::to_string(normal_region_bytes_) + " of " + std::to_string(heap_bytes_) +
+                            " bytes), got one needing " +
                             std::to_string(layout.total_bytes()) + " (hidden=" + std::to_string(hidden) +
                             "); size the buffer with BufferSizing for the largest call");
     }
@@ -428,9 +705,12 @@ class Buffer::Impl {
 
   BufferOptions options_;
   size_t heap_bytes_ = 0;
+  size_t normal_region_bytes_ = 0;             // the normal engine's part: [0, normal_region_bytes_)
+  common::LowLatencyLayout low_latency_layout_{};  // the rest
   std::unique_ptr<detail::BackendImpl> backend_;
   bool connected_ = false;
   bool failed_ = false;
+  bool hook_pending_ = false;  // a low-latency receive half awaits its hook
 };
 
 Buffer::Buffer(const BufferOptions& options) : impl_(std::make_unique<Impl>(options)) {}
@@ -443,6 +723,15 @@ DispatchLayout Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_e
 }
 DispatchResult Buffer::dispatch(const DispatchArgs& args) { return impl_->dispatch(args); }
 CombineResult Buffer::combine(const CombineArgs& args) { return impl_->combine(args); }
+LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchArgs& args) {
+  return impl_->low_latency_dispatch(args);
+}
+LowLatencyCombineResult Buffer::low_latency_combine(const LowLatencyCombineArgs& args) {
+  return impl_->low_latency_combine(args);
+}
+TensorView Buffer::low_latency_combine_buffer(const LowLatencyHandle& handle) {
+  return impl_->low_latency_combine_buffer(handle);
+}
 void Buffer::synchronize(Stream stream) { impl_->synchronize(stream); }
 int Buffer::rank() const { return impl_->options().rank; }
 const Topology& Buffer::topology() const { return impl_->options().topology; }

@@ -4,6 +4,7 @@
 #include "core/backend.hpp"
 #include "core/handle_format.hpp"
 #include "cpu/host_heap.hpp"
+#include "cpu/low_latency_engine.hpp"
 #include "cpu/normal_engine.hpp"
 
 namespace switchyard::cpu {
@@ -13,7 +14,8 @@ class CpuBackend final : public detail::BackendImpl {
   explicit CpuBackend(const detail::BackendCreateInfo& info)
       : options_(*info.options),
         heap_(info.heap_bytes, info.options->rank, info.options->topology.num_ranks, info.options->sharing),
-        normal_(heap_, info.owner) {}
+        normal_(heap_, info.owner),
+        low_latency_(heap_, info.owner) {}
 
   Device device() const override { return Device::cpu; }
   int num_channels() const override {
@@ -36,6 +38,13 @@ class CpuBackend final : public detail::BackendImpl {
   }
   DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override { return normal_.dispatch(plan); }
   CombineResult normal_combine(const detail::CombinePlan& plan) override { return normal_.combine(plan); }
+  LowLatencyDispatchResult low_latency_dispatch(const detail::LowLatencyDispatchPlan& plan) override {
+    return low_latency_.dispatch(plan);
+  }
+  LowLatencyCombineResult low_latency_combine(const detail::LowLatencyCombinePlan& plan) override {
+    return low_latency_.combine(plan);
+  }
+  void* low_latency_staging(const common::LowLatencyLayout& layout) override { return layout.staging(heap_.base()); }
   // CPU calls complete before they return.
   void synchronize(Stream) override {}
 
@@ -43,6 +52,7 @@ class CpuBackend final : public detail::BackendImpl {
   BufferOptions options_;
   HostHeap heap_;
   NormalEngine normal_;
+  LowLatencyEngine low_latency_;
 };
 
 }  // namespace switchyard::cpu

@@ -283,6 +283,15 @@ class CudaBackend final : public detail::BackendImpl {
     return result;
   }
 
+  LowLatencyDispatchResult low_latency_dispatch(const detail::LowLatencyDispatchPlan&) override {
+    throw Unsupported("low_latency: the CUDA engine is not implemented yet");
+  }
+  LowLatencyCombineResult low_latency_combine(const detail::LowLatencyCombinePlan&) override {
+    throw Unsupported("low_latency: the CUDA engine is not implemented yet");
+  }
+  void* low_latency_staging(const common::LowLatencyLayout&) override {
+    throw Unsupported("low_latency: the CUDA engine is not implemented yet");
+  }
 
   void synchronize(Stream stream) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));

@@ -1,0 +1,103 @@
+#pragma once
+// The `low_latency` engine's interface (DESIGN.md, "low_latency and symmetric interface:
+// expert-major"): decode-sized batches written directly from each source into per-expert receive
+// slots on the target, and a weighted combine back. Used through Buffer::low_latency_dispatch,
+// Buffer::low_latency_combine and Buffer::low_latency_combine_buffer.
+//
+//   auto recv = buffer.low_latency_dispatch({.x = x, .topk_idx = topk_idx, .max_tokens_per_rank = 128,
+//                                            .num_experts = 256});
+//   ... experts run on recv.recv_x [local_experts, R * 128, hidden], rows < recv.recv_count ...
+//   auto out = buffer.low_latency_combine({.x = y, .topk_idx = topk_idx, .topk_weights = w,
+//                                          .handle = &recv.handle});
+//
+// Every rank calls with the same max_tokens_per_rank, num_experts, hidden and options. The buffer
+// must be sized for it (BufferSizing::low_latency_max_tokens_per_rank > 0).
+//
+// Hooks: with return_recv_hook the call does only its send half and returns; `hook()` runs the
+// receive half and fills the outputs. Call the hook before this Buffer's next low-latency call
+// (the buffer's two halves alternate between consecutive calls; a third call would reuse the half
+// the pending receive still reads), and at most once; the Buffer must outlive it.
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include "switchyard/tensor.hpp"
+
+namespace switchyard {
+
+// cudaStream_t on the CUDA backend (nullptr: the buffer's own non-blocking stream); ignored on CPU.
+using Stream = void*;
+
+namespace detail {
+struct LowLatencyHandleData;
+}
+
+// The routing of a low-latency dispatch, for its combine. Opaque; cheap to copy. Valid only with
+// the Buffer that made it.
+class LowLatencyHandle {
+ public:
+  LowLatencyHandle() = default;
+  explicit LowLatencyHandle(std::shared_ptr<const detail::LowLatencyHandleData> data) : data_(std::move(data)) {}
+  bool valid() const { return data_ != nullptr; }
+  const detail::LowLatencyHandleData& data() const { return *data_; }
+
+ private:
+  std::shared_ptr<const detail::LowLatencyHandleData> data_;
+};
+
+struct LowLatencyDispatchArgs {
+  TensorView x;         // bf16 [N, H]; H a multiple of 8 (of 128 with use_fp8)
+  TensorView topk_idx;  // i64 [N, K]; -1 = no expert. Each (token, slot) is one row on its expert.
+  int64_t max_tokens_per_rank = 0;  // N <= this on every rank; recv rows per expert are R times this
+  int num_experts = 0;
+  // Cast to fp8 e4m3 per 128 channels with an amax scale: scale = max(amax, 1e-4) / 448.
+  bool use_fp8 = false;
+  bool round_scale = false;  // scales rounded up to a power of two (needs use_fp8)
+  bool use_ue8m0 = false;    // power-of-two scales stored as UE8M0 bytes, 4 per int32 (needs use_fp8)
+  bool return_recv_hook = false;
+  // Optional preallocated outputs (shapes as in LowLatencyDispatchResult); allocated when undefined.
+  TensorView out_recv_x, out_recv_x_scales, out_recv_count, out_layout_range, out_src_info;
+  Stream stream = nullptr;
+};
+
+// L = local experts, R = ranks, max = max_tokens_per_rank.
+struct LowLatencyDispatchResult {
+  // [L, R * max, H], bf16 (fp8_e4m3 with use_fp8). For local expert l, the rows of source rank 0
+  // come first, then rank 1, ...; within a source, (token, slot) order. Rows at and past
+  // recv_count[l] are unspecified (not written).
+  Tensor recv_x;
+  // f32 [L, R * max, H / 128]; with use_ue8m0 i32 [L, R * max, ceil(H / 512)], byte i of word w
+  // the exponent of scale 4w + i (little-endian, zero-padded). Undefined without use_fp8.
+  Tensor recv_x_scales;
+  Tensor recv_count;    // i32 [L]: rows received per local expert
+  Tensor layout_range;  // i32 [L, R, 2]: (begin, count) of each source rank's rows
+  Tensor src_info;      // i32 [L, R * max]: source token index of each row; -1 past recv_count
+  LowLatencyHandle handle;
+  // Set with return_recv_hook: runs the receive half (the outputs above are filled only then).
+  std::function<void()> hook;
+};
+
+struct LowLatencyCombineArgs {
+  // bf16 [L, R * max, H']: expert outputs, rows as dispatch gave them (only rows < recv_count are
+  // read). With zero_copy, omit it (or pass low_latency_combine_buffer's view): the outputs are
+  // already in the buffer.
+  TensorView x;
+  // i64 [N, K]: the dispatch's topk_idx; a slot may be set to -1 to leave that expert out.
+  TensorView topk_idx;
+  TensorView topk_weights;  // f32 [N, K]
+  const LowLatencyHandle* handle = nullptr;
+  bool zero_copy = false;
+  bool return_recv_hook = false;
+  TensorView out_combined_x;  // optional bf16 [N, H']
+  Stream stream = nullptr;
+};
+
+struct LowLatencyCombineResult {
+  // bf16 [N, H']: out[t] = sum over slots j ascending with topk_idx[t, j] >= 0 of
+  // topk_weights[t, j] * y[row(t, j)], accumulated in fp32 with fused multiply-add starting from
+  // +0.0 (so a token with no valid slot gives +0.0), rounded to bf16 once.
+  Tensor combined_x;
+  std::function<void()> hook;  // set with return_recv_hook: runs the receive half (the reduction)
+};
+
+}  // namespace switchyard

@@ -1,0 +1,42 @@
+#include "core/low_latency_sizing.hpp"
+
+#include <algorithm>
+
+namespace switchyard::detail {
+
+common::LowLatencyDispatchMessage low_latency_dispatch_message(int hidden, bool use_fp8) {
+  common::LowLatencyDispatchMessage message{};
+  message.row_bytes = static_cast<uint32_t>(hidden) * (use_fp8 ? 1u : 2u);
+  message.num_scales = use_fp8 ? static_cast<uint32_t>(hidden / common::kFp8CastBlock) : 0u;
+  return message;
+}
+
+common::LowLatencyLayout low_latency_layout(const Topology& topology, const BufferSizing& sizing,
+                                            size_t region_offset) {
+  common::LowLatencyLayout layout{};
+  layout.region_offset = region_offset;
+  layout.num_ranks = topology.num_ranks;
+  layout.local_experts = sizing.num_experts / std::max(1, topology.num_ranks);
+  layout.topk = sizing.topk;
+  layout.max_tokens_per_rank = sizing.low_latency_max_tokens_per_rank;
+  layout.hidden = sizing.hidden;
+  // fp8 rows are smaller but carry scales: the slot holds either.
+  size_t slot = std::max(low_latency_dispatch_message(sizing.hidden, false).bytes(),
+                         low_latency_dispatch_message(sizing.hidden, true).bytes());
+  layout.dispatch_slot_bytes = static_cast<uint32_t>(slot);
+  layout.combine_row_bytes =
+      static_cast<uint32_t>(common::align_up(static_cast<size_t>(sizing.hidden) * 2, common::kLowLatencyAlignment));
+  return layout;
+}
+
+}  // namespace switchyard::detail
+
+namespace switchyard {
+
+size_t low_latency_heap_bytes(const Topology& topology, const BufferSizing& sizing) {
+  topology.validate();
+  if (sizing.low_latency_max_tokens_per_rank <= 0) return 0;
+  return detail::low_latency_layout(topology, sizing, 0).region_bytes();
+}
+
+}  // namespace switchyard

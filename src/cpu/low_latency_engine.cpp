@@ -1,0 +1,350 @@
+// The CPU `low_latency` engine's roles: dispatch sender and receiver, combine sender and receiver.
+// Each is a function over one call's context; the calls wire them together.
+#include "cpu/low_latency_engine.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "common/fp8_cast.hpp"
+#include "common/numeric.hpp"
+#include "core/low_latency_sizing.hpp"
+#include "cpu/bounded_wait.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard::cpu {
+
+namespace {
+
+Tensor output_or_allocate(const TensorView& given, DType dtype, std::initializer_list<int64_t> dims) {
+  return given.defined() ? Tensor::borrow(given) : Tensor::empty(dtype, dims);
+}
+
+// Waits (bounded) until `word` holds a signal of call `sequence`, and returns it.
+uint64_t wait_for_signal(const uint64_t* word, uint32_t sequence, double timeout_seconds,
+                         const std::function<std::string()>& who) {
+  WaitBudget budget(timeout_seconds, nullptr);
+  for (;;) {
+    uint64_t signal = common::ld_acquire_sys(word);
+    if (common::low_latency_signal_is_for(signal, sequence)) return signal;
+    budget.idle([&] {
+      std::ostringstream text;
+      text << who() << ": waiting for the signal of low-latency call " << sequence << " (last seen call "
+           << (signal >> 32) << ")";
+      return text.str();
+    });
+  }
+}
+
+std::string label(int rank, const char* role) {
+  return "rank " + std::to_string(rank) + " (cpu " + role + ")";
+}
+
+// ---- dispatch -----------------------------------------------------------------------------------
+
+struct DispatchCall {
+  const common::SymHeap* heap;
+  common::LowLatencyLayout layout;
+  common::LowLatencyDispatchMessage message;
+  uint32_t sequence;
+  int half;
+  int rank;
+  int num_ranks;
+  int local_experts;
+  int hidden;
+  int64_t max_tokens_per_rank;
+  bool use_fp8;
+  bool round_scale;
+  bool use_ue8m0;
+  double timeout_seconds;
+};
+
+// Writes each (token, slot) pair into its expert's receive slot on the expert's rank, at the
+// position given by the prefix count of this rank's pairs for that expert, then publishes the
+// count of every expert (zero included) with release semantics.
+void dispatch_sender(const DispatchCall& call, const TensorView& x, const TensorView& topk_idx) {
+  const common::SymHeap& heap = *call.heap;
+  const int64_t num_tokens = x.shape[0];
+  const int topk = static_cast<int>(topk_idx.shape[1]);
+  const int num_experts = call.local_experts * call.num_ranks;
+  const int64_t* ids = topk_idx.as<const int64_t>();
+  const uint16_t* rows = x.as<const uint16_t>();
+  const int num_scales = static_cast<int>(call.message.num_scales);
+
+  std::vector<uint32_t> position(num_experts, 0);
+  std::vector<uint8_t> fp8_row(call.use_fp8 ? call.hidden : 0);
+  std::vector<float> scales(num_scales);
+  for (int64_t token = 0; token < num_tokens; ++token) {
+    const uint16_t* row = rows + token * call.hidden;
+    const uint8_t* payload = reinterpret_cast<const uint8_t*>(row);
+    bool cast = false;
+    for (int slot = 0; slot < topk; ++slot) {
+      const int64_t expert = ids[token * topk + slot];
+      if (expert < 0) continue;
+      if (call.use_fp8 && !cast) {
+        common::cast_row_to_fp8(row, call.hidden, call.round_scale, fp8_row.data(), scales.data());
+        payload = fp8_row.data();
+        cast = true;
+      }
+      const int destination = static_cast<int>(expert / call.local_experts);
+      const int local = static_cast<int>(expert % call.local_experts);
+      uint8_t* message =
+          heap.map(call.layout.dispatch_slot(heap.base, call.half, local, call.rank, position[expert]++), destination);
+      std::memcpy(call.message.row(message), payload, call.message.row_bytes);
+      if (num_scales > 0) std::memcpy(call.message.scales(message), scales.data(), num_scales * sizeof(float));
+      *call.message.src_token(message) = static_cast<int32_t>(token);
+      *call.message.src_slot(message) = slot;
+    }
+  }
+  for (int expert = 0; expert < num_experts; ++expert) {
+    const int destination = expert / call.local_experts;
+    uint64_t* signal =
+        heap.map(call.layout.dispatch_signal(heap.base, call.half, expert % call.local_experts, call.rank), destination);
+    common::st_release_sys(signal, common::low_latency_signal(call.sequence, position[expert]));
+  }
+}
+
+struct DispatchOutputs {
+  Tensor recv_x, recv_x_scales, recv_count, layout_range, src_info;
+  std::shared_ptr<detail::LowLatencyHandleData> handle;
+};
+
+// For each local expert and source rank in order: waits for the source's count, then copies its
+// rows out in slot order, so rows land source-major and in source token order.
+void dispatch_receiver(const DispatchCall& call, const DispatchOutputs& out) {
+  const common::SymHeap& heap = *call.heap;
+  const int64_t rows_per_expert = call.num_ranks * call.max_tokens_per_rank;
+  const int num_scales = static_cast<int>(call.message.num_scales);
+  const int scale_words = call.use_ue8m0 ? common::ue8m0_words(num_scales) : num_scales;
+  uint8_t* recv_x = out.recv_x.as<uint8_t>();
+  int32_t* recv_count = out.recv_count.as<int32_t>();
+  int32_t* layout_range = out.layout_range.as<int32_t>();
+  int32_t* src_info = out.src_info.as<int32_t>();
+  int32_t* src_slot = out.handle->src_slot.as<int32_t>();
+
+  for (int local = 0; local < call.local_experts; ++local) {
+    int64_t begin = 0;
+    for (int source = 0; source < call.num_ranks; ++source) {
+      const uint64_t signal = wait_for_signal(
+          call.layout.dispatch_signal(heap.base, call.half, local, source), call.sequence, call.timeout_seconds, [&] {
+            return label(call.rank, "low_latency dispatch receiver") + ", local expert " + std::to_string(local) +
+                   ", source rank " + std::to_string(source);
+          });
+      const int64_t count = common::low_latency_signal_count(signal);
+      if (count > call.max_tokens_per_rank) {
+        throw Error("low_latency_dispatch: rank " + std::to_string(source) + " sent " + std::to_string(count) +
+                    " rows to local expert " + std::to_string(local) + " of rank " + std::to_string(call.rank) +
+                    ", more than max_tokens_per_rank " + std::to_string(call.max_tokens_per_rank) +
+                    " (every rank must call with the same max_tokens_per_rank)");
+      }
+      layout_range[(local * call.num_ranks + source) * 2] = static_cast<int32_t>(begin);
+      layout_range[(local * call.num_ranks + source) * 2 + 1] = static_cast<int32_t>(count);
+      for (int64_t position = 0; position < count; ++position) {
+        uint8_t* message = call.layout.dispatch_slot(heap.base, call.half, local, source, position);
+        const int64_t row = local * rows_per_expert + begin + position;
+        std::memcpy(recv_x + row * call.message.row_bytes, call.message.row(message), call.message.row_bytes);
+        if (call.use_ue8m0) {
+          common::pack_ue8m0(call.message.scales(message), num_scales,
+                             out.recv_x_scales.as<int32_t>() + row * scale_words);
+        } else if (num_scales > 0) {
+          std::memcpy(out.recv_x_scales.as<float>() + row * num_scales, call.message.scales(message),
+                      num_scales * sizeof(float));
+        }
+        src_info[row] = *call.message.src_token(message);
+        src_slot[row] = *call.message.src_slot(message);
+      }
+      begin += count;
+    }
+    recv_count[local] = static_cast<int32_t>(begin);
+    for (int64_t row = local * rows_per_expert + begin; row < (local + 1) * rows_per_expert; ++row) {
+      src_info[row] = -1;
+      src_slot[row] = -1;
+    }
+  }
+  out.handle->recv_count = out.recv_count;
+  out.handle->layout_range = out.layout_range;
+  out.handle->src_info = out.src_info;
+  out.handle->received.store(true, std::memory_order_release);
+}
+
+// ---- combine ------------------------------------------------------------------------------------
+
+struct CombineCall {
+  const common::SymHeap* heap;
+  common::LowLatencyLayout layout;
+  uint32_t sequence;
+  int half;
+  int rank;
+  int num_ranks;
+  int local_experts;
+  int hidden;
+  int64_t max_tokens_per_rank;
+  double timeout_seconds;
+};
+
+// Sends each received row's expert output back to its home rank, into the combine row of its
+// (slot, token), then signals each home rank once per local expert.
+void combine_sender(const CombineCall& call, const detail::LowLatencyHandleData& handle, const uint16_t* y) {
+  const common::SymHeap& heap = *call.heap;
+  const int64_t rows_per_expert = call.num_ranks * call.max_tokens_per_rank;
+  const int32_t* layout_range = handle.layout_range.as<const int32_t>();
+  const int32_t* src_info = handle.src_info.as<const int32_t>();
+  const int32_t* src_slot = handle.src_slot.as<const int32_t>();
+  const size_t row_bytes = static_cast<size_t>(call.hidden) * 2;
+  for (int local = 0; local < call.local_experts; ++local) {
+    for (int home = 0; home < call.num_ranks; ++home) {
+      const int32_t begin = layout_range[(local * call.num_ranks + home) * 2];
+      const int32_t count = layout_range[(local * call.num_ranks + home) * 2 + 1];
+      for (int64_t row = local * rows_per_expert + begin; row < local * rows_per_expert + begin + count; ++row) {
+        uint8_t* target = heap.map(call.layout.combine_row(heap.base, call.half, src_slot[row], src_info[row]), home);
+        std::memcpy(target, y + row * call.hidden, row_bytes);
+      }
+      uint64_t* signal =
+          heap.map(call.layout.combine_signal(heap.base, call.half, call.rank * call.local_experts + local), home);
+      common::st_release_sys(signal, common::low_latency_signal(call.sequence, static_cast<uint32_t>(count)));
+    }
+  }
+}
+
+// Waits for every expert's rows, then reduces each token's valid slots in increasing order with
+// fp32 fused multiply-adds from +0, rounding to bf16 once.
+void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_idx,
+                      const std::vector<float>& topk_weights, int topk, uint16_t* combined_x) {
+  const common::SymHeap& heap = *call.heap;
+  const int num_experts = call.local_experts * call.num_ranks;
+  for (int expert = 0; expert < num_experts; ++expert) {
+    wait_for_signal(call.layout.combine_signal(heap.base, call.half, expert), call.sequence, call.timeout_seconds,
+                    [&] {
+                      return label(call.rank, "low_latency combine receiver") + ", expert " + std::to_string(expert) +
+                             " on rank " + std::to_string(expert / call.local_experts);
+                    });
+  }
+  const int64_t num_tokens = topk == 0 ? 0 : static_cast<int64_t>(topk_idx.size()) / topk;
+  std::vector<float> accumulator(call.hidden);
+  for (int64_t token = 0; token < num_tokens; ++token) {
+    std::fill(accumulator.begin(), accumulator.end(), 0.0f);
+    for (int slot = 0; slot < topk; ++slot) {
+      if (topk_idx[token * topk + slot] < 0) continue;
+      const float weight = topk_weights[token * topk + slot];
+      const uint16_t* row =
+          reinterpret_cast<const uint16_t*>(call.layout.combine_row(heap.base, call.half, slot, token));
+      for (int channel = 0; channel < call.hidden; ++channel) {
+        accumulator[channel] = std::fma(weight, common::bf16_to_float(row[channel]), accumulator[channel]);
+      }
+    }
+    uint16_t* out = combined_x + token * call.hidden;
+    for (int channel = 0; channel < call.hidden; ++channel) out[channel] = common::float_to_bf16(accumulator[channel]);
+  }
+}
+
+}  // namespace
+
+LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDispatchPlan& plan) {
+  const LowLatencyDispatchArgs& args = plan.args;
+  const int num_ranks = plan.topology.num_ranks;
+  const int64_t local = plan.local_experts;
+  const int64_t rows = num_ranks * plan.max_tokens_per_rank;
+  const int num_scales = plan.use_fp8 ? plan.hidden / common::kFp8CastBlock : 0;
+
+  DispatchCall call{};
+  call.heap = &heap_.view();
+  call.layout = plan.layout;
+  call.message = detail::low_latency_dispatch_message(plan.hidden, plan.use_fp8);
+  call.sequence = ++sequence_;
+  call.half = common::low_latency_half(call.sequence);
+  call.rank = plan.rank;
+  call.num_ranks = num_ranks;
+  call.local_experts = plan.local_experts;
+  call.hidden = plan.hidden;
+  call.max_tokens_per_rank = plan.max_tokens_per_rank;
+  call.use_fp8 = plan.use_fp8;
+  call.round_scale = plan.round_scale;
+  call.use_ue8m0 = plan.use_ue8m0;
+  call.timeout_seconds = plan.config.timeout_seconds;
+
+  auto handle = std::make_shared<detail::LowLatencyHandleData>();
+  handle->owner = owner_;
+  handle->rank = plan.rank;
+  handle->topology = plan.topology;
+  handle->num_experts = plan.num_experts;
+  handle->local_experts = plan.local_experts;
+  handle->topk = plan.topk;
+  handle->hidden = plan.hidden;
+  handle->max_tokens_per_rank = plan.max_tokens_per_rank;
+  handle->num_tokens = plan.num_tokens;
+  handle->topk_idx = Tensor::empty(DType::i64, {plan.num_tokens, plan.topk});
+  if (args.topk_idx.nbytes() > 0) std::memcpy(handle->topk_idx.data(), args.topk_idx.data, args.topk_idx.nbytes());
+  handle->src_slot = Tensor::empty(DType::i32, {local, rows});
+
+  DispatchOutputs out;
+  out.recv_x = output_or_allocate(args.out_recv_x, plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16,
+                                  {local, rows, plan.hidden});
+  if (plan.use_ue8m0) {
+    out.recv_x_scales = output_or_allocate(args.out_recv_x_scales, DType::i32,
+                                           {local, rows, common::ue8m0_words(num_scales)});
+  } else if (plan.use_fp8) {
+    out.recv_x_scales = output_or_allocate(args.out_recv_x_scales, DType::f32, {local, rows, num_scales});
+  }
+  out.recv_count = output_or_allocate(args.out_recv_count, DType::i32, {local});
+  out.layout_range = output_or_allocate(args.out_layout_range, DType::i32, {local, num_ranks, 2});
+  out.src_info = output_or_allocate(args.out_src_info, DType::i32, {local, rows});
+  out.handle = handle;
+
+  dispatch_sender(call, args.x, args.topk_idx);
+
+  LowLatencyDispatchResult result;
+  result.recv_x = out.recv_x;
+  result.recv_x_scales = out.recv_x_scales;
+  result.recv_count = out.recv_count;
+  result.layout_range = out.layout_range;
+  result.src_info = out.src_info;
+  result.handle = LowLatencyHandle(handle);
+  if (args.return_recv_hook) {
+    result.hook = [call, out] { dispatch_receiver(call, out); };
+  } else {
+    dispatch_receiver(call, out);
+  }
+  return result;
+}
+
+LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombinePlan& plan) {
+  const LowLatencyCombineArgs& args = plan.args;
+  const detail::LowLatencyHandleData& handle = *plan.handle;
+
+  CombineCall call{};
+  call.heap = &heap_.view();
+  call.layout = plan.layout;
+  call.sequence = ++sequence_;
+  call.half = common::low_latency_half(call.sequence);
+  call.rank = plan.rank;
+  call.num_ranks = plan.topology.num_ranks;
+  call.local_experts = handle.local_experts;
+  call.hidden = plan.hidden;
+  call.max_tokens_per_rank = handle.max_tokens_per_rank;
+  call.timeout_seconds = plan.config.timeout_seconds;
+
+  LowLatencyCombineResult result;
+  result.combined_x = output_or_allocate(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden});
+  // The receive half may run later (hook): it keeps its own copy of the routing it reduces with.
+  const size_t pairs = static_cast<size_t>(handle.num_tokens) * handle.topk;
+  std::vector<int64_t> topk_idx(args.topk_idx.as<const int64_t>(), args.topk_idx.as<const int64_t>() + pairs);
+  std::vector<float> topk_weights(args.topk_weights.as<const float>(), args.topk_weights.as<const float>() + pairs);
+
+  combine_sender(call, handle, plan.y);
+
+  auto receive = [call, topk_idx = std::move(topk_idx), topk_weights = std::move(topk_weights), topk = handle.topk,
+                  combined_x = result.combined_x] {
+    combine_receiver(call, topk_idx, topk_weights, topk, combined_x.as<uint16_t>());
+  };
+  if (args.return_recv_hook) {
+    result.hook = std::move(receive);
+  } else {
+    receive();
+  }
+  return result;
+}
+
+}  // namespace switchyard::cpu
