@@ -1,0 +1,166 @@
+"""switchyard.deep_ep.Buffer used the way frameworks use DeepEP's deep_ep.Buffer, on the CPU
+backend with ranks as processes, compared bitwise with the NumPy reference."""
+import numpy as np
+import pytest
+
+import reference
+import switchyard
+from switchyard import deep_ep
+
+HIDDEN, TOPK = 256, 3
+SEED = 11
+
+
+def rank_inputs(rank, num_experts, fp8=False):
+    rng = np.random.default_rng([SEED, rank])
+    return reference.draw_inputs(rng, 23 + 5 * rank, HIDDEN, TOPK, num_experts, fp8=fp8)
+
+
+def make_buffer(allgather, num_ranks, num_experts):
+    num_nvl_bytes = deep_ep.Config().get_nvl_buffer_size_hint(HIDDEN * 2, num_ranks, topk=TOPK,
+                                                              num_experts=num_experts)
+    return deep_ep.Buffer(allgather, num_nvl_bytes=num_nvl_bytes, num_rdma_bytes=0, backend="cpu",
+                          timeout_seconds=20)
+
+
+def framework_round_trip_job(rank, num_ranks, allgather, num_experts):
+    x, _, topk_idx, topk_weights = rank_inputs(rank, num_experts)
+    buffer = make_buffer(allgather, num_ranks, num_experts)
+    assert (buffer.rank, buffer.group_size) == (rank, num_ranks)
+    num_tokens_per_rank, num_tokens_per_rdma_rank, num_tokens_per_expert, is_token_in_rank, event = \
+        buffer.get_dispatch_layout(topk_idx, num_experts, previous_event=deep_ep.Buffer.capture(),
+                                   async_finish=True)
+    assert num_tokens_per_rdma_rank is None  # one node, as in DeepEP
+    with event:  # EventOverlap as a context manager (no event on the CPU backend)
+        pass
+    recv_x, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert_list, handle, event = buffer.dispatch(
+        x, num_tokens_per_rank=num_tokens_per_rank, num_tokens_per_rdma_rank=num_tokens_per_rdma_rank,
+        is_token_in_rank=is_token_in_rank, num_tokens_per_expert=num_tokens_per_expert, topk_idx=topk_idx,
+        topk_weights=topk_weights, config=deep_ep.Buffer.get_dispatch_config(num_ranks), async_finish=True,
+        allocate_on_comm_stream=True)
+    event.current_stream_wait()
+
+    # The experts: each local expert takes its rows (num_recv_tokens_per_expert_list says how many).
+    counts = [int((recv_topk_idx == e).sum()) for e in range(num_experts // num_ranks)]
+    assert counts == num_recv_tokens_per_expert_list
+    y = reference.expert(recv_x, recv_topk_idx)
+    combined_x, combined_topk_weights, _ = buffer.combine(y, handle, topk_weights=recv_topk_weights,
+                                                          config=deep_ep.Buffer.get_combine_config(num_ranks))
+
+    # Cached dispatch (same routing, new activations), then a combine through the same handle.
+    x2 = reference.f32_to_bf16(reference.bf16_to_f32(x) * np.float32(-2))
+    cached = buffer.dispatch(x2, handle=handle)
+    cached_combined, cached_weights, _ = buffer.combine(reference.expert(cached[0], recv_topk_idx), handle)
+    assert cached[1:5] == (None, None, None, None) and cached_weights is None
+
+    # Layout tensors that did not come from this buffer are recomputed from topk_idx.
+    recomputed = buffer.dispatch(x, num_tokens_per_rank=num_tokens_per_rank.copy(),
+                                 is_token_in_rank=is_token_in_rank.copy(),
+                                 num_tokens_per_expert=num_tokens_per_expert.copy(), topk_idx=topk_idx,
+                                 topk_weights=topk_weights)[0]
+    buffer.destroy()
+    return dict(recv_x=recv_x, recv_topk_idx=recv_topk_idx, recv_topk_weights=recv_topk_weights,
+                num_recv_tokens_per_expert_list=num_recv_tokens_per_expert_list, y=y, combined_x=combined_x,
+                combined_topk_weights=combined_topk_weights, cached_x=cached[0], cached_combined=cached_combined,
+                recomputed=recomputed)
+
+
+def fp8_job(rank, num_ranks, allgather, num_experts):
+    x, scales, topk_idx, topk_weights = rank_inputs(rank, num_experts, fp8=True)
+    buffer = make_buffer(allgather, num_ranks, num_experts)
+    per_rank, _, per_expert, in_rank, _ = buffer.get_dispatch_layout(topk_idx, num_experts)
+    (recv_x, recv_scales), recv_idx, _, counts, handle, _ = buffer.dispatch(
+        (x, scales), num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert,
+        topk_idx=topk_idx, topk_weights=topk_weights, expert_alignment=2)
+    (cached_x, cached_scales), *_ = buffer.dispatch((x, scales), handle=handle)
+    buffer.destroy()
+    return recv_x, recv_scales, recv_idx, counts, cached_x, cached_scales
+
+
+@pytest.mark.parametrize("num_ranks", [1, 2, 4])
+def test_layout_dispatch_experts_combine_round_trip(ranks, num_ranks):
+    num_experts = 4 * num_ranks
+    results = ranks(num_ranks).run(framework_round_trip_job, [(num_experts,)] * num_ranks)
+    inputs = [rank_inputs(r, num_experts) for r in range(num_ranks)]
+    expected = reference.dispatch(inputs, num_experts)
+    num_tokens = [inputs[r][0].shape[0] for r in range(num_ranks)]
+    combined = reference.combine([r["y"] for r in results], [e["recv_topk_weights"] for e in expected], expected,
+                                 num_tokens)
+    cached_inputs = [(reference.f32_to_bf16(reference.bf16_to_f32(x) * np.float32(-2)), s, i, w)
+                     for x, s, i, w in inputs]
+    cached_expected = reference.dispatch(cached_inputs, num_experts)
+    cached_ys = [reference.expert(e["recv_x"], e["recv_topk_idx"]) for e in cached_expected]
+    cached_combined = reference.combine(cached_ys, [e["recv_topk_weights"] for e in expected], expected,
+                                        num_tokens)
+    for rank, result in enumerate(results):
+        want = expected[rank]
+        context = f"seed {SEED}, rank {rank} of {num_ranks}"
+        np.testing.assert_array_equal(result["recv_x"], want["recv_x"], err_msg=context)
+        np.testing.assert_array_equal(result["recv_topk_idx"], want["recv_topk_idx"], err_msg=context)
+        np.testing.assert_array_equal(result["recv_topk_weights"], want["recv_topk_weights"], err_msg=context)
+        assert result["num_recv_tokens_per_expert_list"] == want["num_recv_tokens_per_expert"], context
+        np.testing.assert_array_equal(result["combined_x"], combined[rank][0], err_msg=context)
+        np.testing.assert_array_equal(result["combined_topk_weights"], combined[rank][1], err_msg=context)
+        np.testing.assert_array_equal(result["cached_x"], cached_expected[rank]["recv_x"], err_msg=context)
+        np.testing.assert_array_equal(result["cached_combined"], cached_combined[rank][0], err_msg=context)
+        np.testing.assert_array_equal(result["recomputed"], want["recv_x"], err_msg=context)
+
+
+def test_fp8_tuple_dispatch_and_cached_dispatch(ranks):
+    num_ranks, num_experts = 2, 8
+    inputs = [rank_inputs(r, num_experts, fp8=True) for r in range(num_ranks)]
+    expected = reference.dispatch(inputs, num_experts, expert_alignment=2)
+    for rank, (recv_x, recv_scales, recv_idx, counts, cached_x, cached_scales) in enumerate(
+            ranks(num_ranks).run(fp8_job, [(num_experts,)] * num_ranks)):
+        np.testing.assert_array_equal(recv_x, expected[rank]["recv_x"])
+        np.testing.assert_array_equal(recv_scales, expected[rank]["recv_x_scales"])
+        np.testing.assert_array_equal(recv_idx, expected[rank]["recv_topk_idx"])
+        assert counts == expected[rank]["num_recv_tokens_per_expert"]
+        np.testing.assert_array_equal(cached_x, recv_x)
+        np.testing.assert_array_equal(cached_scales, recv_scales)
+
+
+@pytest.fixture
+def solo():
+    buffer = deep_ep.Buffer(lambda mine: [mine], num_nvl_bytes=0, low_latency_mode=True, backend="cpu")
+    yield buffer
+    buffer.destroy()
+
+
+def solo_inputs():
+    return rank_inputs(0, 4)
+
+
+def test_low_latency_methods_name_themselves_until_the_engine_lands(solo):
+    x, _, topk_idx, topk_weights = solo_inputs()
+    calls = {
+        "low_latency_dispatch": lambda: solo.low_latency_dispatch(x, topk_idx, 128, 4),
+        "low_latency_combine": lambda: solo.low_latency_combine(x, topk_idx, topk_weights, None),
+        "clean_low_latency_buffer": lambda: solo.clean_low_latency_buffer(128, HIDDEN, 4),
+        "get_next_low_latency_combine_buffer": lambda: solo.get_next_low_latency_combine_buffer(None),
+        "get_low_latency_rdma_size_hint": lambda: deep_ep.Buffer.get_low_latency_rdma_size_hint(128, HIDDEN, 1, 4),
+    }
+    for name, call in calls.items():
+        with pytest.raises(switchyard.Unsupported, match=name):
+            call()
+
+
+def test_unsupported_options_raise_naming_the_option(solo):
+    x, _, topk_idx, topk_weights = solo_inputs()
+    per_rank, _, per_expert, in_rank, _ = solo.get_dispatch_layout(topk_idx, 4)
+    kwargs = dict(num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert,
+                  topk_idx=topk_idx, topk_weights=topk_weights)
+    with pytest.raises(switchyard.Unsupported, match=r"dispatch\(config="):
+        solo.dispatch(x, config=deep_ep.Config(24, 8, 512, 6, 128), **kwargs)
+    recv_x, _, recv_weights, _, handle, _ = solo.dispatch(x, **kwargs)
+    with pytest.raises(switchyard.Unsupported, match="bias"):
+        solo.combine(recv_x, handle, recv_weights, bias=recv_x)
+    with pytest.raises(switchyard.Unsupported, match=r"topk_idx=None"):
+        solo.dispatch(x, num_tokens_per_rank=per_rank, num_tokens_per_expert=per_expert)
+    with pytest.raises(switchyard.InvalidArgument, match="cached handle"):
+        solo.dispatch(x, handle=handle, topk_idx=topk_idx)
+    with pytest.raises(switchyard.InvalidArgument, match="handle"):
+        solo.combine(recv_x, ("a", "tuple"))
+    for option in ("allow_mnnvl", "use_fabric", "enable_shrink"):
+        with pytest.raises(switchyard.Unsupported, match=option):
+            deep_ep.Buffer(lambda mine: [mine], backend="cpu", **{option: True})
