@@ -81,8 +81,13 @@ TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, bool wr
   if (object.is_none()) return view;
   nb::ndarray<nb::ro> array;
   if (!nb::try_cast(object, array, false)) {
+    // NOTES: torch refuses to export a tensor that requires grad; say so rather than "not a tensor".
+    const bool has_dlpack = nb::hasattr(object, "__dlpack__");
     throw InvalidArgument(std::string(name) + ": expected a tensor (an object with __dlpack__ or the buffer " +
-                          "protocol), got " + nb::inst_name(object).c_str());
+                          "protocol), got " + nb::inst_name(object).c_str() +
+                          (has_dlpack ? " whose __dlpack__ export failed (a torch tensor that requires grad needs "
+                                        ".detach())"
+                                      : ""));
   }
   if (writable && nb::hasattr(object, "flags") && nb::hasattr(object.attr("flags"), "writeable") &&
       !nb::cast<bool>(object.attr("flags").attr("writeable"))) {

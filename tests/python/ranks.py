@@ -67,7 +67,10 @@ class Ranks:
                 raise RankFailed(f"ranks {sorted(pending)} did not answer within {JOB_TIMEOUT_SECONDS} s")
             for conn in ready:
                 rank = self.conns.index(conn)
-                kind, payload = conn.recv()
+                try:
+                    kind, payload = conn.recv()
+                except EOFError:
+                    kind, payload = "error", f"the process died (exit code {self.processes[rank].exitcode})"
                 if kind == "allgather":
                     gathered[rank] = payload
                 else:
