@@ -456,12 +456,14 @@ class Buffer::Impl {
     return plan;
   }
 
+  // The CPU backend runs the hierarchical engine across nodes (over the loopback transport).
   void check_single_node(const char* what) const {
-    if (!options_.topology.is_single_node()) {
+    if (!options_.topology.is_single_node() && options_.backend != Backend::cpu) {
       throw Unsupported(std::string(what) + ": the normal engine across nodes (ranks_per_node " +
                         std::to_string(options_.topology.ranks_per_node) + " < num_ranks " +
                         std::to_string(options_.topology.num_ranks) +
-                        ") needs the hierarchical three-stage engine, which is not implemented yet");
+                        ") needs the CUDA hierarchical three-stage engine, which is not implemented yet "
+                        "(the cpu backend has it)");
     }
   }
 
@@ -487,12 +489,13 @@ class Buffer::Impl {
     }
   }
 
-  void check_heap(const common::NormalHeapLayout& layout, const char* what, int hidden) const {
-    if (layout.total_bytes() > normal_region_bytes_) {
+  // `needed`: detail::normal_call_bytes of the call (the intranode layout, plus the RDMA region).
+  void check_heap(size_t needed, const char* what, int hidden) const {
+    if (needed > normal_region_bytes_) {
       throw InvalidArgument(std::string(what) + ": expected a call that fits the normal region of the buffer's heap (" +
                             std::to_string(normal_region_bytes_) + " of " + std::to_string(heap_bytes_) +
                             " bytes), got one needing " +
-                            std::to_string(layout.total_bytes()) + " (hidden=" + std::to_string(hidden) +
+                            std::to_string(needed) + " (hidden=" + std::to_string(hidden) +
                             "); size the buffer with BufferSizing for the largest call");
     }
   }
@@ -606,7 +609,7 @@ class Buffer::Impl {
       plan.layout = args.layout;
     }
     check_dispatch_outputs(plan);
-    check_heap(detail::dispatch_heap_layout(plan), "dispatch", plan.hidden);
+    check_heap(detail::normal_call_bytes(plan), "dispatch", plan.hidden);
     plan.signature = call_signature(1, plan.hidden, static_cast<int>(plan.dtype), plan.topk, plan.has_weights,
                                     plan.num_experts, plan.expert_alignment, plan.cached != nullptr,
                                     plan.num_worst_tokens > 0, plan.config.num_channels);
@@ -698,7 +701,7 @@ class Buffer::Impl {
     } else {
       detail::expect_undefined(args.out_combined_topk_weights, "out_combined_topk_weights", "no topk_weights were given");
     }
-    check_heap(detail::combine_heap_layout(plan), "combine", plan.hidden);
+    check_heap(detail::normal_call_bytes(plan), "combine", plan.hidden);
     plan.signature = call_signature(2, plan.hidden, plan.topk, plan.has_weights, plan.config.num_channels);
     return plan;
   }

@@ -4,6 +4,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/internode_protocol.hpp"
 #include "switchyard/buffer.hpp"
 
 namespace switchyard::detail {
@@ -39,6 +40,11 @@ struct NormalHandleData {
   Tensor send_list;            // i32 [R, N]: per destination, the tokens it gets, in order
   Tensor send_channel_prefix;  // i32 [R, C + 1]: where each channel starts in a destination's list
   Tensor send_slot;            // i32 [N, R]: ring index of token t within (its channel, destination), or -1
+
+  // Across nodes, CPU: what this rank forwarded as the RDMA peer, per (channel c, source node n) at
+  // [c * num_nodes + n]: the mask of its node's ranks that got each token, in order. Combine's
+  // forwarder reduces the same tokens in the same order. Filled by every dispatch, cached or not.
+  std::vector<std::vector<common::RankMask>> forwarded;
 };
 
 // A handle for `plan` with everything but the routing tensors filled in; a cached dispatch also

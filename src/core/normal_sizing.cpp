@@ -34,7 +34,49 @@ common::NormalHeapLayout make_layout(const Topology& topology, const Config& con
   layout.slot_bytes = static_cast<uint32_t>(slot_bytes);
   return layout;
 }
+
+common::InternodeHeapLayout make_internode_layout(const common::NormalHeapLayout& intranode, const Topology& topology,
+                                                  const Config& config, size_t rdma_slot_bytes) {
+  common::InternodeHeapLayout layout{};
+  layout.base = common::align_up(intranode.total_bytes(), common::kCounterStride);
+  layout.num_nodes = topology.num_nodes();
+  layout.ranks_per_node = topology.ranks_per_node;
+  layout.num_channels = intranode.num_channels;
+  // NOTES: the RDMA rings use the intranode ring's slot count and chunk: one knob for both stages.
+  layout.rdma_slots = static_cast<uint32_t>(config.ring_slots);
+  layout.rdma_slot_bytes = static_cast<uint32_t>(common::align_up(rdma_slot_bytes, common::kFieldAlignment));
+  return layout;
+}
 }  // namespace
+
+common::InternodeDispatchMessage internode_dispatch_message(int hidden, DType dtype, int topk, bool has_weights) {
+  common::InternodeDispatchMessage message{};
+  message.row_bytes = static_cast<uint32_t>(hidden * dtype_size(dtype));
+  message.num_scales = dtype == DType::fp8_e4m3 ? static_cast<uint32_t>(hidden / common::kScaleBlock) : 0u;
+  message.topk = static_cast<uint32_t>(topk);
+  message.has_weights = has_weights ? 1u : 0u;
+  return message;
+}
+
+common::InternodeHeapLayout dispatch_internode_layout(const DispatchPlan& plan) {
+  auto message = internode_dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
+  return make_internode_layout(dispatch_heap_layout(plan), plan.topology, plan.config, message.bytes());
+}
+
+common::InternodeHeapLayout combine_internode_layout(const CombinePlan& plan) {
+  auto message = combine_message(plan.hidden, plan.topk, plan.has_weights);
+  return make_internode_layout(combine_heap_layout(plan), plan.topology, plan.config, message.bytes());
+}
+
+size_t normal_call_bytes(const DispatchPlan& plan) {
+  if (plan.topology.is_single_node()) return dispatch_heap_layout(plan).total_bytes();
+  return dispatch_internode_layout(plan).end();
+}
+
+size_t normal_call_bytes(const CombinePlan& plan) {
+  if (plan.topology.is_single_node()) return combine_heap_layout(plan).total_bytes();
+  return combine_internode_layout(plan).end();
+}
 
 common::NormalHeapLayout dispatch_heap_layout(const DispatchPlan& plan) {
   auto message = dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
@@ -68,7 +110,12 @@ size_t normal_heap_bytes(const Topology& topology, const Config& config, const B
   layout.local_experts = local_experts;
   layout.ring_slots = static_cast<uint32_t>(config.ring_slots);
   layout.slot_bytes = static_cast<uint32_t>(slot_bytes);
-  return layout.total_bytes();
+  if (topology.is_single_node()) return layout.total_bytes();
+  // Across nodes, the RDMA region follows, sized for the largest message either way.
+  auto internode = detail::internode_dispatch_message(sizing.hidden, sizing.dtype, sizing.topk, true);
+  auto internode_bf16 = detail::internode_dispatch_message(sizing.hidden, DType::bf16, sizing.topk, true);
+  size_t rdma_slot_bytes = std::max({internode.bytes(), internode_bf16.bytes(), combine.bytes()});
+  return detail::make_internode_layout(layout, topology, config, rdma_slot_bytes).end();
 }
 
 }  // namespace switchyard

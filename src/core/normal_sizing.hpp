@@ -1,6 +1,7 @@
 #pragma once
 // The `normal` engine's heap layout and message formats for a given call: one place for the
 // arithmetic that sizes buffers, shared by the backends and by normal_heap_bytes().
+#include "common/internode_protocol.hpp"
 #include "common/normal_protocol.hpp"
 #include "core/backend.hpp"
 
@@ -11,5 +12,15 @@ common::CombineMessage combine_message(int hidden, int topk, bool has_weights);
 
 common::NormalHeapLayout dispatch_heap_layout(const DispatchPlan& plan);
 common::NormalHeapLayout combine_heap_layout(const CombinePlan& plan);
+
+// Across nodes (ranks_per_node < num_ranks): the token that crosses the network in dispatch, and
+// the RDMA region, which follows the call's intranode layout. Combine's RDMA slot carries one node
+// partial, in the CombineMessage format.
+common::InternodeDispatchMessage internode_dispatch_message(int hidden, DType dtype, int topk, bool has_weights);
+common::InternodeHeapLayout dispatch_internode_layout(const DispatchPlan& plan);
+common::InternodeHeapLayout combine_internode_layout(const CombinePlan& plan);
+// Bytes of the normal region a call uses: the intranode layout, plus the RDMA region across nodes.
+size_t normal_call_bytes(const DispatchPlan& plan);
+size_t normal_call_bytes(const CombinePlan& plan);
 
 }  // namespace switchyard::detail

@@ -5,9 +5,12 @@
 #include <cstring>
 
 #include "core/normal_sizing.hpp"
+#include "cpu/channel_role.hpp"
 #include "cpu/channel_workers.hpp"
 #include "cpu/combine_roles.hpp"
 #include "cpu/dispatch_roles.hpp"
+#include "cpu/internode_combine_roles.hpp"
+#include "cpu/internode_dispatch_roles.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::cpu {
@@ -44,7 +47,17 @@ void drive_channel(Sender& sender, Receiver& receiver, int rank, const char* ope
 
 }  // namespace
 
-void NormalEngine::begin_call(const common::NormalHeapLayout& layout, const Config& config, const char* operation) {
+transport::Transport* NormalEngine::transport(const Topology& topology) {
+  if (topology.is_single_node()) return nullptr;
+  if (!transport_) {
+    const common::SymHeap& heap = heap_.view();
+    transport_ = std::make_unique<transport::LoopbackTransport>(heap, transport::LoopbackOptions::from_environment(heap.rank));
+  }
+  return transport_.get();
+}
+
+void NormalEngine::begin_call(const common::NormalHeapLayout& layout, const common::InternodeHeapLayout* rdma,
+                              const Topology& topology, const Config& config, const char* operation) {
   const common::SymHeap& heap = heap_.view();
   for (int channel = 0; channel < layout.num_channels; ++channel) {
     for (int source = 0; source < layout.num_ranks; ++source) {
@@ -53,7 +66,25 @@ void NormalEngine::begin_call(const common::NormalHeapLayout& layout, const Conf
       common::st_release_sys(ring.head(), 0);
     }
   }
-  barrier_.arrive_and_wait(heap, layout, config.timeout_seconds, operation);
+  if (rdma) {
+    for (int channel = 0; channel < rdma->num_channels; ++channel) {
+      for (int node = 0; node < rdma->num_nodes; ++node) {
+        common::RdmaCounters* counters = rdma->counters(heap.base, channel, node);
+        common::st_release_sys(&counters->recv_tail, 0);
+        common::st_release_sys(&counters->recv_total, 0);
+        common::st_release_sys(&counters->send_head, 0);
+      }
+    }
+  }
+  barrier_.arrive_and_wait(heap, layout, config.timeout_seconds, operation, transport(topology),
+                           topology.ranks_per_node);
+}
+
+void NormalEngine::end_call(const Config& config, int rank, const char* operation) {
+  if (transport_ && !transport_->flush(config.timeout_seconds)) {
+    throw TimeoutError(role_label(rank, operation, "transport flush", -1) + ": operations still in flight after " +
+                       std::to_string(config.timeout_seconds) + " s");
+  }
 }
 
 DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
@@ -75,7 +106,12 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
   }
   const uint8_t* in_rank = is_token_in_rank.as<const uint8_t>();
 
-  begin_call(layout, plan.config, "dispatch");
+  const bool across_nodes = !plan.topology.is_single_node();
+  const int ranks_per_node = plan.topology.ranks_per_node;
+  const common::InternodeHeapLayout rdma = across_nodes ? detail::dispatch_internode_layout(plan)
+                                                        : common::InternodeHeapLayout{};
+  begin_call(layout, across_nodes ? &rdma : nullptr, plan.topology, plan.config, "dispatch");
+  transport::Transport* link = transport(plan.topology);
 
   std::shared_ptr<detail::NormalHandleData> handle = detail::new_normal_handle(plan, owner_);
   handle->is_token_in_rank = is_token_in_rank;
@@ -98,7 +134,22 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
     for (int64_t i = 0; i < plan.num_tokens * topk; ++i) {
       if (ids[i] >= 0) ++expert_counts[ids[i]];  // experts are rank-major, so this is [rank][local]
     }
+    // Across nodes the record is built locally and put, whole, through the transport; the barrier's
+    // signal to the same peer lands after it.
+    std::vector<uint8_t> staged(across_nodes ? layout.notify_record_bytes() : 0);
+    const size_t record_offset = static_cast<size_t>(
+        reinterpret_cast<uint8_t*>(layout.notify_signature(heap.base, plan.rank)) - heap.base);
     for (int destination = 0; destination < num_ranks; ++destination) {
+      if (across_nodes && destination / ranks_per_node != plan.rank / ranks_per_node) {
+        uint8_t* record_base = staged.data();
+        std::memcpy(record_base, &plan.signature, sizeof(uint64_t));
+        std::memcpy(record_base + sizeof(uint64_t), &channel_counts[destination * num_channels],
+                    num_channels * sizeof(int32_t));
+        std::memcpy(record_base + sizeof(uint64_t) + num_channels * sizeof(int32_t),
+                    &expert_counts[static_cast<size_t>(destination) * local_experts], local_experts * sizeof(int32_t));
+        link->put(destination, record_offset, staged.data(), staged.size());
+        continue;
+      }
       uint8_t* peer = heap.peer_base(destination);
       common::NotifyRecord record = layout.notify_record(peer, plan.rank);
       std::memcpy(record.channel_counts, &channel_counts[destination * num_channels], num_channels * sizeof(int32_t));
@@ -106,7 +157,7 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
                   local_experts * sizeof(int32_t));
       *layout.notify_signature(peer, plan.rank) = plan.signature;
     }
-    barrier_.arrive_and_wait(heap, layout, plan.config.timeout_seconds, "dispatch");
+    barrier_.arrive_and_wait(heap, layout, plan.config.timeout_seconds, "dispatch", link, ranks_per_node);
 
     // Receive side: where each (source, channel) range lands, and the per-expert counts.
     handle->recv_channel_start = Tensor::empty(DType::i32, {num_ranks * num_channels + 1});
@@ -185,11 +236,35 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
   context.recv_topk_weights = plan.has_weights ? result.recv_topk_weights.as<float>() : nullptr;
   context.recv_src_token = handle->recv_src_token.as<int32_t>();
 
-  run_channel_workers(num_channels, [&](int channel, const std::atomic<bool>& abort) {
-    DispatchSender sender(context, channel);
-    DispatchReceiver receiver(context, channel);
-    drive_channel(sender, receiver, plan.rank, "dispatch", channel, plan.config.timeout_seconds, abort);
-  });
+  if (!across_nodes) {
+    run_channel_workers(num_channels, [&](int channel, const std::atomic<bool>& abort) {
+      DispatchSender sender(context, channel);
+      DispatchReceiver receiver(context, channel);
+      drive_channel(sender, receiver, plan.rank, "dispatch", channel, plan.config.timeout_seconds, abort);
+    });
+  } else {
+    const int num_nodes = plan.topology.num_nodes();
+    handle->forwarded.assign(static_cast<size_t>(num_channels) * num_nodes, {});
+    InternodeDispatchContext internode{};
+    internode.intranode = &context;
+    internode.transport = link;
+    internode.rdma = rdma;
+    internode.rdma_message = detail::internode_dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
+    internode.ranks_per_node = ranks_per_node;
+    internode.num_nodes = num_nodes;
+    internode.forwarded = &handle->forwarded;
+    run_channel_workers(num_channels, [&](int channel, const std::atomic<bool>& abort) {
+      RdmaLink rdma_link{&heap, link, rdma, plan.rank, ranks_per_node, num_nodes, channel, context.chunk_tokens};
+      std::vector<RdmaSendQueue> queues(num_nodes);
+      RdmaDispatchSender sender(internode, rdma_link, queues);
+      RdmaCoordinator coordinator(rdma_link, queues);
+      DispatchForwarder forwarder(internode, rdma_link);
+      NamedRole<DispatchReceiver> receiver("receiver", context, channel);
+      drive_roles({&sender, &coordinator, &forwarder, &receiver}, plan.rank, "dispatch", channel,
+                  plan.config.timeout_seconds, abort);
+    });
+    end_call(plan.config, plan.rank, "dispatch");
+  }
 
   // Worst-case padding: rows past the received ones route nowhere.
   for (int64_t row = num_recv; row < rows; ++row) {
@@ -227,7 +302,16 @@ CombineResult NormalEngine::combine(const detail::CombinePlan& plan) {
                                        : Tensor::empty(DType::f32, {handle.num_tokens, plan.topk});
   }
 
-  begin_call(layout, plan.config, "combine");
+  const bool across_nodes = !plan.topology.is_single_node();
+  const common::InternodeHeapLayout rdma = across_nodes ? detail::combine_internode_layout(plan)
+                                                        : common::InternodeHeapLayout{};
+  if (across_nodes &&
+      handle.forwarded.size() != static_cast<size_t>(plan.config.num_channels) * plan.topology.num_nodes()) {
+    throw InvalidArgument("handle: expected a dispatch across " + std::to_string(plan.topology.num_nodes()) +
+                          " nodes with " + std::to_string(plan.config.num_channels) + " channels, got one without "
+                          "the forwarder's record");
+  }
+  begin_call(layout, across_nodes ? &rdma : nullptr, plan.topology, plan.config, "combine");
 
   CombineContext context{};
   context.heap = &heap;
@@ -246,11 +330,33 @@ CombineResult NormalEngine::combine(const detail::CombinePlan& plan) {
   context.combined_x = result.combined_x.as<uint16_t>();
   context.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
 
-  run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
-    CombineSender sender(context, channel);
-    CombineReceiver receiver(context, channel);
-    drive_channel(sender, receiver, plan.rank, "combine", channel, plan.config.timeout_seconds, abort);
-  });
+  if (!across_nodes) {
+    run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
+      CombineSender sender(context, channel);
+      CombineReceiver receiver(context, channel);
+      drive_channel(sender, receiver, plan.rank, "combine", channel, plan.config.timeout_seconds, abort);
+    });
+  } else {
+    transport::Transport* link = transport(plan.topology);
+    const int num_nodes = plan.topology.num_nodes();
+    InternodeCombineContext internode{};
+    internode.intranode = &context;
+    internode.transport = link;
+    internode.rdma = rdma;
+    internode.num_nodes = num_nodes;
+    internode.forwarded = &handle.forwarded;
+    run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
+      RdmaLink rdma_link{&heap, link, rdma, plan.rank, context.ranks_per_node, num_nodes, channel, context.chunk_tokens};
+      std::vector<RdmaSendQueue> queues(num_nodes);
+      NvlCombineSender sender(internode, channel);
+      CombineForwarder forwarder(internode, rdma_link, queues);
+      RdmaCoordinator coordinator(rdma_link, queues);
+      RdmaCombineReceiver receiver(internode, rdma_link);
+      drive_roles({&sender, &forwarder, &coordinator, &receiver}, plan.rank, "combine", channel,
+                  plan.config.timeout_seconds, abort);
+    });
+    end_call(plan.config, plan.rank, "combine");
+  }
   return result;
 }
 

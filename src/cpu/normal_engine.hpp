@@ -1,9 +1,15 @@
 #pragma once
 // The CPU `normal` engine: the pipeline protocol of DESIGN.md run by host threads, one thread per
-// channel, each driving that channel's sender and receiver roles.
+// channel, each driving that channel's sender and receiver roles. Across nodes
+// (ranks_per_node < num_ranks) it runs the three-stage hierarchy instead, reaching other nodes only
+// through a loopback Transport (internode_*_roles.hpp).
+#include <memory>
+
+#include "common/internode_protocol.hpp"
 #include "core/backend.hpp"
 #include "cpu/heap_barrier.hpp"
 #include "cpu/host_heap.hpp"
+#include "transport/loopback.hpp"
 
 namespace switchyard::cpu {
 
@@ -17,12 +23,20 @@ class NormalEngine {
   CombineResult combine(const detail::CombinePlan& plan);
 
  private:
-  // Zeroes this rank's rings, then waits for every rank to have done the same.
-  void begin_call(const common::NormalHeapLayout& layout, const Config& config, const char* operation);
+  // Zeroes this rank's rings (and RDMA counters across nodes), then waits for every rank to have
+  // done the same.
+  void begin_call(const common::NormalHeapLayout& layout, const common::InternodeHeapLayout* rdma,
+                  const Topology& topology, const Config& config, const char* operation);
+  // Waits until every transport operation of this call has landed, so none reaches a peer after
+  // it has moved on (every one is also awaited by its destination within the call).
+  void end_call(const Config& config, int rank, const char* operation);
+  // The loopback transport, made on the first call across nodes (the heap is connected by then).
+  transport::Transport* transport(const Topology& topology);
 
   HostHeap& heap_;
   const void* owner_;
   HeapBarrier barrier_;
+  std::unique_ptr<transport::LoopbackTransport> transport_;
 };
 
 }  // namespace switchyard::cpu
