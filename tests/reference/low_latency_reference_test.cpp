@@ -93,8 +93,8 @@ TEST(LowLatencyReference, MoreRowsForOneExpertThanMaxTokensIsRefused) {
   HandCase hand;
   // Expert 1 gets 3 rows from rank 0; a capacity of 2 cannot hold them.
   hand.inputs[0].x = TensorView(hand.x[0].data(), DType::bf16, {2, kHidden});
-  hand.inputs[0].topk_idx = ids({1, 1, 1, -1}, 2, 2);
-  hand.topk_idx[0] = Tensor();
+  hand.topk_idx[0] = ids({1, 1, 1, -1}, 2, 2);
+  hand.inputs[0].topk_idx = hand.topk_idx[0];
   EXPECT_THROW(reference::low_latency_dispatch(hand.inputs, 4, hand.topology, 2), InvalidArgument);
 }
 
