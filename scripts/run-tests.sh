@@ -123,7 +123,7 @@ run_python_check() {
     pip_args+=(--break-system-packages)
   fi
   echo "== [python] pip install build and test dependencies"
-  python3 -m pip install "${pip_args[@]}" -q "scikit-build-core>=0.10" "nanobind>=2.5" numpy pytest
+  python3 -m pip install "${pip_args[@]}" -q "scikit-build-core>=0.10" "nanobind>=3.1" numpy pytest
   echo "== [python] pip install ./ (warnings as errors)"
   local build_args=(--no-build-isolation --config-settings=cmake.define.SWITCHYARD_WERROR=ON)
   if [[ ${#cmake_args[@]} -gt 0 ]]; then

@@ -147,7 +147,7 @@ nb::object to_python(const Tensor& tensor, const OutputStyle& style) {
     case F::cupy: return export_as<nb::cupy>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
     case F::dlpack: break;
   }
-  return export_as<nb::no_framework>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
+  return export_as<nb::array_api>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
 }
 
 }  // namespace switchyard::python

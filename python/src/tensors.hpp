@@ -19,7 +19,7 @@ struct OutputStyle {
   enum class Framework { numpy, pytorch, jax, cupy, dlpack } framework = Framework::numpy;
   bool native_low_precision = false;
 };
-// "numpy", "torch", "jax", "cupy" or "dlpack" (a bare object with __dlpack__).
+// "numpy", "torch", "jax", "cupy" or "dlpack" (an array-API object with __dlpack__, for other frameworks).
 OutputStyle parse_output_style(const std::string& framework);
 
 // The arrays a call's views point into; they must outlive the call.
