@@ -215,7 +215,6 @@ INSTANTIATE_TEST_SUITE_P(EdgeCases, NormalEngineTest, ::testing::ValuesIn(core_c
 
 class NormalEngineMultiNodeTest : public ::testing::TestWithParam<EngineCase> {};
 
-// Skipped (not failed) while the engine reports multi-node topologies Unsupported.
 TEST_P(NormalEngineMultiNodeTest, CombineReducesPerNodeThenAcrossNodesBitwise) {
   RoundTripOptions options;
   options.expert_alignment = GetParam().expert_alignment;
