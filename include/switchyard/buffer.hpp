@@ -40,10 +40,11 @@ struct BufferOptions {
   int device = 0;  // CUDA device ordinal of this rank
   HeapSharing sharing = HeapSharing::threads;
   Config config;
-  // Sizes the heap for the largest call: normal_heap_bytes() + low_latency_heap_bytes(), rounded.
+  // Sizes the heap for the largest call: normal_heap_bytes() + low_latency_heap_bytes() +
+  // symmetric_heap_bytes(), rounded.
   BufferSizing sizing;
-  // Overrides the heap size. The low-latency region (sized by `sizing`) then takes the end of the
-  // heap and the normal engine the rest.
+  // Overrides the heap size. The low-latency and symmetric regions (sized by `sizing`) then take
+  // the end of the heap and the normal engine the rest.
   size_t heap_bytes = 0;
 };
 
@@ -150,6 +151,14 @@ class Buffer {
   // outputs here, then combine with zero_copy = true skips copying them in. Valid until the next
   // low-latency combine.
   TensorView low_latency_combine_buffer(const LowLatencyHandle& handle);
+
+  // The `symmetric` engine (DeepGEMM Mega-MoE design; switchyard/low_latency.hpp, "symmetric"):
+  // the low_latency interface and outputs, bit for bit, in one stage each way (pull dispatch, push
+  // combine, one cross-rank barrier). Needs BufferSizing::symmetric_max_tokens_per_rank > 0; it has
+  // its own heap region, so it may be used on the same Buffer as `normal` and `low_latency`. Its
+  // handles are for symmetric_combine only. return_recv_hook and zero_copy raise Unsupported.
+  LowLatencyDispatchResult symmetric_dispatch(const LowLatencyDispatchArgs& args);
+  LowLatencyCombineResult symmetric_combine(const LowLatencyCombineArgs& args);
 
   // Waits for this buffer's work on `stream` (nullptr: the buffer's own stream) and raises any
   // error a kernel recorded (TimeoutError naming rank, role and channel). On CPU, calls complete

@@ -49,6 +49,9 @@ struct BufferSizing {
   // The `low_latency` engine's capacity: the largest max_tokens_per_rank of its calls, which may
   // use up to `hidden` channels, `topk` slots and `num_experts` experts. 0: no low-latency region.
   int64_t low_latency_max_tokens_per_rank = 0;
+  // The `symmetric` engine's capacity, likewise (its own region, after the low-latency one).
+  // 0: no symmetric region.
+  int64_t symmetric_max_tokens_per_rank = 0;
 };
 
 // Bytes of symmetric heap the `normal` engine needs per rank for calls up to `sizing`.
@@ -57,5 +60,9 @@ size_t normal_heap_bytes(const Topology& topology, const Config& config, const B
 // Bytes of the `low_latency` engine's region for calls up to `sizing` (0 when
 // low_latency_max_tokens_per_rank is 0). A Buffer's heap is the normal region followed by this one.
 size_t low_latency_heap_bytes(const Topology& topology, const BufferSizing& sizing);
+
+// Bytes of the `symmetric` engine's region for calls up to `sizing` (0 when
+// symmetric_max_tokens_per_rank is 0). It follows the low-latency region.
+size_t symmetric_heap_bytes(const Topology& topology, const BufferSizing& sizing);
 
 }  // namespace switchyard

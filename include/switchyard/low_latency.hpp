@@ -17,6 +17,24 @@
 // receive half and fills the outputs. Call the hook before this Buffer's next low-latency call
 // (the buffer's two halves alternate between consecutive calls; a third call would reuse the half
 // the pending receive still reads), and at most once; the Buffer must outlive it.
+//
+// The `symmetric` engine (Buffer::symmetric_dispatch, Buffer::symmetric_combine) takes the same
+// argument structs and returns the same result structs, with bitwise identical outputs; only the
+// protocol differs (DESIGN.md, "Symmetric engine"): dispatch is one stage in which each receiver
+// pulls its rows from the sources' input buffers after one cross-rank barrier, and combine is one
+// stage in which each expert row is pushed into its home rank's combine buffer, then a barrier and a
+// local reduction. Separate methods, rather than an engine field in the args, keep each engine's
+// handle, region and unsupported options visible at the call site:
+//
+//   auto recv = buffer.symmetric_dispatch({.x = x, .topk_idx = topk_idx, .max_tokens_per_rank = 128,
+//                                          .num_experts = 256});
+//   auto out = buffer.symmetric_combine({.x = y, .topk_idx = topk_idx, .topk_weights = w,
+//                                        .handle = &recv.handle});
+//
+// It needs BufferSizing::symmetric_max_tokens_per_rank > 0 (its own region). A symmetric handle is
+// valid only for symmetric_combine, a low-latency one only for low_latency_combine. The symmetric
+// engine has no send/receive split: return_recv_hook (both calls) and zero_copy (combine) raise
+// Unsupported naming the option. Every rank must make the same sequence of symmetric calls.
 #include <cstdint>
 #include <functional>
 #include <memory>

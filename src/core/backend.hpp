@@ -6,6 +6,7 @@
 
 #include "common/low_latency_protocol.hpp"
 #include "common/sym_heap.hpp"
+#include "common/symmetric_protocol.hpp"
 #include "core/low_latency_handle.hpp"
 #include "core/normal_handle.hpp"
 #include "switchyard/buffer.hpp"
@@ -46,8 +47,8 @@ struct CombinePlan {
   uint64_t signature = 0;
 };
 
-// A validated `low_latency` dispatch.
-struct LowLatencyDispatchPlan {
+// A validated expert-major dispatch (the `low_latency` and `symmetric` engines share the interface).
+struct ExpertMajorDispatchPlan {
   int rank = 0;
   Topology topology;
   Config config;
@@ -60,21 +61,35 @@ struct LowLatencyDispatchPlan {
   bool use_fp8 = false;
   bool round_scale = false;  // true also with use_ue8m0
   bool use_ue8m0 = false;
-  common::LowLatencyLayout layout;  // the region in every rank's heap
-  LowLatencyDispatchArgs args;      // the caller's tensors (outputs may be undefined)
+  LowLatencyDispatchArgs args;  // the caller's tensors (outputs may be undefined)
 };
 
-// A validated `low_latency` combine.
-struct LowLatencyCombinePlan {
+// A validated expert-major combine.
+struct ExpertMajorCombinePlan {
   int rank = 0;
   Topology topology;
   Config config;
   int hidden = 0;  // H' of the expert outputs
   const LowLatencyHandleData* handle = nullptr;
-  common::LowLatencyLayout layout;
   // The expert outputs bf16 [L, R * max, H']: args.x, or with zero_copy the staging area.
   const uint16_t* y = nullptr;
   LowLatencyCombineArgs args;
+};
+
+// A validated `low_latency` dispatch and combine.
+struct LowLatencyDispatchPlan : ExpertMajorDispatchPlan {
+  common::LowLatencyLayout layout;  // the region in every rank's heap
+};
+struct LowLatencyCombinePlan : ExpertMajorCombinePlan {
+  common::LowLatencyLayout layout;
+};
+
+// A validated `symmetric` dispatch and combine (no hooks, no zero copy).
+struct SymmetricDispatchPlan : ExpertMajorDispatchPlan {
+  common::SymmetricLayout layout;  // the region in every rank's heap
+};
+struct SymmetricCombinePlan : ExpertMajorCombinePlan {
+  common::SymmetricLayout layout;
 };
 
 class BackendImpl {
@@ -101,6 +116,10 @@ class BackendImpl {
   virtual LowLatencyCombineResult low_latency_combine(const LowLatencyCombinePlan& plan) = 0;
   // The address of this rank's combine staging area (`layout.staging`), where zero-copy outputs go.
   virtual void* low_latency_staging(const common::LowLatencyLayout& layout) = 0;
+
+  // The `symmetric` engine: one-stage pull dispatch and push combine over the symmetric heap.
+  virtual LowLatencyDispatchResult symmetric_dispatch(const SymmetricDispatchPlan& plan) = 0;
+  virtual LowLatencyCombineResult symmetric_combine(const SymmetricCombinePlan& plan) = 0;
 
   // Waits for this rank's work on `stream` and raises any error a kernel recorded.
   virtual void synchronize(Stream stream) = 0;

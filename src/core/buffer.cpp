@@ -12,6 +12,7 @@
 #include "core/handle_format.hpp"
 #include "core/low_latency_sizing.hpp"
 #include "core/normal_sizing.hpp"
+#include "core/symmetric_sizing.hpp"
 #include "core/validation.hpp"
 #include "switchyard/errors.hpp"
 
@@ -81,26 +82,36 @@ class Buffer::Impl {
                             "; low_latency_max_tokens_per_rank in 0.." + std::to_string(kMaxLowLatencyTokens) +
                             ", got " + std::to_string(sizing.low_latency_max_tokens_per_rank));
     }
-    // The heap: the normal region, then the low-latency region (so both engines can share a Buffer).
+    if (sizing.symmetric_max_tokens_per_rank < 0 || sizing.symmetric_max_tokens_per_rank > kMaxLowLatencyTokens) {
+      throw InvalidArgument("sizing.symmetric_max_tokens_per_rank: expected 0.." +
+                            std::to_string(kMaxLowLatencyTokens) + ", got " +
+                            std::to_string(sizing.symmetric_max_tokens_per_rank));
+    }
+    // The heap: the normal region, then the low-latency region, then the symmetric region (so all
+    // engines can share a Buffer).
     const size_t low_latency_bytes = low_latency_heap_bytes(options_.topology, sizing);
+    const size_t symmetric_bytes = symmetric_heap_bytes(options_.topology, sizing);
+    const size_t tail_bytes = low_latency_bytes + symmetric_bytes;
     if (options_.heap_bytes) {
       heap_bytes_ = options_.heap_bytes;
-      if (heap_bytes_ < low_latency_bytes) {
-        throw InvalidArgument("heap_bytes: expected at least low_latency_heap_bytes() = " +
-                              std::to_string(low_latency_bytes) + " for sizing.low_latency_max_tokens_per_rank " +
-                              std::to_string(sizing.low_latency_max_tokens_per_rank) + ", got " +
+      if (heap_bytes_ < tail_bytes) {
+        throw InvalidArgument("heap_bytes: expected at least low_latency_heap_bytes() + symmetric_heap_bytes() = " +
+                              std::to_string(tail_bytes) + " for sizing.low_latency_max_tokens_per_rank " +
+                              std::to_string(sizing.low_latency_max_tokens_per_rank) +
+                              " and sizing.symmetric_max_tokens_per_rank " +
+                              std::to_string(sizing.symmetric_max_tokens_per_rank) + ", got " +
                               std::to_string(heap_bytes_));
       }
-      normal_region_bytes_ = low_latency_bytes == 0 ? heap_bytes_
-                                                    : (heap_bytes_ - low_latency_bytes) /
-                                                          common::kLowLatencySignalAlignment *
-                                                          common::kLowLatencySignalAlignment;
+      normal_region_bytes_ = tail_bytes == 0 ? heap_bytes_
+                                             : (heap_bytes_ - tail_bytes) / common::kLowLatencySignalAlignment *
+                                                   common::kLowLatencySignalAlignment;
     } else {
       normal_region_bytes_ = common::align_up(normal_heap_bytes(options_.topology, options_.config, sizing),
                                               common::kLowLatencySignalAlignment);
-      heap_bytes_ = normal_region_bytes_ + low_latency_bytes;
+      heap_bytes_ = normal_region_bytes_ + tail_bytes;
     }
     low_latency_layout_ = detail::low_latency_layout(options_.topology, sizing, normal_region_bytes_);
+    symmetric_layout_ = detail::symmetric_layout(options_.topology, sizing, normal_region_bytes_ + low_latency_bytes);
     detail::BackendCreateInfo info{&options_, heap_bytes_, this};
     backend_ = options_.backend == Backend::cpu ? detail::make_cpu_backend(info) : detail::make_cuda_backend(info);
   }
@@ -176,7 +187,9 @@ class Buffer::Impl {
   LowLatencyDispatchResult low_latency_dispatch(const LowLatencyDispatchArgs& args) {
     check_usable("low_latency_dispatch");
     check_low_latency_ready("low_latency_dispatch");
-    detail::LowLatencyDispatchPlan plan = plan_low_latency_dispatch(args);
+    detail::LowLatencyDispatchPlan plan;
+    plan.layout = low_latency_layout_;
+    plan_expert_major_dispatch(args, low_latency_capacity(), plan);
     LowLatencyDispatchResult result = guarded([&] { return backend_->low_latency_dispatch(plan); });
     if (result.hook) result.hook = guarded_hook(std::move(result.hook));
     return result;
@@ -185,16 +198,49 @@ class Buffer::Impl {
   LowLatencyCombineResult low_latency_combine(const LowLatencyCombineArgs& args) {
     check_usable("low_latency_combine");
     check_low_latency_ready("low_latency_combine");
-    detail::LowLatencyCombinePlan plan = plan_low_latency_combine(args);
+    detail::LowLatencyCombinePlan plan;
+    plan.layout = low_latency_layout_;
+    plan_expert_major_combine(args, Engine::low_latency, low_latency_layout_.hidden,
+                              backend_->low_latency_staging(low_latency_layout_), plan);
     LowLatencyCombineResult result = guarded([&] { return backend_->low_latency_combine(plan); });
     if (result.hook) result.hook = guarded_hook(std::move(result.hook));
     return result;
   }
 
+  LowLatencyDispatchResult symmetric_dispatch(const LowLatencyDispatchArgs& args) {
+    check_usable("symmetric_dispatch");
+    check_symmetric_region("symmetric_dispatch");
+    if (args.return_recv_hook) {
+      throw Unsupported("symmetric_dispatch: return_recv_hook is not supported by the symmetric engine (one stage: "
+                        "there is no send half to split off); use low_latency_dispatch for hooks");
+    }
+    detail::SymmetricDispatchPlan plan;
+    plan.layout = symmetric_layout_;
+    plan_expert_major_dispatch(args, symmetric_capacity(), plan);
+    return guarded([&] { return backend_->symmetric_dispatch(plan); });
+  }
+
+  LowLatencyCombineResult symmetric_combine(const LowLatencyCombineArgs& args) {
+    check_usable("symmetric_combine");
+    check_symmetric_region("symmetric_combine");
+    if (args.return_recv_hook) {
+      throw Unsupported("symmetric_combine: return_recv_hook is not supported by the symmetric engine (one stage: "
+                        "there is no send half to split off); use low_latency_combine for hooks");
+    }
+    if (args.zero_copy) {
+      throw Unsupported("symmetric_combine: zero_copy is not supported by the symmetric engine (rows are pushed "
+                        "straight from x into the home ranks); pass the expert outputs as x");
+    }
+    detail::SymmetricCombinePlan plan;
+    plan.layout = symmetric_layout_;
+    plan_expert_major_combine(args, Engine::symmetric, symmetric_layout_.hidden, nullptr, plan);
+    return guarded([&] { return backend_->symmetric_combine(plan); });
+  }
+
   TensorView low_latency_combine_buffer(const LowLatencyHandle& handle) {
     check_usable("low_latency_combine_buffer");
     check_low_latency_region("low_latency_combine_buffer");
-    const detail::LowLatencyHandleData& data = low_latency_handle(&handle);
+    const detail::LowLatencyHandleData& data = low_latency_handle(&handle, Engine::low_latency);
     const Device device = backend_->device();
     return TensorView(backend_->low_latency_staging(low_latency_layout_), DType::bf16,
                       {data.local_experts, data.topology.num_ranks * data.max_tokens_per_rank, data.hidden}, device,
@@ -245,6 +291,13 @@ class Buffer::Impl {
     }
   }
 
+  void check_symmetric_region(const char* what) const {
+    if (options_.sizing.symmetric_max_tokens_per_rank <= 0) {
+      throw InvalidArgument(std::string(what) + ": expected a buffer with a symmetric region "
+                            "(BufferSizing::symmetric_max_tokens_per_rank > 0), got one sized without it");
+    }
+  }
+
   void check_low_latency_ready(const char* what) const {
     check_low_latency_region(what);
     if (hook_pending_) {
@@ -272,15 +325,39 @@ class Buffer::Impl {
     };
   }
 
-  const detail::LowLatencyHandleData& low_latency_handle(const LowLatencyHandle* handle) const {
+  const detail::LowLatencyHandleData& low_latency_handle(const LowLatencyHandle* handle, Engine engine) const {
     if (!handle || !handle->valid()) {
-      throw InvalidArgument("handle: expected the handle of a low_latency_dispatch on this buffer, got none");
+      throw InvalidArgument(std::string("handle: expected the handle of a ") + engine_name(engine) +
+                            "_dispatch on this buffer, got none");
     }
     const detail::LowLatencyHandleData& data = handle->data();
     if (data.owner != this) {
       throw InvalidArgument("handle: expected a handle made by this Buffer, got one from another Buffer");
     }
+    if (data.engine != engine) {
+      throw InvalidArgument(std::string("handle: expected the handle of a ") + engine_name(engine) +
+                            "_dispatch, got one of a " + engine_name(data.engine) + "_dispatch");
+    }
     return data;
+  }
+
+  // What an expert-major engine's region holds, and the sizing field that sets its token capacity.
+  struct ExpertMajorCapacity {
+    int hidden;
+    int64_t max_tokens_per_rank;
+    int num_experts;
+    int topk;
+    const char* max_tokens_field;
+  };
+  ExpertMajorCapacity low_latency_capacity() const {
+    const common::LowLatencyLayout& layout = low_latency_layout_;
+    return {layout.hidden, layout.max_tokens_per_rank, layout.num_experts(), layout.topk,
+            "BufferSizing::low_latency_max_tokens_per_rank"};
+  }
+  ExpertMajorCapacity symmetric_capacity() const {
+    const common::SymmetricLayout& layout = symmetric_layout_;
+    return {layout.hidden, layout.max_tokens_per_rank, layout.num_experts(), layout.topk,
+            "BufferSizing::symmetric_max_tokens_per_rank"};
   }
 
   // `tensor`, when given, must be `dtype` with exactly `dims`.
@@ -292,15 +369,14 @@ class Buffer::Impl {
     for (int64_t size : dims) detail::expect_dim(tensor, name, dim++, size, what);
   }
 
-  detail::LowLatencyDispatchPlan plan_low_latency_dispatch(const LowLatencyDispatchArgs& args) {
+  // Fills `plan` (the engine's layout aside) from `args`, checked against `capacity`.
+  void plan_expert_major_dispatch(const LowLatencyDispatchArgs& args, const ExpertMajorCapacity& capacity,
+                                  detail::ExpertMajorDispatchPlan& plan) const {
     const Device device = backend_->device();
-    const common::LowLatencyLayout& capacity = low_latency_layout_;
     const int num_ranks = options_.topology.num_ranks;
-    detail::LowLatencyDispatchPlan plan;
     plan.rank = options_.rank;
     plan.topology = options_.topology;
     plan.config = options_.config;
-    plan.layout = capacity;
     plan.args = args;
 
     if (args.use_ue8m0 && !args.use_fp8) {
@@ -330,8 +406,7 @@ class Buffer::Impl {
 
     if (args.max_tokens_per_rank < 1 || args.max_tokens_per_rank > capacity.max_tokens_per_rank) {
       throw InvalidArgument("max_tokens_per_rank: expected 1.." + std::to_string(capacity.max_tokens_per_rank) +
-                            " (BufferSizing::low_latency_max_tokens_per_rank), got " +
-                            std::to_string(args.max_tokens_per_rank));
+                            " (" + capacity.max_tokens_field + "), got " + std::to_string(args.max_tokens_per_rank));
     }
     plan.max_tokens_per_rank = args.max_tokens_per_rank;
     if (plan.num_tokens > plan.max_tokens_per_rank) {
@@ -340,8 +415,8 @@ class Buffer::Impl {
     }
 
     check_num_experts(args.num_experts);
-    if (args.num_experts > capacity.num_experts()) {
-      throw InvalidArgument("num_experts: expected at most " + std::to_string(capacity.num_experts()) +
+    if (args.num_experts > capacity.num_experts) {
+      throw InvalidArgument("num_experts: expected at most " + std::to_string(capacity.num_experts) +
                             " (BufferSizing::num_experts, rounded down to a multiple of num_ranks), got " +
                             std::to_string(args.num_experts));
     }
@@ -391,18 +466,18 @@ class Buffer::Impl {
                   "[local_experts, num_ranks, 2]");
     expect_output(args.out_src_info, "out_src_info", DType::i32, {local, rows},
                   "[local_experts, num_ranks * max_tokens_per_rank]");
-    return plan;
   }
 
-  detail::LowLatencyCombinePlan plan_low_latency_combine(const LowLatencyCombineArgs& args) {
+  // Fills `plan` (the engine's layout aside) from `args`. `staging`: where zero-copy outputs are
+  // (null when the engine has none; the caller refuses zero_copy then).
+  void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine, int capacity_hidden, void* staging,
+                                 detail::ExpertMajorCombinePlan& plan) const {
     const Device device = backend_->device();
-    detail::LowLatencyCombinePlan plan;
     plan.rank = options_.rank;
     plan.topology = options_.topology;
     plan.config = options_.config;
-    plan.layout = low_latency_layout_;
     plan.args = args;
-    const detail::LowLatencyHandleData& handle = low_latency_handle(args.handle);
+    const detail::LowLatencyHandleData& handle = low_latency_handle(args.handle, engine);
     if (!handle.received.load(std::memory_order_acquire)) {
       throw InvalidArgument("handle: expected a dispatch whose receive half has run, got one whose hook "
                             "(return_recv_hook) was not called");
@@ -411,7 +486,6 @@ class Buffer::Impl {
     const int64_t rows = handle.topology.num_ranks * handle.max_tokens_per_rank;
     const int64_t local = handle.local_experts;
 
-    void* staging = backend_->low_latency_staging(low_latency_layout_);
     if (args.zero_copy) {
       if (args.x.defined() && args.x.data != staging) {
         throw InvalidArgument("x: expected none (or low_latency_combine_buffer's view) with zero_copy, got " +
@@ -424,9 +498,9 @@ class Buffer::Impl {
       detail::expect_dim(args.x, "x", 0, local, "local_experts of the dispatch");
       detail::expect_dim(args.x, "x", 1, rows, "num_ranks * max_tokens_per_rank of the dispatch");
       const int64_t hidden = args.x.shape[2];
-      if (hidden < 1 || hidden % 8 != 0 || hidden > low_latency_layout_.hidden) {
+      if (hidden < 1 || hidden % 8 != 0 || hidden > capacity_hidden) {
         throw InvalidArgument("x: expected hidden a positive multiple of 8 (16-byte rows) and at most " +
-                              std::to_string(low_latency_layout_.hidden) + " (BufferSizing::hidden), got " +
+                              std::to_string(capacity_hidden) + " (BufferSizing::hidden), got " +
                               args.x.describe());
       }
       plan.hidden = static_cast<int>(hidden);
@@ -453,7 +527,6 @@ class Buffer::Impl {
     detail::expect_dim(args.topk_weights, "topk_weights", 1, handle.topk, "k of the dispatch");
     expect_output(args.out_combined_x, "out_combined_x", DType::bf16, {handle.num_tokens, plan.hidden},
                   "[num_tokens, hidden of x]");
-    return plan;
   }
 
   // The CPU backend runs the hierarchical engine across nodes (over the loopback transport).
@@ -709,7 +782,8 @@ class Buffer::Impl {
   BufferOptions options_;
   size_t heap_bytes_ = 0;
   size_t normal_region_bytes_ = 0;             // the normal engine's part: [0, normal_region_bytes_)
-  common::LowLatencyLayout low_latency_layout_{};  // the rest
+  common::LowLatencyLayout low_latency_layout_{};  // then this
+  common::SymmetricLayout symmetric_layout_{};     // then this, at the end
   std::unique_ptr<detail::BackendImpl> backend_;
   bool connected_ = false;
   bool failed_ = false;
@@ -731,6 +805,12 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchAr
 }
 LowLatencyCombineResult Buffer::low_latency_combine(const LowLatencyCombineArgs& args) {
   return impl_->low_latency_combine(args);
+}
+LowLatencyDispatchResult Buffer::symmetric_dispatch(const LowLatencyDispatchArgs& args) {
+  return impl_->symmetric_dispatch(args);
+}
+LowLatencyCombineResult Buffer::symmetric_combine(const LowLatencyCombineArgs& args) {
+  return impl_->symmetric_combine(args);
 }
 TensorView Buffer::low_latency_combine_buffer(const LowLatencyHandle& handle) {
   return impl_->low_latency_combine_buffer(handle);

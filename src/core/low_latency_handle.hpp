@@ -1,5 +1,5 @@
 #pragma once
-// The routing a `low_latency` dispatch leaves behind for its combine.
+// The routing an expert-major dispatch (`low_latency` or `symmetric`) leaves behind for its combine.
 #include <atomic>
 #include <cstdint>
 
@@ -9,6 +9,7 @@ namespace switchyard::detail {
 
 struct LowLatencyHandleData {
   const void* owner = nullptr;  // the Buffer::Impl that made it; combine refuses foreign handles
+  Engine engine = Engine::low_latency;  // the engine whose combine may use it
   int rank = 0;
   Topology topology;
   int num_experts = 0;

@@ -6,6 +6,7 @@
 #include "cpu/host_heap.hpp"
 #include "cpu/low_latency_engine.hpp"
 #include "cpu/normal_engine.hpp"
+#include "cpu/symmetric_engine.hpp"
 
 namespace switchyard::cpu {
 
@@ -15,7 +16,8 @@ class CpuBackend final : public detail::BackendImpl {
       : options_(*info.options),
         heap_(info.heap_bytes, info.options->rank, info.options->topology.num_ranks, info.options->sharing),
         normal_(heap_, info.owner),
-        low_latency_(heap_, info.owner) {}
+        low_latency_(heap_, info.owner),
+        symmetric_(heap_, info.owner) {}
 
   Device device() const override { return Device::cpu; }
   int num_channels() const override {
@@ -45,6 +47,12 @@ class CpuBackend final : public detail::BackendImpl {
     return low_latency_.combine(plan);
   }
   void* low_latency_staging(const common::LowLatencyLayout& layout) override { return layout.staging(heap_.base()); }
+  LowLatencyDispatchResult symmetric_dispatch(const detail::SymmetricDispatchPlan& plan) override {
+    return symmetric_.dispatch(plan);
+  }
+  LowLatencyCombineResult symmetric_combine(const detail::SymmetricCombinePlan& plan) override {
+    return symmetric_.combine(plan);
+  }
   // CPU calls complete before they return.
   void synchronize(Stream) override {}
 
@@ -53,6 +61,7 @@ class CpuBackend final : public detail::BackendImpl {
   HostHeap heap_;
   NormalEngine normal_;
   LowLatencyEngine low_latency_;
+  SymmetricEngine symmetric_;
 };
 
 }  // namespace switchyard::cpu

@@ -292,6 +292,12 @@ class CudaBackend final : public detail::BackendImpl {
   void* low_latency_staging(const common::LowLatencyLayout&) override {
     throw Unsupported("low_latency: the CUDA engine is not implemented yet");
   }
+  LowLatencyDispatchResult symmetric_dispatch(const detail::SymmetricDispatchPlan&) override {
+    throw Unsupported("symmetric: the CUDA engine is not implemented yet");
+  }
+  LowLatencyCombineResult symmetric_combine(const detail::SymmetricCombinePlan&) override {
+    throw Unsupported("symmetric: the CUDA engine is not implemented yet");
+  }
 
   void synchronize(Stream stream) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));

@@ -1,0 +1,135 @@
+#pragma once
+// The `symmetric` engine's protocol, as types (DESIGN.md, "Symmetric engine"): the region it owns in
+// every rank's heap, and the barrier's signal words. The CPU engine (host threads) and the CUDA
+// engine (kernels) use exactly these types.
+//
+// Dispatch is one stage: every source publishes its inputs in its own input buffer and writes,
+// through map(), each target's workspace (per-expert counts and (token, slot) indices); a barrier;
+// then every receiver pulls its rows from the sources' input buffers. Combine is one stage: every
+// expert row is pushed into its home rank's combine buffer at [slot][token]; a barrier; every home
+// reduces locally.
+//
+// The region follows the `low_latency` engine's, at the same offset on every rank; its layout is
+// fixed by the buffer's sizing (capacities), not by the call:
+//   [barrier signals]                       one monotone counter per source rank
+//   [input buffer, half 0][half 1]          this rank's tokens: [token] row, scales, top-k
+//   [workspace, half 0][half 1]             counts [local expert][source], then
+//                                           indices [local expert][source][position] = (token, slot)
+//   [combine buffer, half 0][half 1]        [k slot][token] bf16 rows, on the token's home rank
+// Every rank numbers its symmetric calls (dispatch or combine) alike from 1, and call c uses half
+// c % 2. A rank can start call c + 2 (and overwrite half c % 2) only after passing call c + 1's
+// barrier, which every rank reaches only after finishing call c (its pulls or its reduction).
+//
+// The barrier never resets its signals: source s adds 1 (release) into its word in every peer's
+// heap, so after barrier b every word is >= b; a waiter spins (acquire) until each word reaches b,
+// and a word still below b names a rank that did not arrive.
+#include "common/atomics.hpp"
+#include "common/host_device.hpp"
+
+namespace switchyard::common {
+
+// NOTES: 16 bytes is the width of a vector copy and of TMA alignment; every field starts there.
+constexpr size_t kSymmetricAlignment = 16;
+// NOTES: each area starts on its own 128-byte line, so signal words never share a line with data.
+constexpr size_t kSymmetricAreaAlignment = 128;
+constexpr int kSymmetricHalves = 2;
+
+// The half a call uses.
+SY_HD int symmetric_half(uint32_t sequence) { return static_cast<int>(sequence % kSymmetricHalves); }
+
+// A routed (token, top-k slot) pair in a target's workspace.
+struct SymmetricRoute {
+  int32_t token;
+  int32_t slot;
+};
+
+// One token in a source's input buffer. Offsets follow the call's shape (bf16, or fp8 with fp32
+// scales); the token stride is the buffer's capacity.
+struct SymmetricToken {
+  uint32_t row_bytes;   // hidden * element size
+  uint32_t num_scales;  // hidden / 128 with fp8, else 0
+  uint32_t topk;        // k of the call
+
+  SY_HD size_t row_offset() const { return 0; }
+  SY_HD size_t scales_offset() const { return align_up(row_bytes, kSymmetricAlignment); }
+  SY_HD size_t topk_offset() const {
+    return scales_offset() + align_up(static_cast<size_t>(num_scales) * sizeof(float), kSymmetricAlignment);
+  }
+  SY_HD size_t bytes() const {
+    return topk_offset() + align_up(static_cast<size_t>(topk) * sizeof(int64_t), kSymmetricAlignment);
+  }
+
+  SY_HD uint8_t* row(uint8_t* token) const { return token + row_offset(); }
+  SY_HD float* scales(uint8_t* token) const { return reinterpret_cast<float*>(token + scales_offset()); }
+  SY_HD int64_t* topk_idx(uint8_t* token) const { return reinterpret_cast<int64_t*>(token + topk_offset()); }
+};
+
+// Byte offsets of everything in the symmetric region, from the buffer's capacities. Pure
+// arithmetic: identical on every rank and on host and device.
+struct SymmetricLayout {
+  size_t region_offset;         // where the region starts in the heap
+  int num_ranks;                // R
+  int local_experts;            // capacity: local experts per rank
+  int topk;                     // capacity: k
+  int64_t max_tokens_per_rank;  // capacity: tokens a rank sends per call (and rows per expert per source)
+  int hidden;                   // capacity: channels
+  uint32_t token_bytes;         // stride of the input buffer (the largest SymmetricToken)
+  uint32_t combine_row_bytes;   // stride of combine rows: hidden * 2, aligned
+
+  SY_HD int num_experts() const { return local_experts * num_ranks; }
+
+  SY_HD size_t signals_offset() const { return region_offset; }
+  SY_HD size_t signals_bytes() const {
+    return align_up(static_cast<size_t>(num_ranks) * sizeof(uint64_t), kSymmetricAreaAlignment);
+  }
+
+  SY_HD size_t input_half_bytes() const {
+    return align_up(static_cast<size_t>(max_tokens_per_rank) * token_bytes, kSymmetricAreaAlignment);
+  }
+  SY_HD size_t input_offset() const { return signals_offset() + signals_bytes(); }
+
+  SY_HD size_t counts_bytes() const {
+    return align_up(static_cast<size_t>(num_experts()) * sizeof(int32_t), kSymmetricAreaAlignment);
+  }
+  SY_HD size_t workspace_half_bytes() const {
+    return counts_bytes() + align_up(static_cast<size_t>(num_experts()) * max_tokens_per_rank * sizeof(SymmetricRoute),
+                                     kSymmetricAreaAlignment);
+  }
+  SY_HD size_t workspace_offset() const { return input_offset() + kSymmetricHalves * input_half_bytes(); }
+
+  SY_HD size_t combine_half_bytes() const {
+    return align_up(static_cast<size_t>(topk) * max_tokens_per_rank * combine_row_bytes, kSymmetricAreaAlignment);
+  }
+  SY_HD size_t combine_offset() const { return workspace_offset() + kSymmetricHalves * workspace_half_bytes(); }
+
+  SY_HD size_t region_bytes() const { return combine_offset() + kSymmetricHalves * combine_half_bytes() - region_offset; }
+  SY_HD size_t end_offset() const { return region_offset + region_bytes(); }
+
+  // In `heap` (a rank's base): the barrier counter that `source` adds into.
+  SY_HD uint64_t* signal(uint8_t* heap, int source) const {
+    return reinterpret_cast<uint64_t*>(heap + signals_offset()) + source;
+  }
+  // In `heap` (a source's base): its published token `token`.
+  SY_HD uint8_t* input_token(uint8_t* heap, int half, int64_t token) const {
+    return heap + input_offset() + half * input_half_bytes() + static_cast<size_t>(token) * token_bytes;
+  }
+  // In `heap` (a target's base): how many rows `source` routes to `local_expert` of the target.
+  SY_HD int32_t* count(uint8_t* heap, int half, int local_expert, int source) const {
+    return reinterpret_cast<int32_t*>(heap + workspace_offset() + half * workspace_half_bytes()) +
+           static_cast<size_t>(local_expert) * num_ranks + source;
+  }
+  // In `heap` (a target's base): the `position`-th (token, slot) that `source` routes to `local_expert`.
+  SY_HD SymmetricRoute* route(uint8_t* heap, int half, int local_expert, int source, int64_t position) const {
+    size_t index = (static_cast<size_t>(local_expert) * num_ranks + source) * max_tokens_per_rank + position;
+    return reinterpret_cast<SymmetricRoute*>(heap + workspace_offset() + half * workspace_half_bytes() +
+                                             counts_bytes()) +
+           index;
+  }
+  // In `heap` (a token's home rank): the expert output row of (slot, token).
+  SY_HD uint8_t* combine_row(uint8_t* heap, int half, int slot, int64_t token) const {
+    size_t index = static_cast<size_t>(slot) * max_tokens_per_rank + token;
+    return heap + combine_offset() + half * combine_half_bytes() + index * combine_row_bytes;
+  }
+};
+
+}  // namespace switchyard::common

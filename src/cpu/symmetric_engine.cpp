@@ -1,0 +1,291 @@
+// The CPU `symmetric` engine's stages: dispatch publisher and puller, combine pusher and reducer.
+// Each is a function over one call's context; the calls wire them together around the barrier.
+#include "cpu/symmetric_engine.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/fp8_cast.hpp"
+#include "common/numeric.hpp"
+#include "core/symmetric_sizing.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard::cpu {
+
+namespace {
+
+Tensor output_or_allocate(const TensorView& given, DType dtype, std::initializer_list<int64_t> dims) {
+  return given.defined() ? Tensor::borrow(given) : Tensor::empty(dtype, dims);
+}
+
+struct Call {
+  const common::SymHeap* heap;
+  common::SymmetricLayout layout;
+  uint32_t sequence;
+  int half;
+  int rank;
+  int num_ranks;
+  int local_experts;
+  int hidden;
+  int64_t max_tokens_per_rank;
+};
+
+// ---- dispatch -----------------------------------------------------------------------------------
+
+// Publishes this rank's tokens in its own input buffer (cast to fp8 here, once per routed token),
+// and writes into each target's workspace, through map(), every (token, slot) routed to each of its
+// experts in (token, slot) order, then the count of every expert (zero included).
+void dispatch_publisher(const Call& call, const common::SymmetricToken& token_layout, bool use_fp8, bool round_scale,
+                        const TensorView& x, const TensorView& topk_idx) {
+  const common::SymHeap& heap = *call.heap;
+  const common::SymmetricLayout& layout = call.layout;
+  const int64_t num_tokens = x.shape[0];
+  const int topk = static_cast<int>(topk_idx.shape[1]);
+  const int num_experts = call.local_experts * call.num_ranks;
+  const int64_t* ids = topk_idx.as<const int64_t>();
+  const uint16_t* rows = x.as<const uint16_t>();
+
+  std::vector<int32_t> position(num_experts, 0);
+  for (int64_t token = 0; token < num_tokens; ++token) {
+    const int64_t* token_ids = ids + token * topk;
+    uint8_t* published = layout.input_token(heap.base, call.half, token);
+    std::memcpy(token_layout.topk_idx(published), token_ids, topk * sizeof(int64_t));
+    if (std::none_of(token_ids, token_ids + topk, [](int64_t expert) { return expert >= 0; })) continue;
+    const uint16_t* row = rows + token * call.hidden;
+    if (use_fp8) {
+      common::cast_row_to_fp8(row, call.hidden, round_scale, token_layout.row(published), token_layout.scales(published));
+    } else {
+      std::memcpy(token_layout.row(published), row, token_layout.row_bytes);
+    }
+    for (int slot = 0; slot < topk; ++slot) {
+      const int64_t expert = token_ids[slot];
+      if (expert < 0) continue;
+      const int target = static_cast<int>(expert / call.local_experts);
+      const int local = static_cast<int>(expert % call.local_experts);
+      *heap.map(layout.route(heap.base, call.half, local, call.rank, position[expert]++), target) =
+          common::SymmetricRoute{static_cast<int32_t>(token), slot};
+    }
+  }
+  for (int expert = 0; expert < num_experts; ++expert) {
+    const int target = expert / call.local_experts;
+    *heap.map(layout.count(heap.base, call.half, expert % call.local_experts, call.rank), target) = position[expert];
+  }
+}
+
+struct DispatchOutputs {
+  Tensor recv_x, recv_x_scales, recv_count, layout_range, src_info;
+  std::shared_ptr<detail::LowLatencyHandleData> handle;
+};
+
+// Reads the counts in this rank's workspace to place each source's rows (source-major, then in
+// (token, slot) order), then pulls every row from its source's input buffer at the mapped address.
+// Sources are visited starting after this rank, so that the ranks pull from different peers at once.
+void dispatch_puller(const Call& call, const common::SymmetricToken& token_layout, int topk, bool use_ue8m0,
+                     const DispatchOutputs& out) {
+  const common::SymHeap& heap = *call.heap;
+  const common::SymmetricLayout& layout = call.layout;
+  const int64_t rows_per_expert = call.num_ranks * call.max_tokens_per_rank;
+  const int num_scales = static_cast<int>(token_layout.num_scales);
+  const int scale_words = use_ue8m0 ? common::ue8m0_words(num_scales) : num_scales;
+  uint8_t* recv_x = out.recv_x.as<uint8_t>();
+  int32_t* recv_count = out.recv_count.as<int32_t>();
+  int32_t* layout_range = out.layout_range.as<int32_t>();
+  int32_t* src_info = out.src_info.as<int32_t>();
+  int32_t* src_slot = out.handle->src_slot.as<int32_t>();
+
+  for (int local = 0; local < call.local_experts; ++local) {
+    int32_t begin = 0;
+    for (int source = 0; source < call.num_ranks; ++source) {
+      const int32_t count = *layout.count(heap.base, call.half, local, source);
+      if (count < 0 || count > call.max_tokens_per_rank) {
+        throw Error("symmetric_dispatch: rank " + std::to_string(source) + " routed " + std::to_string(count) +
+                    " rows to local expert " + std::to_string(local) + " of rank " + std::to_string(call.rank) +
+                    ", outside 0..max_tokens_per_rank " + std::to_string(call.max_tokens_per_rank) +
+                    " (every rank must call with the same max_tokens_per_rank)");
+      }
+      layout_range[(local * call.num_ranks + source) * 2] = begin;
+      layout_range[(local * call.num_ranks + source) * 2 + 1] = count;
+      begin += count;
+    }
+    recv_count[local] = begin;
+  }
+
+  for (int local = 0; local < call.local_experts; ++local) {
+    for (int step = 0; step < call.num_ranks; ++step) {
+      const int source = (call.rank + 1 + step) % call.num_ranks;
+      const int32_t begin = layout_range[(local * call.num_ranks + source) * 2];
+      const int32_t count = layout_range[(local * call.num_ranks + source) * 2 + 1];
+      for (int32_t position = 0; position < count; ++position) {
+        const common::SymmetricRoute route = *layout.route(heap.base, call.half, local, source, position);
+        if (route.token < 0 || route.token >= call.max_tokens_per_rank || route.slot < 0 || route.slot >= topk) {
+          throw Error("symmetric_dispatch: rank " + std::to_string(source) + " routed (token " +
+                      std::to_string(route.token) + ", slot " + std::to_string(route.slot) + ") to rank " +
+                      std::to_string(call.rank) + ", outside this call's shape (every rank must call with the same "
+                      "max_tokens_per_rank and k)");
+        }
+        uint8_t* published = heap.map(layout.input_token(heap.base, call.half, route.token), source);
+        const int64_t row = local * rows_per_expert + begin + position;
+        std::memcpy(recv_x + row * token_layout.row_bytes, token_layout.row(published), token_layout.row_bytes);
+        if (use_ue8m0) {
+          common::pack_ue8m0(token_layout.scales(published), num_scales, out.recv_x_scales.as<int32_t>() + row * scale_words);
+        } else if (num_scales > 0) {
+          std::memcpy(out.recv_x_scales.as<float>() + row * num_scales, token_layout.scales(published),
+                      num_scales * sizeof(float));
+        }
+        src_info[row] = route.token;
+        src_slot[row] = route.slot;
+      }
+    }
+    for (int64_t row = local * rows_per_expert + recv_count[local]; row < (local + 1) * rows_per_expert; ++row) {
+      src_info[row] = -1;
+      src_slot[row] = -1;
+    }
+  }
+}
+
+// ---- combine ------------------------------------------------------------------------------------
+
+// Pushes each received row's expert output into its home rank's combine buffer at (slot, token),
+// through map(). Homes are visited starting after this rank, so that no home is hot.
+void combine_pusher(const Call& call, const detail::LowLatencyHandleData& handle, const uint16_t* y) {
+  const common::SymHeap& heap = *call.heap;
+  const int64_t rows_per_expert = call.num_ranks * call.max_tokens_per_rank;
+  const int32_t* layout_range = handle.layout_range.as<const int32_t>();
+  const int32_t* src_info = handle.src_info.as<const int32_t>();
+  const int32_t* src_slot = handle.src_slot.as<const int32_t>();
+  const size_t row_bytes = static_cast<size_t>(call.hidden) * 2;
+  for (int local = 0; local < call.local_experts; ++local) {
+    for (int step = 0; step < call.num_ranks; ++step) {
+      const int home = (call.rank + 1 + step) % call.num_ranks;
+      const int32_t begin = layout_range[(local * call.num_ranks + home) * 2];
+      const int32_t count = layout_range[(local * call.num_ranks + home) * 2 + 1];
+      for (int64_t row = local * rows_per_expert + begin; row < local * rows_per_expert + begin + count; ++row) {
+        uint8_t* target = heap.map(call.layout.combine_row(heap.base, call.half, src_slot[row], src_info[row]), home);
+        std::memcpy(target, y + row * call.hidden, row_bytes);
+      }
+    }
+  }
+}
+
+// Reduces each token's valid slots in increasing order with fp32 fused multiply-adds from +0,
+// rounding to bf16 once, from this rank's own combine buffer.
+void combine_reducer(const Call& call, const int64_t* topk_idx, const float* topk_weights, int64_t num_tokens,
+                     int topk, uint16_t* combined_x) {
+  const common::SymHeap& heap = *call.heap;
+  std::vector<float> accumulator(call.hidden);
+  for (int64_t token = 0; token < num_tokens; ++token) {
+    std::fill(accumulator.begin(), accumulator.end(), 0.0f);
+    for (int slot = 0; slot < topk; ++slot) {
+      if (topk_idx[token * topk + slot] < 0) continue;
+      const float weight = topk_weights[token * topk + slot];
+      const uint16_t* row = reinterpret_cast<const uint16_t*>(call.layout.combine_row(heap.base, call.half, slot, token));
+      for (int channel = 0; channel < call.hidden; ++channel) {
+        accumulator[channel] = std::fma(weight, common::bf16_to_float(row[channel]), accumulator[channel]);
+      }
+    }
+    uint16_t* out = combined_x + token * call.hidden;
+    for (int channel = 0; channel < call.hidden; ++channel) out[channel] = common::float_to_bf16(accumulator[channel]);
+  }
+}
+
+}  // namespace
+
+LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispatchPlan& plan) {
+  const LowLatencyDispatchArgs& args = plan.args;
+  const int num_ranks = plan.topology.num_ranks;
+  const int64_t local = plan.local_experts;
+  const int64_t rows = num_ranks * plan.max_tokens_per_rank;
+  const int num_scales = plan.use_fp8 ? plan.hidden / common::kFp8CastBlock : 0;
+
+  Call call{};
+  call.heap = &heap_.view();
+  call.layout = plan.layout;
+  call.sequence = ++sequence_;
+  call.half = common::symmetric_half(call.sequence);
+  call.rank = plan.rank;
+  call.num_ranks = num_ranks;
+  call.local_experts = plan.local_experts;
+  call.hidden = plan.hidden;
+  call.max_tokens_per_rank = plan.max_tokens_per_rank;
+  const common::SymmetricToken token_layout = detail::symmetric_token(plan.hidden, plan.use_fp8, plan.topk);
+
+  auto handle = std::make_shared<detail::LowLatencyHandleData>();
+  handle->owner = owner_;
+  handle->engine = Engine::symmetric;
+  handle->rank = plan.rank;
+  handle->topology = plan.topology;
+  handle->num_experts = plan.num_experts;
+  handle->local_experts = plan.local_experts;
+  handle->topk = plan.topk;
+  handle->hidden = plan.hidden;
+  handle->max_tokens_per_rank = plan.max_tokens_per_rank;
+  handle->num_tokens = plan.num_tokens;
+  handle->topk_idx = Tensor::empty(DType::i64, {plan.num_tokens, plan.topk});
+  if (args.topk_idx.nbytes() > 0) std::memcpy(handle->topk_idx.data(), args.topk_idx.data, args.topk_idx.nbytes());
+  handle->src_slot = Tensor::empty(DType::i32, {local, rows});
+
+  DispatchOutputs out;
+  out.recv_x = output_or_allocate(args.out_recv_x, plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16,
+                                  {local, rows, plan.hidden});
+  if (plan.use_ue8m0) {
+    out.recv_x_scales = output_or_allocate(args.out_recv_x_scales, DType::i32,
+                                           {local, rows, common::ue8m0_words(num_scales)});
+  } else if (plan.use_fp8) {
+    out.recv_x_scales = output_or_allocate(args.out_recv_x_scales, DType::f32, {local, rows, num_scales});
+  }
+  out.recv_count = output_or_allocate(args.out_recv_count, DType::i32, {local});
+  out.layout_range = output_or_allocate(args.out_layout_range, DType::i32, {local, num_ranks, 2});
+  out.src_info = output_or_allocate(args.out_src_info, DType::i32, {local, rows});
+  out.handle = handle;
+
+  dispatch_publisher(call, token_layout, plan.use_fp8, plan.round_scale, args.x, args.topk_idx);
+  barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), plan.config.timeout_seconds,
+                           "symmetric dispatch");
+  dispatch_puller(call, token_layout, plan.topk, plan.use_ue8m0, out);
+
+  handle->recv_count = out.recv_count;
+  handle->layout_range = out.layout_range;
+  handle->src_info = out.src_info;
+  handle->received.store(true, std::memory_order_release);
+
+  LowLatencyDispatchResult result;
+  result.recv_x = out.recv_x;
+  result.recv_x_scales = out.recv_x_scales;
+  result.recv_count = out.recv_count;
+  result.layout_range = out.layout_range;
+  result.src_info = out.src_info;
+  result.handle = LowLatencyHandle(handle);
+  return result;
+}
+
+LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombinePlan& plan) {
+  const LowLatencyCombineArgs& args = plan.args;
+  const detail::LowLatencyHandleData& handle = *plan.handle;
+
+  Call call{};
+  call.heap = &heap_.view();
+  call.layout = plan.layout;
+  call.sequence = ++sequence_;
+  call.half = common::symmetric_half(call.sequence);
+  call.rank = plan.rank;
+  call.num_ranks = plan.topology.num_ranks;
+  call.local_experts = handle.local_experts;
+  call.hidden = plan.hidden;
+  call.max_tokens_per_rank = handle.max_tokens_per_rank;
+
+  LowLatencyCombineResult result;
+  result.combined_x = output_or_allocate(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden});
+
+  combine_pusher(call, handle, plan.y);
+  barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), plan.config.timeout_seconds,
+                           "symmetric combine");
+  combine_reducer(call, args.topk_idx.as<const int64_t>(), args.topk_weights.as<const float>(), handle.num_tokens,
+                  handle.topk, result.combined_x.as<uint16_t>());
+  return result;
+}
+
+}  // namespace switchyard::cpu

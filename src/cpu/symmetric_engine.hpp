@@ -1,0 +1,29 @@
+#pragma once
+// The CPU `symmetric` engine: the protocol of common/symmetric_protocol.hpp run by the calling
+// thread. Dispatch: publish (input buffer, and each target's workspace through map()), barrier,
+// pull. Combine: push (each expert row into its home's combine buffer through map()), barrier,
+// reduce locally.
+#include <cstdint>
+
+#include "core/backend.hpp"
+#include "cpu/host_heap.hpp"
+#include "cpu/symmetric_barrier.hpp"
+
+namespace switchyard::cpu {
+
+class SymmetricEngine {
+ public:
+  SymmetricEngine(HostHeap& heap, const void* owner) : heap_(heap), owner_(owner) {}
+
+  LowLatencyDispatchResult dispatch(const detail::SymmetricDispatchPlan& plan);
+  LowLatencyCombineResult combine(const detail::SymmetricCombinePlan& plan);
+
+ private:
+  HostHeap& heap_;
+  const void* owner_;
+  // Symmetric calls (dispatch or combine) made on this buffer; every rank counts alike.
+  uint32_t sequence_ = 0;
+  SymmetricBarrier barrier_;
+};
+
+}  // namespace switchyard::cpu
