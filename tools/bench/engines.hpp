@@ -17,8 +17,11 @@ EngineSupport engine_support(Engine engine, Backend backend);
 // Only for an implemented engine.
 std::unique_ptr<EngineSession> make_engine_session(Engine engine, const SessionContext& context);
 std::unique_ptr<EngineSession> make_normal_session(const SessionContext& context);
+std::unique_ptr<EngineSession> make_low_latency_session(const SessionContext& context);
 
 // --dump: what the reference says every rank should get from `normal`, under DIR/reference/.
 void dump_normal_reference(DumpDirectory& dump, const Problem& problem);
+// --dump: the same for `low_latency`, under DIR/reference_low_latency/.
+void dump_low_latency_reference(DumpDirectory& dump, const Problem& problem);
 
 }  // namespace switchyard::bench

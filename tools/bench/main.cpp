@@ -109,6 +109,11 @@ int run(const BenchOptions& options) {
       dump_normal_reference(*dump, problem);
       progress.clear();
     }
+    if (ran(results, Engine::low_latency)) {
+      progress.update("dump", "writing the low_latency reference to --dump");
+      dump_low_latency_reference(*dump, problem);
+      progress.clear();
+    }
     dump->write_meta(options, engines_run);
   }
 

@@ -1,5 +1,6 @@
 #include "options.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdlib>
@@ -107,6 +108,11 @@ const std::map<std::string, Setter>& value_flags() {
          c.tokens =
              parse_integer(flag, value, 0, std::numeric_limits<int32_t>::max(), "a non-negative integer");
        }},
+      {"--ll-tokens",
+       [](CommandLine& c, const std::string& flag, const std::string& value) {
+         c.ll_tokens =
+             parse_integer(flag, value, 0, std::numeric_limits<int32_t>::max(), "a non-negative integer");
+       }},
       {"--hidden", positive(&CommandLine::hidden)},
       {"--topk", positive(&CommandLine::topk)},
       {"--experts", positive(&CommandLine::experts)},
@@ -137,6 +143,13 @@ Engine engine_from_name(const std::string& name) {
 }
 
 }  // namespace
+
+bool BenchOptions::runs(Engine engine) const {
+  for (Engine chosen : engines) {
+    if (chosen == engine) return true;
+  }
+  return false;
+}
 
 CommandLine parse_command_line(const std::vector<std::string>& args) {
   CommandLine command_line;
@@ -204,6 +217,24 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available) {
 
   options.tokens_per_rank = command_line.tokens.value_or(on_cpu ? kCpuDefaultTokens : kGpuDefaultTokens);
   options.notes.tokens_from_cpu_default = on_cpu && !command_line.tokens;
+  // low_latency: --ll-tokens; else --tokens when it was given for low_latency alone; else
+  // min(--tokens, 128), the decode shape (16 on cpu when --tokens was not given either).
+  if (command_line.ll_tokens) {
+    options.ll_tokens_per_rank = *command_line.ll_tokens;
+    options.notes.ll_tokens_source = "--ll-tokens";
+  } else if (command_line.tokens && engine == "low_latency") {
+    options.ll_tokens_per_rank = *command_line.tokens;
+    options.notes.ll_tokens_source = "--tokens";
+  } else if (command_line.tokens || !on_cpu) {
+    options.ll_tokens_per_rank = std::min(options.tokens_per_rank, kLowLatencyDefaultTokens);
+    options.notes.ll_tokens_source =
+        "min(--tokens, " + std::to_string(kLowLatencyDefaultTokens) + "), the decode shape; --ll-tokens N overrides";
+  } else {
+    options.ll_tokens_per_rank = kCpuLowLatencyDefaultTokens;
+    options.notes.ll_tokens_source = "cpu default (GPU default " + std::to_string(kLowLatencyDefaultTokens) +
+                                     "; the expert-major buffers grow with experts x ranks x tokens); "
+                                     "--ll-tokens N overrides";
+  }
   options.hidden = command_line.hidden.value_or(kDefaultHidden);
   options.topk = command_line.topk.value_or(kDefaultTopk);
   options.num_experts = command_line.experts.value_or(kDefaultExperts);
@@ -257,10 +288,16 @@ Shape (default: DeepSeek-V3)
   --ranks R                 ranks, run as threads of this process (default 8)
   --ranks-per-node P        ranks per node; P < R runs the internode path (default R)
   --tokens N                tokens per rank (default 4096 on cuda, 512 on cpu)
+  --ll-tokens N             tokens per rank of the low_latency engine, its max_tokens_per_rank
+                            (default: --tokens with --engine low_latency and an explicit --tokens;
+                            else min(--tokens, 128), the DeepSeek-V3 decode shape; 16 on cpu
+                            when --tokens is not given either). The output says which applied.
   --hidden H                hidden size (default 7168)
   --topk K                  experts per token (default 8)
   --experts E               experts in total, a multiple of R (default 256)
-  --dtype bf16|fp8          dispatch payload; fp8 carries f32 scales per 128 channels (default bf16)
+  --dtype bf16|fp8          dispatch payload; fp8 carries f32 scales per 128 channels (default bf16).
+                            low_latency: its inputs are always bf16, and fp8 means use_fp8 (the
+                            engine casts on the fly, per 128 channels, f32 scales)
   --seed S                  seed of the synthetic inputs (default 1)
 Timing
   --iters I                 timed iterations (default 20 on cuda, 10 on cpu)

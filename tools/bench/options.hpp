@@ -33,6 +33,13 @@ constexpr int kGpuDefaultWarmup = 3;
 constexpr int64_t kCpuDefaultTokens = 512;
 constexpr int kCpuDefaultIters = 10;
 constexpr int kCpuDefaultWarmup = 2;
+// low_latency: the decode shape of the issue (DeepSeek-V3, 128 tokens per rank). Without
+// --ll-tokens it runs min(--tokens, this) tokens per rank, so that `--engine all` gives normal its
+// prefill-sized --tokens and low_latency its decode-sized batch.
+constexpr int64_t kLowLatencyDefaultTokens = 128;
+// NOTES: on cpu the expert-major buffers (E * R * tokens rows in the heap, L * R * tokens rows per
+// output) dominate memory: the CPU default keeps the default run small; the GPU default is above.
+constexpr int64_t kCpuLowLatencyDefaultTokens = 16;
 constexpr uint64_t kDefaultSeed = 1;
 // fp8 scales cover this many channels each (DESIGN.md, Semantics).
 constexpr int kFp8ScaleBlock = 128;
@@ -46,6 +53,7 @@ struct CommandLine {
   std::optional<std::string> engine;   // normal | low_latency | symmetric | all
   std::optional<int> ranks, ranks_per_node, hidden, topk, experts, iters, warmup;
   std::optional<int64_t> tokens;
+  std::optional<int64_t> ll_tokens;
   std::optional<std::string> dtype;  // bf16 | fp8
   std::optional<uint64_t> seed;
   std::optional<std::string> json_path, dump_dir;
@@ -57,6 +65,8 @@ struct CommandLine {
 struct DefaultNotes {
   bool tokens_from_cpu_default = false;
   bool iters_from_cpu_default = false;
+  // How the low_latency engine's tokens per rank were chosen, for the output ("--ll-tokens", ...).
+  std::string ll_tokens_source;
 };
 
 struct BenchOptions {
@@ -66,6 +76,8 @@ struct BenchOptions {
   bool engine_was_all = true;   // "all": engines that do not exist are reported as skipped
   Topology topology{kDefaultRanks, kDefaultRanks};
   int64_t tokens_per_rank = kGpuDefaultTokens;
+  // The low_latency engine's tokens per rank: its max_tokens_per_rank, and its inputs' size.
+  int64_t ll_tokens_per_rank = kLowLatencyDefaultTokens;
   int hidden = kDefaultHidden;
   int topk = kDefaultTopk;
   int num_experts = kDefaultExperts;
@@ -77,6 +89,7 @@ struct BenchOptions {
   std::string dump_dir;   // empty: no dump
   Config config;
   DefaultNotes notes;
+  bool runs(Engine engine) const;
 };
 
 // Parses argv (without argv[0]). Accepts "--flag value" and "--flag=value". Throws UsageError.

@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
+#include <string>
 
 namespace switchyard::bench {
 namespace {
@@ -18,7 +20,86 @@ int64_t dispatch_row_bytes(const BenchOptions& options) {
   return bytes;
 }
 
+// low_latency rows: bf16, or fp8 with f32 scales per 128 channels (use_fp8).
+int64_t low_latency_dispatch_row_bytes(const BenchOptions& options) {
+  if (options.dtype == DType::fp8_e4m3) return int64_t{options.hidden} + int64_t{options.hidden} / kFp8ScaleBlock * 4;
+  return int64_t{options.hidden} * 2;
+}
+
+void make_low_latency_reference(const BenchOptions& options, Progress& progress, LowLatencyReference& ll) {
+  const Topology& topology = options.topology;
+  const int num_ranks = topology.num_ranks;
+  ll.present = true;
+  ll.shape = shape_of(options);
+  ll.shape.tokens_per_rank = options.ll_tokens_per_rank;
+  ll.shape.dtype = DType::bf16;  // the engine casts to fp8 itself (use_fp8)
+  progress.update("inputs", "generating the low_latency inputs");
+  ll.inputs = workload::generate(ll.shape, options.seed);
+  ll.ll_options.use_fp8 = options.dtype == DType::fp8_e4m3;
+
+  progress.update("reference", "computing the low_latency reference");
+  std::vector<reference::RankInputs> rank_inputs;
+  for (int rank = 0; rank < num_ranks; ++rank) rank_inputs.push_back(ll.inputs[rank].inputs());
+  ll.dispatched = reference::low_latency_dispatch(rank_inputs, options.num_experts, topology,
+                                                  options.ll_tokens_per_rank, ll.ll_options);
+  std::vector<TensorView> ys;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    const reference::LowLatencyDispatchOutput& received = ll.dispatched[rank];
+    ll.expert_outputs.push_back(
+        expert_major_synthetic_expert(received.recv_x, received.recv_x_scales, received.recv_count, rank));
+    ys.push_back(ll.expert_outputs.back());
+  }
+  ll.combined = reference::low_latency_combine(ys, rank_inputs, options.num_experts, topology,
+                                               options.ll_tokens_per_rank);
+
+  for (const reference::LowLatencyDispatchOutput& received : ll.dispatched) {
+    const int32_t* counts = received.recv_count.as<const int32_t>();
+    for (int64_t l = 0; l < received.recv_count.numel(); ++l) ll.traffic.delivered_rows += counts[l];
+  }
+  ll.traffic.dispatch_row_bytes = low_latency_dispatch_row_bytes(options);
+  ll.traffic.combine_row_bytes = int64_t{options.hidden} * 2;
+}
+
+// Host bytes of the low_latency reference and the engine's outputs, all ranks: per rank, the
+// expert-major tensors [L, R * max, H] (reference recv_x, reference y, the engine's y; the engine's
+// recv_x is touched only where rows arrive, as its poison is) and the tokens' own tensors.
+double low_latency_data_bytes(const BenchOptions& options) {
+  const double ranks = options.topology.num_ranks;
+  const double local_experts = static_cast<double>(options.num_experts) / ranks;
+  const double rows = local_experts * ranks * static_cast<double>(options.ll_tokens_per_rank);
+  const double row = static_cast<double>(low_latency_dispatch_row_bytes(options));
+  const double tokens = static_cast<double>(options.ll_tokens_per_rank) * ranks;
+  const double token_bytes = tokens * (options.hidden * 2.0 * 3 + options.topk * 12.0);
+  return ranks * rows * (row + 2 * options.hidden * 2.0 + 4) + token_bytes;
+}
+
 }  // namespace
+
+Tensor expert_major_synthetic_expert(const TensorView& recv_x, const TensorView& recv_x_scales,
+                                     const TensorView& recv_count, int rank) {
+  const int64_t local_experts = recv_x.shape[0];
+  const int64_t rows_per_expert = recv_x.shape[1];
+  const int64_t hidden = recv_x.shape[2];
+  const bool fp8 = recv_x.dtype == DType::fp8_e4m3;
+  const int64_t num_scales = fp8 ? hidden / kFp8ScaleBlock : 0;
+  Tensor y = Tensor::empty(DType::bf16, {local_experts, rows_per_expert, hidden});
+  std::memset(y.data(), 0, y.nbytes());
+  const size_t x_row_bytes = static_cast<size_t>(hidden) * dtype_size(recv_x.dtype);
+  for (int64_t l = 0; l < local_experts; ++l) {
+    // A wrong count (an engine that failed its check) must not read past the expert's rows.
+    const int64_t count = std::min<int64_t>(recv_count.as<const int32_t>()[l], rows_per_expert);
+    if (count <= 0) continue;
+    const TensorView rows(recv_x.as<uint8_t>() + l * rows_per_expert * x_row_bytes, recv_x.dtype, {count, hidden});
+    TensorView scales;
+    if (fp8) {
+      scales = TensorView(recv_x_scales.as<float>() + l * rows_per_expert * num_scales, DType::f32,
+                          {count, num_scales});
+    }
+    const Tensor expert_y = workload::synthetic_expert(rows, scales, rank);
+    std::memcpy(y.as<uint16_t>() + l * rows_per_expert * hidden, expert_y.data(), expert_y.nbytes());
+  }
+  return y;
+}
 
 workload::Shape shape_of(const BenchOptions& options) {
   workload::Shape shape;
@@ -70,6 +151,8 @@ Problem make_problem(const BenchOptions& options, Progress& progress) {
   }
   traffic.dispatch_row_bytes = dispatch_row_bytes(options);
   traffic.combine_row_bytes = int64_t{options.hidden} * 2;
+
+  if (options.runs(Engine::low_latency)) make_low_latency_reference(options, progress, problem.low_latency);
   return problem;
 }
 
@@ -84,8 +167,10 @@ void check_fits_in_memory(const BenchOptions& options) {
   const double token_bytes =
       tokens * (row + metadata_bytes + 2 * (options.hidden * 2.0 + options.topk * 4.0));
   const double delivered_bytes = 2 * delivered * (row + options.hidden * 2.0 + metadata_bytes);
-  const double data_bytes = token_bytes + delivered_bytes;
-  double heap_bytes = 0;  // host memory on cpu only
+  double data_bytes = token_bytes + delivered_bytes;
+  const bool low_latency = options.runs(Engine::low_latency);
+  if (low_latency) data_bytes += low_latency_data_bytes(options);
+  double heap_bytes = 0;  // host memory on cpu only; one engine's Buffers at a time
   if (options.backend == Backend::cpu) {
     BufferSizing sizing;
     sizing.max_tokens_per_rank = std::max<int64_t>(options.tokens_per_rank, 1);
@@ -94,6 +179,13 @@ void check_fits_in_memory(const BenchOptions& options) {
     sizing.num_experts = options.num_experts;
     sizing.dtype = options.dtype;
     heap_bytes = ranks * static_cast<double>(normal_heap_bytes(options.topology, options.config, sizing));
+    if (low_latency) {
+      sizing.max_tokens_per_rank = std::max<int64_t>(options.ll_tokens_per_rank, 1);
+      sizing.low_latency_max_tokens_per_rank = sizing.max_tokens_per_rank;
+      const double ll_heap = ranks * static_cast<double>(normal_heap_bytes(options.topology, options.config, sizing) +
+                                                         low_latency_heap_bytes(options.topology, sizing));
+      heap_bytes = std::max(heap_bytes, ll_heap);
+    }
   }
   const long pages = sysconf(_SC_PHYS_PAGES);
   const long page_size = sysconf(_SC_PAGE_SIZE);
@@ -106,15 +198,17 @@ void check_fits_in_memory(const BenchOptions& options) {
     std::snprintf(
         message, sizeof(message),
         "--ranks: expected a run that fits in host memory (%.1f GiB here), got %d ranks whose symmetric "
-        "heaps need about %.1f GiB (fewer --ranks, --channels or --ring-slots shrink them)",
+        "heaps need about %.1f GiB (fewer --ranks, --channels or --ring-slots shrink them; low_latency's "
+        "grow with --experts x --ll-tokens)",
         available / kGiB, options.topology.num_ranks, heap_bytes / kGiB);
   } else {
     std::snprintf(
         message, sizeof(message),
-        "--tokens: expected a run that fits in host memory (%.1f GiB here), got %lld tokens per rank on "
+        "--tokens: expected a run that fits in host memory (%.1f GiB here), got %lld tokens per rank%s on "
         "%d ranks (needs about %.1f GiB)",
-        available / kGiB, static_cast<long long>(options.tokens_per_rank), options.topology.num_ranks,
-        (data_bytes + heap_bytes) / kGiB);
+        available / kGiB, static_cast<long long>(options.tokens_per_rank),
+        low_latency ? (" (--ll-tokens " + std::to_string(options.ll_tokens_per_rank) + ")").c_str() : "",
+        options.topology.num_ranks, (data_bytes + heap_bytes) / kGiB);
   }
   throw UsageError(message);
 }

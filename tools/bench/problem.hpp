@@ -14,7 +14,7 @@ namespace switchyard::bench {
 
 // The logical traffic of one dispatch + combine, all ranks together.
 struct Traffic {
-  int64_t delivered_rows = 0;      // (token, destination rank) pairs
+  int64_t delivered_rows = 0;      // (token, destination rank) pairs; low_latency: (token, expert)
   int64_t dispatch_row_bytes = 0;  // hidden * element size (+ hidden / 128 * 4 scale bytes for fp8)
   int64_t combine_row_bytes = 0;   // hidden * 2: combine returns bf16
   int64_t dispatch_bytes() const { return delivered_rows * dispatch_row_bytes; }
@@ -29,12 +29,33 @@ struct NormalReference {
   std::vector<reference::NormalCombineOutput> combined;     // per rank
 };
 
+// What the `low_latency` engine must produce on every rank, on its own inputs: ll_tokens_per_rank
+// tokens per rank, always bf16 (with --dtype fp8 the engine casts them, use_fp8). Its traffic counts
+// (token, expert) pairs: every valid top-k slot is one row on its expert.
+struct LowLatencyReference {
+  bool present = false;  // only when low_latency runs
+  workload::Shape shape;
+  std::vector<workload::RankData> inputs;                       // host, per rank
+  reference::LowLatencyOptions ll_options;
+  std::vector<reference::LowLatencyDispatchOutput> dispatched;  // per rank
+  std::vector<Tensor> expert_outputs;  // y per rank, bf16 [L, R * max, H]; rows past recv_count are zero
+  std::vector<Tensor> combined;        // per rank, bf16 [N, H]
+  Traffic traffic;
+};
+
 struct Problem {
   workload::Shape shape;
   std::vector<workload::RankData> inputs;  // host, per rank
   Traffic traffic;
   NormalReference normal;
+  LowLatencyReference low_latency;
 };
+
+// The synthetic expert on an expert-major recv_x [L, R * max, H] (scales [L, R * max, H / 128] for
+// fp8): workload::synthetic_expert on each expert's rows < recv_count[l] (host i32 [L]); the rows past
+// them are zero. Host tensors.
+Tensor expert_major_synthetic_expert(const TensorView& recv_x, const TensorView& recv_x_scales,
+                                     const TensorView& recv_count, int rank);
 
 workload::Shape shape_of(const BenchOptions& options);
 

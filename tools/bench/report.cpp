@@ -9,9 +9,10 @@
 namespace switchyard::bench {
 namespace {
 
-void print_phase(std::FILE* out, const char* phase, double seconds, int64_t bytes) {
+void print_phase(std::FILE* out, const char* phase, double seconds, double p99_seconds, int64_t bytes) {
   std::optional<double> gbps = gigabytes_per_second(bytes, seconds);
-  std::fprintf(out, "  %-10s %14.1f %16" PRId64 " %10.2f\n", phase, seconds * 1e6, bytes, gbps ? *gbps : 0.0);
+  std::fprintf(out, "  %-10s %14.1f %14.1f %16" PRId64 " %10.2f\n", phase, seconds * 1e6, p99_seconds * 1e6, bytes,
+               gbps ? *gbps : 0.0);
 }
 
 }  // namespace
@@ -43,9 +44,14 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
                "traffic: %" PRId64 " delivered rows (token, destination rank) over all ranks; %" PRId64
                " bytes per dispatch row, %" PRId64 " per combine row\n",
                traffic.delivered_rows, traffic.dispatch_row_bytes, traffic.combine_row_bytes);
+  if (options.runs(Engine::low_latency)) {
+    std::fprintf(out, "low_latency: %" PRId64 " tokens per rank (%s), bf16 inputs%s\n", options.ll_tokens_per_rank,
+                 options.notes.ll_tokens_source.c_str(),
+                 options.dtype == DType::fp8_e4m3 ? " cast to fp8 by the engine (use_fp8)" : "");
+  }
   std::fprintf(
       out,
-      "time: median over iterations of the slowest rank; GB/s: all ranks' bytes / time (logical bandwidth, "
+      "time: median (and p99, nearest rank) over iterations of the slowest rank; GB/s: all ranks' bytes / time (logical bandwidth, "
       "as DeepEP reports it)\n"
       "roofline fraction = (2 * (dispatch_bytes + combine_bytes) / copy bandwidth) / (dispatch_time + "
       "combine_time): each delivered row is read once and written once\n");
@@ -59,10 +65,15 @@ void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidt
     return;
   }
   if (result.timed) {
-    std::fprintf(out, "%s: %d timed iterations after %d warmup\n", name, result.iters, result.warmup);
-    std::fprintf(out, "  %-10s %14s %16s %10s\n", "phase", "time (us)", "bytes", "GB/s");
-    print_phase(out, "dispatch", result.dispatch_seconds, result.dispatch_bytes);
-    print_phase(out, "combine", result.combine_seconds, result.combine_bytes);
+    std::fprintf(out, "%s: %d timed iterations after %d warmup; %" PRId64 " tokens per rank, %" PRId64
+                 " delivered rows (%s)\n",
+                 name, result.iters, result.warmup, result.tokens_per_rank, result.delivered_rows,
+                 result.engine == Engine::low_latency ? "token, expert" : "token, destination rank");
+    std::fprintf(out, "  %-10s %14s %14s %16s %10s\n", "phase", "median (us)", "p99 (us)", "bytes", "GB/s");
+    print_phase(out, "dispatch", result.dispatch_seconds, result.dispatch_p99_seconds, result.dispatch_bytes);
+    print_phase(out, "combine", result.combine_seconds, result.combine_p99_seconds, result.combine_bytes);
+    if (!result.graph_replay.empty())
+      std::fprintf(out, "  %-10s %s\n", "graph replay:", result.graph_replay.c_str());
     std::optional<double> fraction = roofline_fraction(result, copy.bytes_per_second);
     if (fraction) {
       std::fprintf(out, "  roofline fraction: %.3f\n", *fraction);

@@ -25,6 +25,8 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
   json.integer(options.topology.ranks_per_node);
   json.key("tokens");
   json.integer(options.tokens_per_rank);
+  json.key("ll_tokens");
+  json.integer(options.ll_tokens_per_rank);
   json.key("hidden");
   json.integer(options.hidden);
   json.key("topk");
@@ -62,10 +64,18 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
     auto gbps = [&](int64_t count, double seconds) {
       return result.timed ? gigabytes_per_second(count, seconds) : std::nullopt;
     };
+    json.key("tokens");
+    json.integer_or_null(bytes(result.tokens_per_rank));
+    json.key("delivered_rows");
+    json.integer_or_null(bytes(result.delivered_rows));
     json.key("dispatch_us");
     json.number_or_null(timed(result.dispatch_seconds));
     json.key("combine_us");
     json.number_or_null(timed(result.combine_seconds));
+    json.key("dispatch_p99_us");
+    json.number_or_null(timed(result.dispatch_p99_seconds));
+    json.key("combine_p99_us");
+    json.number_or_null(timed(result.combine_p99_seconds));
     json.key("dispatch_bytes");
     json.integer_or_null(bytes(result.dispatch_bytes));
     json.key("combine_bytes");
@@ -76,6 +86,19 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
     json.number_or_null(gbps(result.combine_bytes, result.combine_seconds));
     json.key("roofline_fraction");
     json.number_or_null(roofline_fraction(result, copy.bytes_per_second));
+    if (result.engine == Engine::low_latency) {
+      // The CUDA graph replay row: a seam, no numbers until it is measured.
+      json.key("graph_replay");
+      if (result.graph_replay.empty()) {
+        json.null();
+      } else {
+        json.string(result.graph_replay);
+      }
+      json.key("graph_replay_dispatch_us");
+      json.null();
+      json.key("graph_replay_combine_us");
+      json.null();
+    }
     json.end_object();
   }
   json.end_array();

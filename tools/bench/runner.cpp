@@ -15,7 +15,8 @@
 namespace switchyard::bench {
 namespace {
 
-BufferOptions buffer_options(const BenchOptions& options, int rank) {
+// low_latency's Buffers are sized for its calls only (the normal region for --ll-tokens too).
+BufferOptions buffer_options(const BenchOptions& options, Engine engine, int rank) {
   BufferOptions buffer;
   buffer.topology = options.topology;
   buffer.rank = rank;
@@ -23,7 +24,8 @@ BufferOptions buffer_options(const BenchOptions& options, int rank) {
   buffer.device = kCudaDevice;  // every rank shares the one device when ranks are threads
   buffer.sharing = HeapSharing::threads;
   buffer.config = options.config;
-  buffer.sizing.max_tokens_per_rank = options.tokens_per_rank;
+  buffer.sizing.max_tokens_per_rank = engine_tokens_per_rank(engine, options);
+  if (engine == Engine::low_latency) buffer.sizing.low_latency_max_tokens_per_rank = options.ll_tokens_per_rank;
   buffer.sizing.hidden = options.hidden;
   buffer.sizing.topk = options.topk;
   buffer.sizing.num_experts = options.num_experts;
@@ -31,15 +33,23 @@ BufferOptions buffer_options(const BenchOptions& options, int rank) {
   return buffer;
 }
 
-// Per timed iteration, the slowest rank; then the median over iterations.
-double median_of_slowest(const std::vector<std::vector<double>>& seconds_per_rank) {
+// Per timed iteration, the slowest rank; the median and the p99 are taken over these.
+std::vector<double> slowest_per_iteration(const std::vector<std::vector<double>>& seconds_per_rank) {
   std::vector<double> slowest(seconds_per_rank.front().size(), 0.0);
   for (const std::vector<double>& rank_seconds : seconds_per_rank) {
     for (size_t iteration = 0; iteration < slowest.size(); ++iteration) {
       slowest[iteration] = std::max(slowest[iteration], rank_seconds[iteration]);
     }
   }
-  return median(slowest);
+  return slowest;
+}
+
+// The graph replay row of the issue (low_latency on cuda: the launch-free latency). A seam: nothing
+// is measured yet, and the row says why rather than showing numbers.
+std::string graph_replay_status(Engine engine, Backend backend) {
+  if (engine != Engine::low_latency) return "";
+  if (backend == Backend::cpu) return "not available (cpu backend)";
+  return "not implemented yet";
 }
 
 // The earliest stage's difference, on the lowest rank that has it, and how many ranks differ.
@@ -78,6 +88,14 @@ std::string progress_text(const std::string& name, int warmup_done, int warmup, 
 
 }  // namespace
 
+int64_t engine_tokens_per_rank(Engine engine, const BenchOptions& options) {
+  return engine == Engine::low_latency ? options.ll_tokens_per_rank : options.tokens_per_rank;
+}
+
+const Traffic& engine_traffic(Engine engine, const Problem& problem) {
+  return engine == Engine::low_latency ? problem.low_latency.traffic : problem.traffic;
+}
+
 const char* check_status_name(CheckStatus status) {
   switch (status) {
     case CheckStatus::passed:
@@ -111,8 +129,12 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
   result.engine = engine;
   result.iters = iters;
   result.warmup = warmup;
-  result.dispatch_bytes = problem.traffic.dispatch_bytes();
-  result.combine_bytes = problem.traffic.combine_bytes();
+  const Traffic& traffic = engine_traffic(engine, problem);
+  result.dispatch_bytes = traffic.dispatch_bytes();
+  result.combine_bytes = traffic.combine_bytes();
+  result.tokens_per_rank = engine_tokens_per_rank(engine, options);
+  result.delivered_rows = traffic.delivered_rows;
+  result.graph_replay = graph_replay_status(engine, options.backend);
 
   std::vector<std::vector<double>> dispatch_seconds(num_ranks, std::vector<double>(iters));
   std::vector<std::vector<double>> combine_seconds(num_ranks, std::vector<double>(iters));
@@ -130,7 +152,7 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
       // and the timer that use it.
       const RankStream rank_stream(options.backend);
       const Stream stream = rank_stream.get();
-      buffers[rank] = std::make_unique<Buffer>(buffer_options(options, rank));
+      buffers[rank] = std::make_unique<Buffer>(buffer_options(options, engine, rank));
       Buffer& buffer = *buffers[rank];
       buffer.connect(group.allgather(buffer.local_handle()));
       const SessionContext context{&options, &problem, &buffer, rank, stream};
@@ -206,8 +228,12 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
   }
 
   result.timed = true;
-  result.dispatch_seconds = median_of_slowest(dispatch_seconds);
-  result.combine_seconds = median_of_slowest(combine_seconds);
+  const std::vector<double> slowest_dispatch = slowest_per_iteration(dispatch_seconds);
+  const std::vector<double> slowest_combine = slowest_per_iteration(combine_seconds);
+  result.dispatch_seconds = median(slowest_dispatch);
+  result.combine_seconds = median(slowest_combine);
+  result.dispatch_p99_seconds = percentile(slowest_dispatch, 99);
+  result.combine_p99_seconds = percentile(slowest_combine, 99);
   std::string failure = describe_failure(check_differences);
   if (failure.empty()) {
     failure = describe_failure(final_differences);

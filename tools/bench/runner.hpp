@@ -21,10 +21,19 @@ struct EngineResult {
   std::string detail;  // the first difference, why it was skipped, or the error
   bool timed = false;  // the timings below are valid
   int iters = 0, warmup = 0;
-  // Median over the timed iterations of the slowest rank's time.
+  // Median over the timed iterations of the slowest rank's time, and the p99 (nearest rank) of it.
   double dispatch_seconds = 0, combine_seconds = 0;
+  double dispatch_p99_seconds = 0, combine_p99_seconds = 0;
   int64_t dispatch_bytes = 0, combine_bytes = 0;
+  int64_t tokens_per_rank = 0;  // the engine's own: --tokens for normal, the --ll-tokens rule for low_latency
+  int64_t delivered_rows = 0;   // normal: (token, destination rank) pairs; low_latency: (token, expert)
+  // The CUDA graph replay row (low_latency only; empty for other engines). No numbers yet: why not.
+  std::string graph_replay;
 };
+
+// The tokens per rank an engine runs, and what its traffic counts.
+int64_t engine_tokens_per_rank(Engine engine, const BenchOptions& options);
+const Traffic& engine_traffic(Engine engine, const Problem& problem);
 
 EngineResult skipped_result(Engine engine, const std::string& why);
 
