@@ -283,7 +283,9 @@ Backend and engines
   --backend auto|cpu|cuda   auto: cuda when a CUDA device is available, else cpu (default auto)
   --engine normal|low_latency|symmetric|all
                             all: every engine; those not implemented for the backend are
-                            reported as skipped (default all)
+                            reported as skipped, with the reason (default all). Naming one
+                            that is not implemented exits 2 with the reason (low_latency on
+                            cuda: the library's Unsupported, for now)
 Shape (default: DeepSeek-V3)
   --ranks R                 ranks, run as threads of this process (default 8)
   --ranks-per-node P        ranks per node; P < R runs the internode path (default R)
@@ -315,10 +317,17 @@ Output
   --help                    this text
 
 What is reported, per engine
-  time      the median over the timed iterations of the slowest rank's time, per phase
-  bytes     dispatch: every (token, destination rank) pair's row payload
-            (hidden * element size, plus hidden / 128 * 4 scale bytes for fp8), summed over
-            all ranks; combine: the same number of rows * hidden * 2 (bf16)
+  time      per timed iteration, the slowest rank's time, per phase; reported as the median
+            and the p99 (nearest rank: the ceil(0.99 * n)-th smallest, so the largest when
+            there are fewer than 100 iterations) over the iterations, in microseconds
+  bytes     rows delivered x row payload. The rows: normal, every (token, destination rank)
+            pair; low_latency, every (token, expert) pair with a valid top-k slot (each is
+            its own row on its expert). Row payload: dispatch, hidden * element size, plus
+            hidden / 128 * 4 scale bytes for fp8; combine, hidden * 2 (bf16). Summed over
+            all ranks
+  graph replay  low_latency only: the row the issue asks for with CUDA graph replay (the
+            launch-free latency). Not measured yet: 'not available (cpu backend)' on cpu,
+            'not implemented yet' on cuda, and null in --json
   GB/s      bytes / time: the logical bandwidth of all ranks together, as DeepEP reports it
   roofline  every delivered row must be read once and written once, so a phase needs at
             least 2 * bytes / copy bandwidth, where copy bandwidth (bytes read + written per
@@ -326,7 +335,9 @@ What is reported, per engine
             threads on cpu). roofline fraction =
               (2 * (dispatch_bytes + combine_bytes) / copy_bandwidth) / (dispatch_time + combine_time)
   check     the first (untimed) iteration writes into poisoned outputs and must match the
-            reference bit for bit on every rank; the last timed iteration is compared again
+            reference bit for bit on every rank; the last timed iteration is compared again.
+            low_latency: recv_x, recv_x_scales and src_info in the rows < recv_count of each
+            expert (the rest is unspecified), recv_count, layout_range and combined_x
 
 Exit status: 0 when every engine that ran passed its check; 1 when a check failed or the library
 failed at run time (e.g. a timeout); 2 for a bad argument or a configuration the library refuses.

@@ -44,9 +44,32 @@ def read_npy_header(path):
     return fields["descr"], tuple(fields["shape"]), 10 + header_len
 
 
-def check_dump(root, engine):
+# The files every rank of each engine dumps, and where its reference's files are.
+DUMPED = {
+    "normal": ("x", "topk_idx", "topk_weights", "recv_x", "recv_topk_idx", "recv_topk_weights",
+               "num_recv_tokens_per_expert", "y", "combined_x", "combined_topk_weights"),
+    "low_latency": ("x", "topk_idx", "topk_weights", "recv_x", "recv_count", "layout_range", "src_info", "y",
+                    "combined_x"),
+}
+REFERENCE_GROUP = {"normal": "reference", "low_latency": "reference_low_latency"}
+# Engine results in --json: these keys on every engine, numbers when it ran, null when skipped.
+RESULT_NUMBERS = ("tokens", "delivered_rows", "dispatch_us", "combine_us", "dispatch_p99_us", "combine_p99_us",
+                  "dispatch_bytes", "combine_bytes", "dispatch_gbps", "combine_gbps", "roofline_fraction")
+
+
+def check_result(result, ran):
+    for key in RESULT_NUMBERS:
+        expect(key in result, f"{result['engine']}: json lacks {key}")
+        expect((result[key] is not None) == ran, f"{result['engine']}: {key} = {result[key]}")
+    if ran:
+        expect(result["dispatch_us"] > 0 and result["combine_us"] > 0 and result["roofline_fraction"] > 0, result)
+        expect(result["dispatch_p99_us"] >= result["dispatch_us"], result)
+        expect(result["combine_p99_us"] >= result["combine_us"], result)
+
+
+def check_dump(root, engines):
     meta = json.load(open(os.path.join(root, "meta.json")))
-    expect(meta["engines"] == [engine], f"meta.json engines: {meta['engines']}")
+    expect(meta["engines"] == engines, f"meta.json engines: {meta['engines']}")
     for key in ("ranks", "ranks_per_node", "tokens", "hidden", "topk", "experts", "dtype", "seed", "files"):
         expect(key in meta, f"meta.json lacks {key}")
     names = set()
@@ -60,22 +83,28 @@ def check_dump(root, engine):
             count *= size
         expect(os.path.getsize(path) == offset + count * NPY_ITEM_BYTES[descr], f"{path}: wrong size")
         names.add(entry["path"])
-    for rank in range(meta["ranks"]):
-        for name in ("x", "topk_idx", "topk_weights", "recv_x", "recv_topk_idx", "recv_topk_weights",
-                     "num_recv_tokens_per_expert", "y", "combined_x", "combined_topk_weights"):
-            expect(f"{engine}/rank{rank}/{name}.npy" in names, f"dump lacks {engine}/rank{rank}/{name}.npy")
+    for engine in engines:
+        for rank in range(meta["ranks"]):
+            for name in DUMPED[engine]:
+                expect(f"{engine}/rank{rank}/{name}.npy" in names, f"dump lacks {engine}/rank{rank}/{name}.npy")
     try:
         import numpy
     except ImportError:
         return
+    compared = set()
     for name in names:
         group, rank_dir, file = name.split("/")
         array = numpy.load(os.path.join(root, name))
-        expected_path = os.path.join(root, "reference", rank_dir, file)
-        if group == engine and os.path.exists(expected_path):
+        if group not in engines:
+            continue
+        expected_path = os.path.join(root, REFERENCE_GROUP[group], rank_dir, file)
+        if os.path.exists(expected_path):
+            compared.add((group, file))
             expected = numpy.load(expected_path)
             expect(array.dtype == expected.dtype and array.shape == expected.shape and
                    array.tobytes() == expected.tobytes(), f"{name} differs from the reference")
+    for engine in engines:
+        expect((engine, "combined_x.npy") in compared, f"{engine}: combined_x not compared with its reference")
 
 
 def test_passing_run_writes_json_and_dump(bench, tmp):
@@ -87,15 +116,56 @@ def test_passing_run_writes_json_and_dump(bench, tmp):
     report = json.load(open(json_path))
     for key in ("backend", "ranks", "ranks_per_node", "tokens", "hidden", "topk", "experts", "dtype", "copy_gbps"):
         expect(key in report, f"json lacks {key}")
+    expect(report["ll_tokens"] == 32, report)  # min(--tokens 32, 128)
     by_engine = {r["engine"]: r for r in report["results"]}
     normal = by_engine["normal"]
     expect(normal["check"] == "pass", normal)
-    expect(normal["dispatch_us"] > 0 and normal["combine_us"] > 0 and normal["roofline_fraction"] > 0, normal)
+    check_result(normal, True)
     expect(normal["combine_bytes"] == normal["dispatch_bytes"], normal)  # bf16 both ways
-    for engine in ("low_latency", "symmetric"):
-        skipped = by_engine[engine]
-        expect(skipped["check"] == "skipped" and skipped["reason"] and skipped["dispatch_us"] is None, skipped)
-    check_dump(dump_dir, "normal")
+    expect(normal["tokens"] == 32 and "graph_replay" not in normal, normal)
+    low_latency = by_engine["low_latency"]
+    expect(low_latency["check"] == "pass", low_latency)
+    check_result(low_latency, True)
+    expect(low_latency["tokens"] == 32, low_latency)
+    # bf16 both ways: (token, expert) rows x hidden * 2
+    expect(low_latency["dispatch_bytes"] == low_latency["combine_bytes"] == low_latency["delivered_rows"] * 256 * 2,
+           low_latency)
+    expect(low_latency["graph_replay"] == "not available (cpu backend)", low_latency)
+    expect(low_latency["graph_replay_dispatch_us"] is None and low_latency["graph_replay_combine_us"] is None,
+           low_latency)
+    expect("graph replay: not available (cpu backend)" in result.stdout, result.stdout)
+    expect("p99 (us)" in result.stdout, result.stdout)
+    skipped = by_engine["symmetric"]
+    expect(skipped["check"] == "skipped" and skipped["reason"], skipped)
+    check_result(skipped, False)
+    check_dump(dump_dir, ["normal", "low_latency"])
+
+
+def test_low_latency_tokens(bench, tmp):
+    json_path = os.path.join(tmp, "out.json")
+    # --ll-tokens overrides; with --engine low_latency and --dtype fp8 the engine casts (use_fp8).
+    result = run(bench, SMALL + ["--engine", "low_latency", "--ll-tokens", "8", "--dtype", "fp8", "--json",
+                                 json_path])
+    expect(result.returncode == 0 and "check: pass" in result.stdout, f"{result.returncode}: {result.stdout}")
+    expect("bf16 inputs cast to fp8 by the engine (use_fp8)" in result.stdout, result.stdout)
+    report = json.load(open(json_path))
+    expect(report["ll_tokens"] == 8 and [r["engine"] for r in report["results"]] == ["low_latency"], report)
+    ll = report["results"][0]
+    check_result(ll, True)
+    # fp8 rows carry f32 scales per 128 channels: 256 + 2 * 4 bytes; combine returns bf16.
+    expect(ll["dispatch_bytes"] == ll["delivered_rows"] * (256 + 8), ll)
+    expect(ll["combine_bytes"] == ll["delivered_rows"] * 512, ll)
+    # An explicit --tokens, low_latency alone: its tokens.
+    result = run(bench, SMALL + ["--engine", "low_latency", "--tokens", "24", "--json", json_path])
+    expect(result.returncode == 0, f"{result.returncode}: {result.stderr}")
+    expect(json.load(open(json_path))["ll_tokens"] == 24, "--tokens with --engine low_latency")
+    # More tokens than 128 with --engine all: low_latency takes min(--tokens, 128).
+    result = run(bench, ["--backend", "cpu", "--ranks", "2", "--experts", "8", "--topk", "2", "--tokens", "200",
+                         "--hidden", "128", "--iters", "1", "--warmup", "0", "--json", json_path])
+    expect(result.returncode == 0, f"{result.returncode}: {result.stderr}")
+    report = json.load(open(json_path))
+    expect(report["tokens"] == 200 and report["ll_tokens"] == 128, report)
+    expect("min(--tokens, 128)" in result.stdout, result.stdout)
 
 
 def test_fp8_passes(bench, tmp):
@@ -116,7 +186,9 @@ def test_bad_arguments_exit_2_with_one_line(bench, tmp):
         (["--dtype", "fp8", "--hidden", "100"], "--hidden"),
         (["--dtype", "fp16"], "--dtype"),
         (["--backend", "tpu"], "--backend"),
-        (["--engine", "low_latency"], "not implemented yet"),
+        (["--engine", "symmetric"], "not implemented yet"),
+        (["--ll-tokens", "x"], "--ll-tokens"),
+        (["--ll-tokens", "-3"], "--ll-tokens"),
         (["--engine", "fast"], "--engine"),
         (["--iters", "0"], "--iters"),
         (["--timeout", "0"], "--timeout"),
@@ -135,24 +207,27 @@ def test_bad_arguments_exit_2_with_one_line(bench, tmp):
 
 
 def test_timeout_never_crashes(bench, tmp):
-    result = run(bench, SMALL + ["--engine", "normal", "--timeout", "0.000000001"])
-    expect(result.returncode in (0, 1), f"exit {result.returncode}: {result.stderr}")
-    if result.returncode == 1:
-        expect("check: error" in result.stdout, result.stdout)
+    for engine in ("normal", "low_latency"):
+        result = run(bench, SMALL + ["--engine", engine, "--timeout", "0.000000001"])
+        expect(result.returncode in (0, 1), f"{engine}: exit {result.returncode}: {result.stderr}")
+        if result.returncode == 1:
+            expect("check: error" in result.stdout, result.stdout)
 
 
 def test_help(bench, tmp):
     result = run(bench, ["--help"])
     expect(result.returncode == 0 and "usage: switchyard-bench" in result.stdout, result.stdout)
     expect("roofline fraction =" in result.stdout, "help does not document the roofline")
+    for text in ("--ll-tokens", "p99", "rows delivered x row payload", "graph replay"):
+        expect(text in result.stdout, f"help does not document {text}")
 
 
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: smoke_test.py PATH/TO/switchyard-bench")
     bench = sys.argv[1]
-    tests = [test_passing_run_writes_json_and_dump, test_fp8_passes, test_bad_arguments_exit_2_with_one_line,
-             test_timeout_never_crashes, test_help]
+    tests = [test_passing_run_writes_json_and_dump, test_low_latency_tokens, test_fp8_passes,
+             test_bad_arguments_exit_2_with_one_line, test_timeout_never_crashes, test_help]
     failed = 0
     for test in tests:
         with tempfile.TemporaryDirectory() as tmp:
