@@ -120,6 +120,10 @@ Problem make_problem(const BenchOptions& options, Progress& progress) {
   const Topology& topology = options.topology;
   const int num_ranks = topology.num_ranks;
 
+  if (options.runs(Engine::low_latency)) make_low_latency_reference(options, progress, problem.low_latency);
+  // low_latency alone needs neither the --tokens inputs nor their reference.
+  if (options.engines == std::vector<Engine>{Engine::low_latency}) return problem;
+
   progress.update("inputs", "generating inputs");
   problem.inputs = workload::generate(problem.shape, options.seed);
 
@@ -151,8 +155,6 @@ Problem make_problem(const BenchOptions& options, Progress& progress) {
   }
   traffic.dispatch_row_bytes = dispatch_row_bytes(options);
   traffic.combine_row_bytes = int64_t{options.hidden} * 2;
-
-  if (options.runs(Engine::low_latency)) make_low_latency_reference(options, progress, problem.low_latency);
   return problem;
 }
 

@@ -2,6 +2,7 @@
 
 #include <cinttypes>
 #include <string>
+#include <vector>
 
 #include "metrics.hpp"
 #include "switchyard/version.hpp"
@@ -40,10 +41,12 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
   std::fprintf(out, "config: channels %s, ring slots %d, chunk tokens %d, timeout %g s\n", channels.c_str(),
                config.ring_slots, config.chunk_tokens, config.timeout_seconds);
   std::fprintf(out, "copy bandwidth: %.2f GB/s (%s)\n", copy.bytes_per_second / 1e9, copy.method.c_str());
-  std::fprintf(out,
-               "traffic: %" PRId64 " delivered rows (token, destination rank) over all ranks; %" PRId64
-               " bytes per dispatch row, %" PRId64 " per combine row\n",
-               traffic.delivered_rows, traffic.dispatch_row_bytes, traffic.combine_row_bytes);
+  if (options.engines != std::vector<Engine>{Engine::low_latency}) {
+    std::fprintf(out,
+                 "traffic: %" PRId64 " delivered rows (token, destination rank) over all ranks; %" PRId64
+                 " bytes per dispatch row, %" PRId64 " per combine row\n",
+                 traffic.delivered_rows, traffic.dispatch_row_bytes, traffic.combine_row_bytes);
+  }
   if (options.runs(Engine::low_latency)) {
     std::fprintf(out, "low_latency: %" PRId64 " tokens per rank (%s), bf16 inputs%s\n", options.ll_tokens_per_rank,
                  options.notes.ll_tokens_source.c_str(),
