@@ -18,6 +18,8 @@ EngineSupport engine_support(Engine engine, Backend backend);
 std::unique_ptr<EngineSession> make_engine_session(Engine engine, const SessionContext& context);
 std::unique_ptr<EngineSession> make_normal_session(const SessionContext& context);
 std::unique_ptr<EngineSession> make_low_latency_session(const SessionContext& context);
+// Same inputs, outputs and reference as low_latency (--ll-tokens).
+std::unique_ptr<EngineSession> make_symmetric_session(const SessionContext& context);
 
 // --dump: what the reference says every rank should get from `normal`, under DIR/reference/.
 void dump_normal_reference(DumpDirectory& dump, const Problem& problem);

@@ -1,4 +1,5 @@
-// The `low_latency` engine (expert-major, DESIGN.md; switchyard/low_latency.hpp) on one rank:
+// The `low_latency` engine (expert-major, DESIGN.md; switchyard/low_latency.hpp) on one rank, and
+// the `symmetric` engine, which takes the same calls and must give the same outputs:
 // dispatch -> synthetic expert -> combine into preallocated outputs, checked against
 // problem.low_latency.
 //
@@ -28,7 +29,6 @@
 namespace switchyard::bench {
 namespace {
 
-constexpr const char* kEngineName = "low_latency";
 
 // Rows [0, rows) of expert `l` of an expert-major tensor [L, R * max, C].
 TensorView expert_rows(const TensorView& tensor, int64_t l, int64_t rows) {
@@ -41,8 +41,9 @@ TensorView expert_rows(const TensorView& tensor, int64_t l, int64_t rows) {
 
 class LowLatencySession final : public EngineSession {
  public:
-  explicit LowLatencySession(const SessionContext& context)
+  LowLatencySession(const SessionContext& context, Engine engine)
       : context_(context),
+        engine_(engine),
         backend_(context.options->backend),
         reference_(context.problem->low_latency),
         expected_(reference_.dispatched.at(context.rank)),
@@ -101,7 +102,8 @@ class LowLatencySession final : public EngineSession {
     args.out_layout_range = out_layout_range_;
     args.out_src_info = out_src_info_;
     args.stream = context_.stream;
-    dispatched_ = context_.buffer->low_latency_dispatch(args);
+    dispatched_ = engine_ == Engine::symmetric ? context_.buffer->symmetric_dispatch(args)
+                                               : context_.buffer->low_latency_dispatch(args);
   }
 
   void expert(int /*iteration*/) override {
@@ -121,7 +123,8 @@ class LowLatencySession final : public EngineSession {
     args.handle = &dispatched_.handle;
     args.out_combined_x = out_combined_x_;
     args.stream = context_.stream;
-    combined_ = context_.buffer->low_latency_combine(args);
+    combined_ = engine_ == Engine::symmetric ? context_.buffer->symmetric_combine(args)
+                                             : context_.buffer->low_latency_combine(args);
   }
 
   Difference first_difference() override {
@@ -166,7 +169,7 @@ class LowLatencySession final : public EngineSession {
     const int rank = context_.rank;
     const Stream stream = context_.stream;
     auto write = [&](const char* name, const TensorView& tensor) {
-      dump.write(kEngineName, rank, name, to_host(tensor, stream));
+      dump.write(engine_name(engine_), rank, name, to_host(tensor, stream));
     };
     Tensor counts = to_host(dispatched_.recv_count, stream);
     auto write_received_rows = [&](const char* name, const TensorView& tensor, int fill) {
@@ -182,7 +185,7 @@ class LowLatencySession final : public EngineSession {
         uint8_t* first = copy.view().as<uint8_t>() + static_cast<size_t>(l * rows_per_expert + count) * row_bytes;
         std::memset(first, fill, static_cast<size_t>(rows_per_expert - count) * row_bytes);
       }
-      dump.write(kEngineName, rank, name, copy);
+      dump.write(engine_name(engine_), rank, name, copy);
     };
     write("x", x_);
     write("topk_idx", topk_idx_);
@@ -198,6 +201,7 @@ class LowLatencySession final : public EngineSession {
 
  private:
   SessionContext context_;
+  Engine engine_;
   Backend backend_;
   const LowLatencyReference& reference_;
   const reference::LowLatencyDispatchOutput& expected_;
@@ -214,7 +218,11 @@ class LowLatencySession final : public EngineSession {
 }  // namespace
 
 std::unique_ptr<EngineSession> make_low_latency_session(const SessionContext& context) {
-  return std::make_unique<LowLatencySession>(context);
+  return std::make_unique<LowLatencySession>(context, Engine::low_latency);
+}
+
+std::unique_ptr<EngineSession> make_symmetric_session(const SessionContext& context) {
+  return std::make_unique<LowLatencySession>(context, Engine::symmetric);
 }
 
 void dump_low_latency_reference(DumpDirectory& dump, const Problem& problem) {

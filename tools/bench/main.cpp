@@ -109,7 +109,7 @@ int run(const BenchOptions& options) {
       dump_normal_reference(*dump, problem);
       progress.clear();
     }
-    if (ran(results, Engine::low_latency)) {
+    if (ran(results, Engine::low_latency) || ran(results, Engine::symmetric)) {
       progress.update("dump", "writing the low_latency reference to --dump");
       dump_low_latency_reference(*dump, problem);
       progress.clear();

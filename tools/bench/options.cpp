@@ -222,7 +222,7 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available) {
   if (command_line.ll_tokens) {
     options.ll_tokens_per_rank = *command_line.ll_tokens;
     options.notes.ll_tokens_source = "--ll-tokens";
-  } else if (command_line.tokens && engine == "low_latency") {
+  } else if (command_line.tokens && (engine == "low_latency" || engine == "symmetric")) {
     options.ll_tokens_per_rank = *command_line.tokens;
     options.notes.ll_tokens_source = "--tokens";
   } else if (command_line.tokens || !on_cpu) {
@@ -290,8 +290,9 @@ Shape (default: DeepSeek-V3)
   --ranks R                 ranks, run as threads of this process (default 8)
   --ranks-per-node P        ranks per node; P < R runs the internode path (default R)
   --tokens N                tokens per rank (default 4096 on cuda, 512 on cpu)
-  --ll-tokens N             tokens per rank of the low_latency engine, its max_tokens_per_rank
-                            (default: --tokens with --engine low_latency and an explicit --tokens;
+  --ll-tokens N             tokens per rank of the low_latency and symmetric engines, their
+                            max_tokens_per_rank (default: --tokens with an explicit --tokens and
+                            --engine low_latency or symmetric;
                             else min(--tokens, 128), the DeepSeek-V3 decode shape; 16 on cpu
                             when --tokens is not given either). The output says which applied.
   --hidden H                hidden size (default 7168)

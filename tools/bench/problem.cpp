@@ -120,9 +120,10 @@ Problem make_problem(const BenchOptions& options, Progress& progress) {
   const Topology& topology = options.topology;
   const int num_ranks = topology.num_ranks;
 
-  if (options.runs(Engine::low_latency)) make_low_latency_reference(options, progress, problem.low_latency);
-  // low_latency alone needs neither the --tokens inputs nor their reference.
-  if (options.engines == std::vector<Engine>{Engine::low_latency}) return problem;
+  if (options.runs(Engine::low_latency) || options.runs(Engine::symmetric))
+    make_low_latency_reference(options, progress, problem.low_latency);
+  // The expert-major engines need neither the --tokens inputs nor their reference.
+  if (!options.runs(Engine::normal)) return problem;
 
   progress.update("inputs", "generating inputs");
   problem.inputs = workload::generate(problem.shape, options.seed);
@@ -170,7 +171,7 @@ void check_fits_in_memory(const BenchOptions& options) {
       tokens * (row + metadata_bytes + 2 * (options.hidden * 2.0 + options.topk * 4.0));
   const double delivered_bytes = 2 * delivered * (row + options.hidden * 2.0 + metadata_bytes);
   double data_bytes = token_bytes + delivered_bytes;
-  const bool low_latency = options.runs(Engine::low_latency);
+  const bool low_latency = options.runs(Engine::low_latency) || options.runs(Engine::symmetric);
   if (low_latency) data_bytes += low_latency_data_bytes(options);
   double heap_bytes = 0;  // host memory on cpu only; one engine's Buffers at a time
   if (options.backend == Backend::cpu) {
@@ -186,6 +187,11 @@ void check_fits_in_memory(const BenchOptions& options) {
       sizing.low_latency_max_tokens_per_rank = sizing.max_tokens_per_rank;
       const double ll_heap = ranks * static_cast<double>(normal_heap_bytes(options.topology, options.config, sizing) +
                                                          low_latency_heap_bytes(options.topology, sizing));
+      sizing.low_latency_max_tokens_per_rank = 0;
+      sizing.symmetric_max_tokens_per_rank = sizing.max_tokens_per_rank;
+      const double symmetric_heap = ranks * static_cast<double>(normal_heap_bytes(options.topology, options.config, sizing) +
+                                                                symmetric_heap_bytes(options.topology, sizing));
+      heap_bytes = std::max(heap_bytes, symmetric_heap);
       heap_bytes = std::max(heap_bytes, ll_heap);
     }
   }

@@ -41,14 +41,14 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
   std::fprintf(out, "config: channels %s, ring slots %d, chunk tokens %d, timeout %g s\n", channels.c_str(),
                config.ring_slots, config.chunk_tokens, config.timeout_seconds);
   std::fprintf(out, "copy bandwidth: %.2f GB/s (%s)\n", copy.bytes_per_second / 1e9, copy.method.c_str());
-  if (options.engines != std::vector<Engine>{Engine::low_latency}) {
+  if (options.runs(Engine::normal)) {
     std::fprintf(out,
                  "traffic: %" PRId64 " delivered rows (token, destination rank) over all ranks; %" PRId64
                  " bytes per dispatch row, %" PRId64 " per combine row\n",
                  traffic.delivered_rows, traffic.dispatch_row_bytes, traffic.combine_row_bytes);
   }
-  if (options.runs(Engine::low_latency)) {
-    std::fprintf(out, "low_latency: %" PRId64 " tokens per rank (%s), bf16 inputs%s\n", options.ll_tokens_per_rank,
+  if (options.runs(Engine::low_latency) || options.runs(Engine::symmetric)) {
+    std::fprintf(out, "low_latency and symmetric: %" PRId64 " tokens per rank (%s), bf16 inputs%s\n", options.ll_tokens_per_rank,
                  options.notes.ll_tokens_source.c_str(),
                  options.dtype == DType::fp8_e4m3 ? " cast to fp8 by the engine (use_fp8)" : "");
   }
@@ -71,7 +71,7 @@ void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidt
     std::fprintf(out, "%s: %d timed iterations after %d warmup; %" PRId64 " tokens per rank, %" PRId64
                  " delivered rows (%s)\n",
                  name, result.iters, result.warmup, result.tokens_per_rank, result.delivered_rows,
-                 result.engine == Engine::low_latency ? "token, expert" : "token, destination rank");
+                 result.engine == Engine::normal ? "token, destination rank" : "token, expert");
     std::fprintf(out, "  %-10s %14s %14s %16s %10s\n", "phase", "median (us)", "p99 (us)", "bytes", "GB/s");
     print_phase(out, "dispatch", result.dispatch_seconds, result.dispatch_p99_seconds, result.dispatch_bytes);
     print_phase(out, "combine", result.combine_seconds, result.combine_p99_seconds, result.combine_bytes);

@@ -26,6 +26,7 @@ BufferOptions buffer_options(const BenchOptions& options, Engine engine, int ran
   buffer.config = options.config;
   buffer.sizing.max_tokens_per_rank = engine_tokens_per_rank(engine, options);
   if (engine == Engine::low_latency) buffer.sizing.low_latency_max_tokens_per_rank = options.ll_tokens_per_rank;
+  if (engine == Engine::symmetric) buffer.sizing.symmetric_max_tokens_per_rank = options.ll_tokens_per_rank;
   buffer.sizing.hidden = options.hidden;
   buffer.sizing.topk = options.topk;
   buffer.sizing.num_experts = options.num_experts;
@@ -89,11 +90,11 @@ std::string progress_text(const std::string& name, int warmup_done, int warmup, 
 }  // namespace
 
 int64_t engine_tokens_per_rank(Engine engine, const BenchOptions& options) {
-  return engine == Engine::low_latency ? options.ll_tokens_per_rank : options.tokens_per_rank;
+  return engine == Engine::normal ? options.tokens_per_rank : options.ll_tokens_per_rank;
 }
 
 const Traffic& engine_traffic(Engine engine, const Problem& problem) {
-  return engine == Engine::low_latency ? problem.low_latency.traffic : problem.traffic;
+  return engine == Engine::normal ? problem.traffic : problem.low_latency.traffic;
 }
 
 const char* check_status_name(CheckStatus status) {

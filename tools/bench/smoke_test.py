@@ -51,7 +51,10 @@ DUMPED = {
     "low_latency": ("x", "topk_idx", "topk_weights", "recv_x", "recv_count", "layout_range", "src_info", "y",
                     "combined_x"),
 }
-REFERENCE_GROUP = {"normal": "reference", "low_latency": "reference_low_latency"}
+DUMPED["symmetric"] = DUMPED["low_latency"]
+# symmetric must give low_latency's outputs: one reference.
+REFERENCE_GROUP = {"normal": "reference", "low_latency": "reference_low_latency",
+                   "symmetric": "reference_low_latency"}
 # Engine results in --json: these keys on every engine, numbers when it ran, null when skipped.
 RESULT_NUMBERS = ("tokens", "delivered_rows", "dispatch_us", "combine_us", "dispatch_p99_us", "combine_p99_us",
                   "dispatch_bytes", "combine_bytes", "dispatch_gbps", "combine_gbps", "roofline_fraction")
@@ -135,10 +138,12 @@ def test_passing_run_writes_json_and_dump(bench, tmp):
            low_latency)
     expect("graph replay: not available (cpu backend)" in result.stdout, result.stdout)
     expect("p99 (us)" in result.stdout, result.stdout)
-    skipped = by_engine["symmetric"]
-    expect(skipped["check"] == "skipped" and skipped["reason"], skipped)
-    check_result(skipped, False)
-    check_dump(dump_dir, ["normal", "low_latency"])
+    symmetric = by_engine["symmetric"]
+    expect(symmetric["check"] == "pass", symmetric)
+    check_result(symmetric, True)
+    expect(symmetric["delivered_rows"] == low_latency["delivered_rows"] and "graph_replay" not in symmetric,
+           symmetric)
+    check_dump(dump_dir, ["normal", "low_latency", "symmetric"])
 
 
 def test_low_latency_tokens(bench, tmp):
@@ -186,7 +191,6 @@ def test_bad_arguments_exit_2_with_one_line(bench, tmp):
         (["--dtype", "fp8", "--hidden", "100"], "--hidden"),
         (["--dtype", "fp16"], "--dtype"),
         (["--backend", "tpu"], "--backend"),
-        (["--engine", "symmetric"], "not implemented yet"),
         (["--ll-tokens", "x"], "--ll-tokens"),
         (["--ll-tokens", "-3"], "--ll-tokens"),
         (["--engine", "fast"], "--engine"),
@@ -207,7 +211,7 @@ def test_bad_arguments_exit_2_with_one_line(bench, tmp):
 
 
 def test_timeout_never_crashes(bench, tmp):
-    for engine in ("normal", "low_latency"):
+    for engine in ("normal", "low_latency", "symmetric"):
         result = run(bench, SMALL + ["--engine", engine, "--timeout", "0.000000001"])
         expect(result.returncode in (0, 1), f"{engine}: exit {result.returncode}: {result.stderr}")
         if result.returncode == 1:
