@@ -13,6 +13,7 @@
 #include "common/numeric.hpp"
 #include "core/low_latency_sizing.hpp"
 #include "cpu/bounded_wait.hpp"
+#include "cpu/expert_major_outputs.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::cpu {
@@ -107,10 +108,7 @@ void dispatch_sender(const DispatchCall& call, const TensorView& x, const Tensor
   }
 }
 
-struct DispatchOutputs {
-  Tensor recv_x, recv_x_scales, recv_count, layout_range, src_info;
-  std::shared_ptr<detail::LowLatencyHandleData> handle;
-};
+using DispatchOutputs = ExpertMajorOutputs;
 
 // For each local expert and source rank in order: waits for the source's count, then copies its
 // rows out in slot order, so rows land source-major and in source token order.
@@ -245,9 +243,6 @@ void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_
 LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDispatchPlan& plan) {
   const LowLatencyDispatchArgs& args = plan.args;
   const int num_ranks = plan.topology.num_ranks;
-  const int64_t local = plan.local_experts;
-  const int64_t rows = num_ranks * plan.max_tokens_per_rank;
-  const int num_scales = plan.use_fp8 ? plan.hidden / common::kFp8CastBlock : 0;
 
   DispatchCall call{};
   call.heap = &heap_.view();
@@ -265,33 +260,8 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   call.use_ue8m0 = plan.use_ue8m0;
   call.timeout_seconds = plan.config.timeout_seconds;
 
-  auto handle = std::make_shared<detail::LowLatencyHandleData>();
-  handle->owner = owner_;
-  handle->rank = plan.rank;
-  handle->topology = plan.topology;
-  handle->num_experts = plan.num_experts;
-  handle->local_experts = plan.local_experts;
-  handle->topk = plan.topk;
-  handle->hidden = plan.hidden;
-  handle->max_tokens_per_rank = plan.max_tokens_per_rank;
-  handle->num_tokens = plan.num_tokens;
-  handle->topk_idx = Tensor::empty(DType::i64, {plan.num_tokens, plan.topk});
-  if (args.topk_idx.nbytes() > 0) std::memcpy(handle->topk_idx.data(), args.topk_idx.data, args.topk_idx.nbytes());
-  handle->src_slot = Tensor::empty(DType::i32, {local, rows});
-
-  DispatchOutputs out;
-  out.recv_x = output_or_allocate(args.out_recv_x, plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16,
-                                  {local, rows, plan.hidden});
-  if (plan.use_ue8m0) {
-    out.recv_x_scales = output_or_allocate(args.out_recv_x_scales, DType::i32,
-                                           {local, rows, common::ue8m0_words(num_scales)});
-  } else if (plan.use_fp8) {
-    out.recv_x_scales = output_or_allocate(args.out_recv_x_scales, DType::f32, {local, rows, num_scales});
-  }
-  out.recv_count = output_or_allocate(args.out_recv_count, DType::i32, {local});
-  out.layout_range = output_or_allocate(args.out_layout_range, DType::i32, {local, num_ranks, 2});
-  out.src_info = output_or_allocate(args.out_src_info, DType::i32, {local, rows});
-  out.handle = handle;
+  DispatchOutputs out = prepare_expert_major_outputs(plan, owner_, Engine::low_latency);
+  const std::shared_ptr<detail::LowLatencyHandleData>& handle = out.handle;
 
   dispatch_sender(call, args.x, args.topk_idx);
 

@@ -2,6 +2,8 @@
 // Each is a function over one call's context; the calls wire them together around the barrier.
 #include "cpu/symmetric_engine.hpp"
 
+#include "cpu/expert_major_outputs.hpp"
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -76,10 +78,7 @@ void dispatch_publisher(const Call& call, const common::SymmetricToken& token_la
   }
 }
 
-struct DispatchOutputs {
-  Tensor recv_x, recv_x_scales, recv_count, layout_range, src_info;
-  std::shared_ptr<detail::LowLatencyHandleData> handle;
-};
+using DispatchOutputs = ExpertMajorOutputs;
 
 // Reads the counts in this rank's workspace to place each source's rows (source-major, then in
 // (token, slot) order), then pulls every row from its source's input buffer at the mapped address.
@@ -197,9 +196,6 @@ void combine_reducer(const Call& call, const int64_t* topk_idx, const float* top
 LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispatchPlan& plan) {
   const LowLatencyDispatchArgs& args = plan.args;
   const int num_ranks = plan.topology.num_ranks;
-  const int64_t local = plan.local_experts;
-  const int64_t rows = num_ranks * plan.max_tokens_per_rank;
-  const int num_scales = plan.use_fp8 ? plan.hidden / common::kFp8CastBlock : 0;
 
   Call call{};
   call.heap = &heap_.view();
@@ -213,34 +209,8 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   call.max_tokens_per_rank = plan.max_tokens_per_rank;
   const common::SymmetricToken token_layout = detail::symmetric_token(plan.hidden, plan.use_fp8, plan.topk);
 
-  auto handle = std::make_shared<detail::LowLatencyHandleData>();
-  handle->owner = owner_;
-  handle->engine = Engine::symmetric;
-  handle->rank = plan.rank;
-  handle->topology = plan.topology;
-  handle->num_experts = plan.num_experts;
-  handle->local_experts = plan.local_experts;
-  handle->topk = plan.topk;
-  handle->hidden = plan.hidden;
-  handle->max_tokens_per_rank = plan.max_tokens_per_rank;
-  handle->num_tokens = plan.num_tokens;
-  handle->topk_idx = Tensor::empty(DType::i64, {plan.num_tokens, plan.topk});
-  if (args.topk_idx.nbytes() > 0) std::memcpy(handle->topk_idx.data(), args.topk_idx.data, args.topk_idx.nbytes());
-  handle->src_slot = Tensor::empty(DType::i32, {local, rows});
-
-  DispatchOutputs out;
-  out.recv_x = output_or_allocate(args.out_recv_x, plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16,
-                                  {local, rows, plan.hidden});
-  if (plan.use_ue8m0) {
-    out.recv_x_scales = output_or_allocate(args.out_recv_x_scales, DType::i32,
-                                           {local, rows, common::ue8m0_words(num_scales)});
-  } else if (plan.use_fp8) {
-    out.recv_x_scales = output_or_allocate(args.out_recv_x_scales, DType::f32, {local, rows, num_scales});
-  }
-  out.recv_count = output_or_allocate(args.out_recv_count, DType::i32, {local});
-  out.layout_range = output_or_allocate(args.out_layout_range, DType::i32, {local, num_ranks, 2});
-  out.src_info = output_or_allocate(args.out_src_info, DType::i32, {local, rows});
-  out.handle = handle;
+  DispatchOutputs out = prepare_expert_major_outputs(plan, owner_, Engine::symmetric);
+  const std::shared_ptr<detail::LowLatencyHandleData>& handle = out.handle;
 
   dispatch_publisher(call, token_layout, plan.use_fp8, plan.round_scale, args.x, args.topk_idx);
   barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), plan.config.timeout_seconds,
