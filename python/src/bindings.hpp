@@ -1,7 +1,7 @@
 #pragma once
 // switchyard._C: the nanobind bindings, one translation unit per concern. Each engine adds a
-// bind_<engine>() that puts its methods on the Buffer class (normal.cpp today; low_latency and
-// symmetric join the same way).
+// bind_<engine>() that puts its methods on the Buffer class (normal.cpp; low_latency.cpp for
+// low_latency and symmetric).
 #include <nanobind/nanobind.h>
 
 #include "switchyard/buffer.hpp"
@@ -15,5 +15,7 @@ using BufferClass = nb::class_<Buffer>;
 void bind_errors(nb::module_& m);
 BufferClass bind_buffer(nb::module_& m);
 void bind_normal(nb::module_& m, BufferClass& buffer);
+// The expert-major engines: low_latency and symmetric (low_latency.cpp).
+void bind_low_latency(nb::module_& m, BufferClass& buffer);
 
 }  // namespace switchyard::python

@@ -8,4 +8,5 @@ NB_MODULE(_C, m) {
   py::bind_errors(m);
   auto buffer = py::bind_buffer(m);
   py::bind_normal(m, buffer);
+  py::bind_low_latency(m, buffer);
 }

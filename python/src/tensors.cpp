@@ -129,13 +129,24 @@ TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, bool wr
   return view;
 }
 
-nb::object to_python(const Tensor& tensor, const OutputStyle& style) {
+namespace {
+// An array's owner: a reference to the Tensor's storage, and optionally a Python object to keep.
+struct Owned {
+  Tensor tensor;
+  PyObject* kept = nullptr;
+  ~Owned() { Py_XDECREF(kept); }  // capsule destructors run with the GIL held
+};
+}  // namespace
+
+nb::object to_python(const Tensor& tensor, const OutputStyle& style, nb::handle also_keep) {
   if (!tensor.defined()) return nb::none();
   const TensorView& view = tensor.view();
   size_t shape[kMaxTensorDims] = {};
   for (int dim = 0; dim < view.ndim; ++dim) shape[dim] = static_cast<size_t>(view.shape[dim]);
   // The array owns a copy of the Tensor: a reference to the same storage.
-  nb::capsule owner(new Tensor(tensor), [](void* pointer) noexcept { delete static_cast<Tensor*>(pointer); });
+  auto* owned = new Owned{tensor, also_keep.ptr()};
+  Py_XINCREF(owned->kept);
+  nb::capsule owner(owned, [](void* pointer) noexcept { delete static_cast<Owned*>(pointer); });
   const dl::dtype dtype = to_dlpack(view.dtype, style.native_low_precision);
   const int device_type = view.device == Device::cuda ? nb::device::cuda::value : nb::device::cpu::value;
   const size_t ndim = static_cast<size_t>(view.ndim);

@@ -30,7 +30,8 @@ using KeepAlive = std::vector<nb::ndarray<nb::ro>>;
 // that are not row-major contiguous.
 TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, bool writable = false);
 
-// The tensor in the caller's framework, sharing its storage; None when undefined.
-nb::object to_python(const Tensor& tensor, const OutputStyle& style);
+// The tensor in the caller's framework, sharing its storage; None when undefined. `also_keep`, when
+// given, lives as long as the array (e.g. the Buffer whose heap a borrowed view points into).
+nb::object to_python(const Tensor& tensor, const OutputStyle& style, nb::handle also_keep = nb::handle());
 
 }  // namespace switchyard::python
