@@ -11,15 +11,17 @@ switchyard.deep_ep is a drop-in for DeepEP's deep_ep.Buffer.
 """
 from ._errors import Error, InvalidArgument, SystemError, TimeoutError, Unsupported  # noqa: A004  (before _C)
 from . import _C
-from ._buffer import Buffer, CombineResult, DispatchLayout, DispatchResult
+from ._buffer import (Buffer, CombineResult, DispatchLayout, DispatchResult, LowLatencyCombineResult,
+                      LowLatencyDispatchResult)
 from ._groups import Group, as_group
 
 Config = _C.Config
 DispatchHandle = _C.DispatchHandle
+LowLatencyHandle = _C.LowLatencyHandle
 cuda_available = _C.cuda_available
 __version__ = _C.__version__
 
 __all__ = [
     "Buffer", "CombineResult", "Config", "DispatchHandle", "DispatchLayout", "DispatchResult", "Error", "Group",
-    "InvalidArgument", "SystemError", "TimeoutError", "Unsupported", "as_group", "cuda_available",
+    "InvalidArgument", "LowLatencyCombineResult", "LowLatencyDispatchResult", "LowLatencyHandle", "SystemError", "TimeoutError", "Unsupported", "as_group", "cuda_available",
 ]

@@ -1,13 +1,14 @@
 """switchyard.Buffer: one rank's buffer, connected to its peers through a group."""
 from dataclasses import dataclass
-from typing import Any, List, Optional
+from typing import Any, Callable, List, Optional
 
 from . import _C
 from ._errors import Error, InvalidArgument
 from ._groups import as_group
 from ._tensors import framework_of, stream_of
 
-__all__ = ["Buffer", "DispatchLayout", "DispatchResult", "CombineResult"]
+__all__ = ["Buffer", "DispatchLayout", "DispatchResult", "CombineResult", "LowLatencyDispatchResult",
+           "LowLatencyCombineResult"]
 
 
 @dataclass
@@ -46,6 +47,29 @@ class CombineResult:
         return iter((self.combined_x, self.combined_topk_weights))
 
 
+@dataclass
+class LowLatencyDispatchResult:
+    """What low_latency_dispatch / symmetric_dispatch return (L local experts, R ranks, max =
+    max_tokens_per_rank). With a hook, the tensors are filled only once hook() has run."""
+
+    recv_x: Any  # [L, R * max, H]: bf16 (uint16 bits with numpy), fp8 e4m3 (uint8 bits) with use_fp8
+    recv_x_scales: Any  # f32 [L, R * max, H / 128]; i32 [L, R * max, ceil(H / 512)] with use_ue8m0; else None
+    recv_count: Any  # i32 [L]: rows received per local expert
+    layout_range: Any  # i32 [L, R, 2]: (begin, count) of each source rank's rows
+    src_info: Any  # i32 [L, R * max]: the source token of each row; -1 past recv_count
+    handle: "_C.LowLatencyHandle"  # for the combine of the same engine
+    hook: Optional[Callable[[], None]]  # with return_recv_hook: runs the receive half, once
+
+
+@dataclass
+class LowLatencyCombineResult:
+    combined_x: Any  # bf16 [N, H]; filled once hook() has run when there is a hook
+    hook: Optional[Callable[[], None]]
+
+    def __iter__(self):
+        return iter((self.combined_x, self.hook))
+
+
 def _default_backend(backend):
     if backend == "auto":
         return "cuda" if _C.cuda_available() else "cpu"
@@ -71,10 +95,14 @@ class Buffer:
     def __init__(self, group, *, backend: str = "auto", device: Optional[int] = None, sharing: str = "processes",
                  ranks_per_node: Optional[int] = None, config: Optional[_C.Config] = None,
                  max_tokens_per_rank: int = 4096, hidden: int = 7168, topk: int = 8, num_experts: int = 256,
-                 heap_bytes: int = 0, rank: Optional[int] = None):
+                 heap_bytes: int = 0, rank: Optional[int] = None, low_latency_max_tokens_per_rank: int = 0,
+                 symmetric_max_tokens_per_rank: int = 0):
         """backend: 'cpu', 'cuda' or 'auto' (cuda when available). sharing: 'processes' (one process
         per rank: POSIX shared memory / CUDA IPC) or 'threads' (ranks are threads of one process).
         hidden/topk/num_experts size the heap for the largest call (or give heap_bytes).
+        low_latency_max_tokens_per_rank / symmetric_max_tokens_per_rank > 0 add the region of the
+        low_latency / symmetric engine, for calls with max_tokens_per_rank up to that (and up to
+        hidden, topk, num_experts); 0 (default): that engine is not available on this Buffer.
         device: the CUDA device (default: torch's current device when torch is imported, else 0)."""
         self.group = as_group(group, rank)
         backend = _default_backend(backend)
@@ -86,7 +114,9 @@ class Buffer:
                 if torch is not None and torch.cuda.is_available():
                     device = torch.cuda.current_device()
         sizing = _C.BufferSizing(max_tokens_per_rank=max_tokens_per_rank, hidden=hidden, topk=topk,
-                                 num_experts=num_experts)
+                                 num_experts=num_experts,
+                                 low_latency_max_tokens_per_rank=low_latency_max_tokens_per_rank,
+                                 symmetric_max_tokens_per_rank=symmetric_max_tokens_per_rank)
         self._native = _C.Buffer(self.group.size, ranks_per_node or self.group.size, self.group.rank, backend,
                                  device, sharing, config if config is not None else _C.Config(), sizing, heap_bytes)
         self._native.connect(self.group.allgather(self._native.local_handle()))
@@ -187,6 +217,83 @@ class Buffer:
         if out_combined_topk_weights is not None:
             combined_topk_weights = out_combined_topk_weights
         return CombineResult(combined_x, combined_topk_weights)
+
+    # ---- the expert-major engines: low_latency and symmetric ----------------------------------------
+    def low_latency_dispatch(self, x, topk_idx, max_tokens_per_rank: int, num_experts: int, *,
+                             use_fp8: bool = False, round_scale: bool = False, use_ue8m0: bool = False,
+                             return_recv_hook: bool = False, stream=None) -> LowLatencyDispatchResult:
+        """Sends each (token, slot) to its expert (the `low_latency` engine, expert-major).
+
+        x: bf16 [N, H] (uint16 bits with numpy), N <= max_tokens_per_rank; topk_idx: int64 [N, K],
+        -1 = no expert. Every rank calls with the same max_tokens_per_rank, num_experts, H and options;
+        the Buffer needs low_latency_max_tokens_per_rank >= max_tokens_per_rank.
+        use_fp8 casts to fp8 e4m3 per 128 channels (scale = max(amax, 1e-4) / 448; round_scale rounds
+        scales up to powers of two; use_ue8m0 stores them as exponent bytes, 4 per int32).
+
+        For local expert l, recv_x[l] holds the rows of source rank 0, then rank 1, ...; within a
+        source, in (token, slot) order (deterministic, unlike DeepEP). Rows at and past recv_count[l]
+        are not written.
+
+        return_recv_hook: only the send half runs; result.hook() runs the receive half and fills the
+        outputs. Call it at most once, before this Buffer's next low-latency call.
+        """
+        return self._expert_major_dispatch("low_latency_dispatch", x, topk_idx, max_tokens_per_rank, num_experts,
+                                           use_fp8, round_scale, use_ue8m0, return_recv_hook, stream)
+
+    def low_latency_combine(self, x, topk_idx, topk_weights, handle: "_C.LowLatencyHandle", *,
+                            zero_copy: bool = False, return_recv_hook: bool = False, out=None,
+                            stream=None) -> LowLatencyCombineResult:
+        """Brings expert outputs back and reduces them (the `low_latency` engine).
+
+        x: bf16 [L, R * max, H'], rows as dispatch gave them (only rows < recv_count are read); with
+        zero_copy, x may be None: the outputs are already in low_latency_combine_buffer(handle).
+        topk_idx: the dispatch's int64 [N, K] (a slot may be set to -1 to leave it out); topk_weights:
+        f32 [N, K]. out[t] = the sum over valid slots j ascending of w[t, j] * y[row(t, j)],
+        accumulated in fp32 with fused multiply-add from +0.0, rounded to bf16 once: bit-identical
+        run after run. out: a preallocated bf16 [N, H'] (returned as given).
+        """
+        return self._expert_major_combine("low_latency_combine", x, topk_idx, topk_weights, handle, zero_copy,
+                                          return_recv_hook, out, stream)
+
+    def low_latency_combine_buffer(self, handle: "_C.LowLatencyHandle"):
+        """bf16 [L, R * max, H] in this rank's heap, for `handle`'s dispatch: write the expert outputs
+        here, then low_latency_combine(None, ..., zero_copy=True). Valid until the next low-latency
+        combine; the array keeps the Buffer's memory alive (not its peers')."""
+        self._check_alive()
+        return self._native.low_latency_combine_buffer(handle)
+
+    def symmetric_dispatch(self, x, topk_idx, max_tokens_per_rank: int, num_experts: int, *, use_fp8: bool = False,
+                           round_scale: bool = False, use_ue8m0: bool = False, return_recv_hook: bool = False,
+                           stream=None) -> LowLatencyDispatchResult:
+        """low_latency_dispatch on the `symmetric` engine (one pull stage after a barrier): the same
+        arguments and outputs, bit for bit. Needs symmetric_max_tokens_per_rank >= max_tokens_per_rank.
+        Its handles are for symmetric_combine only. return_recv_hook=True raises Unsupported."""
+        return self._expert_major_dispatch("symmetric_dispatch", x, topk_idx, max_tokens_per_rank, num_experts,
+                                           use_fp8, round_scale, use_ue8m0, return_recv_hook, stream)
+
+    def symmetric_combine(self, x, topk_idx, topk_weights, handle: "_C.LowLatencyHandle", *, zero_copy: bool = False,
+                          return_recv_hook: bool = False, out=None, stream=None) -> LowLatencyCombineResult:
+        """low_latency_combine on the `symmetric` engine: the same outputs, bit for bit.
+        zero_copy=True and return_recv_hook=True raise Unsupported."""
+        return self._expert_major_combine("symmetric_combine", x, topk_idx, topk_weights, handle, zero_copy,
+                                          return_recv_hook, out, stream)
+
+    def _expert_major_dispatch(self, method, x, topk_idx, max_tokens_per_rank, num_experts, use_fp8, round_scale,
+                               use_ue8m0, return_recv_hook, stream):
+        self._check_alive()
+        raw = getattr(self._native, method)(x, topk_idx, int(max_tokens_per_rank), int(num_experts), bool(use_fp8),
+                                            bool(round_scale), bool(use_ue8m0), bool(return_recv_hook),
+                                            stream_of(x, stream), framework_of(x))
+        return LowLatencyDispatchResult(**raw)
+
+    def _expert_major_combine(self, method, x, topk_idx, topk_weights, handle, zero_copy, return_recv_hook, out,
+                              stream):
+        self._check_alive()
+        like = x if x is not None else topk_weights
+        combined_x, hook = getattr(self._native, method)(x, topk_idx, topk_weights, handle, bool(zero_copy),
+                                                         bool(return_recv_hook), out, stream_of(like, stream),
+                                                         framework_of(like))
+        return LowLatencyCombineResult(out if out is not None else combined_x, hook)
 
     # ---- lifetime -------------------------------------------------------------------------------
     def synchronize(self, stream=None):
