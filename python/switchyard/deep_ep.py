@@ -25,7 +25,14 @@ Differences from DeepEP, all of them deliberate:
   e4m3 as uint8; torch.bfloat16 and torch.float8_e4m3fn are taken as they are. The CPU backend runs
   everything without a GPU.
 - Options that switchyard does not implement raise switchyard.Unsupported naming them; none is
-  ignored silently. The low-latency methods raise Unsupported until that engine lands.
+  ignored silently.
+- Low-latency mode (low_latency_dispatch / low_latency_combine, on switchyard's `low_latency`
+  engine) needs Buffer(..., low_latency_mode=True). num_rdma_bytes does not size it: the first
+  low_latency_dispatch creates the engine's region (collectively: every rank makes that call) for
+  its num_max_dispatch_tokens_per_rank, hidden, topk and num_experts; later calls may not exceed
+  them. Within an expert, rows are packed by source rank ascending, then (token, slot) order, every
+  time; combine sums the valid slots in ascending slot order in fp32 with fused multiply-add from
+  +0, rounded to bf16 once, so results are bit-identical run after run.
 """
 import sys
 from typing import Any, List, Optional, Tuple
@@ -173,6 +180,10 @@ class Buffer:
         self.num_rdma_bytes = num_rdma_bytes
         self.low_latency_mode = low_latency_mode
         self.explicitly_destroy = explicitly_destroy
+        self._resolved_group = resolved
+        self._backend, self._sharing, self._config = backend, sharing, config
+        self._low_latency_buffer: Optional[_NativeBuffer] = None
+        self._low_latency_capacity: Optional[Tuple[int, int, int, int]] = None
         self.switchyard_buffer = _NativeBuffer(
             resolved, backend=backend, sharing=sharing, ranks_per_node=min(self.group_size, NUM_MAX_NVL_PEERS),
             config=config, heap_bytes=int(num_nvl_bytes))
@@ -214,9 +225,12 @@ class Buffer:
 
     @staticmethod
     def get_low_latency_rdma_size_hint(num_max_dispatch_tokens_per_rank: int, hidden: int, num_ranks: int,
-                                       num_experts: int) -> int:
-        raise Unsupported("deep_ep.Buffer.get_low_latency_rdma_size_hint: switchyard's low_latency engine is not "
-                          "implemented yet")
+                                       num_experts: int, *, topk: int = 8) -> int:
+        """Bytes of switchyard's low-latency region per rank for these calls (informational: the
+        region is sized by the first low_latency_dispatch, not by num_rdma_bytes)."""
+        sizing = _C.BufferSizing(max_tokens_per_rank=1, hidden=hidden, topk=topk, num_experts=num_experts,
+                                 low_latency_max_tokens_per_rank=num_max_dispatch_tokens_per_rank)
+        return _C.low_latency_heap_bytes(num_ranks, min(num_ranks, NUM_MAX_NVL_PEERS), sizing)
 
     def get_local_buffer_tensor(self, *args, **kwargs):
         raise Unsupported("deep_ep.Buffer.get_local_buffer_tensor: switchyard's heap is not exposed as a tensor")
@@ -224,6 +238,9 @@ class Buffer:
     def destroy(self) -> None:
         """Collective: every rank waits for the others, then frees its heap."""
         self.switchyard_buffer.destroy()
+        if self._low_latency_buffer is not None:
+            self._low_latency_buffer.destroy()
+            self._low_latency_buffer = None
 
     # ---- helpers --------------------------------------------------------------------------------
     def _check_config(self, config: Optional[Config], method: str) -> None:
@@ -323,24 +340,107 @@ class Buffer:
         return result.combined_x, result.combined_topk_weights, _record_event(x, async_finish)
 
     # ---- low-latency mode -----------------------------------------------------------------------
-    def _low_latency_unsupported(self, method: str):
-        raise Unsupported(f"deep_ep.Buffer.{method}: switchyard's low_latency engine is not implemented yet")
+    def _low_latency(self, method: str, max_tokens: int, hidden: int, topk: int, num_experts: int) -> _NativeBuffer:
+        """The switchyard Buffer of the low_latency engine, created (collectively) by the first
+        low_latency_dispatch for its shapes."""
+        if not self.low_latency_mode:
+            raise InvalidArgument(f"deep_ep.Buffer.{method}: the Buffer was created with low_latency_mode=False "
+                                  "(as in DeepEP, low-latency calls need low_latency_mode=True)")
+        wanted = (int(max_tokens), int(hidden), int(topk), int(num_experts))
+        if self._low_latency_buffer is None:
+            self._low_latency_buffer = _NativeBuffer(
+                self._resolved_group, backend=self._backend, sharing=self._sharing,
+                ranks_per_node=min(self.group_size, NUM_MAX_NVL_PEERS), config=self._config, max_tokens_per_rank=1,
+                hidden=wanted[1], topk=wanted[2], num_experts=wanted[3], heap_bytes=0,
+                low_latency_max_tokens_per_rank=wanted[0])
+            self._low_latency_capacity = wanted
+        capacity = self._low_latency_capacity
+        if any(w > c for w, c in zip(wanted, capacity)):
+            raise InvalidArgument(
+                f"deep_ep.Buffer.{method}: (num_max_dispatch_tokens_per_rank, hidden, topk, num_experts) = {wanted} "
+                f"exceeds {capacity}, which the first low_latency_dispatch sized switchyard's low-latency region for; "
+                "make the first call with the largest shapes")
+        return self._low_latency_buffer
 
     def low_latency_dispatch(self, x, topk_idx, num_max_dispatch_tokens_per_rank: int, num_experts: int,
                              cumulative_local_expert_recv_stats=None, dispatch_wait_recv_cost_stats=None,
                              use_fp8: bool = True, round_scale: bool = False, use_ue8m0: bool = False,
                              async_finish: bool = False, return_recv_hook: bool = False):
-        """-> (recv_x, recv_count, handle, event, hook) once switchyard's low_latency engine lands."""
-        self._low_latency_unsupported("low_latency_dispatch")
+        """-> (recv_x, recv_count, handle, event, hook), as in DeepEP.
+
+        x: bf16 [N, H] (uint16 bits with numpy), N <= num_max_dispatch_tokens_per_rank; topk_idx:
+        int64 [N, K], -1 = no expert. recv_x: bf16 [L, R * max, H], or with use_fp8 the tuple
+        (fp8 e4m3 [L, R * max, H], scales f32 [L, R * max, H / 128]; with use_ue8m0 int32 packed
+        exponents). recv_count: int32 [L]. hook: with return_recv_hook, a callable that receives
+        (outputs are filled only then), else None.
+
+        Stricter than DeepEP: within each local expert the rows are packed by source rank ascending,
+        then in (token, slot) order, every time (DeepEP's order depends on timing). The first call
+        sizes switchyard's low-latency region (module docstring). cumulative_local_expert_recv_stats
+        and dispatch_wait_recv_cost_stats raise Unsupported.
+        """
+        for name, value in (("cumulative_local_expert_recv_stats", cumulative_local_expert_recv_stats),
+                            ("dispatch_wait_recv_cost_stats", dispatch_wait_recv_cost_stats)):
+            if value is not None:
+                raise Unsupported(f"deep_ep.Buffer.low_latency_dispatch({name}=...): not implemented in switchyard")
+        buffer = self._low_latency("low_latency_dispatch", num_max_dispatch_tokens_per_rank, x.shape[1],
+                                   topk_idx.shape[1], num_experts)
+        result = buffer.low_latency_dispatch(x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts,
+                                             use_fp8=use_fp8, round_scale=round_scale, use_ue8m0=use_ue8m0,
+                                             return_recv_hook=return_recv_hook)
+        recv_x = (result.recv_x, result.recv_x_scales) if use_fp8 else result.recv_x
+        handle = LowLatencyHandle(result.src_info, result.layout_range, int(num_max_dispatch_tokens_per_rank),
+                                  int(x.shape[1]), int(num_experts), native=result.handle)
+        return recv_x, result.recv_count, handle, _record_event(x, async_finish), result.hook
 
     def low_latency_combine(self, x, topk_idx, topk_weights, handle, use_logfmt: bool = False,
                             zero_copy: bool = False, async_finish: bool = False, return_recv_hook: bool = False,
                             out=None, combine_wait_recv_cost_stats=None):
-        """-> (combined_x, event, hook) once switchyard's low_latency engine lands."""
-        self._low_latency_unsupported("low_latency_combine")
+        """-> (combined_x, event, hook), as in DeepEP.
+
+        x: bf16 [L, R * max, H], the experts' outputs in dispatch's row order (with zero_copy, they
+        were written to get_next_low_latency_combine_buffer(handle)). topk_idx, topk_weights: the
+        dispatch's int64 [N, K] and f32 [N, K]. out: a preallocated bf16 [N, H].
+
+        Stricter than DeepEP: combined_x[t] = the sum over the valid slots j of t in ascending order
+        of topk_weights[t, j] * x[row(t, j)], accumulated in fp32 with fused multiply-add from +0.0
+        and rounded to bf16 once: bit-identical run after run. use_logfmt=True and
+        combine_wait_recv_cost_stats raise Unsupported.
+        """
+        if use_logfmt:
+            raise Unsupported("deep_ep.Buffer.low_latency_combine(use_logfmt=True): not implemented in switchyard")
+        if combine_wait_recv_cost_stats is not None:
+            raise Unsupported("deep_ep.Buffer.low_latency_combine(combine_wait_recv_cost_stats=...): not implemented "
+                              "in switchyard")
+        native = self._native_low_latency_handle(handle, "low_latency_combine")
+        # With zero_copy the outputs are already in the combine buffer; DeepEP's x only gives shapes.
+        result = self._low_latency_buffer.low_latency_combine(None if zero_copy else x, topk_idx, topk_weights, native, zero_copy=zero_copy,
+                                                              return_recv_hook=return_recv_hook, out=out)
+        return result.combined_x, _record_event(topk_weights, async_finish), result.hook
+
+    def _native_low_latency_handle(self, handle, method: str):
+        if not isinstance(handle, LowLatencyHandle) or self._low_latency_buffer is None:
+            raise InvalidArgument(f"deep_ep.Buffer.{method}: handle: expected the handle low_latency_dispatch "
+                                  f"returned, got {type(handle).__name__}")
+        return handle.native
 
     def clean_low_latency_buffer(self, num_max_dispatch_tokens_per_rank: int, hidden: int, num_experts: int):
-        self._low_latency_unsupported("clean_low_latency_buffer")
+        """Nothing to clean: switchyard's low-latency region is separate from the normal engine's, and its
+        signals carry the call's sequence number and are never reset, so stale memory never matches."""
+        return None
 
     def get_next_low_latency_combine_buffer(self, handle):
-        self._low_latency_unsupported("get_next_low_latency_combine_buffer")
+        """bf16 [L, R * max, H] in this rank's heap: write the experts' outputs here, then
+        low_latency_combine(..., zero_copy=True)."""
+        native = self._native_low_latency_handle(handle, "get_next_low_latency_combine_buffer")
+        return self._low_latency_buffer.low_latency_combine_buffer(native)
+
+
+class LowLatencyHandle(tuple):
+    """DeepEP's low-latency handle, (src_info, layout_range, num_max_dispatch_tokens_per_rank, hidden,
+    num_experts), carrying switchyard's handle as `.native`."""
+
+    def __new__(cls, src_info, layout_range, num_max_dispatch_tokens_per_rank, hidden, num_experts, *, native):
+        self = super().__new__(cls, (src_info, layout_range, num_max_dispatch_tokens_per_rank, hidden, num_experts))
+        self.native = native
+        return self
