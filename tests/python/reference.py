@@ -101,3 +101,38 @@ def expert(recv_x_bits, recv_topk_idx):
     first = np.where(recv_topk_idx >= 0, recv_topk_idx, np.iinfo(np.int64).max).min(axis=1, initial=np.iinfo(np.int64).max)
     first = np.where(first == np.iinfo(np.int64).max, 0, first).astype(np.float32)
     return f32_to_bf16(bf16_to_f32(recv_x_bits) * (1.0 + first)[:, None] + np.float32(0.25))
+
+
+# ---- the expert-major engines (low_latency, symmetric) -------------------------------------------
+def expert_major_dispatch(topk_idxs, num_experts, dest):
+    """Rows of `dest`'s local experts: per local expert l, the list of (source, token, slot) in the
+    engines' order (source rank ascending, then (token, slot) order)."""
+    num_ranks = len(topk_idxs)
+    local = num_experts // num_ranks
+    rows = []
+    for l in range(local):
+        expert = dest * local + l
+        rows.append([(s, int(t), int(j)) for s in range(num_ranks)
+                     for t, j in zip(*np.nonzero(topk_idxs[s] == expert))])
+    return rows
+
+
+def expert_major_expert(x_bits, local_expert):
+    """A stand-in expert on bf16 bits: x * (1 + local_expert) + 0.25 in fp32, rounded to bf16."""
+    with np.errstate(all="ignore"):  # rows past recv_count are not written: anything may be there
+        return f32_to_bf16(bf16_to_f32(x_bits) * np.float32(1 + local_expert) + np.float32(0.25))
+
+
+def expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks):
+    """out[t] = sum over valid slots j ascending of w[t, j] * expert(x[t]) in fp32 from +0, rounded to
+    bf16 once. Computed as multiply then add: equal to the engines' fused multiply-add when every
+    product is exact (weights that are powers of two)."""
+    local = num_experts // num_ranks
+    out = np.zeros(x.shape, np.float32)
+    for t in range(x.shape[0]):
+        for j in range(topk_idx.shape[1]):
+            expert = int(topk_idx[t, j])
+            if expert >= 0:
+                y = bf16_to_f32(expert_major_expert(x[t], expert % local))
+                out[t] = out[t] + topk_weights[t, j] * y
+    return f32_to_bf16(out)

@@ -131,18 +131,30 @@ def solo_inputs():
     return rank_inputs(0, 4)
 
 
-def test_low_latency_methods_name_themselves_until_the_engine_lands(solo):
+def test_low_latency_unsupported_options_and_bad_calls(solo):
     x, _, topk_idx, topk_weights = solo_inputs()
-    calls = {
-        "low_latency_dispatch": lambda: solo.low_latency_dispatch(x, topk_idx, 128, 4),
-        "low_latency_combine": lambda: solo.low_latency_combine(x, topk_idx, topk_weights, None),
-        "clean_low_latency_buffer": lambda: solo.clean_low_latency_buffer(128, HIDDEN, 4),
-        "get_next_low_latency_combine_buffer": lambda: solo.get_next_low_latency_combine_buffer(None),
-        "get_low_latency_rdma_size_hint": lambda: deep_ep.Buffer.get_low_latency_rdma_size_hint(128, HIDDEN, 1, 4),
-    }
-    for name, call in calls.items():
-        with pytest.raises(switchyard.Unsupported, match=name):
-            call()
+    for option in ("cumulative_local_expert_recv_stats", "dispatch_wait_recv_cost_stats"):
+        with pytest.raises(switchyard.Unsupported, match=option):
+            solo.low_latency_dispatch(x, topk_idx, 32, 4, **{option: np.zeros(4, np.int32)})
+    # Nothing dispatched yet: a handle that did not come from low_latency_dispatch is refused.
+    with pytest.raises(switchyard.InvalidArgument, match="handle"):
+        solo.low_latency_combine(x, topk_idx, topk_weights, None)
+    with pytest.raises(switchyard.InvalidArgument, match="handle"):
+        solo.get_next_low_latency_combine_buffer(None)
+    _, _, handle, _, _ = solo.low_latency_dispatch(x, topk_idx, 32, 4, use_fp8=False)
+    y = np.zeros((1, 32, HIDDEN), np.uint16)
+    for option, kwargs in (("use_logfmt", dict(use_logfmt=True)),
+                           ("combine_wait_recv_cost_stats", dict(combine_wait_recv_cost_stats=np.zeros(4)))):
+        with pytest.raises(switchyard.Unsupported, match=option):
+            solo.low_latency_combine(y, topk_idx, topk_weights, handle, **kwargs)
+    # The first call sized the region: a larger one is refused, naming the capacity.
+    with pytest.raises(switchyard.InvalidArgument, match="exceeds"):
+        solo.low_latency_dispatch(x, topk_idx, 64, 4)
+    assert deep_ep.Buffer.get_low_latency_rdma_size_hint(32, HIDDEN, 1, 4) > 0
+    normal_only = deep_ep.Buffer(lambda mine: [mine], backend="cpu", num_nvl_bytes=0)
+    with pytest.raises(switchyard.InvalidArgument, match="low_latency_mode"):
+        normal_only.low_latency_dispatch(x, topk_idx, 32, 4)
+    normal_only.destroy()
 
 
 def test_unsupported_options_raise_naming_the_option(solo):

@@ -1,0 +1,191 @@
+"""switchyard.Buffer's expert-major engines (low_latency and symmetric) and switchyard.deep_ep's
+low-latency methods on the CPU backend, ranks as processes: dispatch bitwise against the NumPy
+reference, combine exactly (power-of-two weights: fused multiply-add and multiply-then-add agree),
+the two engines bitwise against each other, the hook path and zero-copy combine."""
+import numpy as np
+import pytest
+
+import reference
+import switchyard
+from switchyard import deep_ep
+
+HIDDEN, TOPK, MAX_TOKENS = 256, 3, 16
+SEED = 5
+
+
+def tokens_of(rank):
+    return 9 + 4 * rank  # ranks send different token counts, all <= MAX_TOKENS
+
+
+def rank_inputs(rank, num_experts):
+    rng = np.random.default_rng([SEED, rank])
+    x, _, topk_idx, _ = reference.draw_inputs(rng, tokens_of(rank), HIDDEN, TOPK, num_experts)
+    topk_weights = (2.0 ** rng.integers(-3, 3, size=topk_idx.shape)).astype(np.float32)  # exact products
+    return x, topk_idx, topk_weights
+
+
+def experts(recv_x, recv_count):
+    """The stand-in experts on dispatch's rows (only rows < recv_count are meaningful)."""
+    y = np.zeros_like(recv_x)
+    for l in range(recv_x.shape[0]):
+        count = int(recv_count[l])
+        y[l, :count] = reference.expert_major_expert(recv_x[l, :count], l)
+    return y
+
+
+def make_buffer(allgather):
+    config = switchyard.Config(timeout_seconds=20)
+    return switchyard.Buffer(allgather, backend="cpu", sharing="processes", config=config, max_tokens_per_rank=32,
+                             hidden=HIDDEN, topk=TOPK, num_experts=8, low_latency_max_tokens_per_rank=MAX_TOKENS,
+                             symmetric_max_tokens_per_rank=MAX_TOKENS)
+
+
+def outputs(recv):
+    return dict(recv_x=recv.recv_x.copy(), recv_count=recv.recv_count.copy(),
+                layout_range=recv.layout_range.copy(), src_info=recv.src_info.copy(),
+                recv_x_scales=None if recv.recv_x_scales is None else recv.recv_x_scales.copy())
+
+
+def engines_job(rank, num_ranks, allgather, num_experts):
+    x, topk_idx, topk_weights = rank_inputs(rank, num_experts)
+    buffer = make_buffer(allgather)
+    results = {}
+    for engine in ("low_latency", "symmetric"):
+        dispatch = getattr(buffer, f"{engine}_dispatch")
+        combine = getattr(buffer, f"{engine}_combine")
+        recv = dispatch(x, topk_idx, MAX_TOKENS, num_experts)
+        y = experts(recv.recv_x, recv.recv_count)
+        out = combine(y, topk_idx, topk_weights, recv.handle)
+        assert recv.hook is None and out.hook is None
+        fp8 = dispatch(x, topk_idx, MAX_TOKENS, num_experts, use_fp8=True)
+        results[engine] = dict(outputs(recv), combined=out.combined_x.copy(), fp8=outputs(fp8))
+
+    # low_latency's hooks: the send half returns, hook() receives; the same outputs.
+    recv = buffer.low_latency_dispatch(x, topk_idx, MAX_TOKENS, num_experts, return_recv_hook=True)
+    assert callable(recv.hook)
+    recv.hook()
+    with pytest.raises(switchyard.InvalidArgument, match="already called"):
+        recv.hook()
+    y = experts(recv.recv_x, recv.recv_count)
+    out = buffer.low_latency_combine(y, topk_idx, topk_weights, recv.handle, return_recv_hook=True)
+    out.hook()
+    results["hook"] = dict(outputs(recv), combined=out.combined_x.copy())
+
+    # Zero copy: the experts write into the combine buffer.
+    recv = buffer.low_latency_dispatch(x, topk_idx, MAX_TOKENS, num_experts)
+    staging = buffer.low_latency_combine_buffer(recv.handle)
+    assert staging.shape[:2] == recv.recv_x.shape[:2]
+    staging[:, :, :HIDDEN] = experts(recv.recv_x, recv.recv_count)
+    preallocated = np.empty_like(x)
+    out = buffer.low_latency_combine(None, topk_idx, topk_weights, recv.handle, zero_copy=True, out=preallocated)
+    assert out.combined_x is preallocated
+    results["zero_copy"] = preallocated.copy()
+
+    # The symmetric engine has no hooks and no zero copy.
+    with pytest.raises(switchyard.Unsupported, match="return_recv_hook"):
+        buffer.symmetric_dispatch(x, topk_idx, MAX_TOKENS, num_experts, return_recv_hook=True)
+    buffer.destroy()
+    return results
+
+
+@pytest.mark.parametrize("num_ranks", [1, 2])
+def test_expert_major_engines(ranks, num_ranks):
+    num_experts = 4 * num_ranks
+    local = num_experts // num_ranks
+    inputs = [rank_inputs(rank, num_experts) for rank in range(num_ranks)]
+    results = ranks(num_ranks).run(engines_job, [(num_experts,)] * num_ranks)
+    for dest, result in enumerate(results):
+        ll, sym = result["low_latency"], result["symmetric"]
+        rows = reference.expert_major_dispatch([idx for _, idx, _ in inputs], num_experts, dest)
+        assert ll["recv_x"].shape == (local, num_ranks * MAX_TOKENS, HIDDEN) and ll["recv_x"].dtype == np.uint16
+        np.testing.assert_array_equal(ll["recv_count"], [len(r) for r in rows])
+        for l, expert_rows in enumerate(rows):
+            count = len(expert_rows)
+            expected = np.array([inputs[s][0][t] for s, t, _ in expert_rows], np.uint16).reshape(count, HIDDEN)
+            np.testing.assert_array_equal(ll["recv_x"][l, :count], expected)
+            np.testing.assert_array_equal(ll["src_info"][l, :count], [t for _, t, _ in expert_rows])
+            assert (ll["src_info"][l, count:] == -1).all()
+            begin = 0
+            for s in range(num_ranks):
+                n = sum(1 for source, _, _ in expert_rows if source == s)
+                assert tuple(ll["layout_range"][l, s]) == (begin, n)
+                begin += n
+        # The engines agree bit for bit (on the rows that are defined), fp8 included.
+        for engine in (sym, result["hook"]):
+            np.testing.assert_array_equal(engine["recv_count"], ll["recv_count"])
+            np.testing.assert_array_equal(engine["layout_range"], ll["layout_range"])
+            np.testing.assert_array_equal(engine["src_info"], ll["src_info"])
+            for l in range(local):
+                np.testing.assert_array_equal(engine["recv_x"][l, :ll["recv_count"][l]],
+                                              ll["recv_x"][l, :ll["recv_count"][l]])
+        assert ll["fp8"]["recv_x"].dtype == np.uint8 and ll["fp8"]["recv_x_scales"].dtype == np.float32
+        for l in range(local):
+            count = ll["recv_count"][l]
+            np.testing.assert_array_equal(sym["fp8"]["recv_x"][l, :count], ll["fp8"]["recv_x"][l, :count])
+            np.testing.assert_array_equal(sym["fp8"]["recv_x_scales"][l, :count],
+                                          ll["fp8"]["recv_x_scales"][l, :count])
+        # Combine: the exact reference, on both engines, with hooks and with zero copy.
+        x, topk_idx, topk_weights = inputs[dest]
+        expected = reference.expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks)
+        for combined in (ll["combined"], sym["combined"], result["hook"]["combined"], result["zero_copy"]):
+            np.testing.assert_array_equal(combined, expected)
+
+
+def deep_ep_job(rank, num_ranks, allgather, num_experts):
+    x, topk_idx, topk_weights = rank_inputs(rank, num_experts)
+    buffer = deep_ep.Buffer(allgather, low_latency_mode=True, backend="cpu", timeout_seconds=20,
+                            num_nvl_bytes=deep_ep.Config().get_nvl_buffer_size_hint(HIDDEN * 2, num_ranks, topk=TOPK,
+                                                                                    num_experts=num_experts))
+    recv_x, recv_count, handle, event, hook = buffer.low_latency_dispatch(
+        x, topk_idx, MAX_TOKENS, num_experts, use_fp8=False, async_finish=True)
+    assert hook is None and event.event is None
+    src_info, layout_range, max_tokens, hidden, experts_total = handle
+    assert (max_tokens, hidden, experts_total) == (MAX_TOKENS, HIDDEN, num_experts)
+    y = experts(recv_x, recv_count)
+    combined_x, _, hook = buffer.low_latency_combine(y, topk_idx, topk_weights, handle)
+    assert hook is None
+
+    # fp8 with a receive hook; combine through the zero-copy buffer with a hook.
+    (fp8_x, scales), fp8_count, fp8_handle, _, hook = buffer.low_latency_dispatch(
+        x, topk_idx, MAX_TOKENS, num_experts, return_recv_hook=True)
+    hook()
+    assert fp8_x.dtype == np.uint8 and scales.shape == fp8_x.shape[:2] + (HIDDEN // 128,)
+    buffer.get_next_low_latency_combine_buffer(fp8_handle)[:] = y
+    zero_copy_x, _, hook = buffer.low_latency_combine(y, topk_idx, topk_weights, fp8_handle, zero_copy=True,
+                                                      return_recv_hook=True)
+    hook()
+    with pytest.raises(switchyard.Unsupported, match="use_logfmt"):
+        buffer.low_latency_combine(y, topk_idx, topk_weights, handle, use_logfmt=True)
+    buffer.clean_low_latency_buffer(MAX_TOKENS, HIDDEN, num_experts)
+    buffer.destroy()
+    return (recv_x.copy(), recv_count.copy(), src_info.copy(), layout_range.copy(), combined_x.copy(),
+            fp8_x.copy(), scales.copy(), fp8_count.copy(), zero_copy_x.copy())
+
+
+@pytest.mark.parametrize("num_ranks", [1, 2])
+def test_deep_ep_low_latency(ranks, num_ranks):
+    num_experts = 4 * num_ranks
+    inputs = [rank_inputs(rank, num_experts) for rank in range(num_ranks)]
+    results = ranks(num_ranks).run(deep_ep_job, [(num_experts,)] * num_ranks)
+    for dest, (recv_x, recv_count, src_info, layout_range, combined_x, fp8_x, scales, fp8_count,
+               zero_copy_x) in enumerate(results):
+        rows = reference.expert_major_dispatch([idx for _, idx, _ in inputs], num_experts, dest)
+        np.testing.assert_array_equal(recv_count, [len(r) for r in rows])
+        np.testing.assert_array_equal(fp8_count, recv_count)
+        for l, expert_rows in enumerate(rows):
+            count = len(expert_rows)
+            expected = np.array([inputs[s][0][t] for s, t, _ in expert_rows], np.uint16).reshape(count, HIDDEN)
+            np.testing.assert_array_equal(recv_x[l, :count], expected)
+            np.testing.assert_array_equal(src_info[l, :count], [t for _, t, _ in expert_rows])
+            # fp8: dequantised rows are close to the bf16 ones (e4m3 keeps 3 mantissa bits).
+            fp8 = fp8_x[l, :count].view(np.uint8)
+            sign = np.where(fp8 & 0x80, -1.0, 1.0)
+            exponent, mantissa = (fp8 >> 3) & 0xF, fp8 & 0x7
+            value = sign * np.where(exponent == 0, mantissa / 8.0 * 2.0 ** -6,
+                                    (1 + mantissa / 8.0) * 2.0 ** (exponent.astype(np.float64) - 7))
+            dequantised = value * np.repeat(scales[l, :count], 128, axis=1)
+            np.testing.assert_allclose(dequantised, reference.bf16_to_f32(expected), rtol=0.07, atol=1e-2)
+        x, topk_idx, topk_weights = inputs[dest]
+        expected = reference.expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks)
+        np.testing.assert_array_equal(combined_x, expected)
+        np.testing.assert_array_equal(zero_copy_x, expected)
