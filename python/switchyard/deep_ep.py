@@ -134,7 +134,8 @@ def _record_event(tensor, wanted: bool) -> EventOverlap:
 
 
 class Buffer:
-    """DeepEP's deep_ep.Buffer on switchyard's `normal` engine (module docstring: the differences).
+    """DeepEP's deep_ep.Buffer on switchyard's `normal` engine, and in low-latency mode on its
+    `low_latency` engine (module docstring: the differences).
 
     Attributes: rank, group_size, group, num_nvl_bytes, num_rdma_bytes, low_latency_mode, and the
     switchyard buffer as `switchyard_buffer`.

@@ -84,6 +84,13 @@ def engines_job(rank, num_ranks, allgather, num_experts):
     # The symmetric engine has no hooks and no zero copy.
     with pytest.raises(switchyard.Unsupported, match="return_recv_hook"):
         buffer.symmetric_dispatch(x, topk_idx, MAX_TOKENS, num_experts, return_recv_hook=True)
+    recv = buffer.symmetric_dispatch(x, topk_idx, MAX_TOKENS, num_experts)
+    with pytest.raises(switchyard.Unsupported, match="zero_copy"):
+        buffer.symmetric_combine(None, topk_idx, topk_weights, recv.handle, zero_copy=True)
+    # A handle is for its own engine's combine only.
+    with pytest.raises(switchyard.Error):
+        buffer.low_latency_combine(experts(recv.recv_x, recv.recv_count), topk_idx, topk_weights, recv.handle)
+    buffer.symmetric_combine(experts(recv.recv_x, recv.recv_count), topk_idx, topk_weights, recv.handle)
     buffer.destroy()
     return results
 
