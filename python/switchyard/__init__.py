@@ -7,6 +7,13 @@
     y = experts(recv.recv_x, recv.recv_topk_idx, recv.num_recv_tokens_per_expert)
     out = buffer.combine(y, recv.handle, recv.recv_topk_weights)
 
+The expert-major engines (decode-sized batches; Buffer(..., low_latency_max_tokens_per_rank=128) or
+symmetric_max_tokens_per_rank=128 sizes their regions):
+
+    recv = buffer.low_latency_dispatch(x, topk_idx, 128, num_experts=256)   # or symmetric_dispatch
+    y = experts(recv.recv_x, recv.recv_count)                                # [L, R * 128, H]
+    out = buffer.low_latency_combine(y, topk_idx, topk_weights, recv.handle) # or symmetric_combine
+
 switchyard.deep_ep is a drop-in for DeepEP's deep_ep.Buffer.
 """
 from ._errors import Error, InvalidArgument, SystemError, TimeoutError, Unsupported  # noqa: A004  (before _C)
