@@ -326,6 +326,23 @@ What is reported, per engine
             its own row on its expert). Row payload: dispatch, hidden * element size, plus
             hidden / 128 * 4 scale bytes for fp8; combine, hidden * 2 (bf16). Summed over
             all ranks
+  across nodes  normal with --ranks-per-node < --ranks: the bytes by link, per iteration, all
+            ranks, counted exactly on the host from every rank's topk_idx (a destination rank of
+            a token holds at least one of its experts; a destination node holds a destination rank):
+              dispatch RDMA bytes   = sum over tokens of (destination nodes other than the
+                                      token's own) x dispatch row payload: a token crosses the
+                                      network once per destination node
+              dispatch NVLink bytes = sum over tokens of (destination ranks, on every node, the
+                                      local one included) x dispatch row payload: the intranode
+                                      delivery into each GPU's ring (equals dispatch bytes)
+              combine RDMA bytes    = one bf16 partial row (hidden * 2) per (token, destination
+                                      node other than its own)
+              combine NVLink bytes  = one bf16 row per (token, destination rank)
+              direct RDMA bytes     = sum over tokens of (destination ranks on other nodes) x row
+                                      payload: each token sent to each GPU directly across nodes
+            and the saving: direct - hierarchical RDMA bytes, and direct / hierarchical. JSON:
+            rdma_/nvlink_/direct_rdma_ dispatch_/combine_bytes and rdma_*_saved_bytes (null on
+            one node)
   graph replay  low_latency only: the row the issue asks for with CUDA graph replay (the
             launch-free latency). Not measured yet: 'not available (cpu backend)' on cpu,
             'not implemented yet' on cuda, and null in --json

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <stdexcept>
 #include <string>
 
 namespace switchyard::bench {
@@ -18,6 +19,39 @@ int64_t dispatch_row_bytes(const BenchOptions& options) {
   int64_t bytes = int64_t{options.hidden} * static_cast<int64_t>(dtype_size(options.dtype));
   if (options.dtype == DType::fp8_e4m3) bytes += int64_t{options.hidden} / kFp8ScaleBlock * 4;
   return bytes;
+}
+
+// The normal engine's rows by link (NodeTraffic), from every rank's topk_idx; negative ids are empty
+// slots.
+NodeTraffic node_traffic(const std::vector<workload::RankData>& inputs, const Topology& topology, int num_experts) {
+  NodeTraffic traffic;
+  const int experts_per_rank = num_experts / topology.num_ranks;
+  std::vector<char> rank_hit(static_cast<size_t>(topology.num_ranks));
+  std::vector<char> node_hit(static_cast<size_t>(topology.num_nodes()));
+  for (int source = 0; source < topology.num_ranks; ++source) {
+    const Tensor& topk_idx = inputs[source].topk_idx;
+    const int64_t num_tokens = topk_idx.size(0), topk = topk_idx.size(1);
+    const int64_t* idx = topk_idx.as<const int64_t>();
+    const int source_node = topology.node_of(source);
+    for (int64_t token = 0; token < num_tokens; ++token) {
+      std::fill(rank_hit.begin(), rank_hit.end(), 0);
+      std::fill(node_hit.begin(), node_hit.end(), 0);
+      for (int64_t k = 0; k < topk; ++k) {
+        const int64_t expert = idx[token * topk + k];
+        if (expert < 0) continue;
+        const int rank = static_cast<int>(expert / experts_per_rank);
+        if (rank_hit[rank]) continue;
+        rank_hit[rank] = 1;
+        const int node = topology.node_of(rank);
+        ++traffic.nvlink_rows;
+        if (node == source_node) continue;
+        ++traffic.direct_rdma_rows;
+        if (!node_hit[node]) ++traffic.rdma_rows;
+        node_hit[node] = 1;
+      }
+    }
+  }
+  return traffic;
 }
 
 // low_latency rows: bf16, or fp8 with f32 scales per 128 channels (use_fp8).
@@ -156,6 +190,13 @@ Problem make_problem(const BenchOptions& options, Progress& progress) {
   }
   traffic.dispatch_row_bytes = dispatch_row_bytes(options);
   traffic.combine_row_bytes = int64_t{options.hidden} * 2;
+  if (!topology.is_single_node()) {
+    traffic.nodes = node_traffic(problem.inputs, topology, options.num_experts);
+    if (traffic.nodes->nvlink_rows != traffic.delivered_rows) {
+      throw std::logic_error("switchyard-bench: NVLink rows " + std::to_string(traffic.nodes->nvlink_rows) +
+                             " differ from the layout's delivered rows " + std::to_string(traffic.delivered_rows));
+    }
+  }
   return problem;
 }
 

@@ -2,6 +2,7 @@
 // The workload every engine runs, and what it must produce: seeded inputs for all ranks, the
 // reference outputs, and the bytes each phase moves. Built once per run, read by every rank.
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,24 @@
 
 namespace switchyard::bench {
 
+// Across nodes (ranks_per_node < ranks), the normal engine's rows by link, counted on the host from
+// every rank's topk_idx; a destination rank is one holding at least one of the token's experts.
+struct NodeTraffic {
+  // (token, node other than the token's own that holds a destination rank): a token crosses the
+  // network once per destination node; combine returns one bf16 partial per such pair.
+  int64_t rdma_rows = 0;
+  // (token, destination rank), the local node included: the intranode delivery into each GPU's ring.
+  int64_t nvlink_rows = 0;
+  // (token, destination rank on another node): the RDMA rows if each token went to each GPU directly.
+  int64_t direct_rdma_rows = 0;
+};
+
+// NodeTraffic in bytes: rows x the dispatch (or combine) row payload.
+struct NodeBytes {
+  int64_t rdma_dispatch = 0, nvlink_dispatch = 0, direct_rdma_dispatch = 0;
+  int64_t rdma_combine = 0, nvlink_combine = 0, direct_rdma_combine = 0;
+};
+
 // The logical traffic of one dispatch + combine, all ranks together.
 struct Traffic {
   int64_t delivered_rows = 0;      // (token, destination rank) pairs; low_latency: (token, expert)
@@ -19,6 +38,18 @@ struct Traffic {
   int64_t combine_row_bytes = 0;   // hidden * 2: combine returns bf16
   int64_t dispatch_bytes() const { return delivered_rows * dispatch_row_bytes; }
   int64_t combine_bytes() const { return delivered_rows * combine_row_bytes; }
+  std::optional<NodeTraffic> nodes;  // normal engine with more than one node only
+  std::optional<NodeBytes> node_bytes() const {
+    if (!nodes) return std::nullopt;
+    NodeBytes bytes;
+    bytes.rdma_dispatch = nodes->rdma_rows * dispatch_row_bytes;
+    bytes.nvlink_dispatch = nodes->nvlink_rows * dispatch_row_bytes;
+    bytes.direct_rdma_dispatch = nodes->direct_rdma_rows * dispatch_row_bytes;
+    bytes.rdma_combine = nodes->rdma_rows * combine_row_bytes;
+    bytes.nvlink_combine = nodes->nvlink_rows * combine_row_bytes;
+    bytes.direct_rdma_combine = nodes->direct_rdma_rows * combine_row_bytes;
+    return bytes;
+  }
 };
 
 // What the `normal` engine must produce on every rank (DESIGN.md, Semantics).

@@ -16,6 +16,30 @@ void print_phase(std::FILE* out, const char* phase, double seconds, double p99_s
                gbps ? *gbps : 0.0);
 }
 
+// Saved bytes and direct / hierarchical; the ratio is n/a when no byte crosses the network.
+void print_saving(std::FILE* out, const char* phase, int64_t direct, int64_t rdma) {
+  std::fprintf(out, "  %-10s direct RDMA %" PRId64 " bytes, hierarchical %" PRId64 ": saves %" PRId64 " bytes", phase,
+               direct, rdma, direct - rdma);
+  if (rdma > 0) {
+    std::fprintf(out, " (direct / hierarchical = %.2fx)\n", static_cast<double>(direct) / static_cast<double>(rdma));
+  } else {
+    std::fprintf(out, " (direct / hierarchical = n/a)\n");
+  }
+}
+
+void print_node_bytes(std::FILE* out, const NodeBytes& bytes) {
+  std::fprintf(out,
+               "  across nodes (per iteration, all ranks): RDMA = (token, other destination node) rows, NVLink = "
+               "(token, destination rank) rows, local node included; x row payload\n");
+  std::fprintf(out, "  %-10s %16s %16s %16s\n", "phase", "RDMA bytes", "NVLink bytes", "direct RDMA");
+  std::fprintf(out, "  %-10s %16" PRId64 " %16" PRId64 " %16" PRId64 "\n", "dispatch", bytes.rdma_dispatch,
+               bytes.nvlink_dispatch, bytes.direct_rdma_dispatch);
+  std::fprintf(out, "  %-10s %16" PRId64 " %16" PRId64 " %16" PRId64 "\n", "combine", bytes.rdma_combine,
+               bytes.nvlink_combine, bytes.direct_rdma_combine);
+  print_saving(out, "dispatch", bytes.direct_rdma_dispatch, bytes.rdma_dispatch);
+  print_saving(out, "combine", bytes.direct_rdma_combine, bytes.rdma_combine);
+}
+
 }  // namespace
 
 void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwidth& copy,
@@ -75,6 +99,7 @@ void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidt
     std::fprintf(out, "  %-10s %14s %14s %16s %10s\n", "phase", "median (us)", "p99 (us)", "bytes", "GB/s");
     print_phase(out, "dispatch", result.dispatch_seconds, result.dispatch_p99_seconds, result.dispatch_bytes);
     print_phase(out, "combine", result.combine_seconds, result.combine_p99_seconds, result.combine_bytes);
+    if (result.node_bytes) print_node_bytes(out, *result.node_bytes);
     if (!result.graph_replay.empty())
       std::fprintf(out, "  %-10s %s\n", "graph replay:", result.graph_replay.c_str());
     std::optional<double> fraction = roofline_fraction(result, copy.bytes_per_second);

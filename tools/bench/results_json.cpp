@@ -86,6 +86,23 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
     json.number_or_null(gbps(result.combine_bytes, result.combine_seconds));
     json.key("roofline_fraction");
     json.number_or_null(roofline_fraction(result, copy.bytes_per_second));
+    if (result.engine == Engine::normal) {
+      // Across nodes only (NodeTraffic); null on one node and when the engine did not run.
+      const bool across = result.timed && result.node_bytes.has_value();
+      const NodeBytes node = across ? *result.node_bytes : NodeBytes{};
+      auto field = [&](const char* name, int64_t value) {
+        json.key(name);
+        json.integer_or_null(across ? std::optional<int64_t>(value) : std::nullopt);
+      };
+      field("rdma_dispatch_bytes", node.rdma_dispatch);
+      field("nvlink_dispatch_bytes", node.nvlink_dispatch);
+      field("direct_rdma_dispatch_bytes", node.direct_rdma_dispatch);
+      field("rdma_combine_bytes", node.rdma_combine);
+      field("nvlink_combine_bytes", node.nvlink_combine);
+      field("direct_rdma_combine_bytes", node.direct_rdma_combine);
+      field("rdma_dispatch_saved_bytes", node.direct_rdma_dispatch - node.rdma_dispatch);
+      field("rdma_combine_saved_bytes", node.direct_rdma_combine - node.rdma_combine);
+    }
     if (result.engine == Engine::low_latency) {
       // The CUDA graph replay row: a seam, no numbers until it is measured.
       json.key("graph_replay");

@@ -135,6 +135,7 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
   result.combine_bytes = traffic.combine_bytes();
   result.tokens_per_rank = engine_tokens_per_rank(engine, options);
   result.delivered_rows = traffic.delivered_rows;
+  result.node_bytes = traffic.node_bytes();
   result.graph_replay = graph_replay_status(engine, options.backend);
 
   std::vector<std::vector<double>> dispatch_seconds(num_ranks, std::vector<double>(iters));

@@ -27,6 +27,7 @@ struct EngineResult {
   int64_t dispatch_bytes = 0, combine_bytes = 0;
   int64_t tokens_per_rank = 0;  // the engine's own: --tokens for normal, the --ll-tokens rule for low_latency
   int64_t delivered_rows = 0;   // normal: (token, destination rank) pairs; low_latency: (token, expert)
+  std::optional<NodeBytes> node_bytes;  // normal across nodes only: RDMA and NVLink bytes apart
   // The CUDA graph replay row (low_latency only; empty for other engines). No numbers yet: why not.
   std::string graph_replay;
 };

@@ -60,6 +60,12 @@ RESULT_NUMBERS = ("tokens", "delivered_rows", "dispatch_us", "combine_us", "disp
                   "dispatch_bytes", "combine_bytes", "dispatch_gbps", "combine_gbps", "roofline_fraction")
 
 
+# The normal engine across nodes: numbers with --ranks-per-node < --ranks, null on one node.
+NODE_BYTES = ("rdma_dispatch_bytes", "nvlink_dispatch_bytes", "direct_rdma_dispatch_bytes", "rdma_combine_bytes",
+              "nvlink_combine_bytes", "direct_rdma_combine_bytes", "rdma_dispatch_saved_bytes",
+              "rdma_combine_saved_bytes")
+
+
 def check_result(result, ran):
     for key in RESULT_NUMBERS:
         expect(key in result, f"{result['engine']}: json lacks {key}")
@@ -126,6 +132,9 @@ def test_passing_run_writes_json_and_dump(bench, tmp):
     check_result(normal, True)
     expect(normal["combine_bytes"] == normal["dispatch_bytes"], normal)  # bf16 both ways
     expect(normal["tokens"] == 32 and "graph_replay" not in normal, normal)
+    for key in NODE_BYTES:  # one node: no RDMA
+        expect(key in normal and normal[key] is None, f"normal on one node: {key} = {normal.get(key)}")
+    expect("across nodes" not in result.stdout, result.stdout)
     low_latency = by_engine["low_latency"]
     expect(low_latency["check"] == "pass", low_latency)
     check_result(low_latency, True)
@@ -171,6 +180,51 @@ def test_low_latency_tokens(bench, tmp):
     report = json.load(open(json_path))
     expect(report["tokens"] == 200 and report["ll_tokens"] == 128, report)
     expect("min(--tokens, 128)" in result.stdout, result.stdout)
+
+
+def read_topk_idx(path):
+    """The rows of an int64 [N, K] .npy file, standard library only."""
+    descr, shape, offset = read_npy_header(path)
+    expect(descr == "<i8" and len(shape) == 2, f"{path}: {descr} {shape}")
+    with open(path, "rb") as f:
+        f.seek(offset)
+        data = f.read()
+    values = [int.from_bytes(data[i:i + 8], "little", signed=True) for i in range(0, len(data), 8)]
+    return [values[t * shape[1]:(t + 1) * shape[1]] for t in range(shape[0])]
+
+
+def test_two_nodes_report_rdma_and_nvlink_bytes(bench, tmp):
+    json_path, dump_dir = os.path.join(tmp, "out.json"), os.path.join(tmp, "dump")
+    ranks, per_node, experts, hidden = 4, 2, 16, 256
+    result = run(bench, ["--backend", "cpu", "--engine", "normal", "--ranks", str(ranks), "--ranks-per-node",
+                         str(per_node), "--tokens", "32", "--hidden", str(hidden), "--experts", str(experts),
+                         "--topk", "4", "--iters", "1", "--warmup", "0", "--json", json_path, "--dump", dump_dir])
+    expect(result.returncode == 0 and "check: pass" in result.stdout, f"{result.returncode}: {result.stdout}")
+    expect("across nodes" in result.stdout and "RDMA bytes" in result.stdout and "saves" in result.stdout,
+           result.stdout)
+    normal = json.load(open(json_path))["results"][0]
+    check_result(normal, True)
+    for key in NODE_BYTES:
+        expect(isinstance(normal.get(key), int), f"{key} = {normal.get(key)}")
+    for phase in ("dispatch", "combine"):
+        rdma, nvlink = normal[f"rdma_{phase}_bytes"], normal[f"nvlink_{phase}_bytes"]
+        direct = normal[f"direct_rdma_{phase}_bytes"]
+        expect(0 < rdma <= direct <= nvlink, normal)
+        expect(nvlink == normal[f"{phase}_bytes"], normal)  # every (token, destination rank) row
+        expect(normal[f"rdma_{phase}_saved_bytes"] == direct - rdma, normal)
+    # The definitions, recounted from the dumped topk_idx (bf16 both ways: hidden * 2 bytes a row).
+    rdma_rows = nvlink_rows = direct_rows = 0
+    for source in range(ranks):
+        for row in read_topk_idx(os.path.join(dump_dir, "normal", f"rank{source}", "topk_idx.npy")):
+            dest_ranks = {e // (experts // ranks) for e in row if e >= 0}
+            other = [r for r in dest_ranks if r // per_node != source // per_node]
+            nvlink_rows += len(dest_ranks)
+            direct_rows += len(other)
+            rdma_rows += len({r // per_node for r in other})
+    row = hidden * 2
+    expect(normal["rdma_dispatch_bytes"] == normal["rdma_combine_bytes"] == rdma_rows * row, (rdma_rows, normal))
+    expect(normal["nvlink_dispatch_bytes"] == nvlink_rows * row, (nvlink_rows, normal))
+    expect(normal["direct_rdma_dispatch_bytes"] == direct_rows * row, (direct_rows, normal))
 
 
 def test_fp8_passes(bench, tmp):
@@ -222,7 +276,8 @@ def test_help(bench, tmp):
     result = run(bench, ["--help"])
     expect(result.returncode == 0 and "usage: switchyard-bench" in result.stdout, result.stdout)
     expect("roofline fraction =" in result.stdout, "help does not document the roofline")
-    for text in ("--ll-tokens", "p99", "rows delivered x row payload", "graph replay"):
+    for text in ("--ll-tokens", "p99", "rows delivered x row payload", "graph replay", "dispatch RDMA bytes",
+                 "dispatch NVLink bytes", "direct RDMA bytes"):
         expect(text in result.stdout, f"help does not document {text}")
 
 
@@ -230,7 +285,8 @@ def main():
     if len(sys.argv) != 2:
         sys.exit("usage: smoke_test.py PATH/TO/switchyard-bench")
     bench = sys.argv[1]
-    tests = [test_passing_run_writes_json_and_dump, test_low_latency_tokens, test_fp8_passes,
+    tests = [test_passing_run_writes_json_and_dump, test_low_latency_tokens, test_two_nodes_report_rdma_and_nvlink_bytes,
+             test_fp8_passes,
              test_bad_arguments_exit_2_with_one_line, test_timeout_never_crashes, test_help]
     failed = 0
     for test in tests:
