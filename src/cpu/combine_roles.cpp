@@ -8,6 +8,15 @@
 
 namespace switchyard::cpu {
 
+void write_combine_message(const CombineContext& context, int64_t row, uint8_t* slot) {
+  const common::CombineMessage& message = context.message;
+  std::memcpy(message.row(slot), context.y + row * message.row_bytes, message.row_bytes);
+  if (message.has_weights) {
+    const int topk = static_cast<int>(message.topk);
+    std::memcpy(message.topk_weights(slot), context.y_topk_weights + row * topk, topk * sizeof(float));
+  }
+}
+
 CombineSender::CombineSender(const CombineContext& context, int channel) : context_(context), channel_(channel) {
   homes_.resize(context.num_ranks);
   for (int home = 0; home < context.num_ranks; ++home) {
@@ -18,9 +27,7 @@ CombineSender::CombineSender(const CombineContext& context, int channel) : conte
 
 bool CombineSender::step() {
   bool progressed = false;
-  const common::CombineMessage& message = context_.message;
   const uint32_t num_slots = context_.layout.ring_slots;
-  const int topk = static_cast<int>(message.topk);
   for (int home = 0; home < context_.num_ranks; ++home) {
     Home& state = homes_[home];
     common::Ring ring = context_.layout.ring(context_.heap->peer_base(home), channel_, context_.rank);
@@ -34,10 +41,7 @@ bool CombineSender::step() {
         }
       }
       uint8_t* slot = ring.slot(state.tail);
-      std::memcpy(message.row(slot), context_.y + state.next_row * message.row_bytes, message.row_bytes);
-      if (message.has_weights) {
-        std::memcpy(message.topk_weights(slot), context_.y_topk_weights + state.next_row * topk, topk * sizeof(float));
-      }
+      write_combine_message(context_, state.next_row, slot);
       ++state.tail;
       ++state.next_row;
       progressed = true;

@@ -27,6 +27,9 @@ struct CombineContext {
   float* combined_topk_weights;     // [N, K] or null
 };
 
+// Writes expert-output row `row` of this rank (and its weights, if any) into a combine ring slot.
+void write_combine_message(const CombineContext& context, int64_t row, uint8_t* slot);
+
 class CombineSender {
  public:
   CombineSender(const CombineContext& context, int channel);

@@ -6,11 +6,9 @@
 
 namespace switchyard::cpu {
 
-namespace {
 Tensor output_or_allocate(const TensorView& given, DType dtype, std::initializer_list<int64_t> dims) {
   return given.defined() ? Tensor::borrow(given) : Tensor::empty(dtype, dims);
 }
-}  // namespace
 
 ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan, const void* owner,
                                                 Engine engine) {

@@ -35,9 +35,7 @@ common::Ring NvlCombineSender::ring_for(int home) const {
 bool NvlCombineSender::step() {
   bool progressed = false;
   const CombineContext& intranode = *context_.intranode;
-  const common::CombineMessage& message = intranode.message;
   const uint32_t num_slots = intranode.layout.ring_slots;
-  const int topk = static_cast<int>(message.topk);
   for (int home = 0; home < intranode.num_ranks; ++home) {
     Home& state = homes_[home];
     if (state.next_row >= state.end_row && state.published == state.tail) continue;
@@ -48,10 +46,7 @@ bool NvlCombineSender::step() {
         if (state.tail - state.head >= num_slots) break;
       }
       uint8_t* slot = ring.slot(state.tail);
-      std::memcpy(message.row(slot), intranode.y + state.next_row * message.row_bytes, message.row_bytes);
-      if (message.has_weights) {
-        std::memcpy(message.topk_weights(slot), intranode.y_topk_weights + state.next_row * topk, topk * sizeof(float));
-      }
+      write_combine_message(intranode, state.next_row, slot);
       ++state.tail;
       ++state.next_row;
       progressed = true;

@@ -20,10 +20,6 @@ namespace switchyard::cpu {
 
 namespace {
 
-Tensor output_or_allocate(const TensorView& given, DType dtype, std::initializer_list<int64_t> dims) {
-  return given.defined() ? Tensor::borrow(given) : Tensor::empty(dtype, dims);
-}
-
 struct Call {
   const common::SymHeap* heap;
   common::SymmetricLayout layout;
@@ -175,20 +171,11 @@ void combine_pusher(const Call& call, const detail::LowLatencyHandleData& handle
 void combine_reducer(const Call& call, const int64_t* topk_idx, const float* topk_weights, int64_t num_tokens,
                      int topk, uint16_t* combined_x) {
   const common::SymHeap& heap = *call.heap;
-  std::vector<float> accumulator(call.hidden);
-  for (int64_t token = 0; token < num_tokens; ++token) {
-    std::fill(accumulator.begin(), accumulator.end(), 0.0f);
-    for (int slot = 0; slot < topk; ++slot) {
-      if (topk_idx[token * topk + slot] < 0) continue;
-      const float weight = topk_weights[token * topk + slot];
-      const uint16_t* row = reinterpret_cast<const uint16_t*>(call.layout.combine_row(heap.base, call.half, slot, token));
-      for (int channel = 0; channel < call.hidden; ++channel) {
-        accumulator[channel] = std::fma(weight, common::bf16_to_float(row[channel]), accumulator[channel]);
-      }
-    }
-    uint16_t* out = combined_x + token * call.hidden;
-    for (int channel = 0; channel < call.hidden; ++channel) out[channel] = common::float_to_bf16(accumulator[channel]);
-  }
+  reduce_weighted_slots(topk_idx, topk_weights, num_tokens, topk, call.hidden, combined_x,
+                        [&](int slot, int64_t token) {
+                          return reinterpret_cast<const uint16_t*>(
+                              call.layout.combine_row(heap.base, call.half, slot, token));
+                        });
 }
 
 }  // namespace
