@@ -14,6 +14,13 @@ enum class WaitRole : int32_t {
   combine_sender = 5,
   combine_receiver = 6,
   layout = 7,
+  low_latency_dispatch_sender = 8,
+  low_latency_dispatch_receiver = 9,
+  low_latency_combine_sender = 10,
+  low_latency_combine_receiver = 11,
+  symmetric_dispatch = 12,
+  symmetric_combine = 13,
+  symmetric_barrier = 14,
 };
 
 enum class WaitTarget : int32_t {
@@ -23,7 +30,16 @@ enum class WaitTarget : int32_t {
   call_signature = 4, // not a wait: a peer called with a different shape
   invalid_expert = 5, // not a wait: topk_idx held an id outside [-1, num_experts)
   capacity = 6,       // not a wait: more tokens arrived than num_worst_tokens rows
+  expert_signal = 7,  // a low-latency signal word (the peer's sender to finish its sends)
+  grid_arrival = 8,   // the other blocks of this rank's grid (a grid-wide sync)
 };
+
+// The engine a role belongs to, for messages ("cuda low_latency, dispatch receiver").
+SY_HD const char* wait_role_engine(int32_t role) {
+  if (role >= static_cast<int32_t>(WaitRole::symmetric_dispatch)) return "symmetric";
+  if (role >= static_cast<int32_t>(WaitRole::low_latency_dispatch_sender)) return "low_latency";
+  return "normal";
+}
 
 struct DeviceErrorBlock {
   int32_t claimed;   // 0 free; set once by the first failing thread
@@ -49,6 +65,13 @@ SY_HD const char* wait_role_name(int32_t role) {
     case WaitRole::combine_sender: return "combine sender";
     case WaitRole::combine_receiver: return "combine receiver";
     case WaitRole::layout: return "layout";
+    case WaitRole::low_latency_dispatch_sender: return "dispatch sender";
+    case WaitRole::low_latency_dispatch_receiver: return "dispatch receiver";
+    case WaitRole::low_latency_combine_sender: return "combine sender";
+    case WaitRole::low_latency_combine_receiver: return "combine receiver";
+    case WaitRole::symmetric_dispatch: return "dispatch";
+    case WaitRole::symmetric_combine: return "combine";
+    case WaitRole::symmetric_barrier: return "cross-rank barrier";
   }
   return "unknown role";
 }
@@ -61,6 +84,8 @@ SY_HD const char* wait_target_name(int32_t target) {
     case WaitTarget::call_signature: return "a matching call (the peer called with a different shape)";
     case WaitTarget::invalid_expert: return "valid expert ids";
     case WaitTarget::capacity: return "room for the received tokens";
+    case WaitTarget::expert_signal: return "a signal word (the peer's sender to finish its sends)";
+    case WaitTarget::grid_arrival: return "the other blocks of this rank's kernel";
   }
   return "unknown";
 }

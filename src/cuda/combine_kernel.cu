@@ -4,6 +4,7 @@
 #include "common/numeric.hpp"
 #include "cuda/bounded_wait.cuh"
 #include "cuda/cuda_check.hpp"
+#include "cuda/kernel_preload.hpp"
 #include "cuda/normal_kernels.hpp"
 #include "cuda/warp_group.cuh"
 
@@ -186,5 +187,7 @@ void launch_combine(const KernelContext& context, const CombineLaunch& launch, c
   combine_kernel<<<2 * context.num_channels, warps * 32, 0, stream>>>(context, launch, warps_per_group, batch_tokens);
   SY_CUDA_CHECK_LAUNCH();
 }
+
+void prepare_combine_kernel() { preload_kernel(combine_kernel); }
 
 }  // namespace switchyard::cuda

@@ -60,7 +60,7 @@ class CudaBackend final : public detail::BackendImpl {
     SY_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking));
     // Once, before any rank launches: changing a kernel's attributes later could wait for its
     // running instances, i.e. for peers that wait for us.
-    prepare_normal_kernels();
+    prepare_normal_kernels(device_);
     // Stream-ordered allocations come from the device's default pool. By default the pool returns
     // free memory to the driver at every synchronisation, and unmapping can wait for the whole
     // device, i.e. for peers that wait for us: keep it.
@@ -348,7 +348,8 @@ class CudaBackend final : public detail::BackendImpl {
       reported_ = true;
     }
     std::ostringstream message;
-    message << "rank " << error.rank << " (cuda normal, " << common::wait_role_name(error.role);
+    message << "rank " << error.rank << " (cuda " << common::wait_role_engine(error.role) << ", "
+            << common::wait_role_name(error.role);
     if (error.channel >= 0) message << ", channel " << error.channel;
     message << ")";
     switch (static_cast<common::WaitTarget>(error.target)) {

@@ -3,6 +3,7 @@
 // destination's heap; in the receiver, a group per source copies tokens out of our ring with TMA.
 #include "cuda/bounded_wait.cuh"
 #include "cuda/cuda_check.hpp"
+#include "cuda/kernel_preload.hpp"
 #include "cuda/normal_kernels.hpp"
 #include "cuda/warp_group.cuh"
 
@@ -204,6 +205,7 @@ int normal_blocks_per_sm(int num_ranks, int row_bytes) {
 }
 
 void prepare_dispatch_kernel() {
+  preload_kernel(dispatch_kernel);
   SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(kStagingBudgetBytes)));
 }

@@ -2,6 +2,7 @@
 // result does not depend on their order).
 #include "cuda/bounded_wait.cuh"
 #include "cuda/cuda_check.hpp"
+#include "cuda/kernel_preload.hpp"
 #include "cuda/normal_kernels.hpp"
 
 namespace switchyard::cuda {
@@ -56,5 +57,7 @@ void launch_layout(const KernelContext& context, const LayoutLaunch& launch, cud
   layout_kernel<<<blocks, kLayoutThreads, 0, stream>>>(context, launch);
   SY_CUDA_CHECK_LAUNCH();
 }
+
+void prepare_layout_kernel() { preload_kernel(layout_kernel); }
 
 }  // namespace switchyard::cuda

@@ -77,8 +77,9 @@ struct CombineLaunch {
 };
 void launch_combine(const KernelContext& context, const CombineLaunch& launch, cudaStream_t stream);
 
-// Sets the kernels' shared-memory attributes (once per process; idempotent, thread-safe).
-void prepare_normal_kernels();
+// Loads every kernel of the engine into `device`'s context (the current device) and sets their
+// shared-memory attributes: once per device; idempotent, thread-safe. See kernel_preload.hpp.
+void prepare_normal_kernels(int device);
 
 // Warps per block of the dispatch and combine kernels for R ranks (a multiple of R).
 int normal_warps_per_block(int num_ranks);

@@ -1,8 +1,10 @@
 // The opening of `normal` calls: ring reset + barrier, and for a fresh dispatch the count exchange
 // (notify) that tells every rank where each (source, channel) range lands.
 #include <mutex>
+#include <set>
 
 #include "cuda/cuda_check.hpp"
+#include "cuda/kernel_preload.hpp"
 #include "cuda/device_barrier.cuh"
 #include "cuda/normal_kernels.hpp"
 #include "cuda/warp_group.cuh"
@@ -149,14 +151,24 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
 }  // namespace
 
 void prepare_dispatch_kernel();
+void prepare_combine_kernel();
+void prepare_layout_kernel();
 
-void prepare_normal_kernels() {
-  static std::once_flag once;
-  std::call_once(once, [] {
+void prepare_normal_kernels(int device) {
+  // Loading and attributes belong to a device's context: once per device (a process may drive several).
+  static std::mutex mutex;
+  static std::set<int> prepared;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!prepared.insert(device).second) return;
+  [] {
+    preload_kernel(begin_call_kernel);
+    preload_kernel(dispatch_notify_kernel);
     SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_notify_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kNotifySharedBytes)));
     prepare_dispatch_kernel();
-  });
+    prepare_combine_kernel();
+    prepare_layout_kernel();
+  }();
 }
 
 void launch_begin_call(const KernelContext& context, cudaStream_t stream) {
