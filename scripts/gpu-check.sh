@@ -5,6 +5,7 @@
 #
 #   bash scripts/gpu-check.sh                 # everything
 #   SWITCHYARD_GPU_STAGES="tests bench" bash scripts/gpu-check.sh
+#   stages: build tests processes sanitizer bench channels
 #
 # GoogleTest: found as a package, or built from source at .deps/googletest when that exists (the GPU
 # machine has no package registry: copy /usr/src/googletest from a Debian machine there).
@@ -12,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/gpu-check}
 BUILD=${SWITCHYARD_GPU_BUILD:-build/gpu}
-STAGES=${SWITCHYARD_GPU_STAGES:-"build tests processes sanitizer bench"}
+STAGES=${SWITCHYARD_GPU_STAGES:-"build tests processes sanitizer bench channels"}
 mkdir -p "$OUT"
 declare -a SUMMARY=()
 status=0
@@ -74,6 +75,18 @@ if has_stage bench; then
   run_logged "bench cuda (default shape)" bench.log timeout 900 "$BENCH_BIN" --backend cuda --json "$OUT/bench.json"
   run_logged "bench cuda 128 tokens" bench-128.log timeout 600 "$BENCH_BIN" --backend cuda --tokens 128 \
     --json "$OUT/bench-128.json"
+fi
+
+# How the `normal` engine's time moves with the SMs each rank gets (2 blocks per channel), up to what
+# 8 ranks can hold at once on one GPU.
+if has_stage channels; then
+  for channels in ${SWITCHYARD_GPU_CHANNELS:-1 2 4 8}; do
+    run_logged "bench normal, $channels channels" "channels-$channels.log" timeout 300 "$BENCH_BIN" --backend cuda \
+      --engine normal --channels "$channels" --iters 10 --json "$OUT/channels-$channels.json"
+  done
+  for log in "$OUT"/channels-*.log; do
+    echo "$(basename "$log" .log): $(grep -E '^  (dispatch|combine) ' "$log" | awk '{printf "%s %s us  ", $1, $2}')"
+  done | tee "$OUT/channels-summary.txt"
 fi
 
 echo

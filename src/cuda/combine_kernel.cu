@@ -68,6 +68,18 @@ __device__ __forceinline__ void add_bf16x8(float (&sum)[8], int4 packed) {
   }
 }
 
+// The ranks whose rows a token has, as a bitmask (at most 32 ranks: kMaxCudaRanks), read once per
+// token by the whole warp: lane r reads rank r.
+__device__ __forceinline__ uint32_t ranks_holding_token(const bool* in_rank, int num_ranks) {
+  const int lane = lane_id();
+  return __ballot_sync(0xffffffffu, lane < num_ranks && in_rank[lane]);
+}
+
+// NOTES: rows are loaded kReduceLoadsInFlight at a time before they are added (in ascending rank
+// order, as DESIGN.md fixes): a warp that loads and adds one rank at a time waits a full memory
+// latency per rank and leaves the combine latency-bound.
+constexpr int kReduceLoadsInFlight = 4;
+
 // One warp reduces token `token`, whose rows are all present: per node, fp32 over its ranks
 // ascending from +0, rounded to bf16; then fp32 over node partials ascending from +0, rounded once.
 __device__ void reduce_token(const KernelContext& context, const CombineLaunch& launch, int channel, int64_t token) {
@@ -76,20 +88,34 @@ __device__ void reduce_token(const KernelContext& context, const CombineLaunch& 
   const uint32_t chunks = message.row_bytes / 16;
   const bool* in_rank = launch.is_token_in_rank + token * num_ranks;
   const int32_t* slots = launch.send_slot + token * num_ranks;
+  const uint32_t holders = ranks_holding_token(in_rank, num_ranks);
   const int lane = lane_id();
   int4* out = reinterpret_cast<int4*>(launch.combined_x + token * (message.row_bytes / 2));
   for (uint32_t chunk = lane; chunk < chunks; chunk += 32) {
     float total[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int node_first = 0; node_first < num_ranks; node_first += launch.ranks_per_node) {
+      const int node_end = min(num_ranks, node_first + launch.ranks_per_node);
+      const uint32_t node_bits = node_end - node_first >= 32 ? 0xffffffffu : (1u << (node_end - node_first)) - 1u;
+      uint32_t pending = (holders >> node_first) & node_bits;
+      if (pending == 0) continue;
       float node_sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      bool any = false;
-      for (int rank = node_first; rank < node_first + launch.ranks_per_node; ++rank) {
-        if (!in_rank[rank]) continue;
-        any = true;
-        const uint8_t* slot = context.layout.ring(context.heap.base, channel, rank).slot(slots[rank]);
-        add_bf16x8(node_sum, reinterpret_cast<const int4*>(message.row(const_cast<uint8_t*>(slot)))[chunk]);
+      while (pending != 0) {
+        int4 rows[kReduceLoadsInFlight];
+        int count = 0;
+#pragma unroll
+        for (int j = 0; j < kReduceLoadsInFlight; ++j) {
+          if (pending == 0) break;
+          const int rank = node_first + __ffs(pending) - 1;
+          pending &= pending - 1u;
+          const uint8_t* slot = context.layout.ring(context.heap.base, channel, rank).slot(slots[rank]);
+          rows[j] = reinterpret_cast<const int4*>(message.row(const_cast<uint8_t*>(slot)))[chunk];
+          count = j + 1;
+        }
+#pragma unroll
+        for (int j = 0; j < kReduceLoadsInFlight; ++j) {
+          if (j < count) add_bf16x8(node_sum, rows[j]);
+        }
       }
-      if (!any) continue;
 #pragma unroll
       for (int i = 0; i < 8; ++i) total[i] += common::bf16_to_float(common::float_to_bf16(node_sum[i]));
     }
