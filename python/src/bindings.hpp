@@ -4,18 +4,42 @@
 // low_latency and symmetric).
 #include <nanobind/nanobind.h>
 
+#include "caller_device.hpp"
 #include "switchyard/buffer.hpp"
+#include "tensors.hpp"
 
 namespace switchyard::python {
 
 namespace nb = nanobind;
 
-using BufferClass = nb::class_<Buffer>;
+// The Buffer Python holds: the library's Buffer, plus where its tensors must be (checked before
+// each call), with the caller's current CUDA device put back after its constructor and destructor.
+// NOTES: CallerDevice is the first base, so it is built before the Buffer and destroyed after it.
+class PyBuffer : private CallerDevice, public Buffer {
+ public:
+  explicit PyBuffer(const BufferOptions& options);
+  ~PyBuffer();
+  const Placement& placement() const { return placement_; }
+  bool is_cuda() const { return placement_.cuda; }
+
+ private:
+  Placement placement_;
+};
+
+using BufferClass = nb::class_<PyBuffer>;
+
+// Around every call into a Buffer: the caller's current CUDA device is kept.
+class CallScope : public CallerDevice {
+ public:
+  explicit CallScope(const PyBuffer& buffer) : CallerDevice(buffer.is_cuda()) {}
+};
 
 void bind_errors(nb::module_& m);
 BufferClass bind_buffer(nb::module_& m);
 void bind_normal(nb::module_& m, BufferClass& buffer);
 // The expert-major engines: low_latency and symmetric (low_latency.cpp).
 void bind_low_latency(nb::module_& m, BufferClass& buffer);
+// switchyard._C._testing: what the tests need to see through the bindings (testing.cpp).
+void bind_testing(nb::module_& m);
 
 }  // namespace switchyard::python

@@ -37,6 +37,16 @@ Bytes to_bytes(nb::handle object, const std::string& name) {
 
 }  // namespace
 
+PyBuffer::PyBuffer(const BufferOptions& options)
+    : CallerDevice(options.backend == Backend::cuda),
+      Buffer(options),
+      placement_{options.backend == Backend::cuda, options.device} {
+  restore();
+}
+
+// The Buffer's destructor runs after this body and before CallerDevice's, which restores.
+PyBuffer::~PyBuffer() { save(); }
+
 BufferClass bind_buffer(nb::module_& m) {
   nb::class_<Config>(m, "Config", "Tuning of the normal engine and the bound on every wait (config.hpp).")
       .def(
@@ -103,7 +113,7 @@ BufferClass bind_buffer(nb::module_& m) {
   buffer
       .def(
           "__init__",
-          [](Buffer* self, int num_ranks, int ranks_per_node, int rank, const std::string& backend, int device,
+          [](PyBuffer* self, int num_ranks, int ranks_per_node, int rank, const std::string& backend, int device,
              const std::string& sharing, const Config& config, const BufferSizing& sizing, size_t heap_bytes) {
             BufferOptions options;
             options.topology = Topology{num_ranks, ranks_per_node};
@@ -114,18 +124,19 @@ BufferClass bind_buffer(nb::module_& m) {
             options.config = config;
             options.sizing = sizing;
             options.heap_bytes = heap_bytes;
-            new (self) Buffer(options);
+            new (self) PyBuffer(options);
           },
           nb::arg("num_ranks"), nb::arg("ranks_per_node"), nb::arg("rank"), nb::arg("backend"), nb::arg("device"),
           nb::arg("sharing"), nb::arg("config"), nb::arg("sizing"), nb::arg("heap_bytes"))
       .def("local_handle",
-           [](const Buffer& self) {
+           [](const PyBuffer& self) {
              Bytes handle = self.local_handle();
              return nb::bytes(reinterpret_cast<const char*>(handle.data()), handle.size());
            })
       .def(
           "connect",
-          [](Buffer& self, nb::handle all_handles) {
+          [](PyBuffer& self, nb::handle all_handles) {
+            CallScope scope(self);
             std::vector<Bytes> handles;
             size_t index = 0;
             for (nb::handle item : all_handles) {
@@ -138,16 +149,19 @@ BufferClass bind_buffer(nb::module_& m) {
       .def_prop_ro("is_connected", &Buffer::is_connected)
       .def(
           "synchronize",
-          [](Buffer& self, uintptr_t stream) {
+          [](PyBuffer& self, uintptr_t stream) {
+            CallScope scope(self);
             nb::gil_scoped_release release;
             self.synchronize(reinterpret_cast<Stream>(stream));
           },
           nb::arg("stream") = 0)
       .def_prop_ro("rank", &Buffer::rank)
-      .def_prop_ro("num_ranks", [](const Buffer& self) { return self.topology().num_ranks; })
-      .def_prop_ro("ranks_per_node", [](const Buffer& self) { return self.topology().ranks_per_node; })
-      .def_prop_ro("backend", [](const Buffer& self) { return std::string(backend_name(self.backend())); })
-      .def_prop_ro("config", [](const Buffer& self) { return self.config(); })
+      .def_prop_ro("num_ranks", [](const PyBuffer& self) { return self.topology().num_ranks; })
+      .def_prop_ro("ranks_per_node", [](const PyBuffer& self) { return self.topology().ranks_per_node; })
+      .def_prop_ro("backend", [](const PyBuffer& self) { return std::string(backend_name(self.backend())); })
+      .def_prop_ro("device", [](const PyBuffer& self) { return self.placement().device; },
+                   "The CUDA device of a CUDA Buffer's tensors (CPU Buffers: as given, unused).")
+      .def_prop_ro("config", [](const PyBuffer& self) { return self.config(); })
       .def_prop_ro("heap_bytes", &Buffer::heap_bytes);
   return buffer;
 }

@@ -33,6 +33,7 @@ nb::object make_hook(std::function<void()> hook, nb::handle buffer, std::shared_
     if (!*state) throw InvalidArgument(what + " hook: already called (a hook runs the receive half at most once)");
     std::function<void()> run = std::move(*state);
     *state = nullptr;
+    CallScope scope(nb::cast<const PyBuffer&>(buffer_ref));
     nb::gil_scoped_release release;
     run();
   });
@@ -41,12 +42,13 @@ nb::object make_hook(std::function<void()> hook, nb::handle buffer, std::shared_
 nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handle topk_idx, int64_t max_tokens_per_rank,
                   int num_experts, bool use_fp8, bool round_scale, bool use_ue8m0, bool return_recv_hook,
                   uintptr_t stream, const std::string& framework) {
-  Buffer& self = nb::cast<Buffer&>(self_object);
+  PyBuffer& self = nb::cast<PyBuffer&>(self_object);
   const OutputStyle style = parse_output_style(framework);
+  CallScope scope(self);
   auto keep = std::make_shared<KeepAlive>();
   LowLatencyDispatchArgs args;
-  args.x = to_view(x, "x", *keep);
-  args.topk_idx = to_view(topk_idx, "topk_idx", *keep);
+  args.x = to_view(x, "x", *keep, self.placement());
+  args.topk_idx = to_view(topk_idx, "topk_idx", *keep, self.placement());
   args.max_tokens_per_rank = max_tokens_per_rank;
   args.num_experts = num_experts;
   args.use_fp8 = use_fp8;
@@ -73,19 +75,21 @@ nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handl
 nb::tuple combine(Engine engine, nb::handle self_object, nb::handle x, nb::handle topk_idx, nb::handle topk_weights,
                   const LowLatencyHandle& handle, bool zero_copy, bool return_recv_hook, nb::handle out_combined_x,
                   uintptr_t stream, const std::string& framework) {
-  Buffer& self = nb::cast<Buffer&>(self_object);
+  PyBuffer& self = nb::cast<PyBuffer&>(self_object);
   const OutputStyle style = parse_output_style(framework);
+  CallScope scope(self);
+  const Placement& placement = self.placement();
   auto keep = std::make_shared<KeepAlive>();
   LowLatencyCombineArgs args;
-  args.x = to_view(x, "x", *keep);
-  args.topk_idx = to_view(topk_idx, "topk_idx", *keep);
-  args.topk_weights = to_view(topk_weights, "topk_weights", *keep);
+  args.x = to_view(x, "x", *keep, placement);
+  args.topk_idx = to_view(topk_idx, "topk_idx", *keep, placement);
+  args.topk_weights = to_view(topk_weights, "topk_weights", *keep, placement);
   // The handle's routing data is shared: a copy keeps it alive for the hook.
   auto handle_copy = std::make_shared<LowLatencyHandle>(handle);
   args.handle = handle_copy.get();
   args.zero_copy = zero_copy;
   args.return_recv_hook = return_recv_hook;
-  args.out_combined_x = to_view(out_combined_x, "out", *keep, true);
+  args.out_combined_x = to_view(out_combined_x, "out", *keep, placement, true);
   args.stream = to_stream(stream);
   LowLatencyCombineResult result;
   {
@@ -150,7 +154,8 @@ void bind_low_latency(nb::module_& m, BufferClass& buffer) {
   buffer.def(
       "low_latency_combine_buffer",
       [](nb::handle self, const LowLatencyHandle& handle, const std::string& framework) {
-        Buffer& buffer_ref = nb::cast<Buffer&>(self);
+        PyBuffer& buffer_ref = nb::cast<PyBuffer&>(self);
+        CallScope scope(buffer_ref);
         const TensorView view = buffer_ref.low_latency_combine_buffer(handle);
         // A view of the heap: the array keeps the Buffer alive.
         return to_python(Tensor::borrow(view), parse_output_style(framework), self);

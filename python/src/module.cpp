@@ -9,4 +9,5 @@ NB_MODULE(_C, m) {
   auto buffer = py::bind_buffer(m);
   py::bind_normal(m, buffer);
   py::bind_low_latency(m, buffer);
+  py::bind_testing(m);
 }

@@ -18,25 +18,26 @@ namespace {
 Stream to_stream(uintptr_t stream) { return reinterpret_cast<Stream>(stream); }
 
 // Python passes a layout as the 4-tuple of its tensors (switchyard.DispatchLayout unpacks to it).
-DispatchLayout to_layout(nb::handle layout, KeepAlive& keep) {
+DispatchLayout to_layout(nb::handle layout, KeepAlive& keep, const Placement& placement) {
   nb::tuple parts = nb::cast<nb::tuple>(layout);
   if (parts.size() != 4) {
     throw InvalidArgument("layout: expected (num_tokens_per_rank, num_tokens_per_node, num_tokens_per_expert, "
                           "is_token_in_rank), got a tuple of " + std::to_string(parts.size()));
   }
   DispatchLayout result;
-  result.num_tokens_per_rank = Tensor::borrow(to_view(parts[0], "layout.num_tokens_per_rank", keep));
-  result.num_tokens_per_node = Tensor::borrow(to_view(parts[1], "layout.num_tokens_per_node", keep));
-  result.num_tokens_per_expert = Tensor::borrow(to_view(parts[2], "layout.num_tokens_per_expert", keep));
-  result.is_token_in_rank = Tensor::borrow(to_view(parts[3], "layout.is_token_in_rank", keep));
+  result.num_tokens_per_rank = Tensor::borrow(to_view(parts[0], "layout.num_tokens_per_rank", keep, placement));
+  result.num_tokens_per_node = Tensor::borrow(to_view(parts[1], "layout.num_tokens_per_node", keep, placement));
+  result.num_tokens_per_expert = Tensor::borrow(to_view(parts[2], "layout.num_tokens_per_expert", keep, placement));
+  result.is_token_in_rank = Tensor::borrow(to_view(parts[3], "layout.is_token_in_rank", keep, placement));
   return result;
 }
 
-nb::tuple get_dispatch_layout(Buffer& self, nb::handle topk_idx, int num_experts, uintptr_t stream,
+nb::tuple get_dispatch_layout(PyBuffer& self, nb::handle topk_idx, int num_experts, uintptr_t stream,
                               const std::string& framework) {
   const OutputStyle style = parse_output_style(framework);
+  CallScope scope(self);
   KeepAlive keep;
-  const TensorView topk_idx_view = to_view(topk_idx, "topk_idx", keep);
+  const TensorView topk_idx_view = to_view(topk_idx, "topk_idx", keep, self.placement());
   DispatchLayout layout;
   {
     nb::gil_scoped_release release;
@@ -46,31 +47,33 @@ nb::tuple get_dispatch_layout(Buffer& self, nb::handle topk_idx, int num_experts
                         to_python(layout.num_tokens_per_expert, style), to_python(layout.is_token_in_rank, style));
 }
 
-nb::dict dispatch(Buffer& self, nb::handle x, nb::handle x_scales, nb::handle topk_idx, nb::handle topk_weights,
+nb::dict dispatch(PyBuffer& self, nb::handle x, nb::handle x_scales, nb::handle topk_idx, nb::handle topk_weights,
                   int num_experts, int expert_alignment, nb::handle layout, std::optional<DispatchHandle> cached_handle,
                   int64_t num_worst_tokens, nb::handle out_recv_x, nb::handle out_recv_x_scales,
                   nb::handle out_recv_topk_idx, nb::handle out_recv_topk_weights, uintptr_t stream,
                   const std::string& framework) {
   const OutputStyle style = parse_output_style(framework);
+  CallScope scope(self);
+  const Placement& placement = self.placement();
   KeepAlive keep;
   DispatchArgs args;
-  args.x = to_view(x, "x", keep);
-  args.x_scales = to_view(x_scales, "x_scales", keep);
-  args.topk_idx = to_view(topk_idx, "topk_idx", keep);
-  args.topk_weights = to_view(topk_weights, "topk_weights", keep);
+  args.x = to_view(x, "x", keep, placement);
+  args.x_scales = to_view(x_scales, "x_scales", keep, placement);
+  args.topk_idx = to_view(topk_idx, "topk_idx", keep, placement);
+  args.topk_weights = to_view(topk_weights, "topk_weights", keep, placement);
   args.num_experts = num_experts;
   args.expert_alignment = expert_alignment;
   DispatchLayout layout_tensors;
   if (!layout.is_none()) {
-    layout_tensors = to_layout(layout, keep);
+    layout_tensors = to_layout(layout, keep, placement);
     args.layout = &layout_tensors;
   }
   if (cached_handle) args.cached_handle = &*cached_handle;
   args.num_worst_tokens = num_worst_tokens;
-  args.out_recv_x = to_view(out_recv_x, "out_recv_x", keep, true);
-  args.out_recv_x_scales = to_view(out_recv_x_scales, "out_recv_x_scales", keep, true);
-  args.out_recv_topk_idx = to_view(out_recv_topk_idx, "out_recv_topk_idx", keep, true);
-  args.out_recv_topk_weights = to_view(out_recv_topk_weights, "out_recv_topk_weights", keep, true);
+  args.out_recv_x = to_view(out_recv_x, "out_recv_x", keep, placement, true);
+  args.out_recv_x_scales = to_view(out_recv_x_scales, "out_recv_x_scales", keep, placement, true);
+  args.out_recv_topk_idx = to_view(out_recv_topk_idx, "out_recv_topk_idx", keep, placement, true);
+  args.out_recv_topk_weights = to_view(out_recv_topk_weights, "out_recv_topk_weights", keep, placement, true);
   args.stream = to_stream(stream);
 
   DispatchResult result;
@@ -91,17 +94,20 @@ nb::dict dispatch(Buffer& self, nb::handle x, nb::handle x_scales, nb::handle to
   return out;
 }
 
-nb::tuple combine(Buffer& self, nb::handle x, nb::handle topk_weights, const DispatchHandle& handle,
+nb::tuple combine(PyBuffer& self, nb::handle x, nb::handle topk_weights, const DispatchHandle& handle,
                   nb::handle out_combined_x, nb::handle out_combined_topk_weights, uintptr_t stream,
                   const std::string& framework) {
   const OutputStyle style = parse_output_style(framework);
+  CallScope scope(self);
+  const Placement& placement = self.placement();
   KeepAlive keep;
   CombineArgs args;
-  args.x = to_view(x, "x", keep);
-  args.topk_weights = to_view(topk_weights, "topk_weights", keep);
+  args.x = to_view(x, "x", keep, placement);
+  args.topk_weights = to_view(topk_weights, "topk_weights", keep, placement);
   args.handle = &handle;
-  args.out_combined_x = to_view(out_combined_x, "out_combined_x", keep, true);
-  args.out_combined_topk_weights = to_view(out_combined_topk_weights, "out_combined_topk_weights", keep, true);
+  args.out_combined_x = to_view(out_combined_x, "out_combined_x", keep, placement, true);
+  args.out_combined_topk_weights =
+      to_view(out_combined_topk_weights, "out_combined_topk_weights", keep, placement, true);
   args.stream = to_stream(stream);
   CombineResult result;
   {

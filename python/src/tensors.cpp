@@ -71,12 +71,12 @@ OutputStyle parse_output_style(const std::string& framework) {
   if (framework == "numpy") return {F::numpy, false};
   if (framework == "torch") return {F::pytorch, true};
   if (framework == "jax") return {F::jax, true};
-  if (framework == "cupy") return {F::cupy, true};
+  if (framework == "cupy") return {F::cupy, false};  // cupy has no bfloat16 (nor fp8) dtype
   if (framework == "dlpack") return {F::dlpack, true};
   throw InvalidArgument("framework: expected numpy, torch, jax, cupy or dlpack, got '" + framework + "'");
 }
 
-TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, bool writable) {
+TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, const Placement& placement, bool writable) {
   TensorView view;
   if (object.is_none()) return view;
   nb::ndarray<nb::ro> array;
@@ -125,6 +125,10 @@ TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, bool wr
   }
   view.device_index = static_cast<int>(array.device_id());
   view.data = const_cast<void*>(array.data());
+  if (placement.cuda && view.device == Device::cuda && view.device_index != placement.device) {
+    throw InvalidArgument(std::string(name) + ": expected a tensor on cuda:" + std::to_string(placement.device) +
+                          " (the Buffer's device), got " + view.describe());
+  }
   keep.push_back(std::move(array));
   return view;
 }
@@ -151,6 +155,13 @@ nb::object to_python(const Tensor& tensor, const OutputStyle& style, nb::handle 
   const int device_type = view.device == Device::cuda ? nb::device::cuda::value : nb::device::cpu::value;
   const size_t ndim = static_cast<size_t>(view.ndim);
   using F = OutputStyle::Framework;
+  if (style.framework == F::pytorch && view.dtype == DType::fp8_e4m3) {
+    // NOTES: fp8 leaves as its bits and becomes float8_e4m3fn by a view, because torch builds
+    // without fp8 in their DLPack import would refuse the DLPack fp8 code.
+    nb::object bits = export_as<nb::pytorch>(view.data, ndim, shape, owner, nb::dtype<uint8_t>(), device_type,
+                                             view.device_index);
+    return bits.attr("view")(nb::module_::import_("torch").attr("float8_e4m3fn"));
+  }
   switch (style.framework) {
     case F::numpy: return export_as<nb::numpy>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
     case F::pytorch: return export_as<nb::pytorch>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);

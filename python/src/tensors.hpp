@@ -22,13 +22,22 @@ struct OutputStyle {
 // "numpy", "torch", "jax", "cupy" or "dlpack" (an array-API object with __dlpack__, for other frameworks).
 OutputStyle parse_output_style(const std::string& framework);
 
+// Where a Buffer's tensors must be. The library checks cpu against cuda; the CUDA device ordinal is
+// checked here, before the library sees a pointer it would use on the wrong device.
+struct Placement {
+  bool cuda = false;
+  int device = 0;  // the Buffer's CUDA device
+};
+
 // The arrays a call's views point into; they must outlive the call.
 using KeepAlive = std::vector<nb::ndarray<nb::ro>>;
 
-// A view of `object` (None gives an undefined view). Raises InvalidArgument naming `name` for an
-// object that is not a tensor, an unsupported dtype or device, more than 4 dimensions, or strides
-// that are not row-major contiguous.
-TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, bool writable = false);
+// A view of `object` (None gives an undefined view): any __dlpack__ object, a DLPack capsule, or a
+// buffer-protocol object. Raises InvalidArgument naming `name` for an object that is not a tensor,
+// an unsupported dtype or device, a CUDA tensor on another device than `placement`'s, more than 4
+// dimensions, or strides that are not row-major contiguous.
+TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, const Placement& placement,
+                   bool writable = false);
 
 // The tensor in the caller's framework, sharing its storage; None when undefined. `also_keep`, when
 // given, lives as long as the array (e.g. the Buffer whose heap a borrowed view points into).

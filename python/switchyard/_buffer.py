@@ -5,7 +5,7 @@ from typing import Any, Callable, List, Optional
 from . import _C
 from ._errors import Error, InvalidArgument
 from ._groups import as_group
-from ._tensors import framework_of, stream_of
+from ._tensors import exported, framework_of, stream_of
 
 __all__ = ["Buffer", "DispatchLayout", "DispatchResult", "CombineResult", "LowLatencyDispatchResult",
            "LowLatencyCombineResult"]
@@ -70,6 +70,19 @@ class LowLatencyCombineResult:
         return iter((self.combined_x, self.hook))
 
 
+class _Call:
+    """One call's framework (outputs go back in it), its stream, and its tensors as the library
+    takes them (switchyard._tensors.exported)."""
+
+    def __init__(self, buffer: "Buffer", like, stream):
+        self.framework = framework_of(like)
+        self.stream = stream_of(like, stream)
+        buffer._last_stream = self.stream
+
+    def __call__(self, tensor, name: str):
+        return exported(tensor, name, self.stream)
+
+
 def _default_backend(backend):
     if backend == "auto":
         return "cuda" if _C.cuda_available() else "cpu"
@@ -84,10 +97,21 @@ class Buffer:
     communicator, or a callable allgather(bytes) -> list[bytes]; see switchyard.as_group).
 
     Tensors are any objects with __dlpack__ (numpy, torch, cupy, jax), contiguous, passed without
-    copies; outputs come back in the framework of `x`, sharing switchyard's memory. numpy has no bf16
-    or fp8: pass and receive them as their bits (uint16 for bf16, uint8 for fp8 e4m3); torch's
-    bfloat16 and float8_e4m3fn are taken and returned as they are. On CUDA, calls run on the
-    framework's current stream (torch.cuda.current_stream()) unless `stream=` is given.
+    copies; outputs come back in the framework of `x` on the Buffer's device, sharing switchyard's
+    memory. numpy and cupy have no bf16 or fp8: pass and receive them as their bits (uint16 for bf16,
+    uint8 for fp8 e4m3); torch's bfloat16 and float8_e4m3fn are taken and returned as they are.
+    CUDA tensors must be on the Buffer's device.
+
+    Streams: on CUDA, calls run on the framework's current stream on the tensors' device
+    (torch.cuda.current_stream(), cupy's current stream; their default stream is the legacy default
+    stream), unless `stream=` is given (a torch or cupy stream, or a cudaStream_t as an int; 0 is the
+    Buffer's own stream, which nothing else waits for). The inputs are made ready on that stream
+    through DLPack, and the outputs are ready on it when the call returns: use them on that stream,
+    or make another stream wait for it first. Outputs that switchyard allocates are freed in order
+    on that stream once the framework drops them (torch's record_stream does not apply to them).
+    A call leaves the caller's current CUDA device as it was. With ranks as threads of one process
+    (sharing='threads'), give each rank its own stream: ranks queued on one stream wait on each other
+    until the timeout.
 
     Results are bit-identical on every engine and backend, run after run (see DESIGN.md).
     """
@@ -104,6 +128,8 @@ class Buffer:
         low_latency / symmetric engine, for calls with max_tokens_per_rank up to that (and up to
         hidden, topk, num_experts); 0 (default): that engine is not available on this Buffer.
         device: the CUDA device (default: torch's current device when torch is imported, else 0)."""
+        self._last_stream = 0  # the stream of the last call, which synchronize() waits for
+        self._expert_major_framework = "numpy"  # low_latency_combine_buffer's default
         self.group = as_group(group, rank)
         backend = _default_backend(backend)
         if device is None:
@@ -139,6 +165,11 @@ class Buffer:
         return self._native.backend
 
     @property
+    def device(self) -> int:
+        """The CUDA device its tensors must be on (a CUDA Buffer)."""
+        return self._native.device
+
+    @property
     def config(self) -> _C.Config:
         return self._native.config
 
@@ -160,8 +191,9 @@ class Buffer:
         """Per-rank, per-node and per-expert token counts and is_token_in_rank, from topk_idx
         (int64 [N, K], -1 = no expert). Local: no communication."""
         self._check_alive()
-        parts = self._native.get_dispatch_layout(topk_idx, int(num_experts), stream_of(topk_idx, stream),
-                                                 framework_of(topk_idx))
+        call = _Call(self, topk_idx, stream)
+        parts = self._native.get_dispatch_layout(call(topk_idx, "topk_idx"), int(num_experts), call.stream,
+                                                 call.framework)
         return DispatchLayout(*parts)
 
     def dispatch(self, x, topk_idx=None, topk_weights=None, *, num_experts: int = 0, x_scales=None,
@@ -189,10 +221,17 @@ class Buffer:
             if x_scales is not None:
                 raise InvalidArgument("x_scales: given twice (x is already a tuple (x, x_scales))")
             x, x_scales = x
+        call = _Call(self, x, stream)
+        layout_tensors = None
+        if layout is not None:
+            names = ("num_tokens_per_rank", "num_tokens_per_node", "num_tokens_per_expert", "is_token_in_rank")
+            layout_tensors = tuple(call(tensor, "layout." + name) for tensor, name in zip(layout, names))
         raw = self._native.dispatch(
-            x, x_scales, topk_idx, topk_weights, int(num_experts), int(expert_alignment),
-            tuple(layout) if layout is not None else None, handle, int(num_worst_tokens), out_recv_x,
-            out_recv_x_scales, out_recv_topk_idx, out_recv_topk_weights, stream_of(x, stream), framework_of(x))
+            call(x, "x"), call(x_scales, "x_scales"), call(topk_idx, "topk_idx"), call(topk_weights, "topk_weights"),
+            int(num_experts), int(expert_alignment), layout_tensors, handle, int(num_worst_tokens),
+            call(out_recv_x, "out_recv_x"), call(out_recv_x_scales, "out_recv_x_scales"),
+            call(out_recv_topk_idx, "out_recv_topk_idx"), call(out_recv_topk_weights, "out_recv_topk_weights"),
+            call.stream, call.framework)
         for name, given in (("recv_x", out_recv_x), ("recv_x_scales", out_recv_x_scales),
                             ("recv_topk_idx", out_recv_topk_idx), ("recv_topk_weights", out_recv_topk_weights)):
             if given is not None:
@@ -209,9 +248,10 @@ class Buffer:
         nodes; see DESIGN.md). The order is part of the contract: results are bit-identical.
         """
         self._check_alive()
+        call = _Call(self, x, stream)
         combined_x, combined_topk_weights = self._native.combine(
-            x, topk_weights, handle, out_combined_x, out_combined_topk_weights, stream_of(x, stream),
-            framework_of(x))
+            call(x, "x"), call(topk_weights, "topk_weights"), handle, call(out_combined_x, "out_combined_x"),
+            call(out_combined_topk_weights, "out_combined_topk_weights"), call.stream, call.framework)
         if out_combined_x is not None:
             combined_x = out_combined_x
         if out_combined_topk_weights is not None:
@@ -255,12 +295,13 @@ class Buffer:
         return self._expert_major_combine("low_latency_combine", x, topk_idx, topk_weights, handle, zero_copy,
                                           return_recv_hook, out, stream)
 
-    def low_latency_combine_buffer(self, handle: "_C.LowLatencyHandle"):
+    def low_latency_combine_buffer(self, handle: "_C.LowLatencyHandle", *, framework: Optional[str] = None):
         """bf16 [L, R * max, H] in this rank's heap, for `handle`'s dispatch: write the expert outputs
         here, then low_latency_combine(None, ..., zero_copy=True). Valid until the next low-latency
-        combine; the array keeps the Buffer's memory alive (not its peers')."""
+        combine; the array keeps the Buffer's memory alive (not its peers'). framework: 'torch',
+        'numpy', 'cupy', 'jax' or 'dlpack' (default: that of the last low_latency_dispatch's x)."""
         self._check_alive()
-        return self._native.low_latency_combine_buffer(handle)
+        return self._native.low_latency_combine_buffer(handle, framework or self._expert_major_framework)
 
     def symmetric_dispatch(self, x, topk_idx, max_tokens_per_rank: int, num_experts: int, *, use_fp8: bool = False,
                            round_scale: bool = False, use_ue8m0: bool = False, return_recv_hook: bool = False,
@@ -281,26 +322,29 @@ class Buffer:
     def _expert_major_dispatch(self, method, x, topk_idx, max_tokens_per_rank, num_experts, use_fp8, round_scale,
                                use_ue8m0, return_recv_hook, stream):
         self._check_alive()
-        raw = getattr(self._native, method)(x, topk_idx, int(max_tokens_per_rank), int(num_experts), bool(use_fp8),
-                                            bool(round_scale), bool(use_ue8m0), bool(return_recv_hook),
-                                            stream_of(x, stream), framework_of(x))
+        call = _Call(self, x, stream)
+        raw = getattr(self._native, method)(call(x, "x"), call(topk_idx, "topk_idx"), int(max_tokens_per_rank),
+                                            int(num_experts), bool(use_fp8), bool(round_scale), bool(use_ue8m0),
+                                            bool(return_recv_hook), call.stream, call.framework)
+        self._expert_major_framework = call.framework
         return LowLatencyDispatchResult(**raw)
 
     def _expert_major_combine(self, method, x, topk_idx, topk_weights, handle, zero_copy, return_recv_hook, out,
                               stream):
         self._check_alive()
-        like = x if x is not None else topk_weights
-        combined_x, hook = getattr(self._native, method)(x, topk_idx, topk_weights, handle, bool(zero_copy),
-                                                         bool(return_recv_hook), out, stream_of(like, stream),
-                                                         framework_of(like))
+        call = _Call(self, x if x is not None else topk_weights, stream)
+        combined_x, hook = getattr(self._native, method)(call(x, "x"), call(topk_idx, "topk_idx"),
+                                                         call(topk_weights, "topk_weights"), handle, bool(zero_copy),
+                                                         bool(return_recv_hook), call(out, "out"), call.stream,
+                                                         call.framework)
         return LowLatencyCombineResult(out if out is not None else combined_x, hook)
 
     # ---- lifetime -------------------------------------------------------------------------------
     def synchronize(self, stream=None):
-        """Waits for this buffer's work on `stream` and raises any error a kernel recorded (CPU calls
-        complete before they return)."""
+        """Waits for this buffer's work on `stream` (default: the stream of its last call) and raises
+        any error a kernel recorded (CPU calls complete before they return)."""
         self._check_alive()
-        self._native.synchronize(stream_of(None, stream))
+        self._native.synchronize(stream_of(None, stream) if stream is not None else self._last_stream)
 
     def destroy(self):
         """Collective: waits until every rank is done with its peers' heaps, then frees this rank's.

@@ -1,7 +1,19 @@
-"""Which framework a tensor comes from (outputs go back in it) and the stream a call runs on."""
+"""Which framework a tensor comes from (outputs go back in it), the CUDA stream a call runs on, and
+how tensors are handed to the library (DLPack, without copies)."""
 import sys
 
-__all__ = ["framework_of", "stream_of", "is_tensor"]
+from ._errors import InvalidArgument
+
+__all__ = ["framework_of", "stream_of", "exported", "is_tensor", "OWN_STREAM", "LEGACY_DEFAULT_STREAM"]
+
+# switchyard's `stream` argument: 0 is the Buffer's own stream (a non-blocking stream no framework
+# knows), any other value a cudaStream_t.
+OWN_STREAM = 0
+# cudaStreamLegacy, as DLPack's __dlpack__(stream=...) also names the default stream. torch and cupy
+# report their default stream as 0, which would mean switchyard's own stream: it becomes this.
+LEGACY_DEFAULT_STREAM = 1
+# __dlpack__(stream=-1): the producer does not synchronise (DLPack's convention).
+_NO_SYNCHRONISATION = -1
 
 
 def framework_of(tensor):
@@ -20,25 +32,78 @@ def framework_of(tensor):
     return "numpy"  # buffer-protocol objects (memoryview, array.array) come back as numpy arrays
 
 
+def _framework_stream(handle):
+    """A framework's stream handle as switchyard takes it: its default stream (0) is the legacy one."""
+    handle = int(handle)
+    return LEGACY_DEFAULT_STREAM if handle == 0 else handle
+
+
+def _cupy_current_stream(tensor):
+    cupy = sys.modules["cupy"]
+    try:
+        return cupy.cuda.get_current_stream(tensor.device.id)  # per device in recent cupy
+    except TypeError:
+        with tensor.device:
+            return cupy.cuda.get_current_stream()
+
+
 def stream_of(tensor, stream=None):
-    """The CUDA stream (as an integer) a call on `tensor` runs on: `stream` when given (an int, or
-    an object with .cuda_stream / .ptr), else the framework's current stream on the tensor's device
-    (torch.cuda.current_stream(), cupy's current stream); 0 for host tensors (CPU calls ignore it)."""
+    """The CUDA stream (as an integer) a call on `tensor` runs on.
+
+    `stream` when given: a torch.cuda.Stream (.cuda_stream), a cupy Stream (.ptr), or an integer
+    cudaStream_t taken as it is (0: the Buffer's own stream, which no framework's stream waits for).
+    Otherwise the framework's current stream on the tensor's device: torch.cuda.current_stream(),
+    cupy's current stream; their default stream is the legacy default stream (cudaStreamLegacy).
+    0 for host tensors (CPU calls ignore it)."""
     if stream is not None:
-        for attribute in ("cuda_stream", "ptr"):
-            if hasattr(stream, attribute):
-                return int(getattr(stream, attribute))
+        if hasattr(stream, "cuda_stream"):
+            return _framework_stream(stream.cuda_stream)
+        if hasattr(stream, "ptr"):
+            return _framework_stream(stream.ptr)
         return int(stream)
     framework = framework_of(tensor)
     if framework == "torch":
         if not tensor.is_cuda:
-            return 0
+            return OWN_STREAM
         torch = sys.modules["torch"]
-        return int(torch.cuda.current_stream(tensor.device).cuda_stream)
+        return _framework_stream(torch.cuda.current_stream(tensor.device).cuda_stream)
     if framework == "cupy":
-        cupy = sys.modules["cupy"]
-        return int(cupy.cuda.get_current_stream().ptr)
-    return 0
+        return _framework_stream(_cupy_current_stream(tensor).ptr)
+    return OWN_STREAM
+
+
+def exported(tensor, name, stream):
+    """What the library receives for the argument `name`, read (or written) by a call on `stream`.
+
+    - torch tensors that require grad are read through .detach() (the same memory): switchyard does
+      not take part in autograd, as DeepEP's kernels do not.
+    - torch's float8_e4m3fn goes as its bits (a uint8 view): torch builds whose DLPack export lacks
+      the fp8 code can pass it too.
+    - CUDA tensors of torch and cupy are exported here with DLPack's stream argument set to the
+      call's stream, so that the framework orders its pending work on the tensor before that stream
+      (torch makes it wait for its current stream when the two differ). With the Buffer's own
+      stream, which the framework cannot name, it does not synchronise: the caller orders the work.
+    - Anything else (numpy, jax, other __dlpack__ objects, CPU tensors) goes as it is.
+    """
+    if tensor is None:
+        return None
+    framework = framework_of(tensor)
+    if framework == "torch":
+        torch = sys.modules["torch"]
+        if tensor.requires_grad:
+            tensor = tensor.detach()
+        if tensor.dtype == getattr(torch, "float8_e4m3fn", None):
+            tensor = tensor.view(torch.uint8)
+        if not tensor.is_cuda:
+            return tensor
+    elif framework != "cupy":
+        return tensor
+    producer_stream = _NO_SYNCHRONISATION if stream == OWN_STREAM else int(stream)
+    try:
+        return tensor.__dlpack__(stream=producer_stream)
+    except (BufferError, RuntimeError, TypeError, ValueError) as error:
+        raise InvalidArgument(f"{name}: expected a tensor {framework} can export by DLPack, got one it refused "
+                              f"({type(error).__name__}: {error})") from error
 
 
 def is_tensor(value):

@@ -69,7 +69,8 @@ class Ranks:
                 rank = self.conns.index(conn)
                 try:
                     kind, payload = conn.recv()
-                except EOFError:
+                except (EOFError, OSError):  # the process died (or was killed) mid-job
+                    self.processes[rank].join(timeout=5)
                     kind, payload = "error", f"the process died (exit code {self.processes[rank].exitcode})"
                 if kind == "allgather":
                     gathered[rank] = payload

@@ -6,6 +6,8 @@ import pytest
 
 import reference
 import switchyard
+from switchyard import _C
+from switchyard._tensors import stream_of
 
 
 @pytest.fixture
@@ -49,3 +51,46 @@ def test_fp8_round_trips_with_its_own_dlpack_dtype(buffer):
     routed_to_expert_0 = np.where(as_bits["recv_topk_idx"] >= 0, 0, -1)
     again = native_dispatch(buffer, as_fp8["recv_x"], as_fp8["recv_x_scales"], routed_to_expert_0, None, "numpy")
     np.testing.assert_array_equal(again["recv_x"], as_bits["recv_x"])
+
+
+# ---- no copies, and the device (switchyard._C._testing shows what the library sees) ----------------
+def test_inputs_are_read_where_the_caller_keeps_them():
+    x, _, topk_idx, _ = inputs()
+    for tensor, dtype in ((x, "bf16"), (topk_idx, "i64")):
+        seen = _C._testing.view_of(tensor)
+        assert seen["data"] == tensor.ctypes.data
+        assert (seen["device"], seen["dtype"], seen["shape"]) == ("cpu", dtype, list(tensor.shape))
+
+
+def test_library_outputs_are_handed_over_without_copies():
+    for dtype, numpy_dtype in (("bf16", np.uint16), ("fp8_e4m3", np.uint8), ("f32", np.float32), ("i64", np.int64),
+                               ("bool", np.bool_)):
+        array, data = _C._testing.empty("numpy", dtype, [3, 5])
+        assert array.dtype == numpy_dtype and array.shape == (3, 5), dtype
+        assert array.ctypes.data == data, dtype
+
+
+def test_a_tensor_on_a_cuda_device_is_refused_naming_the_argument(buffer):
+    x, _, topk_idx, topk_weights = inputs()
+    # The same host memory, labelled as CUDA device 1's: refused before anything reads it.
+    with pytest.raises(switchyard.InvalidArgument, match=r"^x: expected a tensor on cpu, got bf16\[9, 256\] on cuda:1$"):
+        buffer.dispatch(_C._testing.relabelled(x, 1), topk_idx, topk_weights, num_experts=4)
+    with pytest.raises(switchyard.InvalidArgument, match=r"^topk_idx: expected a tensor on cpu, got i64\[9, 2\] on cuda:1"):
+        buffer.dispatch(x, _C._testing.relabelled(topk_idx, 1), topk_weights, num_experts=4)
+
+
+def test_framework_default_streams_are_the_legacy_stream_and_ints_are_taken_as_given():
+    class TorchStream:  # what switchyard reads of a torch.cuda.Stream
+        def __init__(self, handle):
+            self.cuda_stream = handle
+
+    class CupyStream:
+        def __init__(self, handle):
+            self.ptr = handle
+
+    x = inputs()[0]
+    assert stream_of(x) == 0  # host tensors: no stream
+    assert stream_of(x, TorchStream(0)) == 1  # torch's default stream is cudaStreamLegacy, not the Buffer's own
+    assert stream_of(x, TorchStream(0x1234)) == 0x1234
+    assert stream_of(x, CupyStream(0)) == 1
+    assert stream_of(x, 0) == 0 and stream_of(x, 7) == 7

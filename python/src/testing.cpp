@@ -1,0 +1,82 @@
+// switchyard._C._testing: lets the tests check the bindings' promises that Python alone cannot see:
+// inputs are read where the caller's framework keeps them, outputs are the library's own memory, and
+// a CUDA tensor on another device than the Buffer's is refused before the library sees it.
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "bindings.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard::python {
+
+namespace {
+
+DType parse_dtype(const std::string& name) {
+  for (DType dtype : {DType::bf16, DType::fp8_e4m3, DType::f32, DType::i32, DType::i64, DType::boolean}) {
+    if (name == dtype_name(dtype)) return dtype;
+  }
+  throw InvalidArgument("dtype: expected bf16, fp8_e4m3, f32, i32, i64 or bool, got '" + name + "'");
+}
+
+nb::dict describe(const TensorView& view) {
+  nb::dict out;
+  out["data"] = reinterpret_cast<uintptr_t>(view.data);
+  out["device"] = view.device == Device::cuda ? "cuda" : "cpu";
+  out["device_index"] = view.device_index;
+  out["dtype"] = dtype_name(view.dtype);
+  out["shape"] = std::vector<int64_t>(view.shape.begin(), view.shape.begin() + view.ndim);
+  return out;
+}
+
+}  // namespace
+
+void bind_testing(nb::module_& m) {
+  nb::module_ testing = m.def_submodule("_testing", "For switchyard's tests only.");
+  testing.def(
+      "view_of",
+      [](nb::handle tensor) {
+        KeepAlive keep;
+        return describe(to_view(tensor, "tensor", keep, Placement{}));
+      },
+      nb::arg("tensor"), "-> dict(data, device, device_index, dtype, shape): the view the library would get");
+  testing.def(
+      "empty",
+      [](const std::string& framework, const std::string& dtype, const std::vector<int64_t>& shape, bool cuda,
+         int device_index) {
+        if (shape.empty() || shape.size() > static_cast<size_t>(kMaxTensorDims)) {
+          throw InvalidArgument("shape: expected 1 to " + std::to_string(kMaxTensorDims) + " dimensions");
+        }
+        std::array<int64_t, kMaxTensorDims> dims{};
+        std::copy(shape.begin(), shape.end(), dims.begin());
+        const Tensor tensor = Tensor::empty_like_shape(parse_dtype(dtype), dims, static_cast<int>(shape.size()),
+                                                       cuda ? Device::cuda : Device::cpu, device_index);
+        return nb::make_tuple(to_python(tensor, parse_output_style(framework)),
+                              reinterpret_cast<uintptr_t>(tensor.data()));
+      },
+      nb::arg("framework"), nb::arg("dtype"), nb::arg("shape"), nb::arg("cuda") = false, nb::arg("device_index") = 0,
+      "-> (tensor, data): a library-allocated Tensor handed to `framework`, and its address as the library has it");
+  testing.def(
+      "relabelled",
+      [](nb::handle tensor, int device_index) {
+        KeepAlive keep;
+        const TensorView view = to_view(tensor, "tensor", keep, Placement{});
+        size_t shape[kMaxTensorDims] = {};
+        for (int dim = 0; dim < view.ndim; ++dim) shape[dim] = static_cast<size_t>(view.shape[dim]);
+        // The same memory and dtype bits, claiming to be on CUDA device `device_index`; `tensor` stays alive.
+        const nb::dlpack::dtype dtype = keep.front().dtype();
+        nb::ndarray<nb::array_api> relabelled(view.data, static_cast<size_t>(view.ndim), shape, tensor, nullptr, dtype,
+                                              nb::device::cuda::value, device_index);
+        return relabelled.cast(nb::rv_policy::reference);
+      },
+      nb::arg("tensor"), nb::arg("device_index"),
+      "A __dlpack__ object viewing `tensor`'s memory but saying it is on cuda:`device_index` (never dereference it "
+      "there unless it is)");
+}
+
+}  // namespace switchyard::python

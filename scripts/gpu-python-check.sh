@@ -1,0 +1,202 @@
+#!/usr/bin/env bash
+# The Python package on the GPU machine, in one call: installs switchyard offline from the wheels in
+# .deps/wheels (that machine has no package registry), starts MPS (and stops it on exit, always), and
+# runs the GPU pytest suite: torch CUDA tensors in this process, and ranks as processes grouped by
+# torch.distributed (gloo). Logs and a JUnit XML go to $OUT (or ./out/gpu-python-check); a short
+# summary is printed last. Exit status 0 only when the install and every test passed (tests of CUDA
+# engines that raise switchyard.Unsupported are skipped, and listed).
+#
+#   bash scripts/gpu-python-check.sh                    # on the GPU machine (carry .deps there)
+#   bash scripts/gpu-python-check.sh --download-wheels  # on a machine with PyPI: fills .deps/wheels
+#
+# Environment:
+#   SWITCHYARD_PY_INSTALL   pip (default): `pip install .` through scikit-build-core, as users install;
+#                           it falls back to cmake when pip is missing or fails (said in the summary).
+#                           cmake: builds switchyard._C with CMake and runs the package from the tree.
+#   SWITCHYARD_PY_TESTS     pytest paths (default: the GPU tests; "tests/python" adds the CPU suite,
+#                           which needs numpy)
+#   SWITCHYARD_PY_PYTEST_ARGS  extra pytest arguments, e.g. "-k deep_ep"
+#   SWITCHYARD_PY_TIMEOUT   seconds for the whole pytest run (default 300; it takes about a minute)
+#   SWITCHYARD_PY_MPS       1 (default): run under MPS; 0: without (the rank processes time-slice)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+repo_root=$PWD
+wheels=$repo_root/.deps/wheels
+
+# What .deps/wheels holds: the build backend, nanobind, pytest and ninja, with their dependencies,
+# for CPython 3.10 to 3.13 (all pure Python except ninja, whose one wheel fits every version).
+if [[ ${1:-} == --download-wheels ]]; then
+  set -e
+  mkdir -p "$wheels"
+  for version in 3.10 3.11 3.12 3.13; do
+    python3 -m pip download -q -d "$wheels" --only-binary=:all: --implementation cp --python-version "$version" \
+      --platform manylinux2014_x86_64 "scikit-build-core==1.1.2" "nanobind==3.1.0" "pytest==9.2.0" "ninja==1.13.2"
+  done
+  # pip evaluates these dependencies' markers for the running interpreter; Python 3.10 needs them.
+  python3 -m pip download -q -d "$wheels" --only-binary=:all: --implementation cp --python-version 3.10 \
+    --platform manylinux2014_x86_64 exceptiongroup tomli typing_extensions
+  ls -la "$wheels"
+  du -sh "$wheels"
+  exit 0
+fi
+
+OUT=${OUT:-$repo_root/out/gpu-python-check}
+mkdir -p "$OUT"
+install_mode=${SWITCHYARD_PY_INSTALL:-pip}
+tests=${SWITCHYARD_PY_TESTS:-"tests/python/test_cuda_tensors.py tests/python/test_cuda_ranks.py"}
+read -r -a extra_pytest_args <<<"${SWITCHYARD_PY_PYTEST_ARGS:-}"
+pytest_timeout=${SWITCHYARD_PY_TIMEOUT:-300}
+declare -a SUMMARY=()
+status=0
+note() { SUMMARY+=("$1"); echo "== $1"; }
+print_summary() {
+  echo
+  echo "==== gpu-python-check summary ($OUT)"
+  for line in "${SUMMARY[@]}"; do echo "  $line"; done
+}
+
+# ---- the machine -------------------------------------------------------------------------------
+if ! command -v nvcc >/dev/null 2>&1 && [[ -z ${CUDACXX:-} && -x /usr/local/cuda/bin/nvcc ]]; then
+  export PATH="/usr/local/cuda/bin:$PATH"
+  export CUDACXX=/usr/local/cuda/bin/nvcc
+fi
+{
+  echo "gpu: $(nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader 2>&1 | head -1)"
+  echo "python: $(command -v python3) $(python3 --version 2>&1)"
+  python3 -c 'import torch; print("torch:", torch.__version__, "cuda", torch.version.cuda, "devices", torch.cuda.device_count())' 2>&1
+  python3 -c 'import numpy; print("numpy:", numpy.__version__)' 2>&1 | tail -1
+  python3 -m pip --version 2>&1 | tail -1
+  echo "nvcc: $(nvcc --version 2>&1 | tail -1)"
+  echo "cmake: $(cmake --version 2>&1 | head -1)"
+  echo "ninja: $(ninja --version 2>&1 | head -1)"
+  echo "/dev/shm: $(df -h /dev/shm 2>&1 | tail -1)"
+} >"$OUT/env.txt" 2>&1
+cat "$OUT/env.txt"
+if ! python3 -c 'import torch' >/dev/null 2>&1; then
+  note "torch: not importable by $(command -v python3): nothing to test"
+  print_summary
+  exit 1
+fi
+
+# ---- install -----------------------------------------------------------------------------------
+# Ignored by pip versions that lack these options (the command-line flags would be errors there).
+export PIP_ROOT_USER_ACTION=ignore PIP_DISABLE_PIP_VERSION_CHECK=1
+if python3 -c 'import os, sys, sysconfig; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["stdlib"], "EXTERNALLY-MANAGED")))'; then
+  export PIP_BREAK_SYSTEM_PACKAGES=1  # a throwaway machine's system Python (PEP 668)
+fi
+pythonpath_for_tests=""
+
+install_with_pip() {
+  python3 -m pip --version >/dev/null 2>&1 || { echo "no pip for $(command -v python3)"; return 1; }
+  [[ -d $wheels ]] || { echo "no $wheels: carry .deps (bash scripts/gpu-python-check.sh --download-wheels makes it)"; return 1; }
+  local requirements=("scikit-build-core>=0.10" "nanobind>=3.1" "pytest")
+  command -v ninja >/dev/null 2>&1 || requirements+=(ninja)
+  echo "== pip install (offline) ${requirements[*]}"
+  python3 -m pip install --no-index --find-links "$wheels" "${requirements[@]}" || return 1
+  echo "== pip install ./ (offline, no build isolation, CUDA backend required)"
+  # --no-deps: numpy (the package's dependency for numpy users) is not needed by the torch tests.
+  # Its own build folder (incremental on a warm machine), apart from run-tests.sh's build/python.
+  CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip install -v --no-index --find-links "$wheels" \
+    --no-build-isolation --no-deps --config-settings=cmake.define.SWITCHYARD_CUDA=ON \
+    "--config-settings=build-dir=build/gpu-python/pip-{wheel_tag}" ./ || return 1
+}
+
+# No pip: nanobind and pytest unpacked from their wheels, switchyard._C built by CMake, and the
+# package run from a staging folder (python/switchyard plus the extension).
+install_with_cmake() {
+  local build=$repo_root/build/gpu-python site=$repo_root/build/gpu-python/site
+  mkdir -p "$site" "$build/pkg/switchyard"
+  local wheel
+  for wheel in "$wheels"/*.whl; do
+    python3 -m zipfile -e "$wheel" "$site" || return 1
+  done
+  local generator=()
+  command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+  echo "== cmake configure $build"
+  cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSWITCHYARD_BUILD_PYTHON=ON \
+    -DSWITCHYARD_BUILD_TESTS=OFF -DSWITCHYARD_BUILD_BENCH=OFF -DSWITCHYARD_MPI=OFF -DSWITCHYARD_CUDA=ON \
+    -DSWITCHYARD_WERROR=OFF -DPython_EXECUTABLE="$(command -v python3)" -Dnanobind_DIR="$site/nanobind/cmake" \
+    || return 1
+  echo "== cmake build _C"
+  cmake --build "$build" --target _C -j "$(nproc)" || return 1
+  cp python/switchyard/*.py "$build/pkg/switchyard/" || return 1
+  cp "$build"/python/_C*.so "$build/pkg/switchyard/" || return 1
+  pythonpath_for_tests="$build/pkg:$site"
+}
+
+install_start=$SECONDS
+installed=""
+if [[ $install_mode == pip ]]; then
+  if install_with_pip >"$OUT/install.log" 2>&1; then
+    installed=pip
+  else
+    note "install (pip): FAILED, trying cmake (see install.log)"
+    tail -30 "$OUT/install.log"
+    status=1
+  fi
+fi
+if [[ -z $installed ]]; then
+  if install_with_cmake >"$OUT/install-cmake.log" 2>&1; then
+    installed=cmake
+  else
+    note "install (cmake): FAILED (install-cmake.log)"
+    tail -40 "$OUT/install-cmake.log"
+    print_summary
+    exit 1
+  fi
+fi
+check_import='import switchyard, sys; print(switchyard.__file__, "cuda_available:", switchyard.cuda_available()); sys.exit(not switchyard.cuda_available())'
+if ! (cd "$OUT" && PYTHONPATH="$pythonpath_for_tests${PYTHONPATH:+:$PYTHONPATH}" python3 -c "$check_import") >>"$OUT/install.log" 2>&1; then
+  note "install ($installed): switchyard does not import, or has no CUDA backend (install.log)"
+  tail -20 "$OUT/install.log"
+  print_summary
+  exit 1
+fi
+note "install ($installed): ok, CUDA backend ($((SECONDS - install_start)) s)"
+
+# ---- MPS ---------------------------------------------------------------------------------------
+mps_started=0
+stop_mps() {
+  if [[ $mps_started == 1 ]]; then
+    echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+    mps_started=0
+  fi
+}
+trap stop_mps EXIT
+trap 'exit 143' TERM INT  # so that the EXIT trap stops MPS when this script is stopped
+if [[ ${SWITCHYARD_PY_MPS:-1} == 1 ]]; then
+  export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/mps_pipe}
+  export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/mps_log}
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d >"$OUT/mps.log" 2>&1; then
+    mps_started=1
+    note "mps: started"
+  else
+    note "mps: could not start (already running, or unavailable; see mps.log): rank processes may time-slice"
+  fi
+else
+  note "mps: not used (SWITCHYARD_PY_MPS=0)"
+fi
+
+# ---- pytest ------------------------------------------------------------------------------------
+read -r -a test_paths <<<"$tests"
+test_start=$SECONDS
+# SWITCHYARD_TEST_REQUIRE_CUDA: "no torch / no CUDA" fails here instead of skipping.
+SWITCHYARD_TEST_REQUIRE_CUDA=1 PYTHONPATH="$pythonpath_for_tests${PYTHONPATH:+:$PYTHONPATH}" \
+  timeout -k 15 "$pytest_timeout" python3 -m pytest "${test_paths[@]}" -v -rs -p no:cacheprovider --durations=8 \
+  --junitxml="$OUT/pytest-gpu.xml" "${extra_pytest_args[@]}" >"$OUT/pytest.log" 2>&1
+pytest_status=$?
+stop_mps
+result_line=$(grep -E '^=+ .*(passed|failed|error|skipped).* in [0-9.]+s' "$OUT/pytest.log" | tail -1)
+if [[ $pytest_status == 0 ]]; then
+  note "pytest: pass ($((SECONDS - test_start)) s): ${result_line:-?} (pytest.log)"
+else
+  status=1
+  [[ $pytest_status == 124 || $pytest_status == 137 ]] && note "pytest: TIMED OUT after $pytest_timeout s"
+  note "pytest: FAIL rc=$pytest_status ($((SECONDS - test_start)) s): ${result_line:-?} (pytest.log)"
+  grep -E '^(FAILED|ERROR) ' "$OUT/pytest.log" | head -20
+  tail -60 "$OUT/pytest.log"
+fi
+while IFS= read -r line; do note "  $line"; done < <(grep -E '^SKIPPED ' "$OUT/pytest.log" | head -12)
+print_summary
+exit $status

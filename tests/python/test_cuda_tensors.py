@@ -1,0 +1,339 @@
+"""torch CUDA tensors through switchyard's CUDA backend, one rank in this process: DLPack without
+copies in and out, the caller's device, calls on torch's current stream, deep_ep's events, and
+every engine bitwise against the CPU backend (which CI checks against the NumPy reference)."""
+import gc
+
+import pytest
+
+import switchyard
+import torch_support
+from switchyard import _C, deep_ep
+from switchyard._tensors import exported, stream_of
+from torch_support import assert_same, draw_inputs, expert, expert_major_expert, skip_if_unsupported
+
+torch = torch_support.require_torch_cuda()
+
+HIDDEN, TOPK, NUM_EXPERTS, NUM_TOKENS, MAX_TOKENS = 512, 3, 4, 37, 48
+SEED = 21
+# torch.cuda._sleep spins this many GPU cycles (about 0.1 s on an H200): work queued behind it on a
+# stream is still pending when the host looks, so running on the wrong stream shows.
+SLEEP_CYCLES = 200_000_000
+
+
+def solo(mine):
+    return [mine]
+
+
+def make_buffer(backend, **kwargs):
+    config = switchyard.Config(timeout_seconds=torch_support.TIMEOUT_SECONDS)
+    return switchyard.Buffer(solo, backend=backend, sharing="threads", config=config, max_tokens_per_rank=64,
+                             hidden=HIDDEN, topk=TOPK, num_experts=NUM_EXPERTS, **kwargs)
+
+
+@pytest.fixture(scope="module")
+def device():
+    return torch.cuda.current_device()
+
+
+@pytest.fixture
+def cuda_buffer():
+    buffer = make_buffer("cuda")
+    yield buffer
+    buffer.destroy()
+
+
+@pytest.fixture(scope="module")
+def cpu_buffer():
+    buffer = make_buffer("cpu", low_latency_max_tokens_per_rank=MAX_TOKENS, symmetric_max_tokens_per_rank=MAX_TOKENS)
+    yield buffer
+    buffer.destroy()
+
+
+@pytest.fixture
+def cuda_expert_major_buffer():
+    try:
+        buffer = make_buffer("cuda", low_latency_max_tokens_per_rank=MAX_TOKENS,
+                             symmetric_max_tokens_per_rank=MAX_TOKENS)
+    except switchyard.Unsupported as error:
+        skip_if_unsupported(error)
+    yield buffer
+    buffer.destroy()
+
+
+def inputs(device=None, seed=SEED, fp8=False, num_tokens=NUM_TOKENS):
+    tensors = draw_inputs(seed, 0, num_tokens, HIDDEN, TOPK, NUM_EXPERTS, fp8=fp8)
+    return tuple(t.to(device) if t is not None and device is not None else t for t in tensors)
+
+
+def normal_round_trip(buffer, x, scales, topk_idx, topk_weights):
+    """layout -> dispatch -> experts -> combine, then cached and worst-case dispatches; CPU tensors out."""
+    layout = buffer.get_dispatch_layout(topk_idx, NUM_EXPERTS)
+    recv = buffer.dispatch(x, topk_idx, topk_weights, num_experts=NUM_EXPERTS, x_scales=scales, layout=layout,
+                           expert_alignment=4)
+    out = {"layout." + name: tensor for name, tensor in zip(
+        ("num_tokens_per_rank", "num_tokens_per_node", "num_tokens_per_expert", "is_token_in_rank"), layout)}
+    out.update(recv_x=recv.recv_x, recv_x_scales=recv.recv_x_scales, recv_topk_idx=recv.recv_topk_idx,
+               recv_topk_weights=recv.recv_topk_weights, recv_expert_counts=recv.recv_expert_counts)
+    if scales is None:
+        y = expert(recv.recv_x, recv.recv_topk_idx)
+        combined = buffer.combine(y, recv.handle, recv.recv_topk_weights)
+        out.update(y=y, combined_x=combined.combined_x, combined_topk_weights=combined.combined_topk_weights)
+    out["cached_x"] = buffer.dispatch(x, x_scales=scales, handle=recv.handle).recv_x
+    worst = buffer.dispatch(x, topk_idx, topk_weights, num_experts=NUM_EXPERTS, x_scales=scales, num_worst_tokens=50)
+    received = recv.num_recv_tokens
+    out.update(worst_x=worst.recv_x[:received], worst_topk_idx=worst.recv_topk_idx,
+               worst_topk_weights=worst.recv_topk_weights)
+    buffer.synchronize()
+    meta = dict(num_recv_tokens=recv.num_recv_tokens, per_expert=list(recv.num_recv_tokens_per_expert))
+    return {name: tensor.cpu() if tensor is not None else None for name, tensor in out.items()}, meta
+
+
+# ---- DLPack: no copies, the caller's framework and device ------------------------------------------
+def test_cuda_inputs_are_read_where_torch_keeps_them(device):
+    x, scales, topk_idx, _ = inputs(device, fp8=True)
+    stream = stream_of(x)
+    for name, tensor, dtype in (("x", x, "fp8_e4m3"), ("x_scales", scales, "f32"), ("topk_idx", topk_idx, "i64"),
+                                ("bf16", x.view(torch.int16).view(torch.bfloat16), "bf16")):
+        seen = _C._testing.view_of(exported(tensor, name, stream))
+        assert seen["data"] == tensor.data_ptr(), name
+        assert (seen["device"], seen["device_index"], seen["dtype"]) == ("cuda", device, dtype), name
+        assert seen["shape"] == list(tensor.shape), name
+
+
+def test_library_outputs_become_torch_tensors_without_copies(device):
+    for dtype, torch_dtype in (("bf16", torch.bfloat16), ("fp8_e4m3", torch.float8_e4m3fn), ("f32", torch.float32),
+                               ("i64", torch.int64), ("bool", torch.bool)):
+        tensor, data = _C._testing.empty("torch", dtype, [5, 7], cuda=True, device_index=device)
+        assert isinstance(tensor, torch.Tensor) and tensor.dtype == torch_dtype, dtype
+        assert tensor.device == torch.device("cuda", device), dtype
+        assert tensor.data_ptr() == data, dtype
+        raw = tensor.view(torch.uint8)  # writable through torch, in the library's memory
+        raw.zero_()
+        assert int(raw.sum()) == 0, dtype
+
+
+def test_outputs_are_torch_cuda_tensors_in_switchyard_memory_and_outlive_the_buffer(device):
+    x, _, topk_idx, topk_weights = inputs(device)
+    buffer = make_buffer("cuda")
+    torch.cuda.synchronize()
+    allocated = torch.cuda.memory_allocated(device)
+    recv = buffer.dispatch(x, topk_idx, topk_weights, num_experts=NUM_EXPERTS)
+    combined = buffer.combine(recv.recv_x, recv.handle, recv.recv_topk_weights)
+    for name in ("recv_x", "recv_topk_idx", "recv_topk_weights", "recv_expert_counts"):
+        tensor = getattr(recv, name)
+        assert isinstance(tensor, torch.Tensor) and tensor.device == torch.device("cuda", device), name
+    assert combined.combined_x.dtype == torch.bfloat16 and combined.combined_x.shape == x.shape
+    # Outputs live in switchyard's allocations: torch's allocator gave nothing for them.
+    assert torch.cuda.memory_allocated(device) == allocated
+    expected_x, expected_combined = recv.recv_x.cpu(), combined.combined_x.cpu()
+
+    # Preallocated torch outputs are written in place and returned as given.
+    out_recv_x = torch.full_like(recv.recv_x, float("nan"))
+    out_combined_x = torch.full_like(x, float("nan"))
+    again = buffer.dispatch(x, topk_idx, topk_weights, num_experts=NUM_EXPERTS, out_recv_x=out_recv_x)
+    again_combined = buffer.combine(again.recv_x, again.handle, out_combined_x=out_combined_x)
+    assert again.recv_x is out_recv_x and again_combined.combined_x is out_combined_x
+
+    recv_x, combined_x = recv.recv_x, combined.combined_x
+    buffer.destroy()
+    del recv, combined, buffer
+    gc.collect()
+    torch.cuda.synchronize()
+    assert_same({"recv_x": (recv_x, expected_x), "combined_x": (combined_x, expected_combined),
+                 "out_recv_x": (out_recv_x, expected_x), "out_combined_x": (out_combined_x, expected_combined)},
+                "outputs after the Buffer is gone")
+
+
+def test_tensor_on_another_device_is_refused_naming_the_argument(cuda_buffer, device):
+    x, _, topk_idx, topk_weights = inputs(device)
+    other = device + 1
+    # The same memory, labelled as another device's: refused before the library could touch it.
+    with pytest.raises(switchyard.InvalidArgument,
+                       match=rf"^x: expected a tensor on cuda:{device} \(the Buffer's device\), got bf16\[{NUM_TOKENS}, "
+                             rf"{HIDDEN}\] on cuda:{other}$"):
+        cuda_buffer.dispatch(_C._testing.relabelled(x, other), topk_idx, topk_weights, num_experts=NUM_EXPERTS)
+    with pytest.raises(switchyard.InvalidArgument, match=rf"^topk_idx: expected a tensor on cuda:{device}"):
+        cuda_buffer.get_dispatch_layout(_C._testing.relabelled(topk_idx, other), NUM_EXPERTS)
+    recv = cuda_buffer.dispatch(x, topk_idx, topk_weights, num_experts=NUM_EXPERTS)
+    with pytest.raises(switchyard.InvalidArgument, match=rf"^out_combined_x: expected a tensor on cuda:{device}"):
+        cuda_buffer.combine(recv.recv_x, recv.handle, out_combined_x=_C._testing.relabelled(torch.empty_like(x), other))
+    with pytest.raises(switchyard.InvalidArgument, match=r"^x: expected a tensor on cuda, got bf16\[.*\] on cpu"):
+        cuda_buffer.dispatch(x.cpu(), topk_idx, topk_weights, num_experts=NUM_EXPERTS)
+    if torch.cuda.device_count() > 1:  # a real tensor on another GPU
+        with pytest.raises(switchyard.InvalidArgument, match=rf"^x: expected a tensor on cuda:{device}"):
+            cuda_buffer.dispatch(x.to(other), topk_idx, topk_weights, num_experts=NUM_EXPERTS)
+
+
+def test_calls_keep_the_callers_current_device():
+    if torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs (a Buffer on another device than the current one)")
+    current = torch.cuda.current_device()
+    other = (current + 1) % torch.cuda.device_count()
+    buffer = make_buffer("cuda", device=other)
+    assert torch.cuda.current_device() == current
+    x, _, topk_idx, topk_weights = inputs(other)
+    recv = buffer.dispatch(x, topk_idx, topk_weights, num_experts=NUM_EXPERTS)
+    assert recv.recv_x.device == torch.device("cuda", other)
+    buffer.combine(recv.recv_x, recv.handle)
+    buffer.synchronize()
+    assert torch.cuda.current_device() == current
+    buffer.destroy()
+    del buffer
+    gc.collect()
+    assert torch.cuda.current_device() == current
+
+
+# ---- streams and events --------------------------------------------------------------------------
+def test_default_stream_is_the_legacy_stream_not_the_buffers_own(device):
+    x = torch.zeros(1, device=device)
+    assert torch.cuda.current_stream().cuda_stream == 0
+    assert stream_of(x) == 1  # cudaStreamLegacy: 0 would be the Buffer's own stream
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        assert stream_of(x) == side.cuda_stream
+    assert stream_of(x, stream=torch.cuda.default_stream()) == 1
+    assert stream_of(x, stream=side) == side.cuda_stream
+    assert stream_of(x, stream=0) == 0
+
+
+def test_calls_run_on_the_current_torch_stream(cuda_buffer, device):
+    x, _, topk_idx, topk_weights = inputs(device)
+    recv = cuda_buffer.dispatch(x, topk_idx, topk_weights, num_experts=NUM_EXPERTS)
+    y = expert(recv.recv_x, recv.recv_topk_idx)
+    expected = cuda_buffer.combine(y, recv.handle, recv.recv_topk_weights)
+    expected_recv_x, expected_combined = recv.recv_x.cpu(), expected.combined_x.cpu()
+
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        # Each input becomes valid only after a long wait on `side`: a call on any other stream would
+        # read the poison (NaN) instead.
+        late_x = torch.full_like(x, float("nan"))
+        torch.cuda._sleep(SLEEP_CYCLES)
+        late_x.copy_(x)
+        late_recv = cuda_buffer.dispatch(late_x, topk_idx, topk_weights, num_experts=NUM_EXPERTS)
+        late_y = torch.full_like(y, float("nan"))
+        torch.cuda._sleep(SLEEP_CYCLES)
+        late_y.copy_(y)
+        combined = cuda_buffer.combine(late_y, recv.handle, recv.recv_topk_weights)
+        # combine never waits on the host: the sleep before it is still running.
+        assert not side.query(), "combine returned after its stream's earlier work finished"
+    cuda_buffer.synchronize()  # waits for the last call's stream
+    assert side.query()
+    assert_same({"recv_x": (late_recv.recv_x, expected_recv_x), "combined_x": (combined.combined_x, expected_combined)},
+                "calls on a side stream")
+
+    # stream= names the stream explicitly (here the side stream, while the current one is the default).
+    with torch.cuda.stream(side):
+        explicit = torch.full_like(y, float("nan"))
+        torch.cuda._sleep(SLEEP_CYCLES)
+        explicit.copy_(y)
+    out = cuda_buffer.combine(explicit, recv.handle, recv.recv_topk_weights, stream=side)
+    side.synchronize()
+    assert_same({"combined_x": (out.combined_x, expected_combined)}, "combine(stream=side)")
+
+
+def test_deep_ep_events_order_work_across_streams(device):
+    x, _, topk_idx, topk_weights = inputs(device)
+    buffer = deep_ep.Buffer(solo, backend="cuda", sharing="threads", timeout_seconds=torch_support.TIMEOUT_SECONDS,
+                            num_nvl_bytes=deep_ep.Config().get_nvl_buffer_size_hint(HIDDEN * 2, 1, topk=TOPK,
+                                                                                    num_experts=NUM_EXPERTS))
+    per_rank, _, per_expert, in_rank, event = buffer.get_dispatch_layout(topk_idx, NUM_EXPERTS, async_finish=True)
+    assert isinstance(event.event, torch.cuda.Event)
+    event.current_stream_wait()
+    recv_x, recv_topk_idx, recv_weights, _, handle, _ = buffer.dispatch(
+        x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert,
+        topk_idx=topk_idx, topk_weights=topk_weights)
+    y = expert(recv_x, recv_topk_idx)
+    expected, _, _ = buffer.combine(y, handle, recv_weights)
+    expected = expected.cpu()  # also: y is ready (the default stream has run)
+
+    producer, consumer = torch.cuda.Stream(), torch.cuda.Stream()
+    # async_finish: the event follows the combine on the producer stream; the consumer waits for it.
+    with torch.cuda.stream(producer):
+        torch.cuda._sleep(SLEEP_CYCLES)
+        combined, _, event = buffer.combine(y, handle, recv_weights, async_finish=True)
+    assert isinstance(event.event, torch.cuda.Event) and not event.event.query()
+    with torch.cuda.stream(consumer):
+        event.current_stream_wait()
+        copied = combined.clone()
+    # previous_event: the call waits for work captured on another stream.
+    with torch.cuda.stream(producer):
+        late_y = torch.full_like(y, float("nan"))
+        torch.cuda._sleep(SLEEP_CYCLES)
+        late_y.copy_(y)
+        ready = deep_ep.Buffer.capture()
+    with torch.cuda.stream(consumer):
+        after_wait, _, event = buffer.combine(late_y, handle, recv_weights, previous_event=ready, async_finish=True)
+        with event:  # EventOverlap as a context manager waits on exit
+            pass
+        after_wait = after_wait.clone()
+    consumer.synchronize()
+    assert_same({"copied": (copied, expected), "after_wait": (after_wait, expected)}, "deep_ep events")
+    buffer.destroy()
+
+
+# ---- every engine against the CPU backend, bit for bit ---------------------------------------------
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+def test_normal_engine_matches_the_cpu_backend_bitwise(cuda_buffer, cpu_buffer, device, fp8):
+    cpu_inputs = inputs(fp8=fp8)
+    gpu_out, gpu_meta = normal_round_trip(cuda_buffer, *(t.to(device) if t is not None else None for t in cpu_inputs))
+    cpu_out, cpu_meta = normal_round_trip(cpu_buffer, *cpu_inputs)
+    assert gpu_meta == cpu_meta
+    assert_same({name: (gpu_out[name], cpu_out[name]) for name in cpu_out}, f"normal engine, seed {SEED}, fp8={fp8}")
+
+
+def expert_major_round_trip(buffer, engine, x, topk_idx, topk_weights, fp8):
+    dispatch = getattr(buffer, f"{engine}_dispatch")
+    combine = getattr(buffer, f"{engine}_combine")
+    recv = dispatch(x, topk_idx, MAX_TOKENS, NUM_EXPERTS, use_fp8=fp8)
+    counts = recv.recv_count.cpu().tolist()
+    out = dict(recv_count=recv.recv_count, layout_range=recv.layout_range, src_info=recv.src_info)
+    for local, count in enumerate(counts):  # rows past recv_count are not written
+        out[f"recv_x[{local}]"] = recv.recv_x[local, :count]
+        if fp8:
+            out[f"recv_x_scales[{local}]"] = recv.recv_x_scales[local, :count]
+    if not fp8:
+        y = expert_major_expert(recv.recv_x, recv.recv_count)
+        out["combined_x"] = combine(y, topk_idx, topk_weights, recv.handle).combined_x
+        if engine == "low_latency":
+            hooked = dispatch(x, topk_idx, MAX_TOKENS, NUM_EXPERTS, return_recv_hook=True)
+            hooked.hook()
+            staging = buffer.low_latency_combine_buffer(hooked.handle)
+            assert isinstance(staging, type(x)) and staging.device == x.device
+            staging[:, :, :HIDDEN] = expert_major_expert(hooked.recv_x, hooked.recv_count)
+            result = combine(None, topk_idx, topk_weights, hooked.handle, zero_copy=True, return_recv_hook=True)
+            result.hook()
+            out["hook_zero_copy_combined_x"] = result.combined_x
+    buffer.synchronize()
+    return {name: tensor.cpu() for name, tensor in out.items()}
+
+
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+@pytest.mark.parametrize("engine", ["low_latency", "symmetric"])
+def test_expert_major_engines_match_the_cpu_backend_bitwise(cuda_expert_major_buffer, cpu_buffer, device, engine,
+                                                           fp8):
+    x, _, topk_idx, topk_weights = inputs(num_tokens=MAX_TOKENS - 5)
+    try:
+        gpu = expert_major_round_trip(cuda_expert_major_buffer, engine, x.to(device), topk_idx.to(device),
+                                      topk_weights.to(device), fp8)
+    except switchyard.Unsupported as error:
+        skip_if_unsupported(error)
+    cpu = expert_major_round_trip(cpu_buffer, engine, x, topk_idx, topk_weights, fp8)
+    assert_same({name: (gpu[name], cpu[name]) for name in cpu}, f"{engine}, seed {SEED}, fp8={fp8}")
+
+
+# ---- cupy, when it is installed --------------------------------------------------------------------
+def test_cupy_arrays_cross_both_ways(cpu_buffer, device):
+    cupy = pytest.importorskip("cupy")
+    x, _, topk_idx, topk_weights = inputs()
+    buffer = make_buffer("cuda")
+    with cupy.cuda.Device(device):
+        x_bits = cupy.asarray(x.view(torch.int16).numpy()).view(cupy.uint16)
+        recv = buffer.dispatch(x_bits, cupy.asarray(topk_idx.numpy()), cupy.asarray(topk_weights.numpy()),
+                               num_experts=NUM_EXPERTS)
+        assert isinstance(recv.recv_x, cupy.ndarray) and recv.recv_x.dtype == cupy.uint16
+        assert _C._testing.view_of(x_bits)["data"] == x_bits.data.ptr
+        got = torch.from_numpy(cupy.asnumpy(recv.recv_x).view("int16")).view(torch.bfloat16)
+    want = cpu_buffer.dispatch(x, topk_idx, topk_weights, num_experts=NUM_EXPERTS).recv_x
+    buffer.destroy()
+    assert_same({"recv_x": (got, want)}, "cupy")
