@@ -5,7 +5,7 @@
 #
 #   bash scripts/gpu-check.sh                 # everything
 #   SWITCHYARD_GPU_STAGES="tests bench" bash scripts/gpu-check.sh
-#   stages: build tests processes sanitizer bench channels
+#   stages: build tests processes sanitizer bench channels python
 #
 # GoogleTest: found as a package, or built from source at .deps/googletest when that exists (the GPU
 # machine has no package registry: copy /usr/src/googletest from a Debian machine there).
@@ -13,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/gpu-check}
 BUILD=${SWITCHYARD_GPU_BUILD:-build/gpu}
-STAGES=${SWITCHYARD_GPU_STAGES:-"build tests processes sanitizer bench channels"}
+STAGES=${SWITCHYARD_GPU_STAGES:-"build tests processes sanitizer bench channels python"}
 mkdir -p "$OUT"
 declare -a SUMMARY=()
 status=0
@@ -87,6 +87,11 @@ if has_stage channels; then
   for log in "$OUT"/channels-*.log; do
     echo "$(basename "$log" .log): $(grep -E '^  (dispatch|combine) ' "$log" | awk '{printf "%s %s us  ", $1, $2}')"
   done | tee "$OUT/channels-summary.txt"
+fi
+
+# The Python package with torch on the GPU (its own offline install and MPS; see the script).
+if has_stage python; then
+  run_logged "python (torch, MPS)" python.log env OUT="$OUT/python" bash scripts/gpu-python-check.sh
 fi
 
 echo
