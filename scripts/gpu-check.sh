@@ -37,12 +37,24 @@ if has_stage build; then
   run_logged build build.log cmake --build "$BUILD" -j "$(nproc)"
 fi
 
-TEST_BIN="$BUILD/tests/cuda/switchyard_cuda_normal_engine_test"
+# The GPU suites: one binary per engine (and the device transport), each with the filter that picks
+# its one-rank cases for compute-sanitizer.
+GPU_SUITES=(normal_engine low_latency symmetric device_transport)
+declare -A SANITIZER_FILTER=(
+  [normal_engine]='*Small_R1*:*ExpertIdOutOfRange*'
+  [low_latency]='*Small_R1*'
+  [symmetric]='*Small_R1*'
+  [device_transport]='*Small_R1*'
+)
+suite_bin() { echo "$BUILD/tests/cuda/switchyard_cuda_$1_test"; }
 PROCESS_BIN="$BUILD/tests/cuda/switchyard_cuda_process_ranks_test"
 BENCH_BIN="$BUILD/tools/bench/switchyard-bench"
 
 if has_stage tests; then
-  run_logged "gpu tests (threads)" tests.log timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$TEST_BIN" --gtest_brief=1
+  for suite in "${GPU_SUITES[@]}"; do
+    run_logged "gpu tests $suite (threads)" "tests-$suite.log" timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} \
+      "$(suite_bin "$suite")" --gtest_brief=1
+  done
   run_logged "cpu tests" cpu-tests.log timeout 300 ctest --test-dir "$BUILD" -E "Cuda|cuda" -j 8 --output-on-failure
 fi
 
@@ -65,9 +77,12 @@ fi
 # NOTES: one rank only: compute-sanitizer serialises kernels, and ranks that spin-wait on each other
 # across kernels cannot make progress when their kernels run one at a time.
 if has_stage sanitizer; then
-  for tool in memcheck racecheck synccheck; do
-    run_logged "compute-sanitizer $tool" "sanitizer-$tool.log" timeout ${SWITCHYARD_SANITIZER_TIMEOUT:-150} compute-sanitizer --tool "$tool" \
-      --error-exitcode 1 "$TEST_BIN" --gtest_filter='*Small_R1*:*ExpertIdOutOfRange*'
+  for suite in "${GPU_SUITES[@]}"; do
+    for tool in memcheck racecheck synccheck; do
+      run_logged "compute-sanitizer $tool $suite" "sanitizer-$tool-$suite.log" \
+        timeout ${SWITCHYARD_SANITIZER_TIMEOUT:-150} compute-sanitizer --tool "$tool" --error-exitcode 1 \
+        "$(suite_bin "$suite")" --gtest_filter="${SANITIZER_FILTER[$suite]}"
+    done
   done
 fi
 
