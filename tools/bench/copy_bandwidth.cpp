@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <memory>
 #include <thread>
@@ -12,7 +13,6 @@
 #include "cuda_check.hpp"
 #include "stats.hpp"
 #include "switchyard/errors.hpp"
-#include "transfer.hpp"
 
 namespace switchyard::bench {
 namespace {
@@ -93,30 +93,36 @@ struct CudaCopyResources {
   }
 };
 
-// cudaMemcpyAsync device to device on one non-blocking stream of device 0, timed with events. All R
-// ranks are threads on that one device, so they share the bandwidth a single copy measures: the
-// roofline divides all ranks' bytes by it. `num_ranks` is not needed here.
-CopyBandwidth measure_cuda_copy_bandwidth() {
-  check_cuda(cudaSetDevice(kCudaDevice), "cudaSetDevice(0) for the copy bandwidth");
+struct DeviceCopy {
+  double bytes_per_second = 0;
+  size_t bytes = 0;  // each of source and destination
+  size_t l2_bytes = 0;
+};
+
+// cudaMemcpyAsync device to device on one non-blocking stream of `device`, timed with events. The
+// ranks on that device share the bandwidth a single copy measures.
+DeviceCopy measure_cuda_device_copy(int device) {
+  const std::string gpu = "GPU " + std::to_string(device);
+  check_cuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ") for the copy bandwidth");
   int l2_bytes = 0;
-  check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, kCudaDevice),
-             "cudaDeviceGetAttribute(L2 cache size)");
+  check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device),
+             "cudaDeviceGetAttribute(L2 cache size of " + gpu + ")");
   size_t free_bytes = 0, total_bytes = 0;
-  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo for the copy bandwidth");
+  check_cuda(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo for the copy bandwidth on " + gpu);
   size_t bytes = std::min(kCudaCopyBytes, free_bytes / kCudaMaxFreeFraction / 2) / kMiB * kMiB;
   const size_t min_bytes = kCudaMinL2Multiple * static_cast<size_t>(std::max(l2_bytes, 0));
   if (bytes == 0 || bytes < min_bytes) {
     throw SystemError("switchyard-bench: the copy bandwidth needs 2 x " +
                       format_mib(std::max(min_bytes, kMiB)) +
                       " of device memory within a quarter of the free " + "memory, but only " +
-                      format_mib(free_bytes) + " of " + format_mib(total_bytes) + " are free on GPU 0");
+                      format_mib(free_bytes) + " of " + format_mib(total_bytes) + " are free on " + gpu);
   }
 
   CudaCopyResources resources;
   check_cuda(cudaMalloc(&resources.source, bytes),
-             "cudaMalloc (copy-bandwidth source, " + format_mib(bytes) + ")");
+             "cudaMalloc (copy-bandwidth source, " + format_mib(bytes) + ", " + gpu + ")");
   check_cuda(cudaMalloc(&resources.destination, bytes),
-             "cudaMalloc (copy-bandwidth destination, " + format_mib(bytes) + ")");
+             "cudaMalloc (copy-bandwidth destination, " + format_mib(bytes) + ", " + gpu + ")");
   check_cuda(cudaStreamCreateWithFlags(&resources.stream, cudaStreamNonBlocking),
              "cudaStreamCreateWithFlags (copy bandwidth)");
   check_cuda(cudaEventCreate(&resources.start), "cudaEventCreate (copy-bandwidth start)");
@@ -130,7 +136,7 @@ CopyBandwidth measure_cuda_copy_bandwidth() {
   auto copy = [&] {
     check_cuda(
         cudaMemcpyAsync(resources.destination, resources.source, bytes, cudaMemcpyDeviceToDevice, stream),
-        "cudaMemcpyAsync device to device (copy bandwidth)");
+        "cudaMemcpyAsync device to device (copy bandwidth, " + gpu + ")");
   };
   for (int warmup = 0; warmup < kCudaWarmups; ++warmup) copy();
   check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize (copy-bandwidth warm-up)");
@@ -145,13 +151,45 @@ CopyBandwidth measure_cuda_copy_bandwidth() {
                "cudaEventElapsedTime (copy bandwidth)");
     seconds.push_back(static_cast<double>(milliseconds) * 1e-3);
   }
-
-  CopyBandwidth result;
+  DeviceCopy result;
   result.bytes_per_second = 2.0 * static_cast<double>(bytes) / median(seconds);
-  result.method =
-      "cudaMemcpyAsync device to device, one stream on GPU 0 (the bandwidth all ranks there share), 2 x " +
-      format_mib(bytes) + " (L2 " + format_mib(static_cast<size_t>(std::max(l2_bytes, 0))) +
-      "), bytes read + written, median of " + std::to_string(kCudaRepetitions) + ", CUDA events";
+  result.bytes = bytes;
+  result.l2_bytes = static_cast<size_t>(std::max(l2_bytes, 0));
+  return result;
+}
+
+std::string format_gbps(double bytes_per_second) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.1f", bytes_per_second / 1e9);
+  return text;
+}
+
+// Every GPU the ranks use, each measured alone, summed: the ranks of different GPUs copy in
+// different memories at once. With several GPUs, the peer copies between them too.
+CopyBandwidth measure_cuda_copy_bandwidth(const DeviceMap& map) {
+  const std::vector<int> devices = map.distinct_devices();
+  CopyBandwidth result;
+  result.devices = static_cast<int>(devices.size());
+  std::string per_device;
+  DeviceCopy first;
+  for (int device : devices) {
+    const DeviceCopy copy = measure_cuda_device_copy(device);
+    if (per_device.empty()) first = copy;
+    result.bytes_per_second += copy.bytes_per_second;
+    per_device += (per_device.empty() ? "" : ", ") + ("GPU " + std::to_string(device) + " ") +
+                  format_gbps(copy.bytes_per_second);
+  }
+  const std::string how = "2 x " + format_mib(first.bytes) + " (L2 " + format_mib(first.l2_bytes) +
+                          "), bytes read + written, median of " + std::to_string(kCudaRepetitions) +
+                          ", CUDA events";
+  if (devices.size() == 1) {
+    result.method = "cudaMemcpyAsync device to device, one stream on GPU " + std::to_string(devices.front()) +
+                    " (the bandwidth all ranks there share), " + how;
+  } else {
+    result.method = "cudaMemcpyAsync device to device on each of the " + std::to_string(devices.size()) +
+                    " GPUs alone, summed (" + per_device + " GB/s), one stream each, " + how;
+    result.peer = measure_peer_copy_bandwidth(devices);
+  }
   return result;
 }
 #endif
@@ -189,13 +227,13 @@ CopyBandwidth measure_cpu_copy_bandwidth(int num_ranks) {
   return result;
 }
 
-CopyBandwidth measure_copy_bandwidth(Backend backend, int num_ranks) {
-  switch (backend) {
+CopyBandwidth measure_copy_bandwidth(const BenchOptions& options) {
+  switch (options.backend) {
     case Backend::cpu:
-      return measure_cpu_copy_bandwidth(num_ranks);
+      return measure_cpu_copy_bandwidth(options.topology.num_ranks);
     case Backend::cuda:
 #if defined(SWITCHYARD_WITH_CUDA)
-      return measure_cuda_copy_bandwidth();
+      return measure_cuda_copy_bandwidth(options.devices);
 #else
       throw Unsupported(
           "switchyard-bench: built without the CUDA backend, so there is no CUDA copy bandwidth");

@@ -12,15 +12,18 @@
 #include "options.hpp"
 #include "problem.hpp"
 #include "switchyard/buffer.hpp"
+#include "switchyard/group.hpp"
 
 namespace switchyard::bench {
 
 struct SessionContext {
   const BenchOptions* options = nullptr;
   const Problem* problem = nullptr;
-  Buffer* buffer = nullptr;
+  Buffer* buffer = nullptr;  // null for engines without a switchyard Buffer (nccl)
   int rank = 0;
-  Stream stream = nullptr;
+  Stream stream = nullptr;  // the rank's, on its device
+  Group* group = nullptr;   // the ranks' in-process group (nccl shares its unique id through it)
+  int device = 0;           // the rank's CUDA device (0 on cpu)
 };
 
 class EngineSession {
@@ -43,6 +46,11 @@ class EngineSession {
   virtual Difference first_difference() = 0;
   // Writes every input and output of the last iteration under `dump` for this engine and rank.
   virtual void dump(DumpDirectory& dump) = 0;
+  // Engines without a switchyard Buffer (nccl) wait here for the rank's stream, bounded by --timeout,
+  // and raise what their work recorded; for the others the runner calls Buffer::synchronize.
+  virtual void synchronize() {}
+  // A line for the output about how the engine ran (nccl: the NCCL version); empty for none.
+  virtual std::string note() const { return ""; }
 };
 
 }  // namespace switchyard::bench

@@ -4,31 +4,41 @@
 
 namespace switchyard::bench {
 
-EngineSupport engine_support(Engine engine, Backend /*backend*/) {
+EngineSupport engine_support(BenchEngine engine, const BenchOptions& options) {
   switch (engine) {
-    case Engine::normal:
+    case BenchEngine::normal:
       return {true, ""};
     // On cuda the library throws Unsupported for now: the runner reports the engine as skipped with
     // the library's reason under --engine all, and main exits 2 with it when it was named.
-    case Engine::low_latency:
+    case BenchEngine::low_latency:
       return {true, ""};
     // Like low_latency: on cuda the library throws Unsupported for now.
-    case Engine::symmetric:
+    case BenchEngine::symmetric:
       return {true, ""};
+    case BenchEngine::nccl: {
+      std::string why = nccl_unavailable_reason(options);
+      return {why.empty(), why};
+    }
   }
   return {false, "unknown engine"};
 }
 
-std::unique_ptr<EngineSession> make_engine_session(Engine engine, const SessionContext& context) {
+bool uses_switchyard_buffer(BenchEngine engine) {
+  return engine != BenchEngine::nccl;
+}
+
+std::unique_ptr<EngineSession> make_engine_session(BenchEngine engine, const SessionContext& context) {
   switch (engine) {
-    case Engine::normal:
+    case BenchEngine::normal:
       return make_normal_session(context);
-    case Engine::low_latency:
+    case BenchEngine::low_latency:
       return make_low_latency_session(context);
-    case Engine::symmetric:
+    case BenchEngine::symmetric:
       return make_symmetric_session(context);
+    case BenchEngine::nccl:
+      return make_nccl_session(context);
   }
-  throw Unsupported(std::string("switchyard-bench: engine ") + engine_name(engine) +
+  throw Unsupported(std::string("switchyard-bench: engine ") + bench_engine_name(engine) +
                     " is not implemented yet");
 }
 

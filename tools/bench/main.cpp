@@ -54,11 +54,12 @@ void check_json_path(const std::string& path) {
 
 // Everything that can refuse the arguments, before any long work.
 BenchOptions set_up(const CommandLine& command_line) {
-  BenchOptions options = resolve(command_line, cuda_available());
-  for (Engine engine : options.engines) {
-    EngineSupport support = engine_support(engine, options.backend);
+  const bool has_cuda = cuda_available();
+  BenchOptions options = resolve(command_line, has_cuda, has_cuda ? visible_cuda_devices() : 0);
+  for (BenchEngine engine : options.engines) {
+    EngineSupport support = engine_support(engine, options);
     if (!support.implemented && !options.engine_was_all) {
-      throw UsageError(std::string("--engine: ") + engine_name(engine) + " is " + support.reason);
+      throw UsageError(std::string("--engine: ") + bench_engine_name(engine) + " is " + support.reason);
     }
   }
   options.topology.validate();
@@ -68,7 +69,7 @@ BenchOptions set_up(const CommandLine& command_line) {
   return options;
 }
 
-bool ran(const std::vector<EngineResult>& results, Engine engine) {
+bool ran(const std::vector<EngineResult>& results, BenchEngine engine) {
   for (const EngineResult& result : results) {
     if (result.engine == engine && result.status != CheckStatus::skipped) return true;
   }
@@ -81,7 +82,7 @@ int run(const BenchOptions& options) {
 
   Progress progress;
   progress.update("copy", "measuring the copy bandwidth");
-  const CopyBandwidth copy = measure_copy_bandwidth(options.backend, options.topology.num_ranks);
+  const CopyBandwidth copy = measure_copy_bandwidth(options);
   const Problem problem = make_problem(options, progress);
   progress.clear();
   print_header(stdout, options, copy, problem.traffic);
@@ -89,27 +90,28 @@ int run(const BenchOptions& options) {
 
   std::vector<EngineResult> results;
   std::vector<std::string> engines_run;
-  for (Engine engine : options.engines) {
-    EngineSupport support = engine_support(engine, options.backend);
+  for (BenchEngine engine : options.engines) {
+    EngineSupport support = engine_support(engine, options);
     EngineResult result = support.implemented ? run_engine(engine, options, problem, progress, dump.get())
                                               : skipped_result(engine, support.reason);
     progress.clear();
     print_engine(stdout, result, copy);
     std::fflush(stdout);
     if (result.status == CheckStatus::error)
-      report_error(kExitFailed, engine_name(engine) + std::string(": ") + result.detail);
-    if (result.status != CheckStatus::skipped) engines_run.push_back(engine_name(result.engine));
+      report_error(kExitFailed, bench_engine_name(engine) + std::string(": ") + result.detail);
+    if (result.status != CheckStatus::skipped) engines_run.push_back(bench_engine_name(result.engine));
     results.push_back(result);
   }
+  print_nccl_comparison(stdout, results);
 
   if (!options.json_path.empty()) write_results_json(options.json_path, options, copy, results);
   if (dump) {
-    if (ran(results, Engine::normal)) {
+    if (ran(results, BenchEngine::normal) || ran(results, BenchEngine::nccl)) {
       progress.update("dump", "writing the reference to --dump");
       dump_normal_reference(*dump, problem);
       progress.clear();
     }
-    if (ran(results, Engine::low_latency) || ran(results, Engine::symmetric)) {
+    if (ran(results, BenchEngine::low_latency) || ran(results, BenchEngine::symmetric)) {
       progress.update("dump", "writing the low_latency reference to --dump");
       dump_low_latency_reference(*dump, problem);
       progress.clear();

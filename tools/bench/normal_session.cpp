@@ -28,13 +28,6 @@ namespace switchyard::bench {
 namespace {
 
 constexpr const char* kEngineName = "normal";
-constexpr size_t kMaxInputSets = 4;
-
-// The fewest sets whose total exceeds twice `cache_bytes`, at most kMaxInputSets; one without a cache.
-int input_set_count(size_t set_bytes, size_t cache_bytes) {
-  if (cache_bytes == 0 || set_bytes == 0) return 1;
-  return static_cast<int>(std::min(2 * cache_bytes / set_bytes + 1, kMaxInputSets));
-}
 
 class NormalSession final : public EngineSession {
  public:
@@ -49,7 +42,7 @@ class NormalSession final : public EngineSession {
     const Stream stream = context.stream;
     const size_t set_bytes =
         data.x.nbytes() + data.x_scales.nbytes() + data.topk_idx.nbytes() + data.topk_weights.nbytes();
-    const int sets = input_set_count(set_bytes, backend_cache_bytes(backend_));
+    const int sets = input_set_count(set_bytes, backend_cache_bytes(backend_, stream));
     for (int set = 0; set < sets; ++set) {
       input_sets_.push_back(InputSet{
           to_backend(data.x, backend_, stream), to_backend(data.x_scales, backend_, stream),

@@ -100,8 +100,13 @@ Setter path(std::optional<std::string> CommandLine::*field, const std::string& e
 const std::map<std::string, Setter>& value_flags() {
   static const std::map<std::string, Setter> flags = {
       {"--backend", choice(&CommandLine::backend, {"auto", "cpu", "cuda"})},
-      {"--engine", choice(&CommandLine::engine, {"normal", "low_latency", "symmetric", "all"})},
+      {"--engine", choice(&CommandLine::engine, {"normal", "low_latency", "symmetric", "nccl", "all"})},
       {"--ranks", positive(&CommandLine::ranks)},
+      {"--devices",
+       [](CommandLine& c, const std::string& flag, const std::string& value) {
+         c.devices =
+             value == "auto" ? kAutoDevices : parse_int(flag, value, 1, "auto or a positive number of GPUs");
+       }},
       {"--ranks-per-node", positive(&CommandLine::ranks_per_node)},
       {"--tokens",
        [](CommandLine& c, const std::string& flag, const std::string& value) {
@@ -136,16 +141,35 @@ const std::map<std::string, Setter>& value_flags() {
   return flags;
 }
 
-Engine engine_from_name(const std::string& name) {
-  if (name == "low_latency") return Engine::low_latency;
-  if (name == "symmetric") return Engine::symmetric;
-  return Engine::normal;
+BenchEngine engine_from_name(const std::string& name) {
+  if (name == "low_latency") return BenchEngine::low_latency;
+  if (name == "symmetric") return BenchEngine::symmetric;
+  if (name == "nccl") return BenchEngine::nccl;
+  return BenchEngine::normal;
 }
 
 }  // namespace
 
-bool BenchOptions::runs(Engine engine) const {
-  for (Engine chosen : engines) {
+const char* bench_engine_name(BenchEngine engine) {
+  switch (engine) {
+    case BenchEngine::normal:
+      return "normal";
+    case BenchEngine::low_latency:
+      return "low_latency";
+    case BenchEngine::symmetric:
+      return "symmetric";
+    case BenchEngine::nccl:
+      return "nccl";
+  }
+  return "?";
+}
+
+bool is_rank_major(BenchEngine engine) {
+  return engine == BenchEngine::normal || engine == BenchEngine::nccl;
+}
+
+bool BenchOptions::runs(BenchEngine engine) const {
+  for (BenchEngine chosen : engines) {
     if (chosen == engine) return true;
   }
   return false;
@@ -180,7 +204,7 @@ CommandLine parse_command_line(const std::vector<std::string>& args) {
   return command_line;
 }
 
-BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available) {
+BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, int visible_devices) {
   BenchOptions options;
 
   std::string backend = command_line.backend.value_or("auto");
@@ -202,7 +226,8 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available) {
   std::string engine = command_line.engine.value_or("all");
   options.engine_was_all = engine == "all";
   if (options.engine_was_all) {
-    options.engines = {Engine::normal, Engine::low_latency, Engine::symmetric};
+    options.engines = {BenchEngine::normal, BenchEngine::low_latency, BenchEngine::symmetric,
+                       BenchEngine::nccl};
   } else {
     options.engines = {engine_from_name(engine)};
   }
@@ -214,6 +239,7 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available) {
                      std::to_string(ranks_per_node));
   }
   options.topology = Topology{ranks, ranks_per_node};
+  options.devices = map_ranks_to_devices(command_line.devices, ranks, options.backend, visible_devices);
 
   options.tokens_per_rank = command_line.tokens.value_or(on_cpu ? kCpuDefaultTokens : kGpuDefaultTokens);
   options.notes.tokens_from_cpu_default = on_cpu && !command_line.tokens;
@@ -281,13 +307,26 @@ Buffer each), checks every output bitwise against the reference, and times each 
 
 Backend and engines
   --backend auto|cpu|cuda   auto: cuda when a CUDA device is available, else cpu (default auto)
-  --engine normal|low_latency|symmetric|all
+  --engine normal|low_latency|symmetric|nccl|all
                             all: every engine; those not implemented for the backend are
                             reported as skipped, with the reason (default all). Naming one
                             that is not implemented exits 2 with the reason (low_latency on
                             cuda: the library's Unsupported, for now)
+                            nccl: the baseline without an EP library (what the Megatron and
+                            vLLM all-to-all dispatchers do): sort (token, destination rank)
+                            pairs by destination, exchange counts, grouped ncclSend/ncclRecv of
+                            the rows (and top-k ids and weights), the same synthetic expert, the
+                            results back the same way, reduced on the source. Same inputs,
+                            reference and checks as normal. Needs --backend cuda, a build with
+                            NCCL, and one GPU per rank (NCCL refuses two ranks on one GPU):
+                            otherwise skipped with the reason, or exit 2 when named
 Shape (default: DeepSeek-V3)
   --ranks R                 ranks, run as threads of this process (default 8)
+  --devices auto|N          cuda: the GPUs the ranks use; the header names every rank's GPU.
+                            auto: rank r on GPU r when this process sees at least R GPUs, else
+                            every rank on GPU 0 (threads sharing it). N: rank r on GPU r % N;
+                            N above the visible GPUs or above R exits 2 (default auto; cpu:
+                            auto only)
   --ranks-per-node P        ranks per node; P < R runs the internode path (default R)
   --tokens N                tokens per rank (default 4096 on cuda, 512 on cpu)
   --ll-tokens N             tokens per rank of the low_latency and symmetric engines, their
@@ -309,7 +348,8 @@ Engine configuration (normal)
   --channels C|auto         channels (default auto: the backend picks)
   --ring-slots S            token slots per ring (default 128)
   --chunk-tokens T          tokens per head/tail publication, at most S (default 16)
-  --timeout SECONDS         bound on every wait (default 30)
+  --timeout SECONDS         bound on every wait (default 30); nccl: on the host's waits for its
+                            stream, after which it aborts its communicator
 Output
   --json FILE               write the results as JSON
   --dump DIR                write every input and output of the check iteration as .npy files,
@@ -321,8 +361,8 @@ What is reported, per engine
   time      per timed iteration, the slowest rank's time, per phase; reported as the median
             and the p99 (nearest rank: the ceil(0.99 * n)-th smallest, so the largest when
             there are fewer than 100 iterations) over the iterations, in microseconds
-  bytes     rows delivered x row payload. The rows: normal, every (token, destination rank)
-            pair; low_latency, every (token, expert) pair with a valid top-k slot (each is
+  bytes     rows delivered x row payload. The rows: normal and nccl, every (token, destination
+            rank) pair; low_latency, every (token, expert) pair with a valid top-k slot (each is
             its own row on its expert). Row payload: dispatch, hidden * element size, plus
             hidden / 128 * 4 scale bytes for fp8; combine, hidden * 2 (bf16). Summed over
             all ranks
@@ -347,15 +387,37 @@ What is reported, per engine
             launch-free latency). Not measured yet: 'not available (cpu backend)' on cpu,
             'not implemented yet' on cuda, and null in --json
   GB/s      bytes / time: the logical bandwidth of all ranks together, as DeepEP reports it
-  roofline  every delivered row must be read once and written once, so a phase needs at
-            least 2 * bytes / copy bandwidth, where copy bandwidth (bytes read + written per
-            second) is measured at the start of the same run (memcpy with min(R, cores)
-            threads on cpu). roofline fraction =
-              (2 * (dispatch_bytes + combine_bytes) / copy_bandwidth) / (dispatch_time + combine_time)
+  roofline  the least time a phase can take, over the copy bandwidths measured at the start
+            of the same run. A row between two ranks on one device (every row when all ranks
+            share one GPU, or on cpu) is read and written in that device's memory; a row
+            between ranks on different GPUs crosses a link once:
+              local copy bandwidth = bytes read + written per second of a device-to-device
+                                     copy, each GPU used measured alone, summed over them
+                                     (memcpy with min(R, cores) threads on cpu)
+              peer copy bandwidth  = bytes per second of cudaMemcpyPeerAsync from every GPU
+                                     used to every other at once (only with several GPUs)
+              phase bound = max(2 * local_bytes / local copy bandwidth,
+                                remote_bytes / peer copy bandwidth)
+            where remote_bytes are the bytes of rows whose source and destination ranks sit on
+            different GPUs and local_bytes the rest. roofline fraction =
+              (dispatch bound + combine bound) / (dispatch_time + combine_time)
+            on one device this is (2 * (dispatch_bytes + combine_bytes) / copy_bandwidth) /
+            (dispatch_time + combine_time)
   check     the first (untimed) iteration writes into poisoned outputs and must match the
             reference bit for bit on every rank; the last timed iteration is compared again.
             low_latency: recv_x, recv_x_scales and src_info in the rows < recv_count of each
-            expert (the rest is unspecified), recv_count, layout_range and combined_x
+            expert (the rest is unspecified), recv_count, layout_range and combined_x.
+            nccl: the rows sent to each rank (num_tokens_per_rank), num_recv_tokens, recv_x,
+            recv_x_scales, recv_topk_idx, recv_topk_weights (received in source rank order,
+            then token order: the reference's order), num_recv_tokens_per_expert, combined_x
+            and combined_topk_weights
+  phases    nccl, like normal: routing (its layout: each token's row per destination, from
+            topk_idx alone) runs before the timed dispatch, as get_dispatch_layout does for
+            normal; dispatch = packing the rows, the count exchange and the host's wait for
+            it, the rows' exchange, local expert ids; combine = the results' exchange and the
+            reduction into combined_x
+  vs nccl   after the engines, each engine that ran with nccl's tokens per rank: nccl's time /
+            its time, per phase and for both (the issue's target: 2x at 4096 tokens)
 
 Exit status: 0 when every engine that ran passed its check; 1 when a check failed or the library
 failed at run time (e.g. a timeout); 2 for a bad argument or a configuration the library refuses.

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "devices.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/config.hpp"
 #include "switchyard/dtype.hpp"
@@ -19,6 +20,14 @@ class UsageError : public std::runtime_error {
  public:
   using std::runtime_error::runtime_error;
 };
+
+// The engines the bench runs: the library's three (switchyard::Engine), and `nccl`, the baseline a
+// framework builds without an EP library (sort by destination rank, grouped ncclSend/ncclRecv;
+// nccl_session.cpp). The library has no nccl engine, hence a type of the bench's own.
+enum class BenchEngine : uint8_t { normal, low_latency, symmetric, nccl };
+const char* bench_engine_name(BenchEngine engine);  // "normal", ..., "nccl": the --engine names
+// normal and nccl: the --tokens inputs, rank-major outputs, checked against problem.normal.
+bool is_rank_major(BenchEngine engine);
 
 // The defaults: DeepSeek-V3 (DESIGN.md, Performance).
 constexpr int kDefaultRanks = 8;
@@ -50,8 +59,9 @@ constexpr int kAutoChannels = 0;
 struct CommandLine {
   bool help = false;
   std::optional<std::string> backend;  // auto | cpu | cuda
-  std::optional<std::string> engine;   // normal | low_latency | symmetric | all
+  std::optional<std::string> engine;   // normal | low_latency | symmetric | nccl | all
   std::optional<int> ranks, ranks_per_node, hidden, topk, experts, iters, warmup;
+  std::optional<int> devices;  // kAutoDevices, or the number of GPUs to spread the ranks over
   std::optional<int64_t> tokens;
   std::optional<int64_t> ll_tokens;
   std::optional<std::string> dtype;  // bf16 | fp8
@@ -72,9 +82,10 @@ struct DefaultNotes {
 struct BenchOptions {
   Backend backend = Backend::cpu;
   bool backend_was_auto = true;
-  std::vector<Engine> engines;  // what to run, in order
-  bool engine_was_all = true;   // "all": engines that do not exist are reported as skipped
+  std::vector<BenchEngine> engines;  // what to run, in order
+  bool engine_was_all = true;        // "all": engines that do not exist are reported as skipped
   Topology topology{kDefaultRanks, kDefaultRanks};
+  DeviceMap devices;  // which GPU each rank uses (--devices); empty on cpu
   int64_t tokens_per_rank = kGpuDefaultTokens;
   // The low_latency engine's tokens per rank: its max_tokens_per_rank, and its inputs' size.
   int64_t ll_tokens_per_rank = kLowLatencyDefaultTokens;
@@ -89,15 +100,18 @@ struct BenchOptions {
   std::string dump_dir;   // empty: no dump
   Config config;
   DefaultNotes notes;
-  bool runs(Engine engine) const;
+  bool runs(BenchEngine engine) const;
+  bool runs_rank_major() const { return runs(BenchEngine::normal) || runs(BenchEngine::nccl); }
+  bool runs_expert_major() const { return runs(BenchEngine::low_latency) || runs(BenchEngine::symmetric); }
 };
 
 // Parses argv (without argv[0]). Accepts "--flag value" and "--flag=value". Throws UsageError.
 CommandLine parse_command_line(const std::vector<std::string>& args);
 
 // Fills the defaults for the chosen backend and checks the arguments against each other. Throws
-// UsageError. `cuda_is_available` decides --backend auto and refuses --backend cuda without it.
-BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available);
+// UsageError. `cuda_is_available` decides --backend auto and refuses --backend cuda without it;
+// `visible_devices` (CUDA devices this process sees) resolves --devices (devices.hpp).
+BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, int visible_devices);
 
 std::string help_text();
 

@@ -90,6 +90,7 @@ void make_low_latency_reference(const BenchOptions& options, Progress& progress,
     const int32_t* counts = received.recv_count.as<const int32_t>();
     for (int64_t l = 0; l < received.recv_count.numel(); ++l) ll.traffic.delivered_rows += counts[l];
   }
+  ll.traffic.remote_rows = expert_major_remote_rows(ll.dispatched, options.devices);
   ll.traffic.dispatch_row_bytes = low_latency_dispatch_row_bytes(options);
   ll.traffic.combine_row_bytes = int64_t{options.hidden} * 2;
 }
@@ -135,6 +136,52 @@ Tensor expert_major_synthetic_expert(const TensorView& recv_x, const TensorView&
   return y;
 }
 
+int64_t rank_major_remote_rows(const std::vector<workload::RankData>& inputs, int num_experts,
+                               const DeviceMap& devices) {
+  if (devices.empty() || inputs.empty()) return 0;
+  const int num_ranks = static_cast<int>(inputs.size());
+  const int experts_per_rank = num_experts / num_ranks;
+  int64_t remote = 0;
+  std::vector<char> rank_hit(static_cast<size_t>(num_ranks));
+  for (int source = 0; source < num_ranks; ++source) {
+    const Tensor& topk_idx = inputs[source].topk_idx;
+    const int64_t num_tokens = topk_idx.size(0), topk = topk_idx.size(1);
+    const int64_t* idx = topk_idx.as<const int64_t>();
+    for (int64_t token = 0; token < num_tokens; ++token) {
+      std::fill(rank_hit.begin(), rank_hit.end(), 0);
+      for (int64_t k = 0; k < topk; ++k) {
+        const int64_t expert = idx[token * topk + k];
+        if (expert < 0) continue;
+        const int rank = static_cast<int>(expert / experts_per_rank);
+        if (rank_hit[rank]) continue;
+        rank_hit[rank] = 1;
+        if (!devices.same_device(source, rank)) ++remote;
+      }
+    }
+  }
+  return remote;
+}
+
+int64_t expert_major_remote_rows(const std::vector<reference::LowLatencyDispatchOutput>& dispatched,
+                                 const DeviceMap& devices) {
+  if (devices.empty()) return 0;
+  int64_t remote = 0;
+  const int num_ranks = static_cast<int>(dispatched.size());
+  for (int destination = 0; destination < num_ranks; ++destination) {
+    // layout_range [L, R, 2]: (begin, count) of each source rank's rows on each local expert.
+    const Tensor& range = dispatched[destination].layout_range;
+    const int32_t* begin_count = range.as<const int32_t>();
+    const int64_t local_experts = range.size(0);
+    for (int64_t l = 0; l < local_experts; ++l) {
+      for (int source = 0; source < num_ranks; ++source) {
+        if (devices.same_device(source, destination)) continue;
+        remote += begin_count[(l * num_ranks + source) * 2 + 1];
+      }
+    }
+  }
+  return remote;
+}
+
 workload::Shape shape_of(const BenchOptions& options) {
   workload::Shape shape;
   shape.topology = options.topology;
@@ -154,10 +201,9 @@ Problem make_problem(const BenchOptions& options, Progress& progress) {
   const Topology& topology = options.topology;
   const int num_ranks = topology.num_ranks;
 
-  if (options.runs(Engine::low_latency) || options.runs(Engine::symmetric))
-    make_low_latency_reference(options, progress, problem.low_latency);
+  if (options.runs_expert_major()) make_low_latency_reference(options, progress, problem.low_latency);
   // The expert-major engines need neither the --tokens inputs nor their reference.
-  if (!options.runs(Engine::normal)) return problem;
+  if (!options.runs_rank_major()) return problem;
 
   progress.update("inputs", "generating inputs");
   problem.inputs = workload::generate(problem.shape, options.seed);
@@ -190,6 +236,7 @@ Problem make_problem(const BenchOptions& options, Progress& progress) {
   }
   traffic.dispatch_row_bytes = dispatch_row_bytes(options);
   traffic.combine_row_bytes = int64_t{options.hidden} * 2;
+  traffic.remote_rows = rank_major_remote_rows(problem.inputs, options.num_experts, options.devices);
   if (!topology.is_single_node()) {
     traffic.nodes = node_traffic(problem.inputs, topology, options.num_experts);
     if (traffic.nodes->nvlink_rows != traffic.delivered_rows) {
@@ -212,7 +259,7 @@ void check_fits_in_memory(const BenchOptions& options) {
       tokens * (row + metadata_bytes + 2 * (options.hidden * 2.0 + options.topk * 4.0));
   const double delivered_bytes = 2 * delivered * (row + options.hidden * 2.0 + metadata_bytes);
   double data_bytes = token_bytes + delivered_bytes;
-  const bool low_latency = options.runs(Engine::low_latency) || options.runs(Engine::symmetric);
+  const bool low_latency = options.runs_expert_major();
   if (low_latency) data_bytes += low_latency_data_bytes(options);
   double heap_bytes = 0;  // host memory on cpu only; one engine's Buffers at a time
   if (options.backend == Backend::cpu) {

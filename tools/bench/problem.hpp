@@ -34,10 +34,15 @@ struct NodeBytes {
 // The logical traffic of one dispatch + combine, all ranks together.
 struct Traffic {
   int64_t delivered_rows = 0;      // (token, destination rank) pairs; low_latency: (token, expert)
+  // Of those, the rows whose source and destination ranks sit on different GPUs (--devices): they
+  // cross a link; the rest stay in one device's memory. 0 when all ranks share one device.
+  int64_t remote_rows = 0;
   int64_t dispatch_row_bytes = 0;  // hidden * element size (+ hidden / 128 * 4 scale bytes for fp8)
   int64_t combine_row_bytes = 0;   // hidden * 2: combine returns bf16
   int64_t dispatch_bytes() const { return delivered_rows * dispatch_row_bytes; }
   int64_t combine_bytes() const { return delivered_rows * combine_row_bytes; }
+  int64_t remote_dispatch_bytes() const { return remote_rows * dispatch_row_bytes; }
+  int64_t remote_combine_bytes() const { return remote_rows * combine_row_bytes; }
   std::optional<NodeTraffic> nodes;  // normal engine with more than one node only
   std::optional<NodeBytes> node_bytes() const {
     if (!nodes) return std::nullopt;
@@ -89,6 +94,14 @@ Tensor expert_major_synthetic_expert(const TensorView& recv_x, const TensorView&
                                      const TensorView& recv_count, int rank);
 
 workload::Shape shape_of(const BenchOptions& options);
+
+// Rows between ranks on different devices. Rank-major (normal, nccl): one per (token, destination
+// rank) pair, from every rank's topk_idx (negative ids are empty slots). Expert-major (low_latency):
+// one per (token, expert) row each destination received, from the reference's layout_range.
+int64_t rank_major_remote_rows(const std::vector<workload::RankData>& inputs, int num_experts,
+                               const DeviceMap& devices);
+int64_t expert_major_remote_rows(const std::vector<reference::LowLatencyDispatchOutput>& dispatched,
+                                 const DeviceMap& devices);
 
 // Generates the inputs and computes the reference. Throws InvalidArgument for a shape the
 // workload or the reference refuses.

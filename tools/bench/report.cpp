@@ -64,45 +64,62 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
   std::string channels = config.num_channels == kAutoChannels ? "auto" : std::to_string(config.num_channels);
   std::fprintf(out, "config: channels %s, ring slots %d, chunk tokens %d, timeout %g s\n", channels.c_str(),
                config.ring_slots, config.chunk_tokens, config.timeout_seconds);
+  std::fprintf(out, "devices: %s\n", options.devices.describe().c_str());
   std::fprintf(out, "copy bandwidth: %.2f GB/s (%s)\n", copy.bytes_per_second / 1e9, copy.method.c_str());
-  if (options.runs(Engine::normal)) {
+  if (copy.peer) {
+    std::fprintf(out,
+                 "peer copy bandwidth: %.2f GB/s all %d GPUs to each other at once (the roofline of bytes "
+                 "between GPUs); %.2f GB/s one pair alone (%s)\n",
+                 copy.peer->all_pairs_bytes_per_second / 1e9, copy.peer->devices,
+                 copy.peer->pair_bytes_per_second / 1e9, copy.peer->method.c_str());
+  }
+  if (options.runs_rank_major()) {
     std::fprintf(out,
                  "traffic: %" PRId64 " delivered rows (token, destination rank) over all ranks; %" PRId64
                  " bytes per dispatch row, %" PRId64 " per combine row\n",
                  traffic.delivered_rows, traffic.dispatch_row_bytes, traffic.combine_row_bytes);
   }
-  if (options.runs(Engine::low_latency) || options.runs(Engine::symmetric)) {
+  if (options.runs_expert_major()) {
     std::fprintf(out, "low_latency and symmetric: %" PRId64 " tokens per rank (%s), bf16 inputs%s\n", options.ll_tokens_per_rank,
                  options.notes.ll_tokens_source.c_str(),
                  options.dtype == DType::fp8_e4m3 ? " cast to fp8 by the engine (use_fp8)" : "");
   }
   std::fprintf(
       out,
-      "time: median (and p99, nearest rank) over iterations of the slowest rank; GB/s: all ranks' bytes / time (logical bandwidth, "
-      "as DeepEP reports it)\n"
-      "roofline fraction = (2 * (dispatch_bytes + combine_bytes) / copy bandwidth) / (dispatch_time + "
-      "combine_time): each delivered row is read once and written once\n");
+      "time: median (and p99, nearest rank) over iterations of the slowest rank; GB/s: all ranks' bytes / "
+      "time (logical bandwidth, as DeepEP reports it)\n"
+      "roofline fraction = (dispatch bound + combine bound) / (dispatch_time + combine_time), phase bound = "
+      "max(2 * local bytes / copy bandwidth, remote bytes / peer copy bandwidth): a row within one device is "
+      "read once and written once, a row between GPUs crosses a link once (see --help)\n");
 }
 
 void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidth& copy) {
-  const char* name = engine_name(result.engine);
+  const char* name = bench_engine_name(result.engine);
   std::fprintf(out, "\n");
   if (result.status == CheckStatus::skipped) {
     std::fprintf(out, "%s: skipped: %s\n", name, result.detail.c_str());
     return;
   }
   if (result.timed) {
-    std::fprintf(out, "%s: %d timed iterations after %d warmup; %" PRId64 " tokens per rank, %" PRId64
+    std::fprintf(out,
+                 "%s: %d timed iterations after %d warmup; %" PRId64 " tokens per rank, %" PRId64
                  " delivered rows (%s)\n",
                  name, result.iters, result.warmup, result.tokens_per_rank, result.delivered_rows,
-                 result.engine == Engine::normal ? "token, destination rank" : "token, expert");
+                 is_rank_major(result.engine) ? "token, destination rank" : "token, expert");
+    if (!result.note.empty()) std::fprintf(out, "  %s\n", result.note.c_str());
     std::fprintf(out, "  %-10s %14s %14s %16s %10s\n", "phase", "median (us)", "p99 (us)", "bytes", "GB/s");
     print_phase(out, "dispatch", result.dispatch_seconds, result.dispatch_p99_seconds, result.dispatch_bytes);
     print_phase(out, "combine", result.combine_seconds, result.combine_p99_seconds, result.combine_bytes);
     if (result.node_bytes) print_node_bytes(out, *result.node_bytes);
+    if (result.remote_dispatch_bytes > 0 || result.remote_combine_bytes > 0) {
+      std::fprintf(out,
+                   "  between GPUs: %" PRId64 " dispatch bytes, %" PRId64
+                   " combine bytes (the rest within one GPU)\n",
+                   result.remote_dispatch_bytes, result.remote_combine_bytes);
+    }
     if (!result.graph_replay.empty())
       std::fprintf(out, "  %-10s %s\n", "graph replay:", result.graph_replay.c_str());
-    std::optional<double> fraction = roofline_fraction(result, copy.bytes_per_second);
+    std::optional<double> fraction = roofline_fraction(result, copy);
     if (fraction) {
       std::fprintf(out, "  roofline fraction: %.3f\n", *fraction);
     } else {
@@ -123,6 +140,39 @@ void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidt
       break;
     case CheckStatus::skipped:
       break;
+  }
+}
+
+std::optional<NcclComparison> compare_with_nccl(const EngineResult& result,
+                                                const std::vector<EngineResult>& results) {
+  const EngineResult* nccl = nullptr;
+  for (const EngineResult& candidate : results) {
+    if (candidate.engine == BenchEngine::nccl && candidate.timed) nccl = &candidate;
+  }
+  if (!nccl || !result.timed || result.engine == BenchEngine::nccl) return std::nullopt;
+  if (result.tokens_per_rank != nccl->tokens_per_rank) return std::nullopt;
+  if (!(result.dispatch_seconds > 0) || !(result.combine_seconds > 0)) return std::nullopt;
+  NcclComparison comparison;
+  comparison.dispatch = nccl->dispatch_seconds / result.dispatch_seconds;
+  comparison.combine = nccl->combine_seconds / result.combine_seconds;
+  comparison.total =
+      (nccl->dispatch_seconds + nccl->combine_seconds) / (result.dispatch_seconds + result.combine_seconds);
+  return comparison;
+}
+
+void print_nccl_comparison(std::FILE* out, const std::vector<EngineResult>& results) {
+  bool header = false;
+  for (const EngineResult& result : results) {
+    std::optional<NcclComparison> comparison = compare_with_nccl(result, results);
+    if (!comparison) continue;
+    if (!header) {
+      std::fprintf(
+          out,
+          "\nvs nccl (nccl's median time / the engine's, same tokens per rank; > 1: faster than nccl)\n");
+      header = true;
+    }
+    std::fprintf(out, "  %-12s dispatch %.2fx, combine %.2fx, both %.2fx\n", bench_engine_name(result.engine),
+                 comparison->dispatch, comparison->combine, comparison->total);
   }
 }
 

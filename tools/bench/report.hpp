@@ -2,6 +2,9 @@
 // The human-readable output on stdout: a header with the shape and the copy bandwidth, then per
 // engine a table and a check line.
 #include <cstdio>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "copy_bandwidth.hpp"
 #include "options.hpp"
@@ -13,6 +16,16 @@ namespace switchyard::bench {
 void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwidth& copy,
                   const Traffic& traffic);
 void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidth& copy);
+
+// How much faster an engine ran than the nccl baseline: nccl's median time / the engine's, per phase
+// and for both. Only when both were timed with the same tokens per rank.
+struct NcclComparison {
+  double dispatch = 0, combine = 0, total = 0;
+};
+std::optional<NcclComparison> compare_with_nccl(const EngineResult& result,
+                                                const std::vector<EngineResult>& results);
+// The "vs nccl" lines after the engines; nothing when nccl did not run.
+void print_nccl_comparison(std::FILE* out, const std::vector<EngineResult>& results);
 
 // --json FILE: the options, the copy bandwidth and every engine's result (skipped ones with a
 // reason and null numbers). Throws std::runtime_error when the file cannot be written.

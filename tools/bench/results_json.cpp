@@ -41,16 +41,40 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
   json.integer(options.iters);
   json.key("warmup");
   json.integer(options.warmup);
+  // Which GPU each rank used (--devices); empty on cpu.
+  json.key("devices");
+  json.begin_array();
+  for (int device : options.devices.device_of_rank) json.integer(device);
+  json.end_array();
+  json.key("devices_request");
+  json.string(options.devices.request_text());
+  json.key("visible_devices");
+  json.integer(options.devices.visible_devices);
   json.key("copy_gbps");
   json.number(copy.bytes_per_second / 1e9);
+  json.key("copy_devices");
+  json.integer(copy.devices);
   json.key("copy_method");
   json.string(copy.method);
+  // Between GPUs: null unless the ranks use several.
+  json.key("peer_copy_gbps");
+  json.number_or_null(copy.peer ? std::optional<double>(copy.peer->all_pairs_bytes_per_second / 1e9)
+                                : std::nullopt);
+  json.key("peer_copy_pair_gbps");
+  json.number_or_null(copy.peer ? std::optional<double>(copy.peer->pair_bytes_per_second / 1e9)
+                                : std::nullopt);
+  json.key("peer_copy_method");
+  if (copy.peer) {
+    json.string(copy.peer->method);
+  } else {
+    json.null();
+  }
   json.key("results");
   json.begin_array();
   for (const EngineResult& result : results) {
     json.begin_object();
     json.key("engine");
-    json.string(engine_name(result.engine));
+    json.string(bench_engine_name(result.engine));
     json.key("check");
     json.string(check_status_name(result.status));
     if (result.status != CheckStatus::passed) {
@@ -84,9 +108,23 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
     json.number_or_null(gbps(result.dispatch_bytes, result.dispatch_seconds));
     json.key("combine_gbps");
     json.number_or_null(gbps(result.combine_bytes, result.combine_seconds));
+    json.key("remote_dispatch_bytes");
+    json.integer_or_null(bytes(result.remote_dispatch_bytes));
+    json.key("remote_combine_bytes");
+    json.integer_or_null(bytes(result.remote_combine_bytes));
     json.key("roofline_fraction");
-    json.number_or_null(roofline_fraction(result, copy.bytes_per_second));
-    if (result.engine == Engine::normal) {
+    json.number_or_null(roofline_fraction(result, copy));
+    // nccl's time / this engine's, both phases together; null unless both ran with the same tokens.
+    const std::optional<NcclComparison> versus_nccl = compare_with_nccl(result, results);
+    json.key("speedup_vs_nccl");
+    json.number_or_null(versus_nccl ? std::optional<double>(versus_nccl->total) : std::nullopt);
+    json.key("note");
+    if (result.note.empty()) {
+      json.null();
+    } else {
+      json.string(result.note);
+    }
+    if (is_rank_major(result.engine)) {
       // Across nodes only (NodeTraffic); null on one node and when the engine did not run.
       const bool across = result.timed && result.node_bytes.has_value();
       const NodeBytes node = across ? *result.node_bytes : NodeBytes{};
@@ -103,7 +141,7 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
       field("rdma_dispatch_saved_bytes", node.direct_rdma_dispatch - node.rdma_dispatch);
       field("rdma_combine_saved_bytes", node.direct_rdma_combine - node.rdma_combine);
     }
-    if (result.engine == Engine::low_latency) {
+    if (result.engine == BenchEngine::low_latency) {
       // The CUDA graph replay row: a seam, no numbers until it is measured.
       json.key("graph_replay");
       if (result.graph_replay.empty()) {

@@ -16,17 +16,19 @@ namespace switchyard::bench {
 namespace {
 
 // low_latency's Buffers are sized for its calls only (the normal region for --ll-tokens too).
-BufferOptions buffer_options(const BenchOptions& options, Engine engine, int rank) {
+BufferOptions buffer_options(const BenchOptions& options, BenchEngine engine, int rank) {
   BufferOptions buffer;
   buffer.topology = options.topology;
   buffer.rank = rank;
   buffer.backend = options.backend;
-  buffer.device = kCudaDevice;  // every rank shares the one device when ranks are threads
+  buffer.device = options.devices.device(rank);  // --devices: one GPU per rank, or shared as threads
   buffer.sharing = HeapSharing::threads;
   buffer.config = options.config;
   buffer.sizing.max_tokens_per_rank = engine_tokens_per_rank(engine, options);
-  if (engine == Engine::low_latency) buffer.sizing.low_latency_max_tokens_per_rank = options.ll_tokens_per_rank;
-  if (engine == Engine::symmetric) buffer.sizing.symmetric_max_tokens_per_rank = options.ll_tokens_per_rank;
+  if (engine == BenchEngine::low_latency)
+    buffer.sizing.low_latency_max_tokens_per_rank = options.ll_tokens_per_rank;
+  if (engine == BenchEngine::symmetric)
+    buffer.sizing.symmetric_max_tokens_per_rank = options.ll_tokens_per_rank;
   buffer.sizing.hidden = options.hidden;
   buffer.sizing.topk = options.topk;
   buffer.sizing.num_experts = options.num_experts;
@@ -47,8 +49,8 @@ std::vector<double> slowest_per_iteration(const std::vector<std::vector<double>>
 
 // The graph replay row of the issue (low_latency on cuda: the launch-free latency). A seam: nothing
 // is measured yet, and the row says why rather than showing numbers.
-std::string graph_replay_status(Engine engine, Backend backend) {
-  if (engine != Engine::low_latency) return "";
+std::string graph_replay_status(BenchEngine engine, Backend backend) {
+  if (engine != BenchEngine::low_latency) return "";
   if (backend == Backend::cpu) return "not available (cpu backend)";
   return "not implemented yet";
 }
@@ -89,12 +91,12 @@ std::string progress_text(const std::string& name, int warmup_done, int warmup, 
 
 }  // namespace
 
-int64_t engine_tokens_per_rank(Engine engine, const BenchOptions& options) {
-  return engine == Engine::normal ? options.tokens_per_rank : options.ll_tokens_per_rank;
+int64_t engine_tokens_per_rank(BenchEngine engine, const BenchOptions& options) {
+  return is_rank_major(engine) ? options.tokens_per_rank : options.ll_tokens_per_rank;
 }
 
-const Traffic& engine_traffic(Engine engine, const Problem& problem) {
-  return engine == Engine::normal ? problem.traffic : problem.low_latency.traffic;
+const Traffic& engine_traffic(BenchEngine engine, const Problem& problem) {
+  return is_rank_major(engine) ? problem.traffic : problem.low_latency.traffic;
 }
 
 const char* check_status_name(CheckStatus status) {
@@ -111,7 +113,7 @@ const char* check_status_name(CheckStatus status) {
   return "?";
 }
 
-EngineResult skipped_result(Engine engine, const std::string& why) {
+EngineResult skipped_result(BenchEngine engine, const std::string& why) {
   EngineResult result;
   result.engine = engine;
   result.status = CheckStatus::skipped;
@@ -119,9 +121,9 @@ EngineResult skipped_result(Engine engine, const std::string& why) {
   return result;
 }
 
-EngineResult run_engine(Engine engine, const BenchOptions& options, const Problem& problem,
+EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const Problem& problem,
                         Progress& progress, DumpDirectory* dump) {
-  const std::string name = engine_name(engine);
+  const std::string name = bench_engine_name(engine);
   const int num_ranks = options.topology.num_ranks;
   const int warmup = options.warmup;
   const int iters = options.iters;
@@ -133,6 +135,8 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
   const Traffic& traffic = engine_traffic(engine, problem);
   result.dispatch_bytes = traffic.dispatch_bytes();
   result.combine_bytes = traffic.combine_bytes();
+  result.remote_dispatch_bytes = traffic.remote_dispatch_bytes();
+  result.remote_combine_bytes = traffic.remote_combine_bytes();
   result.tokens_per_rank = engine_tokens_per_rank(engine, options);
   result.delivered_rows = traffic.delivered_rows;
   result.node_bytes = traffic.node_bytes();
@@ -145,40 +149,59 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
   // NOTES: the Buffers outlive every rank's thread. A rank that fails (a timeout, say) must not unmap
   // its heap while peers still inside dispatch or combine write into it.
   std::vector<std::unique_ptr<Buffer>> buffers(num_ranks);
+  std::string note;                                             // rank 0's session's
+  if (engine == BenchEngine::nccl) prepare_nccl_environment();  // before any rank thread reads it
 
   try {
     run_ranks(num_ranks, [&](Group& group) {
       const int rank = group.rank();
       const bool reports_progress = rank == 0;
-      // First: on cuda it makes the device current on this thread. Destroyed last, after the session
-      // and the timer that use it.
-      const RankStream rank_stream(options.backend);
+      const int device = options.devices.device(rank);
+      // First: on cuda it makes the rank's device current on this thread. Destroyed last, after the
+      // session and the timer that use it.
+      const RankStream rank_stream(options.backend, device);
       const Stream stream = rank_stream.get();
-      buffers[rank] = std::make_unique<Buffer>(buffer_options(options, engine, rank));
-      Buffer& buffer = *buffers[rank];
-      buffer.connect(group.allgather(buffer.local_handle()));
-      const SessionContext context{&options, &problem, &buffer, rank, stream};
+      Buffer* buffer = nullptr;
+      if (uses_switchyard_buffer(engine)) {
+        buffers[rank] = std::make_unique<Buffer>(buffer_options(options, engine, rank));
+        buffer = buffers[rank].get();
+        buffer->connect(group.allgather(buffer->local_handle()));
+      }
+      const SessionContext context{&options, &problem, buffer, rank, stream, &group, device};
       std::unique_ptr<EngineSession> session = make_engine_session(engine, context);
+      if (rank == 0) note = session->note();
       std::unique_ptr<PhaseTimer> timer = make_phase_timer(options.backend, stream);
+      // Waits for this rank's stream and raises any error its work recorded (on cpu it only returns).
+      auto synchronize = [&] {
+        if (buffer) {
+          buffer->synchronize(stream);
+        } else {
+          session->synchronize();
+        }
+      };
 
       // Every rank starts each phase together, so the slowest rank's time is the phase's time: each
       // rank first waits for its own stream (on cuda, the layout or the expert's copies; this also
       // raises any error a kernel recorded), so that every stream is idle when the barrier releases
-      // the ranks and every start event marks the same moment. On cpu synchronize() only returns.
+      // the ranks and every start event marks the same moment. After each phase the stream is
+      // drained the same way before its events are read (the events are already recorded, so this
+      // does not change the time; it bounds the wait for nccl).
       auto run_iteration = [&](int iteration, double* dispatch_time, double* combine_time) {
         session->prepare(iteration);
-        buffer.synchronize(stream);
+        synchronize();
         group.barrier();
         timer->start();
         session->dispatch(iteration);
         timer->stop();
+        synchronize();
         *dispatch_time = timer->elapsed_seconds();
         session->expert(iteration);
-        buffer.synchronize(stream);
+        synchronize();
         group.barrier();
         timer->start();
         session->combine(iteration);
         timer->stop();
+        synchronize();
         *combine_time = timer->elapsed_seconds();
       };
 
@@ -195,7 +218,7 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
         }
         session->poison_outputs();
         run_iteration(iteration++, &untimed_dispatch, &untimed_combine);
-        buffer.synchronize(stream);
+        synchronize();
         if (!check_differences[rank].found())
           check_differences[rank] = from_input_set(session->first_difference(), set, input_sets);
         if (dump && set == 0) {
@@ -214,7 +237,7 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
         run_iteration(iteration++, &dispatch_seconds[rank][done], &combine_seconds[rank][done]);
       }
       if (reports_progress) progress.update(name + ": final check", name + ": checking the last iteration");
-      buffer.synchronize(stream);
+      synchronize();
       final_differences[rank] =
           from_input_set(session->first_difference(), (iteration - 1) % input_sets, input_sets);
     });
@@ -230,6 +253,7 @@ EngineResult run_engine(Engine engine, const BenchOptions& options, const Proble
   }
 
   result.timed = true;
+  result.note = note;
   const std::vector<double> slowest_dispatch = slowest_per_iteration(dispatch_seconds);
   const std::vector<double> slowest_combine = slowest_per_iteration(combine_seconds);
   result.dispatch_seconds = median(slowest_dispatch);

@@ -16,7 +16,7 @@ enum class CheckStatus { passed, failed, skipped, error };
 const char* check_status_name(CheckStatus status);  // "pass", "fail", "skipped", "error"
 
 struct EngineResult {
-  Engine engine = Engine::normal;
+  BenchEngine engine = BenchEngine::normal;
   CheckStatus status = CheckStatus::skipped;
   std::string detail;  // the first difference, why it was skipped, or the error
   bool timed = false;  // the timings below are valid
@@ -25,23 +25,26 @@ struct EngineResult {
   double dispatch_seconds = 0, combine_seconds = 0;
   double dispatch_p99_seconds = 0, combine_p99_seconds = 0;
   int64_t dispatch_bytes = 0, combine_bytes = 0;
+  // Of those, the bytes of rows between ranks on different GPUs (0 when all ranks share one).
+  int64_t remote_dispatch_bytes = 0, remote_combine_bytes = 0;
   int64_t tokens_per_rank = 0;  // the engine's own: --tokens for normal, the --ll-tokens rule for low_latency
   int64_t delivered_rows = 0;   // normal: (token, destination rank) pairs; low_latency: (token, expert)
   std::optional<NodeBytes> node_bytes;  // normal across nodes only: RDMA and NVLink bytes apart
   // The CUDA graph replay row (low_latency only; empty for other engines). No numbers yet: why not.
   std::string graph_replay;
+  std::string note;  // how the engine ran, when worth a line (nccl: the NCCL version)
 };
 
 // The tokens per rank an engine runs, and what its traffic counts.
-int64_t engine_tokens_per_rank(Engine engine, const BenchOptions& options);
-const Traffic& engine_traffic(Engine engine, const Problem& problem);
+int64_t engine_tokens_per_rank(BenchEngine engine, const BenchOptions& options);
+const Traffic& engine_traffic(BenchEngine engine, const Problem& problem);
 
-EngineResult skipped_result(Engine engine, const std::string& why);
+EngineResult skipped_result(BenchEngine engine, const std::string& why);
 
 // Runs `engine`, which must exist for the backend. A library error at run time (a timeout, say)
 // becomes CheckStatus::error; with --engine all, an Unsupported one becomes skipped. InvalidArgument
 // (a configuration the library refuses) propagates.
-EngineResult run_engine(Engine engine, const BenchOptions& options, const Problem& problem,
+EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const Problem& problem,
                         Progress& progress, DumpDirectory* dump);
 
 }  // namespace switchyard::bench

@@ -52,12 +52,15 @@ DUMPED = {
                     "combined_x"),
 }
 DUMPED["symmetric"] = DUMPED["low_latency"]
+# The NCCL baseline (cuda, one GPU per rank) dumps normal's outputs and shares its reference.
+DUMPED["nccl"] = DUMPED["normal"]
 # symmetric must give low_latency's outputs: one reference.
 REFERENCE_GROUP = {"normal": "reference", "low_latency": "reference_low_latency",
-                   "symmetric": "reference_low_latency"}
+                   "symmetric": "reference_low_latency", "nccl": "reference"}
 # Engine results in --json: these keys on every engine, numbers when it ran, null when skipped.
 RESULT_NUMBERS = ("tokens", "delivered_rows", "dispatch_us", "combine_us", "dispatch_p99_us", "combine_p99_us",
-                  "dispatch_bytes", "combine_bytes", "dispatch_gbps", "combine_gbps", "roofline_fraction")
+                  "dispatch_bytes", "combine_bytes", "dispatch_gbps", "combine_gbps", "remote_dispatch_bytes",
+                  "remote_combine_bytes", "roofline_fraction")
 
 
 # The normal engine across nodes: numbers with --ranks-per-node < --ranks, null on one node.
@@ -70,8 +73,10 @@ def check_result(result, ran):
     for key in RESULT_NUMBERS:
         expect(key in result, f"{result['engine']}: json lacks {key}")
         expect((result[key] is not None) == ran, f"{result['engine']}: {key} = {result[key]}")
+    expect("speedup_vs_nccl" in result and "note" in result, f"{result['engine']}: json lacks speedup_vs_nccl or note")
     if ran:
         expect(result["dispatch_us"] > 0 and result["combine_us"] > 0 and result["roofline_fraction"] > 0, result)
+        expect(0 <= result["remote_dispatch_bytes"] <= result["dispatch_bytes"], result)
         expect(result["dispatch_p99_us"] >= result["dispatch_us"], result)
         expect(result["combine_p99_us"] >= result["combine_us"], result)
 
@@ -123,8 +128,14 @@ def test_passing_run_writes_json_and_dump(bench, tmp):
     expect("check: pass" in result.stdout, result.stdout)
     expect("copy bandwidth" in result.stdout and "roofline fraction" in result.stdout, result.stdout)
     report = json.load(open(json_path))
-    for key in ("backend", "ranks", "ranks_per_node", "tokens", "hidden", "topk", "experts", "dtype", "copy_gbps"):
+    for key in ("backend", "ranks", "ranks_per_node", "tokens", "hidden", "topk", "experts", "dtype", "copy_gbps",
+                "copy_devices", "devices", "devices_request", "visible_devices", "peer_copy_gbps",
+                "peer_copy_pair_gbps", "peer_copy_method"):
         expect(key in report, f"json lacks {key}")
+    # cpu: the ranks are host threads, no GPU map, no peer copy.
+    expect(report["devices"] == [] and report["devices_request"] == "auto" and report["copy_devices"] == 1, report)
+    expect(report["peer_copy_gbps"] is None and report["peer_copy_method"] is None, report)
+    expect("devices: none (cpu backend" in result.stdout, result.stdout)
     expect(report["ll_tokens"] == 32, report)  # min(--tokens 32, 128)
     by_engine = {r["engine"]: r for r in report["results"]}
     normal = by_engine["normal"]
@@ -152,6 +163,15 @@ def test_passing_run_writes_json_and_dump(bench, tmp):
     check_result(symmetric, True)
     expect(symmetric["delivered_rows"] == low_latency["delivered_rows"] and "graph_replay" not in symmetric,
            symmetric)
+    # --engine all lists the NCCL baseline too: skipped on cpu, with the reason, and no numbers.
+    nccl = by_engine["nccl"]
+    expect(nccl["check"] == "skipped" and "cpu backend" in nccl["reason"], nccl)
+    check_result(nccl, False)
+    expect("nccl: skipped: not available on the cpu backend" in result.stdout, result.stdout)
+    expect("vs nccl" not in result.stdout, result.stdout)
+    for engine in ("normal", "low_latency", "symmetric"):
+        expect(by_engine[engine]["remote_dispatch_bytes"] == 0 and by_engine[engine]["speedup_vs_nccl"] is None,
+               by_engine[engine])
     check_dump(dump_dir, ["normal", "low_latency", "symmetric"])
 
 
@@ -248,6 +268,10 @@ def test_bad_arguments_exit_2_with_one_line(bench, tmp):
         (["--ll-tokens", "x"], "--ll-tokens"),
         (["--ll-tokens", "-3"], "--ll-tokens"),
         (["--engine", "fast"], "--engine"),
+        (["--engine", "nccl"], "nccl is not available on the cpu backend"),
+        (["--devices", "x"], "--devices"),
+        (["--devices", "0"], "--devices"),
+        (["--devices", "2"], "--devices: expected auto with --backend cpu"),
         (["--iters", "0"], "--iters"),
         (["--timeout", "0"], "--timeout"),
         (["--chunk-tokens", "9", "--ring-slots", "8"], "--chunk-tokens"),
@@ -277,7 +301,8 @@ def test_help(bench, tmp):
     expect(result.returncode == 0 and "usage: switchyard-bench" in result.stdout, result.stdout)
     expect("roofline fraction =" in result.stdout, "help does not document the roofline")
     for text in ("--ll-tokens", "p99", "rows delivered x row payload", "graph replay", "dispatch RDMA bytes",
-                 "dispatch NVLink bytes", "direct RDMA bytes"):
+                 "dispatch NVLink bytes", "direct RDMA bytes", "--devices auto|N", "peer copy bandwidth",
+                 "remote_bytes / peer copy bandwidth", "normal|low_latency|symmetric|nccl|all", "vs nccl"):
         expect(text in result.stdout, f"help does not document {text}")
 
 

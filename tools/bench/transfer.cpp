@@ -1,5 +1,6 @@
 #include "transfer.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "cuda_check.hpp"
@@ -21,6 +22,29 @@ constexpr int kPoisonByte = 0xA5;
 #endif
 
 }  // namespace
+
+int stream_device(Stream stream) {
+#if defined(SWITCHYARD_WITH_CUDA)
+  int device = 0;
+#if CUDART_VERSION >= 12080
+  if (stream) {
+    check_cuda(cudaStreamGetDevice(cuda_stream(stream), &device), "cudaStreamGetDevice (a rank's stream)");
+    return device;
+  }
+#endif
+  // Older runtimes: the rank's thread made its device current (RankStream).
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  return device;
+#else
+  (void)stream;
+  cuda_not_built("the device of a CUDA stream");
+#endif
+}
+
+int input_set_count(size_t set_bytes, size_t cache_bytes) {
+  if (cache_bytes == 0 || set_bytes == 0) return 1;
+  return static_cast<int>(std::min(2 * cache_bytes / set_bytes + 1, kMaxInputSets));
+}
 
 Tensor to_host(const TensorView& tensor, Stream stream) {
   if (!tensor.defined()) return Tensor();
@@ -48,7 +72,8 @@ Tensor to_backend(const Tensor& host, Backend backend, Stream stream) {
   if (view.device != Device::cpu) {
     throw InvalidArgument("switchyard-bench: to_backend expects a host tensor, got " + view.describe());
   }
-  Tensor device = Tensor::empty_like_shape(view.dtype, view.shape, view.ndim, Device::cuda, kCudaDevice, stream);
+  Tensor device = Tensor::empty_like_shape(view.dtype, view.shape, view.ndim, Device::cuda,
+                                           stream_device(stream), stream);
   if (view.nbytes() > 0) {
     const cudaStream_t cuda = cuda_stream(stream);
     check_cuda(cudaMemcpyAsync(device.data(), view.data, view.nbytes(), cudaMemcpyHostToDevice, cuda),
@@ -67,7 +92,7 @@ Tensor to_backend(const Tensor& host, Backend backend, Stream stream) {
 Tensor allocate_on_backend(Backend backend, DType dtype, std::initializer_list<int64_t> dims, Stream stream) {
   if (backend == Backend::cpu) return Tensor::empty(dtype, dims, Device::cpu);
 #if defined(SWITCHYARD_WITH_CUDA)
-  return Tensor::empty(dtype, dims, Device::cuda, kCudaDevice, stream);
+  return Tensor::empty(dtype, dims, Device::cuda, stream_device(stream), stream);
 #else
   (void)stream;
   cuda_not_built("allocating a CUDA tensor");
@@ -92,14 +117,16 @@ void poison_on_backend(const TensorView& tensor, Stream stream) {
 #endif
 }
 
-size_t backend_cache_bytes(Backend backend) {
+size_t backend_cache_bytes(Backend backend, Stream stream) {
   if (backend == Backend::cpu) return 0;
 #if defined(SWITCHYARD_WITH_CUDA)
   int l2_bytes = 0;
-  check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, kCudaDevice),
-             "cudaDeviceGetAttribute(L2 cache size)");
+  const int device = stream_device(stream);
+  check_cuda(cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device),
+             "cudaDeviceGetAttribute(L2 cache size of GPU " + std::to_string(device) + ")");
   return l2_bytes > 0 ? static_cast<size_t>(l2_bytes) : 0;
 #else
+  (void)stream;
   cuda_not_built("the L2 size of a CUDA device");
 #endif
 }

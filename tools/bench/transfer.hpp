@@ -3,6 +3,8 @@
 // the dump work on host tensors; on the CUDA backend the library takes and returns device tensors.
 // CUDA copies and fills run on the rank's `stream` (ordered after the work that produced the tensor)
 // and are complete when these functions return; nullptr means the legacy default stream.
+// New device tensors go on the device of `stream` (the rank's, --devices); with nullptr, on the
+// calling thread's current device.
 #include <cstddef>
 #include <initializer_list>
 
@@ -11,8 +13,8 @@
 
 namespace switchyard::bench {
 
-// The device every rank uses on cuda: ranks are threads of one process, sharing GPU 0.
-constexpr int kCudaDevice = 0;
+// The CUDA device `stream` belongs to (the current device for nullptr). Only on cuda.
+int stream_device(Stream stream);
 
 // A host copy of `tensor`. A host tensor is shared, not copied. Undefined stays undefined.
 Tensor to_host(const TensorView& tensor, Stream stream);
@@ -29,7 +31,13 @@ Tensor allocate_on_backend(Backend backend, DType dtype, std::initializer_list<i
 void poison_on_backend(const TensorView& tensor, Stream stream);
 
 // The cache that inputs rotating between iterations must exceed so that each iteration reads them
-// from memory: the L2 of kCudaDevice on cuda; 0 on cpu, where one input set serves every iteration.
-size_t backend_cache_bytes(Backend backend);
+// from memory: the L2 of the device of `stream` on cuda; 0 on cpu, where one input set serves every
+// iteration.
+size_t backend_cache_bytes(Backend backend, Stream stream);
+
+// Input sets (copies of a rank's inputs at different addresses) to rotate through: the fewest whose
+// total exceeds twice `cache_bytes`, at most kMaxInputSets; one without a cache.
+constexpr size_t kMaxInputSets = 4;
+int input_set_count(size_t set_bytes, size_t cache_bytes);
 
 }  // namespace switchyard::bench

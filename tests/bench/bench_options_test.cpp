@@ -1,0 +1,265 @@
+// switchyard-bench's host logic, testable without a GPU: where each rank runs (--devices), when the
+// nccl baseline can run and why not, the rows that cross between devices, and the roofline that
+// divides them by the peer copy bandwidth.
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "copy_bandwidth.hpp"
+#include "engines.hpp"
+#include "metrics.hpp"
+#include "nccl_build.hpp"
+#include "options.hpp"
+#include "problem.hpp"
+#include "report.hpp"
+#include "support/test_seed.hpp"
+#include "switchyard/reference.hpp"
+#include "workload/workload.hpp"
+
+namespace switchyard::bench {
+namespace {
+
+// The UsageError's message, or "" when `action` does not throw one.
+template <typename Action>
+std::string usage_error_of(Action action) {
+  try {
+    action();
+  } catch (const UsageError& error) {
+    return error.what();
+  }
+  return "";
+}
+
+BenchOptions resolve_args(const std::vector<std::string>& args, bool cuda, int visible_devices) {
+  return resolve(parse_command_line(args), cuda, visible_devices);
+}
+
+TEST(BenchDevices, AutoGivesEachRankItsOwnGpuWhenThereAreEnough) {
+  DeviceMap map = map_ranks_to_devices(std::nullopt, 8, Backend::cuda, 8);
+  EXPECT_EQ(map.device_of_rank, (std::vector<int>{0, 1, 2, 3, 4, 5, 6, 7}));
+  EXPECT_FALSE(map.shares_a_device());
+  EXPECT_NE(map.describe().find("one GPU per rank"), std::string::npos) << map.describe();
+  EXPECT_NE(map.describe().find("rank->GPU 0->0 1->1 2->2"), std::string::npos) << map.describe();
+  // More GPUs than ranks: the first R.
+  EXPECT_EQ(map_ranks_to_devices(kAutoDevices, 2, Backend::cuda, 8).device_of_rank, (std::vector<int>{0, 1}));
+}
+
+TEST(BenchDevices, AutoPutsEveryRankOnGpu0WhenThereAreFewerGpusThanRanks) {
+  DeviceMap one = map_ranks_to_devices(std::nullopt, 8, Backend::cuda, 1);
+  EXPECT_EQ(one.device_of_rank, std::vector<int>(8, 0));
+  EXPECT_TRUE(one.shares_a_device());
+  EXPECT_EQ(one.distinct_devices(), std::vector<int>{0});
+  EXPECT_NE(one.describe().find("every rank on GPU 0"), std::string::npos) << one.describe();
+  // With several GPUs, fewer than the ranks, the output says how to spread them.
+  DeviceMap two = map_ranks_to_devices(std::nullopt, 8, Backend::cuda, 2);
+  EXPECT_EQ(two.device_of_rank, std::vector<int>(8, 0));
+  EXPECT_NE(two.describe().find("--devices 2 spreads them"), std::string::npos) << two.describe();
+}
+
+TEST(BenchDevices, ExplicitCountSpreadsRanksRoundRobin) {
+  DeviceMap map = map_ranks_to_devices(2, 8, Backend::cuda, 8);
+  EXPECT_EQ(map.device_of_rank, (std::vector<int>{0, 1, 0, 1, 0, 1, 0, 1}));
+  EXPECT_TRUE(map.shares_a_device());
+  EXPECT_EQ(map.distinct_devices(), (std::vector<int>{0, 1}));
+  EXPECT_TRUE(map.same_device(0, 6));
+  EXPECT_FALSE(map.same_device(0, 3));
+  EXPECT_EQ(map.request_text(), "2");
+  EXPECT_NE(map.describe().find("rank r on GPU r % 2"), std::string::npos) << map.describe();
+  EXPECT_EQ(map_ranks_to_devices(1, 4, Backend::cuda, 8).device_of_rank, std::vector<int>(4, 0));
+}
+
+TEST(BenchDevices, MappingsThatDoNotMatchTheMachineAreUsageErrors) {
+  std::string more_than_visible = usage_error_of([] { map_ranks_to_devices(4, 8, Backend::cuda, 2); });
+  EXPECT_NE(more_than_visible.find("--devices: expected at most the 2 CUDA devices"), std::string::npos)
+      << more_than_visible;
+  EXPECT_NE(more_than_visible.find("got 4"), std::string::npos) << more_than_visible;
+  std::string more_than_ranks = usage_error_of([] { map_ranks_to_devices(8, 4, Backend::cuda, 8); });
+  EXPECT_NE(more_than_ranks.find("--devices: expected at most --ranks 4"), std::string::npos)
+      << more_than_ranks;
+  std::string on_cpu = usage_error_of([] { map_ranks_to_devices(2, 4, Backend::cpu, 0); });
+  EXPECT_NE(on_cpu.find("--devices: expected auto with --backend cpu"), std::string::npos) << on_cpu;
+  EXPECT_TRUE(map_ranks_to_devices(kAutoDevices, 4, Backend::cpu, 0).empty());
+}
+
+TEST(BenchOptions, DevicesFlagParsesAutoAndPositiveCounts) {
+  EXPECT_EQ(parse_command_line({"--devices", "auto"}).devices, kAutoDevices);
+  EXPECT_EQ(parse_command_line({"--devices=3"}).devices, 3);
+  EXPECT_FALSE(parse_command_line({}).devices.has_value());
+  for (const char* bad : {"0", "-1", "two", ""}) {
+    std::string message = usage_error_of([&] { parse_command_line({"--devices", bad}); });
+    EXPECT_EQ(message.rfind("--devices: expected auto or a positive number of GPUs", 0), 0u)
+        << bad << ": " << message;
+  }
+}
+
+TEST(BenchOptions, ResolveMapsRanksToTheVisibleDevices) {
+  BenchOptions spread = resolve_args({"--backend", "cuda", "--ranks", "4", "--experts", "16"}, true, 4);
+  EXPECT_EQ(spread.devices.device_of_rank, (std::vector<int>{0, 1, 2, 3}));
+  BenchOptions shared = resolve_args({"--backend", "cuda", "--ranks", "4", "--experts", "16"}, true, 1);
+  EXPECT_EQ(shared.devices.device_of_rank, std::vector<int>(4, 0));
+  std::string message = usage_error_of([] {
+    resolve_args({"--backend", "cuda", "--ranks", "8", "--devices", "8"}, true, 2);
+  });
+  EXPECT_NE(message.find("--devices"), std::string::npos) << message;
+  EXPECT_TRUE(resolve_args({"--backend", "cpu"}, false, 0).devices.empty());
+}
+
+TEST(BenchOptions, EngineAllEndsWithTheNcclBaselineAndNcclCanBeNamed) {
+  BenchOptions all = resolve_args({"--backend", "cpu"}, false, 0);
+  EXPECT_EQ(all.engines, (std::vector<BenchEngine>{BenchEngine::normal, BenchEngine::low_latency,
+                                                   BenchEngine::symmetric, BenchEngine::nccl}));
+  EXPECT_TRUE(all.runs_rank_major());
+  BenchOptions nccl = resolve_args({"--backend", "cpu", "--engine", "nccl"}, false, 0);
+  EXPECT_EQ(nccl.engines, std::vector<BenchEngine>{BenchEngine::nccl});
+  EXPECT_FALSE(nccl.engine_was_all);
+  // nccl runs on normal's inputs and reference; the expert-major ones are not needed.
+  EXPECT_TRUE(nccl.runs_rank_major());
+  EXPECT_FALSE(nccl.runs_expert_major());
+  EXPECT_STREQ(bench_engine_name(BenchEngine::nccl), "nccl");
+  EXPECT_TRUE(is_rank_major(BenchEngine::nccl));
+  EXPECT_FALSE(uses_switchyard_buffer(BenchEngine::nccl));
+  EXPECT_TRUE(uses_switchyard_buffer(BenchEngine::normal));
+}
+
+TEST(BenchNcclSupport, SaysWhyItCannotRunOnCpuOrOnASharedGpu) {
+  EngineSupport on_cpu = engine_support(BenchEngine::nccl, resolve_args({"--backend", "cpu"}, false, 0));
+  EXPECT_FALSE(on_cpu.implemented);
+  EXPECT_NE(on_cpu.reason.find("cpu backend"), std::string::npos) << on_cpu.reason;
+
+  const std::vector<std::string> eight_ranks = {"--backend", "cuda", "--ranks", "8"};
+  EngineSupport one_gpu = engine_support(BenchEngine::nccl, resolve_args(eight_ranks, true, 1));
+  EngineSupport eight_gpus = engine_support(BenchEngine::nccl, resolve_args(eight_ranks, true, 8));
+  EXPECT_FALSE(one_gpu.implemented);
+  if (SWITCHYARD_BENCH_WITH_NCCL) {
+    EXPECT_NE(one_gpu.reason.find("NCCL refuses two ranks on one device"), std::string::npos)
+        << one_gpu.reason;
+    EXPECT_NE(one_gpu.reason.find("8 ranks use 1 GPU"), std::string::npos) << one_gpu.reason;
+    EXPECT_TRUE(eight_gpus.implemented) << eight_gpus.reason;
+    // Four GPUs for eight ranks share them.
+    EXPECT_FALSE(
+        engine_support(BenchEngine::nccl,
+                       resolve_args({"--backend", "cuda", "--ranks", "8", "--devices", "4"}, true, 8))
+            .implemented);
+  } else {
+    EXPECT_EQ(one_gpu.reason, kNcclBuildNote);
+    EXPECT_FALSE(eight_gpus.implemented);
+    EXPECT_EQ(eight_gpus.reason.rfind("not built", 0), 0u) << eight_gpus.reason;
+  }
+  // The library's engines do not depend on the map.
+  EXPECT_TRUE(engine_support(BenchEngine::normal, resolve_args(eight_ranks, true, 1)).implemented);
+}
+
+workload::RankData rank_with_topk(std::vector<int64_t> topk_idx, int64_t topk) {
+  workload::RankData data;
+  const int64_t tokens = static_cast<int64_t>(topk_idx.size()) / topk;
+  data.topk_idx = Tensor::empty(DType::i64, {tokens, topk});
+  for (size_t i = 0; i < topk_idx.size(); ++i) data.topk_idx.as<int64_t>()[i] = topk_idx[i];
+  return data;
+}
+
+TEST(BenchTraffic, RankMajorRemoteRowsCountTokenDestinationPairsAcrossDevices) {
+  // 2 ranks, 4 experts (2 per rank), top-2. Rank 0: token 0 -> experts 0, 2 (ranks 0, 1), token 1 ->
+  // expert 1 twice (rank 0 once). Rank 1: token 0 -> expert 3 (rank 1), token 1 -> nothing.
+  std::vector<workload::RankData> inputs = {rank_with_topk({0, 2, 1, 1}, 2),
+                                            rank_with_topk({3, -1, -1, -1}, 2)};
+  EXPECT_EQ(rank_major_remote_rows(inputs, 4, map_ranks_to_devices(2, 2, Backend::cuda, 2)), 1);
+  EXPECT_EQ(rank_major_remote_rows(inputs, 4, map_ranks_to_devices(1, 2, Backend::cuda, 2)), 0);
+  EXPECT_EQ(rank_major_remote_rows(inputs, 4, DeviceMap{}), 0);  // cpu
+}
+
+TEST(BenchTraffic, RankMajorRemoteRowsAreTheRowsBetweenDifferentRanksWithOneGpuEach) {
+  workload::Shape shape;
+  shape.topology = Topology::single_node(4);
+  shape.tokens_per_rank = 96;
+  shape.hidden = 128;
+  shape.topk = 4;
+  shape.num_experts = 16;
+  const uint64_t seed = testing::seed_for("bench_remote_rows");
+  SCOPED_TRACE("seed=" + std::to_string(seed));
+  std::vector<workload::RankData> inputs = workload::generate(shape, seed);
+  int64_t delivered = 0, to_self = 0;
+  for (int source = 0; source < 4; ++source) {
+    reference::Layout layout = reference::layout(inputs[source].topk_idx, shape.num_experts, shape.topology);
+    for (int destination = 0; destination < 4; ++destination) {
+      delivered += layout.num_tokens_per_rank[destination];
+      if (destination == source) to_self += layout.num_tokens_per_rank[destination];
+    }
+  }
+  EXPECT_EQ(rank_major_remote_rows(inputs, 16, map_ranks_to_devices(kAutoDevices, 4, Backend::cuda, 4)),
+            delivered - to_self);
+  // Two GPUs, ranks 0 and 2 on one, 1 and 3 on the other: between them strictly fewer.
+  const int64_t two_gpus = rank_major_remote_rows(inputs, 16, map_ranks_to_devices(2, 4, Backend::cuda, 2));
+  EXPECT_GT(two_gpus, 0);
+  EXPECT_LT(two_gpus, delivered - to_self);
+}
+
+TEST(BenchTraffic, ExpertMajorRemoteRowsComeFromTheLayoutRangesOfOtherDevices) {
+  // 2 ranks, 1 local expert each; layout_range [1, 2, 2] = (begin, count) per source rank.
+  std::vector<reference::LowLatencyDispatchOutput> dispatched(2);
+  const int32_t ranges[2][4] = {{0, 3, 3, 2}, {0, 1, 1, 4}};
+  for (int destination = 0; destination < 2; ++destination) {
+    dispatched[destination].layout_range = Tensor::empty(DType::i32, {1, 2, 2});
+    for (int i = 0; i < 4; ++i)
+      dispatched[destination].layout_range.as<int32_t>()[i] = ranges[destination][i];
+  }
+  // Rank 0 receives 2 rows from rank 1; rank 1 receives 1 row from rank 0.
+  EXPECT_EQ(expert_major_remote_rows(dispatched, map_ranks_to_devices(2, 2, Backend::cuda, 2)), 3);
+  EXPECT_EQ(expert_major_remote_rows(dispatched, map_ranks_to_devices(1, 2, Backend::cuda, 2)), 0);
+}
+
+TEST(BenchRoofline, OneDeviceReadsAndWritesEveryRow) {
+  CopyBandwidth copy;
+  copy.bytes_per_second = 4e12;
+  EXPECT_DOUBLE_EQ(*roofline_seconds(1'000'000'000, 0, copy), 2e9 / 4e12);
+  // Remote bytes without a peer measurement have no bound.
+  EXPECT_FALSE(roofline_seconds(1'000'000'000, 1, copy).has_value());
+}
+
+TEST(BenchRoofline, RowsBetweenGpusAreBoundByThePeerCopyAndTheRestByLocalCopies) {
+  CopyBandwidth copy;
+  copy.bytes_per_second = 8 * 4e12;  // 8 GPUs' local copies together
+  copy.devices = 8;
+  copy.peer = PeerCopyBandwidth{};
+  copy.peer->all_pairs_bytes_per_second = 8 * 400e9;
+  // 7/8 of the rows cross a link: the links bound the phase.
+  const int64_t bytes = 8'000'000'000, remote = 7'000'000'000;
+  EXPECT_DOUBLE_EQ(*roofline_seconds(bytes, remote, copy), 7e9 / 3.2e12);
+  // Nearly all local: the local copies bound it.
+  EXPECT_DOUBLE_EQ(*roofline_seconds(bytes, 1, copy), std::max(2.0 * (8e9 - 1) / 3.2e13, 1.0 / 3.2e12));
+
+  EngineResult result;
+  result.timed = true;
+  result.dispatch_bytes = result.combine_bytes = bytes;
+  result.remote_dispatch_bytes = result.remote_combine_bytes = remote;
+  result.dispatch_seconds = result.combine_seconds = 2 * 7e9 / 3.2e12;  // twice the bound
+  EXPECT_DOUBLE_EQ(*roofline_fraction(result, copy), 0.5);
+}
+
+TEST(BenchReport, ComparesEnginesWithNcclOnlyAtTheSameTokensPerRank) {
+  EngineResult nccl, normal, low_latency;
+  nccl.engine = BenchEngine::nccl;
+  normal.engine = BenchEngine::normal;
+  low_latency.engine = BenchEngine::low_latency;
+  for (EngineResult* result : {&nccl, &normal, &low_latency}) result->timed = true;
+  nccl.tokens_per_rank = normal.tokens_per_rank = 4096;
+  low_latency.tokens_per_rank = 128;
+  nccl.dispatch_seconds = 6e-3;
+  nccl.combine_seconds = 4e-3;
+  normal.dispatch_seconds = 2e-3;
+  normal.combine_seconds = 3e-3;
+  low_latency.dispatch_seconds = low_latency.combine_seconds = 1e-4;
+  const std::vector<EngineResult> results = {normal, low_latency, nccl};
+  std::optional<NcclComparison> versus = compare_with_nccl(normal, results);
+  ASSERT_TRUE(versus.has_value());
+  EXPECT_DOUBLE_EQ(versus->dispatch, 3.0);
+  EXPECT_DOUBLE_EQ(versus->combine, 4.0 / 3.0);
+  EXPECT_DOUBLE_EQ(versus->total, 2.0);
+  EXPECT_FALSE(compare_with_nccl(low_latency, results).has_value());
+  EXPECT_FALSE(compare_with_nccl(nccl, results).has_value());
+  // Without a timed nccl, nothing to compare with.
+  EXPECT_FALSE(compare_with_nccl(normal, {normal}).has_value());
+}
+
+}  // namespace
+}  // namespace switchyard::bench
