@@ -55,6 +55,8 @@ if has_stage tests; then
     run_logged "gpu tests $suite (threads)" "tests-$suite.log" timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} \
       "$(suite_bin "$suite")" --gtest_brief=1
   done
+  run_logged "gpu tests bench nccl kernels" tests-bench-nccl-kernels.log timeout 120 \
+    "$BUILD/tests/bench/switchyard_bench_nccl_kernels_cuda_test" --gtest_brief=1
   run_logged "cpu tests" cpu-tests.log timeout 300 ctest --test-dir "$BUILD" -E "Cuda|cuda" -j 8 --output-on-failure
 fi
 
