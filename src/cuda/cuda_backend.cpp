@@ -11,7 +11,9 @@
 #include "core/normal_sizing.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_heap.hpp"
+#include "cuda/low_latency_engine.hpp"
 #include "cuda/normal_kernels.hpp"
+#include "cuda/symmetric_engine.hpp"
 
 namespace switchyard::cuda {
 
@@ -61,6 +63,8 @@ class CudaBackend final : public detail::BackendImpl {
     // Once, before any rank launches: changing a kernel's attributes later could wait for its
     // running instances, i.e. for peers that wait for us.
     prepare_normal_kernels(device_);
+    symmetric_.prepare(device_, sm_count_);
+    low_latency_ = std::make_unique<LowLatencyEngine>(options_, heap_, sm_count_, owner_);
     // Stream-ordered allocations come from the device's default pool. By default the pool returns
     // free memory to the driver at every synchronisation, and unmapping can wait for the whole
     // device, i.e. for peers that wait for us: keep it.
@@ -283,20 +287,32 @@ class CudaBackend final : public detail::BackendImpl {
     return result;
   }
 
-  LowLatencyDispatchResult low_latency_dispatch(const detail::LowLatencyDispatchPlan&) override {
-    throw Unsupported("low_latency: the CUDA engine is not implemented yet");
+  LowLatencyDispatchResult low_latency_dispatch(const detail::LowLatencyDispatchPlan& plan) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    const KernelContext context = expert_major_call_context();
+    const cudaStream_t stream = resolve(plan.args.stream);
+    return low_latency_->dispatch(plan, context, stream, alloc_stream(stream));
   }
-  LowLatencyCombineResult low_latency_combine(const detail::LowLatencyCombinePlan&) override {
-    throw Unsupported("low_latency: the CUDA engine is not implemented yet");
+  LowLatencyCombineResult low_latency_combine(const detail::LowLatencyCombinePlan& plan) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    const KernelContext context = expert_major_call_context();
+    const cudaStream_t stream = resolve(plan.args.stream);
+    return low_latency_->combine(plan, context, stream, alloc_stream(stream));
   }
-  void* low_latency_staging(const common::LowLatencyLayout&) override {
-    throw Unsupported("low_latency: the CUDA engine is not implemented yet");
+  void* low_latency_staging(const common::LowLatencyLayout& layout) override {
+    return layout.staging(heap_.view().base);
   }
-  LowLatencyDispatchResult symmetric_dispatch(const detail::SymmetricDispatchPlan&) override {
-    throw Unsupported("symmetric: the CUDA engine is not implemented yet");
+  LowLatencyDispatchResult symmetric_dispatch(const detail::SymmetricDispatchPlan& plan) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    const cudaStream_t stream = resolve(plan.args.stream);
+    return symmetric_.dispatch(plan, expert_major_call_context(),
+                               {stream, alloc_stream(stream), heap_.ranks_on_this_device(), owner_});
   }
-  LowLatencyCombineResult symmetric_combine(const detail::SymmetricCombinePlan&) override {
-    throw Unsupported("symmetric: the CUDA engine is not implemented yet");
+  LowLatencyCombineResult symmetric_combine(const detail::SymmetricCombinePlan& plan) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    const cudaStream_t stream = resolve(plan.args.stream);
+    return symmetric_.combine(plan, expert_major_call_context(),
+                              {stream, alloc_stream(stream), heap_.ranks_on_this_device(), owner_});
   }
 
   void synchronize(Stream stream) override {
@@ -326,6 +342,14 @@ class CudaBackend final : public detail::BackendImpl {
     return context;
   }
 
+  // A new call of an expert-major engine (low_latency, symmetric): errors of earlier kernels are
+  // raised first. Their kernels use no normal heap layout (each engine's region travels in its launch).
+  KernelContext expert_major_call_context() {
+    ++call_index_;
+    throw_pending_device_error();
+    return kernel_context(common::NormalHeapLayout{});
+  }
+
   int32_t* pinned_counts(int count) {
     if (count > pinned_capacity_) {
       if (pinned_counts_) SY_CUDA_CHECK(cudaFreeHost(pinned_counts_));
@@ -339,9 +363,12 @@ class CudaBackend final : public detail::BackendImpl {
   void throw_pending_device_error() {
     if (!__atomic_load_n(&error_->complete, __ATOMIC_ACQUIRE) || reported_) return;
     const common::DeviceErrorBlock error = *error_;
-    if (static_cast<common::WaitTarget>(error.target) == common::WaitTarget::invalid_expert) {
-      // Bad input, not a broken protocol: clear the block so later failures are reported too.
-      // (The kernel that recorded it has finished: this runs after a stream synchronisation.)
+    const auto target = static_cast<common::WaitTarget>(error.target);
+    const bool expert_major = std::string(common::wait_role_engine(error.role)) != "normal";
+    if (target == common::WaitTarget::invalid_expert || (expert_major && target == common::WaitTarget::capacity)) {
+      // Bad input, not a broken protocol (an expert id out of range; an expert-major call with more rows
+      // for one expert than max_tokens_per_rank, which wrote nothing): clear the block so that later
+      // failures are reported too. The record is complete, so its kernel wrote its last word.
       std::memset(error_, 0, sizeof(*error_));
       SY_CUDA_CHECK(cudaMemset(error_claim_, 0, sizeof(int32_t)));
     } else {
@@ -361,6 +388,11 @@ class CudaBackend final : public detail::BackendImpl {
                               std::to_string(error.peer) + "'s call differs from rank " + std::to_string(error.rank) +
                               "'s");
       case common::WaitTarget::capacity:
+        if (expert_major) {
+          throw InvalidArgument("topk_idx: expected at most max_tokens_per_rank (" + std::to_string(error.expected) +
+                                ") rows per expert from one rank, got " + std::to_string(error.observed) +
+                                " (found on the device by " + message.str() + ")");
+        }
         throw InvalidArgument("num_worst_tokens: expected at least the " + std::to_string(error.observed) +
                               " tokens this rank receives, got " + std::to_string(error.expected));
       default:
@@ -389,6 +421,8 @@ class CudaBackend final : public detail::BackendImpl {
   int32_t* error_claim_ = nullptr;
   int32_t call_index_ = 0;
   bool reported_ = false;
+  SymmetricEngine symmetric_;
+  std::unique_ptr<LowLatencyEngine> low_latency_;
 };
 
 }  // namespace switchyard::cuda

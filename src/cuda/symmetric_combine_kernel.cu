@@ -1,0 +1,265 @@
+// The CUDA `symmetric` combine, one kernel (DESIGN.md, "Symmetric engine"; the protocol in
+// common/symmetric_protocol.hpp; grid and warp roles in cuda/symmetric_kernels.hpp):
+//   1. push: every block walks its share of this rank's expert rows, homes interleaved
+//      (cuda/symmetric_tables.cuh), TMA-loads each row of y and TMA-stores it into its home rank's
+//      combine buffer at [slot][token], through map();
+//   2. the cross-rank barrier (cuda/cross_rank_barrier.cuh);
+//   3. reduce: every warp takes (token, 256-channel chunk) items of this rank's tokens and sums the
+//      valid slots' rows from its own combine buffer, weighted, in increasing slot order with fmaf
+//      from +0, rounding to bf16 once: the CPU engine's arithmetic, bit for bit.
+#include "common/numeric.hpp"
+#include "cuda/cross_rank_barrier.cuh"
+#include "cuda/cuda_check.hpp"
+#include "cuda/kernel_preload.hpp"
+#include "cuda/symmetric_kernels.hpp"
+#include "cuda/symmetric_pipeline.cuh"
+#include "cuda/symmetric_tables.cuh"
+#include "cuda/warp_group.cuh"
+
+namespace switchyard::cuda {
+
+namespace {
+
+// NOTES: a lane reduces 8 channels (one 16-byte load per slot), a warp 256; slots are loaded 8 at a
+// time so that 8 loads per lane are in flight.
+constexpr int kChannelsPerLane = 8;
+constexpr int kChannelsPerChunk = 32 * kChannelsPerLane;
+constexpr int kSlotBatch = 8;
+
+struct CombineCall {
+  int half;
+  int num_ranks;
+  int blocks;
+  uint32_t row_bytes;  // H' * 2
+};
+
+// ---- 1. push ------------------------------------------------------------------------------------
+
+// The dispatch's layout_range gives each (local expert, home) pair's rows. Returns false (in every
+// thread) if it is not a layout this call can use (a refused dispatch leaves it unwritten).
+__device__ bool load_push_tables(const KernelContext& context, const SymmetricCombineLaunch& launch,
+                                 const CombineCall& call, const RowTables& tables) {
+  __shared__ int unusable;
+  if (threadIdx.x == 0) unusable = 0;
+  __syncthreads();
+  const int pairs = launch.local_experts * call.num_ranks;
+  for (int pair = threadIdx.x; pair < pairs; pair += blockDim.x) {
+    int32_t count = launch.layout_range[2 * pair + 1];
+    if (count < 0 || count > launch.max_tokens_per_rank) {
+      if (blockIdx.x == 0) {
+        const WaitSite site{common::WaitRole::symmetric_combine, common::WaitTarget::call_signature, -1,
+                            pair % call.num_ranks};
+        record_wait_failure(context, site, launch.max_tokens_per_rank, count, 0, false);
+      }
+      atomicExch(&unusable, 1);  // an atomic: many threads may raise it
+      count = 0;
+    }
+    tables.count[pair] = count;
+  }
+  __syncthreads();
+  tables.build();
+  return unusable == 0;
+}
+
+// Producer: this block's share of every home's rows, homes interleaved; lanes look up 32 rows at
+// once, lane 0 loads them.
+__device__ void push_producer(const KernelContext& context, const SymmetricCombineLaunch& launch,
+                              const CombineCall& call, const RowTables& tables, PipelineProducer& producer) {
+  const int lane = lane_id();
+  const common::SymHeap& heap = context.heap;
+  const int64_t rows_per_expert = call.num_ranks * launch.max_tokens_per_rank;
+  const uint8_t* y = reinterpret_cast<const uint8_t*>(launch.y);
+  for (int step = 0; step < call.num_ranks; ++step) {
+    const int home = walk_peer(step, context.rank, call.num_ranks);
+    const int32_t rows = tables.rows_of(home);
+    for (int64_t base = walk_first_row(home, call.blocks); base < rows; base += 32 * static_cast<int64_t>(call.blocks)) {
+      const int64_t j = base + static_cast<int64_t>(lane) * call.blocks;
+      bool valid = j < rows;
+      int64_t row = 0;
+      uint8_t* target = nullptr;
+      if (valid) {
+        const int local = tables.expert_of(home, static_cast<int32_t>(j));
+        const int32_t position = static_cast<int32_t>(j) - tables.first_row_of(home, local);
+        row = local * rows_per_expert + tables.begin[local * call.num_ranks + home] + position;
+        const int32_t token = launch.src_info[row];
+        const int32_t slot = launch.src_slot[row];
+        if (token < 0 || token >= launch.max_tokens_per_rank || slot < 0 || slot >= launch.topk) {
+          const WaitSite site{common::WaitRole::symmetric_combine, common::WaitTarget::call_signature, -1, home};
+          record_wait_failure(context, site, launch.max_tokens_per_rank, token, 0, false);
+          valid = false;
+        } else {
+          target = heap.map(launch.layout.combine_row(heap.base, call.half, slot, token), home);
+        }
+      }
+      const uint32_t mask = __ballot_sync(0xffffffffu, valid);
+      int failed = 0;
+      for (int i = 0; i < 32; ++i) {
+        if (((mask >> i) & 1u) == 0) continue;
+        const int64_t row_i = __shfl_sync(0xffffffffu, row, i);
+        uint8_t* target_i = reinterpret_cast<uint8_t*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(target), i));
+        if (lane == 0 && !failed) {
+          for (uint32_t offset = 0; offset < call.row_bytes && !failed; offset += launch.grid.piece_bytes) {
+            const uint32_t left = call.row_bytes - offset;
+            const uint32_t bytes = left < launch.grid.piece_bytes ? left : launch.grid.piece_bytes;
+            failed = !producer.push(context, y + row_i * call.row_bytes + offset, target_i + offset, bytes, 0u, row_i);
+          }
+        }
+      }
+      if (__shfl_sync(0xffffffffu, failed, 0)) return;
+    }
+  }
+  if (lane == 0) producer.finish(context);
+}
+
+// ---- 3. reduce ----------------------------------------------------------------------------------
+
+__device__ __forceinline__ void fma_row(float (&accumulator)[kChannelsPerLane], float weight, const int4& packed) {
+  const uint16_t* values = reinterpret_cast<const uint16_t*>(&packed);
+#pragma unroll
+  for (int i = 0; i < kChannelsPerLane; ++i) accumulator[i] = fmaf(weight, common::bf16_to_float(values[i]), accumulator[i]);
+}
+
+// A token's slots, as lane j holds slot j's (k <= 32).
+struct TokenSlots {
+  int64_t expert;
+  float weight;
+};
+
+__device__ __forceinline__ TokenSlots load_token_slots(const SymmetricCombineLaunch& launch, int64_t token) {
+  const int lane = lane_id();
+  TokenSlots slots{-1, 0.0f};
+  if (token < launch.num_tokens && lane < launch.topk) {
+    slots.expert = __ldg(launch.topk_idx + token * launch.topk + lane);
+    slots.weight = __ldg(launch.topk_weights + token * launch.topk + lane);
+  }
+  return slots;
+}
+
+// Every warp of the grid: items (token, 256-channel chunk) of this rank's tokens. The next item's
+// slots are loaded while the current item's rows are, so each item costs one memory round trip.
+__device__ void reduce_tokens(const KernelContext& context, const SymmetricCombineLaunch& launch,
+                              const CombineCall& call) {
+  const int lane = lane_id();
+  const int hidden = launch.hidden;
+  const int64_t chunks = common::ceil_div(hidden, kChannelsPerChunk);
+  const int64_t items = launch.num_tokens * chunks;
+  const int64_t warps = static_cast<int64_t>(call.blocks) * kSymmetricWarps;
+  int64_t item = static_cast<int64_t>(blockIdx.x) * kSymmetricWarps + threadIdx.x / 32;
+  TokenSlots next = load_token_slots(launch, item / chunks);
+  for (; item < items; item += warps) {
+    const int64_t token = item / chunks;
+    const int channel = static_cast<int>(item % chunks) * kChannelsPerChunk + lane * kChannelsPerLane;
+    const TokenSlots slots = next;
+    next = load_token_slots(launch, (item + warps) / chunks);
+    uint32_t remaining = __ballot_sync(0xffffffffu, slots.expert >= 0);
+    float accumulator[kChannelsPerLane];
+#pragma unroll
+    for (int i = 0; i < kChannelsPerLane; ++i) accumulator[i] = 0.0f;
+    const bool active = channel < hidden;
+    while (remaining != 0) {
+      int slot[kSlotBatch];
+      float weight[kSlotBatch];
+#pragma unroll
+      for (int u = 0; u < kSlotBatch; ++u) {
+        slot[u] = remaining != 0 ? __ffs(remaining) - 1 : -1;
+        if (remaining != 0) remaining &= remaining - 1;
+        weight[u] = __shfl_sync(0xffffffffu, slots.weight, slot[u] < 0 ? 0 : slot[u]);
+      }
+      if (!active) continue;
+      int4 rows[kSlotBatch];
+#pragma unroll
+      for (int u = 0; u < kSlotBatch; ++u) {
+        rows[u] = make_int4(0, 0, 0, 0);
+        if (slot[u] < 0) continue;
+        const uint8_t* row = launch.layout.combine_row(context.heap.base, call.half, slot[u], token);
+        rows[u] = ptx::ld_v4_no_allocate(row + static_cast<size_t>(channel) * 2);
+      }
+      // Increasing slot order: the batches, and the slots within one, come in order.
+#pragma unroll
+      for (int u = 0; u < kSlotBatch; ++u) {
+        if (slot[u] >= 0) fma_row(accumulator, weight[u], rows[u]);
+      }
+    }
+    if (!active) continue;
+    uint32_t packed[kChannelsPerLane / 2];
+#pragma unroll
+    for (int i = 0; i < kChannelsPerLane / 2; ++i) {
+      packed[i] = static_cast<uint32_t>(common::float_to_bf16(accumulator[2 * i])) |
+                  (static_cast<uint32_t>(common::float_to_bf16(accumulator[2 * i + 1])) << 16);
+    }
+    *reinterpret_cast<int4*>(launch.combined_x + token * hidden + channel) =
+        make_int4(static_cast<int>(packed[0]), static_cast<int>(packed[1]), static_cast<int>(packed[2]),
+                  static_cast<int>(packed[3]));
+  }
+}
+
+__global__ void __launch_bounds__(kSymmetricThreads, 1)
+    symmetric_combine_kernel(const __grid_constant__ KernelContext context,
+                             const __grid_constant__ SymmetricCombineLaunch launch) {
+  extern __shared__ __align__(128) uint8_t dynamic_shared[];
+  __shared__ PipelineShared pipeline_shared;
+  __shared__ uint32_t call_of_block;
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const SymmetricGrid& grid = launch.grid;
+  const Pipeline pipe{&pipeline_shared, dynamic_shared + grid.table_bytes, grid.stage_bytes,
+                      static_cast<uint32_t>(grid.stages)};
+  if (threadIdx.x == 0) {
+    // Every block reads the count before the barrier; block 0 advances it only after.
+    call_of_block = launch.state->calls + 1;
+    init_pipeline(pipe);
+  }
+  __syncthreads();
+  const uint32_t sequence = call_of_block;
+  CombineCall call;
+  call.half = common::symmetric_half(sequence);
+  call.num_ranks = context.num_ranks;
+  call.blocks = grid.blocks;
+  call.row_bytes = static_cast<uint32_t>(launch.hidden) * 2;
+  const WaitSite pipeline_site{common::WaitRole::symmetric_combine, common::WaitTarget::grid_arrival, -1, -1};
+
+  // 1. Push (nothing if the dispatch's layout is unusable; the barrier still runs, peers wait on it).
+  const RowTables tables = RowTables::carve(reinterpret_cast<int32_t*>(dynamic_shared), call.num_ranks,
+                                            launch.local_experts);
+  const bool usable = load_push_tables(context, launch, call, tables);
+  if (usable && warp == kProducerWarp) {
+    PipelineProducer producer{pipe, 0, pipeline_site, false};
+    push_producer(context, launch, call, tables, producer);
+  } else if (usable && warp == kConsumerWarp) {
+    PipelineConsumer consumer{pipe, 0, 0, pipeline_site};
+    consumer.run_phase(context, NoExtras{});
+  }
+
+  // 2. The barrier: every row for our tokens is in our combine buffer after it.
+  const CrossRankBarrier barrier{GridBarrier{&launch.state->grid_arrivals, static_cast<uint32_t>(grid.blocks)},
+                                 CrossRankSignals{reinterpret_cast<int32_t*>(launch.layout.signal(context.heap.base, 0)),
+                                                  context.num_ranks},
+                                 &launch.state->barriers};
+  if (!cross_rank_barrier(barrier, context, common::WaitRole::symmetric_combine)) return;
+  if (blockIdx.x == 0 && threadIdx.x == 0) launch.state->calls = sequence;
+
+  // 3. Reduce.
+  reduce_tokens(context, launch, call);
+}
+
+}  // namespace
+
+void prepare_symmetric_combine_kernel() {
+  preload_kernel(symmetric_combine_kernel);
+  SY_CUDA_CHECK(cudaFuncSetAttribute(symmetric_combine_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(kSymmetricSharedBytes)));
+}
+
+int symmetric_combine_blocks_per_sm() {
+  int blocks = 0;
+  SY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, symmetric_combine_kernel, kSymmetricThreads,
+                                                              kSymmetricSharedBytes));
+  return blocks;
+}
+
+void launch_symmetric_combine(const KernelContext& context, const SymmetricCombineLaunch& launch,
+                              cudaStream_t stream) {
+  symmetric_combine_kernel<<<launch.grid.blocks, kSymmetricThreads, kSymmetricSharedBytes, stream>>>(context, launch);
+  SY_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace switchyard::cuda

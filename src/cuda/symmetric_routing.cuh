@@ -1,0 +1,134 @@
+#pragma once
+// The routing role of the `symmetric` dispatch (block 0's helper warps, before the barrier): for
+// every (token, slot) pair of this rank with an expert, its position among the rows this rank sends
+// to that expert, in (token, slot) order (DESIGN.md: rows in source token order). The pair goes to
+// route[local expert][this rank][position] in the expert's rank's workspace, through map(), and the
+// per-expert totals to count[local expert][this rank] there (zeros included).
+//
+// A stable counting sort over the N * K pairs, split into one contiguous segment per warp:
+//   pass 1  each warp counts its segment per expert (a wave of 32 pairs at a time; lanes holding the
+//           same expert are grouped with match.any, and the group's leader adds its size);
+//   prefix  per expert, an exclusive sum over the warps' counts: where each segment starts;
+//   pass 2  each warp walks its segment again; a pair's position is its segment's start plus the
+//           pairs before it in its wave and in earlier waves.
+// Bad input (an id outside [-1, E), or more than max_tokens_per_rank rows for one expert) is
+// recorded in the error block and refuses the call: every count becomes kRefusedCount, so that no
+// rank writes any output.
+#include "common/symmetric_protocol.hpp"
+#include "cuda/bounded_wait.cuh"
+#include "cuda/symmetric_kernels.hpp"
+#include "cuda/symmetric_ptx.cuh"
+#include "cuda/warp_group.cuh"
+
+namespace switchyard::cuda {
+
+// NOTES: pairs loaded per lane before a warp walks them: 8 loads in flight hide most of the L2
+// latency of the top-k ids.
+constexpr int kRoutingBatch = 8;
+// Named barrier of the routing warps (0 is __syncthreads).
+constexpr int kRoutingBarrierId = 1;
+
+__device__ __forceinline__ void routing_warps_sync(int num_routing_warps) {
+  asm volatile("bar.sync %0, %1;" ::"r"(kRoutingBarrierId), "r"(num_routing_warps * 32) : "memory");
+}
+
+// Walks pairs [first, end) of the flattened top-k ids, 32 at a time, and calls
+// visit(pair, expert, peers) on every lane: expert -1 for none (or past the end), `peers` the lanes
+// of this wave holding the same expert. Ids outside [-1, E) count as -1; with `report`, they are
+// recorded and `refused` is raised.
+template <typename Visit>
+__device__ __forceinline__ void walk_pairs(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                                           int64_t first, int64_t end, bool report, int* refused, Visit&& visit) {
+  const int lane = lane_id();
+  for (int64_t base = first; base < end; base += 32 * kRoutingBatch) {
+    int64_t ids[kRoutingBatch];
+#pragma unroll
+    for (int u = 0; u < kRoutingBatch; ++u) {
+      const int64_t pair = base + u * 32 + lane;
+      ids[u] = pair < end ? __ldg(launch.topk_idx + pair) : -1;
+    }
+#pragma unroll
+    for (int u = 0; u < kRoutingBatch; ++u) {
+      int32_t expert = static_cast<int32_t>(ids[u]);
+      if (ids[u] < -1 || ids[u] >= launch.num_experts) {
+        expert = -1;
+        if (report) {
+          const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::invalid_expert, -1, -1};
+          record_wait_failure(context, site, launch.num_experts, ids[u], 0, false);
+          atomicExch(refused, 1);
+        }
+      }
+      const uint32_t peers = __match_any_sync(0xffffffffu, expert);
+      visit(base + u * 32 + lane, expert, peers);
+      __syncwarp();
+    }
+  }
+}
+
+// `table`: shared memory for (routing_warps + 1) * E counters. Every routing warp calls this.
+__device__ void route_tokens(const KernelContext& context, const SymmetricDispatchLaunch& launch, int half,
+                             int32_t* table, int routing_warp, int* refused) {
+  const int num_warps = launch.grid.routing_warps;
+  const int num_experts = launch.num_experts;
+  const int lane = lane_id();
+  const int64_t pairs = launch.num_tokens * launch.topk;
+  const int64_t segment = common::ceil_div(common::ceil_div(pairs, num_warps), 32) * 32;
+  const int64_t first = routing_warp * segment;
+  const int64_t end = first + segment < pairs ? first + segment : pairs;
+  int32_t* mine = table + static_cast<size_t>(routing_warp) * num_experts;  // this warp's counters
+  int32_t* totals = table + static_cast<size_t>(num_warps) * num_experts;
+  for (int expert = lane; expert < num_experts; expert += 32) mine[expert] = 0;
+  __syncwarp();
+
+  // Pass 1: per-warp counts.
+  walk_pairs(context, launch, first, end, true, refused, [&](int64_t, int32_t expert, uint32_t peers) {
+    if (expert >= 0 && lane == __ffs(peers) - 1) mine[expert] += __popc(peers);
+  });
+  routing_warps_sync(num_warps);
+
+  // Exclusive prefix over the warps: each segment's first position per expert.
+  for (int expert = routing_warp * 32 + lane; expert < num_experts; expert += num_warps * 32) {
+    int32_t running = 0;
+    for (int warp = 0; warp < num_warps; ++warp) {
+      int32_t& counter = table[static_cast<size_t>(warp) * num_experts + expert];
+      const int32_t count = counter;
+      counter = running;
+      running += count;
+    }
+    totals[expert] = running;
+    if (running > launch.max_tokens_per_rank) {
+      // The peer field holds the expert (for a debugger; the message names the counts).
+      const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::capacity, -1, expert};
+      record_wait_failure(context, site, launch.max_tokens_per_rank, running, 0, false);
+      atomicExch(refused, 1);
+    }
+  }
+  routing_warps_sync(num_warps);
+
+  // Pass 2: positions, written into the experts' ranks' workspaces.
+  const common::SymmetricLayout& region = launch.layout;
+  const common::SymHeap& heap = context.heap;
+  walk_pairs(context, launch, first, end, false, refused, [&](int64_t pair, int32_t expert, uint32_t peers) {
+    int32_t position = 0;
+    if (expert >= 0) position = mine[expert] + __popc(peers & ptx::lanemask_lt());
+    __syncwarp();
+    if (expert < 0) return;
+    if (lane == __ffs(peers) - 1) mine[expert] += __popc(peers);
+    if (position >= launch.max_tokens_per_rank) return;  // refused above; stay inside the workspace
+    const int target = expert / launch.local_experts;
+    const int local = expert % launch.local_experts;
+    const common::SymmetricRoute route{static_cast<int32_t>(pair / launch.topk), static_cast<int32_t>(pair % launch.topk)};
+    *heap.map(region.route(heap.base, half, local, context.rank, position), target) = route;
+  });
+  routing_warps_sync(num_warps);
+
+  // Counts, zeros included, so the expert's rank never reads a stale one.
+  const bool refuse = *reinterpret_cast<volatile int*>(refused) != 0;
+  for (int expert = routing_warp * 32 + lane; expert < num_experts; expert += num_warps * 32) {
+    const int target = expert / launch.local_experts;
+    const int local = expert % launch.local_experts;
+    *heap.map(region.count(heap.base, half, local, context.rank), target) = refuse ? kRefusedCount : totals[expert];
+  }
+}
+
+}  // namespace switchyard::cuda
