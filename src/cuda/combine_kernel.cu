@@ -75,10 +75,10 @@ __device__ __forceinline__ uint32_t ranks_holding_token(const bool* in_rank, int
   return __ballot_sync(0xffffffffu, lane < num_ranks && in_rank[lane]);
 }
 
-// NOTES: rows are loaded kReduceLoadsInFlight at a time before they are added (in ascending rank
-// order, as DESIGN.md fixes): a warp that loads and adds one rank at a time waits a full memory
-// latency per rank and leaves the combine latency-bound.
-constexpr int kReduceLoadsInFlight = 4;
+// NOTES: rows are loaded kReduceLoadsInFlight at a time (a node of 8 ranks at once) before they are
+// added (in ascending rank order, as DESIGN.md fixes): a warp that loads and adds one rank at a time
+// waits a full memory latency per rank and leaves the combine latency-bound.
+constexpr int kReduceLoadsInFlight = 8;
 
 // One warp reduces token `token`, whose rows are all present: per node, fp32 over its ranks
 // ascending from +0, rounded to bf16; then fp32 over node partials ascending from +0, rounded once.

@@ -35,7 +35,7 @@ __device__ __forceinline__ int lane_id() { return static_cast<int>(threadIdx.x %
 // several loads in flight per lane before the stores. `kReadOnly` inputs use the non-coherent path.
 template <bool kReadOnly>
 __device__ __forceinline__ void warp_copy(void* destination, const void* source, uint32_t bytes) {
-  constexpr int kUnroll = 4;
+  constexpr int kUnroll = 8;
   int4* out = static_cast<int4*>(destination);
   const int4* in = static_cast<const int4*>(source);
   const uint32_t count = bytes / 16;
