@@ -66,6 +66,17 @@ __device__ __forceinline__ void tma_store_wait_read() {
 // Waits until the stores issued so far are complete (visible in global memory).
 __device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
 
+// Waits until all but the most recent bulk async-group have finished reading shared memory.
+__device__ __forceinline__ void tma_store_wait_read_all_but_one() {
+  asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+}
+
+// Orders this thread's generic-proxy writes to shared memory before later async-proxy (TMA) reads
+// of it, e.g. a TMA store of what the thread just wrote.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
 // Orders generic-proxy accesses to global memory (e.g. a peer's stores we acquired) with later
 // async-proxy (TMA) accesses.
 __device__ __forceinline__ void fence_proxy_async_global() {
