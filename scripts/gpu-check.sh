@@ -69,8 +69,11 @@ if has_stage processes; then
   else
     note "mps: could not start (processes time-slice; see mps.log)"
   fi
-  for ranks in 2 4 8; do
-    run_logged "gpu processes np$ranks (MPS)" "processes-np$ranks.log" timeout 90 "$PROCESS_BIN" --ranks "$ranks"
+  for engine in normal low_latency symmetric; do
+    for ranks in 2 4 8; do
+      run_logged "gpu processes $engine np$ranks (MPS)" "processes-$engine-np$ranks.log" timeout 90 \
+        "$PROCESS_BIN" --ranks "$ranks" --engine "$engine"
+    done
   done
   echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
   trap - EXIT
