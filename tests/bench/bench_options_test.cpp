@@ -1,12 +1,15 @@
 // switchyard-bench's host logic, testable without a GPU: where each rank runs (--devices), when the
-// nccl baseline can run and why not, the rows that cross between devices, and the roofline that
-// divides them by the peer copy bandwidth.
+// nccl baseline can run and why not, the rows that cross between devices, the roofline that divides
+// them by the peer copy bandwidth, the design roofline's bytes per engine, and launch time.
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
 #include "copy_bandwidth.hpp"
+#include "design_roofline.hpp"
 #include "engines.hpp"
 #include "metrics.hpp"
 #include "nccl_build.hpp"
@@ -234,6 +237,173 @@ TEST(BenchRoofline, RowsBetweenGpusAreBoundByThePeerCopyAndTheRestByLocalCopies)
   result.remote_dispatch_bytes = result.remote_combine_bytes = remote;
   result.dispatch_seconds = result.combine_seconds = 2 * 7e9 / 3.2e12;  // twice the bound
   EXPECT_DOUBLE_EQ(*roofline_fraction(result, copy), 0.5);
+}
+
+// 100 rows of 1000-byte dispatch rows (fp8-like: smaller than the bf16 x row of 1600) and 800-byte
+// combine rows, from 40 source tokens.
+Traffic example_traffic() {
+  Traffic traffic;
+  traffic.delivered_rows = 100;
+  traffic.dispatch_row_bytes = 1000;
+  traffic.combine_row_bytes = 800;
+  traffic.input_row_bytes = 1600;
+  traffic.source_tokens = 40;
+  return traffic;
+}
+
+TEST(BenchDesignRoofline, StagedEnginesMoveEveryRowFourTimesInDispatchAndThreeTimesPlusTheOutputInCombine) {
+  for (BenchEngine engine : {BenchEngine::normal, BenchEngine::low_latency}) {
+    const DesignTraffic design = design_traffic(engine, example_traffic(), /*single_node=*/true);
+    ASSERT_TRUE(design.dispatch_bytes && design.combine_bytes) << bench_engine_name(engine);
+    // The sender reads x (1600) and writes the staging row (1000); the receiver reads it and writes recv_x.
+    EXPECT_EQ(*design.dispatch_bytes, 100 * (1600 + 3 * 1000)) << bench_engine_name(engine);
+    // The sender reads y and writes the staging row, the receiver reads it; one output row per token.
+    EXPECT_EQ(*design.combine_bytes, 3 * 100 * 800 + 40 * 800) << bench_engine_name(engine);
+    EXPECT_TRUE(design.why_not.empty());
+    EXPECT_NE(design.passes.find("4 per row"), std::string::npos) << design.passes;
+  }
+}
+
+TEST(BenchDesignRoofline, SymmetricPublishesEachSourceTokenOnceAndPullsEachRow) {
+  const DesignTraffic design = design_traffic(BenchEngine::symmetric, example_traffic(), true);
+  ASSERT_TRUE(design.dispatch_bytes && design.combine_bytes);
+  // Publish: read x, write the input buffer, per source token; pull: read it, write recv_x, per row.
+  EXPECT_EQ(*design.dispatch_bytes, 40 * (1600 + 1000) + 2 * 100 * 1000);
+  // Push (2 per row), reduce (1 per row), output (1 per token).
+  EXPECT_EQ(*design.combine_bytes, 3 * 100 * 800 + 40 * 800);
+}
+
+TEST(BenchDesignRoofline, NcclAndNormalAcrossNodesAreNotCountedAndSayWhy) {
+  const DesignTraffic nccl = design_traffic(BenchEngine::nccl, example_traffic(), true);
+  EXPECT_FALSE(nccl.dispatch_bytes.has_value());
+  EXPECT_FALSE(nccl.combine_bytes.has_value());
+  EXPECT_NE(nccl.why_not.find("NCCL"), std::string::npos) << nccl.why_not;
+  const DesignTraffic internode =
+      design_traffic(BenchEngine::normal, example_traffic(), /*single_node=*/false);
+  EXPECT_FALSE(internode.dispatch_bytes.has_value());
+  EXPECT_NE(internode.why_not.find("across nodes"), std::string::npos) << internode.why_not;
+  // The expert-major engines have no internode path of their own: still counted.
+  EXPECT_TRUE(design_traffic(BenchEngine::low_latency, example_traffic(), false).dispatch_bytes.has_value());
+}
+
+TEST(BenchDesignRoofline, OneDeviceDividesTheDesignBytesByTheCopyBandwidth) {
+  CopyBandwidth copy;
+  copy.bytes_per_second = 4e12;
+  EXPECT_DOUBLE_EQ(*design_roofline_seconds(8'000'000'000, 0, copy), 8e9 / 4e12);
+  EXPECT_FALSE(design_roofline_seconds(std::nullopt, 0, copy).has_value());
+  EXPECT_FALSE(design_roofline_seconds(1, 1, copy).has_value());  // remote bytes without a peer copy
+
+  EngineResult result;
+  result.timed = true;
+  result.dispatch_bytes = result.combine_bytes = 1'000'000'000;
+  result.design_dispatch_bytes = 4'000'000'000;  // 4 passes
+  result.design_combine_bytes = 3'000'000'000;   // 3 passes
+  result.dispatch_seconds = 2e-3;
+  result.combine_seconds = 1.5e-3;
+  // Minimal: 2 passes each, 0.5 ms + 0.5 ms of 3.5 ms; design: 1 ms + 0.75 ms of 3.5 ms.
+  EXPECT_DOUBLE_EQ(*roofline_fraction(result, copy), 1e-3 / 3.5e-3);
+  EXPECT_DOUBLE_EQ(*design_fraction(result, copy), 1.75e-3 / 3.5e-3);
+  const PhaseBounds design = design_bounds(result, copy);
+  EXPECT_DOUBLE_EQ(*phase_fraction(design.dispatch, result.dispatch_seconds), 0.5);
+  EXPECT_DOUBLE_EQ(*phase_fraction(design.combine, result.combine_seconds), 0.5);
+  // Not counted: no design fraction, the minimal one stays.
+  result.design_dispatch_bytes.reset();
+  EXPECT_FALSE(design_fraction(result, copy).has_value());
+  EXPECT_TRUE(roofline_fraction(result, copy).has_value());
+}
+
+TEST(BenchDesignRoofline, RowsBetweenGpusAreStillBoundByThePeerCopy) {
+  CopyBandwidth copy;
+  copy.bytes_per_second = 8 * 4e12;
+  copy.devices = 8;
+  copy.peer = PeerCopyBandwidth{};
+  copy.peer->all_pairs_bytes_per_second = 8 * 400e9;
+  // Every pass in some GPU's memory: 32 GB over 32 TB/s = 1 ms; 7 GB across links: 2.19 ms.
+  EXPECT_DOUBLE_EQ(*design_roofline_seconds(32'000'000'000, 7'000'000'000, copy), 7e9 / 3.2e12);
+  EXPECT_DOUBLE_EQ(*design_roofline_seconds(32'000'000'000, 1, copy), 32e9 / 3.2e13);
+}
+
+TEST(BenchGraphReplay, LaunchIsThePlainMedianMinusTheGraphReplayMedian) {
+  EngineResult result;
+  result.timed = true;
+  result.dispatch_seconds = 144e-6;
+  result.combine_seconds = 145e-6;
+  EXPECT_FALSE(launch_seconds(result.dispatch_seconds, result.graph_dispatch).has_value());
+  result.graph_dispatch = PhaseTiming{120e-6, 130e-6};
+  result.graph_combine = PhaseTiming{125e-6, 128e-6};
+  EXPECT_DOUBLE_EQ(*launch_seconds(result.dispatch_seconds, result.graph_dispatch), 24e-6);
+  EXPECT_DOUBLE_EQ(*launch_seconds(result.combine_seconds, result.graph_combine), 20e-6);
+  // The graph rows against the same bounds as the plain calls.
+  const PhaseBounds bounds{50e-6, 50e-6};
+  EXPECT_DOUBLE_EQ(*graph_replay_fraction(result, bounds), 100e-6 / 245e-6);
+}
+
+// print_engine's text, through a memory stream.
+std::string printed(const EngineResult& result, const CopyBandwidth& copy) {
+  char* buffer = nullptr;
+  size_t size = 0;
+  std::FILE* out = open_memstream(&buffer, &size);
+  print_engine(out, result, copy);
+  std::fclose(out);
+  std::string text(buffer, size);
+  std::free(buffer);
+  return text;
+}
+
+TEST(BenchReport, GraphReplayRowsLaunchAndHookSplitRowsAppearWhenMeasured) {
+  CopyBandwidth copy;
+  copy.bytes_per_second = 4e12;
+  EngineResult result;
+  result.engine = BenchEngine::low_latency;
+  result.status = CheckStatus::passed;
+  result.timed = true;
+  result.dispatch_bytes = result.combine_bytes = 100'000'000;  // 50 us minimal bound each
+  result.design_dispatch_bytes = 400'000'000;                  // 100 us
+  result.design_combine_bytes = 300'000'000;                   // 75 us
+  result.dispatch_seconds = 200e-6;
+  result.combine_seconds = 150e-6;
+  result.graph_replay = kMeasured;
+  result.graph_dispatch = PhaseTiming{125e-6, 130e-6};
+  result.graph_combine = PhaseTiming{100e-6, 110e-6};
+  result.hook_split = kMeasured;
+  result.dispatch_send = PhaseTiming{40e-6, 41e-6};
+  result.dispatch_recv = PhaseTiming{90e-6, 95e-6};
+  result.combine_send = PhaseTiming{30e-6, 31e-6};
+  result.combine_recv = PhaseTiming{80e-6, 85e-6};
+  const std::string text = printed(result, copy);
+  // Per phase: bound / median under both rooflines.
+  EXPECT_NE(
+      text.find(
+          "dispatch (graph)         125.0        130.0        100000000     800.00     0.400     0.800"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("combine (graph)          100.0        110.0"), std::string::npos) << text;
+  EXPECT_NE(text.find("dispatch recv             90.0         95.0                -"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("launch (plain call - graph replay, medians): dispatch 75.0 us, combine 50.0 us"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(
+      text.find("roofline fraction: 0.286  design fraction: 0.500  (both phases, plain calls; graph replay: "
+                "roofline 0.444, design 0.778)"),
+      std::string::npos)
+      << text;
+
+  // A capture that failed: the reason instead of the rows; on cpu nothing at all.
+  result.graph_dispatch.reset();
+  result.graph_combine.reset();
+  result.graph_replay = "capture failed on 8 of 8 ranks; rank 0: why";
+  result.hook_split = "not supported by the symmetric engine (one stage each way, no hook)";
+  result.dispatch_send = result.dispatch_recv = result.combine_send = result.combine_recv = std::nullopt;
+  std::string skipped = printed(result, copy);
+  EXPECT_NE(skipped.find("graph replay: skipped: capture failed on 8 of 8 ranks; rank 0: why"),
+            std::string::npos)
+      << skipped;
+  EXPECT_NE(skipped.find("hook split: not supported"), std::string::npos) << skipped;
+  EXPECT_EQ(skipped.find("(graph)"), std::string::npos) << skipped;
+  EXPECT_EQ(skipped.find("dispatch send"), std::string::npos) << skipped;
+  result.graph_replay = kNoGraphOnCpu;
+  EXPECT_EQ(printed(result, copy).find("graph replay"), std::string::npos);
 }
 
 TEST(BenchReport, ComparesEnginesWithNcclOnlyAtTheSameTokensPerRank) {

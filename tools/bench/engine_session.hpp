@@ -3,6 +3,8 @@
 // reference to compare them with. The runner drives every engine through this interface:
 //   per input set, poison_outputs() and a check iteration; then per iteration
 //   prepare() -> dispatch() -> expert() -> combine(); only dispatch() and combine() are timed.
+// The expert-major engines then time the send/receive split and (cuda) CUDA graph replays of the same
+// calls (hook_split.hpp, graph_replay.hpp).
 // Iteration i uses input set i % num_input_sets(), so iterations 0 .. num_input_sets() - 1 are the
 // check iterations, one per set.
 #include <string>
@@ -12,6 +14,7 @@
 #include "options.hpp"
 #include "problem.hpp"
 #include "switchyard/buffer.hpp"
+#include "switchyard/errors.hpp"
 #include "switchyard/group.hpp"
 
 namespace switchyard::bench {
@@ -51,6 +54,33 @@ class EngineSession {
   virtual void synchronize() {}
   // A line for the output about how the engine ran (nccl: the NCCL version); empty for none.
   virtual std::string note() const { return ""; }
+
+  // The send/receive split (return_recv_hook), after the timed iterations: empty when the engine
+  // has one, else why not. dispatch_send() / combine_send() make the call with return_recv_hook (only
+  // the send half runs) and keep the hook; receive() runs it (the receive half fills the outputs).
+  virtual std::string hook_split_unsupported() const { return "the engine has no send/receive split"; }
+  virtual void dispatch_send(int iteration);
+  virtual void combine_send(int iteration);
+  virtual void receive();
+
+  // CUDA graph replay, last: empty when dispatch() and combine() may be captured into CUDA graphs and
+  // replayed, else why not. They may when outputs are preallocated, inputs stay at the same addresses
+  // (or new ones are copied into them before a replay), nothing in the calls waits for the host, and
+  // combine() uses the handle of the last dispatch() (the captured one, which each replay rewrites).
+  // prepare() runs once before the capture and must release the previous results (their frees must
+  // not be captured). After the replays first_difference() checks what the last replay wrote.
+  virtual std::string graph_capture_unsupported() const { return "its calls are not capturable"; }
 };
+
+// Only for engines whose hook_split_unsupported() is empty.
+inline void EngineSession::dispatch_send(int /*iteration*/) {
+  throw Unsupported("switchyard-bench: this engine has no send/receive split");
+}
+inline void EngineSession::combine_send(int /*iteration*/) {
+  throw Unsupported("switchyard-bench: this engine has no send/receive split");
+}
+inline void EngineSession::receive() {
+  throw Unsupported("switchyard-bench: this engine has no send/receive split");
+}
 
 }  // namespace switchyard::bench

@@ -8,11 +8,9 @@ EngineSupport engine_support(BenchEngine engine, const BenchOptions& options) {
   switch (engine) {
     case BenchEngine::normal:
       return {true, ""};
-    // On cuda the library throws Unsupported for now: the runner reports the engine as skipped with
-    // the library's reason under --engine all, and main exits 2 with it when it was named.
+    // Both backends. A shape the library refuses with Unsupported is reported as skipped with the
+    // library's reason under --engine all (the runner), and main exits 2 with it when it was named.
     case BenchEngine::low_latency:
-      return {true, ""};
-    // Like low_latency: on cuda the library throws Unsupported for now.
     case BenchEngine::symmetric:
       return {true, ""};
     case BenchEngine::nccl: {

@@ -7,8 +7,10 @@
 // bf16. With --dtype fp8 the dispatch casts them on the fly (use_fp8: per-128-channel amax scales,
 // f32), as the engine is meant to be used at decode time.
 //
-// dispatch: max_tokens_per_rank = --ll-tokens, no hook, no round_scale / ue8m0. combine: the
-// dispatch's own topk_idx and topk_weights, the expert outputs y passed as x (no zero-copy).
+// dispatch: max_tokens_per_rank = --ll-tokens, no round_scale / ue8m0. combine: the dispatch's own
+// topk_idx and topk_weights, the expert outputs y passed as x (no zero-copy). The timed iterations
+// make plain calls; the hook split (low_latency) makes the same calls with return_recv_hook, and the
+// graph replays (cuda) replay captured plain calls.
 //
 // The check: rows at and past recv_count[l] of recv_x, recv_x_scales and src_info are unspecified
 // (the library does not write them), so only rows < recv_count are compared, and only those rows are
@@ -19,10 +21,12 @@
 // The synthetic expert runs on the host once, on the first check iteration's recv_x; its y is placed
 // on the backend once and reused.
 #include <cstring>
+#include <functional>
 #include <vector>
 
 #include "compare.hpp"
 #include "engines.hpp"
+#include "switchyard/errors.hpp"
 #include "transfer.hpp"
 #include "workload/workload.hpp"
 
@@ -89,22 +93,7 @@ class LowLatencySession final : public EngineSession {
     combined_ = LowLatencyCombineResult();
   }
 
-  void dispatch(int /*iteration*/) override {
-    LowLatencyDispatchArgs args;
-    args.x = x_;
-    args.topk_idx = topk_idx_;
-    args.max_tokens_per_rank = context_.options->ll_tokens_per_rank;
-    args.num_experts = context_.options->num_experts;
-    args.use_fp8 = reference_.ll_options.use_fp8;
-    args.out_recv_x = out_recv_x_;
-    args.out_recv_x_scales = out_recv_x_scales_;
-    args.out_recv_count = out_recv_count_;
-    args.out_layout_range = out_layout_range_;
-    args.out_src_info = out_src_info_;
-    args.stream = context_.stream;
-    dispatched_ = engine_ == Engine::symmetric ? context_.buffer->symmetric_dispatch(args)
-                                               : context_.buffer->low_latency_dispatch(args);
-  }
+  void dispatch(int /*iteration*/) override { call_dispatch(dispatch_args()); }
 
   void expert(int /*iteration*/) override {
     if (expert_output_.defined()) return;
@@ -115,17 +104,37 @@ class LowLatencySession final : public EngineSession {
                                 backend_, context_.stream);
   }
 
-  void combine(int /*iteration*/) override {
-    LowLatencyCombineArgs args;
-    args.x = expert_output_;
-    args.topk_idx = topk_idx_;
-    args.topk_weights = topk_weights_;
-    args.handle = &dispatched_.handle;
-    args.out_combined_x = out_combined_x_;
-    args.stream = context_.stream;
-    combined_ = engine_ == Engine::symmetric ? context_.buffer->symmetric_combine(args)
-                                             : context_.buffer->low_latency_combine(args);
+  void combine(int /*iteration*/) override { call_combine(combine_args()); }
+
+  // low_latency only: the symmetric engine is one stage each way (its calls refuse return_recv_hook).
+  std::string hook_split_unsupported() const override {
+    if (engine_ == Engine::symmetric)
+      return "not supported by the symmetric engine (one stage each way, no hook)";
+    return "";
   }
+  void dispatch_send(int /*iteration*/) override {
+    LowLatencyDispatchArgs args = dispatch_args();
+    args.return_recv_hook = true;
+    call_dispatch(args);
+    pending_hook_ = std::move(dispatched_.hook);
+  }
+  void combine_send(int /*iteration*/) override {
+    LowLatencyCombineArgs args = combine_args();
+    args.return_recv_hook = true;
+    call_combine(args);
+    pending_hook_ = std::move(combined_.hook);
+  }
+  void receive() override {
+    if (!pending_hook_) throw Error("switchyard-bench: receive() without a pending hook");
+    std::function<void()> hook = std::move(pending_hook_);
+    pending_hook_ = nullptr;
+    hook();
+  }
+
+  // Both engines are capturable: no host synchronisation (their sequence numbers, buffer halves and
+  // barrier phases are counted on the device), outputs preallocated here, and the inputs (one set,
+  // x_, topk_idx_, topk_weights_ and the expert's y) never move.
+  std::string graph_capture_unsupported() const override { return ""; }
 
   Difference first_difference() override {
     Comparison compare(context_.stream);
@@ -200,6 +209,45 @@ class LowLatencySession final : public EngineSession {
   }
 
  private:
+  // Every call writes into the preallocated outputs and reads the same input tensors, so a captured
+  // call replays on the current inputs.
+  LowLatencyDispatchArgs dispatch_args() const {
+    LowLatencyDispatchArgs args;
+    args.x = x_;
+    args.topk_idx = topk_idx_;
+    args.max_tokens_per_rank = context_.options->ll_tokens_per_rank;
+    args.num_experts = context_.options->num_experts;
+    args.use_fp8 = reference_.ll_options.use_fp8;
+    args.out_recv_x = out_recv_x_;
+    args.out_recv_x_scales = out_recv_x_scales_;
+    args.out_recv_count = out_recv_count_;
+    args.out_layout_range = out_layout_range_;
+    args.out_src_info = out_src_info_;
+    args.stream = context_.stream;
+    return args;
+  }
+
+  LowLatencyCombineArgs combine_args() const {
+    LowLatencyCombineArgs args;
+    args.x = expert_output_;
+    args.topk_idx = topk_idx_;
+    args.topk_weights = topk_weights_;
+    args.handle = &dispatched_.handle;
+    args.out_combined_x = out_combined_x_;
+    args.stream = context_.stream;
+    return args;
+  }
+
+  void call_dispatch(const LowLatencyDispatchArgs& args) {
+    dispatched_ = engine_ == Engine::symmetric ? context_.buffer->symmetric_dispatch(args)
+                                               : context_.buffer->low_latency_dispatch(args);
+  }
+
+  void call_combine(const LowLatencyCombineArgs& args) {
+    combined_ = engine_ == Engine::symmetric ? context_.buffer->symmetric_combine(args)
+                                             : context_.buffer->low_latency_combine(args);
+  }
+
   SessionContext context_;
   Engine engine_;
   Backend backend_;
@@ -213,6 +261,7 @@ class LowLatencySession final : public EngineSession {
 
   LowLatencyDispatchResult dispatched_;
   LowLatencyCombineResult combined_;
+  std::function<void()> pending_hook_;  // the receive half of the last *_send()
 };
 
 }  // namespace

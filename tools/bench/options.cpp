@@ -308,10 +308,9 @@ Buffer each), checks every output bitwise against the reference, and times each 
 Backend and engines
   --backend auto|cpu|cuda   auto: cuda when a CUDA device is available, else cpu (default auto)
   --engine normal|low_latency|symmetric|nccl|all
-                            all: every engine; those not implemented for the backend are
+                            all: every engine; those that cannot run with these options are
                             reported as skipped, with the reason (default all). Naming one
-                            that is not implemented exits 2 with the reason (low_latency on
-                            cuda: the library's Unsupported, for now)
+                            that cannot run exits 2 with the reason
                             nccl: the baseline without an EP library (what the Megatron and
                             vLLM all-to-all dispatchers do): sort (token, destination rank)
                             pairs by destination, exchange counts, grouped ncclSend/ncclRecv of
@@ -342,7 +341,8 @@ Shape (default: DeepSeek-V3)
                             engine casts on the fly, per 128 channels, f32 scales)
   --seed S                  seed of the synthetic inputs (default 1)
 Timing
-  --iters I                 timed iterations (default 20 on cuda, 10 on cpu)
+  --iters I                 timed iterations (default 20 on cuda, 10 on cpu); also of the hook
+                            split and of the graph replays (low_latency, symmetric)
   --warmup W                untimed iterations before them (default 3 on cuda, 2 on cpu)
 Engine configuration (normal)
   --channels C|auto         channels (default auto: the backend picks)
@@ -383,9 +383,33 @@ What is reported, per engine
             and the saving: direct - hierarchical RDMA bytes, and direct / hierarchical. JSON:
             rdma_/nvlink_/direct_rdma_ dispatch_/combine_bytes and rdma_*_saved_bytes (null on
             one node)
-  graph replay  low_latency only: the row the issue asks for with CUDA graph replay (the
-            launch-free latency). Not measured yet: 'not available (cpu backend)' on cpu,
-            'not implemented yet' on cuda, and null in --json
+  graph replay  low_latency and symmetric on cuda: rows 'dispatch (graph)' and 'combine
+            (graph)', the launch-free latency. After the timed iterations each rank captures
+            its dispatch call into one CUDA graph and its combine call into another, on its own
+            stream (relaxed capture mode: it never restricts the other rank threads, and the
+            engines' dispatch allocates its handle with a plain cudaMalloc while capturing,
+            which thread-local mode refuses), with every rank's stream idle; the outputs are
+            preallocated and the inputs never move. Then --warmup and --iters replays, timed
+            like the plain calls (host barrier before each phase, events around the replay),
+            then one replay into poisoned outputs, checked bit for bit against the reference
+            (a difference fails the engine). A capture that fails on any rank skips the rows
+            on all, with the reason ('graph replay: skipped: ...'). Not on cpu (no rows).
+            JSON: graph_replay ("measured" or why not), graph_replay_dispatch_us,
+            graph_replay_combine_us and their _p99_us, graph_replay_roofline_fraction,
+            graph_replay_design_fraction
+  launch    plain call time - graph replay time (medians), per phase: what launching the
+            kernels and the host's work in the call add (dispatch_launch_us, combine_launch_us)
+  hook split  low_latency: rows 'dispatch send', 'dispatch recv', 'combine send', 'combine
+            recv' (both backends). The same calls with return_recv_hook: the send half is the
+            call (it returns the hook; combine's includes the copy of topk_idx and weights the
+            hook keeps), the receive half is the hook. Each half is timed as its own phase:
+            every rank drains its stream and all meet at a host barrier before it, so every
+            send half has finished before any receive half starts, and the receive half
+            measures the receive work, not waiting for slow peers' sends (send + recv may
+            exceed the plain call, which overlaps them). Then one iteration into poisoned
+            outputs, checked bit for bit. symmetric has no split (one stage each way):
+            'hook split: not supported ...'. JSON: hook_split, dispatch_send_us,
+            dispatch_recv_us, combine_send_us, combine_recv_us and their _p99_us
   GB/s      bytes / time: the logical bandwidth of all ranks together, as DeepEP reports it
   roofline  the least time a phase can take, over the copy bandwidths measured at the start
             of the same run. A row between two ranks on one device (every row when all ranks
@@ -402,7 +426,38 @@ What is reported, per engine
             different GPUs and local_bytes the rest. roofline fraction =
               (dispatch bound + combine bound) / (dispatch_time + combine_time)
             on one device this is (2 * (dispatch_bytes + combine_bytes) / copy_bandwidth) /
-            (dispatch_time + combine_time)
+            (dispatch_time + combine_time). The table's roofline column: one phase's bound / its
+            median (JSON: dispatch_roofline_us, dispatch_roofline_fraction, the same for combine)
+  design    the design roofline: the bytes each engine's design must move through memory per
+            phase, all ranks (rows and row payloads as under bytes; tokens = source tokens of
+            all ranks; x row = what the sender reads: the --dtype row for normal, bf16 for
+            low_latency and symmetric, which cast to fp8 on the fly):
+              normal dispatch      4 per row: the sender reads x and writes the ring, the
+                                   receiver reads the ring and writes recv_x
+                                   = rows * (x row + 3 * dispatch row)
+              normal combine       3 per row: the sender reads y and writes the ring, the
+                                   receiver reads the ring; + the output write
+                                   = 3 * rows * combine row + tokens * hidden * 2
+              low_latency dispatch 4 per row: the sender reads x and writes the receive slot,
+                                   the receiver reads the slot and writes recv_x (as normal)
+              low_latency combine  3 per row + the output (as normal)
+              symmetric dispatch   publish, 2 per source token (read x, write the input
+                                   buffer) + pull, 2 per row (read the source's input buffer,
+                                   write recv_x)
+                                   = tokens * (x row + dispatch row) + 2 * rows * dispatch row
+              symmetric combine    push, 2 per row (read y, write the home's combine buffer)
+                                   + reduce, 1 per row + the output
+                                   = 3 * rows * combine row + tokens * hidden * 2
+              nccl                 not counted: NCCL's send/recv stages rows through its own
+                                   buffers by a protocol it picks at run time
+            normal across nodes is not counted (its forwarding stages are not modelled).
+            design phase bound = max(design bytes / local copy bandwidth, remote_bytes / peer
+            copy bandwidth): every pass reads or writes some device's memory. design fraction =
+              (dispatch design bound + combine design bound) / (dispatch_time + combine_time)
+            and the table's design column per phase. JSON: design_dispatch_bytes,
+            design_combine_bytes, dispatch_design_roofline_us, combine_design_roofline_us,
+            dispatch_design_fraction, combine_design_fraction, design_fraction, design_note
+            (why not counted, else null)
   check     the first (untimed) iteration writes into poisoned outputs and must match the
             reference bit for bit on every rank; the last timed iteration is compared again.
             low_latency: recv_x, recv_x_scales and src_info in the rows < recv_count of each

@@ -93,6 +93,8 @@ void make_low_latency_reference(const BenchOptions& options, Progress& progress,
   ll.traffic.remote_rows = expert_major_remote_rows(ll.dispatched, options.devices);
   ll.traffic.dispatch_row_bytes = low_latency_dispatch_row_bytes(options);
   ll.traffic.combine_row_bytes = int64_t{options.hidden} * 2;
+  ll.traffic.input_row_bytes = int64_t{options.hidden} * 2;  // bf16 inputs, cast by the engine with use_fp8
+  for (const workload::RankData& data : ll.inputs) ll.traffic.source_tokens += data.x.size(0);
 }
 
 // Host bytes of the low_latency reference and the engine's outputs, all ranks: per rank, the
@@ -236,6 +238,8 @@ Problem make_problem(const BenchOptions& options, Progress& progress) {
   }
   traffic.dispatch_row_bytes = dispatch_row_bytes(options);
   traffic.combine_row_bytes = int64_t{options.hidden} * 2;
+  traffic.input_row_bytes = traffic.dispatch_row_bytes;  // x (and its fp8 scales) in the --dtype
+  for (const workload::RankData& data : problem.inputs) traffic.source_tokens += data.x.size(0);
   traffic.remote_rows = rank_major_remote_rows(problem.inputs, options.num_experts, options.devices);
   if (!topology.is_single_node()) {
     traffic.nodes = node_traffic(problem.inputs, topology, options.num_experts);

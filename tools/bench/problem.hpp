@@ -39,6 +39,11 @@ struct Traffic {
   int64_t remote_rows = 0;
   int64_t dispatch_row_bytes = 0;  // hidden * element size (+ hidden / 128 * 4 scale bytes for fp8)
   int64_t combine_row_bytes = 0;   // hidden * 2: combine returns bf16
+  // For the design roofline (design_roofline.hpp): the source tokens of all ranks (combine writes one
+  // output row of combine_row_bytes each), and the bytes of one x row as the caller passes it, which
+  // the sender reads (normal: dispatch_row_bytes; low_latency and symmetric: bf16, cast on the fly).
+  int64_t source_tokens = 0;
+  int64_t input_row_bytes = 0;
   int64_t dispatch_bytes() const { return delivered_rows * dispatch_row_bytes; }
   int64_t combine_bytes() const { return delivered_rows * combine_row_bytes; }
   int64_t remote_dispatch_bytes() const { return remote_rows * dispatch_row_bytes; }

@@ -10,10 +10,34 @@
 namespace switchyard::bench {
 namespace {
 
-void print_phase(std::FILE* out, const char* phase, double seconds, double p99_seconds, int64_t bytes) {
-  std::optional<double> gbps = gigabytes_per_second(bytes, seconds);
-  std::fprintf(out, "  %-10s %14.1f %14.1f %16" PRId64 " %10.2f\n", phase, seconds * 1e6, p99_seconds * 1e6, bytes,
-               gbps ? *gbps : 0.0);
+// A fraction in its column, or n/a.
+std::string fraction_text(std::optional<double> fraction) {
+  if (!fraction) return "n/a";
+  char text[32];
+  std::snprintf(text, sizeof(text), "%.3f", *fraction);
+  return text;
+}
+
+void print_table_header(std::FILE* out) {
+  std::fprintf(out, "  %-17s %12s %12s %16s %10s %9s %9s\n", "phase", "median (us)", "p99 (us)", "bytes",
+               "GB/s", "roofline", "design");
+}
+
+// A whole phase (plain calls or graph replays): its bytes, GB/s and both roofline fractions.
+void print_phase(std::FILE* out, const char* phase, const PhaseTiming& timing, int64_t bytes,
+                 std::optional<double> bound, std::optional<double> design_bound) {
+  std::optional<double> gbps = gigabytes_per_second(bytes, timing.median_seconds);
+  std::fprintf(out, "  %-17s %12.1f %12.1f %16" PRId64 " %10.2f %9s %9s\n", phase,
+               timing.median_seconds * 1e6, timing.p99_seconds * 1e6, bytes, gbps ? *gbps : 0.0,
+               fraction_text(phase_fraction(bound, timing.median_seconds)).c_str(),
+               fraction_text(phase_fraction(design_bound, timing.median_seconds)).c_str());
+}
+
+// Half a phase (the hook split): times only; bytes and fractions belong to whole phases.
+void print_half(std::FILE* out, const char* half, const std::optional<PhaseTiming>& timing) {
+  if (!timing) return;
+  std::fprintf(out, "  %-17s %12.1f %12.1f %16s %10s %9s %9s\n", half, timing->median_seconds * 1e6,
+               timing->p99_seconds * 1e6, "-", "-", "-", "-");
 }
 
 // Saved bytes and direct / hierarchical; the ratio is n/a when no byte crosses the network.
@@ -24,6 +48,22 @@ void print_saving(std::FILE* out, const char* phase, int64_t direct, int64_t rdm
     std::fprintf(out, " (direct / hierarchical = %.2fx)\n", static_cast<double>(direct) / static_cast<double>(rdma));
   } else {
     std::fprintf(out, " (direct / hierarchical = n/a)\n");
+  }
+}
+
+// What the graph and hook split rows say besides their times: launch, or why a row is missing.
+void print_extra_rows(std::FILE* out, const EngineResult& result) {
+  const std::optional<double> dispatch_launch =
+      launch_seconds(result.dispatch_seconds, result.graph_dispatch);
+  const std::optional<double> combine_launch = launch_seconds(result.combine_seconds, result.graph_combine);
+  if (dispatch_launch && combine_launch) {
+    std::fprintf(out, "  launch (plain call - graph replay, medians): dispatch %.1f us, combine %.1f us\n",
+                 *dispatch_launch * 1e6, *combine_launch * 1e6);
+  } else if (!result.graph_replay.empty() && result.graph_replay != kNoGraphOnCpu) {
+    std::fprintf(out, "  graph replay: skipped: %s\n", result.graph_replay.c_str());
+  }
+  if (!result.hook_split.empty() && result.hook_split != kMeasured) {
+    std::fprintf(out, "  hook split: %s\n", result.hook_split.c_str());
   }
 }
 
@@ -90,7 +130,17 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
       "time (logical bandwidth, as DeepEP reports it)\n"
       "roofline fraction = (dispatch bound + combine bound) / (dispatch_time + combine_time), phase bound = "
       "max(2 * local bytes / copy bandwidth, remote bytes / peer copy bandwidth): a row within one device is "
-      "read once and written once, a row between GPUs crosses a link once (see --help)\n");
+      "read once and written once, a row between GPUs crosses a link once; the roofline and design columns: "
+      "one phase's bound / its median\n"
+      "design fraction: the same with the bytes the engine's design moves through memory, phase bound = "
+      "max(design bytes / copy bandwidth, remote bytes / peer copy bandwidth) (see --help)\n");
+  if (options.runs_expert_major()) {
+    std::fprintf(
+        out,
+        "low_latency and symmetric also: dispatch/combine (graph) = CUDA graph replays of the same calls "
+        "(cuda); launch = plain call - graph replay (medians); dispatch/combine send and recv = the halves "
+        "apart with return_recv_hook (low_latency), ranks meeting at a host barrier between them\n");
+  }
 }
 
 void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidth& copy) {
@@ -107,9 +157,24 @@ void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidt
                  name, result.iters, result.warmup, result.tokens_per_rank, result.delivered_rows,
                  is_rank_major(result.engine) ? "token, destination rank" : "token, expert");
     if (!result.note.empty()) std::fprintf(out, "  %s\n", result.note.c_str());
-    std::fprintf(out, "  %-10s %14s %14s %16s %10s\n", "phase", "median (us)", "p99 (us)", "bytes", "GB/s");
-    print_phase(out, "dispatch", result.dispatch_seconds, result.dispatch_p99_seconds, result.dispatch_bytes);
-    print_phase(out, "combine", result.combine_seconds, result.combine_p99_seconds, result.combine_bytes);
+    const PhaseBounds minimal = minimal_bounds(result, copy);
+    const PhaseBounds design = design_bounds(result, copy);
+    print_table_header(out);
+    print_phase(out, "dispatch", {result.dispatch_seconds, result.dispatch_p99_seconds},
+                result.dispatch_bytes, minimal.dispatch, design.dispatch);
+    print_phase(out, "combine", {result.combine_seconds, result.combine_p99_seconds}, result.combine_bytes,
+                minimal.combine, design.combine);
+    if (result.graph_dispatch && result.graph_combine) {
+      print_phase(out, "dispatch (graph)", *result.graph_dispatch, result.dispatch_bytes, minimal.dispatch,
+                  design.dispatch);
+      print_phase(out, "combine (graph)", *result.graph_combine, result.combine_bytes, minimal.combine,
+                  design.combine);
+    }
+    print_half(out, "dispatch send", result.dispatch_send);
+    print_half(out, "dispatch recv", result.dispatch_recv);
+    print_half(out, "combine send", result.combine_send);
+    print_half(out, "combine recv", result.combine_recv);
+    print_extra_rows(out, result);
     if (result.node_bytes) print_node_bytes(out, *result.node_bytes);
     if (result.remote_dispatch_bytes > 0 || result.remote_combine_bytes > 0) {
       std::fprintf(out,
@@ -117,14 +182,21 @@ void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidt
                    " combine bytes (the rest within one GPU)\n",
                    result.remote_dispatch_bytes, result.remote_combine_bytes);
     }
-    if (!result.graph_replay.empty())
-      std::fprintf(out, "  %-10s %s\n", "graph replay:", result.graph_replay.c_str());
-    std::optional<double> fraction = roofline_fraction(result, copy);
-    if (fraction) {
-      std::fprintf(out, "  roofline fraction: %.3f\n", *fraction);
+    if (result.design_dispatch_bytes && result.design_combine_bytes) {
+      std::fprintf(out, "  design bytes: dispatch %" PRId64 ", combine %" PRId64 " (%s)\n",
+                   *result.design_dispatch_bytes, *result.design_combine_bytes, result.design_passes.c_str());
     } else {
-      std::fprintf(out, "  roofline fraction: n/a\n");
+      std::fprintf(out, "  design roofline: %s\n", result.design_note.c_str());
     }
+    std::fprintf(out, "  roofline fraction: %s  design fraction: %s  (both phases, plain calls",
+                 fraction_text(roofline_fraction(result, copy)).c_str(),
+                 fraction_text(design_fraction(result, copy)).c_str());
+    if (result.graph_dispatch && result.graph_combine) {
+      std::fprintf(out, "; graph replay: roofline %s, design %s",
+                   fraction_text(graph_replay_fraction(result, minimal)).c_str(),
+                   fraction_text(graph_replay_fraction(result, design)).c_str());
+    }
+    std::fprintf(out, ")\n");
   } else {
     std::fprintf(out, "%s: not timed\n", name);
   }

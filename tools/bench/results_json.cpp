@@ -114,6 +114,42 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
     json.integer_or_null(bytes(result.remote_combine_bytes));
     json.key("roofline_fraction");
     json.number_or_null(roofline_fraction(result, copy));
+    // Per phase: the bounds (us) and the fractions of the minimal and the design rooflines.
+    const PhaseBounds minimal = result.timed ? minimal_bounds(result, copy) : PhaseBounds{};
+    const PhaseBounds design = result.timed ? design_bounds(result, copy) : PhaseBounds{};
+    auto microseconds = [](std::optional<double> seconds) {
+      return seconds ? std::optional<double>(*seconds * 1e6) : std::nullopt;
+    };
+    json.key("dispatch_roofline_us");
+    json.number_or_null(microseconds(minimal.dispatch));
+    json.key("combine_roofline_us");
+    json.number_or_null(microseconds(minimal.combine));
+    json.key("dispatch_roofline_fraction");
+    json.number_or_null(phase_fraction(minimal.dispatch, result.dispatch_seconds));
+    json.key("combine_roofline_fraction");
+    json.number_or_null(phase_fraction(minimal.combine, result.combine_seconds));
+    // The design roofline (design_roofline.hpp); null where the engine's passes are not counted, with
+    // design_note saying why.
+    json.key("design_dispatch_bytes");
+    json.integer_or_null(result.timed ? result.design_dispatch_bytes : std::nullopt);
+    json.key("design_combine_bytes");
+    json.integer_or_null(result.timed ? result.design_combine_bytes : std::nullopt);
+    json.key("dispatch_design_roofline_us");
+    json.number_or_null(microseconds(design.dispatch));
+    json.key("combine_design_roofline_us");
+    json.number_or_null(microseconds(design.combine));
+    json.key("dispatch_design_fraction");
+    json.number_or_null(phase_fraction(design.dispatch, result.dispatch_seconds));
+    json.key("combine_design_fraction");
+    json.number_or_null(phase_fraction(design.combine, result.combine_seconds));
+    json.key("design_fraction");
+    json.number_or_null(design_fraction(result, copy));
+    json.key("design_note");
+    if (result.design_note.empty()) {
+      json.null();
+    } else {
+      json.string(result.design_note);
+    }
     // nccl's time / this engine's, both phases together; null unless both ran with the same tokens.
     const std::optional<NcclComparison> versus_nccl = compare_with_nccl(result, results);
     json.key("speedup_vs_nccl");
@@ -141,18 +177,39 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
       field("rdma_dispatch_saved_bytes", node.direct_rdma_dispatch - node.rdma_dispatch);
       field("rdma_combine_saved_bytes", node.direct_rdma_combine - node.rdma_combine);
     }
-    if (result.engine == BenchEngine::low_latency) {
-      // The CUDA graph replay row: a seam, no numbers until it is measured.
-      json.key("graph_replay");
-      if (result.graph_replay.empty()) {
-        json.null();
-      } else {
-        json.string(result.graph_replay);
-      }
-      json.key("graph_replay_dispatch_us");
-      json.null();
-      json.key("graph_replay_combine_us");
-      json.null();
+    if (!is_rank_major(result.engine)) {
+      // The expert-major engines' extra rows: "measured" and numbers, or why not and nulls.
+      auto status = [&](const char* name, const std::string& text) {
+        json.key(name);
+        if (text.empty()) {
+          json.null();
+        } else {
+          json.string(text);
+        }
+      };
+      auto row = [&](const std::string& name, const std::optional<PhaseTiming>& timing) {
+        json.key(name + "_us");
+        json.number_or_null(timing ? std::optional<double>(timing->median_seconds * 1e6) : std::nullopt);
+        json.key(name + "_p99_us");
+        json.number_or_null(timing ? std::optional<double>(timing->p99_seconds * 1e6) : std::nullopt);
+      };
+      status("graph_replay", result.graph_replay);
+      row("graph_replay_dispatch", result.graph_dispatch);
+      row("graph_replay_combine", result.graph_combine);
+      // launch = plain call - graph replay, medians.
+      json.key("dispatch_launch_us");
+      json.number_or_null(microseconds(launch_seconds(result.dispatch_seconds, result.graph_dispatch)));
+      json.key("combine_launch_us");
+      json.number_or_null(microseconds(launch_seconds(result.combine_seconds, result.graph_combine)));
+      json.key("graph_replay_roofline_fraction");
+      json.number_or_null(graph_replay_fraction(result, minimal));
+      json.key("graph_replay_design_fraction");
+      json.number_or_null(graph_replay_fraction(result, design));
+      status("hook_split", result.hook_split);
+      row("dispatch_send", result.dispatch_send);
+      row("dispatch_recv", result.dispatch_recv);
+      row("combine_send", result.combine_send);
+      row("combine_recv", result.combine_recv);
     }
     json.end_object();
   }

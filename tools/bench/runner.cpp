@@ -2,9 +2,15 @@
 
 #include <algorithm>
 #include <memory>
+#include <utility>
 #include <vector>
 
+#include "design_roofline.hpp"
 #include "engines.hpp"
+#include "graph_replay.hpp"
+#include "hook_split.hpp"
+#include "phase_clock.hpp"
+#include "rank_agreement.hpp"
 #include "rank_stream.hpp"
 #include "stats.hpp"
 #include "switchyard/errors.hpp"
@@ -47,13 +53,14 @@ std::vector<double> slowest_per_iteration(const std::vector<std::vector<double>>
   return slowest;
 }
 
-// The graph replay row of the issue (low_latency on cuda: the launch-free latency). A seam: nothing
-// is measured yet, and the row says why rather than showing numbers.
-std::string graph_replay_status(BenchEngine engine, Backend backend) {
-  if (engine != BenchEngine::low_latency) return "";
-  if (backend == Backend::cpu) return "not available (cpu backend)";
-  return "not implemented yet";
+// The median and the p99 of the slowest rank per iteration.
+PhaseTiming timing_of(const std::vector<std::vector<double>>& seconds_per_rank) {
+  const std::vector<double> slowest = slowest_per_iteration(seconds_per_rank);
+  return {median(slowest), percentile(slowest, 99)};
 }
+
+// One row's seconds: [rank][timed iteration].
+using RowSeconds = std::vector<std::vector<double>>;
 
 // The earliest stage's difference, on the lowest rank that has it, and how many ranks differ.
 std::string describe_failure(const std::vector<Difference>& differences) {
@@ -140,11 +147,21 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
   result.tokens_per_rank = engine_tokens_per_rank(engine, options);
   result.delivered_rows = traffic.delivered_rows;
   result.node_bytes = traffic.node_bytes();
-  result.graph_replay = graph_replay_status(engine, options.backend);
+  const DesignTraffic design = design_traffic(engine, traffic, options.topology.is_single_node());
+  result.design_dispatch_bytes = design.dispatch_bytes;
+  result.design_combine_bytes = design.combine_bytes;
+  result.design_passes = design.passes;
+  result.design_note = design.why_not;
+  // The expert-major engines' extra rows: the send/receive split and CUDA graph replay.
+  const bool extra_rows = !is_rank_major(engine);
 
-  std::vector<std::vector<double>> dispatch_seconds(num_ranks, std::vector<double>(iters));
-  std::vector<std::vector<double>> combine_seconds(num_ranks, std::vector<double>(iters));
+  RowSeconds dispatch_seconds(num_ranks, std::vector<double>(iters));
+  RowSeconds combine_seconds(num_ranks, std::vector<double>(iters));
   std::vector<Difference> check_differences(num_ranks), final_differences(num_ranks);
+  std::vector<Difference> split_differences(num_ranks), graph_differences(num_ranks);
+  std::vector<HookSplitSeconds> split_seconds(num_ranks);
+  std::vector<GraphReplaySeconds> graph_seconds(num_ranks);
+  std::string hook_split_status, graph_status;  // rank 0's: the same on every rank
 
   // NOTES: the Buffers outlive every rank's thread. A rank that fails (a timeout, say) must not unmap
   // its heap while peers still inside dispatch or combine write into it.
@@ -179,30 +196,20 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
           session->synchronize();
         }
       };
+      // Every rank starts each phase together, from an idle stream (on cuda the layout or the expert's
+      // copies are done first), so the slowest rank's time is the phase's time (phase_clock.hpp).
+      PhaseClock clock(group, *timer, synchronize);
 
-      // Every rank starts each phase together, so the slowest rank's time is the phase's time: each
-      // rank first waits for its own stream (on cuda, the layout or the expert's copies; this also
-      // raises any error a kernel recorded), so that every stream is idle when the barrier releases
-      // the ranks and every start event marks the same moment. After each phase the stream is
-      // drained the same way before its events are read (the events are already recorded, so this
-      // does not change the time; it bounds the wait for nccl).
       auto run_iteration = [&](int iteration, double* dispatch_time, double* combine_time) {
         session->prepare(iteration);
-        synchronize();
-        group.barrier();
-        timer->start();
-        session->dispatch(iteration);
-        timer->stop();
-        synchronize();
-        *dispatch_time = timer->elapsed_seconds();
+        *dispatch_time = clock.time([&] { session->dispatch(iteration); });
         session->expert(iteration);
-        synchronize();
-        group.barrier();
-        timer->start();
-        session->combine(iteration);
-        timer->stop();
-        synchronize();
-        *combine_time = timer->elapsed_seconds();
+        *combine_time = clock.time([&] { session->combine(iteration); });
+      };
+      auto reporter = [&](const std::string& row) {
+        return [&, row](const std::string& what) {
+          if (reports_progress) progress.update(name + ": " + row, name + ": " + row + " " + what);
+        };
       };
 
       // One check iteration per input set, each into poisoned outputs: every set must pass. The dump
@@ -240,6 +247,34 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
       synchronize();
       final_differences[rank] =
           from_input_set(session->first_difference(), (iteration - 1) % input_sets, input_sets);
+      if (!extra_rows) return;
+
+      // The send and receive halves apart, then checked again. The library may refuse the hook for
+      // these options (Unsupported, raised by its host-side checks on every rank alike): then the rows
+      // say so rather than the engine being skipped.
+      std::string split_unsupported = session->hook_split_unsupported();
+      if (split_unsupported.empty()) {
+        std::string refused;
+        try {
+          iteration = run_hook_split(*session, clock, iteration, warmup, iters, split_seconds[rank],
+                                     reporter("hook split"));
+        } catch (const Unsupported& error) {
+          refused = error.what();
+        }
+        split_unsupported = agree_on_failure(group, "refused by the library", refused);
+        if (split_unsupported.empty()) split_differences[rank] = session->first_difference();
+      }
+      if (rank == 0) hook_split_status = split_unsupported.empty() ? kMeasured : split_unsupported;
+
+      // CUDA graph replay last: the captured handle stays with the session until it is destroyed.
+      std::string graph_unsupported =
+          options.backend == Backend::cpu ? std::string(kNoGraphOnCpu) : session->graph_capture_unsupported();
+      if (graph_unsupported.empty()) {
+        graph_unsupported = run_graph_replays(*session, clock, group, stream, iteration, warmup, iters,
+                                              graph_seconds[rank], reporter("graph replay"));
+        if (graph_unsupported.empty()) graph_differences[rank] = session->first_difference();
+      }
+      if (rank == 0) graph_status = graph_unsupported.empty() ? kMeasured : graph_unsupported;
     });
   } catch (const InvalidArgument&) {
     throw;
@@ -254,16 +289,46 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
 
   result.timed = true;
   result.note = note;
-  const std::vector<double> slowest_dispatch = slowest_per_iteration(dispatch_seconds);
-  const std::vector<double> slowest_combine = slowest_per_iteration(combine_seconds);
-  result.dispatch_seconds = median(slowest_dispatch);
-  result.combine_seconds = median(slowest_combine);
-  result.dispatch_p99_seconds = percentile(slowest_dispatch, 99);
-  result.combine_p99_seconds = percentile(slowest_combine, 99);
+  const PhaseTiming dispatch = timing_of(dispatch_seconds);
+  const PhaseTiming combine = timing_of(combine_seconds);
+  result.dispatch_seconds = dispatch.median_seconds;
+  result.combine_seconds = combine.median_seconds;
+  result.dispatch_p99_seconds = dispatch.p99_seconds;
+  result.combine_p99_seconds = combine.p99_seconds;
+  if (extra_rows) {
+    result.hook_split = hook_split_status;
+    if (hook_split_status == kMeasured) {
+      auto row = [&](std::vector<double> HookSplitSeconds::*half) {
+        RowSeconds seconds;
+        for (const HookSplitSeconds& rank_seconds : split_seconds) seconds.push_back(rank_seconds.*half);
+        return timing_of(seconds);
+      };
+      result.dispatch_send = row(&HookSplitSeconds::dispatch_send);
+      result.dispatch_recv = row(&HookSplitSeconds::dispatch_recv);
+      result.combine_send = row(&HookSplitSeconds::combine_send);
+      result.combine_recv = row(&HookSplitSeconds::combine_recv);
+    }
+    result.graph_replay = graph_status;
+    if (graph_status == kMeasured) {
+      RowSeconds graph_dispatch, graph_combine;
+      for (const GraphReplaySeconds& rank_seconds : graph_seconds) {
+        graph_dispatch.push_back(rank_seconds.dispatch);
+        graph_combine.push_back(rank_seconds.combine);
+      }
+      result.graph_dispatch = timing_of(graph_dispatch);
+      result.graph_combine = timing_of(graph_combine);
+    }
+  }
+  // The first check that failed, in the order they ran.
   std::string failure = describe_failure(check_differences);
-  if (failure.empty()) {
-    failure = describe_failure(final_differences);
-    if (!failure.empty()) failure = "after the timed iterations: " + failure;
+  const std::pair<const std::vector<Difference>*, const char*> later_checks[] = {
+      {&final_differences, "after the timed iterations: "},
+      {&split_differences, "after the hook split iterations: "},
+      {&graph_differences, "after the graph replays: "}};
+  for (const auto& [differences, when] : later_checks) {
+    if (!failure.empty()) break;
+    failure = describe_failure(*differences);
+    if (!failure.empty()) failure = when + failure;
   }
   result.status = failure.empty() ? CheckStatus::passed : CheckStatus::failed;
   result.detail = failure;

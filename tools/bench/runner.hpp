@@ -15,6 +15,17 @@ namespace switchyard::bench {
 enum class CheckStatus { passed, failed, skipped, error };
 const char* check_status_name(CheckStatus status);  // "pass", "fail", "skipped", "error"
 
+// A row's timing: over the timed iterations, the median and the p99 (nearest rank) of the slowest
+// rank's time per iteration.
+struct PhaseTiming {
+  double median_seconds = 0, p99_seconds = 0;
+};
+
+// EngineResult::graph_replay and hook_split when their rows were timed.
+constexpr const char* kMeasured = "measured";
+// EngineResult::graph_replay on cpu, where there are no CUDA graphs (the table omits the rows).
+constexpr const char* kNoGraphOnCpu = "not available (cpu backend)";
+
 struct EngineResult {
   BenchEngine engine = BenchEngine::normal;
   CheckStatus status = CheckStatus::skipped;
@@ -30,8 +41,18 @@ struct EngineResult {
   int64_t tokens_per_rank = 0;  // the engine's own: --tokens for normal, the --ll-tokens rule for low_latency
   int64_t delivered_rows = 0;   // normal: (token, destination rank) pairs; low_latency: (token, expert)
   std::optional<NodeBytes> node_bytes;  // normal across nodes only: RDMA and NVLink bytes apart
-  // The CUDA graph replay row (low_latency only; empty for other engines). No numbers yet: why not.
+  // The design roofline's bytes per phase (design_roofline.hpp): absent, with why in design_note,
+  // when not counted; design_passes says what was counted.
+  std::optional<int64_t> design_dispatch_bytes, design_combine_bytes;
+  std::string design_passes, design_note;
+  // The expert-major engines' extra rows (empty strings for normal and nccl, which have none):
+  // CUDA graph replay of dispatch and combine (the launch-free latency): kMeasured, or why not.
   std::string graph_replay;
+  std::optional<PhaseTiming> graph_dispatch, graph_combine;
+  // The send and receive halves apart (return_recv_hook, ranks meeting at a host barrier between
+  // them): kMeasured, or why not.
+  std::string hook_split;
+  std::optional<PhaseTiming> dispatch_send, dispatch_recv, combine_send, combine_recv;
   std::string note;  // how the engine ran, when worth a line (nccl: the NCCL version)
 };
 
@@ -41,9 +62,11 @@ const Traffic& engine_traffic(BenchEngine engine, const Problem& problem);
 
 EngineResult skipped_result(BenchEngine engine, const std::string& why);
 
-// Runs `engine`, which must exist for the backend. A library error at run time (a timeout, say)
-// becomes CheckStatus::error; with --engine all, an Unsupported one becomes skipped. InvalidArgument
-// (a configuration the library refuses) propagates.
+// Runs `engine`, which must exist for the backend: the check iterations, warmup and timed iterations,
+// then for the expert-major engines the hook split (if the engine has one) and, on cuda, the CUDA graph
+// replays, each followed by a bitwise check. A library error at run time (a timeout, say) becomes
+// CheckStatus::error; with --engine all, an Unsupported one becomes skipped. InvalidArgument (a
+// configuration the library refuses) propagates. A graph capture that fails only skips the graph rows.
 EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const Problem& problem,
                         Progress& progress, DumpDirectory* dump);
 

@@ -60,7 +60,18 @@ REFERENCE_GROUP = {"normal": "reference", "low_latency": "reference_low_latency"
 # Engine results in --json: these keys on every engine, numbers when it ran, null when skipped.
 RESULT_NUMBERS = ("tokens", "delivered_rows", "dispatch_us", "combine_us", "dispatch_p99_us", "combine_p99_us",
                   "dispatch_bytes", "combine_bytes", "dispatch_gbps", "combine_gbps", "remote_dispatch_bytes",
-                  "remote_combine_bytes", "roofline_fraction")
+                  "remote_combine_bytes", "roofline_fraction", "dispatch_roofline_us", "combine_roofline_us",
+                  "dispatch_roofline_fraction", "combine_roofline_fraction")
+# The design roofline: numbers when the engine ran and its passes are counted (design_note null), else null.
+DESIGN_NUMBERS = ("design_dispatch_bytes", "design_combine_bytes", "dispatch_design_roofline_us",
+                  "combine_design_roofline_us", "dispatch_design_fraction", "combine_design_fraction",
+                  "design_fraction")
+# The expert-major engines' extra rows: CUDA graph replay (cuda) and the hook split (low_latency).
+GRAPH_NUMBERS = ("graph_replay_dispatch_us", "graph_replay_dispatch_p99_us", "graph_replay_combine_us",
+                 "graph_replay_combine_p99_us", "dispatch_launch_us", "combine_launch_us",
+                 "graph_replay_roofline_fraction", "graph_replay_design_fraction")
+SPLIT_NUMBERS = ("dispatch_send_us", "dispatch_send_p99_us", "dispatch_recv_us", "dispatch_recv_p99_us",
+                 "combine_send_us", "combine_send_p99_us", "combine_recv_us", "combine_recv_p99_us")
 
 
 # The normal engine across nodes: numbers with --ranks-per-node < --ranks, null on one node.
@@ -69,16 +80,63 @@ NODE_BYTES = ("rdma_dispatch_bytes", "nvlink_dispatch_bytes", "direct_rdma_dispa
               "rdma_combine_saved_bytes")
 
 
-def check_result(result, ran):
-    for key in RESULT_NUMBERS:
+def close(a, b):
+    return abs(a - b) <= 1e-6 * max(abs(a), abs(b), 1e-12)
+
+
+def expect_keys(result, keys, present):
+    for key in keys:
         expect(key in result, f"{result['engine']}: json lacks {key}")
-        expect((result[key] is not None) == ran, f"{result['engine']}: {key} = {result[key]}")
+        expect((result[key] is not None) == present, f"{result['engine']}: {key} = {result[key]}")
+
+
+def check_result(result, ran):
+    expect_keys(result, RESULT_NUMBERS, ran)
     expect("speedup_vs_nccl" in result and "note" in result, f"{result['engine']}: json lacks speedup_vs_nccl or note")
+    expect("design_note" in result, f"{result['engine']}: json lacks design_note")
+    expect_keys(result, DESIGN_NUMBERS, ran and result["design_note"] is None)
     if ran:
         expect(result["dispatch_us"] > 0 and result["combine_us"] > 0 and result["roofline_fraction"] > 0, result)
         expect(0 <= result["remote_dispatch_bytes"] <= result["dispatch_bytes"], result)
         expect(result["dispatch_p99_us"] >= result["dispatch_us"], result)
         expect(result["combine_p99_us"] >= result["combine_us"], result)
+        # Per phase: bound / median; both phases: the sum of the bounds / the sum of the medians.
+        for phase in ("dispatch", "combine"):
+            expect(close(result[f"{phase}_roofline_fraction"], result[f"{phase}_roofline_us"] / result[f"{phase}_us"]),
+                   result)
+        both = (result["dispatch_roofline_us"] + result["combine_roofline_us"]) / (result["dispatch_us"] +
+                                                                                 result["combine_us"])
+        expect(close(result["roofline_fraction"], both), result)
+    if ran and result["design_note"] is None:
+        for phase in ("dispatch", "combine"):
+            expect(close(result[f"{phase}_design_fraction"],
+                         result[f"{phase}_design_roofline_us"] / result[f"{phase}_us"]), result)
+            # The design moves every row at least as often as the minimal roofline counts.
+            expect(result[f"design_{phase}_bytes"] >= 2 * result[f"{phase}_bytes"], result)
+        expect(result["design_fraction"] >= result["roofline_fraction"], result)
+
+
+def check_design_bytes(result, tokens, hidden, x_row, dispatch_row):
+    """The design roofline's bytes, recounted from --help's formulas (all ranks' tokens, bf16 combine rows)."""
+    rows, combine_row = result["delivered_rows"], hidden * 2
+    combine = 3 * rows * combine_row + tokens * combine_row  # 3 per row + the output
+    if result["engine"] == "symmetric":
+        dispatch = tokens * (x_row + dispatch_row) + 2 * rows * dispatch_row  # publish per token + pull per row
+    else:
+        dispatch = rows * (x_row + 3 * dispatch_row)  # 4 per row
+    expect(result["design_dispatch_bytes"] == dispatch and result["design_combine_bytes"] == combine,
+           (result["engine"], dispatch, combine, result["design_dispatch_bytes"], result["design_combine_bytes"]))
+
+
+def check_cpu_extra_rows(result, split):
+    """An expert-major engine on cpu: no graph rows (null, with the reason); the hook split when `split`."""
+    expect(result["graph_replay"] == "not available (cpu backend)", result)
+    expect_keys(result, GRAPH_NUMBERS, False)
+    expect((result["hook_split"] == "measured") == split, result)
+    expect_keys(result, SPLIT_NUMBERS, split)
+    if split:
+        for half in ("dispatch_send", "dispatch_recv", "combine_send", "combine_recv"):
+            expect(0 < result[f"{half}_us"] <= result[f"{half}_p99_us"], result)
 
 
 def check_dump(root, engines):
@@ -142,7 +200,8 @@ def test_passing_run_writes_json_and_dump(bench, tmp):
     expect(normal["check"] == "pass", normal)
     check_result(normal, True)
     expect(normal["combine_bytes"] == normal["dispatch_bytes"], normal)  # bf16 both ways
-    expect(normal["tokens"] == 32 and "graph_replay" not in normal, normal)
+    expect(normal["tokens"] == 32 and "graph_replay" not in normal and "hook_split" not in normal, normal)
+    check_design_bytes(normal, 4 * 32, 256, 512, 512)
     for key in NODE_BYTES:  # one node: no RDMA
         expect(key in normal and normal[key] is None, f"normal on one node: {key} = {normal.get(key)}")
     expect("across nodes" not in result.stdout, result.stdout)
@@ -153,16 +212,22 @@ def test_passing_run_writes_json_and_dump(bench, tmp):
     # bf16 both ways: (token, expert) rows x hidden * 2
     expect(low_latency["dispatch_bytes"] == low_latency["combine_bytes"] == low_latency["delivered_rows"] * 256 * 2,
            low_latency)
-    expect(low_latency["graph_replay"] == "not available (cpu backend)", low_latency)
-    expect(low_latency["graph_replay_dispatch_us"] is None and low_latency["graph_replay_combine_us"] is None,
-           low_latency)
-    expect("graph replay: not available (cpu backend)" in result.stdout, result.stdout)
-    expect("p99 (us)" in result.stdout, result.stdout)
+    check_design_bytes(low_latency, 4 * 32, 256, 512, 512)
+    # cpu: no CUDA graph rows; the hook split on both backends.
+    check_cpu_extra_rows(low_latency, split=True)
+    for row in ("dispatch send", "dispatch recv", "combine send", "combine recv"):
+        expect(result.stdout.count(f"  {row} ") == 1, f"one {row} row expected:\n{result.stdout}")
+    expect("  dispatch (graph)" not in result.stdout and "graph replay: skipped" not in result.stdout, result.stdout)
+    expect("p99 (us)" in result.stdout and "design fraction" in result.stdout, result.stdout)
     symmetric = by_engine["symmetric"]
     expect(symmetric["check"] == "pass", symmetric)
     check_result(symmetric, True)
-    expect(symmetric["delivered_rows"] == low_latency["delivered_rows"] and "graph_replay" not in symmetric,
-           symmetric)
+    expect(symmetric["delivered_rows"] == low_latency["delivered_rows"], symmetric)
+    check_design_bytes(symmetric, 4 * 32, 256, 512, 512)
+    # One stage each way: no hook split, said why.
+    check_cpu_extra_rows(symmetric, split=False)
+    expect("not supported" in symmetric["hook_split"], symmetric)
+    expect("hook split: not supported by the symmetric engine" in result.stdout, result.stdout)
     # --engine all lists the NCCL baseline too: skipped on cpu, with the reason, and no numbers.
     nccl = by_engine["nccl"]
     expect(nccl["check"] == "skipped" and "cpu backend" in nccl["reason"], nccl)
@@ -189,6 +254,9 @@ def test_low_latency_tokens(bench, tmp):
     # fp8 rows carry f32 scales per 128 channels: 256 + 2 * 4 bytes; combine returns bf16.
     expect(ll["dispatch_bytes"] == ll["delivered_rows"] * (256 + 8), ll)
     expect(ll["combine_bytes"] == ll["delivered_rows"] * 512, ll)
+    # The sender reads bf16 x; the slot, its read and recv_x carry the fp8 row and its scales.
+    check_design_bytes(ll, 4 * 8, 256, 512, 256 + 8)
+    check_cpu_extra_rows(ll, split=True)
     # An explicit --tokens, low_latency alone: its tokens.
     result = run(bench, SMALL + ["--engine", "low_latency", "--tokens", "24", "--json", json_path])
     expect(result.returncode == 0, f"{result.returncode}: {result.stderr}")
@@ -224,6 +292,9 @@ def test_two_nodes_report_rdma_and_nvlink_bytes(bench, tmp):
            result.stdout)
     normal = json.load(open(json_path))["results"][0]
     check_result(normal, True)
+    # The internode path's forwarding stages are not in the design roofline: null, with the reason.
+    expect(normal["design_note"] is not None and "across nodes" in normal["design_note"], normal)
+    expect("design roofline: not counted across nodes" in result.stdout, result.stdout)
     for key in NODE_BYTES:
         expect(isinstance(normal.get(key), int), f"{key} = {normal.get(key)}")
     for phase in ("dispatch", "combine"):
@@ -302,7 +373,10 @@ def test_help(bench, tmp):
     expect("roofline fraction =" in result.stdout, "help does not document the roofline")
     for text in ("--ll-tokens", "p99", "rows delivered x row payload", "graph replay", "dispatch RDMA bytes",
                  "dispatch NVLink bytes", "direct RDMA bytes", "--devices auto|N", "peer copy bandwidth",
-                 "remote_bytes / peer copy bandwidth", "normal|low_latency|symmetric|nccl|all", "vs nccl"):
+                 "remote_bytes / peer copy bandwidth", "normal|low_latency|symmetric|nccl|all", "vs nccl",
+                 "design fraction =", "normal dispatch      4 per row", "symmetric dispatch   publish",
+                 "nccl                 not counted", "'dispatch (graph)'", "plain call time - graph replay time",
+                 "'dispatch send'", "host barrier", "not waiting for slow peers' sends", "poisoned outputs"):
         expect(text in result.stdout, f"help does not document {text}")
 
 

@@ -1,0 +1,100 @@
+// switchyard-bench's extra rows of the expert-major engines, driven through a scripted session on
+// the cpu clock: the hook split's order of calls (each half its own phase, then a check iteration
+// into poisoned outputs), and the graph replays' refusal, agreed by every rank, when the capture
+// cannot happen (no CUDA graph on the host's stream).
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "engine_session.hpp"
+#include "graph_replay.hpp"
+#include "hook_split.hpp"
+#include "phase_clock.hpp"
+#include "switchyard/group.hpp"
+#include "timer.hpp"
+
+namespace switchyard::bench {
+namespace {
+
+// Records every call the runner's helpers make, in order.
+class ScriptedSession final : public EngineSession {
+ public:
+  void poison_outputs() override { calls.push_back("poison"); }
+  void prepare(int iteration) override { calls.push_back("prepare " + std::to_string(iteration)); }
+  void dispatch(int /*iteration*/) override { calls.push_back("dispatch"); }
+  void expert(int /*iteration*/) override { calls.push_back("expert"); }
+  void combine(int /*iteration*/) override { calls.push_back("combine"); }
+  Difference first_difference() override { return {}; }
+  void dump(DumpDirectory& /*dump*/) override {}
+  std::string hook_split_unsupported() const override { return ""; }
+  void dispatch_send(int /*iteration*/) override { calls.push_back("dispatch_send"); }
+  void combine_send(int /*iteration*/) override { calls.push_back("combine_send"); }
+  void receive() override { calls.push_back("receive"); }
+  std::string graph_capture_unsupported() const override { return ""; }
+
+  std::vector<std::string> calls;
+};
+
+TEST(BenchHookSplit, TimesEachHalfAsItsOwnPhaseThenChecksAnIterationIntoPoisonedOutputs) {
+  constexpr int kWarmup = 1, kIters = 2;
+  std::vector<HookSplitSeconds> seconds(2);
+  std::vector<std::vector<std::string>> calls(2);
+  std::vector<int> next(2);
+  run_ranks(2, [&](Group& group) {
+    const int rank = group.rank();
+    ScriptedSession session;
+    std::unique_ptr<PhaseTimer> timer = make_phase_timer(Backend::cpu, nullptr);
+    PhaseClock clock(group, *timer, [] {});
+    next[rank] = run_hook_split(session, clock, /*first_iteration=*/5, kWarmup, kIters, seconds[rank],
+                                [](const std::string&) {});
+    calls[rank] = session.calls;
+  });
+  const std::vector<std::string> iteration = {"dispatch_send", "receive", "expert", "combine_send",
+                                              "receive"};
+  std::vector<std::string> expected;
+  for (int i = 0; i < kWarmup + kIters + 1; ++i) {
+    if (i == kWarmup + kIters) expected.push_back("poison");  // the check iteration
+    expected.push_back("prepare " + std::to_string(5 + i));
+    expected.insert(expected.end(), iteration.begin(), iteration.end());
+  }
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(calls[rank], expected) << "rank " << rank;
+    EXPECT_EQ(next[rank], 5 + kWarmup + kIters + 1);
+    // One time per timed iteration and half; warmup and check are untimed.
+    for (const std::vector<double>* half : {&seconds[rank].dispatch_send, &seconds[rank].dispatch_recv,
+                                            &seconds[rank].combine_send, &seconds[rank].combine_recv}) {
+      ASSERT_EQ(half->size(), static_cast<size_t>(kIters));
+      for (double value : *half) EXPECT_GE(value, 0.0);
+    }
+  }
+}
+
+// The host's stream cannot be captured (a build without CUDA refuses at once; with CUDA, the legacy
+// stream cannot capture): every rank reports the same reason and nothing is replayed.
+TEST(BenchGraphReplay, AFailedCaptureSkipsTheReplaysOnEveryRankWithOneReason) {
+  std::vector<std::string> reasons(3);
+  std::vector<GraphReplaySeconds> seconds(3);
+  std::vector<std::vector<std::string>> calls(3);
+  run_ranks(3, [&](Group& group) {
+    const int rank = group.rank();
+    ScriptedSession session;
+    std::unique_ptr<PhaseTimer> timer = make_phase_timer(Backend::cpu, nullptr);
+    PhaseClock clock(group, *timer, [] {});
+    reasons[rank] = run_graph_replays(session, clock, group, /*stream=*/nullptr, 0, 1, 2, seconds[rank],
+                                      [](const std::string&) {});
+    calls[rank] = session.calls;
+  });
+  for (int rank = 0; rank < 3; ++rank) {
+    EXPECT_EQ(reasons[rank], reasons[0]);
+    EXPECT_TRUE(seconds[rank].dispatch.empty() && seconds[rank].combine.empty());
+    // Whatever the capture recorded, nothing ran after it: no poisoning, no check round.
+    for (const std::string& call : calls[rank]) EXPECT_NE(call, "poison");
+  }
+  EXPECT_NE(reasons[0].find("capture failed on 3 of 3 ranks; rank 0: "), std::string::npos) << reasons[0];
+}
+
+}  // namespace
+}  // namespace switchyard::bench
