@@ -198,17 +198,17 @@ class NcclSession final : public EngineSession {
       const int64_t sent = send_rows_[peer], received = recv_rows_[peer];
       const int64_t send_at = send_offsets_[peer], receive_at = recv_offsets_[peer];
       if (sent > 0) {
-        send(row_pointer(send_x_, send_at), sent * x_row_bytes_, peer, "x");
-        if (fp8_) send(row_pointer(send_scales_, send_at), sent * scale_row_bytes(), peer, "x_scales");
-        send(row_pointer(send_topk_idx_, send_at), sent * topk_row_bytes(8), peer, "topk_idx");
-        send(row_pointer(send_topk_weights_, send_at), sent * topk_row_bytes(4), peer, "topk_weights");
+        send_bytes(row_pointer(send_x_, send_at), sent * x_row_bytes_, peer, "x");
+        if (fp8_) send_bytes(row_pointer(send_scales_, send_at), sent * scale_row_bytes(), peer, "x_scales");
+        send_bytes(row_pointer(send_topk_idx_, send_at), sent * topk_row_bytes(8), peer, "topk_idx");
+        send_bytes(row_pointer(send_topk_weights_, send_at), sent * topk_row_bytes(4), peer, "topk_weights");
       }
       if (received > 0) {
-        receive(row_pointer(recv_x_, receive_at), received * x_row_bytes_, peer, "x");
+        receive_bytes(row_pointer(recv_x_, receive_at), received * x_row_bytes_, peer, "x");
         if (fp8_)
-          receive(row_pointer(recv_scales_, receive_at), received * scale_row_bytes(), peer, "x_scales");
-        receive(row_pointer(recv_topk_idx_, receive_at), received * topk_row_bytes(8), peer, "topk_idx");
-        receive(row_pointer(recv_topk_weights_, receive_at), received * topk_row_bytes(4), peer,
+          receive_bytes(row_pointer(recv_scales_, receive_at), received * scale_row_bytes(), peer, "x_scales");
+        receive_bytes(row_pointer(recv_topk_idx_, receive_at), received * topk_row_bytes(8), peer, "topk_idx");
+        receive_bytes(row_pointer(recv_topk_weights_, receive_at), received * topk_row_bytes(4), peer,
                 "topk_weights");
       }
     }
@@ -250,13 +250,13 @@ class NcclSession final : public EngineSession {
       // buffer had them.
       const int64_t received = recv_rows_[peer], sent = send_rows_[peer];
       if (received > 0) {
-        send(row_pointer(y, recv_offsets_[peer]), received * y_row_bytes, peer, "y");
-        send(row_pointer(recv_topk_weights_, recv_offsets_[peer]), received * topk_row_bytes(4), peer,
+        send_bytes(row_pointer(y, recv_offsets_[peer]), received * y_row_bytes, peer, "y");
+        send_bytes(row_pointer(recv_topk_weights_, recv_offsets_[peer]), received * topk_row_bytes(4), peer,
              "topk_weights");
       }
       if (sent > 0) {
-        receive(row_pointer(returned_x_, send_offsets_[peer]), sent * y_row_bytes, peer, "y");
-        receive(row_pointer(returned_weights_, send_offsets_[peer]), sent * topk_row_bytes(4), peer,
+        receive_bytes(row_pointer(returned_x_, send_offsets_[peer]), sent * y_row_bytes, peer, "y");
+        receive_bytes(row_pointer(returned_weights_, send_offsets_[peer]), sent * topk_row_bytes(4), peer,
                 "topk_weights");
       }
     }
@@ -344,12 +344,12 @@ class NcclSession final : public EngineSession {
   int64_t scale_row_bytes() const { return int64_t{context_.options->hidden} / kFp8ScaleBlock * 4; }
   int64_t topk_row_bytes(int element_bytes) const { return int64_t{context_.options->topk} * element_bytes; }
 
-  void send(const void* data, int64_t bytes, int peer, const char* what) {
+  void send_bytes(const void* data, int64_t bytes, int peer, const char* what) {
     communicator_->check(
         ncclSend(data, static_cast<size_t>(bytes), ncclUint8, peer, communicator_->get(), stream_),
         std::string("ncclSend (") + what + " to rank " + std::to_string(peer) + ")");
   }
-  void receive(void* data, int64_t bytes, int peer, const char* what) {
+  void receive_bytes(void* data, int64_t bytes, int peer, const char* what) {
     communicator_->check(
         ncclRecv(data, static_cast<size_t>(bytes), ncclUint8, peer, communicator_->get(), stream_),
         std::string("ncclRecv (") + what + " from rank " + std::to_string(peer) + ")");
