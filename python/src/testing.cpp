@@ -62,6 +62,15 @@ void bind_testing(nb::module_& m) {
       nb::arg("framework"), nb::arg("dtype"), nb::arg("shape"), nb::arg("cuda") = false, nb::arg("device_index") = 0,
       "-> (tensor, data): a library-allocated Tensor handed to `framework`, and its address as the library has it");
   testing.def(
+      "view_for_buffer",
+      [](nb::handle tensor, const std::string& name, bool cuda, int device) {
+        KeepAlive keep;
+        return describe(to_view(tensor, name.c_str(), keep, Placement{cuda, device}));
+      },
+      nb::arg("tensor"), nb::arg("name"), nb::arg("cuda"), nb::arg("device"),
+      "-> the view the library would get for argument `name` of a call on a Buffer placed on cuda:`device` (or "
+      "the CPU), raising the call's InvalidArgument where the tensor is elsewhere");
+  testing.def(
       "relabelled",
       [](nb::handle tensor, int device_index) {
         KeepAlive keep;
