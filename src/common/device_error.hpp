@@ -21,6 +21,14 @@ enum class WaitRole : int32_t {
   symmetric_dispatch = 12,
   symmetric_combine = 13,
   symmetric_barrier = 14,
+  // The hierarchical (across nodes) `normal` engine's roles: engine "normal".
+  internode_dispatch_coordinator = 15,
+  internode_dispatch_forwarder = 16,
+  internode_dispatch_nvl_receiver = 17,
+  internode_combine_nvl_sender = 18,
+  internode_combine_forwarder = 19,
+  internode_combine_coordinator = 20,
+  internode_combine_rdma_receiver = 21,
 };
 
 enum class WaitTarget : int32_t {
@@ -36,6 +44,7 @@ enum class WaitTarget : int32_t {
 
 // The engine a role belongs to, for messages ("cuda low_latency, dispatch receiver").
 SY_HD const char* wait_role_engine(int32_t role) {
+  if (role >= static_cast<int32_t>(WaitRole::internode_dispatch_coordinator)) return "normal";
   if (role >= static_cast<int32_t>(WaitRole::symmetric_dispatch)) return "symmetric";
   if (role >= static_cast<int32_t>(WaitRole::low_latency_dispatch_sender)) return "low_latency";
   return "normal";
@@ -72,6 +81,13 @@ SY_HD const char* wait_role_name(int32_t role) {
     case WaitRole::symmetric_dispatch: return "dispatch";
     case WaitRole::symmetric_combine: return "combine";
     case WaitRole::symmetric_barrier: return "cross-rank barrier";
+    case WaitRole::internode_dispatch_coordinator: return "dispatch rdma coordinator";
+    case WaitRole::internode_dispatch_forwarder: return "dispatch forwarder";
+    case WaitRole::internode_dispatch_nvl_receiver: return "dispatch nvlink receiver";
+    case WaitRole::internode_combine_nvl_sender: return "combine nvlink sender";
+    case WaitRole::internode_combine_forwarder: return "combine forwarder";
+    case WaitRole::internode_combine_coordinator: return "combine rdma coordinator";
+    case WaitRole::internode_combine_rdma_receiver: return "combine rdma receiver";
   }
   return "unknown role";
 }

@@ -172,14 +172,12 @@ class Buffer::Impl {
 
   DispatchResult dispatch(const DispatchArgs& args) {
     check_usable("dispatch");
-    check_single_node("dispatch");
     detail::DispatchPlan plan = plan_dispatch(args);
     return guarded([&] { return backend_->normal_dispatch(plan); });
   }
 
   CombineResult combine(const CombineArgs& args) {
     check_usable("combine");
-    check_single_node("combine");
     detail::CombinePlan plan = plan_combine(args);
     return guarded([&] { return backend_->normal_combine(plan); });
   }
@@ -527,17 +525,6 @@ class Buffer::Impl {
     detail::expect_dim(args.topk_weights, "topk_weights", 1, handle.topk, "k of the dispatch");
     expect_output(args.out_combined_x, "out_combined_x", DType::bf16, {handle.num_tokens, plan.hidden},
                   "[num_tokens, hidden of x]");
-  }
-
-  // The CPU backend runs the hierarchical engine across nodes (over the loopback transport).
-  void check_single_node(const char* what) const {
-    if (!options_.topology.is_single_node() && options_.backend != Backend::cpu) {
-      throw Unsupported(std::string(what) + ": the normal engine across nodes (ranks_per_node " +
-                        std::to_string(options_.topology.ranks_per_node) + " < num_ranks " +
-                        std::to_string(options_.topology.num_ranks) +
-                        ") needs the CUDA hierarchical three-stage engine, which is not implemented yet "
-                        "(the cpu backend has it)");
-    }
   }
 
   void check_num_experts(int num_experts) const {

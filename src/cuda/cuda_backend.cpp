@@ -11,6 +11,7 @@
 #include "core/normal_sizing.hpp"
 #include "cuda/cuda_check.hpp"
 #include "cuda/device_heap.hpp"
+#include "cuda/internode_engine.hpp"
 #include "cuda/low_latency_engine.hpp"
 #include "cuda/normal_kernels.hpp"
 #include "cuda/symmetric_engine.hpp"
@@ -65,6 +66,10 @@ class CudaBackend final : public detail::BackendImpl {
     prepare_normal_kernels(device_);
     symmetric_.prepare(device_, sm_count_);
     low_latency_ = std::make_unique<LowLatencyEngine>(options_, heap_, sm_count_, owner_);
+    // Across nodes, `normal` is the hierarchical engine (its kernels are prepared here too).
+    if (!options_.topology.is_single_node()) {
+      internode_ = std::make_unique<InternodeEngine>(options_, info.heap_bytes, sm_count_, owner_);
+    }
     // Stream-ordered allocations come from the device's default pool. By default the pool returns
     // free memory to the driver at every synchronisation, and unmapping can wait for the whole
     // device, i.e. for peers that wait for us: keep it.
@@ -151,6 +156,7 @@ class CudaBackend final : public detail::BackendImpl {
     ++call_index_;
     throw_pending_device_error();
     const cudaStream_t stream = resolve(plan.args.stream);
+    if (internode_) return internode_->dispatch(plan, kernel_context(common::NormalHeapLayout{}), internode_env(stream));
     const int num_ranks = plan.topology.num_ranks;
     const int num_channels = plan.config.num_channels;
     const KernelContext context = kernel_context(detail::dispatch_heap_layout(plan));
@@ -260,6 +266,7 @@ class CudaBackend final : public detail::BackendImpl {
     ++call_index_;
     throw_pending_device_error();
     const cudaStream_t stream = resolve(plan.args.stream);
+    if (internode_) return internode_->combine(plan, kernel_context(common::NormalHeapLayout{}), internode_env(stream));
     const detail::NormalHandleData& handle = *plan.handle;
     const CombineArgs& args = plan.args;
     const KernelContext context = kernel_context(detail::combine_heap_layout(plan));
@@ -324,6 +331,9 @@ class CudaBackend final : public detail::BackendImpl {
  private:
   cudaStream_t resolve(Stream stream) const { return stream ? static_cast<cudaStream_t>(stream) : own_stream_; }
   cudaStream_t alloc_stream(cudaStream_t stream) const { return stream == own_stream_ ? nullptr : stream; }
+  InternodeCallEnv internode_env(cudaStream_t stream) {
+    return {stream, alloc_stream(stream), heap_.ranks_on_this_device(), [this] { throw_pending_device_error(); }};
+  }
 
   KernelContext kernel_context(const common::NormalHeapLayout& layout) const {
     KernelContext context{};
@@ -423,6 +433,7 @@ class CudaBackend final : public detail::BackendImpl {
   bool reported_ = false;
   SymmetricEngine symmetric_;
   std::unique_ptr<LowLatencyEngine> low_latency_;
+  std::unique_ptr<InternodeEngine> internode_;
 };
 
 }  // namespace switchyard::cuda
