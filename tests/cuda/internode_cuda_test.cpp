@@ -304,10 +304,10 @@ TEST_P(CudaInternodeTest, WorstCaseDispatchPadsRowsAndCombineMatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Topologies, CudaInternodeTest, ::testing::ValuesIn(cases()), case_name);
 
-// Worst-case mode has no host synchronisation, so dispatch and combine can be captured in CUDA
-// graphs; replays with new inputs (new routing too) must match the reference. Across nodes the
-// barrier counts and call state live on the device, so replays stay in step.
-TEST(CudaInternodeGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
+// Worst-case mode has no host synchronisation, but across nodes a replayed capture stalled on the
+// H200 (bench/NOTES.md): until that is fixed the engine refuses capture with a clear error, and the
+// buffer keeps serving worst-case rounds with new routing, each matching the reference.
+TEST(CudaInternodeGraph, CaptureIsRefusedClearlyAndTheBufferKeepsWorking) {
   SWITCHYARD_REQUIRE_GPU();
   InternodeCase c{"n2x2_graph", make_shape(2, 2, 64, 1024, 8, 8, bf16),
                   ring_config(Config::kAutoChannels, 16, 4)};
@@ -342,34 +342,39 @@ TEST(CudaInternodeGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
     args.out_recv_topk_idx = recv_idx;
     args.out_recv_topk_weights = recv_weights;
     args.stream = stream;
-    cudaGraph_t dispatch_graph, combine_graph;
-    cudaGraphExec_t dispatch_exec, combine_exec;
-    // No rank does other CUDA work while any rank captures.
+    // Capture is refused (bench/NOTES.md: a replay stalled), clearly and before any work is captured.
     check_cuda(cudaStreamSynchronize(stream), "sync before capture");
     group.barrier();
     check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin dispatch capture");
-    DispatchResult result = buffer.dispatch(args);
-    check_cuda(cudaStreamEndCapture(stream, &dispatch_graph), "end dispatch capture");
-    check_cuda(cudaGraphInstantiate(&dispatch_exec, dispatch_graph, 0), "instantiate dispatch graph");
+    std::string refusal;
+    try {
+      buffer.dispatch(args);
+    } catch (const Unsupported& error) {
+      refusal = error.what();
+    }
+    cudaGraph_t graph = nullptr;
+    check_cuda(cudaStreamEndCapture(stream, &graph), "end dispatch capture");
+    if (graph) cudaGraphDestroy(graph);
+    if (refusal.find("cannot be captured in a CUDA graph") == std::string::npos) {
+      failures[rank].push_back("rank " + std::to_string(rank) + ": expected dispatch under capture to be refused, got '" +
+                               refusal + "'");
+    }
+    group.barrier();
     CombineArgs combine_args;
     combine_args.x = y;
     combine_args.topk_weights = recv_weights;
-    combine_args.handle = &result.handle;
     combine_args.out_combined_x = combined;
     combine_args.out_combined_topk_weights = combined_weights;
     combine_args.stream = stream;
-    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin combine capture");
-    buffer.combine(combine_args);
-    check_cuda(cudaStreamEndCapture(stream, &combine_graph), "end combine capture");
-    check_cuda(cudaGraphInstantiate(&combine_exec, combine_graph, 0), "instantiate combine graph");
-    group.barrier();
+    // The same buffer then serves worst-case rounds with new routing, uncaptured.
     for (int round = 0; round < kRounds; ++round) {
       const workload::RankData& data = rounds[round][rank];
       upload(x, data.x, stream);
       upload(topk_idx, data.topk_idx, stream);
       upload(topk_weights, data.topk_weights, stream);
       group.barrier();
-      check_cuda(cudaGraphLaunch(dispatch_exec, stream), "launch dispatch graph");
+      DispatchResult result = buffer.dispatch(args);
+      combine_args.handle = &result.handle;
       buffer.synchronize(stream);
       const auto& want = expected[round].dispatched[rank];
       const int64_t received = static_cast<int64_t>(want.recv_src_rank.size());
@@ -383,7 +388,7 @@ TEST(CudaInternodeGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
       }
       upload(y, workload::synthetic_expert(host_x, TensorView(), rank), stream);
       group.barrier();
-      check_cuda(cudaGraphLaunch(combine_exec, stream), "launch combine graph");
+      buffer.combine(combine_args);
       buffer.synchronize(stream);
       if (!workload::bitwise_equal(to_host(combined, stream), expected[round].combined[rank].combined_x,
                                    &why)) {
@@ -394,10 +399,6 @@ TEST(CudaInternodeGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
         failures[rank].push_back(prefix + "combined_topk_weights: " + why);
       }
     }
-    cudaGraphExecDestroy(dispatch_exec);
-    cudaGraphExecDestroy(combine_exec);
-    cudaGraphDestroy(dispatch_graph);
-    cudaGraphDestroy(combine_graph);
   });
   report(failures);
 }
