@@ -3,16 +3,16 @@
 // timeouts and bad input (DESIGN.md, "low_latency and symmetric interface: expert-major").
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <functional>
-#include <future>
-#include <memory>
 #include <mutex>
-#include <thread>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "support/expert_major_gtest.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
@@ -21,182 +21,11 @@
 #include "switchyard/reference.hpp"
 #include "workload/workload.hpp"
 
-namespace switchyard {
+namespace switchyard::testing::expert_major {
 namespace {
 
-struct Case {
-  std::string name;
-  int ranks = 2;
-  std::vector<int64_t> tokens;  // per rank
-  int64_t max_tokens = 8;
-  int hidden = 256;
-  int topk = 2;
-  int num_experts = 8;
-  workload::Routing routing = workload::Routing::random;
-  reference::LowLatencyOptions fp8;
-};
-
-std::ostream& operator<<(std::ostream& out, const Case& c) { return out << c.name; }
-
-workload::Shape shape_of(const Case& c) {
-  workload::Shape shape;
-  shape.topology = Topology::single_node(c.ranks);
-  shape.tokens_per_rank_list = c.tokens;
-  shape.hidden = c.hidden;
-  shape.topk = c.topk;
-  shape.num_experts = c.num_experts;
-  shape.routing = c.routing;
-  return shape;
-}
-
-BufferOptions options_of(const Case& c, int rank, double timeout_seconds = Config::kDefaultTimeoutSeconds) {
-  BufferOptions options;
-  options.topology = Topology::single_node(c.ranks);
-  options.rank = rank;
-  options.config.timeout_seconds = timeout_seconds;
-  options.sizing.max_tokens_per_rank = 1;
-  options.sizing.hidden = c.hidden;
-  options.sizing.topk = c.topk;
-  options.sizing.num_experts = c.num_experts;
-  options.sizing.low_latency_max_tokens_per_rank = c.max_tokens;
-  return options;
-}
-
-Tensor poisoned(DType dtype, std::initializer_list<int64_t> dims) {
-  Tensor tensor = Tensor::empty(dtype, dims);
-  workload::poison(tensor);
-  return tensor;
-}
-
-// A view of `tensor` [a, b, c] as [a * b, c].
-TensorView flat(const TensorView& tensor) {
-  TensorView view = tensor;
-  view.ndim = 2;
-  view.shape = {tensor.shape[0] * tensor.shape[1], tensor.shape[2], 0, 0};
-  return view;
-}
-
-// The experts: the workload's synthetic expert on every row (rows past recv_count included; combine
-// never reads them). Needs bf16 or fp8 with f32 scales.
-Tensor expert_outputs(const TensorView& recv_x, const TensorView& recv_x_scales, int rank) {
-  Tensor y = workload::synthetic_expert(flat(recv_x), recv_x_scales.defined() ? flat(recv_x_scales) : TensorView(), rank);
-  TensorView view = y.view();
-  view.ndim = 3;
-  view.shape = recv_x.shape;
-  Tensor shaped = Tensor::empty(DType::bf16, {recv_x.shape[0], recv_x.shape[1], recv_x.shape[2]});
-  std::memcpy(shaped.data(), y.data(), y.nbytes());
-  return shaped;
-}
-
-struct Expected {
-  std::vector<workload::RankData> data;
-  std::vector<reference::LowLatencyDispatchOutput> dispatched;
-  std::vector<Tensor> ys;
-  std::vector<Tensor> combined;
-};
-
-Expected expected_for(const Case& c, uint64_t seed) {
-  Expected expected;
-  expected.data = workload::generate(shape_of(c), seed);
-  std::vector<reference::RankInputs> inputs;
-  for (const auto& data : expected.data) inputs.push_back(data.inputs());
-  expected.dispatched = reference::low_latency_dispatch(inputs, c.num_experts, Topology::single_node(c.ranks),
-                                                        c.max_tokens, c.fp8);
-  if (!c.fp8.use_ue8m0) {
-    std::vector<TensorView> ys;
-    for (int rank = 0; rank < c.ranks; ++rank) {
-      expected.ys.push_back(expert_outputs(expected.dispatched[rank].recv_x, expected.dispatched[rank].recv_x_scales, rank));
-      ys.push_back(expected.ys.back());
-    }
-    expected.combined = reference::low_latency_combine(ys, inputs, c.num_experts, Topology::single_node(c.ranks), c.max_tokens);
-  }
-  return expected;
-}
-
-// Collects failures from rank threads.
-struct Failures {
-  std::mutex mutex;
-  std::vector<std::string> lines;
-  void add(int rank, const std::string& what) {
-    std::lock_guard<std::mutex> lock(mutex);
-    lines.push_back("rank " + std::to_string(rank) + ": " + what);
-  }
-  void expect_none(uint64_t seed) {
-    for (const auto& line : lines) ADD_FAILURE() << line;
-    if (!lines.empty()) ADD_FAILURE() << "seed " << seed << " (set SWITCHYARD_TEST_SEED to reproduce)";
-  }
-};
-
-void compare(const TensorView& actual, const TensorView& expected, const std::string& name, int rank, Failures& failures,
-             int64_t rows = -1) {
-  std::string why;
-  if (!workload::bitwise_equal(actual, expected, &why, rows)) failures.add(rank, name + ": " + why);
-}
-
-// recv_x and its scales are compared on received rows only; the rest is unspecified.
-void check_dispatch(const LowLatencyDispatchResult& got, const reference::LowLatencyDispatchOutput& want, int rank,
-                    Failures& failures) {
-  compare(got.recv_count, want.recv_count, "recv_count", rank, failures);
-  compare(got.layout_range, want.layout_range, "layout_range", rank, failures);
-  compare(got.src_info, want.src_info, "src_info", rank, failures);
-  if (got.recv_x.dtype() != want.recv_x.dtype() || got.recv_x.view().shape != want.recv_x.view().shape) {
-    failures.add(rank, "recv_x: expected " + want.recv_x.view().describe() + ", got " + got.recv_x.view().describe());
-    return;
-  }
-  const int64_t rows_per_expert = want.recv_x.size(1);
-  for (int64_t local = 0; local < want.recv_x.size(0); ++local) {
-    const int64_t count = want.recv_count.as<const int32_t>()[local];
-    auto expert_rows = [&](const Tensor& tensor) {
-      TensorView view = flat(tensor);
-      view.data = static_cast<uint8_t*>(view.data) + local * rows_per_expert * view.shape[1] * dtype_size(view.dtype);
-      view.shape[0] = rows_per_expert;
-      return view;
-    };
-    const std::string which = " of local expert " + std::to_string(local);
-    compare(expert_rows(got.recv_x), expert_rows(want.recv_x), "recv_x" + which, rank, failures, count);
-    if (want.recv_x_scales.defined()) {
-      if (!got.recv_x_scales.defined()) {
-        failures.add(rank, "recv_x_scales: missing");
-        return;
-      }
-      compare(expert_rows(got.recv_x_scales), expert_rows(want.recv_x_scales), "recv_x_scales" + which, rank, failures,
-              count);
-    }
-  }
-}
-
-LowLatencyDispatchArgs dispatch_args(const Case& c, const workload::RankData& data) {
-  LowLatencyDispatchArgs args;
-  args.x = data.x;
-  args.topk_idx = data.topk_idx;
-  args.max_tokens_per_rank = c.max_tokens;
-  args.num_experts = c.num_experts;
-  args.use_fp8 = c.fp8.use_fp8;
-  args.round_scale = c.fp8.round_scale;
-  args.use_ue8m0 = c.fp8.use_ue8m0;
-  return args;
-}
-
-LowLatencyCombineArgs combine_args(const workload::RankData& data, const LowLatencyHandle& handle, const TensorView& y) {
-  LowLatencyCombineArgs args;
-  args.x = y;
-  args.topk_idx = data.topk_idx;
-  args.topk_weights = data.topk_weights;
-  args.handle = &handle;
-  return args;
-}
-
-// Runs `body(group, buffer)` on every rank with a connected buffer; buffers stay alive until every
-// rank is done.
-template <typename Body>
-void with_buffers(const Case& c, Body&& body, double timeout_seconds = Config::kDefaultTimeoutSeconds) {
-  run_ranks(c.ranks, [&](Group& group) {
-    Buffer buffer(options_of(c, group.rank(), timeout_seconds));
-    buffer.connect(group.allgather(buffer.local_handle()));
-    body(group, buffer);
-    group.barrier();
-  });
-}
+// Every buffer here has the low_latency region only.
+constexpr Regions kRegions = Regions::low_latency;
 
 // ---- bitwise round trips ------------------------------------------------------------------------
 
@@ -207,60 +36,32 @@ TEST_P(LowLatencyRoundTrip, DispatchAndCombineMatchTheReferenceBitwise) {
   const uint64_t seed = testing::seed_for("low_latency/" + c.name);
   const Expected expected = expected_for(c, seed);
   Failures failures;
-  with_buffers(c, [&](Group& group, Buffer& buffer) {
+  with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
     const int rank = group.rank();
     const workload::RankData& data = expected.data[rank];
-    const int64_t local = c.num_experts / c.ranks;
-    const int64_t rows = c.ranks * c.max_tokens;
     // Preallocated, poisoned outputs on even ranks; the library allocates on odd ones.
+    const PoisonedOutputs out = rank % 2 == 0 ? poisoned_outputs(c, data.x.size(0)) : PoisonedOutputs();
     LowLatencyDispatchArgs args = dispatch_args(c, data);
-    Tensor out_recv_x, out_scales, out_count, out_range, out_src, out_combined;
-    if (rank % 2 == 0) {
-      out_recv_x = poisoned(c.fp8.use_fp8 ? DType::fp8_e4m3 : DType::bf16, {local, rows, c.hidden});
-      if (c.fp8.use_ue8m0) {
-        out_scales = poisoned(DType::i32, {local, rows, (c.hidden / 128 + 3) / 4});
-      } else if (c.fp8.use_fp8) {
-        out_scales = poisoned(DType::f32, {local, rows, c.hidden / 128});
-      }
-      out_count = poisoned(DType::i32, {local});
-      out_range = poisoned(DType::i32, {local, c.ranks, 2});
-      out_src = poisoned(DType::i32, {local, rows});
-      out_combined = poisoned(DType::bf16, {data.x.size(0), c.hidden});
-      args.out_recv_x = out_recv_x;
-      args.out_recv_x_scales = out_scales;
-      args.out_recv_count = out_count;
-      args.out_layout_range = out_range;
-      args.out_src_info = out_src;
-    }
+    out.attach(args);
     LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(args);
-    check_dispatch(dispatched, expected.dispatched[rank], rank, failures);
-    if (rank % 2 == 0 && dispatched.recv_x.data() != out_recv_x.data()) failures.add(rank, "out_recv_x was not used");
+    check_dispatch(dispatched, expected.dispatched[rank], "the reference", rank, failures);
+    if (rank % 2 == 0 && dispatched.recv_x.data() != out.recv_x.data())
+      failures.add(rank, "out_recv_x was not used");
     if (c.fp8.use_ue8m0) return;
 
     Tensor y = expert_outputs(dispatched.recv_x, dispatched.recv_x_scales, rank);
     LowLatencyCombineArgs cargs = combine_args(data, dispatched.handle, y);
-    cargs.out_combined_x = out_combined;
+    out.attach(cargs);
     LowLatencyCombineResult combined = buffer.low_latency_combine(cargs);
     compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
   });
-  failures.expect_none(seed);
-}
-
-Case make(std::string name, int ranks, std::vector<int64_t> tokens, int64_t max_tokens, int topk, int num_experts,
-          int hidden = 256) {
-  Case c;
-  c.name = std::move(name);
-  c.ranks = ranks;
-  c.tokens = std::move(tokens);
-  c.max_tokens = max_tokens;
-  c.topk = topk;
-  c.num_experts = num_experts;
-  c.hidden = hidden;
-  return c;
+  expect_none(failures, seed);
 }
 
 std::vector<Case> cases() {
-  std::vector<Case> all = {
+  using workload::Routing;
+  return {
+      // R = 1, 2, 3, 4 and 8; k from 1 to 9.
       make("r1_k1", 1, {5}, 8, 1, 4),
       make("r2_k2", 2, {7, 3}, 8, 2, 8),
       make("r3_k9", 3, {6, 0, 4}, 6, 9, 18, 128),
@@ -268,24 +69,13 @@ std::vector<Case> cases() {
       make("r8_k8", 8, {4, 3, 0, 4, 2, 4, 1, 4}, 4, 8, 16, 128),
       make("r2_k3_hidden_not_a_multiple_of_128", 2, {5, 4}, 5, 3, 4, 72),
       make("r4_zero_tokens", 4, {0, 0, 0, 0}, 4, 2, 8),
+      with_routing(make("r2_all_invalid", 2, {4, 4}, 4, 3, 4), Routing::all_invalid),
+      // Every token of every rank on one expert: its rows fill R * max exactly.
+      with_routing(make("r4_one_expert_full", 4, {6, 6, 6, 6}, 6, 2, 8), Routing::one_expert),
+      with_fp8(make("r2_fp8", 2, {6, 5}, 6, 4, 8, 384), false, false),
+      with_fp8(make("r3_fp8_round_scale", 3, {5, 6, 2}, 6, 3, 6, 256), true, false),
+      with_fp8(make("r2_fp8_ue8m0_padded", 2, {6, 4}, 6, 2, 4, 640), false, true),  // 5 scales: 2 words
   };
-  Case all_invalid = make("r2_all_invalid", 2, {4, 4}, 4, 3, 4);
-  all_invalid.routing = workload::Routing::all_invalid;
-  all.push_back(all_invalid);
-  // Every token of every rank on one expert: its rows fill R * max exactly.
-  Case one_expert = make("r4_one_expert_full", 4, {6, 6, 6, 6}, 6, 2, 8);
-  one_expert.routing = workload::Routing::one_expert;
-  all.push_back(one_expert);
-  Case fp8 = make("r2_fp8", 2, {6, 5}, 6, 4, 8, 384);
-  fp8.fp8.use_fp8 = true;
-  all.push_back(fp8);
-  Case rounded = make("r3_fp8_round_scale", 3, {5, 6, 2}, 6, 3, 6, 256);
-  rounded.fp8 = {true, true, false};
-  all.push_back(rounded);
-  Case ue8m0 = make("r2_fp8_ue8m0_padded", 2, {6, 4}, 6, 2, 4, 640);  // 5 scales: 2 words
-  ue8m0.fp8 = {true, false, true};
-  all.push_back(ue8m0);
-  return all;
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, LowLatencyRoundTrip, ::testing::ValuesIn(cases()),
@@ -294,31 +84,23 @@ INSTANTIATE_TEST_SUITE_P(Shapes, LowLatencyRoundTrip, ::testing::ValuesIn(cases(
 TEST(LowLatency, DuplicateExpertIdsSendOneRowPerSlot) {
   Case c = make("duplicates", 2, {5, 4}, 8, 3, 4);
   const uint64_t seed = testing::seed_for("low_latency/duplicates");
-  Expected expected;
-  expected.data = workload::generate(shape_of(c), seed);
-  for (auto& data : expected.data) {
-    int64_t* ids = data.topk_idx.as<int64_t>();
-    for (int64_t t = 0; t < data.topk_idx.size(0); ++t) ids[t * 3 + 2] = ids[t * 3] = t % 4;  // slots 0 and 2 agree
+  std::vector<workload::RankData> data = workload::generate(shape_of(c), seed);
+  for (auto& rank_data : data) {
+    int64_t* ids = rank_data.topk_idx.as<int64_t>();
+    for (int64_t t = 0; t < rank_data.topk_idx.size(0); ++t)
+      ids[t * 3 + 2] = ids[t * 3] = t % 4;  // slots 0 and 2 agree
   }
-  std::vector<reference::RankInputs> inputs;
-  for (const auto& data : expected.data) inputs.push_back(data.inputs());
-  expected.dispatched = reference::low_latency_dispatch(inputs, 4, Topology::single_node(2), c.max_tokens);
-  std::vector<TensorView> ys;
-  for (int rank = 0; rank < 2; ++rank) {
-    expected.ys.push_back(expert_outputs(expected.dispatched[rank].recv_x, {}, rank));
-    ys.push_back(expected.ys.back());
-  }
-  expected.combined = reference::low_latency_combine(ys, inputs, 4, Topology::single_node(2), c.max_tokens);
+  const Expected expected = expected_from(c, std::move(data));
   Failures failures;
-  with_buffers(c, [&](Group& group, Buffer& buffer) {
+  with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
     const int rank = group.rank();
     auto dispatched = buffer.low_latency_dispatch(dispatch_args(c, expected.data[rank]));
-    check_dispatch(dispatched, expected.dispatched[rank], rank, failures);
+    check_dispatch(dispatched, expected.dispatched[rank], "the reference", rank, failures);
     Tensor y = expert_outputs(dispatched.recv_x, {}, rank);
     auto combined = buffer.low_latency_combine(combine_args(expected.data[rank], dispatched.handle, y));
     compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
   });
-  failures.expect_none(seed);
+  expect_none(failures, seed);
 }
 
 // ---- hooks, double buffer, zero copy, determinism -------------------------------------------------
@@ -328,7 +110,7 @@ TEST(LowLatency, HookSplitGivesTheSameBits) {
   const uint64_t seed = testing::seed_for("low_latency/hooks");
   const Expected expected = expected_for(c, seed);
   Failures failures;
-  with_buffers(c, [&](Group& group, Buffer& buffer) {
+  with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
     const int rank = group.rank();
     LowLatencyDispatchArgs args = dispatch_args(c, expected.data[rank]);
     args.return_recv_hook = true;
@@ -337,7 +119,7 @@ TEST(LowLatency, HookSplitGivesTheSameBits) {
     // Something else meanwhile: the peers' sends land while this rank is busy.
     std::this_thread::sleep_for(std::chrono::milliseconds(5 * rank));
     dispatched.hook();
-    check_dispatch(dispatched, expected.dispatched[rank], rank, failures);
+    check_dispatch(dispatched, expected.dispatched[rank], "the reference", rank, failures);
     EXPECT_THROW(dispatched.hook(), InvalidArgument) << "a hook runs once";
 
     Tensor y = expert_outputs(dispatched.recv_x, {}, rank);
@@ -351,7 +133,7 @@ TEST(LowLatency, HookSplitGivesTheSameBits) {
     combined.hook();
     compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
   });
-  failures.expect_none(seed);
+  expect_none(failures, seed);
 }
 
 TEST(LowLatency, BackToBackCallsUseAlternateHalvesWithoutRacing) {
@@ -360,14 +142,14 @@ TEST(LowLatency, BackToBackCallsUseAlternateHalvesWithoutRacing) {
   const Expected first = expected_for(c, seed);
   const Expected second = expected_for(c, seed + 1);
   Failures failures;
-  with_buffers(c, [&](Group& group, Buffer& buffer) {
+  with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
     const int rank = group.rank();
     for (int round = 0; round < 4; ++round) {
       // Two dispatches, then two combines, with no synchronisation between ranks.
       auto a = buffer.low_latency_dispatch(dispatch_args(c, first.data[rank]));
       auto b = buffer.low_latency_dispatch(dispatch_args(c, second.data[rank]));
-      check_dispatch(a, first.dispatched[rank], rank, failures);
-      check_dispatch(b, second.dispatched[rank], rank, failures);
+      check_dispatch(a, first.dispatched[rank], "the reference", rank, failures);
+      check_dispatch(b, second.dispatched[rank], "the reference", rank, failures);
       Tensor ya = expert_outputs(a.recv_x, {}, rank);
       Tensor yb = expert_outputs(b.recv_x, {}, rank);
       auto combined_b = buffer.low_latency_combine(combine_args(second.data[rank], b.handle, yb));
@@ -376,7 +158,7 @@ TEST(LowLatency, BackToBackCallsUseAlternateHalvesWithoutRacing) {
       compare(combined_b.combined_x, second.combined[rank], "combined_x (second)", rank, failures);
     }
   });
-  failures.expect_none(seed);
+  expect_none(failures, seed);
 }
 
 TEST(LowLatency, ZeroCopyCombineReadsTheOutputsWrittenIntoTheBuffer) {
@@ -384,12 +166,12 @@ TEST(LowLatency, ZeroCopyCombineReadsTheOutputsWrittenIntoTheBuffer) {
   const uint64_t seed = testing::seed_for("low_latency/zero_copy");
   const Expected expected = expected_for(c, seed);
   Failures failures;
-  with_buffers(c, [&](Group& group, Buffer& buffer) {
+  with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
     const int rank = group.rank();
     auto dispatched = buffer.low_latency_dispatch(dispatch_args(c, expected.data[rank]));
     TensorView in_buffer = buffer.low_latency_combine_buffer(dispatched.handle);
-    if (in_buffer.dtype != DType::bf16 || in_buffer.ndim != 3 || in_buffer.shape[0] != 2 || in_buffer.shape[1] != 12 ||
-        in_buffer.shape[2] != c.hidden) {
+    if (in_buffer.dtype != DType::bf16 || in_buffer.ndim != 3 || in_buffer.shape[0] != 2 ||
+        in_buffer.shape[1] != 12 || in_buffer.shape[2] != c.hidden) {
       failures.add(rank, "combine buffer: unexpected " + in_buffer.describe());
       return;
     }
@@ -400,7 +182,7 @@ TEST(LowLatency, ZeroCopyCombineReadsTheOutputsWrittenIntoTheBuffer) {
     auto combined = buffer.low_latency_combine(args);
     compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
   });
-  failures.expect_none(seed);
+  expect_none(failures, seed);
 }
 
 TEST(LowLatency, SameInputsGiveTheSameBitsEveryTime) {
@@ -409,7 +191,7 @@ TEST(LowLatency, SameInputsGiveTheSameBitsEveryTime) {
   const uint64_t seed = testing::seed_for("low_latency/determinism");
   const Expected expected = expected_for(c, seed);
   Failures failures;
-  with_buffers(c, [&](Group& group, Buffer& buffer) {
+  with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
     const int rank = group.rank();
     auto first = buffer.low_latency_dispatch(dispatch_args(c, expected.data[rank]));
     Tensor y = expert_outputs(first.recv_x, first.recv_x_scales, rank);
@@ -418,31 +200,26 @@ TEST(LowLatency, SameInputsGiveTheSameBitsEveryTime) {
     auto combined_second = buffer.low_latency_combine(combine_args(expected.data[rank], second.handle, y));
     compare(second.src_info, first.src_info, "src_info", rank, failures);
     compare(second.layout_range, first.layout_range, "layout_range", rank, failures);
-    check_dispatch(second, expected.dispatched[rank], rank, failures);
-    check_dispatch(first, expected.dispatched[rank], rank, failures);
+    check_dispatch(second, expected.dispatched[rank], "the reference", rank, failures);
+    check_dispatch(first, expected.dispatched[rank], "the reference", rank, failures);
     compare(combined_second.combined_x, combined_first.combined_x, "combined_x (second run)", rank, failures);
   });
-  failures.expect_none(seed);
+  expect_none(failures, seed);
 }
 
 TEST(LowLatency, SharesABufferWithTheNormalEngine) {
-  workload::Shape shape;
-  shape.topology = Topology::single_node(2);
-  shape.tokens_per_rank = 6;
-  shape.hidden = 256;
-  shape.topk = 2;
-  shape.num_experts = 4;
+  Case c = make("with_normal", 2, {6, 6}, 6, 2, 4);
+  const workload::Shape shape = shape_of(c);
   const uint64_t seed = testing::seed_for("low_latency/with_normal");
   const std::vector<workload::RankData> data = workload::generate(shape, seed);
   const testing::Expected normal_expected = testing::compute_expected(shape, data, 1);
-  Case c = make("with_normal", 2, {6, 6}, 6, 2, 4);
   const Expected expected = expected_for(c, seed);
   std::vector<std::string> normal_failures;
   std::mutex mutex;
   Failures failures;
   run_ranks(2, [&](Group& group) {
     const int rank = group.rank();
-    BufferOptions options = options_of(c, rank);
+    BufferOptions options = buffer_options(c, rank, kRegions);
     options.sizing = testing::sizing_for(shape);
     options.sizing.low_latency_max_tokens_per_rank = c.max_tokens;
     Buffer buffer(options);
@@ -454,7 +231,7 @@ TEST(LowLatency, SharesABufferWithTheNormalEngine) {
     testing::check_combine(run, shape, normal_expected, rank, true, &mine);
     Tensor y = expert_outputs(dispatched.recv_x, {}, rank);
     auto combined = buffer.low_latency_combine(combine_args(expected.data[rank], dispatched.handle, y));
-    check_dispatch(dispatched, expected.dispatched[rank], rank, failures);
+    check_dispatch(dispatched, expected.dispatched[rank], "the reference", rank, failures);
     compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
     {
       std::lock_guard<std::mutex> lock(mutex);
@@ -463,7 +240,7 @@ TEST(LowLatency, SharesABufferWithTheNormalEngine) {
     group.barrier();
   });
   for (const auto& line : normal_failures) ADD_FAILURE() << "normal: " << line;
-  failures.expect_none(seed);
+  expect_none(failures, seed);
 }
 
 // ---- timeouts -----------------------------------------------------------------------------------
@@ -472,44 +249,24 @@ TEST(LowLatencyTimeouts, DispatchWithoutItsPeerTimesOutNamingRankAndRole) {
   constexpr double kTimeout = 1.0;
   Case c = make("timeout", 2, {4, 4}, 4, 2, 4);
   const Expected expected = expected_for(c, 7);
-  std::promise<void> rank0_returned;
-  std::shared_future<void> release = rank0_returned.get_future().share();
-  std::string message;
-  bool timed_out = false;
+  PeerGate gate;
+  Caught caught;
   bool refused_after = false;
-  double seconds = 0;
   run_ranks(2, [&](Group& group) {
-    Buffer buffer(options_of(c, group.rank(), kTimeout));
+    Buffer buffer(buffer_options(c, group.rank(), kRegions, kTimeout));
     buffer.connect(group.allgather(buffer.local_handle()));
     if (group.rank() == 1) {
-      release.wait_for(std::chrono::seconds(60));  // never calls
+      gate.wait();  // never calls
       return;
     }
-    struct Release {
-      std::promise<void>& promise;
-      ~Release() { promise.set_value(); }
-    } release_rank1{rank0_returned};
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      buffer.low_latency_dispatch(dispatch_args(c, expected.data[0]));
-    } catch (const TimeoutError& error) {
-      timed_out = true;
-      message = error.what();
-    } catch (const std::exception& error) {
-      message = std::string("not a TimeoutError: ") + error.what();
-    }
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    try {
-      buffer.low_latency_dispatch(dispatch_args(c, expected.data[0]));
-    } catch (const TimeoutError&) {
-    } catch (const Error&) {
-      refused_after = true;  // the buffer is unusable after a timeout
-    }
+    const auto opener = gate.open_on_exit();
+    caught = catch_timeout([&] { buffer.low_latency_dispatch(dispatch_args(c, expected.data[0])); });
+    refused_after =
+        refused_after_timeout([&] { buffer.low_latency_dispatch(dispatch_args(c, expected.data[0])); });
   });
+  const std::string& message = caught.message;
   SCOPED_TRACE("message: " + message);
-  EXPECT_TRUE(timed_out);
-  EXPECT_GE(seconds, kTimeout * 0.5);
-  EXPECT_LT(seconds, 15.0);
+  expect_timed_out(caught, kTimeout, 15.0);
   EXPECT_NE(message.find("rank 0"), std::string::npos);
   EXPECT_NE(message.find("low_latency dispatch receiver"), std::string::npos);
   EXPECT_NE(message.find("source rank 1"), std::string::npos);
@@ -518,127 +275,51 @@ TEST(LowLatencyTimeouts, DispatchWithoutItsPeerTimesOutNamingRankAndRole) {
 
 // ---- bad input ----------------------------------------------------------------------------------
 
-struct SingleRank {
-  Case c = make("single", 1, {4}, 4, 2, 4);
-  std::unique_ptr<Buffer> buffer;
-  workload::RankData data;
-  Tensor out_recv_x, out_count, out_range, out_src;
-
-  explicit SingleRank(BufferOptions options = {}) {
-    if (options.sizing.low_latency_max_tokens_per_rank == 0 && options.sizing.hidden == BufferSizing{}.hidden) {
-      options = options_of(c, 0);
-    }
-    buffer = std::make_unique<Buffer>(options);
-    buffer->connect({buffer->local_handle()});
-    data = workload::generate(shape_of(c), 3)[0];
-    out_recv_x = poisoned(DType::bf16, {4, 4, c.hidden});
-    out_count = poisoned(DType::i32, {4});
-    out_range = poisoned(DType::i32, {4, 1, 2});
-    out_src = poisoned(DType::i32, {4, 4});
-  }
-  LowLatencyDispatchArgs args() const {
-    LowLatencyDispatchArgs args = dispatch_args(c, data);
-    args.out_recv_x = out_recv_x;
-    args.out_recv_count = out_count;
-    args.out_layout_range = out_range;
-    args.out_src_info = out_src;
-    return args;
-  }
-  bool untouched() const {
-    for (const Tensor* tensor : {&out_recv_x, &out_count, &out_range, &out_src}) {
-      const uint8_t* bytes = tensor->as<const uint8_t>();
-      for (size_t i = 0; i < tensor->nbytes(); ++i) {
-        if (bytes[i] != 0xA5) return false;
-      }
-    }
-    return true;
-  }
-};
-
-template <typename Call>
-std::string refused(Call&& call) {
-  try {
-    call();
-  } catch (const InvalidArgument& error) {
-    return error.what();
-  } catch (const std::exception& error) {
-    return std::string("not InvalidArgument: ") + error.what();
-  }
-  return "no exception";
-}
-
-void expect_dispatch_refused(const std::function<void(SingleRank&, LowLatencyDispatchArgs&)>& spoil,
-                             const std::string& names) {
-  SingleRank single;
-  LowLatencyDispatchArgs args = single.args();
-  spoil(single, args);
-  const std::string message = refused([&] { single.buffer->low_latency_dispatch(args); });
-  EXPECT_EQ(message.rfind(names, 0), 0u) << "expected a message starting with \"" << names << "\", got: " << message;
-  EXPECT_TRUE(single.untouched()) << "outputs were written";
-  single.data = workload::generate(shape_of(single.c), 3)[0];  // unspoiled inputs
-  EXPECT_NO_THROW(single.buffer->low_latency_dispatch(single.args())) << "the buffer is still usable";
+// Bad input to the low_latency dispatch (see expect_dispatch_refused).
+void expect_refused(const Spoil& spoil, const std::string& names) {
+  expect_dispatch_refused(Engine::low_latency, kRegions, spoil, names);
 }
 
 TEST(LowLatencyErrors, DispatchRefusesBadInputNamingTheArgument) {
-  Tensor x5 = Tensor::empty(DType::bf16, {5, 256});
-  Tensor idx5 = Tensor::empty(DType::i64, {5, 2});
-  std::fill(idx5.as<int64_t>(), idx5.as<int64_t>() + 10, 0);
-  expect_dispatch_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.x = x5; a.topk_idx = idx5; }, "x:");
-  expect_dispatch_refused([](SingleRank&, LowLatencyDispatchArgs& a) { a.max_tokens_per_rank = 5; }, "max_tokens_per_rank:");
-  expect_dispatch_refused([](SingleRank&, LowLatencyDispatchArgs& a) { a.max_tokens_per_rank = 0; }, "max_tokens_per_rank:");
-  expect_dispatch_refused([](SingleRank& s, LowLatencyDispatchArgs&) { s.data.topk_idx.as<int64_t>()[1] = 4; }, "topk_idx:");
-  expect_dispatch_refused([](SingleRank& s, LowLatencyDispatchArgs&) { s.data.topk_idx.as<int64_t>()[1] = -2; }, "topk_idx:");
-  // Four rows of one expert fit; five (a duplicate slot) do not.
-  expect_dispatch_refused([](SingleRank& s, LowLatencyDispatchArgs&) {
-    int64_t* ids = s.data.topk_idx.as<int64_t>();
-    for (int i = 0; i < 5; ++i) ids[i] = 1;
-  }, "topk_idx:");
-  Tensor x_f32 = Tensor::empty(DType::f32, {4, 256});
-  expect_dispatch_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.x = x_f32; }, "x:");
+  expect_interface_bad_input_refused(Engine::low_latency, kRegions);
+  // And more: hidden not a multiple of 8, round_scale without fp8, topk_idx rows != x rows, and
+  // preallocated scales of the wrong shape.
   Tensor x_odd = Tensor::empty(DType::bf16, {4, 60});
-  expect_dispatch_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.x = x_odd; }, "x:");
-  Tensor x_192 = Tensor::empty(DType::bf16, {4, 192});
-  expect_dispatch_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.x = x_192; a.use_fp8 = true; }, "x:");
-  Tensor x_wide = Tensor::empty(DType::bf16, {4, 512});  // sizing.hidden is 256
-  expect_dispatch_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.x = x_wide; }, "x:");
-  expect_dispatch_refused([](SingleRank&, LowLatencyDispatchArgs& a) { a.use_ue8m0 = true; }, "use_ue8m0:");
-  expect_dispatch_refused([](SingleRank&, LowLatencyDispatchArgs& a) { a.round_scale = true; }, "round_scale:");
-  expect_dispatch_refused([](SingleRank&, LowLatencyDispatchArgs& a) { a.num_experts = 8; }, "num_experts:");
+  expect_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.x = x_odd; }, "x:");
+  expect_refused([](SingleRank&, LowLatencyDispatchArgs& a) { a.round_scale = true; }, "round_scale:");
   Tensor idx_rows = Tensor::empty(DType::i64, {3, 2});
   std::fill(idx_rows.as<int64_t>(), idx_rows.as<int64_t>() + 6, 0);
-  expect_dispatch_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.topk_idx = idx_rows; }, "topk_idx:");
-  Tensor idx_wide = Tensor::empty(DType::i64, {4, 3});  // sizing.topk is 2
-  std::fill(idx_wide.as<int64_t>(), idx_wide.as<int64_t>() + 12, 0);
-  expect_dispatch_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.topk_idx = idx_wide; }, "topk_idx:");
-  Tensor wrong_out = poisoned(DType::bf16, {4, 3, 256});
-  expect_dispatch_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.out_recv_x = wrong_out; }, "out_recv_x:");
+  expect_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.topk_idx = idx_rows; }, "topk_idx:");
   Tensor scales = poisoned(DType::f32, {4, 4, 2});
-  expect_dispatch_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.out_recv_x_scales = scales; },
-                          "out_recv_x_scales:");
+  expect_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.out_recv_x_scales = scales; },
+                 "out_recv_x_scales:");
 }
 
 TEST(LowLatencyErrors, BufferWithoutALowLatencyRegionRefusesTheCalls) {
   Case c = make("no_region", 1, {4}, 4, 2, 4);
-  BufferOptions options = options_of(c, 0);
+  BufferOptions options = buffer_options(c, 0, kRegions);
   options.sizing.low_latency_max_tokens_per_rank = 0;
   Buffer buffer(options);
   buffer.connect({buffer.local_handle()});
   const workload::RankData data = workload::generate(shape_of(c), 1)[0];
-  const std::string message = refused([&] { buffer.low_latency_dispatch(dispatch_args(c, data)); });
+  const std::string message =
+      refused<InvalidArgument>([&] { buffer.low_latency_dispatch(dispatch_args(c, data)); });
   EXPECT_NE(message.find("low_latency_max_tokens_per_rank"), std::string::npos) << message;
 }
 
 TEST(LowLatencyErrors, CombineRefusesShapesThatDoNotMatchTheHandle) {
-  SingleRank single;
+  SingleRank single(kRegions);
   auto dispatched = single.buffer->low_latency_dispatch(dispatch_args(single.c, single.data));
   Tensor y = expert_outputs(dispatched.recv_x, {}, 0);
   Tensor out = poisoned(DType::bf16, {4, 256});
-  auto combine_refused = [&](const std::function<void(LowLatencyCombineArgs&)>& spoil, const std::string& names) {
+  auto combine_refused = [&](const std::function<void(LowLatencyCombineArgs&)>& spoil,
+                             const std::string& names) {
     LowLatencyCombineArgs args = combine_args(single.data, dispatched.handle, y);
     args.out_combined_x = out;
     spoil(args);
-    const std::string message = refused([&] { single.buffer->low_latency_combine(args); });
-    EXPECT_EQ(message.rfind(names, 0), 0u) << "expected a message starting with \"" << names << "\", got: " << message;
+    const std::string message = refused<InvalidArgument>([&] { single.buffer->low_latency_combine(args); });
+    EXPECT_EQ(message.rfind(names, 0), 0u)
+        << "expected a message starting with \"" << names << "\", got: " << message;
   };
   TensorView short_y = y.view();
   short_y.shape[1] -= 1;
@@ -657,9 +338,10 @@ TEST(LowLatencyErrors, CombineRefusesShapesThatDoNotMatchTheHandle) {
   for (size_t i = 0; i < out.nbytes(); ++i) ASSERT_EQ(bytes[i], 0xA5) << "out_combined_x was written";
 
   // A handle from another buffer.
-  SingleRank other;
+  SingleRank other(kRegions);
   LowLatencyCombineArgs args = combine_args(single.data, dispatched.handle, y);
-  EXPECT_EQ(refused([&] { other.buffer->low_latency_combine(args); }).rfind("handle:", 0), 0u);
+  EXPECT_EQ(refused<InvalidArgument>([&] { other.buffer->low_latency_combine(args); }).rfind("handle:", 0),
+            0u);
   // Leaving a slot out (-1) is allowed.
   Tensor idx_dropped = Tensor::empty(DType::i64, {4, 2});
   std::memcpy(idx_dropped.data(), single.data.topk_idx.data(), idx_dropped.nbytes());
@@ -669,4 +351,4 @@ TEST(LowLatencyErrors, CombineRefusesShapesThatDoNotMatchTheHandle) {
 }
 
 }  // namespace
-}  // namespace switchyard
+}  // namespace switchyard::testing::expert_major

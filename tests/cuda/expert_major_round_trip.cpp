@@ -1,36 +1,87 @@
 #include "cuda/expert_major_round_trip.hpp"
 
 #include <chrono>
-#include <cstring>
-#include <functional>
 #include <stdexcept>
 #include <thread>
 
-#include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::testing {
 
+namespace expert_major {
+
+void check_cuda(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
+}
+
+BufferOptions cuda_buffer_options(const Case& c, int rank, Regions regions, double timeout_seconds) {
+  BufferOptions options = buffer_options(c, rank, regions, timeout_seconds);
+  options.backend = Backend::cuda;
+  options.device = kDevice;
+  return options;
+}
+
+GpuRank::GpuRank(const BufferOptions& options, Group& group) : GpuRank(options, &group) {}
+
+GpuRank::GpuRank(const BufferOptions& options) : GpuRank(options, nullptr) {}
+
+GpuRank::GpuRank(const BufferOptions& options, Group* group) {
+  check_cuda(cudaSetDevice(kDevice), "cudaSetDevice");
+  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+  buffer = std::make_unique<Buffer>(options);
+  buffer->connect(group != nullptr ? group->allgather(buffer->local_handle())
+                                   : std::vector<Bytes>{buffer->local_handle()});
+}
+
+GpuRank::~GpuRank() {
+  buffer.reset();
+  cudaStreamDestroy(stream);
+}
+
+void with_gpu_ranks(const Case& c, Regions regions,
+                    const std::function<void(Group&, Buffer&, cudaStream_t)>& body, double timeout_seconds) {
+  run_ranks(c.ranks, [&](Group& group) {
+    GpuRank gpu(cuda_buffer_options(c, group.rank(), regions, timeout_seconds), group);
+    body(group, *gpu.buffer, gpu.stream);
+    group.barrier();
+  });
+}
+
+DeviceInputs upload_inputs(const workload::RankData& data, cudaStream_t stream) {
+  return {to_device(data.x, kDevice, stream), to_device(data.topk_idx, kDevice, stream),
+          to_device(data.topk_weights, kDevice, stream)};
+}
+
+PoisonedOutputs poisoned_device_outputs(const Case& c, int64_t num_tokens, cudaStream_t stream) {
+  return poisoned_outputs(c, num_tokens, [stream](DType dtype, std::initializer_list<int64_t> dims) {
+    return poisoned_device(dtype, dims, kDevice, stream);
+  });
+}
+
+Outputs download(const DispatchView& on_device, cudaStream_t stream) {
+  Outputs out;
+  out.recv_x = to_host(on_device.recv_x, stream);
+  out.recv_x_scales = to_host(on_device.recv_x_scales, stream);
+  out.recv_count = to_host(on_device.recv_count, stream);
+  out.layout_range = to_host(on_device.layout_range, stream);
+  out.src_info = to_host(on_device.src_info, stream);
+  return out;
+}
+
+bool all_poison_on_device(const TensorView& device_tensor, cudaStream_t stream) {
+  return all_poison(to_host(device_tensor, stream));
+}
+
+}  // namespace expert_major
+
+// ---- the process-per-rank round trip ------------------------------------------------------------------
+
 namespace {
 
-// Rows of local expert `local` in a [L, rows, C] tensor, as a [rows, C] view.
-TensorView expert_rows(const TensorView& tensor, int64_t local) {
-  TensorView view = tensor;
-  view.ndim = 2;
-  view.shape = {tensor.shape[1], tensor.shape[2], 0, 0};
-  view.data =
-      static_cast<uint8_t*>(view.data) + local * tensor.shape[1] * tensor.shape[2] * dtype_size(tensor.dtype);
-  return view;
-}
-
-// `tensor` [a, b, c] as [a * b, c].
-TensorView flat(const TensorView& tensor) {
-  TensorView view = tensor;
-  view.ndim = 2;
-  view.shape = {tensor.shape[0] * tensor.shape[1], tensor.shape[2], 0, 0};
-  return view;
-}
+using expert_major::Case;
+using expert_major::DeviceInputs;
+using expert_major::PoisonedOutputs;
 
 // With hooks: runs the receive half. The delay differs per rank, so peers' sends land while this
 // rank is still busy elsewhere, which is what the split is for.
@@ -42,67 +93,52 @@ void run_hook(const std::function<void()>& hook, const char* call, int rank) {
   hook();
 }
 
+// The shape a call makes on a buffer of `ranks` ranks with rows of `hidden` channels.
+Case case_of(const ExpertMajorCall& call, int ranks, int64_t hidden) {
+  Case c;
+  c.name = engine_name(call.engine);
+  c.ranks = ranks;
+  c.max_tokens = call.max_tokens_per_rank;
+  c.hidden = static_cast<int>(hidden);
+  c.num_experts = call.num_experts;
+  c.fp8 = call.fp8;
+  return c;
+}
+
 // One call's device tensors: inputs, expert outputs, and poisoned outputs (anything the engine fails
 // to write shows up as 0xA5 bytes).
 struct CallOnDevice {
-  Tensor x, topk_idx, topk_weights, y;
-  Tensor recv_x, recv_x_scales, recv_count, layout_range, src_info, combined_x;
+  DeviceInputs in;
+  Tensor y;
+  PoisonedOutputs out;
   LowLatencyDispatchResult dispatched;
 };
 
-CallOnDevice upload_call(const ExpertMajorCall& call, int ranks, const workload::RankData& data,
-                         const TensorView& y, cudaStream_t stream) {
-  const int64_t local = call.num_experts / ranks, rows = ranks * call.max_tokens_per_rank;
-  const int64_t hidden = data.x.size(1);
+CallOnDevice upload_call(const Case& c, const workload::RankData& data, const TensorView& y,
+                         cudaStream_t stream) {
   CallOnDevice on_device;
-  on_device.x = to_device(data.x, kDevice, stream);
-  on_device.topk_idx = to_device(data.topk_idx, kDevice, stream);
-  on_device.topk_weights = to_device(data.topk_weights, kDevice, stream);
+  on_device.in = expert_major::upload_inputs(data, stream);
   on_device.y = to_device(y, kDevice, stream);
-  const DType recv_dtype = call.fp8.use_fp8 ? DType::fp8_e4m3 : DType::bf16;
-  on_device.recv_x = poisoned_device(recv_dtype, {local, rows, hidden}, kDevice, stream);
-  if (call.fp8.use_fp8)
-    on_device.recv_x_scales = poisoned_device(DType::f32, {local, rows, hidden / 128}, kDevice, stream);
-  on_device.recv_count = poisoned_device(DType::i32, {local}, kDevice, stream);
-  on_device.layout_range = poisoned_device(DType::i32, {local, ranks, 2}, kDevice, stream);
-  on_device.src_info = poisoned_device(DType::i32, {local, rows}, kDevice, stream);
-  on_device.combined_x = poisoned_device(DType::bf16, {data.x.size(0), hidden}, kDevice, stream);
+  on_device.out = expert_major::poisoned_device_outputs(c, data.x.size(0), stream);
   return on_device;
 }
 
-void dispatch_call(Buffer& buffer, const ExpertMajorCall& call, CallOnDevice& on_device,
+void dispatch_call(Buffer& buffer, const ExpertMajorCall& call, const Case& c, CallOnDevice& on_device,
                    cudaStream_t stream) {
-  LowLatencyDispatchArgs args;
-  args.x = on_device.x;
-  args.topk_idx = on_device.topk_idx;
-  args.max_tokens_per_rank = call.max_tokens_per_rank;
-  args.num_experts = call.num_experts;
-  args.use_fp8 = call.fp8.use_fp8;
-  args.round_scale = call.fp8.round_scale;
+  LowLatencyDispatchArgs args = expert_major::dispatch_args(c, on_device.in.x, on_device.in.topk_idx, stream);
   args.return_recv_hook = call.hooks;
-  args.out_recv_x = on_device.recv_x;
-  args.out_recv_x_scales = on_device.recv_x_scales;
-  args.out_recv_count = on_device.recv_count;
-  args.out_layout_range = on_device.layout_range;
-  args.out_src_info = on_device.src_info;
-  args.stream = stream;
-  on_device.dispatched =
-      call.engine == Engine::symmetric ? buffer.symmetric_dispatch(args) : buffer.low_latency_dispatch(args);
+  on_device.out.attach(args);
+  on_device.dispatched = expert_major::dispatch_with(call.engine, buffer, args);
   if (call.hooks) run_hook(on_device.dispatched.hook, "dispatch", buffer.rank());
 }
 
 Tensor combine_call(Buffer& buffer, const ExpertMajorCall& call, const CallOnDevice& on_device,
                     cudaStream_t stream) {
-  LowLatencyCombineArgs args;
-  args.x = on_device.y;
-  args.topk_idx = on_device.topk_idx;
-  args.topk_weights = on_device.topk_weights;
-  args.handle = &on_device.dispatched.handle;
+  LowLatencyCombineArgs args = expert_major::combine_args(on_device.in.topk_idx, on_device.in.topk_weights,
+                                                          on_device.dispatched.handle, on_device.y, stream);
   args.return_recv_hook = call.hooks;
-  args.out_combined_x = on_device.combined_x;
-  args.stream = stream;
-  LowLatencyCombineResult combined =
-      call.engine == Engine::symmetric ? buffer.symmetric_combine(args) : buffer.low_latency_combine(args);
+  on_device.out.attach(args);
+  LowLatencyCombineResult combined = expert_major::combine_with(call.engine, buffer, args);
   if (call.hooks) run_hook(combined.hook, "combine", buffer.rank());
   return combined.combined_x;
 }
@@ -114,25 +150,7 @@ ExpertMajorExpected expert_major_expected(const ExpertMajorCall& call, const Top
   if (call.fp8.use_ue8m0) {
     throw InvalidArgument("fp8.use_ue8m0: expected false (the synthetic expert needs f32 scales), got true");
   }
-  std::vector<reference::RankInputs> inputs;
-  for (const auto& rank_data : data) inputs.push_back(rank_data.inputs());
-  ExpertMajorExpected expected;
-  expected.dispatched =
-      reference::low_latency_dispatch(inputs, call.num_experts, topology, call.max_tokens_per_rank, call.fp8);
-  std::vector<TensorView> views;
-  for (int rank = 0; rank < topology.num_ranks; ++rank) {
-    const auto& received = expected.dispatched[rank];
-    const TensorView scales = received.recv_x_scales.defined() ? flat(received.recv_x_scales) : TensorView();
-    Tensor rows = workload::synthetic_expert(flat(received.recv_x), scales, rank);
-    Tensor y = Tensor::empty(DType::bf16,
-                             {received.recv_x.size(0), received.recv_x.size(1), received.recv_x.size(2)});
-    std::memcpy(y.data(), rows.data(), rows.nbytes());
-    expected.ys.push_back(std::move(y));
-  }
-  for (const Tensor& y : expected.ys) views.push_back(y);
-  expected.combined =
-      reference::low_latency_combine(views, inputs, call.num_experts, topology, call.max_tokens_per_rank);
-  return expected;
+  return expert_major::expected_from(data, call.num_experts, topology, call.max_tokens_per_rank, call.fp8);
 }
 
 std::vector<ExpertMajorRun> run_expert_major_on_device(Buffer& buffer, const ExpertMajorCall& call,
@@ -143,20 +161,17 @@ std::vector<ExpertMajorRun> run_expert_major_on_device(Buffer& buffer, const Exp
     throw InvalidArgument("ys: expected one per call (" + std::to_string(data.size()) + "), got " +
                           std::to_string(ys.size()));
   }
-  const int ranks = buffer.topology().num_ranks;
   std::vector<CallOnDevice> calls;
-  for (size_t i = 0; i < data.size(); ++i) calls.push_back(upload_call(call, ranks, *data[i], ys[i], stream));
-  for (CallOnDevice& on_device : calls) dispatch_call(buffer, call, on_device, stream);
-  buffer.synchronize(stream);
-  std::vector<ExpertMajorRun> runs(calls.size());
-  for (size_t i = 0; i < calls.size(); ++i) {
-    const LowLatencyDispatchResult& dispatched = calls[i].dispatched;
-    runs[i].recv_x = to_host(dispatched.recv_x, stream);
-    runs[i].recv_x_scales = to_host(dispatched.recv_x_scales, stream);
-    runs[i].recv_count = to_host(dispatched.recv_count, stream);
-    runs[i].layout_range = to_host(dispatched.layout_range, stream);
-    runs[i].src_info = to_host(dispatched.src_info, stream);
+  std::vector<Case> cases;
+  for (size_t i = 0; i < data.size(); ++i) {
+    cases.push_back(case_of(call, buffer.topology().num_ranks, data[i]->x.size(1)));
+    calls.push_back(upload_call(cases[i], *data[i], ys[i], stream));
   }
+  for (size_t i = 0; i < calls.size(); ++i) dispatch_call(buffer, call, cases[i], calls[i], stream);
+  buffer.synchronize(stream);
+  std::vector<ExpertMajorRun> runs;
+  for (const CallOnDevice& on_device : calls)
+    runs.push_back(expert_major::download(on_device.dispatched, stream));
   // NOTES: combines in the reverse order of their dispatches, as the thread suites do: the first
   // dispatch's handle must still hold its routing after the later calls.
   std::vector<Tensor> combined(calls.size());
@@ -168,41 +183,9 @@ std::vector<ExpertMajorRun> run_expert_major_on_device(Buffer& buffer, const Exp
 
 void compare_expert_major(const ExpertMajorRun& run, const ExpertMajorExpected& expected, int rank,
                           const std::string& label, std::vector<std::string>* failures) {
-  const std::string prefix = "rank " + std::to_string(rank) + " " + label + " ";
-  auto compare = [&](const TensorView& actual, const TensorView& wanted, const std::string& what,
-                     int64_t rows = -1) {
-    std::string why;
-    if (!workload::bitwise_equal(actual, wanted, &why, rows)) failures->push_back(prefix + what + ": " + why);
-  };
-  const reference::LowLatencyDispatchOutput& want = expected.dispatched[rank];
-  compare(run.recv_count, want.recv_count, "recv_count");
-  compare(run.layout_range, want.layout_range, "layout_range");
-  compare(run.src_info, want.src_info, "src_info");
-  compare(run.combined_x, expected.combined[rank], "combined_x");
-  // Shapes first: the per-expert row views below assume them.
-  auto same_shape = [&](const Tensor& got, const Tensor& wanted, const char* name) {
-    if (got.defined() == wanted.defined() &&
-        (!wanted.defined() || (got.dtype() == wanted.dtype() && got.view().shape == wanted.view().shape))) {
-      return true;
-    }
-    failures->push_back(prefix + name + ": expected " +
-                        (wanted.defined() ? wanted.view().describe() : "none") + ", got " +
-                        (got.defined() ? got.view().describe() : "none"));
-    return false;
-  };
-  if (!same_shape(run.recv_x, want.recv_x, "recv_x") ||
-      !same_shape(run.recv_x_scales, want.recv_x_scales, "recv_x_scales")) {
-    return;
-  }
-  for (int64_t local = 0; local < want.recv_x.size(0); ++local) {
-    const int64_t count = want.recv_count.as<const int32_t>()[local];
-    const std::string which = " of local expert " + std::to_string(local);
-    compare(expert_rows(run.recv_x, local), expert_rows(want.recv_x, local), "recv_x" + which, count);
-    if (want.recv_x_scales.defined()) {
-      compare(expert_rows(run.recv_x_scales, local), expert_rows(want.recv_x_scales, local),
-              "recv_x_scales" + which, count);
-    }
-  }
+  expert_major::Failures found;
+  expert_major::check_outputs(run, expert_major::reference_outputs(expected, rank), label, rank, found);
+  for (const std::string& line : found.lines()) failures->push_back(line);
 }
 
 }  // namespace switchyard::testing

@@ -1,20 +1,74 @@
 #pragma once
-// One rank's round trip through an expert-major engine (low_latency or symmetric) on the GPU:
-// inputs up, dispatch into poisoned outputs, expert outputs up, combine into a poisoned output,
-// everything down; and its bitwise comparison with the reference. The expert outputs are the
-// synthetic expert on the reference's recv_x, so the combine is checked on its own even where the
-// dispatch is wrong. No GoogleTest dependency (the process-per-rank test uses it): mismatches come
-// back as text.
+// The expert-major engines (low_latency and symmetric) on the GPU, on top of the host support
+// (support/expert_major_cases.hpp): a rank's stream and buffer, inputs up, poisoned outputs on the
+// device, outputs down; and the process-per-rank test's round trip with its bitwise comparison. No
+// GoogleTest dependency (the process-per-rank test uses it): mismatches come back as text.
 #include <cuda_runtime.h>
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "cuda/cuda_round_trip.hpp"
+#include "support/expert_major_cases.hpp"
 #include "switchyard/buffer.hpp"
+#include "switchyard/group.hpp"
 #include "switchyard/reference.hpp"
 #include "workload/workload.hpp"
 
 namespace switchyard::testing {
+
+namespace expert_major {
+
+// Throws on a CUDA error. Inside rank threads an exception (not an ASSERT, which would only leave
+// this rank's lambda) makes run_ranks abort the group, so the other ranks stop instead of waiting.
+void check_cuda(cudaError_t status, const char* what);
+
+// Rank `rank` of `c` on the CUDA backend, on kDevice.
+BufferOptions cuda_buffer_options(const Case& c, int rank, Regions regions, double timeout_seconds);
+
+// One rank on the GPU: a non-blocking stream of its own (ranks as threads must never meet on the
+// legacy stream) and a connected buffer. Tensors allocated on `stream` must go before it does.
+struct GpuRank {
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<Buffer> buffer;
+
+  // Connected to the group's other ranks.
+  GpuRank(const BufferOptions& options, Group& group);
+  // A single rank, connected to itself.
+  explicit GpuRank(const BufferOptions& options);
+  GpuRank(const GpuRank&) = delete;
+  GpuRank& operator=(const GpuRank&) = delete;
+  ~GpuRank();
+
+ private:
+  GpuRank(const BufferOptions& options, Group* group);
+};
+
+// Runs body(group, buffer, stream) on every rank (threads) of `c` with a GpuRank; the body
+// synchronises its stream before returning, and buffers stay alive until every rank is done.
+void with_gpu_ranks(const Case& c, Regions regions,
+                    const std::function<void(Group&, Buffer&, cudaStream_t)>& body, double timeout_seconds);
+
+// One rank's inputs on the device.
+struct DeviceInputs {
+  Tensor x, topk_idx, topk_weights;
+};
+DeviceInputs upload_inputs(const workload::RankData& data, cudaStream_t stream);
+
+// poisoned_outputs on kDevice, ordered on `stream`.
+PoisonedOutputs poisoned_device_outputs(const Case& c, int64_t num_tokens, cudaStream_t stream);
+
+// A dispatch's outputs, down to the host after the work queued on `stream` (combined_x undefined).
+Outputs download(const DispatchView& on_device, cudaStream_t stream);
+
+// Whether every byte of a device tensor is still kPoison.
+bool all_poison_on_device(const TensorView& device_tensor, cudaStream_t stream);
+
+}  // namespace expert_major
+
+// ---- the process-per-rank round trip ------------------------------------------------------------------
 
 struct ExpertMajorCall {
   Engine engine = Engine::low_latency;  // low_latency or symmetric
@@ -27,30 +81,25 @@ struct ExpertMajorCall {
 };
 
 // What every rank should get, from all ranks' inputs.
-struct ExpertMajorExpected {
-  std::vector<reference::LowLatencyDispatchOutput> dispatched;  // [R]
-  std::vector<Tensor> ys;                                       // [R]: bf16 [L, R * max, H]
-  std::vector<Tensor> combined;                                 // [R]: bf16 [N, H]
-};
+using ExpertMajorExpected = expert_major::Expected;
 
 ExpertMajorExpected expert_major_expected(const ExpertMajorCall& call, const Topology& topology,
                                           const std::vector<workload::RankData>& data);
 
 // One rank's outputs, on the host.
-struct ExpertMajorRun {
-  Tensor recv_x, recv_x_scales, recv_count, layout_range, src_info, combined_x;
-};
+using ExpertMajorRun = expert_major::Outputs;
 
 // Dispatches every data[i] on this rank, back to back (consecutive calls alternate the buffer's
 // halves, so two calls cover both), then combines them in the reverse order. ys[i] is this rank's
-// expert outputs for data[i] (host, bf16 [L, R * max, H]). Synchronises `stream`.
+// expert outputs for data[i] (host, bf16 [L, R * max, H]). Every output is a poisoned tensor passed
+// in. Synchronises `stream`.
 std::vector<ExpertMajorRun> run_expert_major_on_device(Buffer& buffer, const ExpertMajorCall& call,
                                                        const std::vector<const workload::RankData*>& data,
                                                        const std::vector<TensorView>& ys,
                                                        cudaStream_t stream);
 
-// Appends one line per mismatch with the reference to `failures`, each starting with the rank and
-// `label`. recv_x and its scales are compared on received rows only (the rest is unspecified).
+// Appends one line per mismatch with the reference to `failures`, each naming the rank and `label`.
+// recv_x and its scales are compared on received rows only (the rest is unspecified).
 void compare_expert_major(const ExpertMajorRun& run, const ExpertMajorExpected& expected, int rank,
                           const std::string& label, std::vector<std::string>* failures);
 

@@ -1,0 +1,380 @@
+#include "support/expert_major_cases.hpp"
+
+#include <cstring>
+#include <ostream>
+#include <utility>
+
+namespace switchyard::testing::expert_major {
+
+// ---- cases ----------------------------------------------------------------------------------------
+
+void PrintTo(const Case& c, std::ostream* out) {
+  *out << c.name;
+}
+
+Case make(std::string name, int ranks, std::vector<int64_t> tokens, int64_t max_tokens, int topk,
+          int num_experts, int hidden) {
+  Case c;
+  c.name = std::move(name);
+  c.ranks = ranks;
+  c.tokens = std::move(tokens);
+  c.max_tokens = max_tokens;
+  c.topk = topk;
+  c.num_experts = num_experts;
+  c.hidden = hidden;
+  return c;
+}
+
+Case with_fp8(Case c, bool round_scale, bool use_ue8m0) {
+  c.fp8 = {true, round_scale, use_ue8m0};
+  return c;
+}
+
+Case with_routing(Case c, workload::Routing routing) {
+  c.routing = routing;
+  return c;
+}
+
+workload::Shape shape_of(const Case& c) {
+  workload::Shape shape;
+  shape.topology = Topology::single_node(c.ranks);
+  shape.tokens_per_rank_list = c.tokens;
+  shape.hidden = c.hidden;
+  shape.topk = c.topk;
+  shape.num_experts = c.num_experts;
+  shape.routing = c.routing;
+  return shape;
+}
+
+Regions regions_of(Engine engine) {
+  if (engine == Engine::low_latency) return Regions::low_latency;
+  if (engine == Engine::symmetric) return Regions::symmetric;
+  throw InvalidArgument(std::string("engine: expected low_latency or symmetric, got ") + engine_name(engine));
+}
+
+BufferOptions buffer_options(const Case& c, int rank, Regions regions, double timeout_seconds) {
+  BufferOptions options;
+  options.topology = Topology::single_node(c.ranks);
+  options.rank = rank;
+  options.config.timeout_seconds = timeout_seconds;
+  options.sizing.max_tokens_per_rank = 1;  // the normal engine is not used
+  options.sizing.hidden = c.hidden;
+  options.sizing.topk = c.topk;
+  options.sizing.num_experts = c.num_experts;
+  if (regions != Regions::symmetric) options.sizing.low_latency_max_tokens_per_rank = c.max_tokens;
+  if (regions != Regions::low_latency) options.sizing.symmetric_max_tokens_per_rank = c.max_tokens;
+  return options;
+}
+
+void with_buffers(const Case& c, Regions regions, const std::function<void(Group&, Buffer&)>& body,
+                  double timeout_seconds) {
+  run_ranks(c.ranks, [&](Group& group) {
+    Buffer buffer(buffer_options(c, group.rank(), regions, timeout_seconds));
+    buffer.connect(group.allgather(buffer.local_handle()));
+    body(group, buffer);
+    group.barrier();
+  });
+}
+
+// ---- tensors --------------------------------------------------------------------------------------
+
+Tensor poisoned(DType dtype, std::initializer_list<int64_t> dims) {
+  Tensor tensor = Tensor::empty(dtype, dims);
+  workload::poison(tensor);
+  return tensor;
+}
+
+bool all_poison(const TensorView& host) {
+  const uint8_t* bytes = host.as<const uint8_t>();
+  for (size_t i = 0; i < host.nbytes(); ++i) {
+    if (bytes[i] != kPoison) return false;
+  }
+  return true;
+}
+
+TensorView flat(const TensorView& tensor) {
+  TensorView view = tensor;
+  view.ndim = 2;
+  view.shape = {tensor.shape[0] * tensor.shape[1], tensor.shape[2], 0, 0};
+  return view;
+}
+
+TensorView expert_rows(const TensorView& tensor, int64_t local) {
+  TensorView view = tensor;
+  view.ndim = 2;
+  view.shape = {tensor.shape[1], tensor.shape[2], 0, 0};
+  view.data =
+      static_cast<uint8_t*>(view.data) + local * tensor.shape[1] * tensor.shape[2] * dtype_size(tensor.dtype);
+  return view;
+}
+
+Tensor host_copy(const TensorView& tensor) {
+  if (!tensor.defined()) return Tensor();
+  Tensor copy = Tensor::empty_like_shape(tensor.dtype, tensor.shape, tensor.ndim, Device::cpu, 0);
+  if (tensor.nbytes() > 0) std::memcpy(copy.data(), tensor.data, tensor.nbytes());
+  return copy;
+}
+
+Tensor expert_outputs(const TensorView& recv_x, const TensorView& recv_x_scales, int rank) {
+  Tensor rows = workload::synthetic_expert(
+      flat(recv_x), recv_x_scales.defined() ? flat(recv_x_scales) : TensorView(), rank);
+  Tensor y = Tensor::empty(DType::bf16, {recv_x.shape[0], recv_x.shape[1], recv_x.shape[2]});
+  std::memcpy(y.data(), rows.data(), rows.nbytes());
+  return y;
+}
+
+// ---- what every rank should get ---------------------------------------------------------------------
+
+Expected expected_from(std::vector<workload::RankData> data, int num_experts, const Topology& topology,
+                       int64_t max_tokens, const reference::LowLatencyOptions& fp8) {
+  Expected expected;
+  expected.data = std::move(data);
+  std::vector<reference::RankInputs> inputs;
+  for (const auto& rank_data : expected.data) inputs.push_back(rank_data.inputs());
+  expected.dispatched = reference::low_latency_dispatch(inputs, num_experts, topology, max_tokens, fp8);
+  if (fp8.use_ue8m0) return expected;
+  std::vector<TensorView> ys;
+  for (int rank = 0; rank < topology.num_ranks; ++rank) {
+    const reference::LowLatencyDispatchOutput& received = expected.dispatched[rank];
+    expected.ys.push_back(expert_outputs(received.recv_x, received.recv_x_scales, rank));
+    ys.push_back(expected.ys.back());
+  }
+  expected.combined = reference::low_latency_combine(ys, inputs, num_experts, topology, max_tokens);
+  return expected;
+}
+
+Expected expected_from(const Case& c, std::vector<workload::RankData> data) {
+  return expected_from(std::move(data), c.num_experts, Topology::single_node(c.ranks), c.max_tokens, c.fp8);
+}
+
+Expected expected_for(const Case& c, uint64_t seed) {
+  return expected_from(c, workload::generate(shape_of(c), seed));
+}
+
+// ---- calls ----------------------------------------------------------------------------------------
+
+LowLatencyDispatchArgs dispatch_args(const Case& c, const TensorView& x, const TensorView& topk_idx,
+                                     Stream stream) {
+  LowLatencyDispatchArgs args;
+  args.x = x;
+  args.topk_idx = topk_idx;
+  args.max_tokens_per_rank = c.max_tokens;
+  args.num_experts = c.num_experts;
+  args.use_fp8 = c.fp8.use_fp8;
+  args.round_scale = c.fp8.round_scale;
+  args.use_ue8m0 = c.fp8.use_ue8m0;
+  args.stream = stream;
+  return args;
+}
+
+LowLatencyDispatchArgs dispatch_args(const Case& c, const workload::RankData& data) {
+  return dispatch_args(c, data.x, data.topk_idx);
+}
+
+LowLatencyCombineArgs combine_args(const TensorView& topk_idx, const TensorView& topk_weights,
+                                   const LowLatencyHandle& handle, const TensorView& y, Stream stream) {
+  LowLatencyCombineArgs args;
+  args.x = y;
+  args.topk_idx = topk_idx;
+  args.topk_weights = topk_weights;
+  args.handle = &handle;
+  args.stream = stream;
+  return args;
+}
+
+LowLatencyCombineArgs combine_args(const workload::RankData& data, const LowLatencyHandle& handle,
+                                   const TensorView& y) {
+  return combine_args(data.topk_idx, data.topk_weights, handle, y);
+}
+
+LowLatencyDispatchResult dispatch_with(Engine engine, Buffer& buffer, const LowLatencyDispatchArgs& args) {
+  return regions_of(engine) == Regions::symmetric ? buffer.symmetric_dispatch(args)
+                                                  : buffer.low_latency_dispatch(args);
+}
+
+LowLatencyCombineResult combine_with(Engine engine, Buffer& buffer, const LowLatencyCombineArgs& args) {
+  return regions_of(engine) == Regions::symmetric ? buffer.symmetric_combine(args)
+                                                  : buffer.low_latency_combine(args);
+}
+
+void PoisonedOutputs::attach(LowLatencyDispatchArgs& args) const {
+  args.out_recv_x = recv_x;
+  args.out_recv_x_scales = recv_x_scales;
+  args.out_recv_count = recv_count;
+  args.out_layout_range = layout_range;
+  args.out_src_info = src_info;
+}
+
+void PoisonedOutputs::attach(LowLatencyCombineArgs& args) const {
+  args.out_combined_x = combined_x;
+}
+
+std::vector<Tensor> PoisonedOutputs::dispatch_outputs() const {
+  std::vector<Tensor> outputs;
+  for (const Tensor* tensor : {&recv_x, &recv_x_scales, &recv_count, &layout_range, &src_info}) {
+    if (tensor->defined()) outputs.push_back(*tensor);
+  }
+  return outputs;
+}
+
+PoisonedOutputs poisoned_outputs(const Case& c, int64_t num_tokens, const MakePoisoned& make) {
+  const int64_t local = c.num_experts / c.ranks;
+  const int64_t rows = c.ranks * c.max_tokens;
+  PoisonedOutputs out;
+  out.recv_x = make(c.fp8.use_fp8 ? DType::fp8_e4m3 : DType::bf16, {local, rows, c.hidden});
+  if (c.fp8.use_ue8m0) {
+    out.recv_x_scales = make(DType::i32, {local, rows, (c.hidden / 128 + 3) / 4});  // 4 UE8M0 bytes a word
+  } else if (c.fp8.use_fp8) {
+    out.recv_x_scales = make(DType::f32, {local, rows, c.hidden / 128});
+  }
+  out.recv_count = make(DType::i32, {local});
+  out.layout_range = make(DType::i32, {local, c.ranks, 2});
+  out.src_info = make(DType::i32, {local, rows});
+  out.combined_x = make(DType::bf16, {num_tokens, c.hidden});
+  return out;
+}
+
+// ---- comparison -------------------------------------------------------------------------------------
+
+void Failures::add(int rank, const std::string& what) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  lines_.push_back("rank " + std::to_string(rank) + ": " + what);
+}
+
+std::vector<std::string> Failures::lines() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return lines_;
+}
+
+void compare(const TensorView& actual, const TensorView& expected, const std::string& what, int rank,
+             Failures& failures, int64_t rows) {
+  std::string why;
+  if (!workload::bitwise_equal(actual, expected, &why, rows)) failures.add(rank, what + ": " + why);
+}
+
+namespace {
+
+// Same presence, dtype and shape: the per-expert row views assume them.
+bool same_layout(const TensorView& got, const TensorView& want, const std::string& what, int rank,
+                 Failures& failures) {
+  if (got.defined() == want.defined() &&
+      (!want.defined() || (got.dtype == want.dtype && got.shape == want.shape))) {
+    return true;
+  }
+  failures.add(rank, what + ": expected " + (want.defined() ? want.describe() : "none") + ", got " +
+                         (got.defined() ? got.describe() : "none"));
+  return false;
+}
+
+}  // namespace
+
+void check_dispatch(const DispatchView& got, const DispatchView& want, const std::string& against, int rank,
+                    Failures& failures) {
+  const std::string vs = " vs " + against;
+  compare(got.recv_count, want.recv_count, "recv_count" + vs, rank, failures);
+  compare(got.layout_range, want.layout_range, "layout_range" + vs, rank, failures);
+  compare(got.src_info, want.src_info, "src_info" + vs, rank, failures);
+  if (!same_layout(got.recv_x, want.recv_x, "recv_x" + vs, rank, failures) ||
+      !same_layout(got.recv_x_scales, want.recv_x_scales, "recv_x_scales" + vs, rank, failures)) {
+    return;
+  }
+  for (int64_t local = 0; local < want.recv_x.shape[0]; ++local) {
+    const int64_t count = want.recv_count.as<const int32_t>()[local];
+    const std::string which = " of local expert " + std::to_string(local) + vs;
+    compare(expert_rows(got.recv_x, local), expert_rows(want.recv_x, local), "recv_x" + which, rank, failures,
+            count);
+    if (want.recv_x_scales.defined()) {
+      compare(expert_rows(got.recv_x_scales, local), expert_rows(want.recv_x_scales, local),
+              "recv_x_scales" + which, rank, failures, count);
+    }
+  }
+}
+
+void check_outputs(const Outputs& got, const Outputs& want, const std::string& against, int rank,
+                   Failures& failures) {
+  check_dispatch(got, want, against, rank, failures);
+  if (want.combined_x.defined())
+    compare(got.combined_x, want.combined_x, "combined_x vs " + against, rank, failures);
+}
+
+Outputs reference_outputs(const Expected& expected, int rank) {
+  const reference::LowLatencyDispatchOutput& want = expected.dispatched[rank];
+  Outputs outputs{want.recv_x,       want.recv_x_scales, want.recv_count,
+                  want.layout_range, want.src_info,      Tensor()};
+  if (!expected.combined.empty()) outputs.combined_x = expected.combined[rank];
+  return outputs;
+}
+
+std::vector<Outputs> run_cpu_engine(Engine engine, const Case& c, const Expected& expected) {
+  std::vector<Outputs> outputs(c.ranks);
+  with_buffers(c, regions_of(engine), [&](Group& group, Buffer& buffer) {
+    const int rank = group.rank();
+    const workload::RankData& data = expected.data[rank];
+    const LowLatencyDispatchResult dispatched = dispatch_with(engine, buffer, dispatch_args(c, data));
+    Outputs& out = outputs[rank];
+    out.recv_x = host_copy(dispatched.recv_x);
+    out.recv_x_scales = host_copy(dispatched.recv_x_scales);
+    out.recv_count = host_copy(dispatched.recv_count);
+    out.layout_range = host_copy(dispatched.layout_range);
+    out.src_info = host_copy(dispatched.src_info);
+    if (!expected.ys.empty()) {
+      const LowLatencyCombineArgs args = combine_args(data, dispatched.handle, expected.ys[rank]);
+      out.combined_x = host_copy(combine_with(engine, buffer, args).combined_x);
+    }
+  });
+  return outputs;
+}
+
+// ---- bad input and timeouts -------------------------------------------------------------------------
+
+SingleRank::SingleRank(Regions regions) {
+  buffer = std::make_unique<Buffer>(buffer_options(c, 0, regions));
+  buffer->connect({buffer->local_handle()});
+  draw_inputs();
+  out = poisoned_outputs(c, data.x.size(0));
+}
+
+void SingleRank::draw_inputs() {
+  data = workload::generate(shape_of(c), 3)[0];
+}
+
+LowLatencyDispatchArgs SingleRank::args() const {
+  LowLatencyDispatchArgs args = dispatch_args(c, data);
+  out.attach(args);
+  return args;
+}
+
+bool SingleRank::untouched() const {
+  for (const Tensor& tensor : out.dispatch_outputs()) {
+    if (!all_poison(tensor)) return false;
+  }
+  return true;
+}
+
+Caught catch_timeout(const std::function<void()>& call) {
+  Caught caught;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    call();
+    caught.message = "no exception";
+  } catch (const TimeoutError& error) {
+    caught.timed_out = true;
+    caught.message = error.what();
+  } catch (const std::exception& error) {
+    caught.message = std::string("not a TimeoutError: ") + error.what();
+  }
+  caught.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return caught;
+}
+
+bool refused_after_timeout(const std::function<void()>& call) {
+  try {
+    call();
+  } catch (const TimeoutError&) {
+  } catch (const Error&) {
+    return true;
+  }
+  return false;
+}
+
+}  // namespace switchyard::testing::expert_major

@@ -1,0 +1,99 @@
+#pragma once
+// The GoogleTest side of the expert-major test support: reporting what rank threads collected, and
+// the bad-input check that the CPU suites of both engines run on a SingleRank.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "support/expert_major_cases.hpp"
+
+namespace switchyard::testing::expert_major {
+
+// One failure per collected line, then the seed that reproduces them.
+inline void expect_none(const Failures& failures, uint64_t seed) {
+  const std::vector<std::string> lines = failures.lines();
+  for (const auto& line : lines) ADD_FAILURE() << line;
+  if (!lines.empty()) ADD_FAILURE() << "seed " << seed << " (set SWITCHYARD_TEST_SEED to reproduce)";
+}
+
+// The call timed out (a TimeoutError) after about `timeout_seconds`, and well before `at_most_seconds`:
+// nothing hung.
+inline void expect_timed_out(const Caught& caught, double timeout_seconds, double at_most_seconds) {
+  EXPECT_TRUE(caught.timed_out) << caught.message;
+  EXPECT_GE(caught.seconds, timeout_seconds * 0.5) << caught.message;
+  EXPECT_LT(caught.seconds, at_most_seconds) << caught.message;
+}
+
+// Spoils a SingleRank's inputs or a dispatch's arguments.
+using Spoil = std::function<void(SingleRank&, LowLatencyDispatchArgs&)>;
+
+// `engine`'s dispatch with spoiled input is refused with an InvalidArgument whose message starts
+// with `names`, writes none of the outputs, and leaves the buffer usable.
+inline void expect_dispatch_refused(Engine engine, Regions regions, const Spoil& spoil,
+                                    const std::string& names) {
+  SingleRank single(regions);
+  LowLatencyDispatchArgs args = single.args();
+  spoil(single, args);
+  const std::string message = refused<InvalidArgument>([&] { dispatch_with(engine, *single.buffer, args); });
+  EXPECT_EQ(message.rfind(names, 0), 0u)
+      << "expected a message starting with \"" << names << "\", got: " << message;
+  EXPECT_TRUE(single.untouched()) << "outputs were written";
+  single.draw_inputs();
+  EXPECT_NO_THROW(dispatch_with(engine, *single.buffer, single.args())) << "the buffer is still usable";
+}
+
+// The bad input that the dispatch of either engine refuses (one interface, one validation), each
+// through expect_dispatch_refused.
+inline void expect_interface_bad_input_refused(Engine engine, Regions regions) {
+  auto expect_refused = [&](const Spoil& spoil, const std::string& names) {
+    expect_dispatch_refused(engine, regions, spoil, names);
+  };
+  Tensor x5 = Tensor::empty(DType::bf16, {5, 256});
+  Tensor idx5 = Tensor::empty(DType::i64, {5, 2});
+  std::fill(idx5.as<int64_t>(), idx5.as<int64_t>() + 10, 0);
+  expect_refused(
+      [&](SingleRank&, LowLatencyDispatchArgs& a) {
+        a.x = x5;
+        a.topk_idx = idx5;
+      },
+      "x:");
+  expect_refused([](SingleRank&, LowLatencyDispatchArgs& a) { a.max_tokens_per_rank = 5; },
+                 "max_tokens_per_rank:");
+  expect_refused([](SingleRank&, LowLatencyDispatchArgs& a) { a.max_tokens_per_rank = 0; },
+                 "max_tokens_per_rank:");
+  expect_refused([](SingleRank& s, LowLatencyDispatchArgs&) { s.data.topk_idx.as<int64_t>()[1] = 4; },
+                 "topk_idx:");
+  expect_refused([](SingleRank& s, LowLatencyDispatchArgs&) { s.data.topk_idx.as<int64_t>()[1] = -2; },
+                 "topk_idx:");
+  // Four rows of one expert from one rank fit; five (a duplicate slot) do not.
+  expect_refused(
+      [](SingleRank& s, LowLatencyDispatchArgs&) {
+        int64_t* ids = s.data.topk_idx.as<int64_t>();
+        for (int i = 0; i < 5; ++i) ids[i] = 1;
+      },
+      "topk_idx:");
+  Tensor x_f32 = Tensor::empty(DType::f32, {4, 256});
+  expect_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.x = x_f32; }, "x:");
+  Tensor x_192 = Tensor::empty(DType::bf16, {4, 192});
+  expect_refused(
+      [&](SingleRank&, LowLatencyDispatchArgs& a) {
+        a.x = x_192;
+        a.use_fp8 = true;
+      },
+      "x:");
+  Tensor x_wide = Tensor::empty(DType::bf16, {4, 512});  // sizing.hidden is 256
+  expect_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.x = x_wide; }, "x:");
+  expect_refused([](SingleRank&, LowLatencyDispatchArgs& a) { a.use_ue8m0 = true; }, "use_ue8m0:");
+  expect_refused([](SingleRank&, LowLatencyDispatchArgs& a) { a.num_experts = 8; }, "num_experts:");
+  Tensor idx_wide = Tensor::empty(DType::i64, {4, 3});  // sizing.topk is 2
+  std::fill(idx_wide.as<int64_t>(), idx_wide.as<int64_t>() + 12, 0);
+  expect_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.topk_idx = idx_wide; }, "topk_idx:");
+  Tensor wrong_out = poisoned(DType::bf16, {4, 3, 256});
+  expect_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.out_recv_x = wrong_out; }, "out_recv_x:");
+}
+
+}  // namespace switchyard::testing::expert_major
