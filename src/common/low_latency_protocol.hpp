@@ -14,8 +14,11 @@
 // Consecutive calls (dispatch or combine) alternate halves: a peer can start call c + 2 only after
 // this rank sent in call c + 1, which it does only after its receive half of call c has finished.
 //
-// Signals are never reset: a signal of call `sequence` (every rank counts its low-latency calls
-// alike, from 1) is (sequence << 32) | (count + 1), so a zeroed heap or an older call never matches.
+// A signal of call `sequence` (every rank counts its low-latency calls alike, from 1) is
+// (sequence << 32) | (count + 1), so a zeroed heap or an older call never matches. Within a node the
+// sender stores it, and the CUDA engine never resets signal words. Across nodes (the CPU engine over
+// a transport) a signal is a remote add, so the CPU engine's receivers zero each word after reading
+// it: nobody writes that word again before the reader's next call has sent to its peers.
 #include "common/atomics.hpp"
 #include "common/host_device.hpp"
 

@@ -294,6 +294,13 @@ class Buffer::Impl {
       throw InvalidArgument(std::string(what) + ": expected a buffer with a symmetric region "
                             "(BufferSizing::symmetric_max_tokens_per_rank > 0), got one sized without it");
     }
+    // NOTES: the engine pulls from and pushes into every peer's heap by address: it needs one
+    // load/store domain, and across nodes there are only a transport's puts.
+    if (!options_.topology.is_single_node()) {
+      throw Unsupported(std::string(what) + ": the symmetric engine needs every rank in one load/store domain "
+                        "(ranks_per_node == num_ranks), got topology " + options_.topology.to_string() +
+                        "; across nodes use low_latency (cpu) or normal");
+    }
   }
 
   void check_low_latency_ready(const char* what) const {

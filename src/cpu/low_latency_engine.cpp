@@ -14,6 +14,7 @@
 #include "core/low_latency_sizing.hpp"
 #include "cpu/bounded_wait.hpp"
 #include "cpu/expert_major_outputs.hpp"
+#include "cpu/low_latency_link.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::cpu {
@@ -40,10 +41,15 @@ std::string label(int rank, const char* role) {
   return "rank " + std::to_string(rank) + " (cpu " + role + ")";
 }
 
+std::string across_nodes_note(const LowLatencyLink& link, int source) {
+  return link.same_node(source) ? "" : " (on another node: through the transport)";
+}
+
 // ---- dispatch -----------------------------------------------------------------------------------
 
 struct DispatchCall {
   const common::SymHeap* heap;
+  LowLatencyLink* link;
   common::LowLatencyLayout layout;
   common::LowLatencyDispatchMessage message;
   uint32_t sequence;
@@ -61,46 +67,46 @@ struct DispatchCall {
 
 // Writes each (token, slot) pair into its expert's receive slot on the expert's rank, at the
 // position given by the prefix count of this rank's pairs for that expert, then publishes the
-// count of every expert (zero included) with release semantics.
+// count of every expert (zero included) with release semantics. The message is built here, then
+// written whole through the link: stored within the node, put across nodes.
 void dispatch_sender(const DispatchCall& call, const TensorView& x, const TensorView& topk_idx) {
   const common::SymHeap& heap = *call.heap;
+  LowLatencyLink& link = *call.link;
   const int64_t num_tokens = x.shape[0];
   const int topk = static_cast<int>(topk_idx.shape[1]);
   const int num_experts = call.local_experts * call.num_ranks;
   const int64_t* ids = topk_idx.as<const int64_t>();
   const uint16_t* rows = x.as<const uint16_t>();
-  const int num_scales = static_cast<int>(call.message.num_scales);
 
   std::vector<uint32_t> position(num_experts, 0);
-  std::vector<uint8_t> fp8_row(call.use_fp8 ? call.hidden : 0);
-  std::vector<float> scales(num_scales);
+  std::vector<uint8_t> message(call.message.bytes(), 0);
   for (int64_t token = 0; token < num_tokens; ++token) {
     const uint16_t* row = rows + token * call.hidden;
-    const uint8_t* payload = reinterpret_cast<const uint8_t*>(row);
-    bool cast = false;
+    bool built = false;
     for (int slot = 0; slot < topk; ++slot) {
       const int64_t expert = ids[token * topk + slot];
       if (expert < 0) continue;
-      if (call.use_fp8 && !cast) {
-        common::cast_row_to_fp8(row, call.hidden, call.round_scale, fp8_row.data(), scales.data());
-        payload = fp8_row.data();
-        cast = true;
+      if (!built) {  // once per token: only the slot differs between its messages
+        if (call.use_fp8) {
+          common::cast_row_to_fp8(row, call.hidden, call.round_scale, call.message.row(message.data()),
+                                  call.message.scales(message.data()));
+        } else {
+          std::memcpy(call.message.row(message.data()), row, call.message.row_bytes);
+        }
+        *call.message.src_token(message.data()) = static_cast<int32_t>(token);
+        built = true;
       }
+      *call.message.src_slot(message.data()) = slot;
       const int destination = static_cast<int>(expert / call.local_experts);
       const int local = static_cast<int>(expert % call.local_experts);
-      uint8_t* message =
-          heap.map(call.layout.dispatch_slot(heap.base, call.half, local, call.rank, position[expert]++), destination);
-      std::memcpy(call.message.row(message), payload, call.message.row_bytes);
-      if (num_scales > 0) std::memcpy(call.message.scales(message), scales.data(), num_scales * sizeof(float));
-      *call.message.src_token(message) = static_cast<int32_t>(token);
-      *call.message.src_slot(message) = slot;
+      link.write(destination, call.layout.dispatch_slot(heap.base, call.half, local, call.rank, position[expert]++),
+                 message.data(), message.size());
     }
   }
   for (int expert = 0; expert < num_experts; ++expert) {
     const int destination = expert / call.local_experts;
-    uint64_t* signal =
-        heap.map(call.layout.dispatch_signal(heap.base, call.half, expert % call.local_experts, call.rank), destination);
-    common::st_release_sys(signal, common::low_latency_signal(call.sequence, position[expert]));
+    link.signal(destination, call.layout.dispatch_signal(heap.base, call.half, expert % call.local_experts, call.rank),
+                common::low_latency_signal(call.sequence, position[expert]));
   }
 }
 
@@ -122,11 +128,12 @@ void dispatch_receiver(const DispatchCall& call, const DispatchOutputs& out) {
   for (int local = 0; local < call.local_experts; ++local) {
     int64_t begin = 0;
     for (int source = 0; source < call.num_ranks; ++source) {
-      const uint64_t signal = wait_for_signal(
-          call.layout.dispatch_signal(heap.base, call.half, local, source), call.sequence, call.timeout_seconds, [&] {
-            return label(call.rank, "low_latency dispatch receiver") + ", local expert " + std::to_string(local) +
-                   ", source rank " + std::to_string(source);
-          });
+      uint64_t* word = call.layout.dispatch_signal(heap.base, call.half, local, source);
+      const uint64_t signal = wait_for_signal(word, call.sequence, call.timeout_seconds, [&] {
+        return label(call.rank, "low_latency dispatch receiver") + ", local expert " + std::to_string(local) +
+               ", source rank " + std::to_string(source) + across_nodes_note(*call.link, source);
+      });
+      LowLatencyLink::clear_after_use(word);
       const int64_t count = common::low_latency_signal_count(signal);
       if (count > call.max_tokens_per_rank) {
         throw Error("low_latency_dispatch: rank " + std::to_string(source) + " sent " + std::to_string(count) +
@@ -168,6 +175,7 @@ void dispatch_receiver(const DispatchCall& call, const DispatchOutputs& out) {
 
 struct CombineCall {
   const common::SymHeap* heap;
+  LowLatencyLink* link;
   common::LowLatencyLayout layout;
   uint32_t sequence;
   int half;
@@ -183,6 +191,7 @@ struct CombineCall {
 // (slot, token), then signals each home rank once per local expert.
 void combine_sender(const CombineCall& call, const detail::LowLatencyHandleData& handle, const uint16_t* y) {
   const common::SymHeap& heap = *call.heap;
+  LowLatencyLink& link = *call.link;
   const int64_t rows_per_expert = call.num_ranks * call.max_tokens_per_rank;
   const int32_t* layout_range = handle.layout_range.as<const int32_t>();
   const int32_t* src_info = handle.src_info.as<const int32_t>();
@@ -193,12 +202,11 @@ void combine_sender(const CombineCall& call, const detail::LowLatencyHandleData&
       const int32_t begin = layout_range[(local * call.num_ranks + home) * 2];
       const int32_t count = layout_range[(local * call.num_ranks + home) * 2 + 1];
       for (int64_t row = local * rows_per_expert + begin; row < local * rows_per_expert + begin + count; ++row) {
-        uint8_t* target = heap.map(call.layout.combine_row(heap.base, call.half, src_slot[row], src_info[row]), home);
-        std::memcpy(target, y + row * call.hidden, row_bytes);
+        link.write(home, call.layout.combine_row(heap.base, call.half, src_slot[row], src_info[row]),
+                   y + row * call.hidden, row_bytes);
       }
-      uint64_t* signal =
-          heap.map(call.layout.combine_signal(heap.base, call.half, call.rank * call.local_experts + local), home);
-      common::st_release_sys(signal, common::low_latency_signal(call.sequence, static_cast<uint32_t>(count)));
+      link.signal(home, call.layout.combine_signal(heap.base, call.half, call.rank * call.local_experts + local),
+                  common::low_latency_signal(call.sequence, static_cast<uint32_t>(count)));
     }
   }
 }
@@ -210,11 +218,13 @@ void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_
   const common::SymHeap& heap = *call.heap;
   const int num_experts = call.local_experts * call.num_ranks;
   for (int expert = 0; expert < num_experts; ++expert) {
-    wait_for_signal(call.layout.combine_signal(heap.base, call.half, expert), call.sequence, call.timeout_seconds,
-                    [&] {
-                      return label(call.rank, "low_latency combine receiver") + ", expert " + std::to_string(expert) +
-                             " on rank " + std::to_string(expert / call.local_experts);
-                    });
+    const int source = expert / call.local_experts;
+    uint64_t* word = call.layout.combine_signal(heap.base, call.half, expert);
+    wait_for_signal(word, call.sequence, call.timeout_seconds, [&] {
+      return label(call.rank, "low_latency combine receiver") + ", expert " + std::to_string(expert) + " on rank " +
+             std::to_string(source) + across_nodes_note(*call.link, source);
+    });
+    LowLatencyLink::clear_after_use(word);
   }
   const int64_t num_tokens = topk == 0 ? 0 : static_cast<int64_t>(topk_idx.size()) / topk;
   reduce_weighted_slots(topk_idx.data(), topk_weights.data(), num_tokens, topk, call.hidden, combined_x,
@@ -226,12 +236,21 @@ void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_
 
 }  // namespace
 
+LowLatencyEngine::LowLatencyEngine(HostHeap& heap, const void* owner) : heap_(heap), owner_(owner) {}
+LowLatencyEngine::~LowLatencyEngine() = default;
+
+LowLatencyLink& LowLatencyEngine::link(const Topology& topology) {
+  if (!link_) link_ = std::make_unique<LowLatencyLink>(heap_.view(), topology);
+  return *link_;
+}
+
 LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDispatchPlan& plan) {
   const LowLatencyDispatchArgs& args = plan.args;
   const int num_ranks = plan.topology.num_ranks;
 
   DispatchCall call{};
   call.heap = &heap_.view();
+  call.link = &link(plan.topology);
   call.layout = plan.layout;
   call.message = detail::low_latency_dispatch_message(plan.hidden, plan.use_fp8);
   call.sequence = ++sequence_;
@@ -272,6 +291,7 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
 
   CombineCall call{};
   call.heap = &heap_.view();
+  call.link = &link(plan.topology);
   call.layout = plan.layout;
   call.sequence = ++sequence_;
   call.half = common::low_latency_half(call.sequence);

@@ -39,6 +39,16 @@ void expect_aligned(const void* data, const char* name) {
   }
 }
 
+// NOTES: the kernels store into every peer's slots at mapped addresses; across nodes that would
+// need the transport path, which only the CPU engine has. Refused before anything is written.
+void expect_one_node(const Topology& topology, const char* what) {
+  if (!topology.is_single_node()) {
+    throw Unsupported(std::string(what) + ": the CUDA low_latency engine runs within one node (ranks_per_node == "
+                      "num_ranks), got topology " + topology.to_string() +
+                      "; across nodes use the CPU backend's low_latency or the normal engine");
+  }
+}
+
 }  // namespace
 
 void prepare_low_latency_kernels(int device) {
@@ -90,6 +100,7 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
                                                     const KernelContext& context, cudaStream_t stream,
                                                     cudaStream_t allocation_stream) {
   const LowLatencyDispatchArgs& args = plan.args;
+  expect_one_node(plan.topology, "low_latency_dispatch");
   if (plan.num_experts > kLowLatencyMaxExperts) {
     throw Unsupported("num_experts: the CUDA low_latency engine supports up to " +
                       std::to_string(kLowLatencyMaxExperts) + " experts (per-expert tables in shared memory), got " +
@@ -180,6 +191,7 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
                                                   cudaStream_t allocation_stream) {
   const LowLatencyCombineArgs& args = plan.args;
   const detail::LowLatencyHandleData& handle = *plan.handle;
+  expect_one_node(plan.topology, "low_latency_combine");
   expect_aligned(plan.y, args.zero_copy ? "x (the combine buffer)" : "x");
   if (args.out_combined_x.defined()) expect_aligned(args.out_combined_x.data, "out_combined_x");
 

@@ -359,6 +359,24 @@ TEST(SymmetricErrors, BufferWithoutASymmetricRegionRefusesTheCalls) {
   EXPECT_NE(message.find("symmetric_max_tokens_per_rank"), std::string::npos) << message;
 }
 
+// The engine reaches peers by address: a topology of several nodes is refused before any work.
+TEST(SymmetricErrors, TopologiesAcrossNodesAreRefused) {
+  Case c = make("two_nodes", 2, {4, 4}, 4, 2, 4);
+  std::vector<std::string> messages(2);
+  run_ranks(2, [&](Group& group) {
+    BufferOptions options = buffer_options(c, group.rank(), kRegions);
+    options.topology = Topology{2, 1};
+    Buffer buffer(options);
+    buffer.connect(group.allgather(buffer.local_handle()));
+    const workload::RankData data = workload::generate(shape_of(c), 1)[group.rank()];
+    messages[group.rank()] = refused<Unsupported>([&] { buffer.symmetric_dispatch(dispatch_args(c, data)); });
+  });
+  for (const std::string& message : messages) {
+    EXPECT_NE(message.find("one load/store domain"), std::string::npos) << message;
+    EXPECT_NE(message.find("symmetric_dispatch"), std::string::npos) << message;
+  }
+}
+
 TEST(SymmetricSizing, TheRegionFollowsTheOthersAndLeavesTheirSizesAlone) {
   Case c = make("sizing", 4, {4, 4, 4, 4}, 16, 8, 32, 1024);
   BufferOptions options = buffer_options(c, 0, kRegions);
