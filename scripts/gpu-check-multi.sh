@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The multi-GPU machine's one command (issue 8): build with CUDA (and NCCL for the bench's baseline),
-# run the GPU test binaries, then switchyard-bench --engine all (the NCCL baseline included) with one
-# rank per GPU at 128 and 4096 tokens per rank. The bench measures the peer-to-peer copy bandwidth
-# (cudaMemcpyPeerAsync, NVLink) in the same run and uses it as the roofline of the bytes between GPUs.
+# run the GPU test binaries with their ranks spread over the GPUs (SWITCHYARD_TEST_DEVICES=spread:
+# rank r on GPU r % visible GPUs, tests/cuda/rank_device.hpp), as threads and as one process per GPU,
+# then switchyard-bench --engine all (the NCCL baseline included) with one rank per GPU at 128 and
+# 4096 tokens per rank. The bench measures the peer-to-peer copy bandwidth (cudaMemcpyPeerAsync,
+# NVLink) in the same run and uses it as the roofline of the bytes between GPUs.
 # Logs and JSON go to $OUT (or ./out/gpu-check-multi); a summary with the issue's targets is printed
 # last and kept in summary.txt. At most 8 files, as many as the device tool brings back.
 #
@@ -69,12 +71,28 @@ fi
 
 BENCH_BIN="$BUILD/tools/bench/switchyard-bench"
 
+# The GPU suites as in scripts/gpu-check.sh. device_transport keeps its ranks on GPU 0 (its loopback
+# heaps are one device's memory), the others spread.
+GPU_SUITES=(normal_engine low_latency symmetric internode device_transport)
+PROCESS_BIN="$BUILD/tests/cuda/switchyard_cuda_process_ranks_test"
+
 if has_stage tests; then
   : >"$OUT/tests.log"
-  # NOTES: tests/cuda runs every rank on GPU 0 for now (it has no device choice); the bench below is
-  # what runs each engine with one rank per GPU, checked bitwise against the reference.
-  run_logged "gpu tests: normal engine (threads, GPU 0)" tests.log timeout "${SWITCHYARD_GPU_TEST_TIMEOUT:-300}" \
-    "$BUILD/tests/cuda/switchyard_cuda_normal_engine_test" --gtest_brief=1
+  run_logged "rank -> GPU rule (SWITCHYARD_TEST_DEVICES, $gpus GPUs)" tests.log timeout 60 \
+    "$BUILD/tests/cuda/switchyard_rank_device_test" --gtest_brief=1
+  # Ranks as threads of one process: rank r on GPU r % $gpus, so cases with more ranks than GPUs
+  # also put several ranks on each GPU.
+  for suite in "${GPU_SUITES[@]}"; do
+    run_logged "gpu tests $suite (threads, spread over $gpus GPUs)" tests.log \
+      timeout "${SWITCHYARD_GPU_TEST_TIMEOUT:-300}" env SWITCHYARD_TEST_DEVICES=spread \
+      "$BUILD/tests/cuda/switchyard_cuda_${suite}_test" --gtest_brief=1
+  done
+  # One process per GPU (CUDA IPC between GPUs), as deployed: child rank r on GPU r. No MPS: no two
+  # processes share a GPU.
+  for engine in normal low_latency symmetric; do
+    run_logged "gpu processes $engine np$gpus (one per GPU)" tests.log timeout 120 \
+      env SWITCHYARD_TEST_DEVICES=spread "$PROCESS_BIN" --ranks "$gpus" --engine "$engine"
+  done
   run_logged "gpu tests: nccl baseline kernels" tests.log timeout 300 \
     "$BUILD/tests/bench/switchyard_bench_nccl_kernels_cuda_test" --gtest_brief=1
   run_logged "bench options and roofline" tests.log timeout 120 \

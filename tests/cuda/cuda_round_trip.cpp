@@ -1,6 +1,7 @@
 #include "cuda/cuda_round_trip.hpp"
 
 #include "cuda/device_tensors.hpp"
+#include "cuda/rank_device.hpp"
 
 namespace switchyard::testing {
 
@@ -10,9 +11,11 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
                         const Expected& expected, int expert_alignment, cudaStream_t stream,
                         const DispatchHandle* cached, DispatchHandle* handle_out) {
   const int rank = buffer.rank();
+  const int device = device_of(buffer);
   const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
-  Tensor x = to_device(data.x, kDevice, stream), scales = to_device(data.x_scales, kDevice, stream);
-  Tensor topk_idx = to_device(data.topk_idx, kDevice, stream), topk_weights = to_device(data.topk_weights, kDevice, stream);
+  Tensor x = to_device(data.x, device, stream), scales = to_device(data.x_scales, device, stream);
+  Tensor topk_idx = to_device(data.topk_idx, device, stream);
+  Tensor topk_weights = to_device(data.topk_weights, device, stream);
   DispatchArgs args;
   args.x = x;
   args.x_scales = scales;
@@ -23,17 +26,17 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
   args.cached_handle = cached;
   args.stream = stream;
   // Poisoned outputs: anything the engine fails to write shows up as 0xA5 bytes.
-  Tensor out_x = poisoned_device(shape.dtype, {rows, shape.hidden}, kDevice, stream);
+  Tensor out_x = poisoned_device(shape.dtype, {rows, shape.hidden}, device, stream);
   args.out_recv_x = out_x;
   Tensor out_scales, out_idx, out_weights;
   if (shape.dtype == DType::fp8_e4m3) {
-    out_scales = poisoned_device(DType::f32, {rows, shape.hidden / 128}, kDevice, stream);
+    out_scales = poisoned_device(DType::f32, {rows, shape.hidden / 128}, device, stream);
     args.out_recv_x_scales = out_scales;
   }
-  out_idx = poisoned_device(DType::i64, {rows, shape.topk}, kDevice, stream);
+  out_idx = poisoned_device(DType::i64, {rows, shape.topk}, device, stream);
   args.out_recv_topk_idx = out_idx;
   if (shape.with_weights) {
-    out_weights = poisoned_device(DType::f32, {rows, shape.topk}, kDevice, stream);
+    out_weights = poisoned_device(DType::f32, {rows, shape.topk}, device, stream);
     args.out_recv_topk_weights = out_weights;
   }
   DispatchResult dispatched = buffer.dispatch(args);
@@ -46,13 +49,13 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
   run.recv_topk_idx = to_host(dispatched.recv_topk_idx, stream);
   run.recv_topk_weights = to_host(dispatched.recv_topk_weights, stream);
 
-  Tensor y = to_device(workload::synthetic_expert(run.recv_x, run.recv_x_scales, rank), kDevice, stream);
+  Tensor y = to_device(workload::synthetic_expert(run.recv_x, run.recv_x_scales, rank), device, stream);
   CombineArgs combine_args;
   combine_args.x = y;
   if (shape.with_weights) combine_args.topk_weights = dispatched.recv_topk_weights;
   combine_args.handle = &dispatched.handle;
   combine_args.stream = stream;
-  Tensor out_combined = poisoned_device(DType::bf16, {data.x.size(0), shape.hidden}, kDevice, stream);
+  Tensor out_combined = poisoned_device(DType::bf16, {data.x.size(0), shape.hidden}, device, stream);
   combine_args.out_combined_x = out_combined;
   CombineResult combined = buffer.combine(combine_args);
   buffer.synchronize(stream);

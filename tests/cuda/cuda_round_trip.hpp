@@ -12,14 +12,13 @@
 
 namespace switchyard::testing {
 
-constexpr int kDevice = 0;
-
 struct DeviceRun {
   Tensor recv_x, recv_x_scales, recv_topk_idx, recv_topk_weights, combined_x, combined_topk_weights;
   std::vector<int> num_recv_tokens_per_expert;
   int64_t num_recv_tokens = -1;
 };
 
+// On the rank's device (device_of(buffer)), ordered on `stream`, which must belong to that device.
 // With `cached`, the dispatch replays that handle's routing; `handle_out` receives the new handle.
 DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
                         const Expected& expected, int expert_alignment, cudaStream_t stream,

@@ -298,6 +298,9 @@ void run_ranks(int num_ranks, const std::function<void(int)>& launch) {
   for (int rank = 0; rank < num_ranks; ++rank) {
     threads.emplace_back([&, rank] {
       try {
+        // NOTES: every rank stays on GPU 0 whatever SWITCHYARD_TEST_DEVICES says: the heaps, streams
+        // and buffers of all ranks are made on the main thread, on device 0, and the loopback
+        // transport's puts are plain stores into them. This tests the transport, not placement.
         SY_CUDA_CHECK(cudaSetDevice(0));
         launch(rank);
       } catch (...) {

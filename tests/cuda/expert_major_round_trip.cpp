@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "cuda/device_tensors.hpp"
+#include "cuda/rank_device.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::testing {
@@ -18,7 +19,7 @@ void check_cuda(cudaError_t status, const char* what) {
 BufferOptions cuda_buffer_options(const Case& c, int rank, Regions regions, double timeout_seconds) {
   BufferOptions options = buffer_options(c, rank, regions, timeout_seconds);
   options.backend = Backend::cuda;
-  options.device = kDevice;
+  options.device = device_for_rank(rank, options.topology.num_ranks);
   return options;
 }
 
@@ -26,8 +27,8 @@ GpuRank::GpuRank(const BufferOptions& options, Group& group) : GpuRank(options, 
 
 GpuRank::GpuRank(const BufferOptions& options) : GpuRank(options, nullptr) {}
 
-GpuRank::GpuRank(const BufferOptions& options, Group* group) {
-  check_cuda(cudaSetDevice(kDevice), "cudaSetDevice");
+GpuRank::GpuRank(const BufferOptions& options, Group* group) : device(options.device) {
+  check_cuda(cudaSetDevice(device), "cudaSetDevice");
   check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
   buffer = std::make_unique<Buffer>(options);
   buffer->connect(group != nullptr ? group->allgather(buffer->local_handle())
@@ -48,14 +49,14 @@ void with_gpu_ranks(const Case& c, Regions regions,
   });
 }
 
-DeviceInputs upload_inputs(const workload::RankData& data, cudaStream_t stream) {
-  return {to_device(data.x, kDevice, stream), to_device(data.topk_idx, kDevice, stream),
-          to_device(data.topk_weights, kDevice, stream)};
+DeviceInputs upload_inputs(const workload::RankData& data, int device, cudaStream_t stream) {
+  return {to_device(data.x, device, stream), to_device(data.topk_idx, device, stream),
+          to_device(data.topk_weights, device, stream)};
 }
 
-PoisonedOutputs poisoned_device_outputs(const Case& c, int64_t num_tokens, cudaStream_t stream) {
-  return poisoned_outputs(c, num_tokens, [stream](DType dtype, std::initializer_list<int64_t> dims) {
-    return poisoned_device(dtype, dims, kDevice, stream);
+PoisonedOutputs poisoned_device_outputs(const Case& c, int64_t num_tokens, int device, cudaStream_t stream) {
+  return poisoned_outputs(c, num_tokens, [device, stream](DType dtype, std::initializer_list<int64_t> dims) {
+    return poisoned_device(dtype, dims, device, stream);
   });
 }
 
@@ -114,12 +115,12 @@ struct CallOnDevice {
   LowLatencyDispatchResult dispatched;
 };
 
-CallOnDevice upload_call(const Case& c, const workload::RankData& data, const TensorView& y,
+CallOnDevice upload_call(const Case& c, const workload::RankData& data, const TensorView& y, int device,
                          cudaStream_t stream) {
   CallOnDevice on_device;
-  on_device.in = expert_major::upload_inputs(data, stream);
-  on_device.y = to_device(y, kDevice, stream);
-  on_device.out = expert_major::poisoned_device_outputs(c, data.x.size(0), stream);
+  on_device.in = expert_major::upload_inputs(data, device, stream);
+  on_device.y = to_device(y, device, stream);
+  on_device.out = expert_major::poisoned_device_outputs(c, data.x.size(0), device, stream);
   return on_device;
 }
 
@@ -165,7 +166,7 @@ std::vector<ExpertMajorRun> run_expert_major_on_device(Buffer& buffer, const Exp
   std::vector<Case> cases;
   for (size_t i = 0; i < data.size(); ++i) {
     cases.push_back(case_of(call, buffer.topology().num_ranks, data[i]->x.size(1)));
-    calls.push_back(upload_call(cases[i], *data[i], ys[i], stream));
+    calls.push_back(upload_call(cases[i], *data[i], ys[i], device_of(buffer), stream));
   }
   for (size_t i = 0; i < calls.size(); ++i) dispatch_call(buffer, call, cases[i], calls[i], stream);
   buffer.synchronize(stream);

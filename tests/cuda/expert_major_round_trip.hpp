@@ -25,12 +25,14 @@ namespace expert_major {
 // this rank's lambda) makes run_ranks abort the group, so the other ranks stop instead of waiting.
 void check_cuda(cudaError_t status, const char* what);
 
-// Rank `rank` of `c` on the CUDA backend, on kDevice.
+// Rank `rank` of `c` on the CUDA backend, on its device_for_rank (cuda/rank_device.hpp).
 BufferOptions cuda_buffer_options(const Case& c, int rank, Regions regions, double timeout_seconds);
 
-// One rank on the GPU: a non-blocking stream of its own (ranks as threads must never meet on the
-// legacy stream) and a connected buffer. Tensors allocated on `stream` must go before it does.
+// One rank on the GPU: a non-blocking stream of its own on options.device (ranks as threads must
+// never meet on the legacy stream), which it makes the calling thread's current device, and a
+// connected buffer. Tensors allocated on `stream` must go before it does.
 struct GpuRank {
+  int device = 0;
   cudaStream_t stream = nullptr;
   std::unique_ptr<Buffer> buffer;
 
@@ -55,10 +57,10 @@ void with_gpu_ranks(const Case& c, Regions regions,
 struct DeviceInputs {
   Tensor x, topk_idx, topk_weights;
 };
-DeviceInputs upload_inputs(const workload::RankData& data, cudaStream_t stream);
+DeviceInputs upload_inputs(const workload::RankData& data, int device, cudaStream_t stream);
 
-// poisoned_outputs on kDevice, ordered on `stream`.
-PoisonedOutputs poisoned_device_outputs(const Case& c, int64_t num_tokens, cudaStream_t stream);
+// poisoned_outputs on `device`, ordered on `stream`.
+PoisonedOutputs poisoned_device_outputs(const Case& c, int64_t num_tokens, int device, cudaStream_t stream);
 
 // A dispatch's outputs, down to the host after the work queued on `stream` (combined_x undefined).
 Outputs download(const DispatchView& on_device, cudaStream_t stream);

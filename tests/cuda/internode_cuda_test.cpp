@@ -1,5 +1,6 @@
 // The CUDA hierarchical `normal` engine (ranks_per_node < num_ranks) against the reference for the
-// same topology, bit for bit: nodes x ranks as threads of this process on GPU 0, each rank with its
+// same topology, bit for bit: nodes x ranks as threads of this process on the GPUs
+// SWITCHYARD_TEST_DEVICES picks (cuda/rank_device.hpp; default: all on GPU 0), each rank with its
 // own stream, RDMA over the loopback device transport with its delays and reordering off and on.
 // Skipped (reported as skipped) where no GPU is present.
 //
@@ -16,6 +17,7 @@
 
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
+#include "cuda/rank_device.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
@@ -143,7 +145,7 @@ BufferOptions options_for(const InternodeCase& c, int rank) {
   options.topology = c.shape.topology;
   options.rank = rank;
   options.backend = Backend::cuda;
-  options.device = kDevice;
+  options.device = device_for_rank(rank, c.shape.topology.num_ranks);
   options.config = c.config;
   options.sizing = sizing_for(c.shape);
   return options;
@@ -163,7 +165,7 @@ void run_case(const InternodeCase& c, uint64_t seed,
               const std::function<void(Buffer&, Group&, cudaStream_t)>& body) {
   LoopbackDelays delays(c.delays, seed);
   run_ranks(c.shape.topology.num_ranks, [&](Group& group) {
-    check_cuda(cudaSetDevice(kDevice), "cudaSetDevice");
+    check_cuda(cudaSetDevice(device_for_rank(group.rank(), c.shape.topology.num_ranks)), "cudaSetDevice");
     cudaStream_t stream;
     check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
     {
@@ -228,12 +230,13 @@ TEST_P(CudaInternodeTest, WorstCaseDispatchPadsRowsAndCombineMatchesReference) {
   std::vector<std::vector<std::string>> failures(c.shape.topology.num_ranks);
   run_case(c, seed, [&](Buffer& buffer, Group& group, cudaStream_t stream) {
     const int rank = group.rank();
+    const int device = device_of(buffer);
     const workload::RankData& mine = data[rank];
     const auto& want = expected.dispatched[rank];
     const int64_t received = static_cast<int64_t>(want.recv_src_rank.size());
-    Tensor x = to_device(mine.x, kDevice, stream), scales = to_device(mine.x_scales, kDevice, stream);
-    Tensor topk_idx = to_device(mine.topk_idx, kDevice, stream);
-    Tensor topk_weights = to_device(mine.topk_weights, kDevice, stream);
+    Tensor x = to_device(mine.x, device, stream), scales = to_device(mine.x_scales, device, stream);
+    Tensor topk_idx = to_device(mine.topk_idx, device, stream);
+    Tensor topk_weights = to_device(mine.topk_weights, device, stream);
     DispatchArgs args;
     args.x = x;
     args.x_scales = scales;
@@ -280,7 +283,7 @@ TEST_P(CudaInternodeTest, WorstCaseDispatchPadsRowsAndCombineMatchesReference) {
     }
     // The expert runs on the received rows only; the padding rows of y are zeros.
     Tensor host_y = workload::synthetic_expert(host_x, host_scales, rank);
-    Tensor y = to_device(host_y, kDevice, stream);
+    Tensor y = to_device(host_y, device, stream);
     CombineArgs combine_args;
     combine_args.x = y;
     if (c.shape.with_weights) combine_args.topk_weights = dispatched.recv_topk_weights;
@@ -323,15 +326,16 @@ TEST(CudaInternodeGraph, CaptureIsRefusedClearlyAndTheBufferKeepsWorking) {
   }
   run_case(c, seed_for("cuda/internode/graph"), [&](Buffer& buffer, Group& group, cudaStream_t stream) {
     const int rank = group.rank();
+    const int device = device_of(buffer);
     const workload::RankData& first = rounds[0][rank];
-    Tensor x = to_device(first.x, kDevice, stream), topk_idx = to_device(first.topk_idx, kDevice, stream);
-    Tensor topk_weights = to_device(first.topk_weights, kDevice, stream);
-    Tensor recv_x = poisoned_device(DType::bf16, {worst, c.shape.hidden}, kDevice, stream);
-    Tensor recv_idx = poisoned_device(DType::i64, {worst, c.shape.topk}, kDevice, stream);
-    Tensor recv_weights = poisoned_device(DType::f32, {worst, c.shape.topk}, kDevice, stream);
-    Tensor y = poisoned_device(DType::bf16, {worst, c.shape.hidden}, kDevice, stream);
-    Tensor combined = poisoned_device(DType::bf16, {x.size(0), c.shape.hidden}, kDevice, stream);
-    Tensor combined_weights = poisoned_device(DType::f32, {x.size(0), c.shape.topk}, kDevice, stream);
+    Tensor x = to_device(first.x, device, stream), topk_idx = to_device(first.topk_idx, device, stream);
+    Tensor topk_weights = to_device(first.topk_weights, device, stream);
+    Tensor recv_x = poisoned_device(DType::bf16, {worst, c.shape.hidden}, device, stream);
+    Tensor recv_idx = poisoned_device(DType::i64, {worst, c.shape.topk}, device, stream);
+    Tensor recv_weights = poisoned_device(DType::f32, {worst, c.shape.topk}, device, stream);
+    Tensor y = poisoned_device(DType::bf16, {worst, c.shape.hidden}, device, stream);
+    Tensor combined = poisoned_device(DType::bf16, {x.size(0), c.shape.hidden}, device, stream);
+    Tensor combined_weights = poisoned_device(DType::f32, {x.size(0), c.shape.topk}, device, stream);
     DispatchArgs args;
     args.x = x;
     args.topk_idx = topk_idx;
@@ -428,8 +432,9 @@ TEST(CudaInternodeErrors, ARankThatNeverArrivesEndsInTimeoutErrorOnTheOthers) {
       release.wait_for(std::chrono::seconds(60));
       return;
     }
-    Tensor x = to_device(data[rank].x, kDevice, stream),
-           topk_idx = to_device(data[rank].topk_idx, kDevice, stream);
+    const int device = device_of(buffer);
+    Tensor x = to_device(data[rank].x, device, stream),
+           topk_idx = to_device(data[rank].topk_idx, device, stream);
     DispatchArgs args;
     args.x = x;
     args.topk_idx = topk_idx;
@@ -468,8 +473,11 @@ TEST(CudaInternodeErrors, ARankThatNeverArrivesEndsInTimeoutErrorOnTheOthers) {
 TEST(CudaInternodeErrors, ChannelsThatCannotBeResidentAreRefused) {
   SWITCHYARD_REQUIRE_GPU();
   int sm_count = 0;
-  check_cuda(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, kDevice), "SM count");
-  const int channels = sm_count / 2 + 1;  // two ranks: more than one block per SM each
+  // NOTES: rank 0's GPU stands for both (the machines' GPUs are one model). Two blocks per channel make
+  // this too many whether the two ranks share a GPU or each has its own.
+  check_cuda(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device_for_rank(0, 2)),
+             "SM count");
+  const int channels = sm_count / 2 + 1;  // more than one block per SM each
   InternodeCase c{"n2x1_too_many_channels", make_shape(2, 1, 8, 128, 2, 2, bf16),
                   ring_config(channels, 4, 2)};
   const uint64_t seed = seed_for("cuda/internode/" + c.name);
@@ -477,12 +485,13 @@ TEST(CudaInternodeErrors, ChannelsThatCannotBeResidentAreRefused) {
   std::vector<std::string> messages(2);
   run_ranks(2, [&](Group& group) {
     const int rank = group.rank();
-    check_cuda(cudaSetDevice(kDevice), "cudaSetDevice");
+    const int device = device_for_rank(rank, c.shape.topology.num_ranks);
+    check_cuda(cudaSetDevice(device), "cudaSetDevice");
     try {
       Buffer buffer(options_for(c, rank));
       buffer.connect(group.allgather(buffer.local_handle()));
-      Tensor x = to_device(data[rank].x, kDevice, nullptr),
-             topk_idx = to_device(data[rank].topk_idx, kDevice, nullptr);
+      Tensor x = to_device(data[rank].x, device, nullptr),
+             topk_idx = to_device(data[rank].topk_idx, device, nullptr);
       DispatchArgs args;
       args.x = x;
       args.topk_idx = topk_idx;

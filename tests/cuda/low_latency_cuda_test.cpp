@@ -1,5 +1,6 @@
 // The CUDA `low_latency` engine, bit for bit against the reference and against the CPU engine: R
-// ranks as threads of this process, each with its own non-blocking stream, all on GPU 0.
+// ranks as threads of this process, each with its own non-blocking stream, on the GPUs
+// SWITCHYARD_TEST_DEVICES picks (cuda/rank_device.hpp; default: all on GPU 0).
 // Expert-major dispatch (bf16, fp8, round_scale, ue8m0), the weighted FMA combine, hooks, the
 // double buffer, CUDA graph replay with new routing, zero-copy combine, bad input and timeouts.
 // Skipped (reported as skipped) where no GPU is present. The cases named Small_R1 are the ones
@@ -18,6 +19,7 @@
 #include "cuda/device_tensors.hpp"
 #include "cuda/expert_major_round_trip.hpp"
 #include "cuda/low_latency_fp8_cast_check.hpp"
+#include "cuda/rank_device.hpp"
 #include "support/expert_major_gtest.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
@@ -56,11 +58,12 @@ TEST_P(CudaLowLatencyRoundTrip, MatchesTheReferenceAndTheCpuEngineBitwise) {
   Failures failures;
   with_cuda_buffers(c, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
     const int rank = group.rank();
-    const DeviceInputs in = upload_inputs(expected.data[rank], stream);
+    const int device = device_of(buffer);
+    const DeviceInputs in = upload_inputs(expected.data[rank], device, stream);
     LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
     // Preallocated, poisoned outputs on even ranks; the library allocates on odd ones.
     const PoisonedOutputs preallocated =
-        rank % 2 == 0 ? poisoned_device_outputs(c, in.x.size(0), stream) : PoisonedOutputs();
+        rank % 2 == 0 ? poisoned_device_outputs(c, in.x.size(0), device, stream) : PoisonedOutputs();
     preallocated.attach(args);
     LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(args);
     buffer.synchronize(stream);
@@ -72,7 +75,7 @@ TEST_P(CudaLowLatencyRoundTrip, MatchesTheReferenceAndTheCpuEngineBitwise) {
     }
     if (c.fp8.use_ue8m0) return;
 
-    const Tensor y = to_device(expert_outputs(out.recv_x, out.recv_x_scales, rank), kDevice, stream);
+    const Tensor y = to_device(expert_outputs(out.recv_x, out.recv_x_scales, rank), device, stream);
     LowLatencyCombineArgs cargs = combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
     preallocated.attach(cargs);
     LowLatencyCombineResult combined = buffer.low_latency_combine(cargs);
@@ -143,7 +146,8 @@ TEST_P(CudaLowLatencyModes, HookSplitGivesTheSameBits) {
   Failures failures;
   with_cuda_buffers(c, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
     const int rank = group.rank();
-    const DeviceInputs in = upload_inputs(expected.data[rank], stream);
+    const int device = device_of(buffer);
+    const DeviceInputs in = upload_inputs(expected.data[rank], device, stream);
     LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
     args.return_recv_hook = true;
     LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(args);
@@ -159,8 +163,8 @@ TEST_P(CudaLowLatencyModes, HookSplitGivesTheSameBits) {
     Outputs out = download(dispatched, stream);
     check_dispatch(out, expected.dispatched[rank], "the reference", rank, failures);
 
-    const Tensor y = to_device(expert_outputs(out.recv_x, out.recv_x_scales, rank), kDevice, stream);
-    Tensor weights = to_device(expected.data[rank].topk_weights, kDevice, stream);
+    const Tensor y = to_device(expert_outputs(out.recv_x, out.recv_x_scales, rank), device, stream);
+    Tensor weights = to_device(expected.data[rank].topk_weights, device, stream);
     LowLatencyCombineArgs cargs = combine_args(in.topk_idx, weights, dispatched.handle, y, stream);
     cargs.return_recv_hook = true;
     LowLatencyCombineResult combined = buffer.low_latency_combine(cargs);
@@ -192,8 +196,9 @@ TEST_P(CudaLowLatencyModes, BackToBackCallsUseAlternateHalvesWithoutRacing) {
   Failures failures;
   with_cuda_buffers(c, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
     const int rank = group.rank();
-    const DeviceInputs in_a = upload_inputs(first.data[rank], stream);
-    const DeviceInputs in_b = upload_inputs(second.data[rank], stream);
+    const int device = device_of(buffer);
+    const DeviceInputs in_a = upload_inputs(first.data[rank], device, stream);
+    const DeviceInputs in_b = upload_inputs(second.data[rank], device, stream);
     for (int round = 0; round < 3; ++round) {
       auto a = buffer.low_latency_dispatch(dispatch_args(c, in_a.x, in_a.topk_idx, stream));
       auto b = buffer.low_latency_dispatch(dispatch_args(c, in_b.x, in_b.topk_idx, stream));
@@ -202,8 +207,8 @@ TEST_P(CudaLowLatencyModes, BackToBackCallsUseAlternateHalvesWithoutRacing) {
       const Outputs out_b = download(b, stream);
       check_dispatch(out_a, first.dispatched[rank], "the reference (first)", rank, failures);
       check_dispatch(out_b, second.dispatched[rank], "the reference (second)", rank, failures);
-      const Tensor ya = to_device(expert_outputs(out_a.recv_x, out_a.recv_x_scales, rank), kDevice, stream);
-      const Tensor yb = to_device(expert_outputs(out_b.recv_x, out_b.recv_x_scales, rank), kDevice, stream);
+      const Tensor ya = to_device(expert_outputs(out_a.recv_x, out_a.recv_x_scales, rank), device, stream);
+      const Tensor yb = to_device(expert_outputs(out_b.recv_x, out_b.recv_x_scales, rank), device, stream);
       auto combined_b =
           buffer.low_latency_combine(combine_args(in_b.topk_idx, in_b.topk_weights, b.handle, yb, stream));
       auto combined_a =
@@ -232,10 +237,11 @@ TEST_P(CudaLowLatencyModes, GraphReplaysWithNewRoutingMatchTheReference) {
   Failures failures;
   with_cuda_buffers(c, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
     const int rank = group.rank();
-    const DeviceInputs in = upload_inputs(rounds[0].data[rank], stream);
-    const PoisonedOutputs out = poisoned_device_outputs(c, in.x.size(0), stream);
+    const int device = device_of(buffer);
+    const DeviceInputs in = upload_inputs(rounds[0].data[rank], device, stream);
+    const PoisonedOutputs out = poisoned_device_outputs(c, in.x.size(0), device, stream);
     const int64_t local = c.num_experts / c.ranks;
-    const Tensor y = poisoned_device(DType::bf16, {local, c.ranks * c.max_tokens, c.hidden}, kDevice, stream);
+    const Tensor y = poisoned_device(DType::bf16, {local, c.ranks * c.max_tokens, c.hidden}, device, stream);
     LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
     out.attach(args);
 
@@ -292,7 +298,8 @@ TEST_P(CudaLowLatencyModes, ZeroCopyCombineReadsTheOutputsWrittenIntoTheBuffer) 
   Failures failures;
   with_cuda_buffers(c, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
     const int rank = group.rank();
-    const DeviceInputs in = upload_inputs(expected.data[rank], stream);
+    const int device = device_of(buffer);
+    const DeviceInputs in = upload_inputs(expected.data[rank], device, stream);
     LowLatencyDispatchResult dispatched =
         buffer.low_latency_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
     buffer.synchronize(stream);
@@ -326,8 +333,8 @@ struct SingleGpuRank {
   Case c = make("single", 1, {4}, 4, 2, 4);
   GpuRank gpu{cuda_buffer_options(c, 0, kRegions, kTimeoutSeconds)};
   workload::RankData data = workload::generate(shape_of(c), seed_for("cuda_low_latency/single"))[0];
-  DeviceInputs in = upload_inputs(data, gpu.stream);
-  PoisonedOutputs out = poisoned_device_outputs(c, data.x.size(0), gpu.stream);
+  DeviceInputs in = upload_inputs(data, gpu.device, gpu.stream);
+  PoisonedOutputs out = poisoned_device_outputs(c, data.x.size(0), gpu.device, gpu.stream);
 
   LowLatencyDispatchArgs args() const {
     LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, gpu.stream);
@@ -355,10 +362,11 @@ struct SingleGpuRank {
 TEST(CudaLowLatencyErrors, Small_R1_MoreTokensThanMaxTokensPerRankIsInvalidArgumentAndWritesNothing) {
   SWITCHYARD_REQUIRE_GPU();
   SingleGpuRank single;
-  Tensor x5 = to_device(Tensor::empty(DType::bf16, {5, single.c.hidden}), kDevice, single.gpu.stream);
+  Tensor x5 =
+      to_device(Tensor::empty(DType::bf16, {5, single.c.hidden}), single.gpu.device, single.gpu.stream);
   Tensor idx5 = Tensor::empty(DType::i64, {5, 2});
   std::fill(idx5.as<int64_t>(), idx5.as<int64_t>() + 10, 0);
-  Tensor idx5_device = to_device(idx5, kDevice, single.gpu.stream);
+  Tensor idx5_device = to_device(idx5, single.gpu.device, single.gpu.stream);
   LowLatencyDispatchArgs args = single.args();
   args.x = x5;
   args.topk_idx = idx5_device;
@@ -423,7 +431,7 @@ TEST(CudaLowLatencyErrors, MissingRankTimesOutNamingRankRoleAndPeer) {
           return;
         }
         const auto opener = gate.open_on_exit();
-        const DeviceInputs in = upload_inputs(expected.data[0], stream);
+        const DeviceInputs in = upload_inputs(expected.data[0], device_of(buffer), stream);
         caught = catch_timeout([&] {
           buffer.low_latency_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
           buffer.synchronize(stream);
@@ -443,7 +451,8 @@ TEST(CudaLowLatencyErrors, MissingRankTimesOutNamingRankRoleAndPeer) {
 
 TEST(CudaLowLatencyFp8Cast, HardwareCastEqualsTheSharedCastOnEveryFloat) {
   SWITCHYARD_REQUIRE_GPU();
-  check_cuda(cudaSetDevice(kDevice), "cudaSetDevice");
+  // NOTES: the cast is a property of the GPU model, not of a rank: device 0 stands for all.
+  check_cuda(cudaSetDevice(0), "cudaSetDevice");
   const Fp8CastMismatches mismatches = count_device_fp8_cast_mismatches();
   EXPECT_EQ(mismatches.count, 0u) << "first mismatching float bits: 0x" << std::hex << mismatches.first_bits;
 }

@@ -1,5 +1,6 @@
 // The CUDA `normal` engine against the reference, bit for bit: R ranks as threads of this process,
-// each with its own stream, all on GPU 0. Skipped (reported as skipped) where no GPU is present.
+// each with its own stream, on the devices SWITCHYARD_TEST_DEVICES picks (cuda/rank_device.hpp;
+// default: all on GPU 0). Skipped (reported as skipped) where no GPU is present.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -8,6 +9,7 @@
 
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
+#include "cuda/rank_device.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
@@ -93,7 +95,7 @@ BufferOptions options_for(const CudaCase& c, int rank) {
   options.topology = c.shape.topology;
   options.rank = rank;
   options.backend = Backend::cuda;
-  options.device = kDevice;
+  options.device = device_for_rank(rank, c.shape.topology.num_ranks);
   options.config = c.config;
   options.sizing = sizing_for(c.shape);
   return options;
@@ -112,7 +114,8 @@ TEST_P(CudaNormalEngineTest, DispatchAndCombineMatchReferenceBitwiseAndRepeat) {
   std::vector<std::vector<std::string>> failures(ranks);
   run_ranks(ranks, [&](Group& group) {
     const int rank = group.rank();
-    cudaSetDevice(kDevice);
+    const int device = device_for_rank(rank, c.shape.topology.num_ranks);
+    cudaSetDevice(device);
     cudaStream_t stream;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     {
@@ -159,21 +162,22 @@ TEST(CudaNormalEngineGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
   }
   run_ranks(ranks, [&](Group& group) {
     const int rank = group.rank();
-    cudaSetDevice(kDevice);
+    const int device = device_for_rank(rank, c.shape.topology.num_ranks);
+    cudaSetDevice(device);
     cudaStream_t stream;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     {
       Buffer buffer(options_for(c, rank));
       buffer.connect(group.allgather(buffer.local_handle()));
       const workload::RankData& first = rounds[0][rank];
-      Tensor x = to_device(first.x, kDevice, stream), topk_idx = to_device(first.topk_idx, kDevice, stream);
-      Tensor topk_weights = to_device(first.topk_weights, kDevice, stream);
-      Tensor recv_x = poisoned_device(DType::bf16, {worst, c.shape.hidden}, kDevice, stream);
-      Tensor recv_idx = poisoned_device(DType::i64, {worst, c.shape.topk}, kDevice, stream);
-      Tensor recv_weights = poisoned_device(DType::f32, {worst, c.shape.topk}, kDevice, stream);
-      Tensor y = poisoned_device(DType::bf16, {worst, c.shape.hidden}, kDevice, stream);
-      Tensor combined = poisoned_device(DType::bf16, {x.size(0), c.shape.hidden}, kDevice, stream);
-      Tensor combined_weights = poisoned_device(DType::f32, {x.size(0), c.shape.topk}, kDevice, stream);
+      Tensor x = to_device(first.x, device, stream), topk_idx = to_device(first.topk_idx, device, stream);
+      Tensor topk_weights = to_device(first.topk_weights, device, stream);
+      Tensor recv_x = poisoned_device(DType::bf16, {worst, c.shape.hidden}, device, stream);
+      Tensor recv_idx = poisoned_device(DType::i64, {worst, c.shape.topk}, device, stream);
+      Tensor recv_weights = poisoned_device(DType::f32, {worst, c.shape.topk}, device, stream);
+      Tensor y = poisoned_device(DType::bf16, {worst, c.shape.hidden}, device, stream);
+      Tensor combined = poisoned_device(DType::bf16, {x.size(0), c.shape.hidden}, device, stream);
+      Tensor combined_weights = poisoned_device(DType::f32, {x.size(0), c.shape.topk}, device, stream);
 
       DispatchArgs args;
       args.x = x;
@@ -268,7 +272,8 @@ TEST(CudaNormalEngineErrors, MissingRankTimesOutWithRankAndRole) {
   double seconds = 0;
   run_ranks(2, [&](Group& group) {
     const int rank = group.rank();
-    cudaSetDevice(kDevice);
+    const int device = device_for_rank(rank, c.shape.topology.num_ranks);
+    cudaSetDevice(device);
     Buffer buffer(options_for(c, rank));
     buffer.connect(group.allgather(buffer.local_handle()));
     if (rank == 1) {
@@ -276,7 +281,7 @@ TEST(CudaNormalEngineErrors, MissingRankTimesOutWithRankAndRole) {
       return;
     }
     // Plain (not stream-ordered) tensors: this test has no stream of its own.
-    Tensor x = to_device(data[0].x, kDevice, nullptr), topk_idx = to_device(data[0].topk_idx, kDevice, nullptr);
+    Tensor x = to_device(data[0].x, device, nullptr), topk_idx = to_device(data[0].topk_idx, device, nullptr);
     DispatchArgs args;
     args.x = x;
     args.topk_idx = topk_idx;
@@ -301,11 +306,12 @@ TEST(CudaNormalEngineErrors, ExpertIdOutOfRangeOnDeviceIsInvalidArgumentAndWrite
   CudaCase c{"bad_expert", make_shape(1, 16, 256, 2, 4, DType::bf16), config_with(2, 16, 4)};
   auto data = workload::generate(c.shape, seed_for("bad_expert"));
   data[0].topk_idx.as<int64_t>()[5] = 4;  // == num_experts
+  const int device = device_for_rank(0, 1);  // device 0 in every mode, this thread's current device
   Buffer buffer(options_for(c, 0));
   buffer.connect({buffer.local_handle()});
   cudaStream_t stream = nullptr;  // legacy stream, plain allocations: one rank, nothing to deadlock with
-  Tensor x = to_device(data[0].x, kDevice, stream), topk_idx = to_device(data[0].topk_idx, kDevice, stream);
-  Tensor out = poisoned_device(DType::bf16, {64, 256}, kDevice, stream);
+  Tensor x = to_device(data[0].x, device, stream), topk_idx = to_device(data[0].topk_idx, device, stream);
+  Tensor out = poisoned_device(DType::bf16, {64, 256}, device, stream);
   DispatchArgs args;
   args.x = x;
   args.topk_idx = topk_idx;

@@ -3,7 +3,9 @@
 // wants MPS (scripts/gpu-check.sh starts it); the symmetric engine needs it, since its kernels keep
 // every block resident and barrier across ranks. The parent never touches CUDA (a CUDA context does
 // not survive fork); it execs R children of this binary, which exchange their handles through files
-// in a scratch directory, run round trips and compare them with the reference bit for bit.
+// in a scratch directory, run round trips and compare them with the reference bit for bit. Child
+// rank r runs on testing::device_for_rank (SWITCHYARD_TEST_DEVICES: default GPU 0 for every rank;
+// "spread": GPU r % visible GPUs), which the children inherit through their environment.
 // Exit 0 pass, 1 fail, 77 skipped (no GPU).
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -21,6 +23,7 @@
 
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/expert_major_round_trip.hpp"
+#include "cuda/rank_device.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
 
@@ -159,11 +162,13 @@ int child(int rank, int ranks, const std::string& dir, Engine engine) {
   options.topology = shape.topology;
   options.rank = rank;
   options.backend = Backend::cuda;
-  options.device = testing::kDevice;
+  options.device = testing::device_for_rank(rank, ranks);
   options.sharing = HeapSharing::processes;
   options.sizing = engine == Engine::normal ? testing::sizing_for(shape) : expert_major_sizing(engine, shape);
   options.config.timeout_seconds = 20;
   std::vector<std::string> failures;
+  // The stream below is made on the current device: the rank's.
+  testing::expert_major::check_cuda(cudaSetDevice(options.device), "cudaSetDevice");
   {
     Buffer buffer(options);
     write_file(file(dir, "handle", rank), buffer.local_handle());

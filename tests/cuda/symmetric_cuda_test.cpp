@@ -1,6 +1,7 @@
 // The CUDA `symmetric` engine (DESIGN.md, "Symmetric engine"; expert-major interface) against the
 // reference and against the CPU backend's symmetric engine, bit for bit: R ranks as threads of this
-// process, each with its own stream, all on GPU 0. Also: CUDA graph capture and replay with new
+// process, each with its own stream, on the GPUs SWITCHYARD_TEST_DEVICES picks (cuda/rank_device.hpp;
+// default: all on GPU 0). Also: CUDA graph capture and replay with new
 // routing, back-to-back calls, timeouts naming the missing rank, bad input found on the device, the
 // co-residency refusal, and sharing a Buffer with the `normal` engine. Skipped (reported as skipped)
 // where no GPU is present. The `Small_R1` cases are small enough for compute-sanitizer.
@@ -50,16 +51,16 @@ BufferOptions options_of(const Case& c, int rank, double timeout_seconds = kTest
 Outputs gpu_round_trip(GpuRank& gpu, const Case& c, const Expected& expected, int rank, bool preallocate) {
   const workload::RankData& data = expected.data[rank];
   const cudaStream_t stream = gpu.stream;
-  const DeviceInputs in = upload_inputs(data, stream);
+  const DeviceInputs in = upload_inputs(data, gpu.device, stream);
   LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
   const PoisonedOutputs out =
-      preallocate ? poisoned_device_outputs(c, data.x.size(0), stream) : PoisonedOutputs();
+      preallocate ? poisoned_device_outputs(c, data.x.size(0), gpu.device, stream) : PoisonedOutputs();
   out.attach(args);
   LowLatencyDispatchResult dispatched = gpu.buffer->symmetric_dispatch(args);
   gpu.buffer->synchronize(stream);
   Outputs got = download(dispatched, stream);
   if (!expected.ys.empty()) {
-    Tensor y = to_device(expected.ys[rank], kDevice, stream);
+    Tensor y = to_device(expected.ys[rank], gpu.device, stream);
     LowLatencyCombineArgs cargs = combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
     out.attach(cargs);
     LowLatencyCombineResult combined = gpu.buffer->symmetric_combine(cargs);
@@ -142,10 +143,10 @@ TEST(SymmetricCuda, BackToBackCallsReuseTheBarrierAndHalvesWithoutRacing) {
     const int rank = group.rank();
     GpuRank gpu(options_of(c, rank), group);
     const cudaStream_t stream = gpu.stream;
-    const DeviceInputs a_in = upload_inputs(first.data[rank], stream);
-    const DeviceInputs b_in = upload_inputs(second.data[rank], stream);
-    Tensor a_y = to_device(first.ys[rank], kDevice, stream),
-           b_y = to_device(second.ys[rank], kDevice, stream);
+    const DeviceInputs a_in = upload_inputs(first.data[rank], gpu.device, stream);
+    const DeviceInputs b_in = upload_inputs(second.data[rank], gpu.device, stream);
+    Tensor a_y = to_device(first.ys[rank], gpu.device, stream),
+           b_y = to_device(second.ys[rank], gpu.device, stream);
     for (int round = 0; round < 6; ++round) {
       LowLatencyDispatchResult a =
           gpu.buffer->symmetric_dispatch(dispatch_args(c, a_in.x, a_in.topk_idx, stream));
@@ -187,9 +188,9 @@ TEST(SymmetricCuda, DispatchAndCombineReplayFromCudaGraphsWithNewRouting) {
     const int64_t local = c.num_experts / c.ranks;
     const int64_t rows = c.ranks * c.max_tokens;
     const workload::RankData& data = rounds[0].data[rank];
-    const DeviceInputs in = upload_inputs(data, stream);
-    Tensor y = poisoned_device(DType::bf16, {local, rows, c.hidden}, kDevice, stream);
-    const PoisonedOutputs out = poisoned_device_outputs(c, data.x.size(0), stream);
+    const DeviceInputs in = upload_inputs(data, gpu.device, stream);
+    Tensor y = poisoned_device(DType::bf16, {local, rows, c.hidden}, gpu.device, stream);
+    const PoisonedOutputs out = poisoned_device_outputs(c, data.x.size(0), gpu.device, stream);
     LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
     out.attach(args);
 
@@ -253,8 +254,8 @@ TEST(SymmetricCuda, InterleavesWithTheNormalEngineOnOneBuffer) {
     options.sizing.symmetric_max_tokens_per_rank = c.max_tokens;
     GpuRank gpu(options, group);
     const cudaStream_t stream = gpu.stream;
-    const DeviceInputs in = upload_inputs(expected.data[rank], stream);
-    Tensor y = to_device(expected.ys[rank], kDevice, stream);
+    const DeviceInputs in = upload_inputs(expected.data[rank], gpu.device, stream);
+    Tensor y = to_device(expected.ys[rank], gpu.device, stream);
     for (int round = 0; round < 2; ++round) {
       LowLatencyDispatchResult dispatched =
           gpu.buffer->symmetric_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
@@ -292,8 +293,8 @@ std::string timeout_message(bool combine, bool* refused_after) {
     const int rank = group.rank();
     GpuRank gpu(options_of(c, rank, kTimeout), group);
     const cudaStream_t stream = gpu.stream;
-    const DeviceInputs in = upload_inputs(expected.data[rank], stream);
-    Tensor y = to_device(expected.ys[rank], kDevice, stream);
+    const DeviceInputs in = upload_inputs(expected.data[rank], gpu.device, stream);
+    Tensor y = to_device(expected.ys[rank], gpu.device, stream);
     if (rank == 1) {
       if (combine) {
         gpu.buffer->symmetric_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
@@ -356,8 +357,9 @@ void expect_refused_on_device(const Case& c, int bad_rank, void (*spoil)(int64_t
     Tensor ids = Tensor::empty(DType::i64, {expected.data[rank].topk_idx.size(0), c.topk});
     std::memcpy(ids.data(), expected.data[rank].topk_idx.data(), ids.nbytes());
     if (rank == bad_rank) spoil(ids.as<int64_t>());
-    Tensor x = to_device(expected.data[rank].x, kDevice, stream), topk_idx = to_device(ids, kDevice, stream);
-    const PoisonedOutputs out = poisoned_device_outputs(c, expected.data[rank].x.size(0), stream);
+    Tensor x = to_device(expected.data[rank].x, gpu.device, stream);
+    Tensor topk_idx = to_device(ids, gpu.device, stream);
+    const PoisonedOutputs out = poisoned_device_outputs(c, expected.data[rank].x.size(0), gpu.device, stream);
     LowLatencyDispatchArgs args = dispatch_args(c, x, topk_idx, stream);
     out.attach(args);
     std::string caught = "no exception";
@@ -385,7 +387,7 @@ void expect_refused_on_device(const Case& c, int bad_rank, void (*spoil)(int64_t
     }
     group.barrier();
     // Still usable: a good call matches the reference.
-    Tensor good_idx = to_device(expected.data[rank].topk_idx, kDevice, stream);
+    Tensor good_idx = to_device(expected.data[rank].topk_idx, gpu.device, stream);
     LowLatencyDispatchResult again = gpu.buffer->symmetric_dispatch(dispatch_args(c, x, good_idx, stream));
     gpu.buffer->synchronize(stream);
     check_dispatch(download(again, stream), expected.dispatched[rank], "reference (after the refused call)",
@@ -458,6 +460,8 @@ TEST(SymmetricCudaGrid, DeepSeekRowsGetManyStagesAndHugeExpertCountsAreRefusedBy
 
 TEST(SymmetricCudaCoResidency, EveryBlockOfEightRanksFitsOnThisGpu) {
   SWITCHYARD_REQUIRE_GPU();
+  // NOTES: the worst case, all eight ranks sharing one GPU; device 0 stands for the machine's GPUs.
+  constexpr int kDevice = 0;
   cudaSetDevice(kDevice);
   int sm_count = 0;
   ASSERT_EQ(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, kDevice), cudaSuccess);
