@@ -123,28 +123,7 @@ TEST(Symmetric, CombineLeavesOutSlotsSetToMinusOne) {
 // ---- back to back, determinism, sharing a buffer --------------------------------------------------
 
 TEST(Symmetric, BackToBackCallsReuseTheBarrierAndHalvesWithoutRacing) {
-  Case c = make("back_to_back", 4, {5, 3, 5, 2}, 5, 3, 8, 128);
-  const uint64_t seed = testing::seed_for("symmetric/back_to_back");
-  const Expected first = expected_for(c, seed);
-  const Expected second = expected_for(c, seed + 1);
-  Failures failures;
-  with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
-    const int rank = group.rank();
-    for (int round = 0; round < 6; ++round) {
-      // Two dispatches, then two combines in the other order, with no synchronisation between ranks.
-      auto a = buffer.symmetric_dispatch(dispatch_args(c, first.data[rank]));
-      auto b = buffer.symmetric_dispatch(dispatch_args(c, second.data[rank]));
-      check_dispatch(a, first.dispatched[rank], "reference", rank, failures);
-      check_dispatch(b, second.dispatched[rank], "reference", rank, failures);
-      Tensor ya = expert_outputs(a.recv_x, {}, rank);
-      Tensor yb = expert_outputs(b.recv_x, {}, rank);
-      auto combined_b = buffer.symmetric_combine(combine_args(second.data[rank], b.handle, yb));
-      auto combined_a = buffer.symmetric_combine(combine_args(first.data[rank], a.handle, ya));
-      compare(combined_a.combined_x, first.combined[rank], "combined_x (first)", rank, failures);
-      compare(combined_b.combined_x, second.combined[rank], "combined_x (second)", rank, failures);
-    }
-  });
-  expect_none(failures, seed);
+  expect_back_to_back_calls_match(Engine::symmetric, kRegions, "symmetric/back_to_back", 6);
 }
 
 TEST(Symmetric, SameInputsGiveTheSameBitsEveryTime) {

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "support/expert_major_cases.hpp"
+#include "support/test_seed.hpp"
 
 namespace switchyard::testing::expert_major {
 
@@ -26,6 +27,34 @@ inline void expect_timed_out(const Caught& caught, double timeout_seconds, doubl
   EXPECT_TRUE(caught.timed_out) << caught.message;
   EXPECT_GE(caught.seconds, timeout_seconds * 0.5) << caught.message;
   EXPECT_LT(caught.seconds, at_most_seconds) << caught.message;
+}
+
+// `rounds` rounds per rank of two dispatches, then the two combines in the other order, with no
+// synchronisation between ranks: consecutive calls use alternate halves (and, for symmetric, the
+// barrier's phases) without racing. Every output is checked against the reference.
+inline void expect_back_to_back_calls_match(Engine engine, Regions regions, const std::string& seed_name,
+                                            int rounds) {
+  Case c = make("back_to_back", 4, {5, 3, 5, 2}, 5, 3, 8, 128);
+  const uint64_t seed = testing::seed_for(seed_name);
+  const Expected first = expected_for(c, seed);
+  const Expected second = expected_for(c, seed + 1);
+  Failures failures;
+  with_buffers(c, regions, [&](Group& group, Buffer& buffer) {
+    const int rank = group.rank();
+    for (int round = 0; round < rounds; ++round) {
+      auto a = dispatch_with(engine, buffer, dispatch_args(c, first.data[rank]));
+      auto b = dispatch_with(engine, buffer, dispatch_args(c, second.data[rank]));
+      check_dispatch(a, first.dispatched[rank], "the reference", rank, failures);
+      check_dispatch(b, second.dispatched[rank], "the reference", rank, failures);
+      Tensor ya = expert_outputs(a.recv_x, {}, rank);
+      Tensor yb = expert_outputs(b.recv_x, {}, rank);
+      auto combined_b = combine_with(engine, buffer, combine_args(second.data[rank], b.handle, yb));
+      auto combined_a = combine_with(engine, buffer, combine_args(first.data[rank], a.handle, ya));
+      compare(combined_a.combined_x, first.combined[rank], "combined_x (first)", rank, failures);
+      compare(combined_b.combined_x, second.combined[rank], "combined_x (second)", rank, failures);
+    }
+  });
+  expect_none(failures, seed);
 }
 
 // Spoils a SingleRank's inputs or a dispatch's arguments.
