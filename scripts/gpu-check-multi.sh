@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The multi-GPU machine's one command (issue 8): build with CUDA (and NCCL for the bench's baseline),
 # run the GPU test binaries with their ranks spread over the GPUs (SWITCHYARD_TEST_DEVICES=spread:
-# rank r on GPU r % visible GPUs, tests/cuda/rank_device.hpp), as threads and as one process per GPU,
-# then switchyard-bench --engine all (the NCCL baseline included) with one rank per GPU at 128 and
-# 4096 tokens per rank. The bench measures the peer-to-peer copy bandwidth (cudaMemcpyPeerAsync,
+# rank r on GPU r % visible GPUs, tests/cuda/rank_device.hpp), as threads and as one process per GPU
+# (forked by the test, then launched by mpirun: handles through MPI_Allgatherv), then
+# switchyard-bench --engine all (the NCCL baseline included) with one rank per GPU at 128 and 4096
+# tokens per rank. The bench measures the peer-to-peer copy bandwidth (cudaMemcpyPeerAsync,
 # NVLink) in the same run and uses it as the roofline of the bytes between GPUs.
 # Logs and JSON go to $OUT (or ./out/gpu-check-multi); a summary with the issue's targets is printed
 # last and kept in summary.txt. At most 8 files, as many as the device tool brings back.
@@ -12,14 +13,16 @@
 #   SWITCHYARD_GPU_STAGES="bench" SWITCHYARD_GPU_BUILD=build/gpu-multi bash scripts/gpu-check-multi.sh
 #
 # Refuses (exit 2) where fewer than two GPUs are visible: scripts/gpu-check.sh is the one-GPU check.
-# Environment: SWITCHYARD_GPU_STAGES (default "build tests bench"), SWITCHYARD_GPU_BUILD (default
+# Stages: build, tests, mpi (tests/mpi/cuda_engines_mpi_test.cpp under mpirun, one process per GPU;
+# skipped, not failed, where the build found no MPI), bench.
+# Environment: SWITCHYARD_GPU_STAGES (default "build tests mpi bench"), SWITCHYARD_GPU_BUILD (default
 # build/gpu-multi), SWITCHYARD_BENCH_TOKENS (default "128 4096"), SWITCHYARD_GPU_TEST_TIMEOUT.
 # GoogleTest: as in scripts/gpu-check.sh (a package, or the source at .deps/googletest).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/gpu-check-multi}
 BUILD=${SWITCHYARD_GPU_BUILD:-build/gpu-multi}
-STAGES=${SWITCHYARD_GPU_STAGES:-"build tests bench"}
+STAGES=${SWITCHYARD_GPU_STAGES:-"build tests mpi bench"}
 TOKENS=${SWITCHYARD_BENCH_TOKENS:-"128 4096"}
 
 # NOTES: NVLink multicast stays off on these machines (GPU.md): a program using it can put the host's
@@ -64,9 +67,10 @@ if has_stage build; then
   gtest_args=()
   [ -d .deps/googletest ] && gtest_args=(-DSWITCHYARD_GTEST_SOURCE="$PWD/.deps/googletest")
   run_logged configure build.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
-    -DSWITCHYARD_CUDA=ON -DSWITCHYARD_MPI=OFF "${gtest_args[@]}"
+    -DSWITCHYARD_CUDA=ON -DSWITCHYARD_MPI=AUTO "${gtest_args[@]}"
   run_logged build build.log cmake --build "$BUILD" -j "$(nproc)"
   note "$(grep -m1 -o 'switchyard-bench: NCCL baseline.*' "$OUT/build.log" || echo 'switchyard-bench: NCCL baseline: no configure line (see build.log)')"
+  note "$(grep -m1 -o 'switchyard: MPI tests.*' "$OUT/build.log" || echo 'switchyard: MPI tests: no configure line (see build.log)')"
 fi
 
 BENCH_BIN="$BUILD/tools/bench/switchyard-bench"
@@ -97,6 +101,24 @@ if has_stage tests; then
     "$BUILD/tests/bench/switchyard_bench_nccl_kernels_cuda_test" --gtest_brief=1
   run_logged "bench options and roofline" tests.log timeout 120 \
     "$BUILD/tests/bench/switchyard_bench_options_test" --gtest_brief=1
+fi
+
+# One process per GPU launched by mpirun (issue 8): CUDA IPC handles through MPI_Allgatherv, peers
+# over NVLink. Logged into tests.log (the files that come back are few).
+MPI_BIN="$BUILD/tests/mpi/switchyard_mpi_cuda_engines_test"
+if has_stage mpi; then
+  if ! command -v mpirun >/dev/null 2>&1 || [[ ! -x $MPI_BIN ]]; then
+    note "mpi: skipped: no MPI (mpicxx/mpi.h)$(command -v mpirun >/dev/null 2>&1 || echo ', no mpirun'); the build has no $MPI_BIN"
+  else
+    mpi_flags=()
+    # Open MPI refuses to run as root without leave, and by default binds each rank to one core,
+    # where its host threads (the engines' and the reference's) would share it.
+    mpirun --version 2>&1 | grep -q "Open MPI" && mpi_flags=(--allow-run-as-root --bind-to none)
+    for engine in normal low_latency symmetric; do
+      run_logged "gpu mpi $engine np$gpus (mpirun, one process per GPU)" tests.log timeout 180 \
+        mpirun -np "$gpus" "${mpi_flags[@]}" "$MPI_BIN" --engine "$engine"
+    done
+  fi
 fi
 
 if has_stage bench; then

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "mpi_allgather.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
@@ -85,26 +86,6 @@ std::vector<MpiCase> cases(int num_ranks) {
   return result;
 }
 
-std::vector<Bytes> allgather(const Bytes& mine, MPI_Comm comm) {
-  int size = 0;
-  MPI_Comm_size(comm, &size);
-  const int my_bytes = static_cast<int>(mine.size());
-  std::vector<int> bytes(size), offsets(size);
-  MPI_Allgather(&my_bytes, 1, MPI_INT, bytes.data(), 1, MPI_INT, comm);
-  int total = 0;
-  for (int rank = 0; rank < size; ++rank) {
-    offsets[rank] = total;
-    total += bytes[rank];
-  }
-  std::vector<uint8_t> all(static_cast<size_t>(std::max(total, 1)));
-  MPI_Allgatherv(mine.data(), my_bytes, MPI_BYTE, all.data(), bytes.data(), offsets.data(), MPI_BYTE, comm);
-  std::vector<Bytes> handles(size);
-  for (int rank = 0; rank < size; ++rank) {
-    handles[rank].assign(all.begin() + offsets[rank], all.begin() + offsets[rank] + bytes[rank]);
-  }
-  return handles;
-}
-
 // Returns the mismatches of this rank's outputs.
 std::vector<std::string> run_case(const MpiCase& c, int rank, uint64_t seed) {
   const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
@@ -118,7 +99,7 @@ std::vector<std::string> run_case(const MpiCase& c, int rank, uint64_t seed) {
   options.config = c.config;
   options.sizing = testing::sizing_for(c.shape);
   Buffer buffer(options);
-  buffer.connect(allgather(buffer.local_handle(), MPI_COMM_WORLD));
+  buffer.connect(testing::mpi_allgather(buffer.local_handle(), MPI_COMM_WORLD));
 
   testing::RoundTripOptions round_trip;
   round_trip.expert_alignment = c.expert_alignment;

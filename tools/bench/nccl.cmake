@@ -1,7 +1,8 @@
-# The bench's nccl baseline engine needs NCCL (nccl.h and libnccl). Looked for under NCCL_HOME /
-# NCCL_ROOT, in the CUDA toolkit, and in the nvidia-nccl wheel of the python3 on PATH (the GPU
-# machine's NCCL comes with torch). Without it the engine is compiled out and the bench reports it as
-# skipped, SWITCHYARD_BENCH_NCCL_NOTE saying why.
+# The bench's nccl baseline engine needs NCCL (nccl.h and libnccl), from cmake/FindNCCL.cmake: the
+# lookup the nccl_gin transport uses too, so that one build has one NCCL (NCCL_ROOT / NCCL_HOME, the
+# nvidia-nccl wheel of the python3 on PATH, the CUDA toolkit, /usr; header and library of one
+# install). Without it the engine is compiled out and the bench reports it as skipped,
+# SWITCHYARD_BENCH_NCCL_NOTE saying why.
 set(SWITCHYARD_BENCH_NCCL "AUTO" CACHE STRING "Build the bench's NCCL baseline engine: ON, OFF or AUTO (when NCCL is found)")
 set_property(CACHE SWITCHYARD_BENCH_NCCL PROPERTY STRINGS AUTO ON OFF)
 
@@ -13,47 +14,24 @@ if(NOT SWITCHYARD_HAS_CUDA)
   endif()
 elseif(NOT SWITCHYARD_BENCH_NCCL)
   set(SWITCHYARD_BENCH_NCCL_NOTE "not built: configured with -DSWITCHYARD_BENCH_NCCL=OFF")
+elseif(CMAKE_DISABLE_FIND_PACKAGE_NCCL)
+  set(SWITCHYARD_BENCH_NCCL_NOTE "not built: configured with -DCMAKE_DISABLE_FIND_PACKAGE_NCCL=ON")
+  if(SWITCHYARD_BENCH_NCCL STREQUAL "ON")
+    message(FATAL_ERROR "SWITCHYARD_BENCH_NCCL=ON contradicts CMAKE_DISABLE_FIND_PACKAGE_NCCL=ON")
+  endif()
 else()
-  set(nccl_roots)
-  foreach(root IN ITEMS "$ENV{NCCL_HOME}" "$ENV{NCCL_ROOT}" "${NCCL_ROOT}")
-    if(root)
-      list(APPEND nccl_roots "${root}")
-    endif()
-  endforeach()
-  get_filename_component(cuda_root "${CUDAToolkit_LIBRARY_DIR}" DIRECTORY)
-  list(APPEND nccl_roots "${cuda_root}" "${CUDAToolkit_LIBRARY_ROOT}")
-  find_program(SWITCHYARD_PYTHON3 NAMES python3)
-  if(SWITCHYARD_PYTHON3)
-    execute_process(
-      COMMAND "${SWITCHYARD_PYTHON3}" -c "import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])"
-      OUTPUT_VARIABLE nccl_wheel OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET RESULT_VARIABLE nccl_wheel_status)
-    if(nccl_wheel_status EQUAL 0 AND nccl_wheel)
-      list(APPEND nccl_roots "${nccl_wheel}")
-    endif()
-  endif()
-  find_path(SWITCHYARD_NCCL_INCLUDE_DIR nccl.h HINTS ${nccl_roots} ${CUDAToolkit_INCLUDE_DIRS} PATH_SUFFIXES include)
-  if(SWITCHYARD_NCCL_INCLUDE_DIR)
-    # The library beside the header first, so that both come from one NCCL. The wheel ships only
-    # libnccl.so.2 (no unversioned link).
-    get_filename_component(nccl_include_root "${SWITCHYARD_NCCL_INCLUDE_DIR}" DIRECTORY)
-    find_library(SWITCHYARD_NCCL_LIBRARY NAMES nccl libnccl.so.2
-      HINTS "${nccl_include_root}" ${nccl_roots} ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
-  endif()
-  if(SWITCHYARD_NCCL_INCLUDE_DIR AND SWITCHYARD_NCCL_LIBRARY)
-    file(STRINGS "${SWITCHYARD_NCCL_INCLUDE_DIR}/nccl.h" nccl_version_lines REGEX "^#define NCCL_(MAJOR|MINOR|PATCH) ")
-    set(nccl_version "")
-    foreach(line IN LISTS nccl_version_lines)
-      string(REGEX REPLACE "^#define NCCL_[A-Z]+ +([0-9]+).*" "\\1" part "${line}")
-      string(APPEND nccl_version "${part}.")
-    endforeach()
-    string(REGEX REPLACE "\\.$" "" nccl_version "${nccl_version}")
+  # The build's one NCCL lookup (cmake/FindNCCL.cmake), shared with the nccl_gin transport.
+  list(APPEND CMAKE_MODULE_PATH ${PROJECT_SOURCE_DIR}/cmake)
+  find_package(NCCL QUIET)
+  if(NCCL_FOUND)
     set(SWITCHYARD_BENCH_HAS_NCCL ON)
-    set(SWITCHYARD_BENCH_NCCL_NOTE "built with NCCL ${nccl_version} headers (${SWITCHYARD_NCCL_INCLUDE_DIR}), ${SWITCHYARD_NCCL_LIBRARY}")
+    get_property(nccl_pairing GLOBAL PROPERTY SWITCHYARD_NCCL_PAIRING)
+    set(SWITCHYARD_BENCH_NCCL_NOTE
+        "built with NCCL ${NCCL_VERSION} headers (${NCCL_INCLUDE_DIR}), ${NCCL_LIBRARY}; ${nccl_pairing}")
   elseif(SWITCHYARD_BENCH_NCCL STREQUAL "ON")
-    message(FATAL_ERROR "SWITCHYARD_BENCH_NCCL=ON but NCCL was not found (nccl.h: ${SWITCHYARD_NCCL_INCLUDE_DIR}, "
-                        "libnccl: ${SWITCHYARD_NCCL_LIBRARY}); set NCCL_HOME to its root")
+    message(FATAL_ERROR "SWITCHYARD_BENCH_NCCL=ON but ${NCCL_NOT_FOUND_REASON}")
   else()
-    set(SWITCHYARD_BENCH_NCCL_NOTE "not built: NCCL was not found when configuring (set NCCL_HOME to its root and reconfigure)")
+    set(SWITCHYARD_BENCH_NCCL_NOTE "not built: ${NCCL_NOT_FOUND_REASON}")
   endif()
 endif()
 message(STATUS "switchyard-bench: NCCL baseline ${SWITCHYARD_BENCH_HAS_NCCL} (${SWITCHYARD_BENCH_NCCL_NOTE})")
