@@ -100,6 +100,13 @@ def exported(tensor, name, stream):
         return tensor
     producer_stream = _NO_SYNCHRONISATION if stream == OWN_STREAM else int(stream)
     try:
+        if framework == "torch" and tensor.device.index != torch.cuda.current_device():
+            # torch exports a CUDA tensor with a stream only from its own device ("Can't export
+            # tensors on a different CUDA device index"): a Buffer on another GPU than the current
+            # one is legitimate, and a tensor on the wrong GPU is refused after export by the
+            # library's placement check, which names the argument and both devices.
+            with torch.cuda.device(tensor.device):
+                return tensor.__dlpack__(stream=producer_stream)
         return tensor.__dlpack__(stream=producer_stream)
     except (BufferError, RuntimeError, TypeError, ValueError) as error:
         raise InvalidArgument(f"{name}: expected a tensor {framework} can export by DLPack, got one it refused "
