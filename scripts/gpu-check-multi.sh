@@ -16,7 +16,8 @@
 # Stages: build, tests, mpi (tests/mpi/cuda_engines_mpi_test.cpp under mpirun, one process per GPU;
 # skipped, not failed, where the build found no MPI), bench.
 # Environment: SWITCHYARD_GPU_STAGES (default "build tests mpi bench"), SWITCHYARD_GPU_BUILD (default
-# build/gpu-multi), SWITCHYARD_BENCH_TOKENS (default "128 4096"), SWITCHYARD_GPU_TEST_TIMEOUT.
+# build/gpu-multi), SWITCHYARD_BENCH_TOKENS (default "128 4096"),
+# SWITCHYARD_BENCH_NORMAL_CHANNELS (default "64": extra normal runs at these channel counts), SWITCHYARD_GPU_TEST_TIMEOUT.
 # GoogleTest: as in scripts/gpu-check.sh (a package, or the source at .deps/googletest).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -24,6 +25,7 @@ OUT=${OUT:-$PWD/out/gpu-check-multi}
 BUILD=${SWITCHYARD_GPU_BUILD:-build/gpu-multi}
 STAGES=${SWITCHYARD_GPU_STAGES:-"build tests mpi bench"}
 TOKENS=${SWITCHYARD_BENCH_TOKENS:-"128 4096"}
+NORMAL_CHANNELS=${SWITCHYARD_BENCH_NORMAL_CHANNELS:-"64"}
 
 # NOTES: NVLink multicast stays off on these machines (GPU.md): a program using it can put the host's
 # GPUs, which others share, out of service. Set here too, for whatever this script starts.
@@ -129,6 +131,15 @@ if has_stage bench; then
     run_logged "bench --engine all, $gpus ranks on $gpus GPUs, $tokens tokens" "bench-$tokens.log" timeout 900 \
       "$BENCH_BIN" --backend cuda --engine all --ranks "$gpus" --devices auto --experts "$experts" \
       --tokens "$tokens" --json "$OUT/bench-$tokens.json"
+    # NOTES: the library's auto channel count (16 at most, leaving most SMs to the experts, as DeepEP
+    # leaves 20-24 SMs to its kernels) is far from what one rank alone on a GPU can use: on 2 H200s,
+    # 16 -> 64 channels took normal's 4096-token combine from 761 to 280 us (bench/NOTES.md). The
+    # normal engine runs again at each of these channel counts, reported beside the default.
+    for channels in $NORMAL_CHANNELS; do
+      run_logged "bench --engine normal --channels $channels, $tokens tokens" "bench-$tokens.log" timeout 300 \
+        "$BENCH_BIN" --backend cuda --engine normal --ranks "$gpus" --devices auto --experts "$experts" \
+        --tokens "$tokens" --channels "$channels" --json "$OUT/bench-$tokens-normal-ch$channels.json"
+    done
   done
 fi
 
@@ -161,10 +172,29 @@ for tokens in token_counts:
               f"{versus:>8}")
     # The issue's targets (8 x H200, DeepSeek-V3 shape, bf16).
     by = {r["engine"]: r for r in report["results"] if r["dispatch_us"] is not None}
+    # The normal engine at explicit channel counts (separate runs, same inputs and seed).
+    nccl = by.get("nccl")
+    for name in sorted(os.listdir(out)):
+        prefix = f"bench-{tokens}-normal-ch"
+        if not (name.startswith(prefix) and name.endswith(".json")):
+            continue
+        channels = name[len(prefix):-len(".json")]
+        extra = [r for r in json.load(open(os.path.join(out, name)))["results"] if r["dispatch_us"] is not None]
+        for r in extra:
+            label = f"normal@{channels}ch"
+            versus = "-"
+            if nccl:
+                speedup = (nccl["dispatch_us"] + nccl["combine_us"]) / (r["dispatch_us"] + r["combine_us"])
+                versus = f"{speedup:.2f}x"
+                r["speedup_vs_nccl"] = speedup
+            print(f"    {label:<12} {r['tokens']:>6} {r['check']:>7} {r['dispatch_us']:>9.1f} {r['combine_us']:>9.1f} "
+                  f"{r['dispatch_gbps'] / ranks:>15.1f} {r['combine_gbps'] / ranks:>15.1f} {r['roofline_fraction']:>9.3f} "
+                  f"{versus:>8}")
+            by[label] = r
     def verdict(ok):
         return "met" if ok else "NOT met"
     if tokens == "4096":
-        for name in ("normal", "symmetric"):
+        for name in ["normal", "symmetric"] + [n for n in by if n.startswith("normal@")]:
             r = by.get(name)
             if r and r["tokens"] == 4096:
                 low = min(r["dispatch_gbps"], r["combine_gbps"]) / ranks
@@ -191,4 +221,10 @@ EOF
   for line in "${SUMMARY[@]}"; do echo "  $line"; done
   has_stage bench && summarize
 } | tee "$OUT/summary.txt"
+# The device tool brings back at most 8 files: past that, everything but the summary goes into one
+# archive.
+if (( $(find "$OUT" -maxdepth 1 -type f | wc -l) > 8 )); then
+  (cd "$OUT" && find . -maxdepth 1 -type f ! -name summary.txt ! -name logs.tgz -printf '%P\n' |
+     tar czf logs.tgz --remove-files -T -)
+fi
 exit $status
