@@ -8,17 +8,28 @@
 // from a call of another shape:
 //   [signals, half 0][signals, half 1]            dispatch: [local expert][source rank]
 //                                                 combine:  [global expert]
+//                                                 across nodes also, after those: the CUDA
+//                                                 engine's rows-landed counters, same indexing
 //   [dispatch area, half 0][half 1]               [local expert][source rank][position] slots
 //   [combine area, half 0][half 1]                [k slot][token] bf16 rows, on the token's home rank
 //   [combine staging]                             this rank's expert outputs (zero-copy combine)
+//   across nodes only (the CUDA engine's transport sources, which must lie in the heap):
+//   [dispatch send messages]                      [token] this rank's staged messages
+//   [dispatch send sources]                       [token][k slot] the 16-byte source fields
 // Consecutive calls (dispatch or combine) alternate halves: a peer can start call c + 2 only after
 // this rank sent in call c + 1, which it does only after its receive half of call c has finished.
 //
 // A signal of call `sequence` (every rank counts its low-latency calls alike, from 1) is
 // (sequence << 32) | (count + 1), so a zeroed heap or an older call never matches. Within a node the
-// sender stores it, and the CUDA engine never resets signal words. Across nodes (the CPU engine over
-// a transport) a signal is a remote add, so the CPU engine's receivers zero each word after reading
-// it: nobody writes that word again before the reader's next call has sent to its peers.
+// sender stores it, and the CUDA engine never resets signal words on one node. Across nodes a signal
+// is a transport add, so it must land on a zeroed word: the CPU engine's receivers zero each word
+// after reading it; the CUDA engine's send kernel of call c + 1 zeroes the other half's words (its
+// receive kernel of call c, which read them, has finished, and no peer adds to them again before
+// it has seen this rank's signals of call c + 1).
+//
+// Across nodes (the CUDA engine) puts are unordered, so a row's arrival cannot be read from the
+// row: each row is a put with a signal that adds 1 to a rows-landed counter of its (expert,
+// source), and the receiver waits for the count signal, then for the counter to reach the count.
 #include "common/atomics.hpp"
 #include "common/host_device.hpp"
 
@@ -71,14 +82,20 @@ struct LowLatencyLayout {
   int hidden;                   // capacity: channels
   uint32_t dispatch_slot_bytes;  // stride of dispatch receive slots (the largest message)
   uint32_t combine_row_bytes;    // stride of combine rows: hidden * 2, aligned
+  // Ranks per node; 0 (a layout that does not say) or num_ranks: one node, and none of the
+  // across-nodes arrays below exist, so a one-node region is what it always was.
+  int ranks_per_node;
 
   SY_HD int num_experts() const { return local_experts * num_ranks; }
+  SY_HD bool across_nodes() const { return ranks_per_node > 0 && ranks_per_node < num_ranks; }
 
   SY_HD size_t dispatch_signal_bytes() const {
     return align_up(static_cast<size_t>(num_experts()) * sizeof(uint64_t), kLowLatencySignalAlignment);
   }
   SY_HD size_t combine_signal_bytes() const { return dispatch_signal_bytes(); }
-  SY_HD size_t signals_half_bytes() const { return dispatch_signal_bytes() + combine_signal_bytes(); }
+  // The rows-landed counters of both kinds, after the signals (across nodes only).
+  SY_HD size_t landed_bytes() const { return across_nodes() ? dispatch_signal_bytes() + combine_signal_bytes() : 0; }
+  SY_HD size_t signals_half_bytes() const { return dispatch_signal_bytes() + combine_signal_bytes() + landed_bytes(); }
   SY_HD size_t signals_offset() const { return region_offset; }
 
   SY_HD size_t dispatch_half_bytes() const {
@@ -98,28 +115,79 @@ struct LowLatencyLayout {
     return align_up(static_cast<size_t>(num_experts()) * max_tokens_per_rank * hidden * 2, kLowLatencySignalAlignment);
   }
   SY_HD size_t staging_offset() const { return combine_offset() + kLowLatencyHalves * combine_half_bytes(); }
-  SY_HD size_t region_bytes() const { return staging_offset() + staging_bytes() - region_offset; }
+
+  // Across nodes only: the sources of the CUDA engine's transport puts (a put reads its source from
+  // this rank's heap). One staged message per token, and the source fields per (token, k slot).
+  SY_HD size_t send_messages_bytes() const {
+    return across_nodes() ? align_up(static_cast<size_t>(max_tokens_per_rank) * dispatch_slot_bytes,
+                                     kLowLatencySignalAlignment)
+                          : 0;
+  }
+  SY_HD size_t send_messages_offset() const { return staging_offset() + staging_bytes(); }
+  SY_HD size_t send_sources_bytes() const {
+    return across_nodes() ? align_up(static_cast<size_t>(max_tokens_per_rank) * topk * kLowLatencyAlignment,
+                                     kLowLatencySignalAlignment)
+                          : 0;
+  }
+  SY_HD size_t send_sources_offset() const { return send_messages_offset() + send_messages_bytes(); }
+
+  SY_HD size_t region_bytes() const { return send_sources_offset() + send_sources_bytes() - region_offset; }
   SY_HD size_t end_offset() const { return region_offset + region_bytes(); }
 
-  // In `heap` (a rank's base): source `source` publishes here how many rows it wrote for
-  // `local_expert` of this rank.
-  SY_HD uint64_t* dispatch_signal(uint8_t* heap, int half, int local_expert, int source) const {
-    return reinterpret_cast<uint64_t*>(heap + signals_offset() + half * signals_half_bytes()) +
-           static_cast<size_t>(local_expert) * num_ranks + source;
+  // ---- heap offsets (the same on every rank: what a transport put or signal names) ----
+  SY_HD size_t dispatch_signal_offset(int half, int local_expert, int source) const {
+    return signals_offset() + half * signals_half_bytes() +
+           (static_cast<size_t>(local_expert) * num_ranks + source) * sizeof(uint64_t);
   }
-  // In `heap` (a token's home rank): the rank of `global_expert` publishes here that it sent its rows.
+  SY_HD size_t combine_signal_offset(int half, int global_expert) const {
+    return signals_offset() + half * signals_half_bytes() + dispatch_signal_bytes() +
+           static_cast<size_t>(global_expert) * sizeof(uint64_t);
+  }
+  // Across nodes: rows of `source` that have landed in `local_expert`'s slots of this rank.
+  SY_HD size_t dispatch_landed_offset(int half, int local_expert, int source) const {
+    return dispatch_signal_offset(half, local_expert, source) + dispatch_signal_bytes() + combine_signal_bytes();
+  }
+  // Across nodes: rows of `global_expert` that have landed in this (home) rank's combine rows.
+  SY_HD size_t combine_landed_offset(int half, int global_expert) const {
+    return combine_signal_offset(half, global_expert) + dispatch_signal_bytes() + combine_signal_bytes();
+  }
+  SY_HD size_t dispatch_slot_offset(int half, int local_expert, int source, int64_t position) const {
+    size_t index = (static_cast<size_t>(local_expert) * num_ranks + source) * max_tokens_per_rank + position;
+    return dispatch_offset() + half * dispatch_half_bytes() + index * dispatch_slot_bytes;
+  }
+  SY_HD size_t combine_row_offset(int half, int slot, int64_t token) const {
+    size_t index = static_cast<size_t>(slot) * max_tokens_per_rank + token;
+    return combine_offset() + half * combine_half_bytes() + index * combine_row_bytes;
+  }
+  SY_HD size_t send_message_offset(int64_t token) const {
+    return send_messages_offset() + static_cast<size_t>(token) * dispatch_slot_bytes;
+  }
+  SY_HD size_t send_source_offset(int64_t token, int slot) const {
+    return send_sources_offset() + (static_cast<size_t>(token) * topk + slot) * kLowLatencyAlignment;
+  }
+
+  // Transport signal ids: the words of both halves, numbered from signals_offset() in steps of 8
+  // bytes (a loopback transport made with that base and stride finds each word in place).
+  SY_HD uint32_t signal_id(size_t word_offset) const {
+    return static_cast<uint32_t>((word_offset - signals_offset()) / sizeof(uint64_t));
+  }
+  SY_HD uint32_t signals_per_half() const { return static_cast<uint32_t>(signals_half_bytes() / sizeof(uint64_t)); }
+  SY_HD uint32_t first_signal_id(int half) const { return static_cast<uint32_t>(half) * signals_per_half(); }
+
+  // ---- addresses in `heap` (a rank's base) ----
+  // Source `source` publishes here how many rows it wrote for `local_expert` of this rank.
+  SY_HD uint64_t* dispatch_signal(uint8_t* heap, int half, int local_expert, int source) const {
+    return reinterpret_cast<uint64_t*>(heap + dispatch_signal_offset(half, local_expert, source));
+  }
+  // In a token's home rank: the rank of `global_expert` publishes here that it sent its rows.
   SY_HD uint64_t* combine_signal(uint8_t* heap, int half, int global_expert) const {
-    return reinterpret_cast<uint64_t*>(heap + signals_offset() + half * signals_half_bytes() +
-                                       dispatch_signal_bytes()) +
-           global_expert;
+    return reinterpret_cast<uint64_t*>(heap + combine_signal_offset(half, global_expert));
   }
   SY_HD uint8_t* dispatch_slot(uint8_t* heap, int half, int local_expert, int source, int64_t position) const {
-    size_t index = (static_cast<size_t>(local_expert) * num_ranks + source) * max_tokens_per_rank + position;
-    return heap + dispatch_offset() + half * dispatch_half_bytes() + index * dispatch_slot_bytes;
+    return heap + dispatch_slot_offset(half, local_expert, source, position);
   }
   SY_HD uint8_t* combine_row(uint8_t* heap, int half, int slot, int64_t token) const {
-    size_t index = static_cast<size_t>(slot) * max_tokens_per_rank + token;
-    return heap + combine_offset() + half * combine_half_bytes() + index * combine_row_bytes;
+    return heap + combine_row_offset(half, slot, token);
   }
   SY_HD uint8_t* staging(uint8_t* heap) const { return heap + staging_offset(); }
 };

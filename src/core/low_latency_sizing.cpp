@@ -16,6 +16,8 @@ common::LowLatencyLayout low_latency_layout(const Topology& topology, const Buff
   common::LowLatencyLayout layout{};
   layout.region_offset = region_offset;
   layout.num_ranks = topology.num_ranks;
+  // Across nodes the region also holds rows-landed counters and the transport's send sources.
+  layout.ranks_per_node = topology.ranks_per_node;
   layout.local_experts = sizing.num_experts / std::max(1, topology.num_ranks);
   layout.topk = sizing.topk;
   layout.max_tokens_per_rank = sizing.low_latency_max_tokens_per_rank;

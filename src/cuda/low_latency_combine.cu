@@ -8,16 +8,25 @@
 // Receive kernel (home rank): every block waits for the signals of all experts (acquire, bounded);
 // then each thread reduces 8 channels of one token over its valid slots in increasing order with
 // fp32 fused multiply-adds from +0, rounded to bf16 once (DESIGN.md), as the CPU engine does.
+//
+// Across nodes (cuda/low_latency_link.cuh): a row for a home rank of another node is a put with a
+// rows-landed add, from the heap: from y itself when y is the combine buffer (zero-copy), else from
+// the row's place in the combine buffer, where the warp first copies it (as DeepEP stages it in its
+// send buffer). The count signal is a transport add; the receiver waits for a remote expert's count,
+// then for its rows to have landed.
 #include "cuda/cuda_check.hpp"
 #include "cuda/kernel_preload.hpp"
 #include "cuda/low_latency_device.cuh"
 #include "cuda/low_latency_kernels.hpp"
+#include "cuda/low_latency_link.cuh"
 
 namespace switchyard::cuda {
 
 namespace {
 
 using low_latency::ExpertMajorTable;
+using low_latency::kAcrossNodes;
+using low_latency::Session;
 using low_latency::Source;
 
 constexpr int kSendWarps = 16;
@@ -29,24 +38,69 @@ constexpr int kSlotBatch = 4;
 
 // ---- send ---------------------------------------------------------------------------------------
 
-__device__ void publish_rows_sent(const KernelContext& context, const LowLatencyCombineLaunch& launch, int half,
-                                  uint32_t sequence, const ExpertMajorTable& table) {
+// The last block: one signal per (local expert, home rank) in the home rank's heap, with the count
+// of rows. Stored within the node; across nodes a transport add, one warp per pair.
+template <typename Transport>
+__device__ void publish_rows_sent(const KernelContext& context, const LowLatencyCombineLaunch& launch,
+                                  Session<Transport>& session, int half, uint32_t sequence,
+                                  const ExpertMajorTable& table) {
   const int num_ranks = context.num_ranks;
   for (int i = threadIdx.x; i < launch.local_experts * num_ranks; i += blockDim.x) {
     const int local = i / num_ranks;
     const int home = i % num_ranks;
+    if constexpr (kAcrossNodes<Transport>) {
+      if (!low_latency::in_my_node(context, launch.ranks_per_node, home)) continue;
+    }
     uint64_t* signal = context.heap.map(
         launch.layout.combine_signal(context.heap.base, half, context.rank * launch.local_experts + local), home);
     common::st_release_sys(signal, common::low_latency_signal(sequence, static_cast<uint32_t>(table.count[i])));
   }
+  if constexpr (kAcrossNodes<Transport>) {
+    for (int i = threadIdx.x / 32; i < launch.local_experts * num_ranks; i += blockDim.x / 32) {
+      const int local = i / num_ranks;
+      const int home = i % num_ranks;
+      if (low_latency::in_my_node(context, launch.ranks_per_node, home)) continue;
+      const size_t word = launch.layout.combine_signal_offset(half, context.rank * launch.local_experts + local);
+      session.signal(home, launch.layout.signal_id(word),
+                     common::low_latency_signal(sequence, static_cast<uint32_t>(table.count[i])));
+    }
+    session.flush();
+  }
   if (threadIdx.x == 0) launch.state->sequence = sequence;
 }
 
+// One warp, a row whose home rank is on another node: a put with a rows-landed add, its source in
+// this rank's heap (see the file comment).
+template <typename Transport>
+__device__ void put_row_across_nodes(const KernelContext& context, const LowLatencyCombineLaunch& launch,
+                                     Session<Transport>& session, int half, int home, int global_expert,
+                                     int64_t row, int32_t slot, int32_t token) {
+  const common::LowLatencyLayout& layout = launch.layout;
+  const uint32_t row_bytes = static_cast<uint32_t>(launch.hidden) * 2;
+  size_t source = 0;
+  if (launch.y_heap_offset >= 0) {
+    source = static_cast<size_t>(launch.y_heap_offset) + static_cast<size_t>(row) * row_bytes;
+  } else {
+    // The combine buffer holds [L, R * max, H'] rows of this call's shape, as y does.
+    source = layout.staging_offset() + static_cast<size_t>(row) * row_bytes;
+    low_latency::warp_copy<Source::read_only_global>(context.heap.base + source, launch.y + row * launch.hidden,
+                                                     row_bytes);
+    __syncwarp();
+  }
+  session.put_signal(home, layout.combine_row_offset(half, slot, token), source, row_bytes,
+                     layout.signal_id(layout.combine_landed_offset(half, global_expert)), 1);
+}
+
+template <typename Transport>
 __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
-    combine_send_kernel(const KernelContext context, const LowLatencyCombineLaunch launch) {
+    combine_send_kernel(const __grid_constant__ KernelContext context,
+                        const __grid_constant__ LowLatencyCombineLaunch launch,
+                        const __grid_constant__ Transport transport) {
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
   const uint32_t sequence = low_latency::load_state_word(&launch.state->sequence) + 1;
   const int half = common::low_latency_half(sequence);
+  Session<Transport> session(transport, context.heap, low_latency::grid_warp());
+  if constexpr (kAcrossNodes<Transport>) low_latency::reset_other_half<Transport>(launch.layout, session, half);
   const int num_ranks = context.num_ranks;
   const ExpertMajorTable table = ExpertMajorTable::in(dynamic_shared, launch.local_experts, num_ranks);
   for (int i = threadIdx.x; i < launch.local_experts * num_ranks; i += blockDim.x) {
@@ -67,11 +121,33 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
     const int64_t row = where.expert * rows_per_expert + where.index;
     const int32_t token = __ldg(launch.src_info + row);
     const int32_t slot = __ldg(launch.src_slot + row);
-    if (token < 0 || token >= launch.layout.max_tokens_per_rank || slot < 0 || slot >= launch.layout.topk) continue;
+    if (token < 0 || token >= launch.layout.max_tokens_per_rank || slot < 0 || slot >= launch.layout.topk) {
+      if constexpr (kAcrossNodes<Transport>) {
+        // Not sent, yet counted in the published count: its add alone, so that the home rank is not
+        // left waiting for it.
+        if (!low_latency::in_my_node(context, launch.ranks_per_node, where.source)) {
+          const int global_expert = context.rank * launch.local_experts + where.expert;
+          session.signal(where.source,
+                         launch.layout.signal_id(launch.layout.combine_landed_offset(half, global_expert)), 1);
+        }
+      }
+      continue;
+    }
+    if constexpr (kAcrossNodes<Transport>) {
+      if (!low_latency::in_my_node(context, launch.ranks_per_node, where.source)) {
+        put_row_across_nodes<Transport>(context, launch, session, half, where.source,
+                                        context.rank * launch.local_experts + where.expert, row, slot, token);
+        continue;
+      }
+    }
     uint8_t* target = context.heap.map(launch.layout.combine_row(context.heap.base, half, slot, token), where.source);
     low_latency::warp_copy<Source::read_only_global>(target, launch.y + row * launch.hidden, row_bytes);
   }
-  if (low_latency::finish_send_block(launch.state)) publish_rows_sent(context, launch, half, sequence, table);
+  // The puts' sources (the combine buffer) may be rewritten by the next combine's send kernel.
+  if constexpr (kAcrossNodes<Transport>) session.flush();
+  if (low_latency::finish_send_block(launch.state)) {
+    publish_rows_sent<Transport>(context, launch, session, half, sequence, table);
+  }
 }
 
 // ---- receive ------------------------------------------------------------------------------------
@@ -122,18 +198,40 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context, const
   return make_int4(out[0], out[1], out[2], out[3]);
 }
 
+// One lane: whether `expert`'s rows for this (home) rank are all here; false when a wait failed.
+// Within the node the count's store follows the rows; across nodes the rows' puts carry their own
+// adds (cuda/low_latency_link.cuh).
+template <typename Transport>
+__device__ __forceinline__ bool wait_for_expert(const KernelContext& context, const LowLatencyCombineLaunch& launch,
+                                                const Session<Transport>& session, int half, uint32_t sequence,
+                                                int expert, const WaitSite& site) {
+  if constexpr (kAcrossNodes<Transport>) {
+    if (!low_latency::in_my_node(context, launch.ranks_per_node, expert / launch.local_experts)) {
+      return low_latency::wait_across_nodes<Transport>(context, session, launch.layout,
+                                                       launch.layout.combine_signal_offset(half, expert),
+                                                       launch.layout.combine_landed_offset(half, expert), sequence,
+                                                       site) >= 0;
+    }
+  }
+  return low_latency::wait_for_signal(context, launch.layout.combine_signal(context.heap.base, half, expert), sequence,
+                                      site) >= 0;
+}
+
+template <typename Transport>
 __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
-    combine_receive_kernel(const KernelContext context, const LowLatencyCombineLaunch launch) {
+    combine_receive_kernel(const __grid_constant__ KernelContext context,
+                           const __grid_constant__ LowLatencyCombineLaunch launch,
+                           const __grid_constant__ Transport transport) {
   const uint32_t sequence = low_latency::load_state_word(&launch.state->sequence);
   const int half = common::low_latency_half(sequence);
+  const Session<Transport> session(transport, context.heap, low_latency::grid_warp());
   // Warp 0 waits for every expert's signal (see the dispatch receiver's wait_for_counts).
   bool arrived = true;
   const int waiters = threadIdx.x < 32 ? launch.num_experts : 0;
   for (int expert = threadIdx.x; expert < waiters && arrived; expert += 32) {
     const WaitSite site{common::WaitRole::low_latency_combine_receiver, common::WaitTarget::expert_signal, -1,
                         expert / launch.local_experts};
-    arrived = low_latency::wait_for_signal(context, launch.layout.combine_signal(context.heap.base, half, expert),
-                                           sequence, site) >= 0;
+    arrived = wait_for_expert<Transport>(context, launch, session, half, sequence, expert, site);
   }
   if (!__syncthreads_and(arrived)) return;
 
@@ -148,23 +246,50 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
 
 }  // namespace
 
+template <typename Transport>
 void launch_low_latency_combine_send(const KernelContext& context, const LowLatencyCombineLaunch& launch,
-                                     const LowLatencyGrid& grid, cudaStream_t stream) {
+                                     const Transport& transport, const LowLatencyGrid& grid, cudaStream_t stream) {
   const size_t shared_bytes = ExpertMajorTable::shared_bytes(launch.local_experts, context.num_ranks);
-  combine_send_kernel<<<grid.send_blocks, kSendThreads, shared_bytes, stream>>>(context, launch);
+  combine_send_kernel<Transport><<<grid.send_blocks, kSendThreads, shared_bytes, stream>>>(context, launch, transport);
   SY_CUDA_CHECK_LAUNCH();
 }
 
+template <typename Transport>
 void launch_low_latency_combine_receive(const KernelContext& context, const LowLatencyCombineLaunch& launch,
-                                        const LowLatencyGrid& grid, cudaStream_t stream) {
-  combine_receive_kernel<<<grid.receive_blocks, kReceiveThreads, 0, stream>>>(context, launch);
+                                        const Transport& transport, const LowLatencyGrid& grid,
+                                        cudaStream_t stream) {
+  combine_receive_kernel<Transport><<<grid.receive_blocks, kReceiveThreads, 0, stream>>>(context, launch, transport);
   SY_CUDA_CHECK_LAUNCH();
 }
+
+template void launch_low_latency_combine_send<SingleNode>(const KernelContext&, const LowLatencyCombineLaunch&,
+                                                          const SingleNode&, const LowLatencyGrid&, cudaStream_t);
+template void launch_low_latency_combine_receive<SingleNode>(const KernelContext&, const LowLatencyCombineLaunch&,
+                                                             const SingleNode&, const LowLatencyGrid&, cudaStream_t);
+template void launch_low_latency_combine_send<transport::LoopbackDevice>(const KernelContext&,
+                                                                         const LowLatencyCombineLaunch&,
+                                                                         const transport::LoopbackDevice&,
+                                                                         const LowLatencyGrid&, cudaStream_t);
+template void launch_low_latency_combine_receive<transport::LoopbackDevice>(const KernelContext&,
+                                                                            const LowLatencyCombineLaunch&,
+                                                                            const transport::LoopbackDevice&,
+                                                                            const LowLatencyGrid&, cudaStream_t);
+
+namespace {
+
+template <typename Transport>
+void prepare_combine_kernels_for(int max_shared_bytes) {
+  preload_kernel(combine_send_kernel<Transport>);
+  preload_kernel(combine_receive_kernel<Transport>);
+  SY_CUDA_CHECK(cudaFuncSetAttribute(combine_send_kernel<Transport>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     max_shared_bytes));
+}
+
+}  // namespace
 
 void prepare_low_latency_combine_kernels(int max_shared_bytes) {
-  preload_kernel(combine_send_kernel);
-  preload_kernel(combine_receive_kernel);
-  SY_CUDA_CHECK(cudaFuncSetAttribute(combine_send_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes));
+  prepare_combine_kernels_for<SingleNode>(max_shared_bytes);
+  prepare_combine_kernels_for<transport::LoopbackDevice>(max_shared_bytes);
 }
 
 }  // namespace switchyard::cuda

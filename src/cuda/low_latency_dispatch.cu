@@ -10,18 +10,26 @@
 // Receive kernel: every block waits for all (local expert, source) signals (acquire, bounded),
 // builds the expert-major row table, and its warps copy the rows out, one row per warp, rows
 // spread over all warps of the grid.
+//
+// Across nodes (cuda/low_latency_link.cuh): a token with a slot on another node is first staged in
+// this rank's heap (a put reads its source there); each such slot is a put of the message and a put
+// of its source fields with a rows-landed add, and the count signal is a transport add. The
+// receiver waits for a remote source's count, then for its rows to have landed.
 #include <algorithm>
 
 #include "cuda/cuda_check.hpp"
 #include "cuda/kernel_preload.hpp"
 #include "cuda/low_latency_device.cuh"
 #include "cuda/low_latency_kernels.hpp"
+#include "cuda/low_latency_link.cuh"
 
 namespace switchyard::cuda {
 
 namespace {
 
 using low_latency::ExpertMajorTable;
+using low_latency::kAcrossNodes;
+using low_latency::Session;
 using low_latency::Source;
 
 constexpr int kSendWarps = 8;
@@ -177,16 +185,67 @@ __device__ void cast_row_to_fp8(const LowLatencyDispatchLaunch& launch, const in
   for (uint32_t i = num_scales + threadIdx.x; i < padded; i += blockDim.x) scales[i] = 0.0f;
 }
 
+// Across nodes, whether `token` has a slot on another node (every thread, from shared memory).
+__device__ bool token_leaves_node(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
+                                  const int32_t* slot_expert) {
+  for (int slot = 0; slot < launch.topk; ++slot) {
+    const int expert = slot_expert[slot];
+    if (expert >= 0 && !low_latency::in_my_node(context, launch.ranks_per_node, expert / launch.local_experts)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Across nodes, the whole block: the staged message (row and scales) from shared memory into this
+// rank's send area for `token`, the source of its puts. Ends with __syncthreads.
+__device__ void stage_message_in_heap(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
+                                      int64_t token, const uint8_t* staging) {
+  const int4* from = reinterpret_cast<const int4*>(staging);
+  int4* to = reinterpret_cast<int4*>(context.heap.base + launch.layout.send_message_offset(token));
+  const uint32_t vectors = static_cast<uint32_t>(launch.message.source_offset()) / 16;
+  for (uint32_t i = threadIdx.x; i < vectors; i += blockDim.x) to[i] = from[i];
+  __syncthreads();
+}
+
+// One warp, a slot whose expert is on another node: the message (put from the send area), then its
+// source fields with a rows-landed add (which lands after both puts).
+template <typename Transport>
+__device__ void put_slot_across_nodes(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
+                                      Session<Transport>& session, int half, int64_t token, int slot,
+                                      int expert, int32_t position) {
+  const common::LowLatencyLayout& layout = launch.layout;
+  const int destination = expert / launch.local_experts;
+  const int local = expert % launch.local_experts;
+  const size_t slot_offset = layout.dispatch_slot_offset(half, local, context.rank, position);
+  const size_t source_offset = launch.message.source_offset();
+  session.put(destination, slot_offset, layout.send_message_offset(token), source_offset);
+  const size_t record_offset = layout.send_source_offset(token, slot);
+  if (lane_id() == 0) {
+    *reinterpret_cast<int4*>(context.heap.base + record_offset) = make_int4(static_cast<int32_t>(token), slot, 0, 0);
+  }
+  __syncwarp();
+  session.put_signal(destination, slot_offset + source_offset, record_offset, common::kLowLatencyAlignment,
+                     layout.signal_id(layout.dispatch_landed_offset(half, local, context.rank)), 1);
+}
+
 // One warp per top-k slot: the staged message into the slot's receive area on the expert's rank,
 // then the source fields (token, slot).
-__device__ void send_slots(const KernelContext& context, const LowLatencyDispatchLaunch& launch, int half,
-                           int64_t token, const uint8_t* staging, const int32_t* slot_expert,
-                           const int32_t* slot_position) {
+template <typename Transport>
+__device__ void send_slots(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
+                           Session<Transport>& session, int half, int64_t token, const uint8_t* staging,
+                           const int32_t* slot_expert, const int32_t* slot_position) {
   const uint32_t message_bytes = static_cast<uint32_t>(launch.message.source_offset());
   for (int slot = threadIdx.x / 32; slot < launch.topk; slot += kSendWarps) {
     const int expert = slot_expert[slot];
     if (expert < 0) continue;
     const int destination = expert / launch.local_experts;
+    if constexpr (kAcrossNodes<Transport>) {
+      if (!low_latency::in_my_node(context, launch.ranks_per_node, destination)) {
+        put_slot_across_nodes<Transport>(context, launch, session, half, token, slot, expert, slot_position[slot]);
+        continue;
+      }
+    }
     uint8_t* message = context.heap.map(launch.layout.dispatch_slot(context.heap.base, half,
                                                                     expert % launch.local_experts, context.rank,
                                                                     slot_position[slot]),
@@ -199,15 +258,32 @@ __device__ void send_slots(const KernelContext& context, const LowLatencyDispatc
 }
 
 // The last block: one signal per (expert, this rank) in the expert's rank's heap, with the count of
-// rows (0 for a refused call, so that peers are not left waiting).
-__device__ void publish_counts(const KernelContext& context, const LowLatencyDispatchLaunch& launch, int half,
-                               uint32_t sequence, const int32_t* total, bool refused) {
+// rows (0 for a refused call, so that peers are not left waiting). Stored within the node; across
+// nodes a transport add, one warp per expert.
+template <typename Transport>
+__device__ void publish_counts(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
+                               Session<Transport>& session, int half, uint32_t sequence, const int32_t* total,
+                               bool refused) {
   for (int expert = threadIdx.x; expert < launch.num_experts; expert += blockDim.x) {
+    if constexpr (kAcrossNodes<Transport>) {
+      if (!low_latency::in_my_node(context, launch.ranks_per_node, expert / launch.local_experts)) continue;
+    }
     const uint32_t count = refused ? 0u : static_cast<uint32_t>(total[expert]);
     uint64_t* signal = context.heap.map(
         launch.layout.dispatch_signal(context.heap.base, half, expert % launch.local_experts, context.rank),
         expert / launch.local_experts);
     common::st_release_sys(signal, common::low_latency_signal(sequence, count));
+  }
+  if constexpr (kAcrossNodes<Transport>) {
+    for (int expert = threadIdx.x / 32; expert < launch.num_experts; expert += blockDim.x / 32) {
+      const int destination = expert / launch.local_experts;
+      if (low_latency::in_my_node(context, launch.ranks_per_node, destination)) continue;
+      const uint32_t count = refused ? 0u : static_cast<uint32_t>(total[expert]);
+      const size_t word =
+          launch.layout.dispatch_signal_offset(half, expert % launch.local_experts, context.rank);
+      session.signal(destination, launch.layout.signal_id(word), common::low_latency_signal(sequence, count));
+    }
+    session.flush();
   }
   if (threadIdx.x == 0) {
     if (refused) launch.state->refused_sequence = sequence;
@@ -215,8 +291,11 @@ __device__ void publish_counts(const KernelContext& context, const LowLatencyDis
   }
 }
 
+template <typename Transport>
 __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm * 2)
-    dispatch_send_kernel(const KernelContext context, const LowLatencyDispatchLaunch launch, int64_t tokens_per_block) {
+    dispatch_send_kernel(const __grid_constant__ KernelContext context,
+                         const __grid_constant__ LowLatencyDispatchLaunch launch,
+                         const __grid_constant__ Transport transport, int64_t tokens_per_block) {
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
   __shared__ __align__(8) uint64_t row_barrier;
   __shared__ int32_t slot_expert[kMaxSlots];
@@ -232,6 +311,8 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm * 2
   const int half = common::low_latency_half(sequence);
   const int64_t first_token = static_cast<int64_t>(blockIdx.x) * tokens_per_block;
   const int64_t end_token = min(launch.num_tokens, first_token + tokens_per_block);
+  Session<Transport> session(transport, context.heap, low_latency::grid_warp());
+  if constexpr (kAcrossNodes<Transport>) low_latency::reset_other_half<Transport>(launch.layout, session, half);
 
   if (threadIdx.x == 0) {
     ptx::mbarrier_init(&row_barrier, 1);
@@ -260,7 +341,10 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm * 2
       } else {
         __syncthreads();
       }
-      send_slots(context, launch, half, token, staging, slot_expert, slot_position);
+      if constexpr (kAcrossNodes<Transport>) {
+        if (token_leaves_node(context, launch, slot_expert)) stage_message_in_heap(context, launch, token, staging);
+      }
+      send_slots<Transport>(context, launch, session, half, token, staging, slot_expert, slot_position);
       __syncthreads();
       if (!launch.use_fp8 && threadIdx.x == 0 && token + 1 < end_token) {
         low_latency::fence_proxy_async_shared();
@@ -268,16 +352,40 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm * 2
       }
     }
   }
-  if (low_latency::finish_send_block(launch.state)) publish_counts(context, launch, half, sequence, total, refused);
+  // The puts' sources (send area, source fields) may be rewritten by the next send kernel.
+  if constexpr (kAcrossNodes<Transport>) session.flush();
+  if (low_latency::finish_send_block(launch.state)) {
+    publish_counts<Transport>(context, launch, session, half, sequence, total, refused);
+  }
 }
 
 // ---- receive ------------------------------------------------------------------------------------
 
+// One lane: the count of (local expert, source), once its rows are in this rank's slots; -1 when a
+// wait failed. Within the node the count's store follows the rows; across nodes the rows' puts
+// carry their own adds (cuda/low_latency_link.cuh).
+template <typename Transport>
+__device__ __forceinline__ int64_t wait_for_count(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
+                                                  const Session<Transport>& session, int half, uint32_t sequence,
+                                                  int local, int source, const WaitSite& site) {
+  if constexpr (kAcrossNodes<Transport>) {
+    if (!low_latency::in_my_node(context, launch.ranks_per_node, source)) {
+      return low_latency::wait_across_nodes<Transport>(
+          context, session, launch.layout, launch.layout.dispatch_signal_offset(half, local, source),
+          launch.layout.dispatch_landed_offset(half, local, source), sequence, site);
+    }
+  }
+  return low_latency::wait_for_signal(context, launch.layout.dispatch_signal(context.heap.base, half, local, source),
+                                      sequence, site);
+}
+
 // Every (local expert, source) count of this call, into the table; false (in every thread) when a
 // wait failed. NOTES: only warp 0 polls (the signals arrive together, so waiting for them in turn
 // costs little), which keeps the polling of all ranks' blocks off the memory system the senders use.
-__device__ bool wait_for_counts(const KernelContext& context, const LowLatencyDispatchLaunch& launch, int half,
-                                uint32_t sequence, const ExpertMajorTable& table) {
+template <typename Transport>
+__device__ bool wait_for_counts(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
+                                const Session<Transport>& session, int half, uint32_t sequence,
+                                const ExpertMajorTable& table) {
   const int num_ranks = context.num_ranks;
   bool arrived = true;
   const int waiters = threadIdx.x < 32 ? launch.local_experts * num_ranks : 0;
@@ -285,10 +393,8 @@ __device__ bool wait_for_counts(const KernelContext& context, const LowLatencyDi
     const int local = i / num_ranks;
     const int source = i % num_ranks;
     const WaitSite site{common::WaitRole::low_latency_dispatch_receiver, common::WaitTarget::expert_signal, -1, source};
-    int64_t count = arrived ? low_latency::wait_for_signal(
-                                  context, launch.layout.dispatch_signal(context.heap.base, half, local, source),
-                                  sequence, site)
-                            : -1;
+    int64_t count =
+        arrived ? wait_for_count<Transport>(context, launch, session, half, sequence, local, source, site) : -1;
     if (count < 0) {
       arrived = false;
       count = 0;
@@ -360,15 +466,22 @@ __device__ void copy_out(const LowLatencyDispatchLaunch& launch, const uint8_t* 
   }
 }
 
+template <typename Transport>
 __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
-    dispatch_receive_kernel(const KernelContext context, const LowLatencyDispatchLaunch launch) {
+    dispatch_receive_kernel(const __grid_constant__ KernelContext context,
+                            const __grid_constant__ LowLatencyDispatchLaunch launch,
+                            const __grid_constant__ Transport transport) {
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
   const uint32_t sequence = low_latency::load_state_word(&launch.state->sequence);
   // A refused call (bad topk_idx on this rank) writes no outputs; the host reports it.
-  if (low_latency::load_state_word(&launch.state->refused_sequence) == sequence) return;
+  // NOTES: across nodes the peers' count adds must still be waited for: one landing after this
+  // rank's next send kernel zeroed the word would spoil the call after next.
+  const bool refused = low_latency::load_state_word(&launch.state->refused_sequence) == sequence;
+  if (!kAcrossNodes<Transport> && refused) return;
   const int half = common::low_latency_half(sequence);
   const ExpertMajorTable table = ExpertMajorTable::in(dynamic_shared, launch.local_experts, context.num_ranks);
-  if (!wait_for_counts(context, launch, half, sequence, table)) return;
+  const Session<Transport> session(transport, context.heap, low_latency::grid_warp());
+  if (!wait_for_counts<Transport>(context, launch, session, half, sequence, table) || refused) return;
   table.build();
   if (blockIdx.x == 0) write_layout(launch, table);
   const int64_t rows_per_expert = context.num_ranks * launch.max_tokens_per_rank;
@@ -385,29 +498,59 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
 
 }  // namespace
 
+template <typename Transport>
 void launch_low_latency_dispatch_send(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
-                                      cudaStream_t stream) {
+                                      const Transport& transport, cudaStream_t stream) {
   const int64_t tokens_per_block = tokens_per_send_block(launch.num_tokens);
   // At least one block: with no tokens the call still signals its (zero) counts.
   const int64_t blocks = std::max<int64_t>(1, common::ceil_div(launch.num_tokens, tokens_per_block));
-  dispatch_send_kernel<<<static_cast<unsigned>(blocks), kSendThreads, send_shared_layout(launch).total_bytes, stream>>>(
-      context, launch, tokens_per_block);
+  dispatch_send_kernel<Transport>
+      <<<static_cast<unsigned>(blocks), kSendThreads, send_shared_layout(launch).total_bytes, stream>>>(
+          context, launch, transport, tokens_per_block);
   SY_CUDA_CHECK_LAUNCH();
 }
 
+template <typename Transport>
 void launch_low_latency_dispatch_receive(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
-                                         const LowLatencyGrid& grid, cudaStream_t stream) {
+                                         const Transport& transport, const LowLatencyGrid& grid,
+                                         cudaStream_t stream) {
   const size_t shared_bytes = ExpertMajorTable::shared_bytes(launch.local_experts, context.num_ranks);
-  dispatch_receive_kernel<<<grid.receive_blocks, kReceiveThreads, shared_bytes, stream>>>(context, launch);
+  dispatch_receive_kernel<Transport>
+      <<<grid.receive_blocks, kReceiveThreads, shared_bytes, stream>>>(context, launch, transport);
   SY_CUDA_CHECK_LAUNCH();
 }
+
+template void launch_low_latency_dispatch_send<SingleNode>(const KernelContext&, const LowLatencyDispatchLaunch&,
+                                                           const SingleNode&, cudaStream_t);
+template void launch_low_latency_dispatch_receive<SingleNode>(const KernelContext&, const LowLatencyDispatchLaunch&,
+                                                              const SingleNode&, const LowLatencyGrid&,
+                                                              cudaStream_t);
+template void launch_low_latency_dispatch_send<transport::LoopbackDevice>(const KernelContext&,
+                                                                          const LowLatencyDispatchLaunch&,
+                                                                          const transport::LoopbackDevice&,
+                                                                          cudaStream_t);
+template void launch_low_latency_dispatch_receive<transport::LoopbackDevice>(const KernelContext&,
+                                                                             const LowLatencyDispatchLaunch&,
+                                                                             const transport::LoopbackDevice&,
+                                                                             const LowLatencyGrid&, cudaStream_t);
+
+namespace {
+
+template <typename Transport>
+void prepare_dispatch_kernels_for(int max_shared_bytes) {
+  preload_kernel(dispatch_send_kernel<Transport>);
+  preload_kernel(dispatch_receive_kernel<Transport>);
+  SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_send_kernel<Transport>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     max_shared_bytes));
+  SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_receive_kernel<Transport>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes));
+}
+
+}  // namespace
 
 void prepare_low_latency_dispatch_kernels(int max_shared_bytes) {
-  preload_kernel(dispatch_send_kernel);
-  preload_kernel(dispatch_receive_kernel);
-  SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_send_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes));
-  SY_CUDA_CHECK(
-      cudaFuncSetAttribute(dispatch_receive_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes));
+  prepare_dispatch_kernels_for<SingleNode>(max_shared_bytes);
+  prepare_dispatch_kernels_for<transport::LoopbackDevice>(max_shared_bytes);
 }
 
 }  // namespace switchyard::cuda

@@ -39,14 +39,30 @@ void expect_aligned(const void* data, const char* name) {
   }
 }
 
-// NOTES: the kernels store into every peer's slots at mapped addresses; across nodes that would
-// need the transport path, which only the CPU engine has. Refused before anything is written.
-void expect_one_node(const Topology& topology, const char* what) {
-  if (!topology.is_single_node()) {
-    throw Unsupported(std::string(what) + ": the CUDA low_latency engine runs within one node (ranks_per_node == "
-                      "num_ranks), got topology " + topology.to_string() +
-                      "; across nodes use the CPU backend's low_latency or the normal engine");
+// Calls `launch(transport)` with the transport to other nodes: none on one node (the kernels as
+// they always were), else the loopback device transport.
+template <typename Launch>
+void with_transport(const Topology& topology, const transport::LoopbackDevice& loopback, Launch&& launch) {
+  if (topology.is_single_node()) {
+    launch(SingleNode{});
+  } else {
+    launch(loopback);
   }
+}
+
+// Across nodes a put reads its source from this rank's heap: y is read there directly when it lies
+// in the heap (the combine buffer), else its rows for other nodes are staged in the combine buffer.
+// -1 when y is outside the heap; a y that straddles the heap's edge is refused.
+int64_t heap_offset_of(const common::SymHeap& heap, const void* y, size_t y_bytes) {
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(y);
+  const uintptr_t heap_begin = reinterpret_cast<uintptr_t>(heap.base);
+  const uintptr_t heap_end = heap_begin + heap.bytes;
+  if (begin + y_bytes <= heap_begin || begin >= heap_end) return -1;
+  if (begin < heap_begin || begin + y_bytes > heap_end) {
+    throw InvalidArgument("x: expected expert outputs either inside this buffer's combine buffer or outside its "
+                          "heap, got a tensor of " + std::to_string(y_bytes) + " bytes that straddles the heap's edge");
+  }
+  return static_cast<int64_t>(begin - heap_begin);
 }
 
 }  // namespace
@@ -84,6 +100,16 @@ LowLatencyEngine::~LowLatencyEngine() {
   cudaFree(hook_topk_weights_);
 }
 
+const transport::LoopbackDevice& LowLatencyEngine::loopback(const common::LowLatencyLayout& layout) {
+  if (!have_loopback_) {
+    // Signal ids number the region's signal words from its start, 8 bytes apart (LowLatencyLayout).
+    loopback_ = transport::LoopbackDevice::make(layout.signals_offset(), sizeof(uint64_t),
+                                                transport::LoopbackOptions::from_environment(heap_.view().rank));
+    have_loopback_ = true;
+  }
+  return loopback_;
+}
+
 LowLatencyGrid LowLatencyEngine::grid() const {
   const int sharing = std::max(1, heap_.ranks_on_this_device());
   LowLatencyGrid grid{};
@@ -100,7 +126,6 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
                                                     const KernelContext& context, cudaStream_t stream,
                                                     cudaStream_t allocation_stream) {
   const LowLatencyDispatchArgs& args = plan.args;
-  expect_one_node(plan.topology, "low_latency_dispatch");
   if (plan.num_experts > kLowLatencyMaxExperts) {
     throw Unsupported("num_experts: the CUDA low_latency engine supports up to " +
                       std::to_string(kLowLatencyMaxExperts) + " experts (per-expert tables in shared memory), got " +
@@ -151,6 +176,7 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
 
   LowLatencyDispatchLaunch launch{};
   launch.layout = plan.layout;
+  launch.ranks_per_node = plan.topology.ranks_per_node;
   launch.message = detail::low_latency_dispatch_message(plan.hidden, plan.use_fp8);
   launch.state = state_;
   launch.x = args.x.as<const uint16_t>();
@@ -171,17 +197,19 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   launch.src_info = result.src_info.as<int32_t>();
   launch.src_slot = handle->src_slot.as<int32_t>();
 
-  launch_low_latency_dispatch_send(context, launch, stream);
-  auto receive = [context, launch, grid = grid(), stream, handle, device = device_] {
-    SY_CUDA_CHECK(cudaSetDevice(device));
-    launch_low_latency_dispatch_receive(context, launch, grid, stream);
-    handle->received.store(true, std::memory_order_release);
-  };
-  if (args.return_recv_hook) {
-    result.hook = std::move(receive);
-  } else {
-    receive();
-  }
+  with_transport(plan.topology, loopback(plan.layout), [&](const auto& transport) {
+    launch_low_latency_dispatch_send(context, launch, transport, stream);
+    auto receive = [context, launch, transport, grid = grid(), stream, handle, device = device_] {
+      SY_CUDA_CHECK(cudaSetDevice(device));
+      launch_low_latency_dispatch_receive(context, launch, transport, grid, stream);
+      handle->received.store(true, std::memory_order_release);
+    };
+    if (args.return_recv_hook) {
+      result.hook = std::move(receive);
+    } else {
+      receive();
+    }
+  });
   result.handle = LowLatencyHandle(handle);
   return result;
 }
@@ -191,7 +219,6 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
                                                   cudaStream_t allocation_stream) {
   const LowLatencyCombineArgs& args = plan.args;
   const detail::LowLatencyHandleData& handle = *plan.handle;
-  expect_one_node(plan.topology, "low_latency_combine");
   expect_aligned(plan.y, args.zero_copy ? "x (the combine buffer)" : "x");
   if (args.out_combined_x.defined()) expect_aligned(args.out_combined_x.data, "out_combined_x");
 
@@ -201,12 +228,19 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
 
   LowLatencyCombineLaunch launch{};
   launch.layout = plan.layout;
+  launch.ranks_per_node = plan.topology.ranks_per_node;
   launch.state = state_;
   launch.num_experts = handle.num_experts;
   launch.local_experts = handle.local_experts;
   launch.hidden = plan.hidden;
   launch.max_tokens_per_rank = handle.max_tokens_per_rank;
   launch.y = plan.y;
+  launch.y_heap_offset = -1;
+  if (!plan.topology.is_single_node()) {
+    const size_t y_bytes = static_cast<size_t>(handle.local_experts) * handle.topology.num_ranks *
+                           handle.max_tokens_per_rank * plan.hidden * 2;
+    launch.y_heap_offset = heap_offset_of(heap_.view(), plan.y, y_bytes);
+  }
   launch.layout_range = handle.layout_range.as<const int32_t>();
   launch.src_info = handle.src_info.as<const int32_t>();
   launch.src_slot = handle.src_slot.as<const int32_t>();
@@ -217,9 +251,13 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   launch.combined_x = result.combined_x.as<uint16_t>();
 
   const LowLatencyGrid grid = this->grid();
-  launch_low_latency_combine_send(context, launch, grid, stream);
+  const transport::LoopbackDevice& across_nodes = loopback(plan.layout);
+  with_transport(plan.topology, across_nodes,
+                 [&](const auto& transport) { launch_low_latency_combine_send(context, launch, transport, grid, stream); });
   if (!args.return_recv_hook) {
-    launch_low_latency_combine_receive(context, launch, grid, stream);
+    with_transport(plan.topology, across_nodes, [&](const auto& transport) {
+      launch_low_latency_combine_receive(context, launch, transport, grid, stream);
+    });
     return result;
   }
   // The hook reduces later: with its own copy of the routing, as the CPU engine keeps one.
@@ -236,9 +274,12 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   }
   launch.topk_idx = hook_topk_idx_;
   launch.topk_weights = hook_topk_weights_;
-  result.hook = [context, launch, grid, stream, device = device_] {
+  result.hook = [context, launch, grid, stream, device = device_, topology = plan.topology,
+                 across_nodes = across_nodes] {
     SY_CUDA_CHECK(cudaSetDevice(device));
-    launch_low_latency_combine_receive(context, launch, grid, stream);
+    with_transport(topology, across_nodes, [&](const auto& transport) {
+      launch_low_latency_combine_receive(context, launch, transport, grid, stream);
+    });
   };
   return result;
 }

@@ -7,12 +7,22 @@
 //
 // All of a buffer's low-latency calls and hooks must be issued on one stream (or ordered by the
 // caller): the device state is stream-ordered.
+//
+// Across nodes (ranks_per_node < num_ranks) the kernels reach peers of other nodes through the
+// loopback device transport (puts with signal adds; cuda/low_latency_link.cuh) and peers of their
+// node by stores, as on one node. Nothing there is host state either, so such calls can be captured
+// in CUDA graphs as well.
+// NOTES: a put reads its source from the heap, so across nodes a combine without zero_copy stages
+// the rows it sends to other nodes in the combine buffer (low_latency_combine_buffer), at their own
+// rows, as DeepEP stages them in its send buffer: what a caller wrote there for a later zero-copy
+// combine does not survive such a call.
 #include <cuda_runtime.h>
 
 #include "core/backend.hpp"
 #include "cuda/device_heap.hpp"
 #include "cuda/kernel_context.hpp"
 #include "cuda/low_latency_kernels.hpp"
+#include "transport/loopback_device.hpp"
 
 namespace switchyard::cuda {
 
@@ -34,6 +44,9 @@ class LowLatencyEngine {
 
  private:
   LowLatencyGrid grid() const;
+  // The transport to other nodes (its delays read from the environment at the first call, as the
+  // other engines read theirs).
+  const transport::LoopbackDevice& loopback(const common::LowLatencyLayout& layout);
 
   int device_;
   const DeviceHeap& heap_;
@@ -45,6 +58,8 @@ class LowLatencyEngine {
   int64_t* hook_topk_idx_ = nullptr;
   float* hook_topk_weights_ = nullptr;
   int64_t hook_routing_capacity_ = 0;  // entries: max_tokens_per_rank * topk of the sizing
+  bool have_loopback_ = false;
+  transport::LoopbackDevice loopback_{};
 };
 
 }  // namespace switchyard::cuda

@@ -3,6 +3,11 @@
 // Each call is a send kernel (writes into the peers' heaps, then signals) and a receive kernel
 // (bounded waits on the signals, then the copy-out or the reduction); hooks launch the receive
 // kernel later. Nothing here synchronises with the host, so every call can be captured in a graph.
+//
+// The launchers are templates over the transport that reaches peers of other nodes: SingleNode (one
+// node: every peer by stores, no transport compiled in) or a device transport
+// (transport/device_transport.cuh; instantiated for LoopbackDevice). Peers of this rank's node are
+// reached by stores either way.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -34,8 +39,12 @@ struct LowLatencyDeviceState {
   uint32_t reserved;
 };
 
+// The transport of a one-node buffer: none.
+struct SingleNode {};
+
 struct LowLatencyDispatchLaunch {
   common::LowLatencyLayout layout;           // the region (capacities), the same on every rank
+  int ranks_per_node;                        // of the topology; num_ranks on one node
   common::LowLatencyDispatchMessage message;  // this call's message (bf16 row, or fp8 row + scales)
   LowLatencyDeviceState* state;
   // Send side.
@@ -59,6 +68,7 @@ struct LowLatencyDispatchLaunch {
 
 struct LowLatencyCombineLaunch {
   common::LowLatencyLayout layout;
+  int ranks_per_node;  // of the topology; num_ranks on one node
   LowLatencyDeviceState* state;
   int num_experts;   // E of the dispatch
   int local_experts;  // L of the dispatch
@@ -69,6 +79,9 @@ struct LowLatencyCombineLaunch {
   const int32_t* layout_range;   // [L, R, 2]
   const int32_t* src_info;       // [L, R * max]
   const int32_t* src_slot;       // [L, R * max]
+  // Across nodes: y's offset in this rank's heap when y lies in it (the combine buffer, zero-copy),
+  // else -1 (rows for other nodes are then staged in the combine buffer: puts read from the heap).
+  int64_t y_heap_offset;
   // Receive side (home rank).
   const int64_t* topk_idx;      // [N, K]
   const float* topk_weights;    // [N, K]
@@ -84,14 +97,21 @@ struct LowLatencyGrid {
                        // for the send kernels they wait for
 };
 
+// `Transport`: SingleNode, or transport::LoopbackDevice (explicit instantiations in the .cu files).
+template <typename Transport>
 void launch_low_latency_dispatch_send(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
-                                      cudaStream_t stream);
+                                      const Transport& transport, cudaStream_t stream);
+template <typename Transport>
 void launch_low_latency_dispatch_receive(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
-                                         const LowLatencyGrid& grid, cudaStream_t stream);
+                                         const Transport& transport, const LowLatencyGrid& grid,
+                                         cudaStream_t stream);
+template <typename Transport>
 void launch_low_latency_combine_send(const KernelContext& context, const LowLatencyCombineLaunch& launch,
-                                     const LowLatencyGrid& grid, cudaStream_t stream);
+                                     const Transport& transport, const LowLatencyGrid& grid, cudaStream_t stream);
+template <typename Transport>
 void launch_low_latency_combine_receive(const KernelContext& context, const LowLatencyCombineLaunch& launch,
-                                        const LowLatencyGrid& grid, cudaStream_t stream);
+                                        const Transport& transport, const LowLatencyGrid& grid,
+                                        cudaStream_t stream);
 
 // Loads the engine's kernels into `device`'s context (the current device) and sets their
 // shared-memory limits: once per device, before any rank launches; idempotent and thread-safe.

@@ -78,6 +78,14 @@ struct HasWarpSessionApi<
 //   bool wait_signal(context, SignalId, uint64_t at_least, site) const
 //                                                     bounded; false after recording a TimeoutError
 //   void reset_signal(SignalId)                       to 0; no peer may add to it concurrently
+// Optional (used by the low_latency engine; not part of check_warp_session):
+//   void reset_signals(SignalId first, uint32_t count)
+//                                                     reset_signal of [first, first + count), the
+//                                                     lanes sharing the work: one warp instead of a
+//                                                     warp per word
+// NOTES: read_signal is a plain acquire read in every transport here (loopback: ld.acquire.sys of our
+// own word; GIN: readSignal), so a lane may call it alone, each lane for its own signal, as the
+// lane-parallel waits of the low_latency receivers do.
 //   uint8_t* lsa_pointer(int peer, size_t offset) const
 //                                                     load/store address of a peer in our node
 template <typename Transport>

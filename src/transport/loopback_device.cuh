@@ -82,6 +82,16 @@ class WarpSession<LoopbackDevice> {
     __syncwarp();
   }
 
+  // Plain stores by every lane, then a warp barrier: the stores are ordered before this warp's later
+  // signals (lane 0's system fence there follows the barrier) and before any release that a later
+  // barrier of the block precedes.
+  __device__ __forceinline__ void reset_signals(SignalId first, uint32_t count) {
+    for (uint32_t i = warp_lane(); i < count; i += 32) {
+      *reinterpret_cast<volatile uint64_t*>(signal_word(heap_.rank, first + i)) = 0;
+    }
+    __syncwarp();
+  }
+
   __device__ __forceinline__ uint8_t* lsa_pointer(int peer, size_t offset) const {
     return heap_.peer_base(peer) + offset;
   }

@@ -57,6 +57,13 @@ class WarpSession<NcclGinDevice> {
     __syncwarp();
   }
 
+  // NOTES: resetSignal is a per-thread call (reset_signal above issues it from one lane), so the
+  // lanes share the ids.
+  __device__ __forceinline__ void reset_signals(SignalId first, uint32_t count) {
+    for (uint32_t i = warp_lane(); i < count; i += 32) gin_.resetSignal(first + i);
+    __syncwarp();
+  }
+
   __device__ __forceinline__ uint8_t* lsa_pointer(int peer, size_t offset) const {
     const int lsa_peer = ncclTeamRankToLsa(transport_.comm, world(), peer);
     return static_cast<uint8_t*>(ncclGetLsaPointer(transport_.window, offset, lsa_peer));
