@@ -79,7 +79,7 @@ BENCH_BIN="$BUILD/tools/bench/switchyard-bench"
 
 # The GPU suites as in scripts/gpu-check.sh. device_transport keeps its ranks on GPU 0 (its loopback
 # heaps are one device's memory), the others spread.
-GPU_SUITES=(normal_engine low_latency symmetric internode device_transport)
+GPU_SUITES=(normal_engine low_latency symmetric internode low_latency_internode device_transport)
 PROCESS_BIN="$BUILD/tests/cuda/switchyard_cuda_process_ranks_test"
 
 if has_stage tests; then
