@@ -68,6 +68,22 @@ struct LowLatencyDispatchArgs {
   TensorView topk_idx;  // i64 [N, K]; -1 = no expert. Each (token, slot) is one row on its expert.
   int64_t max_tokens_per_rank = 0;  // N <= this on every rank; recv rows per expert are R times this
   int num_experts = 0;
+  // Rows per local expert in recv_x / recv_x_scales / src_info (C below): 0 means
+  // R * max_tokens_per_rank (every row that could arrive), else 1..R * max_tokens_per_rank, the same
+  // on every rank. A caller sizes its expert buffers by an expected load (uniform routing gives each
+  // expert about R * N * K / E rows, far below R * max). The rows keep their order (source rank, then
+  // token order); recv_count and layout_range report the TRUE counts, also when they exceed C.
+  // Overflow (an expert receives more than C rows): rows at and past C are not written (nothing out
+  // of bounds), and the call raises CapacityError naming the expert, its rank, the rows and C, on
+  // every rank: on cpu when the call returns (after it completed on all ranks); on cuda where device
+  // errors are raised (the next call or synchronize(), like a timeout, with no host sync in the call):
+  // where an overflow is possible, call synchronize() on every rank before the next call, so that all
+  // raise it at the same point (raised at a later call's entry on some ranks only, it would leave the
+  // others waiting in that call until their timeout). The Buffer stays usable. A combine with the handle of an overflowed dispatch is refused: on cuda
+  // (where the handle reaches the caller) its kernel pushes and reduces nothing, combined_x is not
+  // written, and it raises CapacityError again. The symmetric engine only: low_latency raises
+  // Unsupported for a value other than 0 (its receive slots are R * max rows per expert anyway).
+  int64_t expert_capacity = 0;
   // Cast to fp8 e4m3 per 128 channels with an amax scale: scale = max(amax, 1e-4) / 448.
   bool use_fp8 = false;
   bool round_scale = false;  // scales rounded up to a power of two (needs use_fp8)
@@ -78,27 +94,27 @@ struct LowLatencyDispatchArgs {
   Stream stream = nullptr;
 };
 
-// L = local experts, R = ranks, max = max_tokens_per_rank.
+// L = local experts, R = ranks, max = max_tokens_per_rank, C = expert_capacity (R * max when 0).
 struct LowLatencyDispatchResult {
-  // [L, R * max, H], bf16 (fp8_e4m3 with use_fp8). For local expert l, the rows of source rank 0
+  // [L, C, H], bf16 (fp8_e4m3 with use_fp8). For local expert l, the rows of source rank 0
   // come first, then rank 1, ...; within a source, (token, slot) order. Rows at and past
   // recv_count[l] are unspecified (not written).
   Tensor recv_x;
-  // f32 [L, R * max, H / 128]; with use_ue8m0 i32 [L, R * max, ceil(H / 512)], byte i of word w
+  // f32 [L, C, H / 128]; with use_ue8m0 i32 [L, C, ceil(H / 512)], byte i of word w
   // the exponent of scale 4w + i (little-endian, zero-padded). Undefined without use_fp8.
   Tensor recv_x_scales;
-  Tensor recv_count;    // i32 [L]: rows received per local expert
-  Tensor layout_range;  // i32 [L, R, 2]: (begin, count) of each source rank's rows
-  Tensor src_info;      // i32 [L, R * max]: source token index of each row; -1 past recv_count
+  Tensor recv_count;    // i32 [L]: rows received per local expert (the true count, even above C)
+  Tensor layout_range;  // i32 [L, R, 2]: (begin, count) of each source rank's rows (true counts)
+  Tensor src_info;      // i32 [L, C]: source token index of each row; -1 past recv_count
   LowLatencyHandle handle;
   // Set with return_recv_hook: runs the receive half (the outputs above are filled only then).
   std::function<void()> hook;
 };
 
 struct LowLatencyCombineArgs {
-  // bf16 [L, R * max, H']: expert outputs, rows as dispatch gave them (only rows < recv_count are
-  // read). With zero_copy, omit it (or pass low_latency_combine_buffer's view): the outputs are
-  // already in the buffer.
+  // bf16 [L, C, H']: expert outputs, rows as dispatch gave them (only rows < recv_count are
+  // read; C is the dispatch's expert_capacity, R * max when it was 0). With zero_copy, omit it (or
+  // pass low_latency_combine_buffer's view): the outputs are already in the buffer.
   TensorView x;
   // i64 [N, K]: the dispatch's topk_idx; a slot may be set to -1 to leave that expert out.
   TensorView topk_idx;

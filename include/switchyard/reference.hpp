@@ -62,25 +62,31 @@ struct LowLatencyOptions {
   bool use_ue8m0 = false;    // implies round_scale; scales packed as UE8M0 in int32
 };
 
-// What rank d receives from a `low_latency` dispatch. L = local experts, R = ranks, max =
-// max_tokens_per_rank. Rows at and past recv_count[l] are zero here (engines leave them unspecified).
+// What rank d receives from a `low_latency` (or `symmetric`) dispatch. L = local experts, R = ranks,
+// max = max_tokens_per_rank, C = expert_capacity (R * max when 0). Rows at and past recv_count[l] are
+// zero here (engines leave them unspecified). Rows at and past C do not exist: an expert that receives
+// more keeps its first C rows, and recv_count / layout_range still give the true counts.
 struct LowLatencyDispatchOutput {
-  Tensor recv_x;         // [L, R * max, H], bf16 (fp8_e4m3 with use_fp8)
-  Tensor recv_x_scales;  // f32 [L, R * max, H / 128], or i32 [L, R * max, ceil(H / 512)] with use_ue8m0
-  Tensor recv_count;     // i32 [L]
-  Tensor layout_range;   // i32 [L, R, 2]: (begin, count) per source rank
-  Tensor src_info;       // i32 [L, R * max]: source token of each row, -1 past recv_count
+  Tensor recv_x;         // [L, C, H], bf16 (fp8_e4m3 with use_fp8)
+  Tensor recv_x_scales;  // f32 [L, C, H / 128], or i32 [L, C, ceil(H / 512)] with use_ue8m0
+  Tensor recv_count;     // i32 [L]: true counts
+  Tensor layout_range;   // i32 [L, R, 2]: (begin, count) per source rank, true counts
+  Tensor src_info;       // i32 [L, C]: source token of each row, -1 past recv_count
 };
 
 // inputs[s].x is bf16 [N_s, H]; topk_idx i64 [N_s, K]. Each (token, slot) with an expert is one row.
+// expert_capacity: 0 (R * max) or 1..R * max rows per local expert in the outputs.
 std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<RankInputs>& inputs, int num_experts,
                                                            const Topology& topology, int64_t max_tokens_per_rank,
-                                                           const LowLatencyOptions& options = {});
+                                                           const LowLatencyOptions& options = {},
+                                                           int64_t expert_capacity = 0);
 
-// ys[d]: rank d's expert outputs, bf16 [L, R * max, H'], rows in d's receive order (only received
+// ys[d]: rank d's expert outputs, bf16 [L, C, H'], rows in d's receive order (only received
 // rows are read). Uses inputs[s].topk_idx and inputs[s].topk_weights. Returns bf16 [N_s, H'] per
-// rank: out[t] = fma-accumulated sum over valid slots ascending from +0.0, rounded once.
+// rank: out[t] = fma-accumulated sum over valid slots ascending from +0.0, rounded once. Throws
+// CapacityError when a row lies at or past C (the dispatch overflowed: engines refuse that combine).
 std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys, const std::vector<RankInputs>& inputs,
-                                        int num_experts, const Topology& topology, int64_t max_tokens_per_rank);
+                                        int num_experts, const Topology& topology, int64_t max_tokens_per_rank,
+                                        int64_t expert_capacity = 0);
 
 }  // namespace switchyard::reference

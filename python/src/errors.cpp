@@ -15,6 +15,7 @@ struct ErrorClasses {
   PyObject* unsupported = nullptr;
   PyObject* timeout = nullptr;
   PyObject* system = nullptr;
+  PyObject* capacity = nullptr;
 };
 ErrorClasses g_classes;
 
@@ -31,6 +32,7 @@ void bind_errors(nb::module_& m) {
   g_classes.unsupported = class_of(errors, "Unsupported");
   g_classes.timeout = class_of(errors, "TimeoutError");
   g_classes.system = class_of(errors, "SystemError");
+  g_classes.capacity = class_of(errors, "CapacityError");
   m.attr("Error") = nb::handle(g_classes.error);
 
   nb::register_exception_translator([](const std::exception_ptr& thrown, void*) {
@@ -44,6 +46,8 @@ void bind_errors(nb::module_& m) {
       PyErr_SetString(g_classes.timeout, error.what());
     } catch (const SystemError& error) {
       PyErr_SetString(g_classes.system, error.what());
+    } catch (const CapacityError& error) {
+      PyErr_SetString(g_classes.capacity, error.what());
     } catch (const Error& error) {
       PyErr_SetString(g_classes.error, error.what());
     }

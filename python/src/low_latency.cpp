@@ -41,7 +41,7 @@ nb::object make_hook(std::function<void()> hook, nb::handle buffer, std::shared_
 
 nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handle topk_idx, int64_t max_tokens_per_rank,
                   int num_experts, bool use_fp8, bool round_scale, bool use_ue8m0, bool return_recv_hook,
-                  uintptr_t stream, const std::string& framework) {
+                  int64_t expert_capacity, uintptr_t stream, const std::string& framework) {
   PyBuffer& self = nb::cast<PyBuffer&>(self_object);
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
@@ -55,6 +55,7 @@ nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handl
   args.round_scale = round_scale;
   args.use_ue8m0 = use_ue8m0;
   args.return_recv_hook = return_recv_hook;
+  args.expert_capacity = expert_capacity;
   args.stream = to_stream(stream);
   LowLatencyDispatchResult result;
   {
@@ -130,14 +131,15 @@ void bind_low_latency(nb::module_& m, BufferClass& buffer) {
     buffer.def(
         ll ? "low_latency_dispatch" : "symmetric_dispatch",
         [engine](nb::handle self, nb::handle x, nb::handle topk_idx, int64_t max_tokens_per_rank, int num_experts,
-                 bool use_fp8, bool round_scale, bool use_ue8m0, bool return_recv_hook, uintptr_t stream,
-                 const std::string& framework) {
+                 bool use_fp8, bool round_scale, bool use_ue8m0, bool return_recv_hook, int64_t expert_capacity,
+                 uintptr_t stream, const std::string& framework) {
           return dispatch(engine, self, x, topk_idx, max_tokens_per_rank, num_experts, use_fp8, round_scale,
-                          use_ue8m0, return_recv_hook, stream, framework);
+                          use_ue8m0, return_recv_hook, expert_capacity, stream, framework);
         },
         nb::arg("x"), nb::arg("topk_idx"), nb::arg("max_tokens_per_rank"), nb::arg("num_experts"),
         nb::arg("use_fp8") = false, nb::arg("round_scale") = false, nb::arg("use_ue8m0") = false,
-        nb::arg("return_recv_hook") = false, nb::arg("stream") = 0, nb::arg("framework") = "numpy",
+        nb::arg("return_recv_hook") = false, nb::arg("expert_capacity") = 0, nb::arg("stream") = 0,
+        nb::arg("framework") = "numpy",
         "-> dict(recv_x, recv_x_scales, recv_count, layout_range, src_info, handle, hook)");
     buffer.def(
         ll ? "low_latency_combine" : "symmetric_combine",

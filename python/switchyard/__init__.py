@@ -16,7 +16,7 @@ symmetric_max_tokens_per_rank=128 sizes their regions):
 
 switchyard.deep_ep is a drop-in for DeepEP's deep_ep.Buffer.
 """
-from ._errors import Error, InvalidArgument, SystemError, TimeoutError, Unsupported  # noqa: A004  (before _C)
+from ._errors import CapacityError, Error, InvalidArgument, SystemError, TimeoutError, Unsupported  # noqa: A004  (before _C)
 from . import _C
 from ._buffer import (Buffer, CombineResult, DispatchLayout, DispatchResult, LowLatencyCombineResult,
                       LowLatencyDispatchResult)
@@ -29,6 +29,6 @@ cuda_available = _C.cuda_available
 __version__ = _C.__version__
 
 __all__ = [
-    "Buffer", "CombineResult", "Config", "DispatchHandle", "DispatchLayout", "DispatchResult", "Error", "Group",
+    "Buffer", "CapacityError", "CombineResult", "Config", "DispatchHandle", "DispatchLayout", "DispatchResult", "Error", "Group",
     "InvalidArgument", "LowLatencyCombineResult", "LowLatencyDispatchResult", "LowLatencyHandle", "SystemError", "TimeoutError", "Unsupported", "as_group", "cuda_available",
 ]

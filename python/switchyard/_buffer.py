@@ -278,7 +278,7 @@ class Buffer:
         outputs. Call it at most once, before this Buffer's next low-latency call.
         """
         return self._expert_major_dispatch("low_latency_dispatch", x, topk_idx, max_tokens_per_rank, num_experts,
-                                           use_fp8, round_scale, use_ue8m0, return_recv_hook, stream)
+                                           use_fp8, round_scale, use_ue8m0, return_recv_hook, 0, stream)
 
     def low_latency_combine(self, x, topk_idx, topk_weights, handle: "_C.LowLatencyHandle", *,
                             zero_copy: bool = False, return_recv_hook: bool = False, out=None,
@@ -305,12 +305,17 @@ class Buffer:
 
     def symmetric_dispatch(self, x, topk_idx, max_tokens_per_rank: int, num_experts: int, *, use_fp8: bool = False,
                            round_scale: bool = False, use_ue8m0: bool = False, return_recv_hook: bool = False,
-                           stream=None) -> LowLatencyDispatchResult:
+                           expert_capacity: int = 0, stream=None) -> LowLatencyDispatchResult:
         """low_latency_dispatch on the `symmetric` engine (one pull stage after a barrier): the same
         arguments and outputs, bit for bit. Needs symmetric_max_tokens_per_rank >= max_tokens_per_rank.
-        Its handles are for symmetric_combine only. return_recv_hook=True raises Unsupported."""
+        Its handles are for symmetric_combine only. return_recv_hook=True raises Unsupported.
+
+        expert_capacity: rows per local expert C of recv_x, recv_x_scales and src_info ([L, C, ...]);
+        0 means R * max_tokens_per_rank. recv_count and layout_range keep the true counts. An expert
+        that receives more than C rows keeps its first C, and every rank raises CapacityError (on cuda
+        at the next call or synchronize()); the combine of such a dispatch is refused. Same on every rank."""
         return self._expert_major_dispatch("symmetric_dispatch", x, topk_idx, max_tokens_per_rank, num_experts,
-                                           use_fp8, round_scale, use_ue8m0, return_recv_hook, stream)
+                                           use_fp8, round_scale, use_ue8m0, return_recv_hook, expert_capacity, stream)
 
     def symmetric_combine(self, x, topk_idx, topk_weights, handle: "_C.LowLatencyHandle", *, zero_copy: bool = False,
                           return_recv_hook: bool = False, out=None, stream=None) -> LowLatencyCombineResult:
@@ -320,12 +325,13 @@ class Buffer:
                                           return_recv_hook, out, stream)
 
     def _expert_major_dispatch(self, method, x, topk_idx, max_tokens_per_rank, num_experts, use_fp8, round_scale,
-                               use_ue8m0, return_recv_hook, stream):
+                               use_ue8m0, return_recv_hook, expert_capacity, stream):
         self._check_alive()
         call = _Call(self, x, stream)
         raw = getattr(self._native, method)(call(x, "x"), call(topk_idx, "topk_idx"), int(max_tokens_per_rank),
                                             int(num_experts), bool(use_fp8), bool(round_scale), bool(use_ue8m0),
-                                            bool(return_recv_hook), call.stream, call.framework)
+                                            bool(return_recv_hook), int(expert_capacity), call.stream,
+                                            call.framework)
         self._expert_major_framework = call.framework
         return LowLatencyDispatchResult(**raw)
 

@@ -2,7 +2,7 @@
 expected and what was given) are kept as they are."""
 import builtins
 
-__all__ = ["Error", "InvalidArgument", "Unsupported", "TimeoutError", "SystemError"]
+__all__ = ["Error", "InvalidArgument", "Unsupported", "TimeoutError", "SystemError", "CapacityError"]
 
 
 class Error(Exception):
@@ -26,6 +26,12 @@ class SystemError(Error, OSError):  # noqa: A001
     """The platform failed underneath (CUDA, shared memory, mmap)."""
 
 
-for _class in (Error, InvalidArgument, Unsupported, TimeoutError, SystemError):
+class CapacityError(Error):
+    """An expert received more rows than the dispatch's expert_capacity (symmetric engine): rows
+    past it were not written, the counts are the true ones; every rank raises it and the Buffer stays
+    usable."""
+
+
+for _class in (Error, InvalidArgument, Unsupported, TimeoutError, SystemError, CapacityError):
     _class.__module__ = "switchyard"  # shown as switchyard.InvalidArgument in tracebacks
 del _class

@@ -40,6 +40,9 @@ enum class WaitTarget : int32_t {
   capacity = 6,       // not a wait: more tokens arrived than num_worst_tokens rows
   expert_signal = 7,  // a low-latency signal word (the peer's sender to finish its sends)
   grid_arrival = 8,   // the other blocks of this rank's grid (a grid-wide sync)
+  // Not a wait: an expert-major dispatch delivered more rows to one expert than its expert_capacity
+  // (expected = the capacity, observed = the rows, peer = the expert's rank, channel = the expert).
+  expert_capacity = 9,
 };
 
 // The engine a role belongs to, for messages ("cuda low_latency, dispatch receiver").
@@ -102,6 +105,7 @@ SY_HD const char* wait_target_name(int32_t target) {
     case WaitTarget::capacity: return "room for the received tokens";
     case WaitTarget::expert_signal: return "a signal word (the peer's sender to finish its sends)";
     case WaitTarget::grid_arrival: return "the other blocks of this rank's kernel";
+    case WaitTarget::expert_capacity: return "room for an expert's rows (expert_capacity)";
   }
   return "unknown";
 }

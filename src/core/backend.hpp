@@ -58,6 +58,8 @@ struct ExpertMajorDispatchPlan {
   int num_experts = 0;
   int local_experts = 0;
   int64_t max_tokens_per_rank = 0;
+  // Rows per local expert in the outputs: args.expert_capacity, or R * max_tokens_per_rank for 0.
+  int64_t expert_capacity = 0;
   bool use_fp8 = false;
   bool round_scale = false;  // true also with use_ue8m0
   bool use_ue8m0 = false;
@@ -71,7 +73,7 @@ struct ExpertMajorCombinePlan {
   Config config;
   int hidden = 0;  // H' of the expert outputs
   const LowLatencyHandleData* handle = nullptr;
-  // The expert outputs bf16 [L, R * max, H']: args.x, or with zero_copy the staging area.
+  // The expert outputs bf16 [L, C, H']: args.x, or with zero_copy the staging area (C = R * max).
   const uint16_t* y = nullptr;
   LowLatencyCombineArgs args;
 };

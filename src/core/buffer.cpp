@@ -185,6 +185,13 @@ class Buffer::Impl {
   LowLatencyDispatchResult low_latency_dispatch(const LowLatencyDispatchArgs& args) {
     check_usable("low_latency_dispatch");
     check_low_latency_ready("low_latency_dispatch");
+    // NOTES: its receive slots hold R * max rows per expert in the heap whatever recv_x's size, so a
+    // capacity would only shrink the outputs; the symmetric engine is the one meant for it.
+    if (args.expert_capacity != 0) {
+      throw Unsupported("low_latency_dispatch: expert_capacity is not supported by the low_latency engine (expected "
+                        "0, got " + std::to_string(args.expert_capacity) + "); use symmetric_dispatch for "
+                        "per-expert capacities");
+    }
     detail::LowLatencyDispatchPlan plan;
     plan.layout = low_latency_layout_;
     plan_expert_major_dispatch(args, low_latency_capacity(), plan);
@@ -414,6 +421,13 @@ class Buffer::Impl {
                             " (" + capacity.max_tokens_field + "), got " + std::to_string(args.max_tokens_per_rank));
     }
     plan.max_tokens_per_rank = args.max_tokens_per_rank;
+    const int64_t all_rows = num_ranks * plan.max_tokens_per_rank;
+    if (args.expert_capacity < 0 || args.expert_capacity > all_rows) {
+      throw InvalidArgument("expert_capacity: expected 0 (num_ranks * max_tokens_per_rank = " +
+                            std::to_string(all_rows) + " rows per local expert) or 1.." + std::to_string(all_rows) +
+                            ", got " + std::to_string(args.expert_capacity));
+    }
+    plan.expert_capacity = args.expert_capacity == 0 ? all_rows : args.expert_capacity;
     if (plan.num_tokens > plan.max_tokens_per_rank) {
       throw InvalidArgument("x: expected at most max_tokens_per_rank (" + std::to_string(plan.max_tokens_per_rank) +
                             ") tokens, got " + args.x.describe());
@@ -451,26 +465,26 @@ class Buffer::Impl {
       }
     }
 
-    const int64_t rows = num_ranks * plan.max_tokens_per_rank;
+    // Rows per expert: expert_capacity, or num_ranks * max_tokens_per_rank when it is 0.
+    const int64_t rows = plan.expert_capacity;
     const int64_t local = plan.local_experts;
     expect_output(args.out_recv_x, "out_recv_x", plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16,
-                  {local, rows, hidden}, "[local_experts, num_ranks * max_tokens_per_rank, hidden]");
+                  {local, rows, hidden}, "[local_experts, expert_capacity, hidden]");
     if (!plan.use_fp8) {
       detail::expect_undefined(args.out_recv_x_scales, "out_recv_x_scales", "scales come only with use_fp8");
     } else if (plan.use_ue8m0) {
       expect_output(args.out_recv_x_scales, "out_recv_x_scales", DType::i32,
                     {local, rows, common::ue8m0_words(plan.hidden / common::kScaleBlock)},
-                    "[local_experts, num_ranks * max_tokens_per_rank, ceil(hidden / 512)]");
+                    "[local_experts, expert_capacity, ceil(hidden / 512)]");
     } else {
       expect_output(args.out_recv_x_scales, "out_recv_x_scales", DType::f32,
                     {local, rows, hidden / common::kScaleBlock},
-                    "[local_experts, num_ranks * max_tokens_per_rank, hidden / 128]");
+                    "[local_experts, expert_capacity, hidden / 128]");
     }
     expect_output(args.out_recv_count, "out_recv_count", DType::i32, {local}, "[local_experts]");
     expect_output(args.out_layout_range, "out_layout_range", DType::i32, {local, num_ranks, 2},
                   "[local_experts, num_ranks, 2]");
-    expect_output(args.out_src_info, "out_src_info", DType::i32, {local, rows},
-                  "[local_experts, num_ranks * max_tokens_per_rank]");
+    expect_output(args.out_src_info, "out_src_info", DType::i32, {local, rows}, "[local_experts, expert_capacity]");
   }
 
   // Fills `plan` (the engine's layout aside) from `args`. `staging`: where zero-copy outputs are
@@ -488,7 +502,7 @@ class Buffer::Impl {
                             "(return_recv_hook) was not called");
     }
     plan.handle = &handle;
-    const int64_t rows = handle.topology.num_ranks * handle.max_tokens_per_rank;
+    const int64_t rows = handle.rows_per_expert();  // the dispatch's expert_capacity
     const int64_t local = handle.local_experts;
 
     if (args.zero_copy) {
@@ -501,7 +515,8 @@ class Buffer::Impl {
     } else {
       detail::expect_tensor(args.x, "x", DType::bf16, 3, device);
       detail::expect_dim(args.x, "x", 0, local, "local_experts of the dispatch");
-      detail::expect_dim(args.x, "x", 1, rows, "num_ranks * max_tokens_per_rank of the dispatch");
+      detail::expect_dim(args.x, "x", 1, rows,
+                         "expert_capacity of the dispatch, num_ranks * max_tokens_per_rank when it was 0");
       const int64_t hidden = args.x.shape[2];
       if (hidden < 1 || hidden % 8 != 0 || hidden > capacity_hidden) {
         throw InvalidArgument("x: expected hidden a positive multiple of 8 (16-byte rows) and at most " +

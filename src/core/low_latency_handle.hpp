@@ -17,6 +17,12 @@ struct LowLatencyHandleData {
   int topk = 0;
   int hidden = 0;
   int64_t max_tokens_per_rank = 0;
+  // Rows per local expert in the receive-side tensors: the dispatch's expert_capacity (0 where an
+  // engine leaves it unset: R * max_tokens_per_rank). Read it through rows_per_expert().
+  int64_t expert_capacity = 0;
+  int64_t rows_per_expert() const {
+    return expert_capacity > 0 ? expert_capacity : topology.num_ranks * max_tokens_per_rank;
+  }
 
   // Send side (this rank's tokens).
   int64_t num_tokens = 0;
@@ -25,8 +31,11 @@ struct LowLatencyHandleData {
   // Receive side, filled by the receive half (the hook, with return_recv_hook).
   Tensor recv_count;    // i32 [L]
   Tensor layout_range;  // i32 [L, R, 2]
-  Tensor src_info;      // i32 [L, R * max]: source token, -1 past recv_count
-  Tensor src_slot;      // i32 [L, R * max]: the top-k slot of each row at its source
+  Tensor src_info;      // i32 [L, C]: source token, -1 past recv_count
+  Tensor src_slot;      // i32 [L, C]: the top-k slot of each row at its source
+  // cuda symmetric only, i32 [4] on the device: written by the dispatch kernel, read by the combine
+  // kernel: {overflowed (0/1), expert, rows, 0}: some expert received more rows than C.
+  Tensor overflow;
   std::atomic<bool> received{false};
 };
 

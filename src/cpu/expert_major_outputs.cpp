@@ -14,7 +14,7 @@ ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatc
                                                 Engine engine) {
   const LowLatencyDispatchArgs& args = plan.args;
   const int64_t local = plan.local_experts;
-  const int64_t rows = plan.topology.num_ranks * plan.max_tokens_per_rank;
+  const int64_t rows = plan.expert_capacity;  // per local expert (R * max unless the call set one)
   const int num_scales = plan.use_fp8 ? plan.hidden / common::kFp8CastBlock : 0;
 
   auto handle = std::make_shared<detail::LowLatencyHandleData>();
@@ -27,6 +27,7 @@ ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatc
   handle->topk = plan.topk;
   handle->hidden = plan.hidden;
   handle->max_tokens_per_rank = plan.max_tokens_per_rank;
+  handle->expert_capacity = plan.expert_capacity;
   handle->num_tokens = plan.num_tokens;
   handle->topk_idx = Tensor::empty(DType::i64, {plan.num_tokens, plan.topk});
   if (args.topk_idx.nbytes() > 0) std::memcpy(handle->topk_idx.data(), args.topk_idx.data, args.topk_idx.nbytes());

@@ -13,6 +13,7 @@
 
 #include "common/fp8_cast.hpp"
 #include "common/numeric.hpp"
+#include "core/expert_capacity.hpp"
 #include "core/symmetric_sizing.hpp"
 #include "switchyard/errors.hpp"
 
@@ -30,6 +31,7 @@ struct Call {
   int local_experts;
   int hidden;
   int64_t max_tokens_per_rank;
+  int64_t capacity;  // rows per local expert in the outputs (expert_capacity, resolved)
 };
 
 // ---- dispatch -----------------------------------------------------------------------------------
@@ -76,14 +78,46 @@ void dispatch_publisher(const Call& call, const common::SymmetricToken& token_la
 
 using DispatchOutputs = ExpertMajorOutputs;
 
+// An expert that received more rows than the call's capacity.
+struct Overflow {
+  int expert = -1;  // global id; -1 for none
+  int64_t rows = 0;
+};
+
+// After the barrier every rank's workspace holds this call's counts (each source wrote them before
+// arriving), so every rank reads all of them through map() and finds the same first overflowing
+// expert: every rank raises the same CapacityError, not only the expert's own.
+Overflow find_overflow(const Call& call) {
+  Overflow overflow;
+  if (call.capacity >= call.num_ranks * call.max_tokens_per_rank) return overflow;  // cannot overflow
+  const common::SymHeap& heap = *call.heap;
+  for (int target = 0; target < call.num_ranks && overflow.expert < 0; ++target) {
+    for (int local = 0; local < call.local_experts; ++local) {
+      int64_t rows = 0;
+      for (int source = 0; source < call.num_ranks; ++source) {
+        // A count out of range is the target's own error to report (dispatch_puller); it adds nothing here.
+        const int32_t count = *heap.map(call.layout.count(heap.base, call.half, local, source), target);
+        if (count > 0 && count <= call.max_tokens_per_rank) rows += count;
+      }
+      if (rows > call.capacity) {
+        overflow.expert = target * call.local_experts + local;
+        overflow.rows = rows;
+        break;
+      }
+    }
+  }
+  return overflow;
+}
+
 // Reads the counts in this rank's workspace to place each source's rows (source-major, then in
-// (token, slot) order), then pulls every row from its source's input buffer at the mapped address.
-// Sources are visited starting after this rank, so that the ranks pull from different peers at once.
+// (token, slot) order), then pulls every row that fits the capacity from its source's input buffer at
+// the mapped address. Sources are visited starting after this rank, so that the ranks pull from
+// different peers at once.
 void dispatch_puller(const Call& call, const common::SymmetricToken& token_layout, int topk, bool use_ue8m0,
                      const DispatchOutputs& out) {
   const common::SymHeap& heap = *call.heap;
   const common::SymmetricLayout& layout = call.layout;
-  const int64_t rows_per_expert = call.num_ranks * call.max_tokens_per_rank;
+  const int64_t rows_per_expert = call.capacity;
   const int num_scales = static_cast<int>(token_layout.num_scales);
   const int scale_words = use_ue8m0 ? common::ue8m0_words(num_scales) : num_scales;
   uint8_t* recv_x = out.recv_x.as<uint8_t>();
@@ -114,7 +148,9 @@ void dispatch_puller(const Call& call, const common::SymmetricToken& token_layou
       const int source = (call.rank + 1 + step) % call.num_ranks;
       const int32_t begin = layout_range[(local * call.num_ranks + source) * 2];
       const int32_t count = layout_range[(local * call.num_ranks + source) * 2 + 1];
-      for (int32_t position = 0; position < count; ++position) {
+      // Rows at and past the capacity are not written (an overflow, raised after the pull).
+      const int64_t fitting = std::clamp<int64_t>(rows_per_expert - begin, 0, count);
+      for (int32_t position = 0; position < fitting; ++position) {
         const common::SymmetricRoute route = *layout.route(heap.base, call.half, local, source, position);
         if (route.token < 0 || route.token >= call.max_tokens_per_rank || route.slot < 0 || route.slot >= topk) {
           throw Error("symmetric_dispatch: rank " + std::to_string(source) + " routed (token " +
@@ -135,7 +171,8 @@ void dispatch_puller(const Call& call, const common::SymmetricToken& token_layou
         src_slot[row] = route.slot;
       }
     }
-    for (int64_t row = local * rows_per_expert + recv_count[local]; row < (local + 1) * rows_per_expert; ++row) {
+    const int64_t received = std::min<int64_t>(recv_count[local], rows_per_expert);
+    for (int64_t row = local * rows_per_expert + received; row < (local + 1) * rows_per_expert; ++row) {
       src_info[row] = -1;
       src_slot[row] = -1;
     }
@@ -148,7 +185,7 @@ void dispatch_puller(const Call& call, const common::SymmetricToken& token_layou
 // through map(). Homes are visited starting after this rank, so that no home is hot.
 void combine_pusher(const Call& call, const detail::LowLatencyHandleData& handle, const uint16_t* y) {
   const common::SymHeap& heap = *call.heap;
-  const int64_t rows_per_expert = call.num_ranks * call.max_tokens_per_rank;
+  const int64_t rows_per_expert = call.capacity;
   const int32_t* layout_range = handle.layout_range.as<const int32_t>();
   const int32_t* src_info = handle.src_info.as<const int32_t>();
   const int32_t* src_slot = handle.src_slot.as<const int32_t>();
@@ -158,7 +195,9 @@ void combine_pusher(const Call& call, const detail::LowLatencyHandleData& handle
       const int home = (call.rank + 1 + step) % call.num_ranks;
       const int32_t begin = layout_range[(local * call.num_ranks + home) * 2];
       const int32_t count = layout_range[(local * call.num_ranks + home) * 2 + 1];
-      for (int64_t row = local * rows_per_expert + begin; row < local * rows_per_expert + begin + count; ++row) {
+      // Only rows inside the capacity exist (an overflowed dispatch raised and returned no handle).
+      const int64_t end = std::min<int64_t>(begin + count, rows_per_expert);
+      for (int64_t row = local * rows_per_expert + begin; row < local * rows_per_expert + end; ++row) {
         uint8_t* target = heap.map(call.layout.combine_row(heap.base, call.half, src_slot[row], src_info[row]), home);
         std::memcpy(target, y + row * call.hidden, row_bytes);
       }
@@ -194,6 +233,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   call.local_experts = plan.local_experts;
   call.hidden = plan.hidden;
   call.max_tokens_per_rank = plan.max_tokens_per_rank;
+  call.capacity = plan.expert_capacity;
   const common::SymmetricToken token_layout = detail::symmetric_token(plan.hidden, plan.use_fp8, plan.topk);
 
   DispatchOutputs out = prepare_expert_major_outputs(plan, owner_, Engine::symmetric);
@@ -202,12 +242,18 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   dispatch_publisher(call, token_layout, plan.use_fp8, plan.round_scale, args.x, args.topk_idx);
   barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), plan.config.timeout_seconds,
                            "symmetric dispatch");
+  const Overflow overflow = find_overflow(call);
   dispatch_puller(call, token_layout, plan.topk, plan.use_ue8m0, out);
 
   handle->recv_count = out.recv_count;
   handle->layout_range = out.layout_range;
   handle->src_info = out.src_info;
   handle->received.store(true, std::memory_order_release);
+  if (overflow.expert >= 0) {
+    // Every rank found the same expert, and each finished its pulls: raising here leaves no peer waiting.
+    throw CapacityError(detail::expert_capacity_message(plan.expert_capacity, overflow.expert,
+                                                        overflow.expert / plan.local_experts, overflow.rows));
+  }
 
   LowLatencyDispatchResult result;
   result.recv_x = out.recv_x;
@@ -233,6 +279,7 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
   call.local_experts = handle.local_experts;
   call.hidden = plan.hidden;
   call.max_tokens_per_rank = handle.max_tokens_per_rank;
+  call.capacity = handle.rows_per_expert();
 
   LowLatencyCombineResult result;
   result.combined_x = output_or_allocate(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden});

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "core/backend.hpp"
+#include "core/expert_capacity.hpp"
 #include "core/handle_format.hpp"
 #include "core/normal_sizing.hpp"
 #include "cuda/cuda_check.hpp"
@@ -375,10 +376,12 @@ class CudaBackend final : public detail::BackendImpl {
     const common::DeviceErrorBlock error = *error_;
     const auto target = static_cast<common::WaitTarget>(error.target);
     const bool expert_major = std::string(common::wait_role_engine(error.role)) != "normal";
-    if (target == common::WaitTarget::invalid_expert || (expert_major && target == common::WaitTarget::capacity)) {
+    if (target == common::WaitTarget::invalid_expert || target == common::WaitTarget::expert_capacity ||
+        (expert_major && target == common::WaitTarget::capacity)) {
       // Bad input, not a broken protocol (an expert id out of range; an expert-major call with more rows
-      // for one expert than max_tokens_per_rank, which wrote nothing): clear the block so that later
-      // failures are reported too. The record is complete, so its kernel wrote its last word.
+      // for one expert than max_tokens_per_rank, which wrote nothing; an expert past its
+      // expert_capacity, whose call completed on every rank): clear the block so that later failures
+      // are reported too. The record is complete, so its kernel wrote its last word.
       std::memset(error_, 0, sizeof(*error_));
       SY_CUDA_CHECK(cudaMemset(error_claim_, 0, sizeof(int32_t)));
     } else {
@@ -397,6 +400,14 @@ class CudaBackend final : public detail::BackendImpl {
         throw InvalidArgument("dispatch: expected every rank to call with the same shape; rank " +
                               std::to_string(error.peer) + "'s call differs from rank " + std::to_string(error.rank) +
                               "'s");
+      case common::WaitTarget::expert_capacity: {
+        const std::string what = detail::expert_capacity_message(error.expected, error.channel, error.peer,
+                                                                  error.observed);
+        if (error.role == static_cast<int32_t>(common::WaitRole::symmetric_combine)) {
+          throw CapacityError("symmetric_combine: refused (nothing written): its dispatch overflowed: " + what);
+        }
+        throw CapacityError(what + " (found on the device by " + message.str() + ")");
+      }
       case common::WaitTarget::capacity:
         if (expert_major) {
           throw InvalidArgument("topk_idx: expected at most max_tokens_per_rank (" + std::to_string(error.expected) +

@@ -7,6 +7,9 @@
 //   3. reduce: every warp takes (token, 256-channel chunk) items of this rank's tokens and sums the
 //      valid slots' rows from its own combine buffer, weighted, in increasing slot order with fmaf
 //      from +0, rounding to bf16 once: the CPU engine's arithmetic, bit for bit.
+// The combine of a dispatch that overflowed its expert_capacity is refused on every rank alike (each
+// rank's dispatch found the same overflow): nothing is pushed or reduced, the barrier still runs so
+// that no peer waits, and the CapacityError is recorded again.
 #include "common/numeric.hpp"
 #include "cuda/cross_rank_barrier.cuh"
 #include "cuda/cuda_check.hpp"
@@ -57,7 +60,7 @@ __device__ bool load_push_tables(const KernelContext& context, const SymmetricCo
     tables.count[pair] = count;
   }
   __syncthreads();
-  tables.build();
+  tables.build(launch.capacity);
   return unusable == 0;
 }
 
@@ -67,7 +70,7 @@ __device__ void push_producer(const KernelContext& context, const SymmetricCombi
                               const CombineCall& call, const RowTables& tables, PipelineProducer& producer) {
   const int lane = lane_id();
   const common::SymHeap& heap = context.heap;
-  const int64_t rows_per_expert = call.num_ranks * launch.max_tokens_per_rank;
+  const int64_t rows_per_expert = launch.capacity;
   const uint8_t* y = reinterpret_cast<const uint8_t*>(launch.y);
   for (int step = 0; step < call.num_ranks; ++step) {
     const int home = walk_peer(step, context.rank, call.num_ranks);
@@ -217,10 +220,18 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   call.row_bytes = static_cast<uint32_t>(launch.hidden) * 2;
   const WaitSite pipeline_site{common::WaitRole::symmetric_combine, common::WaitTarget::grid_arrival, -1, -1};
 
-  // 1. Push (nothing if the dispatch's layout is unusable; the barrier still runs, peers wait on it).
+  // 1. Push (nothing if the dispatch's layout is unusable or overflowed; the barrier still runs, peers
+  // wait on it).
   const RowTables tables = RowTables::carve(reinterpret_cast<int32_t*>(dynamic_shared), call.num_ranks,
                                             launch.local_experts);
-  const bool usable = load_push_tables(context, launch, call, tables);
+  const bool overflowed = launch.overflow[0] != 0;
+  if (overflowed && blockIdx.x == 0 && threadIdx.x == 0) {
+    const int expert = launch.overflow[1];
+    const WaitSite site{common::WaitRole::symmetric_combine, common::WaitTarget::expert_capacity, expert,
+                        expert / launch.local_experts};
+    record_wait_failure(context, site, launch.capacity, launch.overflow[2], 0, false);
+  }
+  const bool usable = load_push_tables(context, launch, call, tables) && !overflowed;
   if (usable && warp == kProducerWarp) {
     PipelineProducer producer{pipe, 0, pipeline_site, false};
     push_producer(context, launch, call, tables, producer);
@@ -237,8 +248,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   if (!cross_rank_barrier(barrier, context, common::WaitRole::symmetric_combine)) return;
   if (blockIdx.x == 0 && threadIdx.x == 0) launch.state->calls = sequence;
 
-  // 3. Reduce.
-  reduce_tokens(context, launch, call);
+  // 3. Reduce (refused after an overflowed dispatch: combined_x is not written).
+  if (!overflowed) reduce_tokens(context, launch, call);
 }
 
 }  // namespace

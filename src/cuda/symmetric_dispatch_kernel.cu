@@ -7,7 +7,11 @@
 //   3. pull: every block walks its share of the rows routed here, peers interleaved
 //      (cuda/symmetric_tables.cuh), and TMA-loads each from its source's input buffer at the mapped
 //      address, then TMA-stores it into the expert-major output; the helper warps write recv_count,
-//      layout_range and src_info past the received rows.
+//      layout_range and src_info past the received rows. With an expert_capacity C, only each
+//      expert's first C rows are pulled, and block 0's helpers first look for an expert of any rank
+//      that received more (every rank finds the same one, and records it as a CapacityError).
+#include <climits>
+
 #include "common/fp8_cast.hpp"
 #include "cuda/cross_rank_barrier.cuh"
 #include "cuda/cuda_check.hpp"
@@ -158,7 +162,7 @@ __device__ bool load_pull_tables(const KernelContext& context, const SymmetricDi
     tables.count[pair] = count;
   }
   __syncthreads();
-  tables.build();
+  tables.build(launch.capacity);
   return refused == 0;
 }
 
@@ -169,7 +173,7 @@ __device__ void pull_producer(const KernelContext& context, const SymmetricDispa
   const int lane = lane_id();
   const common::SymHeap& heap = context.heap;
   const common::SymmetricLayout& layout = launch.layout;
-  const int64_t rows_per_expert = call.num_ranks * launch.max_tokens_per_rank;
+  const int64_t rows_per_expert = launch.capacity;
   // The sources' generic-proxy writes, acquired at the barrier, are read below by TMA (async proxy).
   ptx::fence_proxy_async_global();
   for (int step = 0; step < call.num_ranks; ++step) {
@@ -242,8 +246,57 @@ struct PullScales {
   }
 };
 
-// Helpers: block 0 writes recv_count and layout_range; every block writes src_info = -1 for its
-// share of the rows past each expert's received ones.
+// Named barrier of the helper warps (0 is __syncthreads, 1 the routing warps' before the barrier).
+constexpr int kHelperBarrierId = 2;
+
+__device__ __forceinline__ void helper_warps_sync() {
+  asm volatile("bar.sync %0, %1;" ::"r"(kHelperBarrierId), "r"(kHelperWarps * 32) : "memory");
+}
+
+// Block 0's helpers, after the barrier, when the capacity is below R * max: every rank's workspace
+// holds this call's counts (each source wrote them before arriving), so each rank reads all of them
+// through map() and finds the lowest expert of any rank with more rows than the capacity. Every rank
+// records the same one (not a wait: the call completes), and the handle keeps it for the combine.
+__device__ void find_overflow(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                              const DispatchCall& call) {
+  __shared__ int first_expert;
+  const int helper = static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32;
+  const int helpers = kHelperWarps * 32;
+  if (helper == 0) first_expert = INT_MAX;
+  helper_warps_sync();
+  const common::SymHeap& heap = context.heap;
+  int64_t my_rows = 0;
+  int my_expert = INT_MAX;
+  for (int expert = helper; expert < launch.num_experts; expert += helpers) {
+    const int target = expert / launch.local_experts;
+    const int local = expert % launch.local_experts;
+    int64_t rows = 0;
+    for (int source = 0; source < call.num_ranks; ++source) {
+      // A count out of range is its target's to report (load_pull_tables); it adds nothing here.
+      const int32_t count = *heap.map(launch.layout.count(heap.base, call.half, local, source), target);
+      if (count > 0 && count <= launch.max_tokens_per_rank) rows += count;
+    }
+    if (rows > launch.capacity) {
+      my_expert = expert;
+      my_rows = rows;
+      atomicMin(&first_expert, expert);
+      break;  // later experts of this thread are higher
+    }
+  }
+  helper_warps_sync();
+  if (my_expert != INT_MAX && my_expert == first_expert) {
+    const int expert_rank = my_expert / launch.local_experts;
+    launch.overflow[1] = my_expert;
+    launch.overflow[2] = static_cast<int32_t>(my_rows);
+    launch.overflow[0] = 1;
+    const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::expert_capacity, my_expert,
+                        expert_rank};
+    record_wait_failure(context, site, launch.capacity, my_rows, 0, false);
+  }
+}
+
+// Helpers: block 0 writes recv_count and layout_range (true counts); every block writes src_info =
+// -1 for its share of the rows past each expert's received ones, within the capacity.
 __device__ void write_layout(const SymmetricDispatchLaunch& launch, const DispatchCall& call, const RowTables& tables) {
   const int helper = static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32;
   const int helpers = kHelperWarps * 32;
@@ -254,12 +307,13 @@ __device__ void write_layout(const SymmetricDispatchLaunch& launch, const Dispat
       launch.layout_range[2 * pair + 1] = tables.count[pair];
     }
   }
-  const int64_t rows_per_expert = call.num_ranks * launch.max_tokens_per_rank;
+  const int64_t rows_per_expert = launch.capacity;
   const int64_t index = static_cast<int64_t>(blockIdx.x) * helpers + helper;
   const int64_t stride = static_cast<int64_t>(call.blocks) * helpers;
   for (int local = 0; local < launch.local_experts; ++local) {
     int32_t* src_info = launch.src_info + local * rows_per_expert;
-    for (int64_t row = tables.total[local] + index; row < rows_per_expert; row += stride) src_info[row] = -1;
+    const int64_t received = tables.total[local] < rows_per_expert ? tables.total[local] : rows_per_expert;
+    for (int64_t row = received + index; row < rows_per_expert; row += stride) src_info[row] = -1;
   }
 }
 
@@ -279,6 +333,9 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     call_of_block = launch.state->calls + 1;
     refused_by_routing = 0;
     init_pipeline(pipe);
+    // The handle's overflow record starts clear on every call (replays too); find_overflow sets it
+    // after the barrier, which the __syncthreads below orders after this store.
+    if (blockIdx.x == 0) launch.overflow[0] = 0;
   }
   __syncthreads();
   const uint32_t sequence = call_of_block;
@@ -330,6 +387,9 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   } else if (warp == kConsumerWarp) {
     consumer.run_phase(context, PullScales{launch});
   } else {
+    if (blockIdx.x == 0 && launch.capacity < call.num_ranks * launch.max_tokens_per_rank) {
+      find_overflow(context, launch, call);
+    }
     write_layout(launch, call, tables);
   }
 }

@@ -132,7 +132,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   const LowLatencyDispatchArgs& args = plan.args;
   const int num_ranks = plan.topology.num_ranks;
   const int64_t local = plan.local_experts;
-  const int64_t rows = num_ranks * plan.max_tokens_per_rank;
+  const int64_t rows = plan.expert_capacity;  // per local expert: R * max unless the call set one
   const common::SymmetricToken token = detail::symmetric_token(plan.hidden, plan.use_fp8, plan.topk);
   const uint32_t scale_bytes =
       static_cast<uint32_t>(common::align_up(token.num_scales * sizeof(float), common::kSymmetricAlignment));
@@ -152,8 +152,10 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   handle->topk = plan.topk;
   handle->hidden = plan.hidden;
   handle->max_tokens_per_rank = plan.max_tokens_per_rank;
+  handle->expert_capacity = plan.expert_capacity;
   handle->num_tokens = plan.num_tokens;
   handle->src_slot = Tensor::empty(DType::i32, {local, rows}, Device::cuda, device_, launch.alloc_stream);
+  handle->overflow = Tensor::empty(DType::i32, {4}, Device::cuda, device_, launch.alloc_stream);
 
   LowLatencyDispatchResult result;
   result.recv_x = output(args.out_recv_x, plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16, {local, rows, plan.hidden},
@@ -183,6 +185,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   kernel.num_experts = plan.num_experts;
   kernel.local_experts = plan.local_experts;
   kernel.max_tokens_per_rank = plan.max_tokens_per_rank;
+  kernel.capacity = plan.expert_capacity;
   kernel.round_scale = plan.round_scale;
   kernel.use_ue8m0 = plan.use_ue8m0;
   kernel.recv_x = result.recv_x.as<uint8_t>();
@@ -191,6 +194,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   kernel.layout_range = result.layout_range.as<int32_t>();
   kernel.src_info = result.src_info.as<int32_t>();
   kernel.src_slot = handle->src_slot.as<int32_t>();
+  kernel.overflow = handle->overflow.as<int32_t>();
   // Timeout reports count this engine's barriers.
   context.barrier_epoch = &state_->barriers;
   launch_symmetric_dispatch(context, kernel, launch.stream);
@@ -229,6 +233,8 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
   kernel.local_experts = handle.local_experts;
   kernel.topk = handle.topk;
   kernel.max_tokens_per_rank = handle.max_tokens_per_rank;
+  kernel.capacity = handle.rows_per_expert();
+  kernel.overflow = handle.overflow.as<const int32_t>();
   kernel.layout_range = handle.layout_range.as<const int32_t>();
   kernel.src_info = handle.src_info.as<const int32_t>();
   kernel.src_slot = handle.src_slot.as<const int32_t>();

@@ -75,15 +75,18 @@ struct SymmetricDispatchLaunch {
   const int64_t* topk_idx;   // [N, K]
   int64_t num_tokens;
   int topk, hidden, num_experts, local_experts;
-  int64_t max_tokens_per_rank;  // of the call: recv rows per expert are R times this
+  int64_t max_tokens_per_rank;  // of the call: at most R times this rows reach an expert
+  int64_t capacity;             // C: rows per expert in the outputs (expert_capacity, resolved)
   bool round_scale, use_ue8m0;  // fp8 options (fp8 when token.num_scales > 0)
   // Outputs (expert-major).
-  uint8_t* recv_x;         // [L, R * max, H] bf16 or fp8
-  void* recv_x_scales;     // f32 [L, R * max, H / 128], or i32 UE8M0 words; null without fp8
-  int32_t* recv_count;     // [L]
-  int32_t* layout_range;   // [L, R, 2]
-  int32_t* src_info;       // [L, R * max]
-  int32_t* src_slot;       // [L, R * max] (the handle's)
+  uint8_t* recv_x;         // [L, C, H] bf16 or fp8
+  void* recv_x_scales;     // f32 [L, C, H / 128], or i32 UE8M0 words; null without fp8
+  int32_t* recv_count;     // [L]: true counts
+  int32_t* layout_range;   // [L, R, 2]: true (begin, count)
+  int32_t* src_info;       // [L, C]
+  int32_t* src_slot;       // [L, C] (the handle's)
+  // The handle's i32 [4] {overflowed, expert, rows, 0}: always written (block 0), for the combine.
+  int32_t* overflow;
 };
 void launch_symmetric_dispatch(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                cudaStream_t stream);
@@ -93,13 +96,15 @@ struct SymmetricCombineLaunch {
   SymmetricDeviceState* state;
   SymmetricGrid grid;
   // Expert side: this rank's expert outputs, rows as its dispatch received them.
-  const uint16_t* y;  // bf16 [L, R * max, H']
+  const uint16_t* y;  // bf16 [L, C, H']
   int hidden;         // H'
   int local_experts, topk;
   int64_t max_tokens_per_rank;
-  const int32_t* layout_range;  // [L, R, 2] of the dispatch
-  const int32_t* src_info;      // [L, R * max]
-  const int32_t* src_slot;      // [L, R * max]
+  int64_t capacity;             // C of the dispatch
+  const int32_t* layout_range;  // [L, R, 2] of the dispatch (true counts)
+  const int32_t* src_info;      // [L, C]
+  const int32_t* src_slot;      // [L, C]
+  const int32_t* overflow;      // the dispatch's {overflowed, expert, rows, 0}: refuse the call if set
   // Home side: this rank's tokens.
   const int64_t* topk_idx;     // [N, K]: slots < 0 are left out
   const float* topk_weights;   // [N, K]

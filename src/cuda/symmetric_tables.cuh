@@ -14,10 +14,14 @@
 namespace switchyard::cuda {
 
 // Carved from symmetric_table_ints(R, L) entries of shared memory.
+//
+// With a capacity C (expert_capacity), expert l keeps only its first C rows: count, begin and total
+// stay the true values (what layout_range and recv_count report), while `start`, and so the rows a
+// block walks, counts only the rows that fit, min(count, max(0, C - begin)) per pair.
 struct RowTables {
   int32_t* count;  // [L][R]: rows of (local expert l, rank r)
   int32_t* begin;  // [L][R]: where (l, r)'s rows start among expert l's rows (ranks ascending)
-  int32_t* start;  // [R][L + 1]: rank r's row j lies in expert l for start[r][l] <= j < start[r][l + 1]
+  int32_t* start;  // [R][L + 1]: rank r's walked row j lies in expert l for start[r][l] <= j < start[r][l + 1]
   int32_t* total;  // [L]: rows of expert l
   int num_ranks;
   int local_experts;
@@ -34,8 +38,9 @@ struct RowTables {
     return tables;
   }
 
-  // After `count` is filled and the block synchronised: the prefix sums. Whole block; ends synchronised.
-  __device__ void build() const {
+  // After `count` is filled and the block synchronised: the prefix sums, the walk over the rows that
+  // fit `capacity`. Whole block; ends synchronised.
+  __device__ void build(int64_t capacity) const {
     for (int l = threadIdx.x; l < local_experts; l += blockDim.x) {
       int32_t running = 0;
       for (int r = 0; r < num_ranks; ++r) {
@@ -44,12 +49,15 @@ struct RowTables {
       }
       total[l] = running;
     }
+    __syncthreads();  // `begin` is read across experts below
     for (int r = threadIdx.x; r < num_ranks; r += blockDim.x) {
       int32_t* prefix = start + r * (local_experts + 1);
       int32_t running = 0;
       for (int l = 0; l < local_experts; ++l) {
         prefix[l] = running;
-        running += count[l * num_ranks + r];
+        const int64_t room = capacity - begin[l * num_ranks + r];
+        const int32_t rows = count[l * num_ranks + r];
+        running += room <= 0 ? 0 : (room < rows ? static_cast<int32_t>(room) : rows);
       }
       prefix[local_experts] = running;
     }

@@ -9,6 +9,7 @@
 
 #include "common/fp8_cast.hpp"
 #include "common/numeric.hpp"
+#include "core/expert_capacity.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::reference {
@@ -429,6 +430,16 @@ std::pair<int64_t, int64_t> expect_low_latency_inputs(const std::vector<RankInpu
   return {hidden, topk};
 }
 
+// Rows per local expert in the outputs: expert_capacity, or R * max when it is 0.
+int64_t rows_per_expert_of(const Topology& topology, int64_t max_tokens_per_rank, int64_t expert_capacity) {
+  const int64_t all_rows = topology.num_ranks * max_tokens_per_rank;
+  if (expert_capacity < 0 || expert_capacity > all_rows) {
+    throw InvalidArgument("expert_capacity: expected 0 (num_ranks * max_tokens_per_rank = " + std::to_string(all_rows) +
+                          ") or 1.." + std::to_string(all_rows) + ", got " + std::to_string(expert_capacity));
+  }
+  return expert_capacity == 0 ? all_rows : expert_capacity;
+}
+
 // rows[s][e]: how many (token, slot) pairs of source s name expert e.
 std::vector<std::vector<int64_t>> rows_per_source_and_expert(const std::vector<RankInputs>& inputs, int num_experts) {
   std::vector<std::vector<int64_t>> rows(inputs.size(), std::vector<int64_t>(num_experts, 0));
@@ -445,9 +456,10 @@ std::vector<std::vector<int64_t>> rows_per_source_and_expert(const std::vector<R
 
 std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<RankInputs>& inputs, int num_experts,
                                                            const Topology& topology, int64_t max_tokens_per_rank,
-                                                           const LowLatencyOptions& options) {
+                                                           const LowLatencyOptions& options, int64_t expert_capacity) {
   const auto [hidden, topk] =
       expect_low_latency_inputs(inputs, num_experts, topology, max_tokens_per_rank, true, false);
+  const int64_t rows_per_expert = rows_per_expert_of(topology, max_tokens_per_rank, expert_capacity);
   if (options.use_fp8 && hidden % kScaleBlock != 0) {
     throw InvalidArgument("inputs[0].x: expected hidden a multiple of 128 with use_fp8, got " + inputs[0].x.describe());
   }
@@ -457,7 +469,6 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
   const bool round_scale = options.round_scale || options.use_ue8m0;
   const int num_ranks = topology.num_ranks;
   const int local_experts = num_experts / num_ranks;
-  const int64_t rows_per_expert = num_ranks * max_tokens_per_rank;
   const int64_t num_scales = options.use_fp8 ? hidden / kScaleBlock : 0;
   const int64_t scale_columns = options.use_ue8m0 ? common::ue8m0_words(static_cast<int>(num_scales)) : num_scales;
   const size_t row_bytes = static_cast<size_t>(hidden) * (options.use_fp8 ? 1 : 2);
@@ -500,6 +511,10 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
         for (int64_t token = 0; token < in.topk_idx.shape[0]; ++token) {
           for (int64_t slot = 0; slot < topk; ++slot) {
             if (ids[token * topk + slot] != expert) continue;
+            if (row >= rows_per_expert) {  // past the capacity: counted, not written
+              ++row;
+              continue;
+            }
             const int64_t at = local * rows_per_expert + row;
             const uint16_t* x_row = in.x.as<const uint16_t>() + token * hidden;
             if (options.use_fp8) {
@@ -532,12 +547,13 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
 }
 
 std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys, const std::vector<RankInputs>& inputs,
-                                        int num_experts, const Topology& topology, int64_t max_tokens_per_rank) {
+                                        int num_experts, const Topology& topology, int64_t max_tokens_per_rank,
+                                        int64_t expert_capacity) {
   const int64_t topk =
       expect_low_latency_inputs(inputs, num_experts, topology, max_tokens_per_rank, false, true).second;
   const int num_ranks = topology.num_ranks;
   const int local_experts = num_experts / num_ranks;
-  const int64_t rows_per_expert = num_ranks * max_tokens_per_rank;
+  const int64_t rows_per_expert = rows_per_expert_of(topology, max_tokens_per_rank, expert_capacity);
   if (static_cast<int>(ys.size()) != num_ranks) {
     throw InvalidArgument("ys: expected one per rank (" + std::to_string(num_ranks) + "), got " +
                           std::to_string(ys.size()));
@@ -547,7 +563,7 @@ std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys, const
     const std::string name = at_rank("ys", rank);
     expect_host_tensor(ys[rank], name, DType::bf16, 3);
     expect_size(ys[rank], name, 0, local_experts, "local experts");
-    expect_size(ys[rank], name, 1, rows_per_expert, "num_ranks * max_tokens_per_rank");
+    expect_size(ys[rank], name, 1, rows_per_expert, "expert_capacity (num_ranks * max_tokens_per_rank when 0)");
     if (hidden < 0) hidden = ys[rank].shape[2];
     expect_size(ys[rank], name, 2, hidden, "hidden of ys[0]");
   }
@@ -573,6 +589,11 @@ std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys, const
         for (int lower = 0; lower < source; ++lower) row += rows[lower][expert];
         const int dest = static_cast<int>(expert / local_experts);
         const int64_t local = expert % local_experts;
+        if (row >= rows_per_expert) {
+          int64_t total = 0;
+          for (const auto& of_source : rows) total += of_source[expert];
+          throw CapacityError(detail::expert_capacity_message(rows_per_expert, expert, dest, total));
+        }
         const uint16_t* y_row = ys[dest].as<const uint16_t>() + (local * rows_per_expert + row) * hidden;
         const float weight = weights[token * topk + slot];
         for (int64_t col = 0; col < hidden; ++col) {

@@ -3,6 +3,7 @@
 // them by the peer copy bandwidth, the design roofline's bytes per engine, and launch time.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -123,6 +124,73 @@ TEST(BenchOptions, EngineAllEndsWithTheNcclBaselineAndNcclCanBeNamed) {
   EXPECT_TRUE(is_rank_major(BenchEngine::nccl));
   EXPECT_FALSE(uses_switchyard_buffer(BenchEngine::nccl));
   EXPECT_TRUE(uses_switchyard_buffer(BenchEngine::normal));
+}
+
+// The target line: normal and symmetric at 4096 tokens, low_latency at its decode size.
+TEST(BenchOptions, SymmetricTokensAndExpertCapacityRunTheSymmetricEngineAtThePrefillShape) {
+  BenchOptions target = resolve_args({"--backend", "cuda", "--engine", "all", "--tokens", "4096",
+                                      "--symmetric-tokens", "4096", "--expert-capacity", "auto"},
+                                     true, 1);
+  EXPECT_EQ(target.tokens_per_rank, 4096);
+  EXPECT_EQ(target.ll_tokens_per_rank, kLowLatencyDefaultTokens);
+  EXPECT_EQ(target.symmetric_tokens_per_rank, 4096);
+  EXPECT_EQ(target.expert_capacity, kAutoExpertCapacity);
+  EXPECT_EQ(target.notes.symmetric_tokens_source, "--symmetric-tokens");
+  // Defaults: symmetric follows low_latency, with no capacity (R x max rows per expert).
+  BenchOptions defaults = resolve_args({"--backend", "cuda", "--tokens", "4096"}, true, 1);
+  EXPECT_EQ(defaults.symmetric_tokens_per_rank, defaults.ll_tokens_per_rank);
+  EXPECT_EQ(defaults.expert_capacity, 0);
+  BenchOptions alone =
+      resolve_args({"--backend", "cpu", "--engine", "symmetric", "--tokens", "32"}, false, 0);
+  EXPECT_EQ(alone.symmetric_tokens_per_rank, 32);
+  EXPECT_EQ(resolve_args({"--backend", "cpu", "--ranks", "2", "--engine", "symmetric", "--tokens", "8",
+                          "--expert-capacity=16"},
+                         false, 0)
+                .expert_capacity,
+            16);
+}
+
+TEST(BenchOptions, ExpertCapacityAndSymmetricTokensAreRefusedByName) {
+  auto refused = [](const std::vector<std::string>& args) {
+    return usage_error_of([&] { resolve_args(args, false, 0); });
+  };
+  std::string message = refused({"--backend", "cpu", "--engine", "normal", "--expert-capacity", "auto"});
+  EXPECT_EQ(message.rfind("--expert-capacity:", 0), 0u) << message;
+  message = refused({"--backend", "cpu", "--engine", "low_latency", "--symmetric-tokens", "64"});
+  EXPECT_EQ(message.rfind("--symmetric-tokens:", 0), 0u) << message;
+  // More than R x tokens rows per expert.
+  message = refused({"--backend", "cpu", "--ranks", "2", "--engine", "symmetric", "--tokens", "8",
+                     "--expert-capacity", "17"});
+  EXPECT_EQ(message.rfind("--expert-capacity:", 0), 0u) << message;
+  EXPECT_NE(message.find("16"), std::string::npos) << message;
+  message = usage_error_of([] { parse_command_line({"--expert-capacity", "many"}); });
+  EXPECT_EQ(message.rfind("--expert-capacity:", 0), 0u) << message;
+  message = usage_error_of([] { parse_command_line({"--symmetric-tokens", "-3"}); });
+  EXPECT_EQ(message.rfind("--symmetric-tokens:", 0), 0u) << message;
+}
+
+TEST(BenchOptions, AutoExpertCapacityIsTheLargestExpertRoundedUpToSixteenRows) {
+  workload::Shape shape;
+  shape.topology = Topology::single_node(4);
+  shape.tokens_per_rank = 64;
+  shape.hidden = 128;
+  shape.topk = 4;
+  shape.num_experts = 16;
+  const std::vector<workload::RankData> inputs = workload::generate(shape, 5);
+  std::vector<int64_t> rows(16, 0);
+  for (const workload::RankData& data : inputs) {
+    for (int64_t i = 0; i < data.topk_idx.numel(); ++i) {
+      const int64_t expert = data.topk_idx.as<const int64_t>()[i];
+      if (expert >= 0) ++rows[expert];
+    }
+  }
+  const int64_t most = *std::max_element(rows.begin(), rows.end());
+  const int64_t capacity = auto_expert_capacity(inputs, 16, 64);
+  EXPECT_EQ(capacity % kExpertCapacityMultiple, 0);
+  EXPECT_GE(capacity, most);
+  EXPECT_LT(capacity, most + kExpertCapacityMultiple);
+  // Never above R x max (every row that could arrive).
+  EXPECT_EQ(auto_expert_capacity(inputs, 16, 1), 4);
 }
 
 TEST(BenchNcclSupport, SaysWhyItCannotRunOnCpuOrOnASharedGpu) {

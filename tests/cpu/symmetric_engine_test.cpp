@@ -356,6 +356,152 @@ TEST(SymmetricErrors, TopologiesAcrossNodesAreRefused) {
   }
 }
 
+// ---- expert_capacity ----------------------------------------------------------------------------
+
+class SymmetricCapacity : public ::testing::TestWithParam<Case> {};
+
+// Outputs [L, C, ...] equal the reference's with that capacity bit for bit (and the round trip's
+// combine), with C exactly the largest expert's rows, larger, and 1.
+TEST_P(SymmetricCapacity, ExactlyFullLargerAndOneRowMatchTheReferenceBitwise) {
+  const uint64_t seed = testing::seed_for("symmetric/capacity/" + GetParam().name);
+  for (const CapacityRun& run : capacity_runs(GetParam(), seed)) {
+    const Case& c = run.c;
+    SCOPED_TRACE(c.name + " capacity " + std::to_string(c.capacity));
+    const Expected expected = expected_from(c, run.data);
+    ASSERT_FALSE(expected.overflows);
+    Failures failures;
+    with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
+      const int rank = group.rank();
+      const workload::RankData& data = expected.data[rank];
+      // Preallocated, poisoned outputs with guard rows on even ranks; the library allocates on odd ones.
+      const GuardedOutputs guarded = guarded_outputs(c, data.x.size(0));
+      LowLatencyDispatchArgs args = dispatch_args(c, data);
+      if (rank % 2 == 0) guarded.out.attach(args);
+      LowLatencyDispatchResult dispatched = buffer.symmetric_dispatch(args);
+      if (dispatched.recv_x.size(1) != rows_per_expert(c)) {
+        failures.add(rank, "recv_x: expected " + std::to_string(rows_per_expert(c)) +
+                               " rows per expert, got " + dispatched.recv_x.view().describe());
+      }
+      check_dispatch(dispatched, expected.dispatched[rank], "reference", rank, failures);
+      for (const TensorView& guard : guarded.guards()) {
+        if (!all_poison(guard)) failures.add(rank, "a guard row past the last expert's capacity was written");
+      }
+      if (c.fp8.use_ue8m0) return;
+      Tensor y = expert_outputs(dispatched.recv_x, dispatched.recv_x_scales, rank);
+      LowLatencyCombineResult combined = buffer.symmetric_combine(combine_args(data, dispatched.handle, y));
+      compare(combined.combined_x, expected.combined[rank], "combined_x vs reference", rank, failures);
+    });
+    expect_none(failures, seed);
+  }
+}
+
+std::vector<Case> capacity_cases() {
+  using workload::Routing;
+  return {
+      make("r1_k2", 1, {6}, 8, 2, 4),
+      make("r2_k3", 2, {7, 5}, 8, 3, 8),
+      with_fp8(make("r3_fp8", 3, {6, 6, 2}, 6, 4, 6, 256), false, false),
+      with_routing(make("r4_skewed", 4, {6, 6, 6, 6}, 6, 3, 8), Routing::skewed),
+      with_routing(make("r4_one_expert", 4, {6, 5, 6, 6}, 6, 2, 8), Routing::one_expert),
+      make("r8_k8", 8, {4, 3, 0, 4, 2, 4, 1, 4}, 4, 8, 16, 128),
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCapacity, ::testing::ValuesIn(capacity_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// An expert past its capacity: every rank raises the same CapacityError naming the expert, its rank,
+// the rows and the capacity; the rows that fit are the reference's, nothing is written past any
+// expert's capacity, recv_count and layout_range hold the true counts, nothing hangs, and the buffer
+// stays usable.
+TEST(SymmetricCapacityOverflow, EveryRankRaisesCapacityErrorAndNothingIsWrittenPastTheCapacity) {
+  for (const Case& base : {with_routing(make("r3_skewed", 3, {6, 6, 6}, 6, 3, 6), workload::Routing::skewed),
+                           with_fp8(make("r2_fp8", 2, {6, 5}, 6, 4, 8, 256), false, false),
+                           make("r1_capacity_one", 1, {6}, 6, 2, 4)}) {
+    const uint64_t seed = testing::seed_for("symmetric/overflow/" + base.name);
+    const std::vector<workload::RankData> data = workload::generate(shape_of(base), seed);
+    const int64_t full = max_expert_rows(data, base.num_experts);
+    ASSERT_GE(full, 2) << base.name;
+    const Case c = with_capacity(base, base.ranks == 1 ? 1 : full - 1);
+    SCOPED_TRACE(c.name + " capacity " + std::to_string(c.capacity));
+    const Expected expected = expected_from(c, data);
+    ASSERT_TRUE(expected.overflows);
+    const auto [expert, rows] = first_overflow(data, c.num_experts, c.capacity);
+    const std::string names = "for expert " + std::to_string(expert) + " (on rank " +
+                              std::to_string(expert / (c.num_experts / c.ranks)) + ")";
+    const Expected unlimited = expected_from(with_capacity(c, 0), data);
+    std::vector<std::string> messages(c.ranks);
+    Failures failures;
+    with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
+      const int rank = group.rank();
+      const GuardedOutputs guarded = guarded_outputs(c, data[rank].x.size(0));
+      LowLatencyDispatchArgs args = dispatch_args(c, expected.data[rank]);
+      guarded.out.attach(args);
+      messages[rank] = refused<CapacityError>([&] { buffer.symmetric_dispatch(args); });
+      check_dispatch(guarded.out, expected.dispatched[rank], "reference", rank, failures);
+      for (const TensorView& guard : guarded.guards()) {
+        if (!all_poison(guard)) failures.add(rank, "a guard row past the last expert's capacity was written");
+      }
+      // Still usable: the same inputs without a capacity match the reference, combine included.
+      LowLatencyDispatchResult again =
+          buffer.symmetric_dispatch(dispatch_args(with_capacity(c, 0), data[rank]));
+      check_dispatch(again, unlimited.dispatched[rank], "reference (after the overflow)", rank, failures);
+      if (!unlimited.ys.empty()) {
+        LowLatencyCombineResult combined =
+            buffer.symmetric_combine(combine_args(data[rank], again.handle, unlimited.ys[rank]));
+        compare(combined.combined_x, unlimited.combined[rank], "combined_x (after the overflow)", rank,
+                failures);
+      }
+    });
+    expect_none(failures, seed);
+    for (int rank = 0; rank < c.ranks; ++rank) {
+      const std::string& message = messages[rank];
+      EXPECT_EQ(message.rfind("expert_capacity:", 0), 0u) << "rank " << rank << ": " << message;
+      EXPECT_NE(message.find(names), std::string::npos) << "rank " << rank << ": " << message;
+      EXPECT_NE(message.find("got " + std::to_string(rows)), std::string::npos) << message;
+      EXPECT_NE(message.find("at most " + std::to_string(c.capacity)), std::string::npos) << message;
+      EXPECT_EQ(message, messages[0]) << "every rank raises the same error";
+    }
+  }
+}
+
+TEST(SymmetricCapacityErrors, OutOfRangeCapacitiesAndLowLatencyAreRefusedByName) {
+  SingleRank single(kRegions);  // 1 rank, max 4: capacities 0..4
+  for (int64_t capacity : {int64_t{-1}, int64_t{5}}) {
+    LowLatencyDispatchArgs args = single.args();
+    args.expert_capacity = capacity;
+    const std::string message = refused<InvalidArgument>([&] { single.buffer->symmetric_dispatch(args); });
+    EXPECT_EQ(message.rfind("expert_capacity:", 0), 0u) << message;
+    EXPECT_NE(message.find("got " + std::to_string(capacity)), std::string::npos) << message;
+    EXPECT_TRUE(single.untouched());
+  }
+  LowLatencyDispatchArgs args = single.args();
+  args.expert_capacity = 2;
+  const std::string message = refused<Unsupported>([&] { single.buffer->low_latency_dispatch(args); });
+  EXPECT_NE(message.find("expert_capacity"), std::string::npos) << message;
+  EXPECT_TRUE(single.untouched());
+  // Outputs sized for the full rows do not fit a capacity of 3.
+  args = single.args();
+  args.expert_capacity = 3;
+  EXPECT_EQ(
+      refused<InvalidArgument>([&] { single.buffer->symmetric_dispatch(args); }).rfind("out_recv_x:", 0), 0u);
+}
+
+TEST(SymmetricCapacityErrors, CombineTakesExpertOutputsWithTheDispatchCapacity) {
+  SingleRank single(kRegions);
+  const int64_t full = max_expert_rows({single.data}, single.c.num_experts);
+  LowLatencyDispatchArgs args = dispatch_args(with_capacity(single.c, full), single.data);
+  auto dispatched = single.buffer->symmetric_dispatch(args);
+  EXPECT_EQ(dispatched.recv_x.size(1), full);
+  Tensor y = expert_outputs(dispatched.recv_x, {}, 0);
+  EXPECT_NO_THROW(single.buffer->symmetric_combine(combine_args(single.data, dispatched.handle, y)));
+  Tensor wide = Tensor::empty(DType::bf16, {single.c.num_experts, 4, 256});  // R * max rows, not C
+  const std::string message = refused<InvalidArgument>(
+      [&] { single.buffer->symmetric_combine(combine_args(single.data, dispatched.handle, wide)); });
+  EXPECT_EQ(message.rfind("x:", 0), 0u) << message;
+  EXPECT_NE(message.find("expert_capacity"), std::string::npos) << message;
+}
+
 TEST(SymmetricSizing, TheRegionFollowsTheOthersAndLeavesTheirSizesAlone) {
   Case c = make("sizing", 4, {4, 4, 4, 4}, 16, 8, 32, 1024);
   BufferOptions options = buffer_options(c, 0, kRegions);

@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <mutex>
 #include <string>
@@ -127,6 +128,245 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(EdgeCases, SymmetricCudaRoundTrip, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
+
+// ---- expert_capacity ----------------------------------------------------------------------------
+
+// One symmetric round trip of `c` (with its capacity) on the GPU into guarded, poisoned outputs: the
+// dispatch (then, without an overflow, the combine) against the reference, and the guard rows past
+// the last expert's capacity untouched.
+void expect_capacity_round_trip(GpuRank& gpu, const Case& c, const Expected& expected, int rank,
+                                Failures& failures) {
+  const workload::RankData& data = expected.data[rank];
+  const cudaStream_t stream = gpu.stream;
+  const DeviceInputs in = upload_inputs(data, gpu.device, stream);
+  const GuardedOutputs guarded =
+      guarded_outputs(c, data.x.size(0), [&](DType dtype, std::initializer_list<int64_t> dims) {
+        return poisoned_device(dtype, dims, gpu.device, stream);
+      });
+  LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
+  guarded.out.attach(args);
+  LowLatencyDispatchResult dispatched = gpu.buffer->symmetric_dispatch(args);
+  gpu.buffer->synchronize(stream);
+  check_dispatch(download(dispatched, stream), expected.dispatched[rank], "reference", rank, failures);
+  for (const TensorView& guard : guarded.guards()) {
+    if (!all_poison_on_device(guard, stream))
+      failures.add(rank, "a guard row past the last expert's capacity was written");
+  }
+  if (expected.ys.empty()) return;
+  Tensor y = to_device(expected.ys[rank], gpu.device, stream);
+  LowLatencyCombineArgs cargs = combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
+  guarded.out.attach(cargs);
+  gpu.buffer->symmetric_combine(cargs);
+  gpu.buffer->synchronize(stream);
+  compare(to_host(guarded.out.combined_x, stream), expected.combined[rank], "combined_x vs reference", rank,
+          failures);
+}
+
+class SymmetricCudaCapacity : public ::testing::TestWithParam<Case> {};
+
+// Outputs [L, C, ...] with C exactly the largest expert's rows, larger, and 1: bitwise the reference's
+// with that capacity, and the CPU engine's.
+TEST_P(SymmetricCudaCapacity, ExactlyFullLargerAndOneRowMatchTheReferenceAndTheCpuEngineBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const uint64_t seed = seed_for("symmetric_cuda/capacity/" + GetParam().name);
+  for (const CapacityRun& run : capacity_runs(GetParam(), seed)) {
+    const Case& c = run.c;
+    SCOPED_TRACE(c.name + " capacity " + std::to_string(c.capacity) + " seed=" + std::to_string(seed));
+    const Expected expected = expected_from(c, run.data);
+    ASSERT_FALSE(expected.overflows);
+    const std::vector<Outputs> cpu = run_cpu_engine(Engine::symmetric, c, expected);
+    Failures failures;
+    run_ranks(c.ranks, [&](Group& group) {
+      const int rank = group.rank();
+      GpuRank gpu(options_of(c, rank), group);
+      // Twice: the second call uses the other heap half.
+      for (int round = 0; round < 2; ++round) expect_capacity_round_trip(gpu, c, expected, rank, failures);
+      const cudaStream_t stream = gpu.stream;
+      const DeviceInputs in = upload_inputs(expected.data[rank], gpu.device, stream);
+      LowLatencyDispatchResult dispatched =
+          gpu.buffer->symmetric_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
+      gpu.buffer->synchronize(stream);
+      check_dispatch(download(dispatched, stream), cpu[rank], "cpu engine", rank, failures);
+      group.barrier();
+    });
+    expect_none(failures, seed);
+  }
+}
+
+std::vector<Case> capacity_cases() {
+  using workload::Routing;
+  return {
+      // Small enough for compute-sanitizer (the *Small_R1* filter of scripts/gpu-check.sh).
+      make("Small_R1_capacity", 1, {24}, 24, 4, 8, 256),
+      with_fp8(make("R2_fp8_capacity", 2, {40, 33}, 40, 4, 16, 512), false, false),
+      with_routing(make("R4_skewed_capacity", 4, {40, 40, 40, 40}, 40, 4, 16, 512), Routing::skewed),
+      make("R8_deepseek_h7168_capacity", 8, {48, 41, 48, 0, 33, 48, 12, 48}, 48, 8, 128, 7168),
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCudaCapacity, ::testing::ValuesIn(capacity_cases()),
+                         [](const auto& info) { return info.param.name; });
+
+// An expert past its capacity: every rank's synchronize() raises the same CapacityError naming the
+// expert, its rank, the rows and the capacity (recorded on the device, no host sync in the call);
+// the rows that fit are the reference's and nothing lies past any expert's capacity. A combine with
+// that dispatch's handle is refused on every rank alike (nothing pushed or written, CapacityError at
+// synchronize), nothing hangs, and the buffer stays usable.
+void expect_overflow_refused(const Case& base) {
+  const uint64_t seed = seed_for("symmetric_cuda/overflow/" + base.name);
+  const std::vector<workload::RankData> data = workload::generate(shape_of(base), seed);
+  const int64_t full = max_expert_rows(data, base.num_experts);
+  ASSERT_GE(full, 2) << base.name;
+  const Case c = with_capacity(base, full - 1);
+  SCOPED_TRACE(c.name + " capacity " + std::to_string(c.capacity) + " seed=" + std::to_string(seed));
+  const Expected expected = expected_from(c, data);
+  ASSERT_TRUE(expected.overflows);
+  const auto [expert, rows] = first_overflow(data, c.num_experts, c.capacity);
+  const std::string names = "for expert " + std::to_string(expert) + " (on rank " +
+                            std::to_string(expert / (c.num_experts / c.ranks)) + ")";
+  const Expected unlimited = expected_from(with_capacity(c, 0), data);
+  std::vector<std::string> dispatch_messages(c.ranks), combine_messages(c.ranks);
+  Failures failures;
+  run_ranks(c.ranks, [&](Group& group) {
+    const int rank = group.rank();
+    GpuRank gpu(options_of(c, rank), group);
+    const cudaStream_t stream = gpu.stream;
+    const DeviceInputs in = upload_inputs(data[rank], gpu.device, stream);
+    const GuardedOutputs guarded =
+        guarded_outputs(c, data[rank].x.size(0), [&](DType dtype, std::initializer_list<int64_t> dims) {
+          return poisoned_device(dtype, dims, gpu.device, stream);
+        });
+    LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
+    guarded.out.attach(args);
+    LowLatencyDispatchResult dispatched;
+    dispatch_messages[rank] = refused<CapacityError>([&] {
+      dispatched = gpu.buffer->symmetric_dispatch(args);
+      gpu.buffer->synchronize(stream);
+    });
+    check_dispatch(download(guarded.out, stream), expected.dispatched[rank], "reference", rank, failures);
+    for (const TensorView& guard : guarded.guards()) {
+      if (!all_poison_on_device(guard, stream))
+        failures.add(rank, "a guard row past the last expert's capacity was written");
+    }
+    // The combine of the overflowed dispatch: refused on every rank, combined_x untouched.
+    Tensor y =
+        poisoned_device(DType::bf16, {c.num_experts / c.ranks, c.capacity, c.hidden}, gpu.device, stream);
+    LowLatencyCombineArgs cargs = combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
+    guarded.out.attach(cargs);
+    combine_messages[rank] = refused<CapacityError>([&] {
+      gpu.buffer->symmetric_combine(cargs);
+      gpu.buffer->synchronize(stream);
+    });
+    if (!all_poison_on_device(guarded.out.combined_x, stream))
+      failures.add(rank, "a refused combine wrote combined_x");
+    group.barrier();
+    // Still usable: the same inputs without a capacity match the reference.
+    LowLatencyDispatchResult again =
+        gpu.buffer->symmetric_dispatch(dispatch_args(with_capacity(c, 0), in.x, in.topk_idx, stream));
+    gpu.buffer->synchronize(stream);
+    check_dispatch(download(again, stream), unlimited.dispatched[rank], "reference (after the overflow)",
+                   rank, failures);
+    if (!unlimited.ys.empty()) {
+      Tensor good_y = to_device(unlimited.ys[rank], gpu.device, stream);
+      LowLatencyCombineResult combined = gpu.buffer->symmetric_combine(
+          combine_args(in.topk_idx, in.topk_weights, again.handle, good_y, stream));
+      gpu.buffer->synchronize(stream);
+      compare(to_host(combined.combined_x, stream), unlimited.combined[rank],
+              "combined_x (after the overflow)", rank, failures);
+    }
+    group.barrier();
+  });
+  expect_none(failures, seed);
+  for (int rank = 0; rank < c.ranks; ++rank) {
+    const std::string& message = dispatch_messages[rank];
+    EXPECT_EQ(message.rfind("expert_capacity:", 0), 0u) << "rank " << rank << ": " << message;
+    EXPECT_NE(message.find(names), std::string::npos) << "rank " << rank << ": " << message;
+    EXPECT_NE(message.find("got " + std::to_string(rows)), std::string::npos) << message;
+    EXPECT_NE(message.find("at most " + std::to_string(c.capacity)), std::string::npos) << message;
+    EXPECT_NE(message.find("rank " + std::to_string(rank) + " (cuda symmetric, dispatch)"), std::string::npos)
+        << message;
+    EXPECT_EQ(combine_messages[rank].rfind("symmetric_combine: refused", 0), 0u) << combine_messages[rank];
+    EXPECT_NE(combine_messages[rank].find(names), std::string::npos) << combine_messages[rank];
+  }
+}
+
+TEST(SymmetricCudaCapacityOverflow, Small_R1_OverflowIsCapacityErrorAndWritesNothingPastTheCapacity) {
+  SWITCHYARD_REQUIRE_GPU();
+  expect_overflow_refused(
+      with_routing(make("Small_R1_overflow", 1, {16}, 16, 2, 4, 256), workload::Routing::skewed));
+}
+
+TEST(SymmetricCudaCapacityOverflow, EveryRankRaisesTheSameCapacityErrorAndTheCombineIsRefusedOnAll) {
+  SWITCHYARD_REQUIRE_GPU();
+  expect_overflow_refused(
+      with_routing(make("R4_overflow", 4, {40, 40, 33, 40}, 40, 4, 16, 512), workload::Routing::skewed));
+  expect_overflow_refused(
+      with_fp8(make("R8_fp8_overflow", 8, {24, 24, 13, 24, 0, 24, 24, 7}, 24, 8, 64, 512), false, false));
+}
+
+// Graph replay with a capacity: the overflow record is cleared and set on the device on every replay.
+TEST(SymmetricCudaCapacity, ReplaysFromCudaGraphsWithACapacity) {
+  SWITCHYARD_REQUIRE_GPU();
+  Case c = make("graph_capacity", 4, {48, 48, 48, 48}, 48, 8, 32, 1024);
+  constexpr int kRounds = 3;
+  std::vector<std::vector<workload::RankData>> drawn;
+  int64_t capacity = 1;
+  for (int round = 0; round < kRounds; ++round) {
+    drawn.push_back(workload::generate(shape_of(c), seed_for("symmetric_cuda/graph_capacity") + round));
+    capacity = std::max(capacity, max_expert_rows(drawn.back(), c.num_experts));
+  }
+  c = with_capacity(c, capacity);
+  std::vector<Expected> rounds;
+  for (int round = 0; round < kRounds; ++round) rounds.push_back(expected_from(c, drawn[round]));
+  Failures failures;
+  run_ranks(c.ranks, [&](Group& group) {
+    const int rank = group.rank();
+    GpuRank gpu(options_of(c, rank), group);
+    const cudaStream_t stream = gpu.stream;
+    const DeviceInputs in = upload_inputs(rounds[0].data[rank], gpu.device, stream);
+    Tensor y =
+        poisoned_device(DType::bf16, {c.num_experts / c.ranks, c.capacity, c.hidden}, gpu.device, stream);
+    const PoisonedOutputs out =
+        poisoned_device_outputs(c, rounds[0].data[rank].x.size(0), gpu.device, stream);
+    LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
+    out.attach(args);
+    cudaGraph_t dispatch_graph, combine_graph;
+    cudaGraphExec_t dispatch_exec, combine_exec;
+    check_cuda(cudaStreamSynchronize(stream), "sync before capture");
+    group.barrier();
+    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin dispatch capture");
+    LowLatencyDispatchResult dispatched = gpu.buffer->symmetric_dispatch(args);
+    check_cuda(cudaStreamEndCapture(stream, &dispatch_graph), "end dispatch capture");
+    check_cuda(cudaGraphInstantiate(&dispatch_exec, dispatch_graph, 0), "instantiate dispatch graph");
+    LowLatencyCombineArgs cargs = combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
+    out.attach(cargs);
+    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin combine capture");
+    gpu.buffer->symmetric_combine(cargs);
+    check_cuda(cudaStreamEndCapture(stream, &combine_graph), "end combine capture");
+    check_cuda(cudaGraphInstantiate(&combine_exec, combine_graph, 0), "instantiate combine graph");
+    group.barrier();
+    for (int round = 0; round < kRounds; ++round) {
+      const workload::RankData& inputs = rounds[round].data[rank];
+      upload(in.x, inputs.x, stream);
+      upload(in.topk_idx, inputs.topk_idx, stream);
+      upload(in.topk_weights, inputs.topk_weights, stream);
+      upload(y, rounds[round].ys[rank], stream);
+      check_cuda(cudaGraphLaunch(dispatch_exec, stream), "launch dispatch graph");
+      check_cuda(cudaGraphLaunch(combine_exec, stream), "launch combine graph");
+      gpu.buffer->synchronize(stream);
+      Outputs got = download(out, stream);
+      got.combined_x = to_host(out.combined_x, stream);
+      check_outputs(got, reference_outputs(rounds[round], rank),
+                    "reference (replay " + std::to_string(round) + ")", rank, failures);
+    }
+    group.barrier();
+    cudaGraphExecDestroy(dispatch_exec);
+    cudaGraphExecDestroy(combine_exec);
+    cudaGraphDestroy(dispatch_graph);
+    cudaGraphDestroy(combine_graph);
+  });
+  expect_none(failures, seed_for("symmetric_cuda/graph_capacity"));
+}
 
 // ---- back to back, graphs -----------------------------------------------------------------------
 

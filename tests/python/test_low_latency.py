@@ -196,3 +196,42 @@ def test_deep_ep_low_latency(ranks, num_ranks):
         expected = reference.expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks)
         np.testing.assert_array_equal(combined_x, expected)
         np.testing.assert_array_equal(zero_copy_x, expected)
+
+
+def capacity_job(rank, num_ranks, allgather, num_experts, capacity, overflow):
+    x, topk_idx, topk_weights = rank_inputs(rank, num_experts)
+    buffer = make_buffer(allgather)
+    if overflow:
+        with pytest.raises(switchyard.CapacityError, match="expert_capacity"):
+            buffer.symmetric_dispatch(x, topk_idx, MAX_TOKENS, num_experts, expert_capacity=capacity)
+        # The buffer stays usable.
+        recv = buffer.symmetric_dispatch(x, topk_idx, MAX_TOKENS, num_experts)
+        buffer.destroy()
+        return outputs(recv)
+    recv = buffer.symmetric_dispatch(x, topk_idx, MAX_TOKENS, num_experts, expert_capacity=capacity)
+    out = buffer.symmetric_combine(experts(recv.recv_x, recv.recv_count), topk_idx, topk_weights, recv.handle)
+    buffer.destroy()
+    return dict(outputs(recv), combined=out.combined_x.copy())
+
+
+@pytest.mark.parametrize("num_ranks", [1, 2])
+def test_symmetric_expert_capacity(ranks, num_ranks):
+    """recv_x is [L, C, H] with expert_capacity C: the same rows and true counts; an expert past C raises
+    CapacityError on every rank."""
+    num_experts = 4 * num_ranks
+    inputs = [rank_inputs(rank, num_experts) for rank in range(num_ranks)]
+    all_rows = [reference.expert_major_dispatch([idx for _, idx, _ in inputs], num_experts, dest)
+                for dest in range(num_ranks)]
+    most = max(len(rows) for dest_rows in all_rows for rows in dest_rows)
+    results = ranks(num_ranks).run(capacity_job, [(num_experts, most, False)] * num_ranks)
+    for dest, result in enumerate(results):
+        assert result["recv_x"].shape == (num_experts // num_ranks, most, HIDDEN)
+        for l, expert_rows in enumerate(all_rows[dest]):
+            count = len(expert_rows)
+            assert result["recv_count"][l] == count
+            expected = np.array([inputs[s][0][t] for s, t, _ in expert_rows], np.uint16).reshape(count, HIDDEN)
+            np.testing.assert_array_equal(result["recv_x"][l, :count], expected)
+        x, topk_idx, topk_weights = inputs[dest]
+        np.testing.assert_array_equal(result["combined"],
+                                      reference.expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks))
+    ranks(num_ranks).run(capacity_job, [(num_experts, most - 1, True)] * num_ranks)

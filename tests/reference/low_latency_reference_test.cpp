@@ -2,6 +2,7 @@
 // work out by hand.
 #include <gtest/gtest.h>
 
+#include <string>
 #include <vector>
 
 #include "common/numeric.hpp"
@@ -87,6 +88,55 @@ TEST(LowLatencyReference, CombineWeighsEachSlotsRowInSlotOrder) {
   for (int c = 0; c < kHidden; ++c) {
     EXPECT_EQ(combined[1].as<const uint16_t>()[c], common::float_to_bf16(0.75f * (16.0f + c)));
   }
+}
+
+// expert_capacity C: outputs [L, C, ...] keep each expert's first C rows; recv_count and
+// layout_range stay the true counts; the combine of a dispatch that fit is unchanged, and one whose
+// rows lie past C is a CapacityError.
+TEST(LowLatencyReference, ExpertCapacityKeepsTheFirstRowsAndTheTrueCounts) {
+  HandCase hand;
+  auto full = reference::low_latency_dispatch(hand.inputs, 4, hand.topology, 3);
+  auto fitting =
+      reference::low_latency_dispatch(hand.inputs, 4, hand.topology, 3, {}, 3);  // the most rows: 3
+  auto cut = reference::low_latency_dispatch(hand.inputs, 4, hand.topology, 3, {}, 2);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(cut[rank].recv_x.size(1), 2);
+    EXPECT_EQ(cut[rank].src_info.size(1), 2);
+    EXPECT_EQ(values(cut[rank].recv_count), values(full[rank].recv_count));
+    EXPECT_EQ(values(cut[rank].layout_range), values(full[rank].layout_range));
+    for (int l = 0; l < 2; ++l) {
+      for (int row = 0; row < 2; ++row) {
+        EXPECT_EQ(cut[rank].src_info.as<const int32_t>()[l * 2 + row],
+                  full[rank].src_info.as<const int32_t>()[l * 6 + row]);
+        for (int c = 0; c < kHidden; ++c) {
+          EXPECT_EQ(cut[rank].recv_x.as<const uint16_t>()[(l * 2 + row) * kHidden + c],
+                    full[rank].recv_x.as<const uint16_t>()[(l * 6 + row) * kHidden + c]);
+        }
+      }
+    }
+  }
+  // Expert 1 (rank 0's local expert 1) has 3 rows: the capacity of 2 holds its first two.
+  EXPECT_EQ(values(cut[0].src_info), (std::vector<int>{0, -1, 0, 2}));
+  std::vector<TensorView> full_ys = {full[0].recv_x, full[1].recv_x};
+  std::vector<TensorView> fitting_ys = {fitting[0].recv_x, fitting[1].recv_x};
+  auto want = reference::low_latency_combine(full_ys, hand.inputs, 4, hand.topology, 3);
+  auto got = reference::low_latency_combine(fitting_ys, hand.inputs, 4, hand.topology, 3, 3);
+  for (int rank = 0; rank < 2; ++rank) {
+    EXPECT_EQ(std::vector<uint16_t>(got[rank].as<const uint16_t>(),
+                                    got[rank].as<const uint16_t>() + got[rank].numel()),
+              std::vector<uint16_t>(want[rank].as<const uint16_t>(),
+                                    want[rank].as<const uint16_t>() + want[rank].numel()));
+  }
+  std::vector<TensorView> cut_ys = {cut[0].recv_x, cut[1].recv_x};
+  try {
+    reference::low_latency_combine(cut_ys, hand.inputs, 4, hand.topology, 3, 2);
+    ADD_FAILURE() << "expected CapacityError";
+  } catch (const CapacityError& error) {
+    const std::string message = error.what();
+    EXPECT_NE(message.find("got 3 for expert 1 (on rank 0)"), std::string::npos) << message;
+  }
+  EXPECT_THROW(reference::low_latency_dispatch(hand.inputs, 4, hand.topology, 3, {}, 7), InvalidArgument);
+  EXPECT_THROW(reference::low_latency_dispatch(hand.inputs, 4, hand.topology, 3, {}, -1), InvalidArgument);
 }
 
 TEST(LowLatencyReference, MoreRowsForOneExpertThanMaxTokensIsRefused) {

@@ -1,5 +1,6 @@
 #include "support/expert_major_cases.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <ostream>
 #include <utility>
@@ -33,6 +34,69 @@ Case with_fp8(Case c, bool round_scale, bool use_ue8m0) {
 Case with_routing(Case c, workload::Routing routing) {
   c.routing = routing;
   return c;
+}
+
+Case with_capacity(Case c, int64_t capacity) {
+  c.capacity = capacity;
+  return c;
+}
+
+int64_t rows_per_expert(const Case& c) {
+  return c.capacity > 0 ? c.capacity : c.ranks * c.max_tokens;
+}
+
+int64_t max_expert_rows(const std::vector<workload::RankData>& data, int num_experts) {
+  std::vector<int64_t> rows(num_experts, 0);
+  for (const workload::RankData& rank : data) {
+    const int64_t* ids = rank.topk_idx.as<const int64_t>();
+    for (int64_t i = 0; i < rank.topk_idx.numel(); ++i) {
+      if (ids[i] >= 0) ++rows[ids[i]];
+    }
+  }
+  return rows.empty() ? 0 : *std::max_element(rows.begin(), rows.end());
+}
+
+std::pair<int64_t, int64_t> first_overflow(const std::vector<workload::RankData>& data, int num_experts,
+                                           int64_t capacity) {
+  std::vector<int64_t> rows(num_experts, 0);
+  for (const workload::RankData& rank : data) {
+    const int64_t* ids = rank.topk_idx.as<const int64_t>();
+    for (int64_t i = 0; i < rank.topk_idx.numel(); ++i) {
+      if (ids[i] >= 0) ++rows[ids[i]];
+    }
+  }
+  for (int expert = 0; expert < num_experts; ++expert) {
+    if (rows[expert] > capacity) return {expert, rows[expert]};
+  }
+  return {-1, 0};
+}
+
+std::vector<workload::RankData> one_row_per_expert(const Case& c, uint64_t seed) {
+  std::vector<workload::RankData> data = workload::generate(shape_of(c), seed);
+  for (int rank = 0; rank < c.ranks; ++rank) {
+    int64_t* ids = data[rank].topk_idx.as<int64_t>();
+    for (int64_t i = 0; i < data[rank].topk_idx.numel(); ++i) {
+      ids[i] = (rank * c.max_tokens * c.topk + i) % c.num_experts;
+    }
+  }
+  return data;
+}
+
+std::vector<CapacityRun> capacity_runs(const Case& base, uint64_t seed) {
+  std::vector<CapacityRun> runs;
+  std::vector<workload::RankData> drawn = workload::generate(shape_of(base), seed);
+  const int64_t full = std::max<int64_t>(1, max_expert_rows(drawn, base.num_experts));
+  runs.push_back({with_capacity(base, full), drawn});
+  runs.back().c.name += "_exactly_full";
+  runs.push_back({with_capacity(base, std::min(full + 7, base.ranks * base.max_tokens)), drawn});
+  runs.back().c.name += "_larger";
+  Case one = with_capacity(base, 1);
+  one.num_experts =
+      std::max<int>(base.num_experts, static_cast<int>(base.ranks * base.max_tokens * base.topk));
+  one.num_experts += (base.ranks - one.num_experts % base.ranks) % base.ranks;  // a multiple of ranks
+  one.name += "_one_row";
+  runs.push_back({one, one_row_per_expert(one, seed)});
+  return runs;
 }
 
 workload::Shape shape_of(const Case& c) {
@@ -126,25 +190,28 @@ Tensor expert_outputs(const TensorView& recv_x, const TensorView& recv_x_scales,
 // ---- what every rank should get ---------------------------------------------------------------------
 
 Expected expected_from(std::vector<workload::RankData> data, int num_experts, const Topology& topology,
-                       int64_t max_tokens, const reference::LowLatencyOptions& fp8) {
+                       int64_t max_tokens, const reference::LowLatencyOptions& fp8, int64_t capacity) {
   Expected expected;
   expected.data = std::move(data);
   std::vector<reference::RankInputs> inputs;
   for (const auto& rank_data : expected.data) inputs.push_back(rank_data.inputs());
-  expected.dispatched = reference::low_latency_dispatch(inputs, num_experts, topology, max_tokens, fp8);
-  if (fp8.use_ue8m0) return expected;
+  expected.dispatched =
+      reference::low_latency_dispatch(inputs, num_experts, topology, max_tokens, fp8, capacity);
+  expected.overflows = capacity > 0 && max_expert_rows(expected.data, num_experts) > capacity;
+  if (fp8.use_ue8m0 || expected.overflows) return expected;
   std::vector<TensorView> ys;
   for (int rank = 0; rank < topology.num_ranks; ++rank) {
     const reference::LowLatencyDispatchOutput& received = expected.dispatched[rank];
     expected.ys.push_back(expert_outputs(received.recv_x, received.recv_x_scales, rank));
     ys.push_back(expected.ys.back());
   }
-  expected.combined = reference::low_latency_combine(ys, inputs, num_experts, topology, max_tokens);
+  expected.combined = reference::low_latency_combine(ys, inputs, num_experts, topology, max_tokens, capacity);
   return expected;
 }
 
 Expected expected_from(const Case& c, std::vector<workload::RankData> data) {
-  return expected_from(std::move(data), c.num_experts, Topology::single_node(c.ranks), c.max_tokens, c.fp8);
+  return expected_from(std::move(data), c.num_experts, Topology::single_node(c.ranks), c.max_tokens, c.fp8,
+                       c.capacity);
 }
 
 Expected expected_for(const Case& c, uint64_t seed) {
@@ -163,6 +230,7 @@ LowLatencyDispatchArgs dispatch_args(const Case& c, const TensorView& x, const T
   args.use_fp8 = c.fp8.use_fp8;
   args.round_scale = c.fp8.round_scale;
   args.use_ue8m0 = c.fp8.use_ue8m0;
+  args.expert_capacity = c.capacity;
   args.stream = stream;
   return args;
 }
@@ -219,7 +287,7 @@ std::vector<Tensor> PoisonedOutputs::dispatch_outputs() const {
 
 PoisonedOutputs poisoned_outputs(const Case& c, int64_t num_tokens, const MakePoisoned& make) {
   const int64_t local = c.num_experts / c.ranks;
-  const int64_t rows = c.ranks * c.max_tokens;
+  const int64_t rows = rows_per_expert(c);
   PoisonedOutputs out;
   out.recv_x = make(c.fp8.use_fp8 ? DType::fp8_e4m3 : DType::bf16, {local, rows, c.hidden});
   if (c.fp8.use_ue8m0) {
@@ -232,6 +300,37 @@ PoisonedOutputs poisoned_outputs(const Case& c, int64_t num_tokens, const MakePo
   out.src_info = make(DType::i32, {local, rows});
   out.combined_x = make(DType::bf16, {num_tokens, c.hidden});
   return out;
+}
+
+GuardedOutputs guarded_outputs(const Case& c, int64_t num_tokens, const MakePoisoned& make) {
+  GuardedOutputs guarded;
+  guarded.out = poisoned_outputs(c, num_tokens, make);
+  const int64_t local = c.num_experts / c.ranks;
+  const int64_t rows = rows_per_expert(c);
+  for (Tensor* view : {&guarded.out.recv_x, &guarded.out.recv_x_scales, &guarded.out.src_info}) {
+    if (!view->defined()) continue;
+    const TensorView shape = view->view();
+    const int64_t columns = shape.ndim == 3 ? shape.shape[2] : 1;
+    Tensor backing = make(shape.dtype, {local * rows + GuardedOutputs::kGuardRows, columns});
+    TensorView inner = backing.view();
+    inner.ndim = shape.ndim;
+    inner.shape = shape.shape;
+    *view = Tensor::borrow(inner);
+    guarded.backing.push_back(std::move(backing));
+  }
+  return guarded;
+}
+
+std::vector<TensorView> GuardedOutputs::guards() const {
+  std::vector<TensorView> guards;
+  for (const Tensor& tensor : backing) {
+    TensorView guard = tensor.view();
+    const int64_t rows = guard.shape[0] - kGuardRows;
+    guard.data = static_cast<uint8_t*>(guard.data) + rows * guard.shape[1] * dtype_size(guard.dtype);
+    guard.shape[0] = kGuardRows;
+    guards.push_back(guard);
+  }
+  return guards;
 }
 
 // ---- comparison -------------------------------------------------------------------------------------
@@ -279,7 +378,8 @@ void check_dispatch(const DispatchView& got, const DispatchView& want, const std
     return;
   }
   for (int64_t local = 0; local < want.recv_x.shape[0]; ++local) {
-    const int64_t count = want.recv_count.as<const int32_t>()[local];
+    // The rows that exist: an expert past its capacity keeps its first C.
+    const int64_t count = std::min<int64_t>(want.recv_count.as<const int32_t>()[local], want.recv_x.shape[1]);
     const std::string which = " of local expert " + std::to_string(local) + vs;
     compare(expert_rows(got.recv_x, local), expert_rows(want.recv_x, local), "recv_x" + which, rank, failures,
             count);

@@ -15,6 +15,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "switchyard/buffer.hpp"
@@ -38,6 +39,8 @@ struct Case {
   int num_experts = 8;
   workload::Routing routing = workload::Routing::random;
   reference::LowLatencyOptions fp8;
+  // The dispatch's expert_capacity (0: ranks * max_tokens rows per local expert).
+  int64_t capacity = 0;
 };
 
 // GoogleTest prints a parameter by its name.
@@ -47,6 +50,29 @@ Case make(std::string name, int ranks, std::vector<int64_t> tokens, int64_t max_
           int num_experts, int hidden = 256);
 Case with_fp8(Case c, bool round_scale, bool use_ue8m0);
 Case with_routing(Case c, workload::Routing routing);
+Case with_capacity(Case c, int64_t capacity);
+// Rows per local expert in c's outputs: c.capacity, or ranks * max_tokens when it is 0.
+int64_t rows_per_expert(const Case& c);
+// The most rows any local expert of any rank receives from these inputs (each (token, slot) with an
+// expert is one row): the smallest capacity that does not overflow.
+int64_t max_expert_rows(const std::vector<workload::RankData>& data, int num_experts);
+// The first expert (global id) with more rows than `capacity`, and its rows; {-1, 0} for none.
+std::pair<int64_t, int64_t> first_overflow(const std::vector<workload::RankData>& data, int num_experts,
+                                           int64_t capacity);
+
+// Inputs of `c` where every (token, slot) names its own expert (one row per expert at most, so a
+// capacity of 1 fits; c.num_experts must be at least ranks * max_tokens * topk): rank r's pair
+// (t, j) goes to expert (r * max * K + t * K + j) % E.
+std::vector<workload::RankData> one_row_per_expert(const Case& c, uint64_t seed);
+
+// A capacity a test runs a case with, and the inputs for it.
+struct CapacityRun {
+  Case c;
+  std::vector<workload::RankData> data;
+};
+// `base` with capacities exactly the largest expert's rows (on inputs drawn from `seed`), larger (up
+// to ranks * max), and 1 (on one_row_per_expert inputs, with enough experts). Names say which.
+std::vector<CapacityRun> capacity_runs(const Case& base, uint64_t seed);
 
 // The workload shape that draws c's inputs.
 workload::Shape shape_of(const Case& c);
@@ -81,8 +107,8 @@ TensorView expert_rows(const TensorView& tensor, int64_t local);
 // A host copy (undefined stays undefined): the CPU engine's outputs may alias its heap.
 Tensor host_copy(const TensorView& tensor);
 
-// The experts: the workload's synthetic expert on every row of recv_x [L, R * max, H] (rows past
-// recv_count too; combine never reads them). Needs bf16, or fp8 with f32 scales. bf16 [L, R * max, H].
+// The experts: the workload's synthetic expert on every row of recv_x [L, C, H] (rows past
+// recv_count too; combine never reads them). Needs bf16, or fp8 with f32 scales. bf16 [L, C, H].
 Tensor expert_outputs(const TensorView& recv_x, const TensorView& recv_x_scales, int rank);
 
 // ---- what every rank should get ---------------------------------------------------------------------
@@ -91,13 +117,15 @@ struct Expected {
   std::vector<workload::RankData> data;                         // [R]: every rank's inputs
   std::vector<reference::LowLatencyDispatchOutput> dispatched;  // [R]
   // [R]: expert_outputs on the reference's recv_x, and the reference's combine of them. Both empty
-  // with use_ue8m0: the synthetic expert needs f32 scales to dequantise recv_x.
+  // with use_ue8m0 (the synthetic expert needs f32 scales to dequantise recv_x), and when an expert
+  // overflows the capacity (such a combine is refused).
   std::vector<Tensor> ys;
   std::vector<Tensor> combined;
+  bool overflows = false;  // some expert receives more rows than the capacity
 };
 
 Expected expected_from(std::vector<workload::RankData> data, int num_experts, const Topology& topology,
-                       int64_t max_tokens, const reference::LowLatencyOptions& fp8);
+                       int64_t max_tokens, const reference::LowLatencyOptions& fp8, int64_t capacity = 0);
 // For inputs of `c` that a test drew (or changed) itself.
 Expected expected_from(const Case& c, std::vector<workload::RankData> data);
 // Inputs drawn from `seed`.
@@ -133,6 +161,19 @@ struct PoisonedOutputs {
 using MakePoisoned = std::function<Tensor(DType, std::initializer_list<int64_t>)>;
 // The outputs of a round trip of `c` on a rank with `num_tokens` tokens.
 PoisonedOutputs poisoned_outputs(const Case& c, int64_t num_tokens, const MakePoisoned& make = poisoned);
+
+// Poisoned outputs whose per-expert tensors (recv_x, recv_x_scales, src_info: [L, C, ...]) are views at
+// the start of larger tensors with kGuardRows more rows, so that a write past expert L - 1's C rows
+// (an overflow written out of bounds) shows in the guard rows; a write past another expert's C rows
+// shows in the next expert's rows.
+struct GuardedOutputs {
+  static constexpr int64_t kGuardRows = 16;
+  PoisonedOutputs out;          // the views (and the other outputs, whole)
+  std::vector<Tensor> backing;  // the larger tensors, [L * C + kGuardRows, ...]
+  // Per backing tensor, its guard rows (after the view).
+  std::vector<TensorView> guards() const;
+};
+GuardedOutputs guarded_outputs(const Case& c, int64_t num_tokens, const MakePoisoned& make = poisoned);
 
 // ---- comparison -------------------------------------------------------------------------------------
 

@@ -37,7 +37,8 @@ void prepare_nccl_environment();
 // --dump: what the reference says every rank should get from `normal` (and nccl), under
 // DIR/reference/.
 void dump_normal_reference(DumpDirectory& dump, const Problem& problem);
-// --dump: the same for `low_latency`, under DIR/reference_low_latency/.
-void dump_low_latency_reference(DumpDirectory& dump, const Problem& problem);
+// --dump: the same for an expert-major engine's reference `ll`, under DIR/<group>/
+// (reference_low_latency; reference_symmetric when the symmetric engine ran another shape).
+void dump_low_latency_reference(DumpDirectory& dump, const LowLatencyReference& ll, const std::string& group);
 
 }  // namespace switchyard::bench

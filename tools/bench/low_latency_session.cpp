@@ -20,6 +20,7 @@
 // One input set serves every iteration (a decode batch is small: no rotation against the cache).
 // The synthetic expert runs on the host once, on the first check iteration's recv_x; its y is placed
 // on the backend once and reused.
+#include <algorithm>
 #include <cstring>
 #include <functional>
 #include <vector>
@@ -49,7 +50,7 @@ class LowLatencySession final : public EngineSession {
       : context_(context),
         engine_(engine),
         backend_(context.options->backend),
-        reference_(context.problem->low_latency),
+        reference_(engine == Engine::symmetric ? context.problem->symmetric : context.problem->low_latency),
         expected_(reference_.dispatched.at(context.rank)),
         expected_combined_(reference_.combined.at(context.rank)) {
     const BenchOptions& options = *context.options;
@@ -60,7 +61,7 @@ class LowLatencySession final : public EngineSession {
     topk_weights_ = to_backend(data.topk_weights, backend_, stream);
 
     const int64_t local_experts = options.num_experts / options.topology.num_ranks;
-    const int64_t rows = options.topology.num_ranks * options.ll_tokens_per_rank;
+    const int64_t rows = reference_.rows_per_expert;  // expert_capacity, or R * max
     const bool fp8 = reference_.ll_options.use_fp8;
     out_recv_x_ = allocate_on_backend(backend_, fp8 ? DType::fp8_e4m3 : DType::bf16,
                                       {local_experts, rows, options.hidden}, stream);
@@ -77,11 +78,10 @@ class LowLatencySession final : public EngineSession {
 
   // The rows the reference says arrive; the rest are unspecified (see the top of this file).
   void poison_outputs() override {
-    const int32_t* counts = expected_.recv_count.as<const int32_t>();
     for (int64_t l = 0; l < expected_.recv_count.numel(); ++l) {
-      poison_on_backend(expert_rows(out_recv_x_, l, counts[l]), context_.stream);
+      poison_on_backend(expert_rows(out_recv_x_, l, received_rows(l)), context_.stream);
       if (out_recv_x_scales_.defined())
-        poison_on_backend(expert_rows(out_recv_x_scales_, l, counts[l]), context_.stream);
+        poison_on_backend(expert_rows(out_recv_x_scales_, l, received_rows(l)), context_.stream);
     }
     for (const Tensor* output : {&out_recv_count_, &out_layout_range_, &out_src_info_, &out_combined_x_}) {
       poison_on_backend(*output, context_.stream);
@@ -141,24 +141,23 @@ class LowLatencySession final : public EngineSession {
     compare.begin(Stage::dispatch);
     compare.tensor("recv_count", dispatched_.recv_count, expected_.recv_count);
     compare.tensor("layout_range", dispatched_.layout_range, expected_.layout_range);
-    const int32_t* counts = expected_.recv_count.as<const int32_t>();
     for (int64_t l = 0; l < expected_.recv_count.numel() && !compare.result().found(); ++l) {
+      const int64_t rows = received_rows(l);
       const std::string expert = " (local expert " + std::to_string(l) + ", rows < recv_count)";
-      const TensorView actual_x = dispatched_.recv_x.defined() ? expert_rows(dispatched_.recv_x, l, counts[l])
-                                                               : TensorView();
-      compare.tensor("recv_x" + expert, actual_x, expert_rows(expected_.recv_x, l, counts[l]));
+      const TensorView actual_x =
+          dispatched_.recv_x.defined() ? expert_rows(dispatched_.recv_x, l, rows) : TensorView();
+      compare.tensor("recv_x" + expert, actual_x, expert_rows(expected_.recv_x, l, rows));
       if (expected_.recv_x_scales.defined() || dispatched_.recv_x_scales.defined()) {
         const TensorView actual = dispatched_.recv_x_scales.defined()
-                                      ? expert_rows(dispatched_.recv_x_scales, l, counts[l])
+                                      ? expert_rows(dispatched_.recv_x_scales, l, rows)
                                       : TensorView();
-        const TensorView expected = expected_.recv_x_scales.defined()
-                                        ? expert_rows(expected_.recv_x_scales, l, counts[l])
-                                        : TensorView();
+        const TensorView expected =
+            expected_.recv_x_scales.defined() ? expert_rows(expected_.recv_x_scales, l, rows) : TensorView();
         compare.tensor("recv_x_scales" + expert, actual, expected);
       }
-      const TensorView actual_src = dispatched_.src_info.defined() ? expert_rows(dispatched_.src_info, l, counts[l])
-                                                                   : TensorView();
-      compare.tensor("src_info" + expert, actual_src, expert_rows(expected_.src_info, l, counts[l]));
+      const TensorView actual_src =
+          dispatched_.src_info.defined() ? expert_rows(dispatched_.src_info, l, rows) : TensorView();
+      compare.tensor("src_info" + expert, actual_src, expert_rows(expected_.src_info, l, rows));
     }
     compare.in_place("recv_x", dispatched_.recv_x, out_recv_x_);
     compare.in_place("recv_x_scales", dispatched_.recv_x_scales, out_recv_x_scales_);
@@ -215,8 +214,9 @@ class LowLatencySession final : public EngineSession {
     LowLatencyDispatchArgs args;
     args.x = x_;
     args.topk_idx = topk_idx_;
-    args.max_tokens_per_rank = context_.options->ll_tokens_per_rank;
+    args.max_tokens_per_rank = reference_.max_tokens_per_rank;
     args.num_experts = context_.options->num_experts;
+    args.expert_capacity = reference_.expert_capacity;  // 0 for low_latency
     args.use_fp8 = reference_.ll_options.use_fp8;
     args.out_recv_x = out_recv_x_;
     args.out_recv_x_scales = out_recv_x_scales_;
@@ -248,6 +248,11 @@ class LowLatencySession final : public EngineSession {
                                              : context_.buffer->low_latency_combine(args);
   }
 
+  // Rows of local expert l that exist in the outputs: recv_count, within the capacity.
+  int64_t received_rows(int64_t l) const {
+    return std::min<int64_t>(expected_.recv_count.as<const int32_t>()[l], reference_.rows_per_expert);
+  }
+
   SessionContext context_;
   Engine engine_;
   Backend backend_;
@@ -274,9 +279,8 @@ std::unique_ptr<EngineSession> make_symmetric_session(const SessionContext& cont
   return std::make_unique<LowLatencySession>(context, Engine::symmetric);
 }
 
-void dump_low_latency_reference(DumpDirectory& dump, const Problem& problem) {
-  const LowLatencyReference& ll = problem.low_latency;
-  const std::string group = "reference_low_latency";
+void dump_low_latency_reference(DumpDirectory& dump, const LowLatencyReference& ll,
+                                const std::string& group) {
   for (size_t rank = 0; rank < ll.dispatched.size(); ++rank) {
     const int r = static_cast<int>(rank);
     const reference::LowLatencyDispatchOutput& dispatched = ll.dispatched[rank];

@@ -85,7 +85,7 @@ int run(const BenchOptions& options) {
   const CopyBandwidth copy = measure_copy_bandwidth(options);
   const Problem problem = make_problem(options, progress);
   progress.clear();
-  print_header(stdout, options, copy, problem.traffic);
+  print_header(stdout, options, copy, problem);
   std::fflush(stdout);
 
   std::vector<EngineResult> results;
@@ -111,9 +111,20 @@ int run(const BenchOptions& options) {
       dump_normal_reference(*dump, problem);
       progress.clear();
     }
-    if (ran(results, BenchEngine::low_latency) || ran(results, BenchEngine::symmetric)) {
+    const bool ran_low_latency = ran(results, BenchEngine::low_latency);
+    const bool ran_symmetric = ran(results, BenchEngine::symmetric);
+    // symmetric on low_latency's shape (the default) shares its reference and directory.
+    const bool symmetric_shares =
+        options.symmetric_tokens_per_rank == options.ll_tokens_per_rank && options.expert_capacity == 0;
+    if (ran_low_latency || (ran_symmetric && symmetric_shares)) {
       progress.update("dump", "writing the low_latency reference to --dump");
-      dump_low_latency_reference(*dump, problem);
+      dump_low_latency_reference(*dump, ran_low_latency ? problem.low_latency : problem.symmetric,
+                                 "reference_low_latency");
+      progress.clear();
+    }
+    if (ran_symmetric && !symmetric_shares) {
+      progress.update("dump", "writing the symmetric reference to --dump");
+      dump_low_latency_reference(*dump, problem.symmetric, "reference_symmetric");
       progress.clear();
     }
     dump->write_meta(options, engines_run);

@@ -118,6 +118,18 @@ const std::map<std::string, Setter>& value_flags() {
          c.ll_tokens =
              parse_integer(flag, value, 0, std::numeric_limits<int32_t>::max(), "a non-negative integer");
        }},
+      {"--symmetric-tokens",
+       [](CommandLine& c, const std::string& flag, const std::string& value) {
+         c.symmetric_tokens =
+             parse_integer(flag, value, 0, std::numeric_limits<int32_t>::max(), "a non-negative integer");
+       }},
+      {"--expert-capacity",
+       [](CommandLine& c, const std::string& flag, const std::string& value) {
+         c.expert_capacity = value == "auto"
+                                 ? kAutoExpertCapacity
+                                 : parse_integer(flag, value, 0, std::numeric_limits<int32_t>::max(),
+                                                 "auto or a non-negative number of rows");
+       }},
       {"--hidden", positive(&CommandLine::hidden)},
       {"--topk", positive(&CommandLine::topk)},
       {"--experts", positive(&CommandLine::experts)},
@@ -261,6 +273,35 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, in
                                      "; the expert-major buffers grow with experts x ranks x tokens); "
                                      "--ll-tokens N overrides";
   }
+  // symmetric: --symmetric-tokens, else the low_latency engine's tokens (one expert-major shape).
+  if (command_line.symmetric_tokens) {
+    if (!options.runs(BenchEngine::symmetric)) {
+      throw UsageError(
+          "--symmetric-tokens: expected --engine symmetric or all (it sets the symmetric engine's "
+          "tokens per rank), got --engine " +
+          engine);
+    }
+    options.symmetric_tokens_per_rank = *command_line.symmetric_tokens;
+    options.notes.symmetric_tokens_source = "--symmetric-tokens";
+  } else {
+    options.symmetric_tokens_per_rank = options.ll_tokens_per_rank;
+    options.notes.symmetric_tokens_source = "as low_latency; --symmetric-tokens N overrides";
+  }
+  if (command_line.expert_capacity) {
+    if (!options.runs(BenchEngine::symmetric)) {
+      throw UsageError(
+          "--expert-capacity: expected --engine symmetric or all (only the symmetric engine has "
+          "per-expert capacities), got --engine " +
+          engine);
+    }
+    const int64_t all_rows = int64_t{ranks} * options.symmetric_tokens_per_rank;
+    if (*command_line.expert_capacity > all_rows) {
+      throw UsageError("--expert-capacity: expected auto, 0 or at most --ranks x symmetric tokens = " +
+                       std::to_string(all_rows) + " rows per expert, got " +
+                       std::to_string(*command_line.expert_capacity));
+    }
+    options.expert_capacity = *command_line.expert_capacity;
+  }
   options.hidden = command_line.hidden.value_or(kDefaultHidden);
   options.topk = command_line.topk.value_or(kDefaultTopk);
   options.num_experts = command_line.experts.value_or(kDefaultExperts);
@@ -333,6 +374,19 @@ Shape (default: DeepSeek-V3)
                             --engine low_latency or symmetric;
                             else min(--tokens, 128), the DeepSeek-V3 decode shape; 16 on cpu
                             when --tokens is not given either). The output says which applied.
+  --symmetric-tokens N      tokens per rank of the symmetric engine, its max_tokens_per_rank
+                            (default: the low_latency engine's, see --ll-tokens). With
+                            --expert-capacity it can run the prefill shape: e.g. --tokens 4096
+                            --symmetric-tokens 4096 --expert-capacity auto runs normal and
+                            symmetric at 4096 while low_latency stays at 128 (its heap holds
+                            L x R x max rows per rank). Needs --engine symmetric or all
+  --expert-capacity auto|N  the symmetric dispatch's expert_capacity: rows per local expert of
+                            recv_x [L, C, H] (and its scales, src_info). 0 (default): R x max,
+                            every row that could arrive. auto: the most rows any local expert
+                            receives in the generated inputs (one input set), rounded up to a
+                            multiple of 16; the header prints it. N: at most R x symmetric
+                            tokens (an expert past it makes the run fail with CapacityError).
+                            Needs --engine symmetric or all
   --hidden H                hidden size (default 7168)
   --topk K                  experts per token (default 8)
   --experts E               experts in total, a multiple of R (default 256)

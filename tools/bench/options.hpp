@@ -49,6 +49,9 @@ constexpr int64_t kLowLatencyDefaultTokens = 128;
 // NOTES: on cpu the expert-major buffers (E * R * tokens rows in the heap, L * R * tokens rows per
 // output) dominate memory: the CPU default keeps the default run small; the GPU default is above.
 constexpr int64_t kCpuLowLatencyDefaultTokens = 16;
+// --expert-capacity auto rounds the largest expert's rows up to a multiple of this (a GEMM-friendly
+// tile of rows, as a framework would size per-expert buffers).
+constexpr int64_t kExpertCapacityMultiple = 16;
 constexpr uint64_t kDefaultSeed = 1;
 // fp8 scales cover this many channels each (DESIGN.md, Semantics).
 constexpr int kFp8ScaleBlock = 128;
@@ -64,6 +67,8 @@ struct CommandLine {
   std::optional<int> devices;  // kAutoDevices, or the number of GPUs to spread the ranks over
   std::optional<int64_t> tokens;
   std::optional<int64_t> ll_tokens;
+  std::optional<int64_t> symmetric_tokens;
+  std::optional<int64_t> expert_capacity;  // kAutoExpertCapacity for "auto"
   std::optional<std::string> dtype;  // bf16 | fp8
   std::optional<uint64_t> seed;
   std::optional<std::string> json_path, dump_dir;
@@ -77,7 +82,12 @@ struct DefaultNotes {
   bool iters_from_cpu_default = false;
   // How the low_latency engine's tokens per rank were chosen, for the output ("--ll-tokens", ...).
   std::string ll_tokens_source;
+  // How the symmetric engine's tokens per rank were chosen ("--symmetric-tokens", ...).
+  std::string symmetric_tokens_source;
 };
+
+// --expert-capacity auto: resolved from the generated inputs (Problem::symmetric.expert_capacity).
+constexpr int64_t kAutoExpertCapacity = -1;
 
 struct BenchOptions {
   Backend backend = Backend::cpu;
@@ -89,6 +99,11 @@ struct BenchOptions {
   int64_t tokens_per_rank = kGpuDefaultTokens;
   // The low_latency engine's tokens per rank: its max_tokens_per_rank, and its inputs' size.
   int64_t ll_tokens_per_rank = kLowLatencyDefaultTokens;
+  // The symmetric engine's tokens per rank (its max_tokens_per_rank and inputs): --symmetric-tokens,
+  // else the low_latency engine's.
+  int64_t symmetric_tokens_per_rank = kLowLatencyDefaultTokens;
+  // The symmetric dispatch's expert_capacity: 0 (R * max rows per expert), N, or kAutoExpertCapacity.
+  int64_t expert_capacity = 0;
   int hidden = kDefaultHidden;
   int topk = kDefaultTopk;
   int num_experts = kDefaultExperts;

@@ -60,22 +60,41 @@ int64_t low_latency_dispatch_row_bytes(const BenchOptions& options) {
   return int64_t{options.hidden} * 2;
 }
 
-void make_low_latency_reference(const BenchOptions& options, Progress& progress, LowLatencyReference& ll) {
+// `tokens` per rank and `capacity` (0, N or kAutoExpertCapacity); `name` for the progress line.
+void make_low_latency_reference(const BenchOptions& options, Progress& progress, LowLatencyReference& ll,
+                                int64_t tokens, int64_t capacity, const std::string& name) {
   const Topology& topology = options.topology;
   const int num_ranks = topology.num_ranks;
   ll.present = true;
+  ll.max_tokens_per_rank = tokens;
   ll.shape = shape_of(options);
-  ll.shape.tokens_per_rank = options.ll_tokens_per_rank;
+  ll.shape.tokens_per_rank = tokens;
   ll.shape.dtype = DType::bf16;  // the engine casts to fp8 itself (use_fp8)
-  progress.update("inputs", "generating the low_latency inputs");
+  progress.update("inputs", "generating the " + name + " inputs");
   ll.inputs = workload::generate(ll.shape, options.seed);
   ll.ll_options.use_fp8 = options.dtype == DType::fp8_e4m3;
+  ll.expert_capacity = capacity == kAutoExpertCapacity
+                           ? auto_expert_capacity(ll.inputs, options.num_experts, tokens)
+                           : capacity;
+  ll.rows_per_expert = ll.expert_capacity > 0 ? ll.expert_capacity : num_ranks * tokens;
 
-  progress.update("reference", "computing the low_latency reference");
+  progress.update("reference", "computing the " + name + " reference");
   std::vector<reference::RankInputs> rank_inputs;
   for (int rank = 0; rank < num_ranks; ++rank) rank_inputs.push_back(ll.inputs[rank].inputs());
-  ll.dispatched = reference::low_latency_dispatch(rank_inputs, options.num_experts, topology,
-                                                  options.ll_tokens_per_rank, ll.ll_options);
+  ll.dispatched = reference::low_latency_dispatch(rank_inputs, options.num_experts, topology, tokens,
+                                                  ll.ll_options, ll.expert_capacity);
+  // An explicit capacity below the largest expert's rows: the engine raises CapacityError (the run
+  // fails with it), and there is no combine to compare with.
+  for (const reference::LowLatencyDispatchOutput& received : ll.dispatched) {
+    const int32_t* counts = received.recv_count.as<const int32_t>();
+    for (int64_t l = 0; l < received.recv_count.numel(); ++l) {
+      if (counts[l] > ll.rows_per_expert) {
+        throw UsageError("--expert-capacity: expected at least the " + std::to_string(counts[l]) +
+                         " rows a local expert receives in these inputs (auto picks it), got " +
+                         std::to_string(ll.expert_capacity));
+      }
+    }
+  }
   std::vector<TensorView> ys;
   for (int rank = 0; rank < num_ranks; ++rank) {
     const reference::LowLatencyDispatchOutput& received = ll.dispatched[rank];
@@ -83,8 +102,8 @@ void make_low_latency_reference(const BenchOptions& options, Progress& progress,
         expert_major_synthetic_expert(received.recv_x, received.recv_x_scales, received.recv_count, rank));
     ys.push_back(ll.expert_outputs.back());
   }
-  ll.combined = reference::low_latency_combine(ys, rank_inputs, options.num_experts, topology,
-                                               options.ll_tokens_per_rank);
+  ll.combined = reference::low_latency_combine(ys, rank_inputs, options.num_experts, topology, tokens,
+                                               ll.expert_capacity);
 
   for (const reference::LowLatencyDispatchOutput& received : ll.dispatched) {
     const int32_t* counts = received.recv_count.as<const int32_t>();
@@ -97,15 +116,15 @@ void make_low_latency_reference(const BenchOptions& options, Progress& progress,
   for (const workload::RankData& data : ll.inputs) ll.traffic.source_tokens += data.x.size(0);
 }
 
-// Host bytes of the low_latency reference and the engine's outputs, all ranks: per rank, the
-// expert-major tensors [L, R * max, H] (reference recv_x, reference y, the engine's y; the engine's
-// recv_x is touched only where rows arrive, as its poison is) and the tokens' own tensors.
-double low_latency_data_bytes(const BenchOptions& options) {
+// Host bytes of an expert-major reference and the engine's outputs, all ranks: per rank, the
+// expert-major tensors [L, rows_per_expert, H] (reference recv_x, reference y, the engine's y; the
+// engine's recv_x is touched only where rows arrive, as its poison is) and the tokens' own tensors.
+double low_latency_data_bytes(const BenchOptions& options, int64_t tokens_per_rank, double rows_per_expert) {
   const double ranks = options.topology.num_ranks;
   const double local_experts = static_cast<double>(options.num_experts) / ranks;
-  const double rows = local_experts * ranks * static_cast<double>(options.ll_tokens_per_rank);
+  const double rows = local_experts * rows_per_expert;
   const double row = static_cast<double>(low_latency_dispatch_row_bytes(options));
-  const double tokens = static_cast<double>(options.ll_tokens_per_rank) * ranks;
+  const double tokens = static_cast<double>(tokens_per_rank) * ranks;
   const double token_bytes = tokens * (options.hidden * 2.0 * 3 + options.topk * 12.0);
   return ranks * rows * (row + 2 * options.hidden * 2.0 + 4) + token_bytes;
 }
@@ -136,6 +155,22 @@ Tensor expert_major_synthetic_expert(const TensorView& recv_x, const TensorView&
     std::memcpy(y.as<uint16_t>() + l * rows_per_expert * hidden, expert_y.data(), expert_y.nbytes());
   }
   return y;
+}
+
+int64_t auto_expert_capacity(const std::vector<workload::RankData>& inputs, int num_experts,
+                             int64_t max_tokens_per_rank) {
+  std::vector<int64_t> rows(static_cast<size_t>(num_experts), 0);
+  for (const workload::RankData& data : inputs) {
+    const int64_t* ids = data.topk_idx.as<const int64_t>();
+    for (int64_t i = 0; i < data.topk_idx.numel(); ++i) {
+      if (ids[i] >= 0) ++rows[static_cast<size_t>(ids[i])];
+    }
+  }
+  const int64_t most = rows.empty() ? 0 : *std::max_element(rows.begin(), rows.end());
+  const int64_t rounded =
+      std::max<int64_t>(1, (most + kExpertCapacityMultiple - 1) / kExpertCapacityMultiple) *
+      kExpertCapacityMultiple;
+  return std::min<int64_t>(rounded, static_cast<int64_t>(inputs.size()) * max_tokens_per_rank);
 }
 
 int64_t rank_major_remote_rows(const std::vector<workload::RankData>& inputs, int num_experts,
@@ -203,7 +238,19 @@ Problem make_problem(const BenchOptions& options, Progress& progress) {
   const Topology& topology = options.topology;
   const int num_ranks = topology.num_ranks;
 
-  if (options.runs_expert_major()) make_low_latency_reference(options, progress, problem.low_latency);
+  if (options.runs(BenchEngine::low_latency)) {
+    make_low_latency_reference(options, progress, problem.low_latency, options.ll_tokens_per_rank, 0,
+                               "low_latency");
+  }
+  if (options.runs(BenchEngine::symmetric)) {
+    if (problem.low_latency.present && options.symmetric_tokens_per_rank == options.ll_tokens_per_rank &&
+        options.expert_capacity == 0) {
+      problem.symmetric = problem.low_latency;  // the same calls: share the inputs and reference
+    } else {
+      make_low_latency_reference(options, progress, problem.symmetric, options.symmetric_tokens_per_rank,
+                                 options.expert_capacity, "symmetric");
+    }
+  }
   // The expert-major engines need neither the --tokens inputs nor their reference.
   if (!options.runs_rank_major()) return problem;
 
@@ -264,7 +311,20 @@ void check_fits_in_memory(const BenchOptions& options) {
   const double delivered_bytes = 2 * delivered * (row + options.hidden * 2.0 + metadata_bytes);
   double data_bytes = token_bytes + delivered_bytes;
   const bool low_latency = options.runs_expert_major();
-  if (low_latency) data_bytes += low_latency_data_bytes(options);
+  const double ranks_count = options.topology.num_ranks;
+  if (options.runs(BenchEngine::low_latency)) {
+    data_bytes += low_latency_data_bytes(options, options.ll_tokens_per_rank,
+                                         ranks_count * static_cast<double>(options.ll_tokens_per_rank));
+  }
+  if (options.runs(BenchEngine::symmetric)) {
+    const double all_rows = ranks_count * static_cast<double>(options.symmetric_tokens_per_rank);
+    // auto: uniform routing gives an expert about R * N * K / E rows; allow half again, plus a tile.
+    const double expected_rows = all_rows * options.topk / options.num_experts;
+    const double capacity = options.expert_capacity == 0  ? all_rows
+                            : options.expert_capacity > 0 ? static_cast<double>(options.expert_capacity)
+                                                          : std::min(all_rows, 1.5 * expected_rows + 64);
+    data_bytes += low_latency_data_bytes(options, options.symmetric_tokens_per_rank, capacity);
+  }
   double heap_bytes = 0;  // host memory on cpu only; one engine's Buffers at a time
   if (options.backend == Backend::cpu) {
     BufferSizing sizing;
@@ -280,6 +340,7 @@ void check_fits_in_memory(const BenchOptions& options) {
       const double ll_heap = ranks * static_cast<double>(normal_heap_bytes(options.topology, options.config, sizing) +
                                                          low_latency_heap_bytes(options.topology, sizing));
       sizing.low_latency_max_tokens_per_rank = 0;
+      sizing.max_tokens_per_rank = std::max<int64_t>(options.symmetric_tokens_per_rank, 1);
       sizing.symmetric_max_tokens_per_rank = sizing.max_tokens_per_rank;
       const double symmetric_heap = ranks * static_cast<double>(normal_heap_bytes(options.topology, options.config, sizing) +
                                                                 symmetric_heap_bytes(options.topology, sizing));
@@ -293,7 +354,7 @@ void check_fits_in_memory(const BenchOptions& options) {
   const double available = static_cast<double>(pages) * static_cast<double>(page_size);
   if (data_bytes + heap_bytes <= kMaxMemoryFraction * available) return;
 
-  char message[400];
+  char message[600];
   if (heap_bytes > data_bytes) {
     std::snprintf(
         message, sizeof(message),
@@ -307,7 +368,10 @@ void check_fits_in_memory(const BenchOptions& options) {
         "--tokens: expected a run that fits in host memory (%.1f GiB here), got %lld tokens per rank%s on "
         "%d ranks (needs about %.1f GiB)",
         available / kGiB, static_cast<long long>(options.tokens_per_rank),
-        low_latency ? (" (--ll-tokens " + std::to_string(options.ll_tokens_per_rank) + ")").c_str() : "",
+        low_latency ? (" (--ll-tokens " + std::to_string(options.ll_tokens_per_rank) +
+                       ", --symmetric-tokens " + std::to_string(options.symmetric_tokens_per_rank) + ")")
+                          .c_str()
+                    : "",
         options.topology.num_ranks, (data_bytes + heap_bytes) / kGiB);
   }
   throw UsageError(message);

@@ -75,11 +75,16 @@ struct NormalReference {
 // (token, expert) pairs: every valid top-k slot is one row on its expert.
 struct LowLatencyReference {
   bool present = false;  // only when low_latency runs
+  int64_t max_tokens_per_rank = 0;  // the calls' (and the inputs' tokens per rank)
+  // The dispatch's expert_capacity: 0 (R * max rows per expert) or the resolved C (--expert-capacity,
+  // auto resolved from the inputs); rows_per_expert is what the outputs hold.
+  int64_t expert_capacity = 0;
+  int64_t rows_per_expert = 0;
   workload::Shape shape;
   std::vector<workload::RankData> inputs;                       // host, per rank
   reference::LowLatencyOptions ll_options;
   std::vector<reference::LowLatencyDispatchOutput> dispatched;  // per rank
-  std::vector<Tensor> expert_outputs;  // y per rank, bf16 [L, R * max, H]; rows past recv_count are zero
+  std::vector<Tensor> expert_outputs;  // y per rank, bf16 [L, C, H]; rows past recv_count are zero
   std::vector<Tensor> combined;        // per rank, bf16 [N, H]
   Traffic traffic;
 };
@@ -90,7 +95,15 @@ struct Problem {
   Traffic traffic;
   NormalReference normal;
   LowLatencyReference low_latency;
+  // The symmetric engine's: its own tokens (--symmetric-tokens) and expert_capacity; a copy of
+  // low_latency's (sharing its tensors) when both are the same.
+  LowLatencyReference symmetric;
 };
+
+// The most rows any local expert receives from `inputs` (every (token, slot) with an expert is one
+// row), rounded up to kExpertCapacityMultiple, and at most ranks * max_tokens_per_rank.
+int64_t auto_expert_capacity(const std::vector<workload::RankData>& inputs, int num_experts,
+                             int64_t max_tokens_per_rank);
 
 // The synthetic expert on an expert-major recv_x [L, R * max, H] (scales [L, R * max, H / 128] for
 // fp8): workload::synthetic_expert on each expert's rows < recv_count[l] (host i32 [L]); the rows past

@@ -83,7 +83,8 @@ void print_node_bytes(std::FILE* out, const NodeBytes& bytes) {
 }  // namespace
 
 void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwidth& copy,
-                  const Traffic& traffic) {
+                  const Problem& problem) {
+  const Traffic& traffic = problem.traffic;
   const Topology& topology = options.topology;
   std::fprintf(out,
                "switchyard-bench %s: backend %s, %d ranks (%d node%s of %d), %" PRId64
@@ -119,10 +120,30 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
                  " bytes per dispatch row, %" PRId64 " per combine row\n",
                  traffic.delivered_rows, traffic.dispatch_row_bytes, traffic.combine_row_bytes);
   }
-  if (options.runs_expert_major()) {
-    std::fprintf(out, "low_latency and symmetric: %" PRId64 " tokens per rank (%s), bf16 inputs%s\n", options.ll_tokens_per_rank,
-                 options.notes.ll_tokens_source.c_str(),
-                 options.dtype == DType::fp8_e4m3 ? " cast to fp8 by the engine (use_fp8)" : "");
+  const char* cast = options.dtype == DType::fp8_e4m3 ? " cast to fp8 by the engine (use_fp8)" : "";
+  if (options.runs(BenchEngine::low_latency)) {
+    // NOTES: its receive slots are L x R x max rows per rank in the heap (and in recv_x): at 4096
+    // tokens that is 32 x 32768 rows of 14 KiB per rank, beyond one GPU for 8 ranks.
+    std::fprintf(out,
+                 "low_latency: %" PRId64
+                 " tokens per rank (%s; its heap holds local experts x ranks x tokens rows "
+                 "per rank, so it stays at decode size), bf16 inputs%s\n",
+                 options.ll_tokens_per_rank, options.notes.ll_tokens_source.c_str(), cast);
+  }
+  if (options.runs(BenchEngine::symmetric)) {
+    const LowLatencyReference& symmetric = problem.symmetric;
+    std::string capacity =
+        "0, R x max = " + std::to_string(symmetric.rows_per_expert) + " rows per local expert";
+    if (options.expert_capacity == kAutoExpertCapacity) {
+      capacity = "auto = " + std::to_string(symmetric.expert_capacity) +
+                 " rows per local expert (the most any receives, rounded up to a multiple of " +
+                 std::to_string(kExpertCapacityMultiple) + ")";
+    } else if (options.expert_capacity > 0) {
+      capacity = std::to_string(symmetric.expert_capacity) + " rows per local expert";
+    }
+    std::fprintf(out, "symmetric: %" PRId64 " tokens per rank (%s), expert_capacity %s, bf16 inputs%s\n",
+                 options.symmetric_tokens_per_rank, options.notes.symmetric_tokens_source.c_str(),
+                 capacity.c_str(), cast);
   }
   std::fprintf(
       out,
@@ -156,6 +177,11 @@ void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidt
                  " delivered rows (%s)\n",
                  name, result.iters, result.warmup, result.tokens_per_rank, result.delivered_rows,
                  is_rank_major(result.engine) ? "token, destination rank" : "token, expert");
+    if (result.rows_per_expert > 0) {
+      std::fprintf(out,
+                   "  recv_x: %" PRId64 " rows per local expert (expert_capacity; R x max when not set)\n",
+                   result.rows_per_expert);
+    }
     if (!result.note.empty()) std::fprintf(out, "  %s\n", result.note.c_str());
     const PhaseBounds minimal = minimal_bounds(result, copy);
     const PhaseBounds design = design_bounds(result, copy);

@@ -13,8 +13,9 @@
 
 namespace switchyard::bench {
 
+// `problem`: its traffic and the expert-major engines' tokens and capacity (auto resolved).
 void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwidth& copy,
-                  const Traffic& traffic);
+                  const Problem& problem);
 void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidth& copy);
 
 // How much faster an engine ran than the nccl baseline: nccl's median time / the engine's, per phase

@@ -27,6 +27,15 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
   json.integer(options.tokens_per_rank);
   json.key("ll_tokens");
   json.integer(options.ll_tokens_per_rank);
+  json.key("symmetric_tokens");
+  json.integer(options.symmetric_tokens_per_rank);
+  // "auto", or the rows given (0: R x max).
+  json.key("expert_capacity_request");
+  if (options.expert_capacity == kAutoExpertCapacity) {
+    json.string("auto");
+  } else {
+    json.integer(options.expert_capacity);
+  }
   json.key("hidden");
   json.integer(options.hidden);
   json.key("topk");
@@ -92,6 +101,9 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
     json.integer_or_null(bytes(result.tokens_per_rank));
     json.key("delivered_rows");
     json.integer_or_null(bytes(result.delivered_rows));
+    // Rows per local expert of recv_x (expert_capacity resolved, else R x max); null for rank-major.
+    json.key("rows_per_expert");
+    json.integer_or_null(result.rows_per_expert > 0 ? bytes(result.rows_per_expert) : std::nullopt);
     json.key("dispatch_us");
     json.number_or_null(timed(result.dispatch_seconds));
     json.key("combine_us");

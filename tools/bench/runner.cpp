@@ -34,7 +34,7 @@ BufferOptions buffer_options(const BenchOptions& options, BenchEngine engine, in
   if (engine == BenchEngine::low_latency)
     buffer.sizing.low_latency_max_tokens_per_rank = options.ll_tokens_per_rank;
   if (engine == BenchEngine::symmetric)
-    buffer.sizing.symmetric_max_tokens_per_rank = options.ll_tokens_per_rank;
+    buffer.sizing.symmetric_max_tokens_per_rank = options.symmetric_tokens_per_rank;
   buffer.sizing.hidden = options.hidden;
   buffer.sizing.topk = options.topk;
   buffer.sizing.num_experts = options.num_experts;
@@ -99,11 +99,13 @@ std::string progress_text(const std::string& name, int warmup_done, int warmup, 
 }  // namespace
 
 int64_t engine_tokens_per_rank(BenchEngine engine, const BenchOptions& options) {
-  return is_rank_major(engine) ? options.tokens_per_rank : options.ll_tokens_per_rank;
+  if (is_rank_major(engine)) return options.tokens_per_rank;
+  return engine == BenchEngine::symmetric ? options.symmetric_tokens_per_rank : options.ll_tokens_per_rank;
 }
 
 const Traffic& engine_traffic(BenchEngine engine, const Problem& problem) {
-  return is_rank_major(engine) ? problem.traffic : problem.low_latency.traffic;
+  if (is_rank_major(engine)) return problem.traffic;
+  return engine == BenchEngine::symmetric ? problem.symmetric.traffic : problem.low_latency.traffic;
 }
 
 const char* check_status_name(CheckStatus status) {
@@ -146,6 +148,10 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
   result.remote_combine_bytes = traffic.remote_combine_bytes();
   result.tokens_per_rank = engine_tokens_per_rank(engine, options);
   result.delivered_rows = traffic.delivered_rows;
+  if (!is_rank_major(engine)) {
+    result.rows_per_expert =
+        (engine == BenchEngine::symmetric ? problem.symmetric : problem.low_latency).rows_per_expert;
+  }
   result.node_bytes = traffic.node_bytes();
   const DesignTraffic design = design_traffic(engine, traffic, options.topology.is_single_node());
   result.design_dispatch_bytes = design.dispatch_bytes;

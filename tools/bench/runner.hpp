@@ -40,6 +40,9 @@ struct EngineResult {
   int64_t remote_dispatch_bytes = 0, remote_combine_bytes = 0;
   int64_t tokens_per_rank = 0;  // the engine's own: --tokens for normal, the --ll-tokens rule for low_latency
   int64_t delivered_rows = 0;   // normal: (token, destination rank) pairs; low_latency: (token, expert)
+  // The expert-major engines: rows per local expert of recv_x (expert_capacity resolved, or R x max);
+  // 0 for normal and nccl.
+  int64_t rows_per_expert = 0;
   std::optional<NodeBytes> node_bytes;  // normal across nodes only: RDMA and NVLink bytes apart
   // The design roofline's bytes per phase (design_roofline.hpp): absent, with why in design_note,
   // when not counted; design_passes says what was counted.
