@@ -98,9 +98,16 @@ if has_stage sanitizer; then
 fi
 
 if has_stage bench; then
-  run_logged "bench cuda (default shape)" bench.log timeout 900 "$BENCH_BIN" --backend cuda --json "$OUT/bench.json"
-  run_logged "bench cuda 2 nodes x 4 ranks (loopback)" bench-2x4.log timeout 300 "$BENCH_BIN" --backend cuda \
+  # The default shape, with symmetric at 4096 tokens too (issue 5's target): its outputs sized per
+  # expert by the routing (--expert-capacity auto), so that 8 ranks fit on one GPU. low_latency stays
+  # at 128 tokens (its heap holds L x R x max rows).
+  run_logged "bench cuda (default shape, symmetric at 4096)" bench.log timeout 900 "$BENCH_BIN" --backend cuda \
+    --symmetric-tokens 4096 --expert-capacity auto --json "$OUT/bench.json"
+  run_logged "bench cuda 2 nodes x 4 ranks (loopback), normal" bench-2x4.log timeout 300 "$BENCH_BIN" --backend cuda \
     --engine normal --ranks 8 --ranks-per-node 4 --iters 10 --json "$OUT/bench-2x4.json"
+  run_logged "bench cuda 2 nodes x 4 ranks (loopback), low_latency 128 tokens" bench-2x4-ll.log timeout 300 \
+    "$BENCH_BIN" --backend cuda --engine low_latency --ranks 8 --ranks-per-node 4 --tokens 128 --iters 10 \
+    --json "$OUT/bench-2x4-ll.json"
   run_logged "bench cuda 128 tokens" bench-128.log timeout 600 "$BENCH_BIN" --backend cuda --tokens 128 \
     --json "$OUT/bench-128.json"
 fi
