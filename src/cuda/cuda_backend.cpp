@@ -406,7 +406,9 @@ class CudaBackend final : public detail::BackendImpl {
         if (error.role == static_cast<int32_t>(common::WaitRole::symmetric_combine)) {
           throw CapacityError("symmetric_combine: refused (nothing written): its dispatch overflowed: " + what);
         }
-        throw CapacityError(what + " (found on the device by " + message.str() + ")");
+        // The record's channel field holds the expert here (named in `what`), not a channel.
+        throw CapacityError(what + " (found on the device by rank " + std::to_string(error.rank) + " (cuda " +
+                            common::wait_role_engine(error.role) + ", " + common::wait_role_name(error.role) + "))");
       }
       case common::WaitTarget::capacity:
         if (expert_major) {
