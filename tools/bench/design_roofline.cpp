@@ -15,21 +15,75 @@ DesignTraffic staged(const Traffic& traffic) {
   return design;
 }
 
+// The hierarchical normal engine (internode_dispatch.cu, internode_combine.cu, and the CPU twin in
+// cpu/internode_*_roles.cpp), per role. Every (token, destination node) pair, the token's own node
+// included, goes through the RDMA sender and a put: the kernels have a sender group and a forwarder
+// group per node, and the own node's put lands in the rank's own receive ring.
+DesignTraffic hierarchical(const Traffic& traffic, const NodeTraffic& nodes) {
+  const int64_t x = traffic.input_row_bytes, d = traffic.dispatch_row_bytes, c = traffic.combine_row_bytes;
+  const int64_t rows = traffic.delivered_rows, staged = nodes.staged_rows();
+  DesignTraffic design;
+  // Per staged pair: the RDMA sender reads x and writes the send buffer (x + d); the put reads the
+  // send buffer and writes the peer's receive ring (2d). Per row: the forwarder reads the receive
+  // ring and writes the wanted rank's NVLink ring (2d, the read once per destination rank, as the
+  // kernel issues it); the NVLink receiver reads the ring and writes recv_x (2d).
+  design.dispatch_bytes = staged * (x + 3 * d) + rows * 4 * d;
+  // Per row: the NVLink sender reads y and writes the forwarder's ring (2c); the forwarder's
+  // reduction reads it (c). Per staged pair: the reduction writes one bf16 partial into the send
+  // buffer (c), the put reads and writes it (2c), the RDMA receiver reads it (c). Per source token:
+  // the output write (c).
+  design.combine_bytes = rows * 3 * c + staged * 4 * c + traffic.source_tokens * c;
+  design.passes =
+      "dispatch 4 per (token, node) (stage, put) + 4 per row (forward, receive), combine 3 per row (send, "
+      "the "
+      "reduction's read) + 4 per (token, node) (partial, put, the final read) + the output; nodes include "
+      "the "
+      "token's own";
+  return design;
+}
+
+// low_latency across nodes (low_latency_dispatch.cu, low_latency_combine.cu): one node's passes, and
+// the extra ones of rows that leave the node as puts from this rank's heap.
+DesignTraffic direct_across_nodes(const Traffic& traffic, const DirectNodeTraffic& nodes) {
+  const int64_t d = traffic.dispatch_row_bytes, c = traffic.combine_row_bytes;
+  DesignTraffic design = staged(traffic);
+  // The put reads the send area (d per RDMA row, its write is the one-node slot write); each leaving
+  // token is staged once from shared memory into the send area (d).
+  *design.dispatch_bytes += nodes.rdma_rows * d + nodes.leaving_tokens * d;
+  // The bench combines without zero_copy: y is copied into the combine buffer (2c), which the put
+  // reads (c; its write is the one-node write into the home's buffer).
+  *design.combine_bytes += nodes.rdma_rows * 2 * c;
+  design.passes =
+      "dispatch 4 per row + 1 per RDMA row (the put's read) + 1 per token leaving the node (staged), combine "
+      "3 "
+      "per row + 2 per RDMA row (y into the combine buffer; no zero_copy) + the output";
+  return design;
+}
+
 }  // namespace
 
 DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool single_node) {
   DesignTraffic design;
   switch (engine) {
     case BenchEngine::normal:
-      if (!single_node) {
-        design.why_not =
-            "not counted across nodes (the internode path's RDMA and forwarding stages are not modelled)";
+      if (single_node) return staged(traffic);
+      if (!traffic.nodes) {
+        design.why_not = "not counted across nodes (the rows by link were not counted)";
         return design;
       }
-      return staged(traffic);
+      return hierarchical(traffic, *traffic.nodes);
     case BenchEngine::low_latency:
-      return staged(traffic);
+      if (single_node) return staged(traffic);
+      if (!traffic.direct_nodes) {
+        design.why_not = "not counted across nodes (the rows by link were not counted)";
+        return design;
+      }
+      return direct_across_nodes(traffic, *traffic.direct_nodes);
     case BenchEngine::symmetric:
+      if (!single_node) {
+        design.why_not = "not counted across nodes (the symmetric engine runs on one node only)";
+        return design;
+      }
       design.dispatch_bytes = traffic.source_tokens * (traffic.input_row_bytes + traffic.dispatch_row_bytes) +
                               traffic.delivered_rows * 2 * traffic.dispatch_row_bytes;
       design.combine_bytes = traffic.delivered_rows * 3 * traffic.combine_row_bytes +

@@ -4,7 +4,9 @@
 // The minimal roofline says how far an engine is from the hardware; the design roofline says how far
 // it is from what its own protocol allows, so the two fractions separate "the design moves too
 // much" from "the kernels move it slowly". Counted on the host from the run's Traffic (rows, source
-// tokens, row sizes); --help and README.md list each engine's passes.
+// tokens, row sizes, and across nodes the rows by link); --help and README.md list each engine's
+// passes. Row payloads only: ring and slot metadata (ids, weights, source fields, signals) are left
+// out.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -21,17 +23,29 @@ struct DesignTraffic {
   std::string why_not;  // empty when counted
 };
 
-// `traffic` is the engine's own (engine_traffic); `single_node`: ranks_per_node == ranks.
-//   normal, low_latency: dispatch = rows x (x row read + 3 x dispatch row): the sender reads x and
-//     writes the ring (or the receive slot), the receiver reads it and writes recv_x; combine = rows
-//     x 3 x combine row (the sender reads y and writes the ring or the home's receive buffer, the
-//     receiver reads it) + source tokens x combine row (the output write).
-//   symmetric: dispatch = source tokens x (x row read + dispatch row write) (publish, once per token,
-//     not per row) + rows x 2 x dispatch row (the pull: read the source's input buffer, write
-//     recv_x); combine = rows x 2 x combine row (the push) + rows x combine row (the reduction's
-//     read) + source tokens x combine row (the output).
+// `traffic` is the engine's own (engine_traffic); `single_node`: ranks_per_node == ranks. Below, rows
+// are delivered rows, tokens the source tokens, x / d / c the x row, dispatch row and combine row.
+//   normal, low_latency on one node: dispatch = rows x (x + 3d): the sender reads x and writes the
+//     ring (or the receive slot), the receiver reads it and writes recv_x; combine = rows x 3c (the
+//     sender reads y and writes the ring or the home's receive buffer, the receiver reads it) +
+//     tokens x c (the output write).
+//   normal across nodes (the hierarchy; staged = (token, destination node) pairs, the own node
+//     included, which also goes through the RDMA path as a put to itself): dispatch = staged x
+//     (x + 3d) (the RDMA sender reads x and writes the send buffer, the put reads it and writes the
+//     peer's receive ring) + rows x 4d (the forwarder reads the receive ring and writes each wanted
+//     rank's NVLink ring, the NVLink receiver reads it and writes recv_x); combine = rows x 3c (the
+//     NVLink sender reads y and writes the forwarder's ring, the forwarder's reduction reads it) +
+//     staged x 4c (the reduction writes one bf16 partial per node, the put reads and writes it, the
+//     RDMA receiver reads it) + tokens x c (the output).
+//   low_latency across nodes: as on one node, and a row to another node is a put from this rank's
+//     heap, which adds passes: dispatch + RDMA rows x d (the put reads the send area) + leaving
+//     tokens x d (each staged once into the send area, from shared memory); combine + RDMA rows x
+//     2c (without zero_copy, as the bench calls it, y is first copied into the combine buffer).
+//   symmetric: dispatch = tokens x (x + d) (publish, once per token, not per row) + rows x 2d (the
+//     pull: read the source's input buffer, write recv_x); combine = rows x 3c (push and the
+//     reduction's read) + tokens x c (the output). One node only (the library refuses more).
 //   nccl: not counted (NCCL's send/recv stages rows through its own buffers by a protocol it picks
-//     at run time). normal across nodes: not counted (its forwarding stages are not modelled).
+//     at run time).
 DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool single_node);
 
 }  // namespace switchyard::bench

@@ -434,9 +434,23 @@ What is reported, per engine
               combine NVLink bytes  = one bf16 row per (token, destination rank)
               direct RDMA bytes     = sum over tokens of (destination ranks on other nodes) x row
                                       payload: each token sent to each GPU directly across nodes
-            and the saving: direct - hierarchical RDMA bytes, and direct / hierarchical. JSON:
-            rdma_/nvlink_/direct_rdma_ dispatch_/combine_bytes and rdma_*_saved_bytes (null on
-            one node)
+            and the saving: direct - hierarchical RDMA bytes, and direct / hierarchical; own
+            node bytes = (token, own node) pairs x row payload, which go through the RDMA path
+            as a put to the rank itself (design bytes, not network bytes). JSON:
+            rdma_/nvlink_/direct_rdma_/own_node_ dispatch_/combine_bytes and
+            rdma_*_saved_bytes (null on one node)
+            low_latency with --ranks-per-node < --ranks: no hierarchy, each (token, expert) row
+            goes to its expert's rank, by transport puts to other nodes and stores within the
+            node (as the CUDA kernels send them):
+              dispatch RDMA bytes   = rows to other nodes x message (row, scales and 16-byte
+                                      source fields, each 16-byte aligned) + RDMA signals x 8
+              dispatch NVLink bytes = rows within the node x message + count signals x 8
+              combine RDMA / NVLink bytes = the same with bf16 rows (hidden * 2)
+              RDMA signals          = per phase, one count add per (expert, source rank) on
+                                      different nodes, + on cuda one rows-landed add per RDMA
+                                      row (its put's signal; the cpu engine sends none)
+            JSON: rdma_/nvlink_ dispatch_/combine_bytes, rdma_dispatch_signals,
+            rdma_combine_signals (null on one node and for symmetric, which runs on one node)
   graph replay  low_latency and symmetric on cuda: rows 'dispatch (graph)' and 'combine
             (graph)', the launch-free latency. After the timed iterations each rank captures
             its dispatch call into one CUDA graph and its combine call into another, on its own
@@ -495,6 +509,29 @@ What is reported, per engine
               low_latency dispatch 4 per row: the sender reads x and writes the receive slot,
                                    the receiver reads the slot and writes recv_x (as normal)
               low_latency combine  3 per row + the output (as normal)
+            across nodes (--ranks-per-node < --ranks; staged = (token, destination node)
+            pairs, the token's own node included: the hierarchy sends those through the RDMA
+            path too, as a put to itself; RDMA rows = low_latency rows to other nodes):
+              normal dispatch      4 per (token, node): the RDMA sender reads x and writes the
+                                   send buffer, the put reads it and writes the peer's receive
+                                   ring; + 4 per row: the forwarder reads the receive ring and
+                                   writes each wanted rank's NVLink ring, the NVLink receiver
+                                   reads it and writes recv_x
+                                   = staged * (x row + 3 * dispatch row) + 4 * rows * dispatch row
+              normal combine       3 per row: the NVLink sender reads y and writes the
+                                   forwarder's ring, the forwarder's reduction reads it; + 4 per
+                                   (token, node): the reduction writes one bf16 partial, the put
+                                   reads and writes it, the RDMA receiver reads it; + the output
+                                   = 3 * rows * combine row + 4 * staged * combine row
+                                     + tokens * hidden * 2
+              low_latency dispatch one node's + the put's read of the send area per RDMA row +
+                                   the staging write of each token leaving the node
+                                   = rows * (x row + 3 * dispatch row)
+                                     + (RDMA rows + leaving tokens) * dispatch row
+              low_latency combine  one node's + per RDMA row the copy of y into the combine
+                                   buffer (the bench calls it without zero_copy) the put reads
+                                   = one node's + 2 * RDMA rows * combine row
+              symmetric            not counted (one node only)
               symmetric dispatch   publish, 2 per source token (read x, write the input
                                    buffer) + pull, 2 per row (read the source's input buffer,
                                    write recv_x)
@@ -504,9 +541,14 @@ What is reported, per engine
                                    = 3 * rows * combine row + tokens * hidden * 2
               nccl                 not counted: NCCL's send/recv stages rows through its own
                                    buffers by a protocol it picks at run time
-            normal across nodes is not counted (its forwarding stages are not modelled).
+            Row payloads only: ring and slot metadata (ids, weights, source fields, signals)
+            are left out.
             design phase bound = max(design bytes / local copy bandwidth, remote_bytes / peer
-            copy bandwidth): every pass reads or writes some device's memory. design fraction =
+            copy bandwidth): every pass reads or writes some device's memory. On one GPU
+            (every rank on it, as in "2 nodes x 4 ranks" over loopback) that is design bytes /
+            copy bandwidth, RDMA and NVLink bytes alike: loopback puts are copies through the
+            same HBM. With ranks on several GPUs (--devices) remote_bytes stay the
+            (token, destination rank) rows between GPUs, also across nodes. design fraction =
               (dispatch design bound + combine design bound) / (dispatch_time + combine_time)
             and the table's design column per phase. JSON: design_dispatch_bytes,
             design_combine_bytes, dispatch_design_roofline_us, combine_design_roofline_us,

@@ -8,6 +8,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "common/low_latency_protocol.hpp"
+
 namespace switchyard::bench {
 namespace {
 
@@ -21,39 +23,6 @@ int64_t dispatch_row_bytes(const BenchOptions& options) {
   return bytes;
 }
 
-// The normal engine's rows by link (NodeTraffic), from every rank's topk_idx; negative ids are empty
-// slots.
-NodeTraffic node_traffic(const std::vector<workload::RankData>& inputs, const Topology& topology, int num_experts) {
-  NodeTraffic traffic;
-  const int experts_per_rank = num_experts / topology.num_ranks;
-  std::vector<char> rank_hit(static_cast<size_t>(topology.num_ranks));
-  std::vector<char> node_hit(static_cast<size_t>(topology.num_nodes()));
-  for (int source = 0; source < topology.num_ranks; ++source) {
-    const Tensor& topk_idx = inputs[source].topk_idx;
-    const int64_t num_tokens = topk_idx.size(0), topk = topk_idx.size(1);
-    const int64_t* idx = topk_idx.as<const int64_t>();
-    const int source_node = topology.node_of(source);
-    for (int64_t token = 0; token < num_tokens; ++token) {
-      std::fill(rank_hit.begin(), rank_hit.end(), 0);
-      std::fill(node_hit.begin(), node_hit.end(), 0);
-      for (int64_t k = 0; k < topk; ++k) {
-        const int64_t expert = idx[token * topk + k];
-        if (expert < 0) continue;
-        const int rank = static_cast<int>(expert / experts_per_rank);
-        if (rank_hit[rank]) continue;
-        rank_hit[rank] = 1;
-        const int node = topology.node_of(rank);
-        ++traffic.nvlink_rows;
-        if (node == source_node) continue;
-        ++traffic.direct_rdma_rows;
-        if (!node_hit[node]) ++traffic.rdma_rows;
-        node_hit[node] = 1;
-      }
-    }
-  }
-  return traffic;
-}
-
 // low_latency rows: bf16, or fp8 with f32 scales per 128 channels (use_fp8).
 int64_t low_latency_dispatch_row_bytes(const BenchOptions& options) {
   if (options.dtype == DType::fp8_e4m3) return int64_t{options.hidden} + int64_t{options.hidden} / kFp8ScaleBlock * 4;
@@ -61,8 +30,9 @@ int64_t low_latency_dispatch_row_bytes(const BenchOptions& options) {
 }
 
 // `tokens` per rank and `capacity` (0, N or kAutoExpertCapacity); `name` for the progress line.
+// `by_link`: count the rows by link across nodes (low_latency; symmetric runs on one node only).
 void make_low_latency_reference(const BenchOptions& options, Progress& progress, LowLatencyReference& ll,
-                                int64_t tokens, int64_t capacity, const std::string& name) {
+                                int64_t tokens, int64_t capacity, const std::string& name, bool by_link) {
   const Topology& topology = options.topology;
   const int num_ranks = topology.num_ranks;
   ll.present = true;
@@ -114,6 +84,20 @@ void make_low_latency_reference(const BenchOptions& options, Progress& progress,
   ll.traffic.combine_row_bytes = int64_t{options.hidden} * 2;
   ll.traffic.input_row_bytes = int64_t{options.hidden} * 2;  // bf16 inputs, cast by the engine with use_fp8
   for (const workload::RankData& data : ll.inputs) ll.traffic.source_tokens += data.x.size(0);
+  if (by_link && !topology.is_single_node()) {
+    ll.traffic.direct_nodes =
+        direct_node_traffic(ll.inputs, topology, options.num_experts, options.backend == Backend::cuda);
+    const int64_t by_link = ll.traffic.direct_nodes->rdma_rows + ll.traffic.direct_nodes->nvlink_rows;
+    if (by_link != ll.traffic.delivered_rows) {
+      throw std::logic_error("switchyard-bench: low_latency rows by link " + std::to_string(by_link) +
+                             " differ from the reference's delivered rows " +
+                             std::to_string(ll.traffic.delivered_rows));
+    }
+    const common::LowLatencyDispatchMessage message{
+        static_cast<uint32_t>(options.hidden * (ll.ll_options.use_fp8 ? 1 : 2)),
+        static_cast<uint32_t>(ll.ll_options.use_fp8 ? options.hidden / kFp8ScaleBlock : 0)};
+    ll.traffic.direct_nodes->dispatch_message_bytes = static_cast<int64_t>(message.bytes());
+  }
 }
 
 // Host bytes of an expert-major reference and the engine's outputs, all ranks: per rank, the
@@ -130,6 +114,67 @@ double low_latency_data_bytes(const BenchOptions& options, int64_t tokens_per_ra
 }
 
 }  // namespace
+
+NodeTraffic node_traffic(const std::vector<workload::RankData>& inputs, const Topology& topology,
+                         int num_experts) {
+  NodeTraffic traffic;
+  const int experts_per_rank = num_experts / topology.num_ranks;
+  std::vector<char> rank_hit(static_cast<size_t>(topology.num_ranks));
+  std::vector<char> node_hit(static_cast<size_t>(topology.num_nodes()));
+  for (int source = 0; source < topology.num_ranks; ++source) {
+    const Tensor& topk_idx = inputs[source].topk_idx;
+    const int64_t num_tokens = topk_idx.size(0), topk = topk_idx.size(1);
+    const int64_t* idx = topk_idx.as<const int64_t>();
+    const int source_node = topology.node_of(source);
+    for (int64_t token = 0; token < num_tokens; ++token) {
+      std::fill(rank_hit.begin(), rank_hit.end(), 0);
+      std::fill(node_hit.begin(), node_hit.end(), 0);
+      for (int64_t k = 0; k < topk; ++k) {
+        const int64_t expert = idx[token * topk + k];
+        if (expert < 0) continue;
+        const int rank = static_cast<int>(expert / experts_per_rank);
+        if (rank_hit[rank]) continue;
+        rank_hit[rank] = 1;
+        const int node = topology.node_of(rank);
+        ++traffic.nvlink_rows;
+        if (node != source_node) ++traffic.direct_rdma_rows;
+        if (node_hit[node]) continue;
+        node_hit[node] = 1;
+        ++(node == source_node ? traffic.own_node_rows : traffic.rdma_rows);
+      }
+    }
+  }
+  return traffic;
+}
+
+DirectNodeTraffic direct_node_traffic(const std::vector<workload::RankData>& inputs, const Topology& topology,
+                                      int num_experts, bool landed_adds) {
+  DirectNodeTraffic traffic;
+  const int experts_per_rank = num_experts / topology.num_ranks;
+  for (int source = 0; source < topology.num_ranks; ++source) {
+    const Tensor& topk_idx = inputs[source].topk_idx;
+    const int64_t num_tokens = topk_idx.size(0), topk = topk_idx.size(1);
+    const int64_t* idx = topk_idx.as<const int64_t>();
+    const int source_node = topology.node_of(source);
+    for (int64_t token = 0; token < num_tokens; ++token) {
+      bool leaves = false;
+      for (int64_t k = 0; k < topk; ++k) {
+        const int64_t expert = idx[token * topk + k];
+        if (expert < 0) continue;
+        const bool remote = topology.node_of(static_cast<int>(expert / experts_per_rank)) != source_node;
+        ++(remote ? traffic.rdma_rows : traffic.nvlink_rows);
+        leaves = leaves || remote;
+      }
+      if (leaves) ++traffic.leaving_tokens;
+    }
+  }
+  // Every rank signals every expert once per phase, whatever its count (0 included).
+  const int64_t other_node_ranks = topology.num_ranks - topology.ranks_per_node;
+  traffic.rdma_count_signals = int64_t{topology.num_ranks} * other_node_ranks * experts_per_rank;
+  traffic.nvlink_count_signals = int64_t{topology.num_ranks} * topology.ranks_per_node * experts_per_rank;
+  traffic.rdma_landed_adds = landed_adds ? traffic.rdma_rows : 0;
+  return traffic;
+}
 
 Tensor expert_major_synthetic_expert(const TensorView& recv_x, const TensorView& recv_x_scales,
                                      const TensorView& recv_count, int rank) {
@@ -219,6 +264,40 @@ int64_t expert_major_remote_rows(const std::vector<reference::LowLatencyDispatch
   return remote;
 }
 
+std::optional<NodeBytes> Traffic::node_bytes() const {
+  if (nodes) {
+    NodeBytes bytes;
+    bytes.rdma_dispatch = nodes->rdma_rows * dispatch_row_bytes;
+    bytes.nvlink_dispatch = nodes->nvlink_rows * dispatch_row_bytes;
+    bytes.direct_rdma_dispatch = nodes->direct_rdma_rows * dispatch_row_bytes;
+    bytes.rdma_combine = nodes->rdma_rows * combine_row_bytes;
+    bytes.nvlink_combine = nodes->nvlink_rows * combine_row_bytes;
+    bytes.direct_rdma_combine = nodes->direct_rdma_rows * combine_row_bytes;
+    bytes.own_node_dispatch = nodes->own_node_rows * dispatch_row_bytes;
+    bytes.own_node_combine = nodes->own_node_rows * combine_row_bytes;
+    return bytes;
+  }
+  if (direct_nodes) {
+    const DirectNodeTraffic& link = *direct_nodes;
+    NodeBytes bytes;
+    bytes.forwarded = false;
+    // cuda/low_latency_link.cuh: dispatch puts the message and its source fields, combine the bf16
+    // row; the count signals follow, per (expert, source rank).
+    bytes.rdma_dispatch_signals = bytes.rdma_combine_signals =
+        link.rdma_count_signals + link.rdma_landed_adds;
+    bytes.rdma_dispatch =
+        link.rdma_rows * link.dispatch_message_bytes + bytes.rdma_dispatch_signals * kSignalBytes;
+    bytes.nvlink_dispatch =
+        link.nvlink_rows * link.dispatch_message_bytes + link.nvlink_count_signals * kSignalBytes;
+    bytes.rdma_combine = link.rdma_rows * combine_row_bytes + bytes.rdma_combine_signals * kSignalBytes;
+    bytes.nvlink_combine = link.nvlink_rows * combine_row_bytes + link.nvlink_count_signals * kSignalBytes;
+    bytes.direct_rdma_dispatch = bytes.rdma_dispatch;
+    bytes.direct_rdma_combine = bytes.rdma_combine;
+    return bytes;
+  }
+  return std::nullopt;
+}
+
 workload::Shape shape_of(const BenchOptions& options) {
   workload::Shape shape;
   shape.topology = options.topology;
@@ -240,15 +319,16 @@ Problem make_problem(const BenchOptions& options, Progress& progress) {
 
   if (options.runs(BenchEngine::low_latency)) {
     make_low_latency_reference(options, progress, problem.low_latency, options.ll_tokens_per_rank, 0,
-                               "low_latency");
+                               "low_latency", /*by_link=*/true);
   }
   if (options.runs(BenchEngine::symmetric)) {
     if (problem.low_latency.present && options.symmetric_tokens_per_rank == options.ll_tokens_per_rank &&
         options.expert_capacity == 0) {
       problem.symmetric = problem.low_latency;  // the same calls: share the inputs and reference
+      problem.symmetric.traffic.direct_nodes.reset();
     } else {
       make_low_latency_reference(options, progress, problem.symmetric, options.symmetric_tokens_per_rank,
-                                 options.expert_capacity, "symmetric");
+                                 options.expert_capacity, "symmetric", /*by_link=*/false);
     }
   }
   // The expert-major engines need neither the --tokens inputs nor their reference.

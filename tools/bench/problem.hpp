@@ -19,16 +19,53 @@ struct NodeTraffic {
   // (token, node other than the token's own that holds a destination rank): a token crosses the
   // network once per destination node; combine returns one bf16 partial per such pair.
   int64_t rdma_rows = 0;
+  // (token, its own node) when a rank of that node (the source itself included) is a destination:
+  // the hierarchical engine sends these through the RDMA path as well (staged, then put to itself:
+  // internode_dispatch.cu has a sender and a forwarder per node, its own included), so they are not
+  // network bytes but are design bytes.
+  int64_t own_node_rows = 0;
   // (token, destination rank), the local node included: the intranode delivery into each GPU's ring.
   int64_t nvlink_rows = 0;
   // (token, destination rank on another node): the RDMA rows if each token went to each GPU directly.
   int64_t direct_rdma_rows = 0;
+  // (token, destination node), the own node included: what the RDMA senders stage and put, what the
+  // forwarders' reductions write and the RDMA receivers read in combine.
+  int64_t staged_rows() const { return rdma_rows + own_node_rows; }
 };
 
-// NodeTraffic in bytes: rows x the dispatch (or combine) row payload.
+// Across nodes, the low_latency engine's rows and signals by link, counted on the host from every
+// rank's topk_idx. It has no forwarding: each (token, expert) row goes straight to the expert's rank,
+// by stores within the node and by transport puts to other nodes (cuda/low_latency_link.cuh).
+struct DirectNodeTraffic {
+  int64_t rdma_rows = 0;       // (token, expert) rows whose expert's rank sits on another node
+  int64_t nvlink_rows = 0;     // the rest: stores within the node, the own rank included
+  int64_t leaving_tokens = 0;  // tokens with an RDMA row: dispatch stages each once in its send area
+  // Per phase: one count signal per (expert, source rank) pair, a transport add between nodes and
+  // a store within one.
+  int64_t rdma_count_signals = 0, nvlink_count_signals = 0;
+  // Per phase: the CUDA engine's rows-landed adds, one with each RDMA row's put (puts are unordered,
+  // so the receiver counts arrivals); the CPU engine sends none.
+  int64_t rdma_landed_adds = 0;
+  // One dispatch message as it travels: the row, its fp8 scales and the 16-byte source fields, each
+  // 16-byte aligned (common::LowLatencyDispatchMessage::bytes()).
+  int64_t dispatch_message_bytes = 0;
+};
+
+// A transport signal add (or a count signal's store) moves one 64-bit word.
+constexpr int64_t kSignalBytes = 8;
+
+// Bytes per link of one dispatch and one combine, all ranks. normal (forwarded): NodeTraffic rows x
+// the row payload. low_latency (direct, not forwarded): DirectNodeTraffic's rows as messages (dispatch)
+// or bf16 rows (combine), plus its signals; there is no hierarchy, so direct_rdma_* = rdma_*.
 struct NodeBytes {
+  bool forwarded = true;
   int64_t rdma_dispatch = 0, nvlink_dispatch = 0, direct_rdma_dispatch = 0;
   int64_t rdma_combine = 0, nvlink_combine = 0, direct_rdma_combine = 0;
+  // normal: the (token, own node) rows that go through the RDMA path too (NodeTraffic::own_node_rows):
+  // a put to itself, in the design bytes but not across the network. 0 for low_latency.
+  int64_t own_node_dispatch = 0, own_node_combine = 0;
+  // low_latency: the transport signal adds among the RDMA bytes (kSignalBytes each); 0 for normal.
+  int64_t rdma_dispatch_signals = 0, rdma_combine_signals = 0;
 };
 
 // The logical traffic of one dispatch + combine, all ranks together.
@@ -48,18 +85,9 @@ struct Traffic {
   int64_t combine_bytes() const { return delivered_rows * combine_row_bytes; }
   int64_t remote_dispatch_bytes() const { return remote_rows * dispatch_row_bytes; }
   int64_t remote_combine_bytes() const { return remote_rows * combine_row_bytes; }
-  std::optional<NodeTraffic> nodes;  // normal engine with more than one node only
-  std::optional<NodeBytes> node_bytes() const {
-    if (!nodes) return std::nullopt;
-    NodeBytes bytes;
-    bytes.rdma_dispatch = nodes->rdma_rows * dispatch_row_bytes;
-    bytes.nvlink_dispatch = nodes->nvlink_rows * dispatch_row_bytes;
-    bytes.direct_rdma_dispatch = nodes->direct_rdma_rows * dispatch_row_bytes;
-    bytes.rdma_combine = nodes->rdma_rows * combine_row_bytes;
-    bytes.nvlink_combine = nodes->nvlink_rows * combine_row_bytes;
-    bytes.direct_rdma_combine = nodes->direct_rdma_rows * combine_row_bytes;
-    return bytes;
-  }
+  std::optional<NodeTraffic> nodes;               // normal engine with more than one node only
+  std::optional<DirectNodeTraffic> direct_nodes;  // low_latency with more than one node only
+  std::optional<NodeBytes> node_bytes() const;
 };
 
 // What the `normal` engine must produce on every rank (DESIGN.md, Semantics).
@@ -120,6 +148,16 @@ int64_t rank_major_remote_rows(const std::vector<workload::RankData>& inputs, in
                                const DeviceMap& devices);
 int64_t expert_major_remote_rows(const std::vector<reference::LowLatencyDispatchOutput>& dispatched,
                                  const DeviceMap& devices);
+
+// The rows by link across nodes, from every rank's topk_idx (negative ids are empty slots; ranks
+// hold num_experts / ranks consecutive experts). normal: (token, destination rank) and (token,
+// destination node) pairs. low_latency: every valid slot is a row on its expert's rank;
+// `landed_adds`: its puts carry a rows-landed add each (the CUDA engine). dispatch_message_bytes is
+// left 0 (make_problem sets it from the call's message).
+NodeTraffic node_traffic(const std::vector<workload::RankData>& inputs, const Topology& topology,
+                         int num_experts);
+DirectNodeTraffic direct_node_traffic(const std::vector<workload::RankData>& inputs, const Topology& topology,
+                                      int num_experts, bool landed_adds);
 
 // Generates the inputs and computes the reference. Throws InvalidArgument for a shape the
 // workload or the reference refuses.

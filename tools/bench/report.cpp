@@ -67,7 +67,25 @@ void print_extra_rows(std::FILE* out, const EngineResult& result) {
   }
 }
 
+// low_latency across nodes: no hierarchy, so no direct column and no saving.
+void print_direct_node_bytes(std::FILE* out, const NodeBytes& bytes) {
+  std::fprintf(
+      out,
+      "  across nodes (per iteration, all ranks): RDMA = transport puts and signal adds to ranks of other "
+      "nodes, NVLink = stores to ranks of the own node (itself included); dispatch messages (row, scales, "
+      "16-byte source fields), bf16 combine rows, 8 bytes a signal\n");
+  std::fprintf(out, "  %-10s %16s %16s %16s\n", "phase", "RDMA bytes", "NVLink bytes", "RDMA signals");
+  std::fprintf(out, "  %-10s %16" PRId64 " %16" PRId64 " %16" PRId64 "\n", "dispatch", bytes.rdma_dispatch,
+               bytes.nvlink_dispatch, bytes.rdma_dispatch_signals);
+  std::fprintf(out, "  %-10s %16" PRId64 " %16" PRId64 " %16" PRId64 "\n", "combine", bytes.rdma_combine,
+               bytes.nvlink_combine, bytes.rdma_combine_signals);
+}
+
 void print_node_bytes(std::FILE* out, const NodeBytes& bytes) {
+  if (!bytes.forwarded) {
+    print_direct_node_bytes(out, bytes);
+    return;
+  }
   std::fprintf(out,
                "  across nodes (per iteration, all ranks): RDMA = (token, other destination node) rows, NVLink = "
                "(token, destination rank) rows, local node included; x row payload\n");
@@ -78,6 +96,11 @@ void print_node_bytes(std::FILE* out, const NodeBytes& bytes) {
                bytes.nvlink_combine, bytes.direct_rdma_combine);
   print_saving(out, "dispatch", bytes.direct_rdma_dispatch, bytes.rdma_dispatch);
   print_saving(out, "combine", bytes.direct_rdma_combine, bytes.rdma_combine);
+  std::fprintf(out,
+               "  own node: %" PRId64 " dispatch, %" PRId64
+               " combine bytes of (token, own node) rows take the RDMA path too (a put to itself: design "
+               "bytes, not network bytes)\n",
+               bytes.own_node_dispatch, bytes.own_node_combine);
 }
 
 }  // namespace

@@ -174,7 +174,7 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
     }
     if (is_rank_major(result.engine)) {
       // Across nodes only (NodeTraffic); null on one node and when the engine did not run.
-      const bool across = result.timed && result.node_bytes.has_value();
+      const bool across = result.timed && result.node_bytes.has_value() && result.node_bytes->forwarded;
       const NodeBytes node = across ? *result.node_bytes : NodeBytes{};
       auto field = [&](const char* name, int64_t value) {
         json.key(name);
@@ -188,8 +188,25 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
       field("direct_rdma_combine_bytes", node.direct_rdma_combine);
       field("rdma_dispatch_saved_bytes", node.direct_rdma_dispatch - node.rdma_dispatch);
       field("rdma_combine_saved_bytes", node.direct_rdma_combine - node.rdma_combine);
+      field("own_node_dispatch_bytes", node.own_node_dispatch);
+      field("own_node_combine_bytes", node.own_node_combine);
     }
     if (!is_rank_major(result.engine)) {
+      // Across nodes (low_latency): what its kernels send over each link, messages and signals
+      // included; no hierarchy, so no direct or saved bytes. Null on one node, for symmetric (one
+      // node only) and when the engine did not run.
+      const bool across = result.timed && result.node_bytes.has_value() && !result.node_bytes->forwarded;
+      const NodeBytes node = across ? *result.node_bytes : NodeBytes{};
+      auto field = [&](const char* name, int64_t value) {
+        json.key(name);
+        json.integer_or_null(across ? std::optional<int64_t>(value) : std::nullopt);
+      };
+      field("rdma_dispatch_bytes", node.rdma_dispatch);
+      field("nvlink_dispatch_bytes", node.nvlink_dispatch);
+      field("rdma_combine_bytes", node.rdma_combine);
+      field("nvlink_combine_bytes", node.nvlink_combine);
+      field("rdma_dispatch_signals", node.rdma_dispatch_signals);
+      field("rdma_combine_signals", node.rdma_combine_signals);
       // The expert-major engines' extra rows: "measured" and numbers, or why not and nulls.
       auto status = [&](const char* name, const std::string& text) {
         json.key(name);

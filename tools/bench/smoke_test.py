@@ -77,7 +77,10 @@ SPLIT_NUMBERS = ("dispatch_send_us", "dispatch_send_p99_us", "dispatch_recv_us",
 # The normal engine across nodes: numbers with --ranks-per-node < --ranks, null on one node.
 NODE_BYTES = ("rdma_dispatch_bytes", "nvlink_dispatch_bytes", "direct_rdma_dispatch_bytes", "rdma_combine_bytes",
               "nvlink_combine_bytes", "direct_rdma_combine_bytes", "rdma_dispatch_saved_bytes",
-              "rdma_combine_saved_bytes")
+              "rdma_combine_saved_bytes", "own_node_dispatch_bytes", "own_node_combine_bytes")
+# low_latency across nodes: numbers with --ranks-per-node < --ranks, null on one node and for symmetric.
+DIRECT_NODE_BYTES = ("rdma_dispatch_bytes", "nvlink_dispatch_bytes", "rdma_combine_bytes", "nvlink_combine_bytes",
+                     "rdma_dispatch_signals", "rdma_combine_signals")
 
 
 def close(a, b):
@@ -292,9 +295,8 @@ def test_two_nodes_report_rdma_and_nvlink_bytes(bench, tmp):
            result.stdout)
     normal = json.load(open(json_path))["results"][0]
     check_result(normal, True)
-    # The internode path's forwarding stages are not in the design roofline: null, with the reason.
-    expect(normal["design_note"] is not None and "across nodes" in normal["design_note"], normal)
-    expect("design roofline: not counted across nodes" in result.stdout, result.stdout)
+    # The hierarchy's roles are in the design roofline (recounted below).
+    expect(normal["design_note"] is None and "per (token, node)" in result.stdout, result.stdout)
     for key in NODE_BYTES:
         expect(isinstance(normal.get(key), int), f"{key} = {normal.get(key)}")
     for phase in ("dispatch", "combine"):
@@ -304,18 +306,61 @@ def test_two_nodes_report_rdma_and_nvlink_bytes(bench, tmp):
         expect(nvlink == normal[f"{phase}_bytes"], normal)  # every (token, destination rank) row
         expect(normal[f"rdma_{phase}_saved_bytes"] == direct - rdma, normal)
     # The definitions, recounted from the dumped topk_idx (bf16 both ways: hidden * 2 bytes a row).
-    rdma_rows = nvlink_rows = direct_rows = 0
+    rdma_rows = nvlink_rows = direct_rows = own_rows = tokens = 0
     for source in range(ranks):
         for row in read_topk_idx(os.path.join(dump_dir, "normal", f"rank{source}", "topk_idx.npy")):
+            tokens += 1
             dest_ranks = {e // (experts // ranks) for e in row if e >= 0}
             other = [r for r in dest_ranks if r // per_node != source // per_node]
             nvlink_rows += len(dest_ranks)
             direct_rows += len(other)
             rdma_rows += len({r // per_node for r in other})
+            own_rows += any(r // per_node == source // per_node for r in dest_ranks)
     row = hidden * 2
     expect(normal["rdma_dispatch_bytes"] == normal["rdma_combine_bytes"] == rdma_rows * row, (rdma_rows, normal))
     expect(normal["nvlink_dispatch_bytes"] == nvlink_rows * row, (nvlink_rows, normal))
     expect(normal["direct_rdma_dispatch_bytes"] == direct_rows * row, (direct_rows, normal))
+    expect(normal["own_node_dispatch_bytes"] == normal["own_node_combine_bytes"] == own_rows * row, (own_rows, normal))
+    # --help's hierarchical formulas: staged = (token, destination node) pairs, the own node included.
+    staged = rdma_rows + own_rows
+    expect(normal["design_dispatch_bytes"] == staged * 4 * row + nvlink_rows * 4 * row, (staged, normal))
+    expect(normal["design_combine_bytes"] == nvlink_rows * 3 * row + staged * 4 * row + tokens * row,
+           (staged, normal))
+
+
+def test_two_nodes_low_latency_bytes_by_link(bench, tmp):
+    json_path, dump_dir = os.path.join(tmp, "out.json"), os.path.join(tmp, "dump")
+    ranks, per_node, experts, hidden = 4, 2, 16, 256
+    result = run(bench, ["--backend", "cpu", "--engine", "low_latency", "--ranks", str(ranks), "--ranks-per-node",
+                         str(per_node), "--tokens", "16", "--hidden", str(hidden), "--experts", str(experts),
+                         "--topk", "4", "--iters", "1", "--warmup", "0", "--json", json_path, "--dump", dump_dir])
+    expect(result.returncode == 0 and "check: pass" in result.stdout, f"{result.returncode}: {result.stdout}")
+    expect("RDMA signals" in result.stdout and "saves" not in result.stdout, result.stdout)
+    ll = json.load(open(json_path))["results"][0]
+    check_result(ll, True)
+    expect(ll["design_note"] is None, ll)
+    for key in DIRECT_NODE_BYTES:
+        expect(isinstance(ll.get(key), int), f"{key} = {ll.get(key)}")
+    # Recounted from the dumped topk_idx: every valid slot is a row on its expert's rank.
+    rdma_rows = nvlink_rows = leaving = tokens = 0
+    for source in range(ranks):
+        for row in read_topk_idx(os.path.join(dump_dir, "low_latency", f"rank{source}", "topk_idx.npy")):
+            tokens += 1
+            remote = [e for e in row if e >= 0 and (e // (experts // ranks)) // per_node != source // per_node]
+            rdma_rows += len(remote)
+            nvlink_rows += sum(1 for e in row if e >= 0) - len(remote)
+            leaving += bool(remote)
+    local_experts = experts // ranks
+    count_signals = ranks * (ranks - per_node) * local_experts  # cpu: no rows-landed adds
+    message, row = hidden * 2 + 16, hidden * 2  # bf16 row + the 16-byte source fields
+    expect(ll["rdma_dispatch_signals"] == ll["rdma_combine_signals"] == count_signals, ll)
+    expect(ll["rdma_dispatch_bytes"] == rdma_rows * message + count_signals * 8, (rdma_rows, ll))
+    expect(ll["nvlink_dispatch_bytes"] == nvlink_rows * message + ranks * per_node * local_experts * 8, ll)
+    expect(ll["rdma_combine_bytes"] == rdma_rows * row + count_signals * 8, ll)
+    rows = rdma_rows + nvlink_rows
+    expect(ll["delivered_rows"] == rows, (rows, ll))
+    expect(ll["design_dispatch_bytes"] == rows * 4 * row + (rdma_rows + leaving) * row, (leaving, ll))
+    expect(ll["design_combine_bytes"] == rows * 3 * row + tokens * row + rdma_rows * 2 * row, ll)
 
 
 def test_fp8_passes(bench, tmp):
@@ -385,7 +430,7 @@ def main():
         sys.exit("usage: smoke_test.py PATH/TO/switchyard-bench")
     bench = sys.argv[1]
     tests = [test_passing_run_writes_json_and_dump, test_low_latency_tokens, test_two_nodes_report_rdma_and_nvlink_bytes,
-             test_fp8_passes,
+             test_two_nodes_low_latency_bytes_by_link, test_fp8_passes,
              test_bad_arguments_exit_2_with_one_line, test_timeout_never_crashes, test_help]
     failed = 0
     for test in tests:
