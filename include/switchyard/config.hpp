@@ -57,6 +57,10 @@ struct BufferSizing {
 // Bytes of symmetric heap the `normal` engine needs per rank for calls up to `sizing`.
 size_t normal_heap_bytes(const Topology& topology, const Config& config, const BufferSizing& sizing);
 
+// Of normal_heap_bytes(), the RDMA region of the hierarchical engine (counters, receive rings and send
+// buffers for the other nodes' RDMA peers): 0 within one node. The rest is the NVLink stage's rings.
+size_t normal_rdma_heap_bytes(const Topology& topology, const Config& config, const BufferSizing& sizing);
+
 // Bytes of the `low_latency` engine's region for calls up to `sizing` (0 when
 // low_latency_max_tokens_per_rank is 0). A Buffer's heap is the normal region followed by this one.
 size_t low_latency_heap_bytes(const Topology& topology, const BufferSizing& sizing);

@@ -98,6 +98,13 @@ BufferClass bind_buffer(nb::module_& m) {
         return normal_heap_bytes(Topology{num_ranks, ranks_per_node}, config, sizing);
       },
       nb::arg("num_ranks"), nb::arg("ranks_per_node"), nb::arg("config"), nb::arg("sizing"));
+  m.def(
+      "normal_rdma_heap_bytes",
+      [](int num_ranks, int ranks_per_node, const Config& config, const BufferSizing& sizing) {
+        return normal_rdma_heap_bytes(Topology{num_ranks, ranks_per_node}, config, sizing);
+      },
+      nb::arg("num_ranks"), nb::arg("ranks_per_node"), nb::arg("config"), nb::arg("sizing"),
+      "Of normal_heap_bytes, the hierarchical engine's RDMA region (0 within one node).");
 
   nb::class_<DispatchHandle>(m, "DispatchHandle",
                              "Opaque: the routing of one dispatch, for combine and cached dispatch. Valid only "

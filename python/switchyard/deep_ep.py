@@ -24,6 +24,12 @@ Differences from DeepEP, all of them deliberate:
 - Tensors: anything with __dlpack__. With numpy, bf16 travels as its bits in uint16 arrays and fp8
   e4m3 as uint8; torch.bfloat16 and torch.float8_e4m3fn are taken as they are. The CPU backend runs
   everything without a GPU.
+- More than 8 ranks (NUM_MAX_NVL_PEERS): consecutive groups of 8 ranks are nodes, and dispatch and
+  combine run switchyard's hierarchical engine (RDMA -> forward -> NVLink) through its transport.
+  Combine then sums each node's ranks in fp32, rounds that partial to bf16 once, and sums the
+  partials in node order: the result depends on the node size (DESIGN.md), never on timing.
+  num_nvl_bytes + num_rdma_bytes (Config.get_nvl_buffer_size_hint / get_rdma_buffer_size_hint) size
+  switchyard's one heap.
 - Options that switchyard does not implement raise switchyard.Unsupported naming them; none is
   ignored silently.
 - Low-latency mode (low_latency_dispatch / low_latency_combine, on switchyard's `low_latency`
@@ -90,19 +96,26 @@ class Config:
         return _C.Config(num_channels=channels, ring_slots=self.num_max_nvl_chunked_recv_tokens,
                          chunk_tokens=self.num_max_nvl_chunked_send_tokens)
 
+    def _heap_hint(self, hidden_bytes: int, num_ranks: int, topk: int, num_experts: int):
+        sizing = _C.BufferSizing(hidden=max(1, hidden_bytes // 2), topk=topk, num_experts=num_experts)
+        args = (num_ranks, min(num_ranks, NUM_MAX_NVL_PEERS), self.to_switchyard("cuda"), sizing)
+        return _C.normal_heap_bytes(*args), _C.normal_rdma_heap_bytes(*args)
+
     def get_nvl_buffer_size_hint(self, hidden_bytes: int, num_ranks: int, *, topk: int = 8,
                                  num_experts: int = 256) -> int:
-        """Bytes of switchyard heap per rank (num_nvl_bytes) for bf16 rows of hidden_bytes, with
-        this config on CUDA (switchyard's heap does not grow with the token count: rings wrap)."""
-        sizing = _C.BufferSizing(hidden=max(1, hidden_bytes // 2), topk=topk, num_experts=num_experts)
-        return _C.normal_heap_bytes(num_ranks, min(num_ranks, NUM_MAX_NVL_PEERS), self.to_switchyard("cuda"), sizing)
+        """Bytes of switchyard heap per rank for the NVLink stage (num_nvl_bytes) for bf16 rows of
+        hidden_bytes, with this config on CUDA (the heap does not grow with the token count: rings
+        wrap). Across nodes (more than 8 ranks) the RDMA region comes on top:
+        get_rdma_buffer_size_hint."""
+        total, rdma = self._heap_hint(hidden_bytes, num_ranks, topk, num_experts)
+        return total - rdma
 
-    def get_rdma_buffer_size_hint(self, hidden_bytes: int, num_ranks: int) -> int:
-        """0 within one node (up to 8 ranks). Internode is not implemented yet."""
-        if num_ranks > NUM_MAX_NVL_PEERS:
-            raise Unsupported("Config.get_rdma_buffer_size_hint: internode (more than 8 ranks) is not implemented "
-                              "in switchyard yet")
-        return 0
+    def get_rdma_buffer_size_hint(self, hidden_bytes: int, num_ranks: int, *, topk: int = 8,
+                                  num_experts: int = 256) -> int:
+        """Bytes of switchyard heap per rank for the hierarchical engine's RDMA region
+        (num_rdma_bytes): 0 within one node (up to 8 ranks). switchyard keeps both regions in one
+        heap of num_nvl_bytes + num_rdma_bytes."""
+        return self._heap_hint(hidden_bytes, num_ranks, topk, num_experts)[1]
 
 
 class EventOverlap:
@@ -155,8 +168,10 @@ class Buffer:
         num_nvl_bytes: bytes of switchyard's symmetric heap per rank (what DeepEP allocates for
         NVLink); 0 sizes it for DeepSeek-V3 shapes (hidden 7168, top-8 of 256 experts).
         Config.get_nvl_buffer_size_hint(hidden_bytes, num_ranks) gives switchyard's own need.
-        num_rdma_bytes, num_qps_per_rank and allow_nvlink_for_low_latency_mode configure RDMA, which
-        switchyard does not use within one node; they are accepted and have no effect there.
+        num_rdma_bytes: across nodes (more than 8 ranks: the hierarchical engine), the bytes of its
+        RDMA region (Config.get_rdma_buffer_size_hint), added to num_nvl_bytes in switchyard's one
+        heap; within one node it only adds room. num_qps_per_rank and allow_nvlink_for_low_latency_mode
+        configure DeepEP's RDMA, which switchyard's transports do not need; they have no effect.
         Switchyard extensions: backend ('auto', 'cpu' or 'cuda'), sharing ('processes' or 'threads'),
         switchyard_config (the engine's tuning; default: switchyard's), timeout_seconds.
         """
@@ -185,9 +200,12 @@ class Buffer:
         self._backend, self._sharing, self._config = backend, sharing, config
         self._low_latency_buffer: Optional[_NativeBuffer] = None
         self._low_latency_capacity: Optional[Tuple[int, int, int, int]] = None
+        # One heap holds both of DeepEP's buffers: the NVLink stage, then (across nodes) the RDMA region.
+        # 0 sizes it for DeepSeek-V3 shapes.
+        heap_bytes = int(num_nvl_bytes) + int(num_rdma_bytes) if num_nvl_bytes else 0
         self.switchyard_buffer = _NativeBuffer(
             resolved, backend=backend, sharing=sharing, ranks_per_node=min(self.group_size, NUM_MAX_NVL_PEERS),
-            config=config, heap_bytes=int(num_nvl_bytes))
+            config=config, heap_bytes=heap_bytes)
         self._last_layout: Optional[Tuple[Any, DispatchLayout]] = None
 
     # ---- DeepEP's static helpers ----------------------------------------------------------------

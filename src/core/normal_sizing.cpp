@@ -92,7 +92,16 @@ common::NormalHeapLayout combine_heap_layout(const CombinePlan& plan) {
 
 namespace switchyard {
 
-size_t normal_heap_bytes(const Topology& topology, const Config& config, const BufferSizing& sizing) {
+namespace {
+
+// The intranode layout (the NVLink stage) of calls up to `sizing`, and the RDMA region's end after it
+// (equal to the intranode bytes within one node).
+struct NormalHeapExtent {
+  size_t intranode_bytes;
+  size_t end;
+};
+
+NormalHeapExtent normal_heap_extent(const Topology& topology, const Config& config, const BufferSizing& sizing) {
   topology.validate();
   config.validate();
   auto dispatch = detail::dispatch_message(sizing.hidden, sizing.dtype, sizing.topk, true);
@@ -110,12 +119,24 @@ size_t normal_heap_bytes(const Topology& topology, const Config& config, const B
   layout.local_experts = local_experts;
   layout.ring_slots = static_cast<uint32_t>(config.ring_slots);
   layout.slot_bytes = static_cast<uint32_t>(slot_bytes);
-  if (topology.is_single_node()) return layout.total_bytes();
+  const size_t intranode_bytes = layout.total_bytes();
+  if (topology.is_single_node()) return {intranode_bytes, intranode_bytes};
   // Across nodes, the RDMA region follows, sized for the largest message either way.
   auto internode = detail::internode_dispatch_message(sizing.hidden, sizing.dtype, sizing.topk, true);
   auto internode_bf16 = detail::internode_dispatch_message(sizing.hidden, DType::bf16, sizing.topk, true);
   size_t rdma_slot_bytes = std::max({internode.bytes(), internode_bf16.bytes(), combine.bytes()});
-  return detail::make_internode_layout(layout, topology, config, rdma_slot_bytes).end();
+  return {intranode_bytes, detail::make_internode_layout(layout, topology, config, rdma_slot_bytes).end()};
+}
+
+}  // namespace
+
+size_t normal_heap_bytes(const Topology& topology, const Config& config, const BufferSizing& sizing) {
+  return normal_heap_extent(topology, config, sizing).end;
+}
+
+size_t normal_rdma_heap_bytes(const Topology& topology, const Config& config, const BufferSizing& sizing) {
+  const NormalHeapExtent extent = normal_heap_extent(topology, config, sizing);
+  return extent.end - extent.intranode_bytes;
 }
 
 }  // namespace switchyard

@@ -76,21 +76,31 @@ def dispatch(inputs, num_experts, expert_alignment=1):
     return outputs
 
 
-def combine(ys, weights, dispatched, num_tokens_per_source):
+def combine(ys, weights, dispatched, num_tokens_per_source, ranks_per_node=None):
     """ys[d]: bf16 bits [M_d, H] in d's receive order. out[t] = the fp32 sum from +0 over the ranks d
-    that received t in ascending order, rounded to bf16 once; the weights are summed the same way."""
+    that received t in ascending order, rounded to bf16 once; the weights are summed the same way.
+    With ranks_per_node (more than one node): each node's ranks are summed so, the node's partial is
+    rounded to bf16, and the partials are summed in ascending node order in fp32, rounded once."""
     num_ranks = len(ys)
+    ranks_per_node = ranks_per_node or num_ranks
     hidden = ys[0].shape[1]
     topk = dispatched[0]["recv_topk_idx"].shape[1]
     outputs = []
     for source in range(num_ranks):
-        accumulated = np.zeros((num_tokens_per_source[source], hidden), np.float32)
-        accumulated_w = np.zeros((num_tokens_per_source[source], topk), np.float32)
-        for dest in range(num_ranks):  # ascending: the order is part of the contract
-            for row, (s, t) in enumerate(dispatched[dest]["sources"]):
-                if s == source:
-                    accumulated[t] = accumulated[t] + bf16_to_f32(ys[dest][row])
-                    accumulated_w[t] = accumulated_w[t] + weights[dest][row]
+        shape, shape_w = (num_tokens_per_source[source], hidden), (num_tokens_per_source[source], topk)
+        accumulated, accumulated_w = np.zeros(shape, np.float32), np.zeros(shape_w, np.float32)
+        for node_start in range(0, num_ranks, ranks_per_node):  # ascending: the order is part of the contract
+            partial, partial_w = np.zeros(shape, np.float32), np.zeros(shape_w, np.float32)
+            for dest in range(node_start, node_start + ranks_per_node):
+                for row, (s, t) in enumerate(dispatched[dest]["sources"]):
+                    if s == source:
+                        partial[t] = partial[t] + bf16_to_f32(ys[dest][row])
+                        partial_w[t] = partial_w[t] + weights[dest][row]
+            if ranks_per_node == num_ranks:  # one node: no intermediate rounding
+                accumulated, accumulated_w = partial, partial_w
+            else:
+                accumulated = accumulated + bf16_to_f32(f32_to_bf16(partial))
+                accumulated_w = accumulated_w + partial_w
         outputs.append((f32_to_bf16(accumulated), accumulated_w))
     return outputs
 

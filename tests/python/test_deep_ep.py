@@ -17,9 +17,10 @@ def rank_inputs(rank, num_experts, fp8=False):
 
 
 def make_buffer(allgather, num_ranks, num_experts):
-    num_nvl_bytes = deep_ep.Config().get_nvl_buffer_size_hint(HIDDEN * 2, num_ranks, topk=TOPK,
-                                                              num_experts=num_experts)
-    return deep_ep.Buffer(allgather, num_nvl_bytes=num_nvl_bytes, num_rdma_bytes=0, backend="cpu",
+    hint = dict(topk=TOPK, num_experts=num_experts)
+    num_nvl_bytes = deep_ep.Config().get_nvl_buffer_size_hint(HIDDEN * 2, num_ranks, **hint)
+    num_rdma_bytes = deep_ep.Config().get_rdma_buffer_size_hint(HIDDEN * 2, num_ranks, **hint)
+    return deep_ep.Buffer(allgather, num_nvl_bytes=num_nvl_bytes, num_rdma_bytes=num_rdma_bytes, backend="cpu",
                           timeout_seconds=20)
 
 
@@ -30,7 +31,11 @@ def framework_round_trip_job(rank, num_ranks, allgather, num_experts):
     num_tokens_per_rank, num_tokens_per_rdma_rank, num_tokens_per_expert, is_token_in_rank, event = \
         buffer.get_dispatch_layout(topk_idx, num_experts, previous_event=deep_ep.Buffer.capture(),
                                    async_finish=True)
-    assert num_tokens_per_rdma_rank is None  # one node, as in DeepEP
+    if num_ranks <= deep_ep.NUM_MAX_NVL_PEERS:
+        assert num_tokens_per_rdma_rank is None  # one node, as in DeepEP
+    else:  # nodes of 8 ranks: the tokens bound for each node
+        nodes = np.asarray(is_token_in_rank).reshape(len(topk_idx), -1, deep_ep.NUM_MAX_NVL_PEERS).any(axis=2)
+        np.testing.assert_array_equal(num_tokens_per_rdma_rank, nodes.sum(axis=0))
     with event:  # EventOverlap as a context manager (no event on the CPU backend)
         pass
     recv_x, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert_list, handle, event = buffer.dispatch(
@@ -77,21 +82,23 @@ def fp8_job(rank, num_ranks, allgather, num_experts):
     return recv_x, recv_scales, recv_idx, counts, cached_x, cached_scales
 
 
-@pytest.mark.parametrize("num_ranks", [1, 2, 4])
+# 16 ranks: two nodes of 8 (NUM_MAX_NVL_PEERS), the hierarchical engine, combine reduced per node.
+@pytest.mark.parametrize("num_ranks", [1, 2, 4, 16])
 def test_layout_dispatch_experts_combine_round_trip(ranks, num_ranks):
     num_experts = 4 * num_ranks
     results = ranks(num_ranks).run(framework_round_trip_job, [(num_experts,)] * num_ranks)
     inputs = [rank_inputs(r, num_experts) for r in range(num_ranks)]
     expected = reference.dispatch(inputs, num_experts)
     num_tokens = [inputs[r][0].shape[0] for r in range(num_ranks)]
+    ranks_per_node = min(num_ranks, deep_ep.NUM_MAX_NVL_PEERS)
     combined = reference.combine([r["y"] for r in results], [e["recv_topk_weights"] for e in expected], expected,
-                                 num_tokens)
+                                 num_tokens, ranks_per_node)
     cached_inputs = [(reference.f32_to_bf16(reference.bf16_to_f32(x) * np.float32(-2)), s, i, w)
                      for x, s, i, w in inputs]
     cached_expected = reference.dispatch(cached_inputs, num_experts)
     cached_ys = [reference.expert(e["recv_x"], e["recv_topk_idx"]) for e in cached_expected]
     cached_combined = reference.combine(cached_ys, [e["recv_topk_weights"] for e in expected], expected,
-                                        num_tokens)
+                                        num_tokens, ranks_per_node)
     for rank, result in enumerate(results):
         want = expected[rank]
         context = f"seed {SEED}, rank {rank} of {num_ranks}"
@@ -155,6 +162,16 @@ def test_low_latency_unsupported_options_and_bad_calls(solo):
     with pytest.raises(switchyard.InvalidArgument, match="low_latency_mode"):
         normal_only.low_latency_dispatch(x, topk_idx, 32, 4)
     normal_only.destroy()
+
+
+def test_size_hints_split_one_heap_between_nvlink_and_rdma():
+    config, sizing = deep_ep.Config(), switchyard._C.BufferSizing(hidden=HIDDEN, topk=TOPK, num_experts=64)
+    for num_ranks in (8, 16, 32):
+        nvl = config.get_nvl_buffer_size_hint(HIDDEN * 2, num_ranks, topk=TOPK, num_experts=64)
+        rdma = config.get_rdma_buffer_size_hint(HIDDEN * 2, num_ranks, topk=TOPK, num_experts=64)
+        total = switchyard._C.normal_heap_bytes(num_ranks, 8, config.to_switchyard("cuda"), sizing)
+        assert nvl + rdma == total and nvl > 0, num_ranks
+        assert (rdma == 0) == (num_ranks <= deep_ep.NUM_MAX_NVL_PEERS), (num_ranks, rdma)
 
 
 def test_unsupported_options_raise_naming_the_option(solo):
