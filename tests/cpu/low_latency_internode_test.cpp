@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <cstring>
 #include <future>
 #include <string>
@@ -16,6 +15,8 @@
 #include "common/sym_heap.hpp"
 #include "cpu/low_latency_link.hpp"
 #include "support/expert_major_gtest.hpp"
+#include "support/expert_major_nodes.hpp"
+#include "support/loopback_delays.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
@@ -28,53 +29,14 @@ namespace {
 constexpr Regions kRegions = Regions::low_latency;
 // NOTES: far above what any case needs, yet a hang fails well before ctest's TIMEOUT.
 constexpr double kTestTimeoutSeconds = 20.0;
-// NOTES: a few microseconds already reorders most puts; more only slows the sanitizer runs.
-constexpr const char* kLoopbackDelayMicroseconds = "20";
 
-// Turns the loopback delays and reordering on for the transports made while it lives (each
-// buffer makes its transport on its first low-latency call).
-class LoopbackDelays {
- public:
-  LoopbackDelays(bool on, uint64_t seed) : on_(on) {
-    if (!on_) return;
-    setenv("SWITCHYARD_LOOPBACK_DELAY_US", kLoopbackDelayMicroseconds, 1);
-    setenv("SWITCHYARD_LOOPBACK_SEED", std::to_string(seed).c_str(), 1);
-  }
-  ~LoopbackDelays() {
-    if (!on_) return;
-    unsetenv("SWITCHYARD_LOOPBACK_DELAY_US");
-    unsetenv("SWITCHYARD_LOOPBACK_SEED");
-  }
-
- private:
-  bool on_;
-};
-
-// A case (its ranks = nodes * ranks_per_node) on a topology of several nodes.
-struct NodesCase {
-  Case c;
-  int ranks_per_node = 1;
-  bool delays = false;
-
-  Topology topology() const { return Topology{c.ranks, ranks_per_node}; }
-  std::string name() const { return c.name + (delays ? "_delayed" : "_prompt"); }
-};
-
-void PrintTo(const NodesCase& n, std::ostream* out) {
-  *out << n.name() << " (" << n.topology().to_string() << ")";
-}
+// A case's name in this suite.
+std::string name_of(const NodesCase& n) { return n.c.name + (n.delays ? "_delayed" : "_prompt"); }
 
 BufferOptions nodes_options(const Case& c, const Topology& topology, int rank, double timeout_seconds) {
   BufferOptions options = buffer_options(c, rank, kRegions, timeout_seconds);
   options.topology = topology;
   return options;
-}
-
-// Every rank's inputs of `c` from `seed`, with the reference's outputs for `topology`.
-Expected expected_on(const Case& c, const Topology& topology, uint64_t seed) {
-  workload::Shape shape = shape_of(c);
-  shape.topology = topology;
-  return expected_from(workload::generate(shape, seed), c.num_experts, topology, c.max_tokens, c.fp8);
 }
 
 // Runs body(group, buffer) on every rank (threads) with a connected CPU buffer of `topology`.
@@ -144,18 +106,11 @@ std::vector<NodesCase> round_trip_cases() {
       // Every token of every rank on one expert: its rows fill R * max exactly, 3 of 4 sources remote.
       {with_routing(make("n4x1_one_expert_full", 4, {5, 5, 5, 5}, 5, 2, 8), Routing::one_expert), 1},
   };
-  std::vector<NodesCase> cases;
-  for (bool delays : {false, true}) {
-    for (NodesCase n : shapes) {
-      n.delays = delays;
-      cases.push_back(n);
-    }
-  }
-  return cases;
+  return delays_off_and_on(shapes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Topologies, LowLatencyInternodeRoundTrip, ::testing::ValuesIn(round_trip_cases()),
-                         [](const auto& info) { return info.param.name(); });
+                         [](const auto& info) { return name_of(info.param); });
 
 // ---- the double buffer, hooks and changing shapes across nodes ----------------------------------
 

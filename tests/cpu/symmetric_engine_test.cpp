@@ -426,9 +426,6 @@ TEST(SymmetricCapacityOverflow, EveryRankRaisesCapacityErrorAndNothingIsWrittenP
     SCOPED_TRACE(c.name + " capacity " + std::to_string(c.capacity));
     const Expected expected = expected_from(c, data);
     ASSERT_TRUE(expected.overflows);
-    const auto [expert, rows] = first_overflow(data, c.num_experts, c.capacity);
-    const std::string names = "for expert " + std::to_string(expert) + " (on rank " +
-                              std::to_string(expert / (c.num_experts / c.ranks)) + ")";
     const Expected unlimited = expected_from(with_capacity(c, 0), data);
     std::vector<std::string> messages(c.ranks);
     Failures failures;
@@ -455,12 +452,8 @@ TEST(SymmetricCapacityOverflow, EveryRankRaisesCapacityErrorAndNothingIsWrittenP
     });
     expect_none(failures, seed);
     for (int rank = 0; rank < c.ranks; ++rank) {
-      const std::string& message = messages[rank];
-      EXPECT_EQ(message.rfind("expert_capacity:", 0), 0u) << "rank " << rank << ": " << message;
-      EXPECT_NE(message.find(names), std::string::npos) << "rank " << rank << ": " << message;
-      EXPECT_NE(message.find("got " + std::to_string(rows)), std::string::npos) << message;
-      EXPECT_NE(message.find("at most " + std::to_string(c.capacity)), std::string::npos) << message;
-      EXPECT_EQ(message, messages[0]) << "every rank raises the same error";
+      expect_capacity_error(messages[rank], c, data, rank);
+      EXPECT_EQ(messages[rank], messages[0]) << "every rank raises the same error";
     }
   }
 }

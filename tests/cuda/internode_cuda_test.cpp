@@ -18,6 +18,7 @@
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
 #include "cuda/rank_device.hpp"
+#include "support/loopback_delays.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
@@ -31,27 +32,7 @@ using workload::Shape;
 
 constexpr DType bf16 = DType::bf16;
 constexpr DType fp8 = DType::fp8_e4m3;
-// NOTES: a few microseconds already reorders most puts; the GPU issues them much faster than that.
-constexpr const char* kLoopbackDelayMicroseconds = "20";
 constexpr double kTestTimeoutSeconds = 20.0;
-
-// Turns the loopback delays and reordering on (or off) for the buffers made while it lives; the
-// engine reads them at its first call.
-class LoopbackDelays {
- public:
-  LoopbackDelays(bool on, uint64_t seed) {
-    if (on) {
-      setenv("SWITCHYARD_LOOPBACK_DELAY_US", kLoopbackDelayMicroseconds, 1);
-      setenv("SWITCHYARD_LOOPBACK_SEED", std::to_string(seed).c_str(), 1);
-    } else {
-      unsetenv("SWITCHYARD_LOOPBACK_DELAY_US");
-    }
-  }
-  ~LoopbackDelays() {
-    unsetenv("SWITCHYARD_LOOPBACK_DELAY_US");
-    unsetenv("SWITCHYARD_LOOPBACK_SEED");
-  }
-};
 
 struct InternodeCase {
   std::string name;

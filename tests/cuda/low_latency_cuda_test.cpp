@@ -18,6 +18,7 @@
 
 #include "cuda/device_tensors.hpp"
 #include "cuda/expert_major_round_trip.hpp"
+#include "cuda/low_latency_modes.hpp"
 #include "cuda/low_latency_fp8_cast_check.hpp"
 #include "cuda/rank_device.hpp"
 #include "support/expert_major_gtest.hpp"
@@ -195,30 +196,7 @@ TEST_P(CudaLowLatencyModes, BackToBackCallsUseAlternateHalvesWithoutRacing) {
   const Expected second = expected_for(c, seed + 1);
   Failures failures;
   with_cuda_buffers(c, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
-    const int rank = group.rank();
-    const int device = device_of(buffer);
-    const DeviceInputs in_a = upload_inputs(first.data[rank], device, stream);
-    const DeviceInputs in_b = upload_inputs(second.data[rank], device, stream);
-    for (int round = 0; round < 3; ++round) {
-      auto a = buffer.low_latency_dispatch(dispatch_args(c, in_a.x, in_a.topk_idx, stream));
-      auto b = buffer.low_latency_dispatch(dispatch_args(c, in_b.x, in_b.topk_idx, stream));
-      buffer.synchronize(stream);
-      const Outputs out_a = download(a, stream);
-      const Outputs out_b = download(b, stream);
-      check_dispatch(out_a, first.dispatched[rank], "the reference (first)", rank, failures);
-      check_dispatch(out_b, second.dispatched[rank], "the reference (second)", rank, failures);
-      const Tensor ya = to_device(expert_outputs(out_a.recv_x, out_a.recv_x_scales, rank), device, stream);
-      const Tensor yb = to_device(expert_outputs(out_b.recv_x, out_b.recv_x_scales, rank), device, stream);
-      auto combined_b =
-          buffer.low_latency_combine(combine_args(in_b.topk_idx, in_b.topk_weights, b.handle, yb, stream));
-      auto combined_a =
-          buffer.low_latency_combine(combine_args(in_a.topk_idx, in_a.topk_weights, a.handle, ya, stream));
-      buffer.synchronize(stream);
-      compare(to_host(combined_a.combined_x, stream), first.combined[rank], "combined_x (first)", rank,
-              failures);
-      compare(to_host(combined_b.combined_x, stream), second.combined[rank], "combined_x (second)", rank,
-              failures);
-    }
+    check_back_to_back_calls(c, first, second, 3, group.rank(), buffer, stream, failures);
   });
   expect_none(failures, seed);
 }
@@ -236,54 +214,7 @@ TEST_P(CudaLowLatencyModes, GraphReplaysWithNewRoutingMatchTheReference) {
   }
   Failures failures;
   with_cuda_buffers(c, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
-    const int rank = group.rank();
-    const int device = device_of(buffer);
-    const DeviceInputs in = upload_inputs(rounds[0].data[rank], device, stream);
-    const PoisonedOutputs out = poisoned_device_outputs(c, in.x.size(0), device, stream);
-    const int64_t local = c.num_experts / c.ranks;
-    const Tensor y = poisoned_device(DType::bf16, {local, c.ranks * c.max_tokens, c.hidden}, device, stream);
-    LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
-    out.attach(args);
-
-    cudaGraph_t dispatch_graph = nullptr, combine_graph = nullptr;
-    cudaGraphExec_t dispatch_exec = nullptr, combine_exec = nullptr;
-    // No rank does other CUDA work while any rank captures (a device-wide sync elsewhere would
-    // invalidate a capture).
-    group.barrier();
-    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin dispatch capture");
-    LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(args);
-    check_cuda(cudaStreamEndCapture(stream, &dispatch_graph), "end dispatch capture");
-    check_cuda(cudaGraphInstantiate(&dispatch_exec, dispatch_graph, 0), "instantiate dispatch graph");
-    LowLatencyCombineArgs cargs = combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
-    out.attach(cargs);
-    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin combine capture");
-    buffer.low_latency_combine(cargs);
-    check_cuda(cudaStreamEndCapture(stream, &combine_graph), "end combine capture");
-    check_cuda(cudaGraphInstantiate(&combine_exec, combine_graph, 0), "instantiate combine graph");
-    group.barrier();
-
-    for (int round = 0; round < kRounds; ++round) {
-      const Expected& expected = rounds[round];
-      upload(in.x, expected.data[rank].x, stream);
-      upload(in.topk_idx, expected.data[rank].topk_idx, stream);
-      upload(in.topk_weights, expected.data[rank].topk_weights, stream);
-      for (int replay = 0; replay < 1 + round % 2; ++replay) {
-        check_cuda(cudaGraphLaunch(dispatch_exec, stream), "launch dispatch graph");
-      }
-      buffer.synchronize(stream);
-      Outputs host = download(dispatched, stream);
-      const std::string which = "the reference (round " + std::to_string(round) + ")";
-      check_dispatch(host, expected.dispatched[rank], which, rank, failures);
-      upload(y, expert_outputs(host.recv_x, host.recv_x_scales, rank), stream);
-      check_cuda(cudaGraphLaunch(combine_exec, stream), "launch combine graph");
-      buffer.synchronize(stream);
-      compare(to_host(out.combined_x, stream), expected.combined[rank], "combined_x vs " + which, rank,
-              failures);
-    }
-    cudaGraphExecDestroy(dispatch_exec);
-    cudaGraphExecDestroy(combine_exec);
-    cudaGraphDestroy(dispatch_graph);
-    cudaGraphDestroy(combine_graph);
+    check_graph_replays(c, rounds, group, buffer, stream, failures);
   });
   expect_none(failures, seed_for("cuda_low_latency/graph/" + c.name));
 }

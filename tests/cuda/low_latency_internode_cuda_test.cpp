@@ -14,9 +14,7 @@
 
 #include <atomic>
 #include <chrono>
-#include <cstdlib>
 #include <future>
-#include <ostream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -25,8 +23,11 @@
 #include "core/low_latency_sizing.hpp"
 #include "cuda/device_tensors.hpp"
 #include "cuda/expert_major_round_trip.hpp"
+#include "cuda/low_latency_modes.hpp"
 #include "cuda/rank_device.hpp"
 #include "support/expert_major_gtest.hpp"
+#include "support/expert_major_nodes.hpp"
+#include "support/loopback_delays.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
@@ -40,62 +41,22 @@ constexpr Regions kRegions = Regions::low_latency;
 // NOTES: far above what any case needs (the delays add tens of microseconds per put), yet a hang
 // fails well before the suite's timeout in scripts/gpu-check.sh.
 constexpr double kTimeoutSeconds = 20.0;
-// NOTES: a few microseconds already reorders most puts; the GPU issues them much faster than that.
-constexpr const char* kLoopbackDelayMicroseconds = "20";
 
 #define SWITCHYARD_REQUIRE_GPU() \
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU tests are skipped, not passed"
 
-// Turns the loopback delays and reordering on (or off) for the buffers made while it lives; the
-// engine reads them at its first call across nodes.
-class LoopbackDelays {
- public:
-  LoopbackDelays(bool on, uint64_t seed) {
-    if (on) {
-      setenv("SWITCHYARD_LOOPBACK_DELAY_US", kLoopbackDelayMicroseconds, 1);
-      setenv("SWITCHYARD_LOOPBACK_SEED", std::to_string(seed).c_str(), 1);
-    } else {
-      unsetenv("SWITCHYARD_LOOPBACK_DELAY_US");
-    }
-  }
-  ~LoopbackDelays() {
-    unsetenv("SWITCHYARD_LOOPBACK_DELAY_US");
-    unsetenv("SWITCHYARD_LOOPBACK_SEED");
-  }
-  LoopbackDelays(const LoopbackDelays&) = delete;
-  LoopbackDelays& operator=(const LoopbackDelays&) = delete;
-};
+// A case's name in this suite.
+std::string name_of(const NodesCase& n) { return n.c.name + (n.delays ? "_delays" : "_prompt"); }
 
-// A case (its ranks = nodes * ranks_per_node) on a topology of several nodes.
-struct NodesCase {
-  Case c;
-  int ranks_per_node = 1;
-  bool delays = false;
-
-  Topology topology() const { return Topology{c.ranks, ranks_per_node}; }
-  std::string name() const { return c.name + (delays ? "_delays" : "_prompt"); }
-};
-
-void PrintTo(const NodesCase& n, std::ostream* out) {
-  *out << n.name() << " (" << n.topology().to_string() << ")";
-}
-
-// Every rank's inputs of `c` from `seed`, with the reference's outputs (which do not depend on the
-// topology: the reference is run for `topology` all the same).
-Expected expected_on(const Case& c, const Topology& topology, uint64_t seed) {
-  workload::Shape shape = shape_of(c);
-  shape.topology = topology;
-  return expected_from(workload::generate(shape, seed), c.num_experts, topology, c.max_tokens, c.fp8);
-}
-
-// Runs body(group, buffer, stream) on every rank (threads) with a connected CUDA buffer of
-// `topology`; buffers stay alive until every rank is done.
-void with_node_gpu_ranks(const Case& c, const Topology& topology,
-                         const std::function<void(Group&, Buffer&, cudaStream_t)>& body,
-                         double timeout_seconds = kTimeoutSeconds) {
-  run_ranks(c.ranks, [&](Group& group) {
-    BufferOptions options = cuda_buffer_options(c, group.rank(), kRegions, timeout_seconds);
-    options.topology = topology;
+// Runs body(group, buffer, stream) on every rank (threads) of `n` with a connected CUDA buffer of
+// its topology, and the loopback delays of `n` (seeded by `seed`); buffers stay alive until every
+// rank is done.
+void with_node_gpu_ranks(const NodesCase& n, uint64_t seed,
+                         const std::function<void(Group&, Buffer&, cudaStream_t)>& body) {
+  const LoopbackDelays delays(n.delays, seed);
+  run_ranks(n.c.ranks, [&](Group& group) {
+    BufferOptions options = cuda_buffer_options(n.c, group.rank(), kRegions, kTimeoutSeconds);
+    options.topology = n.topology();
     GpuRank gpu(options, group);
     body(group, *gpu.buffer, gpu.stream);
     group.barrier();
@@ -137,22 +98,19 @@ TEST_P(CudaLowLatencyInternodeRoundTrip, MatchesTheReferenceAndOneNodeBitwiseTwi
   const NodesCase& n = GetParam();
   const Case& c = n.c;
   const uint64_t seed = seed_for("cuda_low_latency_internode/" + c.name);
-  SCOPED_TRACE("case " + n.name() + " " + n.topology().to_string() + " seed=" + std::to_string(seed) +
+  SCOPED_TRACE("case " + name_of(n) + " " + n.topology().to_string() + " seed=" + std::to_string(seed) +
                " loopback delays " + (n.delays ? std::string(kLoopbackDelayMicroseconds) + " us" : "off"));
   const Expected expected = expected_on(c, n.topology(), seed);
   constexpr int kRounds = 2;
   std::vector<std::vector<Outputs>> across(kRounds, std::vector<Outputs>(c.ranks));
   std::vector<Outputs> one_node(c.ranks);
   Failures failures;
-  {
-    const LoopbackDelays delays(n.delays, seed);
-    with_node_gpu_ranks(c, n.topology(), [&](Group& group, Buffer& buffer, cudaStream_t stream) {
-      const int rank = group.rank();
-      for (int round = 0; round < kRounds; ++round) {
-        across[round][rank] = round_trip(c, expected.data[rank], rank, buffer, stream);
-      }
-    });
-  }
+  with_node_gpu_ranks(n, seed, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
+    const int rank = group.rank();
+    for (int round = 0; round < kRounds; ++round) {
+      across[round][rank] = round_trip(c, expected.data[rank], rank, buffer, stream);
+    }
+  });
   with_gpu_ranks(
       c, kRegions,
       [&](Group& group, Buffer& buffer, cudaStream_t stream) {
@@ -195,18 +153,11 @@ std::vector<NodesCase> round_trip_cases() {
       // More tokens than send blocks: each block sends a chunk of consecutive tokens.
       {make("n2x1_chunked_send_blocks", 2, {1100, 700}, 1100, 2, 8, 128), 1},
   };
-  std::vector<NodesCase> cases;
-  for (bool delays : {false, true}) {
-    for (NodesCase n : shapes) {
-      n.delays = delays;
-      cases.push_back(n);
-    }
-  }
-  return cases;
+  return delays_off_and_on(shapes);
 }
 
 INSTANTIATE_TEST_SUITE_P(Topologies, CudaLowLatencyInternodeRoundTrip, ::testing::ValuesIn(round_trip_cases()),
-                         [](const auto& info) { return info.param.name(); });
+                         [](const auto& info) { return name_of(info.param); });
 
 // ---- hooks, the double buffer, graphs, zero copy, changing shapes ---------------------------------
 
@@ -230,8 +181,7 @@ TEST_P(CudaLowLatencyInternodeModes, HookSplitGivesTheSameBits) {
   const uint64_t seed = seed_for("cuda_low_latency_internode/hooks/" + c.name);
   const Expected expected = expected_on(c, n.topology(), seed);
   Failures failures;
-  const LoopbackDelays delays(n.delays, seed);
-  with_node_gpu_ranks(c, n.topology(), [&](Group& group, Buffer& buffer, cudaStream_t stream) {
+  with_node_gpu_ranks(n, seed, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
     const int rank = group.rank();
     const int device = device_of(buffer);
     const DeviceInputs in = upload_inputs(expected.data[rank], device, stream);
@@ -287,35 +237,12 @@ TEST_P(CudaLowLatencyInternodeModes, BackToBackCallsAndFewerExpertsStayBitwise) 
   const Expected second = expected_on(c, n.topology(), seed + 1);
   const Expected third = expected_on(narrow, n.topology(), seed + 2);
   Failures failures;
-  const LoopbackDelays delays(n.delays, seed);
-  with_node_gpu_ranks(c, n.topology(), [&](Group& group, Buffer& buffer, cudaStream_t stream) {
+  with_node_gpu_ranks(n, seed, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
     const int rank = group.rank();
-    const int device = device_of(buffer);
-    const DeviceInputs in_a = upload_inputs(first.data[rank], device, stream);
-    const DeviceInputs in_b = upload_inputs(second.data[rank], device, stream);
-    for (int round = 0; round < 3; ++round) {
-      auto a = buffer.low_latency_dispatch(dispatch_args(c, in_a.x, in_a.topk_idx, stream));
-      auto b = buffer.low_latency_dispatch(dispatch_args(c, in_b.x, in_b.topk_idx, stream));
-      buffer.synchronize(stream);
-      const Outputs out_a = download(a, stream);
-      const Outputs out_b = download(b, stream);
-      check_dispatch(out_a, first.dispatched[rank], "the reference (first)", rank, failures);
-      check_dispatch(out_b, second.dispatched[rank], "the reference (second)", rank, failures);
-      const Tensor ya = to_device(expert_outputs(out_a.recv_x, out_a.recv_x_scales, rank), device, stream);
-      const Tensor yb = to_device(expert_outputs(out_b.recv_x, out_b.recv_x_scales, rank), device, stream);
-      auto combined_b =
-          buffer.low_latency_combine(combine_args(in_b.topk_idx, in_b.topk_weights, b.handle, yb, stream));
-      auto combined_a =
-          buffer.low_latency_combine(combine_args(in_a.topk_idx, in_a.topk_weights, a.handle, ya, stream));
-      buffer.synchronize(stream);
-      compare(to_host(combined_a.combined_x, stream), first.combined[rank], "combined_x (first)", rank,
-              failures);
-      compare(to_host(combined_b.combined_x, stream), second.combined[rank], "combined_x (second)", rank,
-              failures);
-
+    check_back_to_back_calls(c, first, second, 3, rank, buffer, stream, failures, [&] {
       const Outputs out_c = round_trip(narrow, third.data[rank], rank, buffer, stream);
       check_outputs(out_c, reference_outputs(third, rank), "the reference (fewer experts)", rank, failures);
-    }
+    });
   });
   expect_none(failures, seed);
 }
@@ -332,57 +259,8 @@ TEST_P(CudaLowLatencyInternodeModes, GraphReplaysWithNewRoutingMatchTheReference
   std::vector<Expected> rounds;
   for (int round = 0; round < kRounds; ++round) rounds.push_back(expected_on(c, n.topology(), seed + round));
   Failures failures;
-  const LoopbackDelays delays(n.delays, seed);
-  with_node_gpu_ranks(c, n.topology(), [&](Group& group, Buffer& buffer, cudaStream_t stream) {
-    const int rank = group.rank();
-    const int device = device_of(buffer);
-    const DeviceInputs in = upload_inputs(rounds[0].data[rank], device, stream);
-    const PoisonedOutputs out = poisoned_device_outputs(c, in.x.size(0), device, stream);
-    const int64_t local = c.num_experts / c.ranks;
-    const Tensor y = poisoned_device(DType::bf16, {local, c.ranks * c.max_tokens, c.hidden}, device, stream);
-    LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
-    out.attach(args);
-
-    cudaGraph_t dispatch_graph = nullptr, combine_graph = nullptr;
-    cudaGraphExec_t dispatch_exec = nullptr, combine_exec = nullptr;
-    // No rank does other CUDA work while any rank captures (a device-wide sync elsewhere would
-    // invalidate a capture).
-    buffer.synchronize(stream);
-    group.barrier();
-    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin dispatch capture");
-    LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(args);
-    check_cuda(cudaStreamEndCapture(stream, &dispatch_graph), "end dispatch capture");
-    check_cuda(cudaGraphInstantiate(&dispatch_exec, dispatch_graph, 0), "instantiate dispatch graph");
-    LowLatencyCombineArgs cargs = combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
-    out.attach(cargs);
-    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin combine capture");
-    buffer.low_latency_combine(cargs);
-    check_cuda(cudaStreamEndCapture(stream, &combine_graph), "end combine capture");
-    check_cuda(cudaGraphInstantiate(&combine_exec, combine_graph, 0), "instantiate combine graph");
-    group.barrier();
-
-    for (int round = 0; round < kRounds; ++round) {
-      const Expected& expected = rounds[round];
-      upload(in.x, expected.data[rank].x, stream);
-      upload(in.topk_idx, expected.data[rank].topk_idx, stream);
-      upload(in.topk_weights, expected.data[rank].topk_weights, stream);
-      for (int replay = 0; replay < 1 + round % 2; ++replay) {
-        check_cuda(cudaGraphLaunch(dispatch_exec, stream), "launch dispatch graph");
-      }
-      buffer.synchronize(stream);
-      const Outputs host = download(dispatched, stream);
-      const std::string which = "the reference (round " + std::to_string(round) + ")";
-      check_dispatch(host, expected.dispatched[rank], which, rank, failures);
-      upload(y, expert_outputs(host.recv_x, host.recv_x_scales, rank), stream);
-      check_cuda(cudaGraphLaunch(combine_exec, stream), "launch combine graph");
-      buffer.synchronize(stream);
-      compare(to_host(out.combined_x, stream), expected.combined[rank], "combined_x vs " + which, rank,
-              failures);
-    }
-    cudaGraphExecDestroy(dispatch_exec);
-    cudaGraphExecDestroy(combine_exec);
-    cudaGraphDestroy(dispatch_graph);
-    cudaGraphDestroy(combine_graph);
+  with_node_gpu_ranks(n, seed, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
+    check_graph_replays(c, rounds, group, buffer, stream, failures);
   });
   expect_none(failures, seed);
 }
@@ -397,8 +275,7 @@ TEST_P(CudaLowLatencyInternodeModes, ZeroCopyCombinePutsFromTheCombineBuffer) {
   const uint64_t seed = seed_for("cuda_low_latency_internode/zero_copy/" + c.name);
   const Expected expected = expected_on(c, n.topology(), seed);
   Failures failures;
-  const LoopbackDelays delays(n.delays, seed);
-  with_node_gpu_ranks(c, n.topology(), [&](Group& group, Buffer& buffer, cudaStream_t stream) {
+  with_node_gpu_ranks(n, seed, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
     const int rank = group.rank();
     const int device = device_of(buffer);
     const DeviceInputs in = upload_inputs(expected.data[rank], device, stream);
@@ -421,7 +298,7 @@ TEST_P(CudaLowLatencyInternodeModes, ZeroCopyCombinePutsFromTheCombineBuffer) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, CudaLowLatencyInternodeModes, ::testing::ValuesIn(mode_cases()),
-                         [](const auto& info) { return info.param.name(); });
+                         [](const auto& info) { return name_of(info.param); });
 
 // ---- a rank that never arrives ------------------------------------------------------------------
 

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/captured_round_trip.hpp"
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
 #include "cuda/expert_major_round_trip.hpp"
@@ -69,6 +70,31 @@ Outputs gpu_round_trip(GpuRank& gpu, const Case& c, const Expected& expected, in
     got.combined_x = to_host(combined.combined_x, stream);
   }
   return got;
+}
+
+// Dispatch and combine captured once in CUDA graphs (on `in`, `y` and `out`), then replayed with the
+// inputs and the reference's expert outputs of every one of `rounds`, uploaded into the same device
+// tensors: every replay matches the reference.
+void check_replays(const Case& c, const std::vector<Expected>& rounds, Group& group, GpuRank& gpu,
+                   const DeviceInputs& in, const Tensor& y, const PoisonedOutputs& out, Failures& failures) {
+  const int rank = group.rank();
+  const cudaStream_t stream = gpu.stream;
+  const CapturedRoundTrip captured(Engine::symmetric, c, group, *gpu.buffer, in, y, out, stream);
+  for (size_t round = 0; round < rounds.size(); ++round) {
+    const workload::RankData& inputs = rounds[round].data[rank];
+    upload(in.x, inputs.x, stream);
+    upload(in.topk_idx, inputs.topk_idx, stream);
+    upload(in.topk_weights, inputs.topk_weights, stream);
+    upload(y, rounds[round].ys[rank], stream);
+    captured.launch_dispatch();
+    captured.launch_combine();
+    gpu.buffer->synchronize(stream);
+    Outputs got = download(out, stream);
+    got.combined_x = to_host(out.combined_x, stream);
+    check_outputs(got, reference_outputs(rounds[round], rank), "reference (replay " + std::to_string(round) + ")",
+                  rank, failures);
+  }
+  group.barrier();
 }
 
 // ---- bitwise round trips ------------------------------------------------------------------------
@@ -131,6 +157,21 @@ INSTANTIATE_TEST_SUITE_P(EdgeCases, SymmetricCudaRoundTrip, ::testing::ValuesIn(
 
 // ---- expert_capacity ----------------------------------------------------------------------------
 
+// guarded_outputs on the rank's device, ordered on its stream.
+GuardedOutputs guarded_device_outputs(const Case& c, int64_t num_tokens, const GpuRank& gpu) {
+  return guarded_outputs(c, num_tokens, [&](DType dtype, std::initializer_list<int64_t> dims) {
+    return poisoned_device(dtype, dims, gpu.device, gpu.stream);
+  });
+}
+
+// Nothing lies in the guard rows past the last expert's capacity.
+void check_guards(const GuardedOutputs& guarded, int rank, cudaStream_t stream, Failures& failures) {
+  for (const TensorView& guard : guarded.guards()) {
+    if (!all_poison_on_device(guard, stream))
+      failures.add(rank, "a guard row past the last expert's capacity was written");
+  }
+}
+
 // One symmetric round trip of `c` (with its capacity) on the GPU into guarded, poisoned outputs: the
 // dispatch (then, without an overflow, the combine) against the reference, and the guard rows past
 // the last expert's capacity untouched.
@@ -139,19 +180,13 @@ void expect_capacity_round_trip(GpuRank& gpu, const Case& c, const Expected& exp
   const workload::RankData& data = expected.data[rank];
   const cudaStream_t stream = gpu.stream;
   const DeviceInputs in = upload_inputs(data, gpu.device, stream);
-  const GuardedOutputs guarded =
-      guarded_outputs(c, data.x.size(0), [&](DType dtype, std::initializer_list<int64_t> dims) {
-        return poisoned_device(dtype, dims, gpu.device, stream);
-      });
+  const GuardedOutputs guarded = guarded_device_outputs(c, data.x.size(0), gpu);
   LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
   guarded.out.attach(args);
   LowLatencyDispatchResult dispatched = gpu.buffer->symmetric_dispatch(args);
   gpu.buffer->synchronize(stream);
   check_dispatch(download(dispatched, stream), expected.dispatched[rank], "reference", rank, failures);
-  for (const TensorView& guard : guarded.guards()) {
-    if (!all_poison_on_device(guard, stream))
-      failures.add(rank, "a guard row past the last expert's capacity was written");
-  }
+  check_guards(guarded, rank, stream, failures);
   if (expected.ys.empty()) return;
   Tensor y = to_device(expected.ys[rank], gpu.device, stream);
   LowLatencyCombineArgs cargs = combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
@@ -221,9 +256,6 @@ void expect_overflow_refused(const Case& base) {
   SCOPED_TRACE(c.name + " capacity " + std::to_string(c.capacity) + " seed=" + std::to_string(seed));
   const Expected expected = expected_from(c, data);
   ASSERT_TRUE(expected.overflows);
-  const auto [expert, rows] = first_overflow(data, c.num_experts, c.capacity);
-  const std::string names = "for expert " + std::to_string(expert) + " (on rank " +
-                            std::to_string(expert / (c.num_experts / c.ranks)) + ")";
   const Expected unlimited = expected_from(with_capacity(c, 0), data);
   std::vector<std::string> dispatch_messages(c.ranks), combine_messages(c.ranks);
   Failures failures;
@@ -232,10 +264,7 @@ void expect_overflow_refused(const Case& base) {
     GpuRank gpu(options_of(c, rank), group);
     const cudaStream_t stream = gpu.stream;
     const DeviceInputs in = upload_inputs(data[rank], gpu.device, stream);
-    const GuardedOutputs guarded =
-        guarded_outputs(c, data[rank].x.size(0), [&](DType dtype, std::initializer_list<int64_t> dims) {
-          return poisoned_device(dtype, dims, gpu.device, stream);
-        });
+    const GuardedOutputs guarded = guarded_device_outputs(c, data[rank].x.size(0), gpu);
     LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
     guarded.out.attach(args);
     LowLatencyDispatchResult dispatched;
@@ -244,10 +273,7 @@ void expect_overflow_refused(const Case& base) {
       gpu.buffer->synchronize(stream);
     });
     check_dispatch(download(guarded.out, stream), expected.dispatched[rank], "reference", rank, failures);
-    for (const TensorView& guard : guarded.guards()) {
-      if (!all_poison_on_device(guard, stream))
-        failures.add(rank, "a guard row past the last expert's capacity was written");
-    }
+    check_guards(guarded, rank, stream, failures);
     // The combine of the overflowed dispatch: refused on every rank, combined_x untouched.
     Tensor y =
         poisoned_device(DType::bf16, {c.num_experts / c.ranks, c.capacity, c.hidden}, gpu.device, stream);
@@ -279,14 +305,11 @@ void expect_overflow_refused(const Case& base) {
   expect_none(failures, seed);
   for (int rank = 0; rank < c.ranks; ++rank) {
     const std::string& message = dispatch_messages[rank];
-    EXPECT_EQ(message.rfind("expert_capacity:", 0), 0u) << "rank " << rank << ": " << message;
-    EXPECT_NE(message.find(names), std::string::npos) << "rank " << rank << ": " << message;
-    EXPECT_NE(message.find("got " + std::to_string(rows)), std::string::npos) << message;
-    EXPECT_NE(message.find("at most " + std::to_string(c.capacity)), std::string::npos) << message;
+    expect_capacity_error(message, c, data, rank);
     EXPECT_NE(message.find("rank " + std::to_string(rank) + " (cuda symmetric, dispatch)"), std::string::npos)
         << message;
     EXPECT_EQ(combine_messages[rank].rfind("symmetric_combine: refused", 0), 0u) << combine_messages[rank];
-    EXPECT_NE(combine_messages[rank].find(names), std::string::npos) << combine_messages[rank];
+    EXPECT_NE(combine_messages[rank].find(overflow_names(c, data)), std::string::npos) << combine_messages[rank];
   }
 }
 
@@ -328,42 +351,7 @@ TEST(SymmetricCudaCapacity, ReplaysFromCudaGraphsWithACapacity) {
         poisoned_device(DType::bf16, {c.num_experts / c.ranks, c.capacity, c.hidden}, gpu.device, stream);
     const PoisonedOutputs out =
         poisoned_device_outputs(c, rounds[0].data[rank].x.size(0), gpu.device, stream);
-    LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
-    out.attach(args);
-    cudaGraph_t dispatch_graph, combine_graph;
-    cudaGraphExec_t dispatch_exec, combine_exec;
-    check_cuda(cudaStreamSynchronize(stream), "sync before capture");
-    group.barrier();
-    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin dispatch capture");
-    LowLatencyDispatchResult dispatched = gpu.buffer->symmetric_dispatch(args);
-    check_cuda(cudaStreamEndCapture(stream, &dispatch_graph), "end dispatch capture");
-    check_cuda(cudaGraphInstantiate(&dispatch_exec, dispatch_graph, 0), "instantiate dispatch graph");
-    LowLatencyCombineArgs cargs = combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
-    out.attach(cargs);
-    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin combine capture");
-    gpu.buffer->symmetric_combine(cargs);
-    check_cuda(cudaStreamEndCapture(stream, &combine_graph), "end combine capture");
-    check_cuda(cudaGraphInstantiate(&combine_exec, combine_graph, 0), "instantiate combine graph");
-    group.barrier();
-    for (int round = 0; round < kRounds; ++round) {
-      const workload::RankData& inputs = rounds[round].data[rank];
-      upload(in.x, inputs.x, stream);
-      upload(in.topk_idx, inputs.topk_idx, stream);
-      upload(in.topk_weights, inputs.topk_weights, stream);
-      upload(y, rounds[round].ys[rank], stream);
-      check_cuda(cudaGraphLaunch(dispatch_exec, stream), "launch dispatch graph");
-      check_cuda(cudaGraphLaunch(combine_exec, stream), "launch combine graph");
-      gpu.buffer->synchronize(stream);
-      Outputs got = download(out, stream);
-      got.combined_x = to_host(out.combined_x, stream);
-      check_outputs(got, reference_outputs(rounds[round], rank),
-                    "reference (replay " + std::to_string(round) + ")", rank, failures);
-    }
-    group.barrier();
-    cudaGraphExecDestroy(dispatch_exec);
-    cudaGraphExecDestroy(combine_exec);
-    cudaGraphDestroy(dispatch_graph);
-    cudaGraphDestroy(combine_graph);
+    check_replays(c, rounds, group, gpu, in, y, out, failures);
   });
   expect_none(failures, seed_for("symmetric_cuda/graph_capacity"));
 }
@@ -431,45 +419,7 @@ TEST(SymmetricCuda, DispatchAndCombineReplayFromCudaGraphsWithNewRouting) {
     const DeviceInputs in = upload_inputs(data, gpu.device, stream);
     Tensor y = poisoned_device(DType::bf16, {local, rows, c.hidden}, gpu.device, stream);
     const PoisonedOutputs out = poisoned_device_outputs(c, data.x.size(0), gpu.device, stream);
-    LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
-    out.attach(args);
-
-    cudaGraph_t dispatch_graph, combine_graph;
-    cudaGraphExec_t dispatch_exec, combine_exec;
-    // No rank does other CUDA work while any rank captures.
-    check_cuda(cudaStreamSynchronize(stream), "sync before capture");
-    group.barrier();
-    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin dispatch capture");
-    LowLatencyDispatchResult dispatched = gpu.buffer->symmetric_dispatch(args);
-    check_cuda(cudaStreamEndCapture(stream, &dispatch_graph), "end dispatch capture");
-    check_cuda(cudaGraphInstantiate(&dispatch_exec, dispatch_graph, 0), "instantiate dispatch graph");
-    LowLatencyCombineArgs cargs = combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
-    out.attach(cargs);
-    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin combine capture");
-    LowLatencyCombineResult combine_result = gpu.buffer->symmetric_combine(cargs);
-    check_cuda(cudaStreamEndCapture(stream, &combine_graph), "end combine capture");
-    check_cuda(cudaGraphInstantiate(&combine_exec, combine_graph, 0), "instantiate combine graph");
-    group.barrier();
-
-    for (int round = 0; round < kRounds; ++round) {
-      const workload::RankData& inputs = rounds[round].data[rank];
-      upload(in.x, inputs.x, stream);
-      upload(in.topk_idx, inputs.topk_idx, stream);
-      upload(in.topk_weights, inputs.topk_weights, stream);
-      upload(y, rounds[round].ys[rank], stream);
-      check_cuda(cudaGraphLaunch(dispatch_exec, stream), "launch dispatch graph");
-      check_cuda(cudaGraphLaunch(combine_exec, stream), "launch combine graph");
-      gpu.buffer->synchronize(stream);
-      Outputs got = download(out, stream);
-      got.combined_x = to_host(out.combined_x, stream);
-      check_outputs(got, reference_outputs(rounds[round], rank),
-                    "reference (replay " + std::to_string(round) + ")", rank, failures);
-    }
-    group.barrier();
-    cudaGraphExecDestroy(dispatch_exec);
-    cudaGraphExecDestroy(combine_exec);
-    cudaGraphDestroy(dispatch_graph);
-    cudaGraphDestroy(combine_graph);
+    check_replays(c, rounds, group, gpu, in, y, out, failures);
   });
   expect_none(failures, seed_for("symmetric_cuda/graph"));
 }

@@ -59,6 +59,8 @@ int64_t max_expert_rows(const std::vector<workload::RankData>& data, int num_exp
 // The first expert (global id) with more rows than `capacity`, and its rows; {-1, 0} for none.
 std::pair<int64_t, int64_t> first_overflow(const std::vector<workload::RankData>& data, int num_experts,
                                            int64_t capacity);
+// How a CapacityError names the first expert of `data` past c.capacity: "for expert E (on rank R)".
+std::string overflow_names(const Case& c, const std::vector<workload::RankData>& data);
 
 // Inputs of `c` where every (token, slot) names its own expert (one row per expert at most, so a
 // capacity of 1 fits; c.num_experts must be at least ranks * max_tokens * topk): rank r's pair

@@ -29,6 +29,17 @@ inline void expect_timed_out(const Caught& caught, double timeout_seconds, doubl
   EXPECT_LT(caught.seconds, at_most_seconds) << caught.message;
 }
 
+// `message`, the CapacityError of `rank` for the first expert of `data` past c.capacity, names the
+// argument, the expert and its rank, the expert's rows and the capacity.
+inline void expect_capacity_error(const std::string& message, const Case& c,
+                                  const std::vector<workload::RankData>& data, int rank) {
+  const int64_t rows = first_overflow(data, c.num_experts, c.capacity).second;
+  EXPECT_EQ(message.rfind("expert_capacity:", 0), 0u) << "rank " << rank << ": " << message;
+  EXPECT_NE(message.find(overflow_names(c, data)), std::string::npos) << "rank " << rank << ": " << message;
+  EXPECT_NE(message.find("got " + std::to_string(rows)), std::string::npos) << message;
+  EXPECT_NE(message.find("at most " + std::to_string(c.capacity)), std::string::npos) << message;
+}
+
 // `rounds` rounds per rank of two dispatches, then the two combines in the other order, with no
 // synchronisation between ranks: consecutive calls use alternate halves (and, for symmetric, the
 // barrier's phases) without racing. Every output is checked against the reference.
