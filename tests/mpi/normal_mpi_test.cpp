@@ -1,4 +1,5 @@
-// The CPU `normal` engine with one process per rank (HeapSharing::processes), run under mpirun.
+// The CPU `normal` engine with one process per rank (HeapSharing::processes), run under mpirun, within
+// one node and across nodes (the hierarchical engine).
 // Every process generates the same inputs for all ranks from the shared seed, computes the reference
 // locally and checks its own rank's outputs bit for bit. Exits non-zero on any mismatch.
 #include <mpi.h>
@@ -83,6 +84,33 @@ std::vector<MpiCase> cases(int num_ranks) {
   worst.num_worst_tokens = num_ranks * tokens;
   worst.replay = true;
   result.push_back(worst);
+
+  // Across nodes (the hierarchical engine, its transport the loopback over the processes' mapped
+  // heaps): two nodes wherever the ranks split evenly, and one rank per node at 4 and 8 ranks.
+  if (num_ranks >= 2 && num_ranks % 2 == 0) {
+    MpiCase two_nodes = bf16;
+    two_nodes.name = "two_nodes_bf16";
+    two_nodes.shape.topology = Topology{num_ranks, num_ranks / 2};
+    result.push_back(two_nodes);
+
+    MpiCase wrapping = two_nodes;
+    wrapping.name = "two_nodes_fp8_wrapping_rings_alignment_4";
+    wrapping.shape.dtype = DType::fp8_e4m3;
+    wrapping.shape.hidden = 256;
+    wrapping.config = ring_config(2, 4, 2);
+    wrapping.expert_alignment = 4;
+    wrapping.replay = false;
+    result.push_back(wrapping);
+  }
+  if (num_ranks == 4 || num_ranks == 8) {
+    MpiCase rank_per_node = bf16;
+    rank_per_node.name = "one_rank_per_node_skewed_worst_case";
+    rank_per_node.shape.topology = Topology{num_ranks, 1};
+    rank_per_node.shape.routing = workload::Routing::skewed;
+    rank_per_node.shape.hidden = 256;
+    rank_per_node.num_worst_tokens = num_ranks * tokens;
+    result.push_back(rank_per_node);
+  }
   return result;
 }
 
