@@ -14,7 +14,7 @@ SEED = 5
 
 
 def tokens_of(rank):
-    return 9 + 4 * rank  # ranks send different token counts, all <= MAX_TOKENS
+    return 9 + 4 * (rank % 2)  # neighbouring ranks send different token counts, all <= MAX_TOKENS
 
 
 def rank_inputs(rank, num_experts):
@@ -140,9 +140,10 @@ def test_expert_major_engines(ranks, num_ranks):
 
 def deep_ep_job(rank, num_ranks, allgather, num_experts):
     x, topk_idx, topk_weights = rank_inputs(rank, num_experts)
+    hint = dict(topk=TOPK, num_experts=num_experts)
     buffer = deep_ep.Buffer(allgather, low_latency_mode=True, backend="cpu", timeout_seconds=20,
-                            num_nvl_bytes=deep_ep.Config().get_nvl_buffer_size_hint(HIDDEN * 2, num_ranks, topk=TOPK,
-                                                                                    num_experts=num_experts))
+                            num_nvl_bytes=deep_ep.Config().get_nvl_buffer_size_hint(HIDDEN * 2, num_ranks, **hint),
+                            num_rdma_bytes=deep_ep.Config().get_rdma_buffer_size_hint(HIDDEN * 2, num_ranks, **hint))
     recv_x, recv_count, handle, event, hook = buffer.low_latency_dispatch(
         x, topk_idx, MAX_TOKENS, num_experts, use_fp8=False, async_finish=True)
     assert hook is None and event.event is None
@@ -169,7 +170,8 @@ def deep_ep_job(rank, num_ranks, allgather, num_experts):
             fp8_x.copy(), scales.copy(), fp8_count.copy(), zero_copy_x.copy())
 
 
-@pytest.mark.parametrize("num_ranks", [1, 2])
+# 16 ranks: two nodes of 8, the rows to the other node through the engine's transport.
+@pytest.mark.parametrize("num_ranks", [1, 2, 16])
 def test_deep_ep_low_latency(ranks, num_ranks):
     num_experts = 4 * num_ranks
     inputs = [rank_inputs(rank, num_experts) for rank in range(num_ranks)]
