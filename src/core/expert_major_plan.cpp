@@ -1,0 +1,302 @@
+#include "core/expert_major_plan.hpp"
+
+#include <atomic>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+#include "common/fp8_cast.hpp"
+#include "core/validation.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard::detail {
+
+void check_low_latency_region(const BufferOptions& options, const char* what) {
+  if (options.sizing.low_latency_max_tokens_per_rank <= 0) {
+    throw InvalidArgument(std::string(what) + ": expected a buffer with a low-latency region "
+                          "(BufferSizing::low_latency_max_tokens_per_rank > 0), got one sized without it");
+  }
+}
+
+void check_symmetric_region(const BufferOptions& options, const char* what) {
+  if (options.sizing.symmetric_max_tokens_per_rank <= 0) {
+    throw InvalidArgument(std::string(what) + ": expected a buffer with a symmetric region "
+                          "(BufferSizing::symmetric_max_tokens_per_rank > 0), got one sized without it");
+  }
+  // NOTES: the engine pulls from and pushes into every peer's heap by address: it needs one
+  // load/store domain, and across nodes there are only a transport's puts.
+  if (!options.topology.is_single_node()) {
+    throw Unsupported(std::string(what) + ": the symmetric engine needs every rank in one load/store domain "
+                      "(ranks_per_node == num_ranks), got topology " + options.topology.to_string() +
+                      "; across nodes use low_latency (cpu) or normal");
+  }
+}
+
+const LowLatencyHandleData& low_latency_handle(const LowLatencyHandle* handle, Engine engine,
+                                               const void* owner) {
+  if (!handle || !handle->valid()) {
+    throw InvalidArgument(std::string("handle: expected the handle of a ") + engine_name(engine) +
+                          "_dispatch on this buffer, got none");
+  }
+  const LowLatencyHandleData& data = handle->data();
+  if (data.owner != owner) {
+    throw InvalidArgument("handle: expected a handle made by this Buffer, got one from another Buffer");
+  }
+  if (data.engine != engine) {
+    throw InvalidArgument(std::string("handle: expected the handle of a ") + engine_name(engine) +
+                          "_dispatch, got one of a " + engine_name(data.engine) + "_dispatch");
+  }
+  return data;
+}
+
+namespace {
+
+// What an expert-major engine's region holds, and the sizing field that sets its token capacity.
+struct ExpertMajorCapacity {
+  int hidden;
+  int64_t max_tokens_per_rank;
+  int num_experts;
+  int topk;
+  const char* max_tokens_field;
+};
+ExpertMajorCapacity low_latency_capacity(const common::LowLatencyLayout& layout) {
+  return {layout.hidden, layout.max_tokens_per_rank, layout.num_experts(), layout.topk,
+          "BufferSizing::low_latency_max_tokens_per_rank"};
+}
+ExpertMajorCapacity symmetric_capacity(const common::SymmetricLayout& layout) {
+  return {layout.hidden, layout.max_tokens_per_rank, layout.num_experts(), layout.topk,
+          "BufferSizing::symmetric_max_tokens_per_rank"};
+}
+
+// `tensor`, when given, must be `dtype` with exactly `dims`.
+void expect_output(const TensorView& tensor, const char* name, DType dtype, std::initializer_list<int64_t> dims,
+                   const char* what, Device device) {
+  if (!tensor.defined()) return;
+  expect_tensor(tensor, name, dtype, static_cast<int>(dims.size()), device);
+  int dim = 0;
+  for (int64_t size : dims) expect_dim(tensor, name, dim++, size, what);
+}
+
+// Fills `plan` (the engine's layout aside) from `args`, checked against `capacity`.
+void plan_expert_major_dispatch(const LowLatencyDispatchArgs& args, const ExpertMajorCapacity& capacity,
+                                const PlanContext& buffer, ExpertMajorDispatchPlan& plan) {
+  const Device device = buffer.device;
+  const int num_ranks = buffer.options.topology.num_ranks;
+  plan.rank = buffer.options.rank;
+  plan.topology = buffer.options.topology;
+  plan.config = buffer.options.config;
+  plan.args = args;
+
+  if (args.use_ue8m0 && !args.use_fp8) {
+    throw InvalidArgument("use_ue8m0: expected use_fp8 with it (UE8M0 packs fp8 scales), got use_fp8 = false");
+  }
+  if (args.round_scale && !args.use_fp8) {
+    throw InvalidArgument("round_scale: expected use_fp8 with it (it rounds fp8 scales), got use_fp8 = false");
+  }
+  plan.use_fp8 = args.use_fp8;
+  plan.use_ue8m0 = args.use_ue8m0;
+  plan.round_scale = args.round_scale || args.use_ue8m0;
+
+  expect_tensor(args.x, "x", DType::bf16, 2, device);
+  plan.num_tokens = args.x.shape[0];
+  const int64_t hidden = args.x.shape[1];
+  const int64_t multiple = args.use_fp8 ? common::kScaleBlock : 8;
+  if (hidden < 1 || hidden % multiple != 0) {
+    throw InvalidArgument("x: expected hidden a positive multiple of " + std::to_string(multiple) +
+                          (args.use_fp8 ? " (one fp8 scale per 128 channels)" : " (16-byte rows)") + ", got " +
+                          args.x.describe());
+  }
+  if (hidden > capacity.hidden) {
+    throw InvalidArgument("x: expected hidden at most " + std::to_string(capacity.hidden) +
+                          " (BufferSizing::hidden), got " + args.x.describe());
+  }
+  plan.hidden = static_cast<int>(hidden);
+
+  if (args.max_tokens_per_rank < 1 || args.max_tokens_per_rank > capacity.max_tokens_per_rank) {
+    throw InvalidArgument("max_tokens_per_rank: expected 1.." + std::to_string(capacity.max_tokens_per_rank) +
+                          " (" + capacity.max_tokens_field + "), got " + std::to_string(args.max_tokens_per_rank));
+  }
+  plan.max_tokens_per_rank = args.max_tokens_per_rank;
+  const int64_t all_rows = num_ranks * plan.max_tokens_per_rank;
+  if (args.expert_capacity < 0 || args.expert_capacity > all_rows) {
+    throw InvalidArgument("expert_capacity: expected 0 (num_ranks * max_tokens_per_rank = " +
+                          std::to_string(all_rows) + " rows per local expert) or 1.." + std::to_string(all_rows) +
+                          ", got " + std::to_string(args.expert_capacity));
+  }
+  plan.expert_capacity = args.expert_capacity == 0 ? all_rows : args.expert_capacity;
+  if (plan.num_tokens > plan.max_tokens_per_rank) {
+    throw InvalidArgument("x: expected at most max_tokens_per_rank (" + std::to_string(plan.max_tokens_per_rank) +
+                          ") tokens, got " + args.x.describe());
+  }
+
+  check_num_experts(args.num_experts, num_ranks);
+  if (args.num_experts > capacity.num_experts) {
+    throw InvalidArgument("num_experts: expected at most " + std::to_string(capacity.num_experts) +
+                          " (BufferSizing::num_experts, rounded down to a multiple of num_ranks), got " +
+                          std::to_string(args.num_experts));
+  }
+  plan.num_experts = args.num_experts;
+  plan.local_experts = args.num_experts / num_ranks;
+
+  expect_tensor(args.topk_idx, "topk_idx", DType::i64, 2, device);
+  expect_dim(args.topk_idx, "topk_idx", 0, plan.num_tokens, "num_tokens of x");
+  check_topk(args.topk_idx.shape[1]);
+  if (args.topk_idx.shape[1] > capacity.topk) {
+    throw InvalidArgument("topk_idx: expected at most " + std::to_string(capacity.topk) +
+                          " columns (BufferSizing::topk), got " + args.topk_idx.describe());
+  }
+  plan.topk = static_cast<int>(args.topk_idx.shape[1]);
+  if (args.topk_idx.device == Device::cpu) {
+    expect_expert_ids(args.topk_idx, plan.num_experts);
+    // Each (token, slot) is one row; a token naming an expert twice takes two of its slots.
+    std::vector<int64_t> rows_per_expert(plan.num_experts, 0);
+    const int64_t* ids = args.topk_idx.as<const int64_t>();
+    for (int64_t i = 0; i < args.topk_idx.numel(); ++i) {
+      if (ids[i] >= 0 && ++rows_per_expert[ids[i]] > plan.max_tokens_per_rank) {
+        throw InvalidArgument("topk_idx: expected at most max_tokens_per_rank (" +
+                              std::to_string(plan.max_tokens_per_rank) + ") rows per expert from one rank, got " +
+                              "more for expert " + std::to_string(ids[i]) + " (a token that names an expert in "
+                              "several slots sends one row per slot)");
+      }
+    }
+  }
+
+  // Rows per expert: expert_capacity, or num_ranks * max_tokens_per_rank when it is 0.
+  const int64_t rows = plan.expert_capacity;
+  const int64_t local = plan.local_experts;
+  expect_output(args.out_recv_x, "out_recv_x", plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16,
+                {local, rows, hidden}, "[local_experts, expert_capacity, hidden]", device);
+  if (!plan.use_fp8) {
+    expect_undefined(args.out_recv_x_scales, "out_recv_x_scales", "scales come only with use_fp8");
+  } else if (plan.use_ue8m0) {
+    expect_output(args.out_recv_x_scales, "out_recv_x_scales", DType::i32,
+                  {local, rows, common::ue8m0_words(plan.hidden / common::kScaleBlock)},
+                  "[local_experts, expert_capacity, ceil(hidden / 512)]", device);
+  } else {
+    expect_output(args.out_recv_x_scales, "out_recv_x_scales", DType::f32,
+                  {local, rows, hidden / common::kScaleBlock},
+                  "[local_experts, expert_capacity, hidden / 128]", device);
+  }
+  expect_output(args.out_recv_count, "out_recv_count", DType::i32, {local}, "[local_experts]", device);
+  expect_output(args.out_layout_range, "out_layout_range", DType::i32, {local, num_ranks, 2},
+                "[local_experts, num_ranks, 2]", device);
+  expect_output(args.out_src_info, "out_src_info", DType::i32, {local, rows}, "[local_experts, expert_capacity]",
+                device);
+}
+
+// Fills `plan` (the engine's layout aside) from `args`. `staging`: where zero-copy outputs are
+// (null when the engine has none; the caller refuses zero_copy then).
+void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine, int capacity_hidden, void* staging,
+                               const PlanContext& buffer, ExpertMajorCombinePlan& plan) {
+  const Device device = buffer.device;
+  plan.rank = buffer.options.rank;
+  plan.topology = buffer.options.topology;
+  plan.config = buffer.options.config;
+  plan.args = args;
+  const LowLatencyHandleData& handle = low_latency_handle(args.handle, engine, buffer.owner);
+  if (!handle.received.load(std::memory_order_acquire)) {
+    throw InvalidArgument("handle: expected a dispatch whose receive half has run, got one whose hook "
+                          "(return_recv_hook) was not called");
+  }
+  plan.handle = &handle;
+  const int64_t rows = handle.rows_per_expert();  // the dispatch's expert_capacity
+  const int64_t local = handle.local_experts;
+
+  if (args.zero_copy) {
+    if (args.x.defined() && args.x.data != staging) {
+      throw InvalidArgument("x: expected none (or low_latency_combine_buffer's view) with zero_copy, got " +
+                            args.x.describe());
+    }
+    plan.hidden = handle.hidden;
+    plan.y = static_cast<const uint16_t*>(staging);
+  } else {
+    expect_tensor(args.x, "x", DType::bf16, 3, device);
+    expect_dim(args.x, "x", 0, local, "local_experts of the dispatch");
+    expect_dim(args.x, "x", 1, rows,
+               "expert_capacity of the dispatch, num_ranks * max_tokens_per_rank when it was 0");
+    const int64_t hidden = args.x.shape[2];
+    if (hidden < 1 || hidden % 8 != 0 || hidden > capacity_hidden) {
+      throw InvalidArgument("x: expected hidden a positive multiple of 8 (16-byte rows) and at most " +
+                            std::to_string(capacity_hidden) + " (BufferSizing::hidden), got " +
+                            args.x.describe());
+    }
+    plan.hidden = static_cast<int>(hidden);
+    plan.y = args.x.as<const uint16_t>();
+  }
+
+  expect_tensor(args.topk_idx, "topk_idx", DType::i64, 2, device);
+  expect_dim(args.topk_idx, "topk_idx", 0, handle.num_tokens, "num_tokens of the dispatch");
+  expect_dim(args.topk_idx, "topk_idx", 1, handle.topk, "k of the dispatch");
+  if (args.topk_idx.device == Device::cpu && handle.topk_idx.view().device == Device::cpu) {
+    const int64_t* ids = args.topk_idx.as<const int64_t>();
+    const int64_t* dispatched = handle.topk_idx.as<const int64_t>();
+    for (int64_t i = 0; i < args.topk_idx.numel(); ++i) {
+      if (ids[i] != -1 && ids[i] != dispatched[i]) {
+        throw InvalidArgument("topk_idx: expected the dispatch's expert ids (or -1 to leave a slot out), got " +
+                              std::to_string(ids[i]) + " at token " + std::to_string(i / handle.topk) + ", slot " +
+                              std::to_string(i % handle.topk) + " where the dispatch had " +
+                              std::to_string(dispatched[i]));
+      }
+    }
+  }
+  expect_tensor(args.topk_weights, "topk_weights", DType::f32, 2, device);
+  expect_dim(args.topk_weights, "topk_weights", 0, handle.num_tokens, "num_tokens of the dispatch");
+  expect_dim(args.topk_weights, "topk_weights", 1, handle.topk, "k of the dispatch");
+  expect_output(args.out_combined_x, "out_combined_x", DType::bf16, {handle.num_tokens, plan.hidden},
+                "[num_tokens, hidden of x]", device);
+}
+
+}  // namespace
+
+LowLatencyDispatchPlan plan_low_latency_dispatch(const LowLatencyDispatchArgs& args, const PlanContext& buffer,
+                                                 const common::LowLatencyLayout& layout) {
+  // NOTES: its receive slots hold R * max rows per expert in the heap whatever recv_x's size, so a
+  // capacity would only shrink the outputs; the symmetric engine is the one meant for it.
+  if (args.expert_capacity != 0) {
+    throw Unsupported("low_latency_dispatch: expert_capacity is not supported by the low_latency engine (expected "
+                      "0, got " + std::to_string(args.expert_capacity) + "); use symmetric_dispatch for "
+                      "per-expert capacities");
+  }
+  LowLatencyDispatchPlan plan;
+  plan.layout = layout;
+  plan_expert_major_dispatch(args, low_latency_capacity(layout), buffer, plan);
+  return plan;
+}
+
+LowLatencyCombinePlan plan_low_latency_combine(const LowLatencyCombineArgs& args, const PlanContext& buffer,
+                                               const common::LowLatencyLayout& layout, void* staging) {
+  LowLatencyCombinePlan plan;
+  plan.layout = layout;
+  plan_expert_major_combine(args, Engine::low_latency, layout.hidden, staging, buffer, plan);
+  return plan;
+}
+
+SymmetricDispatchPlan plan_symmetric_dispatch(const LowLatencyDispatchArgs& args, const PlanContext& buffer,
+                                              const common::SymmetricLayout& layout) {
+  if (args.return_recv_hook) {
+    throw Unsupported("symmetric_dispatch: return_recv_hook is not supported by the symmetric engine (one stage: "
+                      "there is no send half to split off); use low_latency_dispatch for hooks");
+  }
+  SymmetricDispatchPlan plan;
+  plan.layout = layout;
+  plan_expert_major_dispatch(args, symmetric_capacity(layout), buffer, plan);
+  return plan;
+}
+
+SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args, const PlanContext& buffer,
+                                            const common::SymmetricLayout& layout) {
+  if (args.return_recv_hook) {
+    throw Unsupported("symmetric_combine: return_recv_hook is not supported by the symmetric engine (one stage: "
+                      "there is no send half to split off); use low_latency_combine for hooks");
+  }
+  if (args.zero_copy) {
+    throw Unsupported("symmetric_combine: zero_copy is not supported by the symmetric engine (rows are pushed "
+                      "straight from x into the home ranks); pass the expert outputs as x");
+  }
+  SymmetricCombinePlan plan;
+  plan.layout = layout;
+  plan_expert_major_combine(args, Engine::symmetric, layout.hidden, nullptr, buffer, plan);
+  return plan;
+}
+
+}  // namespace switchyard::detail

@@ -1,0 +1,30 @@
+#pragma once
+// The expert-major engines' calls (`low_latency` and `symmetric`): every argument checked on the
+// host against the engine's region of the heap, then a plan the backend runs as it is.
+#include "common/low_latency_protocol.hpp"
+#include "common/symmetric_protocol.hpp"
+#include "core/backend.hpp"
+#include "core/plan_context.hpp"
+
+namespace switchyard::detail {
+
+// The buffer was sized with the engine's region (and, for symmetric, has every rank in one
+// load/store domain). `what`: the call, for the message.
+void check_low_latency_region(const BufferOptions& options, const char* what);
+void check_symmetric_region(const BufferOptions& options, const char* what);
+
+// The data of `handle`, which must come from an `engine`_dispatch of the Buffer `owner`.
+const LowLatencyHandleData& low_latency_handle(const LowLatencyHandle* handle, Engine engine, const void* owner);
+
+// Each checks the engine's own refusals first, then the arguments shared by both engines.
+LowLatencyDispatchPlan plan_low_latency_dispatch(const LowLatencyDispatchArgs& args, const PlanContext& buffer,
+                                                 const common::LowLatencyLayout& layout);
+// `staging`: this rank's combine staging area, where zero-copy outputs are.
+LowLatencyCombinePlan plan_low_latency_combine(const LowLatencyCombineArgs& args, const PlanContext& buffer,
+                                               const common::LowLatencyLayout& layout, void* staging);
+SymmetricDispatchPlan plan_symmetric_dispatch(const LowLatencyDispatchArgs& args, const PlanContext& buffer,
+                                              const common::SymmetricLayout& layout);
+SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args, const PlanContext& buffer,
+                                            const common::SymmetricLayout& layout);
+
+}  // namespace switchyard::detail

@@ -1,0 +1,255 @@
+#include "core/normal_plan.hpp"
+
+#include <string>
+#include <utility>
+
+#include "common/fp8_cast.hpp"
+#include "core/normal_sizing.hpp"
+#include "core/validation.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard::detail {
+
+namespace {
+
+uint64_t fnv1a(uint64_t hash, int64_t value) {
+  for (int i = 0; i < 8; ++i) {
+    hash ^= static_cast<uint64_t>(value >> (8 * i)) & 0xffu;
+    hash *= 1099511628211ull;
+  }
+  return hash;
+}
+
+template <typename... Values>
+uint64_t call_signature(Values... values) {
+  uint64_t hash = 14695981039346656037ull;
+  for (int64_t value : {static_cast<int64_t>(values)...}) hash = fnv1a(hash, value);
+  return hash | 1;  // never 0, so a zeroed heap never matches
+}
+
+void check_tokens(int64_t num_tokens, const NormalPlanContext& buffer) {
+  if (num_tokens > buffer.options.sizing.max_tokens_per_rank) {
+    throw InvalidArgument("x: expected at most " + std::to_string(buffer.options.sizing.max_tokens_per_rank) +
+                          " tokens (BufferSizing::max_tokens_per_rank), got " + std::to_string(num_tokens));
+  }
+}
+
+// `needed`: normal_call_bytes of the call (the intranode layout, plus the RDMA region).
+void check_heap(size_t needed, const char* what, int hidden, const NormalPlanContext& buffer) {
+  if (needed > buffer.normal_region_bytes) {
+    throw InvalidArgument(std::string(what) + ": expected a call that fits the normal region of the buffer's heap (" +
+                          std::to_string(buffer.normal_region_bytes) + " of " + std::to_string(buffer.heap_bytes) +
+                          " bytes), got one needing " +
+                          std::to_string(needed) + " (hidden=" + std::to_string(hidden) +
+                          "); size the buffer with BufferSizing for the largest call");
+  }
+}
+
+// Output shapes that are known before the count exchange are checked here; row counts of
+// preallocated outputs outside worst-case mode are checked by the backend once M is known.
+void check_dispatch_outputs(const DispatchPlan& plan, Device device) {
+  const DispatchArgs& args = plan.args;
+  expect_optional_tensor(args.out_recv_x, "out_recv_x", plan.dtype, 2, device);
+  if (args.out_recv_x.defined()) expect_dim(args.out_recv_x, "out_recv_x", 1, plan.hidden, "hidden");
+  if (plan.has_scales) {
+    expect_optional_tensor(args.out_recv_x_scales, "out_recv_x_scales", DType::f32, 2, device);
+    if (args.out_recv_x_scales.defined()) {
+      expect_dim(args.out_recv_x_scales, "out_recv_x_scales", 1, plan.hidden / common::kScaleBlock,
+                 "hidden / 128");
+    }
+  } else {
+    expect_undefined(args.out_recv_x_scales, "out_recv_x_scales", "x is bf16");
+  }
+  if (plan.topk > 0) {
+    expect_optional_tensor(args.out_recv_topk_idx, "out_recv_topk_idx", DType::i64, 2, device);
+    if (args.out_recv_topk_idx.defined()) expect_dim(args.out_recv_topk_idx, "out_recv_topk_idx", 1, plan.topk, "k");
+  } else {
+    expect_undefined(args.out_recv_topk_idx, "out_recv_topk_idx", "no topk_idx was given");
+  }
+  if (plan.has_weights) {
+    expect_optional_tensor(args.out_recv_topk_weights, "out_recv_topk_weights", DType::f32, 2, device);
+    if (args.out_recv_topk_weights.defined()) {
+      expect_dim(args.out_recv_topk_weights, "out_recv_topk_weights", 1, plan.topk, "k");
+    }
+  } else {
+    expect_undefined(args.out_recv_topk_weights, "out_recv_topk_weights", "no topk_weights were given");
+  }
+  if (plan.num_worst_tokens > 0) {
+    for (auto [tensor, name] : {std::pair{&args.out_recv_x, "out_recv_x"}, {&args.out_recv_x_scales, "out_recv_x_scales"},
+                                {&args.out_recv_topk_idx, "out_recv_topk_idx"},
+                                {&args.out_recv_topk_weights, "out_recv_topk_weights"}}) {
+      if (tensor->defined()) expect_dim(*tensor, name, 0, plan.num_worst_tokens, "num_worst_tokens");
+    }
+  }
+}
+
+}  // namespace
+
+DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& buffer) {
+  const Device device = buffer.device;
+  DispatchPlan plan;
+  plan.rank = buffer.options.rank;
+  plan.topology = buffer.options.topology;
+  plan.config = buffer.options.config;
+  plan.config.num_channels = buffer.num_channels;
+  plan.args = args;
+
+  const TensorView& x = args.x;
+  if (!x.defined()) throw InvalidArgument("x: expected a bf16 or fp8_e4m3 tensor [num_tokens, hidden], got none");
+  if (x.dtype != DType::bf16 && x.dtype != DType::fp8_e4m3) {
+    throw InvalidArgument("x: expected dtype bf16 or fp8_e4m3, got " + x.describe());
+  }
+  expect_tensor(x, "x", x.dtype, 2, device);
+  plan.num_tokens = x.shape[0];
+  plan.dtype = x.dtype;
+  if (x.shape[1] < 1 || x.shape[1] > (1 << 20)) {
+    throw InvalidArgument("x: expected hidden in 1..1048576, got " + x.describe());
+  }
+  plan.hidden = static_cast<int>(x.shape[1]);
+  if ((plan.hidden * dtype_size(plan.dtype)) % 16 != 0) {
+    throw InvalidArgument("x: expected rows that are a multiple of 16 bytes (hidden a multiple of " +
+                          std::to_string(16 / dtype_size(plan.dtype)) + " for " + dtype_name(plan.dtype) +
+                          "), got " + x.describe());
+  }
+  check_tokens(plan.num_tokens, buffer);
+
+  if (plan.dtype == DType::fp8_e4m3) {
+    if (plan.hidden % common::kScaleBlock != 0) {
+      throw InvalidArgument("x: expected hidden a multiple of 128 for fp8 (one scale per 128 channels), got " +
+                            x.describe());
+    }
+    expect_tensor(args.x_scales, "x_scales", DType::f32, 2, device);
+    expect_dim(args.x_scales, "x_scales", 0, plan.num_tokens, "num_tokens of x");
+    expect_dim(args.x_scales, "x_scales", 1, plan.hidden / common::kScaleBlock, "hidden / 128");
+    plan.has_scales = true;
+  } else {
+    expect_undefined(args.x_scales, "x_scales", "x is bf16; scales come only with fp8");
+  }
+
+  if (args.cached_handle) {
+    if (!args.cached_handle->valid()) throw InvalidArgument("cached_handle: expected a handle from dispatch, got an empty one");
+    const NormalHandleData& cached = args.cached_handle->data();
+    if (cached.owner != buffer.owner) {
+      throw InvalidArgument("cached_handle: expected a handle made by this Buffer, got one from another Buffer");
+    }
+    if (cached.num_tokens != plan.num_tokens) {
+      throw InvalidArgument("x: expected " + std::to_string(cached.num_tokens) +
+                            " tokens (as in the cached dispatch), got " + x.describe());
+    }
+    if (args.num_experts != 0 && args.num_experts != cached.num_experts) {
+      throw InvalidArgument("num_experts: expected " + std::to_string(cached.num_experts) +
+                            " (as in the cached dispatch) or 0, got " + std::to_string(args.num_experts));
+    }
+    if (args.num_worst_tokens != cached.num_worst_tokens) {
+      throw InvalidArgument("num_worst_tokens: expected " + std::to_string(cached.num_worst_tokens) +
+                            " (as in the cached dispatch), got " + std::to_string(args.num_worst_tokens));
+    }
+    plan.cached = &cached;
+    plan.num_experts = cached.num_experts;
+    plan.expert_alignment = cached.expert_alignment;
+  } else {
+    check_num_experts(args.num_experts, buffer.options.topology.num_ranks);
+    plan.num_experts = args.num_experts;
+    if (args.expert_alignment < 1) {
+      throw InvalidArgument("expert_alignment: expected >= 1, got " + std::to_string(args.expert_alignment));
+    }
+    plan.expert_alignment = args.expert_alignment;
+    if (!args.topk_idx.defined()) {
+      throw InvalidArgument("topk_idx: expected an i64 tensor [num_tokens, k], got none (only a cached dispatch may "
+                            "omit it)");
+    }
+  }
+  plan.local_experts = plan.num_experts / buffer.options.topology.num_ranks;
+
+  if (args.topk_idx.defined()) {
+    expect_tensor(args.topk_idx, "topk_idx", DType::i64, 2, device);
+    expect_dim(args.topk_idx, "topk_idx", 0, plan.num_tokens, "num_tokens of x");
+    check_topk(args.topk_idx.shape[1]);
+    plan.topk = static_cast<int>(args.topk_idx.shape[1]);
+    if (args.topk_idx.device == Device::cpu) expect_expert_ids(args.topk_idx, plan.num_experts);
+  }
+  if (args.topk_weights.defined()) {
+    if (!args.topk_idx.defined()) {
+      throw InvalidArgument("topk_weights: expected none without topk_idx, got " + args.topk_weights.describe());
+    }
+    expect_tensor(args.topk_weights, "topk_weights", DType::f32, 2, device);
+    expect_dim(args.topk_weights, "topk_weights", 0, plan.num_tokens, "num_tokens of x");
+    expect_dim(args.topk_weights, "topk_weights", 1, plan.topk, "k of topk_idx");
+    plan.has_weights = true;
+  }
+
+  if (args.num_worst_tokens < 0) {
+    throw InvalidArgument("num_worst_tokens: expected >= 0, got " + std::to_string(args.num_worst_tokens));
+  }
+  plan.num_worst_tokens = args.num_worst_tokens;
+  if (args.layout) {
+    if (plan.cached) throw InvalidArgument("layout: expected none with a cached handle (the handle has the routing)");
+    expect_tensor(args.layout->is_token_in_rank, "layout.is_token_in_rank", DType::boolean, 2, device);
+    expect_dim(args.layout->is_token_in_rank, "layout.is_token_in_rank", 0, plan.num_tokens, "num_tokens");
+    expect_dim(args.layout->is_token_in_rank, "layout.is_token_in_rank", 1, buffer.options.topology.num_ranks,
+               "num_ranks");
+    expect_tensor(args.layout->num_tokens_per_expert, "layout.num_tokens_per_expert", DType::i32, 1, device);
+    expect_dim(args.layout->num_tokens_per_expert, "layout.num_tokens_per_expert", 0, plan.num_experts,
+               "num_experts");
+    plan.layout = args.layout;
+  }
+  check_dispatch_outputs(plan, device);
+  check_heap(normal_call_bytes(plan), "dispatch", plan.hidden, buffer);
+  plan.signature = call_signature(1, plan.hidden, static_cast<int>(plan.dtype), plan.topk, plan.has_weights,
+                                  plan.num_experts, plan.expert_alignment, plan.cached != nullptr,
+                                  plan.num_worst_tokens > 0, plan.config.num_channels);
+  return plan;
+}
+
+CombinePlan plan_combine(const CombineArgs& args, const NormalPlanContext& buffer) {
+  const Device device = buffer.device;
+  CombinePlan plan;
+  plan.rank = buffer.options.rank;
+  plan.topology = buffer.options.topology;
+  plan.config = buffer.options.config;
+  plan.config.num_channels = buffer.num_channels;
+  plan.args = args;
+  if (!args.handle || !args.handle->valid()) {
+    throw InvalidArgument("handle: expected the handle of a dispatch on this buffer, got none");
+  }
+  const NormalHandleData& handle = args.handle->data();
+  if (handle.owner != buffer.owner) {
+    throw InvalidArgument("handle: expected a handle made by this Buffer, got one from another Buffer");
+  }
+  plan.handle = &handle;
+  expect_tensor(args.x, "x", DType::bf16, 2, device);
+  int64_t expected_rows = handle.num_worst_tokens > 0 ? handle.num_worst_tokens : handle.num_recv_tokens;
+  expect_dim(args.x, "x", 0, expected_rows,
+             handle.num_worst_tokens > 0 ? "num_worst_tokens of the dispatch" : "tokens received by the dispatch");
+  if (args.x.shape[1] < 1 || args.x.shape[1] % 8 != 0 || args.x.shape[1] > (1 << 20)) {
+    throw InvalidArgument("x: expected hidden a multiple of 8 (16-byte rows), got " + args.x.describe());
+  }
+  plan.hidden = static_cast<int>(args.x.shape[1]);
+  if (args.topk_weights.defined()) {
+    expect_tensor(args.topk_weights, "topk_weights", DType::f32, 2, device);
+    expect_dim(args.topk_weights, "topk_weights", 0, expected_rows, "rows of x");
+    check_topk(args.topk_weights.shape[1]);
+    plan.has_weights = true;
+    plan.topk = static_cast<int>(args.topk_weights.shape[1]);
+  }
+  expect_optional_tensor(args.out_combined_x, "out_combined_x", DType::bf16, 2, device);
+  if (args.out_combined_x.defined()) {
+    expect_dim(args.out_combined_x, "out_combined_x", 0, handle.num_tokens, "tokens of the dispatch");
+    expect_dim(args.out_combined_x, "out_combined_x", 1, plan.hidden, "hidden of x");
+  }
+  if (plan.has_weights) {
+    expect_optional_tensor(args.out_combined_topk_weights, "out_combined_topk_weights", DType::f32, 2, device);
+    if (args.out_combined_topk_weights.defined()) {
+      expect_dim(args.out_combined_topk_weights, "out_combined_topk_weights", 0, handle.num_tokens,
+                 "tokens of the dispatch");
+      expect_dim(args.out_combined_topk_weights, "out_combined_topk_weights", 1, plan.topk, "k");
+    }
+  } else {
+    expect_undefined(args.out_combined_topk_weights, "out_combined_topk_weights", "no topk_weights were given");
+  }
+  check_heap(normal_call_bytes(plan), "combine", plan.hidden, buffer);
+  plan.signature = call_signature(2, plan.hidden, plan.topk, plan.has_weights, plan.config.num_channels);
+  return plan;
+}
+
+}  // namespace switchyard::detail

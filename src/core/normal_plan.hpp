@@ -1,0 +1,21 @@
+#pragma once
+// The `normal` engine's dispatch and combine: every argument checked on the host, the call's heap
+// footprint checked against the normal region, and a signature that every rank's call must match.
+#include <cstddef>
+
+#include "core/backend.hpp"
+#include "core/plan_context.hpp"
+
+namespace switchyard::detail {
+
+// What the normal engine's plans read besides: the channel count and the heap's normal region.
+struct NormalPlanContext : PlanContext {
+  int num_channels;            // the backend's, Config::num_channels resolved
+  size_t normal_region_bytes;  // the normal engine's part of the heap: [0, normal_region_bytes)
+  size_t heap_bytes;           // the whole heap, named in the message of a call too large for it
+};
+
+DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& buffer);
+CombinePlan plan_combine(const CombineArgs& args, const NormalPlanContext& buffer);
+
+}  // namespace switchyard::detail
