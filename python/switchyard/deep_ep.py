@@ -396,12 +396,18 @@ class Buffer:
         Stricter than DeepEP: within each local expert the rows are packed by source rank ascending,
         then in (token, slot) order, every time (DeepEP's order depends on timing). The first call
         sizes switchyard's low-latency region (module docstring). cumulative_local_expert_recv_stats
-        and dispatch_wait_recv_cost_stats raise Unsupported.
+        (int32 [L], in x's framework and device) gets recv_count added once the rows are received
+        (by the hook with return_recv_hook), as in DeepEP. dispatch_wait_recv_cost_stats (per-rank
+        wait cycles measured inside DeepEP's kernels) raises Unsupported.
         """
-        for name, value in (("cumulative_local_expert_recv_stats", cumulative_local_expert_recv_stats),
-                            ("dispatch_wait_recv_cost_stats", dispatch_wait_recv_cost_stats)):
-            if value is not None:
-                raise Unsupported(f"deep_ep.Buffer.low_latency_dispatch({name}=...): not implemented in switchyard")
+        if dispatch_wait_recv_cost_stats is not None:
+            raise Unsupported("deep_ep.Buffer.low_latency_dispatch(dispatch_wait_recv_cost_stats=...): not "
+                              "implemented in switchyard (its kernels do not time their waits per rank)")
+        num_local_experts = int(num_experts) // self.group_size
+        stats = cumulative_local_expert_recv_stats
+        if stats is not None and (tuple(stats.shape) != (num_local_experts,) or "int32" not in str(stats.dtype)):
+            raise InvalidArgument(f"cumulative_local_expert_recv_stats: expected int32 [{num_local_experts}] (one "
+                                  f"count per local expert), got {stats.dtype} {list(stats.shape)}")
         buffer = self._low_latency("low_latency_dispatch", num_max_dispatch_tokens_per_rank, x.shape[1],
                                    topk_idx.shape[1], num_experts)
         result = buffer.low_latency_dispatch(x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts,
@@ -410,7 +416,22 @@ class Buffer:
         recv_x = (result.recv_x, result.recv_x_scales) if use_fp8 else result.recv_x
         handle = LowLatencyHandle(result.src_info, result.layout_range, int(num_max_dispatch_tokens_per_rank),
                                   int(x.shape[1]), int(num_experts), native=result.handle)
-        return recv_x, result.recv_count, handle, _record_event(x, async_finish), result.hook
+        hook = result.hook
+        if stats is not None:
+            recv_count = result.recv_count
+
+            def count_received():  # in place (numpy, or torch on its current stream)
+                stats[...] += recv_count
+
+            if hook is None:
+                count_received()
+            else:
+                receive = hook
+
+                def hook():
+                    receive()
+                    count_received()
+        return recv_x, result.recv_count, handle, _record_event(x, async_finish), hook
 
     def low_latency_combine(self, x, topk_idx, topk_weights, handle, use_logfmt: bool = False,
                             zero_copy: bool = False, async_finish: bool = False, return_recv_hook: bool = False,

@@ -140,9 +140,11 @@ def solo_inputs():
 
 def test_low_latency_unsupported_options_and_bad_calls(solo):
     x, _, topk_idx, topk_weights = solo_inputs()
-    for option in ("cumulative_local_expert_recv_stats", "dispatch_wait_recv_cost_stats"):
-        with pytest.raises(switchyard.Unsupported, match=option):
-            solo.low_latency_dispatch(x, topk_idx, 32, 4, **{option: np.zeros(4, np.int32)})
+    with pytest.raises(switchyard.Unsupported, match="dispatch_wait_recv_cost_stats"):
+        solo.low_latency_dispatch(x, topk_idx, 32, 4, dispatch_wait_recv_cost_stats=np.zeros(1, np.int64))
+    for bad in (np.zeros(3, np.int32), np.zeros(4, np.int64)):
+        with pytest.raises(switchyard.InvalidArgument, match=r"cumulative_local_expert_recv_stats: expected int32 \[4\]"):
+            solo.low_latency_dispatch(x, topk_idx, 32, 4, cumulative_local_expert_recv_stats=bad)
     # Nothing dispatched yet: a handle that did not come from low_latency_dispatch is refused.
     with pytest.raises(switchyard.InvalidArgument, match="handle"):
         solo.low_latency_combine(x, topk_idx, topk_weights, None)
@@ -172,6 +174,20 @@ def test_size_hints_split_one_heap_between_nvlink_and_rdma():
         total = switchyard._C.normal_heap_bytes(num_ranks, 8, config.to_switchyard("cuda"), sizing)
         assert nvl + rdma == total and nvl > 0, num_ranks
         assert (rdma == 0) == (num_ranks <= deep_ep.NUM_MAX_NVL_PEERS), (num_ranks, rdma)
+
+
+def test_low_latency_cumulative_recv_stats_add_each_dispatchs_counts(solo):
+    x, _, topk_idx, _ = solo_inputs()
+    stats = np.full(4, 5, np.int32)
+    _, counts, *_ = solo.low_latency_dispatch(x, topk_idx, 32, 4, use_fp8=False, cumulative_local_expert_recv_stats=stats)
+    np.testing.assert_array_equal(stats, 5 + counts)
+    # With the receive hook the rows (and their counts) arrive when the hook runs.
+    _, hooked, _, _, hook = solo.low_latency_dispatch(x, topk_idx, 32, 4, use_fp8=False, return_recv_hook=True,
+                                                      cumulative_local_expert_recv_stats=stats)
+    np.testing.assert_array_equal(stats, 5 + counts)
+    hook()
+    np.testing.assert_array_equal(stats, 5 + counts + hooked)
+    assert counts.sum() > 0
 
 
 def test_unsupported_options_raise_naming_the_option(solo):
