@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "mpi_allgather.hpp"
+#include "mpi_case_verdict.hpp"
 #include "support/expert_major_cases.hpp"
 #include "support/expert_major_nodes.hpp"
 #include "support/loopback_delays.hpp"
@@ -347,12 +348,6 @@ std::vector<std::string> run_case(const MpiCase& m, int rank, uint64_t seed) {
   return failures.lines();
 }
 
-std::string hex(uint64_t value) {
-  char text[32];
-  std::snprintf(text, sizeof(text), "0x%llx", static_cast<unsigned long long>(value));
-  return text;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -366,28 +361,14 @@ int main(int argc, char** argv) {
     const uint64_t seed = switchyard::testing::seed_for("mpi_expert_major/" + m.name);
     workload::Shape shape = shape_of(m.c);
     shape.topology = m.topology();
-    const std::string context = m.name + " (" + engine_name(m.engine) + ", seed=" + hex(seed) + ", " +
+    const std::string context = m.name + " (" + engine_name(m.engine) + ", seed=" + testing::hex_seed(seed) + ", " +
                                 shape.describe() + ", max_tokens=" + std::to_string(m.c.max_tokens) +
                                 ", fp8=" + std::to_string(m.c.fp8.use_fp8) +
                                 " round_scale=" + std::to_string(m.c.fp8.round_scale) +
                                 " ue8m0=" + std::to_string(m.c.fp8.use_ue8m0) + ", loopback delays " +
                                 (m.delays ? "on" : "off") + ")";
-    std::vector<std::string> failures;
-    try {
-      failures = run_case(m, rank, seed);
-    } catch (const std::exception& error) {
-      // Peers may be waiting on this rank forever: end the whole job.
-      std::fprintf(stderr, "[rank %d] FAILED %s: exception: %s\n", rank, context.c_str(), error.what());
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    for (const std::string& failure : failures) {
-      std::fprintf(stderr, "[rank %d] FAILED %s: %s\n", rank, context.c_str(), failure.c_str());
-    }
-    int mine = failures.empty() ? 0 : 1, any = 0;
-    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0) std::printf("[%s] %s on %d ranks\n", any ? "FAILED" : "passed", m.name.c_str(), num_ranks);
-    (any ? failed : passed) += 1;
+    const bool ok = testing::mpi_case_passed(m.name, context, [&] { return run_case(m, rank, seed); });
+    (ok ? passed : failed) += 1;
   }
   if (rank == 0) std::printf("%d passed, %d failed\n", passed, failed);
   MPI_Finalize();

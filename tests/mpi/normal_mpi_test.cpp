@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mpi_allgather.hpp"
+#include "mpi_case_verdict.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
@@ -162,29 +163,12 @@ int main(int argc, char** argv) {
   int passed = 0, failed = 0;
   for (const MpiCase& c : cases(num_ranks)) {
     const uint64_t seed = switchyard::testing::seed_for(c.name);
-    const std::string context = c.name + " (seed=0x" + [&] {
-      char text[32];
-      std::snprintf(text, sizeof(text), "%llx", static_cast<unsigned long long>(seed));
-      return std::string(text);
-    }() + ", " + c.shape.describe() + ", config={" + c.config.to_string() + "}, expert_alignment=" +
+    const std::string context = c.name + " (seed=" + switchyard::testing::hex_seed(seed) + ", " +
+                                c.shape.describe() + ", config={" + c.config.to_string() + "}, expert_alignment=" +
                                 std::to_string(c.expert_alignment) +
                                 ", num_worst_tokens=" + std::to_string(c.num_worst_tokens) + ")";
-    std::vector<std::string> failures;
-    try {
-      failures = run_case(c, rank, seed);
-    } catch (const std::exception& error) {
-      // Peers may be waiting on this rank forever: end the whole job.
-      std::fprintf(stderr, "[rank %d] FAILED %s: exception: %s\n", rank, context.c_str(), error.what());
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, 2);
-    }
-    for (const std::string& failure : failures) {
-      std::fprintf(stderr, "[rank %d] FAILED %s: %s\n", rank, context.c_str(), failure.c_str());
-    }
-    int mine = failures.empty() ? 0 : 1, any = 0;
-    MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    if (rank == 0) std::printf("[%s] %s on %d ranks\n", any ? "FAILED" : "passed", c.name.c_str(), num_ranks);
-    (any ? failed : passed) += 1;
+    const bool ok = switchyard::testing::mpi_case_passed(c.name, context, [&] { return run_case(c, rank, seed); });
+    (ok ? passed : failed) += 1;
   }
   if (rank == 0) std::printf("%d passed, %d failed\n", passed, failed);
   MPI_Finalize();
