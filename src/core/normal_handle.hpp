@@ -40,6 +40,12 @@ struct NormalHandleData {
   Tensor send_list;            // i32 [R, N]: per destination, the tokens it gets, in order
   Tensor send_channel_prefix;  // i32 [R, C + 1]: where each channel starts in a destination's list
   Tensor send_slot;            // i32 [N, R]: ring index of token t within (its channel, destination), or -1
+  // Send side, CUDA across nodes: per destination node, its tokens in order and where each channel
+  // starts. Rewritten by every dispatch (cached ones too), never shared with the cached handle. Kept
+  // here, not as call temporaries: a temporary freed when dispatch returns is freed at once during a
+  // graph capture (plain cudaFree) while the captured kernels keep its address.
+  Tensor node_send_list;            // i32 [nodes, N]
+  Tensor node_send_channel_prefix;  // i32 [nodes, C + 1]
 
   // Across nodes, CPU: what this rank forwarded as the RDMA peer, per (channel c, source node n) at
   // [c * num_nodes + n]: the mask of its node's ranks that got each token, in order. Combine's

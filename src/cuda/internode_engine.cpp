@@ -127,15 +127,14 @@ InternodeTransports<transport::LoopbackDevice> InternodeEngine::transports(
 
 namespace {
 
-// NOTES: replaying a captured call of this engine stalled on the H200 (the first replay's NVLink
-// receiver waited for its own node's forwarder; bench/NOTES.md, 2026-11-29): until that is found,
-// capture is refused rather than allowed to hang until the timeout.
-void refuse_capture(cudaStream_t stream, const char* what) {
+// A fresh dispatch without num_worst_tokens waits on the host for its output sizes, which a CUDA
+// graph capture cannot contain: refused clearly instead of failing inside cudaStreamSynchronize.
+void refuse_host_synchronising_capture(cudaStream_t stream) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   SY_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   if (capture != cudaStreamCaptureStatusNone) {
-    throw Unsupported(std::string(what) + ": the normal engine across nodes (ranks_per_node < num_ranks) cannot be "
-                      "captured in a CUDA graph yet; call it outside stream capture");
+    throw Unsupported("num_worst_tokens: a dispatch captured in a CUDA graph must not wait for its output sizes "
+                      "on the host; expected num_worst_tokens > 0 (or a cached handle), got 0");
   }
 }
 
@@ -148,7 +147,7 @@ DispatchResult InternodeEngine::dispatch(const detail::DispatchPlan& plan, Kerne
   const int num_channels = plan.config.num_channels;
   const int num_nodes = topology.num_nodes();
   check_call(topology, num_channels, env.sharing_ranks);
-  refuse_capture(env.stream, "dispatch");
+  if (!plan.cached && plan.num_worst_tokens == 0) refuse_host_synchronising_capture(env.stream);
   const cudaStream_t stream = env.stream;
   const DispatchArgs& args = plan.args;
   context.layout = detail::dispatch_heap_layout(plan);
@@ -179,12 +178,17 @@ DispatchResult InternodeEngine::dispatch(const detail::DispatchPlan& plan, Kerne
                                 : static_cast<int64_t>(num_ranks) * options_.sizing.max_tokens_per_rank;
   handle->recv_src_token =
       allocate(env.allocation_stream, DType::i32, {std::max<int64_t>(source_row_capacity, 1)});
-  // Each destination node's tokens per channel: recomputed by every call, cached ones too (cheap,
-  // and the handle stays the intranode engine's).
-  Tensor node_send_list =
+  // Each destination node's tokens per channel: recomputed by every call, cached ones too. In the
+  // handle, not call temporaries: under capture a temporary is freed (cudaFree) when this function
+  // returns while the graph's notify and dispatch kernels keep its address (the replay stall of
+  // bench/NOTES.md, 2026-11-29); and outside capture on the buffer's own stream it would be a
+  // device-synchronising cudaFree while peers spin.
+  handle->node_send_list =
       allocate(env.allocation_stream, DType::i32, {num_nodes, std::max<int64_t>(plan.num_tokens, 1)});
-  Tensor node_send_channel_prefix =
+  handle->node_send_channel_prefix =
       allocate(env.allocation_stream, DType::i32, {num_nodes, num_channels + 1});
+  const Tensor& node_send_list = handle->node_send_list;
+  const Tensor& node_send_channel_prefix = handle->node_send_channel_prefix;
 
   InternodeNotifyLaunch notify{};
   notify.shape = shape;
@@ -303,7 +307,6 @@ CombineResult InternodeEngine::combine(const detail::CombinePlan& plan, KernelCo
   const Topology& topology = plan.topology;
   const int num_channels = plan.config.num_channels;
   check_call(topology, num_channels, env.sharing_ranks);
-  refuse_capture(env.stream, "combine");
   const detail::NormalHandleData& handle = *plan.handle;
   const CombineArgs& args = plan.args;
   // NOTES: the intranode rings carry NvlCombineMessage (a CombineMessage and the source token), so
