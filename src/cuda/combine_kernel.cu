@@ -2,6 +2,7 @@
 // to its home rank's ring, a warp group per home rank) and a receiver block (home side: a warp per
 // token reduces the token's rows in DESIGN.md's fixed order and stores the result with TMA bulk stores).
 #include "common/numeric.hpp"
+#include "cuda/bf16x8.cuh"
 #include "cuda/bounded_wait.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/kernel_preload.hpp"
@@ -55,16 +56,6 @@ __device__ void combine_sender(const KernelContext& context, const CombineLaunch
       ptx::fence_acq_rel_sys();
       common::st_release_sys(ring.tail(), round_end);
     }
-  }
-}
-
-__device__ __forceinline__ void add_bf16x8(float (&sum)[8], int4 packed) {
-  const uint32_t words[4] = {static_cast<uint32_t>(packed.x), static_cast<uint32_t>(packed.y),
-                             static_cast<uint32_t>(packed.z), static_cast<uint32_t>(packed.w)};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    sum[2 * i] += common::bf16_to_float(static_cast<uint16_t>(words[i] & 0xffffu));
-    sum[2 * i + 1] += common::bf16_to_float(static_cast<uint16_t>(words[i] >> 16));
   }
 }
 

@@ -3,11 +3,14 @@
 //      node that serves the home rank, with its source token; a sentinel ends each stream.
 //   1: forwarders, a warp group per home node: merge the node's streams by source token, reduce each
 //      token's rows (ascending local rank, fp32 from +0, rounded to bf16 once) into one partial;
-//      the group's first warp is the coordinator that puts the partials to the home rank.
+//      the group's first warp is the coordinator that puts the partials to the home rank
+//      (cuda/internode_combine_forwarder.cuh).
 //   2: RDMA receivers: sum each token's node partials in ascending node order (fp32 from +0,
 //      rounded once) and free the RDMA slots by signal. DESIGN.md, Combine.
 #include "common/numeric.hpp"
+#include "cuda/bf16x8.cuh"
 #include "cuda/cuda_check.hpp"
+#include "cuda/internode_combine_forwarder.cuh"
 #include "cuda/internode_device.cuh"
 #include "cuda/kernel_preload.hpp"
 #include "transport/loopback_device.cuh"
@@ -16,46 +19,14 @@ namespace switchyard::cuda {
 
 namespace {
 
-constexpr uint32_t kStreamEnd = 0xffffffffu;  // min() of an exhausted stream
-
 struct InternodeCombineShared {
-  int group_abort[kInternodeWarps];
-  int group_done[kInternodeWarps];
-  int round_count[kInternodeWarps];
-  uint64_t stream_start[kMaxInternodeRanks];                // forwarder: [home node * P + local rank]
-  uint32_t round_masks[kInternodeWarps][kMaxForwardRound];  // forwarder: ranks holding each token
+  int group_abort[kInternodeWarps];  // NVLink senders
+  ForwarderShared forwarder;
   // RDMA receiver.
   int block_abort;
   uint32_t node_wants[kInternodeWarps];   // per warp's token: the nodes with a partial for it
   uint64_t consumed[kMaxInternodeRanks];  // per node: partials consumed
 };
-
-// Tokens per forwarder round; see internode_dispatch.cu (the NVLink senders publish in chunks).
-__device__ __forceinline__ uint32_t forward_round(const KernelContext& context, const InternodeShape& shape) {
-  const uint32_t slack = context.layout.ring_slots - context.chunk_tokens + 1;
-  return min(min(static_cast<uint32_t>(kMaxForwardRound), slack), shape.rdma.rdma_slots);
-}
-
-__device__ __forceinline__ void add_bf16x8(float (&sum)[8], int4 packed) {
-  const uint32_t words[4] = {static_cast<uint32_t>(packed.x), static_cast<uint32_t>(packed.y),
-                             static_cast<uint32_t>(packed.z), static_cast<uint32_t>(packed.w)};
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    sum[2 * i] += common::bf16_to_float(static_cast<uint16_t>(words[i] & 0xffffu));
-    sum[2 * i + 1] += common::bf16_to_float(static_cast<uint16_t>(words[i] >> 16));
-  }
-}
-
-__device__ __forceinline__ int4 round_bf16x8(const float (&sum)[8]) {
-  uint32_t words[4];
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    words[i] = static_cast<uint32_t>(common::float_to_bf16(sum[2 * i])) |
-               (static_cast<uint32_t>(common::float_to_bf16(sum[2 * i + 1])) << 16);
-  }
-  return make_int4(static_cast<int>(words[0]), static_cast<int>(words[1]), static_cast<int>(words[2]),
-                   static_cast<int>(words[3]));
-}
 
 // Role 0: this rank's rows for one home rank, to the forwarder of our node with the home's local index.
 __device__ void nvl_sender(const KernelContext& context, const InternodeCombineLaunch& launch,
@@ -107,184 +78,6 @@ __device__ void nvl_sender(const KernelContext& context, const InternodeCombineL
   }
 }
 
-// One warp reduces a token's rows held by the ranks in `mask` into the partial at `partial_slot`.
-__device__ void reduce_node_partial(const KernelContext& context, const InternodeCombineLaunch& launch,
-                                    int channel, int home_node, uint32_t mask, const uint64_t* positions,
-                                    uint8_t* partial_slot) {
-  const NvlCombineMessage& in = launch.nvl_message;
-  const common::CombineMessage& out = launch.rdma_message;
-  const int num_nodes = launch.shape.num_nodes;
-  const uint32_t chunks = in.row_bytes / 16;
-  const int lane = lane_id();
-  int4* partial = reinterpret_cast<int4*>(out.row(partial_slot));
-  for (uint32_t chunk = lane; chunk < chunks; chunk += 32) {
-    float sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (uint32_t pending = mask; pending != 0; pending &= pending - 1u) {
-      const int local = __ffs(pending) - 1;
-      const common::Ring ring = context.layout.ring(context.heap.base, channel,
-                                                    common::combine_ring_index(local, home_node, num_nodes));
-      add_bf16x8(sum, reinterpret_cast<const int4*>(in.row(ring.slot(positions[local])))[chunk]);
-    }
-    partial[chunk] = round_bf16x8(sum);
-  }
-  if (out.has_weights) {
-    const int topk = static_cast<int>(out.topk);
-    for (int k = lane; k < topk; k += 32) {
-      float sum = 0.0f;
-      for (uint32_t pending = mask; pending != 0; pending &= pending - 1u) {
-        const int local = __ffs(pending) - 1;
-        const common::Ring ring = context.layout.ring(
-            context.heap.base, channel, common::combine_ring_index(local, home_node, num_nodes));
-        sum += in.topk_weights(ring.slot(positions[local]))[k];
-      }
-      out.topk_weights(partial_slot)[k] = sum;
-    }
-  }
-}
-
-// The coordinator's merge step: up to `round_max` tokens, the smallest pending source token first.
-// Lane l follows the stream from local rank l (`cursor`: its next unread row). Returns the round's
-// token count, or -1 when a wait failed; `exhausted` once every stream reached its sentinel.
-__device__ int merge_round(const KernelContext& context, const InternodeCombineLaunch& launch, int channel,
-                           int home_node, uint32_t round_max, uint64_t& cursor, uint64_t& known_tail,
-                           bool& exhausted, uint32_t* masks) {
-  const int ranks_per_node = launch.shape.ranks_per_node;
-  const int lane = lane_id();
-  const bool has_stream = lane < ranks_per_node;
-  const common::Ring ring = context.layout.ring(
-      context.heap.base, channel,
-      common::combine_ring_index(has_stream ? lane : 0, home_node, launch.shape.num_nodes));
-  const int rank_of_stream = (context.rank / ranks_per_node) * ranks_per_node + lane;
-  const WaitSite site{common::WaitRole::internode_combine_forwarder, common::WaitTarget::ring_data, channel,
-                      rank_of_stream};
-  int count = 0;
-  while (count < static_cast<int>(round_max)) {
-    bool ok = true;
-    uint32_t head_token = kStreamEnd;
-    if (has_stream && !exhausted) {
-      if (cursor >= known_tail) {
-        ok = wait_at_least(context, ring.tail(), cursor + 1, site);
-        if (ok) known_tail = common::ld_acquire_sys(ring.tail());
-      }
-      if (ok) {
-        const int32_t token = *launch.nvl_message.src_token(ring.slot(cursor));
-        if (token < 0) {
-          exhausted = true;
-          ++cursor;  // the sentinel is consumed too
-        } else {
-          head_token = static_cast<uint32_t>(token);
-        }
-      }
-    }
-    if (!__all_sync(0xffffffffu, ok)) return -1;
-    const uint32_t token = __reduce_min_sync(0xffffffffu, head_token);
-    if (token == kStreamEnd) break;
-    const uint32_t mask = __ballot_sync(0xffffffffu, head_token == token);
-    if (lane == 0) masks[count] = mask;
-    if (head_token == token) ++cursor;
-    ++count;
-  }
-  __syncwarp();
-  return count;
-}
-
-// Role 1: the forwarder and coordinator for one home node (its rank with our local index).
-template <typename Transport>
-__device__ void combine_forwarder(const KernelContext& context,
-                                  const InternodeTransports<Transport>& transports,
-                                  const InternodeCombineLaunch& launch, InternodeCombineShared& shared,
-                                  int channel, const WarpGroup& group) {
-  const InternodeShape& shape = launch.shape;
-  const common::InternodeHeapLayout& rdma = shape.rdma;
-  const int ranks_per_node = shape.ranks_per_node;
-  const int home_node = group.index;
-  const int my_node = context.rank / ranks_per_node;
-  const int home = common::rdma_peer(context.rank, home_node, ranks_per_node);
-  const bool coordinator = group.warp_in_group == 0;
-  const int lane = lane_id();
-  const uint64_t slots = rdma.rdma_slots;
-  const uint32_t round_max = forward_round(context, shape);
-  const uint32_t send_head = rdma_signal(rdma, channel, home_node, RdmaSignal::send_head);
-  const WaitSite space_site{common::WaitRole::internode_combine_coordinator, common::WaitTarget::ring_space,
-                            channel, home};
-  uint32_t* masks = shared.round_masks[home_node];
-  uint64_t* stream_start = shared.stream_start + home_node * ranks_per_node;
-  transport::WarpSession<Transport> session(transports.rdma, context.heap,
-                                            static_cast<uint32_t>(channel * shape.num_nodes + home_node));
-  // Coordinator state (lane l: the stream from local rank l).
-  uint64_t cursor = 0, known_tail = 0, staged = 0;
-  bool exhausted = false;
-
-  for (;;) {
-    if (coordinator) {
-      bool ok = staged + round_max <= slots ||
-                session.wait_signal(context, send_head, staged + round_max - slots, space_site);
-      if (lane < ranks_per_node) stream_start[lane] = cursor;
-      const int count = ok ? merge_round(context, launch, channel, home_node, round_max, cursor, known_tail,
-                                         exhausted, masks)
-                           : -1;
-      const bool all_exhausted = __all_sync(0xffffffffu, exhausted || lane >= ranks_per_node);
-      if (lane == 0) {
-        shared.group_abort[home_node] = count < 0 ? 1 : 0;
-        shared.round_count[home_node] = count;
-        shared.group_done[home_node] = all_exhausted ? 1 : 0;
-      }
-    }
-    group.sync();
-    if (shared.group_abort[home_node]) return;
-    // Read now: the coordinator rewrites these in the next round, after the group.sync below.
-    const int count = shared.round_count[home_node];
-    const bool done = shared.group_done[home_node] != 0;
-    for (int j = group.warp_in_group; j < count; j += group.size) {
-      // Row positions: each stream's start plus the round's earlier tokens it held.
-      uint64_t positions[kMaxInternodeRanks];
-      const uint32_t mask = masks[j];
-      for (uint32_t pending = mask; pending != 0; pending &= pending - 1u) {
-        const int local = __ffs(pending) - 1;
-        const uint32_t earlier = __ballot_sync(0xffffffffu, lane < j && ((masks[lane] >> local) & 1u));
-        positions[local] = stream_start[local] + __popc(earlier);
-      }
-      reduce_node_partial(context, launch, channel, home_node, mask, positions,
-                          context.heap.base + rdma.send_slot_offset(channel, home_node, staged + j));
-    }
-    group.sync();
-    if (coordinator) {
-      if (count > 0) {
-        const uint64_t round_end = staged + count;
-        for (uint64_t sequence = staged; sequence < round_end;) {
-          const uint64_t run = min(round_end - sequence, slots - rdma.slot_index(sequence));
-          const size_t destination = rdma.recv_slot_offset(channel, my_node, sequence);
-          const size_t source = rdma.send_slot_offset(channel, home_node, sequence);
-          const size_t bytes = run * rdma.rdma_slot_bytes;
-          if (sequence + run == round_end) {
-            session.put_signal(home, destination, source, bytes,
-                               rdma_signal(rdma, channel, my_node, RdmaSignal::recv_tail),
-                               static_cast<uint64_t>(count));
-          } else {
-            session.put(home, destination, source, bytes);
-          }
-          sequence += run;
-        }
-        session.flush();
-      }
-      // The rows were reduced (group.sync above): free them, and the sentinels read.
-      if (lane < ranks_per_node) {
-        const common::Ring ring = context.layout.ring(
-            context.heap.base, channel, common::combine_ring_index(lane, home_node, shape.num_nodes));
-        common::st_release_sys(ring.head(), cursor);
-      }
-      __syncwarp();
-    }
-    staged += count;  // every warp tracks it: the next round's slots
-    if (done) break;
-  }
-  if (coordinator) {
-    session.signal(home, rdma_signal(rdma, channel, my_node, RdmaSignal::recv_total), staged + 1);
-    // Every slot freed: no free of this call may land after the next call's reset.
-    if (staged > 0) session.wait_signal(context, send_head, staged, space_site);
-  }
-}
-
 // Role 2: the RDMA receiver of this channel's tokens: a warp per token, a batch per round.
 template <typename Transport>
 __device__ void rdma_receiver(const KernelContext& context, const InternodeTransports<Transport>& transports,
@@ -301,9 +94,11 @@ __device__ void rdma_receiver(const KernelContext& context, const InternodeTrans
   const common::CombineMessage& message = launch.rdma_message;
   const int topk = static_cast<int>(message.topk);
   const uint32_t chunks = message.row_bytes / 16;
-  // NOTES: a batch waits for partials while holding the slots before them; the forwarders stage in
-  // rounds of forward_round(), so a batch must not need its own slots freed (as in dispatch).
-  const int batch = min(warps, static_cast<int>(rdma.rdma_slots - forward_round(context, shape) + 1));
+  // NOTES: a batch waits for partials while holding the slots before them, and a forwarder may hold
+  // staged partials unput while it waits for space (combine_rounds: one round, or two pipelined), so a
+  // batch must not need its own slots freed (as in dispatch).
+  const int batch =
+      min(warps, static_cast<int>(rdma.rdma_slots - combine_rounds(context, shape).held_slots() + 1));
   const int64_t begin = common::channel_begin(launch.num_tokens, context.num_channels, channel);
   const int64_t end = common::channel_begin(launch.num_tokens, context.num_channels, channel + 1);
   transport::WarpSession<Transport> session(
@@ -418,7 +213,7 @@ __global__ void __launch_bounds__(kInternodeWarps * 32, 2)
   const WarpGroup group = warp_group_of_this_warp(kInternodeWarps / groups);
   if (group.index >= groups) return;
   if (role == 0) nvl_sender(context, launch, shared, channel, group);
-  if (role == 1) combine_forwarder(context, transports, launch, shared, channel, group);
+  if (role == 1) combine_forwarder(context, transports, launch, shared.forwarder, channel, group);
 }
 
 }  // namespace

@@ -98,6 +98,10 @@ std::vector<InternodeCase> cases() {
       {"n2x2_zero_tokens", make_shape(2, 2, 0, 128, 4, 2, fp8), ring_config(2, 2, 1)},
       {"n2x2_more_channels_than_tokens", make_shape(2, 2, 3, 128, 2, 2, bf16), ring_config(6, 2, 1)},
       {"n2x2_k1_h8192", make_shape(2, 2, 48, 8192, 1, 2, bf16), ring_config(2, 8, 4)},
+      // The combine forwarders pipeline rounds of 6 tokens here (half the ring's slack), wrapping.
+      {"n2x2_bf16_pipelined_rounds", make_shape(2, 2, 300, 512, 6, 2, bf16), ring_config(2, 16, 4)},
+      // More nodes than a block has warp pairs: a forwarder group of one warp (the serial schedule).
+      {"n9x1_bf16_groups_of_one_warp", make_shape(9, 1, 40, 256, 4, 2, bf16), ring_config(2, 4, 2)},
   };
   InternodeCase uneven{"n2x2_uneven_tokens", make_shape(2, 2, 0, 256, 4, 2, bf16), ring_config(2, 4, 2)};
   uneven.shape.tokens_per_rank_list = {50, 0, 17, 33};
