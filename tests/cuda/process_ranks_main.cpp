@@ -1,6 +1,10 @@
 // The CUDA engines with one process per rank (HeapSharing::processes: CUDA IPC handles), as they are
-// deployed: `--ranks R [--engine normal|low_latency|symmetric]` (default normal). The round trips are
-// cuda/process_round_trips.hpp, shared with the mpirun test (tests/mpi/cuda_engines_mpi_test.cpp).
+// deployed: `--ranks R [--ranks-per-node P] [--engine normal|low_latency|symmetric]` (default: one
+// node, normal). With P < R the ranks form R / P nodes: normal is the hierarchical engine and
+// low_latency puts to other nodes, both over the loopback device transport on the IPC-mapped heaps,
+// once with its delays and reordering off and once on; symmetric is refused (one load/store domain
+// only). The round trips are cuda/process_round_trips.hpp, shared with the mpirun test
+// (tests/mpi/cuda_engines_mpi_test.cpp).
 // On one GPU this wants MPS (scripts/gpu-check.sh starts it); the symmetric engine needs it, since
 // its kernels keep every block resident and barrier across ranks. The parent never touches CUDA (a
 // CUDA context does not survive fork); it execs R children of this binary, which exchange their
@@ -8,13 +12,14 @@
 // bit for bit. Child
 // rank r runs on testing::device_for_rank (SWITCHYARD_TEST_DEVICES: default GPU 0 for every rank;
 // "spread": GPU r % visible GPUs), which the children inherit through their environment.
-// Exit 0 pass, 1 fail, 77 skipped (no GPU).
+// Exit 0 pass, 1 fail, 2 usage error (a refused topology included), 77 skipped (no GPU).
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -26,6 +31,7 @@
 #include "cuda/expert_major_round_trip.hpp"
 #include "cuda/process_round_trips.hpp"
 #include "cuda/rank_device.hpp"
+#include "support/loopback_delays.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
 
@@ -33,6 +39,7 @@ namespace {
 
 using namespace switchyard;
 
+constexpr int kUsage = 2;
 constexpr int kSkipped = 77;
 constexpr double kRendezvousSeconds = 60;
 
@@ -66,9 +73,11 @@ std::vector<Bytes> gather_files(const std::string& dir, const std::string& name,
   return all;
 }
 
-int child(int rank, int ranks, const std::string& dir, Engine engine) {
-  if (!cuda_available()) return kSkipped;
-  const workload::Shape shape = testing::process_ranks_shape(ranks);
+// One pass on a fresh buffer: handles through files (named after the pass), the round trips, then a
+// rendezvous before the buffer unmaps its peers.
+void run_pass(const testing::ProcessPass& pass, int pass_index, int rank, const workload::Shape& shape,
+              const std::string& dir, Engine engine, std::vector<std::string>* failures) {
+  const int ranks = shape.topology.num_ranks;
   BufferOptions options;
   options.topology = shape.topology;
   options.rank = rank;
@@ -77,29 +86,45 @@ int child(int rank, int ranks, const std::string& dir, Engine engine) {
   options.sharing = HeapSharing::processes;
   options.sizing = testing::process_ranks_sizing(engine, shape);
   options.config.timeout_seconds = 20;
-  std::vector<std::string> failures;
   // The stream below is made on the current device: the rank's.
   testing::expert_major::check_cuda(cudaSetDevice(options.device), "cudaSetDevice");
+  // Read by the buffer at its first call across nodes: alive until the pass is over.
+  const testing::LoopbackDelays delays(pass.loopback_delays, testing::process_loopback_seed(engine));
+  const std::string suffix = "." + std::to_string(pass_index);
+  std::vector<std::string> mine;
   {
     Buffer buffer(options);
-    write_file(file(dir, "handle", rank), buffer.local_handle());
-    buffer.connect(gather_files(dir, "handle", ranks));
+    write_file(file(dir, "handle" + suffix, rank), buffer.local_handle());
+    buffer.connect(gather_files(dir, "handle" + suffix, ranks));
     cudaStream_t stream;
-    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
-    testing::run_process_round_trips(buffer, engine, shape, stream, &failures);
+    testing::expert_major::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
+                                      "cudaStreamCreateWithFlags");
+    testing::run_process_round_trips(buffer, engine, shape, stream, &mine);
     cudaStreamDestroy(stream);
     // Keep this heap mapped until every peer is done writing into it.
-    write_file(file(dir, "done", rank), {1});
-    gather_files(dir, "done", ranks);
+    write_file(file(dir, "done" + suffix, rank), {1});
+    gather_files(dir, "done" + suffix, ranks);
   }
-  for (const auto& failure : failures) std::cerr << failure << "\n";
+  for (const std::string& failure : mine) failures->push_back(pass.name + ": " + failure);
+}
+
+int child(int rank, int ranks, int ranks_per_node, const std::string& dir, Engine engine) {
+  if (!cuda_available()) return kSkipped;
+  const workload::Shape shape = testing::process_ranks_shape(ranks, ranks_per_node);
+  std::vector<std::string> failures;
+  const std::vector<testing::ProcessPass> passes = testing::process_passes(shape);
+  for (size_t pass = 0; pass < passes.size(); ++pass) {
+    run_pass(passes[pass], static_cast<int>(pass), rank, shape, dir, engine, &failures);
+  }
+  for (const auto& failure : failures) std::cerr << "rank " << rank << ": " << failure << "\n";
   if (!failures.empty()) {
-    std::cerr << "rank " << rank << ": inputs from SWITCHYARD_TEST_SEED=" << testing::base_seed() << "\n";
+    std::cerr << "rank " << rank << ": " << shape.describe() << ", inputs from SWITCHYARD_TEST_SEED="
+              << testing::base_seed() << "\n";
   }
   return failures.empty() ? 0 : 1;
 }
 
-int parent(int ranks, Engine engine) {
+int parent(int ranks, int ranks_per_node, Engine engine) {
   // The children are this very binary.
   char path[4096];
   ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
@@ -120,8 +145,9 @@ int parent(int ranks, Engine engine) {
     pid_t pid = fork();
     if (pid == 0) {
       std::string rank_text = std::to_string(rank), ranks_text = std::to_string(ranks);
-      execl(self_path.c_str(), self_path.c_str(), "--child", rank_text.c_str(), ranks_text.c_str(), dir,
-            engine_name(engine), static_cast<char*>(nullptr));
+      std::string per_node_text = std::to_string(ranks_per_node);
+      execl(self_path.c_str(), self_path.c_str(), "--child", rank_text.c_str(), ranks_text.c_str(),
+            per_node_text.c_str(), dir, engine_name(engine), static_cast<char*>(nullptr));
       std::perror("execl");
       _exit(1);
     }
@@ -145,28 +171,80 @@ int parent(int ranks, Engine engine) {
     std::cout << "skipped: no CUDA device\n";
     return kSkipped;
   }
-  std::cout << (result == 0 ? "pass" : "FAIL") << ": " << ranks << " processes, " << engine_name(engine)
+  std::cout << (result == 0 ? "pass" : "FAIL") << ": " << ranks << " processes ("
+            << ranks / ranks_per_node << " nodes x " << ranks_per_node << " ranks), " << engine_name(engine)
             << " engine\n";
   return result;
+}
+
+struct Arguments {
+  int ranks = 0;
+  int ranks_per_node = 0;  // 0: every rank on one node
+  Engine engine = Engine::normal;
+};
+
+// A whole number for `name`, or InvalidArgument naming it.
+int parse_count(const char* text, const std::string& name) {
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (end == text || *end != '\0' || value < 1 || value > 1 << 20) {
+    throw InvalidArgument(name + ": expected a positive integer, got '" + text + "'");
+  }
+  return static_cast<int>(value);
+}
+
+// --ranks R [--ranks-per-node P] [--engine E], in any order; throws InvalidArgument (or Unsupported
+// for a topology the engine cannot run) naming the option.
+Arguments parse_arguments(int argc, char** argv) {
+  Arguments arguments;
+  for (int i = 1; i < argc; ++i) {
+    const std::string option = argv[i];
+    if (i + 1 >= argc) throw InvalidArgument(option + ": expected a value after it, got none");
+    const char* value = argv[++i];
+    if (option == "--ranks") {
+      arguments.ranks = parse_count(value, "--ranks");
+    } else if (option == "--ranks-per-node") {
+      arguments.ranks_per_node = parse_count(value, "--ranks-per-node");
+    } else if (option == "--engine") {
+      arguments.engine = testing::parse_process_engine(value, "--engine");
+    } else {
+      throw InvalidArgument("argument " + std::to_string(i - 1) +
+                            ": expected --ranks, --ranks-per-node or --engine, got '" + option + "'");
+    }
+  }
+  if (arguments.ranks == 0) throw InvalidArgument("--ranks: expected the number of ranks, got no --ranks");
+  if (arguments.ranks_per_node == 0) arguments.ranks_per_node = arguments.ranks;
+  testing::check_process_topology(arguments.engine, arguments.ranks, arguments.ranks_per_node,
+                                  "--ranks-per-node");
+  return arguments;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc == 7 && std::strcmp(argv[1], "--child") == 0) {
+    try {
+      return child(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), argv[5],
+                   testing::parse_process_engine(argv[6], "--child engine"));
+    } catch (const std::exception& error) {
+      std::cerr << "rank " << argv[2] << ": error: " << error.what() << "\n";
+      return 1;
+    }
+  }
+  Arguments arguments;
   try {
-    if (argc == 6 && std::strcmp(argv[1], "--child") == 0) {
-      return child(std::atoi(argv[2]), std::atoi(argv[3]), argv[4],
-                   testing::parse_process_engine(argv[5], "--child engine"));
-    }
-    const bool with_engine = argc == 5 && std::strcmp(argv[3], "--engine") == 0;
-    if ((argc == 3 || with_engine) && std::strcmp(argv[1], "--ranks") == 0 && std::atoi(argv[2]) >= 1) {
-      return parent(std::atoi(argv[2]),
-                    with_engine ? testing::parse_process_engine(argv[4], "--engine") : Engine::normal);
-    }
+    arguments = parse_arguments(argc, argv);
+  } catch (const std::exception& error) {
+    std::cerr << "error: " << error.what() << "\n"
+              << "usage: " << argv[0]
+              << " --ranks R [--ranks-per-node P] [--engine normal|low_latency|symmetric]   (P divides R; "
+                 "default P = R, one node; symmetric only with P = R)\n";
+    return kUsage;
+  }
+  try {
+    return parent(arguments.ranks, arguments.ranks_per_node, arguments.engine);
   } catch (const std::exception& error) {
     std::cerr << "error: " << error.what() << "\n";
     return 1;
   }
-  std::cerr << "usage: " << argv[0] << " --ranks R [--engine normal|low_latency|symmetric]   (R >= 1)\n";
-  return 2;
 }

@@ -2,6 +2,7 @@
 
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/expert_major_round_trip.hpp"
+#include "support/loopback_delays.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
 
@@ -9,11 +10,33 @@ namespace switchyard::testing {
 
 namespace {
 
+// Across nodes of several ranks each, the reference's node-grouped combine must differ from the
+// one-node (flat) reduction on these inputs somewhere, or a bitwise match could not tell a
+// hierarchical engine that reduces in the flat order from a correct one. Appends a failure when
+// nothing differs. NOTES: with one rank per node the two orders are the same sum (each node's
+// partial is one bf16 row, exact), so there is nothing to tell apart.
+void require_node_grouping_visible(const workload::Shape& shape, const std::vector<workload::RankData>& data,
+                                   const Expected& expected, std::vector<std::string>* failures) {
+  workload::Shape one_node = shape;
+  one_node.topology = Topology::single_node(shape.topology.num_ranks);
+  const Expected flat = compute_expected(one_node, data, 1);
+  std::string why;
+  for (int rank = 0; rank < shape.topology.num_ranks; ++rank) {
+    if (!workload::bitwise_equal(flat.combined[rank].combined_x, expected.combined[rank].combined_x, &why)) return;
+  }
+  failures->push_back("the inputs of " + shape.describe() +
+                      " give the same combine for the node-grouped and the one-node reduction on every rank, "
+                      "so this run cannot check the order across nodes; pick another SWITCHYARD_TEST_SEED");
+}
+
 // The normal engine: two round trips on one buffer.
 void run_normal(Buffer& buffer, const workload::Shape& shape, cudaStream_t stream,
                 std::vector<std::string>* failures) {
   auto data = workload::generate(shape, seed_for("process_ranks"));
   Expected expected = compute_expected(shape, data, 1);
+  if (!shape.topology.is_single_node() && shape.topology.ranks_per_node > 1) {
+    require_node_grouping_visible(shape, data, expected, failures);
+  }
   for (int repeat = 0; repeat < 2; ++repeat) {
     DeviceRun run = run_on_device(buffer, shape, data[buffer.rank()], expected, 1, stream);
     compare_with_reference(run, shape, expected, buffer.rank(), failures);
@@ -80,15 +103,38 @@ Engine parse_process_engine(const std::string& text, const std::string& what) {
   throw InvalidArgument(what + ": expected normal, low_latency or symmetric, got '" + text + "'");
 }
 
-workload::Shape process_ranks_shape(int num_ranks) {
+void check_process_topology(Engine engine, int num_ranks, int ranks_per_node, const std::string& what) {
+  if (ranks_per_node < 1 || ranks_per_node > num_ranks || num_ranks % ranks_per_node != 0) {
+    throw InvalidArgument(what + ": expected a divisor of the ranks (" + std::to_string(num_ranks) + "), got " +
+                          std::to_string(ranks_per_node));
+  }
+  if (engine == Engine::symmetric && ranks_per_node < num_ranks) {
+    throw Unsupported(what + ": the symmetric engine needs every rank in one load/store domain (ranks per node "
+                      "== ranks = " + std::to_string(num_ranks) + "), got " + std::to_string(ranks_per_node) +
+                      " ranks per node; across nodes run --engine normal or low_latency");
+  }
+}
+
+workload::Shape process_ranks_shape(int num_ranks, int ranks_per_node) {
   workload::Shape shape;
-  shape.topology = Topology::single_node(num_ranks);
+  shape.topology = Topology{num_ranks, ranks_per_node};
+  shape.topology.validate();
   shape.tokens_per_rank = 128;
   shape.hidden = 2048;
   shape.topk = 8;
   shape.num_experts = 8 * num_ranks;
   shape.dtype = DType::bf16;
   return shape;
+}
+
+std::vector<ProcessPass> process_passes(const workload::Shape& shape) {
+  if (shape.topology.is_single_node()) return {{false, "one node"}};
+  return {{false, "loopback delays off"},
+          {true, std::string("loopback delays ") + kLoopbackDelayMicroseconds + " us"}};
+}
+
+uint64_t process_loopback_seed(Engine engine) {
+  return seed_for(std::string("process_ranks/loopback_delays/") + engine_name(engine));
 }
 
 BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape) {

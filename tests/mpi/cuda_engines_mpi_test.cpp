@@ -3,15 +3,24 @@
 // MPI_Allgatherv (the caller's allgather, DESIGN.md), and peers on other GPUs are reached by peer
 // access (NVLink where the GPUs have it). Runs the round trips of cuda/process_round_trips.hpp (the
 // ones the fork-based process test runs) and compares every rank's outputs with the reference bit
-// for bit; fails on any mismatch on any rank.
+// for bit; fails on any mismatch on any rank. Each engine (and, across nodes, each pass: loopback
+// delays off, then on) is one case of mpi_case_verdict.hpp.
 //
-//   mpirun -np <GPUs> cuda_engines_mpi_test [--engine normal|low_latency|symmetric|all] [--allow-shared-gpu]
+//   mpirun -np <GPUs> cuda_engines_mpi_test [--engine normal|low_latency|symmetric|all]
+//                                           [--ranks-per-node P] [--allow-shared-gpu]
+//
+// --ranks-per-node P (a divisor of the ranks; default all of them, one node): the ranks form
+// np / P nodes, emulated with the loopback device transport over the IPC-mapped heaps (the
+// hierarchical normal engine, low_latency across nodes). The symmetric engine needs one node: asked
+// for by name across nodes it is a usage error; `all` leaves it out there, and says so.
 //
 // Placement: device = node-local rank % visible GPUs (the local rank from
 // MPI_Comm_split_type(MPI_COMM_TYPE_SHARED)). Two ranks on one physical GPU are an error unless asked
 // for (--allow-shared-gpu or SWITCHYARD_ALLOW_SHARED_GPU=1), since without MPS their kernels
-// time-slice and the engines' spin-waits crawl or time out (GPU.md). Every rank must be on one node.
-// Exit 0 pass, 1 mismatch, 2 usage or placement error, 77 skipped (no CUDA device).
+// time-slice and the engines' spin-waits crawl or time out (GPU.md). Every rank must be on one host
+// (the nodes of --ranks-per-node are emulated there).
+// Exit 0 pass, 1 mismatch, 2 usage or placement error (or an exception on some rank: MPI_Abort), 77
+// skipped (no CUDA device).
 #include <cuda_runtime.h>
 #include <mpi.h>
 
@@ -26,6 +35,8 @@
 #include "cuda/process_round_trips.hpp"
 #include "cuda/rank_device.hpp"
 #include "mpi_allgather.hpp"
+#include "mpi_case_verdict.hpp"
+#include "support/loopback_delays.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
 
@@ -44,29 +55,50 @@ constexpr size_t kUuidBytes = sizeof(cudaUUID_t::bytes);
 
 struct Options {
   std::vector<Engine> engines;
+  int ranks_per_node = 0;  // every rank on one node
   bool allow_shared_gpu = false;
+  std::string note;  // what `all` left out, for rank 0 to print
 };
 
-// Throws InvalidArgument naming the argument.
-Options parse_options(int argc, char** argv) {
+// Throws InvalidArgument (Unsupported for a topology the engine cannot run) naming the argument.
+Options parse_options(int argc, char** argv, int num_ranks) {
   Options options;
   std::string engine = "all";
+  options.ranks_per_node = num_ranks;
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (arg == "--engine" && i + 1 < argc) {
       engine = argv[++i];
+    } else if (arg == "--ranks-per-node" && i + 1 < argc) {
+      const std::string text = argv[++i];
+      char* end = nullptr;
+      const long value = std::strtol(text.c_str(), &end, 10);
+      if (text.empty() || *end != '\0' || value < 1 || value > num_ranks) {
+        throw InvalidArgument("--ranks-per-node: expected a divisor of the ranks (" + std::to_string(num_ranks) +
+                              "), got '" + text + "'");
+      }
+      options.ranks_per_node = static_cast<int>(value);
     } else if (arg == "--allow-shared-gpu") {
       options.allow_shared_gpu = true;
     } else {
-      throw InvalidArgument(
-          "argument " + std::to_string(i) +
-          ": expected --engine normal|low_latency|symmetric|all or --allow-shared-gpu, got '" + arg + "'");
+      throw InvalidArgument("argument " + std::to_string(i) +
+                            ": expected --engine normal|low_latency|symmetric|all, --ranks-per-node P or "
+                            "--allow-shared-gpu, got '" +
+                            arg + "'");
     }
   }
-  if (engine == "all")
-    options.engines = {Engine::normal, Engine::low_latency, Engine::symmetric};
-  else
+  if (engine == "all") {
+    options.engines = {Engine::normal, Engine::low_latency};
+    if (options.ranks_per_node == num_ranks)
+      options.engines.push_back(Engine::symmetric);
+    else
+      options.note = "symmetric engine: not run (it needs one node, ranks_per_node == num_ranks)";
+  } else {
     options.engines = {testing::parse_process_engine(engine, "--engine")};
+  }
+  for (Engine chosen : options.engines) {
+    testing::check_process_topology(chosen, num_ranks, options.ranks_per_node, "--ranks-per-node");
+  }
   const char* shared = std::getenv(kAllowSharedVariable);
   if (shared != nullptr && std::string(shared) == "1") options.allow_shared_gpu = true;
   return options;
@@ -179,9 +211,9 @@ Placement place_rank(const Options& options, int rank, int num_ranks) {
   return placement;
 }
 
-// This rank's mismatches for one engine.
-std::vector<std::string> run_engine(Engine engine, int rank, int num_ranks, int device) {
-  const workload::Shape shape = testing::process_ranks_shape(num_ranks);
+// This rank's mismatches for one pass of one engine, on a buffer of its own.
+std::vector<std::string> run_pass(Engine engine, const workload::Shape& shape, const testing::ProcessPass& pass,
+                                  int rank, int device) {
   BufferOptions options;
   options.topology = shape.topology;
   options.rank = rank;
@@ -192,6 +224,8 @@ std::vector<std::string> run_engine(Engine engine, int rank, int num_ranks, int 
   options.config.timeout_seconds = kTimeoutSeconds;
   // The stream below is made on the current device: the rank's.
   testing::expert_major::check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  // Read by the buffer at its first call across nodes: alive until the pass is over.
+  const testing::LoopbackDelays delays(pass.loopback_delays, testing::process_loopback_seed(engine));
   std::vector<std::string> failures;
   Buffer buffer(options);
   buffer.connect(testing::mpi_allgather(buffer.local_handle(), MPI_COMM_WORLD));
@@ -216,7 +250,7 @@ int run(int argc, char** argv, int rank, int num_ranks) {
   Options options;
   std::string usage_error;
   try {
-    options = parse_options(argc, argv);
+    options = parse_options(argc, argv, num_ranks);
   } catch (const std::exception& error) {
     usage_error = error.what();
   }
@@ -224,7 +258,7 @@ int run(int argc, char** argv, int rank, int num_ranks) {
     if (rank == 0) {
       std::fprintf(stderr,
                    "error: %s\nusage: mpirun -np <GPUs> %s [--engine normal|low_latency|symmetric|all] "
-                   "[--allow-shared-gpu]\n",
+                   "[--ranks-per-node P] [--allow-shared-gpu]\n",
                    usage_error.c_str(), argv[0]);
     }
     return kUsage;
@@ -244,43 +278,30 @@ int run(int argc, char** argv, int rank, int num_ranks) {
   if (any_rank(!placement.error.empty())) return kUsage;
   std::vector<int> devices(num_ranks);
   MPI_Gather(&placement.device, 1, MPI_INT, devices.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  const workload::Shape shape = testing::process_ranks_shape(num_ranks, options.ranks_per_node);
   if (rank == 0) {
     std::string mapping;
     for (int peer = 0; peer < num_ranks; ++peer)
       mapping += (peer ? ", " : "") + std::to_string(devices[peer]);
-    std::printf("%d processes, rank -> GPU: %s%s\n", num_ranks, mapping.c_str(),
+    std::printf("%d processes (%d nodes x %d ranks), rank -> GPU: %s%s\n", num_ranks, shape.topology.num_nodes(),
+                options.ranks_per_node, mapping.c_str(),
                 options.allow_shared_gpu ? " (several ranks per GPU allowed)" : "");
+    if (!options.note.empty()) std::printf("%s\n", options.note.c_str());
   }
 
-  int failed = 0;
+  int cases = 0, failed = 0;
   for (Engine engine : options.engines) {
-    std::vector<std::string> failures;
-    try {
-      failures = run_engine(engine, rank, num_ranks, placement.device);
-    } catch (const std::exception& error) {
-      // Peers may wait for this rank in MPI forever: end the whole job.
-      std::fprintf(stderr, "[rank %d] FAILED %s: exception: %s\n", rank, engine_name(engine), error.what());
-      std::fflush(stderr);
-      MPI_Abort(MPI_COMM_WORLD, kMismatch);
+    for (const testing::ProcessPass& pass : testing::process_passes(shape)) {
+      const std::string name = std::string(engine_name(engine)) + " engine, " + pass.name;
+      const std::string context = name + " (" + shape.describe() + ", inputs from SWITCHYARD_TEST_SEED=" +
+                                  testing::hex_seed(testing::base_seed()) + ")";
+      const bool passed = testing::mpi_case_passed(
+          name, context, [&] { return run_pass(engine, shape, pass, rank, placement.device); });
+      ++cases;
+      failed += passed ? 0 : 1;
     }
-    for (const std::string& failure : failures) {
-      std::fprintf(stderr, "[rank %d] FAILED %s: %s\n", rank, engine_name(engine), failure.c_str());
-    }
-    if (!failures.empty()) {
-      std::fprintf(stderr, "[rank %d] inputs from SWITCHYARD_TEST_SEED=%llu\n", rank,
-                   static_cast<unsigned long long>(testing::base_seed()));
-    }
-    const bool any_failed = any_rank(!failures.empty());
-    if (rank == 0) {
-      std::printf("[%s] %s engine on %d processes\n", any_failed ? "FAILED" : "passed", engine_name(engine),
-                  num_ranks);
-    }
-    failed += any_failed ? 1 : 0;
   }
-  if (rank == 0) {
-    std::printf("%s: %zu engines, %d failed\n", failed == 0 ? "pass" : "FAIL", options.engines.size(),
-                failed);
-  }
+  if (rank == 0) std::printf("%s: %d cases, %d failed\n", failed == 0 ? "pass" : "FAIL", cases, failed);
   return failed == 0 ? 0 : kMismatch;
 }
 
