@@ -13,8 +13,8 @@
 #   SWITCHYARD_GPU_STAGES="bench" SWITCHYARD_GPU_BUILD=build/gpu-multi bash scripts/gpu-check-multi.sh
 #
 # Refuses (exit 2) where fewer than two GPUs are visible: scripts/gpu-check.sh is the one-GPU check.
-# Stages: build, tests, mpi (tests/mpi/cuda_engines_mpi_test.cpp under mpirun, one process per GPU;
-# skipped, not failed, where the build found no MPI), bench.
+# Stages: build, tests, mpi (tests/mpi/cuda_engines_mpi_test.cpp under mpirun, one process per GPU,
+# on one node and on two; skipped, not failed, where the build found no MPI), bench.
 # Environment: SWITCHYARD_GPU_STAGES (default "build tests mpi bench"), SWITCHYARD_GPU_BUILD (default
 # build/gpu-multi), SWITCHYARD_BENCH_TOKENS (default "128 4096"),
 # SWITCHYARD_BENCH_NORMAL_CHANNELS (default "64": extra normal runs at these channel counts), SWITCHYARD_GPU_TEST_TIMEOUT.
@@ -120,6 +120,14 @@ if has_stage mpi; then
       run_logged "gpu mpi $engine np$gpus (mpirun, one process per GPU)" tests.log timeout 180 \
         mpirun -np "$gpus" "${mpi_flags[@]}" "$MPI_BIN" --engine "$engine"
     done
+    # Across two nodes (2 x 1 on 2 GPUs), emulated by the loopback transport between the GPUs: the
+    # hierarchical normal engine and low_latency (symmetric needs one node).
+    if (( gpus % 2 == 0 )); then
+      for engine in normal low_latency; do
+        run_logged "gpu mpi $engine np$gpus, 2 x $((gpus / 2)) nodes (mpirun, one process per GPU)" tests.log \
+          timeout 180 mpirun -np "$gpus" "${mpi_flags[@]}" "$MPI_BIN" --engine "$engine" --ranks-per-node "$((gpus / 2))"
+      done
+    fi
   fi
 fi
 

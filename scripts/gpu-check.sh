@@ -77,6 +77,16 @@ if has_stage processes; then
         "$PROCESS_BIN" --ranks "$ranks" --engine "$engine"
     done
   done
+  # Across nodes (2 x 2 and 2 x 4, the loopback transport over the IPC-mapped heaps, its delays off
+  # then on): the hierarchical normal engine and low_latency. Symmetric needs one node.
+  for engine in normal low_latency; do
+    for ranks in 4 8; do
+      per_node=$((ranks / 2))
+      run_logged "gpu processes $engine np$ranks, 2 x $per_node nodes (MPS)" \
+        "processes-$engine-np$ranks-n2x$per_node.log" timeout 90 \
+        "$PROCESS_BIN" --ranks "$ranks" --ranks-per-node "$per_node" --engine "$engine"
+    done
+  done
   echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
   trap - EXIT
 fi
