@@ -28,7 +28,7 @@ void check_symmetric_region(const BufferOptions& options, const char* what) {
   if (!options.topology.is_single_node()) {
     throw Unsupported(std::string(what) + ": the symmetric engine needs every rank in one load/store domain "
                       "(ranks_per_node == num_ranks), got topology " + options.topology.to_string() +
-                      "; across nodes use low_latency (cpu) or normal");
+                      "; across nodes use low_latency or normal");
   }
 }
 
