@@ -118,8 +118,8 @@ int child(int rank, int ranks, int ranks_per_node, const std::string& dir, Engin
   }
   for (const auto& failure : failures) std::cerr << "rank " << rank << ": " << failure << "\n";
   if (!failures.empty()) {
-    std::cerr << "rank " << rank << ": " << shape.describe() << ", inputs from SWITCHYARD_TEST_SEED="
-              << testing::base_seed() << "\n";
+    std::cerr << "rank " << rank << ": " << shape.describe()
+              << ", inputs from SWITCHYARD_TEST_SEED=" << testing::base_seed() << "\n";
   }
   return failures.empty() ? 0 : 1;
 }
@@ -171,9 +171,8 @@ int parent(int ranks, int ranks_per_node, Engine engine) {
     std::cout << "skipped: no CUDA device\n";
     return kSkipped;
   }
-  std::cout << (result == 0 ? "pass" : "FAIL") << ": " << ranks << " processes ("
-            << ranks / ranks_per_node << " nodes x " << ranks_per_node << " ranks), " << engine_name(engine)
-            << " engine\n";
+  std::cout << (result == 0 ? "pass" : "FAIL") << ": " << ranks << " processes (" << ranks / ranks_per_node
+            << " nodes x " << ranks_per_node << " ranks), " << engine_name(engine) << " engine\n";
   return result;
 }
 

@@ -22,7 +22,8 @@ void require_node_grouping_visible(const workload::Shape& shape, const std::vect
   const Expected flat = compute_expected(one_node, data, 1);
   std::string why;
   for (int rank = 0; rank < shape.topology.num_ranks; ++rank) {
-    if (!workload::bitwise_equal(flat.combined[rank].combined_x, expected.combined[rank].combined_x, &why)) return;
+    if (!workload::bitwise_equal(flat.combined[rank].combined_x, expected.combined[rank].combined_x, &why))
+      return;
   }
   failures->push_back("the inputs of " + shape.describe() +
                       " give the same combine for the node-grouped and the one-node reduction on every rank, "
@@ -105,12 +106,13 @@ Engine parse_process_engine(const std::string& text, const std::string& what) {
 
 void check_process_topology(Engine engine, int num_ranks, int ranks_per_node, const std::string& what) {
   if (ranks_per_node < 1 || ranks_per_node > num_ranks || num_ranks % ranks_per_node != 0) {
-    throw InvalidArgument(what + ": expected a divisor of the ranks (" + std::to_string(num_ranks) + "), got " +
-                          std::to_string(ranks_per_node));
+    throw InvalidArgument(what + ": expected a divisor of the ranks (" + std::to_string(num_ranks) +
+                          "), got " + std::to_string(ranks_per_node));
   }
   if (engine == Engine::symmetric && ranks_per_node < num_ranks) {
-    throw Unsupported(what + ": the symmetric engine needs every rank in one load/store domain (ranks per node "
-                      "== ranks = " + std::to_string(num_ranks) + "), got " + std::to_string(ranks_per_node) +
+    const std::string expected = "ranks per node == ranks = " + std::to_string(num_ranks);
+    throw Unsupported(what + ": the symmetric engine needs every rank in one load/store domain (" + expected +
+                      "), got " + std::to_string(ranks_per_node) +
                       " ranks per node; across nodes run --engine normal or low_latency");
   }
 }

@@ -74,8 +74,8 @@ Options parse_options(int argc, char** argv, int num_ranks) {
       char* end = nullptr;
       const long value = std::strtol(text.c_str(), &end, 10);
       if (text.empty() || *end != '\0' || value < 1 || value > num_ranks) {
-        throw InvalidArgument("--ranks-per-node: expected a divisor of the ranks (" + std::to_string(num_ranks) +
-                              "), got '" + text + "'");
+        throw InvalidArgument("--ranks-per-node: expected a divisor of the ranks (" +
+                              std::to_string(num_ranks) + "), got '" + text + "'");
       }
       options.ranks_per_node = static_cast<int>(value);
     } else if (arg == "--allow-shared-gpu") {
@@ -212,8 +212,8 @@ Placement place_rank(const Options& options, int rank, int num_ranks) {
 }
 
 // This rank's mismatches for one pass of one engine, on a buffer of its own.
-std::vector<std::string> run_pass(Engine engine, const workload::Shape& shape, const testing::ProcessPass& pass,
-                                  int rank, int device) {
+std::vector<std::string> run_pass(Engine engine, const workload::Shape& shape,
+                                  const testing::ProcessPass& pass, int rank, int device) {
   BufferOptions options;
   options.topology = shape.topology;
   options.rank = rank;
@@ -283,8 +283,8 @@ int run(int argc, char** argv, int rank, int num_ranks) {
     std::string mapping;
     for (int peer = 0; peer < num_ranks; ++peer)
       mapping += (peer ? ", " : "") + std::to_string(devices[peer]);
-    std::printf("%d processes (%d nodes x %d ranks), rank -> GPU: %s%s\n", num_ranks, shape.topology.num_nodes(),
-                options.ranks_per_node, mapping.c_str(),
+    std::printf("%d processes (%d nodes x %d ranks), rank -> GPU: %s%s\n", num_ranks,
+                shape.topology.num_nodes(), options.ranks_per_node, mapping.c_str(),
                 options.allow_shared_gpu ? " (several ranks per GPU allowed)" : "");
     if (!options.note.empty()) std::printf("%s\n", options.note.c_str());
   }
