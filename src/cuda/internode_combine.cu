@@ -8,7 +8,6 @@
 //   2: RDMA receivers: sum each token's node partials in ascending node order (fp32 from +0,
 //      rounded once) and free the RDMA slots by signal. DESIGN.md, Combine.
 #include "common/numeric.hpp"
-#include "cuda/bf16x8.cuh"
 #include "cuda/cuda_check.hpp"
 #include "cuda/internode_combine_forwarder.cuh"
 #include "cuda/internode_device.cuh"
@@ -26,6 +25,7 @@ struct InternodeCombineShared {
   int block_abort;
   uint32_t node_wants[kInternodeWarps];   // per warp's token: the nodes with a partial for it
   uint64_t consumed[kMaxInternodeRanks];  // per node: partials consumed
+  uint32_t token_slots[kInternodeWarps][kMaxInternodeRanks];  // per warp: its token's partials, node order
 };
 
 // Role 0: this rank's rows for one home rank, to the forwarder of our node with the home's local index.
@@ -139,16 +139,16 @@ __device__ void rdma_receiver(const KernelContext& context, const InternodeTrans
         if (lane == 0) shared.block_abort = 1;
       } else {
         // DESIGN.md: node partials in ascending node order, fp32 from +0, rounded once.
-        int4* out = reinterpret_cast<int4*>(launch.combined_x + token * (message.row_bytes / 2));
-        for (uint32_t chunk = lane; chunk < chunks; chunk += 32) {
-          float sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-          for (uint32_t pending = nodes; pending != 0; pending &= pending - 1u) {
-            const int node = __ffs(pending) - 1;
-            uint8_t* slot = context.heap.base + rdma.recv_slot_offset(channel, node, positions[node]);
-            add_bf16x8(sum, reinterpret_cast<const int4*>(message.row(slot))[chunk]);
-          }
-          out[chunk] = round_bf16x8(sum);
+        uint32_t* slots = shared.token_slots[warp];
+        int count = 0;
+        for (uint32_t pending = nodes; pending != 0; pending &= pending - 1u) {
+          const int node = __ffs(pending) - 1;
+          if (lane == 0) slots[count] = static_cast<uint32_t>(rdma.recv_slot_offset(channel, node, positions[node]) / 16);
+          ++count;
         }
+        __syncwarp();
+        reduce_bf16_rows(context.heap.base, slots, count, message.row_offset(), chunks,
+                         reinterpret_cast<int4*>(launch.combined_x + token * (message.row_bytes / 2)));
         if (launch.combined_topk_weights) {
           for (int k = lane; k < topk; k += 32) {
             float sum = 0.0f;

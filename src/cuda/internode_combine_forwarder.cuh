@@ -12,7 +12,7 @@
 //    across the reduction (spills); that combine reached 0.36 of its design roofline.
 //  - serial: every warp reduces, then the coordinator puts: for rings too small to hold two rounds
 //    and for groups of one warp (more than 8 nodes).
-#include "cuda/bf16x8.cuh"
+#include "cuda/bf16_row_reduce.cuh"
 #include "cuda/bounded_wait.cuh"
 #include "cuda/internode_kernels.hpp"
 #include "cuda/warp_group.cuh"
@@ -127,50 +127,17 @@ __device__ __forceinline__ int token_slots(const KernelContext& context, int cha
   return __popc(mask);
 }
 
-// NOTES: a lane loads two 16-byte chunks of up to four rows before it adds them, so that up to eight
-// loads are in flight per lane; one load at a time left the forwarder latency-bound. The adds keep
-// the ascending row order, so the sum is the same bits.
-constexpr int kForwarderRowBatch = 4;
-
-// One warp reduces `count` rows (ring slots `slots`, ascending local rank) into the partial at
-// `partial_slot`: fp32 from +0, rounded to bf16 once; the top-k weights summed the same way.
+// One warp reduces `count` rows (at heap base + slots[i] x 16 + row_offset, slots in shared memory, in
+// the order the sum must take) into `out`: per channel fp32 from +0, rounded to bf16 once.
 __device__ void reduce_node_partial(const KernelContext& context, const InternodeCombineLaunch& launch,
                                     const uint32_t* slots, int count, uint8_t* partial_slot) {
   const NvlCombineMessage& in = launch.nvl_message;
   const common::CombineMessage& out = launch.rdma_message;
   uint8_t* const base = context.heap.base;
-  const uint32_t chunks = in.row_bytes / 16;
-  const int lane = lane_id();
-  int4* partial = reinterpret_cast<int4*>(out.row(partial_slot));
-  for (uint32_t chunk = lane; chunk < chunks; chunk += 64) {
-    const bool second = chunk + 32 < chunks;
-    float first_sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    float second_sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    for (int batch = 0; batch < count; batch += kForwarderRowBatch) {
-      int4 first_rows[kForwarderRowBatch];
-      int4 second_rows[kForwarderRowBatch];
-#pragma unroll
-      for (int u = 0; u < kForwarderRowBatch; ++u) {
-        if (batch + u < count) {
-          const int4* row = reinterpret_cast<const int4*>(in.row(base + size_t{slots[batch + u]} * 16));
-          first_rows[u] = row[chunk];
-          second_rows[u] = second ? row[chunk + 32] : make_int4(0, 0, 0, 0);
-        }
-      }
-#pragma unroll
-      for (int u = 0; u < kForwarderRowBatch; ++u) {
-        if (batch + u < count) {
-          add_bf16x8(first_sum, first_rows[u]);
-          if (second) add_bf16x8(second_sum, second_rows[u]);
-        }
-      }
-    }
-    partial[chunk] = round_bf16x8(first_sum);
-    if (second) partial[chunk + 32] = round_bf16x8(second_sum);
-  }
+  reduce_bf16_rows(base, slots, count, in.row_offset(), in.row_bytes / 16, reinterpret_cast<int4*>(out.row(partial_slot)));
   if (out.has_weights) {
     const int topk = static_cast<int>(out.topk);
-    for (int k = lane; k < topk; k += 32) {
+    for (int k = lane_id(); k < topk; k += 32) {
       float sum = 0.0f;
       for (int i = 0; i < count; ++i) sum += in.topk_weights(base + size_t{slots[i]} * 16)[k];
       out.topk_weights(partial_slot)[k] = sum;
@@ -225,9 +192,10 @@ __device__ __forceinline__ void free_stream_rows(const KernelContext& context, c
   __syncwarp();
 }
 
-// The coordinator's per-group state: the transport session and lane l's cursor in stream l.
+// The control state of a forwarder group: the transport session (puts, and the space waits) and the
+// merge's cursors (lane l: the stream from local rank l).
 template <typename Transport>
-struct Coordinator {
+struct ForwarderControl {
   transport::WarpSession<Transport> session;
   int home;  // the home rank of the group's node with our local index
   int my_node;
@@ -236,15 +204,21 @@ struct Coordinator {
   uint64_t known_tail = 0;
   bool exhausted = false;
 
-  struct Round {
-    int count;  // -1: a wait failed
-    bool done;  // every stream reached its sentinel
-  };
+  __device__ __forceinline__ ForwarderControl(const KernelContext& context,
+                                              const InternodeTransports<Transport>& transports,
+                                              const InternodeShape& shape, int channel, int home_node_,
+                                              uint32_t session_kind)
+      : session(transports.rdma, context.heap,
+                static_cast<uint32_t>((session_kind * context.num_channels + channel) * shape.num_nodes + home_node_)),
+        home(common::rdma_peer(context.rank, home_node_, shape.ranks_per_node)),
+        my_node(context.rank / shape.ranks_per_node),
+        home_node(home_node_) {}
 
   // Waits for `round_max` free RDMA send slots after `staged`, then merges a round into `buffer`'s
-  // tables and publishes it to the group (read after the group's next sync).
-  __device__ Round merge(const KernelContext& context, const InternodeCombineLaunch& launch, ForwarderShared& shared,
-                       int channel, uint32_t round_max, int buffer, uint64_t staged) {
+  // tables and publishes it to the group (read after the group's next sync). Returns false in every
+  // lane when a wait failed (the round's abort flag is set).
+  __device__ bool merge(const KernelContext& context, const InternodeCombineLaunch& launch, ForwarderShared& shared,
+                        int channel, uint32_t round_max, int buffer, uint64_t staged) {
     const InternodeShape& shape = launch.shape;
     const uint64_t slots = shape.rdma.rdma_slots;
     const WaitSite space_site{common::WaitRole::internode_combine_coordinator, common::WaitTarget::ring_space,
@@ -254,7 +228,7 @@ struct Coordinator {
         session.wait_signal(context, rdma_signal(shape.rdma, channel, home_node, RdmaSignal::send_head),
                             staged + round_max - slots, space_site);
     const int lane = lane_id();
-    if (lane < shape.ranks_per_node) shared.stream_start[buffer][home_node * shape.ranks_per_node + lane] = cursor;
+    publish_cursor(shared, shape, buffer);
     const int count = ok ? merge_round(context, launch, channel, home_node, round_max, cursor, known_tail, exhausted,
                                        shared.masks[buffer][home_node])
                          : -1;
@@ -264,7 +238,26 @@ struct Coordinator {
       shared.count[buffer][home_node] = count;
       shared.done[buffer][home_node] = all_exhausted ? 1 : 0;
     }
-    return Round{count, all_exhausted};
+    return count >= 0;
+  }
+
+  // Lane l: where stream l stands, for the round in `buffer` (its first row) or for freeing rows.
+  __device__ __forceinline__ void publish_cursor(ForwarderShared& shared, const InternodeShape& shape, int buffer) {
+    const int lane = lane_id();
+    if (lane < shape.ranks_per_node) shared.stream_start[buffer][home_node * shape.ranks_per_node + lane] = cursor;
+  }
+
+  // Frees the rows of every stream before its start in `buffer` (lane l reads stream l's).
+  __device__ __forceinline__ void free_rows_before(const KernelContext& context, const ForwarderShared& shared,
+                                                   const InternodeShape& shape, int channel, int buffer) {
+    const int lane = lane_id();
+    const uint64_t before =
+        lane < shape.ranks_per_node ? shared.stream_start[buffer][home_node * shape.ranks_per_node + lane] : 0;
+    free_stream_rows(context, shape, channel, home_node, before);
+  }
+
+  __device__ __forceinline__ void put(const InternodeShape& shape, int channel, uint64_t first, uint64_t count) {
+    if (count > 0) put_round(session, shape, channel, home, home_node, my_node, first, count);
   }
 
   // After the last put: the partial count for the home's check, then every slot freed (no free of
@@ -279,53 +272,66 @@ struct Coordinator {
   }
 };
 
-template <typename Transport>
-__device__ __forceinline__ Coordinator<Transport> make_coordinator(const KernelContext& context,
-                                                                  const InternodeTransports<Transport>& transports,
-                                                                  const InternodeShape& shape, int channel,
-                                                                  int home_node) {
-  const int ranks_per_node = shape.ranks_per_node;
-  return Coordinator<Transport>{
-      transport::WarpSession<Transport>(transports.rdma, context.heap,
-                                        static_cast<uint32_t>(channel * shape.num_nodes + home_node)),
-      common::rdma_peer(context.rank, home_node, ranks_per_node), context.rank / ranks_per_node, home_node};
-}
+// Which warps of a pipelined group do what: warp 0 merges; with three warps or more warp 1 puts (so
+// that neither single-warp chain waits for the other), else warp 0 puts too; the rest reduce.
+struct PipelinedRoles {
+  bool merges;
+  bool puts;
+  int reducer;   // index among the reducers, or -1
+  int reducers;  // how many
 
-// Pipelined, warp 0: merge round r, hand it to the reducers (who have finished round r - 1 when they
-// meet us), then put round r - 1 and free its rows.
+  __device__ __forceinline__ static PipelinedRoles of(const WarpGroup& group) {
+    const int controllers = group.size >= 3 ? 2 : 1;
+    const int w = group.warp_in_group;
+    return PipelinedRoles{w == 0, controllers == 2 ? w == 1 : w == 0, w >= controllers ? w - controllers : -1,
+                          group.size - controllers};
+  }
+};
+
+// Pipelined, the merging and putting warps. Round r: the merger merges it; at the group's meeting
+// the reducers (done with round r - 1) take it, and the putter puts round r - 1 and frees its rows.
 template <typename Transport>
-__device__ void pipelined_coordinator(const KernelContext& context, const InternodeTransports<Transport>& transports,
-                                      const InternodeCombineLaunch& launch, ForwarderShared& shared, int channel,
-                                      const WarpGroup& group, uint32_t round_max) {
+__device__ void pipelined_control(const KernelContext& context, const InternodeTransports<Transport>& transports,
+                                  const InternodeCombineLaunch& launch, ForwarderShared& shared, int channel,
+                                  const WarpGroup& group, uint32_t round_max, PipelinedRoles roles) {
   const InternodeShape& shape = launch.shape;
   const int home_node = group.index;
-  Coordinator<Transport> coordinator = make_coordinator(context, transports, shape, channel, home_node);
-  uint64_t staged = 0;       // RDMA sequence of the next round's first partial
-  uint64_t unput_first = 0;  // the previous round's partials, reduced by the next meeting, not put yet
-  uint64_t unput_count = 0;
+  // Distinct sessions for the two warps: a session belongs to one warp (device_transport.cuh).
+  ForwarderControl<Transport> control(context, transports, shape, channel, home_node, roles.puts ? 0u : 2u);
+  uint64_t staged = 0;  // RDMA sequence of the next round's first partial
+  uint64_t unput_first = 0;
+  uint64_t unput_count = 0;  // the previous round's partials: reduced by the next meeting, not put yet
+  int buffer = 0;
   for (int round = 0;; ++round) {
-    const uint64_t round_start = coordinator.cursor;  // lane l: stream l's rows before this round
-    const auto [count, done] = coordinator.merge(context, launch, shared, channel, round_max, round & 1, staged);
-    group.sync();  // the round to the reducers; the previous one is reduced
-    if (count < 0) return;
-    if (unput_count > 0) put_round(coordinator.session, shape, channel, coordinator.home, home_node,
-                                   coordinator.my_node, unput_first, unput_count);
-    free_stream_rows(context, shape, channel, home_node, round_start);
+    buffer = round & 1;
+    if (roles.merges) control.merge(context, launch, shared, channel, round_max, buffer, staged);
+    group.sync();
+    if (shared.abort[buffer][home_node]) return;
+    const uint64_t count = static_cast<uint64_t>(shared.count[buffer][home_node]);
+    const bool done = shared.done[buffer][home_node] != 0;
+    if (roles.puts) {
+      // The rows of the rounds before this one are reduced: free them first, for the merger's next round.
+      control.free_rows_before(context, shared, shape, channel, buffer);
+      control.put(shape, channel, unput_first, unput_count);
+    }
     unput_first = staged;
-    unput_count = static_cast<uint64_t>(count);
-    staged += unput_count;
+    unput_count = count;
+    staged += count;
     if (done) break;
   }
+  // The other buffer was last read before this round's meeting: it takes the final cursors.
+  if (roles.merges) control.publish_cursor(shared, shape, buffer ^ 1);
   group.sync();  // the reducers finished the last round
-  if (unput_count > 0) put_round(coordinator.session, shape, channel, coordinator.home, home_node,
-                                 coordinator.my_node, unput_first, unput_count);
-  free_stream_rows(context, shape, channel, home_node, coordinator.cursor);
-  coordinator.finish(context, shape, channel, staged);
+  if (roles.puts) {
+    control.free_rows_before(context, shared, shape, channel, buffer ^ 1);
+    control.put(shape, channel, unput_first, unput_count);
+    control.finish(context, shape, channel, staged);
+  }
 }
 
-// Pipelined, warps 1..G-1: reduce each round's tokens j = warp - 1, warp - 1 + (G - 1), ...
+// Pipelined, the reducing warps: each round's tokens j = reducer, reducer + reducers, ...
 __device__ void pipelined_reducer(const KernelContext& context, const InternodeCombineLaunch& launch,
-                                  ForwarderShared& shared, int channel, const WarpGroup& group) {
+                                  ForwarderShared& shared, int channel, const WarpGroup& group, PipelinedRoles roles) {
   const int home_node = group.index;
   uint64_t staged = 0;
   for (int round = 0;; ++round) {
@@ -334,12 +340,12 @@ __device__ void pipelined_reducer(const KernelContext& context, const InternodeC
     if (shared.abort[buffer][home_node]) return;
     const int count = shared.count[buffer][home_node];
     const bool done = shared.done[buffer][home_node] != 0;
-    for (int j = group.warp_in_group - 1; j < count; j += group.size - 1) {
+    for (int j = roles.reducer; j < count; j += roles.reducers) {
       reduce_round_token(context, launch, shared, channel, home_node, buffer, j, staged + j);
     }
     staged += static_cast<uint64_t>(count);
     if (done) {
-      group.sync();  // tells the coordinator the last round is reduced
+      group.sync();  // tells the putter the last round is reduced
       return;
     }
   }
@@ -353,10 +359,10 @@ __device__ void serial_forwarder(const KernelContext& context, const InternodeTr
   const InternodeShape& shape = launch.shape;
   const int home_node = group.index;
   const bool is_coordinator = group.warp_in_group == 0;
-  Coordinator<Transport> coordinator = make_coordinator(context, transports, shape, channel, home_node);
+  ForwarderControl<Transport> control(context, transports, shape, channel, home_node, 0u);
   uint64_t staged = 0;
   for (;;) {
-    if (is_coordinator) coordinator.merge(context, launch, shared, channel, round_max, 0, staged);
+    if (is_coordinator) control.merge(context, launch, shared, channel, round_max, 0, staged);
     group.sync();
     if (shared.abort[0][home_node]) return;
     // Read now: the coordinator rewrites these in the next round, after the group.sync below.
@@ -367,14 +373,13 @@ __device__ void serial_forwarder(const KernelContext& context, const InternodeTr
     }
     group.sync();
     if (is_coordinator) {
-      if (count > 0) put_round(coordinator.session, shape, channel, coordinator.home, home_node, coordinator.my_node,
-                               staged, static_cast<uint64_t>(count));
-      free_stream_rows(context, shape, channel, home_node, coordinator.cursor);
+      control.put(shape, channel, staged, static_cast<uint64_t>(count));
+      free_stream_rows(context, shape, channel, home_node, control.cursor);
     }
     staged += static_cast<uint64_t>(count);  // every warp tracks it: the next round's slots
     if (done) break;
   }
-  if (is_coordinator) coordinator.finish(context, shape, channel, staged);
+  if (is_coordinator) control.finish(context, shape, channel, staged);
 }
 
 // Role 1: the forwarder group of one home node (its rank with our local index).
@@ -385,10 +390,13 @@ __device__ void combine_forwarder(const KernelContext& context, const InternodeT
   const CombineRounds rounds = combine_rounds(context, launch.shape);
   if (!rounds.pipelined) {
     serial_forwarder(context, transports, launch, shared, channel, group, rounds.tokens);
-  } else if (group.warp_in_group == 0) {
-    pipelined_coordinator(context, transports, launch, shared, channel, group, rounds.tokens);
+    return;
+  }
+  const PipelinedRoles roles = PipelinedRoles::of(group);
+  if (roles.reducer >= 0) {
+    pipelined_reducer(context, launch, shared, channel, group, roles);
   } else {
-    pipelined_reducer(context, launch, shared, channel, group);
+    pipelined_control(context, transports, launch, shared, channel, group, rounds.tokens, roles);
   }
 }
 

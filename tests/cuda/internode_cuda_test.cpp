@@ -100,6 +100,8 @@ std::vector<InternodeCase> cases() {
       {"n2x2_k1_h8192", make_shape(2, 2, 48, 8192, 1, 2, bf16), ring_config(2, 8, 4)},
       // The combine forwarders pipeline rounds of 6 tokens here (half the ring's slack), wrapping.
       {"n2x2_bf16_pipelined_rounds", make_shape(2, 2, 300, 512, 6, 2, bf16), ring_config(2, 16, 4)},
+      // Groups of two warps: the merging warp also puts, one reducer.
+      {"n6x1_bf16_groups_of_two_warps", make_shape(6, 1, 40, 256, 4, 2, bf16), ring_config(2, 4, 2)},
       // More nodes than a block has warp pairs: a forwarder group of one warp (the serial schedule).
       {"n9x1_bf16_groups_of_one_warp", make_shape(9, 1, 40, 256, 4, 2, bf16), ring_config(2, 4, 2)},
   };
