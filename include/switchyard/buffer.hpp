@@ -159,6 +159,11 @@ class Buffer {
   // handles are for symmetric_combine only. return_recv_hook and zero_copy raise Unsupported.
   LowLatencyDispatchResult symmetric_dispatch(const LowLatencyDispatchArgs& args);
   LowLatencyCombineResult symmetric_combine(const LowLatencyCombineArgs& args);
+  // The path symmetric_combine takes on this connected buffer: push (rows into the homes' combine
+  // buffers, a barrier, a local reduction; across processes and GPUs) or pull (each home reduces
+  // straight from the experts' outputs, read once; ranks as threads of one process on one device).
+  // Config::symmetric_combine chooses; `auto` resolves at connect, alike on every rank.
+  SymmetricCombine symmetric_combine_path() const;
 
   // Waits for this buffer's work on `stream` (nullptr: the buffer's own stream) and raises any
   // error a kernel recorded (TimeoutError naming rank, role and channel). On CPU, calls complete

@@ -8,6 +8,17 @@
 
 namespace switchyard {
 
+// How the `symmetric` engine's combine moves expert outputs home (DESIGN.md, "Symmetric engine").
+//   push: each expert row is written into its home rank's combine buffer, a barrier, then every home
+//         reduces locally. Works across processes (and GPUs) of one load/store domain. On one device
+//         it moves every row three times (read y, write the home's buffer, re-read it).
+//   pull: every home reduces straight from the expert ranks' y, read once. Needs every rank of the
+//         Buffer to be a thread of this process (CPU) and on one device (CUDA), since a home follows
+//         a peer's plain y pointer.
+//   automatic: pull where it can work (known at connect, the same on every rank), push otherwise.
+enum class SymmetricCombine : uint8_t { automatic, push, pull };
+const char* symmetric_combine_name(SymmetricCombine path);
+
 // Tuning of the pipeline (`normal`) engine, and the bound on every wait.
 struct Config {
   // A channel owns a contiguous range of each source rank's tokens, with one ring per
@@ -23,6 +34,8 @@ struct Config {
   int chunk_tokens = kDefaultChunkTokens;
   // Every spin-wait gives up after this long and raises TimeoutError naming rank, role and channel.
   double timeout_seconds = kDefaultTimeoutSeconds;
+  // The `symmetric` engine's combine path; forcing `pull` where it cannot work is refused at connect.
+  SymmetricCombine symmetric_combine = SymmetricCombine::automatic;
 
   static constexpr int kAutoChannels = 0;
   static constexpr int kDefaultCpuChannels = 4;

@@ -16,9 +16,18 @@
 //   [workspace, half 0][half 1]             counts [local expert][source], then
 //                                           indices [local expert][source][position] = (token, slot)
 //   [combine buffer, half 0][half 1]        [k slot][token] bf16 rows, on the token's home rank
+//   [pull record][done words]              the pull combine's: this rank's y, and one word per source
 // Every rank numbers its symmetric calls (dispatch or combine) alike from 1, and call c uses half
 // c % 2. A rank can start call c + 2 (and overwrite half c % 2) only after passing call c + 1's
 // barrier, which every rank reaches only after finishing call c (its pulls or its reduction).
+//
+// The pull combine (Config::symmetric_combine, used where every rank is a thread of one process on
+// one device) has no combine buffer and no barrier: each rank writes its y's address into its own
+// pull record and releases the call's sequence there; every home acquires every record, reduces its
+// tokens from the experts' y directly, then releases the sequence into its done word in every peer's
+// heap. A rank returns from the combine only when all its done words reach the sequence: no peer reads
+// its y any more, so the caller may overwrite it. Both words are monotone (never reset) and hold call
+// sequences, so a stale word is simply lower.
 //
 // The barrier never resets its signals: source s adds 1 (release) into its word in every peer's
 // heap, so after barrier b every word is >= b; a waiter spins (acquire) until each word reaches b,
@@ -64,6 +73,18 @@ struct SymmetricToken {
   SY_HD int64_t* topk_idx(uint8_t* token) const { return reinterpret_cast<int64_t*>(token + topk_offset()); }
 };
 
+// A rank's announcement of its expert outputs for the pull combine, in its own heap. The fields are
+// written first, then `sequence` (release); a home that acquires sequence >= its call reads them.
+// A peer rewrites them only at its next pull combine, which cannot start before this call's homes
+// have released their done words to it.
+struct SymmetricPullRecord {
+  uint64_t y;                // address of bf16 [L, C, H'] (a plain pointer: same process, same device)
+  int64_t rows_per_expert;   // C of the dispatch
+  int32_t hidden;            // H'
+  int32_t reserved;
+  uint64_t sequence;         // the call, released last
+};
+
 // Byte offsets of everything in the symmetric region, from the buffer's capacities. Pure
 // arithmetic: identical on every rank and on host and device.
 struct SymmetricLayout {
@@ -83,10 +104,16 @@ struct SymmetricLayout {
     return align_up(static_cast<size_t>(num_ranks) * sizeof(uint64_t), kSymmetricAreaAlignment);
   }
 
+  SY_HD size_t pull_offset() const { return signals_offset() + signals_bytes(); }
+  SY_HD size_t pull_bytes() const {
+    return align_up(sizeof(SymmetricPullRecord) + static_cast<size_t>(num_ranks) * sizeof(uint64_t),
+                    kSymmetricAreaAlignment);
+  }
+
   SY_HD size_t input_half_bytes() const {
     return align_up(static_cast<size_t>(max_tokens_per_rank) * token_bytes, kSymmetricAreaAlignment);
   }
-  SY_HD size_t input_offset() const { return signals_offset() + signals_bytes(); }
+  SY_HD size_t input_offset() const { return pull_offset() + pull_bytes(); }
 
   SY_HD size_t counts_bytes() const {
     return align_up(static_cast<size_t>(num_experts()) * sizeof(int32_t), kSymmetricAreaAlignment);
@@ -108,6 +135,14 @@ struct SymmetricLayout {
   // In `heap` (a rank's base): the barrier counter that `source` adds into.
   SY_HD uint64_t* signal(uint8_t* heap, int source) const {
     return reinterpret_cast<uint64_t*>(heap + signals_offset()) + source;
+  }
+  // In `heap` (a rank's base): its pull record.
+  SY_HD SymmetricPullRecord* pull_record(uint8_t* heap) const {
+    return reinterpret_cast<SymmetricPullRecord*>(heap + pull_offset());
+  }
+  // In `heap` (a rank's base): the last pull combine for which `source` finished reading this rank's y.
+  SY_HD uint64_t* pull_done(uint8_t* heap, int source) const {
+    return reinterpret_cast<uint64_t*>(heap + pull_offset() + sizeof(SymmetricPullRecord)) + source;
   }
   // In `heap` (a source's base): its published token `token`.
   SY_HD uint8_t* input_token(uint8_t* heap, int half, int64_t token) const {

@@ -122,6 +122,9 @@ class BackendImpl {
   // The `symmetric` engine: one-stage pull dispatch and push combine over the symmetric heap.
   virtual LowLatencyDispatchResult symmetric_dispatch(const SymmetricDispatchPlan& plan) = 0;
   virtual LowLatencyCombineResult symmetric_combine(const SymmetricCombinePlan& plan) = 0;
+  // The symmetric combine's path on this buffer, push or pull (Config::symmetric_combine, resolved at
+  // connect; push before).
+  virtual SymmetricCombine symmetric_combine_path() const = 0;
 
   // Waits for this rank's work on `stream` and raises any error a kernel recorded.
   virtual void synchronize(Stream stream) = 0;

@@ -221,6 +221,11 @@ class Buffer::Impl {
     });
   }
 
+  SymmetricCombine symmetric_combine_path() const {
+    check_usable("symmetric_combine_path");
+    return backend_->symmetric_combine_path();
+  }
+
   const BufferOptions& options() const { return options_; }
   size_t heap_bytes() const { return heap_bytes_; }
   bool connected() const { return connected_; }
@@ -314,6 +319,7 @@ LowLatencyDispatchResult Buffer::symmetric_dispatch(const LowLatencyDispatchArgs
 LowLatencyCombineResult Buffer::symmetric_combine(const LowLatencyCombineArgs& args) {
   return impl_->symmetric_combine(args);
 }
+SymmetricCombine Buffer::symmetric_combine_path() const { return impl_->symmetric_combine_path(); }
 TensorView Buffer::low_latency_combine_buffer(const LowLatencyHandle& handle) {
   return impl_->low_latency_combine_buffer(handle);
 }

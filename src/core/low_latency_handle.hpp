@@ -36,6 +36,10 @@ struct LowLatencyHandleData {
   // cuda symmetric only, i32 [4] on the device: written by the dispatch kernel, read by the combine
   // kernel: {overflowed (0/1), expert, rows, 0}: some expert received more rows than C.
   Tensor overflow;
+  // symmetric with the pull combine only (Config::symmetric_combine): where each of this rank's
+  // (token, slot) rows sits in its expert's rank's y, so that the home can read it there.
+  Tensor position;  // i32 [N, K]: the row's position among this rank's rows for that expert; -1 for none
+  Tensor begin;     // i32 [E]: where this rank's rows start among expert e's rows (sources before it)
   std::atomic<bool> received{false};
 };
 

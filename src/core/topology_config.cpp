@@ -23,6 +23,15 @@ std::string Topology::to_string() const {
   return out.str();
 }
 
+const char* symmetric_combine_name(SymmetricCombine path) {
+  switch (path) {
+    case SymmetricCombine::automatic: return "auto";
+    case SymmetricCombine::push: return "push";
+    case SymmetricCombine::pull: return "pull";
+  }
+  return "unknown";
+}
+
 void Config::validate() const {
   if (num_channels < 0 || num_channels > 1024) {
     throw InvalidArgument("config.num_channels: expected 1..1024 or 0 (auto), got " + std::to_string(num_channels));
@@ -37,12 +46,17 @@ void Config::validate() const {
   if (!(timeout_seconds > 0)) {
     throw InvalidArgument("config.timeout_seconds: expected > 0, got " + std::to_string(timeout_seconds));
   }
+  if (symmetric_combine != SymmetricCombine::automatic && symmetric_combine != SymmetricCombine::push &&
+      symmetric_combine != SymmetricCombine::pull) {
+    throw InvalidArgument("config.symmetric_combine: expected auto, push or pull, got " +
+                          std::to_string(static_cast<int>(symmetric_combine)));
+  }
 }
 
 std::string Config::to_string() const {
   std::ostringstream out;
   out << "channels=" << (num_channels == kAutoChannels ? std::string("auto") : std::to_string(num_channels)) << " ring_slots=" << ring_slots << " chunk_tokens=" << chunk_tokens
-      << " timeout=" << timeout_seconds << "s";
+      << " timeout=" << timeout_seconds << "s symmetric_combine=" << symmetric_combine_name(symmetric_combine);
   return out.str();
 }
 

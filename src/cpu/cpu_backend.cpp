@@ -3,6 +3,7 @@
 
 #include "core/backend.hpp"
 #include "core/handle_format.hpp"
+#include "core/symmetric_path.hpp"
 #include "cpu/host_heap.hpp"
 #include "cpu/low_latency_engine.hpp"
 #include "cpu/normal_engine.hpp"
@@ -31,6 +32,11 @@ class CpuBackend final : public detail::BackendImpl {
     payloads.reserve(all_handles.size());
     for (const Bytes& handle : all_handles) payloads.push_back(detail::handle_payload(handle));
     heap_.connect(payloads);
+    // Pull follows peers' plain y pointers: only threads of this process share an address space.
+    const bool threads = options_.sharing == HeapSharing::threads;
+    symmetric_.set_combine_path(detail::resolve_symmetric_combine(
+        options_.config.symmetric_combine, threads, "every rank to be a thread of this process (HeapSharing::threads)",
+        threads ? "threads" : "ranks in separate processes (HeapSharing::processes)"));
   }
 
   Tensor allocate(DType dtype, std::initializer_list<int64_t> dims) override { return Tensor::empty(dtype, dims); }
@@ -53,6 +59,7 @@ class CpuBackend final : public detail::BackendImpl {
   LowLatencyCombineResult symmetric_combine(const detail::SymmetricCombinePlan& plan) override {
     return symmetric_.combine(plan);
   }
+  SymmetricCombine symmetric_combine_path() const override { return symmetric_.combine_path(); }
   // CPU calls complete before they return.
   void synchronize(Stream) override {}
 

@@ -3,6 +3,7 @@
 #include "cpu/symmetric_engine.hpp"
 
 #include "cpu/expert_major_outputs.hpp"
+#include "cpu/symmetric_pull_combine.hpp"
 
 #include <algorithm>
 #include <cmath>
@@ -38,9 +39,10 @@ struct Call {
 
 // Publishes this rank's tokens in its own input buffer (cast to fp8 here, once per routed token),
 // and writes into each target's workspace, through map(), every (token, slot) routed to each of its
-// experts in (token, slot) order, then the count of every expert (zero included).
+// experts in (token, slot) order, then the count of every expert (zero included). With `positions`
+// (the pull combine's, [N, K]) it also keeps each pair's position there, -1 for no expert.
 void dispatch_publisher(const Call& call, const common::SymmetricToken& token_layout, bool use_fp8, bool round_scale,
-                        const TensorView& x, const TensorView& topk_idx) {
+                        const TensorView& x, const TensorView& topk_idx, int32_t* positions) {
   const common::SymHeap& heap = *call.heap;
   const common::SymmetricLayout& layout = call.layout;
   const int64_t num_tokens = x.shape[0];
@@ -54,6 +56,7 @@ void dispatch_publisher(const Call& call, const common::SymmetricToken& token_la
     const int64_t* token_ids = ids + token * topk;
     uint8_t* published = layout.input_token(heap.base, call.half, token);
     std::memcpy(token_layout.topk_idx(published), token_ids, topk * sizeof(int64_t));
+    if (positions) std::fill(positions + token * topk, positions + (token + 1) * topk, -1);
     if (std::none_of(token_ids, token_ids + topk, [](int64_t expert) { return expert >= 0; })) continue;
     const uint16_t* row = rows + token * call.hidden;
     if (use_fp8) {
@@ -66,6 +69,7 @@ void dispatch_publisher(const Call& call, const common::SymmetricToken& token_la
       if (expert < 0) continue;
       const int target = static_cast<int>(expert / call.local_experts);
       const int local = static_cast<int>(expert % call.local_experts);
+      if (positions) positions[token * topk + slot] = position[expert];
       *heap.map(layout.route(heap.base, call.half, local, call.rank, position[expert]++), target) =
           common::SymmetricRoute{static_cast<int32_t>(token), slot};
     }
@@ -238,10 +242,20 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
 
   DispatchOutputs out = prepare_expert_major_outputs(plan, owner_, Engine::symmetric);
   const std::shared_ptr<detail::LowLatencyHandleData>& handle = out.handle;
+  const bool pull = combine_path_ == SymmetricCombine::pull;
+  if (pull) {
+    handle->position = Tensor::empty(DType::i32, {plan.num_tokens, plan.topk});
+    handle->begin = Tensor::empty(DType::i32, {plan.num_experts});
+  }
 
-  dispatch_publisher(call, token_layout, plan.use_fp8, plan.round_scale, args.x, args.topk_idx);
+  dispatch_publisher(call, token_layout, plan.use_fp8, plan.round_scale, args.x, args.topk_idx,
+                     pull ? handle->position.as<int32_t>() : nullptr);
   barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), plan.config.timeout_seconds,
                            "symmetric dispatch");
+  if (pull) {
+    pull_row_begins(heap_.view(), plan.layout, call.half, plan.local_experts, plan.max_tokens_per_rank,
+                    handle->begin.as<int32_t>());
+  }
   const Overflow overflow = find_overflow(call);
   dispatch_puller(call, token_layout, plan.topk, plan.use_ue8m0, out);
 
@@ -284,6 +298,16 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
   LowLatencyCombineResult result;
   result.combined_x = output_or_allocate(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden});
 
+  if (combine_path_ == SymmetricCombine::pull) {
+    if (!handle.position.defined()) {
+      throw InvalidArgument("handle: expected a dispatch made for the pull combine, got one without its row "
+                            "positions (config.symmetric_combine changed between dispatch and combine?)");
+    }
+    pull_combine(PullCombineCall{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds}, handle,
+                 plan.y, plan.hidden, args.topk_idx.as<const int64_t>(), args.topk_weights.as<const float>(),
+                 result.combined_x.as<uint16_t>());
+    return result;
+  }
   combine_pusher(call, handle, plan.y);
   barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), plan.config.timeout_seconds,
                            "symmetric combine");

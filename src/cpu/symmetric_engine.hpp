@@ -1,8 +1,8 @@
 #pragma once
 // The CPU `symmetric` engine: the protocol of common/symmetric_protocol.hpp run by the calling
 // thread. Dispatch: publish (input buffer, and each target's workspace through map()), barrier,
-// pull. Combine: push (each expert row into its home's combine buffer through map()), barrier,
-// reduce locally.
+// pull. Combine, push: each expert row into its home's combine buffer through map(), barrier,
+// reduce locally; or pull (cpu/symmetric_pull_combine.hpp): every home reduces from the experts' y.
 #include <cstdint>
 
 #include "core/backend.hpp"
@@ -18,12 +18,17 @@ class SymmetricEngine {
   LowLatencyDispatchResult dispatch(const detail::SymmetricDispatchPlan& plan);
   LowLatencyCombineResult combine(const detail::SymmetricCombinePlan& plan);
 
+  // At connect: the combine path (push or pull, resolved), the same on every rank.
+  void set_combine_path(SymmetricCombine path) { combine_path_ = path; }
+  SymmetricCombine combine_path() const { return combine_path_; }
+
  private:
   HostHeap& heap_;
   const void* owner_;
   // Symmetric calls (dispatch or combine) made on this buffer; every rank counts alike.
   uint32_t sequence_ = 0;
   SymmetricBarrier barrier_;
+  SymmetricCombine combine_path_ = SymmetricCombine::push;
 };
 
 }  // namespace switchyard::cpu

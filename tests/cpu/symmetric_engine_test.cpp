@@ -1,12 +1,14 @@
 // The CPU `symmetric` engine against the reference and against the `low_latency` engine, bit for
-// bit, with ranks as threads: one-stage pull dispatch (bf16 and fp8), push combine, the barrier's
-// reuse across back-to-back calls, sharing a Buffer with the other engines, timeouts and bad input
-// (DESIGN.md, "Symmetric engine" and "low_latency and symmetric interface: expert-major").
+// bit, with ranks as threads: one-stage pull dispatch (bf16 and fp8), both combine paths (push, and
+// pull where every home reads the experts' y; Config::symmetric_combine), the barrier's reuse across
+// back-to-back calls, sharing a Buffer with the other engines, timeouts and bad input (DESIGN.md,
+// "Symmetric engine" and "low_latency and symmetric interface: expert-major").
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cstring>
 #include <functional>
+#include <ostream>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -19,6 +21,11 @@
 #include "switchyard/group.hpp"
 #include "switchyard/reference.hpp"
 #include "workload/workload.hpp"
+
+namespace switchyard {
+// GoogleTest names a path parameter by its knob value.
+inline void PrintTo(SymmetricCombine path, std::ostream* out) { *out << symmetric_combine_name(path); }
+}  // namespace switchyard
 
 namespace switchyard::testing::expert_major {
 namespace {
@@ -38,6 +45,10 @@ TEST_P(SymmetricRoundTrip, MatchesTheReferenceAndTheLowLatencyEngineBitwise) {
   with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
     const int rank = group.rank();
     const workload::RankData& data = expected.data[rank];
+    if (buffer.symmetric_combine_path() != c.symmetric_combine) {
+      failures.add(rank, std::string("symmetric_combine_path: expected ") + symmetric_combine_name(c.symmetric_combine) +
+                             ", got " + symmetric_combine_name(buffer.symmetric_combine_path()));
+    }
     // Preallocated, poisoned outputs on even ranks; the library allocates on odd ones.
     const PoisonedOutputs out = rank % 2 == 0 ? poisoned_outputs(c, data.x.size(0)) : PoisonedOutputs();
     LowLatencyDispatchArgs args = dispatch_args(c, data);
@@ -91,11 +102,19 @@ std::vector<Case> cases() {
   };
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricRoundTrip, ::testing::ValuesIn(cases()),
+INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricRoundTrip, ::testing::ValuesIn(on_both_combine_paths(cases())),
                          [](const auto& info) { return info.param.name; });
 
-TEST(Symmetric, CombineLeavesOutSlotsSetToMinusOne) {
-  Case c = make("left_out", 3, {6, 5, 6}, 6, 4, 6);
+// Both combine paths, named after the path: "<name>_push", "<name>_pull".
+constexpr SymmetricCombine kPaths[] = {SymmetricCombine::push, SymmetricCombine::pull};
+
+class SymmetricCombinePaths : public ::testing::TestWithParam<SymmetricCombine> {};
+
+INSTANTIATE_TEST_SUITE_P(Paths, SymmetricCombinePaths, ::testing::ValuesIn(kPaths),
+                         [](const auto& info) { return std::string(symmetric_combine_name(info.param)); });
+
+TEST_P(SymmetricCombinePaths, CombineLeavesOutSlotsSetToMinusOne) {
+  Case c = with_symmetric_combine(make("left_out", 3, {6, 5, 6}, 6, 4, 6), GetParam());
   const uint64_t seed = testing::seed_for("symmetric/left_out");
   const Expected expected = expected_for(c, seed);
   Failures failures;
@@ -122,12 +141,32 @@ TEST(Symmetric, CombineLeavesOutSlotsSetToMinusOne) {
 
 // ---- back to back, determinism, sharing a buffer --------------------------------------------------
 
-TEST(Symmetric, BackToBackCallsReuseTheBarrierAndHalvesWithoutRacing) {
-  expect_back_to_back_calls_match(Engine::symmetric, kRegions, "symmetric/back_to_back", 6);
+TEST_P(SymmetricCombinePaths, BackToBackCallsReuseTheBarrierAndHalvesWithoutRacing) {
+  expect_back_to_back_calls_match(Engine::symmetric, kRegions, "symmetric/back_to_back", 6, GetParam());
 }
 
-TEST(Symmetric, SameInputsGiveTheSameBitsEveryTime) {
-  Case c = make("determinism", 3, {6, 6, 6}, 6, 4, 6, 256);
+// The pull combine returns only when no peer reads this rank's y any more: each rank poisons its y
+// as soon as its combine returns, and every rank's output is still the reference's.
+TEST_P(SymmetricCombinePaths, ExpertOutputsMayBeOverwrittenAsSoonAsCombineReturns) {
+  Case c = with_symmetric_combine(make("overwrite_y", 4, {8, 8, 8, 8}, 8, 4, 8, 512), GetParam());
+  const uint64_t seed = testing::seed_for("symmetric/overwrite_y");
+  const Expected expected = expected_for(c, seed);
+  Failures failures;
+  with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
+    const int rank = group.rank();
+    for (int round = 0; round < 3; ++round) {
+      auto dispatched = buffer.symmetric_dispatch(dispatch_args(c, expected.data[rank]));
+      Tensor y = expert_outputs(dispatched.recv_x, {}, rank);
+      auto combined = buffer.symmetric_combine(combine_args(expected.data[rank], dispatched.handle, y));
+      workload::poison(y);
+      compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
+    }
+  });
+  expect_none(failures, seed);
+}
+
+TEST_P(SymmetricCombinePaths, SameInputsGiveTheSameBitsEveryTime) {
+  Case c = with_symmetric_combine(make("determinism", 3, {6, 6, 6}, 6, 4, 6, 256), GetParam());
   c.fp8.use_fp8 = true;
   const uint64_t seed = testing::seed_for("symmetric/determinism");
   const Expected expected = expected_for(c, seed);
@@ -147,8 +186,8 @@ TEST(Symmetric, SameInputsGiveTheSameBitsEveryTime) {
   expect_none(failures, seed);
 }
 
-TEST(Symmetric, InterleavesWithTheLowLatencyAndNormalEnginesOnOneBuffer) {
-  Case c = make("interleaved", 3, {6, 6, 6}, 6, 2, 6);
+TEST_P(SymmetricCombinePaths, InterleavesWithTheLowLatencyAndNormalEnginesOnOneBuffer) {
+  Case c = with_symmetric_combine(make("interleaved", 3, {6, 6, 6}, 6, 2, 6), GetParam());
   const workload::Shape shape = shape_of(c);
   const uint64_t seed = testing::seed_for("symmetric/interleaved");
   const std::vector<workload::RankData> data = workload::generate(shape, seed);
@@ -195,9 +234,10 @@ TEST(Symmetric, InterleavesWithTheLowLatencyAndNormalEnginesOnOneBuffer) {
 // Rank 0 calls `call` while rank 1 makes only a dispatch (with `peer_dispatches`) or no call at
 // all; returns what rank 0 caught.
 std::string timeout_message(const std::function<void(Buffer&, const Case&, const Expected&)>& call,
-                            bool* refused_after, bool peer_dispatches = false) {
+                            bool* refused_after, bool peer_dispatches = false,
+                            SymmetricCombine path = SymmetricCombine::automatic) {
   constexpr double kTimeout = 1.0;
-  Case c = make("timeout", 2, {4, 4}, 4, 2, 4);
+  Case c = with_symmetric_combine(make("timeout", 2, {4, 4}, 4, 2, 4), path);
   const Expected expected = expected_for(c, 7);
   PeerGate gate;
   Caught caught;
@@ -233,7 +273,7 @@ TEST(SymmetricTimeouts, DispatchWithoutItsPeerTimesOutNamingRankRoleAndTheMissin
   EXPECT_TRUE(refused_after);
 }
 
-TEST(SymmetricTimeouts, CombineWithoutItsPeerTimesOutNamingRankRoleAndTheMissingRank) {
+TEST_P(SymmetricCombinePaths, CombineWithoutItsPeerTimesOutNamingRankRoleAndTheMissingRank) {
   // Both ranks dispatch; only rank 0 combines.
   bool refused_after = false;
   const std::string message = timeout_message(
@@ -242,11 +282,17 @@ TEST(SymmetricTimeouts, CombineWithoutItsPeerTimesOutNamingRankRoleAndTheMissing
         Tensor y = expert_outputs(dispatched.recv_x, {}, 0);
         buffer.symmetric_combine(combine_args(expected.data[0], dispatched.handle, y));
       },
-      &refused_after, /*peer_dispatches=*/true);
+      &refused_after, /*peer_dispatches=*/true, GetParam());
   SCOPED_TRACE("message: " + message);
   EXPECT_NE(message.find("rank 0"), std::string::npos);
   EXPECT_NE(message.find("symmetric combine"), std::string::npos);
-  EXPECT_NE(message.find("waiting for rank(s) 1 to arrive"), std::string::npos);
+  if (GetParam() == SymmetricCombine::pull) {
+    // The pull combine has no barrier: rank 0 waits for rank 1's announcement of its y.
+    EXPECT_NE(message.find("pull"), std::string::npos);
+    EXPECT_NE(message.find("waiting for rank(s) 1 to announce their expert outputs"), std::string::npos);
+  } else {
+    EXPECT_NE(message.find("waiting for rank(s) 1 to arrive"), std::string::npos);
+  }
   EXPECT_TRUE(refused_after);
 }
 
@@ -407,17 +453,18 @@ std::vector<Case> capacity_cases() {
   };
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCapacity, ::testing::ValuesIn(capacity_cases()),
+INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCapacity, ::testing::ValuesIn(on_both_combine_paths(capacity_cases())),
                          [](const auto& info) { return info.param.name; });
 
 // An expert past its capacity: every rank raises the same CapacityError naming the expert, its rank,
 // the rows and the capacity; the rows that fit are the reference's, nothing is written past any
 // expert's capacity, recv_count and layout_range hold the true counts, nothing hangs, and the buffer
 // stays usable.
-TEST(SymmetricCapacityOverflow, EveryRankRaisesCapacityErrorAndNothingIsWrittenPastTheCapacity) {
-  for (const Case& base : {with_routing(make("r3_skewed", 3, {6, 6, 6}, 6, 3, 6), workload::Routing::skewed),
-                           with_fp8(make("r2_fp8", 2, {6, 5}, 6, 4, 8, 256), false, false),
-                           make("r1_capacity_one", 1, {6}, 6, 2, 4)}) {
+TEST_P(SymmetricCombinePaths, EveryRankRaisesCapacityErrorOnOverflowAndNothingIsWrittenPastTheCapacity) {
+  for (const Case& unrouted : {with_routing(make("r3_skewed", 3, {6, 6, 6}, 6, 3, 6), workload::Routing::skewed),
+                               with_fp8(make("r2_fp8", 2, {6, 5}, 6, 4, 8, 256), false, false),
+                               make("r1_capacity_one", 1, {6}, 6, 2, 4)}) {
+    const Case base = with_symmetric_combine(unrouted, GetParam());
     const uint64_t seed = testing::seed_for("symmetric/overflow/" + base.name);
     const std::vector<workload::RankData> data = workload::generate(shape_of(base), seed);
     const int64_t full = max_expert_rows(data, base.num_experts);
@@ -493,6 +540,36 @@ TEST(SymmetricCapacityErrors, CombineTakesExpertOutputsWithTheDispatchCapacity) 
       [&] { single.buffer->symmetric_combine(combine_args(single.data, dispatched.handle, wide)); });
   EXPECT_EQ(message.rfind("x:", 0), 0u) << message;
   EXPECT_NE(message.find("expert_capacity"), std::string::npos) << message;
+}
+
+// ---- the combine path knob ------------------------------------------------------------------------
+
+TEST(SymmetricCombinePath, AutoPullsWithRanksAsThreadsAndPushesAcrossProcesses) {
+  Case c = make("auto", 1, {4}, 4, 2, 4);
+  {
+    Buffer buffer(buffer_options(c, 0, kRegions));
+    buffer.connect({buffer.local_handle()});
+    EXPECT_EQ(buffer.symmetric_combine_path(), SymmetricCombine::pull);
+  }
+  BufferOptions options = buffer_options(c, 0, kRegions);
+  options.sharing = HeapSharing::processes;
+  Buffer buffer(options);
+  buffer.connect({buffer.local_handle()});
+  EXPECT_EQ(buffer.symmetric_combine_path(), SymmetricCombine::push);
+  Buffer unconnected(buffer_options(c, 0, kRegions));
+  EXPECT_EQ(refused<InvalidArgument>([&] { unconnected.symmetric_combine_path(); }).rfind("symmetric_combine_path:", 0),
+            0u);
+}
+
+TEST(SymmetricCombinePath, ForcingPullAcrossProcessesIsRefusedNamingTheKnob) {
+  Case c = with_symmetric_combine(make("forced_pull", 1, {4}, 4, 2, 4), SymmetricCombine::pull);
+  BufferOptions options = buffer_options(c, 0, kRegions);
+  options.sharing = HeapSharing::processes;
+  Buffer buffer(options);
+  const std::string message = refused<Unsupported>([&] { buffer.connect({buffer.local_handle()}); });
+  EXPECT_EQ(message.rfind("config.symmetric_combine: pull needs", 0), 0u) << message;
+  EXPECT_NE(message.find("thread of this process"), std::string::npos) << message;
+  EXPECT_NE(message.find("separate processes"), std::string::npos) << message;
 }
 
 TEST(SymmetricSizing, TheRegionFollowsTheOthersAndLeavesTheirSizesAlone) {

@@ -41,6 +41,23 @@ Case with_capacity(Case c, int64_t capacity) {
   return c;
 }
 
+Case with_symmetric_combine(Case c, SymmetricCombine path) {
+  c.symmetric_combine = path;
+  return c;
+}
+
+std::vector<Case> on_both_combine_paths(const std::vector<Case>& cases) {
+  std::vector<Case> both;
+  for (const Case& c : cases) {
+    for (SymmetricCombine path : {SymmetricCombine::push, SymmetricCombine::pull}) {
+      Case named = with_symmetric_combine(c, path);
+      named.name += std::string("_") + symmetric_combine_name(path);
+      both.push_back(std::move(named));
+    }
+  }
+  return both;
+}
+
 int64_t rows_per_expert(const Case& c) {
   return c.capacity > 0 ? c.capacity : c.ranks * c.max_tokens;
 }
@@ -127,6 +144,7 @@ BufferOptions buffer_options(const Case& c, int rank, Regions regions, double ti
   options.topology = Topology::single_node(c.ranks);
   options.rank = rank;
   options.config.timeout_seconds = timeout_seconds;
+  options.config.symmetric_combine = c.symmetric_combine;
   options.sizing.max_tokens_per_rank = 1;  // the normal engine is not used
   options.sizing.hidden = c.hidden;
   options.sizing.topk = c.topk;

@@ -41,6 +41,8 @@ struct Case {
   reference::LowLatencyOptions fp8;
   // The dispatch's expert_capacity (0: ranks * max_tokens rows per local expert).
   int64_t capacity = 0;
+  // The symmetric engine's combine path (Config::symmetric_combine) of the case's buffers.
+  SymmetricCombine symmetric_combine = SymmetricCombine::automatic;
 };
 
 // GoogleTest prints a parameter by its name.
@@ -51,6 +53,9 @@ Case make(std::string name, int ranks, std::vector<int64_t> tokens, int64_t max_
 Case with_fp8(Case c, bool round_scale, bool use_ue8m0);
 Case with_routing(Case c, workload::Routing routing);
 Case with_capacity(Case c, int64_t capacity);
+Case with_symmetric_combine(Case c, SymmetricCombine path);
+// Each case twice, forcing the push and the pull combine, named "<case>_push" and "<case>_pull".
+std::vector<Case> on_both_combine_paths(const std::vector<Case>& cases);
 // Rows per local expert in c's outputs: c.capacity, or ranks * max_tokens when it is 0.
 int64_t rows_per_expert(const Case& c);
 // The most rows any local expert of any rank receives from these inputs (each (token, slot) with an

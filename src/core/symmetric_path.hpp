@@ -1,0 +1,17 @@
+#pragma once
+// Which combine path the `symmetric` engine takes on a buffer (Config::symmetric_combine): decided
+// once at connect by each backend from what it knows then, so that every rank decides alike.
+#include <string>
+
+#include "switchyard/config.hpp"
+
+namespace switchyard::detail {
+
+// `pull_possible`: every rank of the buffer can read every peer's y through a plain pointer (threads of
+// this process, on one device for CUDA). `needs` says what pull needs on this backend, `found` what the
+// buffer has; both go into the error when pull is forced where it cannot work (Unsupported, naming
+// config.symmetric_combine). Returns push or pull, never automatic.
+SymmetricCombine resolve_symmetric_combine(SymmetricCombine requested, bool pull_possible, const std::string& needs,
+                                           const std::string& found);
+
+}  // namespace switchyard::detail
