@@ -43,6 +43,8 @@ enum class WaitTarget : int32_t {
   // Not a wait: an expert-major dispatch delivered more rows to one expert than its expert_capacity
   // (expected = the capacity, observed = the rows, peer = the expert's rank, channel = the expert).
   expert_capacity = 9,
+  pull_record = 10,   // a peer's pull record (the symmetric pull combine: the peer to announce its y)
+  pull_done = 11,     // a peer's done word (the symmetric pull combine: the peer to finish reading our y)
 };
 
 // The engine a role belongs to, for messages ("cuda low_latency, dispatch receiver").
@@ -106,6 +108,8 @@ SY_HD const char* wait_target_name(int32_t target) {
     case WaitTarget::expert_signal: return "a signal word (the peer's sender to finish its sends)";
     case WaitTarget::grid_arrival: return "the other blocks of this rank's kernel";
     case WaitTarget::expert_capacity: return "room for an expert's rows (expert_capacity)";
+    case WaitTarget::pull_record: return "the pull record (the peer to announce its expert outputs y)";
+    case WaitTarget::pull_done: return "the done word (the peer to finish reading this rank's expert outputs y)";
   }
   return "unknown";
 }

@@ -107,6 +107,8 @@ class CudaBackend final : public detail::BackendImpl {
     std::vector<Bytes> payloads;
     for (const Bytes& handle : all_handles) payloads.push_back(detail::handle_payload(handle));
     heap_.connect(payloads);
+    symmetric_.connect(options_.config.symmetric_combine, options_.sharing, options_.topology.num_ranks,
+                       heap_.ranks_on_this_device());
     // Every block of every rank on this GPU spins on the others: all must be resident at once.
     const int sharing_ranks = heap_.ranks_on_this_device();
     const int fitting_channels = sm_count_ / (2 * sharing_ranks);
@@ -322,6 +324,8 @@ class CudaBackend final : public detail::BackendImpl {
     return symmetric_.combine(plan, expert_major_call_context(),
                               {stream, alloc_stream(stream), heap_.ranks_on_this_device(), owner_});
   }
+
+  SymmetricCombine symmetric_combine_path() const override { return symmetric_.combine_path(); }
 
   void synchronize(Stream stream) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));

@@ -1,12 +1,13 @@
-// The CUDA `symmetric` combine, one kernel (DESIGN.md, "Symmetric engine"; the protocol in
+// The CUDA `symmetric` push combine, one kernel, the path across processes and GPUs (the pull combine,
+// for ranks as threads on one device, is cuda/symmetric_pull_combine.cu) (DESIGN.md, "Symmetric engine"; the protocol in
 // common/symmetric_protocol.hpp; grid and warp roles in cuda/symmetric_kernels.hpp):
 //   1. push: every block walks its share of this rank's expert rows, homes interleaved
 //      (cuda/symmetric_tables.cuh), TMA-loads each row of y and TMA-stores it into its home rank's
 //      combine buffer at [slot][token], through map();
 //   2. the cross-rank barrier (cuda/cross_rank_barrier.cuh);
-//   3. reduce: every warp takes (token, 256-channel chunk) items of this rank's tokens and sums the
-//      valid slots' rows from its own combine buffer, weighted, in increasing slot order with fmaf
-//      from +0, rounding to bf16 once: the CPU engine's arithmetic, bit for bit.
+//   3. reduce (cuda/symmetric_reduce.cuh): every warp takes (token, 256-channel chunk) items of this
+//      rank's tokens and sums the valid slots' rows from its own combine buffer, weighted, in
+//      increasing slot order with fmaf from +0, rounding to bf16 once: the CPU engine's arithmetic.
 // The combine of a dispatch that overflowed its expert_capacity is refused on every rank alike (each
 // rank's dispatch found the same overflow): nothing is pushed or reduced, the barrier still runs so
 // that no peer waits, and the CapacityError is recorded again.
@@ -16,18 +17,13 @@
 #include "cuda/kernel_preload.hpp"
 #include "cuda/symmetric_kernels.hpp"
 #include "cuda/symmetric_pipeline.cuh"
+#include "cuda/symmetric_reduce.cuh"
 #include "cuda/symmetric_tables.cuh"
 #include "cuda/warp_group.cuh"
 
 namespace switchyard::cuda {
 
 namespace {
-
-// NOTES: a lane reduces 8 channels (one 16-byte load per slot), a warp 256; slots are loaded 8 at a
-// time so that 8 loads per lane are in flight.
-constexpr int kChannelsPerLane = 8;
-constexpr int kChannelsPerChunk = 32 * kChannelsPerLane;
-constexpr int kSlotBatch = 8;
 
 struct CombineCall {
   int half;
@@ -116,85 +112,23 @@ __device__ void push_producer(const KernelContext& context, const SymmetricCombi
 
 // ---- 3. reduce ----------------------------------------------------------------------------------
 
-__device__ __forceinline__ void fma_row(float (&accumulator)[kChannelsPerLane], float weight, const int4& packed) {
-  const uint16_t* values = reinterpret_cast<const uint16_t*>(&packed);
-#pragma unroll
-  for (int i = 0; i < kChannelsPerLane; ++i) accumulator[i] = fmaf(weight, common::bf16_to_float(values[i]), accumulator[i]);
-}
+// Lane j: slot j of `token`, whose row is in this rank's combine buffer at [slot][token].
+struct CombineBufferSlots {
+  const KernelContext& context;
+  const SymmetricCombineLaunch& launch;
+  int half;
 
-// A token's slots, as lane j holds slot j's (k <= 32).
-struct TokenSlots {
-  int64_t expert;
-  float weight;
+  __device__ __forceinline__ TokenSlots operator()(int64_t token) const {
+    const int lane = lane_id();
+    TokenSlots slots{false, 0.0f, nullptr};
+    if (token < launch.num_tokens && lane < launch.topk) {
+      slots.valid = __ldg(launch.topk_idx + token * launch.topk + lane) >= 0;
+      slots.weight = __ldg(launch.topk_weights + token * launch.topk + lane);
+      slots.row = launch.layout.combine_row(context.heap.base, half, lane, token);
+    }
+    return slots;
+  }
 };
-
-__device__ __forceinline__ TokenSlots load_token_slots(const SymmetricCombineLaunch& launch, int64_t token) {
-  const int lane = lane_id();
-  TokenSlots slots{-1, 0.0f};
-  if (token < launch.num_tokens && lane < launch.topk) {
-    slots.expert = __ldg(launch.topk_idx + token * launch.topk + lane);
-    slots.weight = __ldg(launch.topk_weights + token * launch.topk + lane);
-  }
-  return slots;
-}
-
-// Every warp of the grid: items (token, 256-channel chunk) of this rank's tokens. The next item's
-// slots are loaded while the current item's rows are, so each item costs one memory round trip.
-__device__ void reduce_tokens(const KernelContext& context, const SymmetricCombineLaunch& launch,
-                              const CombineCall& call) {
-  const int lane = lane_id();
-  const int hidden = launch.hidden;
-  const int64_t chunks = common::ceil_div(hidden, kChannelsPerChunk);
-  const int64_t items = launch.num_tokens * chunks;
-  const int64_t warps = static_cast<int64_t>(call.blocks) * kSymmetricWarps;
-  int64_t item = static_cast<int64_t>(blockIdx.x) * kSymmetricWarps + threadIdx.x / 32;
-  TokenSlots next = load_token_slots(launch, item / chunks);
-  for (; item < items; item += warps) {
-    const int64_t token = item / chunks;
-    const int channel = static_cast<int>(item % chunks) * kChannelsPerChunk + lane * kChannelsPerLane;
-    const TokenSlots slots = next;
-    next = load_token_slots(launch, (item + warps) / chunks);
-    uint32_t remaining = __ballot_sync(0xffffffffu, slots.expert >= 0);
-    float accumulator[kChannelsPerLane];
-#pragma unroll
-    for (int i = 0; i < kChannelsPerLane; ++i) accumulator[i] = 0.0f;
-    const bool active = channel < hidden;
-    while (remaining != 0) {
-      int slot[kSlotBatch];
-      float weight[kSlotBatch];
-#pragma unroll
-      for (int u = 0; u < kSlotBatch; ++u) {
-        slot[u] = remaining != 0 ? __ffs(remaining) - 1 : -1;
-        if (remaining != 0) remaining &= remaining - 1;
-        weight[u] = __shfl_sync(0xffffffffu, slots.weight, slot[u] < 0 ? 0 : slot[u]);
-      }
-      if (!active) continue;
-      int4 rows[kSlotBatch];
-#pragma unroll
-      for (int u = 0; u < kSlotBatch; ++u) {
-        rows[u] = make_int4(0, 0, 0, 0);
-        if (slot[u] < 0) continue;
-        const uint8_t* row = launch.layout.combine_row(context.heap.base, call.half, slot[u], token);
-        rows[u] = ptx::ld_v4_no_allocate(row + static_cast<size_t>(channel) * 2);
-      }
-      // Increasing slot order: the batches, and the slots within one, come in order.
-#pragma unroll
-      for (int u = 0; u < kSlotBatch; ++u) {
-        if (slot[u] >= 0) fma_row(accumulator, weight[u], rows[u]);
-      }
-    }
-    if (!active) continue;
-    uint32_t packed[kChannelsPerLane / 2];
-#pragma unroll
-    for (int i = 0; i < kChannelsPerLane / 2; ++i) {
-      packed[i] = static_cast<uint32_t>(common::float_to_bf16(accumulator[2 * i])) |
-                  (static_cast<uint32_t>(common::float_to_bf16(accumulator[2 * i + 1])) << 16);
-    }
-    *reinterpret_cast<int4*>(launch.combined_x + token * hidden + channel) =
-        make_int4(static_cast<int>(packed[0]), static_cast<int>(packed[1]), static_cast<int>(packed[2]),
-                  static_cast<int>(packed[3]));
-  }
-}
 
 __global__ void __launch_bounds__(kSymmetricThreads, 1)
     symmetric_combine_kernel(const __grid_constant__ KernelContext context,
@@ -249,7 +183,10 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   if (blockIdx.x == 0 && threadIdx.x == 0) launch.state->calls = sequence;
 
   // 3. Reduce (refused after an overflowed dispatch: combined_x is not written).
-  if (!overflowed) reduce_tokens(context, launch, call);
+  if (!overflowed) {
+    reduce_tokens(ReduceShape{launch.num_tokens, launch.hidden, call.blocks, launch.combined_x},
+                  CombineBufferSlots{context, launch, call.half});
+  }
 }
 
 }  // namespace

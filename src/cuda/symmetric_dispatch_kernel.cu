@@ -390,6 +390,10 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     if (blockIdx.x == 0 && launch.capacity < call.num_ranks * launch.max_tokens_per_rank) {
       find_overflow(context, launch, call);
     }
+    if (blockIdx.x == 0 && launch.begin != nullptr) {
+      write_pull_begins(context, launch, call.half, static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32,
+                        kHelperWarps * 32);
+    }
     write_layout(launch, call, tables);
   }
 }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "common/fp8_cast.hpp"
+#include "core/symmetric_path.hpp"
 #include "core/symmetric_sizing.hpp"
 #include "cuda/cuda_check.hpp"
 #include "switchyard/errors.hpp"
@@ -44,10 +45,12 @@ void prepare_symmetric_kernels(int device) {
   if (!prepared.insert(device).second) return;
   prepare_symmetric_dispatch_kernel();
   prepare_symmetric_combine_kernel();
+  prepare_symmetric_pull_combine_kernel();
 }
 
 int symmetric_blocks_per_sm() {
-  return std::min(symmetric_dispatch_blocks_per_sm(), symmetric_combine_blocks_per_sm());
+  return std::min({symmetric_dispatch_blocks_per_sm(), symmetric_combine_blocks_per_sm(),
+                   symmetric_pull_combine_blocks_per_sm()});
 }
 
 int symmetric_blocks_per_rank(int sm_count, int blocks_per_sm, int ranks_on_device, int device) {
@@ -123,6 +126,21 @@ void SymmetricEngine::prepare(int device, int sm_count) {
   SY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
+void SymmetricEngine::connect(SymmetricCombine requested, HeapSharing sharing, int num_ranks, int ranks_on_device) {
+  // A home follows the peers' plain y pointers: only threads of this process on this device share them
+  // (stream-ordered allocations are not covered by peer access across GPUs).
+  const bool threads = sharing == HeapSharing::threads;
+  const bool pull_possible = threads && ranks_on_device == num_ranks;
+  std::string found = threads ? "ranks as threads" : "ranks in separate processes (HeapSharing::processes)";
+  if (ranks_on_device != num_ranks) {
+    found += ", " + std::to_string(ranks_on_device) + " of the " + std::to_string(num_ranks) + " ranks on GPU " +
+             std::to_string(device_);
+  }
+  combine_path_ = detail::resolve_symmetric_combine(
+      requested, pull_possible,
+      "every rank to be a thread of this process (HeapSharing::threads) on one GPU", found);
+}
+
 int SymmetricEngine::blocks_per_rank(int ranks_on_device) const {
   return symmetric_blocks_per_rank(sm_count_, blocks_per_sm_, ranks_on_device, device_);
 }
@@ -156,6 +174,12 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   handle->num_tokens = plan.num_tokens;
   handle->src_slot = Tensor::empty(DType::i32, {local, rows}, Device::cuda, device_, launch.alloc_stream);
   handle->overflow = Tensor::empty(DType::i32, {4}, Device::cuda, device_, launch.alloc_stream);
+  const bool pull = combine_path_ == SymmetricCombine::pull;
+  if (pull) {
+    handle->position = Tensor::empty(DType::i32, {plan.num_tokens, plan.topk}, Device::cuda, device_,
+                                     launch.alloc_stream);
+    handle->begin = Tensor::empty(DType::i32, {plan.num_experts}, Device::cuda, device_, launch.alloc_stream);
+  }
 
   LowLatencyDispatchResult result;
   result.recv_x = output(args.out_recv_x, plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16, {local, rows, plan.hidden},
@@ -195,6 +219,8 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   kernel.src_info = result.src_info.as<int32_t>();
   kernel.src_slot = handle->src_slot.as<int32_t>();
   kernel.overflow = handle->overflow.as<int32_t>();
+  kernel.position = pull ? handle->position.as<int32_t>() : nullptr;
+  kernel.begin = pull ? handle->begin.as<int32_t>() : nullptr;
   // Timeout reports count this engine's barriers.
   context.barrier_epoch = &state_->barriers;
   launch_symmetric_dispatch(context, kernel, launch.stream);
@@ -213,9 +239,14 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
   const detail::LowLatencyHandleData& handle = *plan.handle;
   const int num_ranks = plan.topology.num_ranks;
   const uint32_t row_bytes = static_cast<uint32_t>(plan.hidden) * 2;
+  const bool pull = combine_path_ == SymmetricCombine::pull;
+  if (pull && !handle.position.defined()) {
+    throw InvalidArgument("handle: expected a dispatch made for the pull combine, got one without its row "
+                          "positions (config.symmetric_combine changed between dispatch and combine?)");
+  }
   const SymmetricGrid grid =
       symmetric_grid(blocks_per_rank(launch.ranks_on_device), num_ranks, handle.local_experts, row_bytes, 0, false);
-  expect_aligned(plan.y, "x", "expert rows are read with TMA");
+  expect_aligned(plan.y, "x", "expert rows are read with TMA and 16-byte loads");
   if (args.out_combined_x.defined()) {
     expect_aligned(args.out_combined_x.data, "out_combined_x", "rows are written with 16-byte stores");
   }
@@ -242,8 +273,15 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
   kernel.topk_weights = args.topk_weights.as<const float>();
   kernel.num_tokens = handle.num_tokens;
   kernel.combined_x = result.combined_x.as<uint16_t>();
+  kernel.num_experts = handle.num_experts;
   context.barrier_epoch = &state_->barriers;
-  launch_symmetric_combine(context, kernel, launch.stream);
+  if (pull) {
+    kernel.position = handle.position.as<const int32_t>();
+    kernel.begin = handle.begin.as<const int32_t>();
+    launch_symmetric_pull_combine(context, kernel, launch.stream);
+  } else {
+    launch_symmetric_combine(context, kernel, launch.stream);
+  }
   return result;
 }
 

@@ -24,6 +24,12 @@ class SymmetricEngine {
   // occupancy, and this rank's zeroed device counters.
   void prepare(int device, int sm_count);
 
+  // At connect, from what the heap found: the combine path (Config::symmetric_combine resolved; pull
+  // only where every rank is a thread of this process on this GPU). Throws Unsupported, naming the
+  // knob, when pull is forced where it cannot work.
+  void connect(SymmetricCombine requested, HeapSharing sharing, int num_ranks, int ranks_on_device);
+  SymmetricCombine combine_path() const { return combine_path_; }
+
   // Where a call runs: `stream` for the kernel, `alloc_stream` for its outputs (null: plain
   // allocations), and how many ranks' grids share this GPU.
   struct Launch {
@@ -45,6 +51,7 @@ class SymmetricEngine {
   int sm_count_ = 0;
   int blocks_per_sm_ = 0;
   SymmetricDeviceState* state_ = nullptr;
+  SymmetricCombine combine_path_ = SymmetricCombine::push;
 };
 
 // The layout of a call's blocks: per-call tables and TMA stages in kSymmetricSharedBytes. `routing`:

@@ -53,6 +53,7 @@ struct SymmetricDeviceState {
   uint64_t barriers;       // cross-rank barriers passed: selects the signal phase and sign
   uint32_t calls;          // symmetric calls made (dispatch or combine); call c uses half c % 2
   uint32_t reserved;
+  uint64_t pull_exits;     // blocks of the running pull combine that finished (the last resets it)
 };
 
 // How a call's blocks are laid out (from the shapes; host-computed, see symmetric_engine.cpp).
@@ -87,6 +88,11 @@ struct SymmetricDispatchLaunch {
   int32_t* src_slot;       // [L, C] (the handle's)
   // The handle's i32 [4] {overflowed, expert, rows, 0}: always written (block 0), for the combine.
   int32_t* overflow;
+  // For the pull combine only (null otherwise), the handle's: i32 [N, K] each pair's position among
+  // this rank's rows for its expert (-1 for none), and i32 [E] where this rank's rows start among
+  // each expert's rows.
+  int32_t* position;
+  int32_t* begin;
 };
 void launch_symmetric_dispatch(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                cudaStream_t stream);
@@ -105,6 +111,10 @@ struct SymmetricCombineLaunch {
   const int32_t* src_info;      // [L, C]
   const int32_t* src_slot;      // [L, C]
   const int32_t* overflow;      // the dispatch's {overflowed, expert, rows, 0}: refuse the call if set
+  // Pull only: the dispatch's (SymmetricDispatchLaunch::position, begin), and E.
+  const int32_t* position;
+  const int32_t* begin;
+  int num_experts;
   // Home side: this rank's tokens.
   const int64_t* topk_idx;     // [N, K]: slots < 0 are left out
   const float* topk_weights;   // [N, K]
@@ -113,13 +123,19 @@ struct SymmetricCombineLaunch {
 };
 void launch_symmetric_combine(const KernelContext& context, const SymmetricCombineLaunch& launch,
                               cudaStream_t stream);
+// The pull combine (cuda/symmetric_pull_combine.cu): every rank's y is read in place by the homes;
+// only where every rank is a thread of this process on this device. Same grid as the others.
+void launch_symmetric_pull_combine(const KernelContext& context, const SymmetricCombineLaunch& launch,
+                                   cudaStream_t stream);
 
 // Each kernel: loaded into the current device's context and its shared-memory attribute set; and
 // how many of its blocks one SM holds (occupancy API).
 void prepare_symmetric_dispatch_kernel();
 void prepare_symmetric_combine_kernel();
+void prepare_symmetric_pull_combine_kernel();
 int symmetric_dispatch_blocks_per_sm();
 int symmetric_combine_blocks_per_sm();
+int symmetric_pull_combine_blocks_per_sm();
 
 // Loads both kernels into `device`'s context (the current device) and sets their attributes, before
 // any rank launches one (cuda/kernel_preload.hpp): once per device; idempotent, thread-safe.

@@ -24,6 +24,14 @@ __device__ __forceinline__ uint64_t atom_add_release_gpu_u64(uint64_t* address, 
   return old;
 }
 
+// The pull combine's exit count: releases this block's work (its loads are consumed) and, for the last
+// block, acquires every other block's.
+__device__ __forceinline__ uint64_t atom_add_acq_rel_gpu_u64(uint64_t* address, uint64_t value) {
+  uint64_t old;
+  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(address), "l"(value) : "memory");
+  return old;
+}
+
 __device__ __forceinline__ uint64_t ld_acquire_gpu_u64(const uint64_t* address) {
   uint64_t value;
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(value) : "l"(address) : "memory");

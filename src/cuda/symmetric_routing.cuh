@@ -14,6 +14,10 @@
 // Bad input (an id outside [-1, E), or more than max_tokens_per_rank rows for one expert) is
 // recorded in the error block and refuses the call: every count becomes kRefusedCount, so that no
 // rank writes any output.
+//
+// For the pull combine (launch.position set), pass 2 also keeps each pair's position locally, and
+// after the barrier write_pull_begins adds where this rank's rows start among each expert's rows: the
+// home then finds the row of (token, slot) in the expert's rank's y by itself.
 #include "common/symmetric_protocol.hpp"
 #include "cuda/bounded_wait.cuh"
 #include "cuda/symmetric_kernels.hpp"
@@ -111,6 +115,9 @@ __device__ void route_tokens(const KernelContext& context, const SymmetricDispat
   walk_pairs(context, launch, first, end, false, refused, [&](int64_t pair, int32_t expert, uint32_t peers) {
     int32_t position = 0;
     if (expert >= 0) position = mine[expert] + __popc(peers & ptx::lanemask_lt());
+    if (launch.position != nullptr && pair < end) {
+      launch.position[pair] = expert >= 0 && position < launch.max_tokens_per_rank ? position : -1;
+    }
     __syncwarp();
     if (expert < 0) return;
     if (lane == __ffs(peers) - 1) mine[expert] += __popc(peers);
@@ -128,6 +135,25 @@ __device__ void route_tokens(const KernelContext& context, const SymmetricDispat
     const int target = expert / launch.local_experts;
     const int local = expert % launch.local_experts;
     *heap.map(region.count(heap.base, half, local, context.rank), target) = refuse ? kRefusedCount : totals[expert];
+  }
+}
+
+// After the barrier, block 0's helper warps (`helper` 0..helpers-1), for the pull combine: begin[e] =
+// the rows that sources before this rank route to expert e, read from the expert's rank's workspace
+// through map() (every source wrote its counts there before arriving).
+__device__ void write_pull_begins(const KernelContext& context, const SymmetricDispatchLaunch& launch, int half,
+                                  int helper, int helpers) {
+  const common::SymHeap& heap = context.heap;
+  for (int expert = helper; expert < launch.num_experts; expert += helpers) {
+    const int target = expert / launch.local_experts;
+    const int local = expert % launch.local_experts;
+    int32_t rows = 0;
+    for (int source = 0; source < context.rank; ++source) {
+      // A count out of range is its target's to report (load_pull_tables); it adds nothing here.
+      const int32_t count = *heap.map(launch.layout.count(heap.base, half, local, source), target);
+      if (count > 0 && count <= launch.max_tokens_per_rank) rows += count;
+    }
+    launch.begin[expert] = rows;
   }
 }
 

@@ -1,8 +1,10 @@
 // The CUDA `symmetric` engine (DESIGN.md, "Symmetric engine"; expert-major interface) against the
 // reference and against the CPU backend's symmetric engine, bit for bit: R ranks as threads of this
 // process, each with its own stream, on the GPUs SWITCHYARD_TEST_DEVICES picks (cuda/rank_device.hpp;
-// default: all on GPU 0). Also: CUDA graph capture and replay with new
-// routing, back-to-back calls, timeouts naming the missing rank, bad input found on the device, the
+// default: all on GPU 0). Both combine paths (push; pull, where every home reads the experts' y in
+// place: ranks as threads on one GPU; Config::symmetric_combine) run every round trip. Also: CUDA
+// graph capture and replay with new routing, back-to-back calls, y overwritten on the caller's stream
+// right after combine, timeouts naming the missing rank, bad input found on the device, the
 // co-residency refusal, and sharing a Buffer with the `normal` engine. Skipped (reported as skipped)
 // where no GPU is present. The `Small_R1` cases are small enough for compute-sanitizer.
 #include <cuda_runtime.h>
@@ -11,6 +13,7 @@
 #include <algorithm>
 #include <cstring>
 #include <mutex>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -18,6 +21,7 @@
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
 #include "cuda/expert_major_round_trip.hpp"
+#include "cuda/rank_device.hpp"
 #include "cuda/symmetric_engine.hpp"
 #include "cuda/symmetric_kernels.hpp"
 #include "support/expert_major_gtest.hpp"
@@ -28,6 +32,11 @@
 #include "switchyard/group.hpp"
 #include "switchyard/reference.hpp"
 #include "workload/workload.hpp"
+
+namespace switchyard {
+// GoogleTest names a path parameter by its knob value.
+inline void PrintTo(SymmetricCombine path, std::ostream* out) { *out << symmetric_combine_name(path); }
+}  // namespace switchyard
 
 namespace switchyard::testing::expert_major {
 namespace {
@@ -42,6 +51,27 @@ constexpr double kTestTimeoutSeconds = 120.0;
 
 #define SWITCHYARD_REQUIRE_GPU() \
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU tests are skipped, not passed"
+
+// Whether c's ranks all land on one GPU (SWITCHYARD_TEST_DEVICES), which the pull combine needs.
+bool on_one_device(const Case& c) {
+  for (int rank = 1; rank < c.ranks; ++rank) {
+    if (testing::device_for_rank(rank, c.ranks) != testing::device_for_rank(0, c.ranks)) return false;
+  }
+  return true;
+}
+
+// The pull combine follows plain y pointers: ranks spread over GPUs cannot use it (connect refuses).
+#define SWITCHYARD_REQUIRE_PATH(c)                                                          \
+  if ((c).symmetric_combine == SymmetricCombine::pull && !on_one_device(c))                 \
+  GTEST_SKIP() << "the pull combine needs every rank on one GPU; SWITCHYARD_TEST_DEVICES spreads them"
+
+// Both combine paths, named after the path.
+constexpr SymmetricCombine kPaths[] = {SymmetricCombine::push, SymmetricCombine::pull};
+
+class SymmetricCudaPaths : public ::testing::TestWithParam<SymmetricCombine> {};
+
+INSTANTIATE_TEST_SUITE_P(Paths, SymmetricCudaPaths, ::testing::ValuesIn(kPaths),
+                         [](const auto& info) { return std::string(symmetric_combine_name(info.param)); });
 
 // Every buffer here has the symmetric region only.
 BufferOptions options_of(const Case& c, int rank, double timeout_seconds = kTestTimeoutSeconds) {
@@ -104,6 +134,7 @@ class SymmetricCudaRoundTrip : public ::testing::TestWithParam<Case> {};
 TEST_P(SymmetricCudaRoundTrip, MatchesTheReferenceAndTheCpuEngineBitwiseTwice) {
   SWITCHYARD_REQUIRE_GPU();
   const Case& c = GetParam();
+  SWITCHYARD_REQUIRE_PATH(c);
   const uint64_t seed = seed_for("symmetric_cuda/" + c.name);
   SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed));
   const Expected expected = expected_for(c, seed);
@@ -112,6 +143,10 @@ TEST_P(SymmetricCudaRoundTrip, MatchesTheReferenceAndTheCpuEngineBitwiseTwice) {
   run_ranks(c.ranks, [&](Group& group) {
     const int rank = group.rank();
     GpuRank gpu(options_of(c, rank), group);
+    if (gpu.buffer->symmetric_combine_path() != c.symmetric_combine) {
+      failures.add(rank, std::string("symmetric_combine_path: expected ") + symmetric_combine_name(c.symmetric_combine) +
+                             ", got " + symmetric_combine_name(gpu.buffer->symmetric_combine_path()));
+    }
     // Twice on one buffer: the second call uses the other heap half and barrier phase, and must give
     // the same bits. Preallocated, poisoned outputs on even ranks; the library allocates on odd ones.
     for (int round = 0; round < 2; ++round) {
@@ -152,7 +187,7 @@ std::vector<Case> cases() {
   };
 }
 
-INSTANTIATE_TEST_SUITE_P(EdgeCases, SymmetricCudaRoundTrip, ::testing::ValuesIn(cases()),
+INSTANTIATE_TEST_SUITE_P(EdgeCases, SymmetricCudaRoundTrip, ::testing::ValuesIn(on_both_combine_paths(cases())),
                          [](const auto& info) { return info.param.name; });
 
 // ---- expert_capacity ----------------------------------------------------------------------------
@@ -203,6 +238,7 @@ class SymmetricCudaCapacity : public ::testing::TestWithParam<Case> {};
 // with that capacity, and the CPU engine's.
 TEST_P(SymmetricCudaCapacity, ExactlyFullLargerAndOneRowMatchTheReferenceAndTheCpuEngineBitwise) {
   SWITCHYARD_REQUIRE_GPU();
+  SWITCHYARD_REQUIRE_PATH(GetParam());
   const uint64_t seed = seed_for("symmetric_cuda/capacity/" + GetParam().name);
   for (const CapacityRun& run : capacity_runs(GetParam(), seed)) {
     const Case& c = run.c;
@@ -239,7 +275,7 @@ std::vector<Case> capacity_cases() {
   };
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCudaCapacity, ::testing::ValuesIn(capacity_cases()),
+INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCudaCapacity, ::testing::ValuesIn(on_both_combine_paths(capacity_cases())),
                          [](const auto& info) { return info.param.name; });
 
 // An expert past its capacity: every rank's synchronize() raises the same CapacityError naming the
@@ -313,24 +349,28 @@ void expect_overflow_refused(const Case& base) {
   }
 }
 
-TEST(SymmetricCudaCapacityOverflow, Small_R1_OverflowIsCapacityErrorAndWritesNothingPastTheCapacity) {
+TEST_P(SymmetricCudaPaths, Small_R1_OverflowIsCapacityErrorAndWritesNothingPastTheCapacity) {
   SWITCHYARD_REQUIRE_GPU();
-  expect_overflow_refused(
-      with_routing(make("Small_R1_overflow", 1, {16}, 16, 2, 4, 256), workload::Routing::skewed));
+  expect_overflow_refused(with_symmetric_combine(
+      with_routing(make("Small_R1_overflow", 1, {16}, 16, 2, 4, 256), workload::Routing::skewed), GetParam()));
 }
 
-TEST(SymmetricCudaCapacityOverflow, EveryRankRaisesTheSameCapacityErrorAndTheCombineIsRefusedOnAll) {
+TEST_P(SymmetricCudaPaths, EveryRankRaisesTheSameCapacityErrorAndTheCombineIsRefusedOnAll) {
   SWITCHYARD_REQUIRE_GPU();
-  expect_overflow_refused(
-      with_routing(make("R4_overflow", 4, {40, 40, 33, 40}, 40, 4, 16, 512), workload::Routing::skewed));
-  expect_overflow_refused(
-      with_fp8(make("R8_fp8_overflow", 8, {24, 24, 13, 24, 0, 24, 24, 7}, 24, 8, 64, 512), false, false));
+  const Case r4 = with_symmetric_combine(
+      with_routing(make("R4_overflow", 4, {40, 40, 33, 40}, 40, 4, 16, 512), workload::Routing::skewed), GetParam());
+  SWITCHYARD_REQUIRE_PATH(r4);
+  expect_overflow_refused(r4);
+  expect_overflow_refused(with_symmetric_combine(
+      with_fp8(make("R8_fp8_overflow", 8, {24, 24, 13, 24, 0, 24, 24, 7}, 24, 8, 64, 512), false, false),
+      GetParam()));
 }
 
 // Graph replay with a capacity: the overflow record is cleared and set on the device on every replay.
-TEST(SymmetricCudaCapacity, ReplaysFromCudaGraphsWithACapacity) {
+TEST_P(SymmetricCudaPaths, ReplaysFromCudaGraphsWithACapacity) {
   SWITCHYARD_REQUIRE_GPU();
-  Case c = make("graph_capacity", 4, {48, 48, 48, 48}, 48, 8, 32, 1024);
+  Case c = with_symmetric_combine(make("graph_capacity", 4, {48, 48, 48, 48}, 48, 8, 32, 1024), GetParam());
+  SWITCHYARD_REQUIRE_PATH(c);
   constexpr int kRounds = 3;
   std::vector<std::vector<workload::RankData>> drawn;
   int64_t capacity = 1;
@@ -360,9 +400,10 @@ TEST(SymmetricCudaCapacity, ReplaysFromCudaGraphsWithACapacity) {
 
 // Two dispatches, then their combines in the other order, with no synchronisation between ranks:
 // four barriers per round walk through both signal phases and both signs, and the halves alternate.
-TEST(SymmetricCuda, BackToBackCallsReuseTheBarrierAndHalvesWithoutRacing) {
+TEST_P(SymmetricCudaPaths, BackToBackCallsReuseTheBarrierAndHalvesWithoutRacing) {
   SWITCHYARD_REQUIRE_GPU();
-  const Case c = make("back_to_back", 4, {40, 23, 40, 17}, 40, 4, 16, 512);
+  const Case c = with_symmetric_combine(make("back_to_back", 4, {40, 23, 40, 17}, 40, 4, 16, 512), GetParam());
+  SWITCHYARD_REQUIRE_PATH(c);
   const uint64_t seed = seed_for("symmetric_cuda/back_to_back");
   const Expected first = expected_for(c, seed);
   const Expected second = expected_for(c, seed + 1);
@@ -401,9 +442,10 @@ TEST(SymmetricCuda, BackToBackCallsReuseTheBarrierAndHalvesWithoutRacing) {
 // No host synchronisation: dispatch and combine are captured in CUDA graphs once and replayed with
 // new inputs (new routing) uploaded into the same device tensors; every replay matches the
 // reference (the heap half and barrier phase advance on the device, not in the captured arguments).
-TEST(SymmetricCuda, DispatchAndCombineReplayFromCudaGraphsWithNewRouting) {
+TEST_P(SymmetricCudaPaths, DispatchAndCombineReplayFromCudaGraphsWithNewRouting) {
   SWITCHYARD_REQUIRE_GPU();
-  const Case c = make("graph", 4, {48, 48, 48, 48}, 48, 8, 32, 1024);
+  const Case c = with_symmetric_combine(make("graph", 4, {48, 48, 48, 48}, 48, 8, 32, 1024), GetParam());
+  SWITCHYARD_REQUIRE_PATH(c);
   constexpr int kRounds = 3;
   std::vector<Expected> rounds;
   for (int round = 0; round < kRounds; ++round)
@@ -426,9 +468,10 @@ TEST(SymmetricCuda, DispatchAndCombineReplayFromCudaGraphsWithNewRouting) {
 
 // One Buffer serves the symmetric and normal engines in turn: a whole normal round trip between a
 // symmetric dispatch and its combine (their grids are sized independently; see the report).
-TEST(SymmetricCuda, InterleavesWithTheNormalEngineOnOneBuffer) {
+TEST_P(SymmetricCudaPaths, InterleavesWithTheNormalEngineOnOneBuffer) {
   SWITCHYARD_REQUIRE_GPU();
-  const Case c = make("interleaved", 2, {48, 48}, 48, 4, 8, 512);
+  const Case c = with_symmetric_combine(make("interleaved", 2, {48, 48}, 48, 4, 8, 512), GetParam());
+  SWITCHYARD_REQUIRE_PATH(c);
   const workload::Shape shape = shape_of(c);
   const uint64_t seed = seed_for("symmetric_cuda/interleaved");
   const std::vector<workload::RankData> normal_data = workload::generate(shape, seed);
@@ -473,9 +516,10 @@ TEST(SymmetricCuda, InterleavesWithTheNormalEngineOnOneBuffer) {
 // Rank 0 dispatches (and with `combine`, combines) while rank 1 makes only the dispatch (with
 // `combine`) or no call at all; returns what rank 0 caught, and whether its buffer refused work
 // afterwards.
-std::string timeout_message(bool combine, bool* refused_after) {
+std::string timeout_message(bool combine, bool* refused_after,
+                            SymmetricCombine path = SymmetricCombine::automatic) {
   constexpr double kTimeout = 1.0;
-  const Case c = make("timeout", 2, {16, 16}, 16, 2, 4, 256);
+  const Case c = with_symmetric_combine(make("timeout", 2, {16, 16}, 16, 2, 4, 256), path);
   const Expected expected = expected_for(c, seed_for("symmetric_cuda/timeout"));
   PeerGate gate;
   Caught caught;
@@ -522,14 +566,70 @@ TEST(SymmetricCudaTimeouts, DispatchWithoutItsPeerTimesOutNamingRankRoleAndTheMi
   EXPECT_TRUE(refused_after);
 }
 
-TEST(SymmetricCudaTimeouts, CombineWithoutItsPeerTimesOutNamingRankRoleAndTheMissingRank) {
+TEST_P(SymmetricCudaPaths, CombineWithoutItsPeerTimesOutNamingRankRoleAndTheMissingRank) {
   SWITCHYARD_REQUIRE_GPU();
+  SWITCHYARD_REQUIRE_PATH(with_symmetric_combine(make("timeout", 2, {16, 16}, 16, 2, 4, 256), GetParam()));
   bool refused_after = false;
-  const std::string message = timeout_message(true, &refused_after);
+  const std::string message = timeout_message(true, &refused_after, GetParam());
   SCOPED_TRACE("message: " + message);
   EXPECT_NE(message.find("rank 0 (cuda symmetric, combine)"), std::string::npos);
-  EXPECT_NE(message.find("barrier from rank 1"), std::string::npos);
+  EXPECT_NE(message.find("timed out"), std::string::npos);
+  if (GetParam() == SymmetricCombine::pull) {
+    // No barrier on the pull path: rank 0 waits for rank 1 to announce its y.
+    EXPECT_NE(message.find("pull record"), std::string::npos);
+    EXPECT_NE(message.find("from rank 1"), std::string::npos);
+  } else {
+    EXPECT_NE(message.find("barrier from rank 1"), std::string::npos);
+  }
   EXPECT_TRUE(refused_after);
+}
+
+// ---- the pull combine's lifetime and path ------------------------------------------------------------
+
+// The caller may overwrite y on its stream as soon as combine returns: a rank with few tokens finishes
+// its own reduction early, poisons its y right behind the combine on its stream, and the peers, still
+// reading that y on the pull path, must not see it (the combine kernel ends only after every peer has
+// released its done word). Every rank's output stays the reference's, round after round.
+TEST_P(SymmetricCudaPaths, ExpertOutputsMayBeOverwrittenOnTheStreamRightAfterCombine) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case c =
+      with_symmetric_combine(make("overwrite_y", 4, {2, 256, 256, 256}, 256, 8, 32, 7168), GetParam());
+  SWITCHYARD_REQUIRE_PATH(c);
+  const uint64_t seed = seed_for("symmetric_cuda/overwrite_y");
+  const Expected expected = expected_for(c, seed);
+  Failures failures;
+  run_ranks(c.ranks, [&](Group& group) {
+    const int rank = group.rank();
+    GpuRank gpu(options_of(c, rank), group);
+    const cudaStream_t stream = gpu.stream;
+    const DeviceInputs in = upload_inputs(expected.data[rank], gpu.device, stream);
+    for (int round = 0; round < 4; ++round) {
+      Tensor y = to_device(expected.ys[rank], gpu.device, stream);
+      LowLatencyDispatchResult dispatched =
+          gpu.buffer->symmetric_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
+      LowLatencyCombineResult combined = gpu.buffer->symmetric_combine(
+          combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream));
+      if (cudaMemsetAsync(y.data(), kPoison, y.nbytes(), stream) != cudaSuccess) failures.add(rank, "poisoning y failed");
+      gpu.buffer->synchronize(stream);
+      compare(to_host(combined.combined_x, stream), expected.combined[rank],
+              "combined_x (round " + std::to_string(round) + ")", rank, failures);
+    }
+    group.barrier();
+  });
+  expect_none(failures, seed);
+}
+
+TEST(SymmetricCudaPath, AutoPullsWithEveryRankOnOneGpu) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case c = make("auto_path", 2, {8, 8}, 8, 2, 4, 256);
+  if (!on_one_device(c)) GTEST_SKIP() << "SWITCHYARD_TEST_DEVICES spreads the ranks over GPUs";
+  std::vector<SymmetricCombine> paths(c.ranks, SymmetricCombine::automatic);
+  run_ranks(c.ranks, [&](Group& group) {
+    GpuRank gpu(options_of(c, group.rank()), group);
+    paths[group.rank()] = gpu.buffer->symmetric_combine_path();
+    group.barrier();
+  });
+  for (SymmetricCombine path : paths) EXPECT_EQ(path, SymmetricCombine::pull);
 }
 
 // ---- bad input found on the device, and the co-residency refusal --------------------------------
