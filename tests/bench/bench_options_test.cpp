@@ -321,7 +321,7 @@ Traffic example_traffic() {
 
 TEST(BenchDesignRoofline, StagedEnginesMoveEveryRowFourTimesInDispatchAndThreeTimesPlusTheOutputInCombine) {
   for (BenchEngine engine : {BenchEngine::normal, BenchEngine::low_latency}) {
-    const DesignTraffic design = design_traffic(engine, example_traffic(), /*single_node=*/true);
+    const DesignTraffic design = design_traffic(engine, example_traffic(), /*single_node=*/true, std::nullopt);
     ASSERT_TRUE(design.dispatch_bytes && design.combine_bytes) << bench_engine_name(engine);
     // The sender reads x (1600) and writes the staging row (1000); the receiver reads it and writes recv_x.
     EXPECT_EQ(*design.dispatch_bytes, 100 * (1600 + 3 * 1000)) << bench_engine_name(engine);
@@ -333,23 +333,37 @@ TEST(BenchDesignRoofline, StagedEnginesMoveEveryRowFourTimesInDispatchAndThreeTi
 }
 
 TEST(BenchDesignRoofline, SymmetricPublishesEachSourceTokenOnceAndPullsEachRow) {
-  const DesignTraffic design = design_traffic(BenchEngine::symmetric, example_traffic(), true);
+  const DesignTraffic design = design_traffic(BenchEngine::symmetric, example_traffic(), true, SymmetricCombine::push);
   ASSERT_TRUE(design.dispatch_bytes && design.combine_bytes);
   // Publish: read x, write the input buffer, per source token; pull: read it, write recv_x, per row.
   EXPECT_EQ(*design.dispatch_bytes, 40 * (1600 + 1000) + 2 * 100 * 1000);
   // Push (2 per row), reduce (1 per row), output (1 per token).
   EXPECT_EQ(*design.combine_bytes, 3 * 100 * 800 + 40 * 800);
+  EXPECT_NE(design.passes.find("push"), std::string::npos) << design.passes;
+}
+
+TEST(BenchDesignRoofline, SymmetricPullCombineReadsEachRowOnceInPlace) {
+  const DesignTraffic design = design_traffic(BenchEngine::symmetric, example_traffic(), true, SymmetricCombine::pull);
+  ASSERT_TRUE(design.dispatch_bytes && design.combine_bytes);
+  EXPECT_EQ(*design.dispatch_bytes, 40 * (1600 + 1000) + 2 * 100 * 1000);  // the dispatch does not change
+  // The home reads each row once from the expert's y (1 per row), and writes the output (1 per token).
+  EXPECT_EQ(*design.combine_bytes, 100 * 800 + 40 * 800);
+  EXPECT_NE(design.passes.find("pull"), std::string::npos) << design.passes;
+  // No Buffer reported a path (none connected): the combine is not counted rather than guessed.
+  const DesignTraffic unknown = design_traffic(BenchEngine::symmetric, example_traffic(), true, std::nullopt);
+  EXPECT_TRUE(unknown.dispatch_bytes.has_value());
+  EXPECT_FALSE(unknown.combine_bytes.has_value());
 }
 
 TEST(BenchDesignRoofline, NcclIsNotCountedAndSaysWhy) {
-  const DesignTraffic nccl = design_traffic(BenchEngine::nccl, example_traffic(), true);
+  const DesignTraffic nccl = design_traffic(BenchEngine::nccl, example_traffic(), true, std::nullopt);
   EXPECT_FALSE(nccl.dispatch_bytes.has_value());
   EXPECT_FALSE(nccl.combine_bytes.has_value());
   EXPECT_NE(nccl.why_not.find("NCCL"), std::string::npos) << nccl.why_not;
   // Across nodes the engines' bytes need the rows by link (bench_node_traffic_test.cpp); without
   // them the bench says so instead of counting one node's passes.
   for (BenchEngine engine : {BenchEngine::normal, BenchEngine::low_latency}) {
-    const DesignTraffic internode = design_traffic(engine, example_traffic(), /*single_node=*/false);
+    const DesignTraffic internode = design_traffic(engine, example_traffic(), /*single_node=*/false, std::nullopt);
     EXPECT_FALSE(internode.dispatch_bytes.has_value()) << bench_engine_name(engine);
     EXPECT_NE(internode.why_not.find("across nodes"), std::string::npos) << internode.why_not;
   }

@@ -62,7 +62,8 @@ DesignTraffic direct_across_nodes(const Traffic& traffic, const DirectNodeTraffi
 
 }  // namespace
 
-DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool single_node) {
+DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool single_node,
+                             std::optional<SymmetricCombine> symmetric_combine) {
   DesignTraffic design;
   switch (engine) {
     case BenchEngine::normal:
@@ -86,10 +87,21 @@ DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool si
       }
       design.dispatch_bytes = traffic.source_tokens * (traffic.input_row_bytes + traffic.dispatch_row_bytes) +
                               traffic.delivered_rows * 2 * traffic.dispatch_row_bytes;
-      design.combine_bytes = traffic.delivered_rows * 3 * traffic.combine_row_bytes +
-                             traffic.source_tokens * traffic.combine_row_bytes;
-      design.passes =
-          "dispatch 2 per source token (publish) + 2 per row (pull), combine 3 per row + the output";
+      design.passes = "dispatch 2 per source token (publish) + 2 per row (pull), combine ";
+      if (!symmetric_combine) {
+        design.passes += "not counted (no Buffer reported its path)";
+        return design;
+      }
+      if (*symmetric_combine == SymmetricCombine::pull) {
+        // Each home reads every row of its tokens once, from the expert's y in place.
+        design.combine_bytes = traffic.delivered_rows * traffic.combine_row_bytes +
+                               traffic.source_tokens * traffic.combine_row_bytes;
+        design.passes += "pull, 1 per row (the home reads y in place) + the output";
+      } else {
+        design.combine_bytes = traffic.delivered_rows * 3 * traffic.combine_row_bytes +
+                               traffic.source_tokens * traffic.combine_row_bytes;
+        design.passes += "push, 3 per row (read y, write the home's buffer, the reduction's read) + the output";
+      }
       return design;
     case BenchEngine::nccl:
       design.why_not =

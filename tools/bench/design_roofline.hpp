@@ -42,10 +42,15 @@ struct DesignTraffic {
 //     tokens x d (each staged once into the send area, from shared memory); combine + RDMA rows x
 //     2c (without zero_copy, as the bench calls it, y is first copied into the combine buffer).
 //   symmetric: dispatch = tokens x (x + d) (publish, once per token, not per row) + rows x 2d (the
-//     pull: read the source's input buffer, write recv_x); combine = rows x 3c (push and the
-//     reduction's read) + tokens x c (the output). One node only (the library refuses more).
+//     pull: read the source's input buffer, write recv_x). Combine by the path that ran
+//     (Buffer::symmetric_combine_path): push = rows x 3c (push and the reduction's read) + tokens x c
+//     (the output); pull = rows x c (each home reads the expert's y once) + tokens x c. One node
+//     only (the library refuses more).
 //   nccl: not counted (NCCL's send/recv stages rows through its own buffers by a protocol it picks
 //     at run time).
-DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool single_node);
+// `symmetric_combine`: the symmetric engine's combine path as its Buffer reported it (push or pull);
+// unset for the other engines, or when no Buffer connected (the combine is then not counted).
+DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool single_node,
+                             std::optional<SymmetricCombine> symmetric_combine);
 
 }  // namespace switchyard::bench

@@ -106,6 +106,13 @@ class LowLatencySession final : public EngineSession {
 
   void combine(int /*iteration*/) override { call_combine(combine_args()); }
 
+  // symmetric: the combine path its Buffer took (the design bytes follow it).
+  std::string note() const override {
+    if (engine_ != Engine::symmetric) return "";
+    return std::string("combine path: ") + symmetric_combine_name(context_.buffer->symmetric_combine_path()) +
+           " (Buffer::symmetric_combine_path; --symmetric-combine)";
+  }
+
   // low_latency only: the symmetric engine is one stage each way (its calls refuse return_recv_hook).
   std::string hook_split_unsupported() const override {
     if (engine_ == Engine::symmetric)

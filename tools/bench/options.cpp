@@ -146,6 +146,7 @@ const std::map<std::string, Setter>& value_flags() {
              value == "auto" ? kAutoChannels : parse_int(flag, value, 1, "a positive integer or auto");
        }},
       {"--ring-slots", positive(&CommandLine::ring_slots)},
+      {"--symmetric-combine", choice(&CommandLine::symmetric_combine, {"auto", "push", "pull"})},
       {"--chunk-tokens", positive(&CommandLine::chunk_tokens)},
       {"--timeout", [](CommandLine& c, const std::string& flag,
                        const std::string& value) { c.timeout_seconds = parse_seconds(flag, value); }},
@@ -332,6 +333,12 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, in
   if (command_line.ring_slots) options.config.ring_slots = *command_line.ring_slots;
   if (command_line.chunk_tokens) options.config.chunk_tokens = *command_line.chunk_tokens;
   if (command_line.timeout_seconds) options.config.timeout_seconds = *command_line.timeout_seconds;
+  if (command_line.symmetric_combine) {
+    const std::string& path = *command_line.symmetric_combine;
+    options.config.symmetric_combine = path == "push"   ? SymmetricCombine::push
+                                       : path == "pull" ? SymmetricCombine::pull
+                                                        : SymmetricCombine::automatic;
+  }
   if (options.config.chunk_tokens > options.config.ring_slots) {
     throw UsageError("--chunk-tokens: expected at most --ring-slots " +
                      std::to_string(options.config.ring_slots) + ", got " +
@@ -404,6 +411,14 @@ Engine configuration (normal)
   --chunk-tokens T          tokens per head/tail publication, at most S (default 16)
   --timeout SECONDS         bound on every wait (default 30); nccl: on the host's waits for its
                             stream, after which it aborts its communicator
+Engine configuration (symmetric)
+  --symmetric-combine auto|push|pull
+                            the combine path (Config::symmetric_combine). push: rows into the
+                            homes' combine buffers, a barrier, a local reduction (3 passes per
+                            row); pull: each home reads the experts' y in place (1 pass; ranks
+                            as threads on one GPU only, else the engine is skipped with the
+                            reason). auto (default): pull where it works. The header of the
+                            results says which ran, and the design bytes follow it
 Output
   --json FILE               write the results as JSON
   --dump DIR                write every input and output of the check iteration as .npy files,
@@ -536,9 +551,12 @@ What is reported, per engine
                                    buffer) + pull, 2 per row (read the source's input buffer,
                                    write recv_x)
                                    = tokens * (x row + dispatch row) + 2 * rows * dispatch row
-              symmetric combine    push, 2 per row (read y, write the home's combine buffer)
+              symmetric combine    by the path that ran (the 'combine path:' line):
+                                   push, 2 per row (read y, write the home's combine buffer)
                                    + reduce, 1 per row + the output
                                    = 3 * rows * combine row + tokens * hidden * 2
+                                   pull, 1 per row (the home reads y in place) + the output
+                                   = rows * combine row + tokens * hidden * 2
               nccl                 not counted: NCCL's send/recv stages rows through its own
                                    buffers by a protocol it picks at run time
             Row payloads only: ring and slot metadata (ids, weights, source fields, signals)

@@ -74,6 +74,7 @@ struct CommandLine {
   std::optional<std::string> json_path, dump_dir;
   std::optional<int> channels, ring_slots, chunk_tokens;
   std::optional<double> timeout_seconds;
+  std::optional<std::string> symmetric_combine;
 };
 
 // Where a default came from, so that the output can say so.

@@ -172,6 +172,12 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
     } else {
       json.string(result.note);
     }
+    json.key("symmetric_combine");
+    if (result.symmetric_combine.empty()) {
+      json.null();
+    } else {
+      json.string(result.symmetric_combine);
+    }
     if (is_rank_major(result.engine)) {
       // Across nodes only (NodeTraffic); null on one node and when the engine did not run.
       const bool across = result.timed && result.node_bytes.has_value() && result.node_bytes->forwarded;

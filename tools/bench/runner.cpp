@@ -153,11 +153,18 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
         (engine == BenchEngine::symmetric ? problem.symmetric : problem.low_latency).rows_per_expert;
   }
   result.node_bytes = traffic.node_bytes();
-  const DesignTraffic design = design_traffic(engine, traffic, options.topology.is_single_node());
-  result.design_dispatch_bytes = design.dispatch_bytes;
-  result.design_combine_bytes = design.combine_bytes;
-  result.design_passes = design.passes;
-  result.design_note = design.why_not;
+  // The design bytes follow the path the engine took: the symmetric combine's is known once its
+  // Buffers connected (rank 0's; every rank resolves it alike).
+  std::optional<SymmetricCombine> symmetric_combine;
+  auto count_design = [&] {
+    const DesignTraffic design =
+        design_traffic(engine, traffic, options.topology.is_single_node(), symmetric_combine);
+    result.design_dispatch_bytes = design.dispatch_bytes;
+    result.design_combine_bytes = design.combine_bytes;
+    result.design_passes = design.passes;
+    result.design_note = design.why_not;
+  };
+  count_design();
   // The expert-major engines' extra rows: the send/receive split and CUDA graph replay.
   const bool extra_rows = !is_rank_major(engine);
 
@@ -189,6 +196,7 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
         buffers[rank] = std::make_unique<Buffer>(buffer_options(options, engine, rank));
         buffer = buffers[rank].get();
         buffer->connect(group.allgather(buffer->local_handle()));
+        if (engine == BenchEngine::symmetric && rank == 0) symmetric_combine = buffer->symmetric_combine_path();
       }
       const SessionContext context{&options, &problem, buffer, rank, stream, &group, device};
       std::unique_ptr<EngineSession> session = make_engine_session(engine, context);
@@ -293,6 +301,8 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
     return result;
   }
 
+  count_design();
+  if (symmetric_combine) result.symmetric_combine = symmetric_combine_name(*symmetric_combine);
   result.timed = true;
   result.note = note;
   const PhaseTiming dispatch = timing_of(dispatch_seconds);

@@ -57,6 +57,9 @@ struct EngineResult {
   std::string hook_split;
   std::optional<PhaseTiming> dispatch_send, dispatch_recv, combine_send, combine_recv;
   std::string note;  // how the engine ran, when worth a line (nccl: the NCCL version)
+  // symmetric: the combine path its Buffers took ("push" or "pull"; Buffer::symmetric_combine_path);
+  // empty for the other engines and when none connected.
+  std::string symmetric_combine;
 };
 
 // The tokens per rank an engine runs, and what its traffic counts.
