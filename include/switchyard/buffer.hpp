@@ -153,8 +153,9 @@ class Buffer {
   TensorView low_latency_combine_buffer(const LowLatencyHandle& handle);
 
   // The `symmetric` engine (DeepGEMM Mega-MoE design; switchyard/low_latency.hpp, "symmetric"):
-  // the low_latency interface and outputs, bit for bit, in one stage each way (pull dispatch, push
-  // combine, one cross-rank barrier). Needs BufferSizing::symmetric_max_tokens_per_rank > 0; it has
+  // the low_latency interface and outputs, bit for bit, in one stage each way (pull dispatch; push
+  // combine with one cross-rank barrier, or where all ranks are threads on one device a pull combine
+  // that reads every expert output once: symmetric_combine_path()). Needs BufferSizing::symmetric_max_tokens_per_rank > 0; it has
   // its own heap region, so it may be used on the same Buffer as `normal` and `low_latency`. Its
   // handles are for symmetric_combine only. return_recv_hook and zero_copy raise Unsupported.
   LowLatencyDispatchResult symmetric_dispatch(const LowLatencyDispatchArgs& args);

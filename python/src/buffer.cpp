@@ -65,6 +65,21 @@ BufferClass bind_buffer(nb::module_& m) {
       .def_rw("ring_slots", &Config::ring_slots)
       .def_rw("chunk_tokens", &Config::chunk_tokens)
       .def_rw("timeout_seconds", &Config::timeout_seconds)
+      .def_prop_rw(
+          "symmetric_combine", [](const Config& self) { return std::string(symmetric_combine_name(self.symmetric_combine)); },
+          [](Config& self, const std::string& path) {
+            if (path == "auto") {
+              self.symmetric_combine = SymmetricCombine::automatic;
+            } else if (path == "push") {
+              self.symmetric_combine = SymmetricCombine::push;
+            } else if (path == "pull") {
+              self.symmetric_combine = SymmetricCombine::pull;
+            } else {
+              throw InvalidArgument("symmetric_combine: expected 'auto', 'push' or 'pull', got '" + path + "'");
+            }
+          },
+          "The symmetric engine's combine path: 'auto' (pull where every rank is a thread of this process on "
+          "one device, else push), 'push' or 'pull' (config.hpp).")
       .def("validate", &Config::validate)
       .def("__repr__", &Config::to_string);
 
@@ -169,7 +184,11 @@ BufferClass bind_buffer(nb::module_& m) {
       .def_prop_ro("device", [](const PyBuffer& self) { return self.placement().device; },
                    "The CUDA device of a CUDA Buffer's tensors (CPU Buffers: as given, unused).")
       .def_prop_ro("config", [](const PyBuffer& self) { return self.config(); })
-      .def_prop_ro("heap_bytes", &Buffer::heap_bytes);
+      .def_prop_ro("heap_bytes", &Buffer::heap_bytes)
+      .def_prop_ro(
+          "symmetric_combine_path",
+          [](const PyBuffer& self) { return std::string(symmetric_combine_name(self.symmetric_combine_path())); },
+          "The path symmetric_combine takes on this connected buffer: 'push' or 'pull'.");
   return buffer;
 }
 
