@@ -178,6 +178,11 @@ class Buffer:
         return self._native.heap_bytes
 
     @property
+    def symmetric_combine_path(self) -> str:
+        """'push' or 'pull': the path symmetric_combine takes (Config.symmetric_combine, resolved at connect)."""
+        return self._native.symmetric_combine_path
+
+    @property
     def native(self) -> "_C.Buffer":
         self._check_alive()
         return self._native

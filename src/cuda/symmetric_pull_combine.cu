@@ -59,7 +59,7 @@ __device__ bool gather_records(const KernelContext& context, const SymmetricComb
   for (int rank = threadIdx.x; rank < context.num_ranks; rank += blockDim.x) {
     const common::SymmetricPullRecord* record = heap.map(launch.layout.pull_record(heap.base), rank);
     if (!wait_at_least(context, &record->sequence, sequence, pull_site(common::WaitTarget::pull_record, rank))) {
-      gathered = 0;
+      atomicExch(&gathered, 0);  // an atomic: many threads may clear it (racecheck)
       continue;
     }
     // Read after the acquire: the fields the peer wrote before releasing the sequence.
@@ -69,7 +69,7 @@ __device__ bool gather_records(const KernelContext& context, const SymmetricComb
         record_wait_failure(context, pull_site(common::WaitTarget::call_signature, rank), launch.capacity,
                             fields->rows_per_expert, 0, false);
       }
-      gathered = 0;
+      atomicExch(&gathered, 0);
       continue;
     }
     y_of[rank] = reinterpret_cast<const uint8_t*>(fields->y);
