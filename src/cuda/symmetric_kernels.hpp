@@ -1,6 +1,7 @@
 #pragma once
-// Host-side launchers of the CUDA `symmetric` engine's two kernels, the grid they run with, and the
-// device state they count in. Shared by host (launch) and device code.
+// Host-side launchers of the CUDA `symmetric` engine's kernels (dispatch; combine by push, or by pull
+// where every rank is a thread of this process on one device), the grid they run with, and the device
+// state they count in. Shared by host (launch) and device code.
 //
 // Grid: `blocks` blocks per rank of kSymmetricThreads threads, one block per SM (the TMA stages take
 // most of its shared memory); the SMs are split evenly among the ranks that share the GPU, since
@@ -9,6 +10,8 @@
 //   warp 0  pipeline producer: TMA loads into a ring of shared-memory stages;
 //   warp 1  pipeline consumer: TMA stores out of the stages (plus per-row extras);
 //   warps 2..15 helpers: dispatch routing (block 0), fp8 casts, outputs, the combine reduction.
+// The pull combine has no pipeline: every warp reduces, and its blocks spin only briefly (for the peers'
+// records at the start, and in the last block for their done words), but it runs on the same grid.
 #include <cuda_runtime.h>
 
 #include <cstdint>
