@@ -83,6 +83,9 @@ struct SymmetricPullRecord {
   int32_t hidden;            // H'
   int32_t reserved;
   uint64_t sequence;         // the call, released last
+  // CPU backend: the homes' hold on y for this call (cpu/symmetric_pull_combine.cpp: readers, or
+  // withdrawn by the owner when it gives up on the call, so that it never returns while a home reads).
+  uint64_t lease;
 };
 
 // Byte offsets of everything in the symmetric region, from the buffer's capacities. Pure

@@ -38,6 +38,38 @@ void wait_all(const common::SymHeap& heap, uint64_t sequence, double timeout_sec
   }
 }
 
+// The lease word of a record: the call in the high bits, then whether the owner withdrew y, then the
+// homes reading it now. A home reads a peer's y only while it holds a lease of the call; an owner that
+// gives up on a call (a timeout, a mismatch) withdraws and waits for the holders to finish reading
+// (local work, no waits) before it returns, so the caller may free y as soon as the call returns,
+// whatever happened.
+constexpr uint64_t kLeaseReaders = 0xffff;
+constexpr uint64_t kLeaseWithdrawn = uint64_t{1} << 16;
+constexpr int kLeaseCallShift = 17;
+
+uint64_t open_lease(uint64_t sequence) { return sequence << kLeaseCallShift; }
+
+// Takes a lease on `record`'s y for call `sequence`; false if its owner withdrew it (or moved on).
+bool take_lease(common::SymmetricPullRecord* record, uint64_t sequence) {
+  uint64_t word = __atomic_load_n(&record->lease, __ATOMIC_ACQUIRE);
+  for (;;) {
+    if ((word >> kLeaseCallShift) != sequence || (word & kLeaseWithdrawn) != 0) return false;
+    if (__atomic_compare_exchange_n(&record->lease, &word, word + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+      return true;
+    }
+  }
+}
+
+void return_lease(common::SymmetricPullRecord* record) { __atomic_fetch_sub(&record->lease, 1, __ATOMIC_RELEASE); }
+
+// The owner gives up on the call: no new lease, and every held one returned, before y may be freed.
+void withdraw_y(common::SymmetricPullRecord* mine) {
+  __atomic_fetch_or(&mine->lease, kLeaseWithdrawn, __ATOMIC_ACQ_REL);
+  while ((__atomic_load_n(&mine->lease, __ATOMIC_ACQUIRE) & kLeaseReaders) != 0) {
+    // Holders are reducing (no waits inside a lease): this ends.
+  }
+}
+
 }  // namespace
 
 void pull_row_begins(const common::SymHeap& heap, const common::SymmetricLayout& layout, int half, int local_experts,
@@ -66,12 +98,18 @@ void pull_combine(const PullCombineCall& call, const detail::LowLatencyHandleDat
   mine->y = reinterpret_cast<uint64_t>(y);
   mine->rows_per_expert = rows_per_expert;
   mine->hidden = hidden;
+  __atomic_store_n(&mine->lease, open_lease(call.sequence), __ATOMIC_RELEASE);
   common::st_release_sys(&mine->sequence, call.sequence);
 
   // Gather every rank's record (ourselves included).
   auto record_of = [&](int rank) { return heap.map(mine, rank); };
-  wait_all(heap, call.sequence, call.timeout_seconds, "announce their expert outputs (y)",
-           [&](int rank) { return &record_of(rank)->sequence; });
+  try {
+    wait_all(heap, call.sequence, call.timeout_seconds, "announce their expert outputs (y)",
+             [&](int rank) { return &record_of(rank)->sequence; });
+  } catch (...) {
+    withdraw_y(mine);
+    throw;
+  }
   std::string mismatch;
   std::vector<const uint16_t*> y_of(heap.num_ranks);
   for (int rank = 0; rank < heap.num_ranks; ++rank) {
@@ -102,7 +140,16 @@ void pull_combine(const PullCombineCall& call, const detail::LowLatencyHandleDat
                  ", which the dispatch did not send there";
     }
   }
-  if (mismatch.empty()) {
+  // A lease on every rank's y for the reduction; a rank that gave up on the call withdrew its y.
+  int leased = 0;
+  std::string withdrawn;
+  for (; leased < heap.num_ranks && mismatch.empty(); ++leased) {
+    if (!take_lease(record_of(leased), call.sequence)) {
+      withdrawn = waiting_for(heap, {leased}, "keep its expert outputs (y) for this call: it gave up on the call");
+      break;
+    }
+  }
+  if (mismatch.empty() && withdrawn.empty()) {
     reduce_weighted_slots(topk_idx, topk_weights, handle.num_tokens, topk, hidden, combined_x,
                           [&](int slot, int64_t token) {
                             const int64_t pair = token * topk + slot;
@@ -112,15 +159,25 @@ void pull_combine(const PullCombineCall& call, const detail::LowLatencyHandleDat
                             return y_of[expert / local_experts] + row * hidden;
                           });
   }
+  for (int rank = 0; rank < leased; ++rank) return_lease(record_of(rank));
 
   // Release: our reads of every peer's y are done; then wait until nobody reads ours. Even after a
   // mismatch, so that no peer waits for us.
   for (int peer = 0; peer < heap.num_ranks; ++peer) {
     common::st_release_sys(heap.map(layout.pull_done(heap.base, heap.rank), peer), call.sequence);
   }
-  wait_all(heap, call.sequence, call.timeout_seconds, "finish reading this rank's expert outputs (y)",
-           [&](int rank) { return layout.pull_done(heap.base, rank); });
-  if (!mismatch.empty()) throw InvalidArgument(mismatch);
+  try {
+    wait_all(heap, call.sequence, call.timeout_seconds, "finish reading this rank's expert outputs (y)",
+             [&](int rank) { return layout.pull_done(heap.base, rank); });
+  } catch (...) {
+    withdraw_y(mine);
+    throw;
+  }
+  if (!mismatch.empty() || !withdrawn.empty()) {
+    withdraw_y(mine);
+    if (!mismatch.empty()) throw InvalidArgument(mismatch);
+    throw TimeoutError(withdrawn);
+  }
 }
 
 }  // namespace switchyard::cpu
