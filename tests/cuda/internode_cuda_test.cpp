@@ -102,8 +102,6 @@ std::vector<InternodeCase> cases() {
       {"n2x2_bf16_pipelined_rounds", make_shape(2, 2, 300, 512, 6, 2, bf16), ring_config(2, 16, 4)},
       // Groups of two warps: the merging warp also puts, one reducer.
       {"n6x1_bf16_groups_of_two_warps", make_shape(6, 1, 40, 256, 4, 2, bf16), ring_config(2, 4, 2)},
-      // More nodes than a block has warp pairs: a forwarder group of one warp (the serial schedule).
-      {"n9x1_bf16_groups_of_one_warp", make_shape(9, 1, 40, 256, 4, 2, bf16), ring_config(2, 4, 2)},
   };
   InternodeCase uneven{"n2x2_uneven_tokens", make_shape(2, 2, 0, 256, 4, 2, bf16), ring_config(2, 4, 2)};
   uneven.shape.tokens_per_rank_list = {50, 0, 17, 33};
@@ -546,6 +544,43 @@ TEST(CudaInternodeErrors, ARankThatNeverArrivesEndsInTimeoutErrorOnTheOthers) {
 // Too many channels for every rank's blocks to be resident: refused up front (by connect, or by the
 // hierarchical engine's own check of its three blocks per channel), naming the setting, instead of
 // a deadlock.
+// More than 8 ranks stall (bench/NOTES.md, 2026-11-29, session 4): refused on every rank, naming the
+// topology, before anything is launched.
+TEST(CudaInternodeErrors, MoreThanEightRanksAreRefusedClearly) {
+  SWITCHYARD_REQUIRE_GPU();
+  InternodeCase c{"n3x3_refused", make_shape(3, 3, 8, 128, 2, 2, bf16), ring_config(1, 4, 2)};
+  const int ranks = c.shape.topology.num_ranks;
+  const uint64_t seed = seed_for("cuda/internode/" + c.name);
+  const auto data = workload::generate(c.shape, seed);
+  std::vector<std::string> messages(ranks);
+  run_ranks(ranks, [&](Group& group) {
+    const int rank = group.rank();
+    const int device = device_for_rank(rank, ranks);
+    check_cuda(cudaSetDevice(device), "cudaSetDevice");
+    try {
+      Buffer buffer(options_for(c, rank));
+      buffer.connect(group.allgather(buffer.local_handle()));
+      Tensor x = to_device(data[rank].x, device, nullptr),
+             topk_idx = to_device(data[rank].topk_idx, device, nullptr);
+      DispatchArgs args;
+      args.x = x;
+      args.topk_idx = topk_idx;
+      args.num_experts = c.shape.num_experts;
+      buffer.dispatch(args);
+      messages[rank] = "no error";
+    } catch (const Unsupported& error) {
+      messages[rank] = error.what();
+    } catch (const Error& error) {
+      messages[rank] = std::string("not Unsupported: ") + error.what();
+    }
+  });
+  for (int rank = 0; rank < ranks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank) + ": " + messages[rank]);
+    EXPECT_NE(messages[rank].find("topology.num_ranks: the CUDA hierarchical"), std::string::npos);
+    EXPECT_NE(messages[rank].find("got 9"), std::string::npos);
+  }
+}
+
 TEST(CudaInternodeErrors, ChannelsThatCannotBeResidentAreRefused) {
   SWITCHYARD_REQUIRE_GPU();
   int sm_count = 0;
