@@ -544,14 +544,11 @@ TEST(CudaInternodeErrors, ARankThatNeverArrivesEndsInTimeoutErrorOnTheOthers) {
 // Too many channels for every rank's blocks to be resident: refused up front (by connect, or by the
 // hierarchical engine's own check of its three blocks per channel), naming the setting, instead of
 // a deadlock.
-// More than 8 ranks stall (bench/NOTES.md, 2026-11-29, session 4): refused on every rank, naming the
-// topology, before anything is launched.
-TEST(CudaInternodeErrors, MoreThanEightRanksAreRefusedClearly) {
-  SWITCHYARD_REQUIRE_GPU();
-  InternodeCase c{"n3x3_refused", make_shape(3, 3, 8, 128, 2, 2, bf16), ring_config(1, 4, 2)};
+// Each rank's error from its first dispatch of `c` ("no error" if none): for configurations the
+// engine must refuse before it launches anything.
+std::vector<std::string> first_dispatch_errors(const InternodeCase& c) {
   const int ranks = c.shape.topology.num_ranks;
-  const uint64_t seed = seed_for("cuda/internode/" + c.name);
-  const auto data = workload::generate(c.shape, seed);
+  const auto data = workload::generate(c.shape, seed_for("cuda/internode/" + c.name));
   std::vector<std::string> messages(ranks);
   run_ranks(ranks, [&](Group& group) {
     const int rank = group.rank();
@@ -574,7 +571,16 @@ TEST(CudaInternodeErrors, MoreThanEightRanksAreRefusedClearly) {
       messages[rank] = std::string("not Unsupported: ") + error.what();
     }
   });
-  for (int rank = 0; rank < ranks; ++rank) {
+  return messages;
+}
+
+// More than 8 ranks stall (bench/NOTES.md, 2026-11-29, session 4): refused on every rank, naming the
+// topology, before anything is launched.
+TEST(CudaInternodeErrors, MoreThanEightRanksAreRefusedClearly) {
+  SWITCHYARD_REQUIRE_GPU();
+  const InternodeCase c{"n3x3_refused", make_shape(3, 3, 8, 128, 2, 2, bf16), ring_config(1, 4, 2)};
+  const std::vector<std::string> messages = first_dispatch_errors(c);
+  for (size_t rank = 0; rank < messages.size(); ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank) + ": " + messages[rank]);
     EXPECT_NE(messages[rank].find("topology.num_ranks: the CUDA hierarchical"), std::string::npos);
     EXPECT_NE(messages[rank].find("got 9"), std::string::npos);
@@ -589,31 +595,10 @@ TEST(CudaInternodeErrors, ChannelsThatCannotBeResidentAreRefused) {
   check_cuda(cudaDeviceGetAttribute(&sm_count, cudaDevAttrMultiProcessorCount, device_for_rank(0, 2)),
              "SM count");
   const int channels = sm_count / 2 + 1;  // more than one block per SM each
-  InternodeCase c{"n2x1_too_many_channels", make_shape(2, 1, 8, 128, 2, 2, bf16),
-                  ring_config(channels, 4, 2)};
-  const uint64_t seed = seed_for("cuda/internode/" + c.name);
-  const auto data = workload::generate(c.shape, seed);
-  std::vector<std::string> messages(2);
-  run_ranks(2, [&](Group& group) {
-    const int rank = group.rank();
-    const int device = device_for_rank(rank, c.shape.topology.num_ranks);
-    check_cuda(cudaSetDevice(device), "cudaSetDevice");
-    try {
-      Buffer buffer(options_for(c, rank));
-      buffer.connect(group.allgather(buffer.local_handle()));
-      Tensor x = to_device(data[rank].x, device, nullptr),
-             topk_idx = to_device(data[rank].topk_idx, device, nullptr);
-      DispatchArgs args;
-      args.x = x;
-      args.topk_idx = topk_idx;
-      args.num_experts = c.shape.num_experts;
-      buffer.dispatch(args);
-      messages[rank] = "no error";
-    } catch (const Error& error) {
-      messages[rank] = error.what();
-    }
-  });
-  for (int rank = 0; rank < 2; ++rank) {
+  const InternodeCase c{"n2x1_too_many_channels", make_shape(2, 1, 8, 128, 2, 2, bf16),
+                        ring_config(channels, 4, 2)};
+  const std::vector<std::string> messages = first_dispatch_errors(c);
+  for (size_t rank = 0; rank < messages.size(); ++rank) {
     SCOPED_TRACE("rank " + std::to_string(rank) + ": " + messages[rank]);
     EXPECT_NE(messages[rank].find("num_channels"), std::string::npos);
   }
