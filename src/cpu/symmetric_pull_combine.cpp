@@ -6,69 +6,14 @@
 #include "common/atomics.hpp"
 #include "cpu/bounded_wait.hpp"
 #include "cpu/expert_major_outputs.hpp"
+#include "cpu/symmetric_lease.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::cpu {
 
 namespace {
 
-// "rank 0 (cpu symmetric combine, pull) waiting for rank(s) 1, 2 to <what>"
-std::string waiting_for(const common::SymHeap& heap, const std::vector<int>& missing, const char* what) {
-  std::string ranks;
-  for (int rank : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
-  return "rank " + std::to_string(heap.rank) + " (cpu symmetric combine, pull) waiting for rank(s) " + ranks + " to " +
-         what;
-}
-
-// Waits (bounded) until word(rank) >= sequence for every rank; the timeout names those still below.
-template <typename WordOf>
-void wait_all(const common::SymHeap& heap, uint64_t sequence, double timeout_seconds, const char* what,
-              WordOf word_of) {
-  WaitBudget budget(timeout_seconds, nullptr);
-  for (int rank = 0; rank < heap.num_ranks; ++rank) {
-    while (common::ld_acquire_sys(word_of(rank)) < sequence) {
-      budget.idle([&] {
-        std::vector<int> missing;
-        for (int other = 0; other < heap.num_ranks; ++other) {
-          if (common::ld_acquire_sys(word_of(other)) < sequence) missing.push_back(other);
-        }
-        return waiting_for(heap, missing, what);
-      });
-    }
-  }
-}
-
-// The lease word of a record: the call in the high bits, then whether the owner withdrew y, then the
-// homes reading it now. A home reads a peer's y only while it holds a lease of the call; an owner that
-// gives up on a call (a timeout, a mismatch) withdraws and waits for the holders to finish reading
-// (local work, no waits) before it returns, so the caller may free y as soon as the call returns,
-// whatever happened.
-constexpr uint64_t kLeaseReaders = 0xffff;
-constexpr uint64_t kLeaseWithdrawn = uint64_t{1} << 16;
-constexpr int kLeaseCallShift = 17;
-
-uint64_t open_lease(uint64_t sequence) { return sequence << kLeaseCallShift; }
-
-// Takes a lease on `record`'s y for call `sequence`; false if its owner withdrew it (or moved on).
-bool take_lease(common::SymmetricPullRecord* record, uint64_t sequence) {
-  uint64_t word = __atomic_load_n(&record->lease, __ATOMIC_ACQUIRE);
-  for (;;) {
-    if ((word >> kLeaseCallShift) != sequence || (word & kLeaseWithdrawn) != 0) return false;
-    if (__atomic_compare_exchange_n(&record->lease, &word, word + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-      return true;
-    }
-  }
-}
-
-void return_lease(common::SymmetricPullRecord* record) { __atomic_fetch_sub(&record->lease, 1, __ATOMIC_RELEASE); }
-
-// The owner gives up on the call: no new lease, and every held one returned, before y may be freed.
-void withdraw_y(common::SymmetricPullRecord* mine) {
-  __atomic_fetch_or(&mine->lease, kLeaseWithdrawn, __ATOMIC_ACQ_REL);
-  while ((__atomic_load_n(&mine->lease, __ATOMIC_ACQUIRE) & kLeaseReaders) != 0) {
-    // Holders are reducing (no waits inside a lease): this ends.
-  }
-}
+constexpr const char* kOperation = "symmetric combine, pull";
 
 }  // namespace
 
@@ -104,10 +49,10 @@ void pull_combine(const PullCombineCall& call, const detail::LowLatencyHandleDat
   // Gather every rank's record (ourselves included).
   auto record_of = [&](int rank) { return heap.map(mine, rank); };
   try {
-    wait_all(heap, call.sequence, call.timeout_seconds, "announce their expert outputs (y)",
+    wait_all_ranks(heap, call.sequence, call.timeout_seconds, kOperation, "announce their expert outputs (y)",
              [&](int rank) { return &record_of(rank)->sequence; });
   } catch (...) {
-    withdraw_y(mine);
+    withdraw_lease(&mine->lease);
     throw;
   }
   std::string mismatch;
@@ -144,8 +89,8 @@ void pull_combine(const PullCombineCall& call, const detail::LowLatencyHandleDat
   int leased = 0;
   std::string withdrawn;
   for (; leased < heap.num_ranks && mismatch.empty(); ++leased) {
-    if (!take_lease(record_of(leased), call.sequence)) {
-      withdrawn = waiting_for(heap, {leased}, "keep its expert outputs (y) for this call: it gave up on the call");
+    if (!take_lease(&record_of(leased)->lease, call.sequence)) {
+      withdrawn = waiting_for(heap, kOperation, {leased}, "keep its expert outputs (y) for this call: it gave up on the call");
       break;
     }
   }
@@ -159,7 +104,7 @@ void pull_combine(const PullCombineCall& call, const detail::LowLatencyHandleDat
                             return y_of[expert / local_experts] + row * hidden;
                           });
   }
-  for (int rank = 0; rank < leased; ++rank) return_lease(record_of(rank));
+  for (int rank = 0; rank < leased; ++rank) return_lease(&record_of(rank)->lease);
 
   // Release: our reads of every peer's y are done; then wait until nobody reads ours. Even after a
   // mismatch, so that no peer waits for us.
@@ -167,14 +112,14 @@ void pull_combine(const PullCombineCall& call, const detail::LowLatencyHandleDat
     common::st_release_sys(heap.map(layout.pull_done(heap.base, heap.rank), peer), call.sequence);
   }
   try {
-    wait_all(heap, call.sequence, call.timeout_seconds, "finish reading this rank's expert outputs (y)",
+    wait_all_ranks(heap, call.sequence, call.timeout_seconds, kOperation, "finish reading this rank's expert outputs (y)",
              [&](int rank) { return layout.pull_done(heap.base, rank); });
   } catch (...) {
-    withdraw_y(mine);
+    withdraw_lease(&mine->lease);
     throw;
   }
   if (!mismatch.empty() || !withdrawn.empty()) {
-    withdraw_y(mine);
+    withdraw_lease(&mine->lease);
     if (!mismatch.empty()) throw InvalidArgument(mismatch);
     throw TimeoutError(withdrawn);
   }
