@@ -165,6 +165,12 @@ class Buffer {
   // straight from the experts' outputs, read once; ranks as threads of one process on one device).
   // Config::symmetric_combine chooses; `auto` resolves at connect, alike on every rank.
   SymmetricCombine symmetric_combine_path() const;
+  // Where symmetric_dispatch pulls bf16 rows from on this connected buffer: publish (each source copies
+  // its rows into its heap first; across processes and GPUs) or zero_copy (straight from the callers'
+  // x, each row read once; ranks as threads of one process on one device; the dispatch returns only
+  // once no peer reads x, so x may be overwritten right after it on the caller's stream). fp8 calls
+  // always publish. Config::symmetric_dispatch chooses; `auto` resolves at connect, alike on every rank.
+  SymmetricDispatch symmetric_dispatch_path() const;
 
   // Waits for this buffer's work on `stream` (nullptr: the buffer's own stream) and raises any
   // error a kernel recorded (TimeoutError naming rank, role and channel). On CPU, calls complete

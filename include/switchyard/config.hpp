@@ -19,6 +19,18 @@ namespace switchyard {
 enum class SymmetricCombine : uint8_t { automatic, push, pull };
 const char* symmetric_combine_name(SymmetricCombine path);
 
+// Where the `symmetric` engine's dispatch pulls a source's bf16 rows from (DESIGN.md, "Symmetric engine").
+//   publish: each source first copies its rows into its symmetric input buffer, and the receivers pull
+//            them from there. Works across processes (and GPUs) of one load/store domain; on one device
+//            it moves every source row twice more than needed (read x, write the input buffer).
+//   zero_copy: the receivers pull straight from the caller's x, whose address each source announces in
+//            its heap; the dispatch returns only when no peer reads x any more. Needs every rank of the
+//            Buffer to be a thread of this process (CPU) and on one device (CUDA). fp8 calls always
+//            publish (the cast halves the bytes pulled).
+//   automatic: zero_copy where it can work (known at connect, the same on every rank), publish otherwise.
+enum class SymmetricDispatch : uint8_t { automatic, publish, zero_copy };
+const char* symmetric_dispatch_name(SymmetricDispatch path);
+
 // Tuning of the pipeline (`normal`) engine, and the bound on every wait.
 struct Config {
   // A channel owns a contiguous range of each source rank's tokens, with one ring per
@@ -36,6 +48,8 @@ struct Config {
   double timeout_seconds = kDefaultTimeoutSeconds;
   // The `symmetric` engine's combine path; forcing `pull` where it cannot work is refused at connect.
   SymmetricCombine symmetric_combine = SymmetricCombine::automatic;
+  // The `symmetric` engine's dispatch source; forcing `zero_copy` where it cannot work is refused at connect.
+  SymmetricDispatch symmetric_dispatch = SymmetricDispatch::automatic;
 
   static constexpr int kAutoChannels = 0;
   static constexpr int kDefaultCpuChannels = 4;

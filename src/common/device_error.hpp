@@ -45,6 +45,7 @@ enum class WaitTarget : int32_t {
   expert_capacity = 9,
   pull_record = 10,   // a peer's pull record (the symmetric pull combine: the peer to announce its y)
   pull_done = 11,     // a peer's done word (the symmetric pull combine: the peer to finish reading our y)
+  source_done = 12,   // a peer's done word (the zero-copy symmetric dispatch: the peer to finish reading our x)
 };
 
 // The engine a role belongs to, for messages ("cuda low_latency, dispatch receiver").
@@ -110,6 +111,7 @@ SY_HD const char* wait_target_name(int32_t target) {
     case WaitTarget::expert_capacity: return "room for an expert's rows (expert_capacity)";
     case WaitTarget::pull_record: return "the pull record (the peer to announce its expert outputs y)";
     case WaitTarget::pull_done: return "the done word (the peer to finish reading this rank's expert outputs y)";
+    case WaitTarget::source_done: return "the done word (the peer to finish reading this rank's tokens x)";
   }
   return "unknown";
 }

@@ -17,6 +17,8 @@
 //                                           indices [local expert][source][position] = (token, slot)
 //   [combine buffer, half 0][half 1]        [k slot][token] bf16 rows, on the token's home rank
 //   [pull record][done words]              the pull combine's: this rank's y, and one word per source
+//                                           (the zero-copy dispatch's done words too)
+//   [source record, half 0][half 1]         the dispatch's: where this call's rows of this rank are
 // Every rank numbers its symmetric calls (dispatch or combine) alike from 1, and call c uses half
 // c % 2. A rank can start call c + 2 (and overwrite half c % 2) only after passing call c + 1's
 // barrier, which every rank reaches only after finishing call c (its pulls or its reduction).
@@ -28,6 +30,14 @@
 // heap. A rank returns from the combine only when all its done words reach the sequence: no peer reads
 // its y any more, so the caller may overwrite it. Both words are monotone (never reset) and hold call
 // sequences, so a stale word is simply lower.
+//
+// The zero-copy dispatch (Config::symmetric_dispatch, same condition) skips the publish copy of bf16
+// rows: before the barrier each source writes its source record (x's address and row stride, or 0 when
+// it published), which the barrier's release carries to every receiver; receivers pull each row from
+// x + token x stride. After its pulls, every rank releases the call into its done word in every peer's
+// heap (the same words as the pull combine: a word only grows, since a source's calls are sequential),
+// and a rank that announced x returns only when all its done words reach the call: no peer reads x any
+// more, so the caller may overwrite it.
 //
 // The barrier never resets its signals: source s adds 1 (release) into its word in every peer's
 // heap, so after barrier b every word is >= b; a waiter spins (acquire) until each word reaches b,
@@ -88,6 +98,18 @@ struct SymmetricPullRecord {
   uint64_t lease;
 };
 
+// A source's announcement of where the receivers find its rows for one dispatch, in its own heap, in
+// the call's half. Written before the source arrives at the dispatch's barrier (whose release carries
+// it); the half is rewritten only by call c + 2, as the input buffer is.
+struct SymmetricSourceRecord {
+  uint64_t x;           // address of bf16 [N, H] rows (a plain pointer: same process, same device); 0:
+                        // the rows are in the source's input buffer (publish, or an fp8 call)
+  int64_t row_stride;   // bytes from one row of x to the next
+  uint64_t sequence;    // the call it describes
+  // CPU backend: the receivers' hold on x for this call (as SymmetricPullRecord::lease).
+  uint64_t lease;
+};
+
 // Byte offsets of everything in the symmetric region, from the buffer's capacities. Pure
 // arithmetic: identical on every rank and on host and device.
 struct SymmetricLayout {
@@ -116,7 +138,9 @@ struct SymmetricLayout {
   SY_HD size_t input_half_bytes() const {
     return align_up(static_cast<size_t>(max_tokens_per_rank) * token_bytes, kSymmetricAreaAlignment);
   }
-  SY_HD size_t input_offset() const { return pull_offset() + pull_bytes(); }
+  SY_HD size_t source_offset() const { return pull_offset() + pull_bytes(); }
+  SY_HD size_t source_half_bytes() const { return align_up(sizeof(SymmetricSourceRecord), kSymmetricAreaAlignment); }
+  SY_HD size_t input_offset() const { return source_offset() + kSymmetricHalves * source_half_bytes(); }
 
   SY_HD size_t counts_bytes() const {
     return align_up(static_cast<size_t>(num_experts()) * sizeof(int32_t), kSymmetricAreaAlignment);
@@ -143,7 +167,12 @@ struct SymmetricLayout {
   SY_HD SymmetricPullRecord* pull_record(uint8_t* heap) const {
     return reinterpret_cast<SymmetricPullRecord*>(heap + pull_offset());
   }
-  // In `heap` (a rank's base): the last pull combine for which `source` finished reading this rank's y.
+  // In `heap` (a rank's base): its source record of a call in `half` (the dispatch's x).
+  SY_HD SymmetricSourceRecord* source_record(uint8_t* heap, int half) const {
+    return reinterpret_cast<SymmetricSourceRecord*>(heap + source_offset() + half * source_half_bytes());
+  }
+  // In `heap` (a rank's base): the last pull call (zero-copy dispatch, or pull combine) for which
+  // `source` finished reading this rank's x or y.
   SY_HD uint64_t* pull_done(uint8_t* heap, int source) const {
     return reinterpret_cast<uint64_t*>(heap + pull_offset() + sizeof(SymmetricPullRecord)) + source;
   }

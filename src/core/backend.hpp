@@ -125,6 +125,9 @@ class BackendImpl {
   // The symmetric combine's path on this buffer, push or pull (Config::symmetric_combine, resolved at
   // connect; push before).
   virtual SymmetricCombine symmetric_combine_path() const = 0;
+  // Where the symmetric dispatch pulls bf16 rows from, publish or zero_copy (Config::symmetric_dispatch,
+  // resolved at connect; publish before).
+  virtual SymmetricDispatch symmetric_dispatch_path() const = 0;
 
   // Waits for this rank's work on `stream` and raises any error a kernel recorded.
   virtual void synchronize(Stream stream) = 0;

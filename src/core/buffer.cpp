@@ -226,6 +226,11 @@ class Buffer::Impl {
     return backend_->symmetric_combine_path();
   }
 
+  SymmetricDispatch symmetric_dispatch_path() const {
+    check_usable("symmetric_dispatch_path");
+    return backend_->symmetric_dispatch_path();
+  }
+
   const BufferOptions& options() const { return options_; }
   size_t heap_bytes() const { return heap_bytes_; }
   bool connected() const { return connected_; }
@@ -320,6 +325,7 @@ LowLatencyCombineResult Buffer::symmetric_combine(const LowLatencyCombineArgs& a
   return impl_->symmetric_combine(args);
 }
 SymmetricCombine Buffer::symmetric_combine_path() const { return impl_->symmetric_combine_path(); }
+SymmetricDispatch Buffer::symmetric_dispatch_path() const { return impl_->symmetric_dispatch_path(); }
 TensorView Buffer::low_latency_combine_buffer(const LowLatencyHandle& handle) {
   return impl_->low_latency_combine_buffer(handle);
 }

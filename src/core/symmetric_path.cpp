@@ -21,4 +21,21 @@ SymmetricCombine resolve_symmetric_combine(SymmetricCombine requested, bool pull
   return pull_possible ? SymmetricCombine::pull : SymmetricCombine::push;
 }
 
+SymmetricDispatch resolve_symmetric_dispatch(SymmetricDispatch requested, bool zero_copy_possible,
+                                             const std::string& needs, const std::string& found) {
+  switch (requested) {
+    case SymmetricDispatch::publish:
+      return SymmetricDispatch::publish;
+    case SymmetricDispatch::zero_copy:
+      if (!zero_copy_possible) {
+        throw Unsupported("config.symmetric_dispatch: zero_copy needs " + needs + "; got " + found +
+                          " (use publish, or auto to pick zero_copy only where it works)");
+      }
+      return SymmetricDispatch::zero_copy;
+    case SymmetricDispatch::automatic:
+      break;
+  }
+  return zero_copy_possible ? SymmetricDispatch::zero_copy : SymmetricDispatch::publish;
+}
+
 }  // namespace switchyard::detail

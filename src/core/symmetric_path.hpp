@@ -1,5 +1,6 @@
 #pragma once
-// Which combine path the `symmetric` engine takes on a buffer (Config::symmetric_combine): decided
+// Which combine path (Config::symmetric_combine) and dispatch source (Config::symmetric_dispatch) the
+// `symmetric` engine takes on a buffer: decided
 // once at connect by each backend from what it knows then, so that every rank decides alike.
 #include <string>
 
@@ -13,5 +14,10 @@ namespace switchyard::detail {
 // config.symmetric_combine). Returns push or pull, never automatic.
 SymmetricCombine resolve_symmetric_combine(SymmetricCombine requested, bool pull_possible, const std::string& needs,
                                            const std::string& found);
+
+// The same for the dispatch: `zero_copy_possible` when every rank can read every peer's x through a
+// plain pointer. Unsupported names config.symmetric_dispatch. Returns publish or zero_copy.
+SymmetricDispatch resolve_symmetric_dispatch(SymmetricDispatch requested, bool zero_copy_possible,
+                                             const std::string& needs, const std::string& found);
 
 }  // namespace switchyard::detail

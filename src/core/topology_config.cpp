@@ -32,6 +32,15 @@ const char* symmetric_combine_name(SymmetricCombine path) {
   return "unknown";
 }
 
+const char* symmetric_dispatch_name(SymmetricDispatch path) {
+  switch (path) {
+    case SymmetricDispatch::automatic: return "auto";
+    case SymmetricDispatch::publish: return "publish";
+    case SymmetricDispatch::zero_copy: return "zero_copy";
+  }
+  return "unknown";
+}
+
 void Config::validate() const {
   if (num_channels < 0 || num_channels > 1024) {
     throw InvalidArgument("config.num_channels: expected 1..1024 or 0 (auto), got " + std::to_string(num_channels));
@@ -51,12 +60,18 @@ void Config::validate() const {
     throw InvalidArgument("config.symmetric_combine: expected auto, push or pull, got " +
                           std::to_string(static_cast<int>(symmetric_combine)));
   }
+  if (symmetric_dispatch != SymmetricDispatch::automatic && symmetric_dispatch != SymmetricDispatch::publish &&
+      symmetric_dispatch != SymmetricDispatch::zero_copy) {
+    throw InvalidArgument("config.symmetric_dispatch: expected auto, publish or zero_copy, got " +
+                          std::to_string(static_cast<int>(symmetric_dispatch)));
+  }
 }
 
 std::string Config::to_string() const {
   std::ostringstream out;
   out << "channels=" << (num_channels == kAutoChannels ? std::string("auto") : std::to_string(num_channels)) << " ring_slots=" << ring_slots << " chunk_tokens=" << chunk_tokens
-      << " timeout=" << timeout_seconds << "s symmetric_combine=" << symmetric_combine_name(symmetric_combine);
+      << " timeout=" << timeout_seconds << "s symmetric_combine=" << symmetric_combine_name(symmetric_combine)
+      << " symmetric_dispatch=" << symmetric_dispatch_name(symmetric_dispatch);
   return out.str();
 }
 

@@ -37,6 +37,10 @@ class CpuBackend final : public detail::BackendImpl {
     symmetric_.set_combine_path(detail::resolve_symmetric_combine(
         options_.config.symmetric_combine, threads, "every rank to be a thread of this process (HeapSharing::threads)",
         threads ? "threads" : "ranks in separate processes (HeapSharing::processes)"));
+    // Zero-copy follows peers' plain x pointers: the same condition.
+    symmetric_.set_dispatch_path(detail::resolve_symmetric_dispatch(
+        options_.config.symmetric_dispatch, threads, "every rank to be a thread of this process (HeapSharing::threads)",
+        threads ? "threads" : "ranks in separate processes (HeapSharing::processes)"));
   }
 
   Tensor allocate(DType dtype, std::initializer_list<int64_t> dims) override { return Tensor::empty(dtype, dims); }
@@ -60,6 +64,7 @@ class CpuBackend final : public detail::BackendImpl {
     return symmetric_.combine(plan);
   }
   SymmetricCombine symmetric_combine_path() const override { return symmetric_.combine_path(); }
+  SymmetricDispatch symmetric_dispatch_path() const override { return symmetric_.dispatch_path(); }
   // CPU calls complete before they return.
   void synchronize(Stream) override {}
 

@@ -4,10 +4,12 @@
 
 #include "cpu/expert_major_outputs.hpp"
 #include "cpu/symmetric_pull_combine.hpp"
+#include "cpu/symmetric_source.hpp"
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -37,12 +39,12 @@ struct Call {
 
 // ---- dispatch -----------------------------------------------------------------------------------
 
-// Publishes this rank's tokens in its own input buffer (cast to fp8 here, once per routed token),
-// and writes into each target's workspace, through map(), every (token, slot) routed to each of its
+// Publishes this rank's tokens in its own input buffer (cast to fp8 here, once per routed token;
+// not at all with `zero_copy`, where the receivers read x in place), and writes into each target's workspace, through map(), every (token, slot) routed to each of its
 // experts in (token, slot) order, then the count of every expert (zero included). With `positions`
 // (the pull combine's, [N, K]) it also keeps each pair's position there, -1 for no expert.
 void dispatch_publisher(const Call& call, const common::SymmetricToken& token_layout, bool use_fp8, bool round_scale,
-                        const TensorView& x, const TensorView& topk_idx, int32_t* positions) {
+                        bool zero_copy, const TensorView& x, const TensorView& topk_idx, int32_t* positions) {
   const common::SymHeap& heap = *call.heap;
   const common::SymmetricLayout& layout = call.layout;
   const int64_t num_tokens = x.shape[0];
@@ -61,7 +63,7 @@ void dispatch_publisher(const Call& call, const common::SymmetricToken& token_la
     const uint16_t* row = rows + token * call.hidden;
     if (use_fp8) {
       common::cast_row_to_fp8(row, call.hidden, round_scale, token_layout.row(published), token_layout.scales(published));
-    } else {
+    } else if (!zero_copy) {
       std::memcpy(token_layout.row(published), row, token_layout.row_bytes);
     }
     for (int slot = 0; slot < topk; ++slot) {
@@ -115,10 +117,10 @@ Overflow find_overflow(const Call& call) {
 
 // Reads the counts in this rank's workspace to place each source's rows (source-major, then in
 // (token, slot) order), then pulls every row that fits the capacity from its source's input buffer at
-// the mapped address. Sources are visited starting after this rank, so that the ranks pull from
+// the mapped address (or from its x, where `sources` says it announced it). Sources are visited starting after this rank, so that the ranks pull from
 // different peers at once.
 void dispatch_puller(const Call& call, const common::SymmetricToken& token_layout, int topk, bool use_ue8m0,
-                     const DispatchOutputs& out) {
+                     const SourceRows& sources, const DispatchOutputs& out) {
   const common::SymHeap& heap = *call.heap;
   const common::SymmetricLayout& layout = call.layout;
   const int64_t rows_per_expert = call.capacity;
@@ -163,8 +165,11 @@ void dispatch_puller(const Call& call, const common::SymmetricToken& token_layou
                       "max_tokens_per_rank and k)");
         }
         uint8_t* published = heap.map(layout.input_token(heap.base, call.half, route.token), source);
+        const uint8_t* source_row = sources.x(source) != nullptr
+                                        ? sources.x(source) + route.token * sources.row_stride(source)
+                                        : token_layout.row(published);
         const int64_t row = local * rows_per_expert + begin + position;
-        std::memcpy(recv_x + row * token_layout.row_bytes, token_layout.row(published), token_layout.row_bytes);
+        std::memcpy(recv_x + row * token_layout.row_bytes, source_row, token_layout.row_bytes);
         if (use_ue8m0) {
           common::pack_ue8m0(token_layout.scales(published), num_scales, out.recv_x_scales.as<int32_t>() + row * scale_words);
         } else if (num_scales > 0) {
@@ -248,16 +253,36 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
     handle->begin = Tensor::empty(DType::i32, {plan.num_experts});
   }
 
-  dispatch_publisher(call, token_layout, plan.use_fp8, plan.round_scale, args.x, args.topk_idx,
+  // fp8 keeps the publish: the cast there halves the bytes every receiver pulls.
+  const bool zero_copy = dispatch_path_ == SymmetricDispatch::zero_copy && !plan.use_fp8;
+  const SourceCall sources_call{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds};
+  announce_source(sources_call, zero_copy ? args.x.data : nullptr, static_cast<int64_t>(plan.hidden) * 2);
+  dispatch_publisher(call, token_layout, plan.use_fp8, plan.round_scale, zero_copy, args.x, args.topk_idx,
                      pull ? handle->position.as<int32_t>() : nullptr);
-  barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), plan.config.timeout_seconds,
-                           "symmetric dispatch");
-  if (pull) {
-    pull_row_begins(heap_.view(), plan.layout, call.half, plan.local_experts, plan.max_tokens_per_rank,
-                    handle->begin.as<int32_t>());
+  try {
+    barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), plan.config.timeout_seconds,
+                             "symmetric dispatch");
+  } catch (...) {
+    // Peers may pass the barrier (we arrived): none reads x once this returns.
+    withdraw_source(sources_call);
+    throw;
   }
-  const Overflow overflow = find_overflow(call);
-  dispatch_puller(call, token_layout, plan.topk, plan.use_ue8m0, out);
+  Overflow overflow;
+  std::exception_ptr failure;
+  try {
+    if (pull) {
+      pull_row_begins(heap_.view(), plan.layout, call.half, plan.local_experts, plan.max_tokens_per_rank,
+                      handle->begin.as<int32_t>());
+    }
+    overflow = find_overflow(call);
+    const SourceRows sources(sources_call);
+    dispatch_puller(call, token_layout, plan.topk, plan.use_ue8m0, sources, out);
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  // Even after a failure: peers wait for our done word, and we return only when nobody reads our x.
+  finish_sources(sources_call, zero_copy);
+  if (failure) std::rethrow_exception(failure);
 
   handle->recv_count = out.recv_count;
   handle->layout_range = out.layout_range;

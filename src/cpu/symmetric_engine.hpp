@@ -1,7 +1,7 @@
 #pragma once
 // The CPU `symmetric` engine: the protocol of common/symmetric_protocol.hpp run by the calling
-// thread. Dispatch: publish (input buffer, and each target's workspace through map()), barrier,
-// pull. Combine, push: each expert row into its home's combine buffer through map(), barrier,
+// thread. Dispatch: publish (input buffer, unless zero-copy: cpu/symmetric_source.hpp; and each
+// target's workspace through map()), barrier, pull. Combine, push: each expert row into its home's combine buffer through map(), barrier,
 // reduce locally; or pull (cpu/symmetric_pull_combine.hpp): every home reduces from the experts' y.
 #include <cstdint>
 
@@ -21,6 +21,9 @@ class SymmetricEngine {
   // At connect: the combine path (push or pull, resolved), the same on every rank.
   void set_combine_path(SymmetricCombine path) { combine_path_ = path; }
   SymmetricCombine combine_path() const { return combine_path_; }
+  // At connect: where the dispatch pulls bf16 rows from (publish or zero_copy, resolved).
+  void set_dispatch_path(SymmetricDispatch path) { dispatch_path_ = path; }
+  SymmetricDispatch dispatch_path() const { return dispatch_path_; }
 
  private:
   HostHeap& heap_;
@@ -29,6 +32,7 @@ class SymmetricEngine {
   uint32_t sequence_ = 0;
   SymmetricBarrier barrier_;
   SymmetricCombine combine_path_ = SymmetricCombine::push;
+  SymmetricDispatch dispatch_path_ = SymmetricDispatch::publish;
 };
 
 }  // namespace switchyard::cpu

@@ -107,7 +107,7 @@ class CudaBackend final : public detail::BackendImpl {
     std::vector<Bytes> payloads;
     for (const Bytes& handle : all_handles) payloads.push_back(detail::handle_payload(handle));
     heap_.connect(payloads);
-    symmetric_.connect(options_.config.symmetric_combine, options_.sharing, options_.topology.num_ranks,
+    symmetric_.connect(options_.config, options_.sharing, options_.topology.num_ranks,
                        heap_.ranks_on_this_device());
     // Every block of every rank on this GPU spins on the others: all must be resident at once.
     const int sharing_ranks = heap_.ranks_on_this_device();
@@ -326,6 +326,7 @@ class CudaBackend final : public detail::BackendImpl {
   }
 
   SymmetricCombine symmetric_combine_path() const override { return symmetric_.combine_path(); }
+  SymmetricDispatch symmetric_dispatch_path() const override { return symmetric_.dispatch_path(); }
 
   void synchronize(Stream stream) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));

@@ -1,15 +1,19 @@
 // The CUDA `symmetric` dispatch, one kernel (DESIGN.md, "Symmetric engine"; the protocol in
 // common/symmetric_protocol.hpp; grid and warp roles in cuda/symmetric_kernels.hpp):
-//   1. publish: this rank's rows go into its input buffer (bf16: the TMA pipeline; fp8: the helper
-//      warps cast them), and block 0's helper warps route its tokens into the experts' ranks'
-//      workspaces (cuda/symmetric_routing.cuh);
+//   1. publish: block 0 writes this rank's source record (x's address when zero-copy, else 0); this
+//      rank's rows go into its input buffer (bf16 publish: the TMA pipeline; fp8: the helper warps
+//      cast them; bf16 zero-copy: nothing, the receivers read x in place), and block 0's helper warps
+//      route its tokens into the experts' ranks' workspaces (cuda/symmetric_routing.cuh);
 //   2. the cross-rank barrier (cuda/cross_rank_barrier.cuh);
 //   3. pull: every block walks its share of the rows routed here, peers interleaved
 //      (cuda/symmetric_tables.cuh), and TMA-loads each from its source's input buffer at the mapped
 //      address, then TMA-stores it into the expert-major output; the helper warps write recv_count,
 //      layout_range and src_info past the received rows. With an expert_capacity C, only each
 //      expert's first C rows are pulled, and block 0's helpers first look for an expert of any rank
-//      that received more (every rank finds the same one, and records it as a CapacityError).
+//      that received more (every rank finds the same one, and records it as a CapacityError);
+//   4. release (cuda/symmetric_release.cuh): every block counts itself out once its loads are
+//      consumed; the last one releases the call into its done word in every peer's heap and, after a
+//      zero-copy call, waits until every peer released it into ours: then nobody reads x any more.
 #include <climits>
 
 #include "common/fp8_cast.hpp"
@@ -18,6 +22,7 @@
 #include "cuda/kernel_preload.hpp"
 #include "cuda/symmetric_kernels.hpp"
 #include "cuda/symmetric_pipeline.cuh"
+#include "cuda/symmetric_release.cuh"
 #include "cuda/symmetric_routing.cuh"
 #include "cuda/symmetric_tables.cuh"
 #include "cuda/warp_group.cuh"
@@ -68,6 +73,16 @@ __device__ void publish_producer(const KernelContext& context, const SymmetricDi
     }
   }
   producer.finish(context);
+}
+
+// Block 0, thread 0, before the barrier (whose release carries it to the receivers): where the
+// receivers find this call's rows. x is complete by stream order.
+__device__ void announce_source(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                                uint64_t sequence, int half) {
+  common::SymmetricSourceRecord* record = launch.layout.source_record(context.heap.base, half);
+  record->x = launch.zero_copy ? reinterpret_cast<uint64_t>(launch.x) : 0;
+  record->row_stride = launch.x_row_stride;
+  record->sequence = sequence;
 }
 
 // Consumer extras (bf16 publish): the token's top-k ids next to its row.
@@ -166,10 +181,43 @@ __device__ bool load_pull_tables(const KernelContext& context, const SymmetricDi
   return refused == 0;
 }
 
+// Where each source's rows are this call, from its record (acquired at the barrier): its x (zero-copy)
+// or null (in its input buffer). A record of another call means the ranks disagree on the call count:
+// reported, and that source's rows are not read.
+struct SourceRows {
+  const uint8_t* x[kMaxZeroCopyRanks];
+  int64_t row_stride[kMaxZeroCopyRanks];
+};
+
+__device__ bool load_sources(const KernelContext& context, const SymmetricDispatchLaunch& launch, uint64_t sequence,
+                             int half, SourceRows& sources) {
+  __shared__ int mismatched;
+  if (threadIdx.x == 0) mismatched = 0;
+  __syncthreads();
+  const common::SymHeap& heap = context.heap;
+  for (int source = threadIdx.x; source < context.num_ranks; source += blockDim.x) {
+    const volatile common::SymmetricSourceRecord* record = heap.map(launch.layout.source_record(heap.base, half), source);
+    if (record->sequence != sequence) {
+      if (blockIdx.x == 0) {
+        const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1, source};
+        record_wait_failure(context, site, static_cast<int64_t>(sequence), static_cast<int64_t>(record->sequence), 0,
+                            false);
+      }
+      atomicExch(&mismatched, 1);
+      continue;
+    }
+    sources.x[source] = reinterpret_cast<const uint8_t*>(record->x);
+    sources.row_stride[source] = record->row_stride;
+  }
+  __syncthreads();
+  return mismatched == 0;
+}
+
 // Producer: this block's share of every source's rows, sources interleaved. Lanes look up 32 rows at
 // once (route, output row, src_info, src_slot); lane 0 loads them.
 __device__ void pull_producer(const KernelContext& context, const SymmetricDispatchLaunch& launch,
-                              const DispatchCall& call, const RowTables& tables, PipelineProducer& producer) {
+                              const DispatchCall& call, const RowTables& tables, const SourceRows& sources,
+                              PipelineProducer& producer) {
   const int lane = lane_id();
   const common::SymHeap& heap = context.heap;
   const common::SymmetricLayout& layout = launch.layout;
@@ -179,11 +227,13 @@ __device__ void pull_producer(const KernelContext& context, const SymmetricDispa
   for (int step = 0; step < call.num_ranks; ++step) {
     const int source = walk_peer(step, context.rank, call.num_ranks);
     const int32_t rows = tables.rows_of(source);
+    const uint8_t* source_x = sources.x[source];  // null: its rows are published
+    const int64_t source_stride = sources.row_stride[source];
     for (int64_t base = walk_first_row(source, call.blocks); base < rows; base += 32 * static_cast<int64_t>(call.blocks)) {
       const int64_t j = base + static_cast<int64_t>(lane) * call.blocks;
       bool valid = j < rows;
       int64_t row = 0;
-      const uint8_t* published = nullptr;
+      const uint8_t* published = nullptr;  // the row to load
       if (valid) {
         const int local = tables.expert_of(source, static_cast<int32_t>(j));
         const int32_t position = static_cast<int32_t>(j) - tables.first_row_of(source, local);
@@ -196,7 +246,9 @@ __device__ void pull_producer(const KernelContext& context, const SymmetricDispa
           row = local * rows_per_expert + tables.begin[local * call.num_ranks + source] + position;
           launch.src_info[row] = route.token;
           launch.src_slot[row] = route.slot;
-          published = heap.map(layout.input_token(heap.base, call.half, route.token), source);
+          published = source_x != nullptr
+                          ? source_x + route.token * source_stride
+                          : launch.token.row(heap.map(layout.input_token(heap.base, call.half, route.token), source));
         }
       }
       const uint32_t mask = __ballot_sync(0xffffffffu, valid);
@@ -207,8 +259,10 @@ __device__ void pull_producer(const KernelContext& context, const SymmetricDispa
         const uint8_t* published_i =
             reinterpret_cast<const uint8_t*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(published), i));
         if (lane == 0 && !failed) {
-          failed = !push_row(producer, context, launch.token.row(const_cast<uint8_t*>(published_i)),
-                             launch.recv_x + row_i * call.row_bytes, call.row_bytes, launch.grid.piece_bytes, row_i,
+          // `published_i` is the row (the token's start in an input buffer: row_offset() is 0); fp8
+          // rows are always published, with their scales next to them.
+          failed = !push_row(producer, context, published_i, launch.recv_x + row_i * call.row_bytes, call.row_bytes,
+                             launch.grid.piece_bytes, row_i,
                              call.fp8 ? launch.token.scales(const_cast<uint8_t*>(published_i)) : nullptr,
                              call.scale_bytes);
         }
@@ -353,6 +407,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   int32_t* table = reinterpret_cast<int32_t*>(dynamic_shared);
 
   // 1. Publish.
+  if (blockIdx.x == 0 && threadIdx.x == 0) announce_source(context, launch, sequence, call.half);
   const bool routes = blockIdx.x == 0 && warp >= kFirstHelperWarp;
   if (routes) {
     if (warp - kFirstHelperWarp < grid.routing_warps) {
@@ -363,6 +418,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     const int caster = blockIdx.x == 0 ? warp : kFirstHelperWarp + (blockIdx.x - 1) * kSymmetricWarps + warp;
     const int casters = kFirstHelperWarp + (grid.blocks - 1) * kSymmetricWarps;
     publish_fp8_rows(context, launch, call, caster, casters);
+  } else if (launch.zero_copy) {
+    // Nothing to copy: the receivers read x in place (no reader of the published top-k ids either).
   } else if (warp == kProducerWarp) {
     publish_producer(context, launch, call, producer);
   } else if (warp == kConsumerWarp) {
@@ -371,31 +428,40 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     // Helpers of other blocks: the top-k ids go with the consumer's extras.
   }
 
-  // 2. The barrier: every rank's input buffer and our workspace are complete after it.
+  // 2. The barrier: every rank's input buffer, source record and our workspace are complete after it.
   const CrossRankBarrier barrier{GridBarrier{&launch.state->grid_arrivals, static_cast<uint32_t>(grid.blocks)},
                                  CrossRankSignals{reinterpret_cast<int32_t*>(launch.layout.signal(context.heap.base, 0)),
                                                   context.num_ranks},
                                  &launch.state->barriers};
-  if (!cross_rank_barrier(barrier, context, common::WaitRole::symmetric_dispatch)) return;
-  if (blockIdx.x == 0 && threadIdx.x == 0) launch.state->calls = sequence;
+  if (cross_rank_barrier(barrier, context, common::WaitRole::symmetric_dispatch)) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) launch.state->calls = sequence;
 
-  // 3. Pull.
-  const RowTables tables = RowTables::carve(table, call.num_ranks, launch.local_experts);
-  if (!load_pull_tables(context, launch, call, tables)) return;  // refused: no output is written
-  if (warp == kProducerWarp) {
-    pull_producer(context, launch, call, tables, producer);
-  } else if (warp == kConsumerWarp) {
-    consumer.run_phase(context, PullScales{launch});
-  } else {
-    if (blockIdx.x == 0 && launch.capacity < call.num_ranks * launch.max_tokens_per_rank) {
-      find_overflow(context, launch, call);
+    // 3. Pull (refused: no output is written).
+    __shared__ SourceRows sources;
+    const RowTables tables = RowTables::carve(table, call.num_ranks, launch.local_experts);
+    const bool sourced = load_sources(context, launch, sequence, call.half, sources);
+    if (load_pull_tables(context, launch, call, tables) && sourced) {
+      if (warp == kProducerWarp) {
+        pull_producer(context, launch, call, tables, sources, producer);
+      } else if (warp == kConsumerWarp) {
+        consumer.run_phase(context, PullScales{launch});
+      } else {
+        if (blockIdx.x == 0 && launch.capacity < call.num_ranks * launch.max_tokens_per_rank) {
+          find_overflow(context, launch, call);
+        }
+        if (blockIdx.x == 0 && launch.begin != nullptr) {
+          write_pull_begins(context, launch, call.half, static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32,
+                            kHelperWarps * 32);
+        }
+        write_layout(launch, call, tables);
+      }
     }
-    if (blockIdx.x == 0 && launch.begin != nullptr) {
-      write_pull_begins(context, launch, call.half, static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32,
-                        kHelperWarps * 32);
-    }
-    write_layout(launch, call, tables);
   }
+
+  // 4. Release: every block, whatever happened above, so that no peer waits for our done words and we
+  // never end while a peer still reads our x.
+  release_call(context, launch.state, launch.layout, sequence, launch.zero_copy,
+               common::WaitRole::symmetric_dispatch);
 }
 
 }  // namespace

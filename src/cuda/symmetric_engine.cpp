@@ -126,19 +126,24 @@ void SymmetricEngine::prepare(int device, int sm_count) {
   SY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-void SymmetricEngine::connect(SymmetricCombine requested, HeapSharing sharing, int num_ranks, int ranks_on_device) {
-  // A home follows the peers' plain y pointers: only threads of this process on this device share them
-  // (stream-ordered allocations are not covered by peer access across GPUs).
+void SymmetricEngine::connect(const Config& config, HeapSharing sharing, int num_ranks, int ranks_on_device) {
+  // A home (a receiver) follows the peers' plain y (x) pointers: only threads of this process on this
+  // device share them (stream-ordered allocations are not covered by peer access across GPUs).
   const bool threads = sharing == HeapSharing::threads;
-  const bool pull_possible = threads && ranks_on_device == num_ranks;
+  const bool in_place_possible = threads && ranks_on_device == num_ranks;
   std::string found = threads ? "ranks as threads" : "ranks in separate processes (HeapSharing::processes)";
   if (ranks_on_device != num_ranks) {
     found += ", " + std::to_string(ranks_on_device) + " of the " + std::to_string(num_ranks) + " ranks on GPU " +
              std::to_string(device_);
   }
-  combine_path_ = detail::resolve_symmetric_combine(
-      requested, pull_possible,
-      "every rank to be a thread of this process (HeapSharing::threads) on one GPU", found);
+  const std::string needs = "every rank to be a thread of this process (HeapSharing::threads) on one GPU";
+  combine_path_ = detail::resolve_symmetric_combine(config.symmetric_combine, in_place_possible, needs, found);
+  // A receiving block keeps one x address per source in shared memory.
+  const bool few_enough = num_ranks <= kMaxZeroCopyRanks;
+  if (!few_enough) found += ", " + std::to_string(num_ranks) + " ranks (at most " + std::to_string(kMaxZeroCopyRanks) + ")";
+  dispatch_path_ = detail::resolve_symmetric_dispatch(
+      config.symmetric_dispatch, in_place_possible && few_enough,
+      needs + " and at most " + std::to_string(kMaxZeroCopyRanks) + " ranks", found);
 }
 
 int SymmetricEngine::blocks_per_rank(int ranks_on_device) const {
@@ -202,6 +207,9 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   kernel.state = state_;
   kernel.grid = grid;
   kernel.x = args.x.as<const uint16_t>();
+  kernel.x_row_stride = static_cast<int64_t>(plan.hidden) * 2;  // x is contiguous (core checks it)
+  // fp8 keeps the publish: the cast there halves the bytes every receiver pulls.
+  kernel.zero_copy = dispatch_path_ == SymmetricDispatch::zero_copy && !plan.use_fp8;
   kernel.topk_idx = args.topk_idx.as<const int64_t>();
   kernel.num_tokens = plan.num_tokens;
   kernel.topk = plan.topk;

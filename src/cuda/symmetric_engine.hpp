@@ -24,11 +24,13 @@ class SymmetricEngine {
   // occupancy, and this rank's zeroed device counters.
   void prepare(int device, int sm_count);
 
-  // At connect, from what the heap found: the combine path (Config::symmetric_combine resolved; pull
-  // only where every rank is a thread of this process on this GPU). Throws Unsupported, naming the
-  // knob, when pull is forced where it cannot work.
-  void connect(SymmetricCombine requested, HeapSharing sharing, int num_ranks, int ranks_on_device);
+  // At connect, from what the heap found: the combine path and the dispatch source
+  // (Config::symmetric_combine and symmetric_dispatch resolved; pull and zero_copy only where every rank
+  // is a thread of this process on this GPU). Throws Unsupported, naming the knob, when pull or
+  // zero_copy is forced where it cannot work.
+  void connect(const Config& config, HeapSharing sharing, int num_ranks, int ranks_on_device);
   SymmetricCombine combine_path() const { return combine_path_; }
+  SymmetricDispatch dispatch_path() const { return dispatch_path_; }
 
   // Where a call runs: `stream` for the kernel, `alloc_stream` for its outputs (null: plain
   // allocations), and how many ranks' grids share this GPU.
@@ -52,6 +54,7 @@ class SymmetricEngine {
   int blocks_per_sm_ = 0;
   SymmetricDeviceState* state_ = nullptr;
   SymmetricCombine combine_path_ = SymmetricCombine::push;
+  SymmetricDispatch dispatch_path_ = SymmetricDispatch::publish;
 };
 
 // The layout of a call's blocks: per-call tables and TMA stages in kSymmetricSharedBytes. `routing`:

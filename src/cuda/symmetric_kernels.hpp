@@ -56,7 +56,8 @@ struct SymmetricDeviceState {
   uint64_t barriers;       // cross-rank barriers passed: selects the signal phase and sign
   uint32_t calls;          // symmetric calls made (dispatch or combine); call c uses half c % 2
   uint32_t reserved;
-  uint64_t pull_exits;     // blocks of the running pull combine that finished (the last resets it)
+  uint64_t pull_exits;     // blocks of the running pull combine or zero-copy dispatch that finished
+                           // (the last resets it)
 };
 
 // How a call's blocks are laid out (from the shapes; host-computed, see symmetric_engine.cpp).
@@ -76,6 +77,10 @@ struct SymmetricDispatchLaunch {
   SymmetricGrid grid;
   // This rank's tokens.
   const uint16_t* x;         // bf16 [N, H]
+  int64_t x_row_stride;      // bytes from one row of x to the next
+  // Zero-copy (Config::symmetric_dispatch; bf16 only): x is not published, the receivers pull its rows
+  // in place, and the kernel ends only when they are done (cuda/symmetric_release.cuh).
+  bool zero_copy;
   const int64_t* topk_idx;   // [N, K]
   int64_t num_tokens;
   int topk, hidden, num_experts, local_experts;
@@ -126,6 +131,9 @@ struct SymmetricCombineLaunch {
 };
 void launch_symmetric_combine(const KernelContext& context, const SymmetricCombineLaunch& launch,
                               cudaStream_t stream);
+// The most ranks the zero-copy dispatch serves (a block keeps one x address per source in shared
+// memory); the host refuses more, naming config.symmetric_dispatch.
+constexpr int kMaxZeroCopyRanks = 32;
 // The pull combine (cuda/symmetric_pull_combine.cu): every rank's y is read in place by the homes;
 // only where every rank is a thread of this process on this device. Same grid as the others.
 void launch_symmetric_pull_combine(const KernelContext& context, const SymmetricCombineLaunch& launch,

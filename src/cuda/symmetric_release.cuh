@@ -1,0 +1,71 @@
+#pragma once
+// The end of a symmetric kernel whose peers read this rank's memory in place (the zero-copy dispatch
+// reads x; common/symmetric_protocol.hpp): the kernel must not complete while a peer may still read,
+// since the caller may overwrite that memory right after it on its stream.
+//   every block, once its own reads of peers are complete, counts itself out (acq_rel);
+//   the last block releases the call into its done word in every peer's heap, then, if this rank's
+//   memory was read in place, waits (bounded) until every peer has released the call into ours.
+// Every block reaches it, after a failed wait too: the done words must advance so that no peer waits
+// for us, and a peer that passed the barrier before we gave up may still be reading.
+#include "common/symmetric_protocol.hpp"
+#include "cuda/bounded_wait.cuh"
+#include "cuda/symmetric_kernels.hpp"
+#include "cuda/symmetric_ptx.cuh"
+
+namespace switchyard::cuda {
+
+// Spins until *word >= target (acquire), bounded by the timeout only. Unlike wait_at_least it keeps
+// waiting after another wait of this rank failed (the abort flag is up): returning early would let the
+// caller overwrite memory that a peer that got further than us still reads. A timeout is recorded (the
+// first failure of the rank wins, so an earlier one keeps its report).
+__device__ __forceinline__ bool wait_released(const KernelContext& context, const uint64_t* word, uint64_t target,
+                                              const WaitSite& site) {
+  uint64_t observed = common::ld_acquire_sys(word);
+  if (observed >= target) return true;
+  const uint64_t start = ptx::globaltimer_ns();
+  // NOTES: the clock is read every 64 polls, as in wait_at_least.
+  for (uint32_t polls = 1;; ++polls) {
+    observed = common::ld_acquire_sys(word);
+    if (observed >= target) return true;
+    if ((polls & 63) == 0) {
+      const uint64_t waited = ptx::globaltimer_ns() - start;
+      if (waited > context.timeout_ns) {
+        record_wait_failure(context, site, static_cast<int64_t>(target), static_cast<int64_t>(observed), waited);
+        return false;
+      }
+    }
+  }
+}
+
+// Every thread of every block, after the block's reads of peers' memory are complete (TMA loads
+// consumed). `read_in_place`: peers read this rank's memory during the call, so the last block waits
+// for their done words; `site` names the role and target (WaitTarget::source_done) for a timeout.
+__device__ __forceinline__ void release_call(const KernelContext& context, SymmetricDeviceState* state,
+                                             const common::SymmetricLayout& layout, uint64_t sequence,
+                                             bool read_in_place, common::WaitRole role) {
+  __shared__ int last;
+  // The block's bulk (async-proxy) reads are complete: order them before the generic release below.
+  ptx::fence_proxy_async_global();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const uint64_t finished = ptx::atom_add_acq_rel_gpu_u64(&state->pull_exits, 1);
+    last = finished + 1 == gridDim.x;
+  }
+  __syncthreads();
+  if (!last) return;
+  const common::SymHeap& heap = context.heap;
+  for (int peer = threadIdx.x; peer < context.num_ranks; peer += blockDim.x) {
+    common::st_release_sys(heap.map(layout.pull_done(heap.base, context.rank), peer), sequence);
+  }
+  if (read_in_place) {
+    for (int source = threadIdx.x; source < context.num_ranks; source += blockDim.x) {
+      wait_released(context, layout.pull_done(heap.base, source), sequence,
+                    WaitSite{role, common::WaitTarget::source_done, -1, source});
+    }
+  }
+  __syncthreads();
+  // Only this block is left; the next call's blocks start after this kernel (stream order).
+  if (threadIdx.x == 0) state->pull_exits = 0;
+}
+
+}  // namespace switchyard::cuda
