@@ -1,5 +1,6 @@
 // The CPU `symmetric` engine against the reference and against the `low_latency` engine, bit for
-// bit, with ranks as threads: one-stage pull dispatch (bf16 and fp8), both combine paths (push, and
+// bit, with ranks as threads: one-stage pull dispatch (bf16 and fp8; published rows, or zero-copy
+// from the callers' x: Config::symmetric_dispatch), both combine paths (push, and
 // pull where every home reads the experts' y; Config::symmetric_combine), the barrier's reuse across
 // back-to-back calls, sharing a Buffer with the other engines, timeouts and bad input (DESIGN.md,
 // "Symmetric engine" and "low_latency and symmetric interface: expert-major").
@@ -25,6 +26,7 @@
 namespace switchyard {
 // GoogleTest names a path parameter by its knob value.
 inline void PrintTo(SymmetricCombine path, std::ostream* out) { *out << symmetric_combine_name(path); }
+inline void PrintTo(SymmetricDispatch path, std::ostream* out) { *out << symmetric_dispatch_name(path); }
 }  // namespace switchyard
 
 namespace switchyard::testing::expert_major {
@@ -48,6 +50,11 @@ TEST_P(SymmetricRoundTrip, MatchesTheReferenceAndTheLowLatencyEngineBitwise) {
     if (buffer.symmetric_combine_path() != c.symmetric_combine) {
       failures.add(rank, std::string("symmetric_combine_path: expected ") + symmetric_combine_name(c.symmetric_combine) +
                              ", got " + symmetric_combine_name(buffer.symmetric_combine_path()));
+    }
+    if (buffer.symmetric_dispatch_path() != c.symmetric_dispatch) {
+      failures.add(rank, std::string("symmetric_dispatch_path: expected ") +
+                             symmetric_dispatch_name(c.symmetric_dispatch) + ", got " +
+                             symmetric_dispatch_name(buffer.symmetric_dispatch_path()));
     }
     // Preallocated, poisoned outputs on even ranks; the library allocates on odd ones.
     const PoisonedOutputs out = rank % 2 == 0 ? poisoned_outputs(c, data.x.size(0)) : PoisonedOutputs();
@@ -165,6 +172,41 @@ TEST_P(SymmetricCombinePaths, ExpertOutputsMayBeOverwrittenAsSoonAsCombineReturn
   expect_none(failures, seed);
 }
 
+// Both dispatch sources, named after the knob: "publish", "zero_copy".
+constexpr SymmetricDispatch kSources[] = {SymmetricDispatch::publish, SymmetricDispatch::zero_copy};
+
+class SymmetricDispatchPaths : public ::testing::TestWithParam<SymmetricDispatch> {};
+
+INSTANTIATE_TEST_SUITE_P(Sources, SymmetricDispatchPaths, ::testing::ValuesIn(kSources),
+                         [](const auto& info) { return std::string(symmetric_dispatch_name(info.param)); });
+
+// The zero-copy dispatch returns only when no peer reads this rank's x any more: each rank poisons
+// its x as soon as its dispatch returns, and every rank's outputs are still the reference's (a peer
+// still pulling would copy poison). Skewed routing: rank 0 receives most rows, so the others finish
+// (and poison their x) while it still pulls.
+TEST_P(SymmetricDispatchPaths, TokensMayBeOverwrittenAsSoonAsDispatchReturns) {
+  Case c = with_routing(with_symmetric_dispatch(make("overwrite_x", 4, {32, 32, 32, 32}, 32, 4, 8, 512), GetParam()),
+                        workload::Routing::skewed);
+  const uint64_t seed = testing::seed_for("symmetric/overwrite_x");
+  const Expected expected = expected_for(c, seed);
+  Failures failures;
+  with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
+    const int rank = group.rank();
+    if (buffer.symmetric_dispatch_path() != GetParam()) failures.add(rank, "symmetric_dispatch_path differs");
+    const workload::RankData& data = expected.data[rank];
+    for (int round = 0; round < 3; ++round) {
+      Tensor x = Tensor::empty(DType::bf16, {data.x.size(0), data.x.size(1)});
+      std::memcpy(x.data(), data.x.data(), x.nbytes());
+      LowLatencyDispatchArgs args = dispatch_args(c, data);
+      args.x = x;
+      auto dispatched = buffer.symmetric_dispatch(args);
+      workload::poison(x);
+      check_dispatch(dispatched, expected.dispatched[rank], "reference", rank, failures);
+    }
+  });
+  expect_none(failures, seed);
+}
+
 TEST_P(SymmetricCombinePaths, SameInputsGiveTheSameBitsEveryTime) {
   Case c = with_symmetric_combine(make("determinism", 3, {6, 6, 6}, 6, 4, 6, 256), GetParam());
   c.fp8.use_fp8 = true;
@@ -235,9 +277,10 @@ TEST_P(SymmetricCombinePaths, InterleavesWithTheLowLatencyAndNormalEnginesOnOneB
 // all; returns what rank 0 caught.
 std::string timeout_message(const std::function<void(Buffer&, const Case&, const Expected&)>& call,
                             bool* refused_after, bool peer_dispatches = false,
-                            SymmetricCombine path = SymmetricCombine::automatic) {
+                            SymmetricCombine path = SymmetricCombine::automatic,
+                            SymmetricDispatch source = SymmetricDispatch::automatic) {
   constexpr double kTimeout = 1.0;
-  Case c = with_symmetric_combine(make("timeout", 2, {4, 4}, 4, 2, 4), path);
+  Case c = with_symmetric_dispatch(with_symmetric_combine(make("timeout", 2, {4, 4}, 4, 2, 4), path), source);
   const Expected expected = expected_for(c, 7);
   PeerGate gate;
   Caught caught;
@@ -258,13 +301,13 @@ std::string timeout_message(const std::function<void(Buffer&, const Case&, const
   return caught.message;
 }
 
-TEST(SymmetricTimeouts, DispatchWithoutItsPeerTimesOutNamingRankRoleAndTheMissingRank) {
+TEST_P(SymmetricDispatchPaths, DispatchWithoutItsPeerTimesOutNamingRankRoleAndTheMissingRank) {
   bool refused_after = false;
   const std::string message = timeout_message(
       [](Buffer& buffer, const Case& c, const Expected& expected) {
         buffer.symmetric_dispatch(dispatch_args(c, expected.data[0]));
       },
-      &refused_after);
+      &refused_after, /*peer_dispatches=*/false, SymmetricCombine::automatic, GetParam());
   SCOPED_TRACE("message: " + message);
   EXPECT_NE(message.find("rank 0"), std::string::npos);
   EXPECT_NE(message.find("symmetric dispatch"), std::string::npos);
@@ -568,6 +611,35 @@ TEST(SymmetricCombinePath, ForcingPullAcrossProcessesIsRefusedNamingTheKnob) {
   Buffer buffer(options);
   const std::string message = refused<Unsupported>([&] { buffer.connect({buffer.local_handle()}); });
   EXPECT_EQ(message.rfind("config.symmetric_combine: pull needs", 0), 0u) << message;
+  EXPECT_NE(message.find("thread of this process"), std::string::npos) << message;
+  EXPECT_NE(message.find("separate processes"), std::string::npos) << message;
+}
+
+TEST(SymmetricDispatchPath, AutoIsZeroCopyWithRanksAsThreadsAndPublishesAcrossProcesses) {
+  Case c = make("auto", 1, {4}, 4, 2, 4);
+  {
+    Buffer buffer(buffer_options(c, 0, kRegions));
+    buffer.connect({buffer.local_handle()});
+    EXPECT_EQ(buffer.symmetric_dispatch_path(), SymmetricDispatch::zero_copy);
+  }
+  BufferOptions options = buffer_options(c, 0, kRegions);
+  options.sharing = HeapSharing::processes;
+  Buffer buffer(options);
+  buffer.connect({buffer.local_handle()});
+  EXPECT_EQ(buffer.symmetric_dispatch_path(), SymmetricDispatch::publish);
+  Buffer unconnected(buffer_options(c, 0, kRegions));
+  EXPECT_EQ(
+      refused<InvalidArgument>([&] { unconnected.symmetric_dispatch_path(); }).rfind("symmetric_dispatch_path:", 0),
+      0u);
+}
+
+TEST(SymmetricDispatchPath, ForcingZeroCopyAcrossProcessesIsRefusedNamingTheKnob) {
+  Case c = with_symmetric_dispatch(make("forced_zero_copy", 1, {4}, 4, 2, 4), SymmetricDispatch::zero_copy);
+  BufferOptions options = buffer_options(c, 0, kRegions);
+  options.sharing = HeapSharing::processes;
+  Buffer buffer(options);
+  const std::string message = refused<Unsupported>([&] { buffer.connect({buffer.local_handle()}); });
+  EXPECT_EQ(message.rfind("config.symmetric_dispatch: zero_copy needs", 0), 0u) << message;
   EXPECT_NE(message.find("thread of this process"), std::string::npos) << message;
   EXPECT_NE(message.find("separate processes"), std::string::npos) << message;
 }

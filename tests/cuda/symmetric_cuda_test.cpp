@@ -2,9 +2,10 @@
 // reference and against the CPU backend's symmetric engine, bit for bit: R ranks as threads of this
 // process, each with its own stream, on the GPUs SWITCHYARD_TEST_DEVICES picks (cuda/rank_device.hpp;
 // default: all on GPU 0). Both combine paths (push; pull, where every home reads the experts' y in
-// place: ranks as threads on one GPU; Config::symmetric_combine) run every round trip. Also: CUDA
-// graph capture and replay with new routing, back-to-back calls, y overwritten on the caller's stream
-// right after combine, timeouts naming the missing rank, bad input found on the device, the
+// place: ranks as threads on one GPU; Config::symmetric_combine), each after both dispatch sources
+// (publish; zero_copy, where receivers read the callers' x in place: Config::symmetric_dispatch), run
+// every round trip. Also: CUDA graph capture and replay with new routing (x rewritten in place), back-
+// to-back calls, x (y) overwritten on the caller's stream right after dispatch (combine), timeouts naming the missing rank, bad input found on the device, the
 // co-residency refusal, and sharing a Buffer with the `normal` engine. Skipped (reported as skipped)
 // where no GPU is present. The `Small_R1` cases are small enough for compute-sanitizer.
 #include <cuda_runtime.h>
@@ -36,6 +37,7 @@
 namespace switchyard {
 // GoogleTest names a path parameter by its knob value.
 inline void PrintTo(SymmetricCombine path, std::ostream* out) { *out << symmetric_combine_name(path); }
+inline void PrintTo(SymmetricDispatch path, std::ostream* out) { *out << symmetric_dispatch_name(path); }
 }  // namespace switchyard
 
 namespace switchyard::testing::expert_major {
@@ -60,10 +62,13 @@ bool on_one_device(const Case& c) {
   return true;
 }
 
-// The pull combine follows plain y pointers: ranks spread over GPUs cannot use it (connect refuses).
-#define SWITCHYARD_REQUIRE_PATH(c)                                                          \
-  if ((c).symmetric_combine == SymmetricCombine::pull && !on_one_device(c))                 \
-  GTEST_SKIP() << "the pull combine needs every rank on one GPU; SWITCHYARD_TEST_DEVICES spreads them"
+// The pull combine (zero-copy dispatch) follows plain y (x) pointers: ranks spread over GPUs cannot use
+// it (connect refuses).
+#define SWITCHYARD_REQUIRE_PATH(c)                                                                            \
+  if (((c).symmetric_combine == SymmetricCombine::pull || (c).symmetric_dispatch == SymmetricDispatch::zero_copy) && \
+      !on_one_device(c))                                                                                      \
+  GTEST_SKIP() << "the pull combine and the zero-copy dispatch need every rank on one GPU; "                  \
+                  "SWITCHYARD_TEST_DEVICES spreads them"
 
 // Both combine paths, named after the path.
 constexpr SymmetricCombine kPaths[] = {SymmetricCombine::push, SymmetricCombine::pull};
@@ -72,6 +77,14 @@ class SymmetricCudaPaths : public ::testing::TestWithParam<SymmetricCombine> {};
 
 INSTANTIATE_TEST_SUITE_P(Paths, SymmetricCudaPaths, ::testing::ValuesIn(kPaths),
                          [](const auto& info) { return std::string(symmetric_combine_name(info.param)); });
+
+// Both dispatch sources, named after the knob: "publish", "zero_copy".
+constexpr SymmetricDispatch kSources[] = {SymmetricDispatch::publish, SymmetricDispatch::zero_copy};
+
+class SymmetricCudaSources : public ::testing::TestWithParam<SymmetricDispatch> {};
+
+INSTANTIATE_TEST_SUITE_P(Sources, SymmetricCudaSources, ::testing::ValuesIn(kSources),
+                         [](const auto& info) { return std::string(symmetric_dispatch_name(info.param)); });
 
 // Every buffer here has the symmetric region only.
 BufferOptions options_of(const Case& c, int rank, double timeout_seconds = kTestTimeoutSeconds) {
@@ -104,9 +117,11 @@ Outputs gpu_round_trip(GpuRank& gpu, const Case& c, const Expected& expected, in
 
 // Dispatch and combine captured once in CUDA graphs (on `in`, `y` and `out`), then replayed with the
 // inputs and the reference's expert outputs of every one of `rounds`, uploaded into the same device
-// tensors: every replay matches the reference.
+// tensors: every replay matches the reference. With `poison_x`, x is overwritten on the stream right
+// behind every replayed dispatch (the combine does not read it).
 void check_replays(const Case& c, const std::vector<Expected>& rounds, Group& group, GpuRank& gpu,
-                   const DeviceInputs& in, const Tensor& y, const PoisonedOutputs& out, Failures& failures) {
+                   const DeviceInputs& in, const Tensor& y, const PoisonedOutputs& out, Failures& failures,
+                   bool poison_x = false) {
   const int rank = group.rank();
   const cudaStream_t stream = gpu.stream;
   const CapturedRoundTrip captured(Engine::symmetric, c, group, *gpu.buffer, in, y, out, stream);
@@ -117,6 +132,9 @@ void check_replays(const Case& c, const std::vector<Expected>& rounds, Group& gr
     upload(in.topk_weights, inputs.topk_weights, stream);
     upload(y, rounds[round].ys[rank], stream);
     captured.launch_dispatch();
+    if (poison_x && cudaMemsetAsync(in.x.data(), kPoison, in.x.nbytes(), stream) != cudaSuccess) {
+      failures.add(rank, "poisoning x failed");
+    }
     captured.launch_combine();
     gpu.buffer->synchronize(stream);
     Outputs got = download(out, stream);
@@ -146,6 +164,11 @@ TEST_P(SymmetricCudaRoundTrip, MatchesTheReferenceAndTheCpuEngineBitwiseTwice) {
     if (gpu.buffer->symmetric_combine_path() != c.symmetric_combine) {
       failures.add(rank, std::string("symmetric_combine_path: expected ") + symmetric_combine_name(c.symmetric_combine) +
                              ", got " + symmetric_combine_name(gpu.buffer->symmetric_combine_path()));
+    }
+    if (gpu.buffer->symmetric_dispatch_path() != c.symmetric_dispatch) {
+      failures.add(rank, std::string("symmetric_dispatch_path: expected ") +
+                             symmetric_dispatch_name(c.symmetric_dispatch) + ", got " +
+                             symmetric_dispatch_name(gpu.buffer->symmetric_dispatch_path()));
     }
     // Twice on one buffer: the second call uses the other heap half and barrier phase, and must give
     // the same bits. Preallocated, poisoned outputs on even ranks; the library allocates on odd ones.
@@ -517,9 +540,11 @@ TEST_P(SymmetricCudaPaths, InterleavesWithTheNormalEngineOnOneBuffer) {
 // `combine`) or no call at all; returns what rank 0 caught, and whether its buffer refused work
 // afterwards.
 std::string timeout_message(bool combine, bool* refused_after,
-                            SymmetricCombine path = SymmetricCombine::automatic) {
+                            SymmetricCombine path = SymmetricCombine::automatic,
+                            SymmetricDispatch source = SymmetricDispatch::automatic) {
   constexpr double kTimeout = 1.0;
-  const Case c = with_symmetric_combine(make("timeout", 2, {16, 16}, 16, 2, 4, 256), path);
+  const Case c =
+      with_symmetric_dispatch(with_symmetric_combine(make("timeout", 2, {16, 16}, 16, 2, 4, 256), path), source);
   const Expected expected = expected_for(c, seed_for("symmetric_cuda/timeout"));
   PeerGate gate;
   Caught caught;
@@ -555,10 +580,13 @@ std::string timeout_message(bool combine, bool* refused_after,
   return caught.message;
 }
 
-TEST(SymmetricCudaTimeouts, DispatchWithoutItsPeerTimesOutNamingRankRoleAndTheMissingRank) {
+// Zero-copy: rank 0 arrived at the barrier, so it also waits (bounded) for rank 1's done word before
+// the kernel ends; the first failure (the barrier) is the one reported.
+TEST_P(SymmetricCudaSources, DispatchWithoutItsPeerTimesOutNamingRankRoleAndTheMissingRank) {
   SWITCHYARD_REQUIRE_GPU();
+  SWITCHYARD_REQUIRE_PATH(with_symmetric_dispatch(make("timeout", 2, {16, 16}, 16, 2, 4, 256), GetParam()));
   bool refused_after = false;
-  const std::string message = timeout_message(false, &refused_after);
+  const std::string message = timeout_message(false, &refused_after, SymmetricCombine::automatic, GetParam());
   SCOPED_TRACE("message: " + message);
   EXPECT_NE(message.find("rank 0 (cuda symmetric, dispatch)"), std::string::npos);
   EXPECT_NE(message.find("timed out"), std::string::npos);
@@ -619,17 +647,81 @@ TEST_P(SymmetricCudaPaths, ExpertOutputsMayBeOverwrittenOnTheStreamRightAfterCom
   expect_none(failures, seed);
 }
 
-TEST(SymmetricCudaPath, AutoPullsWithEveryRankOnOneGpu) {
+// The caller may overwrite x on its stream as soon as dispatch returns: a rank that receives few rows
+// finishes its own pulls early and poisons its x right behind the dispatch on its stream, while the
+// peers may still be pulling its rows in place (zero-copy; the dispatch kernel ends only after every
+// peer has released its done word). Every rank's outputs stay the reference's, round after round.
+TEST_P(SymmetricCudaSources, TokensMayBeOverwrittenOnTheStreamRightAfterDispatch) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case c = with_routing(
+      with_symmetric_dispatch(make("overwrite_x", 4, {256, 256, 256, 256}, 256, 8, 32, 7168), GetParam()),
+      workload::Routing::skewed);
+  SWITCHYARD_REQUIRE_PATH(c);
+  const uint64_t seed = seed_for("symmetric_cuda/overwrite_x");
+  const Expected expected = expected_for(c, seed);
+  Failures failures;
+  run_ranks(c.ranks, [&](Group& group) {
+    const int rank = group.rank();
+    GpuRank gpu(options_of(c, rank), group);
+    const cudaStream_t stream = gpu.stream;
+    if (gpu.buffer->symmetric_dispatch_path() != GetParam()) failures.add(rank, "symmetric_dispatch_path differs");
+    for (int round = 0; round < 4; ++round) {
+      const DeviceInputs in = upload_inputs(expected.data[rank], gpu.device, stream);
+      LowLatencyDispatchResult dispatched =
+          gpu.buffer->symmetric_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
+      if (cudaMemsetAsync(in.x.data(), kPoison, in.x.nbytes(), stream) != cudaSuccess) {
+        failures.add(rank, "poisoning x failed");
+      }
+      gpu.buffer->synchronize(stream);
+      check_dispatch(download(dispatched, stream), expected.dispatched[rank],
+                     "reference (round " + std::to_string(round) + ")", rank, failures);
+    }
+    group.barrier();
+  });
+  expect_none(failures, seed);
+}
+
+// Graph replay on both dispatch sources: x is rewritten in place before every replay (the captured
+// kernel argument is its address; the sequence advances on the device), and poisoned right behind
+// every replayed dispatch.
+TEST_P(SymmetricCudaSources, ReplaysFromCudaGraphsWithXRewrittenInPlace) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case c = with_symmetric_dispatch(make("graph_x", 4, {48, 48, 48, 48}, 48, 8, 32, 1024), GetParam());
+  SWITCHYARD_REQUIRE_PATH(c);
+  constexpr int kRounds = 3;
+  std::vector<Expected> rounds;
+  for (int round = 0; round < kRounds; ++round)
+    rounds.push_back(expected_for(c, seed_for("symmetric_cuda/graph_x") + round));
+  Failures failures;
+  run_ranks(c.ranks, [&](Group& group) {
+    const int rank = group.rank();
+    GpuRank gpu(options_of(c, rank), group);
+    const cudaStream_t stream = gpu.stream;
+    const int64_t local = c.num_experts / c.ranks;
+    const int64_t rows = c.ranks * c.max_tokens;
+    const workload::RankData& data = rounds[0].data[rank];
+    const DeviceInputs in = upload_inputs(data, gpu.device, stream);
+    Tensor y = poisoned_device(DType::bf16, {local, rows, c.hidden}, gpu.device, stream);
+    const PoisonedOutputs out = poisoned_device_outputs(c, data.x.size(0), gpu.device, stream);
+    check_replays(c, rounds, group, gpu, in, y, out, failures, /*poison_x=*/true);
+  });
+  expect_none(failures, seed_for("symmetric_cuda/graph_x"));
+}
+
+TEST(SymmetricCudaPath, AutoPullsAndCopiesNothingWithEveryRankOnOneGpu) {
   SWITCHYARD_REQUIRE_GPU();
   const Case c = make("auto_path", 2, {8, 8}, 8, 2, 4, 256);
   if (!on_one_device(c)) GTEST_SKIP() << "SWITCHYARD_TEST_DEVICES spreads the ranks over GPUs";
   std::vector<SymmetricCombine> paths(c.ranks, SymmetricCombine::automatic);
+  std::vector<SymmetricDispatch> sources(c.ranks, SymmetricDispatch::automatic);
   run_ranks(c.ranks, [&](Group& group) {
     GpuRank gpu(options_of(c, group.rank()), group);
     paths[group.rank()] = gpu.buffer->symmetric_combine_path();
+    sources[group.rank()] = gpu.buffer->symmetric_dispatch_path();
     group.barrier();
   });
   for (SymmetricCombine path : paths) EXPECT_EQ(path, SymmetricCombine::pull);
+  for (SymmetricDispatch source : sources) EXPECT_EQ(source, SymmetricDispatch::zero_copy);
 }
 
 // ---- bad input found on the device, and the co-residency refusal --------------------------------

@@ -46,13 +46,21 @@ Case with_symmetric_combine(Case c, SymmetricCombine path) {
   return c;
 }
 
+Case with_symmetric_dispatch(Case c, SymmetricDispatch path) {
+  c.symmetric_dispatch = path;
+  return c;
+}
+
 std::vector<Case> on_both_combine_paths(const std::vector<Case>& cases) {
   std::vector<Case> both;
   for (const Case& c : cases) {
-    for (SymmetricCombine path : {SymmetricCombine::push, SymmetricCombine::pull}) {
-      Case named = with_symmetric_combine(c, path);
-      named.name += std::string("_") + symmetric_combine_name(path);
-      both.push_back(std::move(named));
+    for (SymmetricDispatch source : {SymmetricDispatch::publish, SymmetricDispatch::zero_copy}) {
+      for (SymmetricCombine path : {SymmetricCombine::push, SymmetricCombine::pull}) {
+        Case named = with_symmetric_dispatch(with_symmetric_combine(c, path), source);
+        named.name += std::string("_") + symmetric_combine_name(path);
+        if (source == SymmetricDispatch::zero_copy) named.name += "_zero_copy";
+        both.push_back(std::move(named));
+      }
     }
   }
   return both;
@@ -145,6 +153,7 @@ BufferOptions buffer_options(const Case& c, int rank, Regions regions, double ti
   options.rank = rank;
   options.config.timeout_seconds = timeout_seconds;
   options.config.symmetric_combine = c.symmetric_combine;
+  options.config.symmetric_dispatch = c.symmetric_dispatch;
   options.sizing.max_tokens_per_rank = 1;  // the normal engine is not used
   options.sizing.hidden = c.hidden;
   options.sizing.topk = c.topk;

@@ -43,6 +43,8 @@ struct Case {
   int64_t capacity = 0;
   // The symmetric engine's combine path (Config::symmetric_combine) of the case's buffers.
   SymmetricCombine symmetric_combine = SymmetricCombine::automatic;
+  // The symmetric engine's dispatch source (Config::symmetric_dispatch) of the case's buffers.
+  SymmetricDispatch symmetric_dispatch = SymmetricDispatch::automatic;
 };
 
 // GoogleTest prints a parameter by its name.
@@ -54,7 +56,9 @@ Case with_fp8(Case c, bool round_scale, bool use_ue8m0);
 Case with_routing(Case c, workload::Routing routing);
 Case with_capacity(Case c, int64_t capacity);
 Case with_symmetric_combine(Case c, SymmetricCombine path);
-// Each case twice, forcing the push and the pull combine, named "<case>_push" and "<case>_pull".
+Case with_symmetric_dispatch(Case c, SymmetricDispatch path);
+// Each case four times, forcing the push and the pull combine, each after a publish and a zero-copy
+// dispatch: "<case>_push" and "<case>_pull" (publish), "<case>_push_zero_copy" and "<case>_pull_zero_copy".
 std::vector<Case> on_both_combine_paths(const std::vector<Case>& cases);
 // Rows per local expert in c's outputs: c.capacity, or ranks * max_tokens when it is 0.
 int64_t rows_per_expert(const Case& c);
