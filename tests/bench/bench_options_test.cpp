@@ -150,6 +150,19 @@ TEST(BenchOptions, SymmetricTokensAndExpertCapacityRunTheSymmetricEngineAtThePre
             16);
 }
 
+TEST(BenchOptions, SymmetricDispatchSourceReachesTheConfigAndBadValuesAreRefusedByName) {
+  EXPECT_EQ(resolve_args({"--backend", "cpu", "--engine", "symmetric"}, false, 0).config.symmetric_dispatch,
+            SymmetricDispatch::automatic);
+  EXPECT_EQ(resolve_args({"--backend", "cpu", "--engine", "symmetric", "--symmetric-dispatch", "publish"}, false, 0)
+                .config.symmetric_dispatch,
+            SymmetricDispatch::publish);
+  EXPECT_EQ(resolve_args({"--backend", "cpu", "--engine", "symmetric", "--symmetric-dispatch=zero_copy"}, false, 0)
+                .config.symmetric_dispatch,
+            SymmetricDispatch::zero_copy);
+  const std::string message = usage_error_of([] { parse_command_line({"--symmetric-dispatch", "push"}); });
+  EXPECT_EQ(message.rfind("--symmetric-dispatch:", 0), 0u) << message;
+}
+
 TEST(BenchOptions, ExpertCapacityAndSymmetricTokensAreRefusedByName) {
   auto refused = [](const std::vector<std::string>& args) {
     return usage_error_of([&] { resolve_args(args, false, 0); });
@@ -353,6 +366,28 @@ TEST(BenchDesignRoofline, SymmetricPullCombineReadsEachRowOnceInPlace) {
   const DesignTraffic unknown = design_traffic(BenchEngine::symmetric, example_traffic(), true, std::nullopt);
   EXPECT_TRUE(unknown.dispatch_bytes.has_value());
   EXPECT_FALSE(unknown.combine_bytes.has_value());
+}
+
+TEST(BenchDesignRoofline, SymmetricZeroCopyDispatchReadsBf16RowsInPlaceAndFp8StillPublishes) {
+  Traffic bf16 = example_traffic();
+  bf16.dispatch_row_bytes = bf16.input_row_bytes;  // bf16: the dispatch row is the x row
+  const DesignTraffic design =
+      design_traffic(BenchEngine::symmetric, bf16, true, SymmetricCombine::pull, SymmetricDispatch::zero_copy);
+  ASSERT_TRUE(design.dispatch_bytes && design.combine_bytes);
+  // Read x in place and write recv_x, per row: the minimal roofline's bytes, no publish.
+  EXPECT_EQ(*design.dispatch_bytes, 100 * (1600 + 1600));
+  EXPECT_NE(design.passes.find("zero_copy"), std::string::npos) << design.passes;
+  // publish (and an unset source) count the copy into the input buffer.
+  for (std::optional<SymmetricDispatch> source : {std::optional<SymmetricDispatch>(SymmetricDispatch::publish),
+                                                  std::optional<SymmetricDispatch>()}) {
+    const DesignTraffic published = design_traffic(BenchEngine::symmetric, bf16, true, SymmetricCombine::pull, source);
+    EXPECT_EQ(*published.dispatch_bytes, 40 * (1600 + 1600) + 2 * 100 * 1600);
+  }
+  // fp8 rows (smaller than x) are always published, whatever the source.
+  const DesignTraffic fp8 = design_traffic(BenchEngine::symmetric, example_traffic(), true, SymmetricCombine::pull,
+                                           SymmetricDispatch::zero_copy);
+  EXPECT_EQ(*fp8.dispatch_bytes, 40 * (1600 + 1000) + 2 * 100 * 1000);
+  EXPECT_NE(fp8.passes.find("publish"), std::string::npos) << fp8.passes;
 }
 
 TEST(BenchDesignRoofline, NcclIsNotCountedAndSaysWhy) {

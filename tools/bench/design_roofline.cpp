@@ -60,10 +60,27 @@ DesignTraffic direct_across_nodes(const Traffic& traffic, const DirectNodeTraffi
   return design;
 }
 
+// The symmetric dispatch's bytes by its source (Buffer::symmetric_dispatch_path; unset: publish).
+void symmetric_dispatch_design(const Traffic& traffic, std::optional<SymmetricDispatch> source, DesignTraffic& design) {
+  // bf16 rows: the dispatch row is the caller's x row (fp8 rows are about half of it, with scales, and
+  // always published).
+  const bool bf16 = traffic.dispatch_row_bytes == traffic.input_row_bytes;
+  if (source == SymmetricDispatch::zero_copy && bf16) {
+    // Each receiver reads the source's x row in place once per row, and writes recv_x.
+    design.dispatch_bytes = traffic.delivered_rows * (traffic.input_row_bytes + traffic.dispatch_row_bytes);
+    design.passes = "dispatch zero_copy, 2 per row (read x in place, write recv_x), combine ";
+    return;
+  }
+  design.dispatch_bytes = traffic.source_tokens * (traffic.input_row_bytes + traffic.dispatch_row_bytes) +
+                          traffic.delivered_rows * 2 * traffic.dispatch_row_bytes;
+  design.passes = "dispatch publish, 2 per source token (copy into the input buffer) + 2 per row (pull), combine ";
+}
+
 }  // namespace
 
 DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool single_node,
-                             std::optional<SymmetricCombine> symmetric_combine) {
+                             std::optional<SymmetricCombine> symmetric_combine,
+                             std::optional<SymmetricDispatch> symmetric_dispatch) {
   DesignTraffic design;
   switch (engine) {
     case BenchEngine::normal:
@@ -85,9 +102,7 @@ DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool si
         design.why_not = "not counted across nodes (the symmetric engine runs on one node only)";
         return design;
       }
-      design.dispatch_bytes = traffic.source_tokens * (traffic.input_row_bytes + traffic.dispatch_row_bytes) +
-                              traffic.delivered_rows * 2 * traffic.dispatch_row_bytes;
-      design.passes = "dispatch 2 per source token (publish) + 2 per row (pull), combine ";
+      symmetric_dispatch_design(traffic, symmetric_dispatch, design);
       if (!symmetric_combine) {
         design.passes += "not counted (no Buffer reported its path)";
         return design;

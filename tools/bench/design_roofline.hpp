@@ -41,8 +41,10 @@ struct DesignTraffic {
 //     heap, which adds passes: dispatch + RDMA rows x d (the put reads the send area) + leaving
 //     tokens x d (each staged once into the send area, from shared memory); combine + RDMA rows x
 //     2c (without zero_copy, as the bench calls it, y is first copied into the combine buffer).
-//   symmetric: dispatch = tokens x (x + d) (publish, once per token, not per row) + rows x 2d (the
-//     pull: read the source's input buffer, write recv_x). Combine by the path that ran
+//   symmetric: dispatch by the source that ran (Buffer::symmetric_dispatch_path): publish = tokens x
+//     (x + d) (publish, once per token, not per row) + rows x 2d (the pull: read the source's input
+//     buffer, write recv_x); zero_copy with bf16 rows = rows x (x + d) (the pull reads the caller's x
+//     in place and writes recv_x: the minimal roofline's bytes); fp8 always publishes. Combine by the path that ran
 //     (Buffer::symmetric_combine_path): push = rows x 3c (push and the reduction's read) + tokens x c
 //     (the output); pull = rows x c (each home reads the expert's y once) + tokens x c. One node
 //     only (the library refuses more).
@@ -50,7 +52,9 @@ struct DesignTraffic {
 //     at run time).
 // `symmetric_combine`: the symmetric engine's combine path as its Buffer reported it (push or pull);
 // unset for the other engines, or when no Buffer connected (the combine is then not counted).
+// `symmetric_dispatch`: its dispatch source likewise (publish or zero_copy); unset counts the publish.
 DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool single_node,
-                             std::optional<SymmetricCombine> symmetric_combine);
+                             std::optional<SymmetricCombine> symmetric_combine,
+                             std::optional<SymmetricDispatch> symmetric_dispatch = std::nullopt);
 
 }  // namespace switchyard::bench

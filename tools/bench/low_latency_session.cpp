@@ -106,11 +106,13 @@ class LowLatencySession final : public EngineSession {
 
   void combine(int /*iteration*/) override { call_combine(combine_args()); }
 
-  // symmetric: the combine path its Buffer took (the design bytes follow it).
+  // symmetric: the combine path and dispatch source its Buffer took (the design bytes follow them).
   std::string note() const override {
     if (engine_ != Engine::symmetric) return "";
     return std::string("combine path: ") + symmetric_combine_name(context_.buffer->symmetric_combine_path()) +
-           " (Buffer::symmetric_combine_path; --symmetric-combine)";
+           " (Buffer::symmetric_combine_path; --symmetric-combine); dispatch source: " +
+           symmetric_dispatch_name(context_.buffer->symmetric_dispatch_path()) +
+           " (Buffer::symmetric_dispatch_path; --symmetric-dispatch; fp8 always publishes)";
   }
 
   // low_latency only: the symmetric engine is one stage each way (its calls refuse return_recv_hook).

@@ -147,6 +147,7 @@ const std::map<std::string, Setter>& value_flags() {
        }},
       {"--ring-slots", positive(&CommandLine::ring_slots)},
       {"--symmetric-combine", choice(&CommandLine::symmetric_combine, {"auto", "push", "pull"})},
+      {"--symmetric-dispatch", choice(&CommandLine::symmetric_dispatch, {"auto", "publish", "zero_copy"})},
       {"--chunk-tokens", positive(&CommandLine::chunk_tokens)},
       {"--timeout", [](CommandLine& c, const std::string& flag,
                        const std::string& value) { c.timeout_seconds = parse_seconds(flag, value); }},
@@ -339,6 +340,12 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, in
                                        : path == "pull" ? SymmetricCombine::pull
                                                         : SymmetricCombine::automatic;
   }
+  if (command_line.symmetric_dispatch) {
+    const std::string& path = *command_line.symmetric_dispatch;
+    options.config.symmetric_dispatch = path == "publish"     ? SymmetricDispatch::publish
+                                        : path == "zero_copy" ? SymmetricDispatch::zero_copy
+                                                              : SymmetricDispatch::automatic;
+  }
   if (options.config.chunk_tokens > options.config.ring_slots) {
     throw UsageError("--chunk-tokens: expected at most --ring-slots " +
                      std::to_string(options.config.ring_slots) + ", got " +
@@ -419,6 +426,14 @@ Engine configuration (symmetric)
                             as threads on one GPU only, else the engine is skipped with the
                             reason). auto (default): pull where it works. The header of the
                             results says which ran, and the design bytes follow it
+  --symmetric-dispatch auto|publish|zero_copy
+                            the dispatch source (Config::symmetric_dispatch). publish: each
+                            source copies its rows into its heap, receivers pull from there (2
+                            passes per source token + 2 per row); zero_copy: receivers pull
+                            straight from the callers' x (2 per row; bf16 only, fp8 always
+                            publishes; ranks as threads on one GPU only, else skipped with the
+                            reason). auto (default): zero_copy where it works. Reported and
+                            counted like the combine path
 Output
   --json FILE               write the results as JSON
   --dump DIR                write every input and output of the check iteration as .npy files,

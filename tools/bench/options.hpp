@@ -75,6 +75,7 @@ struct CommandLine {
   std::optional<int> channels, ring_slots, chunk_tokens;
   std::optional<double> timeout_seconds;
   std::optional<std::string> symmetric_combine;
+  std::optional<std::string> symmetric_dispatch;
 };
 
 // Where a default came from, so that the output can say so.

@@ -178,6 +178,12 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
     } else {
       json.string(result.symmetric_combine);
     }
+    json.key("symmetric_dispatch");
+    if (result.symmetric_dispatch.empty()) {
+      json.null();
+    } else {
+      json.string(result.symmetric_dispatch);
+    }
     if (is_rank_major(result.engine)) {
       // Across nodes only (NodeTraffic); null on one node and when the engine did not run.
       const bool across = result.timed && result.node_bytes.has_value() && result.node_bytes->forwarded;

@@ -153,12 +153,13 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
         (engine == BenchEngine::symmetric ? problem.symmetric : problem.low_latency).rows_per_expert;
   }
   result.node_bytes = traffic.node_bytes();
-  // The design bytes follow the path the engine took: the symmetric combine's is known once its
+  // The design bytes follow the paths the engine took: the symmetric combine's and dispatch's are known once its
   // Buffers connected (rank 0's; every rank resolves it alike).
   std::optional<SymmetricCombine> symmetric_combine;
+  std::optional<SymmetricDispatch> symmetric_dispatch;
   auto count_design = [&] {
-    const DesignTraffic design =
-        design_traffic(engine, traffic, options.topology.is_single_node(), symmetric_combine);
+    const DesignTraffic design = design_traffic(engine, traffic, options.topology.is_single_node(),
+                                                symmetric_combine, symmetric_dispatch);
     result.design_dispatch_bytes = design.dispatch_bytes;
     result.design_combine_bytes = design.combine_bytes;
     result.design_passes = design.passes;
@@ -196,7 +197,10 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
         buffers[rank] = std::make_unique<Buffer>(buffer_options(options, engine, rank));
         buffer = buffers[rank].get();
         buffer->connect(group.allgather(buffer->local_handle()));
-        if (engine == BenchEngine::symmetric && rank == 0) symmetric_combine = buffer->symmetric_combine_path();
+        if (engine == BenchEngine::symmetric && rank == 0) {
+          symmetric_combine = buffer->symmetric_combine_path();
+          symmetric_dispatch = buffer->symmetric_dispatch_path();
+        }
       }
       const SessionContext context{&options, &problem, buffer, rank, stream, &group, device};
       std::unique_ptr<EngineSession> session = make_engine_session(engine, context);
@@ -303,6 +307,7 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
 
   count_design();
   if (symmetric_combine) result.symmetric_combine = symmetric_combine_name(*symmetric_combine);
+  if (symmetric_dispatch) result.symmetric_dispatch = symmetric_dispatch_name(*symmetric_dispatch);
   result.timed = true;
   result.note = note;
   const PhaseTiming dispatch = timing_of(dispatch_seconds);

@@ -60,6 +60,8 @@ struct EngineResult {
   // symmetric: the combine path its Buffers took ("push" or "pull"; Buffer::symmetric_combine_path);
   // empty for the other engines and when none connected.
   std::string symmetric_combine;
+  // symmetric: its dispatch source ("publish" or "zero_copy"; Buffer::symmetric_dispatch_path); empty likewise.
+  std::string symmetric_dispatch;
 };
 
 // The tokens per rank an engine runs, and what its traffic counts.

@@ -130,7 +130,9 @@ def check_design_bytes(result, tokens, hidden, x_row, dispatch_row):
     combine = 3 * rows * combine_row + tokens * combine_row  # 3 per row + the output
     if result.get("symmetric_combine") == "pull":
         combine = rows * combine_row + tokens * combine_row  # the home reads y in place + the output
-    if result["engine"] == "symmetric":
+    if result["engine"] == "symmetric" and result.get("symmetric_dispatch") == "zero_copy" and x_row == dispatch_row:
+        dispatch = rows * (x_row + dispatch_row)  # bf16 pulled from x in place, written to recv_x
+    elif result["engine"] == "symmetric":
         dispatch = tokens * (x_row + dispatch_row) + 2 * rows * dispatch_row  # publish per token + pull per row
     else:
         dispatch = rows * (x_row + 3 * dispatch_row)  # 4 per row
@@ -236,6 +238,9 @@ def test_passing_run_writes_json_and_dump(bench, tmp):
     # cpu, ranks as threads: auto picks the pull combine, and the bench reports the path it took.
     expect(symmetric["symmetric_combine"] == "pull" and normal["symmetric_combine"] is None, symmetric)
     expect("combine path: pull" in result.stdout, result.stdout)
+    # ... and the zero-copy dispatch source (bf16 here), whose design bytes drop the publish copy.
+    expect(symmetric["symmetric_dispatch"] == "zero_copy" and normal["symmetric_dispatch"] is None, symmetric)
+    expect("dispatch source: zero_copy" in result.stdout, result.stdout)
     check_design_bytes(symmetric, 4 * 32, 256, 512, 512)
     # One stage each way: no hook split, said why.
     check_cpu_extra_rows(symmetric, split=False)
