@@ -80,6 +80,23 @@ BufferClass bind_buffer(nb::module_& m) {
           },
           "The symmetric engine's combine path: 'auto' (pull where every rank is a thread of this process on "
           "one device, else push), 'push' or 'pull' (config.hpp).")
+      .def_prop_rw(
+          "symmetric_dispatch",
+          [](const Config& self) { return std::string(symmetric_dispatch_name(self.symmetric_dispatch)); },
+          [](Config& self, const std::string& path) {
+            if (path == "auto") {
+              self.symmetric_dispatch = SymmetricDispatch::automatic;
+            } else if (path == "publish") {
+              self.symmetric_dispatch = SymmetricDispatch::publish;
+            } else if (path == "zero_copy") {
+              self.symmetric_dispatch = SymmetricDispatch::zero_copy;
+            } else {
+              throw InvalidArgument("symmetric_dispatch: expected 'auto', 'publish' or 'zero_copy', got '" + path +
+                                    "'");
+            }
+          },
+          "The symmetric engine's dispatch source: 'auto' (zero_copy where every rank is a thread of this "
+          "process on one device, else publish), 'publish' or 'zero_copy' (config.hpp).")
       .def("validate", &Config::validate)
       .def("__repr__", &Config::to_string);
 
@@ -188,7 +205,11 @@ BufferClass bind_buffer(nb::module_& m) {
       .def_prop_ro(
           "symmetric_combine_path",
           [](const PyBuffer& self) { return std::string(symmetric_combine_name(self.symmetric_combine_path())); },
-          "The path symmetric_combine takes on this connected buffer: 'push' or 'pull'.");
+          "The path symmetric_combine takes on this connected buffer: 'push' or 'pull'.")
+      .def_prop_ro(
+          "symmetric_dispatch_path",
+          [](const PyBuffer& self) { return std::string(symmetric_dispatch_name(self.symmetric_dispatch_path())); },
+          "Where symmetric_dispatch pulls bf16 rows from on this connected buffer: 'publish' or 'zero_copy'.");
   return buffer;
 }
 

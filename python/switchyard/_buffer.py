@@ -183,6 +183,13 @@ class Buffer:
         return self._native.symmetric_combine_path
 
     @property
+    def symmetric_dispatch_path(self) -> str:
+        """'publish' or 'zero_copy': where symmetric_dispatch pulls bf16 rows from (Config.symmetric_dispatch,
+        resolved at connect). zero_copy reads the callers' x in place; the dispatch returns (on CUDA: its kernel
+        ends) only once no peer reads x, so x may be overwritten right after it."""
+        return self._native.symmetric_dispatch_path
+
+    @property
     def native(self) -> "_C.Buffer":
         self._check_alive()
         return self._native
