@@ -444,6 +444,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
       if (warp == kProducerWarp) {
         pull_producer(context, launch, call, tables, sources, producer);
       } else if (warp == kConsumerWarp) {
+        consumer.evict_first_stores = kEvictFirstPullStores;
         consumer.run_phase(context, PullScales{launch});
       } else {
         if (blockIdx.x == 0 && launch.capacity < call.num_ranks * launch.max_tokens_per_rank) {

@@ -19,9 +19,28 @@
 namespace switchyard::cuda {
 
 // NOTES: the consumer keeps up to this many stores reading shared memory before it frees their
-// stages: waiting for the newest store each time would serialise store issue. (At most 2: the wait
-// below is written out for 1 and 2.)
+// stages: waiting for the newest store each time would serialise store issue. 1..4 (wait_store_reads
+// is written out for each). A tuning knob (issue 5, plan Step 4), not measured yet: 4 keeps two more
+// 14 KiB stores in flight per block (DeepSeek rows: ~13 stages, so ~8 loads still in flight); predicted
+// +1-3 % of dispatch copy efficiency at 4096 tokens (e 0.85 -> 0.86-0.88), nothing at 128.
 constexpr uint32_t kStoreReadLag = 2;
+static_assert(kStoreReadLag >= 1 && kStoreReadLag <= 4, "kStoreReadLag: 1..4");
+
+// NOTES: whether the dispatch's pull stores recv_x with an L2 evict_first policy (written once, not read
+// again by the kernel), so that the rows being pulled keep L2 to themselves. A tuning knob (plan Step
+// 4), off until measured: predicted neutral to +2 % at 4096 tokens (8 ranks read each source row ~7.5
+// times on one GPU, so L2 hits on x matter), nothing at 128.
+constexpr bool kEvictFirstPullStores = false;
+
+// Waits until at most `pending` (1..4) of the newest store groups still read shared memory.
+__device__ __forceinline__ void wait_store_reads(uint32_t pending) {
+  switch (pending) {
+    case 1: ptx::bulk_wait_group_read<1>(); break;
+    case 2: ptx::bulk_wait_group_read<2>(); break;
+    case 3: ptx::bulk_wait_group_read<3>(); break;
+    default: ptx::bulk_wait_group_read<4>(); break;
+  }
+}
 
 enum StageFlags : uint32_t {
   kStageLast = 1u,     // the terminator of a phase: no data
@@ -137,6 +156,8 @@ struct PipelineConsumer {
   uint32_t consumed;
   uint32_t freed;
   WaitSite site;
+  // Stores of the next run_phase carry an L2 evict_first policy (kEvictFirstPullStores).
+  bool evict_first_stores = false;
 
   __device__ __forceinline__ void free_stage() {
     ptx::mbarrier_arrive(&pipe.shared->empty[freed % pipe.num_stages]);
@@ -148,6 +169,7 @@ struct PipelineConsumer {
   template <typename Extras>
   __device__ __forceinline__ bool run_phase(const KernelContext& context, Extras&& extras) {
     const int lane = static_cast<int>(threadIdx.x % 32);
+    const uint64_t policy = evict_first_stores && lane == 0 ? ptx::create_policy_evict_first() : 0;
     for (;;) {
       const uint32_t stage = consumed % pipe.num_stages;
       const uint32_t parity = (consumed / pipe.num_stages) & 1;
@@ -169,7 +191,11 @@ struct PipelineConsumer {
       }
       uint8_t* buffer = pipe.stage(stage);
       if (lane == 0) {
-        ptx::tma_store_1d(descriptor.destination, buffer, descriptor.bytes);
+        if (evict_first_stores) {
+          ptx::tma_store_1d_hinted(descriptor.destination, buffer, descriptor.bytes, policy);
+        } else {
+          ptx::tma_store_1d(descriptor.destination, buffer, descriptor.bytes);
+        }
         ptx::tma_store_commit();
       }
       if (descriptor.flags & kStageRowEnd) extras(descriptor, buffer);
@@ -178,11 +204,7 @@ struct PipelineConsumer {
       __syncwarp();
       const uint32_t lag = pipe.num_stages - 1 < kStoreReadLag ? pipe.num_stages - 1 : kStoreReadLag;
       if (lane == 0 && consumed - freed > lag) {
-        if (lag >= 2) {
-          ptx::bulk_wait_group_read<2>();
-        } else {
-          ptx::bulk_wait_group_read<1>();
-        }
+        wait_store_reads(lag);
         free_stage();
       }
       freed = __shfl_sync(0xffffffffu, freed, 0);

@@ -51,6 +51,24 @@ __device__ __forceinline__ void bulk_wait_group_read() {
   asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(kPending) : "memory");
 }
 
+// ---- L2 cache hints (TMA stores) ----
+// A policy that marks the lines it covers first to be evicted from L2: data written once and not read
+// again by this kernel (recv_x; the expert GEMM reads it later, from HBM anyway at 4096 tokens).
+__device__ __forceinline__ uint64_t create_policy_evict_first() {
+  uint64_t policy;
+  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(policy));
+  return policy;
+}
+
+// tma_store_1d with an L2 cache policy (create_policy_evict_first).
+__device__ __forceinline__ void tma_store_1d_hinted(void* global_destination, const void* smem_source, uint32_t bytes,
+                                                    uint64_t policy) {
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;" ::"l"(
+                   global_destination),
+               "r"(smem_address(smem_source)), "r"(bytes), "l"(policy)
+               : "memory");
+}
+
 // ---- vector loads ----
 // Coherent 16-byte load that skips L1: data written by peers in this kernel (acquired first) and
 // read once.
