@@ -21,9 +21,11 @@
 // The `symmetric` engine (Buffer::symmetric_dispatch, Buffer::symmetric_combine) takes the same
 // argument structs and returns the same result structs, with bitwise identical outputs; only the
 // protocol differs (DESIGN.md, "Symmetric engine"): dispatch is one stage in which each receiver
-// pulls its rows from the sources' input buffers after one cross-rank barrier, and combine is one
-// stage in which each expert row is pushed into its home rank's combine buffer, then a barrier and a
-// local reduction. Separate methods, rather than an engine field in the args, keep each engine's
+// pulls its rows from the sources' input buffers after one cross-rank barrier (or, where every rank is
+// a thread of this process on one device, straight from the callers' x: Config::symmetric_dispatch;
+// the dispatch then ends only once no peer reads x, so x may be overwritten right after it), and
+// combine is one stage in which each expert row is pushed into its home rank's combine buffer, then a
+// barrier and a local reduction (or pulled in place: Config::symmetric_combine). Separate methods, rather than an engine field in the args, keep each engine's
 // handle, region and unsupported options visible at the call site:
 //
 //   auto recv = buffer.symmetric_dispatch({.x = x, .topk_idx = topk_idx, .max_tokens_per_rank = 128,
