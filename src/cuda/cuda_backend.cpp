@@ -11,6 +11,7 @@
 #include "core/handle_format.hpp"
 #include "core/normal_sizing.hpp"
 #include "cuda/cuda_check.hpp"
+#include "cuda/device_connections.hpp"
 #include "cuda/device_heap.hpp"
 #include "cuda/internode_engine.hpp"
 #include "cuda/low_latency_engine.hpp"
@@ -111,6 +112,10 @@ class CudaBackend final : public detail::BackendImpl {
                        heap_.ranks_on_this_device());
     // Every block of every rank on this GPU spins on the others: all must be resident at once.
     const int sharing_ranks = heap_.ranks_on_this_device();
+    // ... and as threads, every rank needs its own hardware queue (cuda/device_connections.hpp).
+    if (options_.sharing == HeapSharing::threads) {
+      check_rank_threads_fit_connections(sharing_ranks, device_, std::getenv(kDeviceConnectionsVariable));
+    }
     const int fitting_channels = sm_count_ / (2 * sharing_ranks);
     if (options_.config.num_channels == Config::kAutoChannels) {
       channels_ = std::min(channels_, fitting_channels);

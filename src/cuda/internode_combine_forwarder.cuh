@@ -11,7 +11,7 @@
 //    the put ran as one serial chain per round, and the transport's and merge's state stayed live
 //    across the reduction (spills); that combine reached 0.36 of its design roofline.
 //  - serial: every warp reduces, then the coordinator puts: for rings too small to hold two rounds
-//    and for groups of one warp (more than 8 nodes; the engine refuses more than 8 ranks today).
+//    and for groups of one warp (more than 8 nodes).
 #include "cuda/bf16_row_reduce.cuh"
 #include "cuda/bounded_wait.cuh"
 #include "cuda/internode_kernels.hpp"

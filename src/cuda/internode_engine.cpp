@@ -91,17 +91,11 @@ Tensor InternodeEngine::allocate(cudaStream_t allocation_stream, DType dtype,
 }
 
 void InternodeEngine::check_call(const Topology& topology, int num_channels, int sharing_ranks) const {
-  // NOTES: every topology tried with more than 8 ranks stalls in its first calls (2 x 5, 3 x 3, 5 x 2,
-  // 9 x 1, with 0 tokens too; the engine before the pipelined combine as well: bench/NOTES.md,
-  // 2026-11-29, session 4). Their NVLink roles run warp groups of one warp, the likely place; until it
-  // is found such topologies are refused rather than left to time out.
-  constexpr int kMaxWorkingRanks = kInternodeWarps / 2;
-  if (topology.num_ranks > kMaxWorkingRanks) {
-    throw Unsupported("topology.num_ranks: the CUDA hierarchical normal engine (ranks_per_node < num_ranks) runs "
-                      "up to " + std::to_string(kMaxWorkingRanks) +
-                      " ranks for now (more stall: a known bug, see bench/NOTES.md), got " +
-                      std::to_string(topology.num_ranks) +
-                      "; low_latency runs across nodes with more ranks, and so does the cpu backend");
+  if (topology.num_ranks > kMaxInternodeRanks) {
+    throw Unsupported(
+        "topology.num_ranks: the CUDA hierarchical normal engine (ranks_per_node < num_ranks) supports "
+        "up to " +
+        std::to_string(kMaxInternodeRanks) + " ranks, got " + std::to_string(topology.num_ranks));
   }
   // Every block of every rank on this GPU spins on the others: all must be resident at once.
   const int64_t needed = static_cast<int64_t>(kInternodeBlocksPerChannel) * num_channels * sharing_ranks;

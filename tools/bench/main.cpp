@@ -2,6 +2,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <new>
@@ -173,6 +174,10 @@ int bench_main(const std::vector<std::string>& args) {
 }  // namespace switchyard::bench
 
 int main(int argc, char** argv) {
+  // Ranks run as threads of this process, and each needs its own hardware queue of the GPU's CUDA
+  // context (src/cuda/device_connections.hpp); the driver reads this when the context is created, so
+  // it is set before any CUDA call. A value the caller set is kept.
+  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   try {
     return switchyard::bench::bench_main(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const std::exception& error) {
