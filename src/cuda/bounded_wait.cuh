@@ -45,10 +45,16 @@ __device__ __forceinline__ bool rank_aborted(const KernelContext& context) {
   return *reinterpret_cast<volatile int32_t*>(context.abort_flag) != 0;
 }
 
-// Spins until *word >= target (acquire). Returns false on timeout or when another wait of this rank
-// already failed.
+// Whether a wait gives up as soon as another wait of this rank failed (the usual), or keeps waiting
+// until its own timeout: a wait that keeps memory alive for peers (symmetric_release.cuh) must not
+// end early, since a peer that got further than us may still be reading it.
+enum class OnRankFailure { give_up, keep_waiting };
+
+// Spins until *word >= target (acquire). Returns false on timeout or, unless told to keep waiting,
+// when another wait of this rank already failed. A timeout is recorded (the rank's first failure wins).
 __device__ __forceinline__ bool wait_at_least(const KernelContext& context, const uint64_t* word, uint64_t target,
-                                              const WaitSite& site) {
+                                              const WaitSite& site,
+                                              OnRankFailure on_failure = OnRankFailure::give_up) {
   uint64_t observed = common::ld_acquire_sys(word);
   if (observed >= target) return true;
   const uint64_t start = ptx::globaltimer_ns();
@@ -57,7 +63,7 @@ __device__ __forceinline__ bool wait_at_least(const KernelContext& context, cons
     observed = common::ld_acquire_sys(word);
     if (observed >= target) return true;
     if ((polls & 63) == 0) {
-      if (rank_aborted(context)) return false;
+      if (on_failure == OnRankFailure::give_up && rank_aborted(context)) return false;
       uint64_t waited = ptx::globaltimer_ns() - start;
       if (waited > context.timeout_ns) {
         record_wait_failure(context, site, static_cast<int64_t>(target), static_cast<int64_t>(observed), waited);

@@ -462,7 +462,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   // 4. Release: every block, whatever happened above, so that no peer waits for our done words and we
   // never end while a peer still reads our x.
   release_call(context, launch.state, launch.layout, sequence, launch.zero_copy,
-               common::WaitRole::symmetric_dispatch);
+               common::WaitRole::symmetric_dispatch, common::WaitTarget::source_done, false);
 }
 
 }  // namespace

@@ -10,10 +10,10 @@
 //   3. reduce (cuda/symmetric_reduce.cuh): the row of (token, slot) is y(expert's rank) + (local expert
 //      x C + begin[expert] + position[token, slot]) x H' x 2, from the dispatch's handle; the same slot
 //      order and arithmetic as the push path, so the bits are the same;
-//   4. finish_call (every block; the last one to finish does the rest): release the call into our done
-//      word in every peer's heap, then wait (bounded) until every peer has released it into ours: no
-//      peer reads our y any more, so the caller may overwrite it once the kernel is done. The last block
-//      also advances the call count.
+//   4. release_call (cuda/symmetric_release.cuh; every block, the last one to finish does the rest):
+//      release the call into our done word in every peer's heap, then wait (bounded) until every peer
+//      has released it into ours: no peer reads our y any more, so the caller may overwrite it once the
+//      kernel is done. The last block also advances the call count.
 // No combine buffer, no grid sync and no cross-rank barrier. An overflowed dispatch is refused as in
 // the push path (nothing reduced), but the records and done words still advance so that no peer waits.
 #include "cuda/bounded_wait.cuh"
@@ -22,6 +22,7 @@
 #include "cuda/symmetric_kernels.hpp"
 #include "cuda/symmetric_ptx.cuh"
 #include "cuda/symmetric_reduce.cuh"
+#include "cuda/symmetric_release.cuh"
 #include "cuda/warp_group.cuh"
 
 namespace switchyard::cuda {
@@ -113,38 +114,6 @@ struct PeerOutputSlots {
   }
 };
 
-// ---- 4. finish ------------------------------------------------------------------------------------
-
-// Every block, after its last load is consumed. The last block to get here releases the call into our
-// done word in every peer's heap (every block's reads of their y are over: acquired through the exit
-// count), waits until every peer released it into ours, and advances the call count.
-__device__ void finish_call(const KernelContext& context, const SymmetricCombineLaunch& launch, uint64_t sequence) {
-  __shared__ int last;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    const uint64_t finished = ptx::atom_add_acq_rel_gpu_u64(&launch.state->pull_exits, 1);
-    last = finished + 1 == gridDim.x;
-  }
-  __syncthreads();
-  if (!last) return;
-  const common::SymHeap& heap = context.heap;
-  const common::SymmetricLayout& layout = launch.layout;
-  for (int peer = threadIdx.x; peer < context.num_ranks; peer += blockDim.x) {
-    common::st_release_sys(heap.map(layout.pull_done(heap.base, context.rank), peer), sequence);
-  }
-  for (int source = threadIdx.x; source < context.num_ranks; source += blockDim.x) {
-    // A failure is recorded (TimeoutError naming the source); the call ends either way.
-    wait_at_least(context, layout.pull_done(heap.base, source), sequence,
-                  pull_site(common::WaitTarget::pull_done, source));
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    // Only this block is left; the next call's blocks start after this kernel (stream order).
-    launch.state->pull_exits = 0;
-    launch.state->calls = static_cast<uint32_t>(sequence);
-  }
-}
-
 __global__ void __launch_bounds__(kSymmetricThreads, 1)
     symmetric_pull_combine_kernel(const __grid_constant__ KernelContext context,
                                   const __grid_constant__ SymmetricCombineLaunch launch) {
@@ -172,7 +141,10 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     reduce_tokens(ReduceShape{launch.num_tokens, launch.hidden, static_cast<int>(gridDim.x), launch.combined_x},
                   PeerOutputSlots{context, launch, y_of, static_cast<uint32_t>(launch.hidden) * 2});
   }
-  finish_call(context, launch, sequence);
+  // 4. Finish (cuda/symmetric_release.cuh): the call ends only when no peer reads our y any more; the
+  // last block counts the call (no barrier here after which block 0 could).
+  release_call(context, launch.state, launch.layout, sequence, true, common::WaitRole::symmetric_combine,
+               common::WaitTarget::pull_done, true);
 }
 
 }  // namespace

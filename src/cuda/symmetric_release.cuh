@@ -14,35 +14,14 @@
 
 namespace switchyard::cuda {
 
-// Spins until *word >= target (acquire), bounded by the timeout only. Unlike wait_at_least it keeps
-// waiting after another wait of this rank failed (the abort flag is up): returning early would let the
-// caller overwrite memory that a peer that got further than us still reads. A timeout is recorded (the
-// first failure of the rank wins, so an earlier one keeps its report).
-__device__ __forceinline__ bool wait_released(const KernelContext& context, const uint64_t* word, uint64_t target,
-                                              const WaitSite& site) {
-  uint64_t observed = common::ld_acquire_sys(word);
-  if (observed >= target) return true;
-  const uint64_t start = ptx::globaltimer_ns();
-  // NOTES: the clock is read every 64 polls, as in wait_at_least.
-  for (uint32_t polls = 1;; ++polls) {
-    observed = common::ld_acquire_sys(word);
-    if (observed >= target) return true;
-    if ((polls & 63) == 0) {
-      const uint64_t waited = ptx::globaltimer_ns() - start;
-      if (waited > context.timeout_ns) {
-        record_wait_failure(context, site, static_cast<int64_t>(target), static_cast<int64_t>(observed), waited);
-        return false;
-      }
-    }
-  }
-}
-
 // Every thread of every block, after the block's reads of peers' memory are complete (TMA loads
 // consumed). `read_in_place`: peers read this rank's memory during the call, so the last block waits
-// for their done words; `site` names the role and target (WaitTarget::source_done) for a timeout.
+// for their done words (a timeout names `role` and `target`: what the peers read). `advance_calls`: the
+// last block also counts the call (for kernels with no barrier after which block 0 may).
 __device__ __forceinline__ void release_call(const KernelContext& context, SymmetricDeviceState* state,
                                              const common::SymmetricLayout& layout, uint64_t sequence,
-                                             bool read_in_place, common::WaitRole role) {
+                                             bool read_in_place, common::WaitRole role, common::WaitTarget target,
+                                             bool advance_calls) {
   __shared__ int last;
   // The block's bulk (async-proxy) reads are complete: order them before the generic release below.
   ptx::fence_proxy_async_global();
@@ -59,13 +38,17 @@ __device__ __forceinline__ void release_call(const KernelContext& context, Symme
   }
   if (read_in_place) {
     for (int source = threadIdx.x; source < context.num_ranks; source += blockDim.x) {
-      wait_released(context, layout.pull_done(heap.base, source), sequence,
-                    WaitSite{role, common::WaitTarget::source_done, -1, source});
+      // Keeps waiting after another failure: a peer that got further than us may still be reading.
+      wait_at_least(context, layout.pull_done(heap.base, source), sequence, WaitSite{role, target, -1, source},
+                    OnRankFailure::keep_waiting);
     }
   }
   __syncthreads();
   // Only this block is left; the next call's blocks start after this kernel (stream order).
-  if (threadIdx.x == 0) state->pull_exits = 0;
+  if (threadIdx.x == 0) {
+    state->pull_exits = 0;
+    if (advance_calls) state->calls = static_cast<uint32_t>(sequence);
+  }
 }
 
 }  // namespace switchyard::cuda

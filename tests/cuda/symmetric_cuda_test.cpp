@@ -462,17 +462,12 @@ TEST_P(SymmetricCudaPaths, BackToBackCallsReuseTheBarrierAndHalvesWithoutRacing)
   expect_none(failures, seed);
 }
 
-// No host synchronisation: dispatch and combine are captured in CUDA graphs once and replayed with
-// new inputs (new routing) uploaded into the same device tensors; every replay matches the
-// reference (the heap half and barrier phase advance on the device, not in the captured arguments).
-TEST_P(SymmetricCudaPaths, DispatchAndCombineReplayFromCudaGraphsWithNewRouting) {
-  SWITCHYARD_REQUIRE_GPU();
-  const Case c = with_symmetric_combine(make("graph", 4, {48, 48, 48, 48}, 48, 8, 32, 1024), GetParam());
-  SWITCHYARD_REQUIRE_PATH(c);
+// Three rounds of new routing replayed from graphs captured once (check_replays), on every rank;
+// `poison_x`: x poisoned on the stream right behind every replayed dispatch.
+void run_graph_replays(const Case& c, const std::string& seed_name, bool poison_x) {
   constexpr int kRounds = 3;
   std::vector<Expected> rounds;
-  for (int round = 0; round < kRounds; ++round)
-    rounds.push_back(expected_for(c, seed_for("symmetric_cuda/graph") + round));
+  for (int round = 0; round < kRounds; ++round) rounds.push_back(expected_for(c, seed_for(seed_name) + round));
   Failures failures;
   run_ranks(c.ranks, [&](Group& group) {
     const int rank = group.rank();
@@ -484,9 +479,19 @@ TEST_P(SymmetricCudaPaths, DispatchAndCombineReplayFromCudaGraphsWithNewRouting)
     const DeviceInputs in = upload_inputs(data, gpu.device, stream);
     Tensor y = poisoned_device(DType::bf16, {local, rows, c.hidden}, gpu.device, stream);
     const PoisonedOutputs out = poisoned_device_outputs(c, data.x.size(0), gpu.device, stream);
-    check_replays(c, rounds, group, gpu, in, y, out, failures);
+    check_replays(c, rounds, group, gpu, in, y, out, failures, poison_x);
   });
-  expect_none(failures, seed_for("symmetric_cuda/graph"));
+  expect_none(failures, seed_for(seed_name));
+}
+
+// No host synchronisation: dispatch and combine are captured in CUDA graphs once and replayed with
+// new inputs (new routing) uploaded into the same device tensors; every replay matches the
+// reference (the heap half and barrier phase advance on the device, not in the captured arguments).
+TEST_P(SymmetricCudaPaths, DispatchAndCombineReplayFromCudaGraphsWithNewRouting) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case c = with_symmetric_combine(make("graph", 4, {48, 48, 48, 48}, 48, 8, 32, 1024), GetParam());
+  SWITCHYARD_REQUIRE_PATH(c);
+  run_graph_replays(c, "symmetric_cuda/graph", /*poison_x=*/false);
 }
 
 // One Buffer serves the symmetric and normal engines in turn: a whole normal round trip between a
@@ -688,24 +693,7 @@ TEST_P(SymmetricCudaSources, ReplaysFromCudaGraphsWithXRewrittenInPlace) {
   SWITCHYARD_REQUIRE_GPU();
   const Case c = with_symmetric_dispatch(make("graph_x", 4, {48, 48, 48, 48}, 48, 8, 32, 1024), GetParam());
   SWITCHYARD_REQUIRE_PATH(c);
-  constexpr int kRounds = 3;
-  std::vector<Expected> rounds;
-  for (int round = 0; round < kRounds; ++round)
-    rounds.push_back(expected_for(c, seed_for("symmetric_cuda/graph_x") + round));
-  Failures failures;
-  run_ranks(c.ranks, [&](Group& group) {
-    const int rank = group.rank();
-    GpuRank gpu(options_of(c, rank), group);
-    const cudaStream_t stream = gpu.stream;
-    const int64_t local = c.num_experts / c.ranks;
-    const int64_t rows = c.ranks * c.max_tokens;
-    const workload::RankData& data = rounds[0].data[rank];
-    const DeviceInputs in = upload_inputs(data, gpu.device, stream);
-    Tensor y = poisoned_device(DType::bf16, {local, rows, c.hidden}, gpu.device, stream);
-    const PoisonedOutputs out = poisoned_device_outputs(c, data.x.size(0), gpu.device, stream);
-    check_replays(c, rounds, group, gpu, in, y, out, failures, /*poison_x=*/true);
-  });
-  expect_none(failures, seed_for("symmetric_cuda/graph_x"));
+  run_graph_replays(c, "symmetric_cuda/graph_x", /*poison_x=*/true);
 }
 
 TEST(SymmetricCudaPath, AutoPullsAndCopiesNothingWithEveryRankOnOneGpu) {
