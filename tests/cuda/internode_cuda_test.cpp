@@ -103,7 +103,7 @@ std::vector<InternodeCase> cases() {
       // Groups of two warps: the merging warp also puts, one reducer.
       {"n6x1_bf16_groups_of_two_warps", make_shape(6, 1, 40, 256, 4, 2, bf16), ring_config(2, 4, 2)},
       // More nodes than a block has warp pairs: a forwarder group of one warp (the serial schedule), and
-      // more than 8 ranks as threads (CUDA_DEVICE_MAX_CONNECTIONS, set by cuda/rank_device.cpp).
+      // more than 8 ranks as threads (CUDA_DEVICE_MAX_CONNECTIONS, set by cuda/thread_ranks_connections.cpp).
       {"n9x1_bf16_groups_of_one_warp", make_shape(9, 1, 40, 256, 4, 2, bf16), ring_config(2, 4, 2)},
       {"n2x5_bf16_ten_ranks", make_shape(2, 5, 40, 256, 4, 2, bf16), ring_config(2, 4, 2)},
   };

@@ -10,13 +10,6 @@ namespace switchyard::testing {
 
 namespace {
 
-// The suites run up to 10 ranks as threads on one GPU, each needing its own hardware queue of the
-// process's CUDA context (src/cuda/device_connections.hpp); the driver reads the variable when the
-// context is created, so it is set before main. A value the caller set is kept.
-[[maybe_unused]] const bool kDeviceConnectionsSet = [] {
-  return setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0) == 0;
-}();
-
 int visible_devices() {
   int count = 0;
   const cudaError_t status = cudaGetDeviceCount(&count);
