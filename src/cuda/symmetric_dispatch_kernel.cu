@@ -24,6 +24,7 @@
 #include "cuda/symmetric_pipeline.cuh"
 #include "cuda/symmetric_release.cuh"
 #include "cuda/symmetric_routing.cuh"
+#include "cuda/symmetric_stamps.cuh"
 #include "cuda/symmetric_tables.cuh"
 #include "cuda/warp_group.cuh"
 
@@ -378,6 +379,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   __shared__ PipelineShared pipeline_shared;
   __shared__ uint32_t call_of_block;
   __shared__ int refused_by_routing;
+  __shared__ DispatchStamps stamps;
   const int warp = static_cast<int>(threadIdx.x / 32);
   const SymmetricGrid& grid = launch.grid;
   const Pipeline pipe{&pipeline_shared, dynamic_shared + grid.table_bytes, grid.stage_bytes,
@@ -390,6 +392,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     // The handle's overflow record starts clear on every call (replays too); find_overflow sets it
     // after the barrier, which the __syncthreads below orders after this store.
     if (blockIdx.x == 0) launch.overflow[0] = 0;
+    clear_stamps(stamps);
+    stamp(stamps, kPhaseStart);
   }
   __syncthreads();
   const uint32_t sequence = call_of_block;
@@ -412,6 +416,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   if (routes) {
     if (warp - kFirstHelperWarp < grid.routing_warps) {
       route_tokens(context, launch, call.half, table, warp - kFirstHelperWarp, &refused_by_routing);
+      if (warp == kFirstHelperWarp && lane_id() == 0) stamp(stamps, kPhaseRouted);
     }
   } else if (call.fp8) {
     // Casters: block 0's pipeline warps, and every warp of the other blocks.
@@ -435,6 +440,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
                                  &launch.state->barriers};
   if (cross_rank_barrier(barrier, context, common::WaitRole::symmetric_dispatch)) {
     if (blockIdx.x == 0 && threadIdx.x == 0) launch.state->calls = sequence;
+    if (threadIdx.x == 0) stamp(stamps, kPhasePassed);
 
     // 3. Pull (refused: no output is written).
     __shared__ SourceRows sources;
@@ -443,9 +449,11 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     if (load_pull_tables(context, launch, call, tables) && sourced) {
       if (warp == kProducerWarp) {
         pull_producer(context, launch, call, tables, sources, producer);
+        if (lane_id() == 0) stamp(stamps, kPhaseIssued);
       } else if (warp == kConsumerWarp) {
         consumer.evict_first_stores = kEvictFirstPullStores;
         consumer.run_phase(context, PullScales{launch});
+        if (lane_id() == 0) stamp(stamps, kPhaseDrained);
       } else {
         if (blockIdx.x == 0 && launch.capacity < call.num_ranks * launch.max_tokens_per_rank) {
           find_overflow(context, launch, call);
@@ -463,6 +471,10 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   // never end while a peer still reads our x.
   release_call(context, launch.state, launch.layout, sequence, launch.zero_copy,
                common::WaitRole::symmetric_dispatch, common::WaitTarget::source_done, false);
+  if (threadIdx.x == 0) {
+    stamp(stamps, kPhaseReleased);
+    print_stamps(stamps, sequence, context.rank);
+  }
 }
 
 }  // namespace

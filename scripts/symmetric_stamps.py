@@ -1,0 +1,56 @@
+#!/usr/bin/env python3
+"""Summarises the symmetric dispatch's phase stamps (a -DSWITCHYARD_SYMMETRIC_STAMPS=ON build).
+
+    switchyard-bench --engine symmetric ... 2>&1 | python3 scripts/symmetric_stamps.py
+
+Each sampled call's stamps are taken relative to its earliest block start on any rank; for each phase
+the table gives the median over calls of the earliest, median and latest block to reach it (us).
+"""
+import collections
+import statistics
+import sys
+
+PHASES = ["start", "routed", "barrier passed", "last load issued", "stores drained", "released"]
+
+
+def main() -> int:
+    calls = collections.defaultdict(list)  # call -> [(rank, block, stamps)]
+    for line in sys.stdin:
+        fields = line.split()
+        if len(fields) != 4 + len(PHASES) or fields[0] != "symstamp":
+            continue
+        call, rank, block = int(fields[1]), int(fields[2]), int(fields[3])
+        calls[call].append((rank, block, [int(value) for value in fields[4:]]))
+    if not calls:
+        print("no symstamp lines (was the library built with SWITCHYARD_SYMMETRIC_STAMPS=ON?)")
+        return 1
+    spread = {phase: ([], [], []) for phase in PHASES}
+    rank_start_spread = []
+    for blocks in calls.values():
+        origin = min(stamps[0] for _, _, stamps in blocks)
+        first_start = collections.defaultdict(lambda: None)
+        for rank, _, stamps in blocks:
+            if first_start[rank] is None or stamps[0] < first_start[rank]:
+                first_start[rank] = stamps[0]
+        rank_start_spread.append((max(first_start.values()) - origin) / 1e3)
+        for index, phase in enumerate(PHASES):
+            values = sorted((stamps[index] - origin) / 1e3 for _, _, stamps in blocks if stamps[index] != 0)
+            if not values:
+                continue
+            spread[phase][0].append(values[0])
+            spread[phase][1].append(values[len(values) // 2])
+            spread[phase][2].append(values[-1])
+    print(f"{len(calls)} sampled calls; ranks: {len({rank for blocks in calls.values() for rank, _, _ in blocks})}; "
+          f"last rank's first block starts {statistics.median(rank_start_spread):.1f} us after the first")
+    print(f"{'phase':<18} {'first us':>9} {'median us':>10} {'last us':>9}")
+    for phase in PHASES:
+        first, median, last = spread[phase]
+        if not first:
+            print(f"{phase:<18} {'-':>9} {'-':>10} {'-':>9}")
+            continue
+        print(f"{phase:<18} {statistics.median(first):9.1f} {statistics.median(median):10.1f} {statistics.median(last):9.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
