@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Summarises the symmetric dispatch's phase stamps (a -DSWITCHYARD_SYMMETRIC_STAMPS=ON build).
+"""Summarises the symmetric dispatch's phase stamps (src/cuda/symmetric_stamps.cuh).
 
-    switchyard-bench --engine symmetric ... 2>&1 | python3 scripts/symmetric_stamps.py
+    SWITCHYARD_SYMMETRIC_STAMPS=1 switchyard-bench --engine symmetric ... 2>&1 | python3 scripts/symmetric_stamps.py
 
 Each sampled call's stamps are taken relative to its earliest block start on any rank; for each phase
 the table gives the median over calls of the earliest, median and latest block to reach it (us).
@@ -22,7 +22,7 @@ def main() -> int:
         call, rank, block = int(fields[1]), int(fields[2]), int(fields[3])
         calls[call].append((rank, block, [int(value) for value in fields[4:]]))
     if not calls:
-        print("no symstamp lines (was the library built with SWITCHYARD_SYMMETRIC_STAMPS=ON?)")
+        print("no symstamp lines (was SWITCHYARD_SYMMETRIC_STAMPS=1 set for the run?)")
         return 1
     spread = {phase: ([], [], []) for phase in PHASES}
     rank_start_spread = []

@@ -379,7 +379,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   __shared__ PipelineShared pipeline_shared;
   __shared__ uint32_t call_of_block;
   __shared__ int refused_by_routing;
-  __shared__ DispatchStamps stamps;
+  __shared__ DispatchStampRecord stamps;
+  const bool stamping = launch.stamps != nullptr;
   const int warp = static_cast<int>(threadIdx.x / 32);
   const SymmetricGrid& grid = launch.grid;
   const Pipeline pipe{&pipeline_shared, dynamic_shared + grid.table_bytes, grid.stage_bytes,
@@ -392,8 +393,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     // The handle's overflow record starts clear on every call (replays too); find_overflow sets it
     // after the barrier, which the __syncthreads below orders after this store.
     if (blockIdx.x == 0) launch.overflow[0] = 0;
-    clear_stamps(stamps);
-    stamp(stamps, kPhaseStart);
+    stamps = DispatchStampRecord{};
+    stamp(stamps, stamping, kPhaseStart);
   }
   __syncthreads();
   const uint32_t sequence = call_of_block;
@@ -416,7 +417,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   if (routes) {
     if (warp - kFirstHelperWarp < grid.routing_warps) {
       route_tokens(context, launch, call.half, table, warp - kFirstHelperWarp, &refused_by_routing);
-      if (warp == kFirstHelperWarp && lane_id() == 0) stamp(stamps, kPhaseRouted);
+      if (warp == kFirstHelperWarp && lane_id() == 0) stamp(stamps, stamping, kPhaseRouted);
     }
   } else if (call.fp8) {
     // Casters: block 0's pipeline warps, and every warp of the other blocks.
@@ -440,7 +441,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
                                  &launch.state->barriers};
   if (cross_rank_barrier(barrier, context, common::WaitRole::symmetric_dispatch)) {
     if (blockIdx.x == 0 && threadIdx.x == 0) launch.state->calls = sequence;
-    if (threadIdx.x == 0) stamp(stamps, kPhasePassed);
+    if (threadIdx.x == 0) stamp(stamps, stamping, kPhasePassed);
 
     // 3. Pull (refused: no output is written).
     __shared__ SourceRows sources;
@@ -449,11 +450,11 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     if (load_pull_tables(context, launch, call, tables) && sourced) {
       if (warp == kProducerWarp) {
         pull_producer(context, launch, call, tables, sources, producer);
-        if (lane_id() == 0) stamp(stamps, kPhaseIssued);
+        if (lane_id() == 0) stamp(stamps, stamping, kPhaseIssued);
       } else if (warp == kConsumerWarp) {
         consumer.evict_first_stores = kEvictFirstPullStores;
         consumer.run_phase(context, PullScales{launch});
-        if (lane_id() == 0) stamp(stamps, kPhaseDrained);
+        if (lane_id() == 0) stamp(stamps, stamping, kPhaseDrained);
       } else {
         if (blockIdx.x == 0 && launch.capacity < call.num_ranks * launch.max_tokens_per_rank) {
           find_overflow(context, launch, call);
@@ -472,8 +473,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   release_call(context, launch.state, launch.layout, sequence, launch.zero_copy,
                common::WaitRole::symmetric_dispatch, common::WaitTarget::source_done, false);
   if (threadIdx.x == 0) {
-    stamp(stamps, kPhaseReleased);
-    print_stamps(stamps, sequence, context.rank);
+    stamp(stamps, stamping, kPhaseReleased);
+    keep_stamps(stamps, launch.stamps, sequence);
   }
 }
 

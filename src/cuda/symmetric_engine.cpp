@@ -2,10 +2,13 @@
 #include "cuda/symmetric_engine.hpp"
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "common/fp8_cast.hpp"
 #include "core/symmetric_path.hpp"
@@ -107,11 +110,38 @@ SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint3
   return grid;
 }
 
-SymmetricEngine::~SymmetricEngine() {
-  if (state_) {
-    cudaSetDevice(device_);
-    cudaFree(state_);
+namespace {
+
+constexpr size_t kStampRecords = static_cast<size_t>(kSymmetricStampSamples) * kSymmetricStampBlocks;
+
+// One line per stamped block (cuda/symmetric_stamps.cuh gives the format; scripts/symmetric_stamps.py
+// reads it).
+void print_stamps(const DispatchStampRecord* device_records, int rank) {
+  std::vector<DispatchStampRecord> records(kStampRecords);
+  if (cudaMemcpy(records.data(), device_records, kStampRecords * sizeof(DispatchStampRecord), cudaMemcpyDeviceToHost) !=
+      cudaSuccess) {
+    cudaGetLastError();
+    return;
   }
+  for (size_t index = 0; index < records.size(); ++index) {
+    const DispatchStampRecord& record = records[index];
+    if (record.sequence == 0) continue;
+    std::fprintf(stderr, "symstamp %llu %d %zu", static_cast<unsigned long long>(record.sequence), rank,
+                 index % kSymmetricStampBlocks);
+    for (uint64_t at : record.at) std::fprintf(stderr, " %llu", static_cast<unsigned long long>(at));
+    std::fprintf(stderr, "\n");
+  }
+}
+
+}  // namespace
+
+SymmetricEngine::~SymmetricEngine() {
+  if (state_ || stamps_) cudaSetDevice(device_);
+  if (stamps_) {
+    if (stamped_rank_ >= 0) print_stamps(stamps_, stamped_rank_);
+    cudaFree(stamps_);
+  }
+  if (state_) cudaFree(state_);
 }
 
 void SymmetricEngine::prepare(int device, int sm_count) {
@@ -122,6 +152,11 @@ void SymmetricEngine::prepare(int device, int sm_count) {
   blocks_per_sm_ = symmetric_blocks_per_sm();
   SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&state_), sizeof(SymmetricDeviceState)));
   SY_CUDA_CHECK(cudaMemset(state_, 0, sizeof(SymmetricDeviceState)));
+  const char* stamps = std::getenv("SWITCHYARD_SYMMETRIC_STAMPS");
+  if (stamps != nullptr && std::string(stamps) == "1") {
+    SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&stamps_), kStampRecords * sizeof(DispatchStampRecord)));
+    SY_CUDA_CHECK(cudaMemset(stamps_, 0, kStampRecords * sizeof(DispatchStampRecord)));
+  }
   // The memset ran on the legacy stream, which the ranks' non-blocking streams do not wait for.
   SY_CUDA_CHECK(cudaDeviceSynchronize());
 }
@@ -229,6 +264,8 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   kernel.overflow = handle->overflow.as<int32_t>();
   kernel.position = pull ? handle->position.as<int32_t>() : nullptr;
   kernel.begin = pull ? handle->begin.as<int32_t>() : nullptr;
+  kernel.stamps = stamps_;
+  stamped_rank_ = plan.rank;
   // Timeout reports count this engine's barriers.
   context.barrier_epoch = &state_->barriers;
   launch_symmetric_dispatch(context, kernel, launch.stream);

@@ -53,6 +53,9 @@ class SymmetricEngine {
   int sm_count_ = 0;
   int blocks_per_sm_ = 0;
   SymmetricDeviceState* state_ = nullptr;
+  // Phase stamps of sampled dispatches (SWITCHYARD_SYMMETRIC_STAMPS=1), printed by the destructor.
+  DispatchStampRecord* stamps_ = nullptr;
+  int stamped_rank_ = -1;
   SymmetricCombine combine_path_ = SymmetricCombine::push;
   SymmetricDispatch dispatch_path_ = SymmetricDispatch::publish;
 };

@@ -70,6 +70,16 @@ struct SymmetricGrid {
   int routing_warps;       // helper warps of block 0 that route this rank's tokens (dispatch)
 };
 
+// Phase stamps of one block in one dispatch (cuda/symmetric_stamps.cuh; a measurement aid).
+constexpr int kSymmetricStampPhases = 6;
+constexpr uint32_t kSymmetricStampEvery = 16;   // stamp calls 16, 32, ...
+constexpr uint32_t kSymmetricStampSamples = 8;  // keep the last 8 of them
+constexpr uint32_t kSymmetricStampBlocks = 64;  // blocks 0..63 of each
+struct DispatchStampRecord {
+  uint64_t sequence;
+  uint64_t at[kSymmetricStampPhases];
+};
+
 struct SymmetricDispatchLaunch {
   common::SymmetricLayout layout;  // the region in every rank's heap
   common::SymmetricToken token;    // the call's token layout in the input buffer
@@ -101,6 +111,8 @@ struct SymmetricDispatchLaunch {
   // each expert's rows.
   int32_t* position;
   int32_t* begin;
+  // [kSymmetricStampSamples][kSymmetricStampBlocks], or null: stamps off (SWITCHYARD_SYMMETRIC_STAMPS).
+  DispatchStampRecord* stamps;
 };
 void launch_symmetric_dispatch(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                cudaStream_t stream);
