@@ -26,6 +26,22 @@ def main() -> int:
         return 1
     spread = {phase: ([], [], []) for phase in PHASES}
     rank_start_spread = []
+    print("per call (us after its first block start): last rank start, routed, barrier passed (first/last), "
+          "stores drained (median/last), released (last)")
+    for call in sorted(calls):
+        blocks = calls[call]
+        origin = min(stamps[0] for _, _, stamps in blocks)
+
+        def at(index, pick):
+            values = sorted((stamps[index] - origin) / 1e3 for _, _, stamps in blocks if stamps[index] != 0)
+            return pick(values) if values else float("nan")
+
+        starts = {}
+        for rank, _, stamps in blocks:
+            starts[rank] = min(starts.get(rank, stamps[0]), stamps[0])
+        print(f"  call {call:5d}: {(max(starts.values()) - origin) / 1e3:8.1f} {at(1, max):8.1f} "
+              f"{at(2, min):8.1f}/{at(2, max):<8.1f} {at(4, lambda v: v[len(v) // 2]):8.1f}/{at(4, max):<8.1f} "
+              f"{at(5, max):8.1f}")
     for blocks in calls.values():
         origin = min(stamps[0] for _, _, stamps in blocks)
         first_start = collections.defaultdict(lambda: None)

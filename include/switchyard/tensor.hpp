@@ -53,6 +53,11 @@ class Tensor {
                                  Device device, int device_index, void* stream = nullptr);
   // Wraps external storage without taking ownership.
   static Tensor borrow(const TensorView& view);
+  // A tensor of `dtype` and `dims` at `byte_offset` into `owner`'s storage, sharing it: the memory
+  // lives while any of them does. Several small tensors carved from one allocation cost one
+  // allocation (per call, stream-ordered allocations of ranks as threads serialise on the driver).
+  // Throws InvalidArgument unless `owner` is defined and the part lies within it, aligned to its dtype.
+  static Tensor part_of(const Tensor& owner, size_t byte_offset, DType dtype, std::initializer_list<int64_t> dims);
 
   const TensorView& view() const { return view_; }
   operator const TensorView&() const { return view_; }

@@ -74,6 +74,29 @@ Tensor Tensor::empty_like_shape(DType dtype, const std::array<int64_t, kMaxTenso
   return tensor;
 }
 
+Tensor Tensor::part_of(const Tensor& owner, size_t byte_offset, DType dtype, std::initializer_list<int64_t> dims) {
+  if (!owner.defined()) throw InvalidArgument("Tensor::part_of: owner: expected a defined tensor, got undefined");
+  TensorView view(nullptr, dtype, dims, owner.view_.device, owner.view_.device_index);
+  for (int i = 0; i < view.ndim; ++i) {
+    if (view.shape[i] < 0) {
+      throw InvalidArgument("Tensor::part_of: dims: expected non-negative dimensions, got " + std::to_string(view.shape[i]));
+    }
+  }
+  size_t bytes = dtype_size(dtype);
+  for (int i = 0; i < view.ndim; ++i) bytes *= static_cast<size_t>(view.shape[i]);
+  const size_t owner_bytes = owner.nbytes();
+  if (byte_offset % dtype_size(dtype) != 0 || byte_offset > owner_bytes || bytes > owner_bytes - byte_offset) {
+    throw InvalidArgument("Tensor::part_of: expected " + std::to_string(bytes) + " bytes of " + dtype_name(dtype) +
+                          " at a multiple of " + std::to_string(dtype_size(dtype)) + " within the owner's " +
+                          std::to_string(owner_bytes) + " bytes, got offset " + std::to_string(byte_offset));
+  }
+  Tensor tensor;
+  tensor.storage_ = owner.storage_;
+  tensor.view_ = view;
+  tensor.view_.data = static_cast<uint8_t*>(owner.view_.data) + byte_offset;
+  return tensor;
+}
+
 Tensor Tensor::borrow(const TensorView& view) {
   Tensor tensor;
   tensor.view_ = view;

@@ -118,9 +118,11 @@ constexpr size_t kStampRecords = static_cast<size_t>(kSymmetricStampSamples) * k
 // reads it).
 void print_stamps(const DispatchStampRecord* device_records, int rank) {
   std::vector<DispatchStampRecord> records(kStampRecords);
-  if (cudaMemcpy(records.data(), device_records, kStampRecords * sizeof(DispatchStampRecord), cudaMemcpyDeviceToHost) !=
-      cudaSuccess) {
+  const cudaError_t copied =
+      cudaMemcpy(records.data(), device_records, kStampRecords * sizeof(DispatchStampRecord), cudaMemcpyDeviceToHost);
+  if (copied != cudaSuccess) {
     cudaGetLastError();
+    std::fprintf(stderr, "symmetric: rank %d's phase stamps could not be read: %s\n", rank, cudaGetErrorString(copied));
     return;
   }
   for (size_t index = 0; index < records.size(); ++index) {
@@ -156,6 +158,7 @@ void SymmetricEngine::prepare(int device, int sm_count) {
   if (stamps != nullptr && std::string(stamps) == "1") {
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&stamps_), kStampRecords * sizeof(DispatchStampRecord)));
     SY_CUDA_CHECK(cudaMemset(stamps_, 0, kStampRecords * sizeof(DispatchStampRecord)));
+    std::fprintf(stderr, "symmetric: dispatch phase stamps on (SWITCHYARD_SYMMETRIC_STAMPS=1)\n");
   }
   // The memset ran on the legacy stream, which the ranks' non-blocking streams do not wait for.
   SY_CUDA_CHECK(cudaDeviceSynchronize());
@@ -212,13 +215,24 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   handle->max_tokens_per_rank = plan.max_tokens_per_rank;
   handle->expert_capacity = plan.expert_capacity;
   handle->num_tokens = plan.num_tokens;
-  handle->src_slot = Tensor::empty(DType::i32, {local, rows}, Device::cuda, device_, launch.alloc_stream);
-  handle->overflow = Tensor::empty(DType::i32, {4}, Device::cuda, device_, launch.alloc_stream);
+  // The handle's device tables, carved from one allocation: ranks as threads allocate at the same
+  // moment and their stream-ordered allocations serialise in the driver, so each one more per call
+  // delays the last rank's launch (bench/NOTES.md, session 5).
   const bool pull = combine_path_ == SymmetricCombine::pull;
+  const size_t src_slot_bytes = align128(static_cast<size_t>(local * rows) * sizeof(int32_t));
+  const size_t overflow_bytes = align128(4 * sizeof(int32_t));
+  const size_t position_bytes = pull ? align128(static_cast<size_t>(plan.num_tokens * plan.topk) * sizeof(int32_t)) : 0;
+  const size_t begin_bytes = pull ? align128(static_cast<size_t>(plan.num_experts) * sizeof(int32_t)) : 0;
+  const Tensor tables =
+      Tensor::empty(DType::i32, {static_cast<int64_t>((src_slot_bytes + overflow_bytes + position_bytes + begin_bytes) / 4)},
+                    Device::cuda, device_, launch.alloc_stream);
+  handle->src_slot = Tensor::part_of(tables, 0, DType::i32, {local, rows});
+  handle->overflow = Tensor::part_of(tables, src_slot_bytes, DType::i32, {4});
   if (pull) {
-    handle->position = Tensor::empty(DType::i32, {plan.num_tokens, plan.topk}, Device::cuda, device_,
-                                     launch.alloc_stream);
-    handle->begin = Tensor::empty(DType::i32, {plan.num_experts}, Device::cuda, device_, launch.alloc_stream);
+    handle->position =
+        Tensor::part_of(tables, src_slot_bytes + overflow_bytes, DType::i32, {plan.num_tokens, plan.topk});
+    handle->begin = Tensor::part_of(tables, src_slot_bytes + overflow_bytes + position_bytes, DType::i32,
+                                    {plan.num_experts});
   }
 
   LowLatencyDispatchResult result;

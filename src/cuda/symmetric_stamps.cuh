@@ -1,7 +1,7 @@
 #pragma once
 // Phase stamps of the symmetric dispatch, a measurement aid: with SWITCHYARD_SYMMETRIC_STAMPS=1 in the
 // environment when the backend is created, each block notes %globaltimer (one clock for every rank of
-// a GPU) when it reaches each phase of every kSymmetricStampEvery-th call, into the engine's stamp
+// a GPU) when it reaches each phase of every kSymmetricStampEvery-th call pair, into the engine's stamp
 // records (the last kSymmetricStampSamples such calls). The engine prints them to stderr when it is
 // destroyed, one line per block:
 //   symstamp <call> <rank> <block> <start> <routed> <passed> <issued> <drained> <released>
@@ -33,8 +33,10 @@ __device__ __forceinline__ void stamp(DispatchStampRecord& record, bool on, Disp
 // Thread 0, at the end of the block: the block's record into the engine's, for sampled calls.
 __device__ __forceinline__ void keep_stamps(DispatchStampRecord& record, DispatchStampRecord* records,
                                             uint32_t sequence) {
-  if (records == nullptr || sequence % kSymmetricStampEvery != 0 || blockIdx.x >= kSymmetricStampBlocks) return;
-  const uint32_t sample = (sequence / kSymmetricStampEvery) % kSymmetricStampSamples;
+  // Dispatch and combine share the sequence and mostly alternate: count in pairs of calls.
+  const uint32_t pair = sequence / 2;
+  if (records == nullptr || pair % kSymmetricStampEvery != 0 || blockIdx.x >= kSymmetricStampBlocks) return;
+  const uint32_t sample = (pair / kSymmetricStampEvery) % kSymmetricStampSamples;
   record.sequence = sequence;
   records[sample * kSymmetricStampBlocks + blockIdx.x] = record;
 }
