@@ -413,12 +413,31 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
 
   // 1. Publish.
   if (blockIdx.x == 0 && threadIdx.x == 0) announce_source(context, launch, sequence, call.half);
-  const bool routes = blockIdx.x == 0 && warp >= kFirstHelperWarp;
+  // Routing: block 0's helper warps, or every block's when nothing else runs before the barrier
+  // (zero-copy: launch.routing_blocks, cuda/symmetric_routing.cuh).
+  const GridBarrier rank_grid{&launch.state->grid_arrivals, static_cast<uint32_t>(grid.blocks)};
+  const RoutingExchange exchange{launch.routing_exchange, launch.routing_blocks};
+  const int routing_warp = warp - kFirstHelperWarp;
+  const bool routes = static_cast<int>(blockIdx.x) < exchange.routing_blocks && routing_warp >= 0 &&
+                      routing_warp < grid.routing_warps;
   if (routes) {
-    if (warp - kFirstHelperWarp < grid.routing_warps) {
-      route_tokens(context, launch, call.half, table, warp - kFirstHelperWarp, &refused_by_routing);
-      if (warp == kFirstHelperWarp && lane_id() == 0) stamp(stamps, stamping, kPhaseRouted);
-    }
+    count_routes(context, launch, table, blockIdx.x, exchange, routing_warp, &refused_by_routing);
+  }
+  bool counted = true;
+  if (exchange.routing_blocks > 1) {
+    // Every thread of every block (nothing else runs here): the other blocks' exchange rows.
+    counted = grid_sync(rank_grid, context, common::WaitRole::symmetric_dispatch, context.timeout_ns);
+  } else if (routes) {
+    routing_warps_sync(grid.routing_warps);
+  }
+  if (routes && counted) {
+    place_routes(context, launch, call.half, table, blockIdx.x, exchange, routing_warp, &refused_by_routing);
+    if (routing_warp == 0 && lane_id() == 0) stamp(stamps, stamping, kPhaseRouted);
+  }
+  if (routes || exchange.routing_blocks > 1) {
+    // Routed (or, with routing in every block, nothing else to do before the barrier).
+  } else if (blockIdx.x == 0 && warp >= kFirstHelperWarp) {
+    // Block 0's helpers beyond the routing warps.
   } else if (call.fp8) {
     // Casters: block 0's pipeline warps, and every warp of the other blocks.
     const int caster = blockIdx.x == 0 ? warp : kFirstHelperWarp + (blockIdx.x - 1) * kSymmetricWarps + warp;
@@ -435,7 +454,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   }
 
   // 2. The barrier: every rank's input buffer, source record and our workspace are complete after it.
-  const CrossRankBarrier barrier{GridBarrier{&launch.state->grid_arrivals, static_cast<uint32_t>(grid.blocks)},
+  const CrossRankBarrier barrier{rank_grid,
                                  CrossRankSignals{reinterpret_cast<int32_t*>(launch.layout.signal(context.heap.base, 0)),
                                                   context.num_ranks},
                                  &launch.state->barriers};

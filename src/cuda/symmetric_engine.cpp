@@ -223,9 +223,17 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   const size_t overflow_bytes = align128(4 * sizeof(int32_t));
   const size_t position_bytes = pull ? align128(static_cast<size_t>(plan.num_tokens * plan.topk) * sizeof(int32_t)) : 0;
   const size_t begin_bytes = pull ? align128(static_cast<size_t>(plan.num_experts) * sizeof(int32_t)) : 0;
-  const Tensor tables =
-      Tensor::empty(DType::i32, {static_cast<int64_t>((src_slot_bytes + overflow_bytes + position_bytes + begin_bytes) / 4)},
-                    Device::cuda, device_, launch.alloc_stream);
+  // fp8 keeps the publish: the cast there halves the bytes every receiver pulls.
+  const bool zero_copy = dispatch_path_ == SymmetricDispatch::zero_copy && !plan.use_fp8;
+  // With nothing to publish every block routes (bench/NOTES.md, session 5: block 0 alone took ~110 us
+  // for 4096 tokens of top-8, while every other block waited at the barrier).
+  const int routing_blocks = zero_copy ? grid.blocks : 1;
+  const size_t exchange_bytes =
+      align128(static_cast<size_t>(routing_blocks) * (static_cast<size_t>(plan.num_experts) + 1) * sizeof(int32_t));
+  const Tensor tables = Tensor::empty(
+      DType::i32,
+      {static_cast<int64_t>((src_slot_bytes + overflow_bytes + position_bytes + begin_bytes + exchange_bytes) / 4)},
+      Device::cuda, device_, launch.alloc_stream);
   handle->src_slot = Tensor::part_of(tables, 0, DType::i32, {local, rows});
   handle->overflow = Tensor::part_of(tables, src_slot_bytes, DType::i32, {4});
   if (pull) {
@@ -257,8 +265,10 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   kernel.grid = grid;
   kernel.x = args.x.as<const uint16_t>();
   kernel.x_row_stride = static_cast<int64_t>(plan.hidden) * 2;  // x is contiguous (core checks it)
-  // fp8 keeps the publish: the cast there halves the bytes every receiver pulls.
-  kernel.zero_copy = dispatch_path_ == SymmetricDispatch::zero_copy && !plan.use_fp8;
+  kernel.zero_copy = zero_copy;
+  kernel.routing_blocks = routing_blocks;
+  kernel.routing_exchange =
+      tables.as<int32_t>() + (src_slot_bytes + overflow_bytes + position_bytes + begin_bytes) / sizeof(int32_t);
   kernel.topk_idx = args.topk_idx.as<const int64_t>();
   kernel.num_tokens = plan.num_tokens;
   kernel.topk = plan.topk;

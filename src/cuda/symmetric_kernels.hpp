@@ -67,7 +67,7 @@ struct SymmetricGrid {
   uint32_t stage_bytes;    // one stage: a row piece, plus the row's scales for fp8 (128-aligned)
   uint32_t piece_bytes;    // row bytes per stage (rows longer than this travel in pieces)
   uint32_t table_bytes;    // shared memory before the stages: per-call tables (128-aligned)
-  int routing_warps;       // helper warps of block 0 that route this rank's tokens (dispatch)
+  int routing_warps;       // helper warps per routing block that route this rank's tokens (dispatch)
 };
 
 // Phase stamps of one block in one dispatch (cuda/symmetric_stamps.cuh; a measurement aid).
@@ -111,6 +111,11 @@ struct SymmetricDispatchLaunch {
   // each expert's rows.
   int32_t* position;
   int32_t* begin;
+  // Blocks that route this rank's tokens: 1 (block 0's helpers) or grid.blocks (every block's, when
+  // nothing else runs before the barrier: zero-copy), and where they exchange their counts: the
+  // handle's i32 [routing_blocks][E + 1] (cuda/symmetric_routing.cuh).
+  int routing_blocks;
+  int32_t* routing_exchange;
   // [kSymmetricStampSamples][kSymmetricStampBlocks], or null: stamps off (SWITCHYARD_SYMMETRIC_STAMPS).
   DispatchStampRecord* stamps;
 };

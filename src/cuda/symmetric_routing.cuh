@@ -1,21 +1,25 @@
 #pragma once
-// The routing role of the `symmetric` dispatch (block 0's helper warps, before the barrier): for
-// every (token, slot) pair of this rank with an expert, its position among the rows this rank sends
-// to that expert, in (token, slot) order (DESIGN.md: rows in source token order). The pair goes to
+// The routing role of the `symmetric` dispatch (helper warps, before the barrier): for every
+// (token, slot) pair of this rank with an expert, its position among the rows this rank sends to that
+// expert, in (token, slot) order (DESIGN.md: rows in source token order). The pair goes to
 // route[local expert][this rank][position] in the expert's rank's workspace, through map(), and the
 // per-expert totals to count[local expert][this rank] there (zeros included).
 //
-// A stable counting sort over the N * K pairs, split into one contiguous segment per warp:
-//   pass 1  each warp counts its segment per expert (a wave of 32 pairs at a time; lanes holding the
-//           same expert are grouped with match.any, and the group's leader adds its size);
-//   prefix  per expert, an exclusive sum over the warps' counts: where each segment starts;
-//   pass 2  each warp walks its segment again; a pair's position is its segment's start plus the
-//           pairs before it in its wave and in earlier waves.
+// A stable counting sort over the N * K pairs, split into contiguous segments: one per routing block
+// (block 0 alone, or every block of the rank when nothing else runs before the barrier), and within it
+// one per routing warp:
+//   count   each warp counts its segment per expert (a wave of 32 pairs at a time; lanes holding the
+//           same expert are grouped with match.any, and the group's leader adds its size); per expert,
+//           an exclusive sum over the block's warps, and the block's totals into its exchange row;
+//   (a grid sync of the rank when several blocks route)
+//   place   per expert, the earlier blocks' totals move each warp's start; each warp walks its segment
+//           again, and a pair's position is its warp's start plus the pairs before it in its wave and
+//           in earlier waves.
 // Bad input (an id outside [-1, E), or more than max_tokens_per_rank rows for one expert) is
 // recorded in the error block and refuses the call: every count becomes kRefusedCount, so that no
 // rank writes any output.
 //
-// For the pull combine (launch.position set), pass 2 also keeps each pair's position locally, and
+// For the pull combine (launch.position set), place also keeps each pair's position locally, and
 // after the barrier write_pull_begins adds where this rank's rows start among each expert's rows: the
 // home then finds the row of (token, slot) in the expert's rank's y by itself.
 #include "common/symmetric_protocol.hpp"
@@ -69,28 +73,48 @@ __device__ __forceinline__ void walk_pairs(const KernelContext& context, const S
   }
 }
 
-// `table`: shared memory for (routing_warps + 1) * E counters. Every routing warp calls this.
-__device__ void route_tokens(const KernelContext& context, const SymmetricDispatchLaunch& launch, int half,
-                             int32_t* table, int routing_warp, int* refused) {
+// Where the routing blocks of a rank meet: row b holds routing block b's per-expert counts, then
+// whether it found a bad id ([routing_blocks][E + 1] int32, the handle's; every entry is written each
+// call before it is read, so it needs no reset).
+struct RoutingExchange {
+  int32_t* rows;
+  int routing_blocks;
+
+  __device__ __forceinline__ int32_t* row(int block, int num_experts) const {
+    return rows + static_cast<size_t>(block) * (num_experts + 1);
+  }
+};
+
+// The pairs a routing block sorts: contiguous, in pair order, so positions stay in (token, slot) order.
+__device__ __forceinline__ void routing_segment(const SymmetricDispatchLaunch& launch, int routing_block,
+                                                int routing_blocks, int routing_warp, int64_t& first, int64_t& end) {
+  const int num_warps = launch.grid.routing_warps;
+  const int64_t pairs = launch.num_tokens * launch.topk;
+  const int64_t segment = common::ceil_div(common::ceil_div(pairs, static_cast<int64_t>(routing_blocks) * num_warps), 32) * 32;
+  first = (static_cast<int64_t>(routing_block) * num_warps + routing_warp) * segment;
+  end = first + segment < pairs ? first + segment : pairs;
+  if (first > end) first = end;
+}
+
+// Step 1 of the routing, every routing warp of every routing block: count this warp's pairs per
+// expert, then (per expert) turn the block's per-warp counts into where each warp starts within the
+// block, and publish the block's totals (and whether it found a bad id) in its exchange row. Bad ids
+// are recorded here. `table`: shared memory for (routing_warps + 1) * E counters.
+__device__ void count_routes(const KernelContext& context, const SymmetricDispatchLaunch& launch, int32_t* table,
+                             int routing_block, const RoutingExchange& exchange, int routing_warp, int* refused) {
   const int num_warps = launch.grid.routing_warps;
   const int num_experts = launch.num_experts;
   const int lane = lane_id();
-  const int64_t pairs = launch.num_tokens * launch.topk;
-  const int64_t segment = common::ceil_div(common::ceil_div(pairs, num_warps), 32) * 32;
-  const int64_t first = routing_warp * segment;
-  const int64_t end = first + segment < pairs ? first + segment : pairs;
+  int64_t first, end;
+  routing_segment(launch, routing_block, exchange.routing_blocks, routing_warp, first, end);
   int32_t* mine = table + static_cast<size_t>(routing_warp) * num_experts;  // this warp's counters
-  int32_t* totals = table + static_cast<size_t>(num_warps) * num_experts;
   for (int expert = lane; expert < num_experts; expert += 32) mine[expert] = 0;
   __syncwarp();
-
-  // Pass 1: per-warp counts.
   walk_pairs(context, launch, first, end, true, refused, [&](int64_t, int32_t expert, uint32_t peers) {
     if (expert >= 0 && lane == __ffs(peers) - 1) mine[expert] += __popc(peers);
   });
   routing_warps_sync(num_warps);
-
-  // Exclusive prefix over the warps: each segment's first position per expert.
+  int32_t* published = exchange.row(routing_block, num_experts);
   for (int expert = routing_warp * 32 + lane; expert < num_experts; expert += num_warps * 32) {
     int32_t running = 0;
     for (int warp = 0; warp < num_warps; ++warp) {
@@ -99,17 +123,52 @@ __device__ void route_tokens(const KernelContext& context, const SymmetricDispat
       counter = running;
       running += count;
     }
-    totals[expert] = running;
-    if (running > launch.max_tokens_per_rank) {
-      // The peer field holds the expert (for a debugger; the message names the counts).
-      const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::capacity, -1, expert};
-      record_wait_failure(context, site, launch.max_tokens_per_rank, running, 0, false);
+    published[expert] = running;
+  }
+  if (routing_warp == 0 && lane == 0) published[num_experts] = *reinterpret_cast<volatile int*>(refused);
+}
+
+// Step 2, after every routing block's exchange row is visible (the same block's, after a sync of its
+// routing warps; other blocks', after a grid sync): each warp's counters move past the earlier blocks'
+// rows, the totals and the capacity are checked (the call is refused if any block found a bad id or an
+// expert gets more than max_tokens_per_rank rows), and each pair's position goes to
+// route[local expert][this rank][position] in the expert's rank's workspace, through map(). Routing block
+// 0 then writes the counts there (zeros included, or kRefusedCount for a refused call).
+__device__ void place_routes(const KernelContext& context, const SymmetricDispatchLaunch& launch, int half,
+                             int32_t* table, int routing_block, const RoutingExchange& exchange, int routing_warp,
+                             int* refused) {
+  const int num_warps = launch.grid.routing_warps;
+  const int num_experts = launch.num_experts;
+  const int lane = lane_id();
+  int32_t* totals = table + static_cast<size_t>(num_warps) * num_experts;
+  for (int expert = routing_warp * 32 + lane; expert < num_experts; expert += num_warps * 32) {
+    int32_t before = 0, total = 0;
+    for (int block = 0; block < exchange.routing_blocks; ++block) {
+      // L2, not L1: written by other blocks of this kernel (ordered by the grid sync).
+      const int32_t count = __ldcg(exchange.row(block, num_experts) + expert);
+      if (block < routing_block) before += count;
+      total += count;
+    }
+    for (int warp = 0; warp < num_warps; ++warp) table[static_cast<size_t>(warp) * num_experts + expert] += before;
+    totals[expert] = total;
+    if (total > launch.max_tokens_per_rank) {
+      // Every routing block finds it; block 0 records it. The peer field holds the expert (for a
+      // debugger; the message names the counts).
+      if (routing_block == 0) {
+        const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::capacity, -1, expert};
+        record_wait_failure(context, site, launch.max_tokens_per_rank, total, 0, false);
+      }
       atomicExch(refused, 1);
     }
   }
+  for (int block = routing_warp * 32 + lane; block < exchange.routing_blocks; block += num_warps * 32) {
+    if (__ldcg(exchange.row(block, num_experts) + num_experts) != 0) atomicExch(refused, 1);
+  }
   routing_warps_sync(num_warps);
 
-  // Pass 2: positions, written into the experts' ranks' workspaces.
+  int64_t first, end;
+  routing_segment(launch, routing_block, exchange.routing_blocks, routing_warp, first, end);
+  int32_t* mine = table + static_cast<size_t>(routing_warp) * num_experts;
   const common::SymmetricLayout& region = launch.layout;
   const common::SymHeap& heap = context.heap;
   walk_pairs(context, launch, first, end, false, refused, [&](int64_t pair, int32_t expert, uint32_t peers) {
@@ -127,6 +186,7 @@ __device__ void route_tokens(const KernelContext& context, const SymmetricDispat
     const common::SymmetricRoute route{static_cast<int32_t>(pair / launch.topk), static_cast<int32_t>(pair % launch.topk)};
     *heap.map(region.route(heap.base, half, local, context.rank, position), target) = route;
   });
+  if (routing_block != 0) return;
   routing_warps_sync(num_warps);
 
   // Counts, zeros included, so the expert's rank never reads a stale one.
