@@ -54,10 +54,9 @@ struct CrossRankBarrier {
 // block.
 __device__ __forceinline__ bool grid_sync(const GridBarrier& grid, const KernelContext& context, common::WaitRole role,
                                           uint64_t timeout_ns) {
-  __shared__ int grid_sync_ok;
+  int ok = 1;
   __syncthreads();
   if (threadIdx.x == 0) {
-    int ok = 1;
     // Release: the block's writes, ordered before this thread by __syncthreads, go with the arrival.
     const uint64_t arrived = ptx::atom_add_release_gpu_u64(grid.arrivals, 1);
     const uint64_t target = (arrived / grid.num_blocks + 1) * grid.num_blocks;
@@ -84,10 +83,10 @@ __device__ __forceinline__ bool grid_sync(const GridBarrier& grid, const KernelC
     }
     // Read once, here: every thread of the block must take the same way out.
     if (ok && rank_aborted(context)) ok = 0;
-    grid_sync_ok = ok;
   }
-  __syncthreads();
-  return grid_sync_ok != 0;
+  // Thread 0's verdict to the whole block (the others hold 1), with the closing barrier; no shared
+  // variable, which a kernel calling this at several sites would reuse.
+  return __syncthreads_and(ok) != 0;
 }
 
 // Spins (acquire, system scope) until `*word == expected`. `arrivals` is the barrier's index: on
