@@ -1,0 +1,42 @@
+"""scripts/symmetric_stamps.py: the summary of the symmetric dispatch's phase stamps (no GPU needed)."""
+import os
+import subprocess
+import sys
+
+SCRIPT = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "symmetric_stamps.py")
+
+
+def summarise(lines):
+    return subprocess.run([sys.executable, SCRIPT], input="\n".join(lines) + "\n", capture_output=True, text=True)
+
+
+def stamp_line(call, rank, block, start_ns, phases_us):
+    """phases_us: routed, passed, issued, drained, released in us after start_ns (None: not reached)."""
+    values = [start_ns] + [0 if us is None else start_ns + int(us * 1000) for us in phases_us]
+    return "symstamp %d %d %d %s" % (call, rank, block, " ".join(str(v) for v in values))
+
+
+def test_phases_are_relative_to_the_calls_first_block_start():
+    base = 5_000_000_000
+    lines = ["progress noise that is not a stamp"]
+    for call, offset in ((17, 0), (33, 10_000_000)):
+        start = base + offset
+        lines.append(stamp_line(call, 0, 0, start, [2.0, 8.0, 20.0, 21.0, 22.0]))
+        lines.append(stamp_line(call, 0, 1, start + 1000, [None, 7.0, 19.0, 20.0, 21.0]))
+        # rank 1 starts 5 us later
+        lines.append(stamp_line(call, 1, 0, start + 5000, [2.0, 3.0, 15.0, 16.0, 17.0]))
+    result = summarise(lines)
+    assert result.returncode == 0, result.stderr
+    out = result.stdout
+    assert "2 sampled calls; ranks: 2; last rank's first block starts 5.0 us after the first" in out
+    rows = {line.split()[0]: line.split()[-3:] for line in out.splitlines() if line and line.split()[0] in ("start", "routed")}
+    assert rows["start"] == ["0.0", "1.0", "5.0"]
+    # block 1 of rank 0 never routed: only blocks that reached a phase count
+    assert rows["routed"] == ["2.0", "7.0", "7.0"]
+    assert "barrier passed" in out and "released" in out
+
+
+def test_no_stamps_is_an_error_that_names_the_switch():
+    result = summarise(["switchyard-bench output without stamps"])
+    assert result.returncode == 1
+    assert "SWITCHYARD_SYMMETRIC_STAMPS=1" in result.stdout
