@@ -255,7 +255,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
 
   // fp8 keeps the publish: the cast there halves the bytes every receiver pulls.
   const bool zero_copy = dispatch_path_ == SymmetricDispatch::zero_copy && !plan.use_fp8;
-  const SourceCall sources_call{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds};
+  const InPlaceCall sources_call{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds};
   announce_source(sources_call, zero_copy ? args.x.data : nullptr, static_cast<int64_t>(plan.hidden) * 2);
   dispatch_publisher(call, token_layout, plan.use_fp8, plan.round_scale, zero_copy, args.x, args.topk_idx,
                      pull ? handle->position.as<int32_t>() : nullptr);
@@ -328,7 +328,7 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
       throw InvalidArgument("handle: expected a dispatch made for the pull combine, got one without its row "
                             "positions (config.symmetric_combine changed between dispatch and combine?)");
     }
-    pull_combine(PullCombineCall{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds}, handle,
+    pull_combine(InPlaceCall{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds}, handle,
                  plan.y, plan.hidden, args.topk_idx.as<const int64_t>(), args.topk_weights.as<const float>(),
                  result.combined_x.as<uint16_t>());
     return result;

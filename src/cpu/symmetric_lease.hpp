@@ -14,9 +14,18 @@
 
 #include "common/atomics.hpp"
 #include "common/sym_heap.hpp"
+#include "common/symmetric_protocol.hpp"
 #include "cpu/bounded_wait.hpp"
 
 namespace switchyard::cpu {
+
+// A call whose ranks read each other's memory in place (the pull combine, the zero-copy dispatch).
+struct InPlaceCall {
+  const common::SymHeap* heap;
+  common::SymmetricLayout layout;
+  uint64_t sequence;  // the call's number among this buffer's symmetric calls, alike on every rank
+  double timeout_seconds;
+};
 
 // The word an owner stores before it announces call `sequence`: open, no readers.
 uint64_t open_lease(uint64_t sequence);

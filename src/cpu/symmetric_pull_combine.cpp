@@ -32,7 +32,7 @@ void pull_row_begins(const common::SymHeap& heap, const common::SymmetricLayout&
   }
 }
 
-void pull_combine(const PullCombineCall& call, const detail::LowLatencyHandleData& handle, const uint16_t* y,
+void pull_combine(const InPlaceCall& call, const detail::LowLatencyHandleData& handle, const uint16_t* y,
                   int hidden, const int64_t* topk_idx, const float* topk_weights, uint16_t* combined_x) {
   const common::SymHeap& heap = *call.heap;
   const common::SymmetricLayout& layout = call.layout;

@@ -12,19 +12,13 @@
 
 #include "common/sym_heap.hpp"
 #include "common/symmetric_protocol.hpp"
+#include "cpu/symmetric_lease.hpp"
 #include "core/low_latency_handle.hpp"
 
 namespace switchyard::cpu {
 
-struct PullCombineCall {
-  const common::SymHeap* heap;
-  common::SymmetricLayout layout;
-  uint64_t sequence;  // the call's number among this buffer's symmetric calls, alike on every rank
-  double timeout_seconds;
-};
-
 // Reduces this rank's tokens into combined_x [N, hidden] from every rank's y [L, C, hidden].
-void pull_combine(const PullCombineCall& call, const detail::LowLatencyHandleData& handle, const uint16_t* y,
+void pull_combine(const InPlaceCall& call, const detail::LowLatencyHandleData& handle, const uint16_t* y,
                   int hidden, const int64_t* topk_idx, const float* topk_weights, uint16_t* combined_x);
 
 // The dispatch's part, after its barrier (every target's workspace holds this call's counts): where

@@ -14,7 +14,7 @@ constexpr const char* kOperation = "symmetric dispatch, zero_copy";
 
 // `rank`'s record of the call (in the call's half: a fast source may announce call c + 1 while a slow
 // receiver still reads call c's).
-common::SymmetricSourceRecord* record_of(const SourceCall& call, int rank) {
+common::SymmetricSourceRecord* record_of(const InPlaceCall& call, int rank) {
   const common::SymHeap& heap = *call.heap;
   const int half = common::symmetric_half(static_cast<uint32_t>(call.sequence));
   return heap.map(call.layout.source_record(heap.base, half), rank);
@@ -22,7 +22,7 @@ common::SymmetricSourceRecord* record_of(const SourceCall& call, int rank) {
 
 }  // namespace
 
-void announce_source(const SourceCall& call, const void* x, int64_t row_stride) {
+void announce_source(const InPlaceCall& call, const void* x, int64_t row_stride) {
   common::SymmetricSourceRecord* mine = record_of(call, call.heap->rank);
   mine->x = reinterpret_cast<uint64_t>(x);
   mine->row_stride = row_stride;
@@ -31,12 +31,12 @@ void announce_source(const SourceCall& call, const void* x, int64_t row_stride) 
   common::st_release_sys(&mine->sequence, call.sequence);
 }
 
-void withdraw_source(const SourceCall& call) {
+void withdraw_source(const InPlaceCall& call) {
   common::SymmetricSourceRecord* mine = record_of(call, call.heap->rank);
   if (mine->x != 0) withdraw_lease(&mine->lease);
 }
 
-SourceRows::SourceRows(const SourceCall& call)
+SourceRows::SourceRows(const InPlaceCall& call)
     : call_(call), x_(call.heap->num_ranks, nullptr), stride_(call.heap->num_ranks, 0) {
   const common::SymHeap& heap = *call.heap;
   for (int source = 0; source < heap.num_ranks; ++source) {
@@ -65,7 +65,7 @@ void SourceRows::release() {
   leased_.clear();
 }
 
-void finish_sources(const SourceCall& call, bool announced) {
+void finish_sources(const InPlaceCall& call, bool announced) {
   const common::SymHeap& heap = *call.heap;
   for (int peer = 0; peer < heap.num_ranks; ++peer) {
     common::st_release_sys(heap.map(call.layout.pull_done(heap.base, heap.rank), peer), call.sequence);

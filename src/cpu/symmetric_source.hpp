@@ -11,29 +11,23 @@
 
 #include "common/sym_heap.hpp"
 #include "common/symmetric_protocol.hpp"
+#include "cpu/symmetric_lease.hpp"
 
 namespace switchyard::cpu {
 
-struct SourceCall {
-  const common::SymHeap* heap;
-  common::SymmetricLayout layout;
-  uint64_t sequence;  // the call's number among this buffer's symmetric calls, alike on every rank
-  double timeout_seconds;
-};
-
 // Before the barrier: `x` null when this rank publishes its rows.
-void announce_source(const SourceCall& call, const void* x, int64_t row_stride);
+void announce_source(const InPlaceCall& call, const void* x, int64_t row_stride);
 
 // This rank gave up on the call before its pulls (the barrier timed out): no receiver reads x after
 // this returns. A no-op when x was not announced.
-void withdraw_source(const SourceCall& call);
+void withdraw_source(const InPlaceCall& call);
 
 // Where every source's rows are, for the pulls: x[source] (null: its input buffer) and row_stride.
 // Holds a lease on every announced x until destroyed (or release()). Throws TimeoutError naming the
 // source when one gave up on the call, and Error when a record is of another call.
 class SourceRows {
  public:
-  explicit SourceRows(const SourceCall& call);
+  explicit SourceRows(const InPlaceCall& call);
   ~SourceRows() { release(); }
   SourceRows(const SourceRows&) = delete;
   SourceRows& operator=(const SourceRows&) = delete;
@@ -43,7 +37,7 @@ class SourceRows {
   void release();
 
  private:
-  const SourceCall& call_;
+  const InPlaceCall& call_;
   std::vector<const uint8_t*> x_;
   std::vector<int64_t> stride_;
   std::vector<int> leased_;
@@ -52,6 +46,6 @@ class SourceRows {
 // After the pulls (or a failure after the barrier): releases the call to every peer, then, if this
 // rank announced x, waits until every peer released it here (TimeoutError naming the ranks; x is
 // withdrawn first, so the throw never leaves a reader behind).
-void finish_sources(const SourceCall& call, bool announced);
+void finish_sources(const InPlaceCall& call, bool announced);
 
 }  // namespace switchyard::cpu

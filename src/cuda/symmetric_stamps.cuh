@@ -17,7 +17,7 @@ namespace switchyard::cuda {
 
 enum DispatchPhase : int {
   kPhaseStart,     // the block's first instruction after its setup
-  kPhaseRouted,    // block 0: its routing warps wrote every route and count (warp 0's view)
+  kPhaseRouted,    // a routing block: its routing warps placed every route of its segment (warp 0's view)
   kPhasePassed,    // the cross-rank barrier passed
   kPhaseIssued,    // the producer issued its last load
   kPhaseDrained,   // the consumer's stores are complete
