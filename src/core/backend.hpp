@@ -9,6 +9,7 @@
 #include "common/symmetric_protocol.hpp"
 #include "core/low_latency_handle.hpp"
 #include "core/normal_handle.hpp"
+#include "core/buffer_identity.hpp"
 #include "switchyard/buffer.hpp"
 
 namespace switchyard::detail {
@@ -136,7 +137,7 @@ class BackendImpl {
 struct BackendCreateInfo {
   const BufferOptions* options = nullptr;
   size_t heap_bytes = 0;
-  const void* owner = nullptr;  // the Buffer::Impl, recorded in handles
+  BufferId owner = kNoBuffer;  // the Buffer, recorded in handles
 };
 
 std::unique_ptr<BackendImpl> make_cpu_backend(const BackendCreateInfo& info);

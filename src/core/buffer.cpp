@@ -38,6 +38,14 @@ int64_t DispatchHandle::num_tokens() const { return data_ ? data_->num_tokens : 
 namespace {
 
 using detail::kMaxTopk;
+
+// A handle's backend field as text; a value that names no backend is shown as the number it is.
+std::string handle_backend_text(uint32_t value) {
+  if (value == static_cast<uint32_t>(Backend::cpu) || value == static_cast<uint32_t>(Backend::cuda)) {
+    return std::string("a ") + backend_name(static_cast<Backend>(value)) + " one";
+  }
+  return "backend value " + std::to_string(value) + ", which names no backend";
+}
 // NOTES: a signal carries a 32-bit row count; far beyond any decode batch.
 constexpr int64_t kMaxLowLatencyTokens = int64_t{1} << 20;
 
@@ -97,7 +105,7 @@ class Buffer::Impl {
     }
     low_latency_layout_ = detail::low_latency_layout(options_.topology, sizing, normal_region_bytes_);
     symmetric_layout_ = detail::symmetric_layout(options_.topology, sizing, normal_region_bytes_ + low_latency_bytes);
-    detail::BackendCreateInfo info{&options_, heap_bytes_, this};
+    detail::BackendCreateInfo info{&options_, heap_bytes_, id_};
     backend_ = options_.backend == Backend::cpu ? detail::make_cpu_backend(info) : detail::make_cuda_backend(info);
   }
 
@@ -127,8 +135,8 @@ class Buffer::Impl {
                               std::to_string(header.rank) + "'s (handles must be ordered by rank)");
       }
       if (header.backend != static_cast<uint32_t>(options_.backend)) {
-        throw InvalidArgument(which + ": expected a " + backend_name(options_.backend) + " handle, got a " +
-                              backend_name(static_cast<Backend>(header.backend)) + " one");
+        throw InvalidArgument(which + ": expected a " + backend_name(options_.backend) + " handle, got " +
+                              handle_backend_text(header.backend));
       }
       if (header.num_ranks != topology.num_ranks || header.ranks_per_node != topology.ranks_per_node) {
         throw InvalidArgument(which + ": expected topology " + topology.to_string() + ", got " +
@@ -206,7 +214,7 @@ class Buffer::Impl {
   TensorView low_latency_combine_buffer(const LowLatencyHandle& handle) {
     check_usable("low_latency_combine_buffer");
     detail::check_low_latency_region(options_, "low_latency_combine_buffer");
-    const detail::LowLatencyHandleData& data = detail::low_latency_handle(&handle, Engine::low_latency, this);
+    const detail::LowLatencyHandleData& data = detail::low_latency_handle(&handle, Engine::low_latency, id_);
     const Device device = backend_->device();
     return TensorView(backend_->low_latency_staging(low_latency_layout_), DType::bf16,
                       {data.local_experts, data.topology.num_ranks * data.max_tokens_per_rank, data.hidden}, device,
@@ -286,11 +294,12 @@ class Buffer::Impl {
   }
 
   // What the plans read of this buffer: they check a call's arguments against it and change nothing.
-  detail::PlanContext plan_context() const { return {options_, backend_->device(), this}; }
+  detail::PlanContext plan_context() const { return {options_, backend_->device(), id_}; }
   detail::NormalPlanContext normal_plan_context() const {
     return {plan_context(), backend_->num_channels(), normal_region_bytes_, heap_bytes_};
   }
 
+  const detail::BufferId id_ = detail::next_buffer_id();  // recorded in every handle this buffer makes
   BufferOptions options_;
   size_t heap_bytes_ = 0;
   size_t normal_region_bytes_ = 0;             // the normal engine's part: [0, normal_region_bytes_)

@@ -33,7 +33,7 @@ void check_symmetric_region(const BufferOptions& options, const char* what) {
 }
 
 const LowLatencyHandleData& low_latency_handle(const LowLatencyHandle* handle, Engine engine,
-                                               const void* owner) {
+                                               detail::BufferId owner) {
   if (!handle || !handle->valid()) {
     throw InvalidArgument(std::string("handle: expected the handle of a ") + engine_name(engine) +
                           "_dispatch on this buffer, got none");

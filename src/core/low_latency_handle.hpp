@@ -3,12 +3,13 @@
 #include <atomic>
 #include <cstdint>
 
+#include "core/buffer_identity.hpp"
 #include "switchyard/buffer.hpp"
 
 namespace switchyard::detail {
 
 struct LowLatencyHandleData {
-  const void* owner = nullptr;  // the Buffer::Impl that made it; combine refuses foreign handles
+  BufferId owner = kNoBuffer;  // the Buffer that made it; every other Buffer refuses the handle
   Engine engine = Engine::low_latency;  // the engine whose combine may use it
   int rank = 0;
   Topology topology;

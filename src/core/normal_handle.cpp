@@ -4,7 +4,7 @@
 
 namespace switchyard::detail {
 
-std::shared_ptr<NormalHandleData> new_normal_handle(const DispatchPlan& plan, const void* owner) {
+std::shared_ptr<NormalHandleData> new_normal_handle(const DispatchPlan& plan, detail::BufferId owner) {
   auto handle = std::make_shared<NormalHandleData>();
   handle->owner = owner;
   handle->rank = plan.rank;

@@ -5,12 +5,13 @@
 #include <vector>
 
 #include "common/internode_protocol.hpp"
+#include "core/buffer_identity.hpp"
 #include "switchyard/buffer.hpp"
 
 namespace switchyard::detail {
 
 struct NormalHandleData {
-  const void* owner = nullptr;  // the Buffer::Impl that made it; combine refuses foreign handles
+  BufferId owner = kNoBuffer;  // the Buffer that made it; every other Buffer refuses the handle
   int rank = 0;
   Topology topology;
   int num_channels = 0;
@@ -55,6 +56,6 @@ struct NormalHandleData {
 
 // A handle for `plan` with everything but the routing tensors filled in; a cached dispatch also
 // gets its receive side (and the CUDA send-side lists) from the handle it replays.
-std::shared_ptr<NormalHandleData> new_normal_handle(const struct DispatchPlan& plan, const void* owner);
+std::shared_ptr<NormalHandleData> new_normal_handle(const struct DispatchPlan& plan, detail::BufferId owner);
 
 }  // namespace switchyard::detail

@@ -3,6 +3,7 @@
 // engine's plan (and get_dispatch_layout) shares.
 #include <cstdint>
 
+#include "core/buffer_identity.hpp"
 #include "switchyard/buffer.hpp"
 
 namespace switchyard::detail {
@@ -14,7 +15,7 @@ constexpr int kMaxTopk = 32;
 struct PlanContext {
   const BufferOptions& options;
   Device device;      // where the backend computes; every tensor must be there
-  const void* owner;  // the Buffer::Impl; handles it did not make are refused
+  detail::BufferId owner;  // the Buffer; handles it did not make are refused
 };
 
 // A positive multiple of num_ranks.

@@ -10,7 +10,7 @@ Tensor output_or_allocate(const TensorView& given, DType dtype, std::initializer
   return given.defined() ? Tensor::borrow(given) : Tensor::empty(dtype, dims);
 }
 
-ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan, const void* owner,
+ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan, detail::BufferId owner,
                                                 Engine engine) {
   const LowLatencyDispatchArgs& args = plan.args;
   const int64_t local = plan.local_experts;

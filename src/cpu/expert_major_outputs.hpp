@@ -46,7 +46,7 @@ void reduce_weighted_slots(const int64_t* topk_idx, const float* topk_weights, i
 
 // The caller's preallocated outputs or fresh ones, and a handle recording the plan's routing (a
 // copy of topk_idx) for `engine`'s combine.
-ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan, const void* owner,
+ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan, detail::BufferId owner,
                                                 Engine engine);
 
 }  // namespace switchyard::cpu

@@ -6,9 +6,12 @@
 #include <vector>
 
 #include "common/sym_heap.hpp"
+#include "core/heap_identity.hpp"
 #include "switchyard/buffer.hpp"
 
 namespace switchyard::cpu {
+
+struct HostHeapPayload;
 
 class HostHeap {
  public:
@@ -26,14 +29,27 @@ class HostHeap {
   const common::SymHeap& view() const { return view_; }
 
  private:
+  // A peer of this process: its heap must be live in the registry and carry the handle's identity.
+  uint8_t* connect_thread_peer(const HostHeapPayload& payload, const detail::ExpectedHeap& expected,
+                               const std::string& which);
+  // A peer in another process: its segment must have this heap's size and the handle's identity.
+  uint8_t* map_process_peer(int peer, const HostHeapPayload& payload, const detail::ExpectedHeap& expected,
+                            const std::string& which);
+  // Unlinks each segment name that every peer has now mapped.
+  void release_segment_names(const std::vector<HostHeapPayload>& peers);
+
   size_t bytes_;
   int rank_;
+  int num_ranks_;
   HeapSharing sharing_;
+  uint64_t nonce_;
+  detail::HeapIdentity* identity_ = nullptr;  // the allocation's first page; base_ follows it
   uint8_t* base_ = nullptr;
+  bool name_linked_ = false;  // processes: shm_name_ still names the segment
   std::shared_ptr<void> storage_;                  // threads: owns base_, shared with connected peers
   std::vector<std::shared_ptr<void>> peer_storage_;  // threads: keeps peers' heaps alive while mapped
   std::string shm_name_;
-  std::vector<uint8_t*> peer_mappings_;  // mmap'd peer heaps to unmap (processes only)
+  std::vector<void*> peer_mappings_;  // mmap'd peer allocations (identity page first) to unmap (processes only)
   common::SymHeap view_{};
 };
 

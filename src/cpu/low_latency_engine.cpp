@@ -236,7 +236,7 @@ void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_
 
 }  // namespace
 
-LowLatencyEngine::LowLatencyEngine(HostHeap& heap, const void* owner) : heap_(heap), owner_(owner) {}
+LowLatencyEngine::LowLatencyEngine(HostHeap& heap, detail::BufferId owner) : heap_(heap), owner_(owner) {}
 LowLatencyEngine::~LowLatencyEngine() = default;
 
 LowLatencyLink& LowLatencyEngine::link(const Topology& topology) {

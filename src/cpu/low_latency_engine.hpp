@@ -18,7 +18,7 @@ class LowLatencyLink;
 
 class LowLatencyEngine {
  public:
-  LowLatencyEngine(HostHeap& heap, const void* owner);
+  LowLatencyEngine(HostHeap& heap, detail::BufferId owner);
   ~LowLatencyEngine();
 
   LowLatencyDispatchResult dispatch(const detail::LowLatencyDispatchPlan& plan);
@@ -29,7 +29,7 @@ class LowLatencyEngine {
   LowLatencyLink& link(const Topology& topology);
 
   HostHeap& heap_;
-  const void* owner_;
+  detail::BufferId owner_;
   std::unique_ptr<LowLatencyLink> link_;
   // Low-latency calls (dispatch and combine) made on this buffer; every rank counts alike.
   uint32_t sequence_ = 0;

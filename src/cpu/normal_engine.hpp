@@ -17,7 +17,7 @@ DispatchLayout compute_dispatch_layout(const TensorView& topk_idx, int num_exper
 
 class NormalEngine {
  public:
-  NormalEngine(HostHeap& heap, const void* owner) : heap_(heap), owner_(owner) {}
+  NormalEngine(HostHeap& heap, detail::BufferId owner) : heap_(heap), owner_(owner) {}
 
   DispatchResult dispatch(const detail::DispatchPlan& plan);
   CombineResult combine(const detail::CombinePlan& plan);
@@ -34,7 +34,7 @@ class NormalEngine {
   transport::Transport* transport(const Topology& topology);
 
   HostHeap& heap_;
-  const void* owner_;
+  detail::BufferId owner_;
   HeapBarrier barrier_;
   std::unique_ptr<transport::LoopbackTransport> transport_;
 };

@@ -13,7 +13,7 @@ namespace switchyard::cpu {
 
 class SymmetricEngine {
  public:
-  SymmetricEngine(HostHeap& heap, const void* owner) : heap_(heap), owner_(owner) {}
+  SymmetricEngine(HostHeap& heap, detail::BufferId owner) : heap_(heap), owner_(owner) {}
 
   LowLatencyDispatchResult dispatch(const detail::SymmetricDispatchPlan& plan);
   LowLatencyCombineResult combine(const detail::SymmetricCombinePlan& plan);
@@ -27,7 +27,7 @@ class SymmetricEngine {
 
  private:
   HostHeap& heap_;
-  const void* owner_;
+  detail::BufferId owner_;
   // Symmetric calls (dispatch or combine) made on this buffer; every rank counts alike.
   uint32_t sequence_ = 0;
   SymmetricBarrier barrier_;

@@ -441,7 +441,7 @@ class CudaBackend final : public detail::BackendImpl {
   BufferOptions options_;
   int device_;
   DeviceHeap heap_;
-  const void* owner_;
+  detail::BufferId owner_;
   int sm_count_ = 0;
   int channels_ = 1;
   common::DeviceErrorBlock* error_ = nullptr;

@@ -4,6 +4,7 @@
 
 #include <cstring>
 
+#include "core/heap_identity.hpp"
 #include "core/heap_registry.hpp"
 #include "cuda/cuda_check.hpp"
 
@@ -13,11 +14,26 @@ namespace {
 
 struct DeviceHeapPayload {
   uint64_t pid;
-  uint64_t address;  // valid in the owner's process
+  uint64_t address;  // of the engines' heap; valid in the owner's process
+  uint64_t nonce;    // the heap's identity page holds the same
   int32_t device;
   char device_uuid[16];
-  cudaIpcMemHandle_t ipc;  // valid for HeapSharing::processes
+  cudaIpcMemHandle_t ipc;  // of the allocation (identity page first); valid for HeapSharing::processes
 };
+
+// The identity page of a heap at `allocation` (a peer's, in this process or mapped from another).
+// NOTES: on a stream of its own that does not synchronise with the legacy default stream: a peer of
+// this process that has connected already may be spinning in a kernel, waiting for this rank.
+detail::HeapIdentity read_identity(const void* allocation) {
+  detail::HeapIdentity identity{};
+  cudaStream_t stream = nullptr;
+  SY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  cudaError_t copied = cudaMemcpyAsync(&identity, allocation, sizeof(identity), cudaMemcpyDeviceToHost, stream);
+  if (copied == cudaSuccess) copied = cudaStreamSynchronize(stream);
+  cudaStreamDestroy(stream);
+  SY_CUDA_CHECK(copied);
+  return identity;
+}
 
 void device_uuid(int device, char (&uuid)[16]) {
   cudaDeviceProp properties{};
@@ -28,16 +44,26 @@ void device_uuid(int device, char (&uuid)[16]) {
 }  // namespace
 
 DeviceHeap::DeviceHeap(size_t bytes, int rank, int num_ranks, int device, HeapSharing sharing)
-    : bytes_(bytes), rank_(rank), device_(device), sharing_(sharing), opened_(num_ranks, nullptr) {
+    : bytes_(bytes),
+      rank_(rank),
+      num_ranks_(num_ranks),
+      device_(device),
+      sharing_(sharing),
+      nonce_(detail::new_heap_nonce()),
+      opened_(num_ranks, nullptr) {
   SY_CUDA_CHECK(cudaSetDevice(device_));
+  const size_t allocation = detail::kHeapIdentityBytes + bytes_;
   void* pointer = nullptr;
-  SY_CUDA_CHECK(cudaMalloc(&pointer, bytes_));
-  base_ = static_cast<uint8_t*>(pointer);
+  SY_CUDA_CHECK(cudaMalloc(&pointer, allocation));
+  allocation_ = static_cast<uint8_t*>(pointer);
   storage_ = std::shared_ptr<void>(pointer, [](void* p) { cudaFree(p); });
-  if (sharing_ == HeapSharing::threads) detail::register_thread_heap(base_, storage_, num_ranks - 1);
+  base_ = allocation_ + detail::kHeapIdentityBytes;
   // Barrier words must start at 0; the rest is reset by each call before use.
-  SY_CUDA_CHECK(cudaMemset(base_, 0, bytes_));
+  SY_CUDA_CHECK(cudaMemset(allocation_, 0, allocation));
+  identity_ = detail::make_heap_identity(nonce_, rank, num_ranks, bytes_);
+  SY_CUDA_CHECK(cudaMemcpy(allocation_, &identity_, sizeof(identity_), cudaMemcpyHostToDevice));
   SY_CUDA_CHECK(cudaDeviceSynchronize());
+  if (sharing_ == HeapSharing::threads) detail::register_thread_heap(base_, storage_, num_ranks - 1);
   view_.base = base_;
   view_.bytes = bytes_;
   view_.rank = rank;
@@ -56,9 +82,10 @@ Bytes DeviceHeap::local_handle() const {
   DeviceHeapPayload payload{};
   payload.pid = static_cast<uint64_t>(getpid());
   payload.address = reinterpret_cast<uint64_t>(base_);
+  payload.nonce = nonce_;
   payload.device = device_;
   device_uuid(device_, payload.device_uuid);
-  if (sharing_ == HeapSharing::processes) SY_CUDA_CHECK(cudaIpcGetMemHandle(&payload.ipc, base_));
+  if (sharing_ == HeapSharing::processes) SY_CUDA_CHECK(cudaIpcGetMemHandle(&payload.ipc, allocation_));
   Bytes bytes(sizeof(payload));
   std::memcpy(bytes.data(), &payload, sizeof(payload));
   return bytes;
@@ -79,9 +106,11 @@ void DeviceHeap::connect(const std::vector<Bytes>& payloads) {
     DeviceHeapPayload payload{};
     std::memcpy(&payload, payloads[peer].data(), sizeof(payload));
     const bool same_device = std::memcmp(payload.device_uuid, my_uuid, sizeof(my_uuid)) == 0;
+    const detail::ExpectedHeap expected{payload.nonce, peer, num_ranks_, bytes_};
     ranks_on_this_device_ += same_device ? 1 : 0;
     uint8_t* peer_base = nullptr;
     if (peer == rank_) {
+      detail::check_heap_identity(identity_, expected, which);
       peer_base = base_;
     } else if (sharing_ == HeapSharing::threads) {
       if (payload.pid != my_pid) {
@@ -108,12 +137,23 @@ void DeviceHeap::connect(const std::vector<Bytes>& payloads) {
         throw InvalidArgument(which + ": expected the handle of a live buffer of this process, got one whose heap "
                               "is unknown (not made by Buffer::local_handle in this process)");
       }
+      // Read only now: the registry vouched that a live heap of this process is there.
+      detail::check_heap_identity(read_identity(peer_base - detail::kHeapIdentityBytes), expected, which);
       peer_storage_.push_back(std::move(storage));
     } else {
       void* mapping = nullptr;
-      SY_CUDA_CHECK(cudaIpcOpenMemHandle(&mapping, payload.ipc, cudaIpcMemLazyEnablePeerAccess));
-      opened_[peer] = mapping;
-      peer_base = static_cast<uint8_t*>(mapping);
+      const cudaError_t opened = cudaIpcOpenMemHandle(&mapping, payload.ipc, cudaIpcMemLazyEnablePeerAccess);
+      if (opened != cudaSuccess) {
+        cudaGetLastError();  // not sticky; clear it so later calls do not report it
+        throw InvalidArgument(which + ": expected a CUDA IPC handle of a live heap, got one that "
+                              "cudaIpcOpenMemHandle refused: " + cudaGetErrorName(opened) + " (" +
+                              cudaGetErrorString(opened) + ")");
+      }
+      opened_[peer] = mapping;  // closed by the destructor, also when the check below throws
+      // The identity page is the first bytes of the allocation, so this read stays within it
+      // whatever the mapping's size.
+      detail::check_heap_identity(read_identity(mapping), expected, which);
+      peer_base = static_cast<uint8_t*>(mapping) + detail::kHeapIdentityBytes;
     }
     view_.peer_offset[peer] =
         static_cast<int64_t>(reinterpret_cast<uintptr_t>(peer_base) - reinterpret_cast<uintptr_t>(base_));

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/sym_heap.hpp"
+#include "core/heap_identity.hpp"
 #include "switchyard/buffer.hpp"
 
 namespace switchyard::cuda {
@@ -27,8 +28,12 @@ class DeviceHeap {
  private:
   size_t bytes_;
   int rank_;
+  int num_ranks_;
   int device_;
   HeapSharing sharing_;
+  uint64_t nonce_;
+  detail::HeapIdentity identity_{};  // what the identity page holds
+  uint8_t* allocation_ = nullptr;  // the identity page (core/heap_identity.hpp), then the heap at base_
   uint8_t* base_ = nullptr;
   std::shared_ptr<void> storage_;                    // owns base_, shared with connected peers (threads)
   std::vector<std::shared_ptr<void>> peer_storage_;  // threads: keeps peers' heaps alive while mapped

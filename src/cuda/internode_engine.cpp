@@ -68,7 +68,7 @@ common::InternodeHeapLayout internode_layout(const common::NormalHeapLayout& int
 }  // namespace
 
 InternodeEngine::InternodeEngine(const BufferOptions& options, size_t heap_bytes, int sm_count,
-                                 const void* owner)
+                                 detail::BufferId owner)
     : options_(options), device_(options.device), sm_count_(sm_count), owner_(owner) {
   // The normal region is the heap's front, as core/buffer.cpp lays the heap out.
   const size_t tail_bytes = low_latency_heap_bytes(options.topology, options.sizing) +

@@ -24,7 +24,7 @@ class InternodeEngine {
  public:
   // Prepares the kernels (once per device) and the pinned counts. The current device must be the
   // buffer's; `heap_bytes` is the whole heap's size (the normal region is its front).
-  InternodeEngine(const BufferOptions& options, size_t heap_bytes, int sm_count, const void* owner);
+  InternodeEngine(const BufferOptions& options, size_t heap_bytes, int sm_count, detail::BufferId owner);
   ~InternodeEngine();
   InternodeEngine(const InternodeEngine&) = delete;
   InternodeEngine& operator=(const InternodeEngine&) = delete;
@@ -43,7 +43,7 @@ class InternodeEngine {
   BufferOptions options_;
   int device_;
   int sm_count_;
-  const void* owner_;
+  detail::BufferId owner_;
   size_t normal_region_bytes_ = 0;
   int blocks_per_sm_ = 0;
   int32_t* pinned_counts_ = nullptr;

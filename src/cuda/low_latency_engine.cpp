@@ -79,7 +79,7 @@ void prepare_low_latency_kernels(int device) {
 }
 
 LowLatencyEngine::LowLatencyEngine(const BufferOptions& options, const DeviceHeap& heap, int sm_count,
-                                   const void* owner)
+                                   detail::BufferId owner)
     : device_(options.device), heap_(heap), sm_count_(sm_count), owner_(owner) {
   prepare_low_latency_kernels(device_);
   SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&state_), sizeof(LowLatencyDeviceState)));

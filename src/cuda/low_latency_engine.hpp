@@ -30,7 +30,7 @@ class LowLatencyEngine {
  public:
   // Allocates the device state; prepares the kernels (once per device). The current device must be
   // the buffer's.
-  LowLatencyEngine(const BufferOptions& options, const DeviceHeap& heap, int sm_count, const void* owner);
+  LowLatencyEngine(const BufferOptions& options, const DeviceHeap& heap, int sm_count, detail::BufferId owner);
   ~LowLatencyEngine();
   LowLatencyEngine(const LowLatencyEngine&) = delete;
   LowLatencyEngine& operator=(const LowLatencyEngine&) = delete;
@@ -51,7 +51,7 @@ class LowLatencyEngine {
   int device_;
   const DeviceHeap& heap_;
   int sm_count_;
-  const void* owner_;
+  detail::BufferId owner_;
   LowLatencyDeviceState* state_ = nullptr;
   // A combine hook reduces with a copy of topk_idx and topk_weights taken at the call (the caller
   // may reuse its tensors meanwhile). One pending hook at a time (core enforces it), so one copy.

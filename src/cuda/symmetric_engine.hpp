@@ -38,7 +38,7 @@ class SymmetricEngine {
     cudaStream_t stream;
     cudaStream_t alloc_stream;
     int ranks_on_device;
-    const void* owner;  // recorded in handles
+    detail::BufferId owner;  // recorded in handles
   };
 
   LowLatencyDispatchResult dispatch(const detail::SymmetricDispatchPlan& plan, KernelContext context,

@@ -1,0 +1,81 @@
+#include "core/heap_identity.hpp"
+
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <random>
+
+#include "switchyard/errors.hpp"
+
+namespace switchyard::detail {
+
+namespace {
+
+constexpr char kHeapMagic[8] = {'S', 'W', 'Y', 'D', 'H', 'E', 'A', 'P'};
+constexpr uint32_t kHeapIdentityVersion = 1;
+
+// splitmix64's finaliser: spreads the entropy of every input bit over the whole word.
+uint64_t mix(uint64_t value) {
+  value += 0x9e3779b97f4a7c15ull;
+  value = (value ^ (value >> 30)) * 0xbf58476d1ce4e5b9ull;
+  value = (value ^ (value >> 27)) * 0x94d049bb133111ebull;
+  return value ^ (value >> 31);
+}
+
+}  // namespace
+
+uint64_t new_heap_nonce() {
+  static std::atomic<uint64_t> counter{0};
+  // NOTES: random_device alone may be deterministic on some platforms; the pid, the clock and a
+  // counter keep two heaps of one machine apart even then.
+  std::random_device device;
+  uint64_t nonce = mix((static_cast<uint64_t>(device()) << 32) ^ device());
+  nonce = mix(nonce ^ static_cast<uint64_t>(getpid()));
+  nonce = mix(nonce ^ static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count()));
+  nonce = mix(nonce ^ counter.fetch_add(1));
+  return nonce == 0 ? 1 : nonce;
+}
+
+HeapIdentity make_heap_identity(uint64_t nonce, int rank, int num_ranks, size_t heap_bytes) {
+  HeapIdentity identity{};
+  std::memcpy(identity.magic, kHeapMagic, sizeof(kHeapMagic));
+  identity.version = kHeapIdentityVersion;
+  identity.rank = rank;
+  identity.num_ranks = num_ranks;
+  identity.nonce = nonce;
+  identity.heap_bytes = heap_bytes;
+  identity.owner_pid = static_cast<uint64_t>(getpid());
+  return identity;
+}
+
+void check_heap_identity(const HeapIdentity& found, const ExpectedHeap& expected, const std::string& which) {
+  const std::string prefix = which + ": the heap behind the handle ";
+  if (std::memcmp(found.magic, kHeapMagic, sizeof(kHeapMagic)) != 0) {
+    throw InvalidArgument(prefix + "is not a switchyard heap (expected its identity page, got other bytes)");
+  }
+  if (found.version != kHeapIdentityVersion) {
+    throw InvalidArgument(prefix + "has identity version " + std::to_string(found.version) + ", expected " +
+                          std::to_string(kHeapIdentityVersion));
+  }
+  if (found.nonce != expected.nonce) {
+    throw InvalidArgument(prefix +
+                          "is another heap than the one the handle was made for (nonce mismatch: a "
+                          "stale or forged handle)");
+  }
+  if (found.rank != expected.rank) {
+    throw InvalidArgument(prefix + "belongs to rank " + std::to_string(found.rank) + ", expected rank " +
+                          std::to_string(expected.rank));
+  }
+  if (found.num_ranks != expected.num_ranks) {
+    throw InvalidArgument(prefix + "was made for " + std::to_string(found.num_ranks) + " ranks, expected " +
+                          std::to_string(expected.num_ranks));
+  }
+  if (found.heap_bytes != expected.heap_bytes) {
+    throw InvalidArgument(prefix + "holds " + std::to_string(found.heap_bytes) + " bytes, expected " +
+                          std::to_string(expected.heap_bytes));
+  }
+}
+
+}  // namespace switchyard::detail
