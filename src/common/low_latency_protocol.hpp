@@ -20,7 +20,8 @@
 // this rank sent in call c + 1, which it does only after its receive half of call c has finished.
 //
 // A signal of call `sequence` (every rank counts its low-latency calls alike, from 1) is
-// (sequence << 32) | (count + 1), so a zeroed heap or an older call never matches. Within a node the
+// (tag << 32) | (count + 1), the tag being the sequence with the call's shape digest (below), so a
+// zeroed heap or an older call never matches. Within a node the
 // sender stores it, and the CUDA engine never resets signal words on one node. Across nodes a signal
 // is a transport add, so it must land on a zeroed word: the CPU engine's receivers zero each word
 // after reading it; the CUDA engine's send kernel of call c + 1 zeroes the other half's words (its
@@ -41,6 +42,27 @@ constexpr size_t kLowLatencyAlignment = 16;
 constexpr size_t kLowLatencySignalAlignment = 128;
 constexpr int kLowLatencyHalves = 2;
 
+// The upper half of a signal is the call's tag: the low 16 bits of its sequence, and above them 16
+// bits of the call's shape digest (core/call_signature.hpp). A receiver so tells "not yet" (another
+// sequence) from "the peer made this call with another shape" (this sequence, another digest), and
+// refuses the call instead of waiting for words the peer never writes. NOTES: 16 bits of sequence
+// suffice because a word is rewritten every second call (it alternates halves).
+constexpr uint32_t kLowLatencySequenceMask = 0xffffu;
+
+SY_HD uint32_t low_latency_call_tag(uint32_t sequence, uint64_t signature) {
+  const uint32_t folded =
+      static_cast<uint32_t>((signature ^ (signature >> 16) ^ (signature >> 32) ^ (signature >> 48)) & 0xffffu);
+  return (sequence & kLowLatencySequenceMask) | (folded << 16);
+}
+// A signal of this call's sequence but another call's tag: the peer called with another shape.
+SY_HD bool low_latency_signal_of_other_shape(uint64_t signal, uint32_t tag) {
+  const uint32_t upper = static_cast<uint32_t>(signal >> 32);
+  return static_cast<uint32_t>(signal) != 0 && (upper & kLowLatencySequenceMask) == (tag & kLowLatencySequenceMask) &&
+         upper != tag;
+}
+
+// `tag`: low_latency_call_tag of the call. The half is chosen by the sequence, whose parity the
+// tag keeps.
 SY_HD uint64_t low_latency_signal(uint32_t sequence, uint32_t count) {
   return (static_cast<uint64_t>(sequence) << 32) | static_cast<uint64_t>(count + 1u);
 }

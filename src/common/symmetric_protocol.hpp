@@ -31,6 +31,10 @@
 // its y any more, so the caller may overwrite it. Both words are monotone (never reset) and hold call
 // sequences, so a stale word is simply lower.
 //
+// Every dispatch's source record also carries the call's shape digest: after the barrier each receiver
+// compares every source's with its own, and all ranks refuse a call on which they disagree, before
+// any row is pulled (the counts and routes written before the barrier are then never read).
+//
 // The zero-copy dispatch (Config::symmetric_dispatch, same condition) skips the publish copy of bf16
 // rows: before the barrier each source writes its source record (x's address and row stride, or 0 when
 // it published), which the barrier's release carries to every receiver; receivers pull each row from
@@ -108,6 +112,9 @@ struct SymmetricSourceRecord {
   uint64_t sequence;    // the call it describes
   // CPU backend: the receivers' hold on x for this call (as SymmetricPullRecord::lease).
   uint64_t lease;
+  // The call's shape digest (core/call_signature.hpp); a receiver whose own differs refuses the call
+  // before it reads any row.
+  uint64_t signature;
 };
 
 // Byte offsets of everything in the symmetric region, from the buffer's capacities. Pure

@@ -64,6 +64,9 @@ struct ExpertMajorDispatchPlan {
   bool use_fp8 = false;
   bool round_scale = false;  // true also with use_ue8m0
   bool use_ue8m0 = false;
+  // What every rank's call must agree on (core/call_signature.hpp): the engines publish it to their
+  // peers and refuse a call whose peers' differ.
+  uint64_t signature = 0;
   LowLatencyDispatchArgs args;  // the caller's tensors (outputs may be undefined)
 };
 
@@ -76,6 +79,7 @@ struct ExpertMajorCombinePlan {
   const LowLatencyHandleData* handle = nullptr;
   // The expert outputs bf16 [L, C, H']: args.x, or with zero_copy the staging area (C = R * max).
   const uint16_t* y = nullptr;
+  uint64_t signature = 0;  // as the dispatch's
   LowLatencyCombineArgs args;
 };
 

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/fp8_cast.hpp"
+#include "core/call_signature.hpp"
 #include "core/validation.hpp"
 #include "switchyard/errors.hpp"
 
@@ -182,6 +183,9 @@ void plan_expert_major_dispatch(const LowLatencyDispatchArgs& args, const Expert
                 "[local_experts, num_ranks, 2]", device);
   expect_output(args.out_src_info, "out_src_info", DType::i32, {local, rows}, "[local_experts, expert_capacity]",
                 device);
+  // topk is in it since a receiver locates a row's slot by its own k.
+  plan.signature = call_signature(3, plan.hidden, plan.topk, plan.num_experts, plan.max_tokens_per_rank,
+                                  plan.expert_capacity, plan.use_fp8, plan.round_scale, plan.use_ue8m0);
 }
 
 // Fills `plan` (the engine's layout aside) from `args`. `staging`: where zero-copy outputs are
@@ -244,6 +248,8 @@ void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine,
   expect_dim(args.topk_weights, "topk_weights", 1, handle.topk, "k of the dispatch");
   expect_output(args.out_combined_x, "out_combined_x", DType::bf16, {handle.num_tokens, plan.hidden},
                 "[num_tokens, hidden of x]", device);
+  plan.signature = call_signature(4, plan.hidden, handle.topk, handle.num_experts, handle.max_tokens_per_rank,
+                                  handle.rows_per_expert());
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "common/fp8_cast.hpp"
+#include "core/call_signature.hpp"
 #include "core/normal_sizing.hpp"
 #include "core/validation.hpp"
 #include "switchyard/errors.hpp"
@@ -11,21 +12,6 @@
 namespace switchyard::detail {
 
 namespace {
-
-uint64_t fnv1a(uint64_t hash, int64_t value) {
-  for (int i = 0; i < 8; ++i) {
-    hash ^= static_cast<uint64_t>(value >> (8 * i)) & 0xffu;
-    hash *= 1099511628211ull;
-  }
-  return hash;
-}
-
-template <typename... Values>
-uint64_t call_signature(Values... values) {
-  uint64_t hash = 14695981039346656037ull;
-  for (int64_t value : {static_cast<int64_t>(values)...}) hash = fnv1a(hash, value);
-  return hash | 1;  // never 0, so a zeroed heap never matches
-}
 
 void check_tokens(int64_t num_tokens, const NormalPlanContext& buffer) {
   if (num_tokens > buffer.options.sizing.max_tokens_per_rank) {

@@ -21,17 +21,23 @@ namespace switchyard::cpu {
 
 namespace {
 
-// Waits (bounded) until `word` holds a signal of call `sequence`, and returns it.
-uint64_t wait_for_signal(const uint64_t* word, uint32_t sequence, double timeout_seconds,
+// Waits (bounded) until `word` holds a signal of the call tagged `tag` (common::low_latency_call_tag),
+// and returns it. A signal of the same call with another shape is refused as such.
+uint64_t wait_for_signal(const uint64_t* word, uint32_t tag, double timeout_seconds,
                          const std::function<std::string()>& who) {
   WaitBudget budget(timeout_seconds, nullptr);
   for (;;) {
     uint64_t signal = common::ld_acquire_sys(word);
-    if (common::low_latency_signal_is_for(signal, sequence)) return signal;
+    if (common::low_latency_signal_is_for(signal, tag)) return signal;
+    if (common::low_latency_signal_of_other_shape(signal, tag)) {
+      throw InvalidArgument("low_latency: expected every rank to call with the same shape (hidden, k, num_experts, "
+                            "max_tokens_per_rank, fp8 options); " + who() + " got a signal of this call made with "
+                            "another shape");
+    }
     budget.idle([&] {
       std::ostringstream text;
-      text << who() << ": waiting for the signal of low-latency call " << sequence << " (last seen call "
-           << (signal >> 32) << ")";
+      text << who() << ": waiting for the signal of low-latency call " << (tag & common::kLowLatencySequenceMask)
+           << " (last seen call " << ((signal >> 32) & common::kLowLatencySequenceMask) << ")";
       return text.str();
     });
   }
@@ -53,6 +59,7 @@ struct DispatchCall {
   common::LowLatencyLayout layout;
   common::LowLatencyDispatchMessage message;
   uint32_t sequence;
+  uint32_t tag;  // of every signal this call writes and waits for
   int half;
   int rank;
   int num_ranks;
@@ -106,7 +113,7 @@ void dispatch_sender(const DispatchCall& call, const TensorView& x, const Tensor
   for (int expert = 0; expert < num_experts; ++expert) {
     const int destination = expert / call.local_experts;
     link.signal(destination, call.layout.dispatch_signal(heap.base, call.half, expert % call.local_experts, call.rank),
-                common::low_latency_signal(call.sequence, position[expert]));
+                common::low_latency_signal(call.tag, position[expert]));
   }
 }
 
@@ -129,7 +136,7 @@ void dispatch_receiver(const DispatchCall& call, const DispatchOutputs& out) {
     int64_t begin = 0;
     for (int source = 0; source < call.num_ranks; ++source) {
       uint64_t* word = call.layout.dispatch_signal(heap.base, call.half, local, source);
-      const uint64_t signal = wait_for_signal(word, call.sequence, call.timeout_seconds, [&] {
+      const uint64_t signal = wait_for_signal(word, call.tag, call.timeout_seconds, [&] {
         return label(call.rank, "low_latency dispatch receiver") + ", local expert " + std::to_string(local) +
                ", source rank " + std::to_string(source) + across_nodes_note(*call.link, source);
       });
@@ -178,6 +185,7 @@ struct CombineCall {
   LowLatencyLink* link;
   common::LowLatencyLayout layout;
   uint32_t sequence;
+  uint32_t tag;  // of every signal this call writes and waits for
   int half;
   int rank;
   int num_ranks;
@@ -206,7 +214,7 @@ void combine_sender(const CombineCall& call, const detail::LowLatencyHandleData&
                    y + row * call.hidden, row_bytes);
       }
       link.signal(home, call.layout.combine_signal(heap.base, call.half, call.rank * call.local_experts + local),
-                  common::low_latency_signal(call.sequence, static_cast<uint32_t>(count)));
+                  common::low_latency_signal(call.tag, static_cast<uint32_t>(count)));
     }
   }
 }
@@ -220,7 +228,7 @@ void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_
   for (int expert = 0; expert < num_experts; ++expert) {
     const int source = expert / call.local_experts;
     uint64_t* word = call.layout.combine_signal(heap.base, call.half, expert);
-    wait_for_signal(word, call.sequence, call.timeout_seconds, [&] {
+    wait_for_signal(word, call.tag, call.timeout_seconds, [&] {
       return label(call.rank, "low_latency combine receiver") + ", expert " + std::to_string(expert) + " on rank " +
              std::to_string(source) + across_nodes_note(*call.link, source);
     });
@@ -254,6 +262,7 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   call.layout = plan.layout;
   call.message = detail::low_latency_dispatch_message(plan.hidden, plan.use_fp8);
   call.sequence = ++sequence_;
+  call.tag = common::low_latency_call_tag(call.sequence, plan.signature);
   call.half = common::low_latency_half(call.sequence);
   call.rank = plan.rank;
   call.num_ranks = num_ranks;
@@ -294,6 +303,7 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   call.link = &link(plan.topology);
   call.layout = plan.layout;
   call.sequence = ++sequence_;
+  call.tag = common::low_latency_call_tag(call.sequence, plan.signature);
   call.half = common::low_latency_half(call.sequence);
   call.rank = plan.rank;
   call.num_ranks = plan.topology.num_ranks;

@@ -256,7 +256,8 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   // fp8 keeps the publish: the cast there halves the bytes every receiver pulls.
   const bool zero_copy = dispatch_path_ == SymmetricDispatch::zero_copy && !plan.use_fp8;
   const InPlaceCall sources_call{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds};
-  announce_source(sources_call, zero_copy ? args.x.data : nullptr, static_cast<int64_t>(plan.hidden) * 2);
+  announce_source(sources_call, zero_copy ? args.x.data : nullptr, static_cast<int64_t>(plan.hidden) * 2,
+                  plan.signature);
   dispatch_publisher(call, token_layout, plan.use_fp8, plan.round_scale, zero_copy, args.x, args.topk_idx,
                      pull ? handle->position.as<int32_t>() : nullptr);
   try {
@@ -270,12 +271,13 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   Overflow overflow;
   std::exception_ptr failure;
   try {
+    // First: the counts and routes below are laid out by the call's shape, which must be every rank's.
+    const SourceRows sources(sources_call, plan.signature);
     if (pull) {
       pull_row_begins(heap_.view(), plan.layout, call.half, plan.local_experts, plan.max_tokens_per_rank,
                       handle->begin.as<int32_t>());
     }
     overflow = find_overflow(call);
-    const SourceRows sources(sources_call);
     dispatch_puller(call, token_layout, plan.topk, plan.use_ue8m0, sources, out);
   } catch (...) {
     failure = std::current_exception();

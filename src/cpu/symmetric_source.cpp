@@ -22,10 +22,11 @@ common::SymmetricSourceRecord* record_of(const InPlaceCall& call, int rank) {
 
 }  // namespace
 
-void announce_source(const InPlaceCall& call, const void* x, int64_t row_stride) {
+void announce_source(const InPlaceCall& call, const void* x, int64_t row_stride, uint64_t signature) {
   common::SymmetricSourceRecord* mine = record_of(call, call.heap->rank);
   mine->x = reinterpret_cast<uint64_t>(x);
   mine->row_stride = row_stride;
+  mine->signature = signature;
   __atomic_store_n(&mine->lease, open_lease(call.sequence), __ATOMIC_RELEASE);
   // The barrier that follows carries the fields to the receivers; the release keeps them whole anyway.
   common::st_release_sys(&mine->sequence, call.sequence);
@@ -36,7 +37,7 @@ void withdraw_source(const InPlaceCall& call) {
   if (mine->x != 0) withdraw_lease(&mine->lease);
 }
 
-SourceRows::SourceRows(const InPlaceCall& call)
+SourceRows::SourceRows(const InPlaceCall& call, uint64_t signature)
     : call_(call), x_(call.heap->num_ranks, nullptr), stride_(call.heap->num_ranks, 0) {
   const common::SymHeap& heap = *call.heap;
   for (int source = 0; source < heap.num_ranks; ++source) {
@@ -47,6 +48,13 @@ SourceRows::SourceRows(const InPlaceCall& call)
       throw Error("symmetric_dispatch: rank " + std::to_string(source) + " announced its tokens for symmetric call " +
                   std::to_string(sequence) + ", rank " + std::to_string(heap.rank) + " expected call " +
                   std::to_string(call.sequence) + " (every rank must make the same symmetric calls)");
+    }
+    if (record->signature != signature) {
+      release();
+      throw InvalidArgument("symmetric_dispatch: expected every rank to call with the same shape (hidden, k, "
+                            "num_experts, max_tokens_per_rank, expert_capacity, fp8 options); rank " +
+                            std::to_string(source) + "'s call differs from rank " + std::to_string(heap.rank) +
+                            "'s");
     }
     if (record->x == 0) continue;  // published
     if (!take_lease(&record->lease, call.sequence)) {

@@ -15,8 +15,9 @@
 
 namespace switchyard::cpu {
 
-// Before the barrier: `x` null when this rank publishes its rows.
-void announce_source(const InPlaceCall& call, const void* x, int64_t row_stride);
+// Before the barrier: `x` null when this rank publishes its rows; `signature` the call's
+// (ExpertMajorDispatchPlan::signature), which every receiver compares with its own.
+void announce_source(const InPlaceCall& call, const void* x, int64_t row_stride, uint64_t signature);
 
 // This rank gave up on the call before its pulls (the barrier timed out): no receiver reads x after
 // this returns. A no-op when x was not announced.
@@ -24,10 +25,11 @@ void withdraw_source(const InPlaceCall& call);
 
 // Where every source's rows are, for the pulls: x[source] (null: its input buffer) and row_stride.
 // Holds a lease on every announced x until destroyed (or release()). Throws TimeoutError naming the
-// source when one gave up on the call, and Error when a record is of another call.
+// source when one gave up on the call, Error when a record is of another call, and InvalidArgument
+// when a source's signature differs from `signature` (this rank's).
 class SourceRows {
  public:
-  explicit SourceRows(const InPlaceCall& call);
+  SourceRows(const InPlaceCall& call, uint64_t signature);
   ~SourceRows() { release(); }
   SourceRows(const SourceRows&) = delete;
   SourceRows& operator=(const SourceRows&) = delete;

@@ -407,9 +407,10 @@ class CudaBackend final : public detail::BackendImpl {
         throw InvalidArgument("topk_idx: expected expert ids in [-1, " + std::to_string(error.expected) + "), got " +
                               std::to_string(error.observed) + " (found on the device by " + message.str() + ")");
       case common::WaitTarget::call_signature:
-        throw InvalidArgument("dispatch: expected every rank to call with the same shape; rank " +
+        throw InvalidArgument(std::string(common::wait_role_engine(error.role)) +
+                              ": expected every rank to call with the same shape; rank " +
                               std::to_string(error.peer) + "'s call differs from rank " + std::to_string(error.rank) +
-                              "'s");
+                              "'s (found on the device by " + message.str() + ")");
       case common::WaitTarget::expert_capacity: {
         const std::string what = detail::expert_capacity_message(error.expected, error.channel, error.peer,
                                                                   error.observed);

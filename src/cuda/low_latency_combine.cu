@@ -45,6 +45,7 @@ __device__ void publish_rows_sent(const KernelContext& context, const LowLatency
                                   Session<Transport>& session, int half, uint32_t sequence,
                                   const ExpertMajorTable& table) {
   const int num_ranks = context.num_ranks;
+  const uint32_t tag = common::low_latency_call_tag(sequence, launch.signature);
   for (int i = threadIdx.x; i < launch.local_experts * num_ranks; i += blockDim.x) {
     const int local = i / num_ranks;
     const int home = i % num_ranks;
@@ -53,7 +54,7 @@ __device__ void publish_rows_sent(const KernelContext& context, const LowLatency
     }
     uint64_t* signal = context.heap.map(
         launch.layout.combine_signal(context.heap.base, half, context.rank * launch.local_experts + local), home);
-    common::st_release_sys(signal, common::low_latency_signal(sequence, static_cast<uint32_t>(table.count[i])));
+    common::st_release_sys(signal, common::low_latency_signal(tag, static_cast<uint32_t>(table.count[i])));
   }
   if constexpr (kAcrossNodes<Transport>) {
     for (int i = threadIdx.x / 32; i < launch.local_experts * num_ranks; i += blockDim.x / 32) {
@@ -62,7 +63,7 @@ __device__ void publish_rows_sent(const KernelContext& context, const LowLatency
       if (low_latency::in_my_node(context, launch.ranks_per_node, home)) continue;
       const size_t word = launch.layout.combine_signal_offset(half, context.rank * launch.local_experts + local);
       session.signal(home, launch.layout.signal_id(word),
-                     common::low_latency_signal(sequence, static_cast<uint32_t>(table.count[i])));
+                     common::low_latency_signal(tag, static_cast<uint32_t>(table.count[i])));
     }
     session.flush();
   }
@@ -205,15 +206,16 @@ template <typename Transport>
 __device__ __forceinline__ bool wait_for_expert(const KernelContext& context, const LowLatencyCombineLaunch& launch,
                                                 const Session<Transport>& session, int half, uint32_t sequence,
                                                 int expert, const WaitSite& site) {
+  const uint32_t tag = common::low_latency_call_tag(sequence, launch.signature);
   if constexpr (kAcrossNodes<Transport>) {
     if (!low_latency::in_my_node(context, launch.ranks_per_node, expert / launch.local_experts)) {
       return low_latency::wait_across_nodes<Transport>(context, session, launch.layout,
                                                        launch.layout.combine_signal_offset(half, expert),
-                                                       launch.layout.combine_landed_offset(half, expert), sequence,
+                                                       launch.layout.combine_landed_offset(half, expert), tag,
                                                        site) >= 0;
     }
   }
-  return low_latency::wait_for_signal(context, launch.layout.combine_signal(context.heap.base, half, expert), sequence,
+  return low_latency::wait_for_signal(context, launch.layout.combine_signal(context.heap.base, half, expert), tag,
                                       site) >= 0;
 }
 

@@ -123,8 +123,16 @@ __device__ __forceinline__ float amax_of_eight(const int4& values) {
 
 // ---- signals ------------------------------------------------------------------------------------
 
-// Waits (bounded) until `word` holds the signal of call `sequence` (acquire); returns its count,
-// or -1 when the wait failed (this thread recorded a timeout, or another wait of the rank failed).
+// A signal of this call made with another shape: records it (not a wait) and stops the rank's waits.
+__device__ __forceinline__ void record_other_shape(const KernelContext& context, const WaitSite& site, uint32_t tag,
+                                                   uint64_t observed) {
+  const WaitSite mismatch{site.role, common::WaitTarget::call_signature, site.channel, site.peer};
+  record_wait_failure(context, mismatch, tag >> 16, static_cast<int64_t>(observed >> 48), 0);
+}
+
+// Waits (bounded) until `word` holds the signal of the call tagged `sequence`
+// (common::low_latency_call_tag) (acquire); returns its count, or -1 when the wait failed (this
+// thread recorded a timeout or a peer's call of another shape, or another wait of the rank failed).
 __device__ __forceinline__ int64_t wait_for_signal(const KernelContext& context, const uint64_t* word,
                                                    uint32_t sequence, const WaitSite& site) {
   uint64_t observed = common::ld_acquire_sys(word);
@@ -134,11 +142,16 @@ __device__ __forceinline__ int64_t wait_for_signal(const KernelContext& context,
     for (uint32_t polls = 1;; ++polls) {
       observed = common::ld_acquire_sys(word);
       if (common::low_latency_signal_is_for(observed, sequence)) break;
+      if (common::low_latency_signal_of_other_shape(observed, sequence)) {
+        record_other_shape(context, site, sequence, observed);
+        return -1;
+      }
       if ((polls & 63) == 0) {
         if (rank_aborted(context)) return -1;
         const uint64_t waited = ptx::globaltimer_ns() - start;
         if (waited > context.timeout_ns) {
-          record_wait_failure(context, site, sequence, static_cast<int64_t>(observed >> 32), waited);
+          record_wait_failure(context, site, sequence & common::kLowLatencySequenceMask,
+                              static_cast<int64_t>((observed >> 32) & common::kLowLatencySequenceMask), waited);
           return -1;
         }
       }

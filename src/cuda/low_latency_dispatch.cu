@@ -264,6 +264,7 @@ template <typename Transport>
 __device__ void publish_counts(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
                                Session<Transport>& session, int half, uint32_t sequence, const int32_t* total,
                                bool refused) {
+  const uint32_t tag = common::low_latency_call_tag(sequence, launch.signature);
   for (int expert = threadIdx.x; expert < launch.num_experts; expert += blockDim.x) {
     if constexpr (kAcrossNodes<Transport>) {
       if (!low_latency::in_my_node(context, launch.ranks_per_node, expert / launch.local_experts)) continue;
@@ -272,7 +273,7 @@ __device__ void publish_counts(const KernelContext& context, const LowLatencyDis
     uint64_t* signal = context.heap.map(
         launch.layout.dispatch_signal(context.heap.base, half, expert % launch.local_experts, context.rank),
         expert / launch.local_experts);
-    common::st_release_sys(signal, common::low_latency_signal(sequence, count));
+    common::st_release_sys(signal, common::low_latency_signal(tag, count));
   }
   if constexpr (kAcrossNodes<Transport>) {
     for (int expert = threadIdx.x / 32; expert < launch.num_experts; expert += blockDim.x / 32) {
@@ -281,7 +282,7 @@ __device__ void publish_counts(const KernelContext& context, const LowLatencyDis
       const uint32_t count = refused ? 0u : static_cast<uint32_t>(total[expert]);
       const size_t word =
           launch.layout.dispatch_signal_offset(half, expert % launch.local_experts, context.rank);
-      session.signal(destination, launch.layout.signal_id(word), common::low_latency_signal(sequence, count));
+      session.signal(destination, launch.layout.signal_id(word), common::low_latency_signal(tag, count));
     }
     session.flush();
   }
@@ -368,15 +369,16 @@ template <typename Transport>
 __device__ __forceinline__ int64_t wait_for_count(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
                                                   const Session<Transport>& session, int half, uint32_t sequence,
                                                   int local, int source, const WaitSite& site) {
+  const uint32_t tag = common::low_latency_call_tag(sequence, launch.signature);
   if constexpr (kAcrossNodes<Transport>) {
     if (!low_latency::in_my_node(context, launch.ranks_per_node, source)) {
       return low_latency::wait_across_nodes<Transport>(
           context, session, launch.layout, launch.layout.dispatch_signal_offset(half, local, source),
-          launch.layout.dispatch_landed_offset(half, local, source), sequence, site);
+          launch.layout.dispatch_landed_offset(half, local, source), tag, site);
     }
   }
   return low_latency::wait_for_signal(context, launch.layout.dispatch_signal(context.heap.base, half, local, source),
-                                      sequence, site);
+                                      tag, site);
 }
 
 // Every (local expert, source) count of this call, into the table; false (in every thread) when a

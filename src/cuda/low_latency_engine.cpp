@@ -187,6 +187,7 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   launch.local_experts = plan.local_experts;
   launch.hidden = plan.hidden;
   launch.max_tokens_per_rank = plan.max_tokens_per_rank;
+  launch.signature = plan.signature;
   launch.use_fp8 = plan.use_fp8;
   launch.round_scale = plan.round_scale;
   launch.use_ue8m0 = plan.use_ue8m0;
@@ -234,6 +235,7 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   launch.local_experts = handle.local_experts;
   launch.hidden = plan.hidden;
   launch.max_tokens_per_rank = handle.max_tokens_per_rank;
+  launch.signature = plan.signature;
   launch.y = plan.y;
   launch.y_heap_offset = -1;
   if (!plan.topology.is_single_node()) {

@@ -57,6 +57,7 @@ struct LowLatencyDispatchLaunch {
   int hidden;               // H
   int64_t max_tokens_per_rank;  // of the call
   bool use_fp8, round_scale, use_ue8m0;
+  uint64_t signature;  // the call's shape digest, in every signal's tag (common::low_latency_call_tag)
   // Receive side.
   uint8_t* recv_x;        // [L, R * max, H] bf16 or fp8
   void* recv_x_scales;    // f32 [L, R * max, H / 128], or i32 UE8M0 words [L, R * max, ceil(H / 512)]
@@ -74,6 +75,7 @@ struct LowLatencyCombineLaunch {
   int local_experts;  // L of the dispatch
   int hidden;         // H' of the expert outputs
   int64_t max_tokens_per_rank;  // of the dispatch
+  uint64_t signature;  // the call's shape digest, in every signal's tag (common::low_latency_call_tag)
   // Send side (expert rank): the dispatch's receive layout.
   const uint16_t* y;             // bf16 [L, R * max, H']
   const int32_t* layout_range;   // [L, R, 2]

@@ -17,6 +17,7 @@
 
 #include "common/low_latency_protocol.hpp"
 #include "cuda/bounded_wait.cuh"
+#include "cuda/low_latency_device.cuh"
 #include "cuda/low_latency_kernels.hpp"
 #include "transport/device_transport.cuh"
 #include "transport/loopback_device.cuh"
@@ -75,11 +76,16 @@ __device__ __forceinline__ bool wait_for_count_signal(const KernelContext& conte
     for (uint32_t polls = 1;; ++polls) {
       observed = read();
       if (common::low_latency_signal_is_for(observed, sequence)) break;
+      if (common::low_latency_signal_of_other_shape(observed, sequence)) {
+        record_other_shape(context, site, sequence, observed);
+        return false;
+      }
       if ((polls & 63) == 0) {
         if (rank_aborted(context)) return false;
         const uint64_t waited = ptx::globaltimer_ns() - start;
         if (waited > context.timeout_ns) {
-          record_wait_failure(context, site, sequence, static_cast<int64_t>(observed >> 32), waited);
+          record_wait_failure(context, site, sequence & common::kLowLatencySequenceMask,
+                              static_cast<int64_t>((observed >> 32) & common::kLowLatencySequenceMask), waited);
           return false;
         }
       }

@@ -83,6 +83,7 @@ __device__ void announce_source(const KernelContext& context, const SymmetricDis
   common::SymmetricSourceRecord* record = launch.layout.source_record(context.heap.base, half);
   record->x = launch.zero_copy ? reinterpret_cast<uint64_t>(launch.x) : 0;
   record->row_stride = launch.x_row_stride;
+  record->signature = launch.signature;
   record->sequence = sequence;
 }
 
@@ -183,8 +184,9 @@ __device__ bool load_pull_tables(const KernelContext& context, const SymmetricDi
 }
 
 // Where each source's rows are this call, from its record (acquired at the barrier): its x (zero-copy)
-// or null (in its input buffer). A record of another call means the ranks disagree on the call count:
-// reported, and that source's rows are not read.
+// or null (in its input buffer). A record of another call means the ranks disagree on the call count,
+// one with another signature that they disagree on the call's shape: reported, and that source's rows
+// are not read.
 struct SourceRows {
   const uint8_t* x[kMaxZeroCopyRanks];
   int64_t row_stride[kMaxZeroCopyRanks];
@@ -198,7 +200,8 @@ __device__ bool load_sources(const KernelContext& context, const SymmetricDispat
   const common::SymHeap& heap = context.heap;
   for (int source = threadIdx.x; source < context.num_ranks; source += blockDim.x) {
     const volatile common::SymmetricSourceRecord* record = heap.map(launch.layout.source_record(heap.base, half), source);
-    if (record->sequence != sequence) {
+    // Another call, or this call with another shape: the rows here are not laid out as this rank reads them.
+    if (record->sequence != sequence || record->signature != launch.signature) {
       if (blockIdx.x == 0) {
         const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1, source};
         record_wait_failure(context, site, static_cast<int64_t>(sequence), static_cast<int64_t>(record->sequence), 0,

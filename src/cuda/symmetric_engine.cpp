@@ -266,6 +266,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   kernel.x = args.x.as<const uint16_t>();
   kernel.x_row_stride = static_cast<int64_t>(plan.hidden) * 2;  // x is contiguous (core checks it)
   kernel.zero_copy = zero_copy;
+  kernel.signature = plan.signature;
   kernel.routing_blocks = routing_blocks;
   kernel.routing_exchange =
       tables.as<int32_t>() + (src_slot_bytes + overflow_bytes + position_bytes + begin_bytes) / sizeof(int32_t);

@@ -91,6 +91,7 @@ struct SymmetricDispatchLaunch {
   // Zero-copy (Config::symmetric_dispatch; bf16 only): x is not published, the receivers pull its rows
   // in place, and the kernel ends only when they are done (cuda/symmetric_release.cuh).
   bool zero_copy;
+  uint64_t signature;        // the call's shape digest, published in the source record and compared
   const int64_t* topk_idx;   // [N, K]
   int64_t num_tokens;
   int topk, hidden, num_experts, local_experts;
