@@ -13,10 +13,12 @@
 #include "design_roofline.hpp"
 #include "engines.hpp"
 #include "metrics.hpp"
+#include "minimal_bound.hpp"
 #include "nccl_build.hpp"
 #include "options.hpp"
 #include "problem.hpp"
 #include "report.hpp"
+#include "summary.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/reference.hpp"
 #include "workload/workload.hpp"
@@ -132,7 +134,7 @@ TEST(BenchOptions, SymmetricTokensAndExpertCapacityRunTheSymmetricEngineAtThePre
                                       "--symmetric-tokens", "4096", "--expert-capacity", "auto"},
                                      true, 1);
   EXPECT_EQ(target.tokens_per_rank, 4096);
-  EXPECT_EQ(target.ll_tokens_per_rank, kLowLatencyDefaultTokens);
+  EXPECT_EQ(target.ll_tokens_per_rank, kDeepSeekV3Shape.ll_tokens);
   EXPECT_EQ(target.symmetric_tokens_per_rank, 4096);
   EXPECT_EQ(target.expert_capacity, kAutoExpertCapacity);
   EXPECT_EQ(target.notes.symmetric_tokens_source, "--symmetric-tokens");
@@ -153,12 +155,14 @@ TEST(BenchOptions, SymmetricTokensAndExpertCapacityRunTheSymmetricEngineAtThePre
 TEST(BenchOptions, SymmetricDispatchSourceReachesTheConfigAndBadValuesAreRefusedByName) {
   EXPECT_EQ(resolve_args({"--backend", "cpu", "--engine", "symmetric"}, false, 0).config.symmetric_dispatch,
             SymmetricDispatch::automatic);
-  EXPECT_EQ(resolve_args({"--backend", "cpu", "--engine", "symmetric", "--symmetric-dispatch", "publish"}, false, 0)
-                .config.symmetric_dispatch,
-            SymmetricDispatch::publish);
-  EXPECT_EQ(resolve_args({"--backend", "cpu", "--engine", "symmetric", "--symmetric-dispatch=zero_copy"}, false, 0)
-                .config.symmetric_dispatch,
-            SymmetricDispatch::zero_copy);
+  EXPECT_EQ(
+      resolve_args({"--backend", "cpu", "--engine", "symmetric", "--symmetric-dispatch", "publish"}, false, 0)
+          .config.symmetric_dispatch,
+      SymmetricDispatch::publish);
+  EXPECT_EQ(
+      resolve_args({"--backend", "cpu", "--engine", "symmetric", "--symmetric-dispatch=zero_copy"}, false, 0)
+          .config.symmetric_dispatch,
+      SymmetricDispatch::zero_copy);
   const std::string message = usage_error_of([] { parse_command_line({"--symmetric-dispatch", "push"}); });
   EXPECT_EQ(message.rfind("--symmetric-dispatch:", 0), 0u) << message;
 }
@@ -292,34 +296,6 @@ TEST(BenchTraffic, ExpertMajorRemoteRowsComeFromTheLayoutRangesOfOtherDevices) {
   EXPECT_EQ(expert_major_remote_rows(dispatched, map_ranks_to_devices(1, 2, Backend::cuda, 2)), 0);
 }
 
-TEST(BenchRoofline, OneDeviceReadsAndWritesEveryRow) {
-  CopyBandwidth copy;
-  copy.bytes_per_second = 4e12;
-  EXPECT_DOUBLE_EQ(*roofline_seconds(1'000'000'000, 0, copy), 2e9 / 4e12);
-  // Remote bytes without a peer measurement have no bound.
-  EXPECT_FALSE(roofline_seconds(1'000'000'000, 1, copy).has_value());
-}
-
-TEST(BenchRoofline, RowsBetweenGpusAreBoundByThePeerCopyAndTheRestByLocalCopies) {
-  CopyBandwidth copy;
-  copy.bytes_per_second = 8 * 4e12;  // 8 GPUs' local copies together
-  copy.devices = 8;
-  copy.peer = PeerCopyBandwidth{};
-  copy.peer->all_pairs_bytes_per_second = 8 * 400e9;
-  // 7/8 of the rows cross a link: the links bound the phase.
-  const int64_t bytes = 8'000'000'000, remote = 7'000'000'000;
-  EXPECT_DOUBLE_EQ(*roofline_seconds(bytes, remote, copy), 7e9 / 3.2e12);
-  // Nearly all local: the local copies bound it.
-  EXPECT_DOUBLE_EQ(*roofline_seconds(bytes, 1, copy), std::max(2.0 * (8e9 - 1) / 3.2e13, 1.0 / 3.2e12));
-
-  EngineResult result;
-  result.timed = true;
-  result.dispatch_bytes = result.combine_bytes = bytes;
-  result.remote_dispatch_bytes = result.remote_combine_bytes = remote;
-  result.dispatch_seconds = result.combine_seconds = 2 * 7e9 / 3.2e12;  // twice the bound
-  EXPECT_DOUBLE_EQ(*roofline_fraction(result, copy), 0.5);
-}
-
 // 100 rows of 1000-byte dispatch rows (fp8-like: smaller than the bf16 x row of 1600) and 800-byte
 // combine rows, from 40 source tokens.
 Traffic example_traffic() {
@@ -329,12 +305,87 @@ Traffic example_traffic() {
   traffic.combine_row_bytes = 800;
   traffic.input_row_bytes = 1600;
   traffic.source_tokens = 40;
+  traffic.routed_tokens = 38;  // 2 tokens have no expert
+  traffic.received_rows_by_rank = {60, 40};
   return traffic;
+}
+
+TEST(BenchMinimalBound,
+     DispatchReadsEachRoutedTokenOnceAndWritesEachRowOnceCombineReadsEachRowAndWritesEachToken) {
+  const MinimalBytes bytes = minimal_bytes(example_traffic());
+  EXPECT_EQ(bytes.dispatch, 38 * 1600 + 100 * 1000);
+  EXPECT_EQ(bytes.combine, 100 * 800 + 40 * 800);
+  // Never more than the old "every row read and written" count, which a reducing combine beat.
+  EXPECT_LE(bytes.combine, 2 * 100 * 800);
+}
+
+TEST(BenchMinimalBound, OneDeviceDividesTheMemoryBytesByTheCopyBandwidth) {
+  CopyBandwidth copy;
+  copy.bytes_per_second = 4e12;
+  EXPECT_DOUBLE_EQ(*minimal_seconds(1'000'000'000, 0, copy), 1e9 / 4e12);
+  // Remote bytes without a peer measurement have no bound.
+  EXPECT_FALSE(minimal_seconds(1'000'000'000, 1, copy).has_value());
+}
+
+TEST(BenchMinimalBound, RowsBetweenGpusAreBoundByThePeerCopyAndMemoryByTheLocalCopies) {
+  CopyBandwidth copy;
+  copy.bytes_per_second = 8 * 4e12;  // 8 GPUs' local copies together
+  copy.devices = 8;
+  copy.peer = PeerCopyBandwidth{};
+  copy.peer->all_pairs_bytes_per_second = 8 * 400e9;
+  // 7 GB cross links (2.19 ms), 16 GB read and written in memory (0.5 ms): the links bound the phase.
+  EXPECT_DOUBLE_EQ(*minimal_seconds(16'000'000'000, 7'000'000'000, copy), 7e9 / 3.2e12);
+  // Nearly all local: memory bounds it.
+  EXPECT_DOUBLE_EQ(*minimal_seconds(16'000'000'000, 1, copy), 16e9 / 3.2e13);
+
+  EngineResult result;
+  result.timed = true;
+  result.minimal_dispatch_bytes = result.minimal_combine_bytes = 16'000'000'000;
+  result.remote_dispatch_bytes = result.remote_combine_bytes = 7'000'000'000;
+  result.dispatch_seconds = result.combine_seconds = 2 * 7e9 / 3.2e12;  // twice the bound
+  EXPECT_DOUBLE_EQ(*minimal_fraction(result, copy), 0.5);
+  EXPECT_EQ(minimal_bound_violation(result, copy), "");
+}
+
+TEST(BenchMinimalBound, ATimeBelowTheBoundIsABenchBugThatNamesThePhaseAndTheRow) {
+  CopyBandwidth copy;
+  copy.bytes_per_second = 4e12;
+  EngineResult result;
+  result.timed = true;
+  result.minimal_dispatch_bytes = result.minimal_combine_bytes = 4'000'000'000;  // 1 ms each
+  result.dispatch_seconds = 1e-3;                                                // exactly the bound: allowed
+  result.combine_seconds = 2e-3;
+  EXPECT_EQ(minimal_bound_violation(result, copy), "");
+  result.combine_seconds = 0.8e-3;
+  EXPECT_NE(minimal_bound_violation(result, copy)
+                .find("combine took 800.00 us, below its minimal bound of "
+                      "1000.00 us (fraction 1.250 > 1)"),
+            std::string::npos)
+      << minimal_bound_violation(result, copy);
+  result.combine_seconds = 2e-3;
+  result.graph_dispatch = PhaseTiming{0.5e-3, 0.6e-3};
+  result.graph_combine = PhaseTiming{2e-3, 2e-3};
+  EXPECT_NE(minimal_bound_violation(result, copy).find("dispatch (graph) took 500.00 us"), std::string::npos)
+      << minimal_bound_violation(result, copy);
+  result.timed = false;  // nothing timed, nothing to check
+  EXPECT_EQ(minimal_bound_violation(result, copy), "");
+}
+
+TEST(BenchThroughput, GigabytesPerSecondPerRankIsEachRanksReceivedBytesOverItsOwnTimeAveraged) {
+  // Rank 0: 60 rows x 1000 bytes in 1 ms = 0.06 GB/s; rank 1: 40 rows in 0.5 ms = 0.08 GB/s.
+  const Traffic traffic = example_traffic();
+  EXPECT_DOUBLE_EQ(*gigabytes_per_second_per_rank(traffic.received_rows_by_rank, 1000, {1e-3, 0.5e-3}), 0.07);
+  EXPECT_FALSE(gigabytes_per_second_per_rank(traffic.received_rows_by_rank, 1000, {}).has_value());
+  EXPECT_FALSE(gigabytes_per_second_per_rank(traffic.received_rows_by_rank, 1000, {1e-3, 0.0}).has_value());
+  // Time per token of one rank: 1 ms over 4096 tokens; none at 0 tokens.
+  EXPECT_DOUBLE_EQ(*nanoseconds_per_token(1e-3, 4096), 1e6 / 4096);
+  EXPECT_FALSE(nanoseconds_per_token(1e-3, 0).has_value());
 }
 
 TEST(BenchDesignRoofline, StagedEnginesMoveEveryRowFourTimesInDispatchAndThreeTimesPlusTheOutputInCombine) {
   for (BenchEngine engine : {BenchEngine::normal, BenchEngine::low_latency}) {
-    const DesignTraffic design = design_traffic(engine, example_traffic(), /*single_node=*/true, std::nullopt);
+    const DesignTraffic design =
+        design_traffic(engine, example_traffic(), /*single_node=*/true, std::nullopt);
     ASSERT_TRUE(design.dispatch_bytes && design.combine_bytes) << bench_engine_name(engine);
     // The sender reads x (1600) and writes the staging row (1000); the receiver reads it and writes recv_x.
     EXPECT_EQ(*design.dispatch_bytes, 100 * (1600 + 3 * 1000)) << bench_engine_name(engine);
@@ -346,7 +397,8 @@ TEST(BenchDesignRoofline, StagedEnginesMoveEveryRowFourTimesInDispatchAndThreeTi
 }
 
 TEST(BenchDesignRoofline, SymmetricPublishesEachSourceTokenOnceAndPullsEachRow) {
-  const DesignTraffic design = design_traffic(BenchEngine::symmetric, example_traffic(), true, SymmetricCombine::push);
+  const DesignTraffic design =
+      design_traffic(BenchEngine::symmetric, example_traffic(), true, SymmetricCombine::push);
   ASSERT_TRUE(design.dispatch_bytes && design.combine_bytes);
   // Publish: read x, write the input buffer, per source token; pull: read it, write recv_x, per row.
   EXPECT_EQ(*design.dispatch_bytes, 40 * (1600 + 1000) + 2 * 100 * 1000);
@@ -356,7 +408,8 @@ TEST(BenchDesignRoofline, SymmetricPublishesEachSourceTokenOnceAndPullsEachRow) 
 }
 
 TEST(BenchDesignRoofline, SymmetricPullCombineReadsEachRowOnceInPlace) {
-  const DesignTraffic design = design_traffic(BenchEngine::symmetric, example_traffic(), true, SymmetricCombine::pull);
+  const DesignTraffic design =
+      design_traffic(BenchEngine::symmetric, example_traffic(), true, SymmetricCombine::pull);
   ASSERT_TRUE(design.dispatch_bytes && design.combine_bytes);
   EXPECT_EQ(*design.dispatch_bytes, 40 * (1600 + 1000) + 2 * 100 * 1000);  // the dispatch does not change
   // The home reads each row once from the expert's y (1 per row), and writes the output (1 per token).
@@ -371,21 +424,22 @@ TEST(BenchDesignRoofline, SymmetricPullCombineReadsEachRowOnceInPlace) {
 TEST(BenchDesignRoofline, SymmetricZeroCopyDispatchReadsBf16RowsInPlaceAndFp8StillPublishes) {
   Traffic bf16 = example_traffic();
   bf16.dispatch_row_bytes = bf16.input_row_bytes;  // bf16: the dispatch row is the x row
-  const DesignTraffic design =
-      design_traffic(BenchEngine::symmetric, bf16, true, SymmetricCombine::pull, SymmetricDispatch::zero_copy);
+  const DesignTraffic design = design_traffic(BenchEngine::symmetric, bf16, true, SymmetricCombine::pull,
+                                              SymmetricDispatch::zero_copy);
   ASSERT_TRUE(design.dispatch_bytes && design.combine_bytes);
   // Read x in place and write recv_x, per row: the minimal roofline's bytes, no publish.
   EXPECT_EQ(*design.dispatch_bytes, 100 * (1600 + 1600));
   EXPECT_NE(design.passes.find("zero_copy"), std::string::npos) << design.passes;
   // publish (and an unset source) count the copy into the input buffer.
-  for (std::optional<SymmetricDispatch> source : {std::optional<SymmetricDispatch>(SymmetricDispatch::publish),
-                                                  std::optional<SymmetricDispatch>()}) {
-    const DesignTraffic published = design_traffic(BenchEngine::symmetric, bf16, true, SymmetricCombine::pull, source);
+  for (std::optional<SymmetricDispatch> source :
+       {std::optional<SymmetricDispatch>(SymmetricDispatch::publish), std::optional<SymmetricDispatch>()}) {
+    const DesignTraffic published =
+        design_traffic(BenchEngine::symmetric, bf16, true, SymmetricCombine::pull, source);
     EXPECT_EQ(*published.dispatch_bytes, 40 * (1600 + 1600) + 2 * 100 * 1600);
   }
   // fp8 rows (smaller than x) are always published, whatever the source.
-  const DesignTraffic fp8 = design_traffic(BenchEngine::symmetric, example_traffic(), true, SymmetricCombine::pull,
-                                           SymmetricDispatch::zero_copy);
+  const DesignTraffic fp8 = design_traffic(BenchEngine::symmetric, example_traffic(), true,
+                                           SymmetricCombine::pull, SymmetricDispatch::zero_copy);
   EXPECT_EQ(*fp8.dispatch_bytes, 40 * (1600 + 1000) + 2 * 100 * 1000);
   EXPECT_NE(fp8.passes.find("publish"), std::string::npos) << fp8.passes;
 }
@@ -398,7 +452,8 @@ TEST(BenchDesignRoofline, NcclIsNotCountedAndSaysWhy) {
   // Across nodes the engines' bytes need the rows by link (bench_node_traffic_test.cpp); without
   // them the bench says so instead of counting one node's passes.
   for (BenchEngine engine : {BenchEngine::normal, BenchEngine::low_latency}) {
-    const DesignTraffic internode = design_traffic(engine, example_traffic(), /*single_node=*/false, std::nullopt);
+    const DesignTraffic internode =
+        design_traffic(engine, example_traffic(), /*single_node=*/false, std::nullopt);
     EXPECT_FALSE(internode.dispatch_bytes.has_value()) << bench_engine_name(engine);
     EXPECT_NE(internode.why_not.find("across nodes"), std::string::npos) << internode.why_not;
   }
@@ -414,12 +469,13 @@ TEST(BenchDesignRoofline, OneDeviceDividesTheDesignBytesByTheCopyBandwidth) {
   EngineResult result;
   result.timed = true;
   result.dispatch_bytes = result.combine_bytes = 1'000'000'000;
+  result.minimal_dispatch_bytes = result.minimal_combine_bytes = 2'000'000'000;
   result.design_dispatch_bytes = 4'000'000'000;  // 4 passes
   result.design_combine_bytes = 3'000'000'000;   // 3 passes
   result.dispatch_seconds = 2e-3;
   result.combine_seconds = 1.5e-3;
-  // Minimal: 2 passes each, 0.5 ms + 0.5 ms of 3.5 ms; design: 1 ms + 0.75 ms of 3.5 ms.
-  EXPECT_DOUBLE_EQ(*roofline_fraction(result, copy), 1e-3 / 3.5e-3);
+  // Minimal: 0.5 ms + 0.5 ms of 3.5 ms; design: 1 ms + 0.75 ms of 3.5 ms.
+  EXPECT_DOUBLE_EQ(*minimal_fraction(result, copy), 1e-3 / 3.5e-3);
   EXPECT_DOUBLE_EQ(*design_fraction(result, copy), 1.75e-3 / 3.5e-3);
   const PhaseBounds design = design_bounds(result, copy);
   EXPECT_DOUBLE_EQ(*phase_fraction(design.dispatch, result.dispatch_seconds), 0.5);
@@ -427,7 +483,7 @@ TEST(BenchDesignRoofline, OneDeviceDividesTheDesignBytesByTheCopyBandwidth) {
   // Not counted: no design fraction, the minimal one stays.
   result.design_dispatch_bytes.reset();
   EXPECT_FALSE(design_fraction(result, copy).has_value());
-  EXPECT_TRUE(roofline_fraction(result, copy).has_value());
+  EXPECT_TRUE(minimal_fraction(result, copy).has_value());
 }
 
 TEST(BenchDesignRoofline, RowsBetweenGpusAreStillBoundByThePeerCopy) {
@@ -475,9 +531,11 @@ TEST(BenchReport, GraphReplayRowsLaunchAndHookSplitRowsAppearWhenMeasured) {
   result.engine = BenchEngine::low_latency;
   result.status = CheckStatus::passed;
   result.timed = true;
-  result.dispatch_bytes = result.combine_bytes = 100'000'000;  // 50 us minimal bound each
-  result.design_dispatch_bytes = 400'000'000;                  // 100 us
-  result.design_combine_bytes = 300'000'000;                   // 75 us
+  result.dispatch_bytes = result.combine_bytes = 100'000'000;
+  result.minimal_dispatch_bytes = result.minimal_combine_bytes = 200'000'000;  // 50 us minimal bound each
+  result.tokens_per_rank = 100;
+  result.design_dispatch_bytes = 400'000'000;  // 100 us
+  result.design_combine_bytes = 300'000'000;   // 75 us
   result.dispatch_seconds = 200e-6;
   result.combine_seconds = 150e-6;
   result.graph_replay = kMeasured;
@@ -490,21 +548,16 @@ TEST(BenchReport, GraphReplayRowsLaunchAndHookSplitRowsAppearWhenMeasured) {
   result.combine_recv = PhaseTiming{80e-6, 85e-6};
   const std::string text = printed(result, copy);
   // Per phase: bound / median under both rooflines.
-  EXPECT_NE(
-      text.find(
-          "dispatch (graph)         125.0        130.0        100000000     800.00     0.400     0.800"),
-      std::string::npos)
+  EXPECT_NE(text.find("dispatch (graph)        125.0       130.0     1250.0          -    0.400    0.800"),
+            std::string::npos)
       << text;
-  EXPECT_NE(text.find("combine (graph)          100.0        110.0"), std::string::npos) << text;
-  EXPECT_NE(text.find("dispatch recv             90.0         95.0                -"), std::string::npos)
-      << text;
+  EXPECT_NE(text.find("combine (graph)         100.0       110.0"), std::string::npos) << text;
+  EXPECT_NE(text.find("dispatch recv            90.0        95.0          -"), std::string::npos) << text;
   EXPECT_NE(text.find("launch (plain call - graph replay, medians): dispatch 75.0 us, combine 50.0 us"),
             std::string::npos)
       << text;
-  EXPECT_NE(
-      text.find("roofline fraction: 0.286  design fraction: 0.500  (both phases, plain calls; graph replay: "
-                "roofline 0.444, design 0.778)"),
-      std::string::npos)
+  EXPECT_NE(text.find("both phases: minimal 0.286, design 0.500; graph replays: minimal 0.444, design 0.778"),
+            std::string::npos)
       << text;
 
   // A capture that failed: the reason instead of the rows; on cpu nothing at all.
@@ -547,6 +600,23 @@ TEST(BenchReport, ComparesEnginesWithNcclOnlyAtTheSameTokensPerRank) {
   EXPECT_FALSE(compare_with_nccl(nccl, results).has_value());
   // Without a timed nccl, nothing to compare with.
   EXPECT_FALSE(compare_with_nccl(normal, {normal}).has_value());
+}
+
+TEST(BenchSummary, TheVerdictNamesEveryFailedEngineOrSaysEveryIterationMatched) {
+  EngineResult normal, symmetric, nccl;
+  normal.engine = BenchEngine::normal;
+  normal.status = CheckStatus::passed;
+  symmetric.engine = BenchEngine::symmetric;
+  symmetric.status = CheckStatus::passed;
+  nccl = skipped_result(BenchEngine::nccl, "not available on the cpu backend");
+  EXPECT_EQ(verdict_line({normal, symmetric, nccl}),
+            "verdict: pass: every iteration of normal, symmetric matched the reference bit for bit; nccl "
+            "skipped: not available on the cpu backend");
+  symmetric.status = CheckStatus::failed;
+  symmetric.detail = "rank 1 timed iteration 3/10: combined_x: row 0";
+  EXPECT_EQ(verdict_line({normal, symmetric, nccl}),
+            "verdict: FAIL: symmetric fail: rank 1 timed iteration 3/10: combined_x: row 0");
+  EXPECT_EQ(verdict_line({nccl}), "verdict: nothing ran: nccl skipped: not available on the cpu backend");
 }
 
 }  // namespace

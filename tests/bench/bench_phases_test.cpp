@@ -1,7 +1,7 @@
 // switchyard-bench's extra rows of the expert-major engines, driven through a scripted session on
-// the cpu clock: the hook split's order of calls (each half its own phase, then a check iteration
-// into poisoned outputs), and the graph replays' refusal, agreed by every rank, when the capture
-// cannot happen (no CUDA graph on the host's stream).
+// the cpu clock: the hook split's order of calls (each half its own phase after a cache eviction,
+// every iteration into poisoned outputs and checked), and the graph replays' refusal, agreed by every rank,
+// when the capture cannot happen (no CUDA graph on the host's stream).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -38,7 +38,7 @@ class ScriptedSession final : public EngineSession {
   std::vector<std::string> calls;
 };
 
-TEST(BenchHookSplit, TimesEachHalfAsItsOwnPhaseThenChecksAnIterationIntoPoisonedOutputs) {
+TEST(BenchHookSplit, TimesEachHalfAsItsOwnPhaseAndChecksEveryIterationIntoPoisonedOutputs) {
   constexpr int kWarmup = 1, kIters = 2;
   std::vector<HookSplitSeconds> seconds(2);
   std::vector<std::vector<std::string>> calls(2);
@@ -47,23 +47,30 @@ TEST(BenchHookSplit, TimesEachHalfAsItsOwnPhaseThenChecksAnIterationIntoPoisoned
     const int rank = group.rank();
     ScriptedSession session;
     std::unique_ptr<PhaseTimer> timer = make_phase_timer(Backend::cpu, nullptr);
-    PhaseClock clock(group, *timer, [] {});
-    next[rank] = run_hook_split(session, clock, /*first_iteration=*/5, kWarmup, kIters, seconds[rank],
-                                [](const std::string&) {});
+    int evictions = 0;
+    PhaseClock clock(
+        group, *timer, [] {}, [&] { ++evictions; });
+    next[rank] = run_hook_split(
+        session, clock, /*first_iteration=*/5, kWarmup, kIters, seconds[rank], [](const std::string&) {},
+        [&](const std::string& round) { session.calls.push_back("check " + round); });
+    // The cache is evicted before every timed half.
+    EXPECT_EQ(evictions, 4 * (kWarmup + kIters));
     calls[rank] = session.calls;
   });
   const std::vector<std::string> iteration = {"dispatch_send", "receive", "expert", "combine_send",
                                               "receive"};
   std::vector<std::string> expected;
-  for (int i = 0; i < kWarmup + kIters + 1; ++i) {
-    if (i == kWarmup + kIters) expected.push_back("poison");  // the check iteration
+  for (int i = 0; i < kWarmup + kIters; ++i) {
+    expected.push_back("poison");
     expected.push_back("prepare " + std::to_string(5 + i));
     expected.insert(expected.end(), iteration.begin(), iteration.end());
+    expected.push_back(i < kWarmup ? "check hook split warmup " + std::to_string(i + 1) + "/1"
+                                   : "check hook split iteration " + std::to_string(i - kWarmup + 1) + "/2");
   }
   for (int rank = 0; rank < 2; ++rank) {
     EXPECT_EQ(calls[rank], expected) << "rank " << rank;
-    EXPECT_EQ(next[rank], 5 + kWarmup + kIters + 1);
-    // One time per timed iteration and half; warmup and check are untimed.
+    EXPECT_EQ(next[rank], 5 + kWarmup + kIters);
+    // One time per timed iteration and half; warmup is untimed.
     for (const std::vector<double>* half : {&seconds[rank].dispatch_send, &seconds[rank].dispatch_recv,
                                             &seconds[rank].combine_send, &seconds[rank].combine_recv}) {
       ASSERT_EQ(half->size(), static_cast<size_t>(kIters));
@@ -83,15 +90,19 @@ TEST(BenchGraphReplay, AFailedCaptureSkipsTheReplaysOnEveryRankWithOneReason) {
     ScriptedSession session;
     std::unique_ptr<PhaseTimer> timer = make_phase_timer(Backend::cpu, nullptr);
     PhaseClock clock(group, *timer, [] {});
-    reasons[rank] = run_graph_replays(session, clock, group, /*stream=*/nullptr, 0, 1, 2, seconds[rank],
-                                      [](const std::string&) {});
+    reasons[rank] = run_graph_replays(
+        session, clock, group, /*stream=*/nullptr, 0, 1, 2, seconds[rank], [](const std::string&) {},
+        [&](const std::string&) { session.calls.push_back("check"); });
     calls[rank] = session.calls;
   });
   for (int rank = 0; rank < 3; ++rank) {
     EXPECT_EQ(reasons[rank], reasons[0]);
     EXPECT_TRUE(seconds[rank].dispatch.empty() && seconds[rank].combine.empty());
-    // Whatever the capture recorded, nothing ran after it: no poisoning, no check round.
-    for (const std::string& call : calls[rank]) EXPECT_NE(call, "poison");
+    // Whatever the capture recorded, nothing ran after it: no poisoning, no check.
+    for (const std::string& call : calls[rank]) {
+      EXPECT_NE(call, "poison");
+      EXPECT_NE(call, "check");
+    }
   }
   EXPECT_NE(reasons[0].find("capture failed on 3 of 3 ranks; rank 0: "), std::string::npos) << reasons[0];
 }

@@ -61,7 +61,8 @@ DesignTraffic direct_across_nodes(const Traffic& traffic, const DirectNodeTraffi
 }
 
 // The symmetric dispatch's bytes by its source (Buffer::symmetric_dispatch_path; unset: publish).
-void symmetric_dispatch_design(const Traffic& traffic, std::optional<SymmetricDispatch> source, DesignTraffic& design) {
+void symmetric_dispatch_design(const Traffic& traffic, std::optional<SymmetricDispatch> source,
+                               DesignTraffic& design) {
   // bf16 rows: the dispatch row is the caller's x row (fp8 rows are about half of it, with scales, and
   // always published).
   const bool bf16 = traffic.dispatch_row_bytes == traffic.input_row_bytes;
@@ -73,7 +74,8 @@ void symmetric_dispatch_design(const Traffic& traffic, std::optional<SymmetricDi
   }
   design.dispatch_bytes = traffic.source_tokens * (traffic.input_row_bytes + traffic.dispatch_row_bytes) +
                           traffic.delivered_rows * 2 * traffic.dispatch_row_bytes;
-  design.passes = "dispatch publish, 2 per source token (copy into the input buffer) + 2 per row (pull), combine ";
+  design.passes =
+      "dispatch publish, 2 per source token (copy into the input buffer) + 2 per row (pull), combine ";
 }
 
 }  // namespace
@@ -115,7 +117,8 @@ DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool si
       } else {
         design.combine_bytes = traffic.delivered_rows * 3 * traffic.combine_row_bytes +
                                traffic.source_tokens * traffic.combine_row_bytes;
-        design.passes += "push, 3 per row (read y, write the home's buffer, the reduction's read) + the output";
+        design.passes +=
+            "push, 3 per row (read y, write the home's buffer, the reduction's read) + the output";
       }
       return design;
     case BenchEngine::nccl:

@@ -44,10 +44,10 @@ struct DesignTraffic {
 //   symmetric: dispatch by the source that ran (Buffer::symmetric_dispatch_path): publish = tokens x
 //     (x + d) (publish, once per token, not per row) + rows x 2d (the pull: read the source's input
 //     buffer, write recv_x); zero_copy with bf16 rows = rows x (x + d) (the pull reads the caller's x
-//     in place and writes recv_x: the minimal roofline's bytes); fp8 always publishes. Combine by the path that ran
-//     (Buffer::symmetric_combine_path): push = rows x 3c (push and the reduction's read) + tokens x c
-//     (the output); pull = rows x c (each home reads the expert's y once) + tokens x c. One node
-//     only (the library refuses more).
+//     in place and writes recv_x: the minimal roofline's bytes); fp8 always publishes. Combine by the path
+//     that ran (Buffer::symmetric_combine_path): push = rows x 3c (push and the reduction's read) + tokens x
+//     c (the output); pull = rows x c (each home reads the expert's y once) + tokens x c. One node only (the
+//     library refuses more).
 //   nccl: not counted (NCCL's send/recv stages rows through its own buffers by a protocol it picks
 //     at run time).
 // `symmetric_combine`: the symmetric engine's combine path as its Buffer reported it (push or pull);

@@ -7,6 +7,7 @@
 // calls (hook_split.hpp, graph_replay.hpp).
 // Iteration i uses input set i % num_input_sets(), so iterations 0 .. num_input_sets() - 1 are the
 // check iterations, one per set.
+#include <functional>
 #include <string>
 
 #include "compare.hpp"
@@ -18,6 +19,10 @@
 #include "switchyard/group.hpp"
 
 namespace switchyard::bench {
+
+// Called after every round of calls, outside the timed window: compares the outputs with the
+// reference (EngineSession::first_difference) and keeps the first difference, labelled with `round`.
+using RoundCheck = std::function<void(const std::string& round)>;
 
 struct SessionContext {
   const BenchOptions* options = nullptr;

@@ -10,7 +10,8 @@ namespace switchyard::bench {
 
 std::string run_graph_replays(EngineSession& session, PhaseClock& clock, Group& group, Stream stream,
                               int iteration, int warmup, int iters, GraphReplaySeconds& seconds,
-                              const std::function<void(const std::string&)>& report) {
+                              const std::function<void(const std::string&)>& report,
+                              const RoundCheck& check) {
   report("capturing dispatch and combine");
   // The previous iteration's results are released now, outside the capture: a stream-ordered free of
   // them (the handle's routing table) while capturing would become a free node of the graph, freeing
@@ -41,21 +42,19 @@ std::string run_graph_replays(EngineSession& session, PhaseClock& clock, Group& 
 
   seconds.dispatch.assign(static_cast<size_t>(iters), 0.0);
   seconds.combine.assign(static_cast<size_t>(iters), 0.0);
-  // The last round is the check: a replay into poisoned outputs, so that a graph that wrote nothing
-  // cannot pass on what the plain calls left there.
-  const int check_round = warmup + iters;
-  for (int round = 0; round <= check_round; ++round) {
-    const bool timed = round >= warmup && round < check_round;
-    if (round == check_round) {
-      report("check");
-      session.poison_outputs();
-    } else {
-      report(timed ? "iter " + std::to_string(round - warmup) + "/" + std::to_string(iters)
-                   : "warmup " + std::to_string(round) + "/" + std::to_string(warmup));
-    }
-    // Nothing between the replays: the inputs (and the expert's y) stay in the captured tensors.
+  for (int round = 0; round < warmup + iters; ++round) {
+    const bool timed = round >= warmup;
+    const std::string label =
+        timed ? "graph replay " + std::to_string(round - warmup + 1) + "/" + std::to_string(iters)
+              : "graph replay warmup " + std::to_string(round + 1) + "/" + std::to_string(warmup);
+    report(label);
+    // Into poisoned outputs, so that a replay that wrote nothing cannot pass on an earlier one's.
+    // Nothing else between the replays: the inputs (and the expert's y) stay in the captured tensors.
+    session.poison_outputs();
     const double dispatch = clock.time([&] { dispatch_graph->launch(); });
     const double combine = clock.time([&] { combine_graph->launch(); });
+    clock.synchronize();
+    check(label);
     if (timed) {
       seconds.dispatch[static_cast<size_t>(round - warmup)] = dispatch;
       seconds.combine[static_cast<size_t>(round - warmup)] = combine;

@@ -19,14 +19,13 @@ struct GraphReplaySeconds {
 
 // Releases the previous results (session.prepare(iteration)), captures (every rank's stream idle, so
 // that nothing runs while any rank captures), agrees with the other ranks, then replays `warmup`
-// untimed and `iters` timed rounds of dispatch then combine into `seconds`, then one untimed check
-// round into poisoned outputs (session.poison_outputs()), whose outputs are left for
-// session.first_difference(). `iteration`: the session's iteration for the captured calls. Returns ""
-// when replayed, else why not: a capture that fails on any rank skips the replays on every rank, with
-// that rank's reason (the same on all). Errors while replaying (a timeout) propagate. `report` shows
-// progress ("warmup 1/3" ...).
+// untimed and `iters` timed rounds of dispatch then combine into `seconds`, each into outputs
+// poisoned before it (session.poison_outputs()) and followed by `check`. `iteration`: the session's iteration
+// for the captured calls. Returns "" when replayed, else why not: a capture that fails on any rank skips the
+// replays on every rank, with that rank's reason (the same on all). Errors while replaying (a timeout)
+// propagate. `report` shows progress ("warmup 1/3" ...).
 std::string run_graph_replays(EngineSession& session, PhaseClock& clock, Group& group, Stream stream,
                               int iteration, int warmup, int iters, GraphReplaySeconds& seconds,
-                              const std::function<void(const std::string&)>& report);
+                              const std::function<void(const std::string&)>& report, const RoundCheck& check);
 
 }  // namespace switchyard::bench

@@ -19,10 +19,10 @@ struct HookSplitSeconds {
 };
 
 // `warmup` untimed and `iters` timed iterations, numbered from `first_iteration` for the session:
-// prepare(), dispatch_send(), receive(), expert(), combine_send(), receive(); then one untimed check
-// iteration into poisoned outputs, whose outputs are left for session.first_difference(). Returns the
-// next iteration number. `report` shows progress.
+// poison_outputs(), prepare(), dispatch_send(), receive(), expert(), combine_send(), receive(), then
+// `check` on what they wrote. Returns the next iteration number. `report` shows progress.
 int run_hook_split(EngineSession& session, PhaseClock& clock, int first_iteration, int warmup, int iters,
-                   HookSplitSeconds& seconds, const std::function<void(const std::string&)>& report);
+                   HookSplitSeconds& seconds, const std::function<void(const std::string&)>& report,
+                   const RoundCheck& check);
 
 }  // namespace switchyard::bench

@@ -34,13 +34,13 @@
 namespace switchyard::bench {
 namespace {
 
-
 // Rows [0, rows) of expert `l` of an expert-major tensor [L, R * max, C].
 TensorView expert_rows(const TensorView& tensor, int64_t l, int64_t rows) {
   const int64_t columns = tensor.ndim == 3 ? tensor.shape[2] : 1;
   const size_t row_bytes = static_cast<size_t>(columns) * dtype_size(tensor.dtype);
   uint8_t* data = tensor.as<uint8_t>() + static_cast<size_t>(l * tensor.shape[1]) * row_bytes;
-  if (tensor.ndim == 3) return TensorView(data, tensor.dtype, {rows, columns}, tensor.device, tensor.device_index);
+  if (tensor.ndim == 3)
+    return TensorView(data, tensor.dtype, {rows, columns}, tensor.device, tensor.device_index);
   return TensorView(data, tensor.dtype, {rows}, tensor.device, tensor.device_index);
 }
 
@@ -66,8 +66,8 @@ class LowLatencySession final : public EngineSession {
     out_recv_x_ = allocate_on_backend(backend_, fp8 ? DType::fp8_e4m3 : DType::bf16,
                                       {local_experts, rows, options.hidden}, stream);
     if (fp8) {
-      out_recv_x_scales_ = allocate_on_backend(backend_, DType::f32,
-                                               {local_experts, rows, options.hidden / kFp8ScaleBlock}, stream);
+      out_recv_x_scales_ = allocate_on_backend(
+          backend_, DType::f32, {local_experts, rows, options.hidden / kFp8ScaleBlock}, stream);
     }
     out_recv_count_ = allocate_on_backend(backend_, DType::i32, {local_experts}, stream);
     out_layout_range_ =
@@ -100,8 +100,9 @@ class LowLatencySession final : public EngineSession {
     Tensor recv_count = to_host(dispatched_.recv_count, context_.stream);
     Tensor recv_x = to_host(dispatched_.recv_x, context_.stream);
     Tensor recv_x_scales = to_host(dispatched_.recv_x_scales, context_.stream);
-    expert_output_ = to_backend(expert_major_synthetic_expert(recv_x, recv_x_scales, recv_count, context_.rank),
-                                backend_, context_.stream);
+    expert_output_ =
+        to_backend(expert_major_synthetic_expert(recv_x, recv_x_scales, recv_count, context_.rank), backend_,
+                   context_.stream);
   }
 
   void combine(int /*iteration*/) override { call_combine(combine_args()); }
@@ -192,14 +193,17 @@ class LowLatencySession final : public EngineSession {
     auto write_received_rows = [&](const char* name, const TensorView& tensor, int fill) {
       if (!tensor.defined()) return;
       Tensor host = to_host(tensor, stream);
-      Tensor copy = Tensor::empty_like_shape(host.view().dtype, host.view().shape, host.view().ndim, Device::cpu, 0);
+      Tensor copy =
+          Tensor::empty_like_shape(host.view().dtype, host.view().shape, host.view().ndim, Device::cpu, 0);
       std::memcpy(copy.data(), host.data(), host.view().nbytes());
       const int64_t rows_per_expert = copy.view().shape[1];
-      const size_t row_bytes = copy.view().nbytes() / static_cast<size_t>(copy.view().shape[0] * rows_per_expert);
+      const size_t row_bytes =
+          copy.view().nbytes() / static_cast<size_t>(copy.view().shape[0] * rows_per_expert);
       for (int64_t l = 0; l < copy.view().shape[0]; ++l) {
         const int64_t count = counts.view().as<const int32_t>()[l];
         if (count < 0 || count >= rows_per_expert) continue;
-        uint8_t* first = copy.view().as<uint8_t>() + static_cast<size_t>(l * rows_per_expert + count) * row_bytes;
+        uint8_t* first =
+            copy.view().as<uint8_t>() + static_cast<size_t>(l * rows_per_expert + count) * row_bytes;
         std::memset(first, fill, static_cast<size_t>(rows_per_expert - count) * row_bytes);
       }
       dump.write(engine_name(engine_), rank, name, copy);

@@ -12,11 +12,13 @@
 #include "copy_bandwidth.hpp"
 #include "dump.hpp"
 #include "engines.hpp"
+#include "metrics.hpp"
 #include "options.hpp"
 #include "problem.hpp"
 #include "progress.hpp"
 #include "report.hpp"
 #include "runner.hpp"
+#include "summary.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
 
@@ -82,7 +84,7 @@ int run(const BenchOptions& options) {
   if (!options.dump_dir.empty()) dump = std::make_unique<DumpDirectory>(options.dump_dir);
 
   Progress progress;
-  progress.update("copy", "measuring the copy bandwidth");
+  progress.update("measuring the copy bandwidth");
   const CopyBandwidth copy = measure_copy_bandwidth(options);
   const Problem problem = make_problem(options, progress);
   progress.clear();
@@ -91,24 +93,32 @@ int run(const BenchOptions& options) {
 
   std::vector<EngineResult> results;
   std::vector<std::string> engines_run;
-  for (BenchEngine engine : options.engines) {
+  const int num_engines = static_cast<int>(options.engines.size());
+  for (int index = 0; index < num_engines; ++index) {
+    const BenchEngine engine = options.engines[index];
+    progress.begin_part(index, num_engines);
     EngineSupport support = engine_support(engine, options);
     EngineResult result = support.implemented ? run_engine(engine, options, problem, progress, dump.get())
                                               : skipped_result(engine, support.reason);
     progress.clear();
+    // A time below the minimal bound means the bound is wrong: the run must not pass quietly.
+    const std::string violation = minimal_bound_violation(result, copy);
+    if (result.status == CheckStatus::passed && !violation.empty()) {
+      result.status = CheckStatus::failed;
+      result.detail = "minimal bound: " + violation;
+    }
     print_engine(stdout, result, copy);
     std::fflush(stdout);
-    if (result.status == CheckStatus::error)
-      report_error(kExitFailed, bench_engine_name(engine) + std::string(": ") + result.detail);
     if (result.status != CheckStatus::skipped) engines_run.push_back(bench_engine_name(result.engine));
     results.push_back(result);
   }
   print_nccl_comparison(stdout, results);
+  print_summary_table(stdout, results, copy);
 
   if (!options.json_path.empty()) write_results_json(options.json_path, options, copy, results);
   if (dump) {
     if (ran(results, BenchEngine::normal) || ran(results, BenchEngine::nccl)) {
-      progress.update("dump", "writing the reference to --dump");
+      progress.update("writing the reference to --dump");
       dump_normal_reference(*dump, problem);
       progress.clear();
     }
@@ -118,25 +128,26 @@ int run(const BenchOptions& options) {
     const bool symmetric_shares =
         options.symmetric_tokens_per_rank == options.ll_tokens_per_rank && options.expert_capacity == 0;
     if (ran_low_latency || (ran_symmetric && symmetric_shares)) {
-      progress.update("dump", "writing the low_latency reference to --dump");
+      progress.update("writing the low_latency reference to --dump");
       dump_low_latency_reference(*dump, ran_low_latency ? problem.low_latency : problem.symmetric,
                                  "reference_low_latency");
       progress.clear();
     }
     if (ran_symmetric && !symmetric_shares) {
-      progress.update("dump", "writing the symmetric reference to --dump");
+      progress.update("writing the symmetric reference to --dump");
       dump_low_latency_reference(*dump, problem.symmetric, "reference_symmetric");
       progress.clear();
     }
     dump->write_meta(options, engines_run);
   }
 
-  if (engines_run.empty()) std::printf("\nno engine ran: every engine asked for was skipped\n");
-
   int status = kExitOk;
   for (const EngineResult& result : results) {
     if (result.status == CheckStatus::failed || result.status == CheckStatus::error) status = kExitFailed;
   }
+  // The last line: whether every check passed, or which failed.
+  std::printf("\n%s\n", verdict_line(results).c_str());
+  std::fflush(stdout);
   return status;
 }
 

@@ -1,10 +1,14 @@
 #pragma once
-// The numbers derived from an engine's timings: logical bandwidth, the minimal and the design
-// roofline fractions, and the launch time (plain call - graph replay).
+// The numbers derived from an engine's timings: GB/s per rank (DeepEP's convention) and of all ranks,
+// time per token, the fractions of the minimal bound and of the design roofline, and the launch time
+// (plain call - graph replay).
 #include <algorithm>
 #include <optional>
+#include <string>
+#include <vector>
 
 #include "copy_bandwidth.hpp"
+#include "minimal_bound.hpp"
 #include "runner.hpp"
 
 namespace switchyard::bench {
@@ -15,19 +19,27 @@ inline std::optional<double> gigabytes_per_second(int64_t bytes, double seconds)
   return static_cast<double>(bytes) / seconds / 1e9;
 }
 
-// The least time a phase moving `bytes` can take, `remote_bytes` of them between ranks on different
-// GPUs: the rest are read once and written once in one device's memory (2 * local / the local copy
-// bandwidth of all devices used together); the remote ones cross a link once (remote / the peer copy
-// bandwidth of all GPU pairs at once). The two use different resources, so the bound is the larger.
-// On one device, 2 * bytes / copy bandwidth. Absent without the bandwidths it needs.
-inline std::optional<double> roofline_seconds(int64_t bytes, int64_t remote_bytes,
-                                              const CopyBandwidth& copy) {
-  if (!(copy.bytes_per_second > 0)) return std::nullopt;
-  const double local_seconds = 2.0 * static_cast<double>(bytes - remote_bytes) / copy.bytes_per_second;
-  if (remote_bytes == 0) return local_seconds;
-  if (!copy.peer || !(copy.peer->all_pairs_bytes_per_second > 0)) return std::nullopt;
-  const double remote_seconds = static_cast<double>(remote_bytes) / copy.peer->all_pairs_bytes_per_second;
-  return std::max(local_seconds, remote_seconds);
+// GB/s per rank, as DeepEP counts it: one rank's received rows x row bytes / that rank's own time
+// (the median over the timed iterations), averaged over the ranks. Absent without times.
+inline std::optional<double> gigabytes_per_second_per_rank(const std::vector<int64_t>& received_rows_by_rank,
+                                                           int64_t row_bytes,
+                                                           const std::vector<double>& rank_seconds) {
+  if (rank_seconds.empty() || rank_seconds.size() != received_rows_by_rank.size()) return std::nullopt;
+  double sum = 0;
+  for (size_t rank = 0; rank < rank_seconds.size(); ++rank) {
+    std::optional<double> rate =
+        gigabytes_per_second(received_rows_by_rank[rank] * row_bytes, rank_seconds[rank]);
+    if (!rate) return std::nullopt;
+    sum += *rate;
+  }
+  return sum / static_cast<double>(rank_seconds.size());
+}
+
+// Nanoseconds per token of one rank: the phase's time / the tokens each rank sends. It compares
+// rank-major and expert-major engines fairly, whose rows count different things. Absent at 0 tokens.
+inline std::optional<double> nanoseconds_per_token(double seconds, int64_t tokens_per_rank) {
+  if (tokens_per_rank <= 0 || !(seconds > 0)) return std::nullopt;
+  return seconds * 1e9 / static_cast<double>(tokens_per_rank);
 }
 
 // The least time a phase whose design moves `design_bytes` through memory can take
@@ -49,10 +61,10 @@ struct PhaseBounds {
   std::optional<double> dispatch, combine;
 };
 
-// The minimal roofline: each delivered row read once and written once (roofline_seconds).
+// The minimal bound (minimal_bound.hpp): every input byte read once, every output byte written once.
 inline PhaseBounds minimal_bounds(const EngineResult& result, const CopyBandwidth& copy) {
-  return {roofline_seconds(result.dispatch_bytes, result.remote_dispatch_bytes, copy),
-          roofline_seconds(result.combine_bytes, result.remote_combine_bytes, copy)};
+  return {minimal_seconds(result.minimal_dispatch_bytes, result.remote_dispatch_bytes, copy),
+          minimal_seconds(result.minimal_combine_bytes, result.remote_combine_bytes, copy)};
 }
 
 // The design roofline: the engine's own passes (design_roofline_seconds).
@@ -75,8 +87,8 @@ inline std::optional<double> both_phases_fraction(const PhaseBounds& bounds, dou
   return (*bounds.dispatch + *bounds.combine) / seconds;
 }
 
-// The plain calls' medians against the minimal roofline, both phases.
-inline std::optional<double> roofline_fraction(const EngineResult& result, const CopyBandwidth& copy) {
+// The plain calls' medians against the minimal bound, both phases.
+inline std::optional<double> minimal_fraction(const EngineResult& result, const CopyBandwidth& copy) {
   if (!result.timed) return std::nullopt;
   return both_phases_fraction(minimal_bounds(result, copy), result.dispatch_seconds, result.combine_seconds);
 }
@@ -100,5 +112,13 @@ inline std::optional<double> launch_seconds(double plain_seconds, const std::opt
   if (!graph) return std::nullopt;
   return plain_seconds - graph->median_seconds;
 }
+
+}  // namespace switchyard::bench
+
+namespace switchyard::bench {
+
+// Why a timing is below its minimal bound (a bench bug: the bound must be a lower bound), naming the
+// row and the phase; empty when every timed row is at or above its bound.
+std::string minimal_bound_violation(const EngineResult& result, const CopyBandwidth& copy);
 
 }  // namespace switchyard::bench

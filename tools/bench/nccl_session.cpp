@@ -206,10 +206,12 @@ class NcclSession final : public EngineSession {
       if (received > 0) {
         receive_bytes(row_pointer(recv_x_, receive_at), received * x_row_bytes_, peer, "x");
         if (fp8_)
-          receive_bytes(row_pointer(recv_scales_, receive_at), received * scale_row_bytes(), peer, "x_scales");
-        receive_bytes(row_pointer(recv_topk_idx_, receive_at), received * topk_row_bytes(8), peer, "topk_idx");
+          receive_bytes(row_pointer(recv_scales_, receive_at), received * scale_row_bytes(), peer,
+                        "x_scales");
+        receive_bytes(row_pointer(recv_topk_idx_, receive_at), received * topk_row_bytes(8), peer,
+                      "topk_idx");
         receive_bytes(row_pointer(recv_topk_weights_, receive_at), received * topk_row_bytes(4), peer,
-                "topk_weights");
+                      "topk_weights");
       }
     }
     nccl.check(ncclGroupEnd(), "ncclGroupEnd (dispatch rows)");
@@ -252,12 +254,12 @@ class NcclSession final : public EngineSession {
       if (received > 0) {
         send_bytes(row_pointer(y, recv_offsets_[peer]), received * y_row_bytes, peer, "y");
         send_bytes(row_pointer(recv_topk_weights_, recv_offsets_[peer]), received * topk_row_bytes(4), peer,
-             "topk_weights");
+                   "topk_weights");
       }
       if (sent > 0) {
         receive_bytes(row_pointer(returned_x_, send_offsets_[peer]), sent * y_row_bytes, peer, "y");
         receive_bytes(row_pointer(returned_weights_, send_offsets_[peer]), sent * topk_row_bytes(4), peer,
-                "topk_weights");
+                      "topk_weights");
       }
     }
     nccl.check(ncclGroupEnd(), "ncclGroupEnd (combine rows)");

@@ -101,6 +101,7 @@ const std::map<std::string, Setter>& value_flags() {
   static const std::map<std::string, Setter> flags = {
       {"--backend", choice(&CommandLine::backend, {"auto", "cpu", "cuda"})},
       {"--engine", choice(&CommandLine::engine, {"normal", "low_latency", "symmetric", "nccl", "all"})},
+      {"--shape", choice(&CommandLine::shape, {"laptop", "deepseek-v3"})},
       {"--ranks", positive(&CommandLine::ranks)},
       {"--devices",
        [](CommandLine& c, const std::string& flag, const std::string& value) {
@@ -246,7 +247,15 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, in
     options.engines = {engine_from_name(engine)};
   }
 
-  int ranks = command_line.ranks.value_or(kDefaultRanks);
+  const ShapeDefaults& shape =
+      command_line.shape ? (*command_line.shape == kLaptopShape.name ? kLaptopShape : kDeepSeekV3Shape)
+                         : (on_cpu ? kLaptopShape : kDeepSeekV3Shape);
+  options.notes.shape = shape.name;
+  options.notes.shape_source = command_line.shape ? "--shape"
+                               : on_cpu           ? "the cpu default"
+                                                  : "the cuda default";
+
+  int ranks = command_line.ranks.value_or(shape.ranks);
   int ranks_per_node = command_line.ranks_per_node.value_or(ranks);
   if (ranks_per_node > ranks || ranks % ranks_per_node != 0) {
     throw UsageError("--ranks-per-node: expected a divisor of --ranks " + std::to_string(ranks) + ", got " +
@@ -255,25 +264,19 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, in
   options.topology = Topology{ranks, ranks_per_node};
   options.devices = map_ranks_to_devices(command_line.devices, ranks, options.backend, visible_devices);
 
-  options.tokens_per_rank = command_line.tokens.value_or(on_cpu ? kCpuDefaultTokens : kGpuDefaultTokens);
-  options.notes.tokens_from_cpu_default = on_cpu && !command_line.tokens;
-  // low_latency: --ll-tokens; else --tokens when it was given for low_latency alone; else
-  // min(--tokens, 128), the issue's decode shape (16 on cpu when --tokens was not given either).
+  options.tokens_per_rank = command_line.tokens.value_or(shape.tokens);
+  // low_latency: --ll-tokens; else --tokens when it was given for low_latency or symmetric alone;
+  // else min(--tokens, the shape's decode batch).
   if (command_line.ll_tokens) {
     options.ll_tokens_per_rank = *command_line.ll_tokens;
     options.notes.ll_tokens_source = "--ll-tokens";
   } else if (command_line.tokens && (engine == "low_latency" || engine == "symmetric")) {
     options.ll_tokens_per_rank = *command_line.tokens;
     options.notes.ll_tokens_source = "--tokens";
-  } else if (command_line.tokens || !on_cpu) {
-    options.ll_tokens_per_rank = std::min(options.tokens_per_rank, kLowLatencyDefaultTokens);
-    options.notes.ll_tokens_source =
-        "min(--tokens, " + std::to_string(kLowLatencyDefaultTokens) + "), the decode shape; --ll-tokens N overrides";
   } else {
-    options.ll_tokens_per_rank = kCpuLowLatencyDefaultTokens;
-    options.notes.ll_tokens_source = "cpu default (GPU default " + std::to_string(kLowLatencyDefaultTokens) +
-                                     "; the expert-major buffers grow with experts x ranks x tokens); "
-                                     "--ll-tokens N overrides";
+    options.ll_tokens_per_rank = std::min(options.tokens_per_rank, shape.ll_tokens);
+    options.notes.ll_tokens_source = "min(--tokens, " + std::to_string(shape.ll_tokens) + "), the " +
+                                     shape.name + " decode batch; --ll-tokens N overrides";
   }
   // symmetric: --symmetric-tokens, else the low_latency engine's tokens (one expert-major shape).
   if (command_line.symmetric_tokens) {
@@ -304,9 +307,9 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, in
     }
     options.expert_capacity = *command_line.expert_capacity;
   }
-  options.hidden = command_line.hidden.value_or(kDefaultHidden);
-  options.topk = command_line.topk.value_or(kDefaultTopk);
-  options.num_experts = command_line.experts.value_or(kDefaultExperts);
+  options.hidden = command_line.hidden.value_or(shape.hidden);
+  options.topk = command_line.topk.value_or(shape.topk);
+  options.num_experts = command_line.experts.value_or(shape.experts);
   if (options.num_experts % ranks != 0) {
     throw UsageError("--experts: expected a multiple of --ranks " + std::to_string(ranks) + ", got " +
                      std::to_string(options.num_experts));
@@ -358,7 +361,9 @@ std::string help_text() {
   return R"(usage: switchyard-bench [options]
 
 Runs layout -> dispatch -> synthetic expert -> combine for R ranks (threads of this process, one
-Buffer each), checks every output bitwise against the reference, and times each engine.
+Buffer each), checks every iteration's outputs bitwise against the reference, and times each
+engine against the minimal bound. Results go to stdout, ending with a table and the verdict line;
+a progress bar goes to stderr when it is a terminal.
 
 Backend and engines
   --backend auto|cpu|cuda   auto: cuda when a CUDA device is available, else cpu (default auto)
@@ -374,20 +379,25 @@ Backend and engines
                             reference and checks as normal. Needs --backend cuda, a build with
                             NCCL, and one GPU per rank (NCCL refuses two ranks on one GPU):
                             otherwise skipped with the reason, or exit 2 when named
-Shape (default: DeepSeek-V3)
-  --ranks R                 ranks, run as threads of this process (default 8)
+Shape (default: deepseek-v3 on cuda, laptop on cpu)
+  --shape laptop|deepseek-v3
+                            the defaults of the flags below. deepseek-v3: 8 ranks, hidden 7168,
+                            top-8 of 256 experts, 4096 tokens (128 for low_latency and
+                            symmetric). laptop: 4 ranks, hidden 2048, top-8 of 64 experts, 256
+                            tokens (64): a few seconds and under 1 GB on the cpu backend
+  --ranks R                 ranks, run as threads of this process (default: the shape's)
   --devices auto|N          cuda: the GPUs the ranks use; the header names every rank's GPU.
                             auto: rank r on GPU r when this process sees at least R GPUs, else
                             every rank on GPU 0 (threads sharing it). N: rank r on GPU r % N;
                             N above the visible GPUs or above R exits 2 (default auto; cpu:
                             auto only)
   --ranks-per-node P        ranks per node; P < R runs the internode path (default R)
-  --tokens N                tokens per rank (default 4096 on cuda, 512 on cpu)
+  --tokens N                tokens per rank, 0 included (default: the shape's)
   --ll-tokens N             tokens per rank of the low_latency and symmetric engines, their
                             max_tokens_per_rank (default: --tokens with an explicit --tokens and
-                            --engine low_latency or symmetric;
-                            else min(--tokens, 128), the DeepSeek-V3 decode shape; 16 on cpu
-                            when --tokens is not given either). The output says which applied.
+                            --engine low_latency or symmetric; else min(--tokens, the shape's
+                            decode batch: 128 for deepseek-v3, 64 for laptop). The output says
+                            which applied.
   --symmetric-tokens N      tokens per rank of the symmetric engine, its max_tokens_per_rank
                             (default: the low_latency engine's, see --ll-tokens). With
                             --expert-capacity it can run the prefill shape: e.g. --tokens 4096
@@ -401,9 +411,9 @@ Shape (default: DeepSeek-V3)
                             multiple of 16; the header prints it. N: at most R x symmetric
                             tokens (an expert past it makes the run fail with CapacityError).
                             Needs --engine symmetric or all
-  --hidden H                hidden size (default 7168)
-  --topk K                  experts per token (default 8)
-  --experts E               experts in total, a multiple of R (default 256)
+  --hidden H                hidden size (default: the shape's)
+  --topk K                  experts per token (default: the shape's)
+  --experts E               experts in total, a multiple of R (default: the shape's)
   --dtype bf16|fp8          dispatch payload; fp8 carries f32 scales per 128 channels (default bf16).
                             low_latency: its inputs are always bf16, and fp8 means use_fp8 (the
                             engine casts on the fly, per 128 channels, f32 scales)
@@ -444,12 +454,22 @@ Output
 What is reported, per engine
   time      per timed iteration, the slowest rank's time, per phase; reported as the median
             and the p99 (nearest rank: the ceil(0.99 * n)-th smallest, so the largest when
-            there are fewer than 100 iterations) over the iterations, in microseconds
+            there are fewer than 100 iterations) over the iterations, in microseconds. Every
+            rank starts each phase together: its stream drained, a host barrier, the cache
+            evicted, a second barrier; then CUDA events on its stream (the wall clock on cpu)
+  ns/token  the phase's median / the tokens per rank: it compares rank-major and expert-major
+            engines, whose rows count different things, fairly (none at 0 tokens)
+  cache     before every timed phase a scratch buffer of twice the cache is written, so that
+            nothing from the previous iteration (inputs, outputs, poison) is cached: cuda, 2 x
+            the L2 of each GPU (cudaDevAttrL2CacheSize), by the first rank on it; cpu, 2 x the
+            last-level cache, at most 64 MiB, by rank 0. On cuda the normal engine's inputs also
+            rotate over copies whose total exceeds twice the L2 (JSON: cache_flush_bytes,
+            input_sets)
   bytes     rows delivered x row payload. The rows: normal and nccl, every (token, destination
             rank) pair; low_latency, every (token, expert) pair with a valid top-k slot (each is
             its own row on its expert). Row payload: dispatch, hidden * element size, plus
             hidden / 128 * 4 scale bytes for fp8; combine, hidden * 2 (bf16). Summed over
-            all ranks
+            all ranks ('all ranks' in the output)
   across nodes  normal with --ranks-per-node < --ranks: the bytes by link, per iteration, all
             ranks, counted exactly on the host from every rank's topk_idx (a destination rank of
             a token holds at least one of its experts; a destination node holds a destination rank):
@@ -488,12 +508,12 @@ What is reported, per engine
             engines' dispatch allocates its handle with a plain cudaMalloc while capturing,
             which thread-local mode refuses), with every rank's stream idle; the outputs are
             preallocated and the inputs never move. Then --warmup and --iters replays, timed
-            like the plain calls (host barrier before each phase, events around the replay),
-            then one replay into poisoned outputs, checked bit for bit against the reference
-            (a difference fails the engine). A capture that fails on any rank skips the rows
+            like the plain calls (host barrier and cache eviction before each phase, events
+            around the replay), each into poisoned outputs and checked bit for bit against the
+            reference (a difference fails the engine). A capture that fails on any rank skips the rows
             on all, with the reason ('graph replay: skipped: ...'). Not on cpu (no rows).
             JSON: graph_replay ("measured" or why not), graph_replay_dispatch_us,
-            graph_replay_combine_us and their _p99_us, graph_replay_roofline_fraction,
+            graph_replay_combine_us and their _p99_us, graph_replay_minimal_fraction,
             graph_replay_design_fraction
   launch    plain call time - graph replay time (medians), per phase: what launching the
             kernels and the host's work in the call add (dispatch_launch_us, combine_launch_us)
@@ -504,28 +524,37 @@ What is reported, per engine
             every rank drains its stream and all meet at a host barrier before it, so every
             send half has finished before any receive half starts, and the receive half
             measures the receive work, not waiting for slow peers' sends (send + recv may
-            exceed the plain call, which overlaps them). Then one iteration into poisoned
-            outputs, checked bit for bit. symmetric has no split (one stage each way):
+            exceed the plain call, which overlaps them). Each iteration into poisoned outputs,
+            checked bit for bit. symmetric has no split (one stage each way):
             'hook split: not supported ...'. JSON: hook_split, dispatch_send_us,
             dispatch_recv_us, combine_send_us, combine_recv_us and their _p99_us
-  GB/s      bytes / time: the logical bandwidth of all ranks together, as DeepEP reports it
-  roofline  the least time a phase can take, over the copy bandwidths measured at the start
-            of the same run. A row between two ranks on one device (every row when all ranks
-            share one GPU, or on cpu) is read and written in that device's memory; a row
-            between ranks on different GPUs crosses a link once:
+  GB/s/rank DeepEP's convention: one rank's received rows x row payload / that rank's own
+            median time, the mean over the ranks (JSON: dispatch_gbps_per_rank and each rank's
+            in dispatch_gbps_by_rank, the same for combine). 'all ranks' GB/s = all ranks'
+            bytes / the slowest rank's median (dispatch_gbps_all_ranks, combine_gbps_all_ranks)
+  minimal   the minimal bound, a true lower bound of each phase: every input byte read once
+            and every output byte written once, in each device's memory, in the engine's own
+            output layout, and the rows between GPUs moved across a link once:
+              dispatch memory bytes = routed tokens x x row + rows x dispatch row
+              combine memory bytes  = rows x combine row + tokens x combine row
+              phase bound = max(memory bytes / local copy bandwidth,
+                                remote bytes / peer copy bandwidth)
+            routed tokens: source tokens with at least one valid top-k slot; tokens: all
+            source tokens of all ranks; rows as under bytes; remote bytes: rows whose source and
+            destination ranks sit on different GPUs x row payload. The bandwidths are measured
+            at the start of the same run:
               local copy bandwidth = bytes read + written per second of a device-to-device
-                                     copy, each GPU used measured alone, summed over them
-                                     (memcpy with min(R, cores) threads on cpu)
+                                     copy, each GPU used measured alone, summed over them; on
+                                     cpu the faster memcpy of one from memory and one within
+                                     the cache, with min(R, cores) threads
               peer copy bandwidth  = bytes per second of cudaMemcpyPeerAsync from every GPU
                                      used to every other at once (only with several GPUs)
-              phase bound = max(2 * local_bytes / local copy bandwidth,
-                                remote_bytes / peer copy bandwidth)
-            where remote_bytes are the bytes of rows whose source and destination ranks sit on
-            different GPUs and local_bytes the rest. roofline fraction =
-              (dispatch bound + combine bound) / (dispatch_time + combine_time)
-            on one device this is (2 * (dispatch_bytes + combine_bytes) / copy_bandwidth) /
-            (dispatch_time + combine_time). The table's roofline column: one phase's bound / its
-            median (JSON: dispatch_roofline_us, dispatch_roofline_fraction, the same for combine)
+            minimal fraction = bound / median per phase (the table's minimal column), and
+              (dispatch bound + combine bound) / (dispatch time + combine time)
+            for both phases. A time below its bound (a fraction above 1) means the bound is
+            wrong: the engine fails with 'minimal bound: ...' and the run exits 1. JSON:
+            minimal_dispatch_bytes, minimal_combine_bytes, dispatch_minimal_us,
+            dispatch_minimal_fraction (the same for combine), minimal_fraction
   design    the design roofline: the bytes each engine's design must move through memory per
             phase, all ranks (rows and row payloads as under bytes; tokens = source tokens of
             all ranks; x row = what the sender reads: the --dtype row for normal, bf16 for
@@ -587,8 +616,11 @@ What is reported, per engine
             design_combine_bytes, dispatch_design_roofline_us, combine_design_roofline_us,
             dispatch_design_fraction, combine_design_fraction, design_fraction, design_note
             (why not counted, else null)
-  check     the first (untimed) iteration writes into poisoned outputs and must match the
-            reference bit for bit on every rank; the last timed iteration is compared again.
+  check     every iteration, the untimed check iteration of each input set, warmup, timed,
+            hook split and graph replay alike, writes into outputs poisoned just before it and
+            is compared bit for bit with the reference just after it, on every rank, both
+            outside the timed window: a call that wrote nothing fails the engine, naming the
+            rank and the iteration (JSON: checked_iterations).
             low_latency: recv_x, recv_x_scales and src_info in the rows < recv_count of each
             expert (the rest is unspecified), recv_count, layout_range and combined_x.
             nccl: the rows sent to each rank (num_tokens_per_rank), num_recv_tokens, recv_x,
@@ -603,8 +635,11 @@ What is reported, per engine
   vs nccl   after the engines, each engine that ran with nccl's tokens per rank: nccl's time /
             its time, per phase and for both (the issue's target: 2x at 4096 tokens)
 
-Exit status: 0 when every engine that ran passed its check; 1 when a check failed or the library
-failed at run time (e.g. a timeout); 2 for a bad argument or a configuration the library refuses.
+The last line of stdout is the verdict: 'verdict: pass: ...' when every engine that ran passed
+every check, else 'verdict: FAIL: ...' naming each engine that failed and its first failure.
+Exit status: 0 when every engine that ran passed its checks; 1 when a check failed, a time fell
+below its minimal bound, or the library failed at run time (e.g. a timeout); 2 for a bad
+argument or a configuration the library refuses.
 )";
 }
 

@@ -29,26 +29,25 @@ const char* bench_engine_name(BenchEngine engine);  // "normal", ..., "nccl": th
 // normal and nccl: the --tokens inputs, rank-major outputs, checked against problem.normal.
 bool is_rank_major(BenchEngine engine);
 
-// The defaults: DeepSeek-V3 (DESIGN.md, Performance).
-constexpr int kDefaultRanks = 8;
-constexpr int kDefaultHidden = 7168;
-constexpr int kDefaultTopk = 8;
-constexpr int kDefaultExperts = 256;
-constexpr int64_t kGpuDefaultTokens = 4096;
+// A named shape (--shape): the defaults of --ranks, --hidden, --topk, --experts, --tokens and
+// --ll-tokens; each flag given overrides its own.
+struct ShapeDefaults {
+  const char* name;
+  int ranks, hidden, topk, experts;
+  int64_t tokens, ll_tokens;
+};
+// DeepSeek-V3 (DESIGN.md, Performance): top-8 of 256 experts, hidden 7168, 4096 tokens per rank for
+// prefill and 128 for decode, on 8 ranks. The default on cuda.
+constexpr ShapeDefaults kDeepSeekV3Shape{"deepseek-v3", 8, 7168, 8, 256, 4096, 128};
+// NOTES: the default on cpu, where R ranks run as threads on what may be a 2-core laptop: the whole
+// default run in a few seconds and under 1 GB of memory. The expert-major engines' buffers grow with
+// experts x ranks x tokens, hence the smaller decode batch.
+constexpr ShapeDefaults kLaptopShape{"laptop", 4, 2048, 8, 64, 256, 64};
+constexpr int kDefaultRanks = kDeepSeekV3Shape.ranks;
 constexpr int kGpuDefaultIters = 20;
 constexpr int kGpuDefaultWarmup = 3;
-// NOTES: the CPU backend runs R ranks as threads on what may be a 2-core machine, and the check
-// runs the reference over every rank; these keep the whole default run well under a minute there.
-constexpr int64_t kCpuDefaultTokens = 512;
 constexpr int kCpuDefaultIters = 10;
 constexpr int kCpuDefaultWarmup = 2;
-// low_latency: the decode shape of the issue (DeepSeek-V3, 128 tokens per rank). Without
-// --ll-tokens it runs min(--tokens, this) tokens per rank, so that `--engine all` gives normal its
-// prefill-sized --tokens and low_latency its decode-sized batch.
-constexpr int64_t kLowLatencyDefaultTokens = 128;
-// NOTES: on cpu the expert-major buffers (E * R * tokens rows in the heap, L * R * tokens rows per
-// output) dominate memory: the CPU default keeps the default run small; the GPU default is above.
-constexpr int64_t kCpuLowLatencyDefaultTokens = 16;
 // --expert-capacity auto rounds the largest expert's rows up to a multiple of this (a GEMM-friendly
 // tile of rows, as a framework would size per-expert buffers).
 constexpr int64_t kExpertCapacityMultiple = 16;
@@ -63,13 +62,14 @@ struct CommandLine {
   bool help = false;
   std::optional<std::string> backend;  // auto | cpu | cuda
   std::optional<std::string> engine;   // normal | low_latency | symmetric | nccl | all
+  std::optional<std::string> shape;    // laptop | deepseek-v3
   std::optional<int> ranks, ranks_per_node, hidden, topk, experts, iters, warmup;
   std::optional<int> devices;  // kAutoDevices, or the number of GPUs to spread the ranks over
   std::optional<int64_t> tokens;
   std::optional<int64_t> ll_tokens;
   std::optional<int64_t> symmetric_tokens;
   std::optional<int64_t> expert_capacity;  // kAutoExpertCapacity for "auto"
-  std::optional<std::string> dtype;  // bf16 | fp8
+  std::optional<std::string> dtype;        // bf16 | fp8
   std::optional<uint64_t> seed;
   std::optional<std::string> json_path, dump_dir;
   std::optional<int> channels, ring_slots, chunk_tokens;
@@ -80,7 +80,9 @@ struct CommandLine {
 
 // Where a default came from, so that the output can say so.
 struct DefaultNotes {
-  bool tokens_from_cpu_default = false;
+  // The shape whose defaults applied, and why ("the cpu default", "--shape").
+  std::string shape = kDeepSeekV3Shape.name;
+  std::string shape_source;
   bool iters_from_cpu_default = false;
   // How the low_latency engine's tokens per rank were chosen, for the output ("--ll-tokens", ...).
   std::string ll_tokens_source;
@@ -98,17 +100,17 @@ struct BenchOptions {
   bool engine_was_all = true;        // "all": engines that do not exist are reported as skipped
   Topology topology{kDefaultRanks, kDefaultRanks};
   DeviceMap devices;  // which GPU each rank uses (--devices); empty on cpu
-  int64_t tokens_per_rank = kGpuDefaultTokens;
+  int64_t tokens_per_rank = kDeepSeekV3Shape.tokens;
   // The low_latency engine's tokens per rank: its max_tokens_per_rank, and its inputs' size.
-  int64_t ll_tokens_per_rank = kLowLatencyDefaultTokens;
+  int64_t ll_tokens_per_rank = kDeepSeekV3Shape.ll_tokens;
   // The symmetric engine's tokens per rank (its max_tokens_per_rank and inputs): --symmetric-tokens,
   // else the low_latency engine's.
-  int64_t symmetric_tokens_per_rank = kLowLatencyDefaultTokens;
+  int64_t symmetric_tokens_per_rank = kDeepSeekV3Shape.ll_tokens;
   // The symmetric dispatch's expert_capacity: 0 (R * max rows per expert), N, or kAutoExpertCapacity.
   int64_t expert_capacity = 0;
-  int hidden = kDefaultHidden;
-  int topk = kDefaultTopk;
-  int num_experts = kDefaultExperts;
+  int hidden = kDeepSeekV3Shape.hidden;
+  int topk = kDeepSeekV3Shape.topk;
+  int num_experts = kDeepSeekV3Shape.experts;
   DType dtype = DType::bf16;
   int iters = kGpuDefaultIters;
   int warmup = kGpuDefaultWarmup;

@@ -1,7 +1,9 @@
 #pragma once
 // One rank's clock for a timed phase, with the discipline every timed row of the bench shares: the
 // rank first waits for its own stream (so it is idle, and any error its kernels recorded is raised),
-// then all ranks meet at a host barrier, then the timer (CUDA events on the rank's stream, the wall
+// then all ranks meet at a host barrier; with a cache eviction, one rank per cache then evicts it
+// (cache_flush.hpp) and all meet again, so that no rank's work lands in the cache after its eviction;
+// then the timer (CUDA events on the rank's stream, the wall
 // clock on cpu) goes around the work; after it the stream is drained the same way before the time is
 // read (the events are already recorded, so this does not change the time). Every rank starts each
 // phase together, so the slowest rank's time is the phase's time.
@@ -17,8 +19,14 @@ class PhaseClock {
  public:
   // `synchronize` waits for the rank's stream and raises what its work recorded (Buffer::synchronize,
   // or nccl's bounded wait).
-  PhaseClock(Group& group, PhaseTimer& timer, std::function<void()> synchronize)
-      : group_(group), timer_(timer), synchronize_(std::move(synchronize)) {}
+  // `evict_cache`, when given to every rank, runs before each phase between two barriers (a no-op on
+  // the ranks that do not evict).
+  PhaseClock(Group& group, PhaseTimer& timer, std::function<void()> synchronize,
+             std::function<void()> evict_cache = {})
+      : group_(group),
+        timer_(timer),
+        synchronize_(std::move(synchronize)),
+        evict_cache_(std::move(evict_cache)) {}
 
   void synchronize() { synchronize_(); }
 
@@ -26,6 +34,10 @@ class PhaseClock {
   double time(const std::function<void()>& work) {
     synchronize_();
     group_.barrier();
+    if (evict_cache_) {
+      evict_cache_();
+      group_.barrier();
+    }
     timer_.start();
     work();
     timer_.stop();
@@ -37,6 +49,7 @@ class PhaseClock {
   Group& group_;
   PhaseTimer& timer_;
   std::function<void()> synchronize_;
+  std::function<void()> evict_cache_;
 };
 
 }  // namespace switchyard::bench

@@ -25,8 +25,22 @@ int64_t dispatch_row_bytes(const BenchOptions& options) {
 
 // low_latency rows: bf16, or fp8 with f32 scales per 128 channels (use_fp8).
 int64_t low_latency_dispatch_row_bytes(const BenchOptions& options) {
-  if (options.dtype == DType::fp8_e4m3) return int64_t{options.hidden} + int64_t{options.hidden} / kFp8ScaleBlock * 4;
+  if (options.dtype == DType::fp8_e4m3)
+    return int64_t{options.hidden} + int64_t{options.hidden} / kFp8ScaleBlock * 4;
   return int64_t{options.hidden} * 2;
+}
+
+// Source tokens of every rank with at least one valid top-k slot (negative ids are empty slots).
+int64_t routed_tokens(const std::vector<workload::RankData>& inputs) {
+  int64_t routed = 0;
+  for (const workload::RankData& data : inputs) {
+    const int64_t num_tokens = data.topk_idx.size(0), topk = data.topk_idx.size(1);
+    const int64_t* ids = data.topk_idx.as<const int64_t>();
+    for (int64_t token = 0; token < num_tokens; ++token) {
+      routed += std::any_of(ids + token * topk, ids + (token + 1) * topk, [](int64_t id) { return id >= 0; });
+    }
+  }
+  return routed;
 }
 
 // `tokens` per rank and `capacity` (0, N or kAutoExpertCapacity); `name` for the progress line.
@@ -36,22 +50,24 @@ void make_low_latency_reference(const BenchOptions& options, Progress& progress,
   const Topology& topology = options.topology;
   const int num_ranks = topology.num_ranks;
   ll.present = true;
-  ll.max_tokens_per_rank = tokens;
+  // The calls' max_tokens_per_rank: the library refuses 0, while 0 tokens on every rank is a valid step.
+  ll.max_tokens_per_rank = std::max<int64_t>(1, tokens);
+  const int64_t max_tokens = ll.max_tokens_per_rank;
   ll.shape = shape_of(options);
   ll.shape.tokens_per_rank = tokens;
   ll.shape.dtype = DType::bf16;  // the engine casts to fp8 itself (use_fp8)
-  progress.update("inputs", "generating the " + name + " inputs");
+  progress.update("generating the " + name + " inputs");
   ll.inputs = workload::generate(ll.shape, options.seed);
   ll.ll_options.use_fp8 = options.dtype == DType::fp8_e4m3;
   ll.expert_capacity = capacity == kAutoExpertCapacity
-                           ? auto_expert_capacity(ll.inputs, options.num_experts, tokens)
+                           ? auto_expert_capacity(ll.inputs, options.num_experts, max_tokens)
                            : capacity;
-  ll.rows_per_expert = ll.expert_capacity > 0 ? ll.expert_capacity : num_ranks * tokens;
+  ll.rows_per_expert = ll.expert_capacity > 0 ? ll.expert_capacity : num_ranks * max_tokens;
 
-  progress.update("reference", "computing the " + name + " reference");
+  progress.update("computing the " + name + " reference");
   std::vector<reference::RankInputs> rank_inputs;
   for (int rank = 0; rank < num_ranks; ++rank) rank_inputs.push_back(ll.inputs[rank].inputs());
-  ll.dispatched = reference::low_latency_dispatch(rank_inputs, options.num_experts, topology, tokens,
+  ll.dispatched = reference::low_latency_dispatch(rank_inputs, options.num_experts, topology, max_tokens,
                                                   ll.ll_options, ll.expert_capacity);
   // An explicit capacity below the largest expert's rows: the engine raises CapacityError (the run
   // fails with it), and there is no combine to compare with.
@@ -72,13 +88,17 @@ void make_low_latency_reference(const BenchOptions& options, Progress& progress,
         expert_major_synthetic_expert(received.recv_x, received.recv_x_scales, received.recv_count, rank));
     ys.push_back(ll.expert_outputs.back());
   }
-  ll.combined = reference::low_latency_combine(ys, rank_inputs, options.num_experts, topology, tokens,
+  ll.combined = reference::low_latency_combine(ys, rank_inputs, options.num_experts, topology, max_tokens,
                                                ll.expert_capacity);
 
   for (const reference::LowLatencyDispatchOutput& received : ll.dispatched) {
     const int32_t* counts = received.recv_count.as<const int32_t>();
-    for (int64_t l = 0; l < received.recv_count.numel(); ++l) ll.traffic.delivered_rows += counts[l];
+    int64_t rank_rows = 0;
+    for (int64_t l = 0; l < received.recv_count.numel(); ++l) rank_rows += counts[l];
+    ll.traffic.received_rows_by_rank.push_back(rank_rows);
+    ll.traffic.delivered_rows += rank_rows;
   }
+  ll.traffic.routed_tokens = routed_tokens(ll.inputs);
   ll.traffic.remote_rows = expert_major_remote_rows(ll.dispatched, options.devices);
   ll.traffic.dispatch_row_bytes = low_latency_dispatch_row_bytes(options);
   ll.traffic.combine_row_bytes = int64_t{options.hidden} * 2;
@@ -190,7 +210,8 @@ Tensor expert_major_synthetic_expert(const TensorView& recv_x, const TensorView&
     // A wrong count (an engine that failed its check) must not read past the expert's rows.
     const int64_t count = std::min<int64_t>(recv_count.as<const int32_t>()[l], rows_per_expert);
     if (count <= 0) continue;
-    const TensorView rows(recv_x.as<uint8_t>() + l * rows_per_expert * x_row_bytes, recv_x.dtype, {count, hidden});
+    const TensorView rows(recv_x.as<uint8_t>() + l * rows_per_expert * x_row_bytes, recv_x.dtype,
+                          {count, hidden});
     TensorView scales;
     if (fp8) {
       scales = TensorView(recv_x_scales.as<float>() + l * rows_per_expert * num_scales, DType::f32,
@@ -334,10 +355,10 @@ Problem make_problem(const BenchOptions& options, Progress& progress) {
   // The expert-major engines need neither the --tokens inputs nor their reference.
   if (!options.runs_rank_major()) return problem;
 
-  progress.update("inputs", "generating inputs");
+  progress.update("generating inputs");
   problem.inputs = workload::generate(problem.shape, options.seed);
 
-  progress.update("reference", "computing the reference");
+  progress.update("computing the reference");
   NormalReference& normal = problem.normal;
   std::vector<reference::RankInputs> rank_inputs;
   std::vector<int64_t> num_tokens_per_source;
@@ -363,6 +384,9 @@ Problem make_problem(const BenchOptions& options, Progress& progress) {
   for (const reference::Layout& layout : normal.layouts) {
     for (int count : layout.num_tokens_per_rank) traffic.delivered_rows += count;
   }
+  for (const reference::NormalDispatchOutput& received : normal.dispatched)
+    traffic.received_rows_by_rank.push_back(received.recv_x.size(0));
+  traffic.routed_tokens = routed_tokens(problem.inputs);
   traffic.dispatch_row_bytes = dispatch_row_bytes(options);
   traffic.combine_row_bytes = int64_t{options.hidden} * 2;
   traffic.input_row_bytes = traffic.dispatch_row_bytes;  // x (and its fp8 scales) in the --dtype
@@ -372,7 +396,8 @@ Problem make_problem(const BenchOptions& options, Progress& progress) {
     traffic.nodes = node_traffic(problem.inputs, topology, options.num_experts);
     if (traffic.nodes->nvlink_rows != traffic.delivered_rows) {
       throw std::logic_error("switchyard-bench: NVLink rows " + std::to_string(traffic.nodes->nvlink_rows) +
-                             " differ from the layout's delivered rows " + std::to_string(traffic.delivered_rows));
+                             " differ from the layout's delivered rows " +
+                             std::to_string(traffic.delivered_rows));
     }
   }
   return problem;
@@ -417,13 +442,15 @@ void check_fits_in_memory(const BenchOptions& options) {
     if (low_latency) {
       sizing.max_tokens_per_rank = std::max<int64_t>(options.ll_tokens_per_rank, 1);
       sizing.low_latency_max_tokens_per_rank = sizing.max_tokens_per_rank;
-      const double ll_heap = ranks * static_cast<double>(normal_heap_bytes(options.topology, options.config, sizing) +
-                                                         low_latency_heap_bytes(options.topology, sizing));
+      const double ll_heap =
+          ranks * static_cast<double>(normal_heap_bytes(options.topology, options.config, sizing) +
+                                      low_latency_heap_bytes(options.topology, sizing));
       sizing.low_latency_max_tokens_per_rank = 0;
       sizing.max_tokens_per_rank = std::max<int64_t>(options.symmetric_tokens_per_rank, 1);
       sizing.symmetric_max_tokens_per_rank = sizing.max_tokens_per_rank;
-      const double symmetric_heap = ranks * static_cast<double>(normal_heap_bytes(options.topology, options.config, sizing) +
-                                                                symmetric_heap_bytes(options.topology, sizing));
+      const double symmetric_heap =
+          ranks * static_cast<double>(normal_heap_bytes(options.topology, options.config, sizing) +
+                                      symmetric_heap_bytes(options.topology, sizing));
       heap_bytes = std::max(heap_bytes, symmetric_heap);
       heap_bytes = std::max(heap_bytes, ll_heap);
     }

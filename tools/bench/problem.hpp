@@ -70,7 +70,7 @@ struct NodeBytes {
 
 // The logical traffic of one dispatch + combine, all ranks together.
 struct Traffic {
-  int64_t delivered_rows = 0;      // (token, destination rank) pairs; low_latency: (token, expert)
+  int64_t delivered_rows = 0;  // (token, destination rank) pairs; low_latency: (token, expert)
   // Of those, the rows whose source and destination ranks sit on different GPUs (--devices): they
   // cross a link; the rest stay in one device's memory. 0 when all ranks share one device.
   int64_t remote_rows = 0;
@@ -81,6 +81,11 @@ struct Traffic {
   // the sender reads (normal: dispatch_row_bytes; low_latency and symmetric: bf16, cast on the fly).
   int64_t source_tokens = 0;
   int64_t input_row_bytes = 0;
+  // For the minimal bound (minimal_bound.hpp): the source tokens with at least one valid top-k slot
+  // (a dispatch must read each of them once, and no other), and the rows each rank receives (DeepEP's
+  // per-rank GB/s divides one rank's received bytes by that rank's time).
+  int64_t routed_tokens = 0;
+  std::vector<int64_t> received_rows_by_rank;
   int64_t dispatch_bytes() const { return delivered_rows * dispatch_row_bytes; }
   int64_t combine_bytes() const { return delivered_rows * combine_row_bytes; }
   int64_t remote_dispatch_bytes() const { return remote_rows * dispatch_row_bytes; }
@@ -102,14 +107,14 @@ struct NormalReference {
 // tokens per rank, always bf16 (with --dtype fp8 the engine casts them, use_fp8). Its traffic counts
 // (token, expert) pairs: every valid top-k slot is one row on its expert.
 struct LowLatencyReference {
-  bool present = false;  // only when low_latency runs
+  bool present = false;             // only when low_latency runs
   int64_t max_tokens_per_rank = 0;  // the calls' (and the inputs' tokens per rank)
   // The dispatch's expert_capacity: 0 (R * max rows per expert) or the resolved C (--expert-capacity,
   // auto resolved from the inputs); rows_per_expert is what the outputs hold.
   int64_t expert_capacity = 0;
   int64_t rows_per_expert = 0;
   workload::Shape shape;
-  std::vector<workload::RankData> inputs;                       // host, per rank
+  std::vector<workload::RankData> inputs;  // host, per rank
   reference::LowLatencyOptions ll_options;
   std::vector<reference::LowLatencyDispatchOutput> dispatched;  // per rank
   std::vector<Tensor> expert_outputs;  // y per rank, bf16 [L, C, H]; rows past recv_count are zero

@@ -2,12 +2,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+
 namespace switchyard::bench {
 namespace {
 
-// NOTES: a terminal is redrawn at most this often; a log gets a line at most this often per stage.
-constexpr auto kTerminalInterval = std::chrono::milliseconds(100);
-constexpr auto kLogInterval = std::chrono::seconds(5);
+// NOTES: a terminal is redrawn at most this often: more only costs the run time.
+constexpr auto kRedrawInterval = std::chrono::milliseconds(100);
+constexpr int kBarWidth = 20;
 
 }  // namespace
 
@@ -17,23 +20,40 @@ Progress::~Progress() {
   clear();
 }
 
-void Progress::update(const std::string& stage, const std::string& text) {
+void Progress::begin_part(int index, int count) {
   std::lock_guard<std::mutex> lock(mutex_);
-  auto now = std::chrono::steady_clock::now();
-  bool new_stage = stage != last_stage_;
-  auto interval = is_terminal_ ? std::chrono::steady_clock::duration(kTerminalInterval)
-                               : std::chrono::steady_clock::duration(kLogInterval);
-  if (!new_stage && now - last_print_ < interval) return;
-  last_stage_ = stage;
-  last_print_ = now;
-  if (is_terminal_) {
-    std::string line = "\r" + text;
-    if (text.size() < line_length_) line += std::string(line_length_ - text.size(), ' ');
-    line_length_ = text.size();
-    std::fputs(line.c_str(), stderr);
-  } else {
-    std::fprintf(stderr, "%s\n", text.c_str());
-  }
+  part_ = index;
+  parts_ = std::max(count, 1);
+  fraction_ = static_cast<double>(part_) / parts_;
+}
+
+void Progress::update(const std::string& text) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  draw(text);
+}
+
+void Progress::update(const std::string& text, int done, int total) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const double within = total > 0 ? std::clamp(static_cast<double>(done) / total, 0.0, 1.0) : 0.0;
+  fraction_ = (part_ + within) / parts_;
+  draw(text);
+}
+
+void Progress::draw(const std::string& text) {
+  if (!is_terminal_) return;
+  const auto now = std::chrono::steady_clock::now();
+  if (line_length_ > 0 && now - last_draw_ < kRedrawInterval) return;
+  last_draw_ = now;
+  const int filled = static_cast<int>(fraction_ * kBarWidth + 0.5);
+  char percent[8];
+  std::snprintf(percent, sizeof(percent), "%3d%%", static_cast<int>(fraction_ * 100 + 0.5));
+  const std::string line = "[" + std::string(static_cast<size_t>(filled), '#') +
+                           std::string(static_cast<size_t>(kBarWidth - filled), '.') + "] " + percent + "  " +
+                           text;
+  std::string drawn = "\r" + line;
+  if (line.size() < line_length_) drawn += std::string(line_length_ - line.size(), ' ');
+  line_length_ = line.size();
+  std::fputs(drawn.c_str(), stderr);
   std::fflush(stderr);
 }
 
@@ -44,7 +64,6 @@ void Progress::clear() {
     std::fflush(stderr);
   }
   line_length_ = 0;
-  last_stage_.clear();
 }
 
 }  // namespace switchyard::bench

@@ -1,8 +1,10 @@
 #pragma once
-// Progress on stderr for long runs. On a terminal one line is rewritten in place (with \r); in a log
-// a line is written when the stage changes and then at most every few seconds.
+// A progress bar on stderr while the bench runs, when stderr is a terminal; nothing at all when it is
+// not (a log or a pipe gets only the results on stdout). One line is redrawn in place:
+//   [##########..........]  50%  normal: timed iteration 3/10
+// The run is split into equal parts, one per engine (begin_part); within a part the runner reports
+// how many of its steps are done.
 #include <chrono>
-#include <cstdio>
 #include <mutex>
 #include <string>
 
@@ -15,17 +17,26 @@ class Progress {
   Progress(const Progress&) = delete;
   Progress& operator=(const Progress&) = delete;
 
-  // `stage` groups updates ("normal: timing"); `text` is the whole line ("normal: warmup 1/1, iter 3/5").
-  void update(const std::string& stage, const std::string& text);
-  // Clears the terminal line, so that what follows on stdout starts clean.
+  // Part `index` of `count` begins (an engine of those asked for).
+  void begin_part(int index, int count);
+  // What is happening now, without moving the bar.
+  void update(const std::string& text);
+  // ... and `done` of the current part's `total` steps are finished.
+  void update(const std::string& text, int done, int total);
+  // Clears the line, so that what follows on stdout starts clean.
   void clear();
 
+  bool is_terminal() const { return is_terminal_; }
+
  private:
+  void draw(const std::string& text);
+
   bool is_terminal_;
   std::mutex mutex_;
-  std::string last_stage_;
+  int part_ = 0, parts_ = 1;
+  double fraction_ = 0;  // of the whole run
   size_t line_length_ = 0;
-  std::chrono::steady_clock::time_point last_print_;
+  std::chrono::steady_clock::time_point last_draw_;
 };
 
 }  // namespace switchyard::bench

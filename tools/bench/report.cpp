@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "cache_flush.hpp"
 #include "metrics.hpp"
 #include "switchyard/version.hpp"
 
@@ -18,34 +19,46 @@ std::string fraction_text(std::optional<double> fraction) {
   return text;
 }
 
-void print_table_header(std::FILE* out) {
-  std::fprintf(out, "  %-17s %12s %12s %16s %10s %9s %9s\n", "phase", "median (us)", "p99 (us)", "bytes",
-               "GB/s", "roofline", "design");
+std::string optional_text(std::optional<double> value, const char* format) {
+  if (!value) return "-";
+  char text[32];
+  std::snprintf(text, sizeof(text), format, *value);
+  return text;
 }
 
-// A whole phase (plain calls or graph replays): its bytes, GB/s and both roofline fractions.
-void print_phase(std::FILE* out, const char* phase, const PhaseTiming& timing, int64_t bytes,
-                 std::optional<double> bound, std::optional<double> design_bound) {
-  std::optional<double> gbps = gigabytes_per_second(bytes, timing.median_seconds);
-  std::fprintf(out, "  %-17s %12.1f %12.1f %16" PRId64 " %10.2f %9s %9s\n", phase,
-               timing.median_seconds * 1e6, timing.p99_seconds * 1e6, bytes, gbps ? *gbps : 0.0,
+void print_table_header(std::FILE* out) {
+  std::fprintf(out, "  %-17s %11s %11s %10s %10s %8s %8s\n", "phase", "median us", "p99 us", "ns/token",
+               "GB/s/rank", "minimal", "design");
+}
+
+// A whole phase (plain calls or graph replays): time per token, GB/s per rank (absent for the graph
+// rows, which have no per-rank times) and both fractions.
+void print_phase(std::FILE* out, const char* phase, const PhaseTiming& timing, int64_t tokens_per_rank,
+                 std::optional<double> gbps_per_rank, std::optional<double> bound,
+                 std::optional<double> design_bound) {
+  std::fprintf(out, "  %-17s %11.1f %11.1f %10s %10s %8s %8s\n", phase, timing.median_seconds * 1e6,
+               timing.p99_seconds * 1e6,
+               optional_text(nanoseconds_per_token(timing.median_seconds, tokens_per_rank), "%.1f").c_str(),
+               optional_text(gbps_per_rank, "%.2f").c_str(),
                fraction_text(phase_fraction(bound, timing.median_seconds)).c_str(),
                fraction_text(phase_fraction(design_bound, timing.median_seconds)).c_str());
 }
 
-// Half a phase (the hook split): times only; bytes and fractions belong to whole phases.
+// Half a phase (the hook split): times only; the rest belongs to whole phases.
 void print_half(std::FILE* out, const char* half, const std::optional<PhaseTiming>& timing) {
   if (!timing) return;
-  std::fprintf(out, "  %-17s %12.1f %12.1f %16s %10s %9s %9s\n", half, timing->median_seconds * 1e6,
+  std::fprintf(out, "  %-17s %11.1f %11.1f %10s %10s %8s %8s\n", half, timing->median_seconds * 1e6,
                timing->p99_seconds * 1e6, "-", "-", "-", "-");
 }
 
 // Saved bytes and direct / hierarchical; the ratio is n/a when no byte crosses the network.
 void print_saving(std::FILE* out, const char* phase, int64_t direct, int64_t rdma) {
-  std::fprintf(out, "  %-10s direct RDMA %" PRId64 " bytes, hierarchical %" PRId64 ": saves %" PRId64 " bytes", phase,
-               direct, rdma, direct - rdma);
+  std::fprintf(out,
+               "  %-10s direct RDMA %" PRId64 " bytes, hierarchical %" PRId64 ": saves %" PRId64 " bytes",
+               phase, direct, rdma, direct - rdma);
   if (rdma > 0) {
-    std::fprintf(out, " (direct / hierarchical = %.2fx)\n", static_cast<double>(direct) / static_cast<double>(rdma));
+    std::fprintf(out, " (direct / hierarchical = %.2fx)\n",
+                 static_cast<double>(direct) / static_cast<double>(rdma));
   } else {
     std::fprintf(out, " (direct / hierarchical = n/a)\n");
   }
@@ -86,9 +99,10 @@ void print_node_bytes(std::FILE* out, const NodeBytes& bytes) {
     print_direct_node_bytes(out, bytes);
     return;
   }
-  std::fprintf(out,
-               "  across nodes (per iteration, all ranks): RDMA = (token, other destination node) rows, NVLink = "
-               "(token, destination rank) rows, local node included; x row payload\n");
+  std::fprintf(
+      out,
+      "  across nodes (per iteration, all ranks): RDMA = (token, other destination node) rows, NVLink = "
+      "(token, destination rank) rows, local node included; x row payload\n");
   std::fprintf(out, "  %-10s %16s %16s %16s\n", "phase", "RDMA bytes", "NVLink bytes", "direct RDMA");
   std::fprintf(out, "  %-10s %16" PRId64 " %16" PRId64 " %16" PRId64 "\n", "dispatch", bytes.rdma_dispatch,
                bytes.nvlink_dispatch, bytes.direct_rdma_dispatch);
@@ -116,10 +130,8 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
                topology.num_nodes(), topology.num_nodes() == 1 ? "" : "s", topology.ranks_per_node,
                options.tokens_per_rank, options.hidden, options.topk, options.num_experts,
                dtype_name(options.dtype), static_cast<unsigned long long>(options.seed));
-  if (options.notes.tokens_from_cpu_default) {
-    std::fprintf(out, "cpu backend: --tokens defaults to %" PRId64 " (GPU default %" PRId64 ")\n",
-                 options.tokens_per_rank, kGpuDefaultTokens);
-  }
+  std::fprintf(out, "shape: %s (%s; --shape laptop|deepseek-v3, and the shape flags override it)\n",
+               options.notes.shape.c_str(), options.notes.shape_source.c_str());
   if (options.notes.iters_from_cpu_default) {
     std::fprintf(out, "cpu backend: --iters defaults to %d (GPU default %d)\n", options.iters,
                  kGpuDefaultIters);
@@ -169,21 +181,28 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
                  capacity.c_str(), cast);
   }
   std::fprintf(
+      out, "cache: before every timed phase %s, so that nothing from the previous iteration is cached%s\n",
+      cache_flush_rule(options.backend).c_str(),
+      options.backend == Backend::cuda ? "; normal's inputs also rotate over input sets" : "");
+  std::fprintf(out,
+               "checks: every iteration (check, warmup, timed, hook split, graph replay) writes into outputs "
+               "poisoned just before it and is compared bit for bit with the reference just after it, "
+               "outside the timed window\n");
+  std::fprintf(
       out,
-      "time: median (and p99, nearest rank) over iterations of the slowest rank; GB/s: all ranks' bytes / "
-      "time (logical bandwidth, as DeepEP reports it)\n"
-      "roofline fraction = (dispatch bound + combine bound) / (dispatch_time + combine_time), phase bound = "
-      "max(2 * local bytes / copy bandwidth, remote bytes / peer copy bandwidth): a row within one device is "
-      "read once and written once, a row between GPUs crosses a link once; the roofline and design columns: "
-      "one phase's bound / its median\n"
-      "design fraction: the same with the bytes the engine's design moves through memory, phase bound = "
-      "max(design bytes / copy bandwidth, remote bytes / peer copy bandwidth) (see --help)\n");
+      "time: per iteration the slowest rank's time, median and p99 over the iterations; ns/token: that "
+      "over the tokens of one rank\n"
+      "GB/s/rank: one rank's received rows x row bytes / that rank's median time, the mean over the ranks "
+      "(DeepEP's convention); 'all ranks' figures say so\n"
+      "minimal: the minimal bound / the time, where the bound reads every input byte once and writes every "
+      "output byte once in device memory, and moves the bytes between GPUs once, over the bandwidths "
+      "measured above; above 1 fails the run\n"
+      "design: the same with the bytes the engine's own passes move (see --help)\n");
   if (options.runs_expert_major()) {
-    std::fprintf(
-        out,
-        "low_latency and symmetric also: dispatch/combine (graph) = CUDA graph replays of the same calls "
-        "(cuda); launch = plain call - graph replay (medians); dispatch/combine send and recv = the halves "
-        "apart with return_recv_hook (low_latency), ranks meeting at a host barrier between them\n");
+    std::fprintf(out,
+                 "expert-major engines: '(graph)' rows are CUDA graph replays of the same calls, launch = "
+                 "plain call - graph replay; 'send' and 'recv' rows are the halves of low_latency's calls "
+                 "apart, with a host barrier between them\n");
   }
 }
 
@@ -208,16 +227,20 @@ void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidt
     if (!result.note.empty()) std::fprintf(out, "  %s\n", result.note.c_str());
     const PhaseBounds minimal = minimal_bounds(result, copy);
     const PhaseBounds design = design_bounds(result, copy);
+    const std::optional<double> dispatch_per_rank = gigabytes_per_second_per_rank(
+        result.received_rows_by_rank, result.dispatch_row_bytes, result.dispatch_rank_seconds);
+    const std::optional<double> combine_per_rank = gigabytes_per_second_per_rank(
+        result.received_rows_by_rank, result.combine_row_bytes, result.combine_rank_seconds);
     print_table_header(out);
     print_phase(out, "dispatch", {result.dispatch_seconds, result.dispatch_p99_seconds},
-                result.dispatch_bytes, minimal.dispatch, design.dispatch);
-    print_phase(out, "combine", {result.combine_seconds, result.combine_p99_seconds}, result.combine_bytes,
-                minimal.combine, design.combine);
+                result.tokens_per_rank, dispatch_per_rank, minimal.dispatch, design.dispatch);
+    print_phase(out, "combine", {result.combine_seconds, result.combine_p99_seconds}, result.tokens_per_rank,
+                combine_per_rank, minimal.combine, design.combine);
     if (result.graph_dispatch && result.graph_combine) {
-      print_phase(out, "dispatch (graph)", *result.graph_dispatch, result.dispatch_bytes, minimal.dispatch,
-                  design.dispatch);
-      print_phase(out, "combine (graph)", *result.graph_combine, result.combine_bytes, minimal.combine,
-                  design.combine);
+      print_phase(out, "dispatch (graph)", *result.graph_dispatch, result.tokens_per_rank, std::nullopt,
+                  minimal.dispatch, design.dispatch);
+      print_phase(out, "combine (graph)", *result.graph_combine, result.tokens_per_rank, std::nullopt,
+                  minimal.combine, design.combine);
     }
     print_half(out, "dispatch send", result.dispatch_send);
     print_half(out, "dispatch recv", result.dispatch_recv);
@@ -225,39 +248,59 @@ void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidt
     print_half(out, "combine recv", result.combine_recv);
     print_extra_rows(out, result);
     if (result.node_bytes) print_node_bytes(out, *result.node_bytes);
+    const std::optional<double> dispatch_all =
+        gigabytes_per_second(result.dispatch_bytes, result.dispatch_seconds);
+    const std::optional<double> combine_all =
+        gigabytes_per_second(result.combine_bytes, result.combine_seconds);
+    std::fprintf(out,
+                 "  all ranks: %" PRId64 " dispatch bytes, %" PRId64
+                 " combine bytes (rows x row payload); %s and %s GB/s over the slowest rank's median\n",
+                 result.dispatch_bytes, result.combine_bytes, optional_text(dispatch_all, "%.2f").c_str(),
+                 optional_text(combine_all, "%.2f").c_str());
     if (result.remote_dispatch_bytes > 0 || result.remote_combine_bytes > 0) {
       std::fprintf(out,
                    "  between GPUs: %" PRId64 " dispatch bytes, %" PRId64
-                   " combine bytes (the rest within one GPU)\n",
+                   " combine bytes, the rest within one GPU\n",
                    result.remote_dispatch_bytes, result.remote_combine_bytes);
     }
+    std::fprintf(
+        out,
+        "  minimal bound: dispatch %s us, combine %s us; memory bytes: dispatch %" PRId64 ", combine %" PRId64
+        "\n",
+        optional_text(minimal.dispatch ? std::optional<double>(*minimal.dispatch * 1e6) : std::nullopt,
+                      "%.1f")
+            .c_str(),
+        optional_text(minimal.combine ? std::optional<double>(*minimal.combine * 1e6) : std::nullopt, "%.1f")
+            .c_str(),
+        result.minimal_dispatch_bytes, result.minimal_combine_bytes);
     if (result.design_dispatch_bytes && result.design_combine_bytes) {
-      std::fprintf(out, "  design bytes: dispatch %" PRId64 ", combine %" PRId64 " (%s)\n",
+      std::fprintf(out, "  design bytes: dispatch %" PRId64 ", combine %" PRId64 "; passes: %s\n",
                    *result.design_dispatch_bytes, *result.design_combine_bytes, result.design_passes.c_str());
     } else {
       std::fprintf(out, "  design roofline: %s\n", result.design_note.c_str());
     }
-    std::fprintf(out, "  roofline fraction: %s  design fraction: %s  (both phases, plain calls",
-                 fraction_text(roofline_fraction(result, copy)).c_str(),
+    std::fprintf(out, "  both phases: minimal %s, design %s",
+                 fraction_text(minimal_fraction(result, copy)).c_str(),
                  fraction_text(design_fraction(result, copy)).c_str());
     if (result.graph_dispatch && result.graph_combine) {
-      std::fprintf(out, "; graph replay: roofline %s, design %s",
+      std::fprintf(out, "; graph replays: minimal %s, design %s",
                    fraction_text(graph_replay_fraction(result, minimal)).c_str(),
                    fraction_text(graph_replay_fraction(result, design)).c_str());
     }
-    std::fprintf(out, ")\n");
+    std::fprintf(out, "\n");
   } else {
     std::fprintf(out, "%s: not timed\n", name);
   }
   switch (result.status) {
     case CheckStatus::passed:
-      std::fprintf(out, "  check: pass\n");
+      std::fprintf(out, "  check: pass, %d iterations each into poisoned outputs\n",
+                   result.checked_iterations);
       break;
     case CheckStatus::failed:
-      std::fprintf(out, "  check: fail (%s)\n", result.detail.c_str());
+      std::fprintf(out, "  check: fail: %s\n", result.detail.c_str());
       break;
     case CheckStatus::error:
-      std::fprintf(out, "  check: error (%s)\n", result.detail.c_str());
+      std::fprintf(out, "  check: error: %s\n", result.detail.c_str());
       break;
     case CheckStatus::skipped:
       break;

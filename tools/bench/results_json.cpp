@@ -1,4 +1,4 @@
-// --json FILE: the results, written by hand (no JSON dependency).
+// --json FILE: the options, the copy bandwidths and every engine's results.
 #include <fstream>
 #include <stdexcept>
 
@@ -116,29 +116,78 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
     json.integer_or_null(bytes(result.dispatch_bytes));
     json.key("combine_bytes");
     json.integer_or_null(bytes(result.combine_bytes));
-    json.key("dispatch_gbps");
+    // GB/s per rank as DeepEP counts it (one rank's received rows x row bytes / that rank's median time,
+    // the mean over the ranks, and each rank's), and of all ranks' bytes over the slowest rank's median.
+    json.key("dispatch_gbps_per_rank");
+    json.number_or_null(result.timed ? gigabytes_per_second_per_rank(result.received_rows_by_rank,
+                                                                     result.dispatch_row_bytes,
+                                                                     result.dispatch_rank_seconds)
+                                     : std::nullopt);
+    json.key("combine_gbps_per_rank");
+    json.number_or_null(result.timed ? gigabytes_per_second_per_rank(result.received_rows_by_rank,
+                                                                     result.combine_row_bytes,
+                                                                     result.combine_rank_seconds)
+                                     : std::nullopt);
+    auto by_rank = [&](const char* name, int64_t row_bytes, const std::vector<double>& seconds) {
+      json.key(name);
+      json.begin_array();
+      if (result.timed) {
+        for (size_t rank = 0; rank < seconds.size() && rank < result.received_rows_by_rank.size(); ++rank)
+          json.number_or_null(
+              gigabytes_per_second(result.received_rows_by_rank[rank] * row_bytes, seconds[rank]));
+      }
+      json.end_array();
+    };
+    by_rank("dispatch_gbps_by_rank", result.dispatch_row_bytes, result.dispatch_rank_seconds);
+    by_rank("combine_gbps_by_rank", result.combine_row_bytes, result.combine_rank_seconds);
+    json.key("received_rows_by_rank");
+    json.begin_array();
+    if (result.timed) {
+      for (int64_t rows : result.received_rows_by_rank) json.integer(rows);
+    }
+    json.end_array();
+    json.key("dispatch_gbps_all_ranks");
     json.number_or_null(gbps(result.dispatch_bytes, result.dispatch_seconds));
-    json.key("combine_gbps");
+    json.key("combine_gbps_all_ranks");
     json.number_or_null(gbps(result.combine_bytes, result.combine_seconds));
+    // Time per token of one rank; null at 0 tokens.
+    json.key("dispatch_ns_per_token");
+    json.number_or_null(result.timed ? nanoseconds_per_token(result.dispatch_seconds, result.tokens_per_rank)
+                                     : std::nullopt);
+    json.key("combine_ns_per_token");
+    json.number_or_null(result.timed ? nanoseconds_per_token(result.combine_seconds, result.tokens_per_rank)
+                                     : std::nullopt);
+    // Every iteration checked, each into poisoned outputs; the cache eviction before every timed phase.
+    json.key("checked_iterations");
+    json.integer_or_null(result.timed ? std::optional<int64_t>(result.checked_iterations) : std::nullopt);
+    json.key("cache_flush_bytes");
+    json.integer_or_null(result.timed ? std::optional<int64_t>(result.cache_flush_bytes) : std::nullopt);
+    json.key("input_sets");
+    json.integer_or_null(result.timed ? std::optional<int64_t>(result.input_sets) : std::nullopt);
     json.key("remote_dispatch_bytes");
     json.integer_or_null(bytes(result.remote_dispatch_bytes));
     json.key("remote_combine_bytes");
     json.integer_or_null(bytes(result.remote_combine_bytes));
-    json.key("roofline_fraction");
-    json.number_or_null(roofline_fraction(result, copy));
-    // Per phase: the bounds (us) and the fractions of the minimal and the design rooflines.
+    // The minimal bound (minimal_bound.hpp): its memory bytes, per phase its time (us) and the fraction
+    // bound / median, and both phases' fraction.
+    json.key("minimal_dispatch_bytes");
+    json.integer_or_null(bytes(result.minimal_dispatch_bytes));
+    json.key("minimal_combine_bytes");
+    json.integer_or_null(bytes(result.minimal_combine_bytes));
+    json.key("minimal_fraction");
+    json.number_or_null(minimal_fraction(result, copy));
     const PhaseBounds minimal = result.timed ? minimal_bounds(result, copy) : PhaseBounds{};
     const PhaseBounds design = result.timed ? design_bounds(result, copy) : PhaseBounds{};
     auto microseconds = [](std::optional<double> seconds) {
       return seconds ? std::optional<double>(*seconds * 1e6) : std::nullopt;
     };
-    json.key("dispatch_roofline_us");
+    json.key("dispatch_minimal_us");
     json.number_or_null(microseconds(minimal.dispatch));
-    json.key("combine_roofline_us");
+    json.key("combine_minimal_us");
     json.number_or_null(microseconds(minimal.combine));
-    json.key("dispatch_roofline_fraction");
+    json.key("dispatch_minimal_fraction");
     json.number_or_null(phase_fraction(minimal.dispatch, result.dispatch_seconds));
-    json.key("combine_roofline_fraction");
+    json.key("combine_minimal_fraction");
     json.number_or_null(phase_fraction(minimal.combine, result.combine_seconds));
     // The design roofline (design_roofline.hpp); null where the engine's passes are not counted, with
     // design_note saying why.
@@ -242,7 +291,7 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
       json.number_or_null(microseconds(launch_seconds(result.dispatch_seconds, result.graph_dispatch)));
       json.key("combine_launch_us");
       json.number_or_null(microseconds(launch_seconds(result.combine_seconds, result.graph_combine)));
-      json.key("graph_replay_roofline_fraction");
+      json.key("graph_replay_minimal_fraction");
       json.number_or_null(graph_replay_fraction(result, minimal));
       json.key("graph_replay_design_fraction");
       json.number_or_null(graph_replay_fraction(result, design));

@@ -5,10 +5,13 @@
 #include <utility>
 #include <vector>
 
+#include "cache_flush.hpp"
 #include "design_roofline.hpp"
 #include "engines.hpp"
+#include "fault_injection.hpp"
 #include "graph_replay.hpp"
 #include "hook_split.hpp"
+#include "minimal_bound.hpp"
 #include "phase_clock.hpp"
 #include "rank_agreement.hpp"
 #include "rank_stream.hpp"
@@ -30,11 +33,12 @@ BufferOptions buffer_options(const BenchOptions& options, BenchEngine engine, in
   buffer.device = options.devices.device(rank);  // --devices: one GPU per rank, or shared as threads
   buffer.sharing = HeapSharing::threads;
   buffer.config = options.config;
-  buffer.sizing.max_tokens_per_rank = engine_tokens_per_rank(engine, options);
+  // The library sizes for at least one token; 0 tokens on every rank is still a valid step.
+  buffer.sizing.max_tokens_per_rank = std::max<int64_t>(1, engine_tokens_per_rank(engine, options));
   if (engine == BenchEngine::low_latency)
-    buffer.sizing.low_latency_max_tokens_per_rank = options.ll_tokens_per_rank;
+    buffer.sizing.low_latency_max_tokens_per_rank = std::max<int64_t>(1, options.ll_tokens_per_rank);
   if (engine == BenchEngine::symmetric)
-    buffer.sizing.symmetric_max_tokens_per_rank = options.symmetric_tokens_per_rank;
+    buffer.sizing.symmetric_max_tokens_per_rank = std::max<int64_t>(1, options.symmetric_tokens_per_rank);
   buffer.sizing.hidden = options.hidden;
   buffer.sizing.topk = options.topk;
   buffer.sizing.num_experts = options.num_experts;
@@ -80,20 +84,20 @@ std::string describe_failure(const std::vector<Difference>& differences) {
          " of " + std::to_string(differences.size()) + " ranks differ";
 }
 
-// "input set 2 of 3" for set 1 (counting from 0); empty when there is only one.
-std::string input_set_text(int set, int sets) {
-  return sets > 1 ? "input set " + std::to_string(set + 1) + " of " + std::to_string(sets) : "";
+// "check iteration (input set 2 of 3)": iteration `set` of the check, counting from 0.
+std::string check_label(int set, int sets) {
+  std::string label = "check iteration";
+  if (sets > 1) label += " (input set " + std::to_string(set + 1) + " of " + std::to_string(sets) + ")";
+  return label;
 }
 
-// Marks a check failure with the input set it came from, when there are several.
-Difference from_input_set(Difference difference, int set, int sets) {
-  if (difference.found() && sets > 1) difference.what = input_set_text(set, sets) + ": " + difference.what;
-  return difference;
-}
-
-std::string progress_text(const std::string& name, int warmup_done, int warmup, int iters_done, int iters) {
-  return name + ": warmup " + std::to_string(warmup_done) + "/" + std::to_string(warmup) + ", iter " +
-         std::to_string(iters_done) + "/" + std::to_string(iters);
+// The first rank on each device evicts its cache: the ranks on one device share it (on cpu, every
+// rank is on "device" 0).
+bool evicts_cache(const BenchOptions& options, int rank) {
+  for (int earlier = 0; earlier < rank; ++earlier) {
+    if (options.devices.same_device(earlier, rank)) return false;
+  }
+  return true;
 }
 
 }  // namespace
@@ -146,6 +150,12 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
   result.combine_bytes = traffic.combine_bytes();
   result.remote_dispatch_bytes = traffic.remote_dispatch_bytes();
   result.remote_combine_bytes = traffic.remote_combine_bytes();
+  const MinimalBytes minimal = minimal_bytes(traffic);
+  result.minimal_dispatch_bytes = minimal.dispatch;
+  result.minimal_combine_bytes = minimal.combine;
+  result.received_rows_by_rank = traffic.received_rows_by_rank;
+  result.dispatch_row_bytes = traffic.dispatch_row_bytes;
+  result.combine_row_bytes = traffic.combine_row_bytes;
   result.tokens_per_rank = engine_tokens_per_rank(engine, options);
   result.delivered_rows = traffic.delivered_rows;
   if (!is_rank_major(engine)) {
@@ -153,8 +163,8 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
         (engine == BenchEngine::symmetric ? problem.symmetric : problem.low_latency).rows_per_expert;
   }
   result.node_bytes = traffic.node_bytes();
-  // The design bytes follow the paths the engine took: the symmetric combine's and dispatch's are known once its
-  // Buffers connected (rank 0's; every rank resolves it alike).
+  // The design bytes follow the paths the engine took: the symmetric combine's and dispatch's are known once
+  // its Buffers connected (rank 0's; every rank resolves it alike).
   std::optional<SymmetricCombine> symmetric_combine;
   std::optional<SymmetricDispatch> symmetric_dispatch;
   auto count_design = [&] {
@@ -171,8 +181,11 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
 
   RowSeconds dispatch_seconds(num_ranks, std::vector<double>(iters));
   RowSeconds combine_seconds(num_ranks, std::vector<double>(iters));
-  std::vector<Difference> check_differences(num_ranks), final_differences(num_ranks);
-  std::vector<Difference> split_differences(num_ranks), graph_differences(num_ranks);
+  // Per rank, the first difference from the reference, labelled with the iteration it came from.
+  std::vector<Difference> differences(num_ranks);
+  int checked_iterations = 0, input_sets = 1;  // rank 0's: the same on every rank
+  int64_t cache_flush_bytes = 0;
+  const int forgotten_iteration = forgotten_timed_iteration();
   std::vector<HookSplitSeconds> split_seconds(num_ranks);
   std::vector<GraphReplaySeconds> graph_seconds(num_ranks);
   std::string hook_split_status, graph_status;  // rank 0's: the same on every rank
@@ -215,56 +228,71 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
         }
       };
       // Every rank starts each phase together, from an idle stream (on cuda the layout or the expert's
-      // copies are done first), so the slowest rank's time is the phase's time (phase_clock.hpp).
-      PhaseClock clock(group, *timer, synchronize);
+      // copies are done first) and an evicted cache, so the slowest rank's time is the phase's time
+      // (phase_clock.hpp).
+      CacheFlush cache_flush(options.backend, stream, evicts_cache(options, rank));
+      if (rank == 0) cache_flush_bytes = static_cast<int64_t>(cache_flush.bytes());
+      PhaseClock clock(group, *timer, synchronize, [&] { cache_flush.run(); });
 
-      auto run_iteration = [&](int iteration, double* dispatch_time, double* combine_time) {
+      // After every round of calls, outside the timed window: the outputs against the reference.
+      const RoundCheck check = [&](const std::string& round) {
+        if (rank == 0) ++checked_iterations;
+        if (differences[rank].found()) return;
+        Difference difference = session->first_difference();
+        if (difference.found()) difference.what = round + ": " + difference.what;
+        differences[rank] = difference;
+      };
+      // One iteration into outputs poisoned just before it, checked just after it.
+      auto run_iteration = [&](int iteration, const std::string& label, double* dispatch_time,
+                               double* combine_time) {
+        session->poison_outputs();
         session->prepare(iteration);
         *dispatch_time = clock.time([&] { session->dispatch(iteration); });
         session->expert(iteration);
         *combine_time = clock.time([&] { session->combine(iteration); });
+        synchronize();
+        check(label);
       };
-      auto reporter = [&](const std::string& row) {
-        return [&, row](const std::string& what) {
-          if (reports_progress) progress.update(name + ": " + row, name + ": " + row + " " + what);
-        };
+      // The bar's steps: every iteration, of the plain calls and of the extra rows.
+      const int total_steps = session->num_input_sets() + (warmup + iters) * (extra_rows ? 3 : 1);
+      int steps_done = 0;
+      auto report = [&](const std::string& what) {
+        if (reports_progress) progress.update(name + ": " + what, steps_done++, total_steps);
       };
 
-      // One check iteration per input set, each into poisoned outputs: every set must pass. The dump
-      // is the first set's.
-      const int input_sets = session->num_input_sets();
+      // One check iteration per input set: every set must pass. The dump is the first set's.
+      const int sets = session->num_input_sets();
+      if (rank == 0) input_sets = sets;
       double untimed_dispatch = 0, untimed_combine = 0;
       int iteration = 0;
-      for (int set = 0; set < input_sets; ++set) {
-        if (reports_progress) {
-          std::string what = name + ": check iteration";
-          if (input_sets > 1) what += " (" + input_set_text(set, input_sets) + ")";
-          progress.update(name + ": check", what);
-        }
-        session->poison_outputs();
-        run_iteration(iteration++, &untimed_dispatch, &untimed_combine);
-        synchronize();
-        if (!check_differences[rank].found())
-          check_differences[rank] = from_input_set(session->first_difference(), set, input_sets);
+      for (int set = 0; set < sets; ++set) {
+        const std::string label = check_label(set, sets);
+        report(label);
+        run_iteration(iteration++, label, &untimed_dispatch, &untimed_combine);
         if (dump && set == 0) {
-          if (reports_progress) progress.update(name + ": dump", name + ": writing --dump files");
+          if (reports_progress) progress.update(name + ": writing --dump files");
           session->dump(*dump);
         }
       }
-
       for (int done = 0; done < warmup; ++done) {
-        if (reports_progress) progress.update(name + ": warmup", progress_text(name, done, warmup, 0, iters));
-        run_iteration(iteration++, &untimed_dispatch, &untimed_combine);
+        const std::string label =
+            "warmup iteration " + std::to_string(done + 1) + "/" + std::to_string(warmup);
+        report(label);
+        run_iteration(iteration++, label, &untimed_dispatch, &untimed_combine);
       }
       for (int done = 0; done < iters; ++done) {
-        if (reports_progress)
-          progress.update(name + ": timing", progress_text(name, warmup, warmup, done, iters));
-        run_iteration(iteration++, &dispatch_seconds[rank][done], &combine_seconds[rank][done]);
+        const std::string label = "timed iteration " + std::to_string(done + 1) + "/" + std::to_string(iters);
+        report(label);
+        session->poison_outputs();
+        session->prepare(iteration);
+        dispatch_seconds[rank][done] = clock.time([&] { session->dispatch(iteration); });
+        session->expert(iteration);
+        combine_seconds[rank][done] = clock.time([&] { session->combine(iteration); });
+        synchronize();
+        if (rank == 0 && done + 1 == forgotten_iteration) session->poison_outputs();
+        check(label);
+        ++iteration;
       }
-      if (reports_progress) progress.update(name + ": final check", name + ": checking the last iteration");
-      synchronize();
-      final_differences[rank] =
-          from_input_set(session->first_difference(), (iteration - 1) % input_sets, input_sets);
       if (!extra_rows) return;
 
       // The send and receive halves apart, then checked again. The library may refuse the hook for
@@ -274,13 +302,12 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
       if (split_unsupported.empty()) {
         std::string refused;
         try {
-          iteration = run_hook_split(*session, clock, iteration, warmup, iters, split_seconds[rank],
-                                     reporter("hook split"));
+          iteration =
+              run_hook_split(*session, clock, iteration, warmup, iters, split_seconds[rank], report, check);
         } catch (const Unsupported& error) {
           refused = error.what();
         }
         split_unsupported = agree_on_failure(group, "refused by the library", refused);
-        if (split_unsupported.empty()) split_differences[rank] = session->first_difference();
       }
       if (rank == 0) hook_split_status = split_unsupported.empty() ? kMeasured : split_unsupported;
 
@@ -289,8 +316,7 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
           options.backend == Backend::cpu ? std::string(kNoGraphOnCpu) : session->graph_capture_unsupported();
       if (graph_unsupported.empty()) {
         graph_unsupported = run_graph_replays(*session, clock, group, stream, iteration, warmup, iters,
-                                              graph_seconds[rank], reporter("graph replay"));
-        if (graph_unsupported.empty()) graph_differences[rank] = session->first_difference();
+                                              graph_seconds[rank], report, check);
       }
       if (rank == 0) graph_status = graph_unsupported.empty() ? kMeasured : graph_unsupported;
     });
@@ -316,6 +342,13 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
   result.combine_seconds = combine.median_seconds;
   result.dispatch_p99_seconds = dispatch.p99_seconds;
   result.combine_p99_seconds = combine.p99_seconds;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    result.dispatch_rank_seconds.push_back(median(dispatch_seconds[rank]));
+    result.combine_rank_seconds.push_back(median(combine_seconds[rank]));
+  }
+  result.checked_iterations = checked_iterations;
+  result.cache_flush_bytes = cache_flush_bytes;
+  result.input_sets = input_sets;
   if (extra_rows) {
     result.hook_split = hook_split_status;
     if (hook_split_status == kMeasured) {
@@ -340,17 +373,7 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
       result.graph_combine = timing_of(graph_combine);
     }
   }
-  // The first check that failed, in the order they ran.
-  std::string failure = describe_failure(check_differences);
-  const std::pair<const std::vector<Difference>*, const char*> later_checks[] = {
-      {&final_differences, "after the timed iterations: "},
-      {&split_differences, "after the hook split iterations: "},
-      {&graph_differences, "after the graph replays: "}};
-  for (const auto& [differences, when] : later_checks) {
-    if (!failure.empty()) break;
-    failure = describe_failure(*differences);
-    if (!failure.empty()) failure = when + failure;
-  }
+  const std::string failure = describe_failure(differences);
   result.status = failure.empty() ? CheckStatus::passed : CheckStatus::failed;
   result.detail = failure;
   return result;

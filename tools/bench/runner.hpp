@@ -1,9 +1,11 @@
 #pragma once
-// Runs one engine on every rank (threads of this process, one Buffer each): an untimed check
-// iteration into poisoned outputs, then --warmup and --iters timed iterations of dispatch and
-// combine, then a second comparison of the last iteration's outputs.
+// Runs one engine on every rank (threads of this process, one Buffer each): a check iteration per
+// input set, then --warmup and --iters timed iterations of dispatch and combine. Every iteration
+// writes into outputs poisoned just before it and is compared with the reference just after it,
+// both outside the timed window, so that a timed call that wrote nothing fails the run.
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dump.hpp"
 #include "options.hpp"
@@ -35,9 +37,24 @@ struct EngineResult {
   // Median over the timed iterations of the slowest rank's time, and the p99 (nearest rank) of it.
   double dispatch_seconds = 0, combine_seconds = 0;
   double dispatch_p99_seconds = 0, combine_p99_seconds = 0;
+  // Logical bytes, all ranks: delivered rows x row payload (DeepEP's bytes).
   int64_t dispatch_bytes = 0, combine_bytes = 0;
   // Of those, the bytes of rows between ranks on different GPUs (0 when all ranks share one).
   int64_t remote_dispatch_bytes = 0, remote_combine_bytes = 0;
+  // The minimal bound's memory bytes per phase (minimal_bound.hpp).
+  int64_t minimal_dispatch_bytes = 0, minimal_combine_bytes = 0;
+  // DeepEP's per-rank GB/s: the rows each rank receives, the row payloads, and per rank the median over
+  // the timed iterations of that rank's own time per phase.
+  std::vector<int64_t> received_rows_by_rank;
+  int64_t dispatch_row_bytes = 0, combine_row_bytes = 0;
+  std::vector<double> dispatch_rank_seconds, combine_rank_seconds;
+  // Iterations whose outputs were poisoned before and compared with the reference after: the check
+  // iterations, warmup and timed ones, and the hook split's and graph replays' rounds.
+  int checked_iterations = 0;
+  // Bytes of the scratch buffer written before every timed phase to evict the cache (rank 0's), and
+  // the input sets the iterations rotate through.
+  int64_t cache_flush_bytes = 0;
+  int input_sets = 1;
   int64_t tokens_per_rank = 0;  // the engine's own: --tokens for normal, the --ll-tokens rule for low_latency
   int64_t delivered_rows = 0;   // normal: (token, destination rank) pairs; low_latency: (token, expert)
   // The expert-major engines: rows per local expert of recv_x (expert_capacity resolved, or R x max);
@@ -60,7 +77,8 @@ struct EngineResult {
   // symmetric: the combine path its Buffers took ("push" or "pull"; Buffer::symmetric_combine_path);
   // empty for the other engines and when none connected.
   std::string symmetric_combine;
-  // symmetric: its dispatch source ("publish" or "zero_copy"; Buffer::symmetric_dispatch_path); empty likewise.
+  // symmetric: its dispatch source ("publish" or "zero_copy"; Buffer::symmetric_dispatch_path); empty
+  // likewise.
   std::string symmetric_dispatch;
 };
 

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Smoke test of switchyard-bench: exit codes, one-line errors, --json and --dump (.npy) files.
+"""Smoke test of switchyard-bench: exit codes, one-line errors, --json and --dump (.npy) files, the
+minimal bound, every iteration checked, 0 tokens and one rank, and the output a person reads.
 
     python3 tools/bench/smoke_test.py build/bench/tools/bench/switchyard-bench
 
@@ -9,6 +10,7 @@ engine's outputs with the reference's, byte for byte.
 import ast
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -59,9 +61,11 @@ REFERENCE_GROUP = {"normal": "reference", "low_latency": "reference_low_latency"
                    "symmetric": "reference_low_latency", "nccl": "reference"}
 # Engine results in --json: these keys on every engine, numbers when it ran, null when skipped.
 RESULT_NUMBERS = ("tokens", "delivered_rows", "dispatch_us", "combine_us", "dispatch_p99_us", "combine_p99_us",
-                  "dispatch_bytes", "combine_bytes", "dispatch_gbps", "combine_gbps", "remote_dispatch_bytes",
-                  "remote_combine_bytes", "roofline_fraction", "dispatch_roofline_us", "combine_roofline_us",
-                  "dispatch_roofline_fraction", "combine_roofline_fraction")
+                  "dispatch_bytes", "combine_bytes", "dispatch_gbps_per_rank", "combine_gbps_per_rank",
+                  "dispatch_gbps_all_ranks", "combine_gbps_all_ranks", "remote_dispatch_bytes",
+                  "remote_combine_bytes", "minimal_dispatch_bytes", "minimal_combine_bytes", "minimal_fraction",
+                  "dispatch_minimal_us", "combine_minimal_us", "dispatch_minimal_fraction",
+                  "combine_minimal_fraction", "checked_iterations", "cache_flush_bytes", "input_sets")
 # The design roofline: numbers when the engine ran and its passes are counted (design_note null), else null.
 DESIGN_NUMBERS = ("design_dispatch_bytes", "design_combine_bytes", "dispatch_design_roofline_us",
                   "combine_design_roofline_us", "dispatch_design_fraction", "combine_design_fraction",
@@ -69,7 +73,7 @@ DESIGN_NUMBERS = ("design_dispatch_bytes", "design_combine_bytes", "dispatch_des
 # The expert-major engines' extra rows: CUDA graph replay (cuda) and the hook split (low_latency).
 GRAPH_NUMBERS = ("graph_replay_dispatch_us", "graph_replay_dispatch_p99_us", "graph_replay_combine_us",
                  "graph_replay_combine_p99_us", "dispatch_launch_us", "combine_launch_us",
-                 "graph_replay_roofline_fraction", "graph_replay_design_fraction")
+                 "graph_replay_minimal_fraction", "graph_replay_design_fraction")
 SPLIT_NUMBERS = ("dispatch_send_us", "dispatch_send_p99_us", "dispatch_recv_us", "dispatch_recv_p99_us",
                  "combine_send_us", "combine_send_p99_us", "combine_recv_us", "combine_recv_p99_us")
 
@@ -93,35 +97,45 @@ def expect_keys(result, keys, present):
         expect((result[key] is not None) == present, f"{result['engine']}: {key} = {result[key]}")
 
 
-def check_result(result, ran):
+def check_result(result, ran, ranks=None):
     expect_keys(result, RESULT_NUMBERS, ran)
     expect("speedup_vs_nccl" in result and "note" in result, f"{result['engine']}: json lacks speedup_vs_nccl or note")
     expect("design_note" in result, f"{result['engine']}: json lacks design_note")
     expect_keys(result, DESIGN_NUMBERS, ran and result["design_note"] is None)
-    if ran:
-        expect(result["dispatch_us"] > 0 and result["combine_us"] > 0 and result["roofline_fraction"] > 0, result)
-        expect(0 <= result["remote_dispatch_bytes"] <= result["dispatch_bytes"], result)
-        expect(result["dispatch_p99_us"] >= result["dispatch_us"], result)
-        expect(result["combine_p99_us"] >= result["combine_us"], result)
+    if not ran:
+        return
+    expect(result["dispatch_us"] > 0 and result["combine_us"] > 0 and result["minimal_fraction"] >= 0, result)
+    expect(0 <= result["remote_dispatch_bytes"] <= result["dispatch_bytes"], result)
+    expect(result["dispatch_p99_us"] >= result["dispatch_us"], result)
+    expect(result["combine_p99_us"] >= result["combine_us"], result)
+    # The minimal bound is a true lower bound: no phase, no engine, ever runs faster than it.
+    expect(result["minimal_fraction"] <= 1, f"{result['engine']}: minimal fraction {result['minimal_fraction']}")
+    for phase in ("dispatch", "combine"):
+        fraction = result[f"{phase}_minimal_fraction"]
+        expect(0 <= fraction <= 1, f"{result['engine']} {phase}: minimal fraction {fraction}")
         # Per phase: bound / median; both phases: the sum of the bounds / the sum of the medians.
-        for phase in ("dispatch", "combine"):
-            expect(close(result[f"{phase}_roofline_fraction"], result[f"{phase}_roofline_us"] / result[f"{phase}_us"]),
-                   result)
-        both = (result["dispatch_roofline_us"] + result["combine_roofline_us"]) / (result["dispatch_us"] +
-                                                                                 result["combine_us"])
-        expect(close(result["roofline_fraction"], both), result)
-    if ran and result["design_note"] is None:
-        # The symmetric pull combine reads each row once in place, fewer bytes than the minimal roofline's
-        # read and write per row.
-        pull = result.get("symmetric_combine") == "pull"
+        expect(close(fraction, result[f"{phase}_minimal_us"] / result[f"{phase}_us"]), result)
+    both = (result["dispatch_minimal_us"] + result["combine_minimal_us"]) / (result["dispatch_us"] + result["combine_us"])
+    expect(close(result["minimal_fraction"], both), result)
+    # Read every input once and write every output once: never more than a read and a write per row.
+    expect(result["minimal_dispatch_bytes"] <= 2 * result["dispatch_bytes"] or result["dispatch_bytes"] == 0, result)
+    expect(result["minimal_combine_bytes"] <= 2 * result["combine_bytes"] or result["combine_bytes"] == 0, result)
+    # DeepEP's GB/s: per rank, from each rank's received rows; they sum to the delivered rows.
+    rows = result["received_rows_by_rank"]
+    expect(sum(rows) == result["delivered_rows"], result)
+    expect(ranks is None or len(rows) == len(result["dispatch_gbps_by_rank"]) == ranks, result)
+    by_rank = result["dispatch_gbps_by_rank"]
+    expect(close(result["dispatch_gbps_per_rank"], sum(by_rank) / len(by_rank)), result)
+    # Every iteration checked: at least the check, warmup and timed ones.
+    expect(result["checked_iterations"] >= 1 + result.get("iters", 0), result)
+    expect(result["cache_flush_bytes"] > 0, result)
+    if result["design_note"] is None:
         for phase in ("dispatch", "combine"):
             expect(close(result[f"{phase}_design_fraction"],
                          result[f"{phase}_design_roofline_us"] / result[f"{phase}_us"]), result)
-            # The design moves every row at least as often as the minimal roofline counts (pull: once).
-            passes = 1 if pull and phase == "combine" else 2
-            expect(result[f"design_{phase}_bytes"] >= passes * result[f"{phase}_bytes"], result)
-        if not pull:
-            expect(result["design_fraction"] >= result["roofline_fraction"], result)
+            # The design's passes include the minimal bound's one read and one write.
+            expect(result[f"design_{phase}_bytes"] >= result[f"minimal_{phase}_bytes"], result)
+        expect(result["design_fraction"] >= result["minimal_fraction"], result)
 
 
 def check_design_bytes(result, tokens, hidden, x_row, dispatch_row):
@@ -196,7 +210,7 @@ def test_passing_run_writes_json_and_dump(bench, tmp):
     result = run(bench, SMALL + ["--json", json_path, "--dump", dump_dir])
     expect(result.returncode == 0, f"exit {result.returncode}: {result.stderr}")
     expect("check: pass" in result.stdout, result.stdout)
-    expect("copy bandwidth" in result.stdout and "roofline fraction" in result.stdout, result.stdout)
+    expect("copy bandwidth" in result.stdout and "both phases: minimal" in result.stdout, result.stdout)
     report = json.load(open(json_path))
     for key in ("backend", "ranks", "ranks_per_node", "tokens", "hidden", "topk", "experts", "dtype", "copy_gbps",
                 "copy_devices", "devices", "devices_request", "visible_devices", "peer_copy_gbps",
@@ -206,12 +220,18 @@ def test_passing_run_writes_json_and_dump(bench, tmp):
     expect(report["devices"] == [] and report["devices_request"] == "auto" and report["copy_devices"] == 1, report)
     expect(report["peer_copy_gbps"] is None and report["peer_copy_method"] is None, report)
     expect("devices: none (cpu backend" in result.stdout, result.stdout)
-    expect(report["ll_tokens"] == 32, report)  # min(--tokens 32, 128)
+    expect(report["ll_tokens"] == 32, report)  # min(--tokens 32, the laptop shape's 64)
     by_engine = {r["engine"]: r for r in report["results"]}
     normal = by_engine["normal"]
     expect(normal["check"] == "pass", normal)
-    check_result(normal, True)
+    check_result(normal, True, ranks=4)
     expect(normal["combine_bytes"] == normal["dispatch_bytes"], normal)  # bf16 both ways
+    # Every token is routed here: dispatch reads 128 x rows and writes the rows; combine reads the rows and
+    # writes 128 rows.
+    expect(normal["minimal_dispatch_bytes"] == normal["minimal_combine_bytes"] ==
+           4 * 32 * 512 + normal["dispatch_bytes"], normal)
+    # check, warmup and timed iterations, each checked.
+    expect(normal["checked_iterations"] == 1 + 1 + 2, normal)
     expect(normal["tokens"] == 32 and "graph_replay" not in normal and "hook_split" not in normal, normal)
     check_design_bytes(normal, 4 * 32, 256, 512, 512)
     for key in NODE_BYTES:  # one node: no RDMA
@@ -230,7 +250,7 @@ def test_passing_run_writes_json_and_dump(bench, tmp):
     for row in ("dispatch send", "dispatch recv", "combine send", "combine recv"):
         expect(result.stdout.count(f"  {row} ") == 1, f"one {row} row expected:\n{result.stdout}")
     expect("  dispatch (graph)" not in result.stdout and "graph replay: skipped" not in result.stdout, result.stdout)
-    expect("p99 (us)" in result.stdout and "design fraction" in result.stdout, result.stdout)
+    expect("p99 us" in result.stdout and "GB/s/rank" in result.stdout and "ns/token" in result.stdout, result.stdout)
     symmetric = by_engine["symmetric"]
     expect(symmetric["check"] == "pass", symmetric)
     check_result(symmetric, True)
@@ -279,8 +299,9 @@ def test_low_latency_tokens(bench, tmp):
     result = run(bench, SMALL + ["--engine", "low_latency", "--tokens", "24", "--json", json_path])
     expect(result.returncode == 0, f"{result.returncode}: {result.stderr}")
     expect(json.load(open(json_path))["ll_tokens"] == 24, "--tokens with --engine low_latency")
-    # More tokens than 128 with --engine all: low_latency takes min(--tokens, 128).
-    result = run(bench, ["--backend", "cpu", "--ranks", "2", "--experts", "8", "--topk", "2", "--tokens", "200",
+    # More tokens than 128 with --engine all and the deepseek-v3 shape: low_latency takes min(--tokens, 128).
+    result = run(bench, ["--backend", "cpu", "--shape", "deepseek-v3", "--ranks", "2", "--experts", "8", "--topk",
+                         "2", "--tokens", "200",
                          "--hidden", "128", "--iters", "1", "--warmup", "0", "--json", json_path])
     expect(result.returncode == 0, f"{result.returncode}: {result.stderr}")
     report = json.load(open(json_path))
@@ -430,14 +451,91 @@ def test_timeout_never_crashes(bench, tmp):
 def test_help(bench, tmp):
     result = run(bench, ["--help"])
     expect(result.returncode == 0 and "usage: switchyard-bench" in result.stdout, result.stdout)
-    expect("roofline fraction =" in result.stdout, "help does not document the roofline")
+    expect("minimal fraction = bound / median" in result.stdout, "help does not document the minimal bound")
     for text in ("--ll-tokens", "p99", "rows delivered x row payload", "graph replay", "dispatch RDMA bytes",
                  "dispatch NVLink bytes", "direct RDMA bytes", "--devices auto|N", "peer copy bandwidth",
-                 "remote_bytes / peer copy bandwidth", "normal|low_latency|symmetric|nccl|all", "vs nccl",
+                 "remote bytes / peer copy bandwidth", "normal|low_latency|symmetric|nccl|all", "vs nccl",
+                 "--shape laptop|deepseek-v3", "dispatch memory bytes = routed tokens x x row + rows x dispatch row",
+                 "combine memory bytes  = rows x combine row + tokens x combine row", "GB/s/rank DeepEP's convention",
+                 "ns/token", "a scratch buffer of twice the cache", "the verdict", "every iteration",
                  "design fraction =", "normal dispatch      4 per row", "symmetric dispatch   publish",
                  "nccl                 not counted", "'dispatch (graph)'", "plain call time - graph replay time",
                  "'dispatch send'", "host barrier", "not waiting for slow peers' sends", "poisoned outputs"):
         expect(text in result.stdout, f"help does not document {text}")
+
+
+def test_every_engine_stays_within_its_minimal_bound(bench, tmp):
+    """The bound is a true lower bound for every engine, on two ranks and on one, fp8 included."""
+    json_path = os.path.join(tmp, "out.json")
+    for extra in ([], ["--ranks", "1", "--experts", "8"], ["--dtype", "fp8", "--engine", "normal"]):
+        result = run(bench, SMALL + extra + ["--json", json_path])
+        expect(result.returncode == 0, f"{extra}: exit {result.returncode}: {result.stdout[-2000:]}")
+        ranks = 1 if "--ranks" in extra else 4
+        for engine in json.load(open(json_path))["results"]:
+            check_result(engine, engine["check"] != "skipped", ranks=ranks)
+
+
+def test_zero_tokens_is_a_valid_step(bench, tmp):
+    json_path = os.path.join(tmp, "out.json")
+    for ranks in ("4", "1"):
+        result = run(bench, SMALL + ["--tokens", "0", "--ranks", ranks, "--experts", "8", "--json", json_path])
+        expect(result.returncode == 0, f"--tokens 0 --ranks {ranks}: exit {result.returncode}: {result.stderr}")
+        report = json.load(open(json_path))
+        expect(report["tokens"] == 0 and report["ll_tokens"] == 0, report)
+        for engine in report["results"]:
+            if engine["check"] == "skipped":
+                continue
+            expect(engine["check"] == "pass" and engine["delivered_rows"] == 0, engine)
+            expect(engine["minimal_fraction"] == 0 and engine["dispatch_ns_per_token"] is None, engine)
+        expect(result.stdout.rstrip().splitlines()[-1].startswith("verdict: pass"), result.stdout)
+
+
+def test_every_timed_iteration_is_checked(bench, tmp):
+    """A timed call that wrote nothing fails its engine, though later iterations write correctly."""
+    environment = dict(os.environ, SWITCHYARD_BENCH_FORGET_TIMED_ITERATION="2")
+    for engine in ("normal", "low_latency", "symmetric"):
+        result = subprocess.run([bench] + SMALL + ["--engine", engine, "--iters", "4"], capture_output=True,
+                                text=True, timeout=TIMEOUT_SECONDS, env=environment)
+        expect(result.returncode == 1, f"{engine}: exit {result.returncode}: {result.stdout[-2000:]}")
+        last = result.stdout.rstrip().splitlines()[-1]
+        expect(last.startswith(f"verdict: FAIL: {engine} fail: rank 0 timed iteration 2/4: "), last)
+    result = run(bench, SMALL + ["--engine", "normal"])
+    expect(result.returncode == 0 and "check: pass, 4 iterations each into poisoned outputs" in result.stdout,
+           result.stdout)
+    expect("poisoned just before it and is compared bit for bit" in result.stdout, result.stdout)
+
+
+def test_output_is_a_table_and_a_verdict_with_nothing_on_a_pipe(bench, tmp):
+    result = run(bench, SMALL + ["--engine", "all"])
+    expect(result.returncode == 0, result.stderr)
+    # Piped stderr: no progress at all.
+    expect(result.stderr == "", f"stderr when piped: {result.stderr!r}")
+    lines = result.stdout.rstrip().splitlines()
+    expect(lines[-1].startswith("verdict: pass: every iteration of normal, low_latency, symmetric matched"), lines[-1])
+    expect("nccl skipped" in lines[-1], lines[-1])
+    expect(any(line.startswith("results:") for line in lines), result.stdout)
+    for engine in ("normal", "low_latency", "symmetric", "nccl"):
+        expect(any(line.split()[:1] == [engine] for line in lines), f"no table row for {engine}")
+    expect("cache: before every timed phase rank 0 writes a" in result.stdout, result.stdout)
+    expect("GB/s/rank" in result.stdout and "all ranks:" in result.stdout, result.stdout)
+
+
+def test_cpu_default_is_laptop_sized(bench, tmp):
+    """No arguments on cpu: the laptop shape, under 1 GB, and the DeepSeek-V3 shape one flag away."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    result = run(bench, ["--backend", "cpu", "--iters", "2", "--warmup", "0"])
+    rss_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+    expect(result.returncode == 0, result.stdout[-2000:])
+    expect("shape: laptop (the cpu default" in result.stdout, result.stdout)
+    expect("4 ranks" in result.stdout and "256 tokens per rank, hidden 2048, top-8 of 64 experts" in result.stdout,
+           result.stdout)
+    # The children's peak so far; a larger earlier child would only make this weaker, never fail it.
+    expect(rss_kib < 1024 * 1024 or before >= 1024 * 1024, f"max RSS {rss_kib} KiB")
+    json_path = os.path.join(tmp, "out.json")
+    result = run(bench, ["--backend", "cpu", "--shape", "deepseek-v3", "--ranks", "2", "--experts", "8",
+                         "--tokens", "4", "--iters", "1", "--warmup", "0", "--engine", "normal", "--json", json_path])
+    expect(result.returncode == 0 and "shape: deepseek-v3 (--shape" in result.stdout, result.stdout)
+    expect(json.load(open(json_path))["hidden"] == 7168, "deepseek-v3 hidden")
 
 
 def main():
@@ -446,7 +544,10 @@ def main():
     bench = sys.argv[1]
     tests = [test_passing_run_writes_json_and_dump, test_low_latency_tokens, test_two_nodes_report_rdma_and_nvlink_bytes,
              test_two_nodes_low_latency_bytes_by_link, test_fp8_passes,
-             test_bad_arguments_exit_2_with_one_line, test_timeout_never_crashes, test_help]
+             test_bad_arguments_exit_2_with_one_line, test_timeout_never_crashes, test_help,
+             test_every_engine_stays_within_its_minimal_bound, test_zero_tokens_is_a_valid_step,
+             test_every_timed_iteration_is_checked, test_output_is_a_table_and_a_verdict_with_nothing_on_a_pipe,
+             test_cpu_default_is_laptop_sized]
     failed = 0
     for test in tests:
         with tempfile.TemporaryDirectory() as tmp:
