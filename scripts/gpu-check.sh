@@ -39,7 +39,7 @@ fi
 
 # The GPU suites: one binary per engine (and the device transport), each with the filter that picks
 # its one-rank cases for compute-sanitizer.
-GPU_SUITES=(normal_engine low_latency symmetric device_transport internode low_latency_internode)
+GPU_SUITES=(normal_engine low_latency symmetric device_transport internode low_latency_internode hostile_calls)
 declare -A SANITIZER_FILTER=(
   [normal_engine]='*Small_R1*:*ExpertIdOutOfRange*'
   [low_latency]='*Small_R1*'
@@ -47,9 +47,11 @@ declare -A SANITIZER_FILTER=(
   [device_transport]='*Small_R1*'
   [internode]=''  # every case has ranks on two nodes waiting for each other: none can run serialised
   [low_latency_internode]=''  # likewise: every case has ranks on two nodes
+  [hostile_calls]='CudaHeapHandles*'  # the mismatched calls need several ranks waiting on each other
 )
 suite_bin() { echo "$BUILD/tests/cuda/switchyard_cuda_$1_test"; }
 PROCESS_BIN="$BUILD/tests/cuda/switchyard_cuda_process_ranks_test"
+KILLED_BIN="$BUILD/tests/cuda/switchyard_cuda_killed_rank_test"
 BENCH_BIN="$BUILD/tools/bench/switchyard-bench"
 
 if has_stage tests; then
@@ -85,6 +87,14 @@ if has_stage processes; then
       run_logged "gpu processes $engine np$ranks, 2 x $per_node nodes (MPS)" \
         "processes-$engine-np$ranks-n2x$per_node.log" timeout 90 \
         "$PROCESS_BIN" --ranks "$ranks" --ranks-per-node "$per_node" --engine "$engine"
+    done
+  done
+  # A rank killed mid-call: the survivors time out naming it, keep a usable context and round-trip
+  # again over a new Buffer of their own.
+  for engine in normal low_latency symmetric; do
+    for ranks in 2 4 8; do
+      run_logged "gpu killed rank $engine np$ranks (MPS)" "killed-rank-$engine-np$ranks.log" timeout 120 \
+        "$KILLED_BIN" --ranks "$ranks" --engine "$engine"
     done
   done
   echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
