@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what switchyard needs to build and test, and nothing that is already there.
 #
-#   bash scripts/install-deps.sh          # cmake, ninja, g++, make, GoogleTest
+#   bash scripts/install-deps.sh          # cmake, ninja, g++, make, GoogleTest, CLI11, nlohmann/json
 #   bash scripts/install-deps.sh --mpi    # ... and OpenMPI (for the multi-process tests)
 #
 # Debian/Ubuntu (apt-get). Idempotent: when everything is present it does nothing, not even
@@ -17,7 +17,8 @@ for arg in "$@"; do
   esac
 done
 
-packages=(cmake ninja-build g++ make libgtest-dev)
+# CLI11 and nlohmann/json: switchyard-bench's command line and JSON (header-only).
+packages=(cmake ninja-build g++ make libgtest-dev libcli11-dev nlohmann-json3-dev)
 if [[ $want_mpi == 1 ]]; then
   packages+=(openmpi-bin libopenmpi-dev)
 fi

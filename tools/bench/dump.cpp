@@ -3,10 +3,10 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <stdexcept>
 #include <system_error>
 
-#include "json_writer.hpp"
 #include "npy.hpp"
 #include "switchyard/version.hpp"
 
@@ -58,63 +58,37 @@ void DumpDirectory::write_meta(const BenchOptions& options, const std::vector<st
   }
   std::sort(files.begin(), files.end(), [](const File& a, const File& b) { return a.path < b.path; });
 
-  std::string path = (fs::path(root_) / "meta.json").string();
-  std::ofstream out(path);
-  JsonWriter json(out);
-  json.begin_object();
-  json.key("format");
-  json.string("switchyard-bench dump");
-  json.key("switchyard_version");
-  json.string(SWITCHYARD_VERSION_STRING);
-  json.key("layout");
-  json.string("<group>/rank<r>/<name>.npy; a group is an engine, or 'reference' for the expected outputs");
-  json.key("backend");
-  json.string(backend_name(options.backend));
-  json.key("ranks");
-  json.integer(options.topology.num_ranks);
-  json.key("ranks_per_node");
-  json.integer(options.topology.ranks_per_node);
-  json.key("tokens");
-  json.integer(options.tokens_per_rank);
-  json.key("hidden");
-  json.integer(options.hidden);
-  json.key("topk");
-  json.integer(options.topk);
-  json.key("experts");
-  json.integer(options.num_experts);
-  json.key("dtype");
-  json.string(numpy_dtype_name(options.dtype));
-  json.key("seed");
-  json.unsigned_integer(options.seed);
-  json.key("engines");
-  json.begin_array();
-  for (const std::string& engine : engines) json.string(engine);
-  json.end_array();
-  json.key("stored_as");
-  json.begin_object();
-  for (DType dtype : {DType::bf16, DType::fp8_e4m3, DType::f32, DType::i32, DType::i64, DType::boolean}) {
-    json.key(numpy_dtype_name(dtype));
-    json.string(npy_descr(dtype));
-  }
-  json.end_object();
-  json.key("files");
-  json.begin_array();
+  nlohmann::ordered_json meta;
+  meta["format"] = "switchyard-bench dump";
+  meta["switchyard_version"] = SWITCHYARD_VERSION_STRING;
+  meta["layout"] =
+      "<group>/rank<r>/<name>.npy; a group is an engine, or 'reference' for the expected outputs";
+  meta["backend"] = backend_name(options.backend);
+  meta["ranks"] = options.topology.num_ranks;
+  meta["ranks_per_node"] = options.topology.ranks_per_node;
+  meta["tokens"] = options.tokens_per_rank;
+  meta["hidden"] = options.hidden;
+  meta["topk"] = options.topk;
+  meta["experts"] = options.num_experts;
+  meta["dtype"] = numpy_dtype_name(options.dtype);
+  meta["seed"] = options.seed;
+  meta["engines"] = engines;
+  nlohmann::ordered_json stored_as = nlohmann::ordered_json::object();
+  for (DType dtype : {DType::bf16, DType::fp8_e4m3, DType::f32, DType::i32, DType::i64, DType::boolean})
+    stored_as[numpy_dtype_name(dtype)] = npy_descr(dtype);
+  meta["stored_as"] = stored_as;
+  nlohmann::ordered_json entries = nlohmann::ordered_json::array();
   for (const File& file : files) {
-    json.begin_object();
-    json.key("path");
-    json.string(file.path);
-    json.key("dtype");
-    json.string(numpy_dtype_name(file.dtype));
-    json.key("stored_as");
-    json.string(npy_descr(file.dtype));
-    json.key("shape");
-    json.begin_array();
-    for (int64_t size : file.shape) json.integer(size);
-    json.end_array();
-    json.end_object();
+    entries.push_back({{"path", file.path},
+                       {"dtype", numpy_dtype_name(file.dtype)},
+                       {"stored_as", npy_descr(file.dtype)},
+                       {"shape", file.shape}});
   }
-  json.end_array();
-  json.end_object();
+  meta["files"] = entries;
+
+  const std::string path = (fs::path(root_) / "meta.json").string();
+  std::ofstream out(path);
+  out << meta.dump(2) << "\n";
   out.close();
   if (!out) throw std::runtime_error("cannot write " + path);
 }

@@ -1,5 +1,6 @@
 #include "options.hpp"
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -7,6 +8,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 
 namespace switchyard::bench {
 namespace {
@@ -156,302 +158,120 @@ const std::map<std::string, Setter>& value_flags() {
   return flags;
 }
 
-BenchEngine engine_from_name(const std::string& name) {
-  if (name == "low_latency") return BenchEngine::low_latency;
-  if (name == "symmetric") return BenchEngine::symmetric;
-  if (name == "nccl") return BenchEngine::nccl;
-  return BenchEngine::normal;
-}
+// Every flag of --help: its group, its value, and what it does (CLI11 prints them in this order).
+struct FlagHelp {
+  const char* group;
+  const char* flag;
+  const char* value;
+  const char* description;
+};
 
-}  // namespace
+const FlagHelp kFlags[] = {
+    {"Backend and engines", "--backend", "auto|cpu|cuda",
+     "auto: cuda when a CUDA device is available, else cpu (default auto)"},
+    {"Backend and engines", "--engine", "normal|low_latency|symmetric|nccl|all",
+     "all: every engine; those that cannot run with these options are\n"
+     "reported as skipped, with the reason (default all). Naming one\n"
+     "that cannot run exits 2 with the reason\n"
+     "nccl: the baseline without an EP library (what the Megatron and\n"
+     "vLLM all-to-all dispatchers do): sort (token, destination rank)\n"
+     "pairs by destination, exchange counts, grouped ncclSend/ncclRecv of\n"
+     "the rows (and top-k ids and weights), the same synthetic expert, the\n"
+     "results back the same way, reduced on the source. Same inputs,\n"
+     "reference and checks as normal. Needs --backend cuda, a build with\n"
+     "NCCL, and one GPU per rank (NCCL refuses two ranks on one GPU):\n"
+     "otherwise skipped with the reason, or exit 2 when named"},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--shape", "laptop|deepseek-v3",
+     "the defaults of the flags below. deepseek-v3: 8 ranks, hidden 7168,\n"
+     "top-8 of 256 experts, 4096 tokens (128 for low_latency and\n"
+     "symmetric). laptop: 4 ranks, hidden 2048, top-8 of 64 experts, 256\n"
+     "tokens (64): a few seconds and under 1 GB on the cpu backend"},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--ranks", "R",
+     "ranks, run as threads of this process (default: the shape's)"},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--devices", "auto|N",
+     "cuda: the GPUs the ranks use; the header names every rank's GPU.\n"
+     "auto: rank r on GPU r when this process sees at least R GPUs, else\n"
+     "every rank on GPU 0 (threads sharing it). N: rank r on GPU r % N;\n"
+     "N above the visible GPUs or above R exits 2 (default auto; cpu:\n"
+     "auto only)"},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--ranks-per-node", "P",
+     "ranks per node; P < R runs the internode path (default R)"},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--tokens", "N",
+     "tokens per rank, 0 included (default: the shape's)"},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--ll-tokens", "N",
+     "tokens per rank of the low_latency and symmetric engines, their\n"
+     "max_tokens_per_rank (default: --tokens with an explicit --tokens and\n"
+     "--engine low_latency or symmetric; else min(--tokens, the shape's\n"
+     "decode batch: 128 for deepseek-v3, 64 for laptop). The output says\n"
+     "which applied."},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--symmetric-tokens", "N",
+     "tokens per rank of the symmetric engine, its max_tokens_per_rank\n"
+     "(default: the low_latency engine's, see --ll-tokens). With\n"
+     "--expert-capacity it can run the prefill shape: e.g. --tokens 4096\n"
+     "--symmetric-tokens 4096 --expert-capacity auto runs normal and\n"
+     "symmetric at 4096 while low_latency stays at 128 (its heap holds\n"
+     "L x R x max rows per rank). Needs --engine symmetric or all"},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--expert-capacity", "auto|N",
+     "the symmetric dispatch's expert_capacity: rows per local expert of\n"
+     "recv_x [L, C, H] (and its scales, src_info). 0 (default): R x max,\n"
+     "every row that could arrive. auto: the most rows any local expert\n"
+     "receives in the generated inputs (one input set), rounded up to a\n"
+     "multiple of 16; the header prints it. N: at most R x symmetric\n"
+     "tokens (an expert past it makes the run fail with CapacityError).\n"
+     "Needs --engine symmetric or all"},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--hidden", "H",
+     "hidden size (default: the shape's)"},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--topk", "K",
+     "experts per token (default: the shape's)"},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--experts", "E",
+     "experts in total, a multiple of R (default: the shape's)"},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--dtype", "bf16|fp8",
+     "dispatch payload; fp8 carries f32 scales per 128 channels (default bf16).\n"
+     "low_latency: its inputs are always bf16, and fp8 means use_fp8 (the\n"
+     "engine casts on the fly, per 128 channels, f32 scales)"},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--seed", "S",
+     "seed of the synthetic inputs (default 1)"},
+    {"Timing", "--iters", "I",
+     "timed iterations (default 20 on cuda, 10 on cpu); also of the hook\n"
+     "split and of the graph replays (low_latency, symmetric)"},
+    {"Timing", "--warmup", "W", "untimed iterations before them (default 3 on cuda, 2 on cpu)"},
+    {"Engine configuration (normal)", "--channels", "C|auto", "channels (default auto: the backend picks)"},
+    {"Engine configuration (normal)", "--ring-slots", "S", "token slots per ring (default 128)"},
+    {"Engine configuration (normal)", "--chunk-tokens", "T",
+     "tokens per head/tail publication, at most S (default 16)"},
+    {"Engine configuration (normal)", "--timeout", "SECONDS",
+     "bound on every wait (default 30); nccl: on the host's waits for its\n"
+     "stream, after which it aborts its communicator"},
+    {"Engine configuration (symmetric)", "--symmetric-combine", "auto|push|pull",
+     "the combine path (Config::symmetric_combine). push: rows into the\n"
+     "homes' combine buffers, a barrier, a local reduction (3 passes per\n"
+     "row); pull: each home reads the experts' y in place (1 pass; ranks\n"
+     "as threads on one GPU only, else the engine is skipped with the\n"
+     "reason). auto (default): pull where it works. The header of the\n"
+     "results says which ran, and the design bytes follow it"},
+    {"Engine configuration (symmetric)", "--symmetric-dispatch", "auto|publish|zero_copy",
+     "the dispatch source (Config::symmetric_dispatch). publish: each\n"
+     "source copies its rows into its heap, receivers pull from there (2\n"
+     "passes per source token + 2 per row); zero_copy: receivers pull\n"
+     "straight from the callers' x (2 per row; bf16 only, fp8 always\n"
+     "publishes; ranks as threads on one GPU only, else skipped with the\n"
+     "reason). auto (default): zero_copy where it works. Reported and\n"
+     "counted like the combine path"},
+    {"Output", "--json", "FILE", "write the results as JSON"},
+    {"Output", "--dump", "DIR",
+     "write every input and output of the check iteration as .npy files,\n"
+     "DIR/<engine>/rank<r>/<name>.npy (the expected outputs under\n"
+     "DIR/reference/), and DIR/meta.json naming each file's dtype"},
+};
 
-const char* bench_engine_name(BenchEngine engine) {
-  switch (engine) {
-    case BenchEngine::normal:
-      return "normal";
-    case BenchEngine::low_latency:
-      return "low_latency";
-    case BenchEngine::symmetric:
-      return "symmetric";
-    case BenchEngine::nccl:
-      return "nccl";
-  }
-  return "?";
-}
+constexpr const char* kDescription =
+    "Runs layout -> dispatch -> synthetic expert -> combine for R ranks (threads of this process, one\n"
+    "Buffer each), checks every iteration's outputs bitwise against the reference, and times each\n"
+    "engine against the minimal bound. Results go to stdout, ending with a table and the verdict line;\n"
+    "a progress bar goes to stderr when it is a terminal.";
 
-bool is_rank_major(BenchEngine engine) {
-  return engine == BenchEngine::normal || engine == BenchEngine::nccl;
-}
-
-bool BenchOptions::runs(BenchEngine engine) const {
-  for (BenchEngine chosen : engines) {
-    if (chosen == engine) return true;
-  }
-  return false;
-}
-
-CommandLine parse_command_line(const std::vector<std::string>& args) {
-  CommandLine command_line;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& arg = args[i];
-    if (arg == "--help" || arg == "-h") {
-      command_line.help = true;
-      continue;
-    }
-    std::string flag = arg;
-    std::optional<std::string> value;
-    size_t equals = arg.find('=');
-    if (arg.rfind("--", 0) == 0 && equals != std::string::npos) {
-      flag = arg.substr(0, equals);
-      value = arg.substr(equals + 1);
-    }
-    auto setter = value_flags().find(flag);
-    if (setter == value_flags().end()) {
-      if (arg.rfind("-", 0) == 0) throw UsageError(flag + ": unknown option (see --help)");
-      throw UsageError(quoted(arg) + ": unexpected argument; options start with -- (see --help)");
-    }
-    if (!value) {
-      if (i + 1 >= args.size()) throw UsageError(flag + ": expected a value, got nothing");
-      value = args[++i];
-    }
-    setter->second(command_line, flag, *value);
-  }
-  return command_line;
-}
-
-BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, int visible_devices) {
-  BenchOptions options;
-
-  std::string backend = command_line.backend.value_or("auto");
-  options.backend_was_auto = backend == "auto";
-  if (backend == "auto") {
-    options.backend = cuda_is_available ? Backend::cuda : Backend::cpu;
-  } else if (backend == "cuda") {
-    if (!cuda_is_available) {
-      throw UsageError(
-          "--backend: expected a backend this machine has (cpu), got 'cuda' (no CUDA device, or built "
-          "without the CUDA backend)");
-    }
-    options.backend = Backend::cuda;
-  } else {
-    options.backend = Backend::cpu;
-  }
-  bool on_cpu = options.backend == Backend::cpu;
-
-  std::string engine = command_line.engine.value_or("all");
-  options.engine_was_all = engine == "all";
-  if (options.engine_was_all) {
-    options.engines = {BenchEngine::normal, BenchEngine::low_latency, BenchEngine::symmetric,
-                       BenchEngine::nccl};
-  } else {
-    options.engines = {engine_from_name(engine)};
-  }
-
-  const ShapeDefaults& shape =
-      command_line.shape ? (*command_line.shape == kLaptopShape.name ? kLaptopShape : kDeepSeekV3Shape)
-                         : (on_cpu ? kLaptopShape : kDeepSeekV3Shape);
-  options.notes.shape = shape.name;
-  options.notes.shape_source = command_line.shape ? "--shape"
-                               : on_cpu           ? "the cpu default"
-                                                  : "the cuda default";
-
-  int ranks = command_line.ranks.value_or(shape.ranks);
-  int ranks_per_node = command_line.ranks_per_node.value_or(ranks);
-  if (ranks_per_node > ranks || ranks % ranks_per_node != 0) {
-    throw UsageError("--ranks-per-node: expected a divisor of --ranks " + std::to_string(ranks) + ", got " +
-                     std::to_string(ranks_per_node));
-  }
-  options.topology = Topology{ranks, ranks_per_node};
-  options.devices = map_ranks_to_devices(command_line.devices, ranks, options.backend, visible_devices);
-
-  options.tokens_per_rank = command_line.tokens.value_or(shape.tokens);
-  // low_latency: --ll-tokens; else --tokens when it was given for low_latency or symmetric alone;
-  // else min(--tokens, the shape's decode batch).
-  if (command_line.ll_tokens) {
-    options.ll_tokens_per_rank = *command_line.ll_tokens;
-    options.notes.ll_tokens_source = "--ll-tokens";
-  } else if (command_line.tokens && (engine == "low_latency" || engine == "symmetric")) {
-    options.ll_tokens_per_rank = *command_line.tokens;
-    options.notes.ll_tokens_source = "--tokens";
-  } else {
-    options.ll_tokens_per_rank = std::min(options.tokens_per_rank, shape.ll_tokens);
-    options.notes.ll_tokens_source = "min(--tokens, " + std::to_string(shape.ll_tokens) + "), the " +
-                                     shape.name + " decode batch; --ll-tokens N overrides";
-  }
-  // symmetric: --symmetric-tokens, else the low_latency engine's tokens (one expert-major shape).
-  if (command_line.symmetric_tokens) {
-    if (!options.runs(BenchEngine::symmetric)) {
-      throw UsageError(
-          "--symmetric-tokens: expected --engine symmetric or all (it sets the symmetric engine's "
-          "tokens per rank), got --engine " +
-          engine);
-    }
-    options.symmetric_tokens_per_rank = *command_line.symmetric_tokens;
-    options.notes.symmetric_tokens_source = "--symmetric-tokens";
-  } else {
-    options.symmetric_tokens_per_rank = options.ll_tokens_per_rank;
-    options.notes.symmetric_tokens_source = "as low_latency; --symmetric-tokens N overrides";
-  }
-  if (command_line.expert_capacity) {
-    if (!options.runs(BenchEngine::symmetric)) {
-      throw UsageError(
-          "--expert-capacity: expected --engine symmetric or all (only the symmetric engine has "
-          "per-expert capacities), got --engine " +
-          engine);
-    }
-    const int64_t all_rows = int64_t{ranks} * options.symmetric_tokens_per_rank;
-    if (*command_line.expert_capacity > all_rows) {
-      throw UsageError("--expert-capacity: expected auto, 0 or at most --ranks x symmetric tokens = " +
-                       std::to_string(all_rows) + " rows per expert, got " +
-                       std::to_string(*command_line.expert_capacity));
-    }
-    options.expert_capacity = *command_line.expert_capacity;
-  }
-  options.hidden = command_line.hidden.value_or(shape.hidden);
-  options.topk = command_line.topk.value_or(shape.topk);
-  options.num_experts = command_line.experts.value_or(shape.experts);
-  if (options.num_experts % ranks != 0) {
-    throw UsageError("--experts: expected a multiple of --ranks " + std::to_string(ranks) + ", got " +
-                     std::to_string(options.num_experts));
-  }
-  if (options.topk > options.num_experts) {
-    throw UsageError("--topk: expected at most --experts " + std::to_string(options.num_experts) + ", got " +
-                     std::to_string(options.topk));
-  }
-
-  options.dtype = command_line.dtype.value_or("bf16") == "fp8" ? DType::fp8_e4m3 : DType::bf16;
-  if (options.dtype == DType::fp8_e4m3 && options.hidden % kFp8ScaleBlock != 0) {
-    throw UsageError("--hidden: expected a multiple of " + std::to_string(kFp8ScaleBlock) +
-                     " with --dtype fp8 (one scale per 128 channels), got " + std::to_string(options.hidden));
-  }
-
-  options.iters = command_line.iters.value_or(on_cpu ? kCpuDefaultIters : kGpuDefaultIters);
-  options.notes.iters_from_cpu_default = on_cpu && !command_line.iters;
-  options.warmup = command_line.warmup.value_or(on_cpu ? kCpuDefaultWarmup : kGpuDefaultWarmup);
-  options.seed = command_line.seed.value_or(kDefaultSeed);
-  options.json_path = command_line.json_path.value_or("");
-  options.dump_dir = command_line.dump_dir.value_or("");
-
-  // Unset: the library's defaults.
-  if (command_line.channels) options.config.num_channels = *command_line.channels;
-  if (command_line.ring_slots) options.config.ring_slots = *command_line.ring_slots;
-  if (command_line.chunk_tokens) options.config.chunk_tokens = *command_line.chunk_tokens;
-  if (command_line.timeout_seconds) options.config.timeout_seconds = *command_line.timeout_seconds;
-  if (command_line.symmetric_combine) {
-    const std::string& path = *command_line.symmetric_combine;
-    options.config.symmetric_combine = path == "push"   ? SymmetricCombine::push
-                                       : path == "pull" ? SymmetricCombine::pull
-                                                        : SymmetricCombine::automatic;
-  }
-  if (command_line.symmetric_dispatch) {
-    const std::string& path = *command_line.symmetric_dispatch;
-    options.config.symmetric_dispatch = path == "publish"     ? SymmetricDispatch::publish
-                                        : path == "zero_copy" ? SymmetricDispatch::zero_copy
-                                                              : SymmetricDispatch::automatic;
-  }
-  if (options.config.chunk_tokens > options.config.ring_slots) {
-    throw UsageError("--chunk-tokens: expected at most --ring-slots " +
-                     std::to_string(options.config.ring_slots) + ", got " +
-                     std::to_string(options.config.chunk_tokens));
-  }
-  return options;
-}
-
-std::string help_text() {
-  return R"(usage: switchyard-bench [options]
-
-Runs layout -> dispatch -> synthetic expert -> combine for R ranks (threads of this process, one
-Buffer each), checks every iteration's outputs bitwise against the reference, and times each
-engine against the minimal bound. Results go to stdout, ending with a table and the verdict line;
-a progress bar goes to stderr when it is a terminal.
-
-Backend and engines
-  --backend auto|cpu|cuda   auto: cuda when a CUDA device is available, else cpu (default auto)
-  --engine normal|low_latency|symmetric|nccl|all
-                            all: every engine; those that cannot run with these options are
-                            reported as skipped, with the reason (default all). Naming one
-                            that cannot run exits 2 with the reason
-                            nccl: the baseline without an EP library (what the Megatron and
-                            vLLM all-to-all dispatchers do): sort (token, destination rank)
-                            pairs by destination, exchange counts, grouped ncclSend/ncclRecv of
-                            the rows (and top-k ids and weights), the same synthetic expert, the
-                            results back the same way, reduced on the source. Same inputs,
-                            reference and checks as normal. Needs --backend cuda, a build with
-                            NCCL, and one GPU per rank (NCCL refuses two ranks on one GPU):
-                            otherwise skipped with the reason, or exit 2 when named
-Shape (default: deepseek-v3 on cuda, laptop on cpu)
-  --shape laptop|deepseek-v3
-                            the defaults of the flags below. deepseek-v3: 8 ranks, hidden 7168,
-                            top-8 of 256 experts, 4096 tokens (128 for low_latency and
-                            symmetric). laptop: 4 ranks, hidden 2048, top-8 of 64 experts, 256
-                            tokens (64): a few seconds and under 1 GB on the cpu backend
-  --ranks R                 ranks, run as threads of this process (default: the shape's)
-  --devices auto|N          cuda: the GPUs the ranks use; the header names every rank's GPU.
-                            auto: rank r on GPU r when this process sees at least R GPUs, else
-                            every rank on GPU 0 (threads sharing it). N: rank r on GPU r % N;
-                            N above the visible GPUs or above R exits 2 (default auto; cpu:
-                            auto only)
-  --ranks-per-node P        ranks per node; P < R runs the internode path (default R)
-  --tokens N                tokens per rank, 0 included (default: the shape's)
-  --ll-tokens N             tokens per rank of the low_latency and symmetric engines, their
-                            max_tokens_per_rank (default: --tokens with an explicit --tokens and
-                            --engine low_latency or symmetric; else min(--tokens, the shape's
-                            decode batch: 128 for deepseek-v3, 64 for laptop). The output says
-                            which applied.
-  --symmetric-tokens N      tokens per rank of the symmetric engine, its max_tokens_per_rank
-                            (default: the low_latency engine's, see --ll-tokens). With
-                            --expert-capacity it can run the prefill shape: e.g. --tokens 4096
-                            --symmetric-tokens 4096 --expert-capacity auto runs normal and
-                            symmetric at 4096 while low_latency stays at 128 (its heap holds
-                            L x R x max rows per rank). Needs --engine symmetric or all
-  --expert-capacity auto|N  the symmetric dispatch's expert_capacity: rows per local expert of
-                            recv_x [L, C, H] (and its scales, src_info). 0 (default): R x max,
-                            every row that could arrive. auto: the most rows any local expert
-                            receives in the generated inputs (one input set), rounded up to a
-                            multiple of 16; the header prints it. N: at most R x symmetric
-                            tokens (an expert past it makes the run fail with CapacityError).
-                            Needs --engine symmetric or all
-  --hidden H                hidden size (default: the shape's)
-  --topk K                  experts per token (default: the shape's)
-  --experts E               experts in total, a multiple of R (default: the shape's)
-  --dtype bf16|fp8          dispatch payload; fp8 carries f32 scales per 128 channels (default bf16).
-                            low_latency: its inputs are always bf16, and fp8 means use_fp8 (the
-                            engine casts on the fly, per 128 channels, f32 scales)
-  --seed S                  seed of the synthetic inputs (default 1)
-Timing
-  --iters I                 timed iterations (default 20 on cuda, 10 on cpu); also of the hook
-                            split and of the graph replays (low_latency, symmetric)
-  --warmup W                untimed iterations before them (default 3 on cuda, 2 on cpu)
-Engine configuration (normal)
-  --channels C|auto         channels (default auto: the backend picks)
-  --ring-slots S            token slots per ring (default 128)
-  --chunk-tokens T          tokens per head/tail publication, at most S (default 16)
-  --timeout SECONDS         bound on every wait (default 30); nccl: on the host's waits for its
-                            stream, after which it aborts its communicator
-Engine configuration (symmetric)
-  --symmetric-combine auto|push|pull
-                            the combine path (Config::symmetric_combine). push: rows into the
-                            homes' combine buffers, a barrier, a local reduction (3 passes per
-                            row); pull: each home reads the experts' y in place (1 pass; ranks
-                            as threads on one GPU only, else the engine is skipped with the
-                            reason). auto (default): pull where it works. The header of the
-                            results says which ran, and the design bytes follow it
-  --symmetric-dispatch auto|publish|zero_copy
-                            the dispatch source (Config::symmetric_dispatch). publish: each
-                            source copies its rows into its heap, receivers pull from there (2
-                            passes per source token + 2 per row); zero_copy: receivers pull
-                            straight from the callers' x (2 per row; bf16 only, fp8 always
-                            publishes; ranks as threads on one GPU only, else skipped with the
-                            reason). auto (default): zero_copy where it works. Reported and
-                            counted like the combine path
-Output
-  --json FILE               write the results as JSON
-  --dump DIR                write every input and output of the check iteration as .npy files,
-                            DIR/<engine>/rank<r>/<name>.npy (the expected outputs under
-                            DIR/reference/), and DIR/meta.json naming each file's dtype
-  --help                    this text
-
-What is reported, per engine
+// What the numbers mean, after the flags.
+constexpr const char* kFooter = R"(What is reported, per engine
   time      per timed iteration, the slowest rank's time, per phase; reported as the median
             and the p99 (nearest rank: the ceil(0.99 * n)-th smallest, so the largest when
             there are fewer than 100 iterations) over the iterations, in microseconds. Every
@@ -639,8 +459,233 @@ The last line of stdout is the verdict: 'verdict: pass: ...' when every engine t
 every check, else 'verdict: FAIL: ...' naming each engine that failed and its first failure.
 Exit status: 0 when every engine that ran passed its checks; 1 when a check failed, a time fell
 below its minimal bound, or the library failed at run time (e.g. a timeout); 2 for a bad
-argument or a configuration the library refuses.
-)";
+argument or a configuration the library refuses.)";
+
+// NOTES: the flags' column, wide enough for "--expert-capacity auto|N".
+constexpr int kHelpColumn = 28;
+
+// The parser of the command line into `command_line`: every flag of kFlags, each value checked and
+// stored by its setter (which throws UsageError naming the flag).
+std::unique_ptr<CLI::App> make_app(CommandLine& command_line) {
+  auto app = std::make_unique<CLI::App>(kDescription, "switchyard-bench");
+  app->get_formatter()->column_width(kHelpColumn);
+  app->footer(kFooter);
+  for (const FlagHelp& help : kFlags) {
+    const std::string flag = help.flag;
+    const Setter& setter = value_flags().at(flag);
+    app->add_option_function<std::string>(
+           flag,
+           [&command_line, flag, &setter](const std::string& value) { setter(command_line, flag, value); },
+           help.description)
+        ->type_name(help.value)
+        ->group(help.group)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  }
+  // Last, so that it is listed last, under Output.
+  app->set_help_flag("-h,--help", "this text")->group("Output");
+  return app;
+}
+
+BenchEngine engine_from_name(const std::string& name) {
+  if (name == "low_latency") return BenchEngine::low_latency;
+  if (name == "symmetric") return BenchEngine::symmetric;
+  if (name == "nccl") return BenchEngine::nccl;
+  return BenchEngine::normal;
+}
+
+}  // namespace
+
+const char* bench_engine_name(BenchEngine engine) {
+  switch (engine) {
+    case BenchEngine::normal:
+      return "normal";
+    case BenchEngine::low_latency:
+      return "low_latency";
+    case BenchEngine::symmetric:
+      return "symmetric";
+    case BenchEngine::nccl:
+      return "nccl";
+  }
+  return "?";
+}
+
+bool is_rank_major(BenchEngine engine) {
+  return engine == BenchEngine::normal || engine == BenchEngine::nccl;
+}
+
+bool BenchOptions::runs(BenchEngine engine) const {
+  for (BenchEngine chosen : engines) {
+    if (chosen == engine) return true;
+  }
+  return false;
+}
+
+CommandLine parse_command_line(const std::vector<std::string>& args) {
+  CommandLine command_line;
+  std::unique_ptr<CLI::App> app = make_app(command_line);
+  // CLI11 takes the arguments last first.
+  std::vector<std::string> reversed(args.rbegin(), args.rend());
+  try {
+    app->parse(reversed);
+  } catch (const CLI::CallForHelp&) {
+    command_line.help = true;
+  } catch (const CLI::ExtrasError&) {
+    const std::vector<std::string> extras = app->remaining();
+    const std::string first = extras.empty() ? "" : extras.front();
+    if (first.rfind("-", 0) == 0)
+      throw UsageError(first.substr(0, first.find('=')) + ": unknown option (see --help)");
+    throw UsageError(quoted(first) + ": unexpected argument; options start with -- (see --help)");
+  } catch (const CLI::ArgumentMismatch& error) {
+    // "--ranks: ..." : every flag takes one value.
+    const std::string message = error.what();
+    throw UsageError(message.substr(0, message.find(':')) + ": expected a value, got nothing");
+  } catch (const CLI::ParseError& error) {
+    throw UsageError(error.what());
+  }
+  return command_line;
+}
+
+BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, int visible_devices) {
+  BenchOptions options;
+
+  std::string backend = command_line.backend.value_or("auto");
+  options.backend_was_auto = backend == "auto";
+  if (backend == "auto") {
+    options.backend = cuda_is_available ? Backend::cuda : Backend::cpu;
+  } else if (backend == "cuda") {
+    if (!cuda_is_available) {
+      throw UsageError(
+          "--backend: expected a backend this machine has (cpu), got 'cuda' (no CUDA device, or built "
+          "without the CUDA backend)");
+    }
+    options.backend = Backend::cuda;
+  } else {
+    options.backend = Backend::cpu;
+  }
+  bool on_cpu = options.backend == Backend::cpu;
+
+  std::string engine = command_line.engine.value_or("all");
+  options.engine_was_all = engine == "all";
+  if (options.engine_was_all) {
+    options.engines = {BenchEngine::normal, BenchEngine::low_latency, BenchEngine::symmetric,
+                       BenchEngine::nccl};
+  } else {
+    options.engines = {engine_from_name(engine)};
+  }
+
+  const ShapeDefaults& shape =
+      command_line.shape ? (*command_line.shape == kLaptopShape.name ? kLaptopShape : kDeepSeekV3Shape)
+                         : (on_cpu ? kLaptopShape : kDeepSeekV3Shape);
+  options.notes.shape = shape.name;
+  options.notes.shape_source = command_line.shape ? "--shape"
+                               : on_cpu           ? "the cpu default"
+                                                  : "the cuda default";
+
+  int ranks = command_line.ranks.value_or(shape.ranks);
+  int ranks_per_node = command_line.ranks_per_node.value_or(ranks);
+  if (ranks_per_node > ranks || ranks % ranks_per_node != 0) {
+    throw UsageError("--ranks-per-node: expected a divisor of --ranks " + std::to_string(ranks) + ", got " +
+                     std::to_string(ranks_per_node));
+  }
+  options.topology = Topology{ranks, ranks_per_node};
+  options.devices = map_ranks_to_devices(command_line.devices, ranks, options.backend, visible_devices);
+
+  options.tokens_per_rank = command_line.tokens.value_or(shape.tokens);
+  // low_latency: --ll-tokens; else --tokens when it was given for low_latency or symmetric alone;
+  // else min(--tokens, the shape's decode batch).
+  if (command_line.ll_tokens) {
+    options.ll_tokens_per_rank = *command_line.ll_tokens;
+    options.notes.ll_tokens_source = "--ll-tokens";
+  } else if (command_line.tokens && (engine == "low_latency" || engine == "symmetric")) {
+    options.ll_tokens_per_rank = *command_line.tokens;
+    options.notes.ll_tokens_source = "--tokens";
+  } else {
+    options.ll_tokens_per_rank = std::min(options.tokens_per_rank, shape.ll_tokens);
+    options.notes.ll_tokens_source = "min(--tokens, " + std::to_string(shape.ll_tokens) + "), the " +
+                                     shape.name + " decode batch; --ll-tokens N overrides";
+  }
+  // symmetric: --symmetric-tokens, else the low_latency engine's tokens (one expert-major shape).
+  if (command_line.symmetric_tokens) {
+    if (!options.runs(BenchEngine::symmetric)) {
+      throw UsageError(
+          "--symmetric-tokens: expected --engine symmetric or all (it sets the symmetric engine's "
+          "tokens per rank), got --engine " +
+          engine);
+    }
+    options.symmetric_tokens_per_rank = *command_line.symmetric_tokens;
+    options.notes.symmetric_tokens_source = "--symmetric-tokens";
+  } else {
+    options.symmetric_tokens_per_rank = options.ll_tokens_per_rank;
+    options.notes.symmetric_tokens_source = "as low_latency; --symmetric-tokens N overrides";
+  }
+  if (command_line.expert_capacity) {
+    if (!options.runs(BenchEngine::symmetric)) {
+      throw UsageError(
+          "--expert-capacity: expected --engine symmetric or all (only the symmetric engine has "
+          "per-expert capacities), got --engine " +
+          engine);
+    }
+    const int64_t all_rows = int64_t{ranks} * options.symmetric_tokens_per_rank;
+    if (*command_line.expert_capacity > all_rows) {
+      throw UsageError("--expert-capacity: expected auto, 0 or at most --ranks x symmetric tokens = " +
+                       std::to_string(all_rows) + " rows per expert, got " +
+                       std::to_string(*command_line.expert_capacity));
+    }
+    options.expert_capacity = *command_line.expert_capacity;
+  }
+  options.hidden = command_line.hidden.value_or(shape.hidden);
+  options.topk = command_line.topk.value_or(shape.topk);
+  options.num_experts = command_line.experts.value_or(shape.experts);
+  if (options.num_experts % ranks != 0) {
+    throw UsageError("--experts: expected a multiple of --ranks " + std::to_string(ranks) + ", got " +
+                     std::to_string(options.num_experts));
+  }
+  if (options.topk > options.num_experts) {
+    throw UsageError("--topk: expected at most --experts " + std::to_string(options.num_experts) + ", got " +
+                     std::to_string(options.topk));
+  }
+
+  options.dtype = command_line.dtype.value_or("bf16") == "fp8" ? DType::fp8_e4m3 : DType::bf16;
+  if (options.dtype == DType::fp8_e4m3 && options.hidden % kFp8ScaleBlock != 0) {
+    throw UsageError("--hidden: expected a multiple of " + std::to_string(kFp8ScaleBlock) +
+                     " with --dtype fp8 (one scale per 128 channels), got " + std::to_string(options.hidden));
+  }
+
+  options.iters = command_line.iters.value_or(on_cpu ? kCpuDefaultIters : kGpuDefaultIters);
+  options.notes.iters_from_cpu_default = on_cpu && !command_line.iters;
+  options.warmup = command_line.warmup.value_or(on_cpu ? kCpuDefaultWarmup : kGpuDefaultWarmup);
+  options.seed = command_line.seed.value_or(kDefaultSeed);
+  options.json_path = command_line.json_path.value_or("");
+  options.dump_dir = command_line.dump_dir.value_or("");
+
+  // Unset: the library's defaults.
+  if (command_line.channels) options.config.num_channels = *command_line.channels;
+  if (command_line.ring_slots) options.config.ring_slots = *command_line.ring_slots;
+  if (command_line.chunk_tokens) options.config.chunk_tokens = *command_line.chunk_tokens;
+  if (command_line.timeout_seconds) options.config.timeout_seconds = *command_line.timeout_seconds;
+  if (command_line.symmetric_combine) {
+    const std::string& path = *command_line.symmetric_combine;
+    options.config.symmetric_combine = path == "push"   ? SymmetricCombine::push
+                                       : path == "pull" ? SymmetricCombine::pull
+                                                        : SymmetricCombine::automatic;
+  }
+  if (command_line.symmetric_dispatch) {
+    const std::string& path = *command_line.symmetric_dispatch;
+    options.config.symmetric_dispatch = path == "publish"     ? SymmetricDispatch::publish
+                                        : path == "zero_copy" ? SymmetricDispatch::zero_copy
+                                                              : SymmetricDispatch::automatic;
+  }
+  if (options.config.chunk_tokens > options.config.ring_slots) {
+    throw UsageError("--chunk-tokens: expected at most --ring-slots " +
+                     std::to_string(options.config.ring_slots) + ", got " +
+                     std::to_string(options.config.chunk_tokens));
+  }
+  return options;
+}
+
+std::string help_text() {
+  CommandLine unused;
+  return make_app(unused)->help();
 }
 
 }  // namespace switchyard::bench

@@ -450,7 +450,7 @@ def test_timeout_never_crashes(bench, tmp):
 
 def test_help(bench, tmp):
     result = run(bench, ["--help"])
-    expect(result.returncode == 0 and "usage: switchyard-bench" in result.stdout, result.stdout)
+    expect(result.returncode == 0 and "Usage: switchyard-bench" in result.stdout, result.stdout)
     expect("minimal fraction = bound / median" in result.stdout, "help does not document the minimal bound")
     for text in ("--ll-tokens", "p99", "rows delivered x row payload", "graph replay", "dispatch RDMA bytes",
                  "dispatch NVLink bytes", "direct RDMA bytes", "--devices auto|N", "peer copy bandwidth",
