@@ -4,7 +4,6 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <string>
 #include <switchyard/switchyard.hpp>
 #include <vector>
 

@@ -28,7 +28,9 @@ struct KernelCase {
 };
 
 // What GoogleTest prints for a case (a failure's "where GetParam() = ..."), instead of its raw bytes.
-void PrintTo(const KernelCase& c, std::ostream* out) { *out << c.name << " (" << c.shape.describe() << ")"; }
+void PrintTo(const KernelCase& c, std::ostream* out) {
+  *out << c.name << " (" << c.shape.describe() << ")";
+}
 
 workload::Shape make_shape(int ranks, int ranks_per_node, int64_t tokens, int hidden, int topk, int experts,
                            DType dtype, workload::Routing routing = workload::Routing::random) {
