@@ -14,6 +14,7 @@
 #include "engines.hpp"
 #include "metrics.hpp"
 #include "options.hpp"
+#include "parent_probes.hpp"
 #include "problem.hpp"
 #include "progress.hpp"
 #include "report.hpp"
@@ -57,8 +58,9 @@ void check_json_path(const std::string& path) {
 
 // Everything that can refuse the arguments, before any long work.
 BenchOptions set_up(const CommandLine& command_line) {
-  const bool has_cuda = cuda_available();
-  BenchOptions options = resolve(command_line, has_cuda, has_cuda ? visible_cuda_devices() : 0);
+  // Probed from a forked child: ranks may be forked processes, which need a parent without CUDA.
+  const CudaPresence cuda = probe_cuda();
+  BenchOptions options = resolve(command_line, cuda.available, cuda.visible_devices);
   for (BenchEngine engine : options.engines) {
     EngineSupport support = engine_support(engine, options);
     if (!support.implemented && !options.engine_was_all) {
@@ -85,10 +87,10 @@ int run(const BenchOptions& options) {
 
   Progress progress;
   progress.update("measuring the copy bandwidth");
-  const CopyBandwidth copy = measure_copy_bandwidth(options);
+  const CopyBandwidth copy = copy_bandwidth_for(options);
   const Problem problem = make_problem(options, progress);
   progress.clear();
-  print_header(stdout, options, copy, problem);
+  print_header(stdout, options, copy, problem, cache_flush_rule_for(options));
   std::fflush(stdout);
 
   std::vector<EngineResult> results;
@@ -185,7 +187,7 @@ int bench_main(const std::vector<std::string>& args) {
 }  // namespace switchyard::bench
 
 int main(int argc, char** argv) {
-  // Ranks run as threads of this process, and each needs its own hardware queue of the GPU's CUDA
+  // Ranks as threads of this process each need their own hardware queue of the GPU's CUDA
   // context (src/cuda/device_connections.hpp); the driver reads this when the context is created, so
   // it is set before any CUDA call. A value the caller set is kept.
   setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);

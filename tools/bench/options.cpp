@@ -104,6 +104,7 @@ const std::map<std::string, Setter>& value_flags() {
       {"--backend", choice(&CommandLine::backend, {"auto", "cpu", "cuda"})},
       {"--engine", choice(&CommandLine::engine, {"normal", "low_latency", "symmetric", "nccl", "all"})},
       {"--shape", choice(&CommandLine::shape, {"laptop", "deepseek-v3"})},
+      {"--ranks-as", choice(&CommandLine::ranks_as, {"threads", "processes"})},
       {"--ranks", positive(&CommandLine::ranks)},
       {"--devices",
        [](CommandLine& c, const std::string& flag, const std::string& value) {
@@ -186,8 +187,14 @@ const FlagHelp kFlags[] = {
      "top-8 of 256 experts, 4096 tokens (128 for low_latency and\n"
      "symmetric). laptop: 4 ranks, hidden 2048, top-8 of 64 experts, 256\n"
      "tokens (64): a few seconds and under 1 GB on the cpu backend"},
-    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--ranks", "R",
-     "ranks, run as threads of this process (default: the shape's)"},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--ranks", "R", "ranks (default: the shape's)"},
+    {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--ranks-as", "threads|processes",
+     "threads: threads of this process, one Buffer each. processes: one\n"
+     "forked process per rank (HeapSharing::processes), as users deploy;\n"
+     "the same checks and JSON. On one GPU, run processes under MPS\n"
+     "(nvidia-cuda-mps-control -d), or their kernels time-slice.\n"
+     "(default: processes when every rank has a GPU of its own, else\n"
+     "threads; --dump needs threads)"},
     {"Shape (default: deepseek-v3 on cuda, laptop on cpu)", "--devices", "auto|N",
      "cuda: the GPUs the ranks use; the header names every rank's GPU.\n"
      "auto: rank r on GPU r when this process sees at least R GPUs, else\n"
@@ -265,7 +272,7 @@ const FlagHelp kFlags[] = {
 };
 
 constexpr const char* kDescription =
-    "Runs layout -> dispatch -> synthetic expert -> combine for R ranks (threads of this process, one\n"
+    "Runs layout -> dispatch -> synthetic expert -> combine for R ranks (threads or processes, one\n"
     "Buffer each), checks every iteration's outputs bitwise against the reference, and times each\n"
     "engine against the minimal bound. Results go to stdout, ending with a table and the verdict line;\n"
     "a progress bar goes to stderr when it is a terminal.";
@@ -509,6 +516,10 @@ const char* bench_engine_name(BenchEngine engine) {
   return "?";
 }
 
+const char* ranks_as_name(RanksAs ranks_as) {
+  return ranks_as == RanksAs::processes ? "processes" : "threads";
+}
+
 bool is_rank_major(BenchEngine engine) {
   return engine == BenchEngine::normal || engine == BenchEngine::nccl;
 }
@@ -590,6 +601,20 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, in
   options.topology = Topology{ranks, ranks_per_node};
   options.devices = map_ranks_to_devices(command_line.devices, ranks, options.backend, visible_devices);
 
+  // Processes where every rank has a GPU of its own (how users deploy across GPUs); threads where ranks
+  // share a device (the cpu backend, one GPU), which processes could only share under MPS.
+  const bool own_gpu_each = options.backend == Backend::cuda && ranks > 1 &&
+                            static_cast<int>(options.devices.distinct_devices().size()) == ranks;
+  if (command_line.ranks_as) {
+    options.ranks_as = *command_line.ranks_as == "processes" ? RanksAs::processes : RanksAs::threads;
+    options.notes.ranks_as_source = "--ranks-as";
+  } else {
+    options.ranks_as = own_gpu_each ? RanksAs::processes : RanksAs::threads;
+    options.notes.ranks_as_source = own_gpu_each
+                                        ? "the default with one GPU per rank"
+                                        : "the default where ranks share a device; --ranks-as processes";
+  }
+
   options.tokens_per_rank = command_line.tokens.value_or(shape.tokens);
   // low_latency: --ll-tokens; else --tokens when it was given for low_latency or symmetric alone;
   // else min(--tokens, the shape's decode batch).
@@ -657,6 +682,9 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, in
   options.seed = command_line.seed.value_or(kDefaultSeed);
   options.json_path = command_line.json_path.value_or("");
   options.dump_dir = command_line.dump_dir.value_or("");
+  if (!options.dump_dir.empty() && options.ranks_as == RanksAs::processes) {
+    throw UsageError("--dump: expected ranks as threads (--ranks-as threads), got --ranks-as processes");
+  }
 
   // Unset: the library's defaults.
   if (command_line.channels) options.config.num_channels = *command_line.channels;

@@ -21,6 +21,11 @@ class UsageError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// How the ranks run (--ranks-as): threads of this process (one Buffer each, HeapSharing::threads), or
+// one forked process each (HeapSharing::processes), as users deploy.
+enum class RanksAs : uint8_t { threads, processes };
+const char* ranks_as_name(RanksAs ranks_as);  // "threads", "processes"
+
 // The engines the bench runs: the library's three (switchyard::Engine), and `nccl`, the baseline a
 // framework builds without an EP library (sort by destination rank, grouped ncclSend/ncclRecv;
 // nccl_session.cpp). The library has no nccl engine, hence a type of the bench's own.
@@ -60,9 +65,10 @@ constexpr int kAutoChannels = 0;
 // What the command line said; unset optionals take their defaults in resolve().
 struct CommandLine {
   bool help = false;
-  std::optional<std::string> backend;  // auto | cpu | cuda
-  std::optional<std::string> engine;   // normal | low_latency | symmetric | nccl | all
-  std::optional<std::string> shape;    // laptop | deepseek-v3
+  std::optional<std::string> backend;   // auto | cpu | cuda
+  std::optional<std::string> engine;    // normal | low_latency | symmetric | nccl | all
+  std::optional<std::string> shape;     // laptop | deepseek-v3
+  std::optional<std::string> ranks_as;  // threads | processes
   std::optional<int> ranks, ranks_per_node, hidden, topk, experts, iters, warmup;
   std::optional<int> devices;  // kAutoDevices, or the number of GPUs to spread the ranks over
   std::optional<int64_t> tokens;
@@ -83,6 +89,8 @@ struct DefaultNotes {
   // The shape whose defaults applied, and why ("the cpu default", "--shape").
   std::string shape = kDeepSeekV3Shape.name;
   std::string shape_source;
+  // Why the ranks run as they do ("--ranks-as", "one GPU per rank", ...).
+  std::string ranks_as_source;
   bool iters_from_cpu_default = false;
   // How the low_latency engine's tokens per rank were chosen, for the output ("--ll-tokens", ...).
   std::string ll_tokens_source;
@@ -100,6 +108,7 @@ struct BenchOptions {
   bool engine_was_all = true;        // "all": engines that do not exist are reported as skipped
   Topology topology{kDefaultRanks, kDefaultRanks};
   DeviceMap devices;  // which GPU each rank uses (--devices); empty on cpu
+  RanksAs ranks_as = RanksAs::threads;
   int64_t tokens_per_rank = kDeepSeekV3Shape.tokens;
   // The low_latency engine's tokens per rank: its max_tokens_per_rank, and its inputs' size.
   int64_t ll_tokens_per_rank = kDeepSeekV3Shape.ll_tokens;

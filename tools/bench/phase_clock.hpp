@@ -7,6 +7,7 @@
 // clock on cpu) goes around the work; after it the stream is drained the same way before the time is
 // read (the events are already recorded, so this does not change the time). Every rank starts each
 // phase together, so the slowest rank's time is the phase's time.
+#include <chrono>
 #include <functional>
 #include <utility>
 
@@ -38,18 +39,25 @@ class PhaseClock {
       evict_cache_();
       group_.barrier();
     }
+    const auto host_start = std::chrono::steady_clock::now();
     timer_.start();
     work();
     timer_.stop();
+    last_host_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
     synchronize_();
     return timer_.elapsed_seconds();
   }
+
+  // The host's wall time of the last timed call (from just before the start event to just after the
+  // stop event): on cuda, what the call costs the host, apart from the stream's time.
+  double last_host_seconds() const { return last_host_seconds_; }
 
  private:
   Group& group_;
   PhaseTimer& timer_;
   std::function<void()> synchronize_;
   std::function<void()> evict_cache_;
+  double last_host_seconds_ = 0;
 };
 
 }  // namespace switchyard::bench

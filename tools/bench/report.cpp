@@ -4,7 +4,6 @@
 #include <string>
 #include <vector>
 
-#include "cache_flush.hpp"
 #include "metrics.hpp"
 #include "switchyard/version.hpp"
 
@@ -120,7 +119,7 @@ void print_node_bytes(std::FILE* out, const NodeBytes& bytes) {
 }  // namespace
 
 void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwidth& copy,
-                  const Problem& problem) {
+                  const Problem& problem, const std::string& cache_rule) {
   const Traffic& traffic = problem.traffic;
   const Topology& topology = options.topology;
   std::fprintf(out,
@@ -141,6 +140,13 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
   std::fprintf(out, "config: channels %s, ring slots %d, chunk tokens %d, timeout %g s\n", channels.c_str(),
                config.ring_slots, config.chunk_tokens, config.timeout_seconds);
   std::fprintf(out, "devices: %s\n", options.devices.describe().c_str());
+  std::fprintf(out, "ranks as %s (%s)\n", ranks_as_name(options.ranks_as),
+               options.notes.ranks_as_source.c_str());
+  if (options.ranks_as == RanksAs::processes && options.devices.shares_a_device()) {
+    std::fprintf(out,
+                 "note: processes share a GPU: run under MPS (nvidia-cuda-mps-control -d), or their kernels "
+                 "time-slice and the waits between ranks crawl\n");
+  }
   std::fprintf(out, "copy bandwidth: %.2f GB/s (%s)\n", copy.bytes_per_second / 1e9, copy.method.c_str());
   if (copy.peer) {
     std::fprintf(out,
@@ -182,7 +188,7 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
   }
   std::fprintf(
       out, "cache: before every timed phase %s, so that nothing from the previous iteration is cached%s\n",
-      cache_flush_rule(options.backend).c_str(),
+      cache_rule.c_str(),
       options.backend == Backend::cuda ? "; normal's inputs also rotate over input sets" : "");
   std::fprintf(out,
                "checks: every iteration (check, warmup, timed, hook split, graph replay) writes into outputs "
@@ -257,6 +263,9 @@ void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidt
                  " combine bytes (rows x row payload); %s and %s GB/s over the slowest rank's median\n",
                  result.dispatch_bytes, result.combine_bytes, optional_text(dispatch_all, "%.2f").c_str(),
                  optional_text(combine_all, "%.2f").c_str());
+    std::fprintf(out,
+                 "  host: dispatch call %.1f us, combine call %.1f us (the calls' wall time on the host)\n",
+                 result.dispatch_host_seconds * 1e6, result.combine_host_seconds * 1e6);
     if (result.remote_dispatch_bytes > 0 || result.remote_combine_bytes > 0) {
       std::fprintf(out,
                    "  between GPUs: %" PRId64 " dispatch bytes, %" PRId64

@@ -14,8 +14,9 @@
 namespace switchyard::bench {
 
 // `problem`: its traffic and the expert-major engines' tokens and capacity (auto resolved).
+// `cache_rule`: what evicts the cache before every timed phase (cache_flush_rule).
 void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwidth& copy,
-                  const Problem& problem);
+                  const Problem& problem, const std::string& cache_rule);
 void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidth& copy);
 
 // How much faster an engine ran than the nccl baseline: nccl's median time / the engine's, per phase

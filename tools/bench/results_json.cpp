@@ -94,6 +94,9 @@ Json engine_json(const EngineResult& result, const CopyBandwidth& copy,
   out["rows_per_expert"] = result.rows_per_expert > 0 ? count(result.rows_per_expert) : Json(nullptr);
   out["dispatch_us"] = timed(result.dispatch_seconds);
   out["combine_us"] = timed(result.combine_seconds);
+  // The host's wall time of the calls (the slowest rank's median), apart from the stream's time above.
+  out["dispatch_host_us"] = timed(result.dispatch_host_seconds);
+  out["combine_host_us"] = timed(result.combine_host_seconds);
   out["dispatch_p99_us"] = timed(result.dispatch_p99_seconds);
   out["combine_p99_us"] = timed(result.combine_p99_seconds);
   out["dispatch_bytes"] = count(result.dispatch_bytes);
@@ -172,6 +175,7 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
   report["shape"] = options.notes.shape;
   report["ranks"] = options.topology.num_ranks;
   report["ranks_per_node"] = options.topology.ranks_per_node;
+  report["ranks_as"] = ranks_as_name(options.ranks_as);
   report["tokens"] = options.tokens_per_rank;
   report["ll_tokens"] = options.ll_tokens_per_rank;
   report["symmetric_tokens"] = options.symmetric_tokens_per_rank;

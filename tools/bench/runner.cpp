@@ -5,46 +5,20 @@
 #include <utility>
 #include <vector>
 
-#include "cache_flush.hpp"
 #include "design_roofline.hpp"
 #include "engines.hpp"
-#include "fault_injection.hpp"
+#include "forked_ranks.hpp"
 #include "graph_replay.hpp"
 #include "hook_split.hpp"
 #include "minimal_bound.hpp"
-#include "phase_clock.hpp"
-#include "rank_agreement.hpp"
-#include "rank_stream.hpp"
+#include "rank_outcome_json.hpp"
+#include "rank_run.hpp"
 #include "stats.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/group.hpp"
-#include "timer.hpp"
-#include "transfer.hpp"
 
 namespace switchyard::bench {
 namespace {
-
-// low_latency's Buffers are sized for its calls only (the normal region for --ll-tokens too).
-BufferOptions buffer_options(const BenchOptions& options, BenchEngine engine, int rank) {
-  BufferOptions buffer;
-  buffer.topology = options.topology;
-  buffer.rank = rank;
-  buffer.backend = options.backend;
-  buffer.device = options.devices.device(rank);  // --devices: one GPU per rank, or shared as threads
-  buffer.sharing = HeapSharing::threads;
-  buffer.config = options.config;
-  // The library sizes for at least one token; 0 tokens on every rank is still a valid step.
-  buffer.sizing.max_tokens_per_rank = std::max<int64_t>(1, engine_tokens_per_rank(engine, options));
-  if (engine == BenchEngine::low_latency)
-    buffer.sizing.low_latency_max_tokens_per_rank = std::max<int64_t>(1, options.ll_tokens_per_rank);
-  if (engine == BenchEngine::symmetric)
-    buffer.sizing.symmetric_max_tokens_per_rank = std::max<int64_t>(1, options.symmetric_tokens_per_rank);
-  buffer.sizing.hidden = options.hidden;
-  buffer.sizing.topk = options.topk;
-  buffer.sizing.num_experts = options.num_experts;
-  buffer.sizing.dtype = options.dtype;
-  return buffer;
-}
 
 // Per timed iteration, the slowest rank; the median and the p99 are taken over these.
 std::vector<double> slowest_per_iteration(const std::vector<std::vector<double>>& seconds_per_rank) {
@@ -84,22 +58,6 @@ std::string describe_failure(const std::vector<Difference>& differences) {
          " of " + std::to_string(differences.size()) + " ranks differ";
 }
 
-// "check iteration (input set 2 of 3)": iteration `set` of the check, counting from 0.
-std::string check_label(int set, int sets) {
-  std::string label = "check iteration";
-  if (sets > 1) label += " (input set " + std::to_string(set + 1) + " of " + std::to_string(sets) + ")";
-  return label;
-}
-
-// The first rank on each device evicts its cache: the ranks on one device share it (on cpu, every
-// rank is on "device" 0).
-bool evicts_cache(const BenchOptions& options, int rank) {
-  for (int earlier = 0; earlier < rank; ++earlier) {
-    if (options.devices.same_device(earlier, rank)) return false;
-  }
-  return true;
-}
-
 }  // namespace
 
 int64_t engine_tokens_per_rank(BenchEngine engine, const BenchOptions& options) {
@@ -134,17 +92,59 @@ EngineResult skipped_result(BenchEngine engine, const std::string& why) {
   return result;
 }
 
+namespace {
+
+// Seconds any rank waits for its peers at a barrier of ranks as processes before the run fails: past
+// the library's own bound on its waits, with room for the host's work between the calls.
+double process_wait_seconds(const BenchOptions& options) {
+  return std::max(120.0, 4 * options.config.timeout_seconds);
+}
+
+// Every rank's outcome, ranks as threads of this process.
+std::vector<RankOutcome> run_ranks_as_threads(const RankRun& run, int num_ranks) {
+  std::vector<RankOutcome> outcomes(num_ranks);
+  // NOTES: the Buffers outlive every rank's thread. A rank that fails (a timeout, say) must not unmap
+  // its heap while peers still inside dispatch or combine write into it.
+  std::vector<std::unique_ptr<Buffer>> buffers(num_ranks);
+  run_ranks(num_ranks,
+            [&](Group& group) { outcomes[group.rank()] = run_rank(run, group, buffers[group.rank()]); });
+  return outcomes;
+}
+
+// Every rank's outcome, one forked process per rank. A failure on any rank is rethrown here as its
+// kind, the lowest rank's first.
+std::vector<RankOutcome> run_ranks_as_processes(const RankRun& run, int num_ranks) {
+  const std::vector<std::string> answers = run_forked_ranks(
+      num_ranks, process_wait_seconds(*run.options),
+      [&](Group& group) {
+        std::unique_ptr<Buffer> buffer;
+        const RankOutcome outcome = run_rank(run, group, buffer);
+        // No rank unmaps its heap while a peer may still read or write it.
+        group.barrier();
+        return encode_outcome(outcome);
+      },
+      encode_failure);
+  std::vector<RankOutcome> outcomes;
+  for (const std::string& answer : answers) outcomes.push_back(decode_outcome(answer));
+  return outcomes;
+}
+
+// Per rank, one vector of `outcome.*seconds`.
+RowSeconds rows_of(const std::vector<RankOutcome>& outcomes, std::vector<double> RankOutcome::*seconds) {
+  RowSeconds rows;
+  for (const RankOutcome& outcome : outcomes) rows.push_back(outcome.*seconds);
+  return rows;
+}
+
+}  // namespace
+
 EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const Problem& problem,
                         Progress& progress, DumpDirectory* dump) {
-  const std::string name = bench_engine_name(engine);
   const int num_ranks = options.topology.num_ranks;
-  const int warmup = options.warmup;
-  const int iters = options.iters;
-
   EngineResult result;
   result.engine = engine;
-  result.iters = iters;
-  result.warmup = warmup;
+  result.iters = options.iters;
+  result.warmup = options.warmup;
   const Traffic& traffic = engine_traffic(engine, problem);
   result.dispatch_bytes = traffic.dispatch_bytes();
   result.combine_bytes = traffic.combine_bytes();
@@ -158,6 +158,7 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
   result.combine_row_bytes = traffic.combine_row_bytes;
   result.tokens_per_rank = engine_tokens_per_rank(engine, options);
   result.delivered_rows = traffic.delivered_rows;
+  result.ranks_as = ranks_as_name(options.ranks_as);
   if (!is_rank_major(engine)) {
     result.rows_per_expert =
         (engine == BenchEngine::symmetric ? problem.symmetric : problem.low_latency).rows_per_expert;
@@ -165,162 +166,26 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
   result.node_bytes = traffic.node_bytes();
   // The design bytes follow the paths the engine took: the symmetric combine's and dispatch's are known once
   // its Buffers connected (rank 0's; every rank resolves it alike).
-  std::optional<SymmetricCombine> symmetric_combine;
-  std::optional<SymmetricDispatch> symmetric_dispatch;
-  auto count_design = [&] {
-    const DesignTraffic design = design_traffic(engine, traffic, options.topology.is_single_node(),
-                                                symmetric_combine, symmetric_dispatch);
+  auto count_design = [&](std::optional<SymmetricCombine> combine_path,
+                          std::optional<SymmetricDispatch> dispatch_path) {
+    const DesignTraffic design =
+        design_traffic(engine, traffic, options.topology.is_single_node(), combine_path, dispatch_path);
     result.design_dispatch_bytes = design.dispatch_bytes;
     result.design_combine_bytes = design.combine_bytes;
     result.design_passes = design.passes;
     result.design_note = design.why_not;
   };
-  count_design();
-  // The expert-major engines' extra rows: the send/receive split and CUDA graph replay.
-  const bool extra_rows = !is_rank_major(engine);
+  count_design(std::nullopt, std::nullopt);
+  if (engine == BenchEngine::nccl) prepare_nccl_environment();  // before any rank reads it
 
-  RowSeconds dispatch_seconds(num_ranks, std::vector<double>(iters));
-  RowSeconds combine_seconds(num_ranks, std::vector<double>(iters));
-  // Per rank, the first difference from the reference, labelled with the iteration it came from.
-  std::vector<Difference> differences(num_ranks);
-  int checked_iterations = 0, input_sets = 1;  // rank 0's: the same on every rank
-  int64_t cache_flush_bytes = 0;
-  const int forgotten_iteration = forgotten_timed_iteration();
-  std::vector<HookSplitSeconds> split_seconds(num_ranks);
-  std::vector<GraphReplaySeconds> graph_seconds(num_ranks);
-  std::string hook_split_status, graph_status;  // rank 0's: the same on every rank
-
-  // NOTES: the Buffers outlive every rank's thread. A rank that fails (a timeout, say) must not unmap
-  // its heap while peers still inside dispatch or combine write into it.
-  std::vector<std::unique_ptr<Buffer>> buffers(num_ranks);
-  std::string note;                                             // rank 0's session's
-  if (engine == BenchEngine::nccl) prepare_nccl_environment();  // before any rank thread reads it
-
+  const RankRun run{engine, &options, &problem, &progress, dump};
+  std::vector<RankOutcome> outcomes;
   try {
-    run_ranks(num_ranks, [&](Group& group) {
-      const int rank = group.rank();
-      const bool reports_progress = rank == 0;
-      const int device = options.devices.device(rank);
-      // First: on cuda it makes the rank's device current on this thread. Destroyed last, after the
-      // session and the timer that use it.
-      const RankStream rank_stream(options.backend, device);
-      const Stream stream = rank_stream.get();
-      Buffer* buffer = nullptr;
-      if (uses_switchyard_buffer(engine)) {
-        buffers[rank] = std::make_unique<Buffer>(buffer_options(options, engine, rank));
-        buffer = buffers[rank].get();
-        buffer->connect(group.allgather(buffer->local_handle()));
-        if (engine == BenchEngine::symmetric && rank == 0) {
-          symmetric_combine = buffer->symmetric_combine_path();
-          symmetric_dispatch = buffer->symmetric_dispatch_path();
-        }
-      }
-      const SessionContext context{&options, &problem, buffer, rank, stream, &group, device};
-      std::unique_ptr<EngineSession> session = make_engine_session(engine, context);
-      if (rank == 0) note = session->note();
-      std::unique_ptr<PhaseTimer> timer = make_phase_timer(options.backend, stream);
-      // Waits for this rank's stream and raises any error its work recorded (on cpu it only returns).
-      auto synchronize = [&] {
-        if (buffer) {
-          buffer->synchronize(stream);
-        } else {
-          session->synchronize();
-        }
-      };
-      // Every rank starts each phase together, from an idle stream (on cuda the layout or the expert's
-      // copies are done first) and an evicted cache, so the slowest rank's time is the phase's time
-      // (phase_clock.hpp).
-      CacheFlush cache_flush(options.backend, stream, evicts_cache(options, rank));
-      if (rank == 0) cache_flush_bytes = static_cast<int64_t>(cache_flush.bytes());
-      PhaseClock clock(group, *timer, synchronize, [&] { cache_flush.run(); });
-
-      // After every round of calls, outside the timed window: the outputs against the reference.
-      const RoundCheck check = [&](const std::string& round) {
-        if (rank == 0) ++checked_iterations;
-        if (differences[rank].found()) return;
-        Difference difference = session->first_difference();
-        if (difference.found()) difference.what = round + ": " + difference.what;
-        differences[rank] = difference;
-      };
-      // One iteration into outputs poisoned just before it, checked just after it.
-      auto run_iteration = [&](int iteration, const std::string& label, double* dispatch_time,
-                               double* combine_time) {
-        session->poison_outputs();
-        session->prepare(iteration);
-        *dispatch_time = clock.time([&] { session->dispatch(iteration); });
-        session->expert(iteration);
-        *combine_time = clock.time([&] { session->combine(iteration); });
-        synchronize();
-        check(label);
-      };
-      // The bar's steps: every iteration, of the plain calls and of the extra rows.
-      const int total_steps = session->num_input_sets() + (warmup + iters) * (extra_rows ? 3 : 1);
-      int steps_done = 0;
-      auto report = [&](const std::string& what) {
-        if (reports_progress) progress.update(name + ": " + what, steps_done++, total_steps);
-      };
-
-      // One check iteration per input set: every set must pass. The dump is the first set's.
-      const int sets = session->num_input_sets();
-      if (rank == 0) input_sets = sets;
-      double untimed_dispatch = 0, untimed_combine = 0;
-      int iteration = 0;
-      for (int set = 0; set < sets; ++set) {
-        const std::string label = check_label(set, sets);
-        report(label);
-        run_iteration(iteration++, label, &untimed_dispatch, &untimed_combine);
-        if (dump && set == 0) {
-          if (reports_progress) progress.update(name + ": writing --dump files");
-          session->dump(*dump);
-        }
-      }
-      for (int done = 0; done < warmup; ++done) {
-        const std::string label =
-            "warmup iteration " + std::to_string(done + 1) + "/" + std::to_string(warmup);
-        report(label);
-        run_iteration(iteration++, label, &untimed_dispatch, &untimed_combine);
-      }
-      for (int done = 0; done < iters; ++done) {
-        const std::string label = "timed iteration " + std::to_string(done + 1) + "/" + std::to_string(iters);
-        report(label);
-        session->poison_outputs();
-        session->prepare(iteration);
-        dispatch_seconds[rank][done] = clock.time([&] { session->dispatch(iteration); });
-        session->expert(iteration);
-        combine_seconds[rank][done] = clock.time([&] { session->combine(iteration); });
-        synchronize();
-        if (rank == 0 && done + 1 == forgotten_iteration) session->poison_outputs();
-        check(label);
-        ++iteration;
-      }
-      if (!extra_rows) return;
-
-      // The send and receive halves apart, then checked again. The library may refuse the hook for
-      // these options (Unsupported, raised by its host-side checks on every rank alike): then the rows
-      // say so rather than the engine being skipped.
-      std::string split_unsupported = session->hook_split_unsupported();
-      if (split_unsupported.empty()) {
-        std::string refused;
-        try {
-          iteration =
-              run_hook_split(*session, clock, iteration, warmup, iters, split_seconds[rank], report, check);
-        } catch (const Unsupported& error) {
-          refused = error.what();
-        }
-        split_unsupported = agree_on_failure(group, "refused by the library", refused);
-      }
-      if (rank == 0) hook_split_status = split_unsupported.empty() ? kMeasured : split_unsupported;
-
-      // CUDA graph replay last: the captured handle stays with the session until it is destroyed.
-      std::string graph_unsupported =
-          options.backend == Backend::cpu ? std::string(kNoGraphOnCpu) : session->graph_capture_unsupported();
-      if (graph_unsupported.empty()) {
-        graph_unsupported = run_graph_replays(*session, clock, group, stream, iteration, warmup, iters,
-                                              graph_seconds[rank], report, check);
-      }
-      if (rank == 0) graph_status = graph_unsupported.empty() ? kMeasured : graph_unsupported;
-    });
+    outcomes = options.ranks_as == RanksAs::processes ? run_ranks_as_processes(run, num_ranks)
+                                                      : run_ranks_as_threads(run, num_ranks);
   } catch (const InvalidArgument&) {
+    throw;
+  } catch (const UsageError&) {
     throw;
   } catch (const Unsupported& error) {
     if (!options.engine_was_all) throw;
@@ -331,30 +196,36 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
     return result;
   }
 
-  count_design();
-  if (symmetric_combine) result.symmetric_combine = symmetric_combine_name(*symmetric_combine);
-  if (symmetric_dispatch) result.symmetric_dispatch = symmetric_dispatch_name(*symmetric_dispatch);
+  const RankOutcome& first = outcomes.front();
+  count_design(first.symmetric_combine, first.symmetric_dispatch);
+  if (first.symmetric_combine) result.symmetric_combine = symmetric_combine_name(*first.symmetric_combine);
+  if (first.symmetric_dispatch)
+    result.symmetric_dispatch = symmetric_dispatch_name(*first.symmetric_dispatch);
   result.timed = true;
-  result.note = note;
-  const PhaseTiming dispatch = timing_of(dispatch_seconds);
-  const PhaseTiming combine = timing_of(combine_seconds);
+  result.note = first.note;
+  result.checked_iterations = first.checked_iterations;
+  result.cache_flush_bytes = first.cache_flush_bytes;
+  result.input_sets = first.input_sets;
+  const PhaseTiming dispatch = timing_of(rows_of(outcomes, &RankOutcome::dispatch_seconds));
+  const PhaseTiming combine = timing_of(rows_of(outcomes, &RankOutcome::combine_seconds));
   result.dispatch_seconds = dispatch.median_seconds;
   result.combine_seconds = combine.median_seconds;
   result.dispatch_p99_seconds = dispatch.p99_seconds;
   result.combine_p99_seconds = combine.p99_seconds;
-  for (int rank = 0; rank < num_ranks; ++rank) {
-    result.dispatch_rank_seconds.push_back(median(dispatch_seconds[rank]));
-    result.combine_rank_seconds.push_back(median(combine_seconds[rank]));
+  result.dispatch_host_seconds =
+      timing_of(rows_of(outcomes, &RankOutcome::dispatch_host_seconds)).median_seconds;
+  result.combine_host_seconds =
+      timing_of(rows_of(outcomes, &RankOutcome::combine_host_seconds)).median_seconds;
+  for (const RankOutcome& outcome : outcomes) {
+    result.dispatch_rank_seconds.push_back(median(outcome.dispatch_seconds));
+    result.combine_rank_seconds.push_back(median(outcome.combine_seconds));
   }
-  result.checked_iterations = checked_iterations;
-  result.cache_flush_bytes = cache_flush_bytes;
-  result.input_sets = input_sets;
-  if (extra_rows) {
-    result.hook_split = hook_split_status;
-    if (hook_split_status == kMeasured) {
+  if (!is_rank_major(engine)) {
+    result.hook_split = first.hook_split_status;
+    if (first.hook_split_status == kMeasured) {
       auto row = [&](std::vector<double> HookSplitSeconds::*half) {
         RowSeconds seconds;
-        for (const HookSplitSeconds& rank_seconds : split_seconds) seconds.push_back(rank_seconds.*half);
+        for (const RankOutcome& outcome : outcomes) seconds.push_back(outcome.split_seconds.*half);
         return timing_of(seconds);
       };
       result.dispatch_send = row(&HookSplitSeconds::dispatch_send);
@@ -362,17 +233,19 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
       result.combine_send = row(&HookSplitSeconds::combine_send);
       result.combine_recv = row(&HookSplitSeconds::combine_recv);
     }
-    result.graph_replay = graph_status;
-    if (graph_status == kMeasured) {
+    result.graph_replay = first.graph_status;
+    if (first.graph_status == kMeasured) {
       RowSeconds graph_dispatch, graph_combine;
-      for (const GraphReplaySeconds& rank_seconds : graph_seconds) {
-        graph_dispatch.push_back(rank_seconds.dispatch);
-        graph_combine.push_back(rank_seconds.combine);
+      for (const RankOutcome& outcome : outcomes) {
+        graph_dispatch.push_back(outcome.graph_seconds.dispatch);
+        graph_combine.push_back(outcome.graph_seconds.combine);
       }
       result.graph_dispatch = timing_of(graph_dispatch);
       result.graph_combine = timing_of(graph_combine);
     }
   }
+  std::vector<Difference> differences;
+  for (const RankOutcome& outcome : outcomes) differences.push_back(outcome.difference);
   const std::string failure = describe_failure(differences);
   result.status = failure.empty() ? CheckStatus::passed : CheckStatus::failed;
   result.detail = failure;

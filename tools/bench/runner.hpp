@@ -51,6 +51,10 @@ struct EngineResult {
   // Iterations whose outputs were poisoned before and compared with the reference after: the check
   // iterations, warmup and timed ones, and the hook split's and graph replays' rounds.
   int checked_iterations = 0;
+  // "threads" or "processes" (--ranks-as), and the host's wall time of each call (the slowest rank's
+  // median): on cuda, what a call costs the host apart from its stream's time.
+  std::string ranks_as;
+  double dispatch_host_seconds = 0, combine_host_seconds = 0;
   // Bytes of the scratch buffer written before every timed phase to evict the cache (rank 0's), and
   // the input sets the iterations rotate through.
   int64_t cache_flush_bytes = 0;

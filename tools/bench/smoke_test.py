@@ -452,7 +452,7 @@ def test_help(bench, tmp):
     result = run(bench, ["--help"])
     expect(result.returncode == 0 and "Usage: switchyard-bench" in result.stdout, result.stdout)
     expect("minimal fraction = bound / median" in result.stdout, "help does not document the minimal bound")
-    for text in ("--ll-tokens", "p99", "rows delivered x row payload", "graph replay", "dispatch RDMA bytes",
+    for text in ("--ranks-as threads|processes", "--ll-tokens", "p99", "rows delivered x row payload", "graph replay", "dispatch RDMA bytes",
                  "dispatch NVLink bytes", "direct RDMA bytes", "--devices auto|N", "peer copy bandwidth",
                  "remote bytes / peer copy bandwidth", "normal|low_latency|symmetric|nccl|all", "vs nccl",
                  "--shape laptop|deepseek-v3", "dispatch memory bytes = routed tokens x x row + rows x dispatch row",
@@ -538,6 +538,40 @@ def test_cpu_default_is_laptop_sized(bench, tmp):
     expect(json.load(open(json_path))["hidden"] == 7168, "deepseek-v3 hidden")
 
 
+def test_ranks_as_processes_run_every_engine_with_the_same_checks(bench, tmp):
+    """One forked process per rank: every engine, the same checks, bounds and JSON as threads."""
+    json_path = os.path.join(tmp, "out.json")
+    result = run(bench, SMALL + ["--ranks-as", "processes", "--json", json_path])
+    expect(result.returncode == 0, f"exit {result.returncode}: {result.stdout[-2000:]} {result.stderr}")
+    expect("ranks as processes (--ranks-as)" in result.stdout, result.stdout)
+    report = json.load(open(json_path))
+    expect(report["ranks_as"] == "processes", report)
+    by_engine = {r["engine"]: r for r in report["results"]}
+    for engine in ("normal", "low_latency", "symmetric"):
+        expect(by_engine[engine]["check"] == "pass", by_engine[engine])
+        check_result(by_engine[engine], True, ranks=4)
+        expect(by_engine[engine]["dispatch_host_us"] > 0, by_engine[engine])
+    # Processes cannot read each other's rows in place: the symmetric engine publishes and pushes.
+    expect(by_engine["symmetric"]["symmetric_dispatch"] == "publish", by_engine["symmetric"])
+    expect(by_engine["symmetric"]["symmetric_combine"] == "push", by_engine["symmetric"])
+    check_cpu_extra_rows(by_engine["low_latency"], split=True)
+    # A timed call that wrote nothing is caught in a child process too.
+    environment = dict(os.environ, SWITCHYARD_BENCH_FORGET_TIMED_ITERATION="1")
+    failed = subprocess.run([bench] + SMALL + ["--ranks-as", "processes", "--engine", "normal"], capture_output=True,
+                            text=True, timeout=TIMEOUT_SECONDS, env=environment)
+    expect(failed.returncode == 1, f"exit {failed.returncode}: {failed.stdout[-2000:]}")
+    expect(failed.stdout.rstrip().splitlines()[-1].startswith("verdict: FAIL: normal fail: rank 0 timed iteration 1/2"),
+           failed.stdout)
+    # 0 tokens and one rank, as processes.
+    for extra in (["--tokens", "0"], ["--ranks", "1", "--experts", "8"]):
+        result = run(bench, SMALL + ["--ranks-as", "processes"] + extra)
+        expect(result.returncode == 0 and result.stdout.rstrip().splitlines()[-1].startswith("verdict: pass"),
+               f"{extra}: {result.stdout[-1500:]}")
+    # --dump collects every rank's files in one process.
+    result = run(bench, SMALL + ["--ranks-as", "processes", "--dump", os.path.join(tmp, "dump")])
+    expect(result.returncode == 2 and "--dump: expected ranks as threads" in result.stderr, result.stderr)
+
+
 def main():
     if len(sys.argv) != 2:
         sys.exit("usage: smoke_test.py PATH/TO/switchyard-bench")
@@ -547,7 +581,7 @@ def main():
              test_bad_arguments_exit_2_with_one_line, test_timeout_never_crashes, test_help,
              test_every_engine_stays_within_its_minimal_bound, test_zero_tokens_is_a_valid_step,
              test_every_timed_iteration_is_checked, test_output_is_a_table_and_a_verdict_with_nothing_on_a_pipe,
-             test_cpu_default_is_laptop_sized]
+             test_cpu_default_is_laptop_sized, test_ranks_as_processes_run_every_engine_with_the_same_checks]
     failed = 0
     for test in tests:
         with tempfile.TemporaryDirectory() as tmp:
