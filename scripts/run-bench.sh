@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds switchyard-bench (the `release` preset) and runs it on its defaults: DeepSeek-V3 shapes,
-# every engine that exists, checked bitwise against the reference. Without a GPU it picks the CPU
-# backend. Extra arguments go to the bench:
+# Builds switchyard-bench (the `release` preset) and runs it on its defaults (DeepSeek-V3 on cuda, the
+# laptop shape on cpu; --shape deepseek-v3 there), every engine that exists, every iteration checked
+# bitwise against the reference. Without a GPU it picks the CPU backend. Extra arguments go to the
+# bench; its last line is the verdict:
 #
 #   bash scripts/run-bench.sh
 #   bash scripts/run-bench.sh --ranks 4 --tokens 512 --json /tmp/bench.json
