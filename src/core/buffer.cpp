@@ -278,7 +278,13 @@ class Buffer::Impl {
   std::function<void()> guarded_hook(std::function<void()> receive) {
     hook_pending_ = true;
     auto called = std::make_shared<bool>(false);
-    return [this, receive = std::move(receive), called] {
+    // The hook may outlive its Buffer (a caller keeps the function); it must then touch nothing of it.
+    std::weak_ptr<const int> buffer_alive = alive_;
+    return [this, receive = std::move(receive), called, buffer_alive] {
+      if (buffer_alive.expired()) {
+        throw InvalidArgument("hook: expected the Buffer whose low-latency call returned it to be alive, got one "
+                              "that was destroyed (its receive half can no longer run)");
+      }
       if (*called) throw InvalidArgument("hook: expected one call, got a second");
       *called = true;
       hook_pending_ = false;
@@ -300,6 +306,7 @@ class Buffer::Impl {
   }
 
   const detail::BufferId id_ = detail::next_buffer_id();  // recorded in every handle this buffer makes
+  const std::shared_ptr<const int> alive_ = std::make_shared<const int>(0);  // expires with the buffer (hooks)
   BufferOptions options_;
   size_t heap_bytes_ = 0;
   size_t normal_region_bytes_ = 0;             // the normal engine's part: [0, normal_region_bytes_)

@@ -50,6 +50,29 @@ HeapIdentity make_heap_identity(uint64_t nonce, int rank, int num_ranks, size_t 
   return identity;
 }
 
+uint64_t claim_connection(HeapIdentity& identity, int source, uint64_t claimant) {
+  uint64_t expected = 0;
+  if (__atomic_compare_exchange_n(&identity.connected_by[source], &expected, claimant, false,
+                                  __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+    return 0;
+  }
+  return expected == claimant ? 0 : expected;
+}
+
+void release_connection(HeapIdentity& identity, int source, uint64_t claimant) {
+  uint64_t expected = claimant;
+  __atomic_compare_exchange_n(&identity.connected_by[source], &expected, 0, false, __ATOMIC_ACQ_REL,
+                              __ATOMIC_ACQUIRE);
+}
+
+void throw_heap_taken(int source, int peer, const std::string& which) {
+  throw InvalidArgument(which + ": expected rank " + std::to_string(peer) +
+                        "'s heap to be free for a Buffer of rank " + std::to_string(source) +
+                        ", got one that another live Buffer of rank " + std::to_string(source) +
+                        " is connected to (two Buffers on one heap would overwrite each "
+                        "other's signals); destroy the first, or make a new Buffer on every rank");
+}
+
 void check_heap_identity(const HeapIdentity& found, const ExpectedHeap& expected, const std::string& which) {
   const std::string prefix = which + ": the heap behind the handle ";
   if (std::memcmp(found.magic, kHeapMagic, sizeof(kHeapMagic)) != 0) {

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <string>
 
+#include "common/sym_heap.hpp"
+
 namespace switchyard::detail {
 
 // NOTES: one page keeps the engines' heap 4096-aligned, as the allocation is.
@@ -27,6 +29,11 @@ struct HeapIdentity {
   // num_ranks - 1 unlinks the segment's name, after which the memory lives exactly as long as its
   // mappings, so a rank killed later leaves nothing behind in /dev/shm.
   int32_t peers_mapped;
+  int32_t reserved_after_count;
+  // Per source rank: the nonce of the heap of the Buffer of that rank that connected to this heap (0:
+  // none). A second live Buffer of the same rank would write the same signal words as the first;
+  // connect() refuses it. The connecting Buffer clears its slot when it is destroyed.
+  uint64_t connected_by[common::kMaxMappedRanks];
 };
 static_assert(sizeof(HeapIdentity) <= kHeapIdentityBytes, "the identity must fit its page");
 
@@ -42,6 +49,15 @@ struct ExpectedHeap {
   int num_ranks;
   size_t heap_bytes;
 };
+
+// Claims `identity`'s slot of `source` for the Buffer whose heap nonce is `claimant` (a host atomic:
+// the identity is host memory, this process's or shared). Returns the nonce already there when
+// another Buffer holds it (nothing claimed), else 0.
+uint64_t claim_connection(HeapIdentity& identity, int source, uint64_t claimant);
+// Gives the slot back if `claimant` still holds it.
+void release_connection(HeapIdentity& identity, int source, uint64_t claimant);
+// The refusal of a heap whose slot of `source` another live Buffer holds.
+[[noreturn]] void throw_heap_taken(int source, int peer, const std::string& which);
 
 // Throws InvalidArgument, prefixed by `which` (e.g. "all_handles[2]") and naming the first field
 // that differs, unless `found` is the identity of the heap `expected` describes.

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "core/plan_context.hpp"
+
 namespace switchyard::detail {
 
 common::LowLatencyDispatchMessage low_latency_dispatch_message(int hidden, bool use_fp8) {
@@ -38,6 +40,7 @@ namespace switchyard {
 size_t low_latency_heap_bytes(const Topology& topology, const BufferSizing& sizing) {
   topology.validate();
   if (sizing.low_latency_max_tokens_per_rank <= 0) return 0;
+  detail::check_sizing(sizing);
   return detail::low_latency_layout(topology, sizing, 0).region_bytes();
 }
 

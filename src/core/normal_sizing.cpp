@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "core/plan_context.hpp"
 #include "switchyard/config.hpp"
 
 namespace switchyard::detail {
@@ -104,6 +105,7 @@ struct NormalHeapExtent {
 NormalHeapExtent normal_heap_extent(const Topology& topology, const Config& config, const BufferSizing& sizing) {
   topology.validate();
   config.validate();
+  detail::check_sizing(sizing);
   auto dispatch = detail::dispatch_message(sizing.hidden, sizing.dtype, sizing.topk, true);
   // fp8 calls carry scales but a bf16 call of the same hidden needs the larger row: size for both.
   auto dispatch_bf16 = detail::dispatch_message(sizing.hidden, DType::bf16, sizing.topk, true);

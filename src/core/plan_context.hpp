@@ -18,7 +18,18 @@ struct PlanContext {
   detail::BufferId owner;  // the Buffer; handles it did not make are refused
 };
 
-// A positive multiple of num_ranks.
+// NOTES: the largest hidden a call takes; below it the heap's size arithmetic (32-bit row and slot
+// bytes, int channel counts) cannot overflow.
+constexpr int kMaxHidden = 1 << 20;
+
+// NOTES: far above today's MoE models (256 experts); below it the heap's size arithmetic (int expert
+// counts per rank, 64-bit region sizes) cannot overflow.
+constexpr int kMaxExperts = 1 << 16;
+
+// The BufferSizing fields that size the heap, within what calls accept (hidden 1..kMaxHidden, k
+// 1..kMaxTopk, num_experts 1..kMaxExperts): the public *_heap_bytes() functions take them from callers.
+void check_sizing(const BufferSizing& sizing);
+// A positive multiple of num_ranks, at most kMaxExperts.
 void check_num_experts(int num_experts, int num_ranks);
 // k, the columns of topk_idx (or topk_weights): 1..kMaxTopk.
 void check_topk(int64_t topk);

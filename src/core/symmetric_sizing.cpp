@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "common/fp8_cast.hpp"
+#include "core/plan_context.hpp"
 
 namespace switchyard::detail {
 
@@ -38,6 +39,7 @@ namespace switchyard {
 size_t symmetric_heap_bytes(const Topology& topology, const BufferSizing& sizing) {
   topology.validate();
   if (sizing.symmetric_max_tokens_per_rank <= 0) return 0;
+  detail::check_sizing(sizing);
   return detail::symmetric_layout(topology, sizing, 0).region_bytes();
 }
 

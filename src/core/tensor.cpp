@@ -42,6 +42,11 @@ int64_t TensorView::numel() const {
 
 std::string TensorView::describe() const {
   if (!defined()) return "undefined";
+  // A caller's ndim outside the shape array is described, never followed into it.
+  if (ndim < 0 || ndim > kMaxTensorDims) {
+    return std::string(dtype_name(dtype)) + " with ndim " + std::to_string(ndim) + " (expected 0.." +
+           std::to_string(kMaxTensorDims) + ")";
+  }
   std::ostringstream out;
   out << dtype_name(dtype) << "[";
   for (int i = 0; i < ndim; ++i) out << (i ? ", " : "") << shape[i];

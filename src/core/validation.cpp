@@ -25,6 +25,14 @@ void expect_tensor(const TensorView& tensor, const char* name, DType dtype, int 
       throw InvalidArgument(std::string(name) + ": expected non-negative dimensions, got " + tensor.describe());
     }
   }
+  // NOTES: before anything calls numel(), whose int64 product such a shape would overflow.
+  int64_t bytes = static_cast<int64_t>(dtype_size(dtype));
+  for (int i = 0; i < ndim; ++i) {
+    if (__builtin_mul_overflow(bytes, tensor.shape[i], &bytes)) {
+      throw InvalidArgument(std::string(name) + ": expected a shape of fewer than 2^63 bytes, got " +
+                            tensor.describe());
+    }
+  }
   if (tensor.device != device) {
     throw InvalidArgument(std::string(name) + ": expected a tensor on " + device_name(device) + ", got " +
                           tensor.describe());

@@ -19,16 +19,18 @@ namespace switchyard::cpu {
 // What a CPU handle carries after core's header.
 struct HostHeapPayload {
   uint64_t pid;
-  uint64_t address;    // of the engines' heap; valid in the owner's process only
-  uint64_t nonce;      // the heap's identity page holds the same
-  char shm_name[64];   // empty for HeapSharing::threads
+  uint64_t address;   // of the engines' heap; valid in the owner's process only
+  uint64_t nonce;     // the heap's identity page holds the same
+  char shm_name[64];  // empty for HeapSharing::threads
 };
 
 namespace {
 
 constexpr size_t kHeapAlignment = 4096;
 
-std::string errno_text() { return std::strerror(errno); }
+std::string errno_text() {
+  return std::strerror(errno);
+}
 
 }  // namespace
 
@@ -59,7 +61,8 @@ HostHeap::HostHeap(size_t bytes, int rank, int num_ranks, HeapSharing sharing)
       std::string why = errno_text();
       close(fd);
       shm_unlink(shm_name_.c_str());
-      throw SystemError("cpu heap: ftruncate(" + shm_name_ + ", " + std::to_string(allocation) + ") failed: " + why);
+      throw SystemError("cpu heap: ftruncate(" + shm_name_ + ", " + std::to_string(allocation) +
+                        ") failed: " + why);
     }
     void* pointer = mmap(nullptr, allocation, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
@@ -81,6 +84,12 @@ HostHeap::HostHeap(size_t bytes, int rank, int num_ranks, HeapSharing sharing)
 }
 
 HostHeap::~HostHeap() {
+  // Every peer heap is still mapped (held, with threads): give the slots back for a later Buffer.
+  if (claimed_) {
+    for (int peer = 0; peer < num_ranks_; ++peer) {
+      if (peer != rank_) detail::release_connection(*identity_of(peer), rank_, nonce_);
+    }
+  }
   if (sharing_ == HeapSharing::threads) return;  // storage_ frees it once no peer maps it
   const size_t allocation = detail::kHeapIdentityBytes + bytes_;
   for (int peer = 0; peer < static_cast<int>(peer_mappings_.size()); ++peer) {
@@ -107,8 +116,9 @@ void HostHeap::connect(const std::vector<Bytes>& payloads) {
   for (int peer = 0; peer < static_cast<int>(payloads.size()); ++peer) {
     const std::string which = "all_handles[" + std::to_string(peer) + "]";
     if (payloads[peer].size() != sizeof(HostHeapPayload)) {
-      throw InvalidArgument(which + ": expected a cpu heap handle of " + std::to_string(sizeof(HostHeapPayload)) +
-                            " payload bytes, got " + std::to_string(payloads[peer].size()));
+      throw InvalidArgument(which + ": expected a cpu heap handle of " +
+                            std::to_string(sizeof(HostHeapPayload)) + " payload bytes, got " +
+                            std::to_string(payloads[peer].size()));
     }
     std::memcpy(&peers[peer], payloads[peer].data(), sizeof(HostHeapPayload));
     peers[peer].shm_name[sizeof(peers[peer].shm_name) - 1] = '\0';
@@ -122,43 +132,64 @@ void HostHeap::connect(const std::vector<Bytes>& payloads) {
     } else {
       peer_base = map_process_peer(peer, peers[peer], expected, which);
     }
-    view_.peer_offset[peer] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(peer_base) -
-                                                   reinterpret_cast<uintptr_t>(base_));
+    view_.peer_offset[peer] =
+        static_cast<int64_t>(reinterpret_cast<uintptr_t>(peer_base) - reinterpret_cast<uintptr_t>(base_));
   }
+  claim_peer_heaps();
   if (sharing_ == HeapSharing::processes) release_segment_names(peers);
+}
+
+detail::HeapIdentity* HostHeap::identity_of(int peer) const {
+  return reinterpret_cast<detail::HeapIdentity*>(view_.peer_base(peer) - detail::kHeapIdentityBytes);
+}
+
+void HostHeap::claim_peer_heaps() {
+  for (int peer = 0; peer < num_ranks_; ++peer) {
+    if (peer == rank_) continue;
+    if (detail::claim_connection(*identity_of(peer), rank_, nonce_) != 0) {
+      for (int claimed = 0; claimed < peer; ++claimed) {
+        if (claimed != rank_) detail::release_connection(*identity_of(claimed), rank_, nonce_);
+      }
+      detail::throw_heap_taken(rank_, peer, "all_handles[" + std::to_string(peer) + "]");
+    }
+  }
+  claimed_ = true;
 }
 
 uint8_t* HostHeap::connect_thread_peer(const HostHeapPayload& payload, const detail::ExpectedHeap& expected,
                                        const std::string& which) {
   if (payload.pid != static_cast<uint64_t>(getpid())) {
-    throw InvalidArgument(which + ": expected a handle from this process (HeapSharing::threads), got one from pid " +
-                          std::to_string(payload.pid) + "; use HeapSharing::processes for one process per rank");
+    throw InvalidArgument(
+        which + ": expected a handle from this process (HeapSharing::threads), got one from pid " +
+        std::to_string(payload.pid) + "; use HeapSharing::processes for one process per rank");
   }
   uint8_t* peer_base = reinterpret_cast<uint8_t*>(payload.address);
   // The registry is asked first: only the address of a live heap of this process may be read.
   std::shared_ptr<void> storage = detail::connect_thread_heap(peer_base);
   if (!storage) {
-    throw InvalidArgument(which + ": expected the handle of a live buffer of this process, got one whose heap "
+    throw InvalidArgument(which +
+                          ": expected the handle of a live buffer of this process, got one whose heap "
                           "is unknown (not made by Buffer::local_handle in this process)");
   }
-  detail::check_heap_identity(*reinterpret_cast<const detail::HeapIdentity*>(peer_base - detail::kHeapIdentityBytes),
-                              expected, which);
+  detail::check_heap_identity(
+      *reinterpret_cast<const detail::HeapIdentity*>(peer_base - detail::kHeapIdentityBytes), expected,
+      which);
   peer_storage_.push_back(std::move(storage));
   return peer_base;
 }
 
-uint8_t* HostHeap::map_process_peer(int peer, const HostHeapPayload& payload, const detail::ExpectedHeap& expected,
-                                    const std::string& which) {
+uint8_t* HostHeap::map_process_peer(int peer, const HostHeapPayload& payload,
+                                    const detail::ExpectedHeap& expected, const std::string& which) {
   const size_t allocation = detail::kHeapIdentityBytes + bytes_;
   const std::string name(payload.shm_name);
   if (name.rfind("/switchyard-", 0) != 0) {
-    throw InvalidArgument(which + ": expected a switchyard shared-memory heap name (/switchyard-...), got '" + name +
-                          "'");
+    throw InvalidArgument(which + ": expected a switchyard shared-memory heap name (/switchyard-...), got '" +
+                          name + "'");
   }
   int fd = shm_open(name.c_str(), O_RDWR, 0600);
   if (fd < 0) {
-    throw InvalidArgument(which + ": expected a live shared-memory heap '" + name + "', got shm_open error: " +
-                          errno_text());
+    throw InvalidArgument(which + ": expected a live shared-memory heap '" + name +
+                          "', got shm_open error: " + errno_text());
   }
   // NOTES: a mapping longer than its file raises SIGBUS on first touch, so the size is checked first.
   struct stat status {};
@@ -175,7 +206,8 @@ uint8_t* HostHeap::map_process_peer(int peer, const HostHeapPayload& payload, co
   }
   void* pointer = mmap(nullptr, allocation, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
   close(fd);
-  if (pointer == MAP_FAILED) throw SystemError("cpu heap: mmap of peer heap " + name + " failed: " + errno_text());
+  if (pointer == MAP_FAILED)
+    throw SystemError("cpu heap: mmap of peer heap " + name + " failed: " + errno_text());
   peer_mappings_[peer] = pointer;  // unmapped by the destructor, also when the check below throws
   detail::check_heap_identity(*static_cast<const detail::HeapIdentity*>(pointer), expected, which);
   return static_cast<uint8_t*>(pointer) + detail::kHeapIdentityBytes;

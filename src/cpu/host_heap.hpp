@@ -35,6 +35,11 @@ class HostHeap {
   // A peer in another process: its segment must have this heap's size and the handle's identity.
   uint8_t* map_process_peer(int peer, const HostHeapPayload& payload, const detail::ExpectedHeap& expected,
                             const std::string& which);
+  // Each peer's identity page (after connect).
+  detail::HeapIdentity* identity_of(int peer) const;
+  // Claims this rank's slot in every peer's identity page; InvalidArgument, nothing claimed, when
+  // another live Buffer of this rank holds one.
+  void claim_peer_heaps();
   // Unlinks each segment name that every peer has now mapped.
   void release_segment_names(const std::vector<HostHeapPayload>& peers);
 
@@ -46,6 +51,7 @@ class HostHeap {
   detail::HeapIdentity* identity_ = nullptr;  // the allocation's first page; base_ follows it
   uint8_t* base_ = nullptr;
   bool name_linked_ = false;  // processes: shm_name_ still names the segment
+  bool claimed_ = false;      // this rank's slot in every peer's identity page is ours
   std::shared_ptr<void> storage_;                  // threads: owns base_, shared with connected peers
   std::vector<std::shared_ptr<void>> peer_storage_;  // threads: keeps peers' heaps alive while mapped
   std::string shm_name_;

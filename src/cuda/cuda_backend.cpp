@@ -340,7 +340,24 @@ class CudaBackend final : public detail::BackendImpl {
   }
 
  private:
-  cudaStream_t resolve(Stream stream) const { return stream ? static_cast<cudaStream_t>(stream) : own_stream_; }
+  // The stream of a call: the caller's, which must belong to this buffer's GPU (a kernel launched on
+  // another GPU's stream would run there, on memory it cannot reach), or the buffer's own.
+  cudaStream_t resolve(Stream stream) const {
+    if (!stream) return own_stream_;
+    const cudaStream_t caller = static_cast<cudaStream_t>(stream);
+    int stream_device = -1;
+    const cudaError_t queried = cudaStreamGetDevice(caller, &stream_device);
+    if (queried != cudaSuccess) {
+      cudaGetLastError();  // not sticky; clear it so later calls do not report it
+      throw InvalidArgument(std::string("stream: expected a CUDA stream, got one that cudaStreamGetDevice refused: ") +
+                            cudaGetErrorName(queried));
+    }
+    if (stream_device != device_) {
+      throw InvalidArgument("stream: expected a stream of this buffer's GPU " + std::to_string(device_) +
+                            ", got one of GPU " + std::to_string(stream_device));
+    }
+    return caller;
+  }
   cudaStream_t alloc_stream(cudaStream_t stream) const { return stream == own_stream_ ? nullptr : stream; }
   InternodeCallEnv internode_env(cudaStream_t stream) {
     return {stream, alloc_stream(stream), heap_.ranks_on_this_device(), [this] { throw_pending_device_error(); }};

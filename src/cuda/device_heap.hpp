@@ -26,6 +26,10 @@ class DeviceHeap {
   int ranks_on_this_device() const { return ranks_on_this_device_; }
 
  private:
+  // Claims this rank's slot in every peer's identity page; InvalidArgument, nothing claimed, when
+  // another live Buffer of this rank holds one.
+  void claim_peer_heaps();
+
   size_t bytes_;
   int rank_;
   int num_ranks_;
@@ -38,6 +42,7 @@ class DeviceHeap {
   std::shared_ptr<void> storage_;                    // owns base_, shared with connected peers (threads)
   std::vector<std::shared_ptr<void>> peer_storage_;  // threads: keeps peers' heaps alive while mapped
   std::vector<void*> opened_;                        // IPC mappings to close
+  std::vector<int> claimed_;                         // peers whose identity page holds our slot
   common::SymHeap view_{};
   int ranks_on_this_device_ = 1;
 };

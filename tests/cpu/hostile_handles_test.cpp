@@ -311,5 +311,65 @@ TEST(HeapHandles, ASegmentNameIsUnlinkedOnceEveryPeerHasMappedIt) {
     EXPECT_FALSE(linked(path)) << path << " outlives the last peer's connect";
 }
 
+class TwoBuffersOfARank : public ::testing::TestWithParam<HeapSharing> {};
+
+TEST_P(TwoBuffersOfARank, TheSecondOnAPeersHeapIsRefusedUntilTheFirstIsGone) {
+  const HeapSharing sharing = GetParam();
+  auto first = std::make_unique<Buffer>(heap_options(2, 0, sharing));
+  auto second = std::make_unique<Buffer>(heap_options(2, 0, sharing));
+  Buffer peer(heap_options(2, 1, sharing));
+  const Bytes peer_handle = peer.local_handle();
+  first->connect({first->local_handle(), peer_handle});
+  const std::string message = invalid_argument_message([&] {
+    second->connect({second->local_handle(), peer_handle});
+  });
+  EXPECT_TRUE(contains(message, "all_handles[1]")) << message;
+  EXPECT_FALSE(second->is_connected());
+  if (sharing == HeapSharing::processes) {
+    // The first Buffer was the peer's last mapper: the segment's name is gone, so the second cannot
+    // even open it.
+    EXPECT_TRUE(contains(message, "expected a live shared-memory heap")) << message;
+    return;
+  }
+  EXPECT_TRUE(contains(message, "another live Buffer of rank 0")) << message;
+  first.reset();  // gives its slot in the peer's heap back
+  auto third = std::make_unique<Buffer>(heap_options(2, 0, sharing));
+  EXPECT_NO_THROW(third->connect({third->local_handle(), peer_handle}));
+}
+
+TEST(TwoBuffersOfARankAcrossProcesses, TheSecondIsRefusedByTheClaimWhileThePeersNameIsStillNeeded) {
+  // Three ranks: rank 2 has not mapped rank 1's segment yet, so its name is still there.
+  auto first = std::make_unique<Buffer>(heap_options(3, 0, HeapSharing::processes));
+  auto second = std::make_unique<Buffer>(heap_options(3, 0, HeapSharing::processes));
+  Buffer rank1(heap_options(3, 1, HeapSharing::processes));
+  Buffer rank2(heap_options(3, 2, HeapSharing::processes));
+  first->connect({first->local_handle(), rank1.local_handle(), rank2.local_handle()});
+  const std::string message = invalid_argument_message([&] {
+    second->connect({second->local_handle(), rank1.local_handle(), rank2.local_handle()});
+  });
+  EXPECT_TRUE(contains(message, "all_handles[1]")) << message;
+  EXPECT_TRUE(contains(message, "another live Buffer of rank 0")) << message;
+}
+
+INSTANTIATE_TEST_SUITE_P(Sharing, TwoBuffersOfARank,
+                         ::testing::Values(HeapSharing::threads, HeapSharing::processes),
+                         [](const ::testing::TestParamInfo<HeapSharing>& info) {
+                           return std::string(info.param == HeapSharing::threads ? "threads" : "processes");
+                         });
+
+TEST(Hooks, AHookCalledAfterItsBufferWasDestroyedIsRefused) {
+  const em::Case c = em::make("hook", 1, {4}, 4, 2, 4);
+  const em::Expected expected = em::expected_for(c, 1);
+  auto buffer = std::make_unique<Buffer>(em::buffer_options(c, 0, em::Regions::low_latency));
+  buffer->connect({buffer->local_handle()});
+  LowLatencyDispatchArgs args = em::dispatch_args(c, expected.data[0]);
+  args.return_recv_hook = true;
+  LowLatencyDispatchResult dispatched = buffer->low_latency_dispatch(args);
+  ASSERT_TRUE(static_cast<bool>(dispatched.hook));
+  buffer.reset();
+  const std::string message = invalid_argument_message([&] { dispatched.hook(); });
+  EXPECT_TRUE(contains(message, "hook: expected the Buffer")) << message;
+}
+
 }  // namespace
 }  // namespace switchyard

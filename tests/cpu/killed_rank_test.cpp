@@ -91,13 +91,21 @@ em::Case two_rank_case() {
   return em::make("killed", 2, {6, 6}, 6, 2, 8);
 }
 
-BufferOptions rank_options(Engine engine, int rank, double timeout_seconds) {
+// The engines under test: the three, and normal across two nodes of one rank each (the hierarchical
+// engine over the loopback transport).
+struct Variant {
+  Engine engine;
+  bool across_nodes;
+};
+
+BufferOptions rank_options(Engine engine, int rank, double timeout_seconds, bool across_nodes = false) {
   BufferOptions options = em::buffer_options(two_rank_case(), rank, regions_for(engine), timeout_seconds);
   options.sharing = HeapSharing::processes;
   if (engine == Engine::normal) {
     workload::Shape shape = em::shape_of(two_rank_case());
     options.sizing.max_tokens_per_rank = shape.tokens_of(0);
   }
+  if (across_nodes) options.topology = Topology{2, 1};
   return options;
 }
 
@@ -117,10 +125,11 @@ void call(Engine engine, Buffer& buffer, const em::Expected& expected, int rank)
 }
 
 // Rank 1: connects, says so, then waits inside a call for rank 0, which never comes. Never returns.
-[[noreturn]] void run_child(Engine engine, const em::Expected& expected, int to_parent, int from_parent) {
+[[noreturn]] void run_child(Variant variant, const em::Expected& expected, int to_parent, int from_parent) {
+  const Engine engine = variant.engine;
   int status = 1;
   try {
-    Buffer buffer(rank_options(engine, 1, kChildTimeoutSeconds));
+    Buffer buffer(rank_options(engine, 1, kChildTimeoutSeconds, variant.across_nodes));
     Bytes parent_handle;
     if (send_bytes(to_parent, buffer.local_handle()) && receive_bytes(from_parent, &parent_handle)) {
       Bytes child_handle = buffer.local_handle();
@@ -134,10 +143,11 @@ void call(Engine engine, Buffer& buffer, const em::Expected& expected, int rank)
   _exit(status);
 }
 
-class KilledRank : public ::testing::TestWithParam<Engine> {};
+class KilledRank : public ::testing::TestWithParam<Variant> {};
 
 TEST_P(KilledRank, SurvivorTimesOutNamingItAndNoSegmentIsLeftBehind) {
-  const Engine engine = GetParam();
+  const Variant variant = GetParam();
+  const Engine engine = variant.engine;
   const uint64_t seed = testing::seed_for(::testing::UnitTest::GetInstance()->current_test_info()->name());
   SCOPED_TRACE("seed " + std::to_string(seed));
   const em::Expected expected = em::expected_for(two_rank_case(), seed);
@@ -151,7 +161,7 @@ TEST_P(KilledRank, SurvivorTimesOutNamingItAndNoSegmentIsLeftBehind) {
   if (child == 0) {
     close(to_parent[0]);
     close(to_child[1]);
-    run_child(engine, expected, to_parent[1], to_child[0]);
+    run_child(variant, expected, to_parent[1], to_child[0]);
   }
   close(to_parent[1]);
   close(to_child[0]);
@@ -163,7 +173,8 @@ TEST_P(KilledRank, SurvivorTimesOutNamingItAndNoSegmentIsLeftBehind) {
     }
   } reaper{child};
 
-  auto buffer = std::make_unique<Buffer>(rank_options(engine, 0, kSurvivorTimeoutSeconds));
+  auto buffer =
+      std::make_unique<Buffer>(rank_options(engine, 0, kSurvivorTimeoutSeconds, variant.across_nodes));
   Bytes child_handle;
   ASSERT_TRUE(receive_bytes(to_parent[0], &child_handle)) << "the child sent no handle";
   ASSERT_TRUE(send_bytes(to_child[1], buffer->local_handle()));
@@ -228,9 +239,12 @@ TEST_P(KilledRank, SurvivorTimesOutNamingItAndNoSegmentIsLeftBehind) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, KilledRank,
-                         ::testing::Values(Engine::normal, Engine::low_latency, Engine::symmetric),
-                         [](const ::testing::TestParamInfo<Engine>& info) {
-                           return std::string(engine_name(info.param));
+                         ::testing::Values(Variant{Engine::normal, false}, Variant{Engine::normal, true},
+                                           Variant{Engine::low_latency, false},
+                                           Variant{Engine::symmetric, false}),
+                         [](const ::testing::TestParamInfo<Variant>& info) {
+                           return info.param.across_nodes ? std::string("internode")
+                                                          : std::string(engine_name(info.param.engine));
                          });
 
 }  // namespace

@@ -62,6 +62,83 @@ TEST(CudaHeapHandles, RankTwosHeapUnderRankOnesHeaderIsRefusedNamingBothRanks) {
   EXPECT_FALSE(buffers[0]->is_connected());
 }
 
+TEST(CudaMisuse, ASecondBufferOfARankOnAPeersHeapIsRefusedUntilTheFirstIsGone) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case c = make("two", 2, {4, 4}, 4, 2, 8);
+  auto first = std::make_unique<Buffer>(cuda_buffer_options(c, 0, Regions::symmetric, kTimeoutSeconds));
+  auto second = std::make_unique<Buffer>(cuda_buffer_options(c, 0, Regions::symmetric, kTimeoutSeconds));
+  Buffer peer(cuda_buffer_options(c, 1, Regions::symmetric, kTimeoutSeconds));
+  const Bytes peer_handle = peer.local_handle();
+  first->connect({first->local_handle(), peer_handle});
+  const std::string message = refusal([&] { second->connect({second->local_handle(), peer_handle}); });
+  EXPECT_NE(message.find("another live Buffer of rank 0"), std::string::npos) << message;
+  first.reset();
+  auto third = std::make_unique<Buffer>(cuda_buffer_options(c, 0, Regions::symmetric, kTimeoutSeconds));
+  EXPECT_NO_THROW(third->connect({third->local_handle(), peer_handle}));
+}
+
+TEST(CudaMisuse, ABufferDestroyedWithItsCallInFlightLeavesTheContextUsable) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case c = make("in_flight", 1, {6}, 6, 2, 8);
+  const Expected expected = expected_for(c, 7);
+  for (Engine engine : {Engine::low_latency, Engine::symmetric}) {
+    SCOPED_TRACE(engine_name(engine));
+    GpuRank gpu(cuda_buffer_options(c, 0, regions_of(engine), kTimeoutSeconds));
+    const DeviceInputs in = upload_inputs(expected.data[0], gpu.device, gpu.stream);
+    LowLatencyDispatchResult dispatched =
+        dispatch_with(engine, *gpu.buffer, dispatch_args(c, in.x, in.topk_idx, gpu.stream));
+    gpu.buffer.reset();  // no synchronize: the kernels may still run
+    EXPECT_EQ(cudaStreamSynchronize(gpu.stream), cudaSuccess);
+    EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+    // A new Buffer on the same GPU still round-trips.
+    GpuRank again(cuda_buffer_options(c, 0, regions_of(engine), kTimeoutSeconds));
+    const DeviceInputs in_again = upload_inputs(expected.data[0], again.device, again.stream);
+    LowLatencyDispatchResult redone =
+        dispatch_with(engine, *again.buffer, dispatch_args(c, in_again.x, in_again.topk_idx, again.stream));
+    EXPECT_NO_THROW(again.buffer->synchronize(again.stream));
+    const Outputs got = download(redone, again.stream);
+    std::string why;
+    EXPECT_TRUE(workload::bitwise_equal(got.recv_count, expected.dispatched[0].recv_count, &why)) << why;
+  }
+}
+
+TEST(CudaMisuse, AHookCalledAfterItsBufferWasDestroyedIsRefused) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case c = make("hook", 1, {4}, 4, 2, 4);
+  const Expected expected = expected_for(c, 3);
+  GpuRank gpu(cuda_buffer_options(c, 0, Regions::low_latency, kTimeoutSeconds));
+  const DeviceInputs in = upload_inputs(expected.data[0], gpu.device, gpu.stream);
+  LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, gpu.stream);
+  args.return_recv_hook = true;
+  LowLatencyDispatchResult dispatched = gpu.buffer->low_latency_dispatch(args);
+  gpu.buffer.reset();
+  const std::string message = refusal([&] { dispatched.hook(); });
+  EXPECT_NE(message.find("hook: expected the Buffer"), std::string::npos) << message;
+}
+
+TEST(CudaMisuse, AStreamOfAnotherGpuIsRefusedNamingBoth) {
+  SWITCHYARD_REQUIRE_GPU();
+  int devices = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
+  if (devices < 2) GTEST_SKIP() << "needs two GPUs";
+  const Case c = make("stream", 1, {4}, 4, 2, 4);
+  const Expected expected = expected_for(c, 5);
+  BufferOptions options = cuda_buffer_options(c, 0, Regions::low_latency, kTimeoutSeconds);
+  options.device = 0;
+  GpuRank gpu(options);
+  const DeviceInputs in = upload_inputs(expected.data[0], gpu.device, gpu.stream);
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const std::string message =
+      refusal([&] { gpu.buffer->low_latency_dispatch(dispatch_args(c, in.x, in.topk_idx, other)); });
+  EXPECT_NE(message.find("stream: expected a stream of this buffer's GPU 0, got one of GPU 1"),
+            std::string::npos)
+      << message;
+  cudaStreamDestroy(other);
+}
+
 class CudaMismatchedCalls : public ::testing::TestWithParam<Engine> {};
 
 TEST_P(CudaMismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRank) {
