@@ -83,7 +83,8 @@ TEST(BenchNodeTraffic, NormalDesignBytesAreTheSumOfEachRolesPasses) {
   Traffic traffic = hand_traffic(11, 1000);
   traffic.nodes = node_traffic(hand_routing(), kTwoByTwo, kExperts);
   const int64_t x = 1000, d = 1000, c = 800, staged = 9, rows = 11, tokens = 8;
-  const DesignTraffic design = design_traffic(BenchEngine::normal, traffic, /*single_node=*/false, std::nullopt);
+  const DesignTraffic design =
+      design_traffic(BenchEngine::normal, traffic, /*single_node=*/false, std::nullopt);
   ASSERT_TRUE(design.dispatch_bytes && design.combine_bytes) << design.why_not;
   const int64_t rdma_sender = staged * (x + d);  // read x, write the send buffer, once per (token, node)
   const int64_t put = staged * 2 * d;            // loopback: read the send buffer, write the peer's ring
@@ -109,7 +110,8 @@ TEST(BenchNodeTraffic, LowLatencyDesignBytesAddThePutsReadsAndTheStagingCopies) 
   Traffic traffic = hand_traffic(13, 1600);  // bf16 x, cast to an fp8 row of 1000 bytes by the engine
   traffic.direct_nodes = direct_node_traffic(hand_routing(), kTwoByTwo, kExperts, true);
   const int64_t x = 1600, d = 1000, c = 800, rows = 13, rdma_rows = 6, leaving = 4, tokens = 8;
-  const DesignTraffic design = design_traffic(BenchEngine::low_latency, traffic, /*single_node=*/false, std::nullopt);
+  const DesignTraffic design =
+      design_traffic(BenchEngine::low_latency, traffic, /*single_node=*/false, std::nullopt);
   ASSERT_TRUE(design.dispatch_bytes && design.combine_bytes) << design.why_not;
   // One node's 4 passes per row, the put's read of the send area per RDMA row, and the staging write
   // of each leaving token (from shared memory: no read counted).
@@ -120,7 +122,8 @@ TEST(BenchNodeTraffic, LowLatencyDesignBytesAddThePutsReadsAndTheStagingCopies) 
   EXPECT_EQ(*design.combine_bytes, rows * 3 * c + tokens * c + rdma_rows * 2 * c);
   EXPECT_EQ(*design.combine_bytes, 47200);
   // On one node the formula is unchanged.
-  EXPECT_EQ(*design_traffic(BenchEngine::low_latency, traffic, true, std::nullopt).dispatch_bytes, rows * (x + 3 * d));
+  EXPECT_EQ(*design_traffic(BenchEngine::low_latency, traffic, true, std::nullopt).dispatch_bytes,
+            rows * (x + 3 * d));
   // symmetric runs on one node only: not counted across nodes.
   const DesignTraffic symmetric = design_traffic(BenchEngine::symmetric, traffic, false, std::nullopt);
   EXPECT_FALSE(symmetric.dispatch_bytes.has_value());

@@ -19,11 +19,12 @@ int run_hook_split(EngineSession& session, PhaseClock& clock, int first_iteratio
     // Into poisoned outputs, so that a half that wrote nothing cannot pass on an earlier round's.
     session.poison_outputs();
     session.prepare(iteration);
-    const double dispatch_send = clock.time([&] { session.dispatch_send(iteration); });
-    const double dispatch_recv = clock.time([&] { session.receive(); });
+    const PhaseClock::Cache cache = timed ? PhaseClock::Cache::evict : PhaseClock::Cache::keep;
+    const double dispatch_send = clock.time([&] { session.dispatch_send(iteration); }, cache);
+    const double dispatch_recv = clock.time([&] { session.receive(); }, cache);
     session.expert(iteration);
-    const double combine_send = clock.time([&] { session.combine_send(iteration); });
-    const double combine_recv = clock.time([&] { session.receive(); });
+    const double combine_send = clock.time([&] { session.combine_send(iteration); }, cache);
+    const double combine_recv = clock.time([&] { session.receive(); }, cache);
     clock.synchronize();
     check(label);
     if (!timed) continue;

@@ -282,8 +282,10 @@ constexpr const char* kFooter = R"(What is reported, per engine
   time      per timed iteration, the slowest rank's time, per phase; reported as the median
             and the p99 (nearest rank: the ceil(0.99 * n)-th smallest, so the largest when
             there are fewer than 100 iterations) over the iterations, in microseconds. Every
-            rank starts each phase together: its stream drained, a host barrier, the cache
-            evicted, a second barrier; then CUDA events on its stream (the wall clock on cpu)
+            rank starts each phase together: its stream drained, a host barrier (before a
+            timed phase, then the cache evicted and a second barrier); then CUDA events on its
+            stream (the wall clock on cpu) recorded back to back around the call. JSON:
+            dispatch_host_us, combine_host_us: the host's wall time of the calls
   ns/token  the phase's median / the tokens per rank: it compares rank-major and expert-major
             engines, whose rows count different things, fairly (none at 0 tokens)
   cache     before every timed phase a scratch buffer of twice the cache is written, so that

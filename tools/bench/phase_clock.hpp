@@ -31,11 +31,15 @@ class PhaseClock {
 
   void synchronize() { synchronize_(); }
 
+  // Whether a phase starts from an evicted cache: every timed one does; the untimed check and warmup
+  // iterations need not pay for it.
+  enum class Cache { evict, keep };
+
   // Seconds `work` took on this rank, started together with every other rank.
-  double time(const std::function<void()>& work) {
+  double time(const std::function<void()>& work, Cache cache = Cache::evict) {
     synchronize_();
     group_.barrier();
-    if (evict_cache_) {
+    if (evict_cache_ && cache == Cache::evict) {
       evict_cache_();
       group_.barrier();
     }

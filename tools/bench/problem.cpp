@@ -302,7 +302,7 @@ std::optional<NodeBytes> Traffic::node_bytes() const {
     const DirectNodeTraffic& link = *direct_nodes;
     NodeBytes bytes;
     bytes.forwarded = false;
-    // cuda/low_latency_link.cuh: dispatch puts the message and its source fields, combine the bf16
+    // cuda/low_latency/link.cuh: dispatch puts the message and its source fields, combine the bf16
     // row; the count signals follow, per (expert, source rank).
     bytes.rdma_dispatch_signals = bytes.rdma_combine_signals =
         link.rdma_count_signals + link.rdma_landed_adds;

@@ -35,7 +35,7 @@ struct NodeTraffic {
 
 // Across nodes, the low_latency engine's rows and signals by link, counted on the host from every
 // rank's topk_idx. It has no forwarding: each (token, expert) row goes straight to the expert's rank,
-// by stores within the node and by transport puts to other nodes (cuda/low_latency_link.cuh).
+// by stores within the node and by transport puts to other nodes (cuda/low_latency/link.cuh).
 struct DirectNodeTraffic {
   int64_t rdma_rows = 0;       // (token, expert) rows whose expert's rank sits on another node
   int64_t nvlink_rows = 0;     // the rest: stores within the node, the own rank included

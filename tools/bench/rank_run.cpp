@@ -119,9 +119,9 @@ RankOutcome run_rank(const RankRun& run, Group& group, std::unique_ptr<Buffer>& 
   auto run_untimed_iteration = [&](int iteration, const std::string& label) {
     session->poison_outputs();
     session->prepare(iteration);
-    clock.time([&] { session->dispatch(iteration); });
+    clock.time([&] { session->dispatch(iteration); }, PhaseClock::Cache::keep);
     session->expert(iteration);
-    clock.time([&] { session->combine(iteration); });
+    clock.time([&] { session->combine(iteration); }, PhaseClock::Cache::keep);
     synchronize();
     check(label);
   };
