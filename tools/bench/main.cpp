@@ -67,6 +67,13 @@ BenchOptions set_up(const CommandLine& command_line) {
       throw UsageError(std::string("--engine: ") + bench_engine_name(engine) + " is " + support.reason);
     }
   }
+  // Ranks as threads of this process each need their own hardware queue of the GPU's CUDA context
+  // (src/cuda/device_connections.hpp); the driver reads this when the context is created, so it is
+  // set before this process's first CUDA call (probe_cuda's was a child's). Not for ranks as
+  // processes: each needs one queue, and MPS clients that ask for 32 fail to start from the fourth
+  // on. A value the caller set is kept.
+  if (options.backend == Backend::cuda && options.ranks_as == RanksAs::threads)
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   options.topology.validate();
   options.config.validate();
   check_fits_in_memory(options);
@@ -187,10 +194,6 @@ int bench_main(const std::vector<std::string>& args) {
 }  // namespace switchyard::bench
 
 int main(int argc, char** argv) {
-  // Ranks as threads of this process each need their own hardware queue of the GPU's CUDA
-  // context (src/cuda/device_connections.hpp); the driver reads this when the context is created, so
-  // it is set before any CUDA call. A value the caller set is kept.
-  setenv("CUDA_DEVICE_MAX_CONNECTIONS", "32", 0);
   try {
     return switchyard::bench::bench_main(std::vector<std::string>(argv + 1, argv + argc));
   } catch (const std::exception& error) {
