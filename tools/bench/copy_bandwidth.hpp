@@ -1,5 +1,5 @@
 #pragma once
-// The copy bandwidths the roofline divides by, measured in the same run as the engines: the local
+// The copy bandwidths the bounds divide by, measured in the same run as the engines: the local
 // copy (within one device's memory) and, with ranks on several GPUs, the peer copy between them.
 #include <cstddef>
 #include <optional>

@@ -1,8 +1,8 @@
 #pragma once
 // The design roofline: the bytes each engine's design must move through memory per phase, all ranks
-// together, next to the minimal roofline's one read and one write per delivered row (metrics.hpp).
-// The minimal roofline says how far an engine is from the hardware; the design roofline says how far
-// it is from what its own protocol allows, so the two fractions separate "the design moves too
+// together, next to the minimal bound's one read of every input and one write of every output
+// (minimal_bound.hpp). The minimal bound says how far an engine is from the hardware; the design roofline
+// says how far it is from what its own protocol allows, so the two fractions separate "the design moves too
 // much" from "the kernels move it slowly". Counted on the host from the run's Traffic (rows, source
 // tokens, row sizes, and across nodes the rows by link); --help and README.md list each engine's
 // passes. Row payloads only: ring and slot metadata (ids, weights, source fields, signals) are left
@@ -44,7 +44,7 @@ struct DesignTraffic {
 //   symmetric: dispatch by the source that ran (Buffer::symmetric_dispatch_path): publish = tokens x
 //     (x + d) (publish, once per token, not per row) + rows x 2d (the pull: read the source's input
 //     buffer, write recv_x); zero_copy with bf16 rows = rows x (x + d) (the pull reads the caller's x
-//     in place and writes recv_x: the minimal roofline's bytes); fp8 always publishes. Combine by the path
+//     in place and writes recv_x); fp8 always publishes. Combine by the path
 //     that ran (Buffer::symmetric_combine_path): push = rows x 3c (push and the reduction's read) + tokens x
 //     c (the output); pull = rows x c (each home reads the expert's y once) + tokens x c. One node only (the
 //     library refuses more).

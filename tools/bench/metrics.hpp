@@ -56,7 +56,7 @@ inline std::optional<double> design_roofline_seconds(std::optional<int64_t> desi
   return std::max(memory_seconds, static_cast<double>(remote_bytes) / copy.peer->all_pairs_bytes_per_second);
 }
 
-// The bounds of both phases under one roofline.
+// The bounds of both phases under one of the two (the minimal bound or the design roofline).
 struct PhaseBounds {
   std::optional<double> dispatch, combine;
 };

@@ -1,4 +1,4 @@
-// The peer copy bandwidth: cudaMemcpyPeerAsync between the GPUs the ranks use, the roofline of the
+// The peer copy bandwidth: cudaMemcpyPeerAsync between the GPUs the ranks use, the bound of the
 // rows that cross from one rank's GPU to another's (NVLink on an H200 node). Each byte counts once:
 // it crosses a link once (the local copy counts bytes read + written, as its memory sees both).
 #include <algorithm>

@@ -150,7 +150,7 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
   std::fprintf(out, "copy bandwidth: %.2f GB/s (%s)\n", copy.bytes_per_second / 1e9, copy.method.c_str());
   if (copy.peer) {
     std::fprintf(out,
-                 "peer copy bandwidth: %.2f GB/s all %d GPUs to each other at once (the roofline of bytes "
+                 "peer copy bandwidth: %.2f GB/s all %d GPUs to each other at once (the bound of bytes "
                  "between GPUs); %.2f GB/s one pair alone (%s)\n",
                  copy.peer->all_pairs_bytes_per_second / 1e9, copy.peer->devices,
                  copy.peer->pair_bytes_per_second / 1e9, copy.peer->method.c_str());
