@@ -427,7 +427,7 @@ TEST(BenchDesignRoofline, SymmetricZeroCopyDispatchReadsBf16RowsInPlaceAndFp8Sti
   const DesignTraffic design = design_traffic(BenchEngine::symmetric, bf16, true, SymmetricCombine::pull,
                                               SymmetricDispatch::zero_copy);
   ASSERT_TRUE(design.dispatch_bytes && design.combine_bytes);
-  // Read x in place and write recv_x, per row: the minimal roofline's bytes, no publish.
+  // Read x in place and write recv_x, per row, no publish.
   EXPECT_EQ(*design.dispatch_bytes, 100 * (1600 + 1600));
   EXPECT_NE(design.passes.find("zero_copy"), std::string::npos) << design.passes;
   // publish (and an unset source) count the copy into the input buffer.
