@@ -121,6 +121,8 @@ std::vector<RankOutcome> run_ranks_as_processes(const RankRun& run, int num_rank
         const RankOutcome outcome = run_rank(run, group, buffer);
         // No rank unmaps its heap while a peer may still read or write it.
         group.barrier();
+        // The parent's copy of the progress bar does not know how far rank 0's drew.
+        if (group.rank() == 0 && run.progress) run.progress->clear();
         return encode_outcome(outcome);
       },
       encode_failure);
