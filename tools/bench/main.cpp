@@ -59,7 +59,9 @@ void check_json_path(const std::string& path) {
 // Everything that can refuse the arguments, before any long work.
 BenchOptions set_up(const CommandLine& command_line) {
   // Probed from a forked child: ranks may be forked processes, which need a parent without CUDA.
-  const CudaPresence cuda = probe_cuda();
+  // Nothing to probe for the cpu backend.
+  const CudaPresence cuda =
+      command_line.backend == std::optional<std::string>("cpu") ? CudaPresence{} : probe_cuda();
   BenchOptions options = resolve(command_line, cuda.available, cuda.visible_devices);
   for (BenchEngine engine : options.engines) {
     EngineSupport support = engine_support(engine, options);
