@@ -1,0 +1,536 @@
+// Host validation of every public call (DESIGN.md, "Errors and timeouts"). From the input: a short
+// sequence of Buffer calls (get_dispatch_layout, dispatch fresh and cached, combine, low_latency and
+// symmetric dispatch and combine, hooks, low_latency_combine_buffer, synchronize, and the Buffer
+// constructor itself), with their shapes, dtypes, sizes, flags, handles and tensor contents, on
+// 1-rank buffers connected to themselves. Each call must return or throw a switchyard::Error
+// (fuzz_outcome.hpp), and one refused with InvalidArgument must not have written its outputs.
+#include <fuzzer/FuzzedDataProvider.h>
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fuzz_outcome.hpp"
+#include "fuzz_tensors.hpp"
+#include "switchyard/buffer.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard::fuzz {
+namespace {
+
+// NOTES: a 1-rank call never waits on a peer: this only bounds a wait that bad input would leave
+// open, and is well below the -timeout that scripts/run-fuzz.sh gives libFuzzer.
+constexpr double kTimeoutSeconds = 5.0;
+// NOTES: a fuzzed BufferOptions is built only when its heap stays this small (the heap is a
+// caller-sized allocation too); the sizes are computed by the same public functions the Buffer uses.
+constexpr size_t kMaxFuzzedHeapBytes = size_t{8} << 20;
+
+struct FuzzedBuffer {
+  BufferSizing sizing;
+  std::unique_ptr<Buffer> buffer;
+};
+
+FuzzedBuffer make_buffer(int hidden, int64_t expert_major_tokens, Config config) {
+  BufferOptions options;
+  options.topology = Topology::single_node(1);
+  options.sizing.max_tokens_per_rank = 32;
+  options.sizing.hidden = hidden;
+  options.sizing.topk = 8;
+  options.sizing.num_experts = 16;
+  options.sizing.low_latency_max_tokens_per_rank = expert_major_tokens;
+  options.sizing.symmetric_max_tokens_per_rank = expert_major_tokens;
+  config.timeout_seconds = kTimeoutSeconds;
+  options.config = config;
+  FuzzedBuffer made{options.sizing, std::make_unique<Buffer>(options)};
+  made.buffer->connect({made.buffer->local_handle()});
+  return made;
+}
+
+// Made once, reused by every input: the default pipeline configuration on the automatic symmetric
+// paths (zero-copy dispatch, pull combine), and one channel with a 4-slot ring (the ring wraps) on
+// the publish and push paths.
+std::vector<FuzzedBuffer>& buffers() {
+  static std::vector<FuzzedBuffer> made = [] {
+    std::vector<FuzzedBuffer> list;
+    list.push_back(make_buffer(512, 16, Config{}));
+    Config wrapping;
+    wrapping.num_channels = 1;
+    wrapping.ring_slots = 4;
+    wrapping.chunk_tokens = 2;
+    wrapping.symmetric_combine = SymmetricCombine::push;
+    wrapping.symmetric_dispatch = SymmetricDispatch::publish;
+    list.push_back(make_buffer(256, 8, wrapping));
+    return list;
+  }();
+  return made;
+}
+
+// A normal dispatch that returned, with what its arguments were.
+struct NormalDispatch {
+  DispatchResult result;
+  DType dtype;
+  int64_t num_tokens, hidden, topk, num_worst_tokens;
+  int num_experts;
+};
+
+// An expert-major dispatch that returned, with what its arguments were.
+struct ExpertMajorDispatch {
+  Engine engine;
+  LowLatencyDispatchResult result;
+  TensorView topk_idx;
+  int64_t num_tokens, hidden, topk, local_experts, rows_per_expert;
+};
+
+struct Hook {
+  std::function<void()> run;
+};
+
+class Session {
+ public:
+  Session(FuzzedDataProvider& input, FuzzedBuffer& fuzzed)
+      : input_(input), draw_(input), buffer_(*fuzzed.buffer), sizing_(fuzzed.sizing) {}
+
+  void run_one() {
+    switch (input_.ConsumeIntegralInRange<int>(0, 10)) {
+      case 0:
+        get_dispatch_layout();
+        break;
+      case 1:
+        dispatch();
+        break;
+      case 2:
+        cached_dispatch();
+        break;
+      case 3:
+        combine();
+        break;
+      case 4:
+        expert_major_dispatch(Engine::low_latency);
+        break;
+      case 5:
+        expert_major_combine(Engine::low_latency);
+        break;
+      case 6:
+        expert_major_dispatch(Engine::symmetric);
+        break;
+      case 7:
+        expert_major_combine(Engine::symmetric);
+        break;
+      case 8:
+        run_a_hook();
+        break;
+      case 9:
+        synchronize();
+        break;
+      default:
+        fuzzed_buffer();
+        break;
+    }
+  }
+
+  // Every hook runs before the tensors it may read are freed, and no buffer is left with a pending one.
+  void finish() {
+    for (Hook& hook : hooks_) checked_call("hook", hook.run);
+    hooks_.clear();
+  }
+
+ private:
+  // Runs `call`; a refusal with InvalidArgument must leave the outputs drawn since `mark` unwritten.
+  template <typename Call>
+  Outcome call(const char* what, size_t mark, Call&& body) {
+    const Outcome outcome = checked_call(what, body);
+    if (outcome == Outcome::invalid_argument && !draw_.unwritten(mark)) {
+      finding(std::string(what) + ": refused with InvalidArgument after writing a preallocated output");
+    }
+    return outcome;
+  }
+
+  // Up to `max_tokens` (itself drawn, so maybe negative), then maybe off.
+  int64_t tokens(int64_t max_tokens) {
+    return draw_.size(input_.ConsumeIntegralInRange<int64_t>(0, std::max<int64_t>(max_tokens, 0)));
+  }
+
+  int num_experts() {
+    switch (input_.ConsumeIntegralInRange<int>(0, 15)) {
+      case 0:
+        return 0;
+      case 1:
+        return -1;
+      case 2:
+        return input_.ConsumeIntegral<int>();
+      case 3:
+        return sizing_.num_experts + 1;
+      case 4:
+        return sizing_.num_experts * 2;
+      default:
+        return 1 << input_.ConsumeIntegralInRange<int>(0, 4);  // 1..16, all valid on 1 rank
+    }
+  }
+
+  int64_t hidden(bool fp8) {
+    switch (input_.ConsumeIntegralInRange<int>(0, 11)) {
+      case 0:
+        return 8;
+      case 1:
+        return 24;
+      case 2:
+        return input_.ConsumeIntegralInRange<int64_t>(-2, 1100);
+      case 3:
+        return sizing_.hidden + (fp8 ? 128 : 8);
+      case 4:
+        return 1 << 20;
+      default:
+        return 128 * input_.ConsumeIntegralInRange<int64_t>(1, sizing_.hidden / 128);
+    }
+  }
+
+  int64_t topk() { return draw_.size(input_.ConsumeIntegralInRange<int64_t>(1, sizing_.topk)); }
+
+  Stream stream() {
+    // The CPU backend ignores streams; any value must do.
+    return input_.ConsumeIntegral<uint8_t>() < 240
+               ? nullptr
+               : reinterpret_cast<Stream>(input_.ConsumeIntegral<uintptr_t>());
+  }
+
+  void get_dispatch_layout() {
+    const int64_t n = tokens(sizing_.max_tokens_per_rank);
+    const int experts = num_experts();
+    const TensorView topk_idx = draw_.argument(DType::i64, {n, topk()}, {Fill::expert_ids, experts});
+    call("get_dispatch_layout", draw_.outputs_drawn(),
+         [&] { layouts_.push_back(buffer_.get_dispatch_layout(topk_idx, experts, stream())); });
+  }
+
+  void dispatch() {
+    const size_t mark = draw_.outputs_drawn();
+    const bool fp8 = input_.ConsumeIntegral<uint8_t>() >= 192;
+    const DType dtype = fp8 ? DType::fp8_e4m3 : DType::bf16;
+    const int64_t n = tokens(sizing_.max_tokens_per_rank + 1);
+    const int64_t h = hidden(fp8);
+    const int64_t k = topk();
+    const int experts = num_experts();
+    DispatchArgs args;
+    args.x = draw_.argument(dtype, {n, h});
+    if (fp8 || input_.ConsumeIntegral<uint8_t>() >= 240)
+      args.x_scales = draw_.argument(DType::f32, {n, h / 128});
+    args.topk_idx = draw_.argument(DType::i64, {n, k}, {Fill::expert_ids, experts});
+    args.topk_weights = draw_.optional(DType::f32, {n, k}, {Fill::weights});
+    args.num_experts = experts;
+    args.expert_alignment = expert_alignment();
+    if (!layouts_.empty() && input_.ConsumeBool()) {
+      args.layout = &layouts_[input_.ConsumeIntegralInRange<size_t>(0, layouts_.size() - 1)];
+    }
+    args.num_worst_tokens = num_worst_tokens(n);
+    const int64_t rows = args.num_worst_tokens > 0 ? args.num_worst_tokens : n;
+    args.out_recv_x = draw_.output(dtype, {rows, h});
+    args.out_recv_x_scales = draw_.output(DType::f32, {rows, h / 128});
+    args.out_recv_topk_idx = draw_.output(DType::i64, {rows, k});
+    args.out_recv_topk_weights = draw_.output(DType::f32, {rows, k});
+    args.stream = stream();
+    call("dispatch", mark, [&] {
+      normal_.push_back({buffer_.dispatch(args), dtype, n, h, k, args.num_worst_tokens, experts});
+    });
+  }
+
+  int expert_alignment() {
+    switch (input_.ConsumeIntegralInRange<int>(0, 9)) {
+      case 0:
+        return 0;
+      case 1:
+        return -1;
+      case 2:
+        return INT_MAX;
+      case 3:
+        return input_.ConsumeIntegral<int>();
+      case 4:
+        return 128;
+      default:
+        return 1;
+    }
+  }
+
+  int64_t num_worst_tokens(int64_t num_tokens) {
+    switch (input_.ConsumeIntegralInRange<int>(0, 9)) {
+      case 0:
+        return num_tokens;
+      case 1:
+        return draw_.size(static_cast<int64_t>(static_cast<uint64_t>(num_tokens) + 3));  // n may be any int64
+      case 2:
+        return input_.ConsumeIntegral<int64_t>();
+      default:
+        return 0;
+    }
+  }
+
+  NormalDispatch* pick_normal() {
+    if (normal_.empty()) return nullptr;
+    return &normal_[input_.ConsumeIntegralInRange<size_t>(0, normal_.size() - 1)];
+  }
+
+  const DispatchHandle* normal_handle(NormalDispatch& earlier) {
+    const uint8_t choice = input_.ConsumeIntegral<uint8_t>();
+    if (choice < 8) return nullptr;
+    if (choice < 16) return &empty_dispatch_handle_;
+    return &earlier.result.handle;
+  }
+
+  void cached_dispatch() {
+    NormalDispatch* earlier = pick_normal();
+    if (!earlier) return;
+    const size_t mark = draw_.outputs_drawn();
+    const bool fp8 = input_.ConsumeIntegral<uint8_t>() >= 224 ? earlier->dtype == DType::bf16
+                                                              : earlier->dtype == DType::fp8_e4m3;
+    const DType dtype = fp8 ? DType::fp8_e4m3 : DType::bf16;
+    const int64_t n = draw_.size(earlier->num_tokens);
+    const int64_t h = input_.ConsumeBool() ? earlier->hidden : hidden(fp8);
+    DispatchArgs args;
+    args.x = draw_.argument(dtype, {n, h});
+    if (fp8) args.x_scales = draw_.argument(DType::f32, {n, h / 128});
+    if (input_.ConsumeBool()) {
+      args.topk_idx =
+          draw_.argument(DType::i64, {n, earlier->topk}, {Fill::expert_ids, earlier->num_experts});
+      args.topk_weights = draw_.optional(DType::f32, {n, earlier->topk}, {Fill::weights});
+    }
+    args.num_experts = input_.ConsumeBool() ? 0 : num_experts();
+    args.num_worst_tokens = input_.ConsumeBool() ? earlier->num_worst_tokens : num_worst_tokens(n);
+    args.cached_handle = normal_handle(*earlier);
+    const int64_t rows = args.num_worst_tokens > 0 ? args.num_worst_tokens : earlier->result.num_recv_tokens;
+    args.out_recv_x = draw_.output(dtype, {rows, h});
+    args.out_recv_topk_idx = draw_.output(DType::i64, {rows, earlier->topk});
+    args.stream = stream();
+    call("cached dispatch", mark, [&] {
+      normal_.push_back(
+          {buffer_.dispatch(args), dtype, n, h, earlier->topk, args.num_worst_tokens, earlier->num_experts});
+    });
+  }
+
+  void combine() {
+    NormalDispatch* earlier = pick_normal();
+    if (!earlier) return;
+    const size_t mark = draw_.outputs_drawn();
+    const int64_t rows = draw_.size(earlier->num_worst_tokens > 0 ? earlier->num_worst_tokens
+                                                                  : earlier->result.num_recv_tokens);
+    const int64_t h = input_.ConsumeBool() ? earlier->hidden : hidden(false);
+    const int64_t k = draw_.size(earlier->topk);
+    CombineArgs args;
+    args.x = draw_.argument(DType::bf16, {rows, h});
+    args.topk_weights = draw_.optional(DType::f32, {rows, k}, {Fill::weights});
+    args.handle = normal_handle(*earlier);
+    args.out_combined_x = draw_.output(DType::bf16, {earlier->num_tokens, h});
+    args.out_combined_topk_weights = draw_.output(DType::f32, {earlier->num_tokens, k});
+    args.stream = stream();
+    call("combine", mark, [&] { buffer_.combine(args); });
+  }
+
+  int64_t expert_major_tokens() const {
+    return sizing_.low_latency_max_tokens_per_rank;  // the same for both regions of these buffers
+  }
+
+  void expert_major_dispatch(Engine engine) {
+    const size_t mark = draw_.outputs_drawn();
+    const bool low_latency = engine == Engine::low_latency;
+    LowLatencyDispatchArgs args;
+    args.max_tokens_per_rank = input_.ConsumeIntegral<uint8_t>() < 240
+                                   ? input_.ConsumeIntegralInRange<int64_t>(1, expert_major_tokens())
+                                   : draw_.size(expert_major_tokens() + 1);
+    const uint8_t flags = input_.ConsumeIntegral<uint8_t>();
+    args.use_fp8 = flags & 1;
+    args.round_scale = (flags & 6) == 6;
+    args.use_ue8m0 = (flags & 24) == 24;
+    args.return_recv_hook = (flags & 32) && ((flags & 64) || low_latency);
+    const int64_t n = tokens(args.max_tokens_per_rank);
+    const int64_t h = hidden(args.use_fp8);
+    const int64_t k = topk();
+    args.num_experts = num_experts();
+    args.expert_capacity = input_.ConsumeIntegral<uint8_t>() < 224 ? 0 : draw_.size(n);
+    args.x = draw_.argument(DType::bf16, {n, h});
+    args.topk_idx = draw_.argument(DType::i64, {n, k}, {Fill::expert_ids, args.num_experts});
+    const int64_t local = args.num_experts;  // one rank holds every expert
+    const int64_t rows = args.expert_capacity > 0 ? args.expert_capacity : args.max_tokens_per_rank;
+    args.out_recv_x = draw_.output(args.use_fp8 ? DType::fp8_e4m3 : DType::bf16, {local, rows, h});
+    args.out_recv_x_scales = args.use_ue8m0 ? draw_.output(DType::i32, {local, rows, (h / 128 + 3) / 4})
+                                            : draw_.output(DType::f32, {local, rows, h / 128});
+    args.out_recv_count = draw_.output(DType::i32, {local});
+    args.out_layout_range = draw_.output(DType::i32, {local, 1, 2});
+    args.out_src_info = draw_.output(DType::i32, {local, rows});
+    args.stream = stream();
+    call(low_latency ? "low_latency_dispatch" : "symmetric_dispatch", mark, [&] {
+      LowLatencyDispatchResult result =
+          low_latency ? buffer_.low_latency_dispatch(args) : buffer_.symmetric_dispatch(args);
+      if (result.hook) hooks_.push_back({std::move(result.hook)});
+      expert_major_.push_back({engine, std::move(result), args.topk_idx, n, h, k, local, rows});
+    });
+  }
+
+  void expert_major_combine(Engine engine) {
+    if (expert_major_.empty()) return;
+    ExpertMajorDispatch& earlier =
+        expert_major_[input_.ConsumeIntegralInRange<size_t>(0, expert_major_.size() - 1)];
+    const size_t mark = draw_.outputs_drawn();
+    const bool low_latency = engine == Engine::low_latency;
+    const uint8_t flags = input_.ConsumeIntegral<uint8_t>();
+    LowLatencyCombineArgs args;
+    args.zero_copy = (flags & 3) == 3;
+    args.return_recv_hook = (flags & 4) && ((flags & 8) || low_latency);
+    const int64_t h = input_.ConsumeBool() ? earlier.hidden : hidden(false);
+    if (!args.zero_copy || (flags & 16)) {
+      args.x = draw_.argument(DType::bf16, {earlier.local_experts, earlier.rows_per_expert, h});
+    }
+    args.topk_idx = input_.ConsumeIntegral<uint8_t>() < 200
+                        ? earlier.topk_idx
+                        : draw_.argument(DType::i64, {earlier.num_tokens, earlier.topk},
+                                         {Fill::expert_ids, static_cast<int>(earlier.local_experts)});
+    args.topk_weights = draw_.argument(DType::f32, {earlier.num_tokens, earlier.topk}, {Fill::weights});
+    const uint8_t handle_choice = input_.ConsumeIntegral<uint8_t>();
+    args.handle = handle_choice < 8    ? nullptr
+                  : handle_choice < 16 ? &empty_low_latency_handle_
+                                       : &earlier.result.handle;
+    args.out_combined_x = draw_.output(DType::bf16, {earlier.num_tokens, h});
+    args.stream = stream();
+    const bool staging_view = args.zero_copy && (flags & 32) && low_latency;
+    call(low_latency ? "low_latency_combine" : "symmetric_combine", mark, [&] {
+      if (staging_view && args.handle) args.x = buffer_.low_latency_combine_buffer(*args.handle);
+      LowLatencyCombineResult result =
+          low_latency ? buffer_.low_latency_combine(args) : buffer_.symmetric_combine(args);
+      if (result.hook) hooks_.push_back({std::move(result.hook)});
+    });
+  }
+
+  void run_a_hook() {
+    if (hooks_.empty()) return;
+    Hook& hook = hooks_[input_.ConsumeIntegralInRange<size_t>(0, hooks_.size() - 1)];
+    checked_call("hook", hook.run);  // a second call of the same hook is refused, never run twice
+  }
+
+  void synchronize() {
+    checked_call("synchronize", [&] { buffer_.synchronize(stream()); });
+    checked_call("symmetric paths", [&] {
+      buffer_.symmetric_combine_path();
+      buffer_.symmetric_dispatch_path();
+    });
+  }
+
+  // The constructor's checks, from options drawn widely; a Buffer that is built is connected to itself
+  // where it has one rank, and runs one small call of each engine.
+  void fuzzed_buffer() {
+    BufferOptions options;
+    options.topology.num_ranks = small_or_any(1, 3);
+    options.topology.ranks_per_node = input_.ConsumeBool() ? options.topology.num_ranks : small_or_any(1, 3);
+    options.rank = input_.ConsumeIntegral<uint8_t>() < 224 ? 0 : input_.ConsumeIntegral<int>();
+    options.backend = input_.ConsumeIntegral<uint8_t>() < 240
+                          ? Backend::cpu
+                          : static_cast<Backend>(input_.ConsumeIntegral<uint8_t>());
+    options.sharing = input_.ConsumeBool() ? HeapSharing::threads
+                                           : static_cast<HeapSharing>(input_.ConsumeIntegral<uint8_t>() & 1);
+    options.config.num_channels = small_or_any(0, 8);
+    options.config.ring_slots = small_or_any(1, 64);
+    options.config.chunk_tokens = small_or_any(1, 16);
+    options.config.timeout_seconds =
+        input_.ConsumeIntegral<uint8_t>() < 240 ? kTimeoutSeconds : input_.ConsumeFloatingPoint<double>();
+    options.config.symmetric_combine = static_cast<SymmetricCombine>(input_.ConsumeIntegral<uint8_t>() % 4);
+    options.config.symmetric_dispatch = static_cast<SymmetricDispatch>(input_.ConsumeIntegral<uint8_t>() % 4);
+    options.sizing.max_tokens_per_rank = small_or_any(0, 64);
+    options.sizing.hidden = small_or_any(1, 1024);
+    options.sizing.topk = small_or_any(1, 9);
+    options.sizing.num_experts = small_or_any(1, 64);
+    options.sizing.dtype = static_cast<DType>(input_.ConsumeIntegralInRange<int>(0, 5));
+    options.sizing.low_latency_max_tokens_per_rank = small_or_any(0, 16);
+    options.sizing.symmetric_max_tokens_per_rank = small_or_any(0, 16);
+    options.heap_bytes = input_.ConsumeIntegral<uint8_t>() < 224
+                             ? 0
+                             : input_.ConsumeIntegralInRange<size_t>(0, kMaxFuzzedHeapBytes);
+    if (!heap_is_small(options)) return;
+    std::unique_ptr<Buffer> made;
+    checked_call("Buffer(options)", [&] { made = std::make_unique<Buffer>(options); });
+    if (!made || options.topology.num_ranks != 1) return;
+    if (checked_call("connect", [&] { made->connect({made->local_handle()}); }) != Outcome::returned) return;
+    small_round_trips(*made);
+  }
+
+  int small_or_any(int low, int high) {
+    return input_.ConsumeIntegral<uint8_t>() < 224 ? input_.ConsumeIntegralInRange<int>(low, high)
+                                                   : input_.ConsumeIntegral<int>();
+  }
+
+  bool heap_is_small(const BufferOptions& options) {
+    size_t bytes = 0;
+    const Outcome outcome = checked_call("heap sizes", [&] {
+      bytes = low_latency_heap_bytes(options.topology, options.sizing) +
+              symmetric_heap_bytes(options.topology, options.sizing);
+      if (options.heap_bytes == 0)
+        bytes += normal_heap_bytes(options.topology, options.config, options.sizing);
+    });
+    // Sizes that throw are refused by the constructor before it allocates anything.
+    return outcome != Outcome::returned || bytes <= kMaxFuzzedHeapBytes;
+  }
+
+  // One token of hidden 128 through each engine, on a buffer whose sizing the input chose.
+  void small_round_trips(Buffer& made) {
+    TensorView x = draw_.argument(DType::bf16, {1, 128});
+    TensorView topk_idx = draw_.argument(DType::i64, {1, 1}, {Fill::expert_ids, 1});
+    TensorView weights = draw_.argument(DType::f32, {1, 1}, {Fill::weights});
+    checked_call("small normal round trip", [&] {
+      DispatchArgs args;
+      args.x = x;
+      args.topk_idx = topk_idx;
+      args.topk_weights = weights;
+      args.num_experts = 1;
+      DispatchResult dispatched = made.dispatch(args);
+      CombineArgs combine;
+      combine.x = dispatched.recv_x;
+      combine.handle = &dispatched.handle;
+      made.combine(combine);
+    });
+    for (const Engine engine : {Engine::low_latency, Engine::symmetric}) {
+      checked_call("small expert-major round trip", [&] {
+        LowLatencyDispatchArgs args;
+        args.x = x;
+        args.topk_idx = topk_idx;
+        args.max_tokens_per_rank = 1;
+        args.num_experts = 1;
+        const bool low_latency = engine == Engine::low_latency;
+        LowLatencyDispatchResult dispatched =
+            low_latency ? made.low_latency_dispatch(args) : made.symmetric_dispatch(args);
+        LowLatencyCombineArgs combine;
+        combine.x = dispatched.recv_x;
+        combine.topk_idx = topk_idx;
+        combine.topk_weights = weights;
+        combine.handle = &dispatched.handle;
+        low_latency ? made.low_latency_combine(combine) : made.symmetric_combine(combine);
+      });
+    }
+  }
+
+  FuzzedDataProvider& input_;
+  TensorDraw draw_;  // declared first, destroyed last: the views and hooks below point into it
+  Buffer& buffer_;
+  const BufferSizing& sizing_;
+  std::vector<DispatchLayout> layouts_;
+  std::vector<NormalDispatch> normal_;
+  std::vector<ExpertMajorDispatch> expert_major_;
+  std::vector<Hook> hooks_;
+  DispatchHandle empty_dispatch_handle_;
+  LowLatencyHandle empty_low_latency_handle_;
+};
+
+// NOTES: a few calls per input: enough for handles to flow from a dispatch into combines and cached
+// dispatches, few enough that one input stays within milliseconds.
+constexpr int kMaxCallsPerInput = 6;
+
+}  // namespace
+}  // namespace switchyard::fuzz
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  using namespace switchyard::fuzz;
+  FuzzedDataProvider input(data, size);
+  std::vector<FuzzedBuffer>& all = buffers();
+  Session session(input, all[input.ConsumeIntegralInRange<size_t>(0, all.size() - 1)]);
+  const int calls = input.ConsumeIntegralInRange<int>(1, kMaxCallsPerInput);
+  for (int i = 0; i < calls; ++i) session.run_one();
+  session.finish();
+  return 0;
+}
