@@ -71,9 +71,14 @@ Tensor Tensor::empty_like_shape(DType dtype, const std::array<int64_t, kMaxTenso
   for (int i = 0; i < ndim; ++i) {
     if (shape[i] < 0) throw InvalidArgument("Tensor::empty: expected non-negative dimensions, got " + std::to_string(shape[i]));
   }
-  size_t bytes = 1;
-  for (int i = 0; i < ndim; ++i) bytes *= static_cast<size_t>(shape[i]);
-  bytes *= dtype_size(dtype);
+  // NOTES: checked, since a product that wrapped would allocate a few bytes for a huge tensor.
+  size_t bytes = dtype_size(dtype);
+  for (int i = 0; i < ndim; ++i) {
+    if (__builtin_mul_overflow(bytes, static_cast<size_t>(shape[i]), &bytes)) {
+      throw InvalidArgument("Tensor::empty: expected fewer than 2^64 bytes, got a dimension of " +
+                            std::to_string(shape[i]) + " that overflows them");
+    }
+  }
   tensor.storage_ = device == Device::cpu ? allocate_host_bytes(bytes) : detail::allocate_cuda_bytes(bytes, device_index, stream);
   tensor.view_.data = tensor.storage_.get();
   return tensor;
