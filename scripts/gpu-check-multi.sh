@@ -168,15 +168,14 @@ for tokens in token_counts:
           f"over {report['copy_devices']} GPUs; peer copy " +
           (f"{peer:.0f} GB/s all pairs, {report['peer_copy_pair_gbps']:.0f} GB/s one pair" if peer else "n/a"))
     print(f"    {'engine':<12} {'tokens':>6} {'check':>7} {'disp us':>9} {'comb us':>9} {'disp GB/s/rank':>15} "
-          f"{'comb GB/s/rank':>15} {'roofline':>9} {'vs nccl':>8}")
+          f"{'comb GB/s/rank':>15} {'minimal':>9} {'vs nccl':>8}")
     for r in report["results"]:
         if r["dispatch_us"] is None:
             print(f"    {r['engine']:<12} {'':>6} {r['check']:>7}  {r.get('reason', '')[:100]}")
             continue
-        per_rank = lambda gbps: f"{gbps / ranks:.1f}"
         versus = f"{r['speedup_vs_nccl']:.2f}x" if r["speedup_vs_nccl"] else "-"
         print(f"    {r['engine']:<12} {r['tokens']:>6} {r['check']:>7} {r['dispatch_us']:>9.1f} {r['combine_us']:>9.1f} "
-              f"{per_rank(r['dispatch_gbps']):>15} {per_rank(r['combine_gbps']):>15} {r['roofline_fraction']:>9.3f} "
+              f"{r['dispatch_gbps_per_rank']:>15.1f} {r['combine_gbps_per_rank']:>15.1f} {r['minimal_fraction']:>9.3f} "
               f"{versus:>8}")
     # The targets (8 x H200, DeepSeek-V3 shape, bf16).
     by = {r["engine"]: r for r in report["results"] if r["dispatch_us"] is not None}
@@ -196,7 +195,7 @@ for tokens in token_counts:
                 versus = f"{speedup:.2f}x"
                 r["speedup_vs_nccl"] = speedup
             print(f"    {label:<12} {r['tokens']:>6} {r['check']:>7} {r['dispatch_us']:>9.1f} {r['combine_us']:>9.1f} "
-                  f"{r['dispatch_gbps'] / ranks:>15.1f} {r['combine_gbps'] / ranks:>15.1f} {r['roofline_fraction']:>9.3f} "
+                  f"{r['dispatch_gbps_per_rank']:>15.1f} {r['combine_gbps_per_rank']:>15.1f} {r['minimal_fraction']:>9.3f} "
                   f"{versus:>8}")
             by[label] = r
     def verdict(ok):
@@ -205,7 +204,7 @@ for tokens in token_counts:
         for name in ["normal", "symmetric"] + [n for n in by if n.startswith("normal@")]:
             r = by.get(name)
             if r and r["tokens"] == 4096:
-                low = min(r["dispatch_gbps"], r["combine_gbps"]) / ranks
+                low = min(r["dispatch_gbps_per_rank"], r["combine_gbps_per_rank"])
                 print(f"    target {name} >= 400 GB/s per rank at 4096: {low:.1f} -> {verdict(low >= 400)}")
             elif r:
                 print(f"    target {name} >= 400 GB/s per rank at 4096: not measured here (it ran "

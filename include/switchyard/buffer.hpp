@@ -16,7 +16,7 @@
 
 #include "switchyard/config.hpp"
 #include "switchyard/group.hpp"
-#include "switchyard/low_latency.hpp"
+#include "switchyard/expert_major.hpp"
 #include "switchyard/tensor.hpp"
 #include "switchyard/topology.hpp"
 
@@ -142,7 +142,7 @@ class Buffer {
   DispatchResult dispatch(const DispatchArgs& args);
   CombineResult combine(const CombineArgs& args);
 
-  // The `low_latency` engine (switchyard/low_latency.hpp). Needs
+  // The `low_latency` engine (switchyard/expert_major.hpp). Needs
   // BufferSizing::low_latency_max_tokens_per_rank > 0; it has its own heap region, so it may be
   // used on the same Buffer as `normal`.
   LowLatencyDispatchResult low_latency_dispatch(const LowLatencyDispatchArgs& args);
@@ -152,7 +152,7 @@ class Buffer {
   // low-latency combine.
   TensorView low_latency_combine_buffer(const LowLatencyHandle& handle);
 
-  // The `symmetric` engine (DeepGEMM Mega-MoE design; switchyard/low_latency.hpp, "symmetric"):
+  // The `symmetric` engine (DeepGEMM Mega-MoE design; switchyard/expert_major.hpp, "symmetric"):
   // the low_latency interface and outputs, bit for bit, in one stage each way (pull dispatch; push
   // combine with one cross-rank barrier, or where all ranks are threads on one device a pull combine
   // that reads every expert output once: symmetric_combine_path()). Needs BufferSizing::symmetric_max_tokens_per_rank > 0; it has

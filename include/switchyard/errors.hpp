@@ -32,7 +32,7 @@ class TimeoutError : public Error {
 // An expert-major dispatch (symmetric engine) delivered more rows to one local expert than the
 // call's expert_capacity: rows at and past the capacity were not written, the counts are the true
 // ones. The call completed on every rank (nothing hangs) and every rank raises it; the Buffer stays
-// usable. See switchyard/low_latency.hpp, expert_capacity.
+// usable. See switchyard/expert_major.hpp, expert_capacity.
 class CapacityError : public Error {
  public:
   using Error::Error;

@@ -97,7 +97,7 @@ struct SymmetricPullRecord {
   int32_t hidden;            // H'
   int32_t reserved;
   uint64_t sequence;         // the call, released last
-  // CPU backend: the homes' hold on y for this call (cpu/symmetric_pull_combine.cpp: readers, or
+  // CPU backend: the homes' hold on y for this call (cpu/symmetric/pull_combine.cpp: readers, or
   // withdrawn by the owner when it gives up on the call, so that it never returns while a home reads).
   uint64_t lease;
 };

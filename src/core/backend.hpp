@@ -7,7 +7,7 @@
 #include "common/low_latency_protocol.hpp"
 #include "common/sym_heap.hpp"
 #include "common/symmetric_protocol.hpp"
-#include "core/low_latency_handle.hpp"
+#include "core/expert_major_handle.hpp"
 #include "core/normal_handle.hpp"
 #include "core/buffer_identity.hpp"
 #include "switchyard/buffer.hpp"
@@ -76,7 +76,7 @@ struct ExpertMajorCombinePlan {
   Topology topology;
   Config config;
   int hidden = 0;  // H' of the expert outputs
-  const LowLatencyHandleData* handle = nullptr;
+  const ExpertMajorHandleData* handle = nullptr;
   // The expert outputs bf16 [L, C, H']: args.x, or with zero_copy the staging area (C = R * max).
   const uint16_t* y = nullptr;
   uint64_t signature = 0;  // as the dispatch's

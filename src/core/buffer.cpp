@@ -214,7 +214,7 @@ class Buffer::Impl {
   TensorView low_latency_combine_buffer(const LowLatencyHandle& handle) {
     check_usable("low_latency_combine_buffer");
     detail::check_low_latency_region(options_, "low_latency_combine_buffer");
-    const detail::LowLatencyHandleData& data = detail::low_latency_handle(&handle, Engine::low_latency, id_);
+    const detail::ExpertMajorHandleData& data = detail::low_latency_handle(&handle, Engine::low_latency, id_);
     const Device device = backend_->device();
     return TensorView(backend_->low_latency_staging(low_latency_layout_), DType::bf16,
                       {data.local_experts, data.topology.num_ranks * data.max_tokens_per_rank, data.hidden}, device,

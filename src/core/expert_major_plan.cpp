@@ -33,13 +33,13 @@ void check_symmetric_region(const BufferOptions& options, const char* what) {
   }
 }
 
-const LowLatencyHandleData& low_latency_handle(const LowLatencyHandle* handle, Engine engine,
+const ExpertMajorHandleData& low_latency_handle(const LowLatencyHandle* handle, Engine engine,
                                                detail::BufferId owner) {
   if (!handle || !handle->valid()) {
     throw InvalidArgument(std::string("handle: expected the handle of a ") + engine_name(engine) +
                           "_dispatch on this buffer, got none");
   }
-  const LowLatencyHandleData& data = handle->data();
+  const ExpertMajorHandleData& data = handle->data();
   if (data.owner != owner) {
     throw InvalidArgument("handle: expected a handle made by this Buffer, got one from another Buffer");
   }
@@ -197,7 +197,7 @@ void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine,
   plan.topology = buffer.options.topology;
   plan.config = buffer.options.config;
   plan.args = args;
-  const LowLatencyHandleData& handle = low_latency_handle(args.handle, engine, buffer.owner);
+  const ExpertMajorHandleData& handle = low_latency_handle(args.handle, engine, buffer.owner);
   if (!handle.received.load(std::memory_order_acquire)) {
     throw InvalidArgument("handle: expected a dispatch whose receive half has run, got one whose hook "
                           "(return_recv_hook) was not called");

@@ -37,9 +37,9 @@
 
 #include "common/atomics.hpp"
 #include "common/sym_heap.hpp"
-#include "cuda/bounded_wait.cuh"
-#include "cuda/kernel_context.hpp"
-#include "cuda/ptx.cuh"
+#include "device/bounded_wait.cuh"
+#include "device/kernel_context.hpp"
+#include "device/ptx.cuh"
 
 namespace switchyard::transport {
 

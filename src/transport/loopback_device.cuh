@@ -8,7 +8,7 @@
 // kMaxPendingPuts, and land in random order: when the list is full, now and then on a later put,
 // all of one peer's before a signal to that peer, and all at flush(). A held-back put reads its
 // source only when it lands, which is why a source may not be rewritten before flush().
-#include "cuda/warp_group.cuh"
+#include "device/warp_group.cuh"
 #include "transport/device_transport.cuh"
 #include "transport/loopback_device.hpp"
 

@@ -5,7 +5,7 @@
 #include "switchyard/errors.hpp"
 
 #if SWITCHYARD_WITH_NCCL_GIN
-#include "cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 #endif
 
 namespace switchyard::transport {

@@ -13,7 +13,7 @@
 #include <vector>
 
 #include "common/sym_heap.hpp"
-#include "cpu/low_latency_link.hpp"
+#include "cpu/low_latency/link.hpp"
 #include "support/expert_major_gtest.hpp"
 #include "support/expert_major_nodes.hpp"
 #include "support/loopback_delays.hpp"

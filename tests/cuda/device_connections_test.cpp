@@ -1,6 +1,6 @@
 // The rule that ranks as threads need a hardware queue each (src/cuda/device_connections.hpp): how the
 // variable's text becomes a queue count, and the refusal that names it. Needs no GPU.
-#include "cuda/device_connections.hpp"
+#include "cuda/backend/device_connections.hpp"
 
 #include <gtest/gtest.h>
 

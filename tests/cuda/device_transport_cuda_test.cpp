@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "common/device_error.hpp"
-#include "cuda/cuda_check.hpp"
+#include "device/cuda_check.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"

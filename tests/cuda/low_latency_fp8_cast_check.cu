@@ -1,6 +1,6 @@
 // The CUDA low_latency engine's hardware fp8 cast against the shared software cast
 // (common::float_to_fp8_e4m3, which the CPU engine and the reference use), on every float.
-#include "cuda/low_latency_device.cuh"
+#include "cuda/low_latency/device.cuh"
 #include "cuda/low_latency_fp8_cast_check.hpp"
 
 namespace switchyard::testing {

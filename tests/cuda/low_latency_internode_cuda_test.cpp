@@ -1,5 +1,5 @@
 // The CUDA `low_latency` engine across nodes (ranks_per_node < num_ranks): stores within a node,
-// loopback device transport puts with signal adds to other nodes (cuda/low_latency_link.cuh), with
+// loopback device transport puts with signal adds to other nodes (cuda/low_latency/link.cuh), with
 // the transport's delays and reordering off and on. Expert-major outputs do not depend on the
 // topology, so every case is checked bit for bit against the reference and against the same inputs
 // run by the CUDA engine on one node (DESIGN.md, "low_latency and symmetric interface:

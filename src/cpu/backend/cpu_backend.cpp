@@ -1,0 +1,87 @@
+// The CPU backend: a host symmetric heap and the engines that run over it with host threads.
+#include <memory>
+
+#include "core/backend.hpp"
+#include "core/handle_format.hpp"
+#include "core/symmetric_path.hpp"
+#include "cpu/backend/host_heap.hpp"
+#include "cpu/low_latency/engine.hpp"
+#include "cpu/normal/engine.hpp"
+#include "cpu/symmetric/engine.hpp"
+
+namespace switchyard::cpu {
+
+class CpuBackend final : public detail::BackendImpl {
+ public:
+  explicit CpuBackend(const detail::BackendCreateInfo& info)
+      : options_(*info.options),
+        heap_(info.heap_bytes, info.options->rank, info.options->topology.num_ranks, info.options->sharing),
+        normal_(heap_, info.owner),
+        low_latency_(heap_, info.owner),
+        symmetric_(heap_, info.owner) {}
+
+  Device device() const override { return Device::cpu; }
+  int num_channels() const override {
+    return options_.config.num_channels == Config::kAutoChannels ? Config::kDefaultCpuChannels
+                                                                 : options_.config.num_channels;
+  }
+  Bytes local_handle() const override { return heap_.local_handle(); }
+
+  void connect(const std::vector<Bytes>& all_handles) override {
+    std::vector<Bytes> payloads;
+    payloads.reserve(all_handles.size());
+    for (const Bytes& handle : all_handles) payloads.push_back(detail::handle_payload(handle));
+    heap_.connect(payloads);
+    // Pull follows peers' plain y pointers: only threads of this process share an address space.
+    const bool threads = options_.sharing == HeapSharing::threads;
+    symmetric_.set_combine_path(detail::resolve_symmetric_combine(
+        options_.config.symmetric_combine, threads, "every rank to be a thread of this process (HeapSharing::threads)",
+        threads ? "threads" : "ranks in separate processes (HeapSharing::processes)"));
+    // Zero-copy follows peers' plain x pointers: the same condition.
+    symmetric_.set_dispatch_path(detail::resolve_symmetric_dispatch(
+        options_.config.symmetric_dispatch, threads, "every rank to be a thread of this process (HeapSharing::threads)",
+        threads ? "threads" : "ranks in separate processes (HeapSharing::processes)"));
+  }
+
+  Tensor allocate(DType dtype, std::initializer_list<int64_t> dims) override { return Tensor::empty(dtype, dims); }
+
+  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream) override {
+    return compute_dispatch_layout(topk_idx, num_experts, options_.topology);
+  }
+  DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override { return normal_.dispatch(plan); }
+  CombineResult normal_combine(const detail::CombinePlan& plan) override { return normal_.combine(plan); }
+  LowLatencyDispatchResult low_latency_dispatch(const detail::LowLatencyDispatchPlan& plan) override {
+    return low_latency_.dispatch(plan);
+  }
+  LowLatencyCombineResult low_latency_combine(const detail::LowLatencyCombinePlan& plan) override {
+    return low_latency_.combine(plan);
+  }
+  void* low_latency_staging(const common::LowLatencyLayout& layout) override { return layout.staging(heap_.base()); }
+  LowLatencyDispatchResult symmetric_dispatch(const detail::SymmetricDispatchPlan& plan) override {
+    return symmetric_.dispatch(plan);
+  }
+  LowLatencyCombineResult symmetric_combine(const detail::SymmetricCombinePlan& plan) override {
+    return symmetric_.combine(plan);
+  }
+  SymmetricCombine symmetric_combine_path() const override { return symmetric_.combine_path(); }
+  SymmetricDispatch symmetric_dispatch_path() const override { return symmetric_.dispatch_path(); }
+  // CPU calls complete before they return.
+  void synchronize(Stream) override {}
+
+ private:
+  BufferOptions options_;
+  HostHeap heap_;
+  NormalEngine normal_;
+  LowLatencyEngine low_latency_;
+  SymmetricEngine symmetric_;
+};
+
+}  // namespace switchyard::cpu
+
+namespace switchyard::detail {
+
+std::unique_ptr<BackendImpl> make_cpu_backend(const BackendCreateInfo& info) {
+  return std::make_unique<cpu::CpuBackend>(info);
+}
+
+}  // namespace switchyard::detail

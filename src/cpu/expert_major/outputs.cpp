@@ -1,0 +1,52 @@
+#include "cpu/expert_major/outputs.hpp"
+
+#include <cstring>
+
+#include "common/fp8_cast.hpp"
+
+namespace switchyard::cpu {
+
+Tensor output_or_allocate(const TensorView& given, DType dtype, std::initializer_list<int64_t> dims) {
+  return given.defined() ? Tensor::borrow(given) : Tensor::empty(dtype, dims);
+}
+
+ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan, detail::BufferId owner,
+                                                Engine engine) {
+  const LowLatencyDispatchArgs& args = plan.args;
+  const int64_t local = plan.local_experts;
+  const int64_t rows = plan.expert_capacity;  // per local expert (R * max unless the call set one)
+  const int num_scales = plan.use_fp8 ? plan.hidden / common::kFp8CastBlock : 0;
+
+  auto handle = std::make_shared<detail::ExpertMajorHandleData>();
+  handle->owner = owner;
+  handle->engine = engine;
+  handle->rank = plan.rank;
+  handle->topology = plan.topology;
+  handle->num_experts = plan.num_experts;
+  handle->local_experts = plan.local_experts;
+  handle->topk = plan.topk;
+  handle->hidden = plan.hidden;
+  handle->max_tokens_per_rank = plan.max_tokens_per_rank;
+  handle->expert_capacity = plan.expert_capacity;
+  handle->num_tokens = plan.num_tokens;
+  handle->topk_idx = Tensor::empty(DType::i64, {plan.num_tokens, plan.topk});
+  if (args.topk_idx.nbytes() > 0) std::memcpy(handle->topk_idx.data(), args.topk_idx.data, args.topk_idx.nbytes());
+  handle->src_slot = Tensor::empty(DType::i32, {local, rows});
+
+  ExpertMajorOutputs out;
+  out.recv_x = output_or_allocate(args.out_recv_x, plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16,
+                                  {local, rows, plan.hidden});
+  if (plan.use_ue8m0) {
+    out.recv_x_scales = output_or_allocate(args.out_recv_x_scales, DType::i32,
+                                           {local, rows, common::ue8m0_words(num_scales)});
+  } else if (plan.use_fp8) {
+    out.recv_x_scales = output_or_allocate(args.out_recv_x_scales, DType::f32, {local, rows, num_scales});
+  }
+  out.recv_count = output_or_allocate(args.out_recv_count, DType::i32, {local});
+  out.layout_range = output_or_allocate(args.out_layout_range, DType::i32, {local, plan.topology.num_ranks, 2});
+  out.src_info = output_or_allocate(args.out_src_info, DType::i32, {local, rows});
+  out.handle = handle;
+  return out;
+}
+
+}  // namespace switchyard::cpu

@@ -1,0 +1,52 @@
+#pragma once
+// The outputs of an expert-major dispatch and the handle that goes with them, shared by the
+// low_latency and symmetric engines, which must produce the very same tensors.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/numeric.hpp"
+
+#include "core/backend.hpp"
+#include "core/expert_major_handle.hpp"
+
+namespace switchyard::cpu {
+
+struct ExpertMajorOutputs {
+  Tensor recv_x, recv_x_scales, recv_count, layout_range, src_info;
+  std::shared_ptr<detail::ExpertMajorHandleData> handle;
+};
+
+// The caller's preallocated output, or a fresh host tensor.
+Tensor output_or_allocate(const TensorView& given, DType dtype, std::initializer_list<int64_t> dims);
+
+// DESIGN.md's expert-major combine, the same for every engine: for each token, its valid slots
+// (topk_idx >= 0) in increasing order, acc = fma(weight, y, acc) in fp32 from +0, rounded to bf16
+// once. `row_of(slot, token)` gives the bf16 expert output row for that (slot, token).
+template <typename RowOf>
+void reduce_weighted_slots(const int64_t* topk_idx, const float* topk_weights, int64_t num_tokens, int topk,
+                           int hidden, uint16_t* combined_x, RowOf row_of) {
+  std::vector<float> accumulator(hidden);
+  for (int64_t token = 0; token < num_tokens; ++token) {
+    std::fill(accumulator.begin(), accumulator.end(), 0.0f);
+    for (int slot = 0; slot < topk; ++slot) {
+      if (topk_idx[token * topk + slot] < 0) continue;
+      const float weight = topk_weights[token * topk + slot];
+      const uint16_t* row = row_of(slot, token);
+      for (int channel = 0; channel < hidden; ++channel) {
+        accumulator[channel] = std::fma(weight, common::bf16_to_float(row[channel]), accumulator[channel]);
+      }
+    }
+    uint16_t* out = combined_x + token * hidden;
+    for (int channel = 0; channel < hidden; ++channel) out[channel] = common::float_to_bf16(accumulator[channel]);
+  }
+}
+
+// The caller's preallocated outputs or fresh ones, and a handle recording the plan's routing (a
+// copy of topk_idx) for `engine`'s combine.
+ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan, detail::BufferId owner,
+                                                Engine engine);
+
+}  // namespace switchyard::cpu

@@ -1,0 +1,38 @@
+#pragma once
+// The CPU `low_latency` engine: the protocol of common/low_latency_protocol.hpp run by the calling
+// thread. Each call is a send half (direct writes into the peers' receive slots, then one signal
+// per (expert, rank) pair) and a receive half (bounded waits on those signals, then the copy-out or
+// the reduction); with return_recv_hook the receive half is returned as the hook.
+// Across nodes (ranks_per_node < num_ranks) the writes and signals to other nodes go through a
+// loopback Transport, as puts and signal adds (low_latency_link.hpp); the outputs do not change.
+// Receivers clear each signal word once consumed, so that an add always starts from zero.
+#include <cstdint>
+#include <memory>
+
+#include "core/backend.hpp"
+#include "cpu/backend/host_heap.hpp"
+
+namespace switchyard::cpu {
+
+class LowLatencyLink;
+
+class LowLatencyEngine {
+ public:
+  LowLatencyEngine(HostHeap& heap, detail::BufferId owner);
+  ~LowLatencyEngine();
+
+  LowLatencyDispatchResult dispatch(const detail::LowLatencyDispatchPlan& plan);
+  LowLatencyCombineResult combine(const detail::LowLatencyCombinePlan& plan);
+
+ private:
+  // Made on the first call (the heap is connected by then).
+  LowLatencyLink& link(const Topology& topology);
+
+  HostHeap& heap_;
+  detail::BufferId owner_;
+  std::unique_ptr<LowLatencyLink> link_;
+  // Low-latency calls (dispatch and combine) made on this buffer; every rank counts alike.
+  uint32_t sequence_ = 0;
+};
+
+}  // namespace switchyard::cpu

@@ -1,0 +1,38 @@
+#include "cpu/normal/heap_barrier.hpp"
+
+#include <string>
+
+namespace switchyard::cpu {
+
+void HeapBarrier::arrive_and_wait(const common::SymHeap& heap, const common::NormalHeapLayout& layout,
+                                  double timeout_seconds, const char* operation, transport::Transport* transport,
+                                  int ranks_per_node) {
+  ++epoch_;
+  uint64_t* my_word = layout.barrier_word(heap.base, heap.rank);
+  for (int peer = 0; peer < heap.num_ranks; ++peer) {
+    if (transport && peer / ranks_per_node != heap.rank / ranks_per_node) {
+      // One add per barrier: the word counts arrivals, as the stored epoch does.
+      transport->signal(peer, static_cast<size_t>(reinterpret_cast<uint8_t*>(my_word) - heap.base), 1);
+    } else {
+      common::st_release_sys(heap.map(my_word, peer), epoch_);
+    }
+  }
+  WaitBudget budget(timeout_seconds, nullptr);
+  for (int peer = 0; peer < heap.num_ranks; ++peer) {
+    const uint64_t* word = layout.barrier_word(heap.base, peer);
+    while (common::ld_acquire_sys(word) < epoch_) {
+      budget.idle([&] {
+        std::string missing;
+        for (int other = 0; other < heap.num_ranks; ++other) {
+          if (common::ld_acquire_sys(layout.barrier_word(heap.base, other)) < epoch_) {
+            missing += (missing.empty() ? "" : ", ") + std::to_string(other);
+          }
+        }
+        return role_label(heap.rank, operation, "barrier", -1) + " waiting for rank(s) " + missing +
+               " to arrive (barrier " + std::to_string(epoch_) + ")";
+      });
+    }
+  }
+}
+
+}  // namespace switchyard::cpu

@@ -1,0 +1,38 @@
+#pragma once
+// The CPU `symmetric` engine: the protocol of common/symmetric_protocol.hpp run by the calling
+// thread. Dispatch: publish (input buffer, unless zero-copy: cpu/symmetric/source.hpp; and each
+// target's workspace through map()), barrier, pull. Combine, push: each expert row into its home's combine buffer through map(), barrier,
+// reduce locally; or pull (cpu/symmetric/pull_combine.hpp): every home reduces from the experts' y.
+#include <cstdint>
+
+#include "core/backend.hpp"
+#include "cpu/backend/host_heap.hpp"
+#include "cpu/symmetric/barrier.hpp"
+
+namespace switchyard::cpu {
+
+class SymmetricEngine {
+ public:
+  SymmetricEngine(HostHeap& heap, detail::BufferId owner) : heap_(heap), owner_(owner) {}
+
+  LowLatencyDispatchResult dispatch(const detail::SymmetricDispatchPlan& plan);
+  LowLatencyCombineResult combine(const detail::SymmetricCombinePlan& plan);
+
+  // At connect: the combine path (push or pull, resolved), the same on every rank.
+  void set_combine_path(SymmetricCombine path) { combine_path_ = path; }
+  SymmetricCombine combine_path() const { return combine_path_; }
+  // At connect: where the dispatch pulls bf16 rows from (publish or zero_copy, resolved).
+  void set_dispatch_path(SymmetricDispatch path) { dispatch_path_ = path; }
+  SymmetricDispatch dispatch_path() const { return dispatch_path_; }
+
+ private:
+  HostHeap& heap_;
+  detail::BufferId owner_;
+  // Symmetric calls (dispatch or combine) made on this buffer; every rank counts alike.
+  uint32_t sequence_ = 0;
+  SymmetricBarrier barrier_;
+  SymmetricCombine combine_path_ = SymmetricCombine::push;
+  SymmetricDispatch dispatch_path_ = SymmetricDispatch::publish;
+};
+
+}  // namespace switchyard::cpu

@@ -1,0 +1,128 @@
+#include "cpu/symmetric/pull_combine.hpp"
+
+#include <string>
+#include <vector>
+
+#include "common/atomics.hpp"
+#include "cpu/backend/bounded_wait.hpp"
+#include "cpu/expert_major/outputs.hpp"
+#include "cpu/symmetric/lease.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard::cpu {
+
+namespace {
+
+constexpr const char* kOperation = "symmetric combine, pull";
+
+}  // namespace
+
+void pull_row_begins(const common::SymHeap& heap, const common::SymmetricLayout& layout, int half, int local_experts,
+                     int64_t max_tokens_per_rank, int32_t* begin) {
+  for (int expert = 0; expert < local_experts * heap.num_ranks; ++expert) {
+    const int target = expert / local_experts;
+    const int local = expert % local_experts;
+    int32_t rows = 0;
+    for (int source = 0; source < heap.rank; ++source) {
+      // A count out of range is the target's to report (its dispatch puller); it adds nothing here.
+      const int32_t count = *heap.map(layout.count(heap.base, half, local, source), target);
+      if (count > 0 && count <= max_tokens_per_rank) rows += count;
+    }
+    begin[expert] = rows;
+  }
+}
+
+void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& handle, const uint16_t* y,
+                  int hidden, const int64_t* topk_idx, const float* topk_weights, uint16_t* combined_x) {
+  const common::SymHeap& heap = *call.heap;
+  const common::SymmetricLayout& layout = call.layout;
+  const int64_t rows_per_expert = handle.rows_per_expert();
+
+  // Announce: the fields, then the call (release).
+  common::SymmetricPullRecord* mine = layout.pull_record(heap.base);
+  mine->y = reinterpret_cast<uint64_t>(y);
+  mine->rows_per_expert = rows_per_expert;
+  mine->hidden = hidden;
+  __atomic_store_n(&mine->lease, open_lease(call.sequence), __ATOMIC_RELEASE);
+  common::st_release_sys(&mine->sequence, call.sequence);
+
+  // Gather every rank's record (ourselves included).
+  auto record_of = [&](int rank) { return heap.map(mine, rank); };
+  try {
+    wait_all_ranks(heap, call.sequence, call.timeout_seconds, kOperation, "announce their expert outputs (y)",
+             [&](int rank) { return &record_of(rank)->sequence; });
+  } catch (...) {
+    withdraw_lease(&mine->lease);
+    throw;
+  }
+  std::string mismatch;
+  std::vector<const uint16_t*> y_of(heap.num_ranks);
+  for (int rank = 0; rank < heap.num_ranks; ++rank) {
+    const common::SymmetricPullRecord* record = record_of(rank);
+    y_of[rank] = reinterpret_cast<const uint16_t*>(record->y);
+    if (mismatch.empty() && (record->rows_per_expert != rows_per_expert || record->hidden != hidden)) {
+      mismatch = "symmetric_combine: rank " + std::to_string(rank) + " combines expert outputs of " +
+                 std::to_string(record->rows_per_expert) + " rows per expert and hidden " +
+                 std::to_string(record->hidden) + ", rank " + std::to_string(heap.rank) + " " +
+                 std::to_string(rows_per_expert) + " and " + std::to_string(hidden) +
+                 " (every rank must combine the same shape)";
+    }
+  }
+
+  // Every valid slot was dispatched (core checks combine's ids against the dispatch's), so its row
+  // lies inside its expert's rows; anything else would read another expert's rows.
+  const int topk = handle.topk;
+  const int local_experts = handle.local_experts;
+  const int32_t* position = handle.position.as<const int32_t>();
+  const int32_t* begin = handle.begin.as<const int32_t>();
+  for (int64_t pair = 0; pair < handle.num_tokens * topk && mismatch.empty(); ++pair) {
+    const int64_t expert = topk_idx[pair];
+    if (expert < 0) continue;
+    const int64_t row = static_cast<int64_t>(begin[expert]) + position[pair];
+    if (expert >= handle.num_experts || position[pair] < 0 || row >= rows_per_expert) {
+      mismatch = "topk_idx: expected the dispatch's expert ids (or -1), got " + std::to_string(expert) +
+                 " at token " + std::to_string(pair / topk) + ", slot " + std::to_string(pair % topk) +
+                 ", which the dispatch did not send there";
+    }
+  }
+  // A lease on every rank's y for the reduction; a rank that gave up on the call withdrew its y.
+  int leased = 0;
+  std::string withdrawn;
+  for (; leased < heap.num_ranks && mismatch.empty(); ++leased) {
+    if (!take_lease(&record_of(leased)->lease, call.sequence)) {
+      withdrawn = waiting_for(heap, kOperation, {leased}, "keep its expert outputs (y) for this call: it gave up on the call");
+      break;
+    }
+  }
+  if (mismatch.empty() && withdrawn.empty()) {
+    reduce_weighted_slots(topk_idx, topk_weights, handle.num_tokens, topk, hidden, combined_x,
+                          [&](int slot, int64_t token) {
+                            const int64_t pair = token * topk + slot;
+                            const int64_t expert = topk_idx[pair];
+                            const int64_t local = expert % local_experts;
+                            const int64_t row = local * rows_per_expert + begin[expert] + position[pair];
+                            return y_of[expert / local_experts] + row * hidden;
+                          });
+  }
+  for (int rank = 0; rank < leased; ++rank) return_lease(&record_of(rank)->lease);
+
+  // Release: our reads of every peer's y are done; then wait until nobody reads ours. Even after a
+  // mismatch, so that no peer waits for us.
+  for (int peer = 0; peer < heap.num_ranks; ++peer) {
+    common::st_release_sys(heap.map(layout.pull_done(heap.base, heap.rank), peer), call.sequence);
+  }
+  try {
+    wait_all_ranks(heap, call.sequence, call.timeout_seconds, kOperation, "finish reading this rank's expert outputs (y)",
+             [&](int rank) { return layout.pull_done(heap.base, rank); });
+  } catch (...) {
+    withdraw_lease(&mine->lease);
+    throw;
+  }
+  if (!mismatch.empty() || !withdrawn.empty()) {
+    withdraw_lease(&mine->lease);
+    if (!mismatch.empty()) throw InvalidArgument(mismatch);
+    throw TimeoutError(withdrawn);
+  }
+}
+
+}  // namespace switchyard::cpu

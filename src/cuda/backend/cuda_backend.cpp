@@ -1,0 +1,488 @@
+// The CUDA backend: a device symmetric heap and the `normal` engine's kernels over it.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstring>
+#include <memory>
+#include <sstream>
+
+#include "core/backend.hpp"
+#include "core/expert_capacity.hpp"
+#include "core/handle_format.hpp"
+#include "core/normal_sizing.hpp"
+#include "device/cuda_check.hpp"
+#include "cuda/backend/device_connections.hpp"
+#include "cuda/backend/device_heap.hpp"
+#include "cuda/internode/engine.hpp"
+#include "cuda/low_latency/engine.hpp"
+#include "cuda/normal/kernels.hpp"
+#include "cuda/symmetric/engine.hpp"
+
+namespace switchyard::cuda {
+
+namespace {
+
+// NOTES: the kernels give a warp group at most 32 warps, one or more per peer.
+constexpr int kMaxCudaRanks = 32;
+
+Tensor device_output(const TensorView& given, DType dtype, int64_t rows, int64_t cols, int device, cudaStream_t stream,
+                     const char* name) {
+  if (!given.defined()) return Tensor::empty(dtype, {rows, cols}, Device::cuda, device, stream);  // stream-ordered
+  if (given.shape[0] != rows) {
+    throw InvalidArgument(std::string(name) + ": expected " + std::to_string(rows) + " rows (tokens received), got " +
+                          given.describe());
+  }
+  return Tensor::borrow(given);
+}
+
+}  // namespace
+
+class CudaBackend final : public detail::BackendImpl {
+ public:
+  explicit CudaBackend(const detail::BackendCreateInfo& info)
+      : options_(*info.options),
+        device_(info.options->device),
+        heap_(info.heap_bytes, info.options->rank, info.options->topology.num_ranks, info.options->device,
+              info.options->sharing),
+        owner_(info.owner) {
+    if (options_.topology.num_ranks > kMaxCudaRanks) {
+      throw Unsupported("topology.num_ranks: the CUDA normal engine supports up to " + std::to_string(kMaxCudaRanks) +
+                        " ranks in one load/store domain, got " + std::to_string(options_.topology.num_ranks));
+    }
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    SY_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
+    SY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&error_), sizeof(common::DeviceErrorBlock), cudaHostAllocMapped));
+    std::memset(error_, 0, sizeof(*error_));
+    SY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_, 0));
+    SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&abort_flag_), sizeof(int32_t)));
+    SY_CUDA_CHECK(cudaMemset(abort_flag_, 0, sizeof(int32_t)));
+    SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&error_claim_), sizeof(int32_t)));
+    SY_CUDA_CHECK(cudaMemset(error_claim_, 0, sizeof(int32_t)));
+    SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&barrier_epoch_), sizeof(uint64_t)));
+    SY_CUDA_CHECK(cudaMemset(barrier_epoch_, 0, sizeof(uint64_t)));
+    // Those memsets ran on the legacy stream, which the ranks' non-blocking streams do not wait for.
+    SY_CUDA_CHECK(cudaDeviceSynchronize());
+    SY_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking));
+    // Once, before any rank launches: changing a kernel's attributes later could wait for its
+    // running instances, i.e. for peers that wait for us.
+    prepare_normal_kernels(device_);
+    symmetric_.prepare(device_, sm_count_);
+    low_latency_ = std::make_unique<LowLatencyEngine>(options_, heap_, sm_count_, owner_);
+    // Across nodes, `normal` is the hierarchical engine (its kernels are prepared here too).
+    if (!options_.topology.is_single_node()) {
+      internode_ = std::make_unique<InternodeEngine>(options_, info.heap_bytes, sm_count_, owner_);
+    }
+    // Stream-ordered allocations come from the device's default pool. By default the pool returns
+    // free memory to the driver at every synchronisation, and unmapping can wait for the whole
+    // device, i.e. for peers that wait for us: keep it.
+    cudaMemPool_t pool;
+    SY_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_));
+    uint64_t keep_everything = UINT64_MAX;
+    SY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep_everything));
+    // Nor may the pool make one rank's stream wait for another's pending free to reuse its memory:
+    // such a hidden dependency between ranks' streams can deadlock ranks that spin on each other.
+    int no = 0;
+    SY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no));
+    // Sized once here: a page-locked allocation in the middle of a call could stall the device.
+    pinned_counts(options_.sizing.num_experts + 1);
+    channels_ = options_.config.num_channels != Config::kAutoChannels
+                    ? options_.config.num_channels
+                    : std::max(1, std::min(Config::kMaxAutoCudaChannels, sm_count_ / 2));
+  }
+
+  ~CudaBackend() override {
+    cudaSetDevice(device_);
+    if (own_stream_) cudaStreamSynchronize(own_stream_), cudaStreamDestroy(own_stream_);
+    cudaFree(abort_flag_);
+    cudaFree(barrier_epoch_);
+    cudaFree(error_claim_);
+    cudaFreeHost(error_);
+    cudaFreeHost(pinned_counts_);
+  }
+
+  Device device() const override { return Device::cuda; }
+  int num_channels() const override { return channels_; }
+  Bytes local_handle() const override { return heap_.local_handle(); }
+
+  void connect(const std::vector<Bytes>& all_handles) override {
+    std::vector<Bytes> payloads;
+    for (const Bytes& handle : all_handles) payloads.push_back(detail::handle_payload(handle));
+    heap_.connect(payloads);
+    symmetric_.connect(options_.config, options_.sharing, options_.topology.num_ranks,
+                       heap_.ranks_on_this_device());
+    // Every block of every rank on this GPU spins on the others: all must be resident at once.
+    const int sharing_ranks = heap_.ranks_on_this_device();
+    // ... and as threads, every rank needs its own hardware queue (cuda/backend/device_connections.hpp).
+    if (options_.sharing == HeapSharing::threads) {
+      check_rank_threads_fit_connections(sharing_ranks, device_, std::getenv(kDeviceConnectionsVariable));
+    }
+    const int fitting_channels = sm_count_ / (2 * sharing_ranks);
+    if (options_.config.num_channels == Config::kAutoChannels) {
+      channels_ = std::min(channels_, fitting_channels);
+      if (channels_ < 1) {
+        throw Unsupported("topology: " + std::to_string(sharing_ranks) + " ranks share GPU " + std::to_string(device_) +
+                          ", but each needs 2 resident blocks and the GPU has " + std::to_string(sm_count_) + " SMs");
+      }
+    } else if (channels_ > fitting_channels) {
+      throw InvalidArgument("config.num_channels: expected at most " + std::to_string(fitting_channels) + " (" +
+                            std::to_string(sharing_ranks) + " ranks share this GPU's " + std::to_string(sm_count_) +
+                            " SMs, and every rank's 2 blocks per channel must be resident at once to avoid deadlock), "
+                            "got " + std::to_string(channels_));
+    }
+  }
+
+  Tensor allocate(DType dtype, std::initializer_list<int64_t> dims) override {
+    return Tensor::empty(dtype, dims, Device::cuda, device_);
+  }
+  // Stream-ordered: no allocation or free inside a call synchronises the device.
+  // (Not on the buffer's own stream, which dies with the buffer while results may live on.)
+  Tensor allocate_on(cudaStream_t stream, DType dtype, std::initializer_list<int64_t> dims) {
+    return Tensor::empty(dtype, dims, Device::cuda, device_, stream == own_stream_ ? nullptr : stream);
+  }
+
+  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream_handle) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    const cudaStream_t stream = resolve(stream_handle);
+    throw_pending_device_error();
+    const Topology& topology = options_.topology;
+    const int64_t num_tokens = topk_idx.shape[0];
+    DispatchLayout layout;
+    layout.num_tokens_per_rank = allocate_on(stream, DType::i32, {topology.num_ranks});
+    layout.num_tokens_per_node = allocate_on(stream, DType::i32, {topology.num_nodes()});
+    layout.num_tokens_per_expert = allocate_on(stream, DType::i32, {num_experts});
+    layout.is_token_in_rank = allocate_on(stream, DType::boolean, {num_tokens, topology.num_ranks});
+    LayoutLaunch launch{topk_idx.as<const int64_t>(), num_tokens, static_cast<int>(topk_idx.shape[1]), num_experts,
+                        topology.num_ranks, topology.ranks_per_node, layout.num_tokens_per_rank.as<int32_t>(),
+                        layout.num_tokens_per_node.as<int32_t>(), layout.num_tokens_per_expert.as<int32_t>(),
+                        layout.is_token_in_rank.as<bool>()};
+    launch_layout(kernel_context(common::NormalHeapLayout{}), launch, stream);
+    return layout;
+  }
+
+  DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    ++call_index_;
+    throw_pending_device_error();
+    const cudaStream_t stream = resolve(plan.args.stream);
+    if (internode_) return internode_->dispatch(plan, kernel_context(common::NormalHeapLayout{}), internode_env(stream));
+    const int num_ranks = plan.topology.num_ranks;
+    const int num_channels = plan.config.num_channels;
+    const KernelContext context = kernel_context(detail::dispatch_heap_layout(plan));
+    const DispatchArgs& args = plan.args;
+
+    std::shared_ptr<detail::NormalHandleData> handle = detail::new_normal_handle(plan, owner_);
+    // Allocated before any kernel of the call: once peers spin in their dispatch kernels, an
+    // allocation that had to grow the pool could wait on the device. M is at most every source's
+    // capacity (or the worst-case rows).
+    const int64_t source_row_capacity =
+        plan.num_worst_tokens > 0 ? plan.num_worst_tokens
+        : plan.cached             ? plan.cached->num_recv_tokens
+                                  : static_cast<int64_t>(num_ranks) * options_.sizing.max_tokens_per_rank;
+    handle->recv_src_token = allocate_on(stream, DType::i32, {source_row_capacity});
+    if (plan.cached) {
+      launch_begin_call(context, stream);
+    } else {
+      if (plan.layout) {
+        handle->is_token_in_rank = plan.layout->is_token_in_rank;
+      } else {
+        handle->own_layout = get_dispatch_layout(args.topk_idx, plan.num_experts, stream);
+        handle->is_token_in_rank = handle->own_layout.is_token_in_rank;
+      }
+      handle->recv_channel_start = allocate_on(stream, DType::i32, {num_ranks * num_channels + 1});
+      handle->recv_expert_counts = allocate_on(stream, DType::i32, {plan.local_experts});
+      handle->recv_token_count = allocate_on(stream, DType::i32, {1});
+      handle->send_list = allocate_on(stream, DType::i32, {num_ranks, plan.num_tokens});
+      handle->send_channel_prefix = allocate_on(stream, DType::i32, {num_ranks, num_channels + 1});
+      handle->send_slot = allocate_on(stream, DType::i32, {plan.num_tokens, num_ranks});
+      NotifyLaunch notify{};
+      notify.is_token_in_rank = handle->is_token_in_rank.as<const bool>();
+      notify.topk_idx = args.topk_idx.as<const int64_t>();
+      notify.num_tokens = plan.num_tokens;
+      notify.topk = plan.topk;
+      notify.local_experts = plan.local_experts;
+      notify.expert_alignment = plan.expert_alignment;
+      notify.signature = plan.signature;
+      notify.recv_channel_start = handle->recv_channel_start.as<int32_t>();
+      notify.recv_expert_counts = handle->recv_expert_counts.as<int32_t>();
+      notify.recv_token_count = handle->recv_token_count.as<int32_t>();
+      notify.send_list = handle->send_list.as<int32_t>();
+      notify.send_channel_prefix = handle->send_channel_prefix.as<int32_t>();
+      notify.send_slot = handle->send_slot.as<int32_t>();
+      launch_dispatch_notify(context, notify, stream);
+      if (plan.num_worst_tokens == 0) {
+        // The one host synchronisation of a non-worst-case dispatch: the output sizes.
+        int32_t* counts = pinned_counts(plan.local_experts + 1);
+        SY_CUDA_CHECK(cudaMemcpyAsync(counts, handle->recv_token_count.data(), sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
+        SY_CUDA_CHECK(cudaMemcpyAsync(counts + 1, handle->recv_expert_counts.data(), sizeof(int32_t) * plan.local_experts,
+                                      cudaMemcpyDeviceToHost, stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+        throw_pending_device_error();
+        handle->num_recv_tokens = counts[0];
+        handle->num_recv_tokens_per_expert.assign(counts + 1, counts + 1 + plan.local_experts);
+      }
+    }
+
+    const bool worst_case = plan.num_worst_tokens > 0;
+    if (!worst_case && handle->num_recv_tokens < 0) {
+      throw InvalidArgument("cached_handle: expected a handle whose counts reached the host (a dispatch without "
+                            "num_worst_tokens), got a worst-case one; pass num_worst_tokens again");
+    }
+    const int64_t rows = worst_case ? plan.num_worst_tokens : handle->num_recv_tokens;
+    DispatchResult result;
+    result.recv_x = device_output(args.out_recv_x, plan.dtype, rows, plan.hidden, device_, alloc_stream(stream), "out_recv_x");
+    if (plan.has_scales) {
+      result.recv_x_scales = device_output(args.out_recv_x_scales, DType::f32, rows, plan.hidden / common::kScaleBlock,
+                                           device_, alloc_stream(stream), "out_recv_x_scales");
+    }
+    if (plan.topk > 0) {
+      result.recv_topk_idx = device_output(args.out_recv_topk_idx, DType::i64, rows, plan.topk, device_, alloc_stream(stream), "out_recv_topk_idx");
+    }
+    if (plan.has_weights) {
+      result.recv_topk_weights =
+          device_output(args.out_recv_topk_weights, DType::f32, rows, plan.topk, device_, alloc_stream(stream), "out_recv_topk_weights");
+    }
+
+    DispatchLaunch launch{};
+    launch.message = detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
+    launch.local_experts = plan.local_experts;
+    launch.x = args.x.as<const uint8_t>();
+    launch.x_scales = plan.has_scales ? args.x_scales.as<const float>() : nullptr;
+    launch.topk_idx = plan.topk > 0 ? args.topk_idx.as<const int64_t>() : nullptr;
+    launch.topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
+    launch.num_tokens = plan.num_tokens;
+    launch.send_list = handle->send_list.as<const int32_t>();
+    launch.send_channel_prefix = handle->send_channel_prefix.as<const int32_t>();
+    launch.recv_channel_start = handle->recv_channel_start.as<const int32_t>();
+    launch.recv_x = result.recv_x.as<uint8_t>();
+    launch.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
+    launch.recv_topk_idx = plan.topk > 0 ? result.recv_topk_idx.as<int64_t>() : nullptr;
+    launch.recv_topk_weights = plan.has_weights ? result.recv_topk_weights.as<float>() : nullptr;
+    launch.recv_src_token = handle->recv_src_token.as<int32_t>();
+    launch.num_output_rows = rows;
+    launch_dispatch(context, launch, stream);
+
+    result.num_recv_tokens = worst_case ? -1 : handle->num_recv_tokens;
+    if (!worst_case) result.num_recv_tokens_per_expert = handle->num_recv_tokens_per_expert;
+    result.recv_expert_counts = handle->recv_expert_counts;
+    result.recv_token_count = handle->recv_token_count;
+    result.handle = DispatchHandle(std::move(handle));
+    return result;
+  }
+
+  CombineResult normal_combine(const detail::CombinePlan& plan) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    ++call_index_;
+    throw_pending_device_error();
+    const cudaStream_t stream = resolve(plan.args.stream);
+    if (internode_) return internode_->combine(plan, kernel_context(common::NormalHeapLayout{}), internode_env(stream));
+    const detail::NormalHandleData& handle = *plan.handle;
+    const CombineArgs& args = plan.args;
+    const KernelContext context = kernel_context(detail::combine_heap_layout(plan));
+    CombineResult result;
+    result.combined_x = args.out_combined_x.defined() ? Tensor::borrow(args.out_combined_x)
+                                                      : allocate_on(stream, DType::bf16, {handle.num_tokens, plan.hidden});
+    if (plan.has_weights) {
+      result.combined_topk_weights = args.out_combined_topk_weights.defined()
+                                         ? Tensor::borrow(args.out_combined_topk_weights)
+                                         : allocate_on(stream, DType::f32, {handle.num_tokens, plan.topk});
+    }
+    launch_begin_call(context, stream);
+    CombineLaunch launch{};
+    launch.message = detail::combine_message(plan.hidden, plan.topk, plan.has_weights);
+    launch.ranks_per_node = plan.topology.ranks_per_node;
+    launch.y = args.x.as<const uint8_t>();
+    launch.y_topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
+    launch.recv_channel_start = handle.recv_channel_start.as<const int32_t>();
+    launch.num_tokens = handle.num_tokens;
+    launch.is_token_in_rank = handle.is_token_in_rank.as<const bool>();
+    launch.send_slot = handle.send_slot.as<const int32_t>();
+    launch.combined_x = result.combined_x.as<uint16_t>();
+    launch.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
+    launch_combine(context, launch, stream);
+    return result;
+  }
+
+  LowLatencyDispatchResult low_latency_dispatch(const detail::LowLatencyDispatchPlan& plan) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    const KernelContext context = expert_major_call_context();
+    const cudaStream_t stream = resolve(plan.args.stream);
+    return low_latency_->dispatch(plan, context, stream, alloc_stream(stream));
+  }
+  LowLatencyCombineResult low_latency_combine(const detail::LowLatencyCombinePlan& plan) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    const KernelContext context = expert_major_call_context();
+    const cudaStream_t stream = resolve(plan.args.stream);
+    return low_latency_->combine(plan, context, stream, alloc_stream(stream));
+  }
+  void* low_latency_staging(const common::LowLatencyLayout& layout) override {
+    return layout.staging(heap_.view().base);
+  }
+  LowLatencyDispatchResult symmetric_dispatch(const detail::SymmetricDispatchPlan& plan) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    const cudaStream_t stream = resolve(plan.args.stream);
+    return symmetric_.dispatch(plan, expert_major_call_context(),
+                               {stream, alloc_stream(stream), heap_.ranks_on_this_device(), owner_});
+  }
+  LowLatencyCombineResult symmetric_combine(const detail::SymmetricCombinePlan& plan) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    const cudaStream_t stream = resolve(plan.args.stream);
+    return symmetric_.combine(plan, expert_major_call_context(),
+                              {stream, alloc_stream(stream), heap_.ranks_on_this_device(), owner_});
+  }
+
+  SymmetricCombine symmetric_combine_path() const override { return symmetric_.combine_path(); }
+  SymmetricDispatch symmetric_dispatch_path() const override { return symmetric_.dispatch_path(); }
+
+  void synchronize(Stream stream) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    SY_CUDA_CHECK(cudaStreamSynchronize(resolve(stream)));
+    throw_pending_device_error();
+  }
+
+ private:
+  // The stream of a call: the caller's, which must belong to this buffer's GPU (a kernel launched on
+  // another GPU's stream would run there, on memory it cannot reach), or the buffer's own.
+  cudaStream_t resolve(Stream stream) const {
+    if (!stream) return own_stream_;
+    const cudaStream_t caller = static_cast<cudaStream_t>(stream);
+    int stream_device = -1;
+    const cudaError_t queried = cudaStreamGetDevice(caller, &stream_device);
+    if (queried != cudaSuccess) {
+      cudaGetLastError();  // not sticky; clear it so later calls do not report it
+      throw InvalidArgument(std::string("stream: expected a CUDA stream, got one that cudaStreamGetDevice refused: ") +
+                            cudaGetErrorName(queried));
+    }
+    if (stream_device != device_) {
+      throw InvalidArgument("stream: expected a stream of this buffer's GPU " + std::to_string(device_) +
+                            ", got one of GPU " + std::to_string(stream_device));
+    }
+    return caller;
+  }
+  cudaStream_t alloc_stream(cudaStream_t stream) const { return stream == own_stream_ ? nullptr : stream; }
+  InternodeCallEnv internode_env(cudaStream_t stream) {
+    return {stream, alloc_stream(stream), heap_.ranks_on_this_device(), [this] { throw_pending_device_error(); }};
+  }
+
+  KernelContext kernel_context(const common::NormalHeapLayout& layout) const {
+    KernelContext context{};
+    context.heap = heap_.view();
+    context.layout = layout;
+    context.rank = options_.rank;
+    context.num_ranks = options_.topology.num_ranks;
+    context.num_channels = channels_;
+    context.chunk_tokens = static_cast<uint32_t>(options_.config.chunk_tokens);
+    context.timeout_ns = static_cast<uint64_t>(options_.config.timeout_seconds * 1e9);
+    context.error = error_device_;
+    context.abort_flag = abort_flag_;
+    context.error_claim = error_claim_;
+    context.barrier_epoch = barrier_epoch_;
+    context.call_index = call_index_;
+    return context;
+  }
+
+  // A new call of an expert-major engine (low_latency, symmetric): errors of earlier kernels are
+  // raised first. Their kernels use no normal heap layout (each engine's region travels in its launch).
+  KernelContext expert_major_call_context() {
+    ++call_index_;
+    throw_pending_device_error();
+    return kernel_context(common::NormalHeapLayout{});
+  }
+
+  int32_t* pinned_counts(int count) {
+    if (count > pinned_capacity_) {
+      if (pinned_counts_) SY_CUDA_CHECK(cudaFreeHost(pinned_counts_));
+      SY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pinned_counts_), sizeof(int32_t) * count, cudaHostAllocDefault));
+      pinned_capacity_ = count;
+    }
+    return pinned_counts_;
+  }
+
+  // A kernel of this rank recorded a failure: report it once, as the right error type.
+  void throw_pending_device_error() {
+    if (!__atomic_load_n(&error_->complete, __ATOMIC_ACQUIRE) || reported_) return;
+    const common::DeviceErrorBlock error = *error_;
+    const auto target = static_cast<common::WaitTarget>(error.target);
+    const bool expert_major = std::string(common::wait_role_engine(error.role)) != "normal";
+    if (target == common::WaitTarget::invalid_expert || target == common::WaitTarget::expert_capacity ||
+        (expert_major && target == common::WaitTarget::capacity)) {
+      // Bad input, not a broken protocol (an expert id out of range; an expert-major call with more rows
+      // for one expert than max_tokens_per_rank, which wrote nothing; an expert past its
+      // expert_capacity, whose call completed on every rank): clear the block so that later failures
+      // are reported too. The record is complete, so its kernel wrote its last word.
+      std::memset(error_, 0, sizeof(*error_));
+      SY_CUDA_CHECK(cudaMemset(error_claim_, 0, sizeof(int32_t)));
+    } else {
+      reported_ = true;
+    }
+    std::ostringstream message;
+    message << "rank " << error.rank << " (cuda " << common::wait_role_engine(error.role) << ", "
+            << common::wait_role_name(error.role);
+    if (error.channel >= 0) message << ", channel " << error.channel;
+    message << ")";
+    switch (static_cast<common::WaitTarget>(error.target)) {
+      case common::WaitTarget::invalid_expert:
+        throw InvalidArgument("topk_idx: expected expert ids in [-1, " + std::to_string(error.expected) + "), got " +
+                              std::to_string(error.observed) + " (found on the device by " + message.str() + ")");
+      case common::WaitTarget::call_signature:
+        throw InvalidArgument(std::string(common::wait_role_engine(error.role)) +
+                              ": expected every rank to call with the same shape; rank " +
+                              std::to_string(error.peer) + "'s call differs from rank " + std::to_string(error.rank) +
+                              "'s (found on the device by " + message.str() + ")");
+      case common::WaitTarget::expert_capacity: {
+        const std::string what = detail::expert_capacity_message(error.expected, error.channel, error.peer,
+                                                                  error.observed);
+        if (error.role == static_cast<int32_t>(common::WaitRole::symmetric_combine)) {
+          throw CapacityError("symmetric_combine: refused (nothing written): its dispatch overflowed: " + what);
+        }
+        // The record's channel field holds the expert here (named in `what`), not a channel.
+        throw CapacityError(what + " (found on the device by rank " + std::to_string(error.rank) + " (cuda " +
+                            common::wait_role_engine(error.role) + ", " + common::wait_role_name(error.role) + "))");
+      }
+      case common::WaitTarget::capacity:
+        if (expert_major) {
+          throw InvalidArgument("topk_idx: expected at most max_tokens_per_rank (" + std::to_string(error.expected) +
+                                ") rows per expert from one rank, got " + std::to_string(error.observed) +
+                                " (found on the device by " + message.str() + ")");
+        }
+        throw InvalidArgument("num_worst_tokens: expected at least the " + std::to_string(error.observed) +
+                              " tokens this rank receives, got " + std::to_string(error.expected));
+      default:
+        message << ": timed out after " << static_cast<double>(error.waited_ns) * 1e-9 << " s waiting for "
+                << common::wait_target_name(error.target);
+        if (error.peer >= 0) message << " from rank " << error.peer;
+        message << " (expected >= " << error.expected << ", saw " << error.observed << "; in call " << error.call
+                << " of this buffer, after " << error.barriers << " barriers)";
+        throw TimeoutError(message.str());
+    }
+  }
+
+  BufferOptions options_;
+  int device_;
+  DeviceHeap heap_;
+  detail::BufferId owner_;
+  int sm_count_ = 0;
+  int channels_ = 1;
+  common::DeviceErrorBlock* error_ = nullptr;
+  common::DeviceErrorBlock* error_device_ = nullptr;
+  int32_t* abort_flag_ = nullptr;
+  cudaStream_t own_stream_ = nullptr;
+  int32_t* pinned_counts_ = nullptr;
+  int pinned_capacity_ = 0;
+  uint64_t* barrier_epoch_ = nullptr;
+  int32_t* error_claim_ = nullptr;
+  int32_t call_index_ = 0;
+  bool reported_ = false;
+  SymmetricEngine symmetric_;
+  std::unique_ptr<LowLatencyEngine> low_latency_;
+  std::unique_ptr<InternodeEngine> internode_;
+};
+
+}  // namespace switchyard::cuda
+
+namespace switchyard::detail {
+
+std::unique_ptr<BackendImpl> make_cuda_backend(const BackendCreateInfo& info) {
+  return std::make_unique<cuda::CudaBackend>(info);
+}
+
+}  // namespace switchyard::detail

@@ -1,0 +1,368 @@
+#include "cuda/internode/engine.hpp"
+
+#include <algorithm>
+#include <map>
+#include <mutex>
+#include <string>
+
+#include "common/low_latency_protocol.hpp"
+#include "core/normal_handle.hpp"
+#include "core/normal_sizing.hpp"
+#include "device/cuda_check.hpp"
+#include "cuda/normal/kernels.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard::cuda {
+
+void prepare_internode_notify_kernel();
+void prepare_internode_dispatch_kernel(int* blocks_per_sm);
+void prepare_internode_combine_kernel(int* blocks_per_sm);
+
+int prepare_internode_kernels(int device) {
+  static std::mutex mutex;
+  static std::map<int, int> blocks_per_sm;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto found = blocks_per_sm.find(device);
+  if (found != blocks_per_sm.end()) return found->second;
+  prepare_internode_notify_kernel();
+  int dispatch_blocks = 0, combine_blocks = 0;
+  prepare_internode_dispatch_kernel(&dispatch_blocks);
+  prepare_internode_combine_kernel(&combine_blocks);
+  return blocks_per_sm[device] = std::min(dispatch_blocks, combine_blocks);
+}
+
+namespace {
+
+Tensor device_output(const TensorView& given, DType dtype, int64_t rows, int64_t cols, int device,
+                     cudaStream_t allocation_stream, const char* name) {
+  if (!given.defined()) return Tensor::empty(dtype, {rows, cols}, Device::cuda, device, allocation_stream);
+  if (given.shape[0] != rows) {
+    throw InvalidArgument(std::string(name) + ": expected " + std::to_string(rows) +
+                          " rows (tokens received), got " + given.describe());
+  }
+  return Tensor::borrow(given);
+}
+
+NvlCombineMessage nvl_combine_message(int hidden, int topk, bool has_weights) {
+  NvlCombineMessage message{};
+  message.row_bytes = static_cast<uint32_t>(hidden * 2);
+  message.topk = static_cast<uint32_t>(topk);
+  message.has_weights = has_weights ? 1u : 0u;
+  return message;
+}
+
+// The RDMA region after `intranode`, as normal_sizing.cpp lays it out (same knobs).
+common::InternodeHeapLayout internode_layout(const common::NormalHeapLayout& intranode,
+                                             const Topology& topology, const Config& config,
+                                             size_t rdma_slot_bytes) {
+  common::InternodeHeapLayout layout{};
+  layout.base = common::align_up(intranode.total_bytes(), common::kCounterStride);
+  layout.num_nodes = topology.num_nodes();
+  layout.ranks_per_node = topology.ranks_per_node;
+  layout.num_channels = intranode.num_channels;
+  layout.rdma_slots = static_cast<uint32_t>(config.ring_slots);
+  layout.rdma_slot_bytes = static_cast<uint32_t>(common::align_up(rdma_slot_bytes, common::kFieldAlignment));
+  return layout;
+}
+
+}  // namespace
+
+InternodeEngine::InternodeEngine(const BufferOptions& options, size_t heap_bytes, int sm_count,
+                                 detail::BufferId owner)
+    : options_(options), device_(options.device), sm_count_(sm_count), owner_(owner) {
+  // The normal region is the heap's front, as core/buffer.cpp lays the heap out.
+  const size_t tail_bytes = low_latency_heap_bytes(options.topology, options.sizing) +
+                            symmetric_heap_bytes(options.topology, options.sizing);
+  normal_region_bytes_ = tail_bytes == 0 ? heap_bytes
+                                         : (heap_bytes - tail_bytes) / common::kLowLatencySignalAlignment *
+                                               common::kLowLatencySignalAlignment;
+  blocks_per_sm_ = prepare_internode_kernels(device_);
+  SY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pinned_counts_),
+                              sizeof(int32_t) * (options.sizing.num_experts + 1), cudaHostAllocDefault));
+}
+
+InternodeEngine::~InternodeEngine() {
+  cudaFreeHost(pinned_counts_);
+}
+
+Tensor InternodeEngine::allocate(cudaStream_t allocation_stream, DType dtype,
+                                 std::initializer_list<int64_t> dims) const {
+  return Tensor::empty(dtype, dims, Device::cuda, device_, allocation_stream);
+}
+
+void InternodeEngine::check_call(const Topology& topology, int num_channels, int sharing_ranks) const {
+  if (topology.num_ranks > kMaxInternodeRanks) {
+    throw Unsupported(
+        "topology.num_ranks: the CUDA hierarchical normal engine (ranks_per_node < num_ranks) supports "
+        "up to " +
+        std::to_string(kMaxInternodeRanks) + " ranks, got " + std::to_string(topology.num_ranks));
+  }
+  // Every block of every rank on this GPU spins on the others: all must be resident at once.
+  const int64_t needed = static_cast<int64_t>(kInternodeBlocksPerChannel) * num_channels * sharing_ranks;
+  const int64_t resident = static_cast<int64_t>(sm_count_) * blocks_per_sm_;
+  if (needed > resident) {
+    throw Unsupported("config.num_channels: the CUDA hierarchical normal engine needs " +
+                      std::to_string(kInternodeBlocksPerChannel) + " resident blocks per channel and rank; " +
+                      std::to_string(num_channels) + " channels x " + std::to_string(sharing_ranks) +
+                      " ranks sharing GPU " + std::to_string(device_) + " need " + std::to_string(needed) +
+                      " blocks, and at most " + std::to_string(resident) + " (" + std::to_string(sm_count_) +
+                      " SMs x " + std::to_string(blocks_per_sm_) + ") fit; use fewer channels");
+  }
+}
+
+InternodeTransports<transport::LoopbackDevice> InternodeEngine::transports(
+    const common::NormalHeapLayout& layout, const common::InternodeHeapLayout& rdma) {
+  if (!have_loopback_options_) {
+    // Read once, at the first call (as the CPU engine makes its transport).
+    loopback_options_ = transport::LoopbackOptions::from_environment(options_.rank);
+    have_loopback_options_ = true;
+  }
+  InternodeTransports<transport::LoopbackDevice> result;
+  result.rdma =
+      transport::LoopbackDevice::make(rdma.counters_offset(), common::kCounterStride, loopback_options_);
+  result.barrier =
+      transport::LoopbackDevice::make(layout.barrier_offset(), sizeof(uint64_t), loopback_options_);
+  return result;
+}
+
+namespace {
+
+// A fresh dispatch without num_worst_tokens waits on the host for its output sizes, which a CUDA
+// graph capture cannot contain: refused clearly instead of failing inside cudaStreamSynchronize.
+void refuse_host_synchronising_capture(cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  SY_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) {
+    throw Unsupported("num_worst_tokens: a dispatch captured in a CUDA graph must not wait for its output sizes "
+                      "on the host; expected num_worst_tokens > 0 (or a cached handle), got 0");
+  }
+}
+
+}  // namespace
+
+DispatchResult InternodeEngine::dispatch(const detail::DispatchPlan& plan, KernelContext context,
+                                         const InternodeCallEnv& env) {
+  const Topology& topology = plan.topology;
+  const int num_ranks = topology.num_ranks;
+  const int num_channels = plan.config.num_channels;
+  const int num_nodes = topology.num_nodes();
+  check_call(topology, num_channels, env.sharing_ranks);
+  if (!plan.cached && plan.num_worst_tokens == 0) refuse_host_synchronising_capture(env.stream);
+  const cudaStream_t stream = env.stream;
+  const DispatchArgs& args = plan.args;
+  context.layout = detail::dispatch_heap_layout(plan);
+  const InternodeShape shape{detail::dispatch_internode_layout(plan), topology.ranks_per_node, num_nodes};
+  // NOTES: notify stages its records for other nodes in our RDMA send buffers (idle until dispatch).
+  const size_t staging_needed = context.layout.notify_record_bytes() * num_ranks;
+  const size_t staging_room = shape.rdma.end() - shape.rdma.send_buffers_offset();
+  if (staging_needed > staging_room) {
+    throw Unsupported("config.ring_slots: the CUDA hierarchical dispatch stages its " +
+                      std::to_string(num_ranks) + " notify records (" + std::to_string(staging_needed) +
+                      " bytes) in the RDMA send buffers (" + std::to_string(staging_room) +
+                      " bytes); use more ring slots");
+  }
+  const size_t notify_shared =
+      internode_notify_shared_bytes(num_ranks, num_channels, num_nodes, plan.num_experts);
+  if (notify_shared > internode_notify_max_shared_bytes()) {
+    throw InvalidArgument(
+        "num_experts: expected (num_ranks + num_nodes) * channels + num_experts counters to fit " +
+        std::to_string(internode_notify_max_shared_bytes()) + " bytes, got " + std::to_string(notify_shared));
+  }
+  const auto links = transports(context.layout, shape.rdma);
+
+  std::shared_ptr<detail::NormalHandleData> handle = detail::new_normal_handle(plan, owner_);
+  // Allocated before any kernel of the call (see CudaBackend::normal_dispatch).
+  const int64_t source_row_capacity =
+      plan.num_worst_tokens > 0 ? plan.num_worst_tokens
+      : plan.cached             ? plan.cached->num_recv_tokens
+                                : static_cast<int64_t>(num_ranks) * options_.sizing.max_tokens_per_rank;
+  handle->recv_src_token =
+      allocate(env.allocation_stream, DType::i32, {std::max<int64_t>(source_row_capacity, 1)});
+  // Each destination node's tokens per channel: recomputed by every call, cached ones too. In the
+  // handle, not call temporaries: under capture a temporary is freed (cudaFree) when this function
+  // returns while the graph's notify and dispatch kernels keep its address (the replay stall of
+  // bench/NOTES.md, 2026-11-29); and outside capture on the buffer's own stream it would be a
+  // device-synchronising cudaFree while peers spin.
+  handle->node_send_list =
+      allocate(env.allocation_stream, DType::i32, {num_nodes, std::max<int64_t>(plan.num_tokens, 1)});
+  handle->node_send_channel_prefix =
+      allocate(env.allocation_stream, DType::i32, {num_nodes, num_channels + 1});
+  const Tensor& node_send_list = handle->node_send_list;
+  const Tensor& node_send_channel_prefix = handle->node_send_channel_prefix;
+
+  InternodeNotifyLaunch notify{};
+  notify.shape = shape;
+  notify.num_tokens = plan.num_tokens;
+  notify.node_send_list = node_send_list.as<int32_t>();
+  notify.node_send_channel_prefix = node_send_channel_prefix.as<int32_t>();
+  if (plan.cached) {
+    notify.fresh = 0;
+  } else {
+    if (plan.layout) {
+      handle->is_token_in_rank = plan.layout->is_token_in_rank;
+    } else {
+      DispatchLayout& layout = handle->own_layout;
+      layout.num_tokens_per_rank = allocate(env.allocation_stream, DType::i32, {num_ranks});
+      layout.num_tokens_per_node = allocate(env.allocation_stream, DType::i32, {num_nodes});
+      layout.num_tokens_per_expert = allocate(env.allocation_stream, DType::i32, {plan.num_experts});
+      layout.is_token_in_rank = allocate(env.allocation_stream, DType::boolean, {plan.num_tokens, num_ranks});
+      LayoutLaunch launch{args.topk_idx.as<const int64_t>(),
+                          plan.num_tokens,
+                          plan.topk,
+                          plan.num_experts,
+                          num_ranks,
+                          topology.ranks_per_node,
+                          layout.num_tokens_per_rank.as<int32_t>(),
+                          layout.num_tokens_per_node.as<int32_t>(),
+                          layout.num_tokens_per_expert.as<int32_t>(),
+                          layout.is_token_in_rank.as<bool>()};
+      launch_layout(context, launch, stream);
+      handle->is_token_in_rank = layout.is_token_in_rank;
+    }
+    handle->recv_channel_start = allocate(env.allocation_stream, DType::i32, {num_ranks * num_channels + 1});
+    handle->recv_expert_counts = allocate(env.allocation_stream, DType::i32, {plan.local_experts});
+    handle->recv_token_count = allocate(env.allocation_stream, DType::i32, {1});
+    notify.fresh = 1;
+    notify.topk_idx = args.topk_idx.as<const int64_t>();
+    notify.topk = plan.topk;
+    notify.local_experts = plan.local_experts;
+    notify.expert_alignment = plan.expert_alignment;
+    notify.signature = plan.signature;
+    notify.recv_channel_start = handle->recv_channel_start.as<int32_t>();
+    notify.recv_expert_counts = handle->recv_expert_counts.as<int32_t>();
+    notify.recv_token_count = handle->recv_token_count.as<int32_t>();
+  }
+  notify.is_token_in_rank = handle->is_token_in_rank.as<const bool>();
+  launch_internode_notify(context, links, notify, stream);
+  if (!plan.cached && plan.num_worst_tokens == 0) {
+    // The one host synchronisation of a non-worst-case dispatch: the output sizes.
+    SY_CUDA_CHECK(cudaMemcpyAsync(pinned_counts_, handle->recv_token_count.data(), sizeof(int32_t),
+                                  cudaMemcpyDeviceToHost, stream));
+    SY_CUDA_CHECK(cudaMemcpyAsync(pinned_counts_ + 1, handle->recv_expert_counts.data(),
+                                  sizeof(int32_t) * plan.local_experts, cudaMemcpyDeviceToHost, stream));
+    SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+    env.throw_pending_device_error();
+    handle->num_recv_tokens = pinned_counts_[0];
+    handle->num_recv_tokens_per_expert.assign(pinned_counts_ + 1, pinned_counts_ + 1 + plan.local_experts);
+  }
+
+  const bool worst_case = plan.num_worst_tokens > 0;
+  if (!worst_case && handle->num_recv_tokens < 0) {
+    throw InvalidArgument(
+        "cached_handle: expected a handle whose counts reached the host (a dispatch without "
+        "num_worst_tokens), got a worst-case one; pass num_worst_tokens again");
+  }
+  const int64_t rows = worst_case ? plan.num_worst_tokens : handle->num_recv_tokens;
+  const cudaStream_t outputs = env.allocation_stream;
+  DispatchResult result;
+  result.recv_x =
+      device_output(args.out_recv_x, plan.dtype, rows, plan.hidden, device_, outputs, "out_recv_x");
+  if (plan.has_scales) {
+    result.recv_x_scales =
+        device_output(args.out_recv_x_scales, DType::f32, rows, plan.hidden / common::kScaleBlock, device_,
+                      outputs, "out_recv_x_scales");
+  }
+  if (plan.topk > 0) {
+    result.recv_topk_idx = device_output(args.out_recv_topk_idx, DType::i64, rows, plan.topk, device_,
+                                         outputs, "out_recv_topk_idx");
+  }
+  if (plan.has_weights) {
+    result.recv_topk_weights = device_output(args.out_recv_topk_weights, DType::f32, rows, plan.topk, device_,
+                                             outputs, "out_recv_topk_weights");
+  }
+
+  InternodeDispatchLaunch launch{};
+  launch.shape = shape;
+  launch.rdma_message =
+      detail::internode_dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
+  launch.message = detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
+  launch.local_experts = plan.local_experts;
+  launch.x = args.x.as<const uint8_t>();
+  launch.x_scales = plan.has_scales ? args.x_scales.as<const float>() : nullptr;
+  launch.topk_idx = plan.topk > 0 ? args.topk_idx.as<const int64_t>() : nullptr;
+  launch.topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
+  launch.is_token_in_rank = handle->is_token_in_rank.as<const bool>();
+  launch.num_tokens = plan.num_tokens;
+  launch.node_send_list = node_send_list.as<const int32_t>();
+  launch.node_send_channel_prefix = node_send_channel_prefix.as<const int32_t>();
+  launch.recv_channel_start = handle->recv_channel_start.as<const int32_t>();
+  launch.recv_x = result.recv_x.as<uint8_t>();
+  launch.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
+  launch.recv_topk_idx = plan.topk > 0 ? result.recv_topk_idx.as<int64_t>() : nullptr;
+  launch.recv_topk_weights = plan.has_weights ? result.recv_topk_weights.as<float>() : nullptr;
+  launch.recv_src_token = handle->recv_src_token.as<int32_t>();
+  launch.num_output_rows = rows;
+  launch_internode_dispatch(context, links, launch, stream);
+
+  result.num_recv_tokens = worst_case ? -1 : handle->num_recv_tokens;
+  if (!worst_case) result.num_recv_tokens_per_expert = handle->num_recv_tokens_per_expert;
+  result.recv_expert_counts = handle->recv_expert_counts;
+  result.recv_token_count = handle->recv_token_count;
+  result.handle = DispatchHandle(std::move(handle));
+  return result;
+}
+
+CombineResult InternodeEngine::combine(const detail::CombinePlan& plan, KernelContext context,
+                                       const InternodeCallEnv& env) {
+  const Topology& topology = plan.topology;
+  const int num_channels = plan.config.num_channels;
+  check_call(topology, num_channels, env.sharing_ranks);
+  const detail::NormalHandleData& handle = *plan.handle;
+  const CombineArgs& args = plan.args;
+  // NOTES: the intranode rings carry NvlCombineMessage (a CombineMessage and the source token), so
+  // the layout is this engine's own; it still fits the normal region (checked), which is sized for
+  // dispatch messages that are larger.
+  const NvlCombineMessage nvl_message = nvl_combine_message(plan.hidden, plan.topk, plan.has_weights);
+  common::NormalHeapLayout layout{};
+  layout.num_ranks = topology.num_ranks;
+  layout.num_channels = num_channels;
+  layout.local_experts = 0;
+  layout.ring_slots = static_cast<uint32_t>(plan.config.ring_slots);
+  layout.slot_bytes = static_cast<uint32_t>(nvl_message.bytes());
+  const common::CombineMessage rdma_message =
+      detail::combine_message(plan.hidden, plan.topk, plan.has_weights);
+  const InternodeShape shape{internode_layout(layout, topology, plan.config, rdma_message.bytes()),
+                             topology.ranks_per_node, topology.num_nodes()};
+  if (shape.rdma.end() > normal_region_bytes_) {
+    throw InvalidArgument("combine: expected a call that fits the normal region of the buffer's heap (" +
+                          std::to_string(normal_region_bytes_) + " bytes), got one needing " +
+                          std::to_string(shape.rdma.end()) + " (hidden=" + std::to_string(plan.hidden) +
+                          "); size the buffer with BufferSizing for the largest call");
+  }
+  context.layout = layout;
+  const auto links = transports(layout, shape.rdma);
+  const cudaStream_t stream = env.stream;
+
+  CombineResult result;
+  result.combined_x = args.out_combined_x.defined()
+                          ? Tensor::borrow(args.out_combined_x)
+                          : allocate(env.allocation_stream, DType::bf16, {handle.num_tokens, plan.hidden});
+  if (plan.has_weights) {
+    result.combined_topk_weights =
+        args.out_combined_topk_weights.defined()
+            ? Tensor::borrow(args.out_combined_topk_weights)
+            : allocate(env.allocation_stream, DType::f32, {handle.num_tokens, plan.topk});
+  }
+  // Opening: resets and one barrier.
+  InternodeNotifyLaunch opening{};
+  opening.shape = shape;
+  opening.fresh = 0;
+  launch_internode_notify(context, links, opening, stream);
+
+  InternodeCombineLaunch launch{};
+  launch.shape = shape;
+  launch.nvl_message = nvl_message;
+  launch.rdma_message = rdma_message;
+  launch.y = args.x.as<const uint8_t>();
+  launch.y_topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
+  launch.recv_channel_start = handle.recv_channel_start.as<const int32_t>();
+  launch.recv_src_token = handle.recv_src_token.as<const int32_t>();
+  launch.num_tokens = handle.num_tokens;
+  launch.is_token_in_rank = handle.is_token_in_rank.as<const bool>();
+  launch.combined_x = result.combined_x.as<uint16_t>();
+  launch.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
+  launch_internode_combine(context, links, launch, stream);
+  return result;
+}
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,297 @@
+// The CUDA `low_latency` combine (common/low_latency_protocol.hpp).
+//
+// Send kernel (expert rank): every block rebuilds the dispatch's expert-major row table from
+// layout_range; its warps take the received rows across the grid, one row per warp, and store each
+// expert output row into its home rank's combine row for (top-k slot, token). The block that
+// finishes last signals every home rank once per local expert, with the row count (release).
+//
+// Receive kernel (home rank): every block waits for the signals of all experts (acquire, bounded);
+// then each thread reduces 8 channels of one token over its valid slots in increasing order with
+// fp32 fused multiply-adds from +0, rounded to bf16 once (DESIGN.md), as the CPU engine does.
+//
+// Across nodes (cuda/low_latency/link.cuh): a row for a home rank of another node is a put with a
+// rows-landed add, from the heap: from y itself when y is the combine buffer (zero-copy), else from
+// the row's place in the combine buffer, where the warp first copies it (as DeepEP stages it in its
+// send buffer). The count signal is a transport add; the receiver waits for a remote expert's count,
+// then for its rows to have landed.
+#include "device/cuda_check.hpp"
+#include "cuda/backend/kernel_preload.hpp"
+#include "cuda/low_latency/device.cuh"
+#include "cuda/low_latency/kernels.hpp"
+#include "cuda/low_latency/link.cuh"
+
+namespace switchyard::cuda {
+
+namespace {
+
+using low_latency::ExpertMajorTable;
+using low_latency::kAcrossNodes;
+using low_latency::Session;
+using low_latency::Source;
+
+constexpr int kSendWarps = 16;
+constexpr int kSendThreads = kSendWarps * 32;
+constexpr int kReceiveThreads = 512;
+// Slots whose rows are loaded together before their multiply-adds (in slot order) run; 8 would
+// spill at the 64-register cap.
+constexpr int kSlotBatch = 4;
+
+// ---- send ---------------------------------------------------------------------------------------
+
+// The last block: one signal per (local expert, home rank) in the home rank's heap, with the count
+// of rows. Stored within the node; across nodes a transport add, one warp per pair.
+template <typename Transport>
+__device__ void publish_rows_sent(const KernelContext& context, const LowLatencyCombineLaunch& launch,
+                                  Session<Transport>& session, int half, uint32_t sequence,
+                                  const ExpertMajorTable& table) {
+  const int num_ranks = context.num_ranks;
+  const uint32_t tag = common::low_latency_call_tag(sequence, launch.signature);
+  for (int i = threadIdx.x; i < launch.local_experts * num_ranks; i += blockDim.x) {
+    const int local = i / num_ranks;
+    const int home = i % num_ranks;
+    if constexpr (kAcrossNodes<Transport>) {
+      if (!low_latency::in_my_node(context, launch.ranks_per_node, home)) continue;
+    }
+    uint64_t* signal = context.heap.map(
+        launch.layout.combine_signal(context.heap.base, half, context.rank * launch.local_experts + local), home);
+    common::st_release_sys(signal, common::low_latency_signal(tag, static_cast<uint32_t>(table.count[i])));
+  }
+  if constexpr (kAcrossNodes<Transport>) {
+    for (int i = threadIdx.x / 32; i < launch.local_experts * num_ranks; i += blockDim.x / 32) {
+      const int local = i / num_ranks;
+      const int home = i % num_ranks;
+      if (low_latency::in_my_node(context, launch.ranks_per_node, home)) continue;
+      const size_t word = launch.layout.combine_signal_offset(half, context.rank * launch.local_experts + local);
+      session.signal(home, launch.layout.signal_id(word),
+                     common::low_latency_signal(tag, static_cast<uint32_t>(table.count[i])));
+    }
+    session.flush();
+  }
+  if (threadIdx.x == 0) launch.state->sequence = sequence;
+}
+
+// One warp, a row whose home rank is on another node: a put with a rows-landed add, its source in
+// this rank's heap (see the file comment).
+template <typename Transport>
+__device__ void put_row_across_nodes(const KernelContext& context, const LowLatencyCombineLaunch& launch,
+                                     Session<Transport>& session, int half, int home, int global_expert,
+                                     int64_t row, int32_t slot, int32_t token) {
+  const common::LowLatencyLayout& layout = launch.layout;
+  const uint32_t row_bytes = static_cast<uint32_t>(launch.hidden) * 2;
+  size_t source = 0;
+  if (launch.y_heap_offset >= 0) {
+    source = static_cast<size_t>(launch.y_heap_offset) + static_cast<size_t>(row) * row_bytes;
+  } else {
+    // The combine buffer holds [L, R * max, H'] rows of this call's shape, as y does.
+    source = layout.staging_offset() + static_cast<size_t>(row) * row_bytes;
+    low_latency::warp_copy<Source::read_only_global>(context.heap.base + source, launch.y + row * launch.hidden,
+                                                     row_bytes);
+    __syncwarp();
+  }
+  session.put_signal(home, layout.combine_row_offset(half, slot, token), source, row_bytes,
+                     layout.signal_id(layout.combine_landed_offset(half, global_expert)), 1);
+}
+
+template <typename Transport>
+__global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
+    combine_send_kernel(const __grid_constant__ KernelContext context,
+                        const __grid_constant__ LowLatencyCombineLaunch launch,
+                        const __grid_constant__ Transport transport) {
+  extern __shared__ __align__(128) uint8_t dynamic_shared[];
+  const uint32_t sequence = low_latency::load_state_word(&launch.state->sequence) + 1;
+  const int half = common::low_latency_half(sequence);
+  Session<Transport> session(transport, context.heap, low_latency::grid_warp());
+  if constexpr (kAcrossNodes<Transport>) low_latency::reset_other_half<Transport>(launch.layout, session, half);
+  const int num_ranks = context.num_ranks;
+  const ExpertMajorTable table = ExpertMajorTable::in(dynamic_shared, launch.local_experts, num_ranks);
+  for (int i = threadIdx.x; i < launch.local_experts * num_ranks; i += blockDim.x) {
+    // NOTES: clamped, so that a layout_range that is not a finished dispatch's (e.g. one whose
+    // dispatch was refused on the device) can never send rows outside the receive areas.
+    const int32_t count = __ldg(launch.layout_range + 2 * i + 1);
+    table.count[i] = count < 0 ? 0 : static_cast<int32_t>(min(static_cast<int64_t>(count), launch.max_tokens_per_rank));
+  }
+  __syncthreads();
+  table.build();
+
+  const int64_t rows_per_expert = num_ranks * launch.max_tokens_per_rank;
+  const uint32_t row_bytes = static_cast<uint32_t>(launch.hidden) * 2;
+  const int32_t rows = table.total_rows();
+  const int warps = static_cast<int>(gridDim.x) * kSendWarps;
+  for (int32_t flat = blockIdx.x * kSendWarps + threadIdx.x / 32; flat < rows; flat += warps) {
+    const ExpertMajorTable::Row where = table.locate(flat);
+    const int64_t row = where.expert * rows_per_expert + where.index;
+    const int32_t token = __ldg(launch.src_info + row);
+    const int32_t slot = __ldg(launch.src_slot + row);
+    if (token < 0 || token >= launch.layout.max_tokens_per_rank || slot < 0 || slot >= launch.layout.topk) {
+      if constexpr (kAcrossNodes<Transport>) {
+        // Not sent, yet counted in the published count: its add alone, so that the home rank is not
+        // left waiting for it.
+        if (!low_latency::in_my_node(context, launch.ranks_per_node, where.source)) {
+          const int global_expert = context.rank * launch.local_experts + where.expert;
+          session.signal(where.source,
+                         launch.layout.signal_id(launch.layout.combine_landed_offset(half, global_expert)), 1);
+        }
+      }
+      continue;
+    }
+    if constexpr (kAcrossNodes<Transport>) {
+      if (!low_latency::in_my_node(context, launch.ranks_per_node, where.source)) {
+        put_row_across_nodes<Transport>(context, launch, session, half, where.source,
+                                        context.rank * launch.local_experts + where.expert, row, slot, token);
+        continue;
+      }
+    }
+    uint8_t* target = context.heap.map(launch.layout.combine_row(context.heap.base, half, slot, token), where.source);
+    low_latency::warp_copy<Source::read_only_global>(target, launch.y + row * launch.hidden, row_bytes);
+  }
+  // The puts' sources (the combine buffer) may be rewritten by the next combine's send kernel.
+  if constexpr (kAcrossNodes<Transport>) session.flush();
+  if (low_latency::finish_send_block(launch.state)) {
+    publish_rows_sent<Transport>(context, launch, session, half, sequence, table);
+  }
+}
+
+// ---- receive ------------------------------------------------------------------------------------
+
+// Eight channels of one token: out = bf16(sum over valid slots j ascending of w[j] * y_j), with
+// fmaf from +0 (DESIGN.md, expert-major combine).
+__device__ __forceinline__ int4 reduce_eight(const KernelContext& context, const LowLatencyCombineLaunch& launch,
+                                             int half, int64_t token, int64_t column) {
+  float accumulator[8];
+#pragma unroll
+  for (int i = 0; i < 8; ++i) accumulator[i] = 0.0f;
+  for (int first = 0; first < launch.topk; first += kSlotBatch) {
+    int4 values[kSlotBatch];
+    float weights[kSlotBatch];
+    bool valid[kSlotBatch];
+    // Loads first (up to kSlotBatch in flight), then the multiply-adds in slot order.
+#pragma unroll
+    for (int u = 0; u < kSlotBatch; ++u) {
+      const int slot = first + u;
+      valid[u] = slot < launch.topk && __ldg(launch.topk_idx + token * launch.topk + slot) >= 0;
+      if (valid[u]) {
+        weights[u] = __ldg(launch.topk_weights + token * launch.topk + slot);
+        const int4* row =
+            reinterpret_cast<const int4*>(launch.layout.combine_row(context.heap.base, half, slot, token));
+        values[u] = low_latency::ld_no_allocate_v4(row + column);
+      }
+    }
+#pragma unroll
+    for (int u = 0; u < kSlotBatch; ++u) {
+      if (!valid[u]) continue;
+      const int32_t words[4] = {values[u].x, values[u].y, values[u].z, values[u].w};
+#pragma unroll
+      for (int w = 0; w < 4; ++w) {
+        const uint32_t bits = static_cast<uint32_t>(words[w]);
+        accumulator[2 * w] =
+            fmaf(weights[u], common::bf16_to_float(static_cast<uint16_t>(bits & 0xffffu)), accumulator[2 * w]);
+        accumulator[2 * w + 1] =
+            fmaf(weights[u], common::bf16_to_float(static_cast<uint16_t>(bits >> 16)), accumulator[2 * w + 1]);
+      }
+    }
+  }
+  int32_t out[4];
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    out[w] = static_cast<int32_t>(static_cast<uint32_t>(common::float_to_bf16(accumulator[2 * w])) |
+                                  (static_cast<uint32_t>(common::float_to_bf16(accumulator[2 * w + 1])) << 16));
+  }
+  return make_int4(out[0], out[1], out[2], out[3]);
+}
+
+// One lane: whether `expert`'s rows for this (home) rank are all here; false when a wait failed.
+// Within the node the count's store follows the rows; across nodes the rows' puts carry their own
+// adds (cuda/low_latency/link.cuh).
+template <typename Transport>
+__device__ __forceinline__ bool wait_for_expert(const KernelContext& context, const LowLatencyCombineLaunch& launch,
+                                                const Session<Transport>& session, int half, uint32_t sequence,
+                                                int expert, const WaitSite& site) {
+  const uint32_t tag = common::low_latency_call_tag(sequence, launch.signature);
+  if constexpr (kAcrossNodes<Transport>) {
+    if (!low_latency::in_my_node(context, launch.ranks_per_node, expert / launch.local_experts)) {
+      return low_latency::wait_across_nodes<Transport>(context, session, launch.layout,
+                                                       launch.layout.combine_signal_offset(half, expert),
+                                                       launch.layout.combine_landed_offset(half, expert), tag,
+                                                       site) >= 0;
+    }
+  }
+  return low_latency::wait_for_signal(context, launch.layout.combine_signal(context.heap.base, half, expert), tag,
+                                      site) >= 0;
+}
+
+template <typename Transport>
+__global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
+    combine_receive_kernel(const __grid_constant__ KernelContext context,
+                           const __grid_constant__ LowLatencyCombineLaunch launch,
+                           const __grid_constant__ Transport transport) {
+  const uint32_t sequence = low_latency::load_state_word(&launch.state->sequence);
+  const int half = common::low_latency_half(sequence);
+  const Session<Transport> session(transport, context.heap, low_latency::grid_warp());
+  // Warp 0 waits for every expert's signal (see the dispatch receiver's wait_for_counts).
+  bool arrived = true;
+  const int waiters = threadIdx.x < 32 ? launch.num_experts : 0;
+  for (int expert = threadIdx.x; expert < waiters && arrived; expert += 32) {
+    const WaitSite site{common::WaitRole::low_latency_combine_receiver, common::WaitTarget::expert_signal, -1,
+                        expert / launch.local_experts};
+    arrived = wait_for_expert<Transport>(context, launch, session, half, sequence, expert, site);
+  }
+  if (!__syncthreads_and(arrived)) return;
+
+  const int64_t columns = launch.hidden / 8;
+  const int64_t items = launch.num_tokens * columns;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int4* combined = reinterpret_cast<int4*>(launch.combined_x);
+  for (int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; item < items; item += stride) {
+    combined[item] = reduce_eight(context, launch, half, item / columns, item % columns);
+  }
+}
+
+}  // namespace
+
+template <typename Transport>
+void launch_low_latency_combine_send(const KernelContext& context, const LowLatencyCombineLaunch& launch,
+                                     const Transport& transport, const LowLatencyGrid& grid, cudaStream_t stream) {
+  const size_t shared_bytes = ExpertMajorTable::shared_bytes(launch.local_experts, context.num_ranks);
+  combine_send_kernel<Transport><<<grid.send_blocks, kSendThreads, shared_bytes, stream>>>(context, launch, transport);
+  SY_CUDA_CHECK_LAUNCH();
+}
+
+template <typename Transport>
+void launch_low_latency_combine_receive(const KernelContext& context, const LowLatencyCombineLaunch& launch,
+                                        const Transport& transport, const LowLatencyGrid& grid,
+                                        cudaStream_t stream) {
+  combine_receive_kernel<Transport><<<grid.receive_blocks, kReceiveThreads, 0, stream>>>(context, launch, transport);
+  SY_CUDA_CHECK_LAUNCH();
+}
+
+template void launch_low_latency_combine_send<SingleNode>(const KernelContext&, const LowLatencyCombineLaunch&,
+                                                          const SingleNode&, const LowLatencyGrid&, cudaStream_t);
+template void launch_low_latency_combine_receive<SingleNode>(const KernelContext&, const LowLatencyCombineLaunch&,
+                                                             const SingleNode&, const LowLatencyGrid&, cudaStream_t);
+template void launch_low_latency_combine_send<transport::LoopbackDevice>(const KernelContext&,
+                                                                         const LowLatencyCombineLaunch&,
+                                                                         const transport::LoopbackDevice&,
+                                                                         const LowLatencyGrid&, cudaStream_t);
+template void launch_low_latency_combine_receive<transport::LoopbackDevice>(const KernelContext&,
+                                                                            const LowLatencyCombineLaunch&,
+                                                                            const transport::LoopbackDevice&,
+                                                                            const LowLatencyGrid&, cudaStream_t);
+
+namespace {
+
+template <typename Transport>
+void prepare_combine_kernels_for(int max_shared_bytes) {
+  preload_kernel(combine_send_kernel<Transport>);
+  preload_kernel(combine_receive_kernel<Transport>);
+  SY_CUDA_CHECK(cudaFuncSetAttribute(combine_send_kernel<Transport>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     max_shared_bytes));
+}
+
+}  // namespace
+
+void prepare_low_latency_combine_kernels(int max_shared_bytes) {
+  prepare_combine_kernels_for<SingleNode>(max_shared_bytes);
+  prepare_combine_kernels_for<transport::LoopbackDevice>(max_shared_bytes);
+}
+
+}  // namespace switchyard::cuda

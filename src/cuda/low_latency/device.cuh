@@ -1,0 +1,275 @@
+#pragma once
+// Device pieces shared by the `low_latency` kernels: 16-byte copies, the fp8 cast, the bounded
+// wait for a signal word, the send kernels' completion count, and the expert-major row table.
+#include <cuda_runtime.h>
+
+#include "common/fp8_cast.hpp"
+#include "common/low_latency_protocol.hpp"
+#include "common/numeric.hpp"
+#include "device/bounded_wait.cuh"
+#include "cuda/low_latency/kernels.hpp"
+#include "device/ptx.cuh"
+#include "device/warp_group.cuh"
+
+namespace switchyard::cuda::low_latency {
+
+constexpr uint32_t kFullWarp = 0xffffffffu;
+
+// NOTES: every kernel of the engine is compiled for at least two 512-thread blocks per SM (at most
+// 64 registers a thread): an SM that holds one spinning receive block then always has room for a
+// send block of another rank (see LowLatencyEngine::grid).
+constexpr int kMinBlocksPerSm = 2;
+
+// ---- loads and stores ---------------------------------------------------------------------------
+
+// A plain (weak) 16-byte load that does not allocate in L1: data a peer wrote before the signal
+// we acquired, read once.
+__device__ __forceinline__ int4 ld_no_allocate_v4(const int4* pointer) {
+  int4 value;
+  asm volatile("ld.global.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)
+               : "l"(pointer)
+               : "memory");
+  return value;
+}
+
+// Orders this thread's earlier generic-proxy accesses to shared memory before later async-proxy
+// (TMA) accesses, e.g. before a TMA load refills a buffer that threads have just read.
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+
+// A word of this buffer's device state that another kernel (earlier on the stream) wrote.
+__device__ __forceinline__ uint32_t load_state_word(const uint32_t* word) {
+  return *reinterpret_cast<const volatile uint32_t*>(word);
+}
+
+enum class Source { read_only_global, written_by_peer, shared };
+
+template <Source kSource>
+__device__ __forceinline__ int4 load_v4(const int4* pointer) {
+  if constexpr (kSource == Source::read_only_global) return ptx::ld_nc_v4(pointer);
+  if constexpr (kSource == Source::written_by_peer) return ld_no_allocate_v4(pointer);
+  return *pointer;  // shared memory (generic addressing)
+}
+
+// A warp copies `bytes` (a multiple of 16, both sides 16-byte aligned) with 16-byte accesses.
+// NOTES: 4 loads in flight per lane (2 KiB per warp) before the stores: with 256 warps per rank
+// and 8 ranks that is 4 MiB in flight, above HBM bandwidth times latency; 8 would spill at the
+// kernels' 64-register cap (kMinBlocksPerSm).
+template <Source kSource>
+__device__ __forceinline__ void warp_copy(void* destination, const void* source, uint32_t bytes) {
+  constexpr int kUnroll = 4;
+  // NOTES: pointers that step, rather than a 32-bit index, let the unrolled accesses use immediate
+  // offsets (an index that may wrap cannot be folded), which keeps the copy in few registers.
+  const int lane = lane_id();
+  const int4* in = static_cast<const int4*>(source) + lane;
+  int4* out = static_cast<int4*>(destination) + lane;
+  int remaining = static_cast<int>(bytes / 16) - lane;  // this lane's vectors are at 0, 32, 64, ...
+  for (; remaining > 32 * (kUnroll - 1); remaining -= 32 * kUnroll, in += 32 * kUnroll, out += 32 * kUnroll) {
+    int4 values[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) values[u] = load_v4<kSource>(in + 32 * u);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) out[32 * u] = values[u];
+  }
+  int4 values[kUnroll];
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    if (32 * u < remaining) values[u] = load_v4<kSource>(in + 32 * u);
+  }
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    if (32 * u < remaining) out[32 * u] = values[u];
+  }
+}
+
+// ---- fp8 ----------------------------------------------------------------------------------------
+
+// Two floats to e4m3 by the hardware (satfinite, round to nearest even): `low` in the low byte.
+// Bit for bit common::float_to_fp8_e4m3, which keeps a NaN's sign (the instruction's NaN is not
+// specified to), so NaNs are set explicitly.
+__device__ __forceinline__ uint32_t fp8x2_e4m3(float low, float high) {
+  uint16_t packed;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(packed) : "f"(high), "f"(low));
+  uint32_t result = packed;
+  if (isnan(low)) result = (result & 0xff00u) | ((common::float_to_bits(low) >> 24) & 0x80u) | 0x7fu;
+  if (isnan(high)) result = (result & 0x00ffu) | ((((common::float_to_bits(high) >> 24) & 0x80u) | 0x7fu) << 8);
+  return result;
+}
+
+// Eight bf16 values (one int4) times `inverse`, to eight e4m3 bytes, as common::cast_block_to_fp8.
+__device__ __forceinline__ uint2 cast_eight_to_fp8(const int4& values, float inverse) {
+  auto pair = [inverse](int32_t word) {
+    const uint32_t bits = static_cast<uint32_t>(word);
+    return fp8x2_e4m3(common::bf16_to_float(static_cast<uint16_t>(bits & 0xffffu)) * inverse,
+                      common::bf16_to_float(static_cast<uint16_t>(bits >> 16)) * inverse);
+  };
+  return make_uint2(pair(values.x) | (pair(values.y) << 16), pair(values.z) | (pair(values.w) << 16));
+}
+
+// The largest magnitude of eight bf16 values; NaNs are ignored, as in common::block_amax.
+__device__ __forceinline__ float amax_of_eight(const int4& values) {
+  float amax = 0.0f;
+  const int32_t words[4] = {values.x, values.y, values.z, values.w};
+#pragma unroll
+  for (int w = 0; w < 4; ++w) {
+    const uint32_t bits = static_cast<uint32_t>(words[w]);
+    amax = fmaxf(amax, common::bf16_to_float(static_cast<uint16_t>(bits & 0x7fffu)));
+    amax = fmaxf(amax, common::bf16_to_float(static_cast<uint16_t>((bits >> 16) & 0x7fffu)));
+  }
+  return amax;
+}
+
+// ---- signals ------------------------------------------------------------------------------------
+
+// A signal of this call made with another shape: records it (not a wait) and stops the rank's waits.
+__device__ __forceinline__ void record_other_shape(const KernelContext& context, const WaitSite& site, uint32_t tag,
+                                                   uint64_t observed) {
+  const WaitSite mismatch{site.role, common::WaitTarget::call_signature, site.channel, site.peer};
+  record_wait_failure(context, mismatch, tag >> 16, static_cast<int64_t>(observed >> 48), 0);
+}
+
+// Waits (bounded) until `word` holds the signal of the call tagged `sequence`
+// (common::low_latency_call_tag) (acquire); returns its count, or -1 when the wait failed (this
+// thread recorded a timeout or a peer's call of another shape, or another wait of the rank failed).
+__device__ __forceinline__ int64_t wait_for_signal(const KernelContext& context, const uint64_t* word,
+                                                   uint32_t sequence, const WaitSite& site) {
+  uint64_t observed = common::ld_acquire_sys(word);
+  if (!common::low_latency_signal_is_for(observed, sequence)) {
+    const uint64_t start = ptx::globaltimer_ns();
+    // NOTES: the clock and abort flag are read every 64 polls, as in wait_at_least.
+    for (uint32_t polls = 1;; ++polls) {
+      observed = common::ld_acquire_sys(word);
+      if (common::low_latency_signal_is_for(observed, sequence)) break;
+      if (common::low_latency_signal_of_other_shape(observed, sequence)) {
+        record_other_shape(context, site, sequence, observed);
+        return -1;
+      }
+      if ((polls & 63) == 0) {
+        if (rank_aborted(context)) return -1;
+        const uint64_t waited = ptx::globaltimer_ns() - start;
+        if (waited > context.timeout_ns) {
+          record_wait_failure(context, site, sequence & common::kLowLatencySequenceMask,
+                              static_cast<int64_t>((observed >> 32) & common::kLowLatencySequenceMask), waited);
+          return -1;
+        }
+      }
+    }
+  }
+  return common::low_latency_signal_count(observed);
+}
+
+// Every thread of every block of a send kernel calls this once all its writes are issued. The
+// block that finishes last gets true in all its threads: every block's writes are then ordered
+// before whatever that block releases next (the signals).
+// NOTES: one counter increment per block (not per row), so the hot path has no atomics.
+__device__ __forceinline__ bool finish_send_block(LowLatencyDeviceState* state) {
+  __shared__ int last_block;
+  ptx::fence_acq_rel_sys();  // this thread's writes (peers' heaps included) are performed
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    // Release: the block's writes, ordered before this thread by the barrier, before the count.
+    ptx::fence_acq_rel_sys();
+    const uint32_t finished = atomicAdd(&state->send_blocks_done, 1u) + 1u;
+    last_block = finished == gridDim.x ? 1 : 0;
+    if (last_block) {
+      ptx::fence_acq_rel_sys();     // every block's writes before our signals
+      state->send_blocks_done = 0;  // for the next send kernel, which the stream orders after us
+    }
+  }
+  __syncthreads();
+  return last_block != 0;
+}
+
+// ---- the expert-major row table -----------------------------------------------------------------
+
+// Where the rows of one rank's expert-major receive layout come from, in shared memory: per (local
+// expert l, source s) its row count and its first row within the expert (sources in order), and
+// per expert its first row in the flattened list of all received rows (experts in order).
+struct ExpertMajorTable {
+  int32_t* count;         // [L * R]
+  int32_t* begin;         // [L * R]
+  int32_t* expert_start;  // [L + 1]; expert_start[L] = every received row
+  int local_experts;
+  int num_ranks;
+
+  __host__ __device__ static size_t shared_bytes(int local_experts, int num_ranks) {
+    return sizeof(int32_t) * (2 * static_cast<size_t>(local_experts) * num_ranks + local_experts + 1);
+  }
+  __device__ static ExpertMajorTable in(void* shared, int local_experts, int num_ranks) {
+    ExpertMajorTable table;
+    table.count = static_cast<int32_t*>(shared);
+    table.begin = table.count + local_experts * num_ranks;
+    table.expert_start = table.begin + local_experts * num_ranks;
+    table.local_experts = local_experts;
+    table.num_ranks = num_ranks;
+    return table;
+  }
+
+  // Every thread of the block, once `count` is filled and visible: fills `begin` and `expert_start`.
+  // Ends with __syncthreads.
+  __device__ void build() const {
+    for (int l = threadIdx.x; l < local_experts; l += blockDim.x) {
+      int32_t rows = 0;
+      for (int s = 0; s < num_ranks; ++s) {
+        begin[l * num_ranks + s] = rows;
+        rows += count[l * num_ranks + s];
+      }
+      expert_start[l] = rows;  // the expert's total, until the scan below
+    }
+    __syncthreads();
+    if (threadIdx.x < 32) {
+      const int lane = lane_id();
+      int32_t carry = 0;
+      for (int base = 0; base < local_experts; base += 32) {
+        const int l = base + lane;
+        const int32_t rows = l < local_experts ? expert_start[l] : 0;
+        int32_t inclusive = rows;
+#pragma unroll
+        for (int offset = 1; offset < 32; offset <<= 1) {
+          const int32_t lower = __shfl_up_sync(kFullWarp, inclusive, offset);
+          if (lane >= offset) inclusive += lower;
+        }
+        if (l < local_experts) expert_start[l] = carry + inclusive - rows;
+        carry += __shfl_sync(kFullWarp, inclusive, 31);
+      }
+      if (lane == 0) expert_start[local_experts] = carry;
+    }
+    __syncthreads();
+  }
+
+  __device__ int32_t total_rows() const { return expert_start[local_experts]; }
+
+  struct Row {
+    int expert;        // local expert l
+    int source;        // source rank s
+    int32_t position;  // index among s's rows for l (its slot in the receive area)
+    int32_t index;     // index among l's rows (its row in recv_x / y)
+  };
+
+  // The `flat`-th received row. Every lane of the warp calls it with the same `flat`.
+  __device__ Row locate(int32_t flat) const {
+    int low = 0, high = local_experts;  // expert_start[low] <= flat < expert_start[high]
+    while (high - low > 1) {
+      const int middle = (low + high) / 2;
+      if (expert_start[middle] <= flat) {
+        low = middle;
+      } else {
+        high = middle;
+      }
+    }
+    Row row;
+    row.expert = low;
+    row.index = flat - expert_start[low];
+    // The last source whose rows begin at or before the row (an empty source shares its begin with
+    // the next one, so the last such source is the one that has rows).
+    const int lane = lane_id();
+    const bool before = lane < num_ranks && begin[low * num_ranks + lane] <= row.index;
+    row.source = 31 - __clz(__ballot_sync(kFullWarp, before));
+    row.position = row.index - begin[low * num_ranks + row.source];
+    return row;
+  }
+};
+
+}  // namespace switchyard::cuda::low_latency

@@ -1,0 +1,89 @@
+#pragma once
+// Host-side launchers of the CUDA `normal` engine's kernels. Each launcher checks the launch.
+#include <cuda_runtime.h>
+
+#include "common/normal_protocol.hpp"
+#include "device/kernel_context.hpp"
+
+namespace switchyard::cuda {
+
+struct LayoutLaunch {
+  const int64_t* topk_idx;
+  int64_t num_tokens;
+  int topk, num_experts, num_ranks, ranks_per_node;
+  int32_t* num_tokens_per_rank;    // [R], zeroed by the launcher
+  int32_t* num_tokens_per_node;    // [nodes]
+  int32_t* num_tokens_per_expert;  // [E]
+  bool* is_token_in_rank;          // [N, R]
+};
+// Ids outside [-1, E) are skipped and reported through the error block.
+void launch_layout(const KernelContext& context, const LayoutLaunch& launch, cudaStream_t stream);
+
+// Zeroes this rank's rings and waits for all ranks: the opening of a call that needs no counts.
+void launch_begin_call(const KernelContext& context, cudaStream_t stream);
+
+struct NotifyLaunch {
+  const bool* is_token_in_rank;  // [N, R]
+  const int64_t* topk_idx;       // [N, K]
+  int64_t num_tokens;
+  int topk, local_experts, expert_alignment;
+  uint64_t signature;
+  // Outputs (the handle).
+  int32_t* recv_channel_start;   // [R * C + 1]
+  int32_t* recv_expert_counts;   // [local_experts], aligned
+  int32_t* recv_token_count;     // [1]
+  int32_t* send_list;            // [R, N]: per destination, its tokens in order
+  int32_t* send_channel_prefix;  // [R, C + 1]: per destination, where each channel starts in send_list
+  int32_t* send_slot;            // [N, R]: ring index of token t within (its channel, destination), or -1
+};
+// Resets rings, exchanges counts with every rank (two barriers) and builds the handle's matrices.
+void launch_dispatch_notify(const KernelContext& context, const NotifyLaunch& launch, cudaStream_t stream);
+
+struct DispatchLaunch {
+  common::DispatchMessage message;
+  int local_experts;
+  // Send side.
+  const uint8_t* x;
+  const float* x_scales;
+  const int64_t* topk_idx;
+  const float* topk_weights;
+  int64_t num_tokens;
+  const int32_t* send_list;
+  const int32_t* send_channel_prefix;
+  // Receive side.
+  const int32_t* recv_channel_start;
+  uint8_t* recv_x;
+  float* recv_x_scales;
+  int64_t* recv_topk_idx;
+  float* recv_topk_weights;
+  int32_t* recv_src_token;
+  int64_t num_output_rows;  // rows of the outputs: M, or num_worst_tokens (padded)
+};
+void launch_dispatch(const KernelContext& context, const DispatchLaunch& launch, cudaStream_t stream);
+
+struct CombineLaunch {
+  common::CombineMessage message;
+  int ranks_per_node;
+  // Send side (expert rank).
+  const uint8_t* y;
+  const float* y_topk_weights;
+  const int32_t* recv_channel_start;
+  // Receive side (home rank).
+  int64_t num_tokens;
+  const bool* is_token_in_rank;
+  const int32_t* send_slot;
+  uint16_t* combined_x;
+  float* combined_topk_weights;
+};
+void launch_combine(const KernelContext& context, const CombineLaunch& launch, cudaStream_t stream);
+
+// Loads every kernel of the engine into `device`'s context (the current device) and sets their
+// shared-memory attributes: once per device; idempotent, thread-safe. See kernel_preload.hpp.
+void prepare_normal_kernels(int device);
+
+// Warps per block of the dispatch and combine kernels for R ranks (a multiple of R).
+int normal_warps_per_block(int num_ranks);
+// Max blocks of the dispatch/combine kernels that can be resident per SM (for the co-residency check).
+int normal_blocks_per_sm(int num_ranks, int row_bytes);
+
+}  // namespace switchyard::cuda

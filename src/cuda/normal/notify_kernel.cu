@@ -1,0 +1,192 @@
+// The opening of `normal` calls: ring reset + barrier, and for a fresh dispatch the count exchange
+// (notify) that tells every rank where each (source, channel) range lands.
+#include <mutex>
+#include <set>
+
+#include "device/cuda_check.hpp"
+#include "cuda/backend/kernel_preload.hpp"
+#include "device/device_barrier.cuh"
+#include "cuda/normal/kernels.hpp"
+#include "device/warp_group.cuh"
+
+namespace switchyard::cuda {
+
+namespace {
+
+constexpr int kNotifyThreads = 1024;
+constexpr int kBeginThreads = 256;
+// NOTES: room for R * C channel counters and E expert counters (e.g. 128 ranks x 64 channels plus
+// 16384 experts); set once in prepare_normal_kernels.
+constexpr size_t kNotifySharedBytes = 128 * 1024;
+
+__global__ void begin_call_kernel(KernelContext context) {
+  reset_own_rings(context);
+  block_barrier_all_ranks(context);
+}
+
+// Counts (pass 1) or lists (pass 2) each destination's tokens per channel, a warp per
+// (destination, channel), 32 tokens per ballot.
+__device__ void scan_channel_tokens(const KernelContext& context, const NotifyLaunch& launch, int32_t* counts,
+                                    bool fill) {
+  const int num_ranks = context.num_ranks;
+  const int num_channels = context.num_channels;
+  const int warps = blockDim.x / 32;
+  const int lane = lane_id();
+  for (int pair = threadIdx.x / 32; pair < num_ranks * num_channels; pair += warps) {
+    const int destination = pair / num_channels;
+    const int channel = pair % num_channels;
+    const int64_t begin = common::channel_begin(launch.num_tokens, num_channels, channel);
+    const int64_t end = common::channel_begin(launch.num_tokens, num_channels, channel + 1);
+    const int32_t base = fill ? launch.send_channel_prefix[destination * (num_channels + 1) + channel] : 0;
+    int32_t found = 0;
+    for (int64_t first = begin; first < end; first += 32) {
+      const int64_t token = first + lane;
+      const bool in_rank = token < end && launch.is_token_in_rank[token * num_ranks + destination];
+      const uint32_t mask = __ballot_sync(0xffffffffu, in_rank);
+      if (fill && token < end) {
+        const int32_t position = found + __popc(mask & ((1u << lane) - 1u));
+        launch.send_slot[token * num_ranks + destination] = in_rank ? position : -1;
+        if (in_rank) launch.send_list[destination * launch.num_tokens + base + position] = static_cast<int32_t>(token);
+      }
+      found += __popc(mask);
+    }
+    if (!fill && lane == 0) counts[pair] = found;
+  }
+}
+
+__global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launch) {
+  extern __shared__ int32_t shared_counts[];
+  const int num_ranks = context.num_ranks;
+  const int num_channels = context.num_channels;
+  const int local_experts = launch.local_experts;
+  const int num_experts = num_ranks * local_experts;
+  int32_t* channel_counts = shared_counts;                     // [R * C], destination-major
+  int32_t* expert_counts = shared_counts + num_ranks * num_channels;  // [E]
+
+  // 1. Open the call: our rings are empty, and every rank has finished its previous call.
+  reset_own_rings(context);
+  for (int i = threadIdx.x; i < num_ranks * num_channels; i += blockDim.x) channel_counts[i] = 0;
+  for (int i = threadIdx.x; i < num_experts; i += blockDim.x) expert_counts[i] = 0;
+  if (!block_barrier_all_ranks(context)) return;
+
+  // 2. Count what goes where, and list each destination's tokens for the senders and for combine.
+  scan_channel_tokens(context, launch, channel_counts, false);
+  const int64_t num_slots = launch.num_tokens * launch.topk;
+  for (int64_t i = threadIdx.x; i < num_slots; i += blockDim.x) {
+    const int64_t expert = launch.topk_idx[i];
+    if (expert >= 0 && expert < num_experts) {
+      atomicAdd(&expert_counts[expert], 1);
+    } else if (expert != -1) {
+      WaitSite site{common::WaitRole::notify, common::WaitTarget::invalid_expert, -1, -1};
+      record_wait_failure(context, site, num_experts, expert, 0, false);
+    }
+  }
+  __syncthreads();
+  for (int destination = threadIdx.x; destination < num_ranks; destination += blockDim.x) {
+    int32_t running = 0;
+    int32_t* prefix = launch.send_channel_prefix + destination * (num_channels + 1);
+    for (int channel = 0; channel < num_channels; ++channel) {
+      prefix[channel] = running;
+      running += channel_counts[destination * num_channels + channel];
+    }
+    prefix[num_channels] = running;
+  }
+  __syncthreads();
+  scan_channel_tokens(context, launch, channel_counts, true);
+
+  // 3. Publish our counts in every destination's notify record for us.
+  const int fields = num_channels + local_experts;
+  for (int i = threadIdx.x; i < num_ranks * fields; i += blockDim.x) {
+    const int destination = i / fields;
+    const int field = i % fields;
+    common::NotifyRecord record = context.layout.notify_record(context.heap.peer_base(destination), context.rank);
+    if (field < num_channels) {
+      record.channel_counts[field] = channel_counts[destination * num_channels + field];
+    } else {
+      record.expert_counts[field - num_channels] = expert_counts[destination * local_experts + field - num_channels];
+    }
+  }
+  for (int destination = threadIdx.x; destination < num_ranks; destination += blockDim.x) {
+    *context.layout.notify_signature(context.heap.peer_base(destination), context.rank) = launch.signature;
+  }
+  if (!block_barrier_all_ranks(context)) return;
+
+  // 4. Read every source's record for us.
+  __shared__ int signatures_match;
+  if (threadIdx.x == 0) signatures_match = 1;
+  __syncthreads();
+  for (int source = threadIdx.x; source < num_ranks; source += blockDim.x) {
+    const uint64_t signature = *context.layout.notify_signature(context.heap.base, source);
+    if (signature != launch.signature) {
+      WaitSite site{common::WaitRole::notify, common::WaitTarget::call_signature, -1, source};
+      record_wait_failure(context, site, static_cast<int64_t>(launch.signature), static_cast<int64_t>(signature), 0);
+      atomicExch(&signatures_match, 0);
+    }
+  }
+  for (int i = threadIdx.x; i < num_ranks * num_channels; i += blockDim.x) {
+    channel_counts[i] = context.layout.notify_record(context.heap.base, i / num_channels).channel_counts[i % num_channels];
+  }
+  __syncthreads();
+  if (!signatures_match) return;
+  if (threadIdx.x == 0) {
+    // Source-major, then channel: the rank-major receive order.
+    int32_t running = 0;
+    for (int i = 0; i < num_ranks * num_channels; ++i) {
+      launch.recv_channel_start[i] = running;
+      running += channel_counts[i];
+    }
+    launch.recv_channel_start[num_ranks * num_channels] = running;
+    launch.recv_token_count[0] = running;
+  }
+  for (int expert = threadIdx.x; expert < local_experts; expert += blockDim.x) {
+    int64_t sum = 0;
+    for (int source = 0; source < num_ranks; ++source) {
+      sum += context.layout.notify_record(context.heap.base, source).expert_counts[expert];
+    }
+    const int64_t aligned = (sum + launch.expert_alignment - 1) / launch.expert_alignment * launch.expert_alignment;
+    launch.recv_expert_counts[expert] = static_cast<int32_t>(aligned);
+  }
+}
+
+}  // namespace
+
+void prepare_dispatch_kernel();
+void prepare_combine_kernel();
+void prepare_layout_kernel();
+
+void prepare_normal_kernels(int device) {
+  // Loading and attributes belong to a device's context: once per device (a process may drive several).
+  static std::mutex mutex;
+  static std::set<int> prepared;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!prepared.insert(device).second) return;
+  [] {
+    preload_kernel(begin_call_kernel);
+    preload_kernel(dispatch_notify_kernel);
+    SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_notify_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                       static_cast<int>(kNotifySharedBytes)));
+    prepare_dispatch_kernel();
+    prepare_combine_kernel();
+    prepare_layout_kernel();
+  }();
+}
+
+void launch_begin_call(const KernelContext& context, cudaStream_t stream) {
+  begin_call_kernel<<<1, kBeginThreads, 0, stream>>>(context);
+  SY_CUDA_CHECK_LAUNCH();
+}
+
+void launch_dispatch_notify(const KernelContext& context, const NotifyLaunch& launch, cudaStream_t stream) {
+  const size_t shared_bytes =
+      sizeof(int32_t) * (static_cast<size_t>(context.num_ranks) * context.num_channels +
+                         static_cast<size_t>(context.num_ranks) * launch.local_experts);
+  if (shared_bytes > kNotifySharedBytes) {
+    throw InvalidArgument("num_experts: expected (num_ranks * channels + num_experts) * 4 <= " +
+                          std::to_string(kNotifySharedBytes) + " bytes of notify counters, got " +
+                          std::to_string(shared_bytes));
+  }
+  dispatch_notify_kernel<<<1, kNotifyThreads, shared_bytes, stream>>>(context, launch);
+  SY_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace switchyard::cuda

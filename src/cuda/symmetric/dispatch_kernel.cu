@@ -1,0 +1,524 @@
+// The CUDA `symmetric` dispatch, one kernel (DESIGN.md, "Symmetric engine"; the protocol in
+// common/symmetric_protocol.hpp; grid and warp roles in cuda/symmetric/kernels.hpp):
+//   1. publish: block 0 writes this rank's source record (x's address when zero-copy, else 0); this
+//      rank's rows go into its input buffer (bf16 publish: the TMA pipeline; fp8: the helper warps
+//      cast them; bf16 zero-copy: nothing, the receivers read x in place), and block 0's helper warps
+//      route its tokens into the experts' ranks' workspaces (cuda/symmetric/routing.cuh);
+//   2. the cross-rank barrier (device/cross_rank_barrier.cuh);
+//   3. pull: every block walks its share of the rows routed here, peers interleaved
+//      (cuda/symmetric/tables.cuh), and TMA-loads each from its source's input buffer at the mapped
+//      address, then TMA-stores it into the expert-major output; the helper warps write recv_count,
+//      layout_range and src_info past the received rows. With an expert_capacity C, only each
+//      expert's first C rows are pulled, and block 0's helpers first look for an expert of any rank
+//      that received more (every rank finds the same one, and records it as a CapacityError);
+//   4. release (cuda/symmetric/release.cuh): every block counts itself out once its loads are
+//      consumed; the last one releases the call into its done word in every peer's heap and, after a
+//      zero-copy call, waits until every peer released it into ours: then nobody reads x any more.
+#include <climits>
+
+#include "common/fp8_cast.hpp"
+#include "device/cross_rank_barrier.cuh"
+#include "device/cuda_check.hpp"
+#include "cuda/backend/kernel_preload.hpp"
+#include "cuda/symmetric/kernels.hpp"
+#include "cuda/symmetric/pipeline.cuh"
+#include "cuda/symmetric/release.cuh"
+#include "cuda/symmetric/routing.cuh"
+#include "cuda/symmetric/stamps.cuh"
+#include "cuda/symmetric/tables.cuh"
+#include "device/warp_group.cuh"
+
+namespace switchyard::cuda {
+
+namespace {
+
+// What every role of a block knows about the call.
+struct DispatchCall {
+  int half;
+  int num_ranks;
+  int blocks;
+  bool fp8;
+  uint32_t row_bytes;    // bytes of a row in the input buffer and in recv_x
+  uint32_t scale_bytes;  // bytes of a row's scales as loaded (16-aligned; 0 without fp8)
+};
+
+// Loads one row into the pipeline, in pieces of at most piece_bytes; the last piece carries the
+// scales (if any) and the row's extras.
+__device__ __forceinline__ bool push_row(PipelineProducer& producer, const KernelContext& context, const uint8_t* source,
+                                         uint8_t* destination, uint32_t row_bytes, uint32_t piece_bytes, int64_t row,
+                                         const void* scales, uint32_t scale_bytes) {
+  for (uint32_t offset = 0; offset < row_bytes; offset += piece_bytes) {
+    const uint32_t bytes = row_bytes - offset < piece_bytes ? row_bytes - offset : piece_bytes;
+    const bool last = offset + bytes >= row_bytes;
+    if (!producer.push(context, source + offset, destination + offset, bytes, last ? kStageRowEnd : 0u, row,
+                       last ? scales : nullptr, last ? scale_bytes : 0u)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// ---- 1. publish -----------------------------------------------------------------------------------
+
+// Producer (bf16): this block's tokens t = block, block + B, ... from x into the input buffer.
+__device__ void publish_producer(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                                 const DispatchCall& call, PipelineProducer& producer) {
+  if (lane_id() != 0) return;
+  const common::SymHeap& heap = context.heap;
+  const uint8_t* x = reinterpret_cast<const uint8_t*>(launch.x);
+  for (int64_t token = blockIdx.x; token < launch.num_tokens; token += call.blocks) {
+    uint8_t* published = launch.token.row(launch.layout.input_token(heap.base, call.half, token));
+    if (!push_row(producer, context, x + token * call.row_bytes, published, call.row_bytes, launch.grid.piece_bytes,
+                  token, nullptr, 0)) {
+      return;
+    }
+  }
+  producer.finish(context);
+}
+
+// Block 0, thread 0, before the barrier (whose release carries it to the receivers): where the
+// receivers find this call's rows. x is complete by stream order.
+__device__ void announce_source(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                                uint64_t sequence, int half) {
+  common::SymmetricSourceRecord* record = launch.layout.source_record(context.heap.base, half);
+  record->x = launch.zero_copy ? reinterpret_cast<uint64_t>(launch.x) : 0;
+  record->row_stride = launch.x_row_stride;
+  record->signature = launch.signature;
+  record->sequence = sequence;
+}
+
+// Consumer extras (bf16 publish): the token's top-k ids next to its row.
+struct PublishTopk {
+  const KernelContext& context;
+  const SymmetricDispatchLaunch& launch;
+  int half;
+  __device__ __forceinline__ void operator()(const StageDescriptor& descriptor, const uint8_t*) const {
+    const int64_t token = descriptor.row;
+    int64_t* ids = launch.token.topk_idx(launch.layout.input_token(context.heap.base, half, token));
+    for (int slot = lane_id(); slot < launch.topk; slot += 32) ids[slot] = __ldg(launch.topk_idx + token * launch.topk + slot);
+  }
+};
+
+// fp8 publish: one warp per token casts its row per 128 channels (a half-warp per block, 8 channels
+// per lane), with the same arithmetic as common/fp8_cast.hpp, and writes row, scales and top-k ids.
+__device__ void publish_fp8_rows(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                                 const DispatchCall& call, int caster, int num_casters) {
+  // NOTES: 4 loads of 16 bytes in flight per lane (8 blocks of 128 channels per warp).
+  constexpr int kUnroll = 4;
+  const int lane = lane_id();
+  const int half_lane = lane % 16;
+  const int num_blocks = launch.hidden / common::kFp8CastBlock;
+  for (int64_t token = caster; token < launch.num_tokens; token += num_casters) {
+    const uint16_t* row = launch.x + token * launch.hidden;
+    uint8_t* published = launch.layout.input_token(context.heap.base, call.half, token);
+    uint8_t* fp8_row = launch.token.row(published);
+    float* scales = launch.token.scales(published);
+    for (int first = 0; first < num_blocks; first += 2 * kUnroll) {
+      int4 values[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int block = first + 2 * u + lane / 16;
+        values[u] = make_int4(0, 0, 0, 0);
+        if (block < num_blocks) {
+          values[u] = ptx::ld_nc_v4(reinterpret_cast<const int4*>(row + block * common::kFp8CastBlock + half_lane * 8));
+        }
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int block = first + 2 * u + lane / 16;
+        const uint16_t* channels = reinterpret_cast<const uint16_t*>(&values[u]);
+        float amax = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) amax = fmaxf(amax, common::bf16_to_float(static_cast<uint16_t>(channels[i] & 0x7fffu)));
+        // The half-warp's 128 channels (xor offsets below 16 stay within the half).
+#pragma unroll
+        for (int offset = 8; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+        if (block >= num_blocks) continue;
+        const float scale = common::fp8_block_scale(amax, launch.round_scale);
+        const float inverse = 1.0f / scale;
+        uint32_t casted[2] = {0, 0};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const uint32_t value = common::float_to_fp8_e4m3(common::bf16_to_float(channels[i]) * inverse);
+          casted[i / 4] |= value << (8 * (i % 4));
+        }
+        *reinterpret_cast<uint2*>(fp8_row + block * common::kFp8CastBlock + half_lane * 8) = make_uint2(casted[0], casted[1]);
+        if (half_lane == 0) scales[block] = scale;
+      }
+    }
+    int64_t* ids = launch.token.topk_idx(published);
+    for (int slot = lane; slot < launch.topk; slot += 32) ids[slot] = __ldg(launch.topk_idx + token * launch.topk + slot);
+  }
+}
+
+// ---- 3. pull ------------------------------------------------------------------------------------
+
+// The counts the sources wrote here. Returns false (in every thread) when the call is refused: a
+// source refused its input, or a count is out of range (calls with different shapes).
+__device__ bool load_pull_tables(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                                 const DispatchCall& call, const RowTables& tables) {
+  __shared__ int refused;
+  if (threadIdx.x == 0) refused = 0;
+  __syncthreads();
+  const int pairs = launch.local_experts * call.num_ranks;
+  for (int pair = threadIdx.x; pair < pairs; pair += blockDim.x) {
+    const int local = pair / call.num_ranks;
+    const int source = pair % call.num_ranks;
+    int32_t count = *launch.layout.count(context.heap.base, call.half, local, source);
+    if (count == kRefusedCount) {
+      atomicExch(&refused, 1);
+      count = 0;
+    } else if (count < 0 || count > launch.max_tokens_per_rank) {
+      if (blockIdx.x == 0) {
+        const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1, source};
+        record_wait_failure(context, site, launch.max_tokens_per_rank, count, 0, false);
+      }
+      atomicExch(&refused, 1);
+      count = 0;
+    }
+    tables.count[pair] = count;
+  }
+  __syncthreads();
+  tables.build(launch.capacity);
+  return refused == 0;
+}
+
+// Where each source's rows are this call, from its record (acquired at the barrier): its x (zero-copy)
+// or null (in its input buffer). A record of another call means the ranks disagree on the call count,
+// one with another signature that they disagree on the call's shape: reported, and that source's rows
+// are not read.
+struct SourceRows {
+  const uint8_t* x[kMaxZeroCopyRanks];
+  int64_t row_stride[kMaxZeroCopyRanks];
+};
+
+__device__ bool load_sources(const KernelContext& context, const SymmetricDispatchLaunch& launch, uint64_t sequence,
+                             int half, SourceRows& sources) {
+  __shared__ int mismatched;
+  if (threadIdx.x == 0) mismatched = 0;
+  __syncthreads();
+  const common::SymHeap& heap = context.heap;
+  for (int source = threadIdx.x; source < context.num_ranks; source += blockDim.x) {
+    const volatile common::SymmetricSourceRecord* record = heap.map(launch.layout.source_record(heap.base, half), source);
+    // Another call, or this call with another shape: the rows here are not laid out as this rank reads them.
+    if (record->sequence != sequence || record->signature != launch.signature) {
+      if (blockIdx.x == 0) {
+        const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1, source};
+        record_wait_failure(context, site, static_cast<int64_t>(sequence), static_cast<int64_t>(record->sequence), 0,
+                            false);
+      }
+      atomicExch(&mismatched, 1);
+      continue;
+    }
+    sources.x[source] = reinterpret_cast<const uint8_t*>(record->x);
+    sources.row_stride[source] = record->row_stride;
+  }
+  __syncthreads();
+  return mismatched == 0;
+}
+
+// Producer: this block's share of every source's rows, sources interleaved. Lanes look up 32 rows at
+// once (route, output row, src_info, src_slot); lane 0 loads them.
+__device__ void pull_producer(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                              const DispatchCall& call, const RowTables& tables, const SourceRows& sources,
+                              PipelineProducer& producer) {
+  const int lane = lane_id();
+  const common::SymHeap& heap = context.heap;
+  const common::SymmetricLayout& layout = launch.layout;
+  const int64_t rows_per_expert = launch.capacity;
+  // The sources' generic-proxy writes, acquired at the barrier, are read below by TMA (async proxy).
+  ptx::fence_proxy_async_global();
+  for (int step = 0; step < call.num_ranks; ++step) {
+    const int source = walk_peer(step, context.rank, call.num_ranks);
+    const int32_t rows = tables.rows_of(source);
+    const uint8_t* source_x = sources.x[source];  // null: its rows are published
+    const int64_t source_stride = sources.row_stride[source];
+    for (int64_t base = walk_first_row(source, call.blocks); base < rows; base += 32 * static_cast<int64_t>(call.blocks)) {
+      const int64_t j = base + static_cast<int64_t>(lane) * call.blocks;
+      bool valid = j < rows;
+      int64_t row = 0;
+      const uint8_t* published = nullptr;  // the row to load
+      if (valid) {
+        const int local = tables.expert_of(source, static_cast<int32_t>(j));
+        const int32_t position = static_cast<int32_t>(j) - tables.first_row_of(source, local);
+        const common::SymmetricRoute route = *layout.route(heap.base, call.half, local, source, position);
+        if (route.token < 0 || route.token >= launch.max_tokens_per_rank || route.slot < 0 || route.slot >= launch.topk) {
+          const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1, source};
+          record_wait_failure(context, site, launch.max_tokens_per_rank, route.token, 0, false);
+          valid = false;
+        } else {
+          row = local * rows_per_expert + tables.begin[local * call.num_ranks + source] + position;
+          launch.src_info[row] = route.token;
+          launch.src_slot[row] = route.slot;
+          published = source_x != nullptr
+                          ? source_x + route.token * source_stride
+                          : launch.token.row(heap.map(layout.input_token(heap.base, call.half, route.token), source));
+        }
+      }
+      const uint32_t mask = __ballot_sync(0xffffffffu, valid);
+      int failed = 0;
+      for (int i = 0; i < 32; ++i) {
+        if (((mask >> i) & 1u) == 0) continue;
+        const int64_t row_i = __shfl_sync(0xffffffffu, row, i);
+        const uint8_t* published_i =
+            reinterpret_cast<const uint8_t*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(published), i));
+        if (lane == 0 && !failed) {
+          // `published_i` is the row (the token's start in an input buffer: row_offset() is 0); fp8
+          // rows are always published, with their scales next to them.
+          failed = !push_row(producer, context, published_i, launch.recv_x + row_i * call.row_bytes, call.row_bytes,
+                             launch.grid.piece_bytes, row_i,
+                             call.fp8 ? launch.token.scales(const_cast<uint8_t*>(published_i)) : nullptr,
+                             call.scale_bytes);
+        }
+      }
+      if (__shfl_sync(0xffffffffu, failed, 0)) return;
+    }
+  }
+  if (lane == 0) producer.finish(context);
+}
+
+// Consumer extras (pull, fp8): the row's scales, from the stage into recv_x_scales (f32, or UE8M0
+// bytes packed four to a word).
+struct PullScales {
+  const SymmetricDispatchLaunch& launch;
+  __device__ __forceinline__ void operator()(const StageDescriptor& descriptor, const uint8_t* stage) const {
+    if ((descriptor.flags & kStageScales) == 0) return;
+    const float* scales = reinterpret_cast<const float*>(stage + descriptor.bytes);
+    const int num_scales = static_cast<int>(launch.token.num_scales);
+    const int lane = lane_id();
+    if (launch.use_ue8m0) {
+      const int words = common::ue8m0_words(num_scales);
+      int32_t* out = static_cast<int32_t*>(launch.recv_x_scales) + descriptor.row * words;
+      for (int word = lane; word < words; word += 32) {
+        uint32_t packed = 0;
+        for (int byte = 0; byte < common::kUe8m0PerWord; ++byte) {
+          const int index = word * common::kUe8m0PerWord + byte;
+          if (index < num_scales) packed |= static_cast<uint32_t>(common::ue8m0_exponent(scales[index])) << (8 * byte);
+        }
+        out[word] = static_cast<int32_t>(packed);
+      }
+    } else {
+      float* out = static_cast<float*>(launch.recv_x_scales) + descriptor.row * num_scales;
+      for (int index = lane; index < num_scales; index += 32) out[index] = scales[index];
+    }
+  }
+};
+
+// Named barrier of the helper warps (0 is __syncthreads, 1 the routing warps' before the barrier).
+constexpr int kHelperBarrierId = 2;
+
+__device__ __forceinline__ void helper_warps_sync() {
+  asm volatile("bar.sync %0, %1;" ::"r"(kHelperBarrierId), "r"(kHelperWarps * 32) : "memory");
+}
+
+// Block 0's helpers, after the barrier, when the capacity is below R * max: every rank's workspace
+// holds this call's counts (each source wrote them before arriving), so each rank reads all of them
+// through map() and finds the lowest expert of any rank with more rows than the capacity. Every rank
+// records the same one (not a wait: the call completes), and the handle keeps it for the combine.
+__device__ void find_overflow(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                              const DispatchCall& call) {
+  __shared__ int first_expert;
+  const int helper = static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32;
+  const int helpers = kHelperWarps * 32;
+  if (helper == 0) first_expert = INT_MAX;
+  helper_warps_sync();
+  const common::SymHeap& heap = context.heap;
+  int64_t my_rows = 0;
+  int my_expert = INT_MAX;
+  for (int expert = helper; expert < launch.num_experts; expert += helpers) {
+    const int target = expert / launch.local_experts;
+    const int local = expert % launch.local_experts;
+    int64_t rows = 0;
+    for (int source = 0; source < call.num_ranks; ++source) {
+      // A count out of range is its target's to report (load_pull_tables); it adds nothing here.
+      const int32_t count = *heap.map(launch.layout.count(heap.base, call.half, local, source), target);
+      if (count > 0 && count <= launch.max_tokens_per_rank) rows += count;
+    }
+    if (rows > launch.capacity) {
+      my_expert = expert;
+      my_rows = rows;
+      atomicMin(&first_expert, expert);
+      break;  // later experts of this thread are higher
+    }
+  }
+  helper_warps_sync();
+  if (my_expert != INT_MAX && my_expert == first_expert) {
+    const int expert_rank = my_expert / launch.local_experts;
+    launch.overflow[1] = my_expert;
+    launch.overflow[2] = static_cast<int32_t>(my_rows);
+    launch.overflow[0] = 1;
+    const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::expert_capacity, my_expert,
+                        expert_rank};
+    record_wait_failure(context, site, launch.capacity, my_rows, 0, false);
+  }
+}
+
+// Helpers: block 0 writes recv_count and layout_range (true counts); every block writes src_info =
+// -1 for its share of the rows past each expert's received ones, within the capacity.
+__device__ void write_layout(const SymmetricDispatchLaunch& launch, const DispatchCall& call, const RowTables& tables) {
+  const int helper = static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32;
+  const int helpers = kHelperWarps * 32;
+  if (blockIdx.x == 0) {
+    for (int local = helper; local < launch.local_experts; local += helpers) launch.recv_count[local] = tables.total[local];
+    for (int pair = helper; pair < launch.local_experts * call.num_ranks; pair += helpers) {
+      launch.layout_range[2 * pair] = tables.begin[pair];
+      launch.layout_range[2 * pair + 1] = tables.count[pair];
+    }
+  }
+  const int64_t rows_per_expert = launch.capacity;
+  const int64_t index = static_cast<int64_t>(blockIdx.x) * helpers + helper;
+  const int64_t stride = static_cast<int64_t>(call.blocks) * helpers;
+  for (int local = 0; local < launch.local_experts; ++local) {
+    int32_t* src_info = launch.src_info + local * rows_per_expert;
+    const int64_t received = tables.total[local] < rows_per_expert ? tables.total[local] : rows_per_expert;
+    for (int64_t row = received + index; row < rows_per_expert; row += stride) src_info[row] = -1;
+  }
+}
+
+__global__ void __launch_bounds__(kSymmetricThreads, 1)
+    symmetric_dispatch_kernel(const __grid_constant__ KernelContext context,
+                              const __grid_constant__ SymmetricDispatchLaunch launch) {
+  extern __shared__ __align__(128) uint8_t dynamic_shared[];
+  __shared__ PipelineShared pipeline_shared;
+  __shared__ uint32_t call_of_block;
+  __shared__ int refused_by_routing;
+  __shared__ DispatchStampRecord stamps;
+  const bool stamping = launch.stamps != nullptr;
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const SymmetricGrid& grid = launch.grid;
+  const Pipeline pipe{&pipeline_shared, dynamic_shared + grid.table_bytes, grid.stage_bytes,
+                      static_cast<uint32_t>(grid.stages)};
+  if (threadIdx.x == 0) {
+    // Every block reads the count before the barrier; block 0 advances it only after.
+    call_of_block = launch.state->calls + 1;
+    refused_by_routing = 0;
+    init_pipeline(pipe);
+    // The handle's overflow record starts clear on every call (replays too); find_overflow sets it
+    // after the barrier, which the __syncthreads below orders after this store.
+    if (blockIdx.x == 0) launch.overflow[0] = 0;
+    stamps = DispatchStampRecord{};
+    stamp(stamps, stamping, kPhaseStart);
+  }
+  __syncthreads();
+  const uint32_t sequence = call_of_block;
+
+  DispatchCall call;
+  call.half = common::symmetric_half(sequence);
+  call.num_ranks = context.num_ranks;
+  call.blocks = grid.blocks;
+  call.fp8 = launch.token.num_scales > 0;
+  call.row_bytes = launch.token.row_bytes;
+  call.scale_bytes = static_cast<uint32_t>(common::align_up(launch.token.num_scales * sizeof(float), common::kSymmetricAlignment));
+  const WaitSite pipeline_site{common::WaitRole::symmetric_dispatch, common::WaitTarget::grid_arrival, -1, -1};
+  PipelineProducer producer{pipe, 0, pipeline_site, false};
+  PipelineConsumer consumer{pipe, 0, 0, pipeline_site};
+  int32_t* table = reinterpret_cast<int32_t*>(dynamic_shared);
+
+  // 1. Publish.
+  if (blockIdx.x == 0 && threadIdx.x == 0) announce_source(context, launch, sequence, call.half);
+  // Routing: block 0's helper warps, or every block's when nothing else runs before the barrier
+  // (zero-copy: launch.routing_blocks, cuda/symmetric/routing.cuh).
+  const GridBarrier rank_grid{&launch.state->grid_arrivals, static_cast<uint32_t>(grid.blocks)};
+  const RoutingExchange exchange{launch.routing_exchange, launch.routing_blocks};
+  const int routing_warp = warp - kFirstHelperWarp;
+  const bool routes = static_cast<int>(blockIdx.x) < exchange.routing_blocks && routing_warp >= 0 &&
+                      routing_warp < grid.routing_warps;
+  if (routes) {
+    count_routes(context, launch, table, blockIdx.x, exchange, routing_warp, &refused_by_routing);
+  }
+  bool counted = true;
+  if (exchange.routing_blocks > 1) {
+    // Every thread of every block (nothing else runs here): the other blocks' exchange rows.
+    counted = grid_sync(rank_grid, context, common::WaitRole::symmetric_dispatch, context.timeout_ns);
+  } else if (routes) {
+    routing_warps_sync(grid.routing_warps);
+  }
+  if (routes && counted) {
+    place_routes(context, launch, call.half, table, blockIdx.x, exchange, routing_warp, &refused_by_routing);
+    if (routing_warp == 0 && lane_id() == 0) stamp(stamps, stamping, kPhaseRouted);
+  }
+  if (routes || exchange.routing_blocks > 1) {
+    // Routed (or, with routing in every block, nothing else to do before the barrier).
+  } else if (blockIdx.x == 0 && warp >= kFirstHelperWarp) {
+    // Block 0's helpers beyond the routing warps.
+  } else if (call.fp8) {
+    // Casters: block 0's pipeline warps, and every warp of the other blocks.
+    const int caster = blockIdx.x == 0 ? warp : kFirstHelperWarp + (blockIdx.x - 1) * kSymmetricWarps + warp;
+    const int casters = kFirstHelperWarp + (grid.blocks - 1) * kSymmetricWarps;
+    publish_fp8_rows(context, launch, call, caster, casters);
+  } else if (launch.zero_copy) {
+    // Nothing to copy: the receivers read x in place (no reader of the published top-k ids either).
+  } else if (warp == kProducerWarp) {
+    publish_producer(context, launch, call, producer);
+  } else if (warp == kConsumerWarp) {
+    consumer.run_phase(context, PublishTopk{context, launch, call.half});
+  } else {
+    // Helpers of other blocks: the top-k ids go with the consumer's extras.
+  }
+
+  // 2. The barrier: every rank's input buffer, source record and our workspace are complete after it.
+  const CrossRankBarrier barrier{rank_grid,
+                                 CrossRankSignals{reinterpret_cast<int32_t*>(launch.layout.signal(context.heap.base, 0)),
+                                                  context.num_ranks},
+                                 &launch.state->barriers};
+  if (cross_rank_barrier(barrier, context, common::WaitRole::symmetric_dispatch)) {
+    if (blockIdx.x == 0 && threadIdx.x == 0) launch.state->calls = sequence;
+    if (threadIdx.x == 0) stamp(stamps, stamping, kPhasePassed);
+
+    // 3. Pull (refused: no output is written).
+    __shared__ SourceRows sources;
+    const RowTables tables = RowTables::carve(table, call.num_ranks, launch.local_experts);
+    const bool sourced = load_sources(context, launch, sequence, call.half, sources);
+    if (load_pull_tables(context, launch, call, tables) && sourced) {
+      if (warp == kProducerWarp) {
+        pull_producer(context, launch, call, tables, sources, producer);
+        if (lane_id() == 0) stamp(stamps, stamping, kPhaseIssued);
+      } else if (warp == kConsumerWarp) {
+        consumer.evict_first_stores = kEvictFirstPullStores;
+        consumer.run_phase(context, PullScales{launch});
+        if (lane_id() == 0) stamp(stamps, stamping, kPhaseDrained);
+      } else {
+        if (blockIdx.x == 0 && launch.capacity < call.num_ranks * launch.max_tokens_per_rank) {
+          find_overflow(context, launch, call);
+        }
+        if (blockIdx.x == 0 && launch.begin != nullptr) {
+          write_pull_begins(context, launch, call.half, static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32,
+                            kHelperWarps * 32);
+        }
+        write_layout(launch, call, tables);
+      }
+    }
+  }
+
+  // 4. Release: every block, whatever happened above, so that no peer waits for our done words and we
+  // never end while a peer still reads our x.
+  release_call(context, launch.state, launch.layout, sequence, launch.zero_copy,
+               common::WaitRole::symmetric_dispatch, common::WaitTarget::source_done, false);
+  if (threadIdx.x == 0) {
+    stamp(stamps, stamping, kPhaseReleased);
+    keep_stamps(stamps, launch.stamps, sequence);
+  }
+}
+
+}  // namespace
+
+void prepare_symmetric_dispatch_kernel() {
+  preload_kernel(symmetric_dispatch_kernel);
+  SY_CUDA_CHECK(cudaFuncSetAttribute(symmetric_dispatch_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     static_cast<int>(kSymmetricSharedBytes)));
+}
+
+int symmetric_dispatch_blocks_per_sm() {
+  int blocks = 0;
+  SY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, symmetric_dispatch_kernel, kSymmetricThreads,
+                                                              kSymmetricSharedBytes));
+  return blocks;
+}
+
+void launch_symmetric_dispatch(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                               cudaStream_t stream) {
+  symmetric_dispatch_kernel<<<launch.grid.blocks, kSymmetricThreads, kSymmetricSharedBytes, stream>>>(context, launch);
+  SY_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,69 @@
+#pragma once
+// The CUDA `symmetric` engine's host side: checks what only the backend knows (grid co-residency,
+// alignment, shared-memory tables), allocates outputs stream-ordered, and launches one kernel per
+// call (cuda/symmetric/kernels.hpp). No host synchronisation: calls can be captured in CUDA graphs,
+// since everything that changes from call to call (the heap half, the barrier's phase) is counted
+// on the device.
+#include <cuda_runtime.h>
+
+#include "core/backend.hpp"
+#include "device/kernel_context.hpp"
+#include "cuda/symmetric/kernels.hpp"
+
+namespace switchyard::cuda {
+
+class SymmetricEngine {
+ public:
+  SymmetricEngine() = default;
+  ~SymmetricEngine();
+  SymmetricEngine(const SymmetricEngine&) = delete;
+  SymmetricEngine& operator=(const SymmetricEngine&) = delete;
+
+  // Once, from the CudaBackend constructor, before any rank can launch (changing a kernel's
+  // attributes or allocating later could wait for peers that wait for us): kernel attributes, the
+  // occupancy, and this rank's zeroed device counters.
+  void prepare(int device, int sm_count);
+
+  // At connect, from what the heap found: the combine path and the dispatch source
+  // (Config::symmetric_combine and symmetric_dispatch resolved; pull and zero_copy only where every rank
+  // is a thread of this process on this GPU). Throws Unsupported, naming the knob, when pull or
+  // zero_copy is forced where it cannot work.
+  void connect(const Config& config, HeapSharing sharing, int num_ranks, int ranks_on_device);
+  SymmetricCombine combine_path() const { return combine_path_; }
+  SymmetricDispatch dispatch_path() const { return dispatch_path_; }
+
+  // Where a call runs: `stream` for the kernel, `alloc_stream` for its outputs (null: plain
+  // allocations), and how many ranks' grids share this GPU.
+  struct Launch {
+    cudaStream_t stream;
+    cudaStream_t alloc_stream;
+    int ranks_on_device;
+    detail::BufferId owner;  // recorded in handles
+  };
+
+  LowLatencyDispatchResult dispatch(const detail::SymmetricDispatchPlan& plan, KernelContext context,
+                                    const Launch& launch);
+  LowLatencyCombineResult combine(const detail::SymmetricCombinePlan& plan, KernelContext context,
+                                  const Launch& launch);
+
+ private:
+  int blocks_per_rank(int ranks_on_device) const;
+
+  int device_ = 0;
+  int sm_count_ = 0;
+  int blocks_per_sm_ = 0;
+  SymmetricDeviceState* state_ = nullptr;
+  // Phase stamps of sampled dispatches (SWITCHYARD_SYMMETRIC_STAMPS=1), printed by the destructor.
+  DispatchStampRecord* stamps_ = nullptr;
+  int stamped_rank_ = -1;
+  SymmetricCombine combine_path_ = SymmetricCombine::push;
+  SymmetricDispatch dispatch_path_ = SymmetricDispatch::publish;
+};
+
+// The layout of a call's blocks: per-call tables and TMA stages in kSymmetricSharedBytes. `routing`:
+// the dispatch's routing warps need (routing_warps + 1) * E counters. Throws Unsupported naming
+// num_experts or hidden when they do not fit.
+SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint32_t row_bytes, uint32_t scale_bytes,
+                             bool routing);
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,44 @@
+#pragma once
+// Phase stamps of the symmetric dispatch, a measurement aid: with SWITCHYARD_SYMMETRIC_STAMPS=1 in the
+// environment when the backend is created, each block notes %globaltimer (one clock for every rank of
+// a GPU) when it reaches each phase of every kSymmetricStampEvery-th call pair, into the engine's stamp
+// records (the last kSymmetricStampSamples such calls). The engine prints them to stderr when it is
+// destroyed, one line per block:
+//   symstamp <call> <rank> <block> <start> <routed> <passed> <issued> <drained> <released>
+// (ns; 0 where the block has no such phase). scripts/symmetric_stamps.py turns them into each phase's
+// spread relative to the call's first block start on any rank (bench/NOTES.md). Off, the kernel pays
+// one predicate per phase.
+#include <cstdint>
+
+#include "device/ptx.cuh"
+#include "cuda/symmetric/kernels.hpp"
+
+namespace switchyard::cuda {
+
+enum DispatchPhase : int {
+  kPhaseStart,     // the block's first instruction after its setup
+  kPhaseRouted,    // a routing block: its routing warps placed every route of its segment (warp 0's view)
+  kPhasePassed,    // the cross-rank barrier passed
+  kPhaseIssued,    // the producer issued its last load
+  kPhaseDrained,   // the consumer's stores are complete
+  kPhaseReleased,  // the block left the release (the last block: after every peer's done word)
+};
+static_assert(kPhaseReleased + 1 == kSymmetricStampPhases, "a stamp record holds every phase");
+
+// One thread of the block notes `phase` into its shared-memory record.
+__device__ __forceinline__ void stamp(DispatchStampRecord& record, bool on, DispatchPhase phase) {
+  if (on) record.at[phase] = ptx::globaltimer_ns();
+}
+
+// Thread 0, at the end of the block: the block's record into the engine's, for sampled calls.
+__device__ __forceinline__ void keep_stamps(DispatchStampRecord& record, DispatchStampRecord* records,
+                                            uint32_t sequence) {
+  // Dispatch and combine share the sequence and mostly alternate: count in pairs of calls.
+  const uint32_t pair = sequence / 2;
+  if (records == nullptr || pair % kSymmetricStampEvery != 0 || blockIdx.x >= kSymmetricStampBlocks) return;
+  const uint32_t sample = (pair / kSymmetricStampEvery) % kSymmetricStampSamples;
+  record.sequence = sequence;
+  records[sample * kSymmetricStampBlocks + blockIdx.x] = record;
+}
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,99 @@
+#pragma once
+// Per-call tables of the `symmetric` kernels, in shared memory: how many rows each (local expert,
+// rank) pair holds on this rank, where they start in the expert-major layout, and the order in which
+// a block walks one peer's rows. Dispatch fills the counts from its workspace (rank = source),
+// combine from the dispatch's layout_range (rank = home).
+//
+// A peer's rows are numbered j = 0.. in (local expert, position) order; block b of B takes rows
+// j = first, first + B, ... of every peer, and visits the peers starting at its own offset, so at
+// any moment the blocks of a rank read from (or write to) all peers, none of them hot.
+#include <cstdint>
+
+#include "cuda/symmetric/kernels.hpp"
+
+namespace switchyard::cuda {
+
+// Carved from symmetric_table_ints(R, L) entries of shared memory.
+//
+// With a capacity C (expert_capacity), expert l keeps only its first C rows: count, begin and total
+// stay the true values (what layout_range and recv_count report), while `start`, and so the rows a
+// block walks, counts only the rows that fit, min(count, max(0, C - begin)) per pair.
+struct RowTables {
+  int32_t* count;  // [L][R]: rows of (local expert l, rank r)
+  int32_t* begin;  // [L][R]: where (l, r)'s rows start among expert l's rows (ranks ascending)
+  int32_t* start;  // [R][L + 1]: rank r's walked row j lies in expert l for start[r][l] <= j < start[r][l + 1]
+  int32_t* total;  // [L]: rows of expert l
+  int num_ranks;
+  int local_experts;
+
+  __device__ static RowTables carve(int32_t* base, int num_ranks, int local_experts) {
+    RowTables tables;
+    const int pairs = num_ranks * local_experts;
+    tables.count = base;
+    tables.begin = base + pairs;
+    tables.start = base + 2 * pairs;
+    tables.total = tables.start + num_ranks * (local_experts + 1);
+    tables.num_ranks = num_ranks;
+    tables.local_experts = local_experts;
+    return tables;
+  }
+
+  // After `count` is filled and the block synchronised: the prefix sums, the walk over the rows that
+  // fit `capacity`. Whole block; ends synchronised.
+  __device__ void build(int64_t capacity) const {
+    for (int l = threadIdx.x; l < local_experts; l += blockDim.x) {
+      int32_t running = 0;
+      for (int r = 0; r < num_ranks; ++r) {
+        begin[l * num_ranks + r] = running;
+        running += count[l * num_ranks + r];
+      }
+      total[l] = running;
+    }
+    __syncthreads();  // `begin` is read across experts below
+    for (int r = threadIdx.x; r < num_ranks; r += blockDim.x) {
+      int32_t* prefix = start + r * (local_experts + 1);
+      int32_t running = 0;
+      for (int l = 0; l < local_experts; ++l) {
+        prefix[l] = running;
+        const int64_t room = capacity - begin[l * num_ranks + r];
+        const int32_t rows = count[l * num_ranks + r];
+        running += room <= 0 ? 0 : (room < rows ? static_cast<int32_t>(room) : rows);
+      }
+      prefix[local_experts] = running;
+    }
+    __syncthreads();
+  }
+
+  __device__ __forceinline__ int32_t rows_of(int rank) const { return start[rank * (local_experts + 1) + local_experts]; }
+
+  // The local expert of `rank`'s row j (0 <= j < rows_of(rank)): the last l with start[l] <= j.
+  __device__ __forceinline__ int expert_of(int rank, int32_t j) const {
+    const int32_t* prefix = start + rank * (local_experts + 1);
+    int low = 0, high = local_experts - 1;
+    while (low < high) {
+      const int middle = (low + high + 1) / 2;
+      if (prefix[middle] <= j) {
+        low = middle;
+      } else {
+        high = middle - 1;
+      }
+    }
+    return low;
+  }
+  __device__ __forceinline__ int32_t first_row_of(int rank, int local_expert) const {
+    return start[rank * (local_experts + 1) + local_expert];
+  }
+};
+
+// The peer a block visits at `step` (0..R-1): starting after this rank, offset by the block.
+__device__ __forceinline__ int walk_peer(int step, int rank, int num_ranks) {
+  return static_cast<int>((static_cast<int64_t>(rank) + 1 + blockIdx.x + step) % num_ranks);
+}
+
+// The first of a peer's rows this block takes (then every `blocks`-th); rotated by the peer so the
+// remainders spread over the blocks.
+__device__ __forceinline__ int32_t walk_first_row(int peer, int blocks) {
+  return static_cast<int32_t>((static_cast<int64_t>(blockIdx.x) + blocks - peer % blocks) % blocks);
+}
+
+}  // namespace switchyard::cuda

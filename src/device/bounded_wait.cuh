@@ -1,0 +1,76 @@
+#pragma once
+// Bounded spin-waits for one thread. On timeout the thread records who waited for what in the
+// host-mapped error block (first failure wins), raises the rank's abort flag and returns false, so
+// its warp group can leave the kernel together instead of hanging or trapping.
+#include "common/atomics.hpp"
+#include "device/kernel_context.hpp"
+#include "device/ptx.cuh"
+
+namespace switchyard::cuda {
+
+struct WaitSite {
+  common::WaitRole role;
+  common::WaitTarget target;
+  int channel;
+  int peer;
+};
+
+// `abort_rank`: stop this rank's other waits too (a failed wait); false for bad input found on the
+// device, where the protocol can still complete.
+__device__ __forceinline__ void record_wait_failure(const KernelContext& context, const WaitSite& site,
+                                                    int64_t expected, int64_t observed, uint64_t waited_ns,
+                                                    bool abort_rank = true) {
+  if (abort_rank) atomicExch(context.abort_flag, 1);
+  common::DeviceErrorBlock* error = context.error;
+  // NOTES: the claim is a device-memory atomic; atomics on host-mapped memory are not supported
+  // everywhere (compute-sanitizer rejects them on PCIe-attached hosts).
+  if (atomicCAS(context.error_claim, 0, 1) == 0) {
+    error->rank = context.rank;
+    error->role = static_cast<int32_t>(site.role);
+    error->target = static_cast<int32_t>(site.target);
+    error->channel = site.channel;
+    error->peer = site.peer;
+    error->expected = expected;
+    error->observed = observed;
+    error->waited_ns = waited_ns;
+    error->call = context.call_index;
+    error->barriers = *context.barrier_epoch;
+    error->claimed = 1;
+    __threadfence_system();
+    *reinterpret_cast<volatile int32_t*>(&error->complete) = 1;
+  }
+}
+
+__device__ __forceinline__ bool rank_aborted(const KernelContext& context) {
+  return *reinterpret_cast<volatile int32_t*>(context.abort_flag) != 0;
+}
+
+// Whether a wait gives up as soon as another wait of this rank failed (the usual), or keeps waiting
+// until its own timeout: a wait that keeps memory alive for peers (symmetric_release.cuh) must not
+// end early, since a peer that got further than us may still be reading it.
+enum class OnRankFailure { give_up, keep_waiting };
+
+// Spins until *word >= target (acquire). Returns false on timeout or, unless told to keep waiting,
+// when another wait of this rank already failed. A timeout is recorded (the rank's first failure wins).
+__device__ __forceinline__ bool wait_at_least(const KernelContext& context, const uint64_t* word, uint64_t target,
+                                              const WaitSite& site,
+                                              OnRankFailure on_failure = OnRankFailure::give_up) {
+  uint64_t observed = common::ld_acquire_sys(word);
+  if (observed >= target) return true;
+  const uint64_t start = ptx::globaltimer_ns();
+  // NOTES: the clock and abort flag are read every 64 polls; a poll is a few hundred ns.
+  for (uint32_t polls = 1;; ++polls) {
+    observed = common::ld_acquire_sys(word);
+    if (observed >= target) return true;
+    if ((polls & 63) == 0) {
+      if (on_failure == OnRankFailure::give_up && rank_aborted(context)) return false;
+      uint64_t waited = ptx::globaltimer_ns() - start;
+      if (waited > context.timeout_ns) {
+        record_wait_failure(context, site, static_cast<int64_t>(target), static_cast<int64_t>(observed), waited);
+        return false;
+      }
+    }
+  }
+}
+
+}  // namespace switchyard::cuda

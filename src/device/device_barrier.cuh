@@ -1,0 +1,41 @@
+#pragma once
+// A barrier of all ranks, run by one block per rank: each rank stores its arrival count into its word
+// in every peer's heap (release), then waits for every peer's word in its own heap (acquire). Counts
+// only grow (each rank counts its barriers on the device), so the words never need resetting.
+#include "device/bounded_wait.cuh"
+
+namespace switchyard::cuda {
+
+// Every thread of the block calls this; returns false (in every thread) if some peer never arrived.
+__device__ __forceinline__ bool block_barrier_all_ranks(const KernelContext& context) {
+  __shared__ uint64_t epoch_of_block;
+  __syncthreads();
+  if (threadIdx.x == 0) epoch_of_block = ++*context.barrier_epoch;
+  __syncthreads();
+  const uint64_t epoch = epoch_of_block;
+  bool arrived = true;
+  uint64_t* my_word = context.layout.barrier_word(context.heap.base, context.rank);
+  for (int peer = threadIdx.x; peer < context.num_ranks; peer += blockDim.x) {
+    // NOTES: the fence makes the block's earlier writes (ring resets, notify records), ordered
+    // before us by __syncthreads, visible system-wide before the peer sees our arrival.
+    ptx::fence_acq_rel_sys();
+    common::st_release_sys(context.heap.map(my_word, peer), epoch);
+  }
+  for (int peer = threadIdx.x; peer < context.num_ranks; peer += blockDim.x) {
+    WaitSite site{common::WaitRole::barrier, common::WaitTarget::peer_arrival, -1, peer};
+    arrived = wait_at_least(context, context.layout.barrier_word(context.heap.base, peer), epoch, site) && arrived;
+  }
+  return __syncthreads_and(arrived) != 0;
+}
+
+// Zeroes the head and tail of every ring this rank receives on (before the barrier that opens a call).
+__device__ __forceinline__ void reset_own_rings(const KernelContext& context) {
+  const int num_rings = context.num_channels * context.num_ranks;
+  for (int index = threadIdx.x; index < num_rings; index += blockDim.x) {
+    common::Ring ring = context.layout.ring(context.heap.base, index / context.num_ranks, index % context.num_ranks);
+    *ring.tail() = 0;
+    *ring.head() = 0;
+  }
+}
+
+}  // namespace switchyard::cuda

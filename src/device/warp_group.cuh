@@ -1,0 +1,54 @@
+#pragma once
+// Warp groups: the warps of a block that serve one peer. A group of G warps splits a ring's slots
+// (slot i goes to warp i % G) and meets at a named barrier before flow-control updates.
+#include <cstdint>
+
+#include "device/ptx.cuh"
+
+namespace switchyard::cuda {
+
+// A block has at most 32 warps; with G > 1 there are at most 8 groups, so ids 1..8 never clash with
+// __syncthreads' id 0.
+struct WarpGroup {
+  int index;          // the peer it serves
+  int warp_in_group;  // 0..size-1
+  int size;           // G
+
+  __device__ __forceinline__ void sync() const {
+    if (size == 1) {
+      __syncwarp();
+    } else {
+      asm volatile("bar.sync %0, %1;" ::"r"(index + 1), "r"(size * 32) : "memory");
+    }
+  }
+  __device__ __forceinline__ bool leader() const { return warp_in_group == 0 && (threadIdx.x % 32) == 0; }
+};
+
+__device__ __forceinline__ WarpGroup warp_group_of_this_warp(int warps_per_group) {
+  int warp = static_cast<int>(threadIdx.x / 32);
+  return WarpGroup{warp / warps_per_group, warp % warps_per_group, warps_per_group};
+}
+
+__device__ __forceinline__ int lane_id() { return static_cast<int>(threadIdx.x % 32); }
+
+// A warp copies `bytes` (a multiple of 16, both sides 16-byte aligned) with 16-byte accesses,
+// several loads in flight per lane before the stores. `kReadOnly` inputs use the non-coherent path.
+template <bool kReadOnly>
+__device__ __forceinline__ void warp_copy(void* destination, const void* source, uint32_t bytes) {
+  constexpr int kUnroll = 8;
+  int4* out = static_cast<int4*>(destination);
+  const int4* in = static_cast<const int4*>(source);
+  const uint32_t count = bytes / 16;
+  const int lane = lane_id();
+  uint32_t i = lane;
+  for (; i + 32 * (kUnroll - 1) < count; i += 32 * kUnroll) {
+    int4 values[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) values[u] = kReadOnly ? ptx::ld_nc_v4(in + i + 32 * u) : in[i + 32 * u];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) out[i + 32 * u] = values[u];
+  }
+  for (; i < count; i += 32) out[i] = kReadOnly ? ptx::ld_nc_v4(in + i) : in[i];
+}
+
+}  // namespace switchyard::cuda
