@@ -253,7 +253,17 @@ class Session {
     }
   }
 
-  int64_t num_worst_tokens(int64_t num_tokens) {
+  // NOTES: from 2^16 to 2^61 rows, worst-case outputs are caller-sized allocations (up to exabytes,
+  // refused by the allocator or first by libFuzzer's malloc limit), not a validation question; from
+  // 2^61 on their byte counts overflow, which Tensor::empty must refuse. So the middle is left out.
+  static int64_t worst_case_rows(int64_t rows) {
+    constexpr int64_t kMostAllocated = int64_t{1} << 16, kOverflowing = int64_t{1} << 61;
+    return rows > kMostAllocated && rows < kOverflowing ? kMostAllocated : rows;
+  }
+
+  int64_t num_worst_tokens(int64_t num_tokens) { return worst_case_rows(any_num_worst_tokens(num_tokens)); }
+
+  int64_t any_num_worst_tokens(int64_t num_tokens) {
     switch (input_.ConsumeIntegralInRange<int>(0, 9)) {
       case 0:
         return num_tokens;
@@ -444,6 +454,9 @@ class Session {
                              ? 0
                              : input_.ConsumeIntegralInRange<size_t>(0, kMaxFuzzedHeapBytes);
     if (!heap_is_small(options)) return;
+    // NOTES: a threads heap of several ranks stays registered (and allocated) until its peers connect,
+    // which never happens here; processes heaps are unlinked by their destructor.
+    if (options.topology.num_ranks != 1) options.sharing = HeapSharing::processes;
     std::unique_ptr<Buffer> made;
     checked_call("Buffer(options)", [&] { made = std::make_unique<Buffer>(options); });
     if (!made || options.topology.num_ranks != 1) return;

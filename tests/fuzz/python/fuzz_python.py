@@ -37,6 +37,14 @@ DTYPES = [np.uint16, np.uint8, np.int64, np.int32, np.float32, np.bool_, np.floa
 SPECIAL_WEIGHTS = [np.nan, -np.inf, np.inf, -0.0, np.finfo(np.float32).tiny, np.finfo(np.float32).max]
 
 
+def worst_case_rows(rows):
+    """NOTES: from 2^16 to 2^61 rows, worst-case outputs are caller-sized allocations (up to exabytes),
+    not a validation question; from 2^61 on their byte counts overflow, which the library must refuse."""
+    if isinstance(rows, int) and 1 << 16 < rows < 1 << 61:
+        return 1 << 16
+    return rows
+
+
 class Finding(Exception):
     """A contract the argument layer broke; atheris reports it and saves the input."""
 
@@ -217,7 +225,7 @@ class Session:
         rows = worst if worst > 0 else n
         result = self.buffer.dispatch(
             x, topk_idx, weights, num_experts=experts, x_scales=x_scales, layout=layout,
-            expert_alignment=self.draw.scalar(1), num_worst_tokens=self.draw.scalar(worst),
+            expert_alignment=self.draw.scalar(1), num_worst_tokens=worst_case_rows(self.draw.scalar(worst)),
             out_recv_x=self.draw.array(np.uint8 if fp8 else np.uint16, [rows, h], output=True),
             out_recv_topk_idx=self.draw.array(np.int64, [rows, k], output=True),
             out_recv_topk_weights=self.draw.array(np.float32, [rows, k], output=True))
@@ -228,7 +236,8 @@ class Session:
             return
         earlier, n, h, k, worst = self.normal[self.draw.int_in(0, len(self.normal) - 1)]
         x = self.draw.array(np.uint16, [self.draw.size(n), h])
-        result = self.buffer.dispatch(x, handle=self.handle(earlier.handle), num_worst_tokens=self.draw.scalar(worst))
+        result = self.buffer.dispatch(x, handle=self.handle(earlier.handle),
+                                      num_worst_tokens=worst_case_rows(self.draw.scalar(worst)))
         self.normal.append((result, n, h, k, worst))
 
     def handle(self, real):
