@@ -290,6 +290,16 @@ void fuzz_one(FuzzedDataProvider& input) {
           "connect: the real handles were refused after a refused connect (a refusal changed the buffer)");
     }
   }
+  // NOTES: a threads heap stays allocated until every peer has connected to it (the heap registry
+  // holds it for them), so the other ranks connect too: without it every input would leak its heaps.
+  if (sharing == HeapSharing::threads) {
+    for (auto& peer : buffers) {
+      if (!peer->is_connected() &&
+          checked_call("connect of a peer", [&] { peer->connect(real); }) != Outcome::returned) {
+        finding("connect: a peer's real handles were refused");
+      }
+    }
+  }
   buffers.clear();
   const std::string mapped = mapped_heap_segments();
   if (!mapped.empty())
