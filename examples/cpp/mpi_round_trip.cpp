@@ -1,8 +1,9 @@
 // One process per rank, started by mpirun: the buffers' handles travel through MPI, and each rank
 // dispatches its tokens, runs an identity "expert" and combines.
 //
-//   mpirun -np 4 ./mpi_round_trip    # as root add --allow-run-as-root; more ranks than cores:
-//   --oversubscribe
+//   mpirun -np 4 ./mpi_round_trip
+//
+// As root, Open MPI also wants --allow-run-as-root; with more ranks than cores, --oversubscribe.
 #include <mpi.h>
 
 #include <cstdint>
