@@ -93,7 +93,13 @@ Tensor Tensor::part_of(const Tensor& owner, size_t byte_offset, DType dtype, std
     }
   }
   size_t bytes = dtype_size(dtype);
-  for (int i = 0; i < view.ndim; ++i) bytes *= static_cast<size_t>(view.shape[i]);
+  for (int i = 0; i < view.ndim; ++i) {
+    // NOTES: checked, since a wrapped byte count would pass the bounds check below.
+    if (__builtin_mul_overflow(bytes, static_cast<size_t>(view.shape[i]), &bytes)) {
+      throw InvalidArgument("Tensor::part_of: dims: expected fewer than 2^64 bytes, got a dimension of " +
+                            std::to_string(view.shape[i]) + " that overflows them");
+    }
+  }
   const size_t owner_bytes = owner.nbytes();
   if (byte_offset % dtype_size(dtype) != 0 || byte_offset > owner_bytes || bytes > owner_bytes - byte_offset) {
     throw InvalidArgument("Tensor::part_of: expected " + std::to_string(bytes) + " bytes of " + dtype_name(dtype) +

@@ -104,6 +104,16 @@ TEST(FuzzedViews, AWorstCaseCountWhoseOutputBytesOverflowIsRefusedNotAllocatedWr
                        "Tensor::empty"));
 }
 
+TEST(FuzzedViews, APartWhoseBytesWrapToFitItsOwnerIsRefused) {
+  // Found while writing the calls target's Tensor::part_of step: 2^62 x 4 bf16 elements are 2^65
+  // bytes, which wrapped to 0 and passed the bounds check, giving a view of 2^64 elements over 16 bytes.
+  const Tensor owner = Tensor::empty(DType::boolean, {16});
+  const std::string message = invalid_argument_message([&] {
+    Tensor::part_of(owner, 0, DType::bf16, {int64_t{1} << 62, 4});
+  });
+  EXPECT_TRUE(contains(message, "Tensor::part_of: dims: expected fewer than 2^64 bytes")) << message;
+}
+
 // ---- sizing ---------------------------------------------------------------------------------------------
 
 TEST(FuzzedSizing, AHiddenOutsideWhatCallsTakeIsRefusedByEverySizingFunction) {

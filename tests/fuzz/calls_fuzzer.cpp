@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -95,7 +96,7 @@ class Session {
       : input_(input), draw_(input), buffer_(*fuzzed.buffer), sizing_(fuzzed.sizing) {}
 
   void run_one() {
-    switch (input_.ConsumeIntegralInRange<int>(0, 10)) {
+    switch (input_.ConsumeIntegralInRange<int>(0, 11)) {
       case 0:
         get_dispatch_layout();
         break;
@@ -125,6 +126,9 @@ class Session {
         break;
       case 9:
         synchronize();
+        break;
+      case 10:
+        tensor_part();
         break;
       default:
         fuzzed_buffer();
@@ -422,6 +426,31 @@ class Session {
       buffer_.symmetric_combine_path();
       buffer_.symmetric_dispatch_path();
     });
+  }
+
+  // Tensor::part_of: a part that is returned lies within its owner, whatever offset, dtype and dims.
+  void tensor_part() {
+    const Tensor owner = Tensor::empty(DType::boolean, {input_.ConsumeIntegralInRange<int64_t>(0, 256)});
+    const size_t offset = input_.ConsumeBool() ? input_.ConsumeIntegralInRange<size_t>(0, 300)
+                                               : input_.ConsumeIntegral<size_t>();
+    const auto dtype = static_cast<DType>(input_.ConsumeIntegralInRange<int>(0, 5));
+    // Sometimes 2^k rows, whose byte count wraps to a few bytes for some dtype and column count.
+    const int64_t rows = input_.ConsumeIntegral<uint8_t>() < 32
+                             ? int64_t{1} << input_.ConsumeIntegralInRange<int>(56, 62)
+                             : draw_.size(input_.ConsumeIntegralInRange<int64_t>(0, 16));
+    const int64_t columns = draw_.size(input_.ConsumeIntegralInRange<int64_t>(0, 16));
+    Tensor part;
+    if (checked_call("Tensor::part_of", [&] {
+          part = Tensor::part_of(owner, offset, dtype, {rows, columns});
+        }) != Outcome::returned) {
+      return;
+    }
+    const auto* begin = static_cast<const uint8_t*>(owner.data());
+    const auto* data = static_cast<const uint8_t*>(part.data());
+    const bool inside = rows >= 0 && columns >= 0 && data >= begin &&
+                        static_cast<size_t>(data - begin) + part.nbytes() <= owner.nbytes();
+    if (!inside) finding("Tensor::part_of returned " + part.view().describe() + " beyond its owner's bytes");
+    if (part.nbytes() > 0) std::memset(part.data(), 0, part.nbytes());
   }
 
   // The constructor's checks, from options drawn widely; a Buffer that is built is connected to itself
