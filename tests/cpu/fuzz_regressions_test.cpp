@@ -170,13 +170,12 @@ int mapped_heap_segments() {
 // (src/cpu host heap).
 constexpr size_t kNonceAt = sizeof(detail::HandleHeader) + 16;
 
-TEST(FuzzedConnect, DISABLED_ARefusedConnectRetriedWithTheRealHandlesLeavesNoMappingBehind) {
+TEST(FuzzedConnect, ARefusedConnectRetriedWithTheRealHandlesLeavesNoMappingBehind) {
   // Found by switchyard_fuzz_connect: a connect of ranks as processes mapped its peers' segments,
   // was then refused (here: its own handle's nonce differs), and the retry with the real handles
   // mapped them again over the first mappings, which were never unmapped; every retry keeps the
-  // peers' segments (RAM in /dev/shm) alive for the life of the process. The fix belongs in the cpu
-  // host heap's map_process_peer (unmap a mapping left by a refused connect before replacing it):
-  // enable this test with it.
+  // peers' segments (RAM in /dev/shm) alive for the life of the process. The host heap now unmaps a
+  // mapping left by a refused connect before it replaces it.
   {
     std::vector<std::unique_ptr<Buffer>> buffers;
     std::vector<Bytes> handles;

@@ -208,6 +208,8 @@ uint8_t* HostHeap::map_process_peer(int peer, const HostHeapPayload& payload,
   close(fd);
   if (pointer == MAP_FAILED)
     throw SystemError("cpu heap: mmap of peer heap " + name + " failed: " + errno_text());
+  // A connect that was refused earlier may have mapped this peer already: that mapping goes first.
+  if (peer_mappings_[peer]) munmap(peer_mappings_[peer], allocation);
   peer_mappings_[peer] = pointer;  // unmapped by the destructor, also when the check below throws
   detail::check_heap_identity(*static_cast<const detail::HeapIdentity*>(pointer), expected, which);
   return static_cast<uint8_t*>(pointer) + detail::kHeapIdentityBytes;

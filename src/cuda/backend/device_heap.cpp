@@ -169,6 +169,12 @@ void DeviceHeap::connect(const std::vector<Bytes>& payloads) {
       detail::check_heap_identity(read_identity(peer_base - detail::kHeapIdentityBytes), expected, which);
       peer_storage_.push_back(std::move(storage));
     } else {
+      // A connect that was refused earlier may have opened this peer already (a process may open an IPC
+      // handle once): that mapping goes first.
+      if (opened_[peer]) {
+        cudaIpcCloseMemHandle(opened_[peer]);
+        opened_[peer] = nullptr;
+      }
       void* mapping = nullptr;
       const cudaError_t opened = cudaIpcOpenMemHandle(&mapping, payload.ipc, cudaIpcMemLazyEnablePeerAccess);
       if (opened != cudaSuccess) {
