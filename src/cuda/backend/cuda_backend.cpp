@@ -1,4 +1,5 @@
-// The CUDA backend: a device symmetric heap and the `normal` engine's kernels over it.
+// The CUDA backend: the device symmetric heap, the streams, the device error block and its
+// translation into exceptions, the memory-pool policy; the engines (cuda/<engine>/) do the calls.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -15,7 +16,7 @@
 #include "cuda/backend/device_heap.hpp"
 #include "cuda/internode/engine.hpp"
 #include "cuda/low_latency/engine.hpp"
-#include "cuda/normal/kernels.hpp"
+#include "cuda/normal/engine.hpp"
 #include "cuda/symmetric/engine.hpp"
 
 namespace switchyard::cuda {
@@ -24,16 +25,6 @@ namespace {
 
 // NOTES: the kernels give a warp group at most 32 warps, one or more per peer.
 constexpr int kMaxCudaRanks = 32;
-
-Tensor device_output(const TensorView& given, DType dtype, int64_t rows, int64_t cols, int device, cudaStream_t stream,
-                     const char* name) {
-  if (!given.defined()) return Tensor::empty(dtype, {rows, cols}, Device::cuda, device, stream);  // stream-ordered
-  if (given.shape[0] != rows) {
-    throw InvalidArgument(std::string(name) + ": expected " + std::to_string(rows) + " rows (tokens received), got " +
-                          given.describe());
-  }
-  return Tensor::borrow(given);
-}
 
 }  // namespace
 
@@ -63,9 +54,9 @@ class CudaBackend final : public detail::BackendImpl {
     // Those memsets ran on the legacy stream, which the ranks' non-blocking streams do not wait for.
     SY_CUDA_CHECK(cudaDeviceSynchronize());
     SY_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking));
-    // Once, before any rank launches: changing a kernel's attributes later could wait for its
-    // running instances, i.e. for peers that wait for us.
-    prepare_normal_kernels(device_);
+    // The engines prepare their kernels once, before any rank launches: changing a kernel's
+    // attributes later could wait for its running instances, i.e. for peers that wait for us.
+    normal_ = std::make_unique<NormalEngine>(options_, owner_);
     symmetric_.prepare(device_, sm_count_);
     low_latency_ = std::make_unique<LowLatencyEngine>(options_, heap_, sm_count_, owner_);
     // Across nodes, `normal` is the hierarchical engine (its kernels are prepared here too).
@@ -83,8 +74,6 @@ class CudaBackend final : public detail::BackendImpl {
     // such a hidden dependency between ranks' streams can deadlock ranks that spin on each other.
     int no = 0;
     SY_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolReuseAllowInternalDependencies, &no));
-    // Sized once here: a page-locked allocation in the middle of a call could stall the device.
-    pinned_counts(options_.sizing.num_experts + 1);
     channels_ = options_.config.num_channels != Config::kAutoChannels
                     ? options_.config.num_channels
                     : std::max(1, std::min(Config::kMaxAutoCudaChannels, sm_count_ / 2));
@@ -97,7 +86,6 @@ class CudaBackend final : public detail::BackendImpl {
     cudaFree(barrier_epoch_);
     cudaFree(error_claim_);
     cudaFreeHost(error_);
-    cudaFreeHost(pinned_counts_);
   }
 
   Device device() const override { return Device::cuda; }
@@ -134,29 +122,12 @@ class CudaBackend final : public detail::BackendImpl {
   Tensor allocate(DType dtype, std::initializer_list<int64_t> dims) override {
     return Tensor::empty(dtype, dims, Device::cuda, device_);
   }
-  // Stream-ordered: no allocation or free inside a call synchronises the device.
-  // (Not on the buffer's own stream, which dies with the buffer while results may live on.)
-  Tensor allocate_on(cudaStream_t stream, DType dtype, std::initializer_list<int64_t> dims) {
-    return Tensor::empty(dtype, dims, Device::cuda, device_, stream == own_stream_ ? nullptr : stream);
-  }
 
   DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream_handle) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));
     const cudaStream_t stream = resolve(stream_handle);
     throw_pending_device_error();
-    const Topology& topology = options_.topology;
-    const int64_t num_tokens = topk_idx.shape[0];
-    DispatchLayout layout;
-    layout.num_tokens_per_rank = allocate_on(stream, DType::i32, {topology.num_ranks});
-    layout.num_tokens_per_node = allocate_on(stream, DType::i32, {topology.num_nodes()});
-    layout.num_tokens_per_expert = allocate_on(stream, DType::i32, {num_experts});
-    layout.is_token_in_rank = allocate_on(stream, DType::boolean, {num_tokens, topology.num_ranks});
-    LayoutLaunch launch{topk_idx.as<const int64_t>(), num_tokens, static_cast<int>(topk_idx.shape[1]), num_experts,
-                        topology.num_ranks, topology.ranks_per_node, layout.num_tokens_per_rank.as<int32_t>(),
-                        layout.num_tokens_per_node.as<int32_t>(), layout.num_tokens_per_expert.as<int32_t>(),
-                        layout.is_token_in_rank.as<bool>()};
-    launch_layout(kernel_context(common::NormalHeapLayout{}), launch, stream);
-    return layout;
+    return normal_->layout(topk_idx, num_experts, kernel_context(common::NormalHeapLayout{}), call_env(stream));
   }
 
   DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override {
@@ -164,109 +135,9 @@ class CudaBackend final : public detail::BackendImpl {
     ++call_index_;
     throw_pending_device_error();
     const cudaStream_t stream = resolve(plan.args.stream);
-    if (internode_) return internode_->dispatch(plan, kernel_context(common::NormalHeapLayout{}), internode_env(stream));
-    const int num_ranks = plan.topology.num_ranks;
-    const int num_channels = plan.config.num_channels;
-    const KernelContext context = kernel_context(detail::dispatch_heap_layout(plan));
-    const DispatchArgs& args = plan.args;
-
-    std::shared_ptr<detail::NormalHandleData> handle = detail::new_normal_handle(plan, owner_);
-    // Allocated before any kernel of the call: once peers spin in their dispatch kernels, an
-    // allocation that had to grow the pool could wait on the device. M is at most every source's
-    // capacity (or the worst-case rows).
-    const int64_t source_row_capacity =
-        plan.num_worst_tokens > 0 ? plan.num_worst_tokens
-        : plan.cached             ? plan.cached->num_recv_tokens
-                                  : static_cast<int64_t>(num_ranks) * options_.sizing.max_tokens_per_rank;
-    handle->recv_src_token = allocate_on(stream, DType::i32, {source_row_capacity});
-    if (plan.cached) {
-      launch_begin_call(context, stream);
-    } else {
-      if (plan.layout) {
-        handle->is_token_in_rank = plan.layout->is_token_in_rank;
-      } else {
-        handle->own_layout = get_dispatch_layout(args.topk_idx, plan.num_experts, stream);
-        handle->is_token_in_rank = handle->own_layout.is_token_in_rank;
-      }
-      handle->recv_channel_start = allocate_on(stream, DType::i32, {num_ranks * num_channels + 1});
-      handle->recv_expert_counts = allocate_on(stream, DType::i32, {plan.local_experts});
-      handle->recv_token_count = allocate_on(stream, DType::i32, {1});
-      handle->send_list = allocate_on(stream, DType::i32, {num_ranks, plan.num_tokens});
-      handle->send_channel_prefix = allocate_on(stream, DType::i32, {num_ranks, num_channels + 1});
-      handle->send_slot = allocate_on(stream, DType::i32, {plan.num_tokens, num_ranks});
-      NotifyLaunch notify{};
-      notify.is_token_in_rank = handle->is_token_in_rank.as<const bool>();
-      notify.topk_idx = args.topk_idx.as<const int64_t>();
-      notify.num_tokens = plan.num_tokens;
-      notify.topk = plan.topk;
-      notify.local_experts = plan.local_experts;
-      notify.expert_alignment = plan.expert_alignment;
-      notify.signature = plan.signature;
-      notify.recv_channel_start = handle->recv_channel_start.as<int32_t>();
-      notify.recv_expert_counts = handle->recv_expert_counts.as<int32_t>();
-      notify.recv_token_count = handle->recv_token_count.as<int32_t>();
-      notify.send_list = handle->send_list.as<int32_t>();
-      notify.send_channel_prefix = handle->send_channel_prefix.as<int32_t>();
-      notify.send_slot = handle->send_slot.as<int32_t>();
-      launch_dispatch_notify(context, notify, stream);
-      if (plan.num_worst_tokens == 0) {
-        // The one host synchronisation of a non-worst-case dispatch: the output sizes.
-        int32_t* counts = pinned_counts(plan.local_experts + 1);
-        SY_CUDA_CHECK(cudaMemcpyAsync(counts, handle->recv_token_count.data(), sizeof(int32_t), cudaMemcpyDeviceToHost, stream));
-        SY_CUDA_CHECK(cudaMemcpyAsync(counts + 1, handle->recv_expert_counts.data(), sizeof(int32_t) * plan.local_experts,
-                                      cudaMemcpyDeviceToHost, stream));
-        SY_CUDA_CHECK(cudaStreamSynchronize(stream));
-        throw_pending_device_error();
-        handle->num_recv_tokens = counts[0];
-        handle->num_recv_tokens_per_expert.assign(counts + 1, counts + 1 + plan.local_experts);
-      }
-    }
-
-    const bool worst_case = plan.num_worst_tokens > 0;
-    if (!worst_case && handle->num_recv_tokens < 0) {
-      throw InvalidArgument("cached_handle: expected a handle whose counts reached the host (a dispatch without "
-                            "num_worst_tokens), got a worst-case one; pass num_worst_tokens again");
-    }
-    const int64_t rows = worst_case ? plan.num_worst_tokens : handle->num_recv_tokens;
-    DispatchResult result;
-    result.recv_x = device_output(args.out_recv_x, plan.dtype, rows, plan.hidden, device_, alloc_stream(stream), "out_recv_x");
-    if (plan.has_scales) {
-      result.recv_x_scales = device_output(args.out_recv_x_scales, DType::f32, rows, plan.hidden / common::kScaleBlock,
-                                           device_, alloc_stream(stream), "out_recv_x_scales");
-    }
-    if (plan.topk > 0) {
-      result.recv_topk_idx = device_output(args.out_recv_topk_idx, DType::i64, rows, plan.topk, device_, alloc_stream(stream), "out_recv_topk_idx");
-    }
-    if (plan.has_weights) {
-      result.recv_topk_weights =
-          device_output(args.out_recv_topk_weights, DType::f32, rows, plan.topk, device_, alloc_stream(stream), "out_recv_topk_weights");
-    }
-
-    DispatchLaunch launch{};
-    launch.message = detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
-    launch.local_experts = plan.local_experts;
-    launch.x = args.x.as<const uint8_t>();
-    launch.x_scales = plan.has_scales ? args.x_scales.as<const float>() : nullptr;
-    launch.topk_idx = plan.topk > 0 ? args.topk_idx.as<const int64_t>() : nullptr;
-    launch.topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
-    launch.num_tokens = plan.num_tokens;
-    launch.send_list = handle->send_list.as<const int32_t>();
-    launch.send_channel_prefix = handle->send_channel_prefix.as<const int32_t>();
-    launch.recv_channel_start = handle->recv_channel_start.as<const int32_t>();
-    launch.recv_x = result.recv_x.as<uint8_t>();
-    launch.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
-    launch.recv_topk_idx = plan.topk > 0 ? result.recv_topk_idx.as<int64_t>() : nullptr;
-    launch.recv_topk_weights = plan.has_weights ? result.recv_topk_weights.as<float>() : nullptr;
-    launch.recv_src_token = handle->recv_src_token.as<int32_t>();
-    launch.num_output_rows = rows;
-    launch_dispatch(context, launch, stream);
-
-    result.num_recv_tokens = worst_case ? -1 : handle->num_recv_tokens;
-    if (!worst_case) result.num_recv_tokens_per_expert = handle->num_recv_tokens_per_expert;
-    result.recv_expert_counts = handle->recv_expert_counts;
-    result.recv_token_count = handle->recv_token_count;
-    result.handle = DispatchHandle(std::move(handle));
-    return result;
+    const KernelContext context = kernel_context(common::NormalHeapLayout{});
+    if (internode_) return internode_->dispatch(plan, context, call_env(stream));
+    return normal_->dispatch(plan, context, call_env(stream));
   }
 
   CombineResult normal_combine(const detail::CombinePlan& plan) override {
@@ -274,32 +145,9 @@ class CudaBackend final : public detail::BackendImpl {
     ++call_index_;
     throw_pending_device_error();
     const cudaStream_t stream = resolve(plan.args.stream);
-    if (internode_) return internode_->combine(plan, kernel_context(common::NormalHeapLayout{}), internode_env(stream));
-    const detail::NormalHandleData& handle = *plan.handle;
-    const CombineArgs& args = plan.args;
-    const KernelContext context = kernel_context(detail::combine_heap_layout(plan));
-    CombineResult result;
-    result.combined_x = args.out_combined_x.defined() ? Tensor::borrow(args.out_combined_x)
-                                                      : allocate_on(stream, DType::bf16, {handle.num_tokens, plan.hidden});
-    if (plan.has_weights) {
-      result.combined_topk_weights = args.out_combined_topk_weights.defined()
-                                         ? Tensor::borrow(args.out_combined_topk_weights)
-                                         : allocate_on(stream, DType::f32, {handle.num_tokens, plan.topk});
-    }
-    launch_begin_call(context, stream);
-    CombineLaunch launch{};
-    launch.message = detail::combine_message(plan.hidden, plan.topk, plan.has_weights);
-    launch.ranks_per_node = plan.topology.ranks_per_node;
-    launch.y = args.x.as<const uint8_t>();
-    launch.y_topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
-    launch.recv_channel_start = handle.recv_channel_start.as<const int32_t>();
-    launch.num_tokens = handle.num_tokens;
-    launch.is_token_in_rank = handle.is_token_in_rank.as<const bool>();
-    launch.send_slot = handle.send_slot.as<const int32_t>();
-    launch.combined_x = result.combined_x.as<uint16_t>();
-    launch.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
-    launch_combine(context, launch, stream);
-    return result;
+    const KernelContext context = kernel_context(common::NormalHeapLayout{});
+    if (internode_) return internode_->combine(plan, context, call_env(stream));
+    return normal_->combine(plan, context, call_env(stream));
   }
 
   LowLatencyDispatchResult low_latency_dispatch(const detail::LowLatencyDispatchPlan& plan) override {
@@ -359,7 +207,9 @@ class CudaBackend final : public detail::BackendImpl {
     return caller;
   }
   cudaStream_t alloc_stream(cudaStream_t stream) const { return stream == own_stream_ ? nullptr : stream; }
-  InternodeCallEnv internode_env(cudaStream_t stream) {
+  // Stream-ordered allocations go on the caller's stream; not on the buffer's own, which dies with
+  // the buffer while results may live on.
+  CallEnv call_env(cudaStream_t stream) {
     return {stream, alloc_stream(stream), heap_.ranks_on_this_device(), [this] { throw_pending_device_error(); }};
   }
 
@@ -386,15 +236,6 @@ class CudaBackend final : public detail::BackendImpl {
     ++call_index_;
     throw_pending_device_error();
     return kernel_context(common::NormalHeapLayout{});
-  }
-
-  int32_t* pinned_counts(int count) {
-    if (count > pinned_capacity_) {
-      if (pinned_counts_) SY_CUDA_CHECK(cudaFreeHost(pinned_counts_));
-      SY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pinned_counts_), sizeof(int32_t) * count, cudaHostAllocDefault));
-      pinned_capacity_ = count;
-    }
-    return pinned_counts_;
   }
 
   // A kernel of this rank recorded a failure: report it once, as the right error type.
@@ -466,12 +307,11 @@ class CudaBackend final : public detail::BackendImpl {
   common::DeviceErrorBlock* error_device_ = nullptr;
   int32_t* abort_flag_ = nullptr;
   cudaStream_t own_stream_ = nullptr;
-  int32_t* pinned_counts_ = nullptr;
-  int pinned_capacity_ = 0;
   uint64_t* barrier_epoch_ = nullptr;
   int32_t* error_claim_ = nullptr;
   int32_t call_index_ = 0;
   bool reported_ = false;
+  std::unique_ptr<NormalEngine> normal_;
   SymmetricEngine symmetric_;
   std::unique_ptr<LowLatencyEngine> low_latency_;
   std::unique_ptr<InternodeEngine> internode_;

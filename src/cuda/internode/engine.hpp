@@ -7,18 +7,13 @@
 #include <functional>
 
 #include "core/backend.hpp"
+#include "cuda/backend/call_env.hpp"
 #include "cuda/internode/kernels.hpp"
 #include "transport/loopback_device.hpp"
 
 namespace switchyard::cuda {
 
-// What a call borrows from the backend.
-struct InternodeCallEnv {
-  cudaStream_t stream;
-  cudaStream_t allocation_stream;  // stream-ordered allocations (nullptr: plain ones)
-  int sharing_ranks;               // ranks whose blocks share this GPU
-  std::function<void()> throw_pending_device_error;
-};
+using InternodeCallEnv = CallEnv;
 
 class InternodeEngine {
  public:

@@ -1,0 +1,221 @@
+#include "cuda/normal/engine.hpp"
+
+#include <string>
+
+#include "core/normal_sizing.hpp"
+#include "device/cuda_check.hpp"
+
+namespace switchyard::cuda {
+
+namespace {
+
+// A caller's output of `rows` rows, or a new one on the call's allocation stream.
+Tensor device_output(const TensorView& given, DType dtype, int64_t rows, int64_t cols, int device,
+                     cudaStream_t stream, const char* name) {
+  if (!given.defined())
+    return Tensor::empty(dtype, {rows, cols}, Device::cuda, device, stream);  // stream-ordered
+  if (given.shape[0] != rows) {
+    throw InvalidArgument(std::string(name) + ": expected " + std::to_string(rows) +
+                          " rows (tokens received), got " + given.describe());
+  }
+  return Tensor::borrow(given);
+}
+
+}  // namespace
+
+NormalEngine::NormalEngine(const BufferOptions& options, detail::BufferId owner)
+    : options_(options), device_(options.device), owner_(owner) {
+  // Once, before any rank launches: changing a kernel's attributes later could wait for its running
+  // instances, i.e. for peers that wait for us.
+  prepare_normal_kernels(device_);
+  // Sized once here: a page-locked allocation in the middle of a call could stall the device.
+  pinned_counts(options_.sizing.num_experts + 1);
+}
+
+NormalEngine::~NormalEngine() {
+  if (pinned_counts_) cudaFreeHost(pinned_counts_);
+}
+
+Tensor NormalEngine::allocate(const CallEnv& env, DType dtype, std::initializer_list<int64_t> dims) const {
+  // Stream-ordered: no allocation or free inside a call synchronises the device.
+  return Tensor::empty(dtype, dims, Device::cuda, device_, env.allocation_stream);
+}
+
+int32_t* NormalEngine::pinned_counts(int count) {
+  if (count > pinned_capacity_) {
+    if (pinned_counts_) SY_CUDA_CHECK(cudaFreeHost(pinned_counts_));
+    SY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pinned_counts_), sizeof(int32_t) * count,
+                                cudaHostAllocDefault));
+    pinned_capacity_ = count;
+  }
+  return pinned_counts_;
+}
+
+DispatchLayout NormalEngine::layout(const TensorView& topk_idx, int num_experts, KernelContext context,
+                                    const CallEnv& env) {
+  const Topology& topology = options_.topology;
+  const int64_t num_tokens = topk_idx.shape[0];
+  DispatchLayout layout;
+  layout.num_tokens_per_rank = allocate(env, DType::i32, {topology.num_ranks});
+  layout.num_tokens_per_node = allocate(env, DType::i32, {topology.num_nodes()});
+  layout.num_tokens_per_expert = allocate(env, DType::i32, {num_experts});
+  layout.is_token_in_rank = allocate(env, DType::boolean, {num_tokens, topology.num_ranks});
+  LayoutLaunch launch{topk_idx.as<const int64_t>(),
+                      num_tokens,
+                      static_cast<int>(topk_idx.shape[1]),
+                      num_experts,
+                      topology.num_ranks,
+                      topology.ranks_per_node,
+                      layout.num_tokens_per_rank.as<int32_t>(),
+                      layout.num_tokens_per_node.as<int32_t>(),
+                      layout.num_tokens_per_expert.as<int32_t>(),
+                      layout.is_token_in_rank.as<bool>()};
+  context.layout = common::NormalHeapLayout{};
+  launch_layout(context, launch, env.stream);
+  return layout;
+}
+
+DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan, KernelContext context,
+                                      const CallEnv& env) {
+  const cudaStream_t stream = env.stream;
+  const int num_ranks = plan.topology.num_ranks;
+  const int num_channels = plan.config.num_channels;
+  context.layout = detail::dispatch_heap_layout(plan);
+  const DispatchArgs& args = plan.args;
+
+  std::shared_ptr<detail::NormalHandleData> handle = detail::new_normal_handle(plan, owner_);
+  // Allocated before any kernel of the call: once peers spin in their dispatch kernels, an
+  // allocation that had to grow the pool could wait on the device. M is at most every source's
+  // capacity (or the worst-case rows).
+  const int64_t source_row_capacity =
+      plan.num_worst_tokens > 0 ? plan.num_worst_tokens
+      : plan.cached             ? plan.cached->num_recv_tokens
+                                : static_cast<int64_t>(num_ranks) * options_.sizing.max_tokens_per_rank;
+  handle->recv_src_token = allocate(env, DType::i32, {source_row_capacity});
+  if (plan.cached) {
+    launch_begin_call(context, stream);
+  } else {
+    if (plan.layout) {
+      handle->is_token_in_rank = plan.layout->is_token_in_rank;
+    } else {
+      handle->own_layout = layout(args.topk_idx, plan.num_experts, context, env);
+      handle->is_token_in_rank = handle->own_layout.is_token_in_rank;
+    }
+    handle->recv_channel_start = allocate(env, DType::i32, {num_ranks * num_channels + 1});
+    handle->recv_expert_counts = allocate(env, DType::i32, {plan.local_experts});
+    handle->recv_token_count = allocate(env, DType::i32, {1});
+    handle->send_list = allocate(env, DType::i32, {num_ranks, plan.num_tokens});
+    handle->send_channel_prefix = allocate(env, DType::i32, {num_ranks, num_channels + 1});
+    handle->send_slot = allocate(env, DType::i32, {plan.num_tokens, num_ranks});
+    NotifyLaunch notify{};
+    notify.is_token_in_rank = handle->is_token_in_rank.as<const bool>();
+    notify.topk_idx = args.topk_idx.as<const int64_t>();
+    notify.num_tokens = plan.num_tokens;
+    notify.topk = plan.topk;
+    notify.local_experts = plan.local_experts;
+    notify.expert_alignment = plan.expert_alignment;
+    notify.signature = plan.signature;
+    notify.recv_channel_start = handle->recv_channel_start.as<int32_t>();
+    notify.recv_expert_counts = handle->recv_expert_counts.as<int32_t>();
+    notify.recv_token_count = handle->recv_token_count.as<int32_t>();
+    notify.send_list = handle->send_list.as<int32_t>();
+    notify.send_channel_prefix = handle->send_channel_prefix.as<int32_t>();
+    notify.send_slot = handle->send_slot.as<int32_t>();
+    launch_dispatch_notify(context, notify, stream);
+    if (plan.num_worst_tokens == 0) {
+      // The one host synchronisation of a non-worst-case dispatch: the output sizes.
+      int32_t* counts = pinned_counts(plan.local_experts + 1);
+      SY_CUDA_CHECK(cudaMemcpyAsync(counts, handle->recv_token_count.data(), sizeof(int32_t),
+                                    cudaMemcpyDeviceToHost, stream));
+      SY_CUDA_CHECK(cudaMemcpyAsync(counts + 1, handle->recv_expert_counts.data(),
+                                    sizeof(int32_t) * plan.local_experts, cudaMemcpyDeviceToHost, stream));
+      SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+      env.throw_pending_device_error();
+      handle->num_recv_tokens = counts[0];
+      handle->num_recv_tokens_per_expert.assign(counts + 1, counts + 1 + plan.local_experts);
+    }
+  }
+
+  const bool worst_case = plan.num_worst_tokens > 0;
+  if (!worst_case && handle->num_recv_tokens < 0) {
+    throw InvalidArgument(
+        "cached_handle: expected a handle whose counts reached the host (a dispatch without "
+        "num_worst_tokens), got a worst-case one; pass num_worst_tokens again");
+  }
+  const int64_t rows = worst_case ? plan.num_worst_tokens : handle->num_recv_tokens;
+  const cudaStream_t outputs = env.allocation_stream;
+  DispatchResult result;
+  result.recv_x =
+      device_output(args.out_recv_x, plan.dtype, rows, plan.hidden, device_, outputs, "out_recv_x");
+  if (plan.has_scales) {
+    result.recv_x_scales =
+        device_output(args.out_recv_x_scales, DType::f32, rows, plan.hidden / common::kScaleBlock, device_,
+                      outputs, "out_recv_x_scales");
+  }
+  if (plan.topk > 0) {
+    result.recv_topk_idx = device_output(args.out_recv_topk_idx, DType::i64, rows, plan.topk, device_,
+                                         outputs, "out_recv_topk_idx");
+  }
+  if (plan.has_weights) {
+    result.recv_topk_weights = device_output(args.out_recv_topk_weights, DType::f32, rows, plan.topk, device_,
+                                             outputs, "out_recv_topk_weights");
+  }
+
+  DispatchLaunch launch{};
+  launch.message = detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
+  launch.local_experts = plan.local_experts;
+  launch.x = args.x.as<const uint8_t>();
+  launch.x_scales = plan.has_scales ? args.x_scales.as<const float>() : nullptr;
+  launch.topk_idx = plan.topk > 0 ? args.topk_idx.as<const int64_t>() : nullptr;
+  launch.topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
+  launch.num_tokens = plan.num_tokens;
+  launch.send_list = handle->send_list.as<const int32_t>();
+  launch.send_channel_prefix = handle->send_channel_prefix.as<const int32_t>();
+  launch.recv_channel_start = handle->recv_channel_start.as<const int32_t>();
+  launch.recv_x = result.recv_x.as<uint8_t>();
+  launch.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
+  launch.recv_topk_idx = plan.topk > 0 ? result.recv_topk_idx.as<int64_t>() : nullptr;
+  launch.recv_topk_weights = plan.has_weights ? result.recv_topk_weights.as<float>() : nullptr;
+  launch.recv_src_token = handle->recv_src_token.as<int32_t>();
+  launch.num_output_rows = rows;
+  launch_dispatch(context, launch, stream);
+
+  result.num_recv_tokens = worst_case ? -1 : handle->num_recv_tokens;
+  if (!worst_case) result.num_recv_tokens_per_expert = handle->num_recv_tokens_per_expert;
+  result.recv_expert_counts = handle->recv_expert_counts;
+  result.recv_token_count = handle->recv_token_count;
+  result.handle = DispatchHandle(std::move(handle));
+  return result;
+}
+
+CombineResult NormalEngine::combine(const detail::CombinePlan& plan, KernelContext context,
+                                    const CallEnv& env) {
+  const detail::NormalHandleData& handle = *plan.handle;
+  const CombineArgs& args = plan.args;
+  context.layout = detail::combine_heap_layout(plan);
+  CombineResult result;
+  result.combined_x = args.out_combined_x.defined()
+                          ? Tensor::borrow(args.out_combined_x)
+                          : allocate(env, DType::bf16, {handle.num_tokens, plan.hidden});
+  if (plan.has_weights) {
+    result.combined_topk_weights = args.out_combined_topk_weights.defined()
+                                       ? Tensor::borrow(args.out_combined_topk_weights)
+                                       : allocate(env, DType::f32, {handle.num_tokens, plan.topk});
+  }
+  launch_begin_call(context, env.stream);
+  CombineLaunch launch{};
+  launch.message = detail::combine_message(plan.hidden, plan.topk, plan.has_weights);
+  launch.ranks_per_node = plan.topology.ranks_per_node;
+  launch.y = args.x.as<const uint8_t>();
+  launch.y_topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
+  launch.recv_channel_start = handle.recv_channel_start.as<const int32_t>();
+  launch.num_tokens = handle.num_tokens;
+  launch.is_token_in_rank = handle.is_token_in_rank.as<const bool>();
+  launch.send_slot = handle.send_slot.as<const int32_t>();
+  launch.combined_x = result.combined_x.as<uint16_t>();
+  launch.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
+  launch_combine(context, launch, env.stream);
+  return result;
+}
+
+}  // namespace switchyard::cuda
