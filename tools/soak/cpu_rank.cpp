@@ -11,10 +11,6 @@ namespace em = testing::expert_major;
 
 namespace {
 
-// NOTES: long enough for 8 ranks as threads on a loaded 2-core CI machine; a lost rank still fails
-// the case (TimeoutError) well before ctest gives up on the whole run.
-constexpr double kCallTimeoutSeconds = 60.0;
-
 std::vector<std::string> normal_round(const SoakCase& c, const Round& round, Buffer& buffer, bool& corrupt,
                                       RankReport& report) {
   const int rank = buffer.rank();
@@ -120,7 +116,7 @@ BufferOptions soak_buffer_options(const SoakCase& c, int rank, HeapSharing shari
   options.rank = rank;
   options.backend = c.backend;
   options.sharing = sharing;
-  options.config.timeout_seconds = kCallTimeoutSeconds;
+  options.config.timeout_seconds = c.config.timeout_seconds;
   return options;
 }
 

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <memory>
 
 #include "cpu_rank.hpp"
 #include "cuda/captured_round_trip.hpp"
@@ -82,6 +83,26 @@ void poison(const Tensor& device_tensor, cudaStream_t stream) {
   }
 }
 
+// The captured round trip. A call refused during the capture leaves the stream capturing: the
+// capture is ended (its graph dropped) before the error goes on, so that the stream can be destroyed
+// and the next case starts clean.
+std::unique_ptr<em::CapturedRoundTrip> capture(const SoakCase& c, const em::Case& call, Group& group,
+                                               em::GpuRank& gpu, const em::DeviceInputs& in, const Tensor& y,
+                                               const em::PoisonedOutputs& out) {
+  try {
+    return std::make_unique<em::CapturedRoundTrip>(c.library_engine(), call, group, *gpu.buffer, in, y, out,
+                                                   gpu.stream);
+  } catch (...) {
+    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(gpu.stream, &status) == cudaSuccess && status != cudaStreamCaptureStatusNone) {
+      cudaGraph_t partial = nullptr;
+      if (cudaStreamEndCapture(gpu.stream, &partial) == cudaSuccess && partial) cudaGraphDestroy(partial);
+    }
+    cudaGetLastError();  // the capture's error is not sticky; the exception carries it
+    throw;
+  }
+}
+
 // Dispatch and combine captured once on the first round's tensors, then replayed for every round
 // with its inputs and expert outputs uploaded into the same tensors and the outputs poisoned again.
 void graph_replays(const SoakCase& c, const std::vector<Round>& rounds, Group& group, em::GpuRank& gpu,
@@ -95,7 +116,8 @@ void graph_replays(const SoakCase& c, const std::vector<Round>& rounds, Group& g
       DType::bf16, {c.num_experts / c.topology.num_ranks, em::rows_per_expert(call), c.hidden}, gpu.device,
       stream);
   const em::PoisonedOutputs out = em::poisoned_device_outputs(call, first.x.size(0), gpu.device, stream);
-  const em::CapturedRoundTrip captured(c.library_engine(), call, group, *gpu.buffer, in, y, out, stream);
+  const std::unique_ptr<em::CapturedRoundTrip> owned = capture(c, call, group, gpu, in, y, out);
+  const em::CapturedRoundTrip& captured = *owned;
   for (int index = 0; index < c.round_trips; ++index) {
     const Round& round = rounds[index];
     const workload::RankData& data = round.data[rank];

@@ -2,6 +2,7 @@
 // with the reference, memory measured before and after (README.md beside this file).
 #include <iostream>
 
+#include "crash_note.hpp"
 #include "json_report.hpp"
 #include "memory.hpp"
 #include "options.hpp"
@@ -21,6 +22,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   return_large_blocks_on_free();
+  install_crash_note();
   try {
     const SoakTotals totals = run_soak(options);
     if (!options.json_path.empty()) write_json(options.json_path, totals, options);

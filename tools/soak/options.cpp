@@ -83,6 +83,8 @@ SoakOptions parse_options(int argc, char** argv) {
       if (options.progress_every == 0) throw UsageError("--progress-every: expected at least 1, got 0");
     } else if (flag == "--replay") {
       options.replay = parse_unsigned(flag, value_of(argc, argv, index));
+    } else if (flag == "--no-graph-replays") {
+      options.graph_replays = false;
     } else if (flag == "--trace") {
       options.trace = true;
     } else if (flag == "--self-test-corrupt") {
@@ -116,6 +118,7 @@ compared bit for bit with the reference; host (and device) memory measured befor
   --json PATH               write the results as JSON
   --progress-every N        a progress line on stderr every N round trips (default 200)
   --replay SEED             run the one case of that seed (printed with every mismatch)
+  --no-graph-replays        cuda: cases drawn with CUDA graph replays make direct calls instead
   --trace                   a line per case on stderr (seed, case, host RSS after it)
   --self-test-corrupt       flip one output bit before it is compared: the run must fail
   --host-tolerance-mib M    allowed host RSS growth (default 16)
@@ -126,7 +129,8 @@ The last stdout line is the verdict; exit 0 on pass, 1 on fail, 2 on a usage err
 }
 
 std::string replay_command(const SoakOptions& options, uint64_t seed) {
-  return std::string("switchyard-soak --backend ") + backend_name(options.backend) + " --replay " + hex(seed);
+  return std::string("switchyard-soak --backend ") + backend_name(options.backend) +
+         (options.graph_replays ? "" : " --no-graph-replays") + " --replay " + hex(seed);
 }
 
 }  // namespace switchyard::soak

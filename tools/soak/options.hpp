@@ -36,6 +36,8 @@ struct SoakOptions {
   int64_t progress_every = 200;
   std::optional<uint64_t> replay;  // one case, by its seed
   bool self_test_corrupt = false;
+  // --no-graph-replays: the cases drawn with CUDA graph replays make direct calls instead.
+  bool graph_replays = true;
   bool trace = false;  // a line per case on stderr: its seed, description and the host RSS after it
   double host_tolerance_mib = kDefaultHostToleranceMiB;
   double device_tolerance_mib = kDefaultDeviceToleranceMiB;

@@ -58,20 +58,34 @@ void draw_topology(Draw& draw, SoakCase& c) {
                             : Topology::single_node(num_ranks);
 }
 
+// The most tokens per rank that keep the reference's work for one round within the limit: the
+// rank-major engines move up to R * max * k rows of `hidden`; the expert-major outputs have
+// E * R * max rows of `hidden` over all ranks (every row of every expert, used or not).
+int64_t tokens_within_work(const SoakCase& c, bool rank_major, const DrawLimits& limits) {
+  const int64_t rows_per_token =
+      rank_major ? int64_t{c.topology.num_ranks} * c.topk : int64_t{c.num_experts} * c.topology.num_ranks;
+  return std::max<int64_t>(1, limits.max_reference_elements / (rows_per_token * c.hidden));
+}
+
 void draw_shape(Draw& draw, const DrawLimits& limits, SoakCase& c) {
   const int num_ranks = c.topology.num_ranks;
-  c.max_tokens = draw.chance(1, 6) ? draw.between(1, 4) : draw.between(1, limits.max_tokens);
-  c.tokens.assign(num_ranks, 0);
-  if (!draw.chance(1, 10)) {  // else every rank has 0 tokens
-    for (int64_t& tokens : c.tokens) tokens = draw.chance(1, 5) ? 0 : draw.between(0, c.max_tokens);
-    c.tokens[draw.between(0, num_ranks - 1)] = c.max_tokens;  // the capacity exactly full
-  }
-  c.hidden = draw.chance(1, 4) ? 128 : 128 * static_cast<int>(draw.between(1, limits.max_hidden / 128));
+  const int64_t hidden_blocks = limits.max_hidden / 128;
+  c.hidden = 128 * static_cast<int>(draw.chance(1, 4)   ? 1
+                                    : draw.chance(1, 2) ? draw.between(1, std::min<int64_t>(8, hidden_blocks))
+                                                        : draw.between(1, hidden_blocks));
   c.topk = static_cast<int>(draw.between(1, 9));
   const int fewest_per_rank =
       (c.topk + num_ranks - 1) / num_ranks;  // random routing needs k distinct experts
   c.num_experts = num_ranks * static_cast<int>(draw.between(
                                   fewest_per_rank, std::max(fewest_per_rank, limits.max_experts_per_rank)));
+  const int64_t most_tokens = std::min(limits.max_tokens, tokens_within_work(c, c.is_rank_major(), limits));
+  c.max_tokens =
+      draw.chance(1, 6) ? draw.between(1, std::min<int64_t>(4, most_tokens)) : draw.between(1, most_tokens);
+  c.tokens.assign(num_ranks, 0);
+  if (!draw.chance(1, 10)) {  // else every rank has 0 tokens
+    for (int64_t& tokens : c.tokens) tokens = draw.chance(1, 5) ? 0 : draw.between(0, c.max_tokens);
+    c.tokens[draw.between(0, num_ranks - 1)] = c.max_tokens;  // the capacity exactly full
+  }
   const workload::Routing routings[] = {workload::Routing::random,    workload::Routing::random,
                                         workload::Routing::random,    workload::Routing::random,
                                         workload::Routing::skewed,    workload::Routing::all_invalid,
@@ -176,7 +190,7 @@ DrawLimits limits_for(Backend backend) {
   // NOTES: on the CPU a case costs about its bytes times R threads on 2 cores; these keep the CI run's
   // cases in the milliseconds. On the GPU a case is dominated by buffer setup, so shapes reach the
   // DeepSeek-V3 hidden size and decode batch.
-  if (backend == Backend::cuda) return DrawLimits{256, 7168, 32, 6};
+  if (backend == Backend::cuda) return DrawLimits{256, 7168, 32, 8, kMaxReferenceElements};
   return DrawLimits{};
 }
 
@@ -186,6 +200,7 @@ SoakCase draw_case(uint64_t seed, Backend backend) {
   c.seed = seed;
   c.backend = backend;
   c.engine = draw.pick(kAllSoakEngines);
+  c.config.timeout_seconds = kCallTimeoutSeconds;
   // One process per rank is a CPU mode here (CUDA processes need MPS and exec'd children).
   c.ranks_as = backend == Backend::cpu && draw.chance(1, 4) ? RankModel::processes : RankModel::threads;
   draw_topology(draw, c);

@@ -14,6 +14,11 @@
 
 namespace switchyard::soak {
 
+// NOTES: every call's bound on a wait (Config::timeout_seconds): long enough for 8 ranks as threads
+// on a loaded 2-core CI machine; a lost rank still fails its case (TimeoutError) well before ctest
+// gives up on the whole run.
+constexpr double kCallTimeoutSeconds = 60.0;
+
 // What --engines names. `internode` is the normal engine with ranks_per_node < num_ranks over the
 // loopback transport; `normal` is the same engine on one node.
 enum class SoakEngine : uint8_t { normal, internode, low_latency, symmetric };
@@ -61,7 +66,8 @@ struct SoakCase {
   bool worst_case = false;     // fixed-size outputs (num_worst_tokens = R * max_tokens)
   bool cached_replay = false;  // each round also dispatches again with the round's handle
   bool cached_with_topk = true;
-  Config config;  // channels, ring slots and chunk (small rings force wrap-around)
+  Config
+      config;  // channels, ring slots and chunk (small rings force wrap-around); the timeout of every engine
   bool loopback_delays = false;
 
   // low_latency and symmetric.
@@ -80,11 +86,16 @@ struct SoakCase {
 };
 
 // The limits a case is drawn within; the backend sets them (a 2-core CI machine runs the CPU soak).
+// NOTES: the reference runs on one host thread, for every rank; a case's rounds cost about this
+// many elements each at most (a tenth of a second), so that a soak's time goes to the engines.
+constexpr int64_t kMaxReferenceElements = int64_t{1} << 25;
+
 struct DrawLimits {
   int64_t max_tokens = 48;
   int max_hidden = 1024;
   int max_experts_per_rank = 8;
   int max_round_trips = 4;
+  int64_t max_reference_elements = kMaxReferenceElements;
 };
 DrawLimits limits_for(Backend backend);
 
