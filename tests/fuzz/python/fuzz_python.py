@@ -133,6 +133,7 @@ class Draw:
         shape = [self.size(dim) for dim in shape]
         count = int(np.prod(shape)) if shape else 1
         if count * np.dtype(dtype).itemsize > self.bytes_left:
+            self.wrong_python_type = self.wrong_python_type or not output  # None, as above
             return None
         self.bytes_left -= count * np.dtype(dtype).itemsize
         array = self.elements(dtype, count, fill, num_experts).reshape(shape)
