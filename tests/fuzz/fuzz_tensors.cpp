@@ -131,13 +131,13 @@ TensorView TensorDraw::view_over_memory(DType dtype, int ndim,
     poisoned_.push_back({static_cast<const uint8_t*>(view.data), bytes});
   } else {
     std::memset(view.data, 0, bytes);
-    fill_elements(view, fill);
+    fill_elements(view, bytes, fill);
   }
   return view;
 }
 
-void TensorDraw::fill_elements(const TensorView& view, Fill fill) {
-  const size_t elements = view.nbytes() / dtype_size(view.dtype);
+void TensorDraw::fill_elements(const TensorView& view, size_t bytes, Fill fill) {
+  const size_t elements = bytes / dtype_size(view.dtype);
   if (fill.kind == Fill::expert_ids && view.dtype == DType::i64) {
     auto* ids = view.as<int64_t>();
     const int64_t choices = std::max<int64_t>(fill.num_experts, 0) + 1;  // -1 and each expert
@@ -152,7 +152,7 @@ void TensorDraw::fill_elements(const TensorView& view, Fill fill) {
       weights[i] = choice < 224 ? static_cast<float>(choice) / 64.0f - 1.0f : special_weight(input_);
     }
   } else {
-    const std::vector<uint8_t> bits = input_.ConsumeBytes<uint8_t>(view.nbytes());
+    const std::vector<uint8_t> bits = input_.ConsumeBytes<uint8_t>(bytes);
     if (!bits.empty()) std::memcpy(view.data, bits.data(), bits.size());
   }
 }

@@ -50,7 +50,8 @@ class TensorDraw {
  private:
   TensorView view_over_memory(DType dtype, int ndim, const std::array<int64_t, kMaxTensorDims>& shape,
                               Fill fill, bool poisoned);
-  void fill_elements(const TensorView& view, Fill fill);
+  // `bytes`: the view's, counted here (numel() of a zero-element shape may overflow on the way to 0).
+  void fill_elements(const TensorView& view, size_t bytes, Fill fill);
 
   // Exactly `bytes` (ASan's redzone starts right after them), aligned as a framework's allocator aligns.
   class Allocation {
