@@ -15,4 +15,19 @@ size_t host_rss_bytes();
 
 constexpr double kMiB = 1024.0 * 1024.0;
 
+// NOTES: ASan keeps freed memory in a quarantine (256 MiB by default) and TSan keeps shadow memory
+// for what was freed, so their RSS grows by design; under them the growth is printed but not judged
+// (ASan's leak check at exit covers leaks there).
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitizedAllocator = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool kSanitizedAllocator = true;
+#else
+constexpr bool kSanitizedAllocator = false;
+#endif
+#else
+constexpr bool kSanitizedAllocator = false;
+#endif
+
 }  // namespace switchyard::soak

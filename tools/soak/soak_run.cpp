@@ -82,7 +82,8 @@ bool SoakTotals::memory_within(const SoakOptions& options) const {
 bool SoakTotals::pass(const SoakOptions& options) const {
   // NOTES: a replay has no warm-up: its one case loads the kernels and the rank threads' arenas, so
   // its memory is printed but not judged.
-  return round_trips > 0 && mismatches == 0 && errors == 0 && (options.replay || memory_within(options));
+  return round_trips > 0 && mismatches == 0 && errors == 0 &&
+         (options.replay || kSanitizedAllocator || memory_within(options));
 }
 
 SoakTotals run_soak(const SoakOptions& options) {
@@ -160,6 +161,8 @@ std::string verdict_line(const SoakTotals& totals, const SoakOptions& options) {
   }
   if (options.replay) {
     out << " (not judged in a replay)";
+  } else if (kSanitizedAllocator) {
+    out << " (not judged under a sanitizer)";
   } else if (!totals.memory_within(options)) {
     out << " (beyond the tolerance)";
   }
