@@ -76,7 +76,11 @@ HostHeap::HostHeap(size_t bytes, int rank, int num_ranks, HeapSharing sharing)
   identity_ = reinterpret_cast<detail::HeapIdentity*>(allocation_base);
   *identity_ = detail::make_heap_identity(nonce_, rank, num_ranks, bytes_);
   base_ = allocation_base + detail::kHeapIdentityBytes;
-  if (sharing_ == HeapSharing::threads) detail::register_thread_heap(base_, storage_, num_ranks - 1);
+  if (sharing_ == HeapSharing::threads) {
+    // The identity page lives in the heap's own allocation: it shares the heap's lifetime.
+    detail::register_thread_heap(base_, storage_, std::shared_ptr<detail::HeapIdentity>(storage_, identity_),
+                                 num_ranks - 1);
+  }
   view_.base = base_;
   view_.bytes = bytes_;
   view_.rank = rank;
@@ -165,16 +169,14 @@ uint8_t* HostHeap::connect_thread_peer(const HostHeapPayload& payload, const det
   }
   uint8_t* peer_base = reinterpret_cast<uint8_t*>(payload.address);
   // The registry is asked first: only the address of a live heap of this process may be read.
-  std::shared_ptr<void> storage = detail::connect_thread_heap(peer_base);
-  if (!storage) {
+  detail::ThreadHeap heap = detail::connect_thread_heap(peer_base);
+  if (!heap.storage) {
     throw InvalidArgument(which +
                           ": expected the handle of a live buffer of this process, got one whose heap "
                           "is unknown (not made by Buffer::local_handle in this process)");
   }
-  detail::check_heap_identity(
-      *reinterpret_cast<const detail::HeapIdentity*>(peer_base - detail::kHeapIdentityBytes), expected,
-      which);
-  peer_storage_.push_back(std::move(storage));
+  detail::check_heap_identity(*heap.identity, expected, which);
+  peer_storage_.push_back(std::move(heap.storage));
   return peer_base;
 }
 

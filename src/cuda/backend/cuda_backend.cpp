@@ -193,6 +193,12 @@ class CudaBackend final : public detail::BackendImpl {
   cudaStream_t resolve(Stream stream) const {
     if (!stream) return own_stream_;
     const cudaStream_t caller = static_cast<cudaStream_t>(stream);
+    // NOTES: CUDA refuses cudaStreamGetDevice on a capturing stream, and the refusal invalidates the
+    // capture; a stream being captured is checked when its graph is made, not here.
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(caller, &capture) == cudaSuccess && capture != cudaStreamCaptureStatusNone) {
+      return caller;
+    }
     int stream_device = -1;
     const cudaError_t queried = cudaStreamGetDevice(caller, &stream_device);
     if (queried != cudaSuccess) {

@@ -62,20 +62,37 @@ DeviceHeap::DeviceHeap(size_t bytes, int rank, int num_ranks, int device, HeapSh
       device_(device),
       sharing_(sharing),
       nonce_(detail::new_heap_nonce()),
-      opened_(num_ranks, nullptr) {
+      opened_(num_ranks, nullptr),
+      peer_host_identity_(num_ranks, nullptr) {
   SY_CUDA_CHECK(cudaSetDevice(device_));
   const size_t allocation = detail::kHeapIdentityBytes + bytes_;
   void* pointer = nullptr;
   SY_CUDA_CHECK(cudaMalloc(&pointer, allocation));
   allocation_ = static_cast<uint8_t*>(pointer);
-  storage_ = std::shared_ptr<void>(pointer, [](void* p) { cudaFree(p); });
+  identity_ = detail::make_heap_identity(nonce_, rank, num_ranks, bytes_);
+  if (sharing_ == HeapSharing::threads) {
+    // Peers of this process read and claim a host copy of the identity (core/heap_registry.hpp), which
+    // lives exactly as long as the device memory.
+    struct Owner {
+      void* device = nullptr;
+      detail::HeapIdentity identity{};
+      ~Owner() { cudaFree(device); }
+    };
+    auto owner = std::make_shared<Owner>();
+    owner->device = pointer;
+    owner->identity = identity_;
+    storage_ = std::shared_ptr<void>(owner, pointer);
+    host_identity_ = std::shared_ptr<detail::HeapIdentity>(owner, &owner->identity);
+  } else {
+    storage_ = std::shared_ptr<void>(pointer, [](void* p) { cudaFree(p); });
+  }
   base_ = allocation_ + detail::kHeapIdentityBytes;
   // Barrier words must start at 0; the rest is reset by each call before use.
   SY_CUDA_CHECK(cudaMemset(allocation_, 0, allocation));
-  identity_ = detail::make_heap_identity(nonce_, rank, num_ranks, bytes_);
   SY_CUDA_CHECK(cudaMemcpy(allocation_, &identity_, sizeof(identity_), cudaMemcpyHostToDevice));
   SY_CUDA_CHECK(cudaDeviceSynchronize());
-  if (sharing_ == HeapSharing::threads) detail::register_thread_heap(base_, storage_, num_ranks - 1);
+  if (sharing_ == HeapSharing::threads)
+    detail::register_thread_heap(base_, storage_, host_identity_, num_ranks - 1);
   view_.base = base_;
   view_.bytes = bytes_;
   view_.rank = rank;
@@ -86,6 +103,10 @@ DeviceHeap::~DeviceHeap() {
   cudaSetDevice(device_);
   // Every peer heap is still mapped (held, with threads): give the slots back for a later Buffer.
   for (int peer : claimed_) {
+    if (detail::HeapIdentity* identity = peer_host_identity_[peer]) {
+      detail::release_connection(*identity, rank_, nonce_);
+      continue;
+    }
     uint64_t* slot = connection_slot(view_.peer_base(peer) - detail::kHeapIdentityBytes, rank_);
     uint64_t holder = 0;
     if (copy_aside(&holder, slot, sizeof(holder), cudaMemcpyDeviceToHost) == cudaSuccess &&
@@ -159,15 +180,15 @@ void DeviceHeap::connect(const std::vector<Bytes>& payloads) {
         }
       }
       peer_base = reinterpret_cast<uint8_t*>(payload.address);
-      std::shared_ptr<void> storage = detail::connect_thread_heap(peer_base);
-      if (!storage) {
+      detail::ThreadHeap heap = detail::connect_thread_heap(peer_base);
+      if (!heap.storage) {
         throw InvalidArgument(which +
                               ": expected the handle of a live buffer of this process, got one whose heap "
                               "is unknown (not made by Buffer::local_handle in this process)");
       }
-      // Read only now: the registry vouched that a live heap of this process is there.
-      detail::check_heap_identity(read_identity(peer_base - detail::kHeapIdentityBytes), expected, which);
-      peer_storage_.push_back(std::move(storage));
+      detail::check_heap_identity(*heap.identity, expected, which);
+      peer_host_identity_[peer] = heap.identity.get();
+      peer_storage_.push_back(std::move(heap.storage));
     } else {
       // A connect that was refused earlier may have opened this peer already (a process may open an IPC
       // handle once): that mapping goes first.
@@ -197,21 +218,32 @@ void DeviceHeap::connect(const std::vector<Bytes>& payloads) {
 }
 
 void DeviceHeap::claim_peer_heaps() {
-  // NOTES: a read, then a write: not atomic, unlike the CPU heap's claim (the page is device memory).
-  // Two Buffers of one rank connecting at the same instant may both pass; the misuse this catches is
-  // a second Buffer made while the first is alive.
+  // Peers of this process: a host CAS on the identity's host copy. Peers in other processes: a read,
+  // then a write of their device page, not atomic; two Buffers of one rank connecting at the same
+  // instant may both pass, but a second Buffer made while the first is alive is caught.
+  const auto slot_of = [&](int peer) {
+    return connection_slot(view_.peer_base(peer) - detail::kHeapIdentityBytes, rank_);
+  };
   for (int peer = 0; peer < num_ranks_; ++peer) {
-    if (peer == rank_) continue;
-    uint64_t* slot = connection_slot(view_.peer_base(peer) - detail::kHeapIdentityBytes, rank_);
+    if (peer == rank_ || peer_host_identity_[peer]) continue;
     uint64_t holder = 0;
-    SY_CUDA_CHECK(copy_aside(&holder, slot, sizeof(holder), cudaMemcpyDeviceToHost));
-    if (holder != 0 && holder != nonce_)
+    SY_CUDA_CHECK(copy_aside(&holder, slot_of(peer), sizeof(holder), cudaMemcpyDeviceToHost));
+    if (holder != 0 && holder != nonce_) {
       detail::throw_heap_taken(rank_, peer, "all_handles[" + std::to_string(peer) + "]");
+    }
   }
   for (int peer = 0; peer < num_ranks_; ++peer) {
-    if (peer == rank_) continue;
-    SY_CUDA_CHECK(copy_aside(connection_slot(view_.peer_base(peer) - detail::kHeapIdentityBytes, rank_),
-                             &nonce_, sizeof(nonce_), cudaMemcpyHostToDevice));
+    if (peer == rank_ || !peer_host_identity_[peer]) continue;
+    if (detail::claim_connection(*peer_host_identity_[peer], rank_, nonce_) != 0) {
+      for (int claimed : claimed_) detail::release_connection(*peer_host_identity_[claimed], rank_, nonce_);
+      claimed_.clear();
+      detail::throw_heap_taken(rank_, peer, "all_handles[" + std::to_string(peer) + "]");
+    }
+    claimed_.push_back(peer);
+  }
+  for (int peer = 0; peer < num_ranks_; ++peer) {
+    if (peer == rank_ || peer_host_identity_[peer]) continue;
+    SY_CUDA_CHECK(copy_aside(slot_of(peer), &nonce_, sizeof(nonce_), cudaMemcpyHostToDevice));
     claimed_.push_back(peer);
   }
 }
