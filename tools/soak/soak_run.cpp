@@ -8,6 +8,7 @@
 #include "case_runner.hpp"
 #include "crash_note.hpp"
 #include "memory.hpp"
+#include "rounds.hpp"
 #ifdef SWITCHYARD_WITH_CUDA
 #include "cuda_rank.hpp"
 #endif
@@ -106,12 +107,15 @@ SoakTotals run_soak(const SoakOptions& options) {
     return totals;
   }
 
+  // Round trips counted for --round-trips whether their case completed or failed: a run whose every
+  // case fails (no GPU, say) still ends.
+  int64_t attempted = 0;
   auto done = [&] {
-    return (options.round_trips && totals.round_trips >= *options.round_trips) ||
+    return (options.round_trips && attempted >= *options.round_trips) ||
            (options.seconds && elapsed() >= *options.seconds);
   };
   auto warmed_up = [&] {
-    return (options.round_trips && totals.round_trips >= kWarmupFraction * *options.round_trips) ||
+    return (options.round_trips && attempted >= kWarmupFraction * *options.round_trips) ||
            (options.seconds && elapsed() >= kWarmupFraction * *options.seconds);
   };
   std::optional<Memory> baseline;
@@ -123,6 +127,7 @@ SoakTotals run_soak(const SoakOptions& options) {
     if (!options.runs(c.engine)) continue;
     const double case_start = elapsed();
     const CaseOutcome outcome = run_noted(c, options, corrupt);
+    attempted += round_trips_of(c);
     corrupt = corrupt && !outcome.corrupted;  // one flipped bit per run
     record(c, outcome, options, totals);
     if (options.trace) {
