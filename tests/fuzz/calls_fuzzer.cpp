@@ -1,7 +1,8 @@
-// Host validation of every public call (DESIGN.md, "Errors and timeouts"). From the input: a short
-// sequence of Buffer calls (get_dispatch_layout, dispatch fresh and cached, combine, low_latency and
-// symmetric dispatch and combine, hooks, low_latency_combine_buffer, synchronize, and the Buffer
-// constructor itself), with their shapes, dtypes, sizes, flags, handles and tensor contents, on
+// Host validation of every public call: bad input gets a switchyard::Error naming the argument, and
+// nothing is written and nothing hangs. From the input: a short sequence of Buffer calls
+// (get_dispatch_layout, dispatch fresh and cached, combine, low_latency and symmetric dispatch and
+// combine, hooks, low_latency_combine_buffer, synchronize, the Buffer constructor itself, and
+// Tensor::part_of), with their shapes, dtypes, sizes, flags, handles and tensor contents, on
 // 1-rank buffers connected to themselves. Each call must return or throw a switchyard::Error
 // (fuzz_outcome.hpp), and one refused with InvalidArgument must not have written its outputs.
 #include <fuzzer/FuzzedDataProvider.h>

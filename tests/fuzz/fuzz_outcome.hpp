@@ -1,6 +1,6 @@
 #pragma once
-// What every fuzzed call must do: return, or throw a switchyard::Error (DESIGN.md, "Errors and
-// timeouts"). Anything else is a finding: the target aborts, so that libFuzzer saves the input.
+// What every fuzzed call must do: return, or throw a switchyard::Error (or a subclass) naming what was
+// wrong. Anything else is a finding: the target aborts, so that libFuzzer saves the input.
 #include <exception>
 #include <string>
 
