@@ -21,7 +21,7 @@ import xml.etree.ElementTree as ElementTree
 # What the GPU suites say when they skip (tests/cuda, tests/bench, tests/python/torch_support.py).
 NEEDS_GPU = re.compile(r"no CUDA device|sees no CUDA|torch is not installed|no CUDA backend|needs two GPUs")
 
-RESULT = re.compile(r"^\s*\d+/\d+ Test\s+#\d+: (?P<name>.*?) \.*\s*(?P<status>\**[A-Za-z][A-Za-z ]*?)\s+[\d.]+ sec")
+RESULT = re.compile(r"^\s*\d+/\d+ Test\s+#\d+: (?P<name>.*?) \.*\s*(?P<status>\**[A-Za-z][A-Za-z ()]*?)\s+[\d.]+ sec")
 START = re.compile(r"^\s+Start\s+\d+: ")
 QUIET_RESULTS = ("Passed", "***Skipped", "Skipped")
 # ctest's own lines around the results that the summary replaces.
@@ -39,7 +39,7 @@ def filter_ctest(lines, log, out):
         text = line.rstrip("\n")
         result = RESULT.match(text)
         if result:
-            showing_output = result.group("status") not in QUIET_RESULTS
+            showing_output = result.group("status") not in QUIET_RESULTS and "(Disabled)" not in text
             in_not_run_list = False
             if progress and not showing_output:
                 out.write(f"\r\033[K{text.split(':', 1)[0].strip()}")
