@@ -5,7 +5,7 @@
 #
 #   bash scripts/gpu-check.sh                 # everything
 #   SWITCHYARD_GPU_STAGES="tests bench" bash scripts/gpu-check.sh
-#   stages: build tests processes sanitizer bench channels python
+#   stages: build tests processes sanitizer bench bench-nodes report channels python
 #
 # GoogleTest: found as a package, or built from source at .deps/googletest when that exists (the GPU
 # machine has no package registry: copy /usr/src/googletest from a Debian machine there).
@@ -13,7 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/gpu-check}
 BUILD=${SWITCHYARD_GPU_BUILD:-build/gpu}
-STAGES=${SWITCHYARD_GPU_STAGES:-"build tests processes sanitizer bench channels python"}
+STAGES=${SWITCHYARD_GPU_STAGES:-"build tests processes sanitizer bench bench-nodes report channels python"}
 mkdir -p "$OUT"
 declare -a SUMMARY=()
 status=0
@@ -24,6 +24,21 @@ run_logged() {  # name, log, command...
   local start=$SECONDS
   if "$@" >"$OUT/$log" 2>&1; then note "$name: pass ($((SECONDS - start)) s, $log)"
   else local rc=$?; note "$name: FAIL rc=$rc ($((SECONDS - start)) s, $log)"; status=1; tail -40 "$OUT/$log"; fi
+}
+
+start_mps() {
+  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
+  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+  if nvidia-cuda-mps-control -d >>"$OUT/mps.log" 2>&1; then
+    trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
+    note "mps: started"
+  else
+    note "mps: could not start (processes time-slice; see mps.log)"
+  fi
+}
+stop_mps() {
+  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
+  trap - EXIT
 }
 
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >"$OUT/gpu.txt" 2>&1 || true
@@ -65,14 +80,7 @@ if has_stage tests; then
 fi
 
 if has_stage processes; then
-  export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if nvidia-cuda-mps-control -d >"$OUT/mps.log" 2>&1; then
-    trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1' EXIT
-    note "mps: started"
-  else
-    note "mps: could not start (processes time-slice; see mps.log)"
-  fi
+  start_mps
   for engine in normal low_latency symmetric; do
     for ranks in 2 4 8; do
       run_logged "gpu processes $engine np$ranks (MPS)" "processes-$engine-np$ranks.log" timeout 90 \
@@ -97,8 +105,7 @@ if has_stage processes; then
         "$KILLED_BIN" --ranks "$ranks" --engine "$engine"
     done
   done
-  echo quit | nvidia-cuda-mps-control >/dev/null 2>&1
-  trap - EXIT
+  stop_mps
 fi
 
 # NOTES: one rank only: compute-sanitizer serialises kernels, and ranks that spin-wait on each other
@@ -117,19 +124,36 @@ if has_stage sanitizer; then
   done
 fi
 
+# The yardstick (tools/bench/README.md): DeepSeek-V3 shape, 8 ranks on one GPU, 4096 and 128 tokens per
+# rank, every engine, ranks as threads and as processes (MPS). symmetric at 4096 sizes its outputs per
+# expert by the routing (--expert-capacity auto) so that 8 ranks fit; low_latency stays at 128 tokens
+# (its heap holds L x R x max rows).
 if has_stage bench; then
-  # The default shape, with symmetric at 4096 tokens too (issue 5's target): its outputs sized per
-  # expert by the routing (--expert-capacity auto), so that 8 ranks fit on one GPU. low_latency stays
-  # at 128 tokens (its heap holds L x R x max rows).
-  run_logged "bench cuda (default shape, symmetric at 4096)" bench.log timeout 900 "$BENCH_BIN" --backend cuda \
-    --symmetric-tokens 4096 --expert-capacity auto --json "$OUT/bench.json"
+  for mode in threads processes; do
+    [ "$mode" = processes ] && start_mps
+    run_logged "bench $mode 4096 tokens" "bench-$mode-4096.log" timeout 420 "$BENCH_BIN" --backend cuda --ranks 8 \
+      --tokens 4096 --symmetric-tokens 4096 --expert-capacity auto --ranks-as "$mode" --json "$OUT/bench-$mode-4096.json"
+    run_logged "bench $mode 128 tokens" "bench-$mode-128.log" timeout 300 "$BENCH_BIN" --backend cuda --ranks 8 \
+      --tokens 128 --ranks-as "$mode" --json "$OUT/bench-$mode-128.json"
+    [ "$mode" = processes ] && stop_mps
+  done
+fi
+
+# Across nodes (loopback transport), ranks as threads.
+if has_stage bench-nodes; then
   run_logged "bench cuda 2 nodes x 4 ranks (loopback), normal" bench-2x4.log timeout 300 "$BENCH_BIN" --backend cuda \
     --engine normal --ranks 8 --ranks-per-node 4 --iters 10 --json "$OUT/bench-2x4.json"
   run_logged "bench cuda 2 nodes x 4 ranks (loopback), low_latency 128 tokens" bench-2x4-ll.log timeout 300 \
     "$BENCH_BIN" --backend cuda --engine low_latency --ranks 8 --ranks-per-node 4 --tokens 128 --iters 10 \
     --json "$OUT/bench-2x4-ll.json"
-  run_logged "bench cuda 128 tokens" bench-128.log timeout 600 "$BENCH_BIN" --backend cuda --tokens 128 \
-    --json "$OUT/bench-128.json"
+fi
+
+# The picture: a sweep of tokens per rank (scripts/bench-report.sh; SWITCHYARD_REPORT_TOKENS narrows it).
+if has_stage report; then
+  start_mps
+  run_logged "bench report" bench-report.log env OUT="$OUT/report" bash scripts/bench-report.sh "$BENCH_BIN" -- \
+    --backend cuda --ranks 8 --iters 5 --warmup 1
+  stop_mps
 fi
 
 # How the `normal` engine's time moves with the SMs each rank gets (2 blocks per channel), up to what
