@@ -11,7 +11,10 @@
 #            environment of its own, build/python-venv, runs its pytest suite (tests/python: ranks as
 #            processes, CPU backend) and the README's Python example (examples/python);
 #   asan     ASan + UBSan, CPU backend;
-#   tsan     ThreadSanitizer, CPU backend.
+#   tsan     ThreadSanitizer, CPU backend;
+#   fuzz     the libFuzzer targets (scripts/run-fuzz.sh: clang, ASan + UBSan, the committed seed
+#            corpus), SWITCHYARD_FUZZ_SECONDS each (default 30); its python target needs the python
+#            step's build/python-venv first, and runs only where that exists.
 #
 #   bash scripts/run-tests.sh
 #   SWITCHYARD_TEST_BUILDS="release install" bash scripts/run-tests.sh   # a subset, in this order
@@ -27,7 +30,7 @@
 # --break-system-packages where Debian marks it externally managed).
 #
 # Other steps: debug, cpu (the presets of the same names). Environment:
-#   SWITCHYARD_TEST_BUILDS  steps to run (default: "release install python asan tsan")
+#   SWITCHYARD_TEST_BUILDS  steps to run (default: "release install python asan tsan fuzz")
 #   SWITCHYARD_CTEST_JOBS   tests run in parallel (default 2)
 #   SWITCHYARD_TEST_TIMEOUT seconds before ctest kills a test that set no timeout (default 900)
 #   SWITCHYARD_CMAKE_ARGS   extra arguments for every configure, e.g. "-DSWITCHYARD_CUDA=OFF"
@@ -37,7 +40,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo_root=$PWD
 
-steps=${SWITCHYARD_TEST_BUILDS:-release install python asan tsan}
+steps=${SWITCHYARD_TEST_BUILDS:-release install python asan tsan fuzz}
 ctest_jobs=${SWITCHYARD_CTEST_JOBS:-2}
 read -r -a cmake_args <<<"${SWITCHYARD_CMAKE_ARGS:-}"
 test_timeout=${SWITCHYARD_TEST_TIMEOUT:-900}
@@ -46,8 +49,8 @@ venv_dir=$repo_root/build/python-venv
 
 for step in $steps; do
   case "$step" in
-    release|debug|asan|tsan|cpu|install|python) ;;
-    *) echo "run-tests: unknown step '$step' in SWITCHYARD_TEST_BUILDS (expected release, install, python, asan, tsan, debug, cpu)" >&2
+    release|debug|asan|tsan|cpu|install|python|fuzz) ;;
+    *) echo "run-tests: unknown step '$step' in SWITCHYARD_TEST_BUILDS (expected release, install, python, asan, tsan, fuzz, debug, cpu)" >&2
        exit 2 ;;
   esac
 done
@@ -271,12 +274,26 @@ run_python_check() {
   passed+=("python ($(elapsed $((SECONDS - started))))")
 }
 
+# A fixed-time fuzz run (issue 15): every finding fails the step, naming its input.
+run_fuzz_check() {
+  local started=$SECONDS
+  local targets=(calls connect)
+  [[ -x $venv_dir/bin/python || $python_mode == system ]] && targets+=(python)
+  echo "== [fuzz] ${targets[*]}, ${SWITCHYARD_FUZZ_SECONDS:-30} s each (build/fuzz)"
+  SWITCHYARD_FUZZ_SECONDS=${SWITCHYARD_FUZZ_SECONDS:-30} SWITCHYARD_PYTHON=$python_mode \
+    bash scripts/run-fuzz.sh "${targets[@]}"
+  step_summaries+=("[fuzz] ${targets[*]}: no finding")
+  passed+=("fuzz ($(elapsed $((SECONDS - started))))")
+}
+
 for step in $steps; do
   current=$step
   if [[ $step == install ]]; then
     run_install_check
   elif [[ $step == python ]]; then
     run_python_check
+  elif [[ $step == fuzz ]]; then
+    run_fuzz_check
   else
     run_preset "$step"
   fi
