@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "support/normal_round_trip.hpp"
+#include "support/refusal.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/group.hpp"
@@ -18,6 +19,9 @@
 
 namespace switchyard {
 namespace {
+
+using testing::contains;
+using testing::invalid_argument_message;
 
 // NOTES: short, so the timeout tests finish quickly; the calls that must succeed here are tiny.
 constexpr double kShortTimeoutSeconds = 1.0;
@@ -37,27 +41,12 @@ bool mentions(const std::string& text, const std::string& name) {
   return false;
 }
 
-bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 std::string lower(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return text;
 }
 
-// Runs `call`, expects InvalidArgument, and returns its message (empty when none was thrown).
-template <typename Call>
-std::string invalid_argument_message(Call&& call) {
-  try {
-    call();
-  } catch (const InvalidArgument& error) {
-    return error.what();
-  } catch (const std::exception& error) {
-    ADD_FAILURE() << "expected InvalidArgument, got another exception: " << error.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected InvalidArgument, got no exception";
-  return {};
-}
 
 bool still_poisoned(const TensorView& tensor) {
   const uint8_t* bytes = tensor.as<const uint8_t>();

@@ -13,29 +13,17 @@
 #include <vector>
 
 #include "core/handle_format.hpp"
+#include "support/refusal.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard {
 namespace {
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+using testing::contains;
+using testing::invalid_argument_message;
 
-template <typename Call>
-std::string invalid_argument_message(Call&& call) {
-  try {
-    call();
-  } catch (const InvalidArgument& error) {
-    return error.what();
-  } catch (const std::exception& error) {
-    ADD_FAILURE() << "expected InvalidArgument, got another exception: " << error.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected InvalidArgument, got no exception";
-  return {};
-}
+
 
 BufferSizing small_sizing() {
   BufferSizing sizing;

@@ -17,6 +17,7 @@
 #include "support/expert_major_cases.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/test_seed.hpp"
+#include "support/refusal.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
 #include "workload/workload.hpp"
@@ -24,25 +25,12 @@
 namespace switchyard {
 namespace {
 
+using testing::contains;
+using testing::invalid_argument_message;
+
 namespace em = testing::expert_major;
 
-bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
 
-template <typename Call>
-std::string invalid_argument_message(Call&& call) {
-  try {
-    call();
-  } catch (const InvalidArgument& error) {
-    return error.what();
-  } catch (const std::exception& error) {
-    ADD_FAILURE() << "expected InvalidArgument, got another exception: " << error.what();
-    return {};
-  }
-  ADD_FAILURE() << "expected InvalidArgument, got no exception";
-  return {};
-}
 
 // ---- stale dispatch handles ---------------------------------------------------------------------
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "cuda/expert_major_round_trip.hpp"
+#include "cuda/file_rendezvous.hpp"
 #include "cuda/process_round_trips.hpp"
 #include "cuda/rank_device.hpp"
 #include "switchyard/errors.hpp"
@@ -42,37 +43,6 @@ constexpr double kSurvivorTimeoutSeconds = 3;
 constexpr int kKillAfterMilliseconds = 300;
 // A survivor gives up (a failure) if no call has timed out after this many round-trip sets.
 constexpr int kMaxRoundTripSets = 1000;
-
-std::string file(const std::string& dir, const std::string& name, int rank) {
-  return dir + "/" + name + "." + std::to_string(rank);
-}
-
-void write_file(const std::string& path, const Bytes& bytes) {
-  std::string temporary = path + ".tmp";
-  std::ofstream(temporary, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  std::rename(temporary.c_str(), path.c_str());
-}
-
-// Every listed rank's file `name`, in the order of `ranks`.
-std::vector<Bytes> gather_files(const std::string& dir, const std::string& name,
-                                const std::vector<int>& ranks) {
-  std::vector<Bytes> all;
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kRendezvousSeconds);
-  for (int rank : ranks) {
-    for (;;) {
-      std::ifstream in(file(dir, name, rank), std::ios::binary);
-      if (in) {
-        all.emplace_back(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-        break;
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        throw TimeoutError("process rendezvous: rank " + std::to_string(rank) + " never wrote " + name);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-  return all;
-}
 
 BufferOptions options_for(const workload::Shape& shape, Engine engine, int rank, int device, double timeout) {
   BufferOptions options;
@@ -118,8 +88,8 @@ int child(int rank, int ranks, int doomed, const std::string& dir, Engine engine
 
   {
     Buffer buffer(options_for(shape, engine, rank, device, kSurvivorTimeoutSeconds));
-    write_file(file(dir, "handle", rank), buffer.local_handle());
-    buffer.connect(gather_files(dir, "handle", everyone));
+    testing::write_rank_file(testing::rank_file(dir, "handle", rank), buffer.local_handle());
+    buffer.connect(testing::gather_rank_files(dir, "handle", everyone, kRendezvousSeconds));
     cudaStream_t stream = new_stream();
     if (rank == doomed) run_doomed(buffer, engine, shape, stream);
 
@@ -160,16 +130,16 @@ int child(int rank, int ranks, int doomed, const std::string& dir, Engine engine
     const int remaining = ranks - 1;
     const workload::Shape survivors_shape = testing::process_ranks_shape(remaining, remaining);
     Buffer buffer(options_for(survivors_shape, engine, new_rank, device, 20));
-    write_file(file(dir, "survivor-handle", rank), buffer.local_handle());
-    buffer.connect(gather_files(dir, "survivor-handle", survivors));
+    testing::write_rank_file(testing::rank_file(dir, "survivor-handle", rank), buffer.local_handle());
+    buffer.connect(testing::gather_rank_files(dir, "survivor-handle", survivors, kRendezvousSeconds));
     cudaStream_t stream = new_stream();
     std::vector<std::string> mismatches;
     testing::run_process_round_trips(buffer, engine, survivors_shape, stream, &mismatches);
     cudaStreamDestroy(stream);
     for (const std::string& mismatch : mismatches) failures.push_back("survivors' buffer: " + mismatch);
     // Keep this heap mapped until every survivor is done writing into it.
-    write_file(file(dir, "survivor-done", rank), {1});
-    gather_files(dir, "survivor-done", survivors);
+    testing::write_rank_file(testing::rank_file(dir, "survivor-done", rank), {1});
+    testing::gather_rank_files(dir, "survivor-done", survivors, kRendezvousSeconds);
   }
   for (const auto& failure : failures) std::cerr << "rank " << rank << ": " << failure << "\n";
   return failures.empty() ? 0 : 1;

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "cuda/expert_major_round_trip.hpp"
+#include "cuda/file_rendezvous.hpp"
 #include "cuda/process_round_trips.hpp"
 #include "cuda/rank_device.hpp"
 #include "support/loopback_delays.hpp"
@@ -42,36 +43,6 @@ using namespace switchyard;
 constexpr int kUsage = 2;
 constexpr int kSkipped = 77;
 constexpr double kRendezvousSeconds = 60;
-
-std::string file(const std::string& dir, const std::string& name, int rank) {
-  return dir + "/" + name + "." + std::to_string(rank);
-}
-
-void write_file(const std::string& path, const Bytes& bytes) {
-  std::string temporary = path + ".tmp";
-  std::ofstream(temporary, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-  std::rename(temporary.c_str(), path.c_str());  // atomic: readers never see half a handle
-}
-
-// Waits until every rank has written `name`, and returns their contents.
-std::vector<Bytes> gather_files(const std::string& dir, const std::string& name, int ranks) {
-  std::vector<Bytes> all(ranks);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(kRendezvousSeconds);
-  for (int rank = 0; rank < ranks; ++rank) {
-    for (;;) {
-      std::ifstream in(file(dir, name, rank), std::ios::binary);
-      if (in) {
-        all[rank] = Bytes(std::istreambuf_iterator<char>(in), {});
-        break;
-      }
-      if (std::chrono::steady_clock::now() > deadline) {
-        throw TimeoutError("process rendezvous: rank " + std::to_string(rank) + " never wrote " + name);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-    }
-  }
-  return all;
-}
 
 // One pass on a fresh buffer: handles through files (named after the pass), the round trips, then a
 // rendezvous before the buffer unmaps its peers.
@@ -94,16 +65,16 @@ void run_pass(const testing::ProcessPass& pass, int pass_index, int rank, const 
   std::vector<std::string> mine;
   {
     Buffer buffer(options);
-    write_file(file(dir, "handle" + suffix, rank), buffer.local_handle());
-    buffer.connect(gather_files(dir, "handle" + suffix, ranks));
+    testing::write_rank_file(testing::rank_file(dir, "handle" + suffix, rank), buffer.local_handle());
+    buffer.connect(testing::gather_rank_files(dir, "handle" + suffix, ranks, kRendezvousSeconds));
     cudaStream_t stream;
     testing::expert_major::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                                       "cudaStreamCreateWithFlags");
     testing::run_process_round_trips(buffer, engine, shape, stream, &mine);
     cudaStreamDestroy(stream);
     // Keep this heap mapped until every peer is done writing into it.
-    write_file(file(dir, "done" + suffix, rank), {1});
-    gather_files(dir, "done" + suffix, ranks);
+    testing::write_rank_file(testing::rank_file(dir, "done" + suffix, rank), {1});
+    testing::gather_rank_files(dir, "done" + suffix, ranks, kRendezvousSeconds);
   }
   for (const std::string& failure : mine) failures->push_back(pass.name + ": " + failure);
 }
