@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds and runs switchyard's test suite, stopping at the first failure:
 #
+#   format   every tracked C++ and CUDA source matches .clang-format (scripts/check-format.sh);
 #   release  the Release preset, with the CUDA backend compiled when nvcc is found (so CUDA code
 #            never rots; GPU tests skip themselves without a GPU), and the mpirun tests;
 #   install  installs that build to a temporary prefix, then builds against it, as a user would:
@@ -30,7 +31,7 @@
 # --break-system-packages where Debian marks it externally managed).
 #
 # Other steps: debug, cpu (the presets of the same names). Environment:
-#   SWITCHYARD_TEST_BUILDS  steps to run (default: "release install python asan tsan fuzz")
+#   SWITCHYARD_TEST_BUILDS  steps to run (default: "format release install python asan tsan fuzz")
 #   SWITCHYARD_CTEST_JOBS   tests run in parallel (default 2)
 #   SWITCHYARD_TEST_TIMEOUT seconds before ctest kills a test that set no timeout (default 900)
 #   SWITCHYARD_CMAKE_ARGS   extra arguments for every configure, e.g. "-DSWITCHYARD_CUDA=OFF"
@@ -40,7 +41,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 repo_root=$PWD
 
-steps=${SWITCHYARD_TEST_BUILDS:-release install python asan tsan fuzz}
+steps=${SWITCHYARD_TEST_BUILDS:-format release install python asan tsan fuzz}
 ctest_jobs=${SWITCHYARD_CTEST_JOBS:-2}
 read -r -a cmake_args <<<"${SWITCHYARD_CMAKE_ARGS:-}"
 test_timeout=${SWITCHYARD_TEST_TIMEOUT:-900}
@@ -49,8 +50,8 @@ venv_dir=$repo_root/build/python-venv
 
 for step in $steps; do
   case "$step" in
-    release|debug|asan|tsan|cpu|install|python|fuzz) ;;
-    *) echo "run-tests: unknown step '$step' in SWITCHYARD_TEST_BUILDS (expected release, install, python, asan, tsan, fuzz, debug, cpu)" >&2
+    format|release|debug|asan|tsan|cpu|install|python|fuzz) ;;
+    *) echo "run-tests: unknown step '$step' in SWITCHYARD_TEST_BUILDS (expected format, release, install, python, asan, tsan, fuzz, debug, cpu)" >&2
        exit 2 ;;
   esac
 done
@@ -294,6 +295,10 @@ for step in $steps; do
     run_python_check
   elif [[ $step == fuzz ]]; then
     run_fuzz_check
+  elif [[ $step == format ]]; then
+    bash scripts/check-format.sh
+    step_summaries+=("[format] every tracked C++ and CUDA source matches .clang-format")
+    passed+=("format")
   else
     run_preset "$step"
   fi

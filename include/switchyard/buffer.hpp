@@ -15,8 +15,8 @@
 #include <vector>
 
 #include "switchyard/config.hpp"
-#include "switchyard/group.hpp"
 #include "switchyard/expert_major.hpp"
+#include "switchyard/group.hpp"
 #include "switchyard/tensor.hpp"
 #include "switchyard/topology.hpp"
 
@@ -155,9 +155,10 @@ class Buffer {
   // The `symmetric` engine (DeepGEMM Mega-MoE design; switchyard/expert_major.hpp, "symmetric"):
   // the low_latency interface and outputs, bit for bit, in one stage each way (pull dispatch; push
   // combine with one cross-rank barrier, or where all ranks are threads on one device a pull combine
-  // that reads every expert output once: symmetric_combine_path()). Needs BufferSizing::symmetric_max_tokens_per_rank > 0; it has
-  // its own heap region, so it may be used on the same Buffer as `normal` and `low_latency`. Its
-  // handles are for symmetric_combine only. return_recv_hook and zero_copy raise Unsupported.
+  // that reads every expert output once: symmetric_combine_path()). Needs
+  // BufferSizing::symmetric_max_tokens_per_rank > 0; it has its own heap region, so it may be used on the
+  // same Buffer as `normal` and `low_latency`. Its handles are for symmetric_combine only. return_recv_hook
+  // and zero_copy raise Unsupported.
   LowLatencyDispatchResult symmetric_dispatch(const LowLatencyDispatchArgs& args);
   LowLatencyCombineResult symmetric_combine(const LowLatencyCombineArgs& args);
   // The path symmetric_combine takes on this connected buffer: push (rows into the homes' combine

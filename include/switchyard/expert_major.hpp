@@ -1,8 +1,9 @@
 #pragma once
 // The expert-major interface that the `low_latency` and `symmetric` engines share (DESIGN.md,
-// "low_latency and symmetric interface: expert-major"). The `low_latency` engine: decode-sized batches written directly from each source into per-expert receive
-// slots on the target, and a weighted combine back. Used through Buffer::low_latency_dispatch,
-// Buffer::low_latency_combine and Buffer::low_latency_combine_buffer.
+// "low_latency and symmetric interface: expert-major"). The `low_latency` engine: decode-sized batches
+// written directly from each source into per-expert receive slots on the target, and a weighted combine back.
+// Used through Buffer::low_latency_dispatch, Buffer::low_latency_combine and
+// Buffer::low_latency_combine_buffer.
 //
 //   auto recv = buffer.low_latency_dispatch({.x = x, .topk_idx = topk_idx, .max_tokens_per_rank = 128,
 //                                            .num_experts = 256});
@@ -25,8 +26,9 @@
 // a thread of this process on one device, straight from the callers' x: Config::symmetric_dispatch;
 // the dispatch then ends only once no peer reads x, so x may be overwritten right after it), and
 // combine is one stage in which each expert row is pushed into its home rank's combine buffer, then a
-// barrier and a local reduction (or pulled in place: Config::symmetric_combine). Separate methods, rather than an engine field in the args, keep each engine's
-// handle, region and unsupported options visible at the call site:
+// barrier and a local reduction (or pulled in place: Config::symmetric_combine). Separate methods, rather
+// than an engine field in the args, keep each engine's handle, region and unsupported options visible at the
+// call site:
 //
 //   auto recv = buffer.symmetric_dispatch({.x = x, .topk_idx = topk_idx, .max_tokens_per_rank = 128,
 //                                          .num_experts = 256});
@@ -57,7 +59,8 @@ struct ExpertMajorHandleData;
 class ExpertMajorHandle {
  public:
   ExpertMajorHandle() = default;
-  explicit ExpertMajorHandle(std::shared_ptr<const detail::ExpertMajorHandleData> data) : data_(std::move(data)) {}
+  explicit ExpertMajorHandle(std::shared_ptr<const detail::ExpertMajorHandleData> data)
+      : data_(std::move(data)) {}
   bool valid() const { return data_ != nullptr; }
   const detail::ExpertMajorHandleData& data() const { return *data_; }
 
@@ -81,10 +84,11 @@ struct ExpertMajorDispatchArgs {
   // errors are raised (the next call or synchronize(), like a timeout, with no host sync in the call):
   // where an overflow is possible, call synchronize() on every rank before the next call, so that all
   // raise it at the same point (raised at a later call's entry on some ranks only, it would leave the
-  // others waiting in that call until their timeout). The Buffer stays usable. A combine with the handle of an overflowed dispatch is refused: on cuda
-  // (where the handle reaches the caller) its kernel pushes and reduces nothing, combined_x is not
-  // written, and it raises CapacityError again. The symmetric engine only: low_latency raises
-  // Unsupported for a value other than 0 (its receive slots are R * max rows per expert anyway).
+  // others waiting in that call until their timeout). The Buffer stays usable. A combine with the handle of
+  // an overflowed dispatch is refused: on cuda (where the handle reaches the caller) its kernel pushes and
+  // reduces nothing, combined_x is not written, and it raises CapacityError again. The symmetric engine only:
+  // low_latency raises Unsupported for a value other than 0 (its receive slots are R * max rows per expert
+  // anyway).
   int64_t expert_capacity = 0;
   // Cast to fp8 e4m3 per 128 channels with an amax scale: scale = max(amax, 1e-4) / 448.
   bool use_fp8 = false;

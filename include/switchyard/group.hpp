@@ -50,7 +50,8 @@ class InProcessGroupState {
 // One rank's view of an InProcessGroupState.
 class InProcessGroup : public Group {
  public:
-  InProcessGroup(std::shared_ptr<InProcessGroupState> state, int rank) : state_(std::move(state)), rank_(rank) {}
+  InProcessGroup(std::shared_ptr<InProcessGroupState> state, int rank)
+      : state_(std::move(state)), rank_(rank) {}
   int rank() const override { return rank_; }
   int size() const override { return state_->size(); }
   std::vector<Bytes> allgather(const Bytes& mine) override { return state_->allgather(rank_, mine); }

@@ -33,8 +33,8 @@ struct NormalDispatchOutput {
   Tensor recv_topk_idx;      // i64 [M, K], local ids, -1 for other ranks' experts
   Tensor recv_topk_weights;  // f32 [M, K], 0 where recv_topk_idx is -1 (undefined without weights)
   std::vector<int> num_recv_tokens_per_expert;  // [local_experts], rounded up to the alignment
-  std::vector<int> recv_src_rank;                // [M]
-  std::vector<int64_t> recv_src_token;           // [M]
+  std::vector<int> recv_src_rank;               // [M]
+  std::vector<int64_t> recv_src_token;          // [M]
 };
 
 std::vector<NormalDispatchOutput> normal_dispatch(const std::vector<RankInputs>& inputs, int num_experts,
@@ -76,8 +76,9 @@ struct LowLatencyDispatchOutput {
 
 // inputs[s].x is bf16 [N_s, H]; topk_idx i64 [N_s, K]. Each (token, slot) with an expert is one row.
 // expert_capacity: 0 (R * max) or 1..R * max rows per local expert in the outputs.
-std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<RankInputs>& inputs, int num_experts,
-                                                           const Topology& topology, int64_t max_tokens_per_rank,
+std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<RankInputs>& inputs,
+                                                           int num_experts, const Topology& topology,
+                                                           int64_t max_tokens_per_rank,
                                                            const LowLatencyOptions& options = {},
                                                            int64_t expert_capacity = 0);
 
@@ -85,8 +86,9 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
 // rows are read). Uses inputs[s].topk_idx and inputs[s].topk_weights. Returns bf16 [N_s, H'] per
 // rank: out[t] = fma-accumulated sum over valid slots ascending from +0.0, rounded once. Throws
 // CapacityError when a row lies at or past C (the dispatch overflowed: engines refuse that combine).
-std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys, const std::vector<RankInputs>& inputs,
-                                        int num_experts, const Topology& topology, int64_t max_tokens_per_rank,
+std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
+                                        const std::vector<RankInputs>& inputs, int num_experts,
+                                        const Topology& topology, int64_t max_tokens_per_rank,
                                         int64_t expert_capacity = 0);
 
 }  // namespace switchyard::reference

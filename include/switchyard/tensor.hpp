@@ -35,7 +35,9 @@ struct TensorView {
   std::string describe() const;
 
   template <typename T>
-  T* as() const { return static_cast<T*>(data); }
+  T* as() const {
+    return static_cast<T*>(data);
+  }
 };
 
 // An owning, reference-counted tensor. Copies share storage.
@@ -57,13 +59,16 @@ class Tensor {
   // lives while any of them does. Several small tensors carved from one allocation cost one
   // allocation (per call, stream-ordered allocations of ranks as threads serialise on the driver).
   // Throws InvalidArgument unless `owner` is defined and the part lies within it, aligned to its dtype.
-  static Tensor part_of(const Tensor& owner, size_t byte_offset, DType dtype, std::initializer_list<int64_t> dims);
+  static Tensor part_of(const Tensor& owner, size_t byte_offset, DType dtype,
+                        std::initializer_list<int64_t> dims);
 
   const TensorView& view() const { return view_; }
   operator const TensorView&() const { return view_; }
   void* data() const { return view_.data; }
   template <typename T>
-  T* as() const { return static_cast<T*>(view_.data); }
+  T* as() const {
+    return static_cast<T*>(view_.data);
+  }
   bool defined() const { return view_.defined(); }
   int64_t size(int dim) const { return view_.shape[dim]; }
   int64_t numel() const { return view_.numel(); }

@@ -21,6 +21,8 @@ struct Topology {
 inline bool operator==(const Topology& a, const Topology& b) {
   return a.num_ranks == b.num_ranks && a.ranks_per_node == b.ranks_per_node;
 }
-inline bool operator!=(const Topology& a, const Topology& b) { return !(a == b); }
+inline bool operator!=(const Topology& a, const Topology& b) {
+  return !(a == b);
+}
 
 }  // namespace switchyard

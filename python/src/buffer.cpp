@@ -45,7 +45,9 @@ PyBuffer::PyBuffer(const BufferOptions& options)
 }
 
 // The Buffer's destructor runs after this body and before CallerDevice's, which restores.
-PyBuffer::~PyBuffer() { save(); }
+PyBuffer::~PyBuffer() {
+  save();
+}
 
 BufferClass bind_buffer(nb::module_& m) {
   nb::class_<Config>(m, "Config", "Tuning of the normal engine and the bound on every wait (config.hpp).")
@@ -66,7 +68,8 @@ BufferClass bind_buffer(nb::module_& m) {
       .def_rw("chunk_tokens", &Config::chunk_tokens)
       .def_rw("timeout_seconds", &Config::timeout_seconds)
       .def_prop_rw(
-          "symmetric_combine", [](const Config& self) { return std::string(symmetric_combine_name(self.symmetric_combine)); },
+          "symmetric_combine",
+          [](const Config& self) { return std::string(symmetric_combine_name(self.symmetric_combine)); },
           [](Config& self, const std::string& path) {
             if (path == "auto") {
               self.symmetric_combine = SymmetricCombine::automatic;
@@ -75,7 +78,8 @@ BufferClass bind_buffer(nb::module_& m) {
             } else if (path == "pull") {
               self.symmetric_combine = SymmetricCombine::pull;
             } else {
-              throw InvalidArgument("symmetric_combine: expected 'auto', 'push' or 'pull', got '" + path + "'");
+              throw InvalidArgument("symmetric_combine: expected 'auto', 'push' or 'pull', got '" + path +
+                                    "'");
             }
           },
           "The symmetric engine's combine path: 'auto' (pull where every rank is a thread of this process on "
@@ -91,8 +95,8 @@ BufferClass bind_buffer(nb::module_& m) {
             } else if (path == "zero_copy") {
               self.symmetric_dispatch = SymmetricDispatch::zero_copy;
             } else {
-              throw InvalidArgument("symmetric_dispatch: expected 'auto', 'publish' or 'zero_copy', got '" + path +
-                                    "'");
+              throw InvalidArgument("symmetric_dispatch: expected 'auto', 'publish' or 'zero_copy', got '" +
+                                    path + "'");
             }
           },
           "The symmetric engine's dispatch source: 'auto' (zero_copy where every rank is a thread of this "
@@ -123,7 +127,8 @@ BufferClass bind_buffer(nb::module_& m) {
       .def_rw("low_latency_max_tokens_per_rank", &BufferSizing::low_latency_max_tokens_per_rank)
       .def_rw("symmetric_max_tokens_per_rank", &BufferSizing::symmetric_max_tokens_per_rank);
 
-  m.def("cuda_available", &cuda_available, "True when this build has the CUDA backend and a device is visible.");
+  m.def("cuda_available", &cuda_available,
+        "True when this build has the CUDA backend and a device is visible.");
   m.def(
       "normal_heap_bytes",
       [](int num_ranks, int ranks_per_node, const Config& config, const BufferSizing& sizing) {
@@ -138,9 +143,10 @@ BufferClass bind_buffer(nb::module_& m) {
       nb::arg("num_ranks"), nb::arg("ranks_per_node"), nb::arg("config"), nb::arg("sizing"),
       "Of normal_heap_bytes, the hierarchical engine's RDMA region (0 within one node).");
 
-  nb::class_<DispatchHandle>(m, "DispatchHandle",
-                             "Opaque: the routing of one dispatch, for combine and cached dispatch. Valid only "
-                             "with the Buffer that made it.")
+  nb::class_<DispatchHandle>(
+      m, "DispatchHandle",
+      "Opaque: the routing of one dispatch, for combine and cached dispatch. Valid only "
+      "with the Buffer that made it.")
       .def_prop_ro("num_recv_tokens", &DispatchHandle::num_recv_tokens)
       .def_prop_ro("num_tokens", &DispatchHandle::num_tokens)
       .def("__repr__", [](const DispatchHandle& handle) {
@@ -148,12 +154,14 @@ BufferClass bind_buffer(nb::module_& m) {
                " num_recv_tokens=" + std::to_string(handle.num_recv_tokens()) + ">";
       });
 
-  BufferClass buffer(m, "Buffer", "One rank's buffer (buffer.hpp). Use switchyard.Buffer, which connects it.");
+  BufferClass buffer(m, "Buffer",
+                     "One rank's buffer (buffer.hpp). Use switchyard.Buffer, which connects it.");
   buffer
       .def(
           "__init__",
-          [](PyBuffer* self, int num_ranks, int ranks_per_node, int rank, const std::string& backend, int device,
-             const std::string& sharing, const Config& config, const BufferSizing& sizing, size_t heap_bytes) {
+          [](PyBuffer* self, int num_ranks, int ranks_per_node, int rank, const std::string& backend,
+             int device, const std::string& sharing, const Config& config, const BufferSizing& sizing,
+             size_t heap_bytes) {
             BufferOptions options;
             options.topology = Topology{num_ranks, ranks_per_node};
             options.rank = rank;
@@ -165,8 +173,8 @@ BufferClass bind_buffer(nb::module_& m) {
             options.heap_bytes = heap_bytes;
             new (self) PyBuffer(options);
           },
-          nb::arg("num_ranks"), nb::arg("ranks_per_node"), nb::arg("rank"), nb::arg("backend"), nb::arg("device"),
-          nb::arg("sharing"), nb::arg("config"), nb::arg("sizing"), nb::arg("heap_bytes"))
+          nb::arg("num_ranks"), nb::arg("ranks_per_node"), nb::arg("rank"), nb::arg("backend"),
+          nb::arg("device"), nb::arg("sharing"), nb::arg("config"), nb::arg("sizing"), nb::arg("heap_bytes"))
       .def("local_handle",
            [](const PyBuffer& self) {
              Bytes handle = self.local_handle();
@@ -198,18 +206,24 @@ BufferClass bind_buffer(nb::module_& m) {
       .def_prop_ro("num_ranks", [](const PyBuffer& self) { return self.topology().num_ranks; })
       .def_prop_ro("ranks_per_node", [](const PyBuffer& self) { return self.topology().ranks_per_node; })
       .def_prop_ro("backend", [](const PyBuffer& self) { return std::string(backend_name(self.backend())); })
-      .def_prop_ro("device", [](const PyBuffer& self) { return self.placement().device; },
-                   "The CUDA device of a CUDA Buffer's tensors (CPU Buffers: as given, unused).")
+      .def_prop_ro(
+          "device", [](const PyBuffer& self) { return self.placement().device; },
+          "The CUDA device of a CUDA Buffer's tensors (CPU Buffers: as given, unused).")
       .def_prop_ro("config", [](const PyBuffer& self) { return self.config(); })
       .def_prop_ro("heap_bytes", &Buffer::heap_bytes)
       .def_prop_ro(
           "symmetric_combine_path",
-          [](const PyBuffer& self) { return std::string(symmetric_combine_name(self.symmetric_combine_path())); },
+          [](const PyBuffer& self) {
+            return std::string(symmetric_combine_name(self.symmetric_combine_path()));
+          },
           "The path symmetric_combine takes on this connected buffer: 'push' or 'pull'.")
       .def_prop_ro(
           "symmetric_dispatch_path",
-          [](const PyBuffer& self) { return std::string(symmetric_dispatch_name(self.symmetric_dispatch_path())); },
-          "Where symmetric_dispatch pulls bf16 rows from on this connected buffer: 'publish' or 'zero_copy'.");
+          [](const PyBuffer& self) {
+            return std::string(symmetric_dispatch_name(self.symmetric_dispatch_path()));
+          },
+          "Where symmetric_dispatch pulls bf16 rows from on this connected buffer: 'publish' or "
+          "'zero_copy'.");
   return buffer;
 }
 

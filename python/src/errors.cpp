@@ -1,9 +1,10 @@
 // C++ exceptions become the Python classes of switchyard/_errors.py, which also derive from the
 // matching builtins (ValueError, TimeoutError, NotImplementedError, OSError). The message is kept.
+#include "switchyard/errors.hpp"
+
 #include <exception>
 
 #include "bindings.hpp"
-#include "switchyard/errors.hpp"
 
 namespace switchyard::python {
 

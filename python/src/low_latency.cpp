@@ -17,7 +17,9 @@ namespace switchyard::python {
 
 namespace {
 
-Stream to_stream(uintptr_t stream) { return reinterpret_cast<Stream>(stream); }
+Stream to_stream(uintptr_t stream) {
+  return reinterpret_cast<Stream>(stream);
+}
 
 enum class Engine { low_latency, symmetric };
 
@@ -30,7 +32,8 @@ nb::object make_hook(std::function<void()> hook, nb::handle buffer, std::shared_
   nb::object buffer_ref = nb::borrow(buffer);
   std::string what = name;
   return nb::cpp_function([state, buffer_ref, keep, what]() {
-    if (!*state) throw InvalidArgument(what + " hook: already called (a hook runs the receive half at most once)");
+    if (!*state)
+      throw InvalidArgument(what + " hook: already called (a hook runs the receive half at most once)");
     std::function<void()> run = std::move(*state);
     *state = nullptr;
     CallScope scope(nb::cast<const PyBuffer&>(buffer_ref));
@@ -39,9 +42,10 @@ nb::object make_hook(std::function<void()> hook, nb::handle buffer, std::shared_
   });
 }
 
-nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handle topk_idx, int64_t max_tokens_per_rank,
-                  int num_experts, bool use_fp8, bool round_scale, bool use_ue8m0, bool return_recv_hook,
-                  int64_t expert_capacity, uintptr_t stream, const std::string& framework) {
+nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handle topk_idx,
+                  int64_t max_tokens_per_rank, int num_experts, bool use_fp8, bool round_scale,
+                  bool use_ue8m0, bool return_recv_hook, int64_t expert_capacity, uintptr_t stream,
+                  const std::string& framework) {
   PyBuffer& self = nb::cast<PyBuffer&>(self_object);
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
@@ -73,9 +77,10 @@ nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handl
   return out;
 }
 
-nb::tuple combine(Engine engine, nb::handle self_object, nb::handle x, nb::handle topk_idx, nb::handle topk_weights,
-                  const LowLatencyHandle& handle, bool zero_copy, bool return_recv_hook, nb::handle out_combined_x,
-                  uintptr_t stream, const std::string& framework) {
+nb::tuple combine(Engine engine, nb::handle self_object, nb::handle x, nb::handle topk_idx,
+                  nb::handle topk_weights, const LowLatencyHandle& handle, bool zero_copy,
+                  bool return_recv_hook, nb::handle out_combined_x, uintptr_t stream,
+                  const std::string& framework) {
   PyBuffer& self = nb::cast<PyBuffer&>(self_object);
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
@@ -99,15 +104,17 @@ nb::tuple combine(Engine engine, nb::handle self_object, nb::handle x, nb::handl
   }
   std::function<void()> hook;
   if (result.hook) hook = [run = std::move(result.hook), handle_copy]() { run(); };
-  return nb::make_tuple(to_python(result.combined_x, style), make_hook(std::move(hook), self_object, keep, "combine"));
+  return nb::make_tuple(to_python(result.combined_x, style),
+                        make_hook(std::move(hook), self_object, keep, "combine"));
 }
 
 }  // namespace
 
 void bind_low_latency(nb::module_& m, BufferClass& buffer) {
-  nb::class_<LowLatencyHandle>(m, "LowLatencyHandle",
-                               "Opaque: the routing of one low_latency (or symmetric) dispatch, for its combine. "
-                               "Valid only with the Buffer and engine that made it.")
+  nb::class_<LowLatencyHandle>(
+      m, "LowLatencyHandle",
+      "Opaque: the routing of one low_latency (or symmetric) dispatch, for its combine. "
+      "Valid only with the Buffer and engine that made it.")
       .def_prop_ro("valid", &LowLatencyHandle::valid)
       .def("__repr__", [](const LowLatencyHandle& handle) {
         return std::string("<switchyard.LowLatencyHandle") + (handle.valid() ? ">" : " (empty)>");
@@ -130,9 +137,9 @@ void bind_low_latency(nb::module_& m, BufferClass& buffer) {
     const bool ll = engine == Engine::low_latency;
     buffer.def(
         ll ? "low_latency_dispatch" : "symmetric_dispatch",
-        [engine](nb::handle self, nb::handle x, nb::handle topk_idx, int64_t max_tokens_per_rank, int num_experts,
-                 bool use_fp8, bool round_scale, bool use_ue8m0, bool return_recv_hook, int64_t expert_capacity,
-                 uintptr_t stream, const std::string& framework) {
+        [engine](nb::handle self, nb::handle x, nb::handle topk_idx, int64_t max_tokens_per_rank,
+                 int num_experts, bool use_fp8, bool round_scale, bool use_ue8m0, bool return_recv_hook,
+                 int64_t expert_capacity, uintptr_t stream, const std::string& framework) {
           return dispatch(engine, self, x, topk_idx, max_tokens_per_rank, num_experts, use_fp8, round_scale,
                           use_ue8m0, return_recv_hook, expert_capacity, stream, framework);
         },
@@ -146,8 +153,8 @@ void bind_low_latency(nb::module_& m, BufferClass& buffer) {
         [engine](nb::handle self, nb::handle x, nb::handle topk_idx, nb::handle topk_weights,
                  const LowLatencyHandle& handle, bool zero_copy, bool return_recv_hook, nb::handle out,
                  uintptr_t stream, const std::string& framework) {
-          return combine(engine, self, x, topk_idx, topk_weights, handle, zero_copy, return_recv_hook, out, stream,
-                         framework);
+          return combine(engine, self, x, topk_idx, topk_weights, handle, zero_copy, return_recv_hook, out,
+                         stream, framework);
         },
         nb::arg("x").none(), nb::arg("topk_idx"), nb::arg("topk_weights"), nb::arg("handle"),
         nb::arg("zero_copy") = false, nb::arg("return_recv_hook") = false, nb::arg("out").none() = nb::none(),
@@ -163,7 +170,8 @@ void bind_low_latency(nb::module_& m, BufferClass& buffer) {
         return to_python(Tensor::borrow(view), parse_output_style(framework), self);
       },
       nb::arg("handle"), nb::arg("framework") = "numpy",
-      "bf16 [L, R * max, H]: the heap rows low_latency_combine(zero_copy=True) reads for `handle`'s dispatch");
+      "bf16 [L, R * max, H]: the heap rows low_latency_combine(zero_copy=True) reads for `handle`'s "
+      "dispatch");
 }
 
 }  // namespace switchyard::python

@@ -15,19 +15,26 @@ namespace switchyard::python {
 
 namespace {
 
-Stream to_stream(uintptr_t stream) { return reinterpret_cast<Stream>(stream); }
+Stream to_stream(uintptr_t stream) {
+  return reinterpret_cast<Stream>(stream);
+}
 
 // Python passes a layout as the 4-tuple of its tensors (switchyard.DispatchLayout unpacks to it).
 DispatchLayout to_layout(nb::handle layout, KeepAlive& keep, const Placement& placement) {
   nb::tuple parts = nb::cast<nb::tuple>(layout);
   if (parts.size() != 4) {
-    throw InvalidArgument("layout: expected (num_tokens_per_rank, num_tokens_per_node, num_tokens_per_expert, "
-                          "is_token_in_rank), got a tuple of " + std::to_string(parts.size()));
+    throw InvalidArgument(
+        "layout: expected (num_tokens_per_rank, num_tokens_per_node, num_tokens_per_expert, "
+        "is_token_in_rank), got a tuple of " +
+        std::to_string(parts.size()));
   }
   DispatchLayout result;
-  result.num_tokens_per_rank = Tensor::borrow(to_view(parts[0], "layout.num_tokens_per_rank", keep, placement));
-  result.num_tokens_per_node = Tensor::borrow(to_view(parts[1], "layout.num_tokens_per_node", keep, placement));
-  result.num_tokens_per_expert = Tensor::borrow(to_view(parts[2], "layout.num_tokens_per_expert", keep, placement));
+  result.num_tokens_per_rank =
+      Tensor::borrow(to_view(parts[0], "layout.num_tokens_per_rank", keep, placement));
+  result.num_tokens_per_node =
+      Tensor::borrow(to_view(parts[1], "layout.num_tokens_per_node", keep, placement));
+  result.num_tokens_per_expert =
+      Tensor::borrow(to_view(parts[2], "layout.num_tokens_per_expert", keep, placement));
   result.is_token_in_rank = Tensor::borrow(to_view(parts[3], "layout.is_token_in_rank", keep, placement));
   return result;
 }
@@ -43,15 +50,16 @@ nb::tuple get_dispatch_layout(PyBuffer& self, nb::handle topk_idx, int num_exper
     nb::gil_scoped_release release;
     layout = self.get_dispatch_layout(topk_idx_view, num_experts, to_stream(stream));
   }
-  return nb::make_tuple(to_python(layout.num_tokens_per_rank, style), to_python(layout.num_tokens_per_node, style),
-                        to_python(layout.num_tokens_per_expert, style), to_python(layout.is_token_in_rank, style));
+  return nb::make_tuple(
+      to_python(layout.num_tokens_per_rank, style), to_python(layout.num_tokens_per_node, style),
+      to_python(layout.num_tokens_per_expert, style), to_python(layout.is_token_in_rank, style));
 }
 
-nb::dict dispatch(PyBuffer& self, nb::handle x, nb::handle x_scales, nb::handle topk_idx, nb::handle topk_weights,
-                  int num_experts, int expert_alignment, nb::handle layout, std::optional<DispatchHandle> cached_handle,
-                  int64_t num_worst_tokens, nb::handle out_recv_x, nb::handle out_recv_x_scales,
-                  nb::handle out_recv_topk_idx, nb::handle out_recv_topk_weights, uintptr_t stream,
-                  const std::string& framework) {
+nb::dict dispatch(PyBuffer& self, nb::handle x, nb::handle x_scales, nb::handle topk_idx,
+                  nb::handle topk_weights, int num_experts, int expert_alignment, nb::handle layout,
+                  std::optional<DispatchHandle> cached_handle, int64_t num_worst_tokens,
+                  nb::handle out_recv_x, nb::handle out_recv_x_scales, nb::handle out_recv_topk_idx,
+                  nb::handle out_recv_topk_weights, uintptr_t stream, const std::string& framework) {
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
   const Placement& placement = self.placement();
@@ -127,8 +135,9 @@ void bind_normal(nb::module_&, BufferClass& buffer) {
       .def("dispatch", &dispatch, nb::arg("x"), nb::arg("x_scales").none(), nb::arg("topk_idx").none(),
            nb::arg("topk_weights").none(), nb::arg("num_experts"), nb::arg("expert_alignment"),
            nb::arg("layout").none(), nb::arg("cached_handle").none(), nb::arg("num_worst_tokens"),
-           nb::arg("out_recv_x").none(), nb::arg("out_recv_x_scales").none(), nb::arg("out_recv_topk_idx").none(),
-           nb::arg("out_recv_topk_weights").none(), nb::arg("stream"), nb::arg("framework"))
+           nb::arg("out_recv_x").none(), nb::arg("out_recv_x_scales").none(),
+           nb::arg("out_recv_topk_idx").none(), nb::arg("out_recv_topk_weights").none(), nb::arg("stream"),
+           nb::arg("framework"))
       .def("combine", &combine, nb::arg("x"), nb::arg("topk_weights").none(), nb::arg("handle"),
            nb::arg("out_combined_x").none(), nb::arg("out_combined_topk_weights").none(), nb::arg("stream"),
            nb::arg("framework"));

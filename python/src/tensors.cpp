@@ -14,13 +14,26 @@ namespace dl = nb::dlpack;
 std::string describe_dtype(const dl::dtype& dtype) {
   const char* code = "code?";
   switch (static_cast<dl::dtype_code>(dtype.code)) {
-    case dl::dtype_code::Int: code = "int"; break;
-    case dl::dtype_code::UInt: code = "uint"; break;
-    case dl::dtype_code::Float: code = "float"; break;
-    case dl::dtype_code::Bfloat: code = "bfloat"; break;
-    case dl::dtype_code::Complex: code = "complex"; break;
-    case dl::dtype_code::Bool: code = "bool"; break;
-    default: return "DLPack dtype code " + std::to_string(dtype.code) + " (" + std::to_string(dtype.bits) + " bits)";
+    case dl::dtype_code::Int:
+      code = "int";
+      break;
+    case dl::dtype_code::UInt:
+      code = "uint";
+      break;
+    case dl::dtype_code::Float:
+      code = "float";
+      break;
+    case dl::dtype_code::Bfloat:
+      code = "bfloat";
+      break;
+    case dl::dtype_code::Complex:
+      code = "complex";
+      break;
+    case dl::dtype_code::Bool:
+      code = "bool";
+      break;
+    default:
+      return "DLPack dtype code " + std::to_string(dtype.code) + " (" + std::to_string(dtype.bits) + " bits)";
   }
   return std::string(code) + std::to_string(dtype.bits);
 }
@@ -31,13 +44,20 @@ bool to_dtype(const dl::dtype& dtype, DType& out) {
   if (dtype.lanes != 1) return false;
   const auto code = static_cast<dl::dtype_code>(dtype.code);
   const auto is = [&](dl::dtype_code c, int bits) { return code == c && dtype.bits == bits; };
-  if (is(dl::dtype_code::Bfloat, 16) || is(dl::dtype_code::UInt, 16)) out = DType::bf16;
-  else if (is(dl::dtype_code::Float8_E4M3FN, 8) || is(dl::dtype_code::UInt, 8)) out = DType::fp8_e4m3;
-  else if (is(dl::dtype_code::Float, 32)) out = DType::f32;
-  else if (is(dl::dtype_code::Int, 32)) out = DType::i32;
-  else if (is(dl::dtype_code::Int, 64)) out = DType::i64;
-  else if (is(dl::dtype_code::Bool, 8)) out = DType::boolean;
-  else return false;
+  if (is(dl::dtype_code::Bfloat, 16) || is(dl::dtype_code::UInt, 16))
+    out = DType::bf16;
+  else if (is(dl::dtype_code::Float8_E4M3FN, 8) || is(dl::dtype_code::UInt, 8))
+    out = DType::fp8_e4m3;
+  else if (is(dl::dtype_code::Float, 32))
+    out = DType::f32;
+  else if (is(dl::dtype_code::Int, 32))
+    out = DType::i32;
+  else if (is(dl::dtype_code::Int, 64))
+    out = DType::i64;
+  else if (is(dl::dtype_code::Bool, 8))
+    out = DType::boolean;
+  else
+    return false;
   return true;
 }
 
@@ -49,10 +69,14 @@ dl::dtype to_dlpack(DType dtype, bool native_low_precision) {
     case DType::fp8_e4m3:
       return native_low_precision ? dl::dtype{static_cast<uint8_t>(dl::dtype_code::Float8_E4M3FN), 8, 1}
                                   : nb::dtype<uint8_t>();
-    case DType::f32: return nb::dtype<float>();
-    case DType::i32: return nb::dtype<int32_t>();
-    case DType::i64: return nb::dtype<int64_t>();
-    case DType::boolean: return nb::dtype<bool>();
+    case DType::f32:
+      return nb::dtype<float>();
+    case DType::i32:
+      return nb::dtype<int32_t>();
+    case DType::i64:
+      return nb::dtype<int64_t>();
+    case DType::boolean:
+      return nb::dtype<bool>();
   }
   return nb::dtype<uint8_t>();
 }
@@ -76,25 +100,28 @@ OutputStyle parse_output_style(const std::string& framework) {
   throw InvalidArgument("framework: expected numpy, torch, jax, cupy or dlpack, got '" + framework + "'");
 }
 
-TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, const Placement& placement, bool writable) {
+TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, const Placement& placement,
+                   bool writable) {
   TensorView view;
   if (object.is_none()) return view;
   nb::ndarray<nb::ro> array;
   if (!nb::try_cast(object, array, false)) {
     // NOTES: torch refuses to export a tensor that requires grad; say so rather than "not a tensor".
     const bool has_dlpack = nb::hasattr(object, "__dlpack__");
-    throw InvalidArgument(std::string(name) + ": expected a tensor (an object with __dlpack__ or the buffer " +
-                          "protocol), got " + nb::inst_name(object).c_str() +
-                          (has_dlpack ? " whose __dlpack__ export failed (a torch tensor that requires grad needs "
-                                        ".detach())"
-                                      : ""));
+    throw InvalidArgument(
+        std::string(name) + ": expected a tensor (an object with __dlpack__ or the buffer " +
+        "protocol), got " + nb::inst_name(object).c_str() +
+        (has_dlpack ? " whose __dlpack__ export failed (a torch tensor that requires grad needs "
+                      ".detach())"
+                    : ""));
   }
   if (writable && nb::hasattr(object, "flags") && nb::hasattr(object.attr("flags"), "writeable") &&
       !nb::cast<bool>(object.attr("flags").attr("writeable"))) {
     throw InvalidArgument(std::string(name) + ": expected a writable array (an output), got a read-only one");
   }
   if (!to_dtype(array.dtype(), view.dtype)) {
-    throw InvalidArgument(std::string(name) + ": expected dtype bf16 (bfloat16, or its bits as uint16), fp8_e4m3 " +
+    throw InvalidArgument(std::string(name) +
+                          ": expected dtype bf16 (bfloat16, or its bits as uint16), fp8_e4m3 " +
                           "(float8_e4m3fn, or its bits as uint8), float32, int32, int64 or bool, got " +
                           describe_dtype(array.dtype()));
   }
@@ -111,22 +138,29 @@ TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, const P
   }
   for (int dim = view.ndim - 1; dim >= 0 && !empty; --dim) {
     if (view.shape[dim] != 1 && array.stride(dim) != expected_stride) {
-      throw InvalidArgument(std::string(name) + ": expected a row-major contiguous tensor, got strides that are " +
+      throw InvalidArgument(std::string(name) +
+                            ": expected a row-major contiguous tensor, got strides that are " +
                             "not (call .contiguous() / numpy.ascontiguousarray first)");
     }
     expected_stride *= view.shape[dim];
   }
   switch (array.device_type()) {
-    case nb::device::cpu::value: view.device = Device::cpu; break;
-    case nb::device::cuda::value: view.device = Device::cuda; break;
+    case nb::device::cpu::value:
+      view.device = Device::cpu;
+      break;
+    case nb::device::cuda::value:
+      view.device = Device::cuda;
+      break;
     default:
-      throw InvalidArgument(std::string(name) + ": expected a tensor on the CPU or a CUDA device, got DLPack device " +
-                            "type " + std::to_string(array.device_type()));
+      throw InvalidArgument(std::string(name) +
+                            ": expected a tensor on the CPU or a CUDA device, got DLPack device " + "type " +
+                            std::to_string(array.device_type()));
   }
   view.device_index = static_cast<int>(array.device_id());
   view.data = const_cast<void*>(array.data());
   if (placement.cuda && view.device == Device::cuda && view.device_index != placement.device) {
-    throw InvalidArgument(std::string(name) + ": expected a tensor on cuda:" + std::to_string(placement.device) +
+    throw InvalidArgument(std::string(name) +
+                          ": expected a tensor on cuda:" + std::to_string(placement.device) +
                           " (the Buffer's device), got " + view.describe());
   }
   keep.push_back(std::move(array));
@@ -163,11 +197,16 @@ nb::object to_python(const Tensor& tensor, const OutputStyle& style, nb::handle 
     return bits.attr("view")(nb::module_::import_("torch").attr("float8_e4m3fn"));
   }
   switch (style.framework) {
-    case F::numpy: return export_as<nb::numpy>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
-    case F::pytorch: return export_as<nb::pytorch>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
-    case F::jax: return export_as<nb::jax>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
-    case F::cupy: return export_as<nb::cupy>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
-    case F::dlpack: break;
+    case F::numpy:
+      return export_as<nb::numpy>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
+    case F::pytorch:
+      return export_as<nb::pytorch>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
+    case F::jax:
+      return export_as<nb::jax>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
+    case F::cupy:
+      return export_as<nb::cupy>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
+    case F::dlpack:
+      break;
   }
   return export_as<nb::array_api>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
 }

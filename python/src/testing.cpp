@@ -54,13 +54,16 @@ void bind_testing(nb::module_& m) {
         }
         std::array<int64_t, kMaxTensorDims> dims{};
         std::copy(shape.begin(), shape.end(), dims.begin());
-        const Tensor tensor = Tensor::empty_like_shape(parse_dtype(dtype), dims, static_cast<int>(shape.size()),
-                                                       cuda ? Device::cuda : Device::cpu, device_index);
+        const Tensor tensor =
+            Tensor::empty_like_shape(parse_dtype(dtype), dims, static_cast<int>(shape.size()),
+                                     cuda ? Device::cuda : Device::cpu, device_index);
         return nb::make_tuple(to_python(tensor, parse_output_style(framework)),
                               reinterpret_cast<uintptr_t>(tensor.data()));
       },
-      nb::arg("framework"), nb::arg("dtype"), nb::arg("shape"), nb::arg("cuda") = false, nb::arg("device_index") = 0,
-      "-> (tensor, data): a library-allocated Tensor handed to `framework`, and its address as the library has it");
+      nb::arg("framework"), nb::arg("dtype"), nb::arg("shape"), nb::arg("cuda") = false,
+      nb::arg("device_index") = 0,
+      "-> (tensor, data): a library-allocated Tensor handed to `framework`, and its address as the library "
+      "has it");
   testing.def(
       "view_for_buffer",
       [](nb::handle tensor, const std::string& name, bool cuda, int device) {
@@ -68,7 +71,8 @@ void bind_testing(nb::module_& m) {
         return describe(to_view(tensor, name.c_str(), keep, Placement{cuda, device}));
       },
       nb::arg("tensor"), nb::arg("name"), nb::arg("cuda"), nb::arg("device"),
-      "-> the view the library would get for argument `name` of a call on a Buffer placed on cuda:`device` (or "
+      "-> the view the library would get for argument `name` of a call on a Buffer placed on cuda:`device` "
+      "(or "
       "the CPU), raising the call's InvalidArgument where the tensor is elsewhere");
   testing.def(
       "relabelled",
@@ -79,12 +83,13 @@ void bind_testing(nb::module_& m) {
         for (int dim = 0; dim < view.ndim; ++dim) shape[dim] = static_cast<size_t>(view.shape[dim]);
         // The same memory and dtype bits, claiming to be on CUDA device `device_index`; `tensor` stays alive.
         const nb::dlpack::dtype dtype = keep.front().dtype();
-        nb::ndarray<nb::array_api> relabelled(view.data, static_cast<size_t>(view.ndim), shape, tensor, nullptr, dtype,
-                                              nb::device::cuda::value, device_index);
+        nb::ndarray<nb::array_api> relabelled(view.data, static_cast<size_t>(view.ndim), shape, tensor,
+                                              nullptr, dtype, nb::device::cuda::value, device_index);
         return relabelled.cast(nb::rv_policy::reference);
       },
       nb::arg("tensor"), nb::arg("device_index"),
-      "A __dlpack__ object viewing `tensor`'s memory but saying it is on cuda:`device_index` (never dereference it "
+      "A __dlpack__ object viewing `tensor`'s memory but saying it is on cuda:`device_index` (never "
+      "dereference it "
       "there unless it is)");
 }
 

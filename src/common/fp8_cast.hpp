@@ -32,7 +32,9 @@ SY_HD float fp8_block_scale(float amax, bool round_scale) {
 }
 
 // The UE8M0 byte of a power-of-two scale: its biased exponent.
-SY_HD uint8_t ue8m0_exponent(float scale) { return static_cast<uint8_t>(float_to_bits(scale) >> 23); }
+SY_HD uint8_t ue8m0_exponent(float scale) {
+  return static_cast<uint8_t>(float_to_bits(scale) >> 23);
+}
 
 SY_HD float block_amax(const uint16_t* bf16_values, int count) {
   float amax = 0.0f;
@@ -50,7 +52,8 @@ SY_HD void cast_block_to_fp8(const uint16_t* bf16_values, int count, float scale
 }
 
 // Casts one row of `hidden` channels (a multiple of 128): hidden / 128 scales.
-SY_HD void cast_row_to_fp8(const uint16_t* row, int hidden, bool round_scale, uint8_t* fp8_row, float* scales) {
+SY_HD void cast_row_to_fp8(const uint16_t* row, int hidden, bool round_scale, uint8_t* fp8_row,
+                           float* scales) {
   for (int block = 0; block < hidden / kFp8CastBlock; ++block) {
     const uint16_t* values = row + block * kFp8CastBlock;
     const float scale = fp8_block_scale(block_amax(values, kFp8CastBlock), round_scale);
@@ -60,7 +63,9 @@ SY_HD void cast_row_to_fp8(const uint16_t* row, int hidden, bool round_scale, ui
 }
 
 // Words of packed UE8M0 scales for `num_scales` scales (the last word zero-padded).
-SY_HD int ue8m0_words(int num_scales) { return (num_scales + kUe8m0PerWord - 1) / kUe8m0PerWord; }
+SY_HD int ue8m0_words(int num_scales) {
+  return (num_scales + kUe8m0PerWord - 1) / kUe8m0PerWord;
+}
 
 // Packs power-of-two scales as UE8M0, byte i of word w holding scale 4w + i; bytes past
 // `num_scales` are 0.

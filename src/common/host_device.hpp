@@ -17,6 +17,8 @@ SY_HD constexpr size_t align_up(size_t value, size_t alignment) {
   return (value + alignment - 1) / alignment * alignment;
 }
 
-SY_HD constexpr int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+SY_HD constexpr int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 }  // namespace switchyard::common

@@ -56,8 +56,12 @@ struct InternodeDispatchMessage {
   SY_HD size_t row_offset() const { return 0; }
   SY_HD size_t scales_offset() const { return align_up(row_bytes, kFieldAlignment); }
   // Global expert id, or -1.
-  SY_HD size_t topk_idx_offset() const { return scales_offset() + align_up(num_scales * 4u, kFieldAlignment); }
-  SY_HD size_t topk_weights_offset() const { return topk_idx_offset() + align_up(topk * 4u, kFieldAlignment); }
+  SY_HD size_t topk_idx_offset() const {
+    return scales_offset() + align_up(num_scales * 4u, kFieldAlignment);
+  }
+  SY_HD size_t topk_weights_offset() const {
+    return topk_idx_offset() + align_up(topk * 4u, kFieldAlignment);
+  }
   SY_HD size_t src_token_offset() const {
     return topk_weights_offset() + (has_weights ? align_up(topk * 4u, kFieldAlignment) : 0);
   }
@@ -66,12 +70,18 @@ struct InternodeDispatchMessage {
 
   SY_HD uint8_t* row(uint8_t* slot) const { return slot + row_offset(); }
   SY_HD float* scales(uint8_t* slot) const { return reinterpret_cast<float*>(slot + scales_offset()); }
-  SY_HD int32_t* topk_idx(uint8_t* slot) const { return reinterpret_cast<int32_t*>(slot + topk_idx_offset()); }
+  SY_HD int32_t* topk_idx(uint8_t* slot) const {
+    return reinterpret_cast<int32_t*>(slot + topk_idx_offset());
+  }
   SY_HD float* topk_weights(uint8_t* slot) const {
     return reinterpret_cast<float*>(slot + topk_weights_offset());
   }
-  SY_HD int32_t* src_token(uint8_t* slot) const { return reinterpret_cast<int32_t*>(slot + src_token_offset()); }
-  SY_HD RankMask* rank_mask(uint8_t* slot) const { return reinterpret_cast<RankMask*>(slot + rank_mask_offset()); }
+  SY_HD int32_t* src_token(uint8_t* slot) const {
+    return reinterpret_cast<int32_t*>(slot + src_token_offset());
+  }
+  SY_HD RankMask* rank_mask(uint8_t* slot) const {
+    return reinterpret_cast<RankMask*>(slot + rank_mask_offset());
+  }
 };
 
 // The signal words of one (channel, peer node) pair on a rank. All three only grow during a call
@@ -133,18 +143,26 @@ struct InternodeHeapLayout {
   SY_HD uint64_t slot_index(uint64_t sequence) const { return sequence % rdma_slots; }
   // Message `sequence` from peer node `node` on `channel`, in our receive ring.
   SY_HD size_t recv_slot_offset(int channel, int node, uint64_t sequence) const {
-    return recv_rings_offset() + ring_bytes() * pair_index(channel, node) + slot_index(sequence) * rdma_slot_bytes;
+    return recv_rings_offset() + ring_bytes() * pair_index(channel, node) +
+           slot_index(sequence) * rdma_slot_bytes;
   }
   // Message `sequence` to peer node `node` on `channel`, staged in our send buffer.
   SY_HD size_t send_slot_offset(int channel, int node, uint64_t sequence) const {
-    return send_buffers_offset() + ring_bytes() * pair_index(channel, node) + slot_index(sequence) * rdma_slot_bytes;
+    return send_buffers_offset() + ring_bytes() * pair_index(channel, node) +
+           slot_index(sequence) * rdma_slot_bytes;
   }
 };
 
-SY_HD int node_of(int rank, int ranks_per_node) { return rank / ranks_per_node; }
-SY_HD int local_rank_of(int rank, int ranks_per_node) { return rank % ranks_per_node; }
+SY_HD int node_of(int rank, int ranks_per_node) {
+  return rank / ranks_per_node;
+}
+SY_HD int local_rank_of(int rank, int ranks_per_node) {
+  return rank % ranks_per_node;
+}
 // The rank of node `node` that `rank` exchanges RDMA traffic with.
-SY_HD int rdma_peer(int rank, int node, int ranks_per_node) { return node * ranks_per_node + rank % ranks_per_node; }
+SY_HD int rdma_peer(int rank, int node, int ranks_per_node) {
+  return node * ranks_per_node + rank % ranks_per_node;
+}
 
 // Combine's intranode ring on a forwarder: one per (channel, sending rank's local index, home node),
 // stored at the intranode layout's ring(channel, index) (there are exactly num_ranks of them).

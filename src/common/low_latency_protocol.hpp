@@ -50,15 +50,15 @@ constexpr int kLowLatencyHalves = 2;
 constexpr uint32_t kLowLatencySequenceMask = 0xffffu;
 
 SY_HD uint32_t low_latency_call_tag(uint32_t sequence, uint64_t signature) {
-  const uint32_t folded =
-      static_cast<uint32_t>((signature ^ (signature >> 16) ^ (signature >> 32) ^ (signature >> 48)) & 0xffffu);
+  const uint32_t folded = static_cast<uint32_t>(
+      (signature ^ (signature >> 16) ^ (signature >> 32) ^ (signature >> 48)) & 0xffffu);
   return (sequence & kLowLatencySequenceMask) | (folded << 16);
 }
 // A signal of this call's sequence but another call's tag: the peer called with another shape.
 SY_HD bool low_latency_signal_of_other_shape(uint64_t signal, uint32_t tag) {
   const uint32_t upper = static_cast<uint32_t>(signal >> 32);
-  return static_cast<uint32_t>(signal) != 0 && (upper & kLowLatencySequenceMask) == (tag & kLowLatencySequenceMask) &&
-         upper != tag;
+  return static_cast<uint32_t>(signal) != 0 &&
+         (upper & kLowLatencySequenceMask) == (tag & kLowLatencySequenceMask) && upper != tag;
 }
 
 // `tag`: low_latency_call_tag of the call. The half is chosen by the sequence, whose parity the
@@ -69,9 +69,13 @@ SY_HD uint64_t low_latency_signal(uint32_t sequence, uint32_t count) {
 SY_HD bool low_latency_signal_is_for(uint64_t signal, uint32_t sequence) {
   return static_cast<uint32_t>(signal >> 32) == sequence && static_cast<uint32_t>(signal) != 0;
 }
-SY_HD uint32_t low_latency_signal_count(uint64_t signal) { return static_cast<uint32_t>(signal) - 1u; }
+SY_HD uint32_t low_latency_signal_count(uint64_t signal) {
+  return static_cast<uint32_t>(signal) - 1u;
+}
 // The half a call uses.
-SY_HD int low_latency_half(uint32_t sequence) { return static_cast<int>(sequence % kLowLatencyHalves); }
+SY_HD int low_latency_half(uint32_t sequence) {
+  return static_cast<int>(sequence % kLowLatencyHalves);
+}
 
 // One (token, slot) pair in a dispatch receive slot: its row (bf16, or fp8 with fp32 scales), and
 // where it came from. Offsets follow the call's shape; the slot stride is the buffer's capacity.
@@ -96,12 +100,12 @@ struct LowLatencyDispatchMessage {
 // Byte offsets of everything in the low-latency region, from the buffer's capacities. Pure
 // arithmetic: identical on every rank and on host and device.
 struct LowLatencyLayout {
-  size_t region_offset;         // where the region starts in the heap
-  int num_ranks;                // R
-  int local_experts;            // capacity: local experts per rank
-  int topk;                     // capacity: k
-  int64_t max_tokens_per_rank;  // capacity: tokens a rank sends per call (and per expert)
-  int hidden;                   // capacity: channels
+  size_t region_offset;          // where the region starts in the heap
+  int num_ranks;                 // R
+  int local_experts;             // capacity: local experts per rank
+  int topk;                      // capacity: k
+  int64_t max_tokens_per_rank;   // capacity: tokens a rank sends per call (and per expert)
+  int hidden;                    // capacity: channels
   uint32_t dispatch_slot_bytes;  // stride of dispatch receive slots (the largest message)
   uint32_t combine_row_bytes;    // stride of combine rows: hidden * 2, aligned
   // Ranks per node; 0 (a layout that does not say) or num_ranks: one node, and none of the
@@ -116,8 +120,12 @@ struct LowLatencyLayout {
   }
   SY_HD size_t combine_signal_bytes() const { return dispatch_signal_bytes(); }
   // The rows-landed counters of both kinds, after the signals (across nodes only).
-  SY_HD size_t landed_bytes() const { return across_nodes() ? dispatch_signal_bytes() + combine_signal_bytes() : 0; }
-  SY_HD size_t signals_half_bytes() const { return dispatch_signal_bytes() + combine_signal_bytes() + landed_bytes(); }
+  SY_HD size_t landed_bytes() const {
+    return across_nodes() ? dispatch_signal_bytes() + combine_signal_bytes() : 0;
+  }
+  SY_HD size_t signals_half_bytes() const {
+    return dispatch_signal_bytes() + combine_signal_bytes() + landed_bytes();
+  }
   SY_HD size_t signals_offset() const { return region_offset; }
 
   SY_HD size_t dispatch_half_bytes() const {
@@ -127,14 +135,18 @@ struct LowLatencyLayout {
   SY_HD size_t dispatch_offset() const { return signals_offset() + kLowLatencyHalves * signals_half_bytes(); }
 
   SY_HD size_t combine_half_bytes() const {
-    return align_up(static_cast<size_t>(topk) * max_tokens_per_rank * combine_row_bytes, kLowLatencySignalAlignment);
+    return align_up(static_cast<size_t>(topk) * max_tokens_per_rank * combine_row_bytes,
+                    kLowLatencySignalAlignment);
   }
-  SY_HD size_t combine_offset() const { return dispatch_offset() + kLowLatencyHalves * dispatch_half_bytes(); }
+  SY_HD size_t combine_offset() const {
+    return dispatch_offset() + kLowLatencyHalves * dispatch_half_bytes();
+  }
 
   // Room for bf16 [local_experts, R * max_tokens_per_rank, hidden], contiguous for any call shape
   // within the capacities.
   SY_HD size_t staging_bytes() const {
-    return align_up(static_cast<size_t>(num_experts()) * max_tokens_per_rank * hidden * 2, kLowLatencySignalAlignment);
+    return align_up(static_cast<size_t>(num_experts()) * max_tokens_per_rank * hidden * 2,
+                    kLowLatencySignalAlignment);
   }
   SY_HD size_t staging_offset() const { return combine_offset() + kLowLatencyHalves * combine_half_bytes(); }
 
@@ -167,7 +179,8 @@ struct LowLatencyLayout {
   }
   // Across nodes: rows of `source` that have landed in `local_expert`'s slots of this rank.
   SY_HD size_t dispatch_landed_offset(int half, int local_expert, int source) const {
-    return dispatch_signal_offset(half, local_expert, source) + dispatch_signal_bytes() + combine_signal_bytes();
+    return dispatch_signal_offset(half, local_expert, source) + dispatch_signal_bytes() +
+           combine_signal_bytes();
   }
   // Across nodes: rows of `global_expert` that have landed in this (home) rank's combine rows.
   SY_HD size_t combine_landed_offset(int half, int global_expert) const {
@@ -193,7 +206,9 @@ struct LowLatencyLayout {
   SY_HD uint32_t signal_id(size_t word_offset) const {
     return static_cast<uint32_t>((word_offset - signals_offset()) / sizeof(uint64_t));
   }
-  SY_HD uint32_t signals_per_half() const { return static_cast<uint32_t>(signals_half_bytes() / sizeof(uint64_t)); }
+  SY_HD uint32_t signals_per_half() const {
+    return static_cast<uint32_t>(signals_half_bytes() / sizeof(uint64_t));
+  }
   SY_HD uint32_t first_signal_id(int half) const { return static_cast<uint32_t>(half) * signals_per_half(); }
 
   // ---- addresses in `heap` (a rank's base) ----
@@ -205,7 +220,8 @@ struct LowLatencyLayout {
   SY_HD uint64_t* combine_signal(uint8_t* heap, int half, int global_expert) const {
     return reinterpret_cast<uint64_t*>(heap + combine_signal_offset(half, global_expert));
   }
-  SY_HD uint8_t* dispatch_slot(uint8_t* heap, int half, int local_expert, int source, int64_t position) const {
+  SY_HD uint8_t* dispatch_slot(uint8_t* heap, int half, int local_expert, int source,
+                               int64_t position) const {
     return heap + dispatch_slot_offset(half, local_expert, source, position);
   }
   SY_HD uint8_t* combine_row(uint8_t* heap, int half, int slot, int64_t token) const {

@@ -56,8 +56,12 @@ struct DispatchMessage {
   SY_HD size_t row_offset() const { return 0; }
   SY_HD size_t scales_offset() const { return align_up(row_bytes, kFieldAlignment); }
   // Local expert id on the receiving rank, or -1.
-  SY_HD size_t topk_idx_offset() const { return scales_offset() + align_up(num_scales * 4u, kFieldAlignment); }
-  SY_HD size_t topk_weights_offset() const { return topk_idx_offset() + align_up(topk * 4u, kFieldAlignment); }
+  SY_HD size_t topk_idx_offset() const {
+    return scales_offset() + align_up(num_scales * 4u, kFieldAlignment);
+  }
+  SY_HD size_t topk_weights_offset() const {
+    return topk_idx_offset() + align_up(topk * 4u, kFieldAlignment);
+  }
   SY_HD size_t src_token_offset() const {
     return topk_weights_offset() + (has_weights ? align_up(topk * 4u, kFieldAlignment) : 0);
   }
@@ -65,11 +69,15 @@ struct DispatchMessage {
 
   SY_HD uint8_t* row(uint8_t* slot) const { return slot + row_offset(); }
   SY_HD float* scales(uint8_t* slot) const { return reinterpret_cast<float*>(slot + scales_offset()); }
-  SY_HD int32_t* topk_idx(uint8_t* slot) const { return reinterpret_cast<int32_t*>(slot + topk_idx_offset()); }
+  SY_HD int32_t* topk_idx(uint8_t* slot) const {
+    return reinterpret_cast<int32_t*>(slot + topk_idx_offset());
+  }
   SY_HD float* topk_weights(uint8_t* slot) const {
     return reinterpret_cast<float*>(slot + topk_weights_offset());
   }
-  SY_HD int32_t* src_token(uint8_t* slot) const { return reinterpret_cast<int32_t*>(slot + src_token_offset()); }
+  SY_HD int32_t* src_token(uint8_t* slot) const {
+    return reinterpret_cast<int32_t*>(slot + src_token_offset());
+  }
 };
 
 // One expert-output row on its way home during combine.
@@ -137,7 +145,8 @@ struct NormalHeapLayout {
   }
   // The ring in `heap` that `source` pushes to on `channel`.
   SY_HD Ring ring(uint8_t* heap, int channel, int source) const {
-    uint8_t* base = heap + rings_offset() + ring_bytes() * (static_cast<size_t>(channel) * num_ranks + source);
+    uint8_t* base =
+        heap + rings_offset() + ring_bytes() * (static_cast<size_t>(channel) * num_ranks + source);
     return Ring{reinterpret_cast<RingControl*>(base), base + sizeof(RingControl), ring_slots, slot_bytes};
   }
 };

@@ -27,7 +27,9 @@ SY_HD uint32_t float_to_bits(float value) {
 #endif
 }
 
-SY_HD float bf16_to_float(uint16_t bits) { return bits_to_float(static_cast<uint32_t>(bits) << 16); }
+SY_HD float bf16_to_float(uint16_t bits) {
+  return bits_to_float(static_cast<uint32_t>(bits) << 16);
+}
 
 // Round to nearest, ties to even; NaN stays a (quiet) NaN. Matches __float2bfloat16_rn.
 SY_HD uint16_t float_to_bf16(float value) {

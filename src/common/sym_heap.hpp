@@ -20,7 +20,8 @@ struct SymHeap {
   template <typename T>
   SY_HD T* map(T* local, int peer) const {
     // NOTES: integer arithmetic, since the two heaps are unrelated allocations.
-    return reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(local) + static_cast<uintptr_t>(peer_offset[peer]));
+    return reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(local) +
+                                static_cast<uintptr_t>(peer_offset[peer]));
   }
   SY_HD uint8_t* peer_base(int peer) const { return map(base, peer); }
 };

@@ -58,7 +58,9 @@ constexpr size_t kSymmetricAreaAlignment = 128;
 constexpr int kSymmetricHalves = 2;
 
 // The half a call uses.
-SY_HD int symmetric_half(uint32_t sequence) { return static_cast<int>(sequence % kSymmetricHalves); }
+SY_HD int symmetric_half(uint32_t sequence) {
+  return static_cast<int>(sequence % kSymmetricHalves);
+}
 
 // A routed (token, top-k slot) pair in a target's workspace.
 struct SymmetricRoute {
@@ -92,11 +94,11 @@ struct SymmetricToken {
 // A peer rewrites them only at its next pull combine, which cannot start before this call's homes
 // have released their done words to it.
 struct SymmetricPullRecord {
-  uint64_t y;                // address of bf16 [L, C, H'] (a plain pointer: same process, same device)
-  int64_t rows_per_expert;   // C of the dispatch
-  int32_t hidden;            // H'
+  uint64_t y;               // address of bf16 [L, C, H'] (a plain pointer: same process, same device)
+  int64_t rows_per_expert;  // C of the dispatch
+  int32_t hidden;           // H'
   int32_t reserved;
-  uint64_t sequence;         // the call, released last
+  uint64_t sequence;  // the call, released last
   // CPU backend: the homes' hold on y for this call (cpu/symmetric/pull_combine.cpp: readers, or
   // withdrawn by the owner when it gives up on the call, so that it never returns while a home reads).
   uint64_t lease;
@@ -106,10 +108,10 @@ struct SymmetricPullRecord {
 // the call's half. Written before the source arrives at the dispatch's barrier (whose release carries
 // it); the half is rewritten only by call c + 2, as the input buffer is.
 struct SymmetricSourceRecord {
-  uint64_t x;           // address of bf16 [N, H] rows (a plain pointer: same process, same device); 0:
-                        // the rows are in the source's input buffer (publish, or an fp8 call)
-  int64_t row_stride;   // bytes from one row of x to the next
-  uint64_t sequence;    // the call it describes
+  uint64_t x;          // address of bf16 [N, H] rows (a plain pointer: same process, same device); 0:
+                       // the rows are in the source's input buffer (publish, or an fp8 call)
+  int64_t row_stride;  // bytes from one row of x to the next
+  uint64_t sequence;   // the call it describes
   // CPU backend: the receivers' hold on x for this call (as SymmetricPullRecord::lease).
   uint64_t lease;
   // The call's shape digest (core/call_signature.hpp); a receiver whose own differs refuses the call
@@ -146,24 +148,32 @@ struct SymmetricLayout {
     return align_up(static_cast<size_t>(max_tokens_per_rank) * token_bytes, kSymmetricAreaAlignment);
   }
   SY_HD size_t source_offset() const { return pull_offset() + pull_bytes(); }
-  SY_HD size_t source_half_bytes() const { return align_up(sizeof(SymmetricSourceRecord), kSymmetricAreaAlignment); }
+  SY_HD size_t source_half_bytes() const {
+    return align_up(sizeof(SymmetricSourceRecord), kSymmetricAreaAlignment);
+  }
   SY_HD size_t input_offset() const { return source_offset() + kSymmetricHalves * source_half_bytes(); }
 
   SY_HD size_t counts_bytes() const {
     return align_up(static_cast<size_t>(num_experts()) * sizeof(int32_t), kSymmetricAreaAlignment);
   }
   SY_HD size_t workspace_half_bytes() const {
-    return counts_bytes() + align_up(static_cast<size_t>(num_experts()) * max_tokens_per_rank * sizeof(SymmetricRoute),
-                                     kSymmetricAreaAlignment);
+    return counts_bytes() +
+           align_up(static_cast<size_t>(num_experts()) * max_tokens_per_rank * sizeof(SymmetricRoute),
+                    kSymmetricAreaAlignment);
   }
   SY_HD size_t workspace_offset() const { return input_offset() + kSymmetricHalves * input_half_bytes(); }
 
   SY_HD size_t combine_half_bytes() const {
-    return align_up(static_cast<size_t>(topk) * max_tokens_per_rank * combine_row_bytes, kSymmetricAreaAlignment);
+    return align_up(static_cast<size_t>(topk) * max_tokens_per_rank * combine_row_bytes,
+                    kSymmetricAreaAlignment);
   }
-  SY_HD size_t combine_offset() const { return workspace_offset() + kSymmetricHalves * workspace_half_bytes(); }
+  SY_HD size_t combine_offset() const {
+    return workspace_offset() + kSymmetricHalves * workspace_half_bytes();
+  }
 
-  SY_HD size_t region_bytes() const { return combine_offset() + kSymmetricHalves * combine_half_bytes() - region_offset; }
+  SY_HD size_t region_bytes() const {
+    return combine_offset() + kSymmetricHalves * combine_half_bytes() - region_offset;
+  }
   SY_HD size_t end_offset() const { return region_offset + region_bytes(); }
 
   // In `heap` (a rank's base): the barrier counter that `source` adds into.

@@ -7,9 +7,9 @@
 #include "common/low_latency_protocol.hpp"
 #include "common/sym_heap.hpp"
 #include "common/symmetric_protocol.hpp"
+#include "core/buffer_identity.hpp"
 #include "core/expert_major_handle.hpp"
 #include "core/normal_handle.hpp"
-#include "core/buffer_identity.hpp"
 #include "switchyard/buffer.hpp"
 
 namespace switchyard::detail {

@@ -19,21 +19,32 @@
 
 namespace switchyard {
 
-const char* backend_name(Backend backend) { return backend == Backend::cpu ? "cpu" : "cuda"; }
+const char* backend_name(Backend backend) {
+  return backend == Backend::cpu ? "cpu" : "cuda";
+}
 
 const char* engine_name(Engine engine) {
   switch (engine) {
-    case Engine::normal: return "normal";
-    case Engine::low_latency: return "low_latency";
-    case Engine::symmetric: return "symmetric";
+    case Engine::normal:
+      return "normal";
+    case Engine::low_latency:
+      return "low_latency";
+    case Engine::symmetric:
+      return "symmetric";
   }
   return "?";
 }
 
-bool cuda_available() { return detail::cuda_backend_available(); }
+bool cuda_available() {
+  return detail::cuda_backend_available();
+}
 
-int64_t DispatchHandle::num_recv_tokens() const { return data_ ? data_->num_recv_tokens : -1; }
-int64_t DispatchHandle::num_tokens() const { return data_ ? data_->num_tokens : 0; }
+int64_t DispatchHandle::num_recv_tokens() const {
+  return data_ ? data_->num_recv_tokens : -1;
+}
+int64_t DispatchHandle::num_tokens() const {
+  return data_ ? data_->num_tokens : 0;
+}
 
 namespace {
 
@@ -57,25 +68,27 @@ class Buffer::Impl {
     options_.topology.validate();
     options_.config.validate();
     if (options_.rank < 0 || options_.rank >= options_.topology.num_ranks) {
-      throw InvalidArgument("rank: expected 0.." + std::to_string(options_.topology.num_ranks - 1) + ", got " +
-                            std::to_string(options_.rank));
+      throw InvalidArgument("rank: expected 0.." + std::to_string(options_.topology.num_ranks - 1) +
+                            ", got " + std::to_string(options_.rank));
     }
     if (options_.topology.num_ranks > common::kMaxMappedRanks) {
-      throw InvalidArgument("topology.num_ranks: expected <= " + std::to_string(common::kMaxMappedRanks) + ", got " +
-                            std::to_string(options_.topology.num_ranks));
+      throw InvalidArgument("topology.num_ranks: expected <= " + std::to_string(common::kMaxMappedRanks) +
+                            ", got " + std::to_string(options_.topology.num_ranks));
     }
     const BufferSizing& sizing = options_.sizing;
     if (sizing.max_tokens_per_rank < 0 || sizing.hidden < 1 || sizing.topk < 1 || sizing.topk > kMaxTopk ||
         sizing.num_experts < 1 || sizing.low_latency_max_tokens_per_rank < 0 ||
         sizing.low_latency_max_tokens_per_rank > kMaxLowLatencyTokens) {
-      throw InvalidArgument("sizing: expected max_tokens_per_rank >= 0, hidden >= 1, topk in 1.." +
-                            std::to_string(kMaxTopk) + ", num_experts >= 1; got max_tokens_per_rank=" +
-                            std::to_string(sizing.max_tokens_per_rank) + " hidden=" + std::to_string(sizing.hidden) +
-                            " topk=" + std::to_string(sizing.topk) + " num_experts=" + std::to_string(sizing.num_experts) +
-                            "; low_latency_max_tokens_per_rank in 0.." + std::to_string(kMaxLowLatencyTokens) +
-                            ", got " + std::to_string(sizing.low_latency_max_tokens_per_rank));
+      throw InvalidArgument(
+          "sizing: expected max_tokens_per_rank >= 0, hidden >= 1, topk in 1.." + std::to_string(kMaxTopk) +
+          ", num_experts >= 1; got max_tokens_per_rank=" + std::to_string(sizing.max_tokens_per_rank) +
+          " hidden=" + std::to_string(sizing.hidden) + " topk=" + std::to_string(sizing.topk) +
+          " num_experts=" + std::to_string(sizing.num_experts) + "; low_latency_max_tokens_per_rank in 0.." +
+          std::to_string(kMaxLowLatencyTokens) + ", got " +
+          std::to_string(sizing.low_latency_max_tokens_per_rank));
     }
-    if (sizing.symmetric_max_tokens_per_rank < 0 || sizing.symmetric_max_tokens_per_rank > kMaxLowLatencyTokens) {
+    if (sizing.symmetric_max_tokens_per_rank < 0 ||
+        sizing.symmetric_max_tokens_per_rank > kMaxLowLatencyTokens) {
       throw InvalidArgument("sizing.symmetric_max_tokens_per_rank: expected 0.." +
                             std::to_string(kMaxLowLatencyTokens) + ", got " +
                             std::to_string(sizing.symmetric_max_tokens_per_rank));
@@ -88,25 +101,28 @@ class Buffer::Impl {
     if (options_.heap_bytes) {
       heap_bytes_ = options_.heap_bytes;
       if (heap_bytes_ < tail_bytes) {
-        throw InvalidArgument("heap_bytes: expected at least low_latency_heap_bytes() + symmetric_heap_bytes() = " +
-                              std::to_string(tail_bytes) + " for sizing.low_latency_max_tokens_per_rank " +
-                              std::to_string(sizing.low_latency_max_tokens_per_rank) +
-                              " and sizing.symmetric_max_tokens_per_rank " +
-                              std::to_string(sizing.symmetric_max_tokens_per_rank) + ", got " +
-                              std::to_string(heap_bytes_));
+        throw InvalidArgument(
+            "heap_bytes: expected at least low_latency_heap_bytes() + symmetric_heap_bytes() = " +
+            std::to_string(tail_bytes) + " for sizing.low_latency_max_tokens_per_rank " +
+            std::to_string(sizing.low_latency_max_tokens_per_rank) +
+            " and sizing.symmetric_max_tokens_per_rank " +
+            std::to_string(sizing.symmetric_max_tokens_per_rank) + ", got " + std::to_string(heap_bytes_));
       }
-      normal_region_bytes_ = tail_bytes == 0 ? heap_bytes_
-                                             : (heap_bytes_ - tail_bytes) / common::kLowLatencySignalAlignment *
-                                                   common::kLowLatencySignalAlignment;
+      normal_region_bytes_ = tail_bytes == 0
+                                 ? heap_bytes_
+                                 : (heap_bytes_ - tail_bytes) / common::kLowLatencySignalAlignment *
+                                       common::kLowLatencySignalAlignment;
     } else {
       normal_region_bytes_ = common::align_up(normal_heap_bytes(options_.topology, options_.config, sizing),
                                               common::kLowLatencySignalAlignment);
       heap_bytes_ = normal_region_bytes_ + tail_bytes;
     }
     low_latency_layout_ = detail::low_latency_layout(options_.topology, sizing, normal_region_bytes_);
-    symmetric_layout_ = detail::symmetric_layout(options_.topology, sizing, normal_region_bytes_ + low_latency_bytes);
+    symmetric_layout_ =
+        detail::symmetric_layout(options_.topology, sizing, normal_region_bytes_ + low_latency_bytes);
     detail::BackendCreateInfo info{&options_, heap_bytes_, id_};
-    backend_ = options_.backend == Backend::cpu ? detail::make_cpu_backend(info) : detail::make_cuda_backend(info);
+    backend_ =
+        options_.backend == Backend::cpu ? detail::make_cpu_backend(info) : detail::make_cuda_backend(info);
   }
 
   Bytes local_handle() const {
@@ -121,7 +137,8 @@ class Buffer::Impl {
   }
 
   void connect(const std::vector<Bytes>& all_handles) {
-    if (connected_) throw InvalidArgument("connect: expected an unconnected buffer, got one already connected");
+    if (connected_)
+      throw InvalidArgument("connect: expected an unconnected buffer, got one already connected");
     const Topology& topology = options_.topology;
     if (static_cast<int>(all_handles.size()) != topology.num_ranks) {
       throw InvalidArgument("all_handles: expected " + std::to_string(topology.num_ranks) +
@@ -131,8 +148,9 @@ class Buffer::Impl {
       std::string which = "all_handles[" + std::to_string(peer) + "]";
       detail::HandleHeader header = detail::unpack_handle_header(all_handles[peer], which);
       if (header.rank != peer) {
-        throw InvalidArgument(which + ": expected the handle of rank " + std::to_string(peer) + ", got rank " +
-                              std::to_string(header.rank) + "'s (handles must be ordered by rank)");
+        throw InvalidArgument(which + ": expected the handle of rank " + std::to_string(peer) +
+                              ", got rank " + std::to_string(header.rank) +
+                              "'s (handles must be ordered by rank)");
       }
       if (header.backend != static_cast<uint32_t>(options_.backend)) {
         throw InvalidArgument(which + ": expected a " + backend_name(options_.backend) + " handle, got " +
@@ -143,8 +161,10 @@ class Buffer::Impl {
                               Topology{header.num_ranks, header.ranks_per_node}.to_string());
       }
       if (header.heap_bytes != heap_bytes_) {
-        throw InvalidArgument(which + ": expected a heap of " + std::to_string(heap_bytes_) + " bytes (same sizing and "
-                              "config on every rank), got " + std::to_string(header.heap_bytes));
+        throw InvalidArgument(which + ": expected a heap of " + std::to_string(heap_bytes_) +
+                              " bytes (same sizing and "
+                              "config on every rank), got " +
+                              std::to_string(header.heap_bytes));
       }
       if (header.sharing != static_cast<uint32_t>(options_.sharing)) {
         throw InvalidArgument(which + ": expected the same HeapSharing on every rank, got a mismatch");
@@ -217,8 +237,8 @@ class Buffer::Impl {
     const detail::ExpertMajorHandleData& data = detail::low_latency_handle(&handle, Engine::low_latency, id_);
     const Device device = backend_->device();
     return TensorView(backend_->low_latency_staging(low_latency_layout_), DType::bf16,
-                      {data.local_experts, data.topology.num_ranks * data.max_tokens_per_rank, data.hidden}, device,
-                      device == Device::cuda ? options_.device : 0);
+                      {data.local_experts, data.topology.num_ranks * data.max_tokens_per_rank, data.hidden},
+                      device, device == Device::cuda ? options_.device : 0);
   }
 
   void synchronize(Stream stream) {
@@ -257,11 +277,13 @@ class Buffer::Impl {
 
   void check_usable(const char* what) const {
     if (!connected_) {
-      throw InvalidArgument(std::string(what) + ": expected a connected buffer (call connect() first), got an "
+      throw InvalidArgument(std::string(what) +
+                            ": expected a connected buffer (call connect() first), got an "
                             "unconnected one");
     }
     if (failed_) {
-      throw Error(std::string(what) + ": this buffer timed out earlier and its peers' state is unknown; create a "
+      throw Error(std::string(what) +
+                  ": this buffer timed out earlier and its peers' state is unknown; create a "
                   "new Buffer on every rank");
     }
   }
@@ -269,7 +291,8 @@ class Buffer::Impl {
   void check_low_latency_ready(const char* what) const {
     detail::check_low_latency_region(options_, what);
     if (hook_pending_) {
-      throw InvalidArgument(std::string(what) + ": expected the hook of this buffer's previous low-latency call "
+      throw InvalidArgument(std::string(what) +
+                            ": expected the hook of this buffer's previous low-latency call "
                             "(return_recv_hook) to have been called first, got it still pending");
     }
   }
@@ -282,15 +305,17 @@ class Buffer::Impl {
     std::weak_ptr<const int> buffer_alive = alive_;
     return [this, receive = std::move(receive), called, buffer_alive] {
       if (buffer_alive.expired()) {
-        throw InvalidArgument("hook: expected the Buffer whose low-latency call returned it to be alive, got one "
-                              "that was destroyed (its receive half can no longer run)");
+        throw InvalidArgument(
+            "hook: expected the Buffer whose low-latency call returned it to be alive, got one "
+            "that was destroyed (its receive half can no longer run)");
       }
       if (*called) throw InvalidArgument("hook: expected one call, got a second");
       *called = true;
       hook_pending_ = false;
       if (failed_) {
-        throw Error("hook: this buffer timed out earlier and its peers' state is unknown; create a new Buffer on "
-                    "every rank");
+        throw Error(
+            "hook: this buffer timed out earlier and its peers' state is unknown; create a new Buffer on "
+            "every rank");
       }
       guarded([&] {
         receive();
@@ -306,10 +331,11 @@ class Buffer::Impl {
   }
 
   const detail::BufferId id_ = detail::next_buffer_id();  // recorded in every handle this buffer makes
-  const std::shared_ptr<const int> alive_ = std::make_shared<const int>(0);  // expires with the buffer (hooks)
+  const std::shared_ptr<const int> alive_ =
+      std::make_shared<const int>(0);  // expires with the buffer (hooks)
   BufferOptions options_;
   size_t heap_bytes_ = 0;
-  size_t normal_region_bytes_ = 0;             // the normal engine's part: [0, normal_region_bytes_)
+  size_t normal_region_bytes_ = 0;                 // the normal engine's part: [0, normal_region_bytes_)
   common::LowLatencyLayout low_latency_layout_{};  // then this
   common::SymmetricLayout symmetric_layout_{};     // then this, at the end
   std::unique_ptr<detail::BackendImpl> backend_;
@@ -320,14 +346,24 @@ class Buffer::Impl {
 
 Buffer::Buffer(const BufferOptions& options) : impl_(std::make_unique<Impl>(options)) {}
 Buffer::~Buffer() = default;
-Bytes Buffer::local_handle() const { return impl_->local_handle(); }
-void Buffer::connect(const std::vector<Bytes>& all_handles) { impl_->connect(all_handles); }
-bool Buffer::is_connected() const { return impl_->connected(); }
+Bytes Buffer::local_handle() const {
+  return impl_->local_handle();
+}
+void Buffer::connect(const std::vector<Bytes>& all_handles) {
+  impl_->connect(all_handles);
+}
+bool Buffer::is_connected() const {
+  return impl_->connected();
+}
 DispatchLayout Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream) {
   return impl_->get_dispatch_layout(topk_idx, num_experts, stream);
 }
-DispatchResult Buffer::dispatch(const DispatchArgs& args) { return impl_->dispatch(args); }
-CombineResult Buffer::combine(const CombineArgs& args) { return impl_->combine(args); }
+DispatchResult Buffer::dispatch(const DispatchArgs& args) {
+  return impl_->dispatch(args);
+}
+CombineResult Buffer::combine(const CombineArgs& args) {
+  return impl_->combine(args);
+}
 LowLatencyDispatchResult Buffer::low_latency_dispatch(const LowLatencyDispatchArgs& args) {
   return impl_->low_latency_dispatch(args);
 }
@@ -340,16 +376,32 @@ LowLatencyDispatchResult Buffer::symmetric_dispatch(const LowLatencyDispatchArgs
 LowLatencyCombineResult Buffer::symmetric_combine(const LowLatencyCombineArgs& args) {
   return impl_->symmetric_combine(args);
 }
-SymmetricCombine Buffer::symmetric_combine_path() const { return impl_->symmetric_combine_path(); }
-SymmetricDispatch Buffer::symmetric_dispatch_path() const { return impl_->symmetric_dispatch_path(); }
+SymmetricCombine Buffer::symmetric_combine_path() const {
+  return impl_->symmetric_combine_path();
+}
+SymmetricDispatch Buffer::symmetric_dispatch_path() const {
+  return impl_->symmetric_dispatch_path();
+}
 TensorView Buffer::low_latency_combine_buffer(const LowLatencyHandle& handle) {
   return impl_->low_latency_combine_buffer(handle);
 }
-void Buffer::synchronize(Stream stream) { impl_->synchronize(stream); }
-int Buffer::rank() const { return impl_->options().rank; }
-const Topology& Buffer::topology() const { return impl_->options().topology; }
-Backend Buffer::backend() const { return impl_->options().backend; }
-const Config& Buffer::config() const { return impl_->options().config; }
-size_t Buffer::heap_bytes() const { return impl_->heap_bytes(); }
+void Buffer::synchronize(Stream stream) {
+  impl_->synchronize(stream);
+}
+int Buffer::rank() const {
+  return impl_->options().rank;
+}
+const Topology& Buffer::topology() const {
+  return impl_->options().topology;
+}
+Backend Buffer::backend() const {
+  return impl_->options().backend;
+}
+const Config& Buffer::config() const {
+  return impl_->options().config;
+}
+size_t Buffer::heap_bytes() const {
+  return impl_->heap_bytes();
+}
 
 }  // namespace switchyard

@@ -9,7 +9,7 @@
 namespace switchyard::detail {
 
 struct ExpertMajorHandleData {
-  BufferId owner = kNoBuffer;  // the Buffer that made it; every other Buffer refuses the handle
+  BufferId owner = kNoBuffer;           // the Buffer that made it; every other Buffer refuses the handle
   Engine engine = Engine::low_latency;  // the engine whose combine may use it
   int rank = 0;
   Topology topology;

@@ -14,27 +14,30 @@ namespace switchyard::detail {
 
 void check_low_latency_region(const BufferOptions& options, const char* what) {
   if (options.sizing.low_latency_max_tokens_per_rank <= 0) {
-    throw InvalidArgument(std::string(what) + ": expected a buffer with a low-latency region "
+    throw InvalidArgument(std::string(what) +
+                          ": expected a buffer with a low-latency region "
                           "(BufferSizing::low_latency_max_tokens_per_rank > 0), got one sized without it");
   }
 }
 
 void check_symmetric_region(const BufferOptions& options, const char* what) {
   if (options.sizing.symmetric_max_tokens_per_rank <= 0) {
-    throw InvalidArgument(std::string(what) + ": expected a buffer with a symmetric region "
+    throw InvalidArgument(std::string(what) +
+                          ": expected a buffer with a symmetric region "
                           "(BufferSizing::symmetric_max_tokens_per_rank > 0), got one sized without it");
   }
   // NOTES: the engine pulls from and pushes into every peer's heap by address: it needs one
   // load/store domain, and across nodes there are only a transport's puts.
   if (!options.topology.is_single_node()) {
-    throw Unsupported(std::string(what) + ": the symmetric engine needs every rank in one load/store domain "
-                      "(ranks_per_node == num_ranks), got topology " + options.topology.to_string() +
-                      "; across nodes use low_latency or normal");
+    throw Unsupported(std::string(what) +
+                      ": the symmetric engine needs every rank in one load/store domain "
+                      "(ranks_per_node == num_ranks), got topology " +
+                      options.topology.to_string() + "; across nodes use low_latency or normal");
   }
 }
 
 const ExpertMajorHandleData& low_latency_handle(const LowLatencyHandle* handle, Engine engine,
-                                               detail::BufferId owner) {
+                                                detail::BufferId owner) {
   if (!handle || !handle->valid()) {
     throw InvalidArgument(std::string("handle: expected the handle of a ") + engine_name(engine) +
                           "_dispatch on this buffer, got none");
@@ -70,8 +73,8 @@ ExpertMajorCapacity symmetric_capacity(const common::SymmetricLayout& layout) {
 }
 
 // `tensor`, when given, must be `dtype` with exactly `dims`.
-void expect_output(const TensorView& tensor, const char* name, DType dtype, std::initializer_list<int64_t> dims,
-                   const char* what, Device device) {
+void expect_output(const TensorView& tensor, const char* name, DType dtype,
+                   std::initializer_list<int64_t> dims, const char* what, Device device) {
   if (!tensor.defined()) return;
   expect_tensor(tensor, name, dtype, static_cast<int>(dims.size()), device);
   int dim = 0;
@@ -89,10 +92,12 @@ void plan_expert_major_dispatch(const LowLatencyDispatchArgs& args, const Expert
   plan.args = args;
 
   if (args.use_ue8m0 && !args.use_fp8) {
-    throw InvalidArgument("use_ue8m0: expected use_fp8 with it (UE8M0 packs fp8 scales), got use_fp8 = false");
+    throw InvalidArgument(
+        "use_ue8m0: expected use_fp8 with it (UE8M0 packs fp8 scales), got use_fp8 = false");
   }
   if (args.round_scale && !args.use_fp8) {
-    throw InvalidArgument("round_scale: expected use_fp8 with it (it rounds fp8 scales), got use_fp8 = false");
+    throw InvalidArgument(
+        "round_scale: expected use_fp8 with it (it rounds fp8 scales), got use_fp8 = false");
   }
   plan.use_fp8 = args.use_fp8;
   plan.use_ue8m0 = args.use_ue8m0;
@@ -104,8 +109,8 @@ void plan_expert_major_dispatch(const LowLatencyDispatchArgs& args, const Expert
   const int64_t multiple = args.use_fp8 ? common::kScaleBlock : 8;
   if (hidden < 1 || hidden % multiple != 0) {
     throw InvalidArgument("x: expected hidden a positive multiple of " + std::to_string(multiple) +
-                          (args.use_fp8 ? " (one fp8 scale per 128 channels)" : " (16-byte rows)") + ", got " +
-                          args.x.describe());
+                          (args.use_fp8 ? " (one fp8 scale per 128 channels)" : " (16-byte rows)") +
+                          ", got " + args.x.describe());
   }
   if (hidden > capacity.hidden) {
     throw InvalidArgument("x: expected hidden at most " + std::to_string(capacity.hidden) +
@@ -115,19 +120,20 @@ void plan_expert_major_dispatch(const LowLatencyDispatchArgs& args, const Expert
 
   if (args.max_tokens_per_rank < 1 || args.max_tokens_per_rank > capacity.max_tokens_per_rank) {
     throw InvalidArgument("max_tokens_per_rank: expected 1.." + std::to_string(capacity.max_tokens_per_rank) +
-                          " (" + capacity.max_tokens_field + "), got " + std::to_string(args.max_tokens_per_rank));
+                          " (" + capacity.max_tokens_field + "), got " +
+                          std::to_string(args.max_tokens_per_rank));
   }
   plan.max_tokens_per_rank = args.max_tokens_per_rank;
   const int64_t all_rows = num_ranks * plan.max_tokens_per_rank;
   if (args.expert_capacity < 0 || args.expert_capacity > all_rows) {
     throw InvalidArgument("expert_capacity: expected 0 (num_ranks * max_tokens_per_rank = " +
-                          std::to_string(all_rows) + " rows per local expert) or 1.." + std::to_string(all_rows) +
-                          ", got " + std::to_string(args.expert_capacity));
+                          std::to_string(all_rows) + " rows per local expert) or 1.." +
+                          std::to_string(all_rows) + ", got " + std::to_string(args.expert_capacity));
   }
   plan.expert_capacity = args.expert_capacity == 0 ? all_rows : args.expert_capacity;
   if (plan.num_tokens > plan.max_tokens_per_rank) {
-    throw InvalidArgument("x: expected at most max_tokens_per_rank (" + std::to_string(plan.max_tokens_per_rank) +
-                          ") tokens, got " + args.x.describe());
+    throw InvalidArgument("x: expected at most max_tokens_per_rank (" +
+                          std::to_string(plan.max_tokens_per_rank) + ") tokens, got " + args.x.describe());
   }
 
   check_num_experts(args.num_experts, num_ranks);
@@ -154,10 +160,11 @@ void plan_expert_major_dispatch(const LowLatencyDispatchArgs& args, const Expert
     const int64_t* ids = args.topk_idx.as<const int64_t>();
     for (int64_t i = 0; i < args.topk_idx.numel(); ++i) {
       if (ids[i] >= 0 && ++rows_per_expert[ids[i]] > plan.max_tokens_per_rank) {
-        throw InvalidArgument("topk_idx: expected at most max_tokens_per_rank (" +
-                              std::to_string(plan.max_tokens_per_rank) + ") rows per expert from one rank, got " +
-                              "more for expert " + std::to_string(ids[i]) + " (a token that names an expert in "
-                              "several slots sends one row per slot)");
+        throw InvalidArgument(
+            "topk_idx: expected at most max_tokens_per_rank (" + std::to_string(plan.max_tokens_per_rank) +
+            ") rows per expert from one rank, got " + "more for expert " + std::to_string(ids[i]) +
+            " (a token that names an expert in "
+            "several slots sends one row per slot)");
       }
     }
   }
@@ -181,8 +188,8 @@ void plan_expert_major_dispatch(const LowLatencyDispatchArgs& args, const Expert
   expect_output(args.out_recv_count, "out_recv_count", DType::i32, {local}, "[local_experts]", device);
   expect_output(args.out_layout_range, "out_layout_range", DType::i32, {local, num_ranks, 2},
                 "[local_experts, num_ranks, 2]", device);
-  expect_output(args.out_src_info, "out_src_info", DType::i32, {local, rows}, "[local_experts, expert_capacity]",
-                device);
+  expect_output(args.out_src_info, "out_src_info", DType::i32, {local, rows},
+                "[local_experts, expert_capacity]", device);
   // topk is in it since a receiver locates a row's slot by its own k.
   plan.signature = call_signature(3, plan.hidden, plan.topk, plan.num_experts, plan.max_tokens_per_rank,
                                   plan.expert_capacity, plan.use_fp8, plan.round_scale, plan.use_ue8m0);
@@ -190,8 +197,8 @@ void plan_expert_major_dispatch(const LowLatencyDispatchArgs& args, const Expert
 
 // Fills `plan` (the engine's layout aside) from `args`. `staging`: where zero-copy outputs are
 // (null when the engine has none; the caller refuses zero_copy then).
-void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine, int capacity_hidden, void* staging,
-                               const PlanContext& buffer, ExpertMajorCombinePlan& plan) {
+void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine, int capacity_hidden,
+                               void* staging, const PlanContext& buffer, ExpertMajorCombinePlan& plan) {
   const Device device = buffer.device;
   plan.rank = buffer.options.rank;
   plan.topology = buffer.options.topology;
@@ -199,8 +206,9 @@ void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine,
   plan.args = args;
   const ExpertMajorHandleData& handle = low_latency_handle(args.handle, engine, buffer.owner);
   if (!handle.received.load(std::memory_order_acquire)) {
-    throw InvalidArgument("handle: expected a dispatch whose receive half has run, got one whose hook "
-                          "(return_recv_hook) was not called");
+    throw InvalidArgument(
+        "handle: expected a dispatch whose receive half has run, got one whose hook "
+        "(return_recv_hook) was not called");
   }
   plan.handle = &handle;
   const int64_t rows = handle.rows_per_expert();  // the dispatch's expert_capacity
@@ -236,10 +244,10 @@ void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine,
     const int64_t* dispatched = handle.topk_idx.as<const int64_t>();
     for (int64_t i = 0; i < args.topk_idx.numel(); ++i) {
       if (ids[i] != -1 && ids[i] != dispatched[i]) {
-        throw InvalidArgument("topk_idx: expected the dispatch's expert ids (or -1 to leave a slot out), got " +
-                              std::to_string(ids[i]) + " at token " + std::to_string(i / handle.topk) + ", slot " +
-                              std::to_string(i % handle.topk) + " where the dispatch had " +
-                              std::to_string(dispatched[i]));
+        throw InvalidArgument(
+            "topk_idx: expected the dispatch's expert ids (or -1 to leave a slot out), got " +
+            std::to_string(ids[i]) + " at token " + std::to_string(i / handle.topk) + ", slot " +
+            std::to_string(i % handle.topk) + " where the dispatch had " + std::to_string(dispatched[i]));
       }
     }
   }
@@ -254,14 +262,18 @@ void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine,
 
 }  // namespace
 
-LowLatencyDispatchPlan plan_low_latency_dispatch(const LowLatencyDispatchArgs& args, const PlanContext& buffer,
+LowLatencyDispatchPlan plan_low_latency_dispatch(const LowLatencyDispatchArgs& args,
+                                                 const PlanContext& buffer,
                                                  const common::LowLatencyLayout& layout) {
   // NOTES: its receive slots hold R * max rows per expert in the heap whatever recv_x's size, so a
   // capacity would only shrink the outputs; the symmetric engine is the one meant for it.
   if (args.expert_capacity != 0) {
-    throw Unsupported("low_latency_dispatch: expert_capacity is not supported by the low_latency engine (expected "
-                      "0, got " + std::to_string(args.expert_capacity) + "); use symmetric_dispatch for "
-                      "per-expert capacities");
+    throw Unsupported(
+        "low_latency_dispatch: expert_capacity is not supported by the low_latency engine (expected "
+        "0, got " +
+        std::to_string(args.expert_capacity) +
+        "); use symmetric_dispatch for "
+        "per-expert capacities");
   }
   LowLatencyDispatchPlan plan;
   plan.layout = layout;
@@ -280,8 +292,9 @@ LowLatencyCombinePlan plan_low_latency_combine(const LowLatencyCombineArgs& args
 SymmetricDispatchPlan plan_symmetric_dispatch(const LowLatencyDispatchArgs& args, const PlanContext& buffer,
                                               const common::SymmetricLayout& layout) {
   if (args.return_recv_hook) {
-    throw Unsupported("symmetric_dispatch: return_recv_hook is not supported by the symmetric engine (one stage: "
-                      "there is no send half to split off); use low_latency_dispatch for hooks");
+    throw Unsupported(
+        "symmetric_dispatch: return_recv_hook is not supported by the symmetric engine (one stage: "
+        "there is no send half to split off); use low_latency_dispatch for hooks");
   }
   SymmetricDispatchPlan plan;
   plan.layout = layout;
@@ -292,12 +305,14 @@ SymmetricDispatchPlan plan_symmetric_dispatch(const LowLatencyDispatchArgs& args
 SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args, const PlanContext& buffer,
                                             const common::SymmetricLayout& layout) {
   if (args.return_recv_hook) {
-    throw Unsupported("symmetric_combine: return_recv_hook is not supported by the symmetric engine (one stage: "
-                      "there is no send half to split off); use low_latency_combine for hooks");
+    throw Unsupported(
+        "symmetric_combine: return_recv_hook is not supported by the symmetric engine (one stage: "
+        "there is no send half to split off); use low_latency_combine for hooks");
   }
   if (args.zero_copy) {
-    throw Unsupported("symmetric_combine: zero_copy is not supported by the symmetric engine (rows are pushed "
-                      "straight from x into the home ranks); pass the expert outputs as x");
+    throw Unsupported(
+        "symmetric_combine: zero_copy is not supported by the symmetric engine (rows are pushed "
+        "straight from x into the home ranks); pass the expert outputs as x");
   }
   SymmetricCombinePlan plan;
   plan.layout = layout;

@@ -14,10 +14,12 @@ void check_low_latency_region(const BufferOptions& options, const char* what);
 void check_symmetric_region(const BufferOptions& options, const char* what);
 
 // The data of `handle`, which must come from an `engine`_dispatch of the Buffer `owner`.
-const ExpertMajorHandleData& low_latency_handle(const LowLatencyHandle* handle, Engine engine, detail::BufferId owner);
+const ExpertMajorHandleData& low_latency_handle(const LowLatencyHandle* handle, Engine engine,
+                                                detail::BufferId owner);
 
 // Each checks the engine's own refusals first, then the arguments shared by both engines.
-LowLatencyDispatchPlan plan_low_latency_dispatch(const LowLatencyDispatchArgs& args, const PlanContext& buffer,
+LowLatencyDispatchPlan plan_low_latency_dispatch(const LowLatencyDispatchArgs& args,
+                                                 const PlanContext& buffer,
                                                  const common::LowLatencyLayout& layout);
 // `staging`: this rank's combine staging area, where zero-copy outputs are.
 LowLatencyCombinePlan plan_low_latency_combine(const LowLatencyCombineArgs& args, const PlanContext& buffer,

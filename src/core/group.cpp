@@ -34,7 +34,9 @@ std::vector<Bytes> InProcessGroupState::allgather(int rank, const Bytes& mine) {
   return last_result_;
 }
 
-void InProcessGroupState::barrier() { allgather(0, {}); }
+void InProcessGroupState::barrier() {
+  allgather(0, {});
+}
 
 void InProcessGroupState::abort(const std::string& why) {
   std::lock_guard<std::mutex> lock(mutex_);

@@ -28,8 +28,8 @@ common::LowLatencyLayout low_latency_layout(const Topology& topology, const Buff
   size_t slot = std::max(low_latency_dispatch_message(sizing.hidden, false).bytes(),
                          low_latency_dispatch_message(sizing.hidden, true).bytes());
   layout.dispatch_slot_bytes = static_cast<uint32_t>(slot);
-  layout.combine_row_bytes =
-      static_cast<uint32_t>(common::align_up(static_cast<size_t>(sizing.hidden) * 2, common::kLowLatencyAlignment));
+  layout.combine_row_bytes = static_cast<uint32_t>(
+      common::align_up(static_cast<size_t>(sizing.hidden) * 2, common::kLowLatencyAlignment));
   return layout;
 }
 

@@ -27,12 +27,12 @@ struct NormalHandleData {
   DispatchLayout own_layout;
 
   // Receive side.
-  int64_t num_recv_tokens = -1;   // host copy; -1 when the host never synchronised (worst case)
-  int64_t num_worst_tokens = 0;   // > 0: outputs were padded to this many rows
+  int64_t num_recv_tokens = -1;  // host copy; -1 when the host never synchronised (worst case)
+  int64_t num_worst_tokens = 0;  // > 0: outputs were padded to this many rows
   // Row range of (source rank s, channel c) in the receive order: rows
   // [recv_channel_start[s * C + c], recv_channel_start[s * C + c + 1]). i32 [R * C + 1].
   Tensor recv_channel_start;
-  Tensor recv_src_token;  // i32 [M]: the source token index of each received row
+  Tensor recv_src_token;                        // i32 [M]: the source token index of each received row
   std::vector<int> num_recv_tokens_per_expert;  // host copy, aligned; empty in worst case
   Tensor recv_expert_counts;                    // i32 [local_experts], aligned
   Tensor recv_token_count;                      // i32 [1]

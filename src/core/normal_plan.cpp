@@ -23,11 +23,11 @@ void check_tokens(int64_t num_tokens, const NormalPlanContext& buffer) {
 // `needed`: normal_call_bytes of the call (the intranode layout, plus the RDMA region).
 void check_heap(size_t needed, const char* what, int hidden, const NormalPlanContext& buffer) {
   if (needed > buffer.normal_region_bytes) {
-    throw InvalidArgument(std::string(what) + ": expected a call that fits the normal region of the buffer's heap (" +
-                          std::to_string(buffer.normal_region_bytes) + " of " + std::to_string(buffer.heap_bytes) +
-                          " bytes), got one needing " +
-                          std::to_string(needed) + " (hidden=" + std::to_string(hidden) +
-                          "); size the buffer with BufferSizing for the largest call");
+    throw InvalidArgument(
+        std::string(what) + ": expected a call that fits the normal region of the buffer's heap (" +
+        std::to_string(buffer.normal_region_bytes) + " of " + std::to_string(buffer.heap_bytes) +
+        " bytes), got one needing " + std::to_string(needed) + " (hidden=" + std::to_string(hidden) +
+        "); size the buffer with BufferSizing for the largest call");
   }
 }
 
@@ -48,7 +48,8 @@ void check_dispatch_outputs(const DispatchPlan& plan, Device device) {
   }
   if (plan.topk > 0) {
     expect_optional_tensor(args.out_recv_topk_idx, "out_recv_topk_idx", DType::i64, 2, device);
-    if (args.out_recv_topk_idx.defined()) expect_dim(args.out_recv_topk_idx, "out_recv_topk_idx", 1, plan.topk, "k");
+    if (args.out_recv_topk_idx.defined())
+      expect_dim(args.out_recv_topk_idx, "out_recv_topk_idx", 1, plan.topk, "k");
   } else {
     expect_undefined(args.out_recv_topk_idx, "out_recv_topk_idx", "no topk_idx was given");
   }
@@ -61,7 +62,8 @@ void check_dispatch_outputs(const DispatchPlan& plan, Device device) {
     expect_undefined(args.out_recv_topk_weights, "out_recv_topk_weights", "no topk_weights were given");
   }
   if (plan.num_worst_tokens > 0) {
-    for (auto [tensor, name] : {std::pair{&args.out_recv_x, "out_recv_x"}, {&args.out_recv_x_scales, "out_recv_x_scales"},
+    for (auto [tensor, name] : {std::pair{&args.out_recv_x, "out_recv_x"},
+                                {&args.out_recv_x_scales, "out_recv_x_scales"},
                                 {&args.out_recv_topk_idx, "out_recv_topk_idx"},
                                 {&args.out_recv_topk_weights, "out_recv_topk_weights"}}) {
       if (tensor->defined()) expect_dim(*tensor, name, 0, plan.num_worst_tokens, "num_worst_tokens");
@@ -81,7 +83,8 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
   plan.args = args;
 
   const TensorView& x = args.x;
-  if (!x.defined()) throw InvalidArgument("x: expected a bf16 or fp8_e4m3 tensor [num_tokens, hidden], got none");
+  if (!x.defined())
+    throw InvalidArgument("x: expected a bf16 or fp8_e4m3 tensor [num_tokens, hidden], got none");
   if (x.dtype != DType::bf16 && x.dtype != DType::fp8_e4m3) {
     throw InvalidArgument("x: expected dtype bf16 or fp8_e4m3, got " + x.describe());
   }
@@ -101,8 +104,8 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
 
   if (plan.dtype == DType::fp8_e4m3) {
     if (plan.hidden % common::kScaleBlock != 0) {
-      throw InvalidArgument("x: expected hidden a multiple of 128 for fp8 (one scale per 128 channels), got " +
-                            x.describe());
+      throw InvalidArgument(
+          "x: expected hidden a multiple of 128 for fp8 (one scale per 128 channels), got " + x.describe());
     }
     expect_tensor(args.x_scales, "x_scales", DType::f32, 2, device);
     expect_dim(args.x_scales, "x_scales", 0, plan.num_tokens, "num_tokens of x");
@@ -113,10 +116,12 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
   }
 
   if (args.cached_handle) {
-    if (!args.cached_handle->valid()) throw InvalidArgument("cached_handle: expected a handle from dispatch, got an empty one");
+    if (!args.cached_handle->valid())
+      throw InvalidArgument("cached_handle: expected a handle from dispatch, got an empty one");
     const NormalHandleData& cached = args.cached_handle->data();
     if (cached.owner != buffer.owner) {
-      throw InvalidArgument("cached_handle: expected a handle made by this Buffer, got one from another Buffer");
+      throw InvalidArgument(
+          "cached_handle: expected a handle made by this Buffer, got one from another Buffer");
     }
     if (cached.num_tokens != plan.num_tokens) {
       throw InvalidArgument("x: expected " + std::to_string(cached.num_tokens) +
@@ -141,8 +146,9 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
     }
     plan.expert_alignment = args.expert_alignment;
     if (!args.topk_idx.defined()) {
-      throw InvalidArgument("topk_idx: expected an i64 tensor [num_tokens, k], got none (only a cached dispatch may "
-                            "omit it)");
+      throw InvalidArgument(
+          "topk_idx: expected an i64 tensor [num_tokens, k], got none (only a cached dispatch may "
+          "omit it)");
     }
   }
   plan.local_experts = plan.num_experts / buffer.options.topology.num_ranks;
@@ -156,7 +162,8 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
   }
   if (args.topk_weights.defined()) {
     if (!args.topk_idx.defined()) {
-      throw InvalidArgument("topk_weights: expected none without topk_idx, got " + args.topk_weights.describe());
+      throw InvalidArgument("topk_weights: expected none without topk_idx, got " +
+                            args.topk_weights.describe());
     }
     expect_tensor(args.topk_weights, "topk_weights", DType::f32, 2, device);
     expect_dim(args.topk_weights, "topk_weights", 0, plan.num_tokens, "num_tokens of x");
@@ -169,7 +176,8 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
   }
   plan.num_worst_tokens = args.num_worst_tokens;
   if (args.layout) {
-    if (plan.cached) throw InvalidArgument("layout: expected none with a cached handle (the handle has the routing)");
+    if (plan.cached)
+      throw InvalidArgument("layout: expected none with a cached handle (the handle has the routing)");
     expect_tensor(args.layout->is_token_in_rank, "layout.is_token_in_rank", DType::boolean, 2, device);
     expect_dim(args.layout->is_token_in_rank, "layout.is_token_in_rank", 0, plan.num_tokens, "num_tokens");
     expect_dim(args.layout->is_token_in_rank, "layout.is_token_in_rank", 1, buffer.options.topology.num_ranks,
@@ -205,8 +213,9 @@ CombinePlan plan_combine(const CombineArgs& args, const NormalPlanContext& buffe
   plan.handle = &handle;
   expect_tensor(args.x, "x", DType::bf16, 2, device);
   int64_t expected_rows = handle.num_worst_tokens > 0 ? handle.num_worst_tokens : handle.num_recv_tokens;
-  expect_dim(args.x, "x", 0, expected_rows,
-             handle.num_worst_tokens > 0 ? "num_worst_tokens of the dispatch" : "tokens received by the dispatch");
+  expect_dim(
+      args.x, "x", 0, expected_rows,
+      handle.num_worst_tokens > 0 ? "num_worst_tokens of the dispatch" : "tokens received by the dispatch");
   if (args.x.shape[1] < 1 || args.x.shape[1] % 8 != 0 || args.x.shape[1] > (1 << 20)) {
     throw InvalidArgument("x: expected hidden a multiple of 8 (16-byte rows), got " + args.x.describe());
   }
@@ -224,14 +233,16 @@ CombinePlan plan_combine(const CombineArgs& args, const NormalPlanContext& buffe
     expect_dim(args.out_combined_x, "out_combined_x", 1, plan.hidden, "hidden of x");
   }
   if (plan.has_weights) {
-    expect_optional_tensor(args.out_combined_topk_weights, "out_combined_topk_weights", DType::f32, 2, device);
+    expect_optional_tensor(args.out_combined_topk_weights, "out_combined_topk_weights", DType::f32, 2,
+                           device);
     if (args.out_combined_topk_weights.defined()) {
       expect_dim(args.out_combined_topk_weights, "out_combined_topk_weights", 0, handle.num_tokens,
                  "tokens of the dispatch");
       expect_dim(args.out_combined_topk_weights, "out_combined_topk_weights", 1, plan.topk, "k");
     }
   } else {
-    expect_undefined(args.out_combined_topk_weights, "out_combined_topk_weights", "no topk_weights were given");
+    expect_undefined(args.out_combined_topk_weights, "out_combined_topk_weights",
+                     "no topk_weights were given");
   }
   check_heap(normal_call_bytes(plan), "combine", plan.hidden, buffer);
   plan.signature = call_signature(2, plan.hidden, plan.topk, plan.has_weights, plan.config.num_channels);

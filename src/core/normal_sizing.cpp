@@ -36,8 +36,9 @@ common::NormalHeapLayout make_layout(const Topology& topology, const Config& con
   return layout;
 }
 
-common::InternodeHeapLayout make_internode_layout(const common::NormalHeapLayout& intranode, const Topology& topology,
-                                                  const Config& config, size_t rdma_slot_bytes) {
+common::InternodeHeapLayout make_internode_layout(const common::NormalHeapLayout& intranode,
+                                                  const Topology& topology, const Config& config,
+                                                  size_t rdma_slot_bytes) {
   common::InternodeHeapLayout layout{};
   layout.base = common::align_up(intranode.total_bytes(), common::kCounterStride);
   layout.num_nodes = topology.num_nodes();
@@ -50,7 +51,8 @@ common::InternodeHeapLayout make_internode_layout(const common::NormalHeapLayout
 }
 }  // namespace
 
-common::InternodeDispatchMessage internode_dispatch_message(int hidden, DType dtype, int topk, bool has_weights) {
+common::InternodeDispatchMessage internode_dispatch_message(int hidden, DType dtype, int topk,
+                                                            bool has_weights) {
   common::InternodeDispatchMessage message{};
   message.row_bytes = static_cast<uint32_t>(hidden * dtype_size(dtype));
   message.num_scales = dtype == DType::fp8_e4m3 ? static_cast<uint32_t>(hidden / common::kScaleBlock) : 0u;
@@ -102,7 +104,8 @@ struct NormalHeapExtent {
   size_t end;
 };
 
-NormalHeapExtent normal_heap_extent(const Topology& topology, const Config& config, const BufferSizing& sizing) {
+NormalHeapExtent normal_heap_extent(const Topology& topology, const Config& config,
+                                    const BufferSizing& sizing) {
   topology.validate();
   config.validate();
   detail::check_sizing(sizing);

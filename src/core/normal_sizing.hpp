@@ -16,7 +16,8 @@ common::NormalHeapLayout combine_heap_layout(const CombinePlan& plan);
 // Across nodes (ranks_per_node < num_ranks): the token that crosses the network in dispatch, and
 // the RDMA region, which follows the call's intranode layout. Combine's RDMA slot carries one node
 // partial, in the CombineMessage format.
-common::InternodeDispatchMessage internode_dispatch_message(int hidden, DType dtype, int topk, bool has_weights);
+common::InternodeDispatchMessage internode_dispatch_message(int hidden, DType dtype, int topk,
+                                                            bool has_weights);
 common::InternodeHeapLayout dispatch_internode_layout(const DispatchPlan& plan);
 common::InternodeHeapLayout combine_internode_layout(const CombinePlan& plan);
 // Bytes of the normal region a call uses: the intranode layout, plus the RDMA region across nodes.

@@ -8,8 +8,9 @@ namespace switchyard::detail {
 
 void check_num_experts(int num_experts, int num_ranks) {
   if (num_experts < 1 || num_experts > kMaxExperts || num_experts % num_ranks != 0) {
-    throw InvalidArgument("num_experts: expected a positive multiple of num_ranks (" + std::to_string(num_ranks) +
-                          ") up to " + std::to_string(kMaxExperts) + ", got " + std::to_string(num_experts));
+    throw InvalidArgument("num_experts: expected a positive multiple of num_ranks (" +
+                          std::to_string(num_ranks) + ") up to " + std::to_string(kMaxExperts) + ", got " +
+                          std::to_string(num_experts));
   }
 }
 

@@ -14,7 +14,7 @@ constexpr int kMaxTopk = 32;
 // The Buffer's state a plan reads. Planning only reads it: a rejected call leaves the Buffer as it was.
 struct PlanContext {
   const BufferOptions& options;
-  Device device;      // where the backend computes; every tensor must be there
+  Device device;           // where the backend computes; every tensor must be there
   detail::BufferId owner;  // the Buffer; handles it did not make are refused
 };
 

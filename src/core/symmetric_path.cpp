@@ -4,8 +4,8 @@
 
 namespace switchyard::detail {
 
-SymmetricCombine resolve_symmetric_combine(SymmetricCombine requested, bool pull_possible, const std::string& needs,
-                                           const std::string& found) {
+SymmetricCombine resolve_symmetric_combine(SymmetricCombine requested, bool pull_possible,
+                                           const std::string& needs, const std::string& found) {
   switch (requested) {
     case SymmetricCombine::push:
       return SymmetricCombine::push;

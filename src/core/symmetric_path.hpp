@@ -12,8 +12,8 @@ namespace switchyard::detail {
 // this process, on one device for CUDA). `needs` says what pull needs on this backend, `found` what the
 // buffer has; both go into the error when pull is forced where it cannot work (Unsupported, naming
 // config.symmetric_combine). Returns push or pull, never automatic.
-SymmetricCombine resolve_symmetric_combine(SymmetricCombine requested, bool pull_possible, const std::string& needs,
-                                           const std::string& found);
+SymmetricCombine resolve_symmetric_combine(SymmetricCombine requested, bool pull_possible,
+                                           const std::string& needs, const std::string& found);
 
 // The same for the dispatch: `zero_copy_possible` when every rank can read every peer's x through a
 // plain pointer. Unsupported names config.symmetric_dispatch. Returns publish or zero_copy.

@@ -15,7 +15,8 @@ common::SymmetricToken symmetric_token(int hidden, bool use_fp8, int topk) {
   return token;
 }
 
-common::SymmetricLayout symmetric_layout(const Topology& topology, const BufferSizing& sizing, size_t region_offset) {
+common::SymmetricLayout symmetric_layout(const Topology& topology, const BufferSizing& sizing,
+                                         size_t region_offset) {
   common::SymmetricLayout layout{};
   layout.region_offset = region_offset;
   layout.num_ranks = topology.num_ranks;
@@ -27,8 +28,8 @@ common::SymmetricLayout symmetric_layout(const Topology& topology, const BufferS
   size_t token = std::max(symmetric_token(sizing.hidden, false, sizing.topk).bytes(),
                           symmetric_token(sizing.hidden, true, sizing.topk).bytes());
   layout.token_bytes = static_cast<uint32_t>(token);
-  layout.combine_row_bytes =
-      static_cast<uint32_t>(common::align_up(static_cast<size_t>(sizing.hidden) * 2, common::kSymmetricAlignment));
+  layout.combine_row_bytes = static_cast<uint32_t>(
+      common::align_up(static_cast<size_t>(sizing.hidden) * 2, common::kSymmetricAlignment));
   return layout;
 }
 

@@ -9,6 +9,7 @@ namespace switchyard::detail {
 common::SymmetricToken symmetric_token(int hidden, bool use_fp8, int topk);
 
 // The region's layout at `region_offset`; capacities from `sizing` (max_tokens 0: an empty layout).
-common::SymmetricLayout symmetric_layout(const Topology& topology, const BufferSizing& sizing, size_t region_offset);
+common::SymmetricLayout symmetric_layout(const Topology& topology, const BufferSizing& sizing,
+                                         size_t region_offset);
 
 }  // namespace switchyard::detail

@@ -24,11 +24,14 @@ std::shared_ptr<void> allocate_host_bytes(size_t bytes) {
 
 TensorView::TensorView(void* data_, DType dtype_, std::initializer_list<int64_t> dims, Device device_,
                        int device_index_)
-    : data(data_), dtype(dtype_), ndim(static_cast<int>(dims.size())), device(device_),
+    : data(data_),
+      dtype(dtype_),
+      ndim(static_cast<int>(dims.size())),
+      device(device_),
       device_index(device_index_) {
   if (dims.size() > static_cast<size_t>(kMaxTensorDims)) {
-    throw InvalidArgument("TensorView: expected at most " + std::to_string(kMaxTensorDims) + " dimensions, got " +
-                          std::to_string(dims.size()));
+    throw InvalidArgument("TensorView: expected at most " + std::to_string(kMaxTensorDims) +
+                          " dimensions, got " + std::to_string(dims.size()));
   }
   int i = 0;
   for (int64_t dim : dims) shape[i++] = dim;
@@ -69,7 +72,9 @@ Tensor Tensor::empty_like_shape(DType dtype, const std::array<int64_t, kMaxTenso
   tensor.view_.device = device;
   tensor.view_.device_index = device_index;
   for (int i = 0; i < ndim; ++i) {
-    if (shape[i] < 0) throw InvalidArgument("Tensor::empty: expected non-negative dimensions, got " + std::to_string(shape[i]));
+    if (shape[i] < 0)
+      throw InvalidArgument("Tensor::empty: expected non-negative dimensions, got " +
+                            std::to_string(shape[i]));
   }
   // NOTES: checked, since a product that wrapped would allocate a few bytes for a huge tensor.
   size_t bytes = dtype_size(dtype);
@@ -79,17 +84,21 @@ Tensor Tensor::empty_like_shape(DType dtype, const std::array<int64_t, kMaxTenso
                             std::to_string(shape[i]) + " that overflows them");
     }
   }
-  tensor.storage_ = device == Device::cpu ? allocate_host_bytes(bytes) : detail::allocate_cuda_bytes(bytes, device_index, stream);
+  tensor.storage_ = device == Device::cpu ? allocate_host_bytes(bytes)
+                                          : detail::allocate_cuda_bytes(bytes, device_index, stream);
   tensor.view_.data = tensor.storage_.get();
   return tensor;
 }
 
-Tensor Tensor::part_of(const Tensor& owner, size_t byte_offset, DType dtype, std::initializer_list<int64_t> dims) {
-  if (!owner.defined()) throw InvalidArgument("Tensor::part_of: owner: expected a defined tensor, got undefined");
+Tensor Tensor::part_of(const Tensor& owner, size_t byte_offset, DType dtype,
+                       std::initializer_list<int64_t> dims) {
+  if (!owner.defined())
+    throw InvalidArgument("Tensor::part_of: owner: expected a defined tensor, got undefined");
   TensorView view(nullptr, dtype, dims, owner.view_.device, owner.view_.device_index);
   for (int i = 0; i < view.ndim; ++i) {
     if (view.shape[i] < 0) {
-      throw InvalidArgument("Tensor::part_of: dims: expected non-negative dimensions, got " + std::to_string(view.shape[i]));
+      throw InvalidArgument("Tensor::part_of: dims: expected non-negative dimensions, got " +
+                            std::to_string(view.shape[i]));
     }
   }
   size_t bytes = dtype_size(dtype);
@@ -101,10 +110,12 @@ Tensor Tensor::part_of(const Tensor& owner, size_t byte_offset, DType dtype, std
     }
   }
   const size_t owner_bytes = owner.nbytes();
-  if (byte_offset % dtype_size(dtype) != 0 || byte_offset > owner_bytes || bytes > owner_bytes - byte_offset) {
-    throw InvalidArgument("Tensor::part_of: expected " + std::to_string(bytes) + " bytes of " + dtype_name(dtype) +
-                          " at a multiple of " + std::to_string(dtype_size(dtype)) + " within the owner's " +
-                          std::to_string(owner_bytes) + " bytes, got offset " + std::to_string(byte_offset));
+  if (byte_offset % dtype_size(dtype) != 0 || byte_offset > owner_bytes ||
+      bytes > owner_bytes - byte_offset) {
+    throw InvalidArgument("Tensor::part_of: expected " + std::to_string(bytes) + " bytes of " +
+                          dtype_name(dtype) + " at a multiple of " + std::to_string(dtype_size(dtype)) +
+                          " within the owner's " + std::to_string(owner_bytes) + " bytes, got offset " +
+                          std::to_string(byte_offset));
   }
   Tensor tensor;
   tensor.storage_ = owner.storage_;

@@ -5,7 +5,9 @@
 namespace switchyard::detail {
 
 namespace {
-std::string device_name(Device device) { return device == Device::cpu ? "cpu" : "cuda"; }
+std::string device_name(Device device) {
+  return device == Device::cpu ? "cpu" : "cuda";
+}
 }  // namespace
 
 void expect_tensor(const TensorView& tensor, const char* name, DType dtype, int ndim, Device device) {
@@ -14,7 +16,8 @@ void expect_tensor(const TensorView& tensor, const char* name, DType dtype, int 
                           std::to_string(ndim) + " dimensions, got none");
   }
   if (tensor.dtype != dtype) {
-    throw InvalidArgument(std::string(name) + ": expected dtype " + dtype_name(dtype) + ", got " + tensor.describe());
+    throw InvalidArgument(std::string(name) + ": expected dtype " + dtype_name(dtype) + ", got " +
+                          tensor.describe());
   }
   if (tensor.ndim != ndim) {
     throw InvalidArgument(std::string(name) + ": expected " + std::to_string(ndim) + " dimensions, got " +
@@ -22,7 +25,8 @@ void expect_tensor(const TensorView& tensor, const char* name, DType dtype, int 
   }
   for (int i = 0; i < ndim; ++i) {
     if (tensor.shape[i] < 0) {
-      throw InvalidArgument(std::string(name) + ": expected non-negative dimensions, got " + tensor.describe());
+      throw InvalidArgument(std::string(name) + ": expected non-negative dimensions, got " +
+                            tensor.describe());
     }
   }
   // NOTES: before anything calls numel(), whose int64 product such a shape would overflow.
@@ -38,18 +42,21 @@ void expect_tensor(const TensorView& tensor, const char* name, DType dtype, int 
                           tensor.describe());
   }
   if (tensor.data == nullptr && tensor.numel() > 0) {
-    throw InvalidArgument(std::string(name) + ": expected data for " + tensor.describe() + ", got a null pointer");
+    throw InvalidArgument(std::string(name) + ": expected data for " + tensor.describe() +
+                          ", got a null pointer");
   }
 }
 
-void expect_optional_tensor(const TensorView& tensor, const char* name, DType dtype, int ndim, Device device) {
+void expect_optional_tensor(const TensorView& tensor, const char* name, DType dtype, int ndim,
+                            Device device) {
   if (tensor.defined()) expect_tensor(tensor, name, dtype, ndim, device);
 }
 
 void expect_dim(const TensorView& tensor, const char* name, int dim, int64_t expected, const char* what) {
   if (tensor.shape[dim] != expected) {
-    throw InvalidArgument(std::string(name) + ": expected size " + std::to_string(expected) + " in dimension " +
-                          std::to_string(dim) + " (" + what + "), got " + tensor.describe());
+    throw InvalidArgument(std::string(name) + ": expected size " + std::to_string(expected) +
+                          " in dimension " + std::to_string(dim) + " (" + what + "), got " +
+                          tensor.describe());
   }
 }
 
@@ -65,9 +72,9 @@ void expect_expert_ids(const TensorView& topk_idx, int num_experts) {
   int64_t topk = topk_idx.shape[1];
   for (int64_t i = 0; i < count; ++i) {
     if (ids[i] < -1 || ids[i] >= num_experts) {
-      throw InvalidArgument("topk_idx: expected expert ids in [-1, " + std::to_string(num_experts) + "), got " +
-                            std::to_string(ids[i]) + " at token " + std::to_string(i / topk) + ", slot " +
-                            std::to_string(i % topk));
+      throw InvalidArgument("topk_idx: expected expert ids in [-1, " + std::to_string(num_experts) +
+                            "), got " + std::to_string(ids[i]) + " at token " + std::to_string(i / topk) +
+                            ", slot " + std::to_string(i % topk));
     }
   }
 }

@@ -52,8 +52,8 @@ enum class OnRankFailure { give_up, keep_waiting };
 
 // Spins until *word >= target (acquire). Returns false on timeout or, unless told to keep waiting,
 // when another wait of this rank already failed. A timeout is recorded (the rank's first failure wins).
-__device__ __forceinline__ bool wait_at_least(const KernelContext& context, const uint64_t* word, uint64_t target,
-                                              const WaitSite& site,
+__device__ __forceinline__ bool wait_at_least(const KernelContext& context, const uint64_t* word,
+                                              uint64_t target, const WaitSite& site,
                                               OnRankFailure on_failure = OnRankFailure::give_up) {
   uint64_t observed = common::ld_acquire_sys(word);
   if (observed >= target) return true;
@@ -66,7 +66,8 @@ __device__ __forceinline__ bool wait_at_least(const KernelContext& context, cons
       if (on_failure == OnRankFailure::give_up && rank_aborted(context)) return false;
       uint64_t waited = ptx::globaltimer_ns() - start;
       if (waited > context.timeout_ns) {
-        record_wait_failure(context, site, static_cast<int64_t>(target), static_cast<int64_t>(observed), waited);
+        record_wait_failure(context, site, static_cast<int64_t>(target), static_cast<int64_t>(observed),
+                            waited);
         return false;
       }
     }

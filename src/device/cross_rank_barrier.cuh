@@ -40,7 +40,9 @@ struct CrossRankSignals {
   __host__ __device__ static constexpr size_t bytes(int num_ranks) {
     return 2 * static_cast<size_t>(num_ranks) * sizeof(int32_t);
   }
-  __device__ __forceinline__ int32_t* word(int phase, int source) const { return words + phase * num_ranks + source; }
+  __device__ __forceinline__ int32_t* word(int phase, int source) const {
+    return words + phase * num_ranks + source;
+  }
 };
 
 struct CrossRankBarrier {
@@ -52,8 +54,8 @@ struct CrossRankBarrier {
 // Every thread of the grid calls this. Returns false (in every thread of the block) when the wait
 // timed out here (after `timeout_ns`) or any wait of this rank failed; the failure is in the error
 // block.
-__device__ __forceinline__ bool grid_sync(const GridBarrier& grid, const KernelContext& context, common::WaitRole role,
-                                          uint64_t timeout_ns) {
+__device__ __forceinline__ bool grid_sync(const GridBarrier& grid, const KernelContext& context,
+                                          common::WaitRole role, uint64_t timeout_ns) {
   int ok = 1;
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -75,7 +77,8 @@ __device__ __forceinline__ bool grid_sync(const GridBarrier& grid, const KernelC
         const uint64_t waited = ptx::globaltimer_ns() - start;
         if (waited > timeout_ns) {
           const WaitSite site{role, common::WaitTarget::grid_arrival, -1, -1};
-          record_wait_failure(context, site, static_cast<int64_t>(target), static_cast<int64_t>(observed), waited);
+          record_wait_failure(context, site, static_cast<int64_t>(target), static_cast<int64_t>(observed),
+                              waited);
           ok = 0;
           break;
         }
@@ -91,8 +94,9 @@ __device__ __forceinline__ bool grid_sync(const GridBarrier& grid, const KernelC
 
 // Spins (acquire, system scope) until `*word == expected`. `arrivals` is the barrier's index: on
 // timeout the record says the peer had arrived at `arrivals` barriers, not `arrivals + 1`.
-__device__ __forceinline__ bool wait_signal_equals(const KernelContext& context, const int32_t* word, int32_t expected,
-                                                   uint64_t arrivals, const WaitSite& site) {
+__device__ __forceinline__ bool wait_signal_equals(const KernelContext& context, const int32_t* word,
+                                                   int32_t expected, uint64_t arrivals,
+                                                   const WaitSite& site) {
   if (ptx::ld_acquire_sys_s32(word) == expected) return true;
   const uint64_t start = ptx::globaltimer_ns();
   for (uint32_t polls = 1;; ++polls) {
@@ -101,7 +105,8 @@ __device__ __forceinline__ bool wait_signal_equals(const KernelContext& context,
     if (rank_aborted(context)) return false;
     const uint64_t waited = ptx::globaltimer_ns() - start;
     if (waited > context.timeout_ns) {
-      record_wait_failure(context, site, static_cast<int64_t>(arrivals + 1), static_cast<int64_t>(arrivals), waited);
+      record_wait_failure(context, site, static_cast<int64_t>(arrivals + 1), static_cast<int64_t>(arrivals),
+                          waited);
       return false;
     }
   }
@@ -109,8 +114,8 @@ __device__ __forceinline__ bool wait_signal_equals(const KernelContext& context,
 
 // Every thread of the grid calls this, once per barrier, on every rank. `role` names the caller in
 // a timeout report.
-__device__ __forceinline__ bool cross_rank_barrier(const CrossRankBarrier& barrier, const KernelContext& context,
-                                                   common::WaitRole role) {
+__device__ __forceinline__ bool cross_rank_barrier(const CrossRankBarrier& barrier,
+                                                   const KernelContext& context, common::WaitRole role) {
   if (!grid_sync(barrier.grid, context, role, context.timeout_ns)) return false;
   if (blockIdx.x == 0) {
     __shared__ uint64_t index_of_barrier;
@@ -125,7 +130,8 @@ __device__ __forceinline__ bool cross_rank_barrier(const CrossRankBarrier& barri
       // NOTES: the grid sync made every block's writes visible to this thread; the system-scope
       // fence and release carry them (and our peers' workspaces written through map()) to the peer.
       ptx::fence_acq_rel_sys();
-      ptx::red_add_release_sys_s32(context.heap.map(signals.word(phase, context.rank), peer), negative ? -1 : 1);
+      ptx::red_add_release_sys_s32(context.heap.map(signals.word(phase, context.rank), peer),
+                                   negative ? -1 : 1);
     }
     bool arrived = true;
     for (int peer = threadIdx.x; peer < signals.num_ranks; peer += blockDim.x) {

@@ -23,7 +23,8 @@ __device__ __forceinline__ bool block_barrier_all_ranks(const KernelContext& con
   }
   for (int peer = threadIdx.x; peer < context.num_ranks; peer += blockDim.x) {
     WaitSite site{common::WaitRole::barrier, common::WaitTarget::peer_arrival, -1, peer};
-    arrived = wait_at_least(context, context.layout.barrier_word(context.heap.base, peer), epoch, site) && arrived;
+    arrived =
+        wait_at_least(context, context.layout.barrier_word(context.heap.base, peer), epoch, site) && arrived;
   }
   return __syncthreads_and(arrived) != 0;
 }
@@ -32,7 +33,8 @@ __device__ __forceinline__ bool block_barrier_all_ranks(const KernelContext& con
 __device__ __forceinline__ void reset_own_rings(const KernelContext& context) {
   const int num_rings = context.num_channels * context.num_ranks;
   for (int index = threadIdx.x; index < num_rings; index += blockDim.x) {
-    common::Ring ring = context.layout.ring(context.heap.base, index / context.num_ranks, index % context.num_ranks);
+    common::Ring ring =
+        context.layout.ring(context.heap.base, index / context.num_ranks, index % context.num_ranks);
     *ring.tail() = 0;
     *ring.head() = 0;
   }

@@ -16,7 +16,8 @@ __device__ __forceinline__ uint32_t smem_address(const void* pointer) {
 
 // ---- mbarrier (completion of TMA loads) ----
 __device__ __forceinline__ void mbarrier_init(uint64_t* barrier, uint32_t arrivals) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(barrier)), "r"(arrivals) : "memory");
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(barrier)), "r"(arrivals)
+               : "memory");
 }
 
 __device__ __forceinline__ void fence_mbarrier_init() {
@@ -24,7 +25,8 @@ __device__ __forceinline__ void fence_mbarrier_init() {
 }
 
 __device__ __forceinline__ void mbarrier_arrive_expect_tx(uint64_t* barrier, uint32_t bytes) {
-  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(barrier)), "r"(bytes)
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(smem_address(barrier)),
+               "r"(bytes)
                : "memory");
 }
 
@@ -50,13 +52,16 @@ __device__ __forceinline__ void tma_load_1d(void* smem_destination, const void* 
 }
 
 // shared -> global, tracked by the bulk async-group of the issuing thread.
-__device__ __forceinline__ void tma_store_1d(void* global_destination, const void* smem_source, uint32_t bytes) {
+__device__ __forceinline__ void tma_store_1d(void* global_destination, const void* smem_source,
+                                             uint32_t bytes) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" ::"l"(global_destination),
                "r"(smem_address(smem_source)), "r"(bytes)
                : "memory");
 }
 
-__device__ __forceinline__ void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+__device__ __forceinline__ void tma_store_commit() {
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
 
 // Waits until the stores issued so far have finished reading shared memory (it may be reused).
 __device__ __forceinline__ void tma_store_wait_read() {
@@ -64,7 +69,9 @@ __device__ __forceinline__ void tma_store_wait_read() {
 }
 
 // Waits until the stores issued so far are complete (visible in global memory).
-__device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+__device__ __forceinline__ void tma_store_wait_all() {
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+}
 
 // Waits until all but the most recent bulk async-group have finished reading shared memory.
 __device__ __forceinline__ void tma_store_wait_read_all_but_one() {
@@ -94,11 +101,17 @@ __device__ __forceinline__ int4 ld_nc_v4(const int4* pointer) {
 }
 
 // Ring slots written by a peer: volatile-free plain loads are fine after an acquire of the tail.
-__device__ __forceinline__ int4 ld_v4(const int4* pointer) { return *pointer; }
+__device__ __forceinline__ int4 ld_v4(const int4* pointer) {
+  return *pointer;
+}
 
-__device__ __forceinline__ void st_v4(int4* pointer, int4 value) { *pointer = value; }
+__device__ __forceinline__ void st_v4(int4* pointer, int4 value) {
+  *pointer = value;
+}
 
-__device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
+__device__ __forceinline__ void fence_acq_rel_sys() {
+  asm volatile("fence.acq_rel.sys;" ::: "memory");
+}
 
 // ---- the symmetric engine's: signal words, counters, mbarriers and hinted TMA ----
 
@@ -115,7 +128,10 @@ __device__ __forceinline__ void red_add_release_sys_s32(int32_t* address, int32_
 
 __device__ __forceinline__ uint64_t atom_add_release_gpu_u64(uint64_t* address, uint64_t value) {
   uint64_t old;
-  asm volatile("atom.release.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(address), "l"(value) : "memory");
+  asm volatile("atom.release.gpu.global.add.u64 %0, [%1], %2;"
+               : "=l"(old)
+               : "l"(address), "l"(value)
+               : "memory");
   return old;
 }
 
@@ -123,7 +139,10 @@ __device__ __forceinline__ uint64_t atom_add_release_gpu_u64(uint64_t* address, 
 // block, acquires every other block's.
 __device__ __forceinline__ uint64_t atom_add_acq_rel_gpu_u64(uint64_t* address, uint64_t value) {
   uint64_t old;
-  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;" : "=l"(old) : "l"(address), "l"(value) : "memory");
+  asm volatile("atom.acq_rel.gpu.global.add.u64 %0, [%1], %2;"
+               : "=l"(old)
+               : "l"(address), "l"(value)
+               : "memory");
   return old;
 }
 
@@ -156,8 +175,8 @@ __device__ __forceinline__ uint64_t create_policy_evict_first() {
 }
 
 // tma_store_1d with an L2 cache policy (create_policy_evict_first).
-__device__ __forceinline__ void tma_store_1d_hinted(void* global_destination, const void* smem_source, uint32_t bytes,
-                                                    uint64_t policy) {
+__device__ __forceinline__ void tma_store_1d_hinted(void* global_destination, const void* smem_source,
+                                                    uint32_t bytes, uint64_t policy) {
   asm volatile("cp.async.bulk.global.shared::cta.bulk_group.L2::cache_hint [%0], [%1], %2, %3;" ::"l"(
                    global_destination),
                "r"(smem_address(smem_source)), "r"(bytes), "l"(policy)

@@ -29,7 +29,9 @@ __device__ __forceinline__ WarpGroup warp_group_of_this_warp(int warps_per_group
   return WarpGroup{warp / warps_per_group, warp % warps_per_group, warps_per_group};
 }
 
-__device__ __forceinline__ int lane_id() { return static_cast<int>(threadIdx.x % 32); }
+__device__ __forceinline__ int lane_id() {
+  return static_cast<int>(threadIdx.x % 32);
+}
 
 // A warp copies `bytes` (a multiple of 16, both sides 16-byte aligned) with 16-byte accesses,
 // several loads in flight per lane before the stores. `kReadOnly` inputs use the non-coherent path.

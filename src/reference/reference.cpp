@@ -25,12 +25,12 @@ std::string at_rank(const char* name, size_t rank) {
 
 void expect_host_tensor(const TensorView& tensor, const std::string& name, DType dtype, int ndim) {
   if (!tensor.defined()) {
-    throw InvalidArgument(name + ": expected a " + dtype_name(dtype) + " tensor with " + std::to_string(ndim) +
-                          " dimensions, got none");
+    throw InvalidArgument(name + ": expected a " + dtype_name(dtype) + " tensor with " +
+                          std::to_string(ndim) + " dimensions, got none");
   }
   if (tensor.dtype != dtype || tensor.ndim != ndim || tensor.device != Device::cpu) {
-    throw InvalidArgument(name + ": expected a host " + dtype_name(dtype) + " tensor with " + std::to_string(ndim) +
-                          " dimensions, got " + tensor.describe());
+    throw InvalidArgument(name + ": expected a host " + dtype_name(dtype) + " tensor with " +
+                          std::to_string(ndim) + " dimensions, got " + tensor.describe());
   }
   for (int dim = 0; dim < ndim; ++dim) {
     if (tensor.shape[dim] < 0) {
@@ -42,7 +42,8 @@ void expect_host_tensor(const TensorView& tensor, const std::string& name, DType
   }
 }
 
-void expect_size(const TensorView& tensor, const std::string& name, int dim, int64_t expected, const char* what) {
+void expect_size(const TensorView& tensor, const std::string& name, int dim, int64_t expected,
+                 const char* what) {
   if (tensor.shape[dim] != expected) {
     throw InvalidArgument(name + ": expected size " + std::to_string(expected) + " in dimension " +
                           std::to_string(dim) + " (" + what + "), got " + tensor.describe());
@@ -52,9 +53,10 @@ void expect_size(const TensorView& tensor, const std::string& name, int dim, int
 void expect_topology(const Topology& topology) {
   if (topology.num_ranks < 1 || topology.ranks_per_node < 1 || topology.ranks_per_node > topology.num_ranks ||
       topology.num_ranks % topology.ranks_per_node != 0) {
-    throw InvalidArgument("topology: expected num_ranks >= 1 and ranks_per_node a divisor of num_ranks, got " +
-                          std::to_string(topology.num_ranks) + " ranks, " + std::to_string(topology.ranks_per_node) +
-                          " per node");
+    throw InvalidArgument(
+        "topology: expected num_ranks >= 1 and ranks_per_node a divisor of num_ranks, got " +
+        std::to_string(topology.num_ranks) + " ranks, " + std::to_string(topology.ranks_per_node) +
+        " per node");
   }
 }
 
@@ -70,9 +72,9 @@ void expect_expert_ids(const TensorView& topk_idx, const std::string& name, int 
   const int64_t topk = topk_idx.shape[1];
   for (int64_t i = 0; i < topk_idx.numel(); ++i) {
     if (ids[i] < -1 || ids[i] >= num_experts) {
-      throw InvalidArgument(name + ": expected expert ids in [-1, " + std::to_string(num_experts) + "), got " +
-                            std::to_string(ids[i]) + " at token " + std::to_string(i / topk) + ", slot " +
-                            std::to_string(i % topk));
+      throw InvalidArgument(name + ": expected expert ids in [-1, " + std::to_string(num_experts) +
+                            "), got " + std::to_string(ids[i]) + " at token " + std::to_string(i / topk) +
+                            ", slot " + std::to_string(i % topk));
     }
   }
 }
@@ -84,7 +86,9 @@ struct Placement {
   int64_t local_of(int64_t expert) const { return expert % experts_per_rank; }
 };
 
-int64_t align_up(int64_t value, int64_t alignment) { return (value + alignment - 1) / alignment * alignment; }
+int64_t align_up(int64_t value, int64_t alignment) {
+  return (value + alignment - 1) / alignment * alignment;
+}
 
 }  // namespace
 
@@ -117,8 +121,10 @@ Layout layout(const TensorView& topk_idx, int num_experts, const Topology& topol
       result.is_token_in_rank[token * num_ranks + rank] = 1;
       in_node[topology.node_of(rank)] = true;
     }
-    for (int rank = 0; rank < num_ranks; ++rank) result.num_tokens_per_rank[rank] += result.is_token_in_rank[token * num_ranks + rank];
-    for (int node = 0; node < topology.num_nodes(); ++node) result.num_tokens_per_node[node] += in_node[node] ? 1 : 0;
+    for (int rank = 0; rank < num_ranks; ++rank)
+      result.num_tokens_per_rank[rank] += result.is_token_in_rank[token * num_ranks + rank];
+    for (int node = 0; node < topology.num_nodes(); ++node)
+      result.num_tokens_per_node[node] += in_node[node] ? 1 : 0;
   }
   return result;
 }
@@ -219,9 +225,11 @@ std::vector<NormalDispatchOutput> normal_dispatch(const std::vector<RankInputs>&
     for (int64_t row = 0; row < num_recv; ++row) {
       const RankInputs& in = inputs[out.recv_src_rank[row]];
       const int64_t token = out.recv_src_token[row];
-      std::memcpy(out.recv_x.as<uint8_t>() + row * row_bytes, in.x.as<const uint8_t>() + token * row_bytes, row_bytes);
+      std::memcpy(out.recv_x.as<uint8_t>() + row * row_bytes, in.x.as<const uint8_t>() + token * row_bytes,
+                  row_bytes);
       for (int64_t s = 0; s < num_scales; ++s) {
-        out.recv_x_scales.as<float>()[row * num_scales + s] = in.x_scales.as<const float>()[token * num_scales + s];
+        out.recv_x_scales.as<float>()[row * num_scales + s] =
+            in.x_scales.as<const float>()[token * num_scales + s];
       }
       for (int64_t slot = 0; slot < topk; ++slot) {
         const int64_t expert = in.topk_idx.as<const int64_t>()[token * topk + slot];
@@ -260,15 +268,15 @@ std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& y
                           std::to_string(dispatched.size()));
   }
   if (num_tokens_per_source.size() != expected_count) {
-    throw InvalidArgument("num_tokens_per_source: expected one per rank (" + std::to_string(num_ranks) + "), got " +
-                          std::to_string(num_tokens_per_source.size()));
+    throw InvalidArgument("num_tokens_per_source: expected one per rank (" + std::to_string(num_ranks) +
+                          "), got " + std::to_string(num_tokens_per_source.size()));
   }
   // Weights: none at all (an empty vector or all undefined), or one f32 [M_d, K] per rank.
   bool has_weights = false;
   if (!weights.empty()) {
     if (weights.size() != expected_count) {
-      throw InvalidArgument("weights: expected none or one per rank (" + std::to_string(num_ranks) + "), got " +
-                            std::to_string(weights.size()));
+      throw InvalidArgument("weights: expected none or one per rank (" + std::to_string(num_ranks) +
+                            "), got " + std::to_string(weights.size()));
     }
     has_weights = weights[0].defined();
   }
@@ -278,8 +286,10 @@ std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& y
   for (int rank = 0; rank < num_ranks; ++rank) {
     const int64_t num_recv = static_cast<int64_t>(dispatched[rank].recv_src_rank.size());
     if (dispatched[rank].recv_src_token.size() != dispatched[rank].recv_src_rank.size()) {
-      throw InvalidArgument(at_rank("dispatched", rank) + ": expected recv_src_token and recv_src_rank of equal "
-                            "length, got " + std::to_string(dispatched[rank].recv_src_token.size()) + " and " +
+      throw InvalidArgument(at_rank("dispatched", rank) +
+                            ": expected recv_src_token and recv_src_rank of equal "
+                            "length, got " +
+                            std::to_string(dispatched[rank].recv_src_token.size()) + " and " +
                             std::to_string(num_recv));
     }
     const std::string y_name = at_rank("ys", rank);
@@ -323,7 +333,8 @@ std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& y
     int64_t row;
   };
   std::vector<std::vector<std::vector<Contribution>>> contributions(num_ranks);
-  for (int source = 0; source < num_ranks; ++source) contributions[source].resize(num_tokens_per_source[source]);
+  for (int source = 0; source < num_ranks; ++source)
+    contributions[source].resize(num_tokens_per_source[source]);
   for (int rank = 0; rank < num_ranks; ++rank) {
     for (size_t row = 0; row < dispatched[rank].recv_src_rank.size(); ++row) {
       contributions[dispatched[rank].recv_src_rank[row]][dispatched[rank].recv_src_token[row]].push_back(
@@ -434,14 +445,16 @@ std::pair<int64_t, int64_t> expect_low_latency_inputs(const std::vector<RankInpu
 int64_t rows_per_expert_of(const Topology& topology, int64_t max_tokens_per_rank, int64_t expert_capacity) {
   const int64_t all_rows = topology.num_ranks * max_tokens_per_rank;
   if (expert_capacity < 0 || expert_capacity > all_rows) {
-    throw InvalidArgument("expert_capacity: expected 0 (num_ranks * max_tokens_per_rank = " + std::to_string(all_rows) +
-                          ") or 1.." + std::to_string(all_rows) + ", got " + std::to_string(expert_capacity));
+    throw InvalidArgument(
+        "expert_capacity: expected 0 (num_ranks * max_tokens_per_rank = " + std::to_string(all_rows) +
+        ") or 1.." + std::to_string(all_rows) + ", got " + std::to_string(expert_capacity));
   }
   return expert_capacity == 0 ? all_rows : expert_capacity;
 }
 
 // rows[s][e]: how many (token, slot) pairs of source s name expert e.
-std::vector<std::vector<int64_t>> rows_per_source_and_expert(const std::vector<RankInputs>& inputs, int num_experts) {
+std::vector<std::vector<int64_t>> rows_per_source_and_expert(const std::vector<RankInputs>& inputs,
+                                                             int num_experts) {
   std::vector<std::vector<int64_t>> rows(inputs.size(), std::vector<int64_t>(num_experts, 0));
   for (size_t source = 0; source < inputs.size(); ++source) {
     const int64_t* ids = inputs[source].topk_idx.as<const int64_t>();
@@ -454,14 +467,17 @@ std::vector<std::vector<int64_t>> rows_per_source_and_expert(const std::vector<R
 
 }  // namespace
 
-std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<RankInputs>& inputs, int num_experts,
-                                                           const Topology& topology, int64_t max_tokens_per_rank,
-                                                           const LowLatencyOptions& options, int64_t expert_capacity) {
+std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<RankInputs>& inputs,
+                                                           int num_experts, const Topology& topology,
+                                                           int64_t max_tokens_per_rank,
+                                                           const LowLatencyOptions& options,
+                                                           int64_t expert_capacity) {
   const auto [hidden, topk] =
       expect_low_latency_inputs(inputs, num_experts, topology, max_tokens_per_rank, true, false);
   const int64_t rows_per_expert = rows_per_expert_of(topology, max_tokens_per_rank, expert_capacity);
   if (options.use_fp8 && hidden % kScaleBlock != 0) {
-    throw InvalidArgument("inputs[0].x: expected hidden a multiple of 128 with use_fp8, got " + inputs[0].x.describe());
+    throw InvalidArgument("inputs[0].x: expected hidden a multiple of 128 with use_fp8, got " +
+                          inputs[0].x.describe());
   }
   if ((options.round_scale || options.use_ue8m0) && !options.use_fp8) {
     throw InvalidArgument("options: expected use_fp8 with round_scale or use_ue8m0");
@@ -470,15 +486,17 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
   const int num_ranks = topology.num_ranks;
   const int local_experts = num_experts / num_ranks;
   const int64_t num_scales = options.use_fp8 ? hidden / kScaleBlock : 0;
-  const int64_t scale_columns = options.use_ue8m0 ? common::ue8m0_words(static_cast<int>(num_scales)) : num_scales;
+  const int64_t scale_columns =
+      options.use_ue8m0 ? common::ue8m0_words(static_cast<int>(num_scales)) : num_scales;
   const size_t row_bytes = static_cast<size_t>(hidden) * (options.use_fp8 ? 1 : 2);
   const auto rows = rows_per_source_and_expert(inputs, num_experts);
   for (int source = 0; source < num_ranks; ++source) {
     for (int expert = 0; expert < num_experts; ++expert) {
       if (rows[source][expert] > max_tokens_per_rank) {
-        throw InvalidArgument(at_rank("inputs", source) + ".topk_idx: expected at most max_tokens_per_rank (" +
-                              std::to_string(max_tokens_per_rank) + ") rows for expert " + std::to_string(expert) +
-                              ", got " + std::to_string(rows[source][expert]));
+        throw InvalidArgument(at_rank("inputs", source) +
+                              ".topk_idx: expected at most max_tokens_per_rank (" +
+                              std::to_string(max_tokens_per_rank) + ") rows for expert " +
+                              std::to_string(expert) + ", got " + std::to_string(rows[source][expert]));
       }
     }
   }
@@ -488,7 +506,8 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
   std::vector<float> scales(num_scales);
   for (int dest = 0; dest < num_ranks; ++dest) {
     LowLatencyDispatchOutput& out = outputs[dest];
-    out.recv_x = Tensor::empty(options.use_fp8 ? DType::fp8_e4m3 : DType::bf16, {local_experts, rows_per_expert, hidden});
+    out.recv_x = Tensor::empty(options.use_fp8 ? DType::fp8_e4m3 : DType::bf16,
+                               {local_experts, rows_per_expert, hidden});
     std::memset(out.recv_x.data(), 0, out.recv_x.nbytes());
     if (options.use_fp8) {
       out.recv_x_scales = Tensor::empty(options.use_ue8m0 ? DType::i32 : DType::f32,
@@ -521,14 +540,16 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
               for (int64_t block = 0; block < num_scales; ++block) {
                 const uint16_t* values = x_row + block * kScaleBlock;
                 scales[block] = common::fp8_block_scale(common::block_amax(values, kScaleBlock), round_scale);
-                common::cast_block_to_fp8(values, kScaleBlock, scales[block], fp8_row.data() + block * kScaleBlock);
+                common::cast_block_to_fp8(values, kScaleBlock, scales[block],
+                                          fp8_row.data() + block * kScaleBlock);
               }
               std::memcpy(out.recv_x.as<uint8_t>() + at * row_bytes, fp8_row.data(), row_bytes);
               if (options.use_ue8m0) {
                 common::pack_ue8m0(scales.data(), static_cast<int>(num_scales),
                                    out.recv_x_scales.as<int32_t>() + at * scale_columns);
               } else {
-                std::memcpy(out.recv_x_scales.as<float>() + at * num_scales, scales.data(), num_scales * sizeof(float));
+                std::memcpy(out.recv_x_scales.as<float>() + at * num_scales, scales.data(),
+                            num_scales * sizeof(float));
               }
             } else {
               std::memcpy(out.recv_x.as<uint8_t>() + at * row_bytes, x_row, row_bytes);
@@ -538,7 +559,8 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
           }
         }
         out.layout_range.as<int32_t>()[(local * num_ranks + source) * 2] = static_cast<int32_t>(begin);
-        out.layout_range.as<int32_t>()[(local * num_ranks + source) * 2 + 1] = static_cast<int32_t>(row - begin);
+        out.layout_range.as<int32_t>()[(local * num_ranks + source) * 2 + 1] =
+            static_cast<int32_t>(row - begin);
       }
       out.recv_count.as<int32_t>()[local] = static_cast<int32_t>(row);
     }
@@ -546,8 +568,9 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
   return outputs;
 }
 
-std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys, const std::vector<RankInputs>& inputs,
-                                        int num_experts, const Topology& topology, int64_t max_tokens_per_rank,
+std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
+                                        const std::vector<RankInputs>& inputs, int num_experts,
+                                        const Topology& topology, int64_t max_tokens_per_rank,
                                         int64_t expert_capacity) {
   const int64_t topk =
       expect_low_latency_inputs(inputs, num_experts, topology, max_tokens_per_rank, false, true).second;
@@ -563,7 +586,8 @@ std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys, const
     const std::string name = at_rank("ys", rank);
     expect_host_tensor(ys[rank], name, DType::bf16, 3);
     expect_size(ys[rank], name, 0, local_experts, "local experts");
-    expect_size(ys[rank], name, 1, rows_per_expert, "expert_capacity (num_ranks * max_tokens_per_rank when 0)");
+    expect_size(ys[rank], name, 1, rows_per_expert,
+                "expert_capacity (num_ranks * max_tokens_per_rank when 0)");
     if (hidden < 0) hidden = ys[rank].shape[2];
     expect_size(ys[rank], name, 2, hidden, "hidden of ys[0]");
   }

@@ -26,7 +26,8 @@ LoopbackOptions LoopbackOptions::from_environment(int rank) {
   LoopbackOptions options;
   options.max_delay_us = static_cast<uint32_t>(env_integer("SWITCHYARD_LOOPBACK_DELAY_US", 0));
   // NOTES: a different stream per rank, still reproducible from one seed.
-  options.seed = env_integer("SWITCHYARD_LOOPBACK_SEED", 0x5eed) * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(rank);
+  options.seed =
+      env_integer("SWITCHYARD_LOOPBACK_SEED", 0x5eed) * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(rank);
   return options;
 }
 
@@ -144,7 +145,8 @@ void LoopbackTransport::worker() {
 bool LoopbackTransport::flush(double timeout_seconds) {
   if (!thread_.joinable()) return true;
   std::unique_lock<std::mutex> lock(mutex_);
-  auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds));
+  auto deadline = Clock::now() +
+                  std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_seconds));
   return changed_.wait_until(lock, deadline, [&] { return pending_ == 0; });
 }
 

@@ -11,6 +11,8 @@
 //
 // SWITCHYARD_LOOPBACK_DELAY_US=<max microseconds> turns the delays on for every loopback transport
 // created afterwards (0 or unset: off); SWITCHYARD_LOOPBACK_SEED=<integer> picks their seed.
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -18,8 +20,6 @@
 #include <random>
 #include <thread>
 #include <vector>
-#include <atomic>
-#include <chrono>
 
 #include "common/sym_heap.hpp"
 #include "transport/transport.hpp"

@@ -25,7 +25,8 @@ class Transport {
   // operations to `peer` (see above).
   virtual void signal(int peer, size_t signal_offset, uint64_t value) = 0;
   // A put followed by a signal that lands after it.
-  void put_signal(int peer, size_t offset, const void* source, size_t bytes, size_t signal_offset, uint64_t value) {
+  void put_signal(int peer, size_t offset, const void* source, size_t bytes, size_t signal_offset,
+                  uint64_t value) {
     put(peer, offset, source, bytes);
     signal(peer, signal_offset, value);
   }

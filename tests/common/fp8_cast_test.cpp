@@ -9,7 +9,9 @@
 namespace switchyard::common {
 namespace {
 
-std::vector<uint16_t> bf16_block(float fill) { return std::vector<uint16_t>(kFp8CastBlock, float_to_bf16(fill)); }
+std::vector<uint16_t> bf16_block(float fill) {
+  return std::vector<uint16_t>(kFp8CastBlock, float_to_bf16(fill));
+}
 
 TEST(Fp8Cast, ScaleIsAmaxOver448WithAFloor) {
   EXPECT_EQ(fp8_block_scale(448.0f, false), 1.0f);
@@ -20,7 +22,7 @@ TEST(Fp8Cast, ScaleIsAmaxOver448WithAFloor) {
 }
 
 TEST(Fp8Cast, RoundScaleRoundsUpToAPowerOfTwo) {
-  EXPECT_EQ(round_scale_up_to_power_of_two(1.0f), 1.0f);     // already a power of two
+  EXPECT_EQ(round_scale_up_to_power_of_two(1.0f), 1.0f);  // already a power of two
   EXPECT_EQ(round_scale_up_to_power_of_two(0.25f), 0.25f);
   EXPECT_EQ(round_scale_up_to_power_of_two(1.5f), 2.0f);
   EXPECT_EQ(round_scale_up_to_power_of_two(0.3f), 0.5f);

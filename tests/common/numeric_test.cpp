@@ -10,8 +10,12 @@
 namespace switchyard::common {
 namespace {
 
-float from_bits(uint32_t bits) { return bits_to_float(bits); }
-bool is_bf16_nan(uint16_t bits) { return (bits & 0x7f80u) == 0x7f80u && (bits & 0x007fu) != 0; }
+float from_bits(uint32_t bits) {
+  return bits_to_float(bits);
+}
+bool is_bf16_nan(uint16_t bits) {
+  return (bits & 0x7f80u) == 0x7f80u && (bits & 0x007fu) != 0;
+}
 
 // An independent bf16 rounding: the two neighbours by truncation, the nearer one in double, ties to
 // the even one. Finite inputs whose rounding stays finite.
@@ -60,10 +64,10 @@ TEST(Bf16, KeepsNaNAsQuietNaN) {
 TEST(Bf16, RoundsSubnormalsWithTiesToEven) {
   // The smallest bf16 subnormal is 2^-133 (0x0001).
   EXPECT_EQ(float_to_bf16(std::ldexp(1.0f, -133)), 0x0001);
-  EXPECT_EQ(float_to_bf16(std::ldexp(1.0f, -134)), 0x0000);         // tie between 0 and 1: even
-  EXPECT_EQ(float_to_bf16(std::ldexp(3.0f, -134)), 0x0002);         // tie between 1 and 2: even
-  EXPECT_EQ(float_to_bf16(std::ldexp(5.0f, -135)), 0x0001);         // 1.25 units: down
-  EXPECT_EQ(float_to_bf16(from_bits(0x007FFFFF)), 0x0080);          // largest subnormal rounds to 2^-126
+  EXPECT_EQ(float_to_bf16(std::ldexp(1.0f, -134)), 0x0000);  // tie between 0 and 1: even
+  EXPECT_EQ(float_to_bf16(std::ldexp(3.0f, -134)), 0x0002);  // tie between 1 and 2: even
+  EXPECT_EQ(float_to_bf16(std::ldexp(5.0f, -135)), 0x0001);  // 1.25 units: down
+  EXPECT_EQ(float_to_bf16(from_bits(0x007FFFFF)), 0x0080);   // largest subnormal rounds to 2^-126
   EXPECT_EQ(bf16_to_float(0x0001), std::ldexp(1.0f, -133));
 }
 
@@ -83,9 +87,10 @@ TEST(Bf16, MatchesRoundingByDefinitionOnRandomFloats) {
   std::mt19937_64 rng(0xbf16);
   for (int i = 0; i < 200000; ++i) {
     uint32_t bits = static_cast<uint32_t>(rng());
-    if ((bits & 0x7F800000u) == 0x7F800000u) continue;              // inf / NaN: tested above
-    if ((bits & 0x7FFFFFFFu) >= 0x7F7F8000u) continue;              // rounds to infinity: tested above
-    ASSERT_EQ(float_to_bf16(from_bits(bits)), bf16_by_definition(from_bits(bits))) << "bits 0x" << std::hex << bits;
+    if ((bits & 0x7F800000u) == 0x7F800000u) continue;  // inf / NaN: tested above
+    if ((bits & 0x7FFFFFFFu) >= 0x7F7F8000u) continue;  // rounds to infinity: tested above
+    ASSERT_EQ(float_to_bf16(from_bits(bits)), bf16_by_definition(from_bits(bits)))
+        << "bits 0x" << std::hex << bits;
   }
 }
 
@@ -122,19 +127,19 @@ TEST(Fp8E4m3, MapsNaNToNaN) {
 }
 
 TEST(Fp8E4m3, RoundsToNearestWithTiesToEven) {
-  EXPECT_EQ(float_to_fp8_e4m3(1.0f + 1.0f / 16), 0x38);   // halfway between 1 and 1.125: even
-  EXPECT_EQ(float_to_fp8_e4m3(1.0f + 3.0f / 16), 0x3A);   // halfway between 1.125 and 1.25: even
-  EXPECT_EQ(float_to_fp8_e4m3(1.0f + 1.0f / 15), 0x39);   // just above the tie
+  EXPECT_EQ(float_to_fp8_e4m3(1.0f + 1.0f / 16), 0x38);  // halfway between 1 and 1.125: even
+  EXPECT_EQ(float_to_fp8_e4m3(1.0f + 3.0f / 16), 0x3A);  // halfway between 1.125 and 1.25: even
+  EXPECT_EQ(float_to_fp8_e4m3(1.0f + 1.0f / 15), 0x39);  // just above the tie
   EXPECT_EQ(float_to_fp8_e4m3(-(1.0f + 3.0f / 16)), 0xBA);
-  EXPECT_EQ(float_to_fp8_e4m3(400.0f), 0x7C);              // halfway between 384 (even) and 416
-  EXPECT_EQ(float_to_fp8_e4m3(432.0f), 0x7E);              // halfway between 416 and 448 (even)
+  EXPECT_EQ(float_to_fp8_e4m3(400.0f), 0x7C);  // halfway between 384 (even) and 416
+  EXPECT_EQ(float_to_fp8_e4m3(432.0f), 0x7E);  // halfway between 416 and 448 (even)
 }
 
 TEST(Fp8E4m3, RoundsSubnormalsWithTiesToEven) {
-  EXPECT_EQ(float_to_fp8_e4m3(std::ldexp(1.0f, -10)), 0x00);  // half the smallest subnormal: even
-  EXPECT_EQ(float_to_fp8_e4m3(std::ldexp(3.0f, -10)), 0x02);  // 1.5 units: even
-  EXPECT_EQ(float_to_fp8_e4m3(std::ldexp(5.0f, -10)), 0x02);  // 2.5 units: even
-  EXPECT_EQ(float_to_fp8_e4m3(std::ldexp(15.0f, -10)), 0x08); // 7.5 units: up into the smallest normal
+  EXPECT_EQ(float_to_fp8_e4m3(std::ldexp(1.0f, -10)), 0x00);   // half the smallest subnormal: even
+  EXPECT_EQ(float_to_fp8_e4m3(std::ldexp(3.0f, -10)), 0x02);   // 1.5 units: even
+  EXPECT_EQ(float_to_fp8_e4m3(std::ldexp(5.0f, -10)), 0x02);   // 2.5 units: even
+  EXPECT_EQ(float_to_fp8_e4m3(std::ldexp(15.0f, -10)), 0x08);  // 7.5 units: up into the smallest normal
   EXPECT_EQ(float_to_fp8_e4m3(std::ldexp(1.0f, -20)), 0x00);
   EXPECT_EQ(float_to_fp8_e4m3(-std::ldexp(1.0f, -9)), 0x81);
   EXPECT_EQ(float_to_bits(fp8_e4m3_to_float(float_to_fp8_e4m3(-0.0f))), 0x80000000u);
@@ -143,7 +148,8 @@ TEST(Fp8E4m3, RoundsSubnormalsWithTiesToEven) {
 TEST(Fp8E4m3, EveryNonNaNCodeRoundTripsExactly) {
   for (int code = 0; code < 256; ++code) {
     if ((code & 0x7F) == 0x7F) continue;
-    EXPECT_EQ(float_to_fp8_e4m3(fp8_e4m3_to_float(static_cast<uint8_t>(code))), code) << "code 0x" << std::hex << code;
+    EXPECT_EQ(float_to_fp8_e4m3(fp8_e4m3_to_float(static_cast<uint8_t>(code))), code)
+        << "code 0x" << std::hex << code;
   }
 }
 
@@ -151,8 +157,9 @@ TEST(Fp8E4m3, PicksTheNearestCodeForRandomFloats) {
   std::mt19937_64 rng(0xf8);
   for (int i = 0; i < 20000; ++i) {
     // Magnitudes from 2^-12 to 2^9 (past the saturation point).
-    const float value = std::ldexp(static_cast<float>(rng() % (1u << 24)) / (1u << 24), static_cast<int>(rng() % 22) - 11) *
-                        ((rng() & 1) ? -1.0f : 1.0f);
+    const float value =
+        std::ldexp(static_cast<float>(rng() % (1u << 24)) / (1u << 24), static_cast<int>(rng() % 22) - 11) *
+        ((rng() & 1) ? -1.0f : 1.0f);
     const uint8_t code = float_to_fp8_e4m3(value);
     const float decoded = fp8_e4m3_to_float(code);
     ASSERT_FALSE(std::isnan(decoded)) << value;
@@ -164,7 +171,8 @@ TEST(Fp8E4m3, PicksTheNearestCodeForRandomFloats) {
     for (int other = 0; other < 256; ++other) {
       if ((other & 0x7F) == 0x7F) continue;
       const float candidate = fp8_e4m3_to_float(static_cast<uint8_t>(other));
-      ASSERT_LE(std::fabs(static_cast<double>(decoded) - value), std::fabs(static_cast<double>(candidate) - value))
+      ASSERT_LE(std::fabs(static_cast<double>(decoded) - value),
+                std::fabs(static_cast<double>(candidate) - value))
           << "value " << value << " coded 0x" << std::hex << int(code) << " but 0x" << other << " is nearer";
     }
   }

@@ -1,4 +1,6 @@
 // Tensor::part_of: parts of one allocation share it, and a part outside it is refused by name.
+#include "switchyard/tensor.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -6,7 +8,6 @@
 #include <string>
 
 #include "switchyard/errors.hpp"
-#include "switchyard/tensor.hpp"
 
 namespace switchyard {
 namespace {
@@ -47,7 +48,8 @@ void expect_refused(const std::function<void()>& call, const std::string& fragme
 
 TEST(TensorPartOf, APartOutsideTheOwnerOrMisalignedIsRefused) {
   const Tensor owner = Tensor::empty(DType::i32, {10});
-  expect_refused([&] { Tensor::part_of(owner, 8 * sizeof(int32_t), DType::i32, {3}); }, "within the owner's 40 bytes");
+  expect_refused([&] { Tensor::part_of(owner, 8 * sizeof(int32_t), DType::i32, {3}); },
+                 "within the owner's 40 bytes");
   expect_refused([&] { Tensor::part_of(owner, 44, DType::i32, {0}); }, "got offset 44");
   expect_refused([&] { Tensor::part_of(owner, 2, DType::i32, {1}); }, "at a multiple of 4");
   expect_refused([&] { Tensor::part_of(owner, 0, DType::i32, {-1}); }, "dims: expected non-negative");

@@ -1,6 +1,8 @@
 // Bad input is refused on the host with an InvalidArgument that names the argument, before anything
 // is written; a missing peer ends in a TimeoutError that names the rank and the role (DESIGN.md,
 // Errors and timeouts).
+#include "switchyard/errors.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include "support/normal_round_trip.hpp"
 #include "support/refusal.hpp"
 #include "switchyard/buffer.hpp"
-#include "switchyard/errors.hpp"
 #include "switchyard/group.hpp"
 #include "workload/workload.hpp"
 
@@ -28,7 +29,9 @@ constexpr double kShortTimeoutSeconds = 1.0;
 // A timeout of 1 s must surface well within this, even on a loaded 2-core CI machine.
 constexpr double kTimeoutDeadlineSeconds = 15.0;
 
-bool is_identifier_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
+bool is_identifier_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+}
 
 // True when `text` mentions `name` as a whole identifier (so "x" does not match "x_scales" or "max").
 bool mentions(const std::string& text, const std::string& name) {
@@ -41,12 +44,10 @@ bool mentions(const std::string& text, const std::string& name) {
   return false;
 }
 
-
 std::string lower(std::string text) {
   for (char& c : text) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return text;
 }
-
 
 bool still_poisoned(const TensorView& tensor) {
   const uint8_t* bytes = tensor.as<const uint8_t>();
@@ -100,7 +101,8 @@ struct SingleRankCall {
   explicit SingleRankCall(const workload::Shape& s) : shape(s) {
     data = workload::generate(shape, 0x5eed)[0];
     int64_t* ids = data.topk_idx.as<int64_t>();
-    for (int64_t token = 0; token < data.topk_idx.size(0); ++token) ids[token * shape.topk] = token % shape.num_experts;
+    for (int64_t token = 0; token < data.topk_idx.size(0); ++token)
+      ids[token * shape.topk] = token % shape.num_experts;
     const int64_t rows = data.x.size(0);
     out_recv_x = poisoned(shape.dtype, {rows, shape.hidden});
     if (shape.dtype == DType::fp8_e4m3) out_recv_x_scales = poisoned(DType::f32, {rows, shape.hidden / 128});
@@ -140,7 +142,8 @@ struct SingleRankCall {
 
 // Expects dispatch(args) to throw InvalidArgument mentioning `argument` (and `given`, when not
 // empty), with the outputs untouched; then expects the buffer to still work.
-void expect_dispatch_refused(const workload::Shape& shape, const std::function<void(SingleRankCall&, DispatchArgs&)>& spoil,
+void expect_dispatch_refused(const workload::Shape& shape,
+                             const std::function<void(SingleRankCall&, DispatchArgs&)>& spoil,
                              const std::vector<std::string>& arguments, const std::string& given = {}) {
   auto buffer = connected_single_rank(shape);
   SingleRankCall call(shape);
@@ -162,49 +165,58 @@ void expect_dispatch_refused(const workload::Shape& shape, const std::function<v
 }
 
 TEST(DispatchErrors, ExpertIdBeyondNumExpertsIsRefused) {
-  expect_dispatch_refused(small_shape(), [](SingleRankCall& call, DispatchArgs&) {
-    call.data.topk_idx.as<int64_t>()[3] = 4;  // num_experts is 4
-  }, {"topk_idx"}, "4");
+  expect_dispatch_refused(
+      small_shape(),
+      [](SingleRankCall& call, DispatchArgs&) {
+        call.data.topk_idx.as<int64_t>()[3] = 4;  // num_experts is 4
+      },
+      {"topk_idx"}, "4");
 }
 
 TEST(DispatchErrors, ExpertIdBelowMinusOneIsRefused) {
-  expect_dispatch_refused(small_shape(), [](SingleRankCall& call, DispatchArgs&) {
-    call.data.topk_idx.as<int64_t>()[5] = -2;
-  }, {"topk_idx"}, "-2");
+  expect_dispatch_refused(
+      small_shape(), [](SingleRankCall& call, DispatchArgs&) { call.data.topk_idx.as<int64_t>()[5] = -2; },
+      {"topk_idx"}, "-2");
 }
 
 TEST(DispatchErrors, WrongDtypeOfXIsRefused) {
   Tensor x_f32 = Tensor::empty(DType::f32, {4, 256});
-  expect_dispatch_refused(small_shape(), [&](SingleRankCall&, DispatchArgs& args) { args.x = x_f32; }, {"x"}, "f32");
+  expect_dispatch_refused(
+      small_shape(), [&](SingleRankCall&, DispatchArgs& args) { args.x = x_f32; }, {"x"}, "f32");
 }
 
 TEST(DispatchErrors, WrongDtypeOfTopkIdxIsRefused) {
   Tensor topk_i32 = Tensor::empty(DType::i32, {4, 2});
   std::fill(topk_i32.as<int32_t>(), topk_i32.as<int32_t>() + 8, 0);
-  expect_dispatch_refused(small_shape(), [&](SingleRankCall&, DispatchArgs& args) { args.topk_idx = topk_i32; },
-                          {"topk_idx"}, "i32");
+  expect_dispatch_refused(
+      small_shape(), [&](SingleRankCall&, DispatchArgs& args) { args.topk_idx = topk_i32; }, {"topk_idx"},
+      "i32");
 }
 
 TEST(DispatchErrors, WrongDtypeOfWeightsIsRefused) {
   Tensor weights_bf16 = Tensor::empty(DType::bf16, {4, 2});
-  expect_dispatch_refused(small_shape(), [&](SingleRankCall&, DispatchArgs& args) { args.topk_weights = weights_bf16; },
-                          {"topk_weights"}, "bf16");
+  expect_dispatch_refused(
+      small_shape(), [&](SingleRankCall&, DispatchArgs& args) { args.topk_weights = weights_bf16; },
+      {"topk_weights"}, "bf16");
 }
 
 TEST(DispatchErrors, TopkIdxRowsDifferentFromXRowsAreRefused) {
-  expect_dispatch_refused(small_shape(), [](SingleRankCall& call, DispatchArgs& args) {
-    TensorView view = call.data.topk_idx.view();
-    view.shape[0] = 3;  // x has 4 rows
-    args.topk_idx = view;
-    TensorView weights = call.data.topk_weights.view();
-    weights.shape[0] = 3;
-    args.topk_weights = weights;
-  }, {"topk_idx"});
+  expect_dispatch_refused(small_shape(),
+                          [](SingleRankCall& call, DispatchArgs& args) {
+                            TensorView view = call.data.topk_idx.view();
+                            view.shape[0] = 3;  // x has 4 rows
+                            args.topk_idx = view;
+                            TensorView weights = call.data.topk_weights.view();
+                            weights.shape[0] = 3;
+                            args.topk_weights = weights;
+                          },
+                          {"topk_idx"});
 }
 
 TEST(DispatchErrors, WeightsShapeDifferentFromTopkIdxIsRefused) {
   Tensor weights_wide = Tensor::empty(DType::f32, {4, 3});  // topk_idx is [4, 2]
-  expect_dispatch_refused(small_shape(), [&](SingleRankCall&, DispatchArgs& args) { args.topk_weights = weights_wide; },
+  expect_dispatch_refused(small_shape(),
+                          [&](SingleRankCall&, DispatchArgs& args) { args.topk_weights = weights_wide; },
                           {"topk_weights"});
 }
 
@@ -214,10 +226,13 @@ TEST(DispatchErrors, Fp8WithHiddenNotAMultipleOf128IsRefused) {
   shape.hidden = 256;
   Tensor x_odd = Tensor::empty(DType::fp8_e4m3, {4, 192});
   Tensor scales = Tensor::empty(DType::f32, {4, 2});
-  expect_dispatch_refused(shape, [&](SingleRankCall&, DispatchArgs& args) {
-    args.x = x_odd;
-    args.x_scales = scales;
-  }, {"x", "hidden"}, "128");
+  expect_dispatch_refused(
+      shape,
+      [&](SingleRankCall&, DispatchArgs& args) {
+        args.x = x_odd;
+        args.x_scales = scales;
+      },
+      {"x", "hidden"}, "128");
 }
 
 TEST(DispatchErrors, Fp8WithoutScalesIsRefused) {
@@ -240,7 +255,8 @@ TEST(DispatchErrors, TokensBeyondBufferSizingAreRefused) {
   const std::string message = invalid_argument_message([&] { buffer->dispatch(call.args()); });
   SCOPED_TRACE("message: " + message);
   EXPECT_TRUE(contains(lower(message), "tokens")) << "the message does not say what ran out";
-  EXPECT_TRUE(contains(message, "3") && contains(message, "4")) << "the message lacks the capacity or the count";
+  EXPECT_TRUE(contains(message, "3") && contains(message, "4"))
+      << "the message lacks the capacity or the count";
   call.expect_outputs_untouched();
 }
 
@@ -270,7 +286,7 @@ TEST(DispatchErrors, NumExpertsNotDivisibleByRanksIsRefusedOnEveryRank) {
   run_ranks(2, [&](Group& group) {
     Buffer buffer(options_for(shape, group.rank()));
     buffer.connect(group.allgather(buffer.local_handle()));
-    group.barrier();  // a peer may only connect while this rank's Buffer is alive
+    group.barrier();                      // a peer may only connect while this rank's Buffer is alive
     SingleRankCall call(small_shape(1));  // expert ids < 4
     DispatchArgs args = call.args();
     args.num_experts = 3;
@@ -341,8 +357,9 @@ TEST(CombineErrors, MissingHandleIsRefused) {
 TEST(ConnectErrors, WrongNumberOfHandlesIsRefused) {
   workload::Shape shape = small_shape(1);
   Buffer buffer(options_for(shape, 0));
-  const std::string message =
-      invalid_argument_message([&] { buffer.connect({buffer.local_handle(), buffer.local_handle()}); });
+  const std::string message = invalid_argument_message([&] {
+    buffer.connect({buffer.local_handle(), buffer.local_handle()});
+  });
   SCOPED_TRACE("message: " + message);
   EXPECT_TRUE(contains(message, "handles"));
   EXPECT_TRUE(contains(message, "1") && contains(message, "2")) << "expected and given counts";
@@ -355,8 +372,9 @@ TEST(ConnectErrors, HandleOfADifferentTopologyIsRefused) {
   BufferOptions other_options = options_for(shape, 1);
   other_options.topology = Topology{2, 1};  // two nodes instead of one
   Buffer other_rank1(other_options);
-  const std::string message =
-      invalid_argument_message([&] { rank0.connect({rank0.local_handle(), other_rank1.local_handle()}); });
+  const std::string message = invalid_argument_message([&] {
+    rank0.connect({rank0.local_handle(), other_rank1.local_handle()});
+  });
   SCOPED_TRACE("message: " + message);
   EXPECT_TRUE(contains(message, "handles"));
   EXPECT_TRUE(contains(lower(message), "topology"));
@@ -367,8 +385,9 @@ TEST(ConnectErrors, HandleOfTheWrongRankIndexIsRefused) {
   workload::Shape shape = small_shape(2);
   Buffer rank0(options_for(shape, 0));
   Buffer another_rank0(options_for(shape, 0));
-  const std::string message =
-      invalid_argument_message([&] { rank0.connect({rank0.local_handle(), another_rank0.local_handle()}); });
+  const std::string message = invalid_argument_message([&] {
+    rank0.connect({rank0.local_handle(), another_rank0.local_handle()});
+  });
   SCOPED_TRACE("message: " + message);
   EXPECT_TRUE(contains(message, "handles"));
   EXPECT_TRUE(contains(lower(message), "rank"));
@@ -465,7 +484,8 @@ TEST(Timeouts, BadInputOnOneRankIsRefusedThereAndItsPeerTimesOutInsteadOfHanging
   SCOPED_TRACE("rank 0: " + messages[0] + " | rank 1: " + messages[1]);
   EXPECT_TRUE(invalid_argument[0]) << "rank 0 passed an expert id out of range";
   EXPECT_TRUE(mentions(messages[0], "topk_idx"));
-  EXPECT_TRUE(invalid_argument[1] || other_error[1]) << "rank 1 returned from a dispatch its peer never joined";
+  EXPECT_TRUE(invalid_argument[1] || other_error[1])
+      << "rank 1 returned from a dispatch its peer never joined";
   EXPECT_LT(seconds[1], kTimeoutDeadlineSeconds);
 }
 

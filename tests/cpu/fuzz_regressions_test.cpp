@@ -23,8 +23,6 @@ namespace {
 using testing::contains;
 using testing::invalid_argument_message;
 
-
-
 BufferSizing small_sizing() {
   BufferSizing sizing;
   sizing.max_tokens_per_rank = 8;

@@ -16,8 +16,8 @@
 #include "core/heap_identity.hpp"
 #include "support/expert_major_cases.hpp"
 #include "support/normal_round_trip.hpp"
-#include "support/test_seed.hpp"
 #include "support/refusal.hpp"
+#include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
 #include "workload/workload.hpp"
@@ -29,8 +29,6 @@ using testing::contains;
 using testing::invalid_argument_message;
 
 namespace em = testing::expert_major;
-
-
 
 // ---- stale dispatch handles ---------------------------------------------------------------------
 

@@ -61,10 +61,12 @@ struct InternodeCase {
   int expert_alignment = 1;
 };
 
-void PrintTo(const InternodeCase& c, std::ostream* out) { *out << c.name << " (" << c.shape.describe() << ")"; }
+void PrintTo(const InternodeCase& c, std::ostream* out) {
+  *out << c.name << " (" << c.shape.describe() << ")";
+}
 
-Shape make_shape(int nodes, int ranks_per_node, int64_t tokens, int hidden, int topk, int experts_per_rank, DType dtype,
-                 bool with_weights = true, Routing routing = Routing::random) {
+Shape make_shape(int nodes, int ranks_per_node, int64_t tokens, int hidden, int topk, int experts_per_rank,
+                 DType dtype, bool with_weights = true, Routing routing = Routing::random) {
   Shape shape;
   shape.topology = Topology{nodes * ranks_per_node, ranks_per_node};
   shape.tokens_per_rank = tokens;
@@ -82,9 +84,10 @@ constexpr DType fp8 = DType::fp8_e4m3;
 
 std::string describe(const InternodeCase& c, uint64_t seed) {
   std::ostringstream out;
-  out << "case " << c.name << ": seed=0x" << std::hex << seed << std::dec << " (SWITCHYARD_TEST_SEED=0x" << std::hex
-      << testing::base_seed() << std::dec << ") " << c.shape.describe() << " config={" << c.config.to_string()
-      << "} expert_alignment=" << c.expert_alignment << " loopback delay " << kLoopbackDelayMicroseconds << " us";
+  out << "case " << c.name << ": seed=0x" << std::hex << seed << std::dec << " (SWITCHYARD_TEST_SEED=0x"
+      << std::hex << testing::base_seed() << std::dec << ") " << c.shape.describe() << " config={"
+      << c.config.to_string() << "} expert_alignment=" << c.expert_alignment << " loopback delay "
+      << kLoopbackDelayMicroseconds << " us";
   return out.str();
 }
 
@@ -107,7 +110,9 @@ void report(const std::vector<std::string>& failures) {
   for (const std::string& failure : failures) ADD_FAILURE() << failure;
 }
 
-std::string case_name(const ::testing::TestParamInfo<InternodeCase>& info) { return info.param.name; }
+std::string case_name(const ::testing::TestParamInfo<InternodeCase>& info) {
+  return info.param.name;
+}
 
 // Nodes x ranks of 2x1, 2x2, 2x4, 3x2 and 4x2; every ring (intranode and RDMA) smaller than the
 // traffic through it, so every stage wraps under flow control.
@@ -117,16 +122,18 @@ std::vector<InternodeCase> topology_cases() {
       {"n2x2_fp8_wrap", make_shape(2, 2, 20, 256, 4, 4, fp8), ring_config(2, 4, 2)},
       {"n2x4_bf16_ring1", make_shape(2, 4, 12, 128, 8, 4, bf16), ring_config(2, 1, 1)},
       {"n2x4_fp8_alignment_4", make_shape(2, 4, 16, 256, 6, 2, fp8), ring_config(3, 5, 3), 4},
-      {"n3x2_bf16_skewed", make_shape(3, 2, 18, 128, 4, 2, bf16, true, Routing::skewed), ring_config(2, 3, 2)},
+      {"n3x2_bf16_skewed", make_shape(3, 2, 18, 128, 4, 2, bf16, true, Routing::skewed),
+       ring_config(2, 3, 2)},
       {"n3x2_fp8_k9_no_weights", make_shape(3, 2, 10, 128, 9, 3, fp8, false), ring_config(1, 2, 1)},
       {"n4x2_bf16_wrap", make_shape(4, 2, 12, 256, 8, 2, bf16), ring_config(2, 4, 3)},
-      {"n4x2_one_expert", make_shape(4, 2, 10, 128, 3, 2, bf16, true, Routing::one_expert), ring_config(2, 2, 1)},
-      {"n2x2_all_invalid", make_shape(2, 2, 8, 128, 4, 2, bf16, true, Routing::all_invalid), ring_config(2, 2, 1)},
+      {"n4x2_one_expert", make_shape(4, 2, 10, 128, 3, 2, bf16, true, Routing::one_expert),
+       ring_config(2, 2, 1)},
+      {"n2x2_all_invalid", make_shape(2, 2, 8, 128, 4, 2, bf16, true, Routing::all_invalid),
+       ring_config(2, 2, 1)},
       {"n2x2_zero_tokens", make_shape(2, 2, 0, 128, 4, 2, fp8), ring_config(2, 2, 1)},
       {"n2x2_more_channels_than_tokens", make_shape(2, 2, 3, 128, 2, 2, bf16), ring_config(6, 2, 1)},
-      {"n2x2_library_defaults", make_shape(2, 2, 64, 512, 8, 4, bf16), ring_config(Config::kAutoChannels,
-                                                                                  Config::kDefaultRingSlots,
-                                                                                  Config::kDefaultChunkTokens)},
+      {"n2x2_library_defaults", make_shape(2, 2, 64, 512, 8, 4, bf16),
+       ring_config(Config::kAutoChannels, Config::kDefaultRingSlots, Config::kDefaultChunkTokens)},
   };
 }
 
@@ -176,7 +183,9 @@ std::vector<InternodeCase> replay_cases() {
   };
 }
 
-int64_t worst_tokens(const Shape& shape) { return shape.topology.num_ranks * shape.tokens_per_rank; }
+int64_t worst_tokens(const Shape& shape) {
+  return shape.topology.num_ranks * shape.tokens_per_rank;
+}
 
 class InternodeReplayTest : public ::testing::TestWithParam<InternodeCase> {};
 
@@ -218,19 +227,23 @@ void check_cached_dispatch(const InternodeCase& c, bool with_topk, int64_t num_w
   std::vector<RankRun> first(num_ranks), cached(num_ranks);
   run_on_ranks(c, seed, [&](Buffer& buffer, int rank) {
     first[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
-    cached[rank] = testing::run_cached_round_trip(buffer, c.shape, data[rank], expected, options, first[rank], with_topk);
+    cached[rank] = testing::run_cached_round_trip(buffer, c.shape, data[rank], expected, options, first[rank],
+                                                  with_topk);
   });
   std::vector<std::string> failures;
   for (int rank = 0; rank < num_ranks; ++rank) {
     testing::check_dispatch(first[rank], c.shape, expected, rank, options, true, &failures);
     testing::check_combine(first[rank], c.shape, expected, rank, c.shape.with_weights, &failures);
     testing::check_dispatch(cached[rank], c.shape, expected, rank, options, with_topk, &failures);
-    testing::check_combine(cached[rank], c.shape, expected, rank, with_topk && c.shape.with_weights, &failures);
+    testing::check_combine(cached[rank], c.shape, expected, rank, with_topk && c.shape.with_weights,
+                           &failures);
   }
   report(failures);
 }
 
-TEST_P(InternodeReplayTest, CachedDispatchGivesTheSameOutputs) { check_cached_dispatch(GetParam(), true, 0); }
+TEST_P(InternodeReplayTest, CachedDispatchGivesTheSameOutputs) {
+  check_cached_dispatch(GetParam(), true, 0);
+}
 
 TEST_P(InternodeReplayTest, CachedDispatchWithoutTopkGivesTheSameRowsAndCombine) {
   check_cached_dispatch(GetParam(), false, 0);
@@ -290,8 +303,10 @@ TEST(InternodeTimeouts, ARankThatNeverArrivesEndsInTimeoutErrorOnTheOthers) {
     SCOPED_TRACE("rank " + std::to_string(rank) + ": " + messages[rank]);
     EXPECT_TRUE(timed_out[rank]);
     EXPECT_LT(seconds[rank], kDeadlineSeconds);
-    EXPECT_NE(messages[rank].find("rank " + std::to_string(rank)), std::string::npos) << "does not name the rank";
-    EXPECT_NE(messages[rank].find(std::to_string(kMissing)), std::string::npos) << "does not name the missing rank";
+    EXPECT_NE(messages[rank].find("rank " + std::to_string(rank)), std::string::npos)
+        << "does not name the rank";
+    EXPECT_NE(messages[rank].find(std::to_string(kMissing)), std::string::npos)
+        << "does not name the missing rank";
   }
 }
 

@@ -62,10 +62,8 @@ std::vector<Case> cases() {
   using workload::Routing;
   return {
       // R = 1, 2, 3, 4 and 8; k from 1 to 9.
-      make("r1_k1", 1, {5}, 8, 1, 4),
-      make("r2_k2", 2, {7, 3}, 8, 2, 8),
-      make("r3_k9", 3, {6, 0, 4}, 6, 9, 18, 128),
-      make("r4_k4", 4, {8, 5, 8, 1}, 8, 4, 16),
+      make("r1_k1", 1, {5}, 8, 1, 4), make("r2_k2", 2, {7, 3}, 8, 2, 8),
+      make("r3_k9", 3, {6, 0, 4}, 6, 9, 18, 128), make("r4_k4", 4, {8, 5, 8, 1}, 8, 4, 16),
       make("r8_k8", 8, {4, 3, 0, 4, 2, 4, 1, 4}, 4, 8, 16, 128),
       make("r2_k3_hidden_not_a_multiple_of_128", 2, {5, 4}, 5, 3, 4, 72),
       make("r4_zero_tokens", 4, {0, 0, 0, 0}, 4, 2, 8),

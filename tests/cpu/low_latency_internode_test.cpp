@@ -31,7 +31,9 @@ constexpr Regions kRegions = Regions::low_latency;
 constexpr double kTestTimeoutSeconds = 20.0;
 
 // A case's name in this suite.
-std::string name_of(const NodesCase& n) { return n.c.name + (n.delays ? "_delayed" : "_prompt"); }
+std::string name_of(const NodesCase& n) {
+  return n.c.name + (n.delays ? "_delayed" : "_prompt");
+}
 
 BufferOptions nodes_options(const Case& c, const Topology& topology, int rank, double timeout_seconds) {
   BufferOptions options = buffer_options(c, rank, kRegions, timeout_seconds);

@@ -50,10 +50,12 @@ struct EngineCase {
 };
 
 // gtest prints a failing parameter with this instead of its bytes.
-void PrintTo(const EngineCase& c, std::ostream* out) { *out << c.name << " (" << c.shape.describe() << ")"; }
+void PrintTo(const EngineCase& c, std::ostream* out) {
+  *out << c.name << " (" << c.shape.describe() << ")";
+}
 
-Shape make_shape(Topology topology, std::vector<int64_t> tokens, int hidden, int topk, int num_experts, DType dtype,
-                 bool with_weights = true, Routing routing = Routing::random) {
+Shape make_shape(Topology topology, std::vector<int64_t> tokens, int hidden, int topk, int num_experts,
+                 DType dtype, bool with_weights = true, Routing routing = Routing::random) {
   Shape shape;
   shape.topology = topology;
   if (tokens.size() == 1) {
@@ -70,22 +72,25 @@ Shape make_shape(Topology topology, std::vector<int64_t> tokens, int hidden, int
   return shape;
 }
 
-Topology single(int num_ranks) { return Topology::single_node(num_ranks); }
+Topology single(int num_ranks) {
+  return Topology::single_node(num_ranks);
+}
 
 constexpr DType bf16 = DType::bf16;
 constexpr DType fp8 = DType::fp8_e4m3;
 
 std::string describe(const EngineCase& c, uint64_t seed) {
   std::ostringstream out;
-  out << "case " << c.name << ": seed=0x" << std::hex << seed << std::dec << " (SWITCHYARD_TEST_SEED=0x" << std::hex
-      << testing::base_seed() << std::dec << ") " << c.shape.describe() << " config={" << c.config.to_string()
-      << "} expert_alignment=" << c.expert_alignment;
+  out << "case " << c.name << ": seed=0x" << std::hex << seed << std::dec << " (SWITCHYARD_TEST_SEED=0x"
+      << std::hex << testing::base_seed() << std::dec << ") " << c.shape.describe() << " config={"
+      << c.config.to_string() << "} expert_alignment=" << c.expert_alignment;
   return out.str();
 }
 
 // Runs `body(buffer, rank)` on every rank, ranks as threads, each with its own connected Buffer.
 // Returns false (with the reason) when the engine reports the topology Unsupported across nodes.
-bool run_on_ranks(const EngineCase& c, const std::function<void(Buffer&, int)>& body, std::string* unsupported) {
+bool run_on_ranks(const EngineCase& c, const std::function<void(Buffer&, int)>& body,
+                  std::string* unsupported) {
   try {
     run_ranks(c.shape.topology.num_ranks, [&](Group& group) {
       BufferOptions options;
@@ -111,7 +116,9 @@ void report(const std::vector<std::string>& failures) {
   for (const std::string& failure : failures) ADD_FAILURE() << failure;
 }
 
-std::string case_name(const ::testing::TestParamInfo<EngineCase>& info) { return info.param.name; }
+std::string case_name(const ::testing::TestParamInfo<EngineCase>& info) {
+  return info.param.name;
+}
 
 // ---- the edge cases of DESIGN.md, Testing ------------------------------------------------------------
 // Every buffer is sized for exactly its case (testing::sizing_for), so every case runs at full capacity.
@@ -128,9 +135,11 @@ std::vector<EngineCase> core_cases() {
       {"r3_fp8", make_shape(single(3), {20}, 384, 6, 12, fp8)},
       {"r3_one_rank_without_tokens", make_shape(single(3), {5, 0, 7}, 256, 4, 12, fp8)},
       {"r3_hidden_7168_skewed", make_shape(single(3), {4}, 7168, 8, 24, bf16, true, Routing::skewed)},
-      {"r4_no_weights_alignment_4", make_shape(single(4), {24}, 128, 8, 32, bf16, false), default_config(), 4},
+      {"r4_no_weights_alignment_4", make_shape(single(4), {24}, 128, 8, 32, bf16, false), default_config(),
+       4},
       {"r4_all_slots_invalid", make_shape(single(4), {8}, 128, 4, 8, bf16, true, Routing::all_invalid)},
-      {"r4_every_token_to_one_expert", make_shape(single(4), {10}, 256, 3, 16, fp8, true, Routing::one_expert)},
+      {"r4_every_token_to_one_expert",
+       make_shape(single(4), {10}, 256, 3, 16, fp8, true, Routing::one_expert)},
       {"r4_k9_fp8_alignment_4", make_shape(single(4), {8}, 128, 9, 16, fp8), default_config(), 4},
       {"r8_bf16", make_shape(single(8), {6}, 256, 8, 64, bf16)},
       {"r8_fp8_k9_alignment_4", make_shape(single(8), {4}, 128, 9, 16, fp8), default_config(), 4},
@@ -138,7 +147,8 @@ std::vector<EngineCase> core_cases() {
       // Rings smaller than one rank's traffic: the senders wrap around under head/tail flow control.
       {"wrap_r2_ring2_chunk1", make_shape(single(2), {40}, 128, 4, 8, bf16), ring_config(2, 2, 1)},
       {"wrap_r4_ring3_chunk2_fp8", make_shape(single(4), {16}, 256, 4, 16, fp8), ring_config(1, 3, 2)},
-      {"wrap_r3_ring4_chunk4_no_weights", make_shape(single(3), {30}, 128, 5, 12, bf16, false), ring_config(3, 4, 4)},
+      {"wrap_r3_ring4_chunk4_no_weights", make_shape(single(3), {30}, 128, 5, 12, bf16, false),
+       ring_config(3, 4, 4)},
       {"wrap_r8_ring1_chunk1", make_shape(single(8), {4}, 128, 4, 16, bf16), ring_config(2, 1, 1)},
       // More channels than tokens: most channels carry nothing.
       {"r2_more_channels_than_tokens", make_shape(single(2), {3}, 128, 2, 4, bf16), ring_config(8, 4, 2)},
@@ -147,7 +157,8 @@ std::vector<EngineCase> core_cases() {
        ring_config(4, 128, 16)},
       // More tokens, rings wrapping many times, on every channel.
       {"r4_many_tokens_fp8_wrap", make_shape(single(4), {128}, 512, 8, 32, fp8), ring_config(4, 16, 4), 4},
-      {"r8_many_tokens_wrap", make_shape(single(8), {48}, 256, 8, 64, bf16, true, Routing::skewed), ring_config(3, 8, 3)},
+      {"r8_many_tokens_wrap", make_shape(single(8), {48}, 256, 8, 64, bf16, true, Routing::skewed),
+       ring_config(3, 8, 3)},
   };
 }
 
@@ -184,9 +195,12 @@ void check_round_trip_matches_reference(const EngineCase& c, const RoundTripOpti
   const int num_ranks = c.shape.topology.num_ranks;
   std::vector<RankRun> runs(num_ranks);
   std::string unsupported;
-  if (!run_on_ranks(c, [&](Buffer& buffer, int rank) {
-        runs[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
-      }, &unsupported)) {
+  if (!run_on_ranks(
+          c,
+          [&](Buffer& buffer, int rank) {
+            runs[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
+          },
+          &unsupported)) {
     GTEST_SKIP() << unsupported;
   }
   std::vector<std::string> failures;
@@ -221,7 +235,8 @@ TEST_P(NormalEngineMultiNodeTest, CombineReducesPerNodeThenAcrossNodesBitwise) {
   check_round_trip_matches_reference(GetParam(), options);
 }
 
-INSTANTIATE_TEST_SUITE_P(Topologies, NormalEngineMultiNodeTest, ::testing::ValuesIn(multi_node_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(Topologies, NormalEngineMultiNodeTest, ::testing::ValuesIn(multi_node_cases()),
+                         case_name);
 
 class NormalEngineReplayTest : public ::testing::TestWithParam<EngineCase> {};
 
@@ -244,12 +259,15 @@ TEST_P(NormalEngineReplayTest, RepeatedCallsAreBitwiseDeterministic) {
   const int num_ranks = c.shape.topology.num_ranks;
   std::vector<RankRun> first(num_ranks), second(num_ranks);
   std::string unsupported;
-  ASSERT_TRUE(run_on_ranks(c, [&](Buffer& buffer, int rank) {
-    // The same inputs twice on the same buffers: the second call also proves the rings and counters
-    // were left ready for reuse.
-    first[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
-    second[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
-  }, &unsupported));
+  ASSERT_TRUE(run_on_ranks(
+      c,
+      [&](Buffer& buffer, int rank) {
+        // The same inputs twice on the same buffers: the second call also proves the rings and counters
+        // were left ready for reuse.
+        first[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
+        second[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
+      },
+      &unsupported));
   std::vector<std::string> failures;
   for (int rank = 0; rank < num_ranks; ++rank) {
     const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
@@ -262,7 +280,8 @@ TEST_P(NormalEngineReplayTest, RepeatedCallsAreBitwiseDeterministic) {
 
 void check_cached_dispatch(const EngineCase& c, bool with_topk, int64_t num_worst_tokens) {
   const uint64_t seed = testing::seed_for(c.name);
-  SCOPED_TRACE(describe(c, seed) + (with_topk ? " cached dispatch with topk_idx" : " cached dispatch without topk_idx") +
+  SCOPED_TRACE(describe(c, seed) +
+               (with_topk ? " cached dispatch with topk_idx" : " cached dispatch without topk_idx") +
                " num_worst_tokens=" + std::to_string(num_worst_tokens));
   const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
   const Expected expected = testing::compute_expected(c.shape, data, c.expert_alignment);
@@ -272,20 +291,27 @@ void check_cached_dispatch(const EngineCase& c, bool with_topk, int64_t num_wors
   const int num_ranks = c.shape.topology.num_ranks;
   std::vector<RankRun> first(num_ranks), cached(num_ranks);
   std::string unsupported;
-  ASSERT_TRUE(run_on_ranks(c, [&](Buffer& buffer, int rank) {
-    first[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
-    cached[rank] = testing::run_cached_round_trip(buffer, c.shape, data[rank], expected, options, first[rank], with_topk);
-  }, &unsupported));
+  ASSERT_TRUE(run_on_ranks(
+      c,
+      [&](Buffer& buffer, int rank) {
+        first[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
+        cached[rank] = testing::run_cached_round_trip(buffer, c.shape, data[rank], expected, options,
+                                                      first[rank], with_topk);
+      },
+      &unsupported));
   std::vector<std::string> failures;
   for (int rank = 0; rank < num_ranks; ++rank) {
     testing::check_dispatch(first[rank], c.shape, expected, rank, options, true, &failures);
     testing::check_dispatch(cached[rank], c.shape, expected, rank, options, with_topk, &failures);
-    testing::check_combine(cached[rank], c.shape, expected, rank, with_topk && c.shape.with_weights, &failures);
+    testing::check_combine(cached[rank], c.shape, expected, rank, with_topk && c.shape.with_weights,
+                           &failures);
   }
   report(failures);
 }
 
-TEST_P(NormalEngineReplayTest, CachedDispatchGivesTheSameOutputs) { check_cached_dispatch(GetParam(), true, 0); }
+TEST_P(NormalEngineReplayTest, CachedDispatchGivesTheSameOutputs) {
+  check_cached_dispatch(GetParam(), true, 0);
+}
 
 TEST_P(NormalEngineReplayTest, CachedDispatchWithoutTopkGivesTheSameRowsAndCombine) {
   check_cached_dispatch(GetParam(), false, 0);

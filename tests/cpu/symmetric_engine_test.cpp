@@ -9,8 +9,8 @@
 #include <algorithm>
 #include <cstring>
 #include <functional>
-#include <ostream>
 #include <mutex>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -25,8 +25,12 @@
 
 namespace switchyard {
 // GoogleTest names a path parameter by its knob value.
-inline void PrintTo(SymmetricCombine path, std::ostream* out) { *out << symmetric_combine_name(path); }
-inline void PrintTo(SymmetricDispatch path, std::ostream* out) { *out << symmetric_dispatch_name(path); }
+inline void PrintTo(SymmetricCombine path, std::ostream* out) {
+  *out << symmetric_combine_name(path);
+}
+inline void PrintTo(SymmetricDispatch path, std::ostream* out) {
+  *out << symmetric_dispatch_name(path);
+}
 }  // namespace switchyard
 
 namespace switchyard::testing::expert_major {
@@ -48,8 +52,9 @@ TEST_P(SymmetricRoundTrip, MatchesTheReferenceAndTheLowLatencyEngineBitwise) {
     const int rank = group.rank();
     const workload::RankData& data = expected.data[rank];
     if (buffer.symmetric_combine_path() != c.symmetric_combine) {
-      failures.add(rank, std::string("symmetric_combine_path: expected ") + symmetric_combine_name(c.symmetric_combine) +
-                             ", got " + symmetric_combine_name(buffer.symmetric_combine_path()));
+      failures.add(rank, std::string("symmetric_combine_path: expected ") +
+                             symmetric_combine_name(c.symmetric_combine) + ", got " +
+                             symmetric_combine_name(buffer.symmetric_combine_path()));
     }
     if (buffer.symmetric_dispatch_path() != c.symmetric_dispatch) {
       failures.add(rank, std::string("symmetric_dispatch_path: expected ") +
@@ -87,14 +92,11 @@ std::vector<Case> cases() {
   using workload::Routing;
   return {
       // R = 1, 2, 3, 4 and 8; k from 1 to 9.
-      make("r1_k1", 1, {5}, 8, 1, 4),
-      make("r1_one_expert", 1, {6}, 6, 1, 1),  // one expert in all
-      make("r2_k2", 2, {7, 3}, 8, 2, 8),
-      make("r2_k5", 2, {6, 6}, 6, 5, 6),
+      make("r1_k1", 1, {5}, 8, 1, 4), make("r1_one_expert", 1, {6}, 6, 1, 1),  // one expert in all
+      make("r2_k2", 2, {7, 3}, 8, 2, 8), make("r2_k5", 2, {6, 6}, 6, 5, 6),
       make("r3_k9", 3, {6, 0, 4}, 6, 9, 18, 128),
       make("r3_k3_hidden_not_a_multiple_of_128", 3, {5, 4, 2}, 5, 3, 6, 72),
-      make("r4_k4", 4, {8, 5, 8, 1}, 8, 4, 16),
-      make("r4_k6", 4, {3, 7, 7, 2}, 7, 6, 8),
+      make("r4_k4", 4, {8, 5, 8, 1}, 8, 4, 16), make("r4_k6", 4, {3, 7, 7, 2}, 7, 6, 8),
       make("r8_k8", 8, {4, 3, 0, 4, 2, 4, 1, 4}, 4, 8, 16, 128),
       make("r8_k7", 8, {3, 3, 3, 3, 3, 3, 3, 3}, 3, 7, 8, 128),
       make("r4_zero_tokens", 4, {0, 0, 0, 0}, 4, 2, 8),
@@ -185,8 +187,9 @@ INSTANTIATE_TEST_SUITE_P(Sources, SymmetricDispatchPaths, ::testing::ValuesIn(kS
 // still pulling would copy poison). Skewed routing: rank 0 receives most rows, so the others finish
 // (and poison their x) while it still pulls.
 TEST_P(SymmetricDispatchPaths, TokensMayBeOverwrittenAsSoonAsDispatchReturns) {
-  Case c = with_routing(with_symmetric_dispatch(make("overwrite_x", 4, {32, 32, 32, 32}, 32, 4, 8, 512), GetParam()),
-                        workload::Routing::skewed);
+  Case c = with_routing(
+      with_symmetric_dispatch(make("overwrite_x", 4, {32, 32, 32, 32}, 32, 4, 8, 512), GetParam()),
+      workload::Routing::skewed);
   const uint64_t seed = testing::seed_for("symmetric/overwrite_x");
   const Expected expected = expected_for(c, seed);
   Failures failures;
@@ -496,7 +499,8 @@ std::vector<Case> capacity_cases() {
   };
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCapacity, ::testing::ValuesIn(on_both_combine_paths(capacity_cases())),
+INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCapacity,
+                         ::testing::ValuesIn(on_both_combine_paths(capacity_cases())),
                          [](const auto& info) { return info.param.name; });
 
 // An expert past its capacity: every rank raises the same CapacityError naming the expert, its rank,
@@ -504,9 +508,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCapacity, ::testing::ValuesIn(on_both_
 // expert's capacity, recv_count and layout_range hold the true counts, nothing hangs, and the buffer
 // stays usable.
 TEST_P(SymmetricCombinePaths, EveryRankRaisesCapacityErrorOnOverflowAndNothingIsWrittenPastTheCapacity) {
-  for (const Case& unrouted : {with_routing(make("r3_skewed", 3, {6, 6, 6}, 6, 3, 6), workload::Routing::skewed),
-                               with_fp8(make("r2_fp8", 2, {6, 5}, 6, 4, 8, 256), false, false),
-                               make("r1_capacity_one", 1, {6}, 6, 2, 4)}) {
+  for (const Case& unrouted :
+       {with_routing(make("r3_skewed", 3, {6, 6, 6}, 6, 3, 6), workload::Routing::skewed),
+        with_fp8(make("r2_fp8", 2, {6, 5}, 6, 4, 8, 256), false, false),
+        make("r1_capacity_one", 1, {6}, 6, 2, 4)}) {
     const Case base = with_symmetric_combine(unrouted, GetParam());
     const uint64_t seed = testing::seed_for("symmetric/overflow/" + base.name);
     const std::vector<workload::RankData> data = workload::generate(shape_of(base), seed);
@@ -600,7 +605,9 @@ TEST(SymmetricCombinePath, AutoPullsWithRanksAsThreadsAndPushesAcrossProcesses) 
   buffer.connect({buffer.local_handle()});
   EXPECT_EQ(buffer.symmetric_combine_path(), SymmetricCombine::push);
   Buffer unconnected(buffer_options(c, 0, kRegions));
-  EXPECT_EQ(refused<InvalidArgument>([&] { unconnected.symmetric_combine_path(); }).rfind("symmetric_combine_path:", 0),
+  EXPECT_EQ(refused<InvalidArgument>([&] {
+              unconnected.symmetric_combine_path();
+            }).rfind("symmetric_combine_path:", 0),
             0u);
 }
 
@@ -628,9 +635,10 @@ TEST(SymmetricDispatchPath, AutoIsZeroCopyWithRanksAsThreadsAndPublishesAcrossPr
   buffer.connect({buffer.local_handle()});
   EXPECT_EQ(buffer.symmetric_dispatch_path(), SymmetricDispatch::publish);
   Buffer unconnected(buffer_options(c, 0, kRegions));
-  EXPECT_EQ(
-      refused<InvalidArgument>([&] { unconnected.symmetric_dispatch_path(); }).rfind("symmetric_dispatch_path:", 0),
-      0u);
+  EXPECT_EQ(refused<InvalidArgument>([&] {
+              unconnected.symmetric_dispatch_path();
+            }).rfind("symmetric_dispatch_path:", 0),
+            0u);
 }
 
 TEST(SymmetricDispatchPath, ForcingZeroCopyAcrossProcessesIsRefusedNamingTheKnob) {

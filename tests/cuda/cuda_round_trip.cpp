@@ -65,8 +65,8 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
   return run;
 }
 
-void compare_with_reference(const DeviceRun& run, const workload::Shape& shape, const Expected& expected, int rank,
-                            std::vector<std::string>* failures) {
+void compare_with_reference(const DeviceRun& run, const workload::Shape& shape, const Expected& expected,
+                            int rank, std::vector<std::string>* failures) {
   const auto& want = expected.dispatched[rank];
   auto compare = [&](const Tensor& actual, const Tensor& wanted, const char* what) {
     std::string why;
@@ -76,7 +76,8 @@ void compare_with_reference(const DeviceRun& run, const workload::Shape& shape, 
   };
   if (run.num_recv_tokens != static_cast<int64_t>(want.recv_src_rank.size())) {
     failures->push_back("rank " + std::to_string(rank) + " num_recv_tokens: expected " +
-                        std::to_string(want.recv_src_rank.size()) + ", got " + std::to_string(run.num_recv_tokens));
+                        std::to_string(want.recv_src_rank.size()) + ", got " +
+                        std::to_string(run.num_recv_tokens));
     return;
   }
   if (run.num_recv_tokens_per_expert != want.num_recv_tokens_per_expert) {
@@ -88,7 +89,8 @@ void compare_with_reference(const DeviceRun& run, const workload::Shape& shape, 
   if (shape.with_weights) compare(run.recv_topk_weights, want.recv_topk_weights, "recv_topk_weights");
   compare(run.combined_x, expected.combined[rank].combined_x, "combined_x");
   if (shape.with_weights) {
-    compare(run.combined_topk_weights, expected.combined[rank].combined_topk_weights, "combined_topk_weights");
+    compare(run.combined_topk_weights, expected.combined[rank].combined_topk_weights,
+            "combined_topk_weights");
   }
 }
 

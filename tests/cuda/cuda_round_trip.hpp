@@ -24,7 +24,7 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
                         const Expected& expected, int expert_alignment, cudaStream_t stream,
                         const DispatchHandle* cached = nullptr, DispatchHandle* handle_out = nullptr);
 
-void compare_with_reference(const DeviceRun& run, const workload::Shape& shape, const Expected& expected, int rank,
-                            std::vector<std::string>* failures);
+void compare_with_reference(const DeviceRun& run, const workload::Shape& shape, const Expected& expected,
+                            int rank, std::vector<std::string>* failures);
 
 }  // namespace switchyard::testing

@@ -37,7 +37,8 @@ TEST(DeviceConnections, MoreRanksThanQueuesAreRefusedNamingTheVariable) {
   } catch (const Unsupported& error) {
     const std::string message = error.what();
     EXPECT_NE(message.find("9 ranks as threads of this process share GPU 1"), std::string::npos) << message;
-    EXPECT_NE(message.find("has 8 hardware queues (CUDA_DEVICE_MAX_CONNECTIONS=unset"), std::string::npos) << message;
+    EXPECT_NE(message.find("has 8 hardware queues (CUDA_DEVICE_MAX_CONNECTIONS=unset"), std::string::npos)
+        << message;
     EXPECT_NE(message.find("set CUDA_DEVICE_MAX_CONNECTIONS=32"), std::string::npos) << message;
   }
   EXPECT_THROW(check_rank_threads_fit_connections(5, 0, "4"), Unsupported);

@@ -447,41 +447,44 @@ TEST(CudaInternodeGraph, HostSynchronisingDispatchCaptureIsRefusedClearly) {
   const auto one_round = workload::generate(c.shape, seed_for("cuda/internode/graph_refusal"));
   const Expected want = compute_expected(c.shape, one_round, 1);
   std::vector<std::vector<std::string>> failures(c.shape.topology.num_ranks);
-  run_case(c, seed_for("cuda/internode/graph_refusal"), [&](Buffer& buffer, Group& group, cudaStream_t stream) {
-    const int rank = group.rank();
-    const int device = device_of(buffer);
-    Tensor x = to_device(one_round[rank].x, device, stream);
-    Tensor topk_idx = to_device(one_round[rank].topk_idx, device, stream);
-    DispatchArgs args;
-    args.x = x;
-    args.topk_idx = topk_idx;
-    args.num_experts = c.shape.num_experts;
-    args.stream = stream;
-    check_cuda(cudaStreamSynchronize(stream), "sync before capture");
-    group.barrier();
-    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin dispatch capture");
-    std::string refusal;
-    try {
-      buffer.dispatch(args);
-    } catch (const Unsupported& error) {
-      refusal = error.what();
-    }
-    cudaGraph_t graph = nullptr;
-    check_cuda(cudaStreamEndCapture(stream, &graph), "end dispatch capture");
-    if (graph) cudaGraphDestroy(graph);
-    if (refusal.find("num_worst_tokens") == std::string::npos) {
-      failures[rank].push_back("rank " + std::to_string(rank) +
-                               ": expected a host-synchronising dispatch under capture to be refused naming "
-                               "num_worst_tokens, got '" + refusal + "'");
-    }
-    group.barrier();
-    DispatchResult result = buffer.dispatch(args);
-    buffer.synchronize(stream);
-    std::string why;
-    if (!workload::bitwise_equal(to_host(result.recv_x, stream), want.dispatched[rank].recv_x, &why)) {
-      failures[rank].push_back("rank " + std::to_string(rank) + " after the refusal, recv_x: " + why);
-    }
-  });
+  run_case(
+      c, seed_for("cuda/internode/graph_refusal"), [&](Buffer& buffer, Group& group, cudaStream_t stream) {
+        const int rank = group.rank();
+        const int device = device_of(buffer);
+        Tensor x = to_device(one_round[rank].x, device, stream);
+        Tensor topk_idx = to_device(one_round[rank].topk_idx, device, stream);
+        DispatchArgs args;
+        args.x = x;
+        args.topk_idx = topk_idx;
+        args.num_experts = c.shape.num_experts;
+        args.stream = stream;
+        check_cuda(cudaStreamSynchronize(stream), "sync before capture");
+        group.barrier();
+        check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin dispatch capture");
+        std::string refusal;
+        try {
+          buffer.dispatch(args);
+        } catch (const Unsupported& error) {
+          refusal = error.what();
+        }
+        cudaGraph_t graph = nullptr;
+        check_cuda(cudaStreamEndCapture(stream, &graph), "end dispatch capture");
+        if (graph) cudaGraphDestroy(graph);
+        if (refusal.find("num_worst_tokens") == std::string::npos) {
+          failures[rank].push_back(
+              "rank " + std::to_string(rank) +
+              ": expected a host-synchronising dispatch under capture to be refused naming "
+              "num_worst_tokens, got '" +
+              refusal + "'");
+        }
+        group.barrier();
+        DispatchResult result = buffer.dispatch(args);
+        buffer.synchronize(stream);
+        std::string why;
+        if (!workload::bitwise_equal(to_host(result.recv_x, stream), want.dispatched[rank].recv_x, &why)) {
+          failures[rank].push_back("rank " + std::to_string(rank) + " after the refusal, recv_x: " + why);
+        }
+      });
   report(failures);
 }
 

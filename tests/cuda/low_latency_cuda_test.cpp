@@ -18,8 +18,8 @@
 
 #include "cuda/device_tensors.hpp"
 #include "cuda/expert_major_round_trip.hpp"
-#include "cuda/low_latency_modes.hpp"
 #include "cuda/low_latency_fp8_cast_check.hpp"
+#include "cuda/low_latency_modes.hpp"
 #include "cuda/rank_device.hpp"
 #include "support/expert_major_gtest.hpp"
 #include "support/test_seed.hpp"

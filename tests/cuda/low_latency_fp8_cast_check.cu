@@ -11,7 +11,8 @@ namespace {
 __global__ void compare_casts(unsigned long long* mismatches, unsigned int* first_mismatch) {
   const uint64_t pairs = uint64_t{1} << 31;
   const uint64_t stride = static_cast<uint64_t>(gridDim.x) * blockDim.x;
-  for (uint64_t pair = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; pair < pairs; pair += stride) {
+  for (uint64_t pair = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x; pair < pairs;
+       pair += stride) {
     const uint32_t bits = static_cast<uint32_t>(pair * 2);
     const float low = common::bits_to_float(bits);
     const float high = common::bits_to_float(bits + 1);
@@ -32,7 +33,8 @@ Fp8CastMismatches count_device_fp8_cast_mismatches() {
   unsigned long long* mismatches = nullptr;
   unsigned int* first_mismatch = nullptr;
   auto check = [](cudaError_t status, const char* what) {
-    if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
+    if (status != cudaSuccess)
+      throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
   };
   check(cudaMalloc(&mismatches, sizeof(*mismatches)), "cudaMalloc");
   check(cudaMalloc(&first_mismatch, sizeof(*first_mismatch)), "cudaMalloc");

@@ -46,7 +46,9 @@ constexpr double kTimeoutSeconds = 20.0;
   if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU tests are skipped, not passed"
 
 // A case's name in this suite.
-std::string name_of(const NodesCase& n) { return n.c.name + (n.delays ? "_delays" : "_prompt"); }
+std::string name_of(const NodesCase& n) {
+  return n.c.name + (n.delays ? "_delays" : "_prompt");
+}
 
 // Runs body(group, buffer, stream) on every rank (threads) of `n` with a connected CUDA buffer of
 // its topology, and the loopback delays of `n` (seeded by `seed`); buffers stay alive until every
@@ -66,7 +68,8 @@ void with_node_gpu_ranks(const NodesCase& n, uint64_t seed,
 // One round trip of this rank on the device: dispatch (into preallocated, poisoned outputs on even
 // ranks; the library allocates on odd ones), the synthetic experts on what arrived, combine. Its
 // outputs on the host (combined_x undefined with use_ue8m0).
-Outputs round_trip(const Case& c, const workload::RankData& data, int rank, Buffer& buffer, cudaStream_t stream) {
+Outputs round_trip(const Case& c, const workload::RankData& data, int rank, Buffer& buffer,
+                   cudaStream_t stream) {
   const int device = device_of(buffer);
   const DeviceInputs in = upload_inputs(data, device, stream);
   LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
@@ -143,7 +146,8 @@ std::vector<NodesCase> round_trip_cases() {
       {with_fp8(make("n3x2_fp8_k4", 6, {4, 3, 4, 1, 4, 2}, 4, 4, 12, 256), false, false), 2},
       {with_fp8(make("n4x2_fp8_round_scale_k1", 8, {3, 0, 3, 2, 3, 1, 3, 3}, 3, 1, 8, 128), true, false), 2},
       {with_fp8(make("n2x2_fp8_ue8m0", 4, {4, 3, 4, 2}, 4, 2, 8, 640), true, true), 2},
-      {with_fp8(make("n2x4_fp8_h7168", 8, {16, 16, 16, 16, 16, 16, 16, 16}, 16, 8, 64, 7168), false, false), 4},
+      {with_fp8(make("n2x4_fp8_h7168", 8, {16, 16, 16, 16, 16, 16, 16, 16}, 16, 8, 64, 7168), false, false),
+       4},
       {make("n2x2_k1_hidden_72", 4, {4, 4, 1, 3}, 4, 1, 8, 72), 2},
       {make("n2x2_zero_tokens", 4, {0, 0, 0, 0}, 4, 2, 8), 2},
       {with_routing(make("n2x1_all_invalid", 2, {4, 4}, 4, 3, 4), Routing::all_invalid), 1},
@@ -156,7 +160,8 @@ std::vector<NodesCase> round_trip_cases() {
   return delays_off_and_on(shapes);
 }
 
-INSTANTIATE_TEST_SUITE_P(Topologies, CudaLowLatencyInternodeRoundTrip, ::testing::ValuesIn(round_trip_cases()),
+INSTANTIATE_TEST_SUITE_P(Topologies, CudaLowLatencyInternodeRoundTrip,
+                         ::testing::ValuesIn(round_trip_cases()),
                          [](const auto& info) { return name_of(info.param); });
 
 // ---- hooks, the double buffer, graphs, zero copy, changing shapes ---------------------------------
@@ -280,7 +285,8 @@ TEST_P(CudaLowLatencyInternodeModes, ZeroCopyCombinePutsFromTheCombineBuffer) {
     const int device = device_of(buffer);
     const DeviceInputs in = upload_inputs(expected.data[rank], device, stream);
     for (bool zero_copy : {true, false}) {
-      LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
+      LowLatencyDispatchResult dispatched =
+          buffer.low_latency_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
       buffer.synchronize(stream);
       const Outputs out = download(dispatched, stream);
       const TensorView in_buffer = buffer.low_latency_combine_buffer(dispatched.handle);
@@ -340,7 +346,8 @@ void expect_missing_rank_times_out(bool skip_combine, const char* role) {
         gpu.buffer->synchronize(gpu.stream);
         if (!skip_combine) return;
         const Tensor y = to_device(expected.ys[rank], gpu.device, gpu.stream);
-        gpu.buffer->low_latency_combine(combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, gpu.stream));
+        gpu.buffer->low_latency_combine(
+            combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, gpu.stream));
         gpu.buffer->synchronize(gpu.stream);
       });
     }
@@ -397,7 +404,8 @@ TEST(LowLatencyInternodeLayout, OneNodeIsUnchangedAndTheAcrossNodesArraysAreDisj
   // The counters follow the signals within each half, and half 1 follows half 0.
   EXPECT_EQ(two.dispatch_landed_offset(0, 0, 0),
             two.signals_offset() + two.dispatch_signal_bytes() + two.combine_signal_bytes());
-  EXPECT_EQ(two.combine_landed_offset(0, 0), two.dispatch_landed_offset(0, 0, 0) + two.dispatch_signal_bytes());
+  EXPECT_EQ(two.combine_landed_offset(0, 0),
+            two.dispatch_landed_offset(0, 0, 0) + two.dispatch_signal_bytes());
   EXPECT_LT(two.combine_landed_offset(0, two.num_experts() - 1), two.dispatch_signal_offset(1, 0, 0));
   EXPECT_EQ(two.dispatch_signal_offset(1, 0, 0), two.signals_offset() + two.signals_half_bytes());
   EXPECT_LE(two.combine_landed_offset(1, two.num_experts() - 1) + sizeof(uint64_t), two.dispatch_offset());
@@ -407,7 +415,8 @@ TEST(LowLatencyInternodeLayout, OneNodeIsUnchangedAndTheAcrossNodesArraysAreDisj
   EXPECT_EQ(two.first_signal_id(1), two.signals_per_half());
   // The send sources come after the combine buffer, sized for every token and slot, inside the region.
   EXPECT_EQ(two.send_messages_offset(), two.staging_offset() + two.staging_bytes());
-  EXPECT_GE(two.send_messages_bytes(), static_cast<size_t>(two.max_tokens_per_rank) * two.dispatch_slot_bytes);
+  EXPECT_GE(two.send_messages_bytes(),
+            static_cast<size_t>(two.max_tokens_per_rank) * two.dispatch_slot_bytes);
   EXPECT_EQ(two.send_sources_offset(), two.send_messages_offset() + two.send_messages_bytes());
   EXPECT_LE(two.send_source_offset(two.max_tokens_per_rank - 1, two.topk - 1) + common::kLowLatencyAlignment,
             two.end_offset());

@@ -9,8 +9,8 @@
 
 namespace switchyard::testing::expert_major {
 
-void check_back_to_back_calls(const Case& c, const Expected& first, const Expected& second, int rounds, int rank,
-                              Buffer& buffer, cudaStream_t stream, Failures& failures,
+void check_back_to_back_calls(const Case& c, const Expected& first, const Expected& second, int rounds,
+                              int rank, Buffer& buffer, cudaStream_t stream, Failures& failures,
                               const std::function<void()>& after_each_round) {
   const int device = device_of(buffer);
   const DeviceInputs in_a = upload_inputs(first.data[rank], device, stream);
@@ -30,7 +30,8 @@ void check_back_to_back_calls(const Case& c, const Expected& first, const Expect
     auto combined_a =
         buffer.low_latency_combine(combine_args(in_a.topk_idx, in_a.topk_weights, a.handle, ya, stream));
     buffer.synchronize(stream);
-    compare(to_host(combined_a.combined_x, stream), first.combined[rank], "combined_x (first)", rank, failures);
+    compare(to_host(combined_a.combined_x, stream), first.combined[rank], "combined_x (first)", rank,
+            failures);
     compare(to_host(combined_b.combined_x, stream), second.combined[rank], "combined_x (second)", rank,
             failures);
     if (after_each_round) after_each_round();
@@ -59,7 +60,8 @@ void check_graph_replays(const Case& c, const std::vector<Expected>& rounds, Gro
     upload(y, expert_outputs(host.recv_x, host.recv_x_scales, rank), stream);
     captured.launch_combine();
     buffer.synchronize(stream);
-    compare(to_host(out.combined_x, stream), expected.combined[rank], "combined_x vs " + which, rank, failures);
+    compare(to_host(out.combined_x, stream), expected.combined[rank], "combined_x vs " + which, rank,
+            failures);
   }
 }
 

@@ -17,8 +17,8 @@ namespace switchyard::testing::expert_major {
 // other order, with no synchronisation between ranks: consecutive calls alternate the buffer's
 // halves and must not race. `after_each_round`, where given, runs after every round (on this rank's
 // thread, with the stream idle).
-void check_back_to_back_calls(const Case& c, const Expected& first, const Expected& second, int rounds, int rank,
-                              Buffer& buffer, cudaStream_t stream, Failures& failures,
+void check_back_to_back_calls(const Case& c, const Expected& first, const Expected& second, int rounds,
+                              int rank, Buffer& buffer, cudaStream_t stream, Failures& failures,
                               const std::function<void()>& after_each_round = {});
 
 // Dispatch and combine captured once in CUDA graphs, then replayed with the inputs of every one of

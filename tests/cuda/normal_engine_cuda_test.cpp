@@ -18,7 +18,6 @@
 namespace switchyard::testing {
 namespace {
 
-
 struct CudaCase {
   std::string name;
   workload::Shape shape;
@@ -54,7 +53,8 @@ std::vector<CudaCase> cases() {
   std::vector<CudaCase> list;
   const Config standard = config_with(Config::kAutoChannels, 128, 16);
   for (int ranks : {1, 2, 3, 4, 8}) {
-    list.push_back({"R" + std::to_string(ranks) + "_bf16_h7168", make_shape(ranks, 192, 7168, 8, 8 * ranks * 2, DType::bf16), standard});
+    list.push_back({"R" + std::to_string(ranks) + "_bf16_h7168",
+                    make_shape(ranks, 192, 7168, 8, 8 * ranks * 2, DType::bf16), standard});
   }
   list.push_back({"R4_fp8_h7168", make_shape(4, 160, 7168, 8, 64, DType::fp8_e4m3), standard});
   list.push_back({"R8_fp8_h2048_aligned", make_shape(8, 96, 2048, 8, 64, DType::fp8_e4m3), standard, 16});
@@ -62,11 +62,15 @@ std::vector<CudaCase> cases() {
   list.push_back({"R4_k9", make_shape(4, 128, 1024, 9, 32, DType::bf16), standard});
   list.push_back({"R2_h128", make_shape(2, 300, 128, 4, 8, DType::bf16), standard});
   list.push_back({"R2_h8192", make_shape(2, 64, 8192, 4, 8, DType::bf16), standard});
-  list.push_back({"R4_all_invalid", make_shape(4, 64, 512, 4, 16, DType::bf16, Routing::all_invalid), standard});
-  list.push_back({"R4_one_expert", make_shape(4, 100, 512, 4, 16, DType::bf16, Routing::one_expert), standard});
-  list.push_back({"R4_skewed_no_weights", make_shape(4, 200, 512, 4, 16, DType::bf16, Routing::skewed, false), standard});
+  list.push_back(
+      {"R4_all_invalid", make_shape(4, 64, 512, 4, 16, DType::bf16, Routing::all_invalid), standard});
+  list.push_back(
+      {"R4_one_expert", make_shape(4, 100, 512, 4, 16, DType::bf16, Routing::one_expert), standard});
+  list.push_back({"R4_skewed_no_weights", make_shape(4, 200, 512, 4, 16, DType::bf16, Routing::skewed, false),
+                  standard});
   list.push_back({"R8_tiny_rings_wrap", make_shape(8, 100, 256, 4, 32, DType::bf16), config_with(2, 2, 1)});
-  list.push_back({"R3_small_rings_wrap", make_shape(3, 150, 512, 6, 12, DType::fp8_e4m3), config_with(3, 5, 2)});
+  list.push_back(
+      {"R3_small_rings_wrap", make_shape(3, 150, 512, 6, 12, DType::fp8_e4m3), config_with(3, 5, 2)});
   CudaCase zero{"R2_zero_tokens_on_rank1", make_shape(2, 0, 512, 4, 8, DType::bf16), standard};
   zero.shape.tokens_per_rank_list = {40, 0};
   list.push_back(zero);
@@ -77,8 +81,12 @@ std::vector<CudaCase> cases() {
   return list;
 }
 
-std::string case_name(const ::testing::TestParamInfo<CudaCase>& info) { return info.param.name; }
-void PrintTo(const CudaCase& c, std::ostream* out) { *out << c.name; }
+std::string case_name(const ::testing::TestParamInfo<CudaCase>& info) {
+  return info.param.name;
+}
+void PrintTo(const CudaCase& c, std::ostream* out) {
+  *out << c.name;
+}
 
 // Inside rank threads: an exception (not an ASSERT, which would only leave this rank's lambda) makes
 // run_ranks abort the group, so the other ranks stop instead of waiting at a barrier forever.
@@ -127,14 +135,16 @@ TEST_P(CudaNormalEngineTest, DispatchAndCombineMatchReferenceBitwiseAndRepeat) {
       // kernels already spun was seen to stall until the wait's timeout (R = 8, hidden 7168; bench/
       // NOTES.md, open question). Real deployments (a process per GPU, or MPS) have no shared context.
       group.barrier();
-      DeviceRun first = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, nullptr, &handle);
+      DeviceRun first =
+          run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, nullptr, &handle);
       compare_with_reference(first, c.shape, expected, rank, &failures[rank]);
       // Determinism: the same inputs again give the same bits; and a cached dispatch replays the routing.
       group.barrier();
       DeviceRun second = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream);
       compare_with_reference(second, c.shape, expected, rank, &failures[rank]);
       group.barrier();
-      DeviceRun cached = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, &handle);
+      DeviceRun cached =
+          run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, &handle);
       compare_with_reference(cached, c.shape, expected, rank, &failures[rank]);
     }
     cudaStreamDestroy(stream);
@@ -222,13 +232,17 @@ TEST(CudaNormalEngineGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
         buffer.synchronize(stream);
         const auto& want = expected[round].dispatched[rank];
         const int64_t received = static_cast<int64_t>(want.recv_src_rank.size());
-        Tensor host_x = to_host(recv_x, stream), host_idx = to_host(recv_idx, stream), host_weights = to_host(recv_weights, stream);
+        Tensor host_x = to_host(recv_x, stream), host_idx = to_host(recv_idx, stream),
+               host_weights = to_host(recv_weights, stream);
         std::string why;
-        if (!workload::bitwise_equal(host_x, want.recv_x, &why, received)) failures[rank].push_back("recv_x: " + why);
-        if (!workload::bitwise_equal(host_idx, want.recv_topk_idx, &why, received)) failures[rank].push_back("recv_topk_idx: " + why);
+        if (!workload::bitwise_equal(host_x, want.recv_x, &why, received))
+          failures[rank].push_back("recv_x: " + why);
+        if (!workload::bitwise_equal(host_idx, want.recv_topk_idx, &why, received))
+          failures[rank].push_back("recv_topk_idx: " + why);
         for (int64_t row = received; row < worst; ++row) {
           for (int k = 0; k < c.shape.topk; ++k) {
-            if (host_idx.as<int64_t>()[row * c.shape.topk + k] != -1 || host_weights.as<float>()[row * c.shape.topk + k] != 0.0f) {
+            if (host_idx.as<int64_t>()[row * c.shape.topk + k] != -1 ||
+                host_weights.as<float>()[row * c.shape.topk + k] != 0.0f) {
               failures[rank].push_back("padding row " + std::to_string(row) + " is not (-1, 0)");
               row = worst;
               break;
@@ -240,10 +254,12 @@ TEST(CudaNormalEngineGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
         group.barrier();
         check_cuda(cudaGraphLaunch(combine_exec, stream), "launch combine graph");
         buffer.synchronize(stream);
-        if (!workload::bitwise_equal(to_host(combined, stream), expected[round].combined[rank].combined_x, &why)) {
+        if (!workload::bitwise_equal(to_host(combined, stream), expected[round].combined[rank].combined_x,
+                                     &why)) {
           failures[rank].push_back("round " + std::to_string(round) + " combined_x: " + why);
         }
-        if (!workload::bitwise_equal(to_host(combined_weights, stream), expected[round].combined[rank].combined_topk_weights, &why)) {
+        if (!workload::bitwise_equal(to_host(combined_weights, stream),
+                                     expected[round].combined[rank].combined_topk_weights, &why)) {
           failures[rank].push_back("round " + std::to_string(round) + " combined_topk_weights: " + why);
         }
       }
@@ -305,7 +321,7 @@ TEST(CudaNormalEngineErrors, ExpertIdOutOfRangeOnDeviceIsInvalidArgumentAndWrite
   SWITCHYARD_REQUIRE_GPU();
   CudaCase c{"bad_expert", make_shape(1, 16, 256, 2, 4, DType::bf16), config_with(2, 16, 4)};
   auto data = workload::generate(c.shape, seed_for("bad_expert"));
-  data[0].topk_idx.as<int64_t>()[5] = 4;  // == num_experts
+  data[0].topk_idx.as<int64_t>()[5] = 4;     // == num_experts
   const int device = device_for_rank(0, 1);  // device 0 in every mode, this thread's current device
   Buffer buffer(options_for(c, 0));
   buffer.connect({buffer.local_handle()});

@@ -130,7 +130,8 @@ int parent(int ranks, int ranks_per_node, Engine engine) {
     int status = 0;
     waitpid(children[rank], &status, 0);
     int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    if (code == kSkipped) skipped = true;
+    if (code == kSkipped)
+      skipped = true;
     else if (code != 0) {
       std::cerr << "rank " << rank << " failed with status " << code << "\n";
       result = 1;

@@ -38,6 +38,8 @@ int device_for_rank(int rank, int num_ranks) {
                               ": expected unset, \"0\" or \"spread\", got \"" + mode + "\"");
 }
 
-int device_of(const Buffer& buffer) { return device_for_rank(buffer.rank(), buffer.topology().num_ranks); }
+int device_of(const Buffer& buffer) {
+  return device_for_rank(buffer.rank(), buffer.topology().num_ranks);
+}
 
 }  // namespace switchyard::testing

@@ -19,12 +19,16 @@ class DevicesVariable {
   explicit DevicesVariable(const std::optional<std::string>& value) {
     const char* old = std::getenv(kTestDevicesVariable);
     if (old != nullptr) previous_ = old;
-    if (value) setenv(kTestDevicesVariable, value->c_str(), 1);
-    else unsetenv(kTestDevicesVariable);
+    if (value)
+      setenv(kTestDevicesVariable, value->c_str(), 1);
+    else
+      unsetenv(kTestDevicesVariable);
   }
   ~DevicesVariable() {
-    if (previous_) setenv(kTestDevicesVariable, previous_->c_str(), 1);
-    else unsetenv(kTestDevicesVariable);
+    if (previous_)
+      setenv(kTestDevicesVariable, previous_->c_str(), 1);
+    else
+      unsetenv(kTestDevicesVariable);
   }
   DevicesVariable(const DevicesVariable&) = delete;
   DevicesVariable& operator=(const DevicesVariable&) = delete;

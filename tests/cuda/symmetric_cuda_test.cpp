@@ -5,9 +5,10 @@
 // place: ranks as threads on one GPU; Config::symmetric_combine), each after both dispatch sources
 // (publish; zero_copy, where receivers read the callers' x in place: Config::symmetric_dispatch), run
 // every round trip. Also: CUDA graph capture and replay with new routing (x rewritten in place), back-
-// to-back calls, x (y) overwritten on the caller's stream right after dispatch (combine), timeouts naming the missing rank, bad input found on the device, the
-// co-residency refusal, and sharing a Buffer with the `normal` engine. Skipped (reported as skipped)
-// where no GPU is present. The `Small_R1` cases are small enough for compute-sanitizer.
+// to-back calls, x (y) overwritten on the caller's stream right after dispatch (combine), timeouts naming the
+// missing rank, bad input found on the device, the co-residency refusal, and sharing a Buffer with the
+// `normal` engine. Skipped (reported as skipped) where no GPU is present. The `Small_R1` cases are small
+// enough for compute-sanitizer.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -36,8 +37,12 @@
 
 namespace switchyard {
 // GoogleTest names a path parameter by its knob value.
-inline void PrintTo(SymmetricCombine path, std::ostream* out) { *out << symmetric_combine_name(path); }
-inline void PrintTo(SymmetricDispatch path, std::ostream* out) { *out << symmetric_dispatch_name(path); }
+inline void PrintTo(SymmetricCombine path, std::ostream* out) {
+  *out << symmetric_combine_name(path);
+}
+inline void PrintTo(SymmetricDispatch path, std::ostream* out) {
+  *out << symmetric_dispatch_name(path);
+}
 }  // namespace switchyard
 
 namespace switchyard::testing::expert_major {
@@ -64,10 +69,11 @@ bool on_one_device(const Case& c) {
 
 // The pull combine (zero-copy dispatch) follows plain y (x) pointers: ranks spread over GPUs cannot use
 // it (connect refuses).
-#define SWITCHYARD_REQUIRE_PATH(c)                                                                            \
-  if (((c).symmetric_combine == SymmetricCombine::pull || (c).symmetric_dispatch == SymmetricDispatch::zero_copy) && \
-      !on_one_device(c))                                                                                      \
-  GTEST_SKIP() << "the pull combine and the zero-copy dispatch need every rank on one GPU; "                  \
+#define SWITCHYARD_REQUIRE_PATH(c)                                                           \
+  if (((c).symmetric_combine == SymmetricCombine::pull ||                                    \
+       (c).symmetric_dispatch == SymmetricDispatch::zero_copy) &&                            \
+      !on_one_device(c))                                                                     \
+  GTEST_SKIP() << "the pull combine and the zero-copy dispatch need every rank on one GPU; " \
                   "SWITCHYARD_TEST_DEVICES spreads them"
 
 // Both combine paths, named after the path.
@@ -139,8 +145,8 @@ void check_replays(const Case& c, const std::vector<Expected>& rounds, Group& gr
     gpu.buffer->synchronize(stream);
     Outputs got = download(out, stream);
     got.combined_x = to_host(out.combined_x, stream);
-    check_outputs(got, reference_outputs(rounds[round], rank), "reference (replay " + std::to_string(round) + ")",
-                  rank, failures);
+    check_outputs(got, reference_outputs(rounds[round], rank),
+                  "reference (replay " + std::to_string(round) + ")", rank, failures);
   }
   group.barrier();
 }
@@ -162,8 +168,9 @@ TEST_P(SymmetricCudaRoundTrip, MatchesTheReferenceAndTheCpuEngineBitwiseTwice) {
     const int rank = group.rank();
     GpuRank gpu(options_of(c, rank), group);
     if (gpu.buffer->symmetric_combine_path() != c.symmetric_combine) {
-      failures.add(rank, std::string("symmetric_combine_path: expected ") + symmetric_combine_name(c.symmetric_combine) +
-                             ", got " + symmetric_combine_name(gpu.buffer->symmetric_combine_path()));
+      failures.add(rank, std::string("symmetric_combine_path: expected ") +
+                             symmetric_combine_name(c.symmetric_combine) + ", got " +
+                             symmetric_combine_name(gpu.buffer->symmetric_combine_path()));
     }
     if (gpu.buffer->symmetric_dispatch_path() != c.symmetric_dispatch) {
       failures.add(rank, std::string("symmetric_dispatch_path: expected ") +
@@ -210,7 +217,8 @@ std::vector<Case> cases() {
   };
 }
 
-INSTANTIATE_TEST_SUITE_P(EdgeCases, SymmetricCudaRoundTrip, ::testing::ValuesIn(on_both_combine_paths(cases())),
+INSTANTIATE_TEST_SUITE_P(EdgeCases, SymmetricCudaRoundTrip,
+                         ::testing::ValuesIn(on_both_combine_paths(cases())),
                          [](const auto& info) { return info.param.name; });
 
 // ---- expert_capacity ----------------------------------------------------------------------------
@@ -298,7 +306,8 @@ std::vector<Case> capacity_cases() {
   };
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCudaCapacity, ::testing::ValuesIn(on_both_combine_paths(capacity_cases())),
+INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCudaCapacity,
+                         ::testing::ValuesIn(on_both_combine_paths(capacity_cases())),
                          [](const auto& info) { return info.param.name; });
 
 // An expert past its capacity: every rank's synchronize() raises the same CapacityError naming the
@@ -368,20 +377,23 @@ void expect_overflow_refused(const Case& base) {
     EXPECT_NE(message.find("rank " + std::to_string(rank) + " (cuda symmetric, dispatch)"), std::string::npos)
         << message;
     EXPECT_EQ(combine_messages[rank].rfind("symmetric_combine: refused", 0), 0u) << combine_messages[rank];
-    EXPECT_NE(combine_messages[rank].find(overflow_names(c, data)), std::string::npos) << combine_messages[rank];
+    EXPECT_NE(combine_messages[rank].find(overflow_names(c, data)), std::string::npos)
+        << combine_messages[rank];
   }
 }
 
 TEST_P(SymmetricCudaPaths, Small_R1_OverflowIsCapacityErrorAndWritesNothingPastTheCapacity) {
   SWITCHYARD_REQUIRE_GPU();
   expect_overflow_refused(with_symmetric_combine(
-      with_routing(make("Small_R1_overflow", 1, {16}, 16, 2, 4, 256), workload::Routing::skewed), GetParam()));
+      with_routing(make("Small_R1_overflow", 1, {16}, 16, 2, 4, 256), workload::Routing::skewed),
+      GetParam()));
 }
 
 TEST_P(SymmetricCudaPaths, EveryRankRaisesTheSameCapacityErrorAndTheCombineIsRefusedOnAll) {
   SWITCHYARD_REQUIRE_GPU();
   const Case r4 = with_symmetric_combine(
-      with_routing(make("R4_overflow", 4, {40, 40, 33, 40}, 40, 4, 16, 512), workload::Routing::skewed), GetParam());
+      with_routing(make("R4_overflow", 4, {40, 40, 33, 40}, 40, 4, 16, 512), workload::Routing::skewed),
+      GetParam());
   SWITCHYARD_REQUIRE_PATH(r4);
   expect_overflow_refused(r4);
   expect_overflow_refused(with_symmetric_combine(
@@ -425,7 +437,8 @@ TEST_P(SymmetricCudaPaths, ReplaysFromCudaGraphsWithACapacity) {
 // four barriers per round walk through both signal phases and both signs, and the halves alternate.
 TEST_P(SymmetricCudaPaths, BackToBackCallsReuseTheBarrierAndHalvesWithoutRacing) {
   SWITCHYARD_REQUIRE_GPU();
-  const Case c = with_symmetric_combine(make("back_to_back", 4, {40, 23, 40, 17}, 40, 4, 16, 512), GetParam());
+  const Case c =
+      with_symmetric_combine(make("back_to_back", 4, {40, 23, 40, 17}, 40, 4, 16, 512), GetParam());
   SWITCHYARD_REQUIRE_PATH(c);
   const uint64_t seed = seed_for("symmetric_cuda/back_to_back");
   const Expected first = expected_for(c, seed);
@@ -467,7 +480,8 @@ TEST_P(SymmetricCudaPaths, BackToBackCallsReuseTheBarrierAndHalvesWithoutRacing)
 void run_graph_replays(const Case& c, const std::string& seed_name, bool poison_x) {
   constexpr int kRounds = 3;
   std::vector<Expected> rounds;
-  for (int round = 0; round < kRounds; ++round) rounds.push_back(expected_for(c, seed_for(seed_name) + round));
+  for (int round = 0; round < kRounds; ++round)
+    rounds.push_back(expected_for(c, seed_for(seed_name) + round));
   Failures failures;
   run_ranks(c.ranks, [&](Group& group) {
     const int rank = group.rank();
@@ -548,8 +562,8 @@ std::string timeout_message(bool combine, bool* refused_after,
                             SymmetricCombine path = SymmetricCombine::automatic,
                             SymmetricDispatch source = SymmetricDispatch::automatic) {
   constexpr double kTimeout = 1.0;
-  const Case c =
-      with_symmetric_dispatch(with_symmetric_combine(make("timeout", 2, {16, 16}, 16, 2, 4, 256), path), source);
+  const Case c = with_symmetric_dispatch(
+      with_symmetric_combine(make("timeout", 2, {16, 16}, 16, 2, 4, 256), path), source);
   const Expected expected = expected_for(c, seed_for("symmetric_cuda/timeout"));
   PeerGate gate;
   Caught caught;
@@ -642,7 +656,8 @@ TEST_P(SymmetricCudaPaths, ExpertOutputsMayBeOverwrittenOnTheStreamRightAfterCom
           gpu.buffer->symmetric_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
       LowLatencyCombineResult combined = gpu.buffer->symmetric_combine(
           combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream));
-      if (cudaMemsetAsync(y.data(), kPoison, y.nbytes(), stream) != cudaSuccess) failures.add(rank, "poisoning y failed");
+      if (cudaMemsetAsync(y.data(), kPoison, y.nbytes(), stream) != cudaSuccess)
+        failures.add(rank, "poisoning y failed");
       gpu.buffer->synchronize(stream);
       compare(to_host(combined.combined_x, stream), expected.combined[rank],
               "combined_x (round " + std::to_string(round) + ")", rank, failures);
@@ -669,7 +684,8 @@ TEST_P(SymmetricCudaSources, TokensMayBeOverwrittenOnTheStreamRightAfterDispatch
     const int rank = group.rank();
     GpuRank gpu(options_of(c, rank), group);
     const cudaStream_t stream = gpu.stream;
-    if (gpu.buffer->symmetric_dispatch_path() != GetParam()) failures.add(rank, "symmetric_dispatch_path differs");
+    if (gpu.buffer->symmetric_dispatch_path() != GetParam())
+      failures.add(rank, "symmetric_dispatch_path differs");
     for (int round = 0; round < 4; ++round) {
       const DeviceInputs in = upload_inputs(expected.data[rank], gpu.device, stream);
       LowLatencyDispatchResult dispatched =

@@ -5,9 +5,8 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
-#include <vector>
-
 #include <switchyard/switchyard.hpp>
+#include <vector>
 
 namespace {
 

@@ -361,8 +361,8 @@ int main(int argc, char** argv) {
     const uint64_t seed = switchyard::testing::seed_for("mpi_expert_major/" + m.name);
     workload::Shape shape = shape_of(m.c);
     shape.topology = m.topology();
-    const std::string context = m.name + " (" + engine_name(m.engine) + ", seed=" + testing::hex_seed(seed) + ", " +
-                                shape.describe() + ", max_tokens=" + std::to_string(m.c.max_tokens) +
+    const std::string context = m.name + " (" + engine_name(m.engine) + ", seed=" + testing::hex_seed(seed) +
+                                ", " + shape.describe() + ", max_tokens=" + std::to_string(m.c.max_tokens) +
                                 ", fp8=" + std::to_string(m.c.fp8.use_fp8) +
                                 " round_scale=" + std::to_string(m.c.fp8.round_scale) +
                                 " ue8m0=" + std::to_string(m.c.fp8.use_ue8m0) + ", loopback delays " +

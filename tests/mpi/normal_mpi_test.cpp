@@ -74,7 +74,8 @@ std::vector<MpiCase> cases(int num_ranks) {
   uneven.name = "uneven_tokens_rank0_empty_no_weights";
   uneven.shape.with_weights = false;
   uneven.shape.tokens_per_rank_list.clear();
-  for (int rank = 0; rank < num_ranks; ++rank) uneven.shape.tokens_per_rank_list.push_back(rank == 0 ? 0 : rank % 4 + 1);
+  for (int rank = 0; rank < num_ranks; ++rank)
+    uneven.shape.tokens_per_rank_list.push_back(rank == 0 ? 0 : rank % 4 + 1);
   uneven.replay = false;
   result.push_back(uneven);
 
@@ -144,8 +145,8 @@ std::vector<std::string> run_case(const MpiCase& c, int rank, uint64_t seed) {
     testing::check_dispatch(cached, c.shape, expected, rank, round_trip, true, &failures);
     testing::check_combine(cached, c.shape, expected, rank, c.shape.with_weights, &failures);
     const testing::RankRun again = testing::run_round_trip(buffer, c.shape, data[rank], expected, round_trip);
-    testing::check_identical(again, first, static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size()),
-                             &failures);
+    testing::check_identical(again, first,
+                             static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size()), &failures);
   }
   // No process unmaps its heap while a peer may still read it.
   MPI_Barrier(MPI_COMM_WORLD);
@@ -164,10 +165,11 @@ int main(int argc, char** argv) {
   for (const MpiCase& c : cases(num_ranks)) {
     const uint64_t seed = switchyard::testing::seed_for(c.name);
     const std::string context = c.name + " (seed=" + switchyard::testing::hex_seed(seed) + ", " +
-                                c.shape.describe() + ", config={" + c.config.to_string() + "}, expert_alignment=" +
-                                std::to_string(c.expert_alignment) +
+                                c.shape.describe() + ", config={" + c.config.to_string() +
+                                "}, expert_alignment=" + std::to_string(c.expert_alignment) +
                                 ", num_worst_tokens=" + std::to_string(c.num_worst_tokens) + ")";
-    const bool ok = switchyard::testing::mpi_case_passed(c.name, context, [&] { return run_case(c, rank, seed); });
+    const bool ok =
+        switchyard::testing::mpi_case_passed(c.name, context, [&] { return run_case(c, rank, seed); });
     (ok ? passed : failed) += 1;
   }
   if (rank == 0) std::printf("%d passed, %d failed\n", passed, failed);

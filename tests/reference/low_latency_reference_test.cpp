@@ -24,7 +24,8 @@ Tensor ids(std::initializer_list<int64_t> values, int64_t rows, int64_t topk) {
 Tensor rows_of(int rank, int64_t rows) {
   Tensor x = Tensor::empty(DType::bf16, {rows, kHidden});
   for (int64_t t = 0; t < rows; ++t) {
-    for (int c = 0; c < kHidden; ++c) x.as<uint16_t>()[t * kHidden + c] = common::float_to_bf16(16.0f * rank + 4.0f * t + c);
+    for (int c = 0; c < kHidden; ++c)
+      x.as<uint16_t>()[t * kHidden + c] = common::float_to_bf16(16.0f * rank + 4.0f * t + c);
   }
   return x;
 }
@@ -46,7 +47,8 @@ struct HandCase {
   HandCase() {
     for (int rank = 0; rank < 2; ++rank) {
       weights.push_back(Tensor::empty(DType::f32, {topk_idx[rank].size(0), 2}));
-      for (int64_t i = 0; i < weights[rank].numel(); ++i) weights[rank].as<float>()[i] = 0.25f * static_cast<float>(i + 1);
+      for (int64_t i = 0; i < weights[rank].numel(); ++i)
+        weights[rank].as<float>()[i] = 0.25f * static_cast<float>(i + 1);
       inputs.push_back({x[rank], {}, topk_idx[rank], weights[rank]});
     }
   }

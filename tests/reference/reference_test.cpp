@@ -87,11 +87,12 @@ TEST(ReferenceLayout, CountsTokensPerRankNodeAndExpert) {
 
 TEST(ReferenceLayout, CountsATokenOncePerNodeEvenWithSeveralRanksThere) {
   // Four ranks in two nodes of two; eight experts, two per rank.
-  Tensor topk_idx = i64_tensor(3, 3, {
-                                         0, 2, -1,  // ranks 0 and 1: node 0 once
-                                         1, 7, 4,   // ranks 0, 3, 2: nodes 0 and 1
-                                         6, 7, -1,  // rank 3 twice: node 1 once, rank 3 once
-                                     });
+  Tensor topk_idx = i64_tensor(3, 3,
+                               {
+                                   0, 2, -1,  // ranks 0 and 1: node 0 once
+                                   1, 7, 4,   // ranks 0, 3, 2: nodes 0 and 1
+                                   6, 7, -1,  // rank 3 twice: node 1 once, rank 3 once
+                               });
   Layout result = layout(topk_idx, 8, Topology{4, 2});
   EXPECT_EQ(result.num_tokens_per_rank, (std::vector<int>{2, 1, 1, 2}));
   EXPECT_EQ(result.num_tokens_per_node, (std::vector<int>{2, 2}));
@@ -151,7 +152,8 @@ TEST(ReferenceDispatch, RoundsCountsPerExpertUpToTheAlignment) {
   // An expert nobody routes to stays at 0 whatever the alignment.
   TwoRankCase sparse;
   sparse.topk_idx = {i64_tensor(3, 2, {0, -1, 0, -1, -1, -1}), i64_tensor(2, 2, {-1, -1, -1, -1})};
-  std::vector<NormalDispatchOutput> out = normal_dispatch(sparse.inputs(), sparse.num_experts, sparse.topology, 4);
+  std::vector<NormalDispatchOutput> out =
+      normal_dispatch(sparse.inputs(), sparse.num_experts, sparse.topology, 4);
   EXPECT_EQ(out[0].num_recv_tokens_per_expert, (std::vector<int>{4, 0}));
   EXPECT_EQ(out[1].num_recv_tokens_per_expert, (std::vector<int>{0, 0}));
   EXPECT_EQ(out[1].recv_x.size(0), 0);
@@ -245,7 +247,8 @@ TEST(ReferenceCombine, AcrossNodesRoundsEachNodePartialToBf16ThenSumsNodesInOrde
 
 TEST(ReferenceCombine, AcrossNodesSumsNodePartialsInAscendingNodeOrder) {
   // Nodes of two: node 0 = 2^-30 + 0, node 1 = 1 + 0, node 2 = -1 + 0. (2^-30 + 1) - 1 = 0 in fp32.
-  const std::vector<std::vector<float>> ys = {{kTwoToMinus30, 0}, {0, 0}, {1.0f, 0}, {0, 0}, {-1.0f, 0}, {0, 0}};
+  const std::vector<std::vector<float>> ys = {{kTwoToMinus30, 0}, {0, 0}, {1.0f, 0}, {0, 0},
+                                              {-1.0f, 0},         {0, 0}};
   EXPECT_EQ(EveryRankCase(Topology{6, 2}).combine_column(ys, 0), 0x0000);
 }
 
@@ -259,8 +262,8 @@ TEST(ReferenceCombine, GivesZeroRowsAndZeroWeightsToTokensNobodyReceived) {
   std::vector<NormalDispatchOutput> dispatched = normal_dispatch(c.inputs(), c.num_experts, c.topology);
   std::vector<Tensor> ys = {bf16_tensor(3, 2, {1, 1, 1, 1, 1, 1}), bf16_tensor(2, 2, {2, 2, 2, 2})};
   std::vector<NormalCombineOutput> out =
-      normal_combine({ys[0], ys[1]}, {dispatched[0].recv_topk_weights, dispatched[1].recv_topk_weights}, dispatched,
-                     {3, 2}, c.topology);
+      normal_combine({ys[0], ys[1]}, {dispatched[0].recv_topk_weights, dispatched[1].recv_topk_weights},
+                     dispatched, {3, 2}, c.topology);
   // Rank 0: token 0 came back from ranks 0 and 1 (1 + 2), token 1 from rank 0, token 2 from nobody.
   EXPECT_EQ(bf16_bits(out[0].combined_x), bf16_bits(bf16_tensor(3, 2, {3, 3, 1, 1, 0, 0})));
   // Weights: each slot is non-zero on exactly the rank that holds its expert.
@@ -283,7 +286,8 @@ TEST(ReferenceCombine, ReducesWeightsWithTheSameGroupingAsX) {
     weights.push_back(f32_tensor(1, 1, {w[rank]}));
     weight_views.push_back(weights.back());
   }
-  std::vector<NormalCombineOutput> out = normal_combine(y_views, weight_views, c.dispatched, {1, 0, 0, 0}, c.topology);
+  std::vector<NormalCombineOutput> out =
+      normal_combine(y_views, weight_views, c.dispatched, {1, 0, 0, 0}, c.topology);
   // Node 0: 1 + 0 = 1; node 1: 2^-24 + 2^-24 = 2^-23; total 1 + 2^-23. A flat sum would tie
   // 1 + 2^-24 back to 1 twice and give 1.
   EXPECT_EQ(out[0].combined_topk_weights.as<float>()[0], 1.0f + 2 * two_to_minus_24);
@@ -305,10 +309,17 @@ std::string message_of(Call&& call) {
 
 TEST(ReferenceValidation, RefusesBadInputNamingTheArgument) {
   TwoRankCase c;
-  EXPECT_NE(message_of([&] { layout(i64_tensor(1, 2, {0, 4}), 4, c.topology); }).find("topk_idx"), std::string::npos);
-  EXPECT_NE(message_of([&] { layout(i64_tensor(1, 2, {0, -2}), 4, c.topology); }).find("-2"), std::string::npos);
+  EXPECT_NE(message_of([&] {
+              layout(i64_tensor(1, 2, {0, 4}), 4, c.topology);
+            }).find("topk_idx"),
+            std::string::npos);
+  EXPECT_NE(message_of([&] {
+              layout(i64_tensor(1, 2, {0, -2}), 4, c.topology);
+            }).find("-2"),
+            std::string::npos);
   EXPECT_NE(message_of([&] { layout(c.topk_idx[0], 3, c.topology); }).find("num_experts"), std::string::npos);
-  EXPECT_NE(message_of([&] { normal_dispatch({c.inputs()[0]}, 4, c.topology); }).find("inputs"), std::string::npos);
+  EXPECT_NE(message_of([&] { normal_dispatch({c.inputs()[0]}, 4, c.topology); }).find("inputs"),
+            std::string::npos);
 
   std::vector<RankInputs> bad_weights = c.inputs();
   Tensor wide = f32_tensor(3, 3, std::vector<float>(9, 0));
@@ -327,7 +338,9 @@ TEST(ReferenceValidation, RefusesBadInputNamingTheArgument) {
   std::vector<NormalDispatchOutput> dispatched = normal_dispatch(c.inputs(), c.num_experts, c.topology);
   Tensor short_y = bf16_tensor(2, 2, {0, 0, 0, 0});  // rank 0 received 3 rows
   Tensor y1 = bf16_tensor(2, 2, {0, 0, 0, 0});
-  EXPECT_NE(message_of([&] { normal_combine({short_y, y1}, {}, dispatched, {3, 2}, c.topology); }).find("ys[0]"),
+  EXPECT_NE(message_of([&] {
+              normal_combine({short_y, y1}, {}, dispatched, {3, 2}, c.topology);
+            }).find("ys[0]"),
             std::string::npos);
 }
 

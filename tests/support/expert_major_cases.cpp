@@ -98,8 +98,8 @@ std::pair<int64_t, int64_t> first_overflow(const std::vector<workload::RankData>
 
 std::string overflow_names(const Case& c, const std::vector<workload::RankData>& data) {
   const int64_t expert = first_overflow(data, c.num_experts, c.capacity).first;
-  return "for expert " + std::to_string(expert) + " (on rank " + std::to_string(expert / (c.num_experts / c.ranks)) +
-         ")";
+  return "for expert " + std::to_string(expert) + " (on rank " +
+         std::to_string(expert / (c.num_experts / c.ranks)) + ")";
 }
 
 std::vector<workload::RankData> one_row_per_expert(const Case& c, uint64_t seed) {

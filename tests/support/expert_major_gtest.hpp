@@ -45,8 +45,7 @@ inline void expect_capacity_error(const std::string& message, const Case& c,
 // barrier's phases, or the pull combine's records and done words) without racing. Every output is
 // checked against the reference.
 inline void expect_back_to_back_calls_match(Engine engine, Regions regions, const std::string& seed_name,
-                                            int rounds,
-                                            SymmetricCombine path = SymmetricCombine::automatic) {
+                                            int rounds, SymmetricCombine path = SymmetricCombine::automatic) {
   Case c = with_symmetric_combine(make("back_to_back", 4, {5, 3, 5, 2}, 5, 3, 8, 128), path);
   const uint64_t seed = testing::seed_for(seed_name);
   const Expected first = expected_for(c, seed);

@@ -13,18 +13,22 @@ Tensor poisoned(DType dtype, std::initializer_list<int64_t> dims) {
   return tensor;
 }
 
-std::string where(int rank, const std::string& what) { return "rank " + std::to_string(rank) + " " + what; }
+std::string where(int rank, const std::string& what) {
+  return "rank " + std::to_string(rank) + " " + what;
+}
 
-void compare(const TensorView& actual, const TensorView& expected, int64_t rows, int rank, const std::string& what,
-             std::vector<std::string>* failures) {
+void compare(const TensorView& actual, const TensorView& expected, int64_t rows, int rank,
+             const std::string& what, std::vector<std::string>* failures) {
   std::string why;
-  if (!workload::bitwise_equal(actual, expected, &why, rows)) failures->push_back(where(rank, what) + ": " + why);
+  if (!workload::bitwise_equal(actual, expected, &why, rows))
+    failures->push_back(where(rank, what) + ": " + why);
 }
 
 void expect_rows(const Tensor& tensor, int64_t rows, int rank, const std::string& what,
                  std::vector<std::string>* failures) {
   if (!tensor.defined()) {
-    failures->push_back(where(rank, what) + ": expected a tensor with " + std::to_string(rows) + " rows, got none");
+    failures->push_back(where(rank, what) + ": expected a tensor with " + std::to_string(rows) +
+                        " rows, got none");
   } else if (tensor.view().ndim < 1 || tensor.size(0) != rows) {
     failures->push_back(where(rank, what) + ": expected " + std::to_string(rows) + " rows, got " +
                         tensor.view().describe());
@@ -35,7 +39,8 @@ void expect_rows(const Tensor& tensor, int64_t rows, int rank, const std::string
 void expect_same_storage(const Tensor& result, const Tensor& passed, int rank, const std::string& what,
                          std::vector<std::string>* failures) {
   if (passed.defined() && result.data() != passed.data()) {
-    failures->push_back(where(rank, what) + ": expected the result in the preallocated out_ tensor, got other storage");
+    failures->push_back(where(rank, what) +
+                        ": expected the result in the preallocated out_ tensor, got other storage");
   }
 }
 
@@ -77,7 +82,8 @@ Expected compute_expected(const workload::Shape& shape, const std::vector<worklo
     inputs.push_back(data[rank].inputs());
     num_tokens.push_back(shape.tokens_of(rank));
   }
-  expected.dispatched = reference::normal_dispatch(inputs, shape.num_experts, shape.topology, expert_alignment);
+  expected.dispatched =
+      reference::normal_dispatch(inputs, shape.num_experts, shape.topology, expert_alignment);
   std::vector<TensorView> ys, weights;
   for (int rank = 0; rank < num_ranks; ++rank) {
     const reference::NormalDispatchOutput& out = expected.dispatched[rank];
@@ -177,12 +183,13 @@ RankRun run_cached_round_trip(Buffer& buffer, const workload::Shape& shape, cons
   return run;
 }
 
-void check_layout(const RankRun& run, const Expected& expected, int rank, std::vector<std::string>* failures) {
+void check_layout(const RankRun& run, const Expected& expected, int rank,
+                  std::vector<std::string>* failures) {
   const reference::Layout& ref = expected.layouts[rank];
-  compare(run.layout.num_tokens_per_rank, i32_tensor(ref.num_tokens_per_rank), -1, rank, "layout.num_tokens_per_rank",
-          failures);
-  compare(run.layout.num_tokens_per_node, i32_tensor(ref.num_tokens_per_node), -1, rank, "layout.num_tokens_per_node",
-          failures);
+  compare(run.layout.num_tokens_per_rank, i32_tensor(ref.num_tokens_per_rank), -1, rank,
+          "layout.num_tokens_per_rank", failures);
+  compare(run.layout.num_tokens_per_node, i32_tensor(ref.num_tokens_per_node), -1, rank,
+          "layout.num_tokens_per_node", failures);
   compare(run.layout.num_tokens_per_expert, i32_tensor(ref.num_tokens_per_expert), -1, rank,
           "layout.num_tokens_per_expert", failures);
   const int64_t num_ranks = static_cast<int64_t>(ref.num_tokens_per_rank.size());
@@ -214,7 +221,8 @@ void check_dispatch(const RankRun& run, const workload::Shape& shape, const Expe
     if (shape.with_weights) {
       expect_rows(got.recv_topk_weights, rows, rank, "recv_topk_weights", failures);
       compare(got.recv_topk_weights, ref.recv_topk_weights, num_recv, rank, "recv_topk_weights", failures);
-      expect_same_storage(got.recv_topk_weights, run.out_recv_topk_weights, rank, "recv_topk_weights", failures);
+      expect_same_storage(got.recv_topk_weights, run.out_recv_topk_weights, rank, "recv_topk_weights",
+                          failures);
     }
     // Worst-case padding rows: no expert, weight +0.
     if (worst && got.recv_topk_idx.defined() && got.recv_topk_idx.size(0) == rows) {
@@ -222,11 +230,13 @@ void check_dispatch(const RankRun& run, const workload::Shape& shape, const Expe
         for (int slot = 0; slot < shape.topk; ++slot) {
           const int64_t id = got.recv_topk_idx.as<int64_t>()[row * shape.topk + slot];
           if (id != -1) {
-            failures->push_back(where(rank, "recv_topk_idx") + ": padding row " + std::to_string(row) + ", slot " +
-                                std::to_string(slot) + ": expected -1, got " + std::to_string(id));
+            failures->push_back(where(rank, "recv_topk_idx") + ": padding row " + std::to_string(row) +
+                                ", slot " + std::to_string(slot) + ": expected -1, got " +
+                                std::to_string(id));
             return;
           }
-          if (shape.with_weights && got.recv_topk_weights.defined() && got.recv_topk_weights.size(0) == rows) {
+          if (shape.with_weights && got.recv_topk_weights.defined() &&
+              got.recv_topk_weights.size(0) == rows) {
             uint32_t bits;
             std::memcpy(&bits, got.recv_topk_weights.as<float>() + row * shape.topk + slot, sizeof(bits));
             if (bits != 0) {
@@ -247,13 +257,14 @@ void check_dispatch(const RankRun& run, const workload::Shape& shape, const Expe
                           std::to_string(got.num_recv_tokens));
     }
     if (!got.num_recv_tokens_per_expert.empty()) {
-      failures->push_back(where(rank, "num_recv_tokens_per_expert") + ": expected empty in worst-case mode, got " +
+      failures->push_back(where(rank, "num_recv_tokens_per_expert") +
+                          ": expected empty in worst-case mode, got " +
                           std::to_string(got.num_recv_tokens_per_expert.size()) + " counts");
     }
   } else {
     if (got.num_recv_tokens != num_recv) {
-      failures->push_back(where(rank, "num_recv_tokens") + ": expected " + std::to_string(num_recv) + ", got " +
-                          std::to_string(got.num_recv_tokens));
+      failures->push_back(where(rank, "num_recv_tokens") + ": expected " + std::to_string(num_recv) +
+                          ", got " + std::to_string(got.num_recv_tokens));
     }
     if (got.handle.valid() && got.handle.num_recv_tokens() != num_recv) {
       failures->push_back(where(rank, "handle.num_recv_tokens()") + ": expected " + std::to_string(num_recv) +
@@ -266,7 +277,8 @@ void check_dispatch(const RankRun& run, const workload::Shape& shape, const Expe
   // The backend's own copies of the counts are valid in every mode.
   compare(got.recv_expert_counts, i32_tensor(ref.num_recv_tokens_per_expert), -1, rank, "recv_expert_counts",
           failures);
-  compare(got.recv_token_count, i32_tensor({static_cast<int>(num_recv)}), -1, rank, "recv_token_count", failures);
+  compare(got.recv_token_count, i32_tensor({static_cast<int>(num_recv)}), -1, rank, "recv_token_count",
+          failures);
 }
 
 void check_combine(const RankRun& run, const workload::Shape& shape, const Expected& expected, int rank,
@@ -276,7 +288,8 @@ void check_combine(const RankRun& run, const workload::Shape& shape, const Expec
   compare(run.combine.combined_x, ref.combined_x, -1, rank, "combined_x", failures);
   expect_same_storage(run.combine.combined_x, run.out_combined_x, rank, "combined_x", failures);
   if (with_weights) {
-    compare(run.combine.combined_topk_weights, ref.combined_topk_weights, -1, rank, "combined_topk_weights", failures);
+    compare(run.combine.combined_topk_weights, ref.combined_topk_weights, -1, rank, "combined_topk_weights",
+            failures);
     expect_same_storage(run.combine.combined_topk_weights, run.out_combined_topk_weights, rank,
                         "combined_topk_weights", failures);
   }
@@ -293,7 +306,8 @@ void check_identical(const RankRun& second, const RankRun& first, int64_t compar
   same(second.dispatch.recv_topk_idx, first.dispatch.recv_topk_idx, -1, "recv_topk_idx");
   same(second.dispatch.recv_topk_weights, first.dispatch.recv_topk_weights, -1, "recv_topk_weights");
   same(second.combine.combined_x, first.combine.combined_x, -1, "combined_x");
-  same(second.combine.combined_topk_weights, first.combine.combined_topk_weights, -1, "combined_topk_weights");
+  same(second.combine.combined_topk_weights, first.combine.combined_topk_weights, -1,
+       "combined_topk_weights");
 }
 
 }  // namespace switchyard::testing

@@ -24,10 +24,10 @@ struct RoundTripOptions {
 
 // What every rank should get, computed by the reference from all ranks' inputs.
 struct Expected {
-  std::vector<reference::Layout> layouts;                    // [R]
-  std::vector<reference::NormalDispatchOutput> dispatched;   // [R]
-  std::vector<Tensor> ys;                                    // [R], the synthetic expert on the reference's recv_x
-  std::vector<reference::NormalCombineOutput> combined;      // [R]
+  std::vector<reference::Layout> layouts;                   // [R]
+  std::vector<reference::NormalDispatchOutput> dispatched;  // [R]
+  std::vector<Tensor> ys;  // [R], the synthetic expert on the reference's recv_x
+  std::vector<reference::NormalCombineOutput> combined;  // [R]
 };
 
 Expected compute_expected(const workload::Shape& shape, const std::vector<workload::RankData>& data,

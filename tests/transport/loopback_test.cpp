@@ -1,6 +1,8 @@
 // The loopback transport keeps RDMA's one promise the engines rely on: a signal lands after every
 // earlier put and signal to the same peer; and flush() waits for everything. With delays on, puts
 // do land out of order.
+#include "transport/loopback.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -10,7 +12,6 @@
 
 #include "common/atomics.hpp"
 #include "common/sym_heap.hpp"
-#include "transport/loopback.hpp"
 
 namespace switchyard::transport {
 namespace {
@@ -31,8 +32,9 @@ struct TwoHeaps {
       views[rank].rank = rank;
       views[rank].num_ranks = 2;
       for (int peer = 0; peer < 2; ++peer) {
-        views[rank].peer_offset[peer] = static_cast<int64_t>(reinterpret_cast<uintptr_t>(storage[peer].data()) -
-                                                             reinterpret_cast<uintptr_t>(storage[rank].data()));
+        views[rank].peer_offset[peer] =
+            static_cast<int64_t>(reinterpret_cast<uintptr_t>(storage[peer].data()) -
+                                 reinterpret_cast<uintptr_t>(storage[rank].data()));
       }
     }
   }
@@ -67,8 +69,12 @@ void check_signal_follows_puts(uint32_t max_delay_us) {
   EXPECT_EQ(sender.bytes_put(), kValues * sizeof(uint64_t));
 }
 
-TEST(Loopback, SignalLandsAfterEarlierPutsWithoutDelay) { check_signal_follows_puts(0); }
-TEST(Loopback, SignalLandsAfterEarlierPutsWithDelays) { check_signal_follows_puts(20); }
+TEST(Loopback, SignalLandsAfterEarlierPutsWithoutDelay) {
+  check_signal_follows_puts(0);
+}
+TEST(Loopback, SignalLandsAfterEarlierPutsWithDelays) {
+  check_signal_follows_puts(20);
+}
 
 TEST(Loopback, DelayedPutsLandOutOfOrderAndFlushWaitsForAll) {
   TwoHeaps heaps;

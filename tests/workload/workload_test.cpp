@@ -61,7 +61,8 @@ TEST(Workload, DrawsAreStableAcrossStandardLibraries) {
   EXPECT_EQ(values, kGoldenValues);
   // Weights are multiples of 2^-24: compare the integers.
   std::vector<int64_t> weights;
-  for (int i = 0; i < 2; ++i) weights.push_back(static_cast<int64_t>(data.topk_weights.as<float>()[i] * 16777216.0f));
+  for (int i = 0; i < 2; ++i)
+    weights.push_back(static_cast<int64_t>(data.topk_weights.as<float>()[i] * 16777216.0f));
   const std::vector<int64_t> kGoldenWeights = {7688230, 8241016};
   EXPECT_EQ(weights, kGoldenWeights);
 }

@@ -82,10 +82,11 @@ float random_weight(std::mt19937_64& rng) {
 
 void validate_shape(const Shape& shape) {
   const Topology& topology = shape.topology;
-  if (topology.num_ranks < 1 || topology.ranks_per_node < 1 || topology.num_ranks % topology.ranks_per_node != 0) {
+  if (topology.num_ranks < 1 || topology.ranks_per_node < 1 ||
+      topology.num_ranks % topology.ranks_per_node != 0) {
     throw InvalidArgument("shape.topology: expected ranks_per_node a divisor of num_ranks, got " +
-                          std::to_string(topology.num_ranks) + " ranks, " + std::to_string(topology.ranks_per_node) +
-                          " per node");
+                          std::to_string(topology.num_ranks) + " ranks, " +
+                          std::to_string(topology.ranks_per_node) + " per node");
   }
   if (!shape.tokens_per_rank_list.empty() &&
       shape.tokens_per_rank_list.size() != static_cast<size_t>(topology.num_ranks)) {
@@ -95,8 +96,8 @@ void validate_shape(const Shape& shape) {
   }
   for (int rank = 0; rank < topology.num_ranks; ++rank) {
     if (shape.tokens_of(rank) < 0) {
-      throw InvalidArgument("shape.tokens_per_rank: expected >= 0, got " + std::to_string(shape.tokens_of(rank)) +
-                            " for rank " + std::to_string(rank));
+      throw InvalidArgument("shape.tokens_per_rank: expected >= 0, got " +
+                            std::to_string(shape.tokens_of(rank)) + " for rank " + std::to_string(rank));
     }
   }
   if (shape.num_experts < 1 || shape.num_experts % topology.num_ranks != 0) {
@@ -108,7 +109,8 @@ void validate_shape(const Shape& shape) {
                           ") distinct experts per token, got " + std::to_string(shape.topk));
   }
   if (shape.dtype != DType::bf16 && shape.dtype != DType::fp8_e4m3) {
-    throw InvalidArgument(std::string("shape.dtype: expected bf16 or fp8_e4m3, got ") + dtype_name(shape.dtype));
+    throw InvalidArgument(std::string("shape.dtype: expected bf16 or fp8_e4m3, got ") +
+                          dtype_name(shape.dtype));
   }
   if (shape.hidden < 1 || (shape.dtype == DType::fp8_e4m3 && shape.hidden % kScaleBlock != 0)) {
     throw InvalidArgument("shape.hidden: expected >= 1 (a multiple of 128 for fp8), got " +
@@ -135,7 +137,8 @@ std::string format_value(const TensorView& tensor, int64_t index) {
     case DType::bf16: {
       uint16_t bits;
       std::memcpy(&bits, bytes + index * 2, 2);
-      std::snprintf(text, sizeof(text), "bf16 0x%04x (%.9g)", bits, static_cast<double>(common::bf16_to_float(bits)));
+      std::snprintf(text, sizeof(text), "bf16 0x%04x (%.9g)", bits,
+                    static_cast<double>(common::bf16_to_float(bits)));
       break;
     }
     case DType::fp8_e4m3: {
@@ -147,7 +150,8 @@ std::string format_value(const TensorView& tensor, int64_t index) {
     case DType::f32: {
       uint32_t bits;
       std::memcpy(&bits, bytes + index * 4, 4);
-      std::snprintf(text, sizeof(text), "f32 0x%08x (%.9g)", bits, static_cast<double>(common::bits_to_float(bits)));
+      std::snprintf(text, sizeof(text), "f32 0x%08x (%.9g)", bits,
+                    static_cast<double>(common::bits_to_float(bits)));
       break;
     }
     case DType::i32: {
@@ -162,7 +166,9 @@ std::string format_value(const TensorView& tensor, int64_t index) {
       std::snprintf(text, sizeof(text), "%" PRId64, value);
       break;
     }
-    case DType::boolean: std::snprintf(text, sizeof(text), "bool 0x%02x", bytes[index]); break;
+    case DType::boolean:
+      std::snprintf(text, sizeof(text), "bool 0x%02x", bytes[index]);
+      break;
   }
   return text;
 }
@@ -192,8 +198,9 @@ std::string Shape::describe() const {
     out << "]";
   }
   static const char* const kRoutingNames[] = {"random", "all_invalid", "one_expert", "skewed"};
-  out << " hidden=" << hidden << " topk=" << topk << " experts=" << num_experts << " dtype=" << dtype_name(dtype)
-      << " weights=" << (with_weights ? "yes" : "no") << " routing=" << kRoutingNames[static_cast<int>(routing)];
+  out << " hidden=" << hidden << " topk=" << topk << " experts=" << num_experts
+      << " dtype=" << dtype_name(dtype) << " weights=" << (with_weights ? "yes" : "no")
+      << " routing=" << kRoutingNames[static_cast<int>(routing)];
   return out.str();
 }
 
@@ -229,12 +236,15 @@ std::vector<RankData> generate(const Shape& shape, uint64_t seed) {
       int64_t* slots = ids + token * topk;
       switch (shape.routing) {
         case Routing::random:
-          fill_distinct(slots, topk, [&] { return static_cast<int64_t>(draw_below(routing_rng, shape.num_experts)); });
+          fill_distinct(slots, topk,
+                        [&] { return static_cast<int64_t>(draw_below(routing_rng, shape.num_experts)); });
           for (int slot = 0; slot < topk; ++slot) {
             if (draw_below(routing_rng, kInvalidSlotOneIn) == 0) slots[slot] = -1;
           }
           break;
-        case Routing::all_invalid: std::fill(slots, slots + topk, int64_t{-1}); break;
+        case Routing::all_invalid:
+          std::fill(slots, slots + topk, int64_t{-1});
+          break;
         case Routing::one_expert:
           std::fill(slots, slots + topk, int64_t{-1});
           slots[0] = the_one_expert;
@@ -284,8 +294,8 @@ Tensor synthetic_expert(const TensorView& recv_x, const TensorView& recv_x_scale
   const bool fp8 = recv_x.dtype == DType::fp8_e4m3;
   if (fp8) {
     if (hidden % kScaleBlock != 0 || !recv_x_scales.defined() || recv_x_scales.dtype != DType::f32 ||
-        recv_x_scales.ndim != 2 || recv_x_scales.shape[0] < rows || recv_x_scales.shape[1] != hidden / kScaleBlock ||
-        recv_x_scales.device != Device::cpu) {
+        recv_x_scales.ndim != 2 || recv_x_scales.shape[0] < rows ||
+        recv_x_scales.shape[1] != hidden / kScaleBlock || recv_x_scales.device != Device::cpu) {
       throw InvalidArgument("recv_x_scales: expected a host f32 tensor [" + std::to_string(rows) + ", " +
                             std::to_string(hidden / kScaleBlock) + "] for fp8 recv_x " + recv_x.describe() +
                             ", got " + recv_x_scales.describe());
@@ -327,22 +337,24 @@ bool bitwise_equal(const TensorView& actual, const TensorView& expected, std::st
     return fail("device: expected host tensors, got " + actual.describe() + " and " + expected.describe());
   }
   if (actual.dtype != expected.dtype) {
-    return fail(std::string("dtype: actual ") + dtype_name(actual.dtype) + ", expected " + dtype_name(expected.dtype));
+    return fail(std::string("dtype: actual ") + dtype_name(actual.dtype) + ", expected " +
+                dtype_name(expected.dtype));
   }
   if (actual.ndim != expected.ndim) {
     return fail("ndim: actual " + shape_text(actual) + ", expected " + shape_text(expected));
   }
   for (int dim = 0; dim < expected.ndim; ++dim) {
     const bool row_dim = dim == 0 && rows >= 0;
-    if (row_dim ? (actual.shape[0] < rows || expected.shape[0] < rows) : actual.shape[dim] != expected.shape[dim]) {
+    if (row_dim ? (actual.shape[0] < rows || expected.shape[0] < rows)
+                : actual.shape[dim] != expected.shape[dim]) {
       return fail("shape: actual " + shape_text(actual) + ", expected " + shape_text(expected) +
                   (rows >= 0 ? " (comparing the first " + std::to_string(rows) + " rows)" : ""));
     }
   }
   int64_t row_elements = 1;
   for (int dim = 1; dim < expected.ndim; ++dim) row_elements *= expected.shape[dim];
-  const int64_t count = expected.ndim == 0 ? expected.numel()
-                                           : (rows >= 0 ? rows : expected.shape[0]) * row_elements;
+  const int64_t count =
+      expected.ndim == 0 ? expected.numel() : (rows >= 0 ? rows : expected.shape[0]) * row_elements;
   const size_t element = dtype_size(expected.dtype);
   const uint8_t* a = actual.as<const uint8_t>();
   const uint8_t* b = expected.as<const uint8_t>();

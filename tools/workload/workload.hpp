@@ -12,15 +12,15 @@
 namespace switchyard::workload {
 
 enum class Routing {
-  random,          // top-k distinct experts per token, about 1 slot in 16 set to -1
-  all_invalid,     // every slot -1: no token goes anywhere
-  one_expert,      // every token's slot 0 is the same expert, the rest -1
-  skewed,          // most tokens prefer the experts of rank 0 (hot destination)
+  random,       // top-k distinct experts per token, about 1 slot in 16 set to -1
+  all_invalid,  // every slot -1: no token goes anywhere
+  one_expert,   // every token's slot 0 is the same expert, the rest -1
+  skewed,       // most tokens prefer the experts of rank 0 (hot destination)
 };
 
 struct Shape {
   Topology topology{1, 1};
-  int64_t tokens_per_rank = 0;  // used when tokens_per_rank_list is empty
+  int64_t tokens_per_rank = 0;                // used when tokens_per_rank_list is empty
   std::vector<int64_t> tokens_per_rank_list;  // per-rank token counts (may contain 0)
   int hidden = 7168;
   int topk = 8;

@@ -7,13 +7,20 @@ namespace switchyard::detail {
 
 namespace {
 [[noreturn]] void no_cuda() {
-  throw Unsupported("backend: expected a build with the CUDA backend (configure with SWITCHYARD_CUDA=ON), "
-                    "got a CPU-only build");
+  throw Unsupported(
+      "backend: expected a build with the CUDA backend (configure with SWITCHYARD_CUDA=ON), "
+      "got a CPU-only build");
 }
 }  // namespace
 
-std::shared_ptr<void> allocate_cuda_bytes(size_t, int, void*) { no_cuda(); }
-bool cuda_backend_available() { return false; }
-std::unique_ptr<BackendImpl> make_cuda_backend(const BackendCreateInfo&) { no_cuda(); }
+std::shared_ptr<void> allocate_cuda_bytes(size_t, int, void*) {
+  no_cuda();
+}
+bool cuda_backend_available() {
+  return false;
+}
+std::unique_ptr<BackendImpl> make_cuda_backend(const BackendCreateInfo&) {
+  no_cuda();
+}
 
 }  // namespace switchyard::detail

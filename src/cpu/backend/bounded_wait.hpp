@@ -19,7 +19,10 @@ class WaitBudget {
       : timeout_(std::chrono::duration<double>(timeout_seconds)), abort_flag_(abort_flag) {}
 
   // Call after a step that made progress: the deadline counts from the last progress.
-  void progressed() { spins_ = 0; started_ = false; }
+  void progressed() {
+    spins_ = 0;
+    started_ = false;
+  }
   // Call after a step that made no progress. `describe` is only evaluated on timeout.
   void idle(const std::function<std::string()>& describe);
 

@@ -35,15 +35,19 @@ class CpuBackend final : public detail::BackendImpl {
     // Pull follows peers' plain y pointers: only threads of this process share an address space.
     const bool threads = options_.sharing == HeapSharing::threads;
     symmetric_.set_combine_path(detail::resolve_symmetric_combine(
-        options_.config.symmetric_combine, threads, "every rank to be a thread of this process (HeapSharing::threads)",
+        options_.config.symmetric_combine, threads,
+        "every rank to be a thread of this process (HeapSharing::threads)",
         threads ? "threads" : "ranks in separate processes (HeapSharing::processes)"));
     // Zero-copy follows peers' plain x pointers: the same condition.
     symmetric_.set_dispatch_path(detail::resolve_symmetric_dispatch(
-        options_.config.symmetric_dispatch, threads, "every rank to be a thread of this process (HeapSharing::threads)",
+        options_.config.symmetric_dispatch, threads,
+        "every rank to be a thread of this process (HeapSharing::threads)",
         threads ? "threads" : "ranks in separate processes (HeapSharing::processes)"));
   }
 
-  Tensor allocate(DType dtype, std::initializer_list<int64_t> dims) override { return Tensor::empty(dtype, dims); }
+  Tensor allocate(DType dtype, std::initializer_list<int64_t> dims) override {
+    return Tensor::empty(dtype, dims);
+  }
 
   DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream) override {
     return compute_dispatch_layout(topk_idx, num_experts, options_.topology);
@@ -56,7 +60,9 @@ class CpuBackend final : public detail::BackendImpl {
   LowLatencyCombineResult low_latency_combine(const detail::LowLatencyCombinePlan& plan) override {
     return low_latency_.combine(plan);
   }
-  void* low_latency_staging(const common::LowLatencyLayout& layout) override { return layout.staging(heap_.base()); }
+  void* low_latency_staging(const common::LowLatencyLayout& layout) override {
+    return layout.staging(heap_.base());
+  }
   LowLatencyDispatchResult symmetric_dispatch(const detail::SymmetricDispatchPlan& plan) override {
     return symmetric_.dispatch(plan);
   }

@@ -50,12 +50,13 @@ class HostHeap {
   uint64_t nonce_;
   detail::HeapIdentity* identity_ = nullptr;  // the allocation's first page; base_ follows it
   uint8_t* base_ = nullptr;
-  bool name_linked_ = false;  // processes: shm_name_ still names the segment
-  bool claimed_ = false;      // this rank's slot in every peer's identity page is ours
-  std::shared_ptr<void> storage_;                  // threads: owns base_, shared with connected peers
+  bool name_linked_ = false;                         // processes: shm_name_ still names the segment
+  bool claimed_ = false;                             // this rank's slot in every peer's identity page is ours
+  std::shared_ptr<void> storage_;                    // threads: owns base_, shared with connected peers
   std::vector<std::shared_ptr<void>> peer_storage_;  // threads: keeps peers' heaps alive while mapped
   std::string shm_name_;
-  std::vector<void*> peer_mappings_;  // mmap'd peer allocations (identity page first) to unmap (processes only)
+  std::vector<void*>
+      peer_mappings_;  // mmap'd peer allocations (identity page first) to unmap (processes only)
   common::SymHeap view_{};
 };
 

@@ -10,8 +10,8 @@ Tensor output_or_allocate(const TensorView& given, DType dtype, std::initializer
   return given.defined() ? Tensor::borrow(given) : Tensor::empty(dtype, dims);
 }
 
-ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan, detail::BufferId owner,
-                                                Engine engine) {
+ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan,
+                                                detail::BufferId owner, Engine engine) {
   const LowLatencyDispatchArgs& args = plan.args;
   const int64_t local = plan.local_experts;
   const int64_t rows = plan.expert_capacity;  // per local expert (R * max unless the call set one)
@@ -30,7 +30,8 @@ ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatc
   handle->expert_capacity = plan.expert_capacity;
   handle->num_tokens = plan.num_tokens;
   handle->topk_idx = Tensor::empty(DType::i64, {plan.num_tokens, plan.topk});
-  if (args.topk_idx.nbytes() > 0) std::memcpy(handle->topk_idx.data(), args.topk_idx.data, args.topk_idx.nbytes());
+  if (args.topk_idx.nbytes() > 0)
+    std::memcpy(handle->topk_idx.data(), args.topk_idx.data, args.topk_idx.nbytes());
   handle->src_slot = Tensor::empty(DType::i32, {local, rows});
 
   ExpertMajorOutputs out;
@@ -43,7 +44,8 @@ ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatc
     out.recv_x_scales = output_or_allocate(args.out_recv_x_scales, DType::f32, {local, rows, num_scales});
   }
   out.recv_count = output_or_allocate(args.out_recv_count, DType::i32, {local});
-  out.layout_range = output_or_allocate(args.out_layout_range, DType::i32, {local, plan.topology.num_ranks, 2});
+  out.layout_range =
+      output_or_allocate(args.out_layout_range, DType::i32, {local, plan.topology.num_ranks, 2});
   out.src_info = output_or_allocate(args.out_src_info, DType::i32, {local, rows});
   out.handle = handle;
   return out;

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "common/numeric.hpp"
-
 #include "core/backend.hpp"
 #include "core/expert_major_handle.hpp"
 
@@ -40,13 +39,14 @@ void reduce_weighted_slots(const int64_t* topk_idx, const float* topk_weights, i
       }
     }
     uint16_t* out = combined_x + token * hidden;
-    for (int channel = 0; channel < hidden; ++channel) out[channel] = common::float_to_bf16(accumulator[channel]);
+    for (int channel = 0; channel < hidden; ++channel)
+      out[channel] = common::float_to_bf16(accumulator[channel]);
   }
 }
 
 // The caller's preallocated outputs or fresh ones, and a handle recording the plan's routing (a
 // copy of topk_idx) for `engine`'s combine.
-ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan, detail::BufferId owner,
-                                                Engine engine);
+ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan,
+                                                detail::BufferId owner, Engine engine);
 
 }  // namespace switchyard::cpu

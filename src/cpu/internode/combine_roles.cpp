@@ -18,7 +18,8 @@ NvlCombineSender::NvlCombineSender(const InternodeCombineContext& context, int c
   homes_.resize(intranode.num_ranks);
   for (int home = 0; home < intranode.num_ranks; ++home) {
     int index = home * intranode.num_channels + channel;
-    homes_[home] = Home{intranode.recv_channel_start[index], intranode.recv_channel_start[index + 1], 0, 0, 0};
+    homes_[home] =
+        Home{intranode.recv_channel_start[index], intranode.recv_channel_start[index + 1], 0, 0, 0};
   }
 }
 
@@ -73,7 +74,8 @@ std::string NvlCombineSender::waiting_for() const {
     if (state.next_row >= state.end_row) continue;
     const int ranks_per_node = intranode.ranks_per_node;
     out << " waiting for intranode ring space at forwarder rank "
-        << common::node_of(intranode.rank, ranks_per_node) * ranks_per_node + common::local_rank_of(home, ranks_per_node)
+        << common::node_of(intranode.rank, ranks_per_node) * ranks_per_node +
+               common::local_rank_of(home, ranks_per_node)
         << " for home rank " << home << " (tail " << state.tail << ", head " << state.head << ", "
         << intranode.layout.ring_slots << " slots)";
     break;
@@ -87,7 +89,8 @@ CombineForwarder::CombineForwarder(const InternodeCombineContext& context, const
                                    std::vector<RdmaSendQueue>& queues)
     : context_(context), link_(link), queues_(queues) {
   cursors_.assign(context.num_nodes, 0);
-  streams_.assign(static_cast<size_t>(context.intranode->ranks_per_node) * context.num_nodes, Stream{0, 0, 0});
+  streams_.assign(static_cast<size_t>(context.intranode->ranks_per_node) * context.num_nodes,
+                  Stream{0, 0, 0});
   for (int node = 0; node < context.num_nodes; ++node) {
     queues_[node].total = (*context.forwarded)[link.channel * context.num_nodes + node].size();
   }
@@ -103,7 +106,8 @@ common::Ring CombineForwarder::ring(int local, int home_node) const {
 bool CombineForwarder::reduce_one(int home_node) {
   const CombineContext& intranode = *context_.intranode;
   const common::CombineMessage& message = intranode.message;
-  const common::RankMask& mask = (*context_.forwarded)[link_.channel * context_.num_nodes + home_node][cursors_[home_node]];
+  const common::RankMask& mask =
+      (*context_.forwarded)[link_.channel * context_.num_nodes + home_node][cursors_[home_node]];
   const int ranks_per_node = intranode.ranks_per_node;
   for (int local = 0; local < ranks_per_node; ++local) {
     if (!mask.test(local)) continue;
@@ -171,7 +175,8 @@ bool CombineForwarder::done() const {
   for (int node = 0; node < context_.num_nodes; ++node) {
     if (cursors_[node] < queues_[node].total) return false;
   }
-  return std::all_of(streams_.begin(), streams_.end(), [](const Stream& s) { return s.published == s.consumed; });
+  return std::all_of(streams_.begin(), streams_.end(),
+                     [](const Stream& s) { return s.published == s.consumed; });
 }
 
 std::string CombineForwarder::waiting_for() const {
@@ -181,8 +186,8 @@ std::string CombineForwarder::waiting_for() const {
     if (cursors_[node] >= queues_[node].total) continue;
     const int home = node * ranks_per_node + link_.local_rank();
     if (waiting_rank_ >= 0) {
-      out << " waiting for rows from rank " << waiting_rank_ << " for home rank " << home << " (token " << cursors_[node]
-          << " of " << queues_[node].total << " forwarded to node " << node << ")";
+      out << " waiting for rows from rank " << waiting_rank_ << " for home rank " << home << " (token "
+          << cursors_[node] << " of " << queues_[node].total << " forwarded to node " << node << ")";
     } else {
       out << " waiting for RDMA ring space at home rank " << home << " (node " << node << ")";
     }
@@ -200,14 +205,16 @@ RdmaCombineReceiver::RdmaCombineReceiver(const InternodeCombineContext& context,
   end_ = common::channel_begin(intranode.num_tokens, intranode.num_channels, link.channel + 1);
   nodes_.assign(context.num_nodes, Node{0, false, 0, 0, 0});
   for (int64_t token = token_; token < end_; ++token) {
-    for (int node = 0; node < context.num_nodes; ++node) nodes_[node].expected += node_wants(token, node) ? 1 : 0;
+    for (int node = 0; node < context.num_nodes; ++node)
+      nodes_[node].expected += node_wants(token, node) ? 1 : 0;
   }
   total_.resize(intranode.message.row_bytes / 2);
 }
 
 bool RdmaCombineReceiver::node_wants(int64_t token, int node) const {
   const CombineContext& intranode = *context_.intranode;
-  const uint8_t* in_rank = intranode.is_token_in_rank + token * intranode.num_ranks + node * intranode.ranks_per_node;
+  const uint8_t* in_rank =
+      intranode.is_token_in_rank + token * intranode.num_ranks + node * intranode.ranks_per_node;
   for (int local = 0; local < intranode.ranks_per_node; ++local) {
     if (in_rank[local]) return true;
   }
@@ -255,7 +262,8 @@ bool RdmaCombineReceiver::step() {
     // DESIGN.md: the node partials in ascending node order, fp32 from +0, rounded once; nodes
     // without a contribution are skipped.
     std::fill(total_.begin(), total_.end(), 0.0f);
-    float* weights_out = intranode.combined_topk_weights ? intranode.combined_topk_weights + token_ * topk : nullptr;
+    float* weights_out =
+        intranode.combined_topk_weights ? intranode.combined_topk_weights + token_ * topk : nullptr;
     if (weights_out) std::fill(weights_out, weights_out + topk, 0.0f);
     for (int node = 0; node < context_.num_nodes; ++node) {
       if (!node_wants(token_, node)) continue;
@@ -296,13 +304,14 @@ std::string RdmaCombineReceiver::waiting_for() const {
   std::ostringstream out;
   if (token_ < end_ && waiting_node_ >= 0) {
     const Node& state = nodes_[waiting_node_];
-    out << " waiting for token " << token_ << "'s partial from rank " << link_.peer_in(waiting_node_) << " (node "
-        << waiting_node_ << "; consumed " << state.consumed << ", tail " << state.tail << ")";
+    out << " waiting for token " << token_ << "'s partial from rank " << link_.peer_in(waiting_node_)
+        << " (node " << waiting_node_ << "; consumed " << state.consumed << ", tail " << state.tail << ")";
     return out.str();
   }
   for (int node = 0; node < context_.num_nodes; ++node) {
     if (!nodes_[node].total_known) {
-      out << " waiting for rank " << link_.peer_in(node) << " (node " << node << ") to announce its partial count";
+      out << " waiting for rank " << link_.peer_in(node) << " (node " << node
+          << ") to announce its partial count";
       break;
     }
   }

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "common/internode_protocol.hpp"
+#include "cpu/internode/rdma_coordinator.hpp"
 #include "cpu/normal/channel_role.hpp"
 #include "cpu/normal/combine_roles.hpp"
-#include "cpu/internode/rdma_coordinator.hpp"
 
 namespace switchyard::cpu {
 
@@ -46,7 +46,8 @@ class NvlCombineSender final : public ChannelRole {
 
 class CombineForwarder final : public ChannelRole {
  public:
-  CombineForwarder(const InternodeCombineContext& context, const RdmaLink& link, std::vector<RdmaSendQueue>& queues);
+  CombineForwarder(const InternodeCombineContext& context, const RdmaLink& link,
+                   std::vector<RdmaSendQueue>& queues);
   bool step() override;
   bool done() const override;
   std::string waiting_for() const override;

@@ -22,7 +22,8 @@ RdmaDispatchSender::RdmaDispatchSender(const InternodeDispatchContext& context, 
 
 common::RankMask RdmaDispatchSender::mask_of(int64_t token, int node) const {
   const DispatchContext& intranode = *context_.intranode;
-  const uint8_t* in_rank = intranode.is_token_in_rank + token * intranode.num_ranks + node * context_.ranks_per_node;
+  const uint8_t* in_rank =
+      intranode.is_token_in_rank + token * intranode.num_ranks + node * context_.ranks_per_node;
   common::RankMask mask;
   mask.clear();
   for (int local = 0; local < context_.ranks_per_node; ++local) {
@@ -132,7 +133,8 @@ bool DispatchForwarder::forward_one(int node, Source& source, int* blocked_rank)
     if (!mask.test(local)) continue;
     Target& target = targets_[node * ranks_per_node + local];
     if (target.tail - target.head < num_slots) continue;
-    common::Ring ring = intranode.layout.ring(intranode.heap->peer_base(first_rank + local), link_.channel, source.rank);
+    common::Ring ring =
+        intranode.layout.ring(intranode.heap->peer_base(first_rank + local), link_.channel, source.rank);
     target.head = common::ld_acquire_sys(ring.head());
     if (target.tail - target.head >= num_slots) {
       *blocked_rank = first_rank + local;
@@ -142,7 +144,8 @@ bool DispatchForwarder::forward_one(int node, Source& source, int* blocked_rank)
   for (int local = 0; local < ranks_per_node; ++local) {
     if (!mask.test(local)) continue;
     Target& target = targets_[node * ranks_per_node + local];
-    common::Ring ring = intranode.layout.ring(intranode.heap->peer_base(first_rank + local), link_.channel, source.rank);
+    common::Ring ring =
+        intranode.layout.ring(intranode.heap->peer_base(first_rank + local), link_.channel, source.rank);
     write_message(rdma_slot, first_rank + local, ring.slot(target.tail));
     ++target.tail;
   }
@@ -206,11 +209,11 @@ std::string DispatchForwarder::waiting_for() const {
     }
     if (source.consumed == source.total) continue;
     if (source.consumed < source.tail) {
-      out << " waiting for intranode ring space at rank " << blocked_rank_ << " (forwarding from rank " << source.rank
-          << ", node " << node << ")";
+      out << " waiting for intranode ring space at rank " << blocked_rank_ << " (forwarding from rank "
+          << source.rank << ", node " << node << ")";
     } else {
-      out << " waiting for tokens from rank " << source.rank << " (node " << node << "; forwarded " << source.consumed
-          << " of " << source.total << ")";
+      out << " waiting for tokens from rank " << source.rank << " (node " << node << "; forwarded "
+          << source.consumed << " of " << source.total << ")";
     }
     break;
   }

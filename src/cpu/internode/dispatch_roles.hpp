@@ -7,9 +7,9 @@
 #include <vector>
 
 #include "common/internode_protocol.hpp"
+#include "cpu/internode/rdma_coordinator.hpp"
 #include "cpu/normal/channel_role.hpp"
 #include "cpu/normal/dispatch_roles.hpp"
-#include "cpu/internode/rdma_coordinator.hpp"
 
 namespace switchyard::cpu {
 
@@ -27,7 +27,8 @@ struct InternodeDispatchContext {
 
 class RdmaDispatchSender final : public ChannelRole {
  public:
-  RdmaDispatchSender(const InternodeDispatchContext& context, const RdmaLink& link, std::vector<RdmaSendQueue>& queues);
+  RdmaDispatchSender(const InternodeDispatchContext& context, const RdmaLink& link,
+                     std::vector<RdmaSendQueue>& queues);
   bool step() override;
   bool done() const override;
   std::string waiting_for() const override;
@@ -54,12 +55,12 @@ class DispatchForwarder final : public ChannelRole {
 
  private:
   struct Source {
-    int rank;              // the source rank this forwarder serves in that node
+    int rank;  // the source rank this forwarder serves in that node
     bool total_known;
-    uint64_t total;        // messages it sends us this call
-    uint64_t tail;         // recv_tail as last read
-    uint64_t consumed;     // messages forwarded
-    uint64_t reported;     // freed slots signalled back to the source
+    uint64_t total;     // messages it sends us this call
+    uint64_t tail;      // recv_tail as last read
+    uint64_t consumed;  // messages forwarded
+    uint64_t reported;  // freed slots signalled back to the source
   };
   struct Target {  // one intranode ring (on a rank of our node, for one source rank)
     uint64_t tail, published, head;

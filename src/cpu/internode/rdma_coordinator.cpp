@@ -31,8 +31,8 @@ bool RdmaCoordinator::step() {
     for (uint64_t sequence = queue.issued; sequence < queue.staged;) {
       uint64_t first_slot = rdma.slot_index(sequence);
       uint64_t count = std::min<uint64_t>(queue.staged - sequence, rdma.rdma_slots - first_slot);
-      link_.transport->put(peer, rdma.recv_slot_offset(channel, my_node, sequence), link_.send_slot(node, sequence),
-                           count * rdma.rdma_slot_bytes);
+      link_.transport->put(peer, rdma.recv_slot_offset(channel, my_node, sequence),
+                           link_.send_slot(node, sequence), count * rdma.rdma_slot_bytes);
       sequence += count;
     }
     link_.transport->signal(peer, rdma.recv_tail_offset(channel, my_node), queue.staged - queue.issued);
@@ -54,8 +54,8 @@ std::string RdmaCoordinator::waiting_for() const {
     const RdmaSendQueue& queue = queues_[node];
     if (queue.issued == queue.total && queue.freed == queue.total) continue;
     out << " waiting for rank " << link_.peer_in(node) << " (node " << node << ") to free RDMA slots (staged "
-        << queue.staged << ", issued " << queue.issued << ", freed " << queue.freed << " of " << queue.total << ", "
-        << link_.rdma.rdma_slots << " slots)";
+        << queue.staged << ", issued " << queue.issued << ", freed " << queue.freed << " of " << queue.total
+        << ", " << link_.rdma.rdma_slots << " slots)";
     break;
   }
   return out.str();

@@ -30,14 +30,18 @@ uint64_t wait_for_signal(const uint64_t* word, uint32_t tag, double timeout_seco
     uint64_t signal = common::ld_acquire_sys(word);
     if (common::low_latency_signal_is_for(signal, tag)) return signal;
     if (common::low_latency_signal_of_other_shape(signal, tag)) {
-      throw InvalidArgument("low_latency: expected every rank to call with the same shape (hidden, k, num_experts, "
-                            "max_tokens_per_rank, fp8 options); " + who() + " got a signal of this call made with "
-                            "another shape");
+      throw InvalidArgument(
+          "low_latency: expected every rank to call with the same shape (hidden, k, num_experts, "
+          "max_tokens_per_rank, fp8 options); " +
+          who() +
+          " got a signal of this call made with "
+          "another shape");
     }
     budget.idle([&] {
       std::ostringstream text;
-      text << who() << ": waiting for the signal of low-latency call " << (tag & common::kLowLatencySequenceMask)
-           << " (last seen call " << ((signal >> 32) & common::kLowLatencySequenceMask) << ")";
+      text << who() << ": waiting for the signal of low-latency call "
+           << (tag & common::kLowLatencySequenceMask) << " (last seen call "
+           << ((signal >> 32) & common::kLowLatencySequenceMask) << ")";
       return text.str();
     });
   }
@@ -106,13 +110,15 @@ void dispatch_sender(const DispatchCall& call, const TensorView& x, const Tensor
       *call.message.src_slot(message.data()) = slot;
       const int destination = static_cast<int>(expert / call.local_experts);
       const int local = static_cast<int>(expert % call.local_experts);
-      link.write(destination, call.layout.dispatch_slot(heap.base, call.half, local, call.rank, position[expert]++),
+      link.write(destination,
+                 call.layout.dispatch_slot(heap.base, call.half, local, call.rank, position[expert]++),
                  message.data(), message.size());
     }
   }
   for (int expert = 0; expert < num_experts; ++expert) {
     const int destination = expert / call.local_experts;
-    link.signal(destination, call.layout.dispatch_signal(heap.base, call.half, expert % call.local_experts, call.rank),
+    link.signal(destination,
+                call.layout.dispatch_signal(heap.base, call.half, expert % call.local_experts, call.rank),
                 common::low_latency_signal(call.tag, position[expert]));
   }
 }
@@ -143,9 +149,10 @@ void dispatch_receiver(const DispatchCall& call, const DispatchOutputs& out) {
       LowLatencyLink::clear_after_use(word);
       const int64_t count = common::low_latency_signal_count(signal);
       if (count > call.max_tokens_per_rank) {
-        throw Error("low_latency_dispatch: rank " + std::to_string(source) + " sent " + std::to_string(count) +
-                    " rows to local expert " + std::to_string(local) + " of rank " + std::to_string(call.rank) +
-                    ", more than max_tokens_per_rank " + std::to_string(call.max_tokens_per_rank) +
+        throw Error("low_latency_dispatch: rank " + std::to_string(source) + " sent " +
+                    std::to_string(count) + " rows to local expert " + std::to_string(local) + " of rank " +
+                    std::to_string(call.rank) + ", more than max_tokens_per_rank " +
+                    std::to_string(call.max_tokens_per_rank) +
                     " (every rank must call with the same max_tokens_per_rank)");
       }
       layout_range[(local * call.num_ranks + source) * 2] = static_cast<int32_t>(begin);
@@ -209,11 +216,13 @@ void combine_sender(const CombineCall& call, const detail::ExpertMajorHandleData
     for (int home = 0; home < call.num_ranks; ++home) {
       const int32_t begin = layout_range[(local * call.num_ranks + home) * 2];
       const int32_t count = layout_range[(local * call.num_ranks + home) * 2 + 1];
-      for (int64_t row = local * rows_per_expert + begin; row < local * rows_per_expert + begin + count; ++row) {
+      for (int64_t row = local * rows_per_expert + begin; row < local * rows_per_expert + begin + count;
+           ++row) {
         link.write(home, call.layout.combine_row(heap.base, call.half, src_slot[row], src_info[row]),
                    y + row * call.hidden, row_bytes);
       }
-      link.signal(home, call.layout.combine_signal(heap.base, call.half, call.rank * call.local_experts + local),
+      link.signal(home,
+                  call.layout.combine_signal(heap.base, call.half, call.rank * call.local_experts + local),
                   common::low_latency_signal(call.tag, static_cast<uint32_t>(count)));
     }
   }
@@ -229,17 +238,17 @@ void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_
     const int source = expert / call.local_experts;
     uint64_t* word = call.layout.combine_signal(heap.base, call.half, expert);
     wait_for_signal(word, call.tag, call.timeout_seconds, [&] {
-      return label(call.rank, "low_latency combine receiver") + ", expert " + std::to_string(expert) + " on rank " +
-             std::to_string(source) + across_nodes_note(*call.link, source);
+      return label(call.rank, "low_latency combine receiver") + ", expert " + std::to_string(expert) +
+             " on rank " + std::to_string(source) + across_nodes_note(*call.link, source);
     });
     LowLatencyLink::clear_after_use(word);
   }
   const int64_t num_tokens = topk == 0 ? 0 : static_cast<int64_t>(topk_idx.size()) / topk;
-  reduce_weighted_slots(topk_idx.data(), topk_weights.data(), num_tokens, topk, call.hidden, combined_x,
-                        [&](int slot, int64_t token) {
-                          return reinterpret_cast<const uint16_t*>(
-                              call.layout.combine_row(heap.base, call.half, slot, token));
-                        });
+  reduce_weighted_slots(
+      topk_idx.data(), topk_weights.data(), num_tokens, topk, call.hidden, combined_x,
+      [&](int slot, int64_t token) {
+        return reinterpret_cast<const uint16_t*>(call.layout.combine_row(heap.base, call.half, slot, token));
+      });
 }
 
 }  // namespace
@@ -317,12 +326,13 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   // The receive half may run later (hook): it keeps its own copy of the routing it reduces with.
   const size_t pairs = static_cast<size_t>(handle.num_tokens) * handle.topk;
   std::vector<int64_t> topk_idx(args.topk_idx.as<const int64_t>(), args.topk_idx.as<const int64_t>() + pairs);
-  std::vector<float> topk_weights(args.topk_weights.as<const float>(), args.topk_weights.as<const float>() + pairs);
+  std::vector<float> topk_weights(args.topk_weights.as<const float>(),
+                                  args.topk_weights.as<const float>() + pairs);
 
   combine_sender(call, handle, plan.y);
 
-  auto receive = [call, topk_idx = std::move(topk_idx), topk_weights = std::move(topk_weights), topk = handle.topk,
-                  combined_x = result.combined_x] {
+  auto receive = [call, topk_idx = std::move(topk_idx), topk_weights = std::move(topk_weights),
+                  topk = handle.topk, combined_x = result.combined_x] {
     combine_receiver(call, topk_idx, topk_weights, topk, combined_x.as<uint16_t>());
   };
   if (args.return_recv_hook) {

@@ -6,6 +6,7 @@
 
 namespace switchyard::cpu {
 
-void run_channel_workers(int num_channels, const std::function<void(int channel, const std::atomic<bool>& abort)>& fn);
+void run_channel_workers(int num_channels,
+                         const std::function<void(int channel, const std::atomic<bool>& abort)>& fn);
 
 }  // namespace switchyard::cpu

@@ -17,7 +17,8 @@ void write_combine_message(const CombineContext& context, int64_t row, uint8_t* 
   }
 }
 
-CombineSender::CombineSender(const CombineContext& context, int channel) : context_(context), channel_(channel) {
+CombineSender::CombineSender(const CombineContext& context, int channel)
+    : context_(context), channel_(channel) {
   homes_.resize(context.num_ranks);
   for (int home = 0; home < context.num_ranks; ++home) {
     int index = home * context.num_channels + channel;
@@ -69,8 +70,8 @@ std::string CombineSender::waiting_for() const {
   for (int home = 0; home < context_.num_ranks; ++home) {
     const Home& state = homes_[home];
     if (state.next_row < state.end_row) {
-      out << " waiting for ring space at rank " << home << " (tail " << state.tail << ", head " << state.head << ", "
-          << context_.layout.ring_slots << " slots)";
+      out << " waiting for ring space at rank " << home << " (tail " << state.tail << ", head " << state.head
+          << ", " << context_.layout.ring_slots << " slots)";
       break;
     }
   }
@@ -92,7 +93,8 @@ bool CombineReceiver::rows_ready(const uint8_t* in_rank) {
     if (!in_rank[expert_rank]) continue;
     Expert& state = experts_[expert_rank];
     if (state.consumed < state.tail) continue;
-    state.tail = common::ld_acquire_sys(context_.layout.ring(context_.heap->base, channel_, expert_rank).tail());
+    state.tail =
+        common::ld_acquire_sys(context_.layout.ring(context_.heap->base, channel_, expert_rank).tail());
     if (state.consumed >= state.tail) {
       waiting_rank_ = expert_rank;
       return false;
@@ -110,7 +112,8 @@ void CombineReceiver::reduce_token(const uint8_t* in_rank) {
   const int topk = static_cast<int>(message.topk);
   const int64_t token = token_;
   std::fill(total_.begin(), total_.end(), 0.0f);
-  float* weights_out = context_.combined_topk_weights ? context_.combined_topk_weights + token * topk : nullptr;
+  float* weights_out =
+      context_.combined_topk_weights ? context_.combined_topk_weights + token * topk : nullptr;
   if (weights_out) std::fill(weights_out, weights_out + topk, 0.0f);
   const int ranks_per_node = context_.ranks_per_node;
   for (int node_first = 0; node_first < context_.num_ranks; node_first += ranks_per_node) {
@@ -130,7 +133,8 @@ void CombineReceiver::reduce_token(const uint8_t* in_rank) {
       ++state.consumed;
     }
     if (!any) continue;
-    for (size_t h = 0; h < hidden; ++h) total_[h] += common::bf16_to_float(common::float_to_bf16(node_sum_[h]));
+    for (size_t h = 0; h < hidden; ++h)
+      total_[h] += common::bf16_to_float(common::float_to_bf16(node_sum_[h]));
   }
   uint16_t* out = context_.combined_x + token * hidden;
   for (size_t h = 0; h < hidden; ++h) out[h] = common::float_to_bf16(total_[h]);
@@ -139,8 +143,10 @@ void CombineReceiver::reduce_token(const uint8_t* in_rank) {
 void CombineReceiver::release_heads(bool all) {
   for (int expert_rank = 0; expert_rank < context_.num_ranks; ++expert_rank) {
     Expert& state = experts_[expert_rank];
-    if (state.consumed > state.published && (all || state.consumed - state.published >= context_.chunk_tokens)) {
-      common::st_release_sys(context_.layout.ring(context_.heap->base, channel_, expert_rank).head(), state.consumed);
+    if (state.consumed > state.published &&
+        (all || state.consumed - state.published >= context_.chunk_tokens)) {
+      common::st_release_sys(context_.layout.ring(context_.heap->base, channel_, expert_rank).head(),
+                             state.consumed);
       state.published = state.consumed;
     }
   }
@@ -166,7 +172,8 @@ std::string CombineReceiver::waiting_for() const {
   if (token_ < end_) {
     out << " waiting for token " << token_ << "'s row from rank " << waiting_rank_;
     if (waiting_rank_ >= 0) {
-      out << " (consumed " << experts_[waiting_rank_].consumed << ", tail " << experts_[waiting_rank_].tail << ")";
+      out << " (consumed " << experts_[waiting_rank_].consumed << ", tail " << experts_[waiting_rank_].tail
+          << ")";
     }
   }
   return out.str();

@@ -5,7 +5,8 @@
 
 namespace switchyard::cpu {
 
-DispatchLayout compute_dispatch_layout(const TensorView& topk_idx, int num_experts, const Topology& topology) {
+DispatchLayout compute_dispatch_layout(const TensorView& topk_idx, int num_experts,
+                                       const Topology& topology) {
   const int64_t num_tokens = topk_idx.shape[0];
   const int topk = static_cast<int>(topk_idx.shape[1]);
   const int num_ranks = topology.num_ranks;

@@ -17,7 +17,8 @@ void DispatchSender::write_message(int destination, int64_t token, uint8_t* slot
   const common::DispatchMessage& message = context_.message;
   std::memcpy(message.row(slot), context_.x + token * message.row_bytes, message.row_bytes);
   if (message.num_scales) {
-    std::memcpy(message.scales(slot), context_.x_scales + token * message.num_scales, message.num_scales * sizeof(float));
+    std::memcpy(message.scales(slot), context_.x_scales + token * message.num_scales,
+                message.num_scales * sizeof(float));
   }
   const int topk = static_cast<int>(message.topk);
   if (topk > 0) {
@@ -84,8 +85,8 @@ std::string DispatchSender::waiting_for() const {
   for (int destination = 0; destination < context_.num_ranks; ++destination) {
     const Destination& state = destinations_[destination];
     if (state.cursor < end_) {
-      out << " waiting for ring space at rank " << destination << " (tail " << state.tail << ", head " << state.head
-          << ", " << context_.layout.ring_slots << " slots)";
+      out << " waiting for ring space at rank " << destination << " (tail " << state.tail << ", head "
+          << state.head << ", " << context_.layout.ring_slots << " slots)";
       break;
     }
   }
@@ -109,7 +110,8 @@ void DispatchReceiver::copy_out(const uint8_t* slot_const, int64_t row) const {
   const common::DispatchMessage& message = context_.message;
   std::memcpy(context_.recv_x + row * message.row_bytes, message.row(slot), message.row_bytes);
   if (context_.recv_x_scales) {
-    std::memcpy(context_.recv_x_scales + row * message.num_scales, message.scales(slot), message.num_scales * sizeof(float));
+    std::memcpy(context_.recv_x_scales + row * message.num_scales, message.scales(slot),
+                message.num_scales * sizeof(float));
   }
   const int topk = static_cast<int>(message.topk);
   if (context_.recv_topk_idx) {
@@ -144,7 +146,8 @@ bool DispatchReceiver::step() {
 }
 
 bool DispatchReceiver::done() const {
-  return std::all_of(sources_.begin(), sources_.end(), [](const Source& s) { return s.received == s.expected; });
+  return std::all_of(sources_.begin(), sources_.end(),
+                     [](const Source& s) { return s.received == s.expected; });
 }
 
 std::string DispatchReceiver::waiting_for() const {

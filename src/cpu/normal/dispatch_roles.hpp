@@ -20,10 +20,10 @@ struct DispatchContext {
   uint32_t chunk_tokens;
   // Send side.
   int64_t num_tokens;
-  const uint8_t* x;               // [N, row_bytes]
-  const float* x_scales;          // [N, num_scales] or null
-  const int64_t* topk_idx;        // [N, K] or null (cached dispatch without routing)
-  const float* topk_weights;      // [N, K] or null
+  const uint8_t* x;                 // [N, row_bytes]
+  const float* x_scales;            // [N, num_scales] or null
+  const int64_t* topk_idx;          // [N, K] or null (cached dispatch without routing)
+  const float* topk_weights;        // [N, K] or null
   const uint8_t* is_token_in_rank;  // [N, R]
   // Receive side.
   const int32_t* recv_channel_start;  // [R * C + 1]
@@ -43,10 +43,10 @@ class DispatchSender {
 
  private:
   struct Destination {
-    int64_t cursor;         // next source token to consider
-    uint64_t tail;          // tokens written into the ring
-    uint64_t published;     // tail last released to the receiver
-    uint64_t head;          // receiver's head as last read
+    int64_t cursor;      // next source token to consider
+    uint64_t tail;       // tokens written into the ring
+    uint64_t published;  // tail last released to the receiver
+    uint64_t head;       // receiver's head as last read
   };
   void write_message(int destination, int64_t token, uint8_t* slot) const;
 

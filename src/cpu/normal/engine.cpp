@@ -5,23 +5,24 @@
 #include <cstring>
 
 #include "core/normal_sizing.hpp"
+#include "cpu/internode/combine_roles.hpp"
+#include "cpu/internode/dispatch_roles.hpp"
 #include "cpu/normal/channel_role.hpp"
 #include "cpu/normal/channel_workers.hpp"
 #include "cpu/normal/combine_roles.hpp"
 #include "cpu/normal/dispatch_roles.hpp"
-#include "cpu/internode/combine_roles.hpp"
-#include "cpu/internode/dispatch_roles.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::cpu {
 
 namespace {
 
-Tensor output_or_allocate(const TensorView& given, DType dtype, int64_t rows, int64_t cols, const char* name) {
+Tensor output_or_allocate(const TensorView& given, DType dtype, int64_t rows, int64_t cols,
+                          const char* name) {
   if (!given.defined()) return Tensor::empty(dtype, {rows, cols});
   if (given.shape[0] != rows) {
-    throw InvalidArgument(std::string(name) + ": expected " + std::to_string(rows) + " rows (tokens received), got " +
-                          given.describe());
+    throw InvalidArgument(std::string(name) + ": expected " + std::to_string(rows) +
+                          " rows (tokens received), got " + given.describe());
   }
   return Tensor::borrow(given);
 }
@@ -51,7 +52,8 @@ transport::Transport* NormalEngine::transport(const Topology& topology) {
   if (topology.is_single_node()) return nullptr;
   if (!transport_) {
     const common::SymHeap& heap = heap_.view();
-    transport_ = std::make_unique<transport::LoopbackTransport>(heap, transport::LoopbackOptions::from_environment(heap.rank));
+    transport_ = std::make_unique<transport::LoopbackTransport>(
+        heap, transport::LoopbackOptions::from_environment(heap.rank));
   }
   return transport_.get();
 }
@@ -82,8 +84,8 @@ void NormalEngine::begin_call(const common::NormalHeapLayout& layout, const comm
 
 void NormalEngine::end_call(const Config& config, int rank, const char* operation) {
   if (transport_ && !transport_->flush(config.timeout_seconds)) {
-    throw TimeoutError(role_label(rank, operation, "transport flush", -1) + ": operations still in flight after " +
-                       std::to_string(config.timeout_seconds) + " s");
+    throw TimeoutError(role_label(rank, operation, "transport flush", -1) +
+                       ": operations still in flight after " + std::to_string(config.timeout_seconds) + " s");
   }
 }
 
@@ -102,14 +104,15 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
   } else if (plan.layout) {
     is_token_in_rank = plan.layout->is_token_in_rank;
   } else {
-    is_token_in_rank = compute_dispatch_layout(args.topk_idx, plan.num_experts, plan.topology).is_token_in_rank;
+    is_token_in_rank =
+        compute_dispatch_layout(args.topk_idx, plan.num_experts, plan.topology).is_token_in_rank;
   }
   const uint8_t* in_rank = is_token_in_rank.as<const uint8_t>();
 
   const bool across_nodes = !plan.topology.is_single_node();
   const int ranks_per_node = plan.topology.ranks_per_node;
-  const common::InternodeHeapLayout rdma = across_nodes ? detail::dispatch_internode_layout(plan)
-                                                        : common::InternodeHeapLayout{};
+  const common::InternodeHeapLayout rdma =
+      across_nodes ? detail::dispatch_internode_layout(plan) : common::InternodeHeapLayout{};
   begin_call(layout, across_nodes ? &rdma : nullptr, plan.topology, plan.config, "dispatch");
   transport::Transport* link = transport(plan.topology);
 
@@ -146,13 +149,15 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
         std::memcpy(record_base + sizeof(uint64_t), &channel_counts[destination * num_channels],
                     num_channels * sizeof(int32_t));
         std::memcpy(record_base + sizeof(uint64_t) + num_channels * sizeof(int32_t),
-                    &expert_counts[static_cast<size_t>(destination) * local_experts], local_experts * sizeof(int32_t));
+                    &expert_counts[static_cast<size_t>(destination) * local_experts],
+                    local_experts * sizeof(int32_t));
         link->put(destination, record_offset, staged.data(), staged.size());
         continue;
       }
       uint8_t* peer = heap.peer_base(destination);
       common::NotifyRecord record = layout.notify_record(peer, plan.rank);
-      std::memcpy(record.channel_counts, &channel_counts[destination * num_channels], num_channels * sizeof(int32_t));
+      std::memcpy(record.channel_counts, &channel_counts[destination * num_channels],
+                  num_channels * sizeof(int32_t));
       std::memcpy(record.expert_counts, &expert_counts[static_cast<size_t>(destination) * local_experts],
                   local_experts * sizeof(int32_t));
       *layout.notify_signature(peer, plan.rank) = plan.signature;
@@ -167,16 +172,18 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
     for (int source = 0; source < num_ranks; ++source) {
       uint64_t signature = *layout.notify_signature(heap.base, source);
       if (signature != plan.signature) {
-        throw InvalidArgument("dispatch: expected every rank to call with the same shape (hidden, dtype, k, experts, "
-                              "alignment, mode); rank " + std::to_string(source) + "'s call differs from rank " +
-                              std::to_string(plan.rank) + "'s");
+        throw InvalidArgument(
+            "dispatch: expected every rank to call with the same shape (hidden, dtype, k, experts, "
+            "alignment, mode); rank " +
+            std::to_string(source) + "'s call differs from rank " + std::to_string(plan.rank) + "'s");
       }
       common::NotifyRecord record = layout.notify_record(heap.base, source);
       for (int channel = 0; channel < num_channels; ++channel) {
         start[source * num_channels + channel] = static_cast<int32_t>(total);
         total += record.channel_counts[channel];
       }
-      for (int expert = 0; expert < local_experts; ++expert) per_expert[expert] += record.expert_counts[expert];
+      for (int expert = 0; expert < local_experts; ++expert)
+        per_expert[expert] += record.expert_counts[expert];
     }
     start[num_ranks * num_channels] = static_cast<int32_t>(total);
     handle->num_recv_tokens = total;
@@ -206,7 +213,8 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
                                               plan.hidden / common::kScaleBlock, "out_recv_x_scales");
   }
   if (plan.topk > 0) {
-    result.recv_topk_idx = output_or_allocate(args.out_recv_topk_idx, DType::i64, rows, plan.topk, "out_recv_topk_idx");
+    result.recv_topk_idx =
+        output_or_allocate(args.out_recv_topk_idx, DType::i64, rows, plan.topk, "out_recv_topk_idx");
   }
   if (plan.has_weights) {
     result.recv_topk_weights =
@@ -249,12 +257,14 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
     internode.intranode = &context;
     internode.transport = link;
     internode.rdma = rdma;
-    internode.rdma_message = detail::internode_dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
+    internode.rdma_message =
+        detail::internode_dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
     internode.ranks_per_node = ranks_per_node;
     internode.num_nodes = num_nodes;
     internode.forwarded = &handle->forwarded;
     run_channel_workers(num_channels, [&](int channel, const std::atomic<bool>& abort) {
-      RdmaLink rdma_link{&heap, link, rdma, plan.rank, ranks_per_node, num_nodes, channel, context.chunk_tokens};
+      RdmaLink rdma_link{&heap,          link,      rdma,    plan.rank,
+                         ranks_per_node, num_nodes, channel, context.chunk_tokens};
       std::vector<RdmaSendQueue> queues(num_nodes);
       RdmaDispatchSender sender(internode, rdma_link, queues);
       RdmaCoordinator coordinator(rdma_link, queues);
@@ -290,12 +300,14 @@ CombineResult NormalEngine::combine(const detail::CombinePlan& plan) {
   const CombineArgs& args = plan.args;
 
   if (handle.num_channels != plan.config.num_channels) {
-    throw InvalidArgument("handle: expected a dispatch made with " + std::to_string(plan.config.num_channels) +
-                          " channels, got one with " + std::to_string(handle.num_channels));
+    throw InvalidArgument("handle: expected a dispatch made with " +
+                          std::to_string(plan.config.num_channels) + " channels, got one with " +
+                          std::to_string(handle.num_channels));
   }
   CombineResult result;
-  result.combined_x = args.out_combined_x.defined() ? Tensor::borrow(args.out_combined_x)
-                                                    : Tensor::empty(DType::bf16, {handle.num_tokens, plan.hidden});
+  result.combined_x = args.out_combined_x.defined()
+                          ? Tensor::borrow(args.out_combined_x)
+                          : Tensor::empty(DType::bf16, {handle.num_tokens, plan.hidden});
   if (plan.has_weights) {
     result.combined_topk_weights = args.out_combined_topk_weights.defined()
                                        ? Tensor::borrow(args.out_combined_topk_weights)
@@ -303,12 +315,13 @@ CombineResult NormalEngine::combine(const detail::CombinePlan& plan) {
   }
 
   const bool across_nodes = !plan.topology.is_single_node();
-  const common::InternodeHeapLayout rdma = across_nodes ? detail::combine_internode_layout(plan)
-                                                        : common::InternodeHeapLayout{};
+  const common::InternodeHeapLayout rdma =
+      across_nodes ? detail::combine_internode_layout(plan) : common::InternodeHeapLayout{};
   if (across_nodes &&
       handle.forwarded.size() != static_cast<size_t>(plan.config.num_channels) * plan.topology.num_nodes()) {
     throw InvalidArgument("handle: expected a dispatch across " + std::to_string(plan.topology.num_nodes()) +
-                          " nodes with " + std::to_string(plan.config.num_channels) + " channels, got one without "
+                          " nodes with " + std::to_string(plan.config.num_channels) +
+                          " channels, got one without "
                           "the forwarder's record");
   }
   begin_call(layout, across_nodes ? &rdma : nullptr, plan.topology, plan.config, "combine");
@@ -346,7 +359,8 @@ CombineResult NormalEngine::combine(const detail::CombinePlan& plan) {
     internode.num_nodes = num_nodes;
     internode.forwarded = &handle.forwarded;
     run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
-      RdmaLink rdma_link{&heap, link, rdma, plan.rank, context.ranks_per_node, num_nodes, channel, context.chunk_tokens};
+      RdmaLink rdma_link{
+          &heap, link, rdma, plan.rank, context.ranks_per_node, num_nodes, channel, context.chunk_tokens};
       std::vector<RdmaSendQueue> queues(num_nodes);
       NvlCombineSender sender(internode, channel);
       CombineForwarder forwarder(internode, rdma_link, queues);

@@ -7,8 +7,8 @@
 
 #include "common/internode_protocol.hpp"
 #include "core/backend.hpp"
-#include "cpu/normal/heap_barrier.hpp"
 #include "cpu/backend/host_heap.hpp"
+#include "cpu/normal/heap_barrier.hpp"
 #include "transport/loopback.hpp"
 
 namespace switchyard::cpu {

@@ -5,8 +5,8 @@
 namespace switchyard::cpu {
 
 void HeapBarrier::arrive_and_wait(const common::SymHeap& heap, const common::NormalHeapLayout& layout,
-                                  double timeout_seconds, const char* operation, transport::Transport* transport,
-                                  int ranks_per_node) {
+                                  double timeout_seconds, const char* operation,
+                                  transport::Transport* transport, int ranks_per_node) {
   ++epoch_;
   uint64_t* my_word = layout.barrier_word(heap.base, heap.rank);
   for (int peer = 0; peer < heap.num_ranks; ++peer) {

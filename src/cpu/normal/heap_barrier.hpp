@@ -17,8 +17,9 @@ class HeapBarrier {
   // `operation` names the call in a timeout message ("dispatch", "combine").
   // With a transport, peers outside this rank's node (of `ranks_per_node`) get a signal add instead
   // of a store: across nodes there are only puts and signals. Both leave the arrival count.
-  void arrive_and_wait(const common::SymHeap& heap, const common::NormalHeapLayout& layout, double timeout_seconds,
-                       const char* operation, transport::Transport* transport = nullptr, int ranks_per_node = 0);
+  void arrive_and_wait(const common::SymHeap& heap, const common::NormalHeapLayout& layout,
+                       double timeout_seconds, const char* operation,
+                       transport::Transport* transport = nullptr, int ranks_per_node = 0);
 
  private:
   uint64_t epoch_ = 0;

@@ -19,7 +19,8 @@ class SymmetricBarrier {
  public:
   // Arrives, then waits (bounded) for every rank. `operation` names the call in a timeout message
   // ("symmetric dispatch", "symmetric combine"). Every rank must call it the same number of times.
-  void arrive_and_wait(const common::SymHeap& heap, uint64_t* signals, double timeout_seconds, const char* operation);
+  void arrive_and_wait(const common::SymHeap& heap, uint64_t* signals, double timeout_seconds,
+                       const char* operation);
 
   uint64_t epoch() const { return epoch_; }
 

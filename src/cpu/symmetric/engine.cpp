@@ -2,10 +2,6 @@
 // Each is a function over one call's context; the calls wire them together around the barrier.
 #include "cpu/symmetric/engine.hpp"
 
-#include "cpu/expert_major/outputs.hpp"
-#include "cpu/symmetric/pull_combine.hpp"
-#include "cpu/symmetric/source.hpp"
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -18,6 +14,9 @@
 #include "common/numeric.hpp"
 #include "core/expert_capacity.hpp"
 #include "core/symmetric_sizing.hpp"
+#include "cpu/expert_major/outputs.hpp"
+#include "cpu/symmetric/pull_combine.hpp"
+#include "cpu/symmetric/source.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::cpu {
@@ -40,11 +39,13 @@ struct Call {
 // ---- dispatch -----------------------------------------------------------------------------------
 
 // Publishes this rank's tokens in its own input buffer (cast to fp8 here, once per routed token;
-// not at all with `zero_copy`, where the receivers read x in place), and writes into each target's workspace, through map(), every (token, slot) routed to each of its
-// experts in (token, slot) order, then the count of every expert (zero included). With `positions`
-// (the pull combine's, [N, K]) it also keeps each pair's position there, -1 for no expert.
-void dispatch_publisher(const Call& call, const common::SymmetricToken& token_layout, bool use_fp8, bool round_scale,
-                        bool zero_copy, const TensorView& x, const TensorView& topk_idx, int32_t* positions) {
+// not at all with `zero_copy`, where the receivers read x in place), and writes into each target's workspace,
+// through map(), every (token, slot) routed to each of its experts in (token, slot) order, then the count of
+// every expert (zero included). With `positions` (the pull combine's, [N, K]) it also keeps each pair's
+// position there, -1 for no expert.
+void dispatch_publisher(const Call& call, const common::SymmetricToken& token_layout, bool use_fp8,
+                        bool round_scale, bool zero_copy, const TensorView& x, const TensorView& topk_idx,
+                        int32_t* positions) {
   const common::SymHeap& heap = *call.heap;
   const common::SymmetricLayout& layout = call.layout;
   const int64_t num_tokens = x.shape[0];
@@ -62,7 +63,8 @@ void dispatch_publisher(const Call& call, const common::SymmetricToken& token_la
     if (std::none_of(token_ids, token_ids + topk, [](int64_t expert) { return expert >= 0; })) continue;
     const uint16_t* row = rows + token * call.hidden;
     if (use_fp8) {
-      common::cast_row_to_fp8(row, call.hidden, round_scale, token_layout.row(published), token_layout.scales(published));
+      common::cast_row_to_fp8(row, call.hidden, round_scale, token_layout.row(published),
+                              token_layout.scales(published));
     } else if (!zero_copy) {
       std::memcpy(token_layout.row(published), row, token_layout.row_bytes);
     }
@@ -78,7 +80,8 @@ void dispatch_publisher(const Call& call, const common::SymmetricToken& token_la
   }
   for (int expert = 0; expert < num_experts; ++expert) {
     const int target = expert / call.local_experts;
-    *heap.map(layout.count(heap.base, call.half, expert % call.local_experts, call.rank), target) = position[expert];
+    *heap.map(layout.count(heap.base, call.half, expert % call.local_experts, call.rank), target) =
+        position[expert];
   }
 }
 
@@ -117,8 +120,8 @@ Overflow find_overflow(const Call& call) {
 
 // Reads the counts in this rank's workspace to place each source's rows (source-major, then in
 // (token, slot) order), then pulls every row that fits the capacity from its source's input buffer at
-// the mapped address (or from its x, where `sources` says it announced it). Sources are visited starting after this rank, so that the ranks pull from
-// different peers at once.
+// the mapped address (or from its x, where `sources` says it announced it). Sources are visited starting
+// after this rank, so that the ranks pull from different peers at once.
 void dispatch_puller(const Call& call, const common::SymmetricToken& token_layout, int topk, bool use_ue8m0,
                      const SourceRows& sources, const DispatchOutputs& out) {
   const common::SymHeap& heap = *call.heap;
@@ -137,9 +140,10 @@ void dispatch_puller(const Call& call, const common::SymmetricToken& token_layou
     for (int source = 0; source < call.num_ranks; ++source) {
       const int32_t count = *layout.count(heap.base, call.half, local, source);
       if (count < 0 || count > call.max_tokens_per_rank) {
-        throw Error("symmetric_dispatch: rank " + std::to_string(source) + " routed " + std::to_string(count) +
-                    " rows to local expert " + std::to_string(local) + " of rank " + std::to_string(call.rank) +
-                    ", outside 0..max_tokens_per_rank " + std::to_string(call.max_tokens_per_rank) +
+        throw Error("symmetric_dispatch: rank " + std::to_string(source) + " routed " +
+                    std::to_string(count) + " rows to local expert " + std::to_string(local) + " of rank " +
+                    std::to_string(call.rank) + ", outside 0..max_tokens_per_rank " +
+                    std::to_string(call.max_tokens_per_rank) +
                     " (every rank must call with the same max_tokens_per_rank)");
       }
       layout_range[(local * call.num_ranks + source) * 2] = begin;
@@ -158,10 +162,12 @@ void dispatch_puller(const Call& call, const common::SymmetricToken& token_layou
       const int64_t fitting = std::clamp<int64_t>(rows_per_expert - begin, 0, count);
       for (int32_t position = 0; position < fitting; ++position) {
         const common::SymmetricRoute route = *layout.route(heap.base, call.half, local, source, position);
-        if (route.token < 0 || route.token >= call.max_tokens_per_rank || route.slot < 0 || route.slot >= topk) {
+        if (route.token < 0 || route.token >= call.max_tokens_per_rank || route.slot < 0 ||
+            route.slot >= topk) {
           throw Error("symmetric_dispatch: rank " + std::to_string(source) + " routed (token " +
                       std::to_string(route.token) + ", slot " + std::to_string(route.slot) + ") to rank " +
-                      std::to_string(call.rank) + ", outside this call's shape (every rank must call with the same "
+                      std::to_string(call.rank) +
+                      ", outside this call's shape (every rank must call with the same "
                       "max_tokens_per_rank and k)");
         }
         uint8_t* published = heap.map(layout.input_token(heap.base, call.half, route.token), source);
@@ -171,7 +177,8 @@ void dispatch_puller(const Call& call, const common::SymmetricToken& token_layou
         const int64_t row = local * rows_per_expert + begin + position;
         std::memcpy(recv_x + row * token_layout.row_bytes, source_row, token_layout.row_bytes);
         if (use_ue8m0) {
-          common::pack_ue8m0(token_layout.scales(published), num_scales, out.recv_x_scales.as<int32_t>() + row * scale_words);
+          common::pack_ue8m0(token_layout.scales(published), num_scales,
+                             out.recv_x_scales.as<int32_t>() + row * scale_words);
         } else if (num_scales > 0) {
           std::memcpy(out.recv_x_scales.as<float>() + row * num_scales, token_layout.scales(published),
                       num_scales * sizeof(float));
@@ -207,7 +214,8 @@ void combine_pusher(const Call& call, const detail::ExpertMajorHandleData& handl
       // Only rows inside the capacity exist (an overflowed dispatch raised and returned no handle).
       const int64_t end = std::min<int64_t>(begin + count, rows_per_expert);
       for (int64_t row = local * rows_per_expert + begin; row < local * rows_per_expert + end; ++row) {
-        uint8_t* target = heap.map(call.layout.combine_row(heap.base, call.half, src_slot[row], src_info[row]), home);
+        uint8_t* target =
+            heap.map(call.layout.combine_row(heap.base, call.half, src_slot[row], src_info[row]), home);
         std::memcpy(target, y + row * call.hidden, row_bytes);
       }
     }
@@ -219,11 +227,10 @@ void combine_pusher(const Call& call, const detail::ExpertMajorHandleData& handl
 void combine_reducer(const Call& call, const int64_t* topk_idx, const float* topk_weights, int64_t num_tokens,
                      int topk, uint16_t* combined_x) {
   const common::SymHeap& heap = *call.heap;
-  reduce_weighted_slots(topk_idx, topk_weights, num_tokens, topk, call.hidden, combined_x,
-                        [&](int slot, int64_t token) {
-                          return reinterpret_cast<const uint16_t*>(
-                              call.layout.combine_row(heap.base, call.half, slot, token));
-                        });
+  reduce_weighted_slots(
+      topk_idx, topk_weights, num_tokens, topk, call.hidden, combined_x, [&](int slot, int64_t token) {
+        return reinterpret_cast<const uint16_t*>(call.layout.combine_row(heap.base, call.half, slot, token));
+      });
 }
 
 }  // namespace
@@ -327,8 +334,9 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
 
   if (combine_path_ == SymmetricCombine::pull) {
     if (!handle.position.defined()) {
-      throw InvalidArgument("handle: expected a dispatch made for the pull combine, got one without its row "
-                            "positions (config.symmetric_combine changed between dispatch and combine?)");
+      throw InvalidArgument(
+          "handle: expected a dispatch made for the pull combine, got one without its row "
+          "positions (config.symmetric_combine changed between dispatch and combine?)");
     }
     pull_combine(InPlaceCall{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds}, handle,
                  plan.y, plan.hidden, args.topk_idx.as<const int64_t>(), args.topk_weights.as<const float>(),
@@ -338,8 +346,8 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
   combine_pusher(call, handle, plan.y);
   barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), plan.config.timeout_seconds,
                            "symmetric combine");
-  combine_reducer(call, args.topk_idx.as<const int64_t>(), args.topk_weights.as<const float>(), handle.num_tokens,
-                  handle.topk, result.combined_x.as<uint16_t>());
+  combine_reducer(call, args.topk_idx.as<const int64_t>(), args.topk_weights.as<const float>(),
+                  handle.num_tokens, handle.topk, result.combined_x.as<uint16_t>());
   return result;
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 // The CPU `symmetric` engine: the protocol of common/symmetric_protocol.hpp run by the calling
 // thread. Dispatch: publish (input buffer, unless zero-copy: cpu/symmetric/source.hpp; and each
-// target's workspace through map()), barrier, pull. Combine, push: each expert row into its home's combine buffer through map(), barrier,
-// reduce locally; or pull (cpu/symmetric/pull_combine.hpp): every home reduces from the experts' y.
+// target's workspace through map()), barrier, pull. Combine, push: each expert row into its home's combine
+// buffer through map(), barrier, reduce locally; or pull (cpu/symmetric/pull_combine.hpp): every home reduces
+// from the experts' y.
 #include <cstdint>
 
 #include "core/backend.hpp"

@@ -10,17 +10,22 @@ constexpr int kLeaseCallShift = 17;
 
 }  // namespace
 
-uint64_t open_lease(uint64_t sequence) { return sequence << kLeaseCallShift; }
+uint64_t open_lease(uint64_t sequence) {
+  return sequence << kLeaseCallShift;
+}
 
 bool take_lease(uint64_t* lease, uint64_t sequence) {
   uint64_t word = __atomic_load_n(lease, __ATOMIC_ACQUIRE);
   for (;;) {
     if ((word >> kLeaseCallShift) != sequence || (word & kLeaseWithdrawn) != 0) return false;
-    if (__atomic_compare_exchange_n(lease, &word, word + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) return true;
+    if (__atomic_compare_exchange_n(lease, &word, word + 1, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+      return true;
   }
 }
 
-void return_lease(uint64_t* lease) { __atomic_fetch_sub(lease, 1, __ATOMIC_RELEASE); }
+void return_lease(uint64_t* lease) {
+  __atomic_fetch_sub(lease, 1, __ATOMIC_RELEASE);
+}
 
 void withdraw_lease(uint64_t* lease) {
   __atomic_fetch_or(lease, kLeaseWithdrawn, __ATOMIC_ACQ_REL);
@@ -33,7 +38,8 @@ std::string waiting_for(const common::SymHeap& heap, const char* operation, cons
                         const char* what) {
   std::string ranks;
   for (int rank : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
-  return "rank " + std::to_string(heap.rank) + " (cpu " + operation + ") waiting for rank(s) " + ranks + " to " + what;
+  return "rank " + std::to_string(heap.rank) + " (cpu " + operation + ") waiting for rank(s) " + ranks +
+         " to " + what;
 }
 
 }  // namespace switchyard::cpu

@@ -42,8 +42,8 @@ std::string waiting_for(const common::SymHeap& heap, const char* operation, cons
 // Waits (bounded) until *word_of(rank) >= sequence for every rank; the TimeoutError names those still
 // below, the rank and `operation` ("symmetric combine, pull").
 template <typename WordOf>
-void wait_all_ranks(const common::SymHeap& heap, uint64_t sequence, double timeout_seconds, const char* operation,
-                    const char* what, WordOf word_of) {
+void wait_all_ranks(const common::SymHeap& heap, uint64_t sequence, double timeout_seconds,
+                    const char* operation, const char* what, WordOf word_of) {
   WaitBudget budget(timeout_seconds, nullptr);
   for (int rank = 0; rank < heap.num_ranks; ++rank) {
     while (common::ld_acquire_sys(word_of(rank)) < sequence) {

@@ -17,8 +17,8 @@ constexpr const char* kOperation = "symmetric combine, pull";
 
 }  // namespace
 
-void pull_row_begins(const common::SymHeap& heap, const common::SymmetricLayout& layout, int half, int local_experts,
-                     int64_t max_tokens_per_rank, int32_t* begin) {
+void pull_row_begins(const common::SymHeap& heap, const common::SymmetricLayout& layout, int half,
+                     int local_experts, int64_t max_tokens_per_rank, int32_t* begin) {
   for (int expert = 0; expert < local_experts * heap.num_ranks; ++expert) {
     const int target = expert / local_experts;
     const int local = expert % local_experts;
@@ -50,7 +50,7 @@ void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& 
   auto record_of = [&](int rank) { return heap.map(mine, rank); };
   try {
     wait_all_ranks(heap, call.sequence, call.timeout_seconds, kOperation, "announce their expert outputs (y)",
-             [&](int rank) { return &record_of(rank)->sequence; });
+                   [&](int rank) { return &record_of(rank)->sequence; });
   } catch (...) {
     withdraw_lease(&mine->lease);
     throw;
@@ -90,7 +90,8 @@ void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& 
   std::string withdrawn;
   for (; leased < heap.num_ranks && mismatch.empty(); ++leased) {
     if (!take_lease(&record_of(leased)->lease, call.sequence)) {
-      withdrawn = waiting_for(heap, kOperation, {leased}, "keep its expert outputs (y) for this call: it gave up on the call");
+      withdrawn = waiting_for(heap, kOperation, {leased},
+                              "keep its expert outputs (y) for this call: it gave up on the call");
       break;
     }
   }
@@ -112,8 +113,9 @@ void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& 
     common::st_release_sys(heap.map(layout.pull_done(heap.base, heap.rank), peer), call.sequence);
   }
   try {
-    wait_all_ranks(heap, call.sequence, call.timeout_seconds, kOperation, "finish reading this rank's expert outputs (y)",
-             [&](int rank) { return layout.pull_done(heap.base, rank); });
+    wait_all_ranks(heap, call.sequence, call.timeout_seconds, kOperation,
+                   "finish reading this rank's expert outputs (y)",
+                   [&](int rank) { return layout.pull_done(heap.base, rank); });
   } catch (...) {
     withdraw_lease(&mine->lease);
     throw;

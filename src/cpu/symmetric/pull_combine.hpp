@@ -12,8 +12,8 @@
 
 #include "common/sym_heap.hpp"
 #include "common/symmetric_protocol.hpp"
-#include "cpu/symmetric/lease.hpp"
 #include "core/expert_major_handle.hpp"
+#include "cpu/symmetric/lease.hpp"
 
 namespace switchyard::cpu {
 
@@ -23,7 +23,7 @@ void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& 
 
 // The dispatch's part, after its barrier (every target's workspace holds this call's counts): where
 // this rank's rows start among each expert's rows, begin[e] = the counts of sources before this rank.
-void pull_row_begins(const common::SymHeap& heap, const common::SymmetricLayout& layout, int half, int local_experts,
-                     int64_t max_tokens_per_rank, int32_t* begin);
+void pull_row_begins(const common::SymHeap& heap, const common::SymmetricLayout& layout, int half,
+                     int local_experts, int64_t max_tokens_per_rank, int32_t* begin);
 
 }  // namespace switchyard::cpu

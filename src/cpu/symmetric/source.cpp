@@ -45,16 +45,17 @@ SourceRows::SourceRows(const InPlaceCall& call, uint64_t signature)
     const uint64_t sequence = common::ld_acquire_sys(&record->sequence);
     if (sequence != call.sequence) {
       release();
-      throw Error("symmetric_dispatch: rank " + std::to_string(source) + " announced its tokens for symmetric call " +
-                  std::to_string(sequence) + ", rank " + std::to_string(heap.rank) + " expected call " +
-                  std::to_string(call.sequence) + " (every rank must make the same symmetric calls)");
+      throw Error("symmetric_dispatch: rank " + std::to_string(source) +
+                  " announced its tokens for symmetric call " + std::to_string(sequence) + ", rank " +
+                  std::to_string(heap.rank) + " expected call " + std::to_string(call.sequence) +
+                  " (every rank must make the same symmetric calls)");
     }
     if (record->signature != signature) {
       release();
-      throw InvalidArgument("symmetric_dispatch: expected every rank to call with the same shape (hidden, k, "
-                            "num_experts, max_tokens_per_rank, expert_capacity, fp8 options); rank " +
-                            std::to_string(source) + "'s call differs from rank " + std::to_string(heap.rank) +
-                            "'s");
+      throw InvalidArgument(
+          "symmetric_dispatch: expected every rank to call with the same shape (hidden, k, "
+          "num_experts, max_tokens_per_rank, expert_capacity, fp8 options); rank " +
+          std::to_string(source) + "'s call differs from rank " + std::to_string(heap.rank) + "'s");
     }
     if (record->x == 0) continue;  // published
     if (!take_lease(&record->lease, call.sequence)) {
@@ -80,7 +81,8 @@ void finish_sources(const InPlaceCall& call, bool announced) {
   }
   if (!announced) return;
   try {
-    wait_all_ranks(heap, call.sequence, call.timeout_seconds, kOperation, "finish reading this rank's tokens (x)",
+    wait_all_ranks(heap, call.sequence, call.timeout_seconds, kOperation,
+                   "finish reading this rank's tokens (x)",
                    [&](int rank) { return call.layout.pull_done(heap.base, rank); });
   } catch (...) {
     withdraw_source(call);

@@ -3,8 +3,9 @@
 // rank's rows are for a call, and, when receivers read a source's x in place, the handshake that keeps
 // the source from returning while a receiver still reads it.
 //   announce   before the barrier: this rank's source record (x, or null: published), its lease open;
-//   hold       after the barrier: a lease on every zero-copy source's x for the pulls (cpu/symmetric/lease.hpp);
-//   finish     after the pulls: the call released into this rank's done word in every peer's heap; a
+//   hold       after the barrier: a lease on every zero-copy source's x for the pulls
+//   (cpu/symmetric/lease.hpp); finish     after the pulls: the call released into this rank's done word in
+//   every peer's heap; a
 //              zero-copy source then waits (bounded) for every peer's, and withdraws x if it gives up.
 #include <cstdint>
 #include <vector>

@@ -11,13 +11,13 @@
 #include "core/expert_capacity.hpp"
 #include "core/handle_format.hpp"
 #include "core/normal_sizing.hpp"
-#include "device/cuda_check.hpp"
 #include "cuda/backend/device_connections.hpp"
 #include "cuda/backend/device_heap.hpp"
 #include "cuda/internode/engine.hpp"
 #include "cuda/low_latency/engine.hpp"
 #include "cuda/normal/engine.hpp"
 #include "cuda/symmetric/engine.hpp"
+#include "device/cuda_check.hpp"
 
 namespace switchyard::cuda {
 
@@ -37,12 +37,14 @@ class CudaBackend final : public detail::BackendImpl {
               info.options->sharing),
         owner_(info.owner) {
     if (options_.topology.num_ranks > kMaxCudaRanks) {
-      throw Unsupported("topology.num_ranks: the CUDA normal engine supports up to " + std::to_string(kMaxCudaRanks) +
-                        " ranks in one load/store domain, got " + std::to_string(options_.topology.num_ranks));
+      throw Unsupported("topology.num_ranks: the CUDA normal engine supports up to " +
+                        std::to_string(kMaxCudaRanks) + " ranks in one load/store domain, got " +
+                        std::to_string(options_.topology.num_ranks));
     }
     SY_CUDA_CHECK(cudaSetDevice(device_));
     SY_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
-    SY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&error_), sizeof(common::DeviceErrorBlock), cudaHostAllocMapped));
+    SY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&error_), sizeof(common::DeviceErrorBlock),
+                                cudaHostAllocMapped));
     std::memset(error_, 0, sizeof(*error_));
     SY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_, 0));
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&abort_flag_), sizeof(int32_t)));
@@ -108,14 +110,17 @@ class CudaBackend final : public detail::BackendImpl {
     if (options_.config.num_channels == Config::kAutoChannels) {
       channels_ = std::min(channels_, fitting_channels);
       if (channels_ < 1) {
-        throw Unsupported("topology: " + std::to_string(sharing_ranks) + " ranks share GPU " + std::to_string(device_) +
-                          ", but each needs 2 resident blocks and the GPU has " + std::to_string(sm_count_) + " SMs");
+        throw Unsupported("topology: " + std::to_string(sharing_ranks) + " ranks share GPU " +
+                          std::to_string(device_) + ", but each needs 2 resident blocks and the GPU has " +
+                          std::to_string(sm_count_) + " SMs");
       }
     } else if (channels_ > fitting_channels) {
-      throw InvalidArgument("config.num_channels: expected at most " + std::to_string(fitting_channels) + " (" +
-                            std::to_string(sharing_ranks) + " ranks share this GPU's " + std::to_string(sm_count_) +
-                            " SMs, and every rank's 2 blocks per channel must be resident at once to avoid deadlock), "
-                            "got " + std::to_string(channels_));
+      throw InvalidArgument(
+          "config.num_channels: expected at most " + std::to_string(fitting_channels) + " (" +
+          std::to_string(sharing_ranks) + " ranks share this GPU's " + std::to_string(sm_count_) +
+          " SMs, and every rank's 2 blocks per channel must be resident at once to avoid deadlock), "
+          "got " +
+          std::to_string(channels_));
     }
   }
 
@@ -123,11 +128,13 @@ class CudaBackend final : public detail::BackendImpl {
     return Tensor::empty(dtype, dims, Device::cuda, device_);
   }
 
-  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream_handle) override {
+  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts,
+                                     Stream stream_handle) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));
     const cudaStream_t stream = resolve(stream_handle);
     throw_pending_device_error();
-    return normal_->layout(topk_idx, num_experts, kernel_context(common::NormalHeapLayout{}), call_env(stream));
+    return normal_->layout(topk_idx, num_experts, kernel_context(common::NormalHeapLayout{}),
+                           call_env(stream));
   }
 
   DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override {
@@ -203,8 +210,9 @@ class CudaBackend final : public detail::BackendImpl {
     const cudaError_t queried = cudaStreamGetDevice(caller, &stream_device);
     if (queried != cudaSuccess) {
       cudaGetLastError();  // not sticky; clear it so later calls do not report it
-      throw InvalidArgument(std::string("stream: expected a CUDA stream, got one that cudaStreamGetDevice refused: ") +
-                            cudaGetErrorName(queried));
+      throw InvalidArgument(
+          std::string("stream: expected a CUDA stream, got one that cudaStreamGetDevice refused: ") +
+          cudaGetErrorName(queried));
     }
     if (stream_device != device_) {
       throw InvalidArgument("stream: expected a stream of this buffer's GPU " + std::to_string(device_) +
@@ -216,7 +224,8 @@ class CudaBackend final : public detail::BackendImpl {
   // Stream-ordered allocations go on the caller's stream; not on the buffer's own, which dies with
   // the buffer while results may live on.
   CallEnv call_env(cudaStream_t stream) {
-    return {stream, alloc_stream(stream), heap_.ranks_on_this_device(), [this] { throw_pending_device_error(); }};
+    return {stream, alloc_stream(stream), heap_.ranks_on_this_device(),
+            [this] { throw_pending_device_error(); }};
   }
 
   KernelContext kernel_context(const common::NormalHeapLayout& layout) const {
@@ -268,28 +277,33 @@ class CudaBackend final : public detail::BackendImpl {
     message << ")";
     switch (static_cast<common::WaitTarget>(error.target)) {
       case common::WaitTarget::invalid_expert:
-        throw InvalidArgument("topk_idx: expected expert ids in [-1, " + std::to_string(error.expected) + "), got " +
-                              std::to_string(error.observed) + " (found on the device by " + message.str() + ")");
+        throw InvalidArgument("topk_idx: expected expert ids in [-1, " + std::to_string(error.expected) +
+                              "), got " + std::to_string(error.observed) + " (found on the device by " +
+                              message.str() + ")");
       case common::WaitTarget::call_signature:
         throw InvalidArgument(std::string(common::wait_role_engine(error.role)) +
                               ": expected every rank to call with the same shape; rank " +
-                              std::to_string(error.peer) + "'s call differs from rank " + std::to_string(error.rank) +
-                              "'s (found on the device by " + message.str() + ")");
+                              std::to_string(error.peer) + "'s call differs from rank " +
+                              std::to_string(error.rank) + "'s (found on the device by " + message.str() +
+                              ")");
       case common::WaitTarget::expert_capacity: {
-        const std::string what = detail::expert_capacity_message(error.expected, error.channel, error.peer,
-                                                                  error.observed);
+        const std::string what =
+            detail::expert_capacity_message(error.expected, error.channel, error.peer, error.observed);
         if (error.role == static_cast<int32_t>(common::WaitRole::symmetric_combine)) {
-          throw CapacityError("symmetric_combine: refused (nothing written): its dispatch overflowed: " + what);
+          throw CapacityError("symmetric_combine: refused (nothing written): its dispatch overflowed: " +
+                              what);
         }
         // The record's channel field holds the expert here (named in `what`), not a channel.
         throw CapacityError(what + " (found on the device by rank " + std::to_string(error.rank) + " (cuda " +
-                            common::wait_role_engine(error.role) + ", " + common::wait_role_name(error.role) + "))");
+                            common::wait_role_engine(error.role) + ", " + common::wait_role_name(error.role) +
+                            "))");
       }
       case common::WaitTarget::capacity:
         if (expert_major) {
-          throw InvalidArgument("topk_idx: expected at most max_tokens_per_rank (" + std::to_string(error.expected) +
-                                ") rows per expert from one rank, got " + std::to_string(error.observed) +
-                                " (found on the device by " + message.str() + ")");
+          throw InvalidArgument("topk_idx: expected at most max_tokens_per_rank (" +
+                                std::to_string(error.expected) + ") rows per expert from one rank, got " +
+                                std::to_string(error.observed) + " (found on the device by " + message.str() +
+                                ")");
         }
         throw InvalidArgument("num_worst_tokens: expected at least the " + std::to_string(error.observed) +
                               " tokens this rank receives, got " + std::to_string(error.expected));
@@ -297,8 +311,8 @@ class CudaBackend final : public detail::BackendImpl {
         message << ": timed out after " << static_cast<double>(error.waited_ns) * 1e-9 << " s waiting for "
                 << common::wait_target_name(error.target);
         if (error.peer >= 0) message << " from rank " << error.peer;
-        message << " (expected >= " << error.expected << ", saw " << error.observed << "; in call " << error.call
-                << " of this buffer, after " << error.barriers << " barriers)";
+        message << " (expected >= " << error.expected << ", saw " << error.observed << "; in call "
+                << error.call << " of this buffer, after " << error.barriers << " barriers)";
         throw TimeoutError(message.str());
     }
   }

@@ -33,12 +33,14 @@ inline int device_connections(const char* text) {
 inline void check_rank_threads_fit_connections(int ranks, int device, const char* text) {
   const int queues = device_connections(text);
   if (ranks <= queues) return;
-  throw Unsupported("topology: " + std::to_string(ranks) + " ranks as threads of this process share GPU " +
-                    std::to_string(device) + ", whose CUDA context has " + std::to_string(queues) +
-                    " hardware queues (" + kDeviceConnectionsVariable + "=" + (text ? text : "unset") +
-                    "; 8 unless set before CUDA starts, at most 32), and ranks whose kernels wait on each other "
-                    "need one each: set " + kDeviceConnectionsVariable +
-                    "=32 in the environment before the first CUDA call, or run a process per rank");
+  throw Unsupported(
+      "topology: " + std::to_string(ranks) + " ranks as threads of this process share GPU " +
+      std::to_string(device) + ", whose CUDA context has " + std::to_string(queues) + " hardware queues (" +
+      kDeviceConnectionsVariable + "=" + (text ? text : "unset") +
+      "; 8 unless set before CUDA starts, at most 32), and ranks whose kernels wait on each other "
+      "need one each: set " +
+      kDeviceConnectionsVariable +
+      "=32 in the environment before the first CUDA call, or run a process per rank");
 }
 
 }  // namespace switchyard::cuda

@@ -12,9 +12,9 @@
 //    across the reduction (spills); that combine reached 0.36 of its design roofline.
 //  - serial: every warp reduces, then the coordinator puts: for rings too small to hold two rounds
 //    and for groups of one warp (more than 8 nodes).
+#include "cuda/internode/kernels.hpp"
 #include "device/bf16_row_reduce.cuh"
 #include "device/bounded_wait.cuh"
-#include "cuda/internode/kernels.hpp"
 #include "device/warp_group.cuh"
 #include "transport/device_transport.cuh"
 
@@ -28,9 +28,9 @@ struct ForwarderShared {
   int abort[2][kInternodeWarps];
   int done[2][kInternodeWarps];
   int count[2][kInternodeWarps];
-  uint64_t stream_start[2][kMaxInternodeRanks];                // [home node * P + local rank]
-  uint32_t masks[2][kInternodeWarps][kMaxForwardRound];        // the local ranks holding each token
-  uint32_t token_slots[kInternodeWarps][kMaxForwarderRows];    // per warp: its token's ring slots
+  uint64_t stream_start[2][kMaxInternodeRanks];              // [home node * P + local rank]
+  uint32_t masks[2][kInternodeWarps][kMaxForwardRound];      // the local ranks holding each token
+  uint32_t token_slots[kInternodeWarps][kMaxForwarderRows];  // per warp: its token's ring slots
 };
 
 constexpr uint32_t kForwarderStreamEnd = 0xffffffffu;  // min() of an exhausted stream
@@ -47,7 +47,8 @@ struct CombineRounds {
   __device__ __forceinline__ uint32_t held_slots() const { return pipelined ? 2 * tokens : tokens; }
 };
 
-__device__ __forceinline__ CombineRounds combine_rounds(const KernelContext& context, const InternodeShape& shape) {
+__device__ __forceinline__ CombineRounds combine_rounds(const KernelContext& context,
+                                                        const InternodeShape& shape) {
   const uint32_t slack = context.layout.ring_slots - context.chunk_tokens + 1;
   const uint32_t slots = shape.rdma.rdma_slots;
   const int group_size = kInternodeWarps / shape.num_nodes;
@@ -106,9 +107,9 @@ __device__ int merge_round(const KernelContext& context, const InternodeCombineL
 // The ring slots of token `j` of a round, one per local rank in its mask (ascending), into `slots` in
 // 16-byte units from the heap's base: each stream's start plus the round's earlier tokens it held.
 // Returns how many.
-__device__ __forceinline__ int token_slots(const KernelContext& context, int channel, int home_node, int num_nodes,
-                                           const uint32_t* masks, const uint64_t* stream_start, int j,
-                                           uint32_t* slots) {
+__device__ __forceinline__ int token_slots(const KernelContext& context, int channel, int home_node,
+                                           int num_nodes, const uint32_t* masks, const uint64_t* stream_start,
+                                           int j, uint32_t* slots) {
   const int lane = lane_id();
   const uint32_t mask = masks[j];
   const uint32_t earlier_mask = lane < j ? masks[lane] : 0u;
@@ -116,8 +117,8 @@ __device__ __forceinline__ int token_slots(const KernelContext& context, int cha
     const int local = __ffs(pending) - 1;
     const uint32_t earlier = __ballot_sync(0xffffffffu, (earlier_mask >> local) & 1u);
     if (lane == 0) {
-      const common::Ring ring =
-          context.layout.ring(context.heap.base, channel, common::combine_ring_index(local, home_node, num_nodes));
+      const common::Ring ring = context.layout.ring(context.heap.base, channel,
+                                                    common::combine_ring_index(local, home_node, num_nodes));
       const uint64_t position = stream_start[local] + __popc(earlier);
       slots[__popc(mask & ((1u << local) - 1u))] =
           static_cast<uint32_t>((ring.slot(position) - context.heap.base) / 16);
@@ -134,7 +135,8 @@ __device__ void reduce_node_partial(const KernelContext& context, const Internod
   const NvlCombineMessage& in = launch.nvl_message;
   const common::CombineMessage& out = launch.rdma_message;
   uint8_t* const base = context.heap.base;
-  reduce_bf16_rows(base, slots, count, in.row_offset(), in.row_bytes / 16, reinterpret_cast<int4*>(out.row(partial_slot)));
+  reduce_bf16_rows(base, slots, count, in.row_offset(), in.row_bytes / 16,
+                   reinterpret_cast<int4*>(out.row(partial_slot)));
   if (out.has_weights) {
     const int topk = static_cast<int>(out.topk);
     for (int k = lane_id(); k < topk; k += 32) {
@@ -146,9 +148,10 @@ __device__ void reduce_node_partial(const KernelContext& context, const Internod
 }
 
 // Token `j` of the round in `buffer`: its rows reduced into RDMA send slot `sequence`.
-__device__ __forceinline__ void reduce_round_token(const KernelContext& context, const InternodeCombineLaunch& launch,
-                                                   ForwarderShared& shared, int channel, int home_node, int buffer,
-                                                   int j, uint64_t sequence) {
+__device__ __forceinline__ void reduce_round_token(const KernelContext& context,
+                                                   const InternodeCombineLaunch& launch,
+                                                   ForwarderShared& shared, int channel, int home_node,
+                                                   int buffer, int j, uint64_t sequence) {
   const InternodeShape& shape = launch.shape;
   uint32_t* slots = shared.token_slots[threadIdx.x / 32];
   const int count = token_slots(context, channel, home_node, shape.num_nodes, shared.masks[buffer][home_node],
@@ -160,18 +163,19 @@ __device__ __forceinline__ void reduce_round_token(const KernelContext& context,
 // The coordinator's puts of one round's partials (RDMA send slots [first, first + count)) to the
 // home rank, the last with the recv_tail add, then a flush: the slots may be rewritten after it.
 template <typename Transport>
-__device__ void put_round(transport::WarpSession<Transport>& session, const InternodeShape& shape, int channel,
-                          int home, int home_node, int my_node, uint64_t first, uint64_t count) {
+__device__ void put_round(transport::WarpSession<Transport>& session, const InternodeShape& shape,
+                          int channel, int home, int home_node, int my_node, uint64_t first, uint64_t count) {
   const common::InternodeHeapLayout& rdma = shape.rdma;
   const uint64_t end = first + count;
   for (uint64_t sequence = first; sequence < end;) {
-    const uint64_t run = min(end - sequence, static_cast<uint64_t>(rdma.rdma_slots) - rdma.slot_index(sequence));
+    const uint64_t run =
+        min(end - sequence, static_cast<uint64_t>(rdma.rdma_slots) - rdma.slot_index(sequence));
     const size_t destination = rdma.recv_slot_offset(channel, my_node, sequence);
     const size_t source = rdma.send_slot_offset(channel, home_node, sequence);
     const size_t bytes = run * rdma.rdma_slot_bytes;
     if (sequence + run == end) {
-      session.put_signal(home, destination, source, bytes, rdma_signal(rdma, channel, my_node, RdmaSignal::recv_tail),
-                         count);
+      session.put_signal(home, destination, source, bytes,
+                         rdma_signal(rdma, channel, my_node, RdmaSignal::recv_tail), count);
     } else {
       session.put(home, destination, source, bytes);
     }
@@ -185,8 +189,8 @@ __device__ __forceinline__ void free_stream_rows(const KernelContext& context, c
                                                  int channel, int home_node, uint64_t cursor) {
   const int lane = lane_id();
   if (lane < shape.ranks_per_node) {
-    const common::Ring ring =
-        context.layout.ring(context.heap.base, channel, common::combine_ring_index(lane, home_node, shape.num_nodes));
+    const common::Ring ring = context.layout.ring(
+        context.heap.base, channel, common::combine_ring_index(lane, home_node, shape.num_nodes));
     common::st_release_sys(ring.head(), cursor);
   }
   __syncwarp();
@@ -209,7 +213,8 @@ struct ForwarderControl {
                                               const InternodeShape& shape, int channel, int home_node_,
                                               uint32_t session_kind)
       : session(transports.rdma, context.heap,
-                static_cast<uint32_t>((session_kind * context.num_channels + channel) * shape.num_nodes + home_node_)),
+                static_cast<uint32_t>((session_kind * context.num_channels + channel) * shape.num_nodes +
+                                      home_node_)),
         home(common::rdma_peer(context.rank, home_node_, shape.ranks_per_node)),
         my_node(context.rank / shape.ranks_per_node),
         home_node(home_node_) {}
@@ -217,8 +222,9 @@ struct ForwarderControl {
   // Waits for `round_max` free RDMA send slots after `staged`, then merges a round into `buffer`'s
   // tables and publishes it to the group (read after the group's next sync). Returns false in every
   // lane when a wait failed (the round's abort flag is set).
-  __device__ bool merge(const KernelContext& context, const InternodeCombineLaunch& launch, ForwarderShared& shared,
-                        int channel, uint32_t round_max, int buffer, uint64_t staged) {
+  __device__ bool merge(const KernelContext& context, const InternodeCombineLaunch& launch,
+                        ForwarderShared& shared, int channel, uint32_t round_max, int buffer,
+                        uint64_t staged) {
     const InternodeShape& shape = launch.shape;
     const uint64_t slots = shape.rdma.rdma_slots;
     const WaitSite space_site{common::WaitRole::internode_combine_coordinator, common::WaitTarget::ring_space,
@@ -229,8 +235,8 @@ struct ForwarderControl {
                             staged + round_max - slots, space_site);
     const int lane = lane_id();
     publish_cursor(shared, shape, buffer);
-    const int count = ok ? merge_round(context, launch, channel, home_node, round_max, cursor, known_tail, exhausted,
-                                       shared.masks[buffer][home_node])
+    const int count = ok ? merge_round(context, launch, channel, home_node, round_max, cursor, known_tail,
+                                       exhausted, shared.masks[buffer][home_node])
                          : -1;
     const bool all_exhausted = __all_sync(0xffffffffu, exhausted || lane >= shape.ranks_per_node);
     if (lane == 0) {
@@ -242,33 +248,40 @@ struct ForwarderControl {
   }
 
   // Lane l: where stream l stands, for the round in `buffer` (its first row) or for freeing rows.
-  __device__ __forceinline__ void publish_cursor(ForwarderShared& shared, const InternodeShape& shape, int buffer) {
+  __device__ __forceinline__ void publish_cursor(ForwarderShared& shared, const InternodeShape& shape,
+                                                 int buffer) {
     const int lane = lane_id();
-    if (lane < shape.ranks_per_node) shared.stream_start[buffer][home_node * shape.ranks_per_node + lane] = cursor;
+    if (lane < shape.ranks_per_node)
+      shared.stream_start[buffer][home_node * shape.ranks_per_node + lane] = cursor;
   }
 
   // Frees the rows of every stream before its start in `buffer` (lane l reads stream l's).
-  __device__ __forceinline__ void free_rows_before(const KernelContext& context, const ForwarderShared& shared,
-                                                   const InternodeShape& shape, int channel, int buffer) {
+  __device__ __forceinline__ void free_rows_before(const KernelContext& context,
+                                                   const ForwarderShared& shared, const InternodeShape& shape,
+                                                   int channel, int buffer) {
     const int lane = lane_id();
-    const uint64_t before =
-        lane < shape.ranks_per_node ? shared.stream_start[buffer][home_node * shape.ranks_per_node + lane] : 0;
+    const uint64_t before = lane < shape.ranks_per_node
+                                ? shared.stream_start[buffer][home_node * shape.ranks_per_node + lane]
+                                : 0;
     free_stream_rows(context, shape, channel, home_node, before);
   }
 
-  __device__ __forceinline__ void put(const InternodeShape& shape, int channel, uint64_t first, uint64_t count) {
+  __device__ __forceinline__ void put(const InternodeShape& shape, int channel, uint64_t first,
+                                      uint64_t count) {
     if (count > 0) put_round(session, shape, channel, home, home_node, my_node, first, count);
   }
 
   // After the last put: the partial count for the home's check, then every slot freed (no free of
   // this call may land after the next call's reset).
-  __device__ void finish(const KernelContext& context, const InternodeShape& shape, int channel, uint64_t staged) {
+  __device__ void finish(const KernelContext& context, const InternodeShape& shape, int channel,
+                         uint64_t staged) {
     const common::InternodeHeapLayout& rdma = shape.rdma;
     session.signal(home, rdma_signal(rdma, channel, my_node, RdmaSignal::recv_total), staged + 1);
     const WaitSite space_site{common::WaitRole::internode_combine_coordinator, common::WaitTarget::ring_space,
                               channel, home};
-    if (staged > 0) session.wait_signal(context, rdma_signal(rdma, channel, home_node, RdmaSignal::send_head), staged,
-                                        space_site);
+    if (staged > 0)
+      session.wait_signal(context, rdma_signal(rdma, channel, home_node, RdmaSignal::send_head), staged,
+                          space_site);
   }
 };
 
@@ -291,7 +304,8 @@ struct PipelinedRoles {
 // Pipelined, the merging and putting warps. Round r: the merger merges it; at the group's meeting
 // the reducers (done with round r - 1) take it, and the putter puts round r - 1 and frees its rows.
 template <typename Transport>
-__device__ void pipelined_control(const KernelContext& context, const InternodeTransports<Transport>& transports,
+__device__ void pipelined_control(const KernelContext& context,
+                                  const InternodeTransports<Transport>& transports,
                                   const InternodeCombineLaunch& launch, ForwarderShared& shared, int channel,
                                   const WarpGroup& group, uint32_t round_max, PipelinedRoles roles) {
   const InternodeShape& shape = launch.shape;
@@ -331,7 +345,8 @@ __device__ void pipelined_control(const KernelContext& context, const InternodeT
 
 // Pipelined, the reducing warps: each round's tokens j = reducer, reducer + reducers, ...
 __device__ void pipelined_reducer(const KernelContext& context, const InternodeCombineLaunch& launch,
-                                  ForwarderShared& shared, int channel, const WarpGroup& group, PipelinedRoles roles) {
+                                  ForwarderShared& shared, int channel, const WarpGroup& group,
+                                  PipelinedRoles roles) {
   const int home_node = group.index;
   uint64_t staged = 0;
   for (int round = 0;; ++round) {
@@ -353,7 +368,8 @@ __device__ void pipelined_reducer(const KernelContext& context, const InternodeC
 
 // Serial: the coordinator merges, every warp of the group reduces, then the coordinator puts.
 template <typename Transport>
-__device__ void serial_forwarder(const KernelContext& context, const InternodeTransports<Transport>& transports,
+__device__ void serial_forwarder(const KernelContext& context,
+                                 const InternodeTransports<Transport>& transports,
                                  const InternodeCombineLaunch& launch, ForwarderShared& shared, int channel,
                                  const WarpGroup& group, uint32_t round_max) {
   const InternodeShape& shape = launch.shape;
@@ -384,7 +400,8 @@ __device__ void serial_forwarder(const KernelContext& context, const InternodeTr
 
 // Role 1: the forwarder group of one home node (its rank with our local index).
 template <typename Transport>
-__device__ void combine_forwarder(const KernelContext& context, const InternodeTransports<Transport>& transports,
+__device__ void combine_forwarder(const KernelContext& context,
+                                  const InternodeTransports<Transport>& transports,
                                   const InternodeCombineLaunch& launch, ForwarderShared& shared, int channel,
                                   const WarpGroup& group) {
   const CombineRounds rounds = combine_rounds(context, launch.shape);

@@ -8,10 +8,10 @@
 //   2: RDMA receivers: sum each token's node partials in ascending node order (fp32 from +0,
 //      rounded once) and free the RDMA slots by signal. DESIGN.md, Combine.
 #include "common/numeric.hpp"
-#include "device/cuda_check.hpp"
+#include "cuda/backend/kernel_preload.hpp"
 #include "cuda/internode/combine_forwarder.cuh"
 #include "cuda/internode/device.cuh"
-#include "cuda/backend/kernel_preload.hpp"
+#include "device/cuda_check.hpp"
 #include "transport/loopback_device.cuh"
 
 namespace switchyard::cuda {
@@ -143,7 +143,8 @@ __device__ void rdma_receiver(const KernelContext& context, const InternodeTrans
         int count = 0;
         for (uint32_t pending = nodes; pending != 0; pending &= pending - 1u) {
           const int node = __ffs(pending) - 1;
-          if (lane == 0) slots[count] = static_cast<uint32_t>(rdma.recv_slot_offset(channel, node, positions[node]) / 16);
+          if (lane == 0)
+            slots[count] = static_cast<uint32_t>(rdma.recv_slot_offset(channel, node, positions[node]) / 16);
           ++count;
         }
         __syncwarp();

@@ -1,8 +1,8 @@
 #pragma once
 // Device pieces shared by the hierarchical `normal` kernels: the barrier across nodes and the
 // opening of a call (resets), over the device transport.
-#include "device/bounded_wait.cuh"
 #include "cuda/internode/kernels.hpp"
+#include "device/bounded_wait.cuh"
 #include "device/warp_group.cuh"
 #include "transport/device_transport.cuh"
 

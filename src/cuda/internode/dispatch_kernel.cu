@@ -6,9 +6,9 @@
 //   2: NVLink receivers, a warp group per source rank: copy tokens out in rank-major order.
 // Flow control everywhere is head/tail in chunks; a send slot is rewritten only after the peer freed
 // it and the put that read it was flushed.
-#include "device/cuda_check.hpp"
-#include "cuda/internode/device.cuh"
 #include "cuda/backend/kernel_preload.hpp"
+#include "cuda/internode/device.cuh"
+#include "device/cuda_check.hpp"
 #include "transport/loopback_device.cuh"
 
 namespace switchyard::cuda {

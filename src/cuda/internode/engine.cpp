@@ -8,8 +8,8 @@
 #include "common/low_latency_protocol.hpp"
 #include "core/normal_handle.hpp"
 #include "core/normal_sizing.hpp"
-#include "device/cuda_check.hpp"
 #include "cuda/normal/kernels.hpp"
+#include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::cuda {
@@ -133,8 +133,9 @@ void refuse_host_synchronising_capture(cudaStream_t stream) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
   SY_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
   if (capture != cudaStreamCaptureStatusNone) {
-    throw Unsupported("num_worst_tokens: a dispatch captured in a CUDA graph must not wait for its output sizes "
-                      "on the host; expected num_worst_tokens > 0 (or a cached handle), got 0");
+    throw Unsupported(
+        "num_worst_tokens: a dispatch captured in a CUDA graph must not wait for its output sizes "
+        "on the host; expected num_worst_tokens > 0 (or a cached handle), got 0");
   }
 }
 

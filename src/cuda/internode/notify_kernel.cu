@@ -1,9 +1,9 @@
 // The opening of a hierarchical `normal` call: resets, each destination node's token lists, and for
 // a fresh dispatch the count exchange. Records for ranks of our node are stored; records for ranks
 // of other nodes are staged in our RDMA send buffers and put, ahead of the barrier's signal.
-#include "device/cuda_check.hpp"
-#include "cuda/internode/device.cuh"
 #include "cuda/backend/kernel_preload.hpp"
+#include "cuda/internode/device.cuh"
+#include "device/cuda_check.hpp"
 #include "transport/loopback_device.cuh"
 
 namespace switchyard::cuda {

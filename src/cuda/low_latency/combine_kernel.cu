@@ -14,11 +14,11 @@
 // the row's place in the combine buffer, where the warp first copies it (as DeepEP stages it in its
 // send buffer). The count signal is a transport add; the receiver waits for a remote expert's count,
 // then for its rows to have landed.
-#include "device/cuda_check.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/low_latency/device.cuh"
 #include "cuda/low_latency/kernels.hpp"
 #include "cuda/low_latency/link.cuh"
+#include "device/cuda_check.hpp"
 
 namespace switchyard::cuda {
 
@@ -53,7 +53,8 @@ __device__ void publish_rows_sent(const KernelContext& context, const LowLatency
       if (!low_latency::in_my_node(context, launch.ranks_per_node, home)) continue;
     }
     uint64_t* signal = context.heap.map(
-        launch.layout.combine_signal(context.heap.base, half, context.rank * launch.local_experts + local), home);
+        launch.layout.combine_signal(context.heap.base, half, context.rank * launch.local_experts + local),
+        home);
     common::st_release_sys(signal, common::low_latency_signal(tag, static_cast<uint32_t>(table.count[i])));
   }
   if constexpr (kAcrossNodes<Transport>) {
@@ -61,7 +62,8 @@ __device__ void publish_rows_sent(const KernelContext& context, const LowLatency
       const int local = i / num_ranks;
       const int home = i % num_ranks;
       if (low_latency::in_my_node(context, launch.ranks_per_node, home)) continue;
-      const size_t word = launch.layout.combine_signal_offset(half, context.rank * launch.local_experts + local);
+      const size_t word =
+          launch.layout.combine_signal_offset(half, context.rank * launch.local_experts + local);
       session.signal(home, launch.layout.signal_id(word),
                      common::low_latency_signal(tag, static_cast<uint32_t>(table.count[i])));
     }
@@ -84,8 +86,8 @@ __device__ void put_row_across_nodes(const KernelContext& context, const LowLate
   } else {
     // The combine buffer holds [L, R * max, H'] rows of this call's shape, as y does.
     source = layout.staging_offset() + static_cast<size_t>(row) * row_bytes;
-    low_latency::warp_copy<Source::read_only_global>(context.heap.base + source, launch.y + row * launch.hidden,
-                                                     row_bytes);
+    low_latency::warp_copy<Source::read_only_global>(context.heap.base + source,
+                                                     launch.y + row * launch.hidden, row_bytes);
     __syncwarp();
   }
   session.put_signal(home, layout.combine_row_offset(half, slot, token), source, row_bytes,
@@ -101,14 +103,16 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
   const uint32_t sequence = low_latency::load_state_word(&launch.state->sequence) + 1;
   const int half = common::low_latency_half(sequence);
   Session<Transport> session(transport, context.heap, low_latency::grid_warp());
-  if constexpr (kAcrossNodes<Transport>) low_latency::reset_other_half<Transport>(launch.layout, session, half);
+  if constexpr (kAcrossNodes<Transport>)
+    low_latency::reset_other_half<Transport>(launch.layout, session, half);
   const int num_ranks = context.num_ranks;
   const ExpertMajorTable table = ExpertMajorTable::in(dynamic_shared, launch.local_experts, num_ranks);
   for (int i = threadIdx.x; i < launch.local_experts * num_ranks; i += blockDim.x) {
     // NOTES: clamped, so that a layout_range that is not a finished dispatch's (e.g. one whose
     // dispatch was refused on the device) can never send rows outside the receive areas.
     const int32_t count = __ldg(launch.layout_range + 2 * i + 1);
-    table.count[i] = count < 0 ? 0 : static_cast<int32_t>(min(static_cast<int64_t>(count), launch.max_tokens_per_rank));
+    table.count[i] =
+        count < 0 ? 0 : static_cast<int32_t>(min(static_cast<int64_t>(count), launch.max_tokens_per_rank));
   }
   __syncthreads();
   table.build();
@@ -129,7 +133,8 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
         if (!low_latency::in_my_node(context, launch.ranks_per_node, where.source)) {
           const int global_expert = context.rank * launch.local_experts + where.expert;
           session.signal(where.source,
-                         launch.layout.signal_id(launch.layout.combine_landed_offset(half, global_expert)), 1);
+                         launch.layout.signal_id(launch.layout.combine_landed_offset(half, global_expert)),
+                         1);
         }
       }
       continue;
@@ -141,7 +146,8 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
         continue;
       }
     }
-    uint8_t* target = context.heap.map(launch.layout.combine_row(context.heap.base, half, slot, token), where.source);
+    uint8_t* target =
+        context.heap.map(launch.layout.combine_row(context.heap.base, half, slot, token), where.source);
     low_latency::warp_copy<Source::read_only_global>(target, launch.y + row * launch.hidden, row_bytes);
   }
   // The puts' sources (the combine buffer) may be rewritten by the next combine's send kernel.
@@ -155,8 +161,9 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
 
 // Eight channels of one token: out = bf16(sum over valid slots j ascending of w[j] * y_j), with
 // fmaf from +0 (DESIGN.md, expert-major combine).
-__device__ __forceinline__ int4 reduce_eight(const KernelContext& context, const LowLatencyCombineLaunch& launch,
-                                             int half, int64_t token, int64_t column) {
+__device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
+                                             const LowLatencyCombineLaunch& launch, int half, int64_t token,
+                                             int64_t column) {
   float accumulator[8];
 #pragma unroll
   for (int i = 0; i < 8; ++i) accumulator[i] = 0.0f;
@@ -183,18 +190,19 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context, const
 #pragma unroll
       for (int w = 0; w < 4; ++w) {
         const uint32_t bits = static_cast<uint32_t>(words[w]);
-        accumulator[2 * w] =
-            fmaf(weights[u], common::bf16_to_float(static_cast<uint16_t>(bits & 0xffffu)), accumulator[2 * w]);
-        accumulator[2 * w + 1] =
-            fmaf(weights[u], common::bf16_to_float(static_cast<uint16_t>(bits >> 16)), accumulator[2 * w + 1]);
+        accumulator[2 * w] = fmaf(weights[u], common::bf16_to_float(static_cast<uint16_t>(bits & 0xffffu)),
+                                  accumulator[2 * w]);
+        accumulator[2 * w + 1] = fmaf(weights[u], common::bf16_to_float(static_cast<uint16_t>(bits >> 16)),
+                                      accumulator[2 * w + 1]);
       }
     }
   }
   int32_t out[4];
 #pragma unroll
   for (int w = 0; w < 4; ++w) {
-    out[w] = static_cast<int32_t>(static_cast<uint32_t>(common::float_to_bf16(accumulator[2 * w])) |
-                                  (static_cast<uint32_t>(common::float_to_bf16(accumulator[2 * w + 1])) << 16));
+    out[w] =
+        static_cast<int32_t>(static_cast<uint32_t>(common::float_to_bf16(accumulator[2 * w])) |
+                             (static_cast<uint32_t>(common::float_to_bf16(accumulator[2 * w + 1])) << 16));
   }
   return make_int4(out[0], out[1], out[2], out[3]);
 }
@@ -203,20 +211,20 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context, const
 // Within the node the count's store follows the rows; across nodes the rows' puts carry their own
 // adds (cuda/low_latency/link.cuh).
 template <typename Transport>
-__device__ __forceinline__ bool wait_for_expert(const KernelContext& context, const LowLatencyCombineLaunch& launch,
-                                                const Session<Transport>& session, int half, uint32_t sequence,
-                                                int expert, const WaitSite& site) {
+__device__ __forceinline__ bool wait_for_expert(const KernelContext& context,
+                                                const LowLatencyCombineLaunch& launch,
+                                                const Session<Transport>& session, int half,
+                                                uint32_t sequence, int expert, const WaitSite& site) {
   const uint32_t tag = common::low_latency_call_tag(sequence, launch.signature);
   if constexpr (kAcrossNodes<Transport>) {
     if (!low_latency::in_my_node(context, launch.ranks_per_node, expert / launch.local_experts)) {
-      return low_latency::wait_across_nodes<Transport>(context, session, launch.layout,
-                                                       launch.layout.combine_signal_offset(half, expert),
-                                                       launch.layout.combine_landed_offset(half, expert), tag,
-                                                       site) >= 0;
+      return low_latency::wait_across_nodes<Transport>(
+                 context, session, launch.layout, launch.layout.combine_signal_offset(half, expert),
+                 launch.layout.combine_landed_offset(half, expert), tag, site) >= 0;
     }
   }
-  return low_latency::wait_for_signal(context, launch.layout.combine_signal(context.heap.base, half, expert), tag,
-                                      site) >= 0;
+  return low_latency::wait_for_signal(context, launch.layout.combine_signal(context.heap.base, half, expert),
+                                      tag, site) >= 0;
 }
 
 template <typename Transport>
@@ -241,7 +249,8 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
   const int64_t items = launch.num_tokens * columns;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int4* combined = reinterpret_cast<int4*>(launch.combined_x);
-  for (int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; item < items; item += stride) {
+  for (int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; item < items;
+       item += stride) {
     combined[item] = reduce_eight(context, launch, half, item / columns, item % columns);
   }
 }
@@ -250,9 +259,11 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
 
 template <typename Transport>
 void launch_low_latency_combine_send(const KernelContext& context, const LowLatencyCombineLaunch& launch,
-                                     const Transport& transport, const LowLatencyGrid& grid, cudaStream_t stream) {
+                                     const Transport& transport, const LowLatencyGrid& grid,
+                                     cudaStream_t stream) {
   const size_t shared_bytes = ExpertMajorTable::shared_bytes(launch.local_experts, context.num_ranks);
-  combine_send_kernel<Transport><<<grid.send_blocks, kSendThreads, shared_bytes, stream>>>(context, launch, transport);
+  combine_send_kernel<Transport>
+      <<<grid.send_blocks, kSendThreads, shared_bytes, stream>>>(context, launch, transport);
   SY_CUDA_CHECK_LAUNCH();
 }
 
@@ -260,14 +271,18 @@ template <typename Transport>
 void launch_low_latency_combine_receive(const KernelContext& context, const LowLatencyCombineLaunch& launch,
                                         const Transport& transport, const LowLatencyGrid& grid,
                                         cudaStream_t stream) {
-  combine_receive_kernel<Transport><<<grid.receive_blocks, kReceiveThreads, 0, stream>>>(context, launch, transport);
+  combine_receive_kernel<Transport>
+      <<<grid.receive_blocks, kReceiveThreads, 0, stream>>>(context, launch, transport);
   SY_CUDA_CHECK_LAUNCH();
 }
 
-template void launch_low_latency_combine_send<SingleNode>(const KernelContext&, const LowLatencyCombineLaunch&,
-                                                          const SingleNode&, const LowLatencyGrid&, cudaStream_t);
-template void launch_low_latency_combine_receive<SingleNode>(const KernelContext&, const LowLatencyCombineLaunch&,
-                                                             const SingleNode&, const LowLatencyGrid&, cudaStream_t);
+template void launch_low_latency_combine_send<SingleNode>(const KernelContext&,
+                                                          const LowLatencyCombineLaunch&, const SingleNode&,
+                                                          const LowLatencyGrid&, cudaStream_t);
+template void launch_low_latency_combine_receive<SingleNode>(const KernelContext&,
+                                                             const LowLatencyCombineLaunch&,
+                                                             const SingleNode&, const LowLatencyGrid&,
+                                                             cudaStream_t);
 template void launch_low_latency_combine_send<transport::LoopbackDevice>(const KernelContext&,
                                                                          const LowLatencyCombineLaunch&,
                                                                          const transport::LoopbackDevice&,
@@ -275,7 +290,8 @@ template void launch_low_latency_combine_send<transport::LoopbackDevice>(const K
 template void launch_low_latency_combine_receive<transport::LoopbackDevice>(const KernelContext&,
                                                                             const LowLatencyCombineLaunch&,
                                                                             const transport::LoopbackDevice&,
-                                                                            const LowLatencyGrid&, cudaStream_t);
+                                                                            const LowLatencyGrid&,
+                                                                            cudaStream_t);
 
 namespace {
 
@@ -283,8 +299,8 @@ template <typename Transport>
 void prepare_combine_kernels_for(int max_shared_bytes) {
   preload_kernel(combine_send_kernel<Transport>);
   preload_kernel(combine_receive_kernel<Transport>);
-  SY_CUDA_CHECK(cudaFuncSetAttribute(combine_send_kernel<Transport>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     max_shared_bytes));
+  SY_CUDA_CHECK(cudaFuncSetAttribute(combine_send_kernel<Transport>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes));
 }
 
 }  // namespace

@@ -6,8 +6,8 @@
 #include "common/fp8_cast.hpp"
 #include "common/low_latency_protocol.hpp"
 #include "common/numeric.hpp"
-#include "device/bounded_wait.cuh"
 #include "cuda/low_latency/kernels.hpp"
+#include "device/bounded_wait.cuh"
 #include "device/ptx.cuh"
 #include "device/warp_group.cuh"
 
@@ -94,7 +94,8 @@ __device__ __forceinline__ uint32_t fp8x2_e4m3(float low, float high) {
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(packed) : "f"(high), "f"(low));
   uint32_t result = packed;
   if (isnan(low)) result = (result & 0xff00u) | ((common::float_to_bits(low) >> 24) & 0x80u) | 0x7fu;
-  if (isnan(high)) result = (result & 0x00ffu) | ((((common::float_to_bits(high) >> 24) & 0x80u) | 0x7fu) << 8);
+  if (isnan(high))
+    result = (result & 0x00ffu) | ((((common::float_to_bits(high) >> 24) & 0x80u) | 0x7fu) << 8);
   return result;
 }
 
@@ -124,8 +125,8 @@ __device__ __forceinline__ float amax_of_eight(const int4& values) {
 // ---- signals ------------------------------------------------------------------------------------
 
 // A signal of this call made with another shape: records it (not a wait) and stops the rank's waits.
-__device__ __forceinline__ void record_other_shape(const KernelContext& context, const WaitSite& site, uint32_t tag,
-                                                   uint64_t observed) {
+__device__ __forceinline__ void record_other_shape(const KernelContext& context, const WaitSite& site,
+                                                   uint32_t tag, uint64_t observed) {
   const WaitSite mismatch{site.role, common::WaitTarget::call_signature, site.channel, site.peer};
   record_wait_failure(context, mismatch, tag >> 16, static_cast<int64_t>(observed >> 48), 0);
 }
@@ -151,7 +152,8 @@ __device__ __forceinline__ int64_t wait_for_signal(const KernelContext& context,
         const uint64_t waited = ptx::globaltimer_ns() - start;
         if (waited > context.timeout_ns) {
           record_wait_failure(context, site, sequence & common::kLowLatencySequenceMask,
-                              static_cast<int64_t>((observed >> 32) & common::kLowLatencySequenceMask), waited);
+                              static_cast<int64_t>((observed >> 32) & common::kLowLatencySequenceMask),
+                              waited);
           return -1;
         }
       }
@@ -239,7 +241,9 @@ struct ExpertMajorTable {
     __syncthreads();
   }
 
-  __device__ int32_t total_rows() const { return expert_start[local_experts]; }
+  __device__ int32_t total_rows() const {
+    return expert_start[local_experts];
+  }
 
   struct Row {
     int expert;        // local expert l

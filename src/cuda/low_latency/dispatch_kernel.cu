@@ -17,11 +17,11 @@
 // receiver waits for a remote source's count, then for its rows to have landed.
 #include <algorithm>
 
-#include "device/cuda_check.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/low_latency/device.cuh"
 #include "cuda/low_latency/kernels.hpp"
 #include "cuda/low_latency/link.cuh"
+#include "device/cuda_check.hpp"
 
 namespace switchyard::cuda {
 
@@ -52,7 +52,8 @@ struct SendSharedLayout {
 
 __host__ __device__ inline SendSharedLayout send_shared_layout(const LowLatencyDispatchLaunch& launch) {
   SendSharedLayout shared{};
-  const size_t counters = common::align_up(2 * sizeof(int32_t) * static_cast<size_t>(launch.num_experts), 128);
+  const size_t counters =
+      common::align_up(2 * sizeof(int32_t) * static_cast<size_t>(launch.num_experts), 128);
   const size_t staging = common::align_up(launch.message.source_offset(), 128);
   const size_t row = launch.use_fp8 ? common::align_up(static_cast<size_t>(launch.hidden) * 2, 128) : 0;
   shared.staging_offset = static_cast<uint32_t>(counters);
@@ -95,8 +96,8 @@ __device__ bool count_routing(const KernelContext& context, const LowLatencyDisp
       if (expert < -1 || expert >= launch.num_experts) {
         // Every block sees the same ids; block 0 reports them.
         if (!refused && blockIdx.x == 0) {
-          const WaitSite site{common::WaitRole::low_latency_dispatch_sender, common::WaitTarget::invalid_expert, -1,
-                              -1};
+          const WaitSite site{common::WaitRole::low_latency_dispatch_sender,
+                              common::WaitTarget::invalid_expert, -1, -1};
           record_wait_failure(context, site, launch.num_experts, expert, 0, /*abort_rank=*/false);
         }
         refused = true;
@@ -114,7 +115,8 @@ __device__ bool count_routing(const KernelContext& context, const LowLatencyDisp
       if (!refused && blockIdx.x == 0) {
         const WaitSite site{common::WaitRole::low_latency_dispatch_sender, common::WaitTarget::capacity, -1,
                             expert / launch.local_experts};
-        record_wait_failure(context, site, launch.max_tokens_per_rank, total[expert], 0, /*abort_rank=*/false);
+        record_wait_failure(context, site, launch.max_tokens_per_rank, total[expert], 0,
+                            /*abort_rank=*/false);
       }
       refused = true;
     }
@@ -122,8 +124,8 @@ __device__ bool count_routing(const KernelContext& context, const LowLatencyDisp
   return __syncthreads_or(refused) != 0;
 }
 
-__device__ __forceinline__ void load_row(const LowLatencyDispatchLaunch& launch, int64_t token, void* destination,
-                                         uint64_t* barrier) {
+__device__ __forceinline__ void load_row(const LowLatencyDispatchLaunch& launch, int64_t token,
+                                         void* destination, uint64_t* barrier) {
   const uint32_t bytes = static_cast<uint32_t>(launch.hidden) * 2;
   ptx::mbarrier_arrive_expect_tx(barrier, bytes);
   ptx::tma_load_1d(destination, launch.x + token * launch.hidden, bytes, barrier);
@@ -158,7 +160,8 @@ __device__ void place_slots(const LowLatencyDispatchLaunch& launch, int64_t toke
 // Casts the bf16 row in shared memory into the staged message: e4m3 values and one scale per 128
 // channels, as common::cast_row_to_fp8. The 16 lanes that hold a 128-channel block (8 channels
 // each) share its amax by shuffles.
-__device__ void cast_row_to_fp8(const LowLatencyDispatchLaunch& launch, const int4* bf16_row, uint8_t* staging) {
+__device__ void cast_row_to_fp8(const LowLatencyDispatchLaunch& launch, const int4* bf16_row,
+                                uint8_t* staging) {
   const uint32_t vectors = static_cast<uint32_t>(launch.hidden) / 8;
   const int lane = lane_id();
   float* scales = launch.message.scales(staging);
@@ -181,7 +184,8 @@ __device__ void cast_row_to_fp8(const LowLatencyDispatchLaunch& launch, const in
   }
   // The padding after the scales travels with the message: defined bytes, not stale shared memory.
   const uint32_t num_scales = launch.message.num_scales;
-  const uint32_t padded = static_cast<uint32_t>(common::align_up(num_scales, common::kLowLatencyAlignment / sizeof(float)));
+  const uint32_t padded =
+      static_cast<uint32_t>(common::align_up(num_scales, common::kLowLatencyAlignment / sizeof(float)));
   for (uint32_t i = num_scales + threadIdx.x; i < padded; i += blockDim.x) scales[i] = 0.0f;
 }
 
@@ -190,7 +194,8 @@ __device__ bool token_leaves_node(const KernelContext& context, const LowLatency
                                   const int32_t* slot_expert) {
   for (int slot = 0; slot < launch.topk; ++slot) {
     const int expert = slot_expert[slot];
-    if (expert >= 0 && !low_latency::in_my_node(context, launch.ranks_per_node, expert / launch.local_experts)) {
+    if (expert >= 0 &&
+        !low_latency::in_my_node(context, launch.ranks_per_node, expert / launch.local_experts)) {
       return true;
     }
   }
@@ -222,7 +227,8 @@ __device__ void put_slot_across_nodes(const KernelContext& context, const LowLat
   session.put(destination, slot_offset, layout.send_message_offset(token), source_offset);
   const size_t record_offset = layout.send_source_offset(token, slot);
   if (lane_id() == 0) {
-    *reinterpret_cast<int4*>(context.heap.base + record_offset) = make_int4(static_cast<int32_t>(token), slot, 0, 0);
+    *reinterpret_cast<int4*>(context.heap.base + record_offset) =
+        make_int4(static_cast<int32_t>(token), slot, 0, 0);
   }
   __syncwarp();
   session.put_signal(destination, slot_offset + source_offset, record_offset, common::kLowLatencyAlignment,
@@ -242,17 +248,19 @@ __device__ void send_slots(const KernelContext& context, const LowLatencyDispatc
     const int destination = expert / launch.local_experts;
     if constexpr (kAcrossNodes<Transport>) {
       if (!low_latency::in_my_node(context, launch.ranks_per_node, destination)) {
-        put_slot_across_nodes<Transport>(context, launch, session, half, token, slot, expert, slot_position[slot]);
+        put_slot_across_nodes<Transport>(context, launch, session, half, token, slot, expert,
+                                         slot_position[slot]);
         continue;
       }
     }
-    uint8_t* message = context.heap.map(launch.layout.dispatch_slot(context.heap.base, half,
-                                                                    expert % launch.local_experts, context.rank,
-                                                                    slot_position[slot]),
-                                        destination);
+    uint8_t* message =
+        context.heap.map(launch.layout.dispatch_slot(context.heap.base, half, expert % launch.local_experts,
+                                                     context.rank, slot_position[slot]),
+                         destination);
     low_latency::warp_copy<Source::shared>(message, staging, message_bytes);
     if (lane_id() == 0) {
-      *reinterpret_cast<int4*>(launch.message.src_token(message)) = make_int4(static_cast<int32_t>(token), slot, 0, 0);
+      *reinterpret_cast<int4*>(launch.message.src_token(message)) =
+          make_int4(static_cast<int32_t>(token), slot, 0, 0);
     }
   }
 }
@@ -313,7 +321,8 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm * 2
   const int64_t first_token = static_cast<int64_t>(blockIdx.x) * tokens_per_block;
   const int64_t end_token = min(launch.num_tokens, first_token + tokens_per_block);
   Session<Transport> session(transport, context.heap, low_latency::grid_warp());
-  if constexpr (kAcrossNodes<Transport>) low_latency::reset_other_half<Transport>(launch.layout, session, half);
+  if constexpr (kAcrossNodes<Transport>)
+    low_latency::reset_other_half<Transport>(launch.layout, session, half);
 
   if (threadIdx.x == 0) {
     ptx::mbarrier_init(&row_barrier, 1);
@@ -343,7 +352,8 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm * 2
         __syncthreads();
       }
       if constexpr (kAcrossNodes<Transport>) {
-        if (token_leaves_node(context, launch, slot_expert)) stage_message_in_heap(context, launch, token, staging);
+        if (token_leaves_node(context, launch, slot_expert))
+          stage_message_in_heap(context, launch, token, staging);
       }
       send_slots<Transport>(context, launch, session, half, token, staging, slot_expert, slot_position);
       __syncthreads();
@@ -366,9 +376,11 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm * 2
 // wait failed. Within the node the count's store follows the rows; across nodes the rows' puts
 // carry their own adds (cuda/low_latency/link.cuh).
 template <typename Transport>
-__device__ __forceinline__ int64_t wait_for_count(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
-                                                  const Session<Transport>& session, int half, uint32_t sequence,
-                                                  int local, int source, const WaitSite& site) {
+__device__ __forceinline__ int64_t wait_for_count(const KernelContext& context,
+                                                  const LowLatencyDispatchLaunch& launch,
+                                                  const Session<Transport>& session, int half,
+                                                  uint32_t sequence, int local, int source,
+                                                  const WaitSite& site) {
   const uint32_t tag = common::low_latency_call_tag(sequence, launch.signature);
   if constexpr (kAcrossNodes<Transport>) {
     if (!low_latency::in_my_node(context, launch.ranks_per_node, source)) {
@@ -377,8 +389,8 @@ __device__ __forceinline__ int64_t wait_for_count(const KernelContext& context, 
           launch.layout.dispatch_landed_offset(half, local, source), tag, site);
     }
   }
-  return low_latency::wait_for_signal(context, launch.layout.dispatch_signal(context.heap.base, half, local, source),
-                                      tag, site);
+  return low_latency::wait_for_signal(
+      context, launch.layout.dispatch_signal(context.heap.base, half, local, source), tag, site);
 }
 
 // Every (local expert, source) count of this call, into the table; false (in every thread) when a
@@ -394,9 +406,11 @@ __device__ bool wait_for_counts(const KernelContext& context, const LowLatencyDi
   for (int i = threadIdx.x; i < waiters; i += 32) {
     const int local = i / num_ranks;
     const int source = i % num_ranks;
-    const WaitSite site{common::WaitRole::low_latency_dispatch_receiver, common::WaitTarget::expert_signal, -1, source};
+    const WaitSite site{common::WaitRole::low_latency_dispatch_receiver, common::WaitTarget::expert_signal,
+                        -1, source};
     int64_t count =
-        arrived ? wait_for_count<Transport>(context, launch, session, half, sequence, local, source, site) : -1;
+        arrived ? wait_for_count<Transport>(context, launch, session, half, sequence, local, source, site)
+                : -1;
     if (count < 0) {
       arrived = false;
       count = 0;
@@ -404,7 +418,8 @@ __device__ bool wait_for_counts(const KernelContext& context, const LowLatencyDi
     if (count > launch.max_tokens_per_rank) {
       // Only if ranks disagree on max_tokens_per_rank (senders refuse more): never read past it.
       if (blockIdx.x == 0) {
-        const WaitSite over{common::WaitRole::low_latency_dispatch_receiver, common::WaitTarget::capacity, -1, source};
+        const WaitSite over{common::WaitRole::low_latency_dispatch_receiver, common::WaitTarget::capacity, -1,
+                            source};
         record_wait_failure(context, over, launch.max_tokens_per_rank, count, 0, /*abort_rank=*/false);
       }
       count = launch.max_tokens_per_rank;
@@ -443,8 +458,8 @@ __device__ void mark_unused_rows(const LowLatencyDispatchLaunch& launch, const E
 __device__ void copy_out(const LowLatencyDispatchLaunch& launch, const uint8_t* slot, int64_t row) {
   const common::LowLatencyDispatchMessage& message = launch.message;
   uint8_t* mutable_slot = const_cast<uint8_t*>(slot);
-  low_latency::warp_copy<Source::written_by_peer>(launch.recv_x + row * message.row_bytes, message.row(mutable_slot),
-                                                  message.row_bytes);
+  low_latency::warp_copy<Source::written_by_peer>(launch.recv_x + row * message.row_bytes,
+                                                  message.row(mutable_slot), message.row_bytes);
   const int lane = lane_id();
   const int num_scales = static_cast<int>(message.num_scales);
   const float* scales = message.scales(mutable_slot);
@@ -454,12 +469,14 @@ __device__ void copy_out(const LowLatencyDispatchLaunch& launch, const uint8_t* 
       uint32_t packed = 0;
       for (int byte = 0; byte < common::kUe8m0PerWord; ++byte) {
         const int index = word * common::kUe8m0PerWord + byte;
-        if (index < num_scales) packed |= static_cast<uint32_t>(common::ue8m0_exponent(scales[index])) << (8 * byte);
+        if (index < num_scales)
+          packed |= static_cast<uint32_t>(common::ue8m0_exponent(scales[index])) << (8 * byte);
       }
       static_cast<int32_t*>(launch.recv_x_scales)[row * words + word] = static_cast<int32_t>(packed);
     }
   } else {
-    for (int i = lane; i < num_scales; i += 32) static_cast<float*>(launch.recv_x_scales)[row * num_scales + i] = scales[i];
+    for (int i = lane; i < num_scales; i += 32)
+      static_cast<float*>(launch.recv_x_scales)[row * num_scales + i] = scales[i];
   }
   if (lane == 0) {
     const int2 source = *reinterpret_cast<const int2*>(message.src_token(mutable_slot));
@@ -481,7 +498,8 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
   const bool refused = low_latency::load_state_word(&launch.state->refused_sequence) == sequence;
   if (!kAcrossNodes<Transport> && refused) return;
   const int half = common::low_latency_half(sequence);
-  const ExpertMajorTable table = ExpertMajorTable::in(dynamic_shared, launch.local_experts, context.num_ranks);
+  const ExpertMajorTable table =
+      ExpertMajorTable::in(dynamic_shared, launch.local_experts, context.num_ranks);
   const Session<Transport> session(transport, context.heap, low_latency::grid_warp());
   if (!wait_for_counts<Transport>(context, launch, session, half, sequence, table) || refused) return;
   table.build();
@@ -493,7 +511,8 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
   const int warps = static_cast<int>(gridDim.x) * kReceiveWarps;
   for (int32_t flat = blockIdx.x * kReceiveWarps + threadIdx.x / 32; flat < rows; flat += warps) {
     const ExpertMajorTable::Row where = table.locate(flat);
-    const uint8_t* slot = launch.layout.dispatch_slot(context.heap.base, half, where.expert, where.source, where.position);
+    const uint8_t* slot =
+        launch.layout.dispatch_slot(context.heap.base, half, where.expert, where.source, where.position);
     copy_out(launch, slot, where.expert * rows_per_expert + where.index);
   }
 }
@@ -522,9 +541,11 @@ void launch_low_latency_dispatch_receive(const KernelContext& context, const Low
   SY_CUDA_CHECK_LAUNCH();
 }
 
-template void launch_low_latency_dispatch_send<SingleNode>(const KernelContext&, const LowLatencyDispatchLaunch&,
-                                                           const SingleNode&, cudaStream_t);
-template void launch_low_latency_dispatch_receive<SingleNode>(const KernelContext&, const LowLatencyDispatchLaunch&,
+template void launch_low_latency_dispatch_send<SingleNode>(const KernelContext&,
+                                                           const LowLatencyDispatchLaunch&, const SingleNode&,
+                                                           cudaStream_t);
+template void launch_low_latency_dispatch_receive<SingleNode>(const KernelContext&,
+                                                              const LowLatencyDispatchLaunch&,
                                                               const SingleNode&, const LowLatencyGrid&,
                                                               cudaStream_t);
 template void launch_low_latency_dispatch_send<transport::LoopbackDevice>(const KernelContext&,
@@ -534,7 +555,8 @@ template void launch_low_latency_dispatch_send<transport::LoopbackDevice>(const 
 template void launch_low_latency_dispatch_receive<transport::LoopbackDevice>(const KernelContext&,
                                                                              const LowLatencyDispatchLaunch&,
                                                                              const transport::LoopbackDevice&,
-                                                                             const LowLatencyGrid&, cudaStream_t);
+                                                                             const LowLatencyGrid&,
+                                                                             cudaStream_t);
 
 namespace {
 
@@ -542,8 +564,8 @@ template <typename Transport>
 void prepare_dispatch_kernels_for(int max_shared_bytes) {
   preload_kernel(dispatch_send_kernel<Transport>);
   preload_kernel(dispatch_receive_kernel<Transport>);
-  SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_send_kernel<Transport>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                     max_shared_bytes));
+  SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_send_kernel<Transport>,
+                                     cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes));
   SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_receive_kernel<Transport>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes));
 }

@@ -33,7 +33,8 @@ Tensor output(const TensorView& given, DType dtype, std::initializer_list<int64_
 
 void expect_aligned(const void* data, const char* name) {
   if (reinterpret_cast<uintptr_t>(data) % 16 != 0) {
-    throw InvalidArgument(std::string(name) + ": expected data aligned to 16 bytes (the CUDA low_latency engine "
+    throw InvalidArgument(std::string(name) +
+                          ": expected data aligned to 16 bytes (the CUDA low_latency engine "
                           "moves rows as 16-byte vectors), got address " +
                           std::to_string(reinterpret_cast<uintptr_t>(data)));
   }
@@ -59,8 +60,10 @@ int64_t heap_offset_of(const common::SymHeap& heap, const void* y, size_t y_byte
   const uintptr_t heap_end = heap_begin + heap.bytes;
   if (begin + y_bytes <= heap_begin || begin >= heap_end) return -1;
   if (begin < heap_begin || begin + y_bytes > heap_end) {
-    throw InvalidArgument("x: expected expert outputs either inside this buffer's combine buffer or outside its "
-                          "heap, got a tensor of " + std::to_string(y_bytes) + " bytes that straddles the heap's edge");
+    throw InvalidArgument(
+        "x: expected expert outputs either inside this buffer's combine buffer or outside its "
+        "heap, got a tensor of " +
+        std::to_string(y_bytes) + " bytes that straddles the heap's edge");
   }
   return static_cast<int64_t>(begin - heap_begin);
 }
@@ -88,8 +91,10 @@ LowLatencyEngine::LowLatencyEngine(const BufferOptions& options, const DeviceHea
   SY_CUDA_CHECK(cudaMemcpy(state_, &zero, sizeof(zero), cudaMemcpyHostToDevice));
   hook_routing_capacity_ = options.sizing.low_latency_max_tokens_per_rank * options.sizing.topk;
   if (hook_routing_capacity_ > 0) {
-    SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&hook_topk_idx_), sizeof(int64_t) * hook_routing_capacity_));
-    SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&hook_topk_weights_), sizeof(float) * hook_routing_capacity_));
+    SY_CUDA_CHECK(
+        cudaMalloc(reinterpret_cast<void**>(&hook_topk_idx_), sizeof(int64_t) * hook_routing_capacity_));
+    SY_CUDA_CHECK(
+        cudaMalloc(reinterpret_cast<void**>(&hook_topk_weights_), sizeof(float) * hook_routing_capacity_));
   }
 }
 
@@ -103,8 +108,9 @@ LowLatencyEngine::~LowLatencyEngine() {
 const transport::LoopbackDevice& LowLatencyEngine::loopback(const common::LowLatencyLayout& layout) {
   if (!have_loopback_) {
     // Signal ids number the region's signal words from its start, 8 bytes apart (LowLatencyLayout).
-    loopback_ = transport::LoopbackDevice::make(layout.signals_offset(), sizeof(uint64_t),
-                                                transport::LoopbackOptions::from_environment(heap_.view().rank));
+    loopback_ =
+        transport::LoopbackDevice::make(layout.signals_offset(), sizeof(uint64_t),
+                                        transport::LoopbackOptions::from_environment(heap_.view().rank));
     have_loopback_ = true;
   }
   return loopback_;
@@ -127,13 +133,14 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
                                                     cudaStream_t allocation_stream) {
   const LowLatencyDispatchArgs& args = plan.args;
   if (plan.num_experts > kLowLatencyMaxExperts) {
-    throw Unsupported("num_experts: the CUDA low_latency engine supports up to " +
-                      std::to_string(kLowLatencyMaxExperts) + " experts (per-expert tables in shared memory), got " +
-                      std::to_string(plan.num_experts));
+    throw Unsupported(
+        "num_experts: the CUDA low_latency engine supports up to " + std::to_string(kLowLatencyMaxExperts) +
+        " experts (per-expert tables in shared memory), got " + std::to_string(plan.num_experts));
   }
   if (plan.hidden > kLowLatencyMaxHidden) {
-    throw Unsupported("x: the CUDA low_latency engine supports hidden up to " + std::to_string(kLowLatencyMaxHidden) +
-                      " (a token is staged in shared memory), got " + args.x.describe());
+    throw Unsupported("x: the CUDA low_latency engine supports hidden up to " +
+                      std::to_string(kLowLatencyMaxHidden) + " (a token is staged in shared memory), got " +
+                      args.x.describe());
   }
   expect_aligned(args.x.data, "x");
   if (args.out_recv_x.defined()) expect_aligned(args.out_recv_x.data, "out_recv_x");
@@ -158,17 +165,18 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   handle->src_slot = Tensor::empty(DType::i32, {local, rows}, Device::cuda, device_, allocation_stream);
 
   LowLatencyDispatchResult result;
-  result.recv_x = output(args.out_recv_x, plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16, {local, rows, plan.hidden},
-                         device_, allocation_stream);
+  result.recv_x = output(args.out_recv_x, plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16,
+                         {local, rows, plan.hidden}, device_, allocation_stream);
   if (plan.use_ue8m0) {
-    result.recv_x_scales = output(args.out_recv_x_scales, DType::i32, {local, rows, common::ue8m0_words(num_scales)},
-                                  device_, allocation_stream);
+    result.recv_x_scales = output(args.out_recv_x_scales, DType::i32,
+                                  {local, rows, common::ue8m0_words(num_scales)}, device_, allocation_stream);
   } else if (plan.use_fp8) {
     result.recv_x_scales =
         output(args.out_recv_x_scales, DType::f32, {local, rows, num_scales}, device_, allocation_stream);
   }
   result.recv_count = output(args.out_recv_count, DType::i32, {local}, device_, allocation_stream);
-  result.layout_range = output(args.out_layout_range, DType::i32, {local, num_ranks, 2}, device_, allocation_stream);
+  result.layout_range =
+      output(args.out_layout_range, DType::i32, {local, num_ranks, 2}, device_, allocation_stream);
   result.src_info = output(args.out_src_info, DType::i32, {local, rows}, device_, allocation_stream);
   handle->recv_count = result.recv_count;
   handle->layout_range = result.layout_range;
@@ -224,8 +232,8 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   if (args.out_combined_x.defined()) expect_aligned(args.out_combined_x.data, "out_combined_x");
 
   LowLatencyCombineResult result;
-  result.combined_x = output(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden}, device_,
-                             allocation_stream);
+  result.combined_x =
+      output(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden}, device_, allocation_stream);
 
   LowLatencyCombineLaunch launch{};
   launch.layout = plan.layout;
@@ -254,8 +262,9 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
 
   const LowLatencyGrid grid = this->grid();
   const transport::LoopbackDevice& across_nodes = loopback(plan.layout);
-  with_transport(plan.topology, across_nodes,
-                 [&](const auto& transport) { launch_low_latency_combine_send(context, launch, transport, grid, stream); });
+  with_transport(plan.topology, across_nodes, [&](const auto& transport) {
+    launch_low_latency_combine_send(context, launch, transport, grid, stream);
+  });
   if (!args.return_recv_hook) {
     with_transport(plan.topology, across_nodes, [&](const auto& transport) {
       launch_low_latency_combine_receive(context, launch, transport, grid, stream);
@@ -266,11 +275,12 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   const int64_t pairs = handle.num_tokens * handle.topk;
   if (pairs > hook_routing_capacity_) {
     throw Error("low_latency_combine: " + std::to_string(pairs) + " routing entries exceed the hook copy's " +
-                std::to_string(hook_routing_capacity_) + " (BufferSizing low_latency_max_tokens_per_rank * topk)");
+                std::to_string(hook_routing_capacity_) +
+                " (BufferSizing low_latency_max_tokens_per_rank * topk)");
   }
   if (pairs > 0) {
-    SY_CUDA_CHECK(cudaMemcpyAsync(hook_topk_idx_, launch.topk_idx, sizeof(int64_t) * pairs, cudaMemcpyDeviceToDevice,
-                                  stream));
+    SY_CUDA_CHECK(cudaMemcpyAsync(hook_topk_idx_, launch.topk_idx, sizeof(int64_t) * pairs,
+                                  cudaMemcpyDeviceToDevice, stream));
     SY_CUDA_CHECK(cudaMemcpyAsync(hook_topk_weights_, launch.topk_weights, sizeof(float) * pairs,
                                   cudaMemcpyDeviceToDevice, stream));
   }

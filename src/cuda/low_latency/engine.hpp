@@ -20,8 +20,8 @@
 
 #include "core/backend.hpp"
 #include "cuda/backend/device_heap.hpp"
-#include "device/kernel_context.hpp"
 #include "cuda/low_latency/kernels.hpp"
+#include "device/kernel_context.hpp"
 #include "transport/loopback_device.hpp"
 
 namespace switchyard::cuda {
@@ -30,7 +30,8 @@ class LowLatencyEngine {
  public:
   // Allocates the device state; prepares the kernels (once per device). The current device must be
   // the buffer's.
-  LowLatencyEngine(const BufferOptions& options, const DeviceHeap& heap, int sm_count, detail::BufferId owner);
+  LowLatencyEngine(const BufferOptions& options, const DeviceHeap& heap, int sm_count,
+                   detail::BufferId owner);
   ~LowLatencyEngine();
   LowLatencyEngine(const LowLatencyEngine&) = delete;
   LowLatencyEngine& operator=(const LowLatencyEngine&) = delete;

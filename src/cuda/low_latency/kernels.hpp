@@ -43,18 +43,18 @@ struct LowLatencyDeviceState {
 struct SingleNode {};
 
 struct LowLatencyDispatchLaunch {
-  common::LowLatencyLayout layout;           // the region (capacities), the same on every rank
-  int ranks_per_node;                        // of the topology; num_ranks on one node
+  common::LowLatencyLayout layout;            // the region (capacities), the same on every rank
+  int ranks_per_node;                         // of the topology; num_ranks on one node
   common::LowLatencyDispatchMessage message;  // this call's message (bf16 row, or fp8 row + scales)
   LowLatencyDeviceState* state;
   // Send side.
-  const uint16_t* x;        // bf16 [N, H]
-  const int64_t* topk_idx;  // [N, K]
-  int64_t num_tokens;       // N
-  int topk;                 // K
-  int num_experts;          // E of the call
-  int local_experts;        // L of the call
-  int hidden;               // H
+  const uint16_t* x;            // bf16 [N, H]
+  const int64_t* topk_idx;      // [N, K]
+  int64_t num_tokens;           // N
+  int topk;                     // K
+  int num_experts;              // E of the call
+  int local_experts;            // L of the call
+  int hidden;                   // H
   int64_t max_tokens_per_rank;  // of the call
   bool use_fp8, round_scale, use_ue8m0;
   uint64_t signature;  // the call's shape digest, in every signal's tag (common::low_latency_call_tag)
@@ -71,25 +71,25 @@ struct LowLatencyCombineLaunch {
   common::LowLatencyLayout layout;
   int ranks_per_node;  // of the topology; num_ranks on one node
   LowLatencyDeviceState* state;
-  int num_experts;   // E of the dispatch
-  int local_experts;  // L of the dispatch
-  int hidden;         // H' of the expert outputs
+  int num_experts;              // E of the dispatch
+  int local_experts;            // L of the dispatch
+  int hidden;                   // H' of the expert outputs
   int64_t max_tokens_per_rank;  // of the dispatch
   uint64_t signature;  // the call's shape digest, in every signal's tag (common::low_latency_call_tag)
   // Send side (expert rank): the dispatch's receive layout.
-  const uint16_t* y;             // bf16 [L, R * max, H']
-  const int32_t* layout_range;   // [L, R, 2]
-  const int32_t* src_info;       // [L, R * max]
-  const int32_t* src_slot;       // [L, R * max]
+  const uint16_t* y;            // bf16 [L, R * max, H']
+  const int32_t* layout_range;  // [L, R, 2]
+  const int32_t* src_info;      // [L, R * max]
+  const int32_t* src_slot;      // [L, R * max]
   // Across nodes: y's offset in this rank's heap when y lies in it (the combine buffer, zero-copy),
   // else -1 (rows for other nodes are then staged in the combine buffer: puts read from the heap).
   int64_t y_heap_offset;
   // Receive side (home rank).
-  const int64_t* topk_idx;      // [N, K]
-  const float* topk_weights;    // [N, K]
-  int64_t num_tokens;           // N
-  int topk;                     // K
-  uint16_t* combined_x;         // bf16 [N, H']
+  const int64_t* topk_idx;    // [N, K]
+  const float* topk_weights;  // [N, K]
+  int64_t num_tokens;         // N
+  int topk;                   // K
+  uint16_t* combined_x;       // bf16 [N, H']
 };
 
 // Grid sizes, chosen on the host from the GPU and from how many ranks share it.
@@ -109,7 +109,8 @@ void launch_low_latency_dispatch_receive(const KernelContext& context, const Low
                                          cudaStream_t stream);
 template <typename Transport>
 void launch_low_latency_combine_send(const KernelContext& context, const LowLatencyCombineLaunch& launch,
-                                     const Transport& transport, const LowLatencyGrid& grid, cudaStream_t stream);
+                                     const Transport& transport, const LowLatencyGrid& grid,
+                                     cudaStream_t stream);
 template <typename Transport>
 void launch_low_latency_combine_receive(const KernelContext& context, const LowLatencyCombineLaunch& launch,
                                         const Transport& transport, const LowLatencyGrid& grid,

@@ -16,9 +16,9 @@
 #include <type_traits>
 
 #include "common/low_latency_protocol.hpp"
-#include "device/bounded_wait.cuh"
 #include "cuda/low_latency/device.cuh"
 #include "cuda/low_latency/kernels.hpp"
+#include "device/bounded_wait.cuh"
 #include "transport/device_transport.cuh"
 #include "transport/loopback_device.cuh"
 
@@ -51,14 +51,15 @@ __device__ __forceinline__ bool in_my_node(const KernelContext& context, int ran
 // which the caller's last block signals only after every block's writes (finish_send_block), these
 // included. The words are spread over the grid's warps.
 template <typename Transport>
-__device__ __forceinline__ void reset_other_half(const common::LowLatencyLayout& layout, Session<Transport>& session,
-                                                 int half) {
+__device__ __forceinline__ void reset_other_half(const common::LowLatencyLayout& layout,
+                                                 Session<Transport>& session, int half) {
   const int other = (half + 1) % common::kLowLatencyHalves;
   const uint32_t words = layout.signals_per_half();
   const uint32_t warps = gridDim.x * (blockDim.x / 32);
   const uint32_t per_warp = (words + warps - 1) / warps;
   const uint32_t begin = grid_warp() * per_warp;
-  if (begin < words) session.reset_signals(layout.first_signal_id(other) + begin, min(per_warp, words - begin));
+  if (begin < words)
+    session.reset_signals(layout.first_signal_id(other) + begin, min(per_warp, words - begin));
 }
 
 // Lane-parallel bounded waits on transport signals (each lane its own word). `read` returns the
@@ -68,7 +69,8 @@ __device__ __forceinline__ void reset_other_half(const common::LowLatencyLayout&
 // Until the count signal of call `sequence` is there; its count in `count`.
 template <typename Read>
 __device__ __forceinline__ bool wait_for_count_signal(const KernelContext& context, const Read& read,
-                                                      uint32_t sequence, const WaitSite& site, int64_t& count) {
+                                                      uint32_t sequence, const WaitSite& site,
+                                                      int64_t& count) {
   uint64_t observed = read();
   if (!common::low_latency_signal_is_for(observed, sequence)) {
     const uint64_t start = ptx::globaltimer_ns();
@@ -85,7 +87,8 @@ __device__ __forceinline__ bool wait_for_count_signal(const KernelContext& conte
         const uint64_t waited = ptx::globaltimer_ns() - start;
         if (waited > context.timeout_ns) {
           record_wait_failure(context, site, sequence & common::kLowLatencySequenceMask,
-                              static_cast<int64_t>((observed >> 32) & common::kLowLatencySequenceMask), waited);
+                              static_cast<int64_t>((observed >> 32) & common::kLowLatencySequenceMask),
+                              waited);
           return false;
         }
       }
@@ -97,8 +100,8 @@ __device__ __forceinline__ bool wait_for_count_signal(const KernelContext& conte
 
 // Until `rows` rows have landed (the counter's adds come with the puts: RDMA's one ordering).
 template <typename Read>
-__device__ __forceinline__ bool wait_for_rows_landed(const KernelContext& context, const Read& read, int64_t rows,
-                                                     const WaitSite& site) {
+__device__ __forceinline__ bool wait_for_rows_landed(const KernelContext& context, const Read& read,
+                                                     int64_t rows, const WaitSite& site) {
   uint64_t observed = read();
   if (observed >= static_cast<uint64_t>(rows)) return true;
   const uint64_t start = ptx::globaltimer_ns();
@@ -119,16 +122,20 @@ __device__ __forceinline__ bool wait_for_rows_landed(const KernelContext& contex
 // One lane: the count of (count word, rows-landed word) from a peer of another node, once all its
 // rows have landed; -1 when a wait failed.
 template <typename Transport>
-__device__ __forceinline__ int64_t wait_across_nodes(const KernelContext& context, const Session<Transport>& session,
-                                                     const common::LowLatencyLayout& layout, size_t count_offset,
-                                                     size_t landed_offset, uint32_t sequence, const WaitSite& site) {
+__device__ __forceinline__ int64_t wait_across_nodes(const KernelContext& context,
+                                                     const Session<Transport>& session,
+                                                     const common::LowLatencyLayout& layout,
+                                                     size_t count_offset, size_t landed_offset,
+                                                     uint32_t sequence, const WaitSite& site) {
   const transport::SignalId count_id = layout.signal_id(count_offset);
   const transport::SignalId landed_id = layout.signal_id(landed_offset);
   int64_t count = 0;
-  if (!wait_for_count_signal(context, [&] { return session.read_signal(count_id); }, sequence, site, count)) {
+  if (!wait_for_count_signal(
+          context, [&] { return session.read_signal(count_id); }, sequence, site, count)) {
     return -1;
   }
-  if (count > 0 && !wait_for_rows_landed(context, [&] { return session.read_signal(landed_id); }, count, site)) {
+  if (count > 0 && !wait_for_rows_landed(
+                       context, [&] { return session.read_signal(landed_id); }, count, site)) {
     return -1;
   }
   return count;

@@ -2,11 +2,11 @@
 // to its home rank's ring, a warp group per home rank) and a receiver block (home side: a warp per
 // token reduces the token's rows in DESIGN.md's fixed order and stores the result with TMA bulk stores).
 #include "common/numeric.hpp"
+#include "cuda/backend/kernel_preload.hpp"
+#include "cuda/normal/kernels.hpp"
 #include "device/bf16x8.cuh"
 #include "device/bounded_wait.cuh"
 #include "device/cuda_check.hpp"
-#include "cuda/backend/kernel_preload.hpp"
-#include "cuda/normal/kernels.hpp"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda {
@@ -23,8 +23,8 @@ struct CombineShared {
 };
 
 // Sender role: a group of warps returns this channel's rows for one home rank, a chunk per round.
-__device__ void combine_sender(const KernelContext& context, const CombineLaunch& launch, CombineShared& shared,
-                               int channel, const WarpGroup& group) {
+__device__ void combine_sender(const KernelContext& context, const CombineLaunch& launch,
+                               CombineShared& shared, int channel, const WarpGroup& group) {
   const int home = group.index;
   const int index = home * context.num_channels + channel;
   const int64_t first_row = launch.recv_channel_start[index];
@@ -48,7 +48,8 @@ __device__ void combine_sender(const KernelContext& context, const CombineLaunch
       uint8_t* slot = ring.slot(i);
       warp_copy<true>(message.row(slot), launch.y + row * message.row_bytes, message.row_bytes);
       if (message.has_weights) {
-        for (int k = lane_id(); k < topk; k += 32) message.topk_weights(slot)[k] = __ldg(launch.y_topk_weights + row * topk + k);
+        for (int k = lane_id(); k < topk; k += 32)
+          message.topk_weights(slot)[k] = __ldg(launch.y_topk_weights + row * topk + k);
       }
     }
     group.sync();
@@ -83,7 +84,8 @@ struct OutputStaging {
 };
 
 // Stores `chunks` reduced chunks of staging piece (stored % 2) to `destination` with one TMA store.
-__device__ __forceinline__ void store_output_piece(OutputStaging& staging, void* destination, uint32_t chunks) {
+__device__ __forceinline__ void store_output_piece(OutputStaging& staging, void* destination,
+                                                   uint32_t chunks) {
   ptx::fence_proxy_async_shared();  // this lane's writes to the piece, before the async proxy reads it
   __syncwarp();
   if (lane_id() == 0) {
@@ -101,8 +103,8 @@ __device__ __forceinline__ void wait_output_piece_free(const OutputStaging& stag
 
 // One warp reduces token `token`, whose rows are all present: per node, fp32 over its ranks
 // ascending from +0, rounded to bf16; then fp32 over node partials ascending from +0, rounded once.
-__device__ void reduce_token(const KernelContext& context, const CombineLaunch& launch, int channel, int64_t token,
-                             OutputStaging& staging) {
+__device__ void reduce_token(const KernelContext& context, const CombineLaunch& launch, int channel,
+                             int64_t token, OutputStaging& staging) {
   const int num_ranks = context.num_ranks;
   const common::CombineMessage& message = launch.message;
   const uint32_t chunks = message.row_bytes / 16;
@@ -120,7 +122,8 @@ __device__ void reduce_token(const KernelContext& context, const CombineLaunch& 
       float total[8] = {0, 0, 0, 0, 0, 0, 0, 0};
       for (int node_first = 0; node_first < num_ranks; node_first += launch.ranks_per_node) {
         const int node_end = min(num_ranks, node_first + launch.ranks_per_node);
-        const uint32_t node_bits = node_end - node_first >= 32 ? 0xffffffffu : (1u << (node_end - node_first)) - 1u;
+        const uint32_t node_bits =
+            node_end - node_first >= 32 ? 0xffffffffu : (1u << (node_end - node_first)) - 1u;
         uint32_t pending = (holders >> node_first) & node_bits;
         if (pending == 0) continue;
         float node_sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
@@ -150,8 +153,8 @@ __device__ void reduce_token(const KernelContext& context, const CombineLaunch& 
         words[i] = static_cast<uint32_t>(common::float_to_bf16(total[2 * i])) |
                    (static_cast<uint32_t>(common::float_to_bf16(total[2 * i + 1])) << 16);
       }
-      piece[offset] = make_int4(static_cast<int>(words[0]), static_cast<int>(words[1]), static_cast<int>(words[2]),
-                                static_cast<int>(words[3]));
+      piece[offset] = make_int4(static_cast<int>(words[0]), static_cast<int>(words[1]),
+                                static_cast<int>(words[2]), static_cast<int>(words[3]));
     }
     store_output_piece(staging, out + piece_begin, piece_chunks);
   }
@@ -173,8 +176,8 @@ __device__ void reduce_token(const KernelContext& context, const CombineLaunch& 
 // waits until each of its token's rows has arrived, then reduces. After each batch the block frees
 // the slots it consumed. NOTES: a batch never needs more slots of one ring than the sender can fill
 // before the batch frees any (batch <= ring_slots - chunk + 1, chosen by the host).
-__device__ void combine_receiver(const KernelContext& context, const CombineLaunch& launch, CombineShared& shared,
-                                 int channel, int batch_tokens) {
+__device__ void combine_receiver(const KernelContext& context, const CombineLaunch& launch,
+                                 CombineShared& shared, int channel, int batch_tokens) {
   const int num_ranks = context.num_ranks;
   const int warp = threadIdx.x / 32;
   const int lane = lane_id();
@@ -200,7 +203,8 @@ __device__ void combine_receiver(const KernelContext& context, const CombineLaun
           if (!in_rank[rank]) continue;
           const uint64_t needed = static_cast<uint64_t>(launch.send_slot[token * num_ranks + rank]) + 1;
           const common::Ring ring = context.layout.ring(context.heap.base, channel, rank);
-          const WaitSite site{common::WaitRole::combine_receiver, common::WaitTarget::ring_data, channel, rank};
+          const WaitSite site{common::WaitRole::combine_receiver, common::WaitTarget::ring_data, channel,
+                              rank};
           ready = wait_at_least(context, ring.tail(), needed, site);
         }
         if (!ready) shared.block_abort = 1;
@@ -221,7 +225,8 @@ __device__ void combine_receiver(const KernelContext& context, const CombineLaun
         const int32_t slot = launch.send_slot[t * num_ranks + rank];
         if (slot >= 0) {
           shared.consumed[rank] = static_cast<uint64_t>(slot) + 1;
-          common::st_release_sys(context.layout.ring(context.heap.base, channel, rank).head(), shared.consumed[rank]);
+          common::st_release_sys(context.layout.ring(context.heap.base, channel, rank).head(),
+                                 shared.consumed[rank]);
           break;
         }
       }
@@ -230,7 +235,8 @@ __device__ void combine_receiver(const KernelContext& context, const CombineLaun
   finish_stores();
 }
 
-__global__ void combine_kernel(KernelContext context, CombineLaunch launch, int warps_per_group, int batch_tokens) {
+__global__ void combine_kernel(KernelContext context, CombineLaunch launch, int warps_per_group,
+                               int batch_tokens) {
   __shared__ CombineShared shared;
   const int channel = blockIdx.x / 2;
   if (blockIdx.x % 2 == 0) {
@@ -247,9 +253,10 @@ void launch_combine(const KernelContext& context, const CombineLaunch& launch, c
   const int warps_per_group = warps / context.num_ranks;
   const int slack = static_cast<int>(context.layout.ring_slots) - static_cast<int>(context.chunk_tokens) + 1;
   const int batch_tokens = slack < warps ? slack : warps;
-  const size_t shared_bytes = static_cast<size_t>(warps) * 2 * kOutputPieceBytes;  // receivers' output staging
-  combine_kernel<<<2 * context.num_channels, warps * 32, shared_bytes, stream>>>(context, launch, warps_per_group,
-                                                                                   batch_tokens);
+  const size_t shared_bytes =
+      static_cast<size_t>(warps) * 2 * kOutputPieceBytes;  // receivers' output staging
+  combine_kernel<<<2 * context.num_channels, warps * 32, shared_bytes, stream>>>(
+      context, launch, warps_per_group, batch_tokens);
   SY_CUDA_CHECK_LAUNCH();
 }
 

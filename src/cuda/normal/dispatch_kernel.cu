@@ -1,10 +1,10 @@
 // The CUDA `normal` dispatch: per channel a sender block and a receiver block. In the sender, a
 // group of warps per destination pushes that destination's tokens into its ring in the
 // destination's heap; in the receiver, a group per source copies tokens out of our ring with TMA.
-#include "device/bounded_wait.cuh"
-#include "device/cuda_check.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/normal/kernels.hpp"
+#include "device/bounded_wait.cuh"
+#include "device/cuda_check.hpp"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda {
@@ -34,7 +34,8 @@ __device__ __forceinline__ uint32_t staging_bytes_per_warp(uint32_t row_bytes, i
 __device__ __forceinline__ void write_message(const KernelContext& context, const DispatchLaunch& launch,
                                               int destination, int32_t token, uint8_t* slot) {
   const common::DispatchMessage& message = launch.message;
-  warp_copy<true>(message.row(slot), launch.x + static_cast<int64_t>(token) * message.row_bytes, message.row_bytes);
+  warp_copy<true>(message.row(slot), launch.x + static_cast<int64_t>(token) * message.row_bytes,
+                  message.row_bytes);
   const int lane = lane_id();
   for (uint32_t i = lane; i < message.num_scales; i += 32) {
     message.scales(slot)[i] = __ldg(launch.x_scales + static_cast<int64_t>(token) * message.num_scales + i);
@@ -46,7 +47,8 @@ __device__ __forceinline__ void write_message(const KernelContext& context, cons
     const bool local = expert >= first_expert && expert < first_expert + launch.local_experts;
     message.topk_idx(slot)[k] = local ? static_cast<int32_t>(expert - first_expert) : -1;
     if (message.has_weights) {
-      message.topk_weights(slot)[k] = local ? __ldg(launch.topk_weights + static_cast<int64_t>(token) * topk + k) : 0.0f;
+      message.topk_weights(slot)[k] =
+          local ? __ldg(launch.topk_weights + static_cast<int64_t>(token) * topk + k) : 0.0f;
     }
   }
   if (lane == 0) *message.src_token(slot) = token;
@@ -54,8 +56,8 @@ __device__ __forceinline__ void write_message(const KernelContext& context, cons
 
 // Sender role: a group of warps pushes this channel's tokens for one destination, a chunk per round:
 // wait for room for the whole chunk, write it (slot i by warp i % G), then publish the tail.
-__device__ void dispatch_sender(const KernelContext& context, const DispatchLaunch& launch, DispatchShared& shared,
-                                int channel, const WarpGroup& group) {
+__device__ void dispatch_sender(const KernelContext& context, const DispatchLaunch& launch,
+                                DispatchShared& shared, int channel, const WarpGroup& group) {
   const int destination = group.index;
   const int num_channels = context.num_channels;
   const int32_t* prefix = launch.send_channel_prefix + destination * (num_channels + 1);
@@ -63,7 +65,8 @@ __device__ void dispatch_sender(const KernelContext& context, const DispatchLaun
   const uint64_t total = static_cast<uint64_t>(prefix[channel + 1] - prefix[channel]);
   const common::Ring ring = context.layout.ring(context.heap.peer_base(destination), channel, context.rank);
   const uint64_t num_slots = ring.num_slots;
-  const WaitSite site{common::WaitRole::dispatch_sender, common::WaitTarget::ring_space, channel, destination};
+  const WaitSite site{common::WaitRole::dispatch_sender, common::WaitTarget::ring_space, channel,
+                      destination};
 
   for (uint64_t round_begin = 0; round_begin < total; round_begin += context.chunk_tokens) {
     const uint64_t round_end = min(total, round_begin + context.chunk_tokens);
@@ -86,8 +89,9 @@ __device__ void dispatch_sender(const KernelContext& context, const DispatchLaun
 
 // Copies one message out of `slot` into receive row `row`: the row by TMA through this warp's
 // staging buffer (load, then store), the small fields by the lanes.
-__device__ __forceinline__ void copy_out(const DispatchLaunch& launch, uint8_t* slot, int64_t row, uint8_t* staging,
-                                         uint32_t staging_bytes, uint64_t* tma_barrier, uint32_t& phase) {
+__device__ __forceinline__ void copy_out(const DispatchLaunch& launch, uint8_t* slot, int64_t row,
+                                         uint8_t* staging, uint32_t staging_bytes, uint64_t* tma_barrier,
+                                         uint32_t& phase) {
   const common::DispatchMessage& message = launch.message;
   const int lane = lane_id();
   uint8_t* destination = launch.recv_x + row * message.row_bytes;
@@ -118,8 +122,9 @@ __device__ __forceinline__ void copy_out(const DispatchLaunch& launch, uint8_t* 
 }
 
 // Receiver role: a group of warps drains one source's ring on this channel, a chunk per round.
-__device__ void dispatch_receiver(const KernelContext& context, const DispatchLaunch& launch, DispatchShared& shared,
-                                  int channel, const WarpGroup& group, uint8_t* staging, uint32_t staging_bytes) {
+__device__ void dispatch_receiver(const KernelContext& context, const DispatchLaunch& launch,
+                                  DispatchShared& shared, int channel, const WarpGroup& group,
+                                  uint8_t* staging, uint32_t staging_bytes) {
   const int source = group.index;
   const int index = source * context.num_channels + channel;
   const int64_t first_row = launch.recv_channel_start[index];
@@ -131,13 +136,15 @@ __device__ void dispatch_receiver(const KernelContext& context, const DispatchLa
 
   for (uint64_t round_begin = 0; round_begin < total; round_begin += context.chunk_tokens) {
     const uint64_t round_end = min(total, round_begin + context.chunk_tokens);
-    if (group.leader()) shared.group_abort[source] = wait_at_least(context, ring.tail(), round_end, site) ? 0 : 1;
+    if (group.leader())
+      shared.group_abort[source] = wait_at_least(context, ring.tail(), round_end, site) ? 0 : 1;
     group.sync();
     if (shared.group_abort[source]) break;
     // The peer's generic-proxy stores, acquired through the tail, are read below by TMA (async proxy).
     ptx::fence_proxy_async_global();
     for (uint64_t i = round_begin + group.warp_in_group; i < round_end; i += group.size) {
-      copy_out(launch, ring.slot(i), first_row + static_cast<int64_t>(i), staging, staging_bytes, tma_barrier, phase);
+      copy_out(launch, ring.slot(i), first_row + static_cast<int64_t>(i), staging, staging_bytes, tma_barrier,
+               phase);
     }
     group.sync();
     if (group.leader()) common::st_release_sys(ring.head(), round_end);
@@ -149,8 +156,8 @@ __device__ void dispatch_receiver(const KernelContext& context, const DispatchLa
 __device__ void pad_worst_case_rows(const KernelContext& context, const DispatchLaunch& launch, int channel) {
   const int64_t received = launch.recv_channel_start[context.num_ranks * context.num_channels];
   const int topk = static_cast<int>(launch.message.topk);
-  for (int64_t row = received + channel * static_cast<int64_t>(blockDim.x) + threadIdx.x; row < launch.num_output_rows;
-       row += static_cast<int64_t>(blockDim.x) * context.num_channels) {
+  for (int64_t row = received + channel * static_cast<int64_t>(blockDim.x) + threadIdx.x;
+       row < launch.num_output_rows; row += static_cast<int64_t>(blockDim.x) * context.num_channels) {
     launch.recv_src_token[row] = -1;
     for (int k = 0; k < topk; ++k) {
       if (launch.recv_topk_idx) launch.recv_topk_idx[row * topk + k] = -1;
@@ -216,7 +223,8 @@ void launch_dispatch(const KernelContext& context, const DispatchLaunch& launch,
   uint32_t row = (launch.message.row_bytes + 15) / 16 * 16;
   uint32_t per_warp = kStagingBudgetBytes / warps / 16 * 16;
   const size_t shared_bytes = static_cast<size_t>(warps) * (row < per_warp ? row : per_warp);
-  dispatch_kernel<<<2 * context.num_channels, warps * 32, shared_bytes, stream>>>(context, launch, warps_per_group);
+  dispatch_kernel<<<2 * context.num_channels, warps * 32, shared_bytes, stream>>>(context, launch,
+                                                                                  warps_per_group);
   SY_CUDA_CHECK_LAUNCH();
 }
 

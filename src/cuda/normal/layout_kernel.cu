@@ -1,9 +1,9 @@
 // get_dispatch_layout on the GPU: one thread per token; counts with integer atomics (exact, so the
 // result does not depend on their order).
-#include "device/bounded_wait.cuh"
-#include "device/cuda_check.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/normal/kernels.hpp"
+#include "device/bounded_wait.cuh"
+#include "device/cuda_check.hpp"
 
 namespace switchyard::cuda {
 
@@ -51,13 +51,16 @@ void launch_layout(const KernelContext& context, const LayoutLaunch& launch, cud
   SY_CUDA_CHECK(cudaMemsetAsync(launch.num_tokens_per_rank, 0, sizeof(int32_t) * launch.num_ranks, stream));
   SY_CUDA_CHECK(cudaMemsetAsync(launch.num_tokens_per_node, 0,
                                 sizeof(int32_t) * (launch.num_ranks / launch.ranks_per_node), stream));
-  SY_CUDA_CHECK(cudaMemsetAsync(launch.num_tokens_per_expert, 0, sizeof(int32_t) * launch.num_experts, stream));
+  SY_CUDA_CHECK(
+      cudaMemsetAsync(launch.num_tokens_per_expert, 0, sizeof(int32_t) * launch.num_experts, stream));
   if (launch.num_tokens == 0) return;
   const int blocks = static_cast<int>((launch.num_tokens + kLayoutThreads - 1) / kLayoutThreads);
   layout_kernel<<<blocks, kLayoutThreads, 0, stream>>>(context, launch);
   SY_CUDA_CHECK_LAUNCH();
 }
 
-void prepare_layout_kernel() { preload_kernel(layout_kernel); }
+void prepare_layout_kernel() {
+  preload_kernel(layout_kernel);
+}
 
 }  // namespace switchyard::cuda

@@ -3,10 +3,10 @@
 #include <mutex>
 #include <set>
 
-#include "device/cuda_check.hpp"
 #include "cuda/backend/kernel_preload.hpp"
-#include "device/device_barrier.cuh"
 #include "cuda/normal/kernels.hpp"
+#include "device/cuda_check.hpp"
+#include "device/device_barrier.cuh"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda {
@@ -46,7 +46,8 @@ __device__ void scan_channel_tokens(const KernelContext& context, const NotifyLa
       if (fill && token < end) {
         const int32_t position = found + __popc(mask & ((1u << lane) - 1u));
         launch.send_slot[token * num_ranks + destination] = in_rank ? position : -1;
-        if (in_rank) launch.send_list[destination * launch.num_tokens + base + position] = static_cast<int32_t>(token);
+        if (in_rank)
+          launch.send_list[destination * launch.num_tokens + base + position] = static_cast<int32_t>(token);
       }
       found += __popc(mask);
     }
@@ -60,7 +61,7 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
   const int num_channels = context.num_channels;
   const int local_experts = launch.local_experts;
   const int num_experts = num_ranks * local_experts;
-  int32_t* channel_counts = shared_counts;                     // [R * C], destination-major
+  int32_t* channel_counts = shared_counts;                            // [R * C], destination-major
   int32_t* expert_counts = shared_counts + num_ranks * num_channels;  // [E]
 
   // 1. Open the call: our rings are empty, and every rank has finished its previous call.
@@ -99,11 +100,13 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
   for (int i = threadIdx.x; i < num_ranks * fields; i += blockDim.x) {
     const int destination = i / fields;
     const int field = i % fields;
-    common::NotifyRecord record = context.layout.notify_record(context.heap.peer_base(destination), context.rank);
+    common::NotifyRecord record =
+        context.layout.notify_record(context.heap.peer_base(destination), context.rank);
     if (field < num_channels) {
       record.channel_counts[field] = channel_counts[destination * num_channels + field];
     } else {
-      record.expert_counts[field - num_channels] = expert_counts[destination * local_experts + field - num_channels];
+      record.expert_counts[field - num_channels] =
+          expert_counts[destination * local_experts + field - num_channels];
     }
   }
   for (int destination = threadIdx.x; destination < num_ranks; destination += blockDim.x) {
@@ -119,12 +122,14 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
     const uint64_t signature = *context.layout.notify_signature(context.heap.base, source);
     if (signature != launch.signature) {
       WaitSite site{common::WaitRole::notify, common::WaitTarget::call_signature, -1, source};
-      record_wait_failure(context, site, static_cast<int64_t>(launch.signature), static_cast<int64_t>(signature), 0);
+      record_wait_failure(context, site, static_cast<int64_t>(launch.signature),
+                          static_cast<int64_t>(signature), 0);
       atomicExch(&signatures_match, 0);
     }
   }
   for (int i = threadIdx.x; i < num_ranks * num_channels; i += blockDim.x) {
-    channel_counts[i] = context.layout.notify_record(context.heap.base, i / num_channels).channel_counts[i % num_channels];
+    channel_counts[i] =
+        context.layout.notify_record(context.heap.base, i / num_channels).channel_counts[i % num_channels];
   }
   __syncthreads();
   if (!signatures_match) return;
@@ -143,7 +148,8 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
     for (int source = 0; source < num_ranks; ++source) {
       sum += context.layout.notify_record(context.heap.base, source).expert_counts[expert];
     }
-    const int64_t aligned = (sum + launch.expert_alignment - 1) / launch.expert_alignment * launch.expert_alignment;
+    const int64_t aligned =
+        (sum + launch.expert_alignment - 1) / launch.expert_alignment * launch.expert_alignment;
     launch.recv_expert_counts[expert] = static_cast<int32_t>(aligned);
   }
 }

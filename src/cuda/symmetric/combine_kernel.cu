@@ -1,6 +1,6 @@
 // The CUDA `symmetric` push combine, one kernel, the path across processes and GPUs (the pull combine,
-// for ranks as threads on one device, is cuda/symmetric/pull_combine_kernel.cu) (DESIGN.md, "Symmetric engine"; the protocol in
-// common/symmetric_protocol.hpp; grid and warp roles in cuda/symmetric/kernels.hpp):
+// for ranks as threads on one device, is cuda/symmetric/pull_combine_kernel.cu) (DESIGN.md, "Symmetric
+// engine"; the protocol in common/symmetric_protocol.hpp; grid and warp roles in cuda/symmetric/kernels.hpp):
 //   1. push: every block walks its share of this rank's expert rows, homes interleaved
 //      (cuda/symmetric/tables.cuh), TMA-loads each row of y and TMA-stores it into its home rank's
 //      combine buffer at [slot][token], through map();
@@ -12,13 +12,13 @@
 // rank's dispatch found the same overflow): nothing is pushed or reduced, the barrier still runs so
 // that no peer waits, and the CapacityError is recorded again.
 #include "common/numeric.hpp"
-#include "device/cross_rank_barrier.cuh"
-#include "device/cuda_check.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/symmetric/kernels.hpp"
 #include "cuda/symmetric/pipeline.cuh"
 #include "cuda/symmetric/reduce.cuh"
 #include "cuda/symmetric/tables.cuh"
+#include "device/cross_rank_barrier.cuh"
+#include "device/cuda_check.hpp"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda {
@@ -71,7 +71,8 @@ __device__ void push_producer(const KernelContext& context, const SymmetricCombi
   for (int step = 0; step < call.num_ranks; ++step) {
     const int home = walk_peer(step, context.rank, call.num_ranks);
     const int32_t rows = tables.rows_of(home);
-    for (int64_t base = walk_first_row(home, call.blocks); base < rows; base += 32 * static_cast<int64_t>(call.blocks)) {
+    for (int64_t base = walk_first_row(home, call.blocks); base < rows;
+         base += 32 * static_cast<int64_t>(call.blocks)) {
       const int64_t j = base + static_cast<int64_t>(lane) * call.blocks;
       bool valid = j < rows;
       int64_t row = 0;
@@ -83,7 +84,8 @@ __device__ void push_producer(const KernelContext& context, const SymmetricCombi
         const int32_t token = launch.src_info[row];
         const int32_t slot = launch.src_slot[row];
         if (token < 0 || token >= launch.max_tokens_per_rank || slot < 0 || slot >= launch.topk) {
-          const WaitSite site{common::WaitRole::symmetric_combine, common::WaitTarget::call_signature, -1, home};
+          const WaitSite site{common::WaitRole::symmetric_combine, common::WaitTarget::call_signature, -1,
+                              home};
           record_wait_failure(context, site, launch.max_tokens_per_rank, token, 0, false);
           valid = false;
         } else {
@@ -95,12 +97,14 @@ __device__ void push_producer(const KernelContext& context, const SymmetricCombi
       for (int i = 0; i < 32; ++i) {
         if (((mask >> i) & 1u) == 0) continue;
         const int64_t row_i = __shfl_sync(0xffffffffu, row, i);
-        uint8_t* target_i = reinterpret_cast<uint8_t*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(target), i));
+        uint8_t* target_i =
+            reinterpret_cast<uint8_t*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(target), i));
         if (lane == 0 && !failed) {
           for (uint32_t offset = 0; offset < call.row_bytes && !failed; offset += launch.grid.piece_bytes) {
             const uint32_t left = call.row_bytes - offset;
             const uint32_t bytes = left < launch.grid.piece_bytes ? left : launch.grid.piece_bytes;
-            failed = !producer.push(context, y + row_i * call.row_bytes + offset, target_i + offset, bytes, 0u, row_i);
+            failed = !producer.push(context, y + row_i * call.row_bytes + offset, target_i + offset, bytes,
+                                    0u, row_i);
           }
         }
       }
@@ -156,8 +160,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
 
   // 1. Push (nothing if the dispatch's layout is unusable or overflowed; the barrier still runs, peers
   // wait on it).
-  const RowTables tables = RowTables::carve(reinterpret_cast<int32_t*>(dynamic_shared), call.num_ranks,
-                                            launch.local_experts);
+  const RowTables tables =
+      RowTables::carve(reinterpret_cast<int32_t*>(dynamic_shared), call.num_ranks, launch.local_experts);
   const bool overflowed = launch.overflow[0] != 0;
   if (overflowed && blockIdx.x == 0 && threadIdx.x == 0) {
     const int expert = launch.overflow[1];
@@ -175,10 +179,11 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   }
 
   // 2. The barrier: every row for our tokens is in our combine buffer after it.
-  const CrossRankBarrier barrier{GridBarrier{&launch.state->grid_arrivals, static_cast<uint32_t>(grid.blocks)},
-                                 CrossRankSignals{reinterpret_cast<int32_t*>(launch.layout.signal(context.heap.base, 0)),
-                                                  context.num_ranks},
-                                 &launch.state->barriers};
+  const CrossRankBarrier barrier{
+      GridBarrier{&launch.state->grid_arrivals, static_cast<uint32_t>(grid.blocks)},
+      CrossRankSignals{reinterpret_cast<int32_t*>(launch.layout.signal(context.heap.base, 0)),
+                       context.num_ranks},
+      &launch.state->barriers};
   if (!cross_rank_barrier(barrier, context, common::WaitRole::symmetric_combine)) return;
   if (blockIdx.x == 0 && threadIdx.x == 0) launch.state->calls = sequence;
 
@@ -199,14 +204,15 @@ void prepare_symmetric_combine_kernel() {
 
 int symmetric_combine_blocks_per_sm() {
   int blocks = 0;
-  SY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, symmetric_combine_kernel, kSymmetricThreads,
-                                                              kSymmetricSharedBytes));
+  SY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, symmetric_combine_kernel,
+                                                              kSymmetricThreads, kSymmetricSharedBytes));
   return blocks;
 }
 
 void launch_symmetric_combine(const KernelContext& context, const SymmetricCombineLaunch& launch,
                               cudaStream_t stream) {
-  symmetric_combine_kernel<<<launch.grid.blocks, kSymmetricThreads, kSymmetricSharedBytes, stream>>>(context, launch);
+  symmetric_combine_kernel<<<launch.grid.blocks, kSymmetricThreads, kSymmetricSharedBytes, stream>>>(context,
+                                                                                                     launch);
   SY_CUDA_CHECK_LAUNCH();
 }
 

@@ -17,8 +17,6 @@
 #include <climits>
 
 #include "common/fp8_cast.hpp"
-#include "device/cross_rank_barrier.cuh"
-#include "device/cuda_check.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/symmetric/kernels.hpp"
 #include "cuda/symmetric/pipeline.cuh"
@@ -26,6 +24,8 @@
 #include "cuda/symmetric/routing.cuh"
 #include "cuda/symmetric/stamps.cuh"
 #include "cuda/symmetric/tables.cuh"
+#include "device/cross_rank_barrier.cuh"
+#include "device/cuda_check.hpp"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda {
@@ -44,9 +44,10 @@ struct DispatchCall {
 
 // Loads one row into the pipeline, in pieces of at most piece_bytes; the last piece carries the
 // scales (if any) and the row's extras.
-__device__ __forceinline__ bool push_row(PipelineProducer& producer, const KernelContext& context, const uint8_t* source,
-                                         uint8_t* destination, uint32_t row_bytes, uint32_t piece_bytes, int64_t row,
-                                         const void* scales, uint32_t scale_bytes) {
+__device__ __forceinline__ bool push_row(PipelineProducer& producer, const KernelContext& context,
+                                         const uint8_t* source, uint8_t* destination, uint32_t row_bytes,
+                                         uint32_t piece_bytes, int64_t row, const void* scales,
+                                         uint32_t scale_bytes) {
   for (uint32_t offset = 0; offset < row_bytes; offset += piece_bytes) {
     const uint32_t bytes = row_bytes - offset < piece_bytes ? row_bytes - offset : piece_bytes;
     const bool last = offset + bytes >= row_bytes;
@@ -68,8 +69,8 @@ __device__ void publish_producer(const KernelContext& context, const SymmetricDi
   const uint8_t* x = reinterpret_cast<const uint8_t*>(launch.x);
   for (int64_t token = blockIdx.x; token < launch.num_tokens; token += call.blocks) {
     uint8_t* published = launch.token.row(launch.layout.input_token(heap.base, call.half, token));
-    if (!push_row(producer, context, x + token * call.row_bytes, published, call.row_bytes, launch.grid.piece_bytes,
-                  token, nullptr, 0)) {
+    if (!push_row(producer, context, x + token * call.row_bytes, published, call.row_bytes,
+                  launch.grid.piece_bytes, token, nullptr, 0)) {
       return;
     }
   }
@@ -95,7 +96,8 @@ struct PublishTopk {
   __device__ __forceinline__ void operator()(const StageDescriptor& descriptor, const uint8_t*) const {
     const int64_t token = descriptor.row;
     int64_t* ids = launch.token.topk_idx(launch.layout.input_token(context.heap.base, half, token));
-    for (int slot = lane_id(); slot < launch.topk; slot += 32) ids[slot] = __ldg(launch.topk_idx + token * launch.topk + slot);
+    for (int slot = lane_id(); slot < launch.topk; slot += 32)
+      ids[slot] = __ldg(launch.topk_idx + token * launch.topk + slot);
   }
 };
 
@@ -120,7 +122,8 @@ __device__ void publish_fp8_rows(const KernelContext& context, const SymmetricDi
         const int block = first + 2 * u + lane / 16;
         values[u] = make_int4(0, 0, 0, 0);
         if (block < num_blocks) {
-          values[u] = ptx::ld_nc_v4(reinterpret_cast<const int4*>(row + block * common::kFp8CastBlock + half_lane * 8));
+          values[u] = ptx::ld_nc_v4(
+              reinterpret_cast<const int4*>(row + block * common::kFp8CastBlock + half_lane * 8));
         }
       }
 #pragma unroll
@@ -129,10 +132,12 @@ __device__ void publish_fp8_rows(const KernelContext& context, const SymmetricDi
         const uint16_t* channels = reinterpret_cast<const uint16_t*>(&values[u]);
         float amax = 0.0f;
 #pragma unroll
-        for (int i = 0; i < 8; ++i) amax = fmaxf(amax, common::bf16_to_float(static_cast<uint16_t>(channels[i] & 0x7fffu)));
-        // The half-warp's 128 channels (xor offsets below 16 stay within the half).
+        for (int i = 0; i < 8; ++i)
+          amax = fmaxf(amax, common::bf16_to_float(static_cast<uint16_t>(channels[i] & 0x7fffu)));
+          // The half-warp's 128 channels (xor offsets below 16 stay within the half).
 #pragma unroll
-        for (int offset = 8; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+        for (int offset = 8; offset > 0; offset /= 2)
+          amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
         if (block >= num_blocks) continue;
         const float scale = common::fp8_block_scale(amax, launch.round_scale);
         const float inverse = 1.0f / scale;
@@ -142,12 +147,14 @@ __device__ void publish_fp8_rows(const KernelContext& context, const SymmetricDi
           const uint32_t value = common::float_to_fp8_e4m3(common::bf16_to_float(channels[i]) * inverse);
           casted[i / 4] |= value << (8 * (i % 4));
         }
-        *reinterpret_cast<uint2*>(fp8_row + block * common::kFp8CastBlock + half_lane * 8) = make_uint2(casted[0], casted[1]);
+        *reinterpret_cast<uint2*>(fp8_row + block * common::kFp8CastBlock + half_lane * 8) =
+            make_uint2(casted[0], casted[1]);
         if (half_lane == 0) scales[block] = scale;
       }
     }
     int64_t* ids = launch.token.topk_idx(published);
-    for (int slot = lane; slot < launch.topk; slot += 32) ids[slot] = __ldg(launch.topk_idx + token * launch.topk + slot);
+    for (int slot = lane; slot < launch.topk; slot += 32)
+      ids[slot] = __ldg(launch.topk_idx + token * launch.topk + slot);
   }
 }
 
@@ -170,7 +177,8 @@ __device__ bool load_pull_tables(const KernelContext& context, const SymmetricDi
       count = 0;
     } else if (count < 0 || count > launch.max_tokens_per_rank) {
       if (blockIdx.x == 0) {
-        const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1, source};
+        const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
+                            source};
         record_wait_failure(context, site, launch.max_tokens_per_rank, count, 0, false);
       }
       atomicExch(&refused, 1);
@@ -192,20 +200,22 @@ struct SourceRows {
   int64_t row_stride[kMaxZeroCopyRanks];
 };
 
-__device__ bool load_sources(const KernelContext& context, const SymmetricDispatchLaunch& launch, uint64_t sequence,
-                             int half, SourceRows& sources) {
+__device__ bool load_sources(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                             uint64_t sequence, int half, SourceRows& sources) {
   __shared__ int mismatched;
   if (threadIdx.x == 0) mismatched = 0;
   __syncthreads();
   const common::SymHeap& heap = context.heap;
   for (int source = threadIdx.x; source < context.num_ranks; source += blockDim.x) {
-    const volatile common::SymmetricSourceRecord* record = heap.map(launch.layout.source_record(heap.base, half), source);
+    const volatile common::SymmetricSourceRecord* record =
+        heap.map(launch.layout.source_record(heap.base, half), source);
     // Another call, or this call with another shape: the rows here are not laid out as this rank reads them.
     if (record->sequence != sequence || record->signature != launch.signature) {
       if (blockIdx.x == 0) {
-        const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1, source};
-        record_wait_failure(context, site, static_cast<int64_t>(sequence), static_cast<int64_t>(record->sequence), 0,
-                            false);
+        const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
+                            source};
+        record_wait_failure(context, site, static_cast<int64_t>(sequence),
+                            static_cast<int64_t>(record->sequence), 0, false);
       }
       atomicExch(&mismatched, 1);
       continue;
@@ -233,7 +243,8 @@ __device__ void pull_producer(const KernelContext& context, const SymmetricDispa
     const int32_t rows = tables.rows_of(source);
     const uint8_t* source_x = sources.x[source];  // null: its rows are published
     const int64_t source_stride = sources.row_stride[source];
-    for (int64_t base = walk_first_row(source, call.blocks); base < rows; base += 32 * static_cast<int64_t>(call.blocks)) {
+    for (int64_t base = walk_first_row(source, call.blocks); base < rows;
+         base += 32 * static_cast<int64_t>(call.blocks)) {
       const int64_t j = base + static_cast<int64_t>(lane) * call.blocks;
       bool valid = j < rows;
       int64_t row = 0;
@@ -242,17 +253,20 @@ __device__ void pull_producer(const KernelContext& context, const SymmetricDispa
         const int local = tables.expert_of(source, static_cast<int32_t>(j));
         const int32_t position = static_cast<int32_t>(j) - tables.first_row_of(source, local);
         const common::SymmetricRoute route = *layout.route(heap.base, call.half, local, source, position);
-        if (route.token < 0 || route.token >= launch.max_tokens_per_rank || route.slot < 0 || route.slot >= launch.topk) {
-          const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1, source};
+        if (route.token < 0 || route.token >= launch.max_tokens_per_rank || route.slot < 0 ||
+            route.slot >= launch.topk) {
+          const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
+                              source};
           record_wait_failure(context, site, launch.max_tokens_per_rank, route.token, 0, false);
           valid = false;
         } else {
           row = local * rows_per_expert + tables.begin[local * call.num_ranks + source] + position;
           launch.src_info[row] = route.token;
           launch.src_slot[row] = route.slot;
-          published = source_x != nullptr
-                          ? source_x + route.token * source_stride
-                          : launch.token.row(heap.map(layout.input_token(heap.base, call.half, route.token), source));
+          published =
+              source_x != nullptr
+                  ? source_x + route.token * source_stride
+                  : launch.token.row(heap.map(layout.input_token(heap.base, call.half, route.token), source));
         }
       }
       const uint32_t mask = __ballot_sync(0xffffffffu, valid);
@@ -260,13 +274,13 @@ __device__ void pull_producer(const KernelContext& context, const SymmetricDispa
       for (int i = 0; i < 32; ++i) {
         if (((mask >> i) & 1u) == 0) continue;
         const int64_t row_i = __shfl_sync(0xffffffffu, row, i);
-        const uint8_t* published_i =
-            reinterpret_cast<const uint8_t*>(__shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(published), i));
+        const uint8_t* published_i = reinterpret_cast<const uint8_t*>(
+            __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(published), i));
         if (lane == 0 && !failed) {
           // `published_i` is the row (the token's start in an input buffer: row_offset() is 0); fp8
           // rows are always published, with their scales next to them.
-          failed = !push_row(producer, context, published_i, launch.recv_x + row_i * call.row_bytes, call.row_bytes,
-                             launch.grid.piece_bytes, row_i,
+          failed = !push_row(producer, context, published_i, launch.recv_x + row_i * call.row_bytes,
+                             call.row_bytes, launch.grid.piece_bytes, row_i,
                              call.fp8 ? launch.token.scales(const_cast<uint8_t*>(published_i)) : nullptr,
                              call.scale_bytes);
         }
@@ -293,7 +307,8 @@ struct PullScales {
         uint32_t packed = 0;
         for (int byte = 0; byte < common::kUe8m0PerWord; ++byte) {
           const int index = word * common::kUe8m0PerWord + byte;
-          if (index < num_scales) packed |= static_cast<uint32_t>(common::ue8m0_exponent(scales[index])) << (8 * byte);
+          if (index < num_scales)
+            packed |= static_cast<uint32_t>(common::ue8m0_exponent(scales[index])) << (8 * byte);
         }
         out[word] = static_cast<int32_t>(packed);
       }
@@ -355,11 +370,13 @@ __device__ void find_overflow(const KernelContext& context, const SymmetricDispa
 
 // Helpers: block 0 writes recv_count and layout_range (true counts); every block writes src_info =
 // -1 for its share of the rows past each expert's received ones, within the capacity.
-__device__ void write_layout(const SymmetricDispatchLaunch& launch, const DispatchCall& call, const RowTables& tables) {
+__device__ void write_layout(const SymmetricDispatchLaunch& launch, const DispatchCall& call,
+                             const RowTables& tables) {
   const int helper = static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32;
   const int helpers = kHelperWarps * 32;
   if (blockIdx.x == 0) {
-    for (int local = helper; local < launch.local_experts; local += helpers) launch.recv_count[local] = tables.total[local];
+    for (int local = helper; local < launch.local_experts; local += helpers)
+      launch.recv_count[local] = tables.total[local];
     for (int pair = helper; pair < launch.local_experts * call.num_ranks; pair += helpers) {
       launch.layout_range[2 * pair] = tables.begin[pair];
       launch.layout_range[2 * pair + 1] = tables.count[pair];
@@ -408,8 +425,10 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   call.blocks = grid.blocks;
   call.fp8 = launch.token.num_scales > 0;
   call.row_bytes = launch.token.row_bytes;
-  call.scale_bytes = static_cast<uint32_t>(common::align_up(launch.token.num_scales * sizeof(float), common::kSymmetricAlignment));
-  const WaitSite pipeline_site{common::WaitRole::symmetric_dispatch, common::WaitTarget::grid_arrival, -1, -1};
+  call.scale_bytes = static_cast<uint32_t>(
+      common::align_up(launch.token.num_scales * sizeof(float), common::kSymmetricAlignment));
+  const WaitSite pipeline_site{common::WaitRole::symmetric_dispatch, common::WaitTarget::grid_arrival, -1,
+                               -1};
   PipelineProducer producer{pipe, 0, pipeline_site, false};
   PipelineConsumer consumer{pipe, 0, 0, pipeline_site};
   int32_t* table = reinterpret_cast<int32_t*>(dynamic_shared);
@@ -457,10 +476,11 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   }
 
   // 2. The barrier: every rank's input buffer, source record and our workspace are complete after it.
-  const CrossRankBarrier barrier{rank_grid,
-                                 CrossRankSignals{reinterpret_cast<int32_t*>(launch.layout.signal(context.heap.base, 0)),
-                                                  context.num_ranks},
-                                 &launch.state->barriers};
+  const CrossRankBarrier barrier{
+      rank_grid,
+      CrossRankSignals{reinterpret_cast<int32_t*>(launch.layout.signal(context.heap.base, 0)),
+                       context.num_ranks},
+      &launch.state->barriers};
   if (cross_rank_barrier(barrier, context, common::WaitRole::symmetric_dispatch)) {
     if (blockIdx.x == 0 && threadIdx.x == 0) launch.state->calls = sequence;
     if (threadIdx.x == 0) stamp(stamps, stamping, kPhasePassed);
@@ -510,14 +530,15 @@ void prepare_symmetric_dispatch_kernel() {
 
 int symmetric_dispatch_blocks_per_sm() {
   int blocks = 0;
-  SY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, symmetric_dispatch_kernel, kSymmetricThreads,
-                                                              kSymmetricSharedBytes));
+  SY_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, symmetric_dispatch_kernel,
+                                                              kSymmetricThreads, kSymmetricSharedBytes));
   return blocks;
 }
 
 void launch_symmetric_dispatch(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                cudaStream_t stream) {
-  symmetric_dispatch_kernel<<<launch.grid.blocks, kSymmetricThreads, kSymmetricSharedBytes, stream>>>(context, launch);
+  symmetric_dispatch_kernel<<<launch.grid.blocks, kSymmetricThreads, kSymmetricSharedBytes, stream>>>(context,
+                                                                                                      launch);
   SY_CUDA_CHECK_LAUNCH();
 }
 

@@ -22,12 +22,16 @@ namespace {
 
 constexpr size_t kRowAlignment = common::kSymmetricAlignment;  // TMA and 16-byte vector accesses
 
-size_t align128(size_t bytes) { return common::align_up(bytes, 128); }
+size_t align128(size_t bytes) {
+  return common::align_up(bytes, 128);
+}
 
 void expect_aligned(const void* pointer, const char* name, const char* why) {
   if (reinterpret_cast<uintptr_t>(pointer) % kRowAlignment != 0) {
-    throw InvalidArgument(std::string(name) + ": expected a " + std::to_string(kRowAlignment) + "-byte aligned data "
-                          "pointer (" + why + "), got " + std::to_string(reinterpret_cast<uintptr_t>(pointer)));
+    throw InvalidArgument(std::string(name) + ": expected a " + std::to_string(kRowAlignment) +
+                          "-byte aligned data "
+                          "pointer (" +
+                          why + "), got " + std::to_string(reinterpret_cast<uintptr_t>(pointer)));
   }
 }
 
@@ -66,18 +70,19 @@ int symmetric_blocks_per_rank(int sm_count, int blocks_per_sm, int ranks_on_devi
   const int resident = sm_count * blocks_per_sm;
   const int blocks = resident / std::max(1, ranks_on_device);
   if (blocks < 1) {
-    throw Unsupported("symmetric: " + std::to_string(ranks_on_device) + " ranks share " + gpu + ", whose " +
-                      std::to_string(sm_count) + " SMs hold " + std::to_string(resident) +
-                      " blocks of the symmetric kernels at once (" + std::to_string(blocks_per_sm) +
-                      " per SM); every block of every rank on a GPU spins in the cross-rank barrier and must be "
-                      "resident at the same time, so at most " + std::to_string(resident) +
-                      " ranks can share it (a deadlock otherwise)");
+    throw Unsupported(
+        "symmetric: " + std::to_string(ranks_on_device) + " ranks share " + gpu + ", whose " +
+        std::to_string(sm_count) + " SMs hold " + std::to_string(resident) +
+        " blocks of the symmetric kernels at once (" + std::to_string(blocks_per_sm) +
+        " per SM); every block of every rank on a GPU spins in the cross-rank barrier and must be "
+        "resident at the same time, so at most " +
+        std::to_string(resident) + " ranks can share it (a deadlock otherwise)");
   }
   return blocks;
 }
 
-SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint32_t row_bytes, uint32_t scale_bytes,
-                             bool routing) {
+SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint32_t row_bytes,
+                             uint32_t scale_bytes, bool routing) {
   const int num_experts = num_ranks * local_experts;
   const size_t budget_ints = kSymmetricTableBudget / sizeof(int32_t);
   const size_t table_ints = symmetric_table_ints(num_ranks, local_experts);
@@ -93,9 +98,10 @@ SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint3
   }
   if (ints > budget_ints || (routing && grid.routing_warps < 1)) {
     throw Unsupported("num_experts: the CUDA symmetric engine keeps per-expert tables in " +
-                      std::to_string(kSymmetricTableBudget / 1024) + " KiB of shared memory, enough for about " +
-                      std::to_string(budget_ints / 3) + " experts with " + std::to_string(num_ranks) +
-                      " ranks; got " + std::to_string(num_experts));
+                      std::to_string(kSymmetricTableBudget / 1024) +
+                      " KiB of shared memory, enough for about " + std::to_string(budget_ints / 3) +
+                      " experts with " + std::to_string(num_ranks) + " ranks; got " +
+                      std::to_string(num_experts));
   }
   grid.table_bytes = static_cast<uint32_t>(align128(ints * sizeof(int32_t)));
   grid.piece_bytes = std::min(row_bytes, kMaxPieceBytes);
@@ -103,8 +109,9 @@ SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint3
   const uint32_t room = kSymmetricSharedBytes - grid.table_bytes;
   grid.stages = static_cast<int>(std::min<uint32_t>(kMaxPipelineStages, room / grid.stage_bytes));
   if (grid.stages < 2) {
-    throw Unsupported("hidden: the CUDA symmetric engine needs two TMA stages of " + std::to_string(grid.stage_bytes) +
-                      " bytes (a row piece and its fp8 scales) in " + std::to_string(room) +
+    throw Unsupported("hidden: the CUDA symmetric engine needs two TMA stages of " +
+                      std::to_string(grid.stage_bytes) + " bytes (a row piece and its fp8 scales) in " +
+                      std::to_string(room) +
                       " bytes of shared memory; the scales of this hidden size do not fit");
   }
   return grid;
@@ -118,11 +125,12 @@ constexpr size_t kStampRecords = static_cast<size_t>(kSymmetricStampSamples) * k
 // reads it).
 void print_stamps(const DispatchStampRecord* device_records, int rank) {
   std::vector<DispatchStampRecord> records(kStampRecords);
-  const cudaError_t copied =
-      cudaMemcpy(records.data(), device_records, kStampRecords * sizeof(DispatchStampRecord), cudaMemcpyDeviceToHost);
+  const cudaError_t copied = cudaMemcpy(records.data(), device_records,
+                                        kStampRecords * sizeof(DispatchStampRecord), cudaMemcpyDeviceToHost);
   if (copied != cudaSuccess) {
     cudaGetLastError();
-    std::fprintf(stderr, "symmetric: rank %d's phase stamps could not be read: %s\n", rank, cudaGetErrorString(copied));
+    std::fprintf(stderr, "symmetric: rank %d's phase stamps could not be read: %s\n", rank,
+                 cudaGetErrorString(copied));
     return;
   }
   for (size_t index = 0; index < records.size(); ++index) {
@@ -156,7 +164,8 @@ void SymmetricEngine::prepare(int device, int sm_count) {
   SY_CUDA_CHECK(cudaMemset(state_, 0, sizeof(SymmetricDeviceState)));
   const char* stamps = std::getenv("SWITCHYARD_SYMMETRIC_STAMPS");
   if (stamps != nullptr && std::string(stamps) == "1") {
-    SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&stamps_), kStampRecords * sizeof(DispatchStampRecord)));
+    SY_CUDA_CHECK(
+        cudaMalloc(reinterpret_cast<void**>(&stamps_), kStampRecords * sizeof(DispatchStampRecord)));
     SY_CUDA_CHECK(cudaMemset(stamps_, 0, kStampRecords * sizeof(DispatchStampRecord)));
     std::fprintf(stderr, "symmetric: dispatch phase stamps on (SWITCHYARD_SYMMETRIC_STAMPS=1)\n");
   }
@@ -171,14 +180,16 @@ void SymmetricEngine::connect(const Config& config, HeapSharing sharing, int num
   const bool in_place_possible = threads && ranks_on_device == num_ranks;
   std::string found = threads ? "ranks as threads" : "ranks in separate processes (HeapSharing::processes)";
   if (ranks_on_device != num_ranks) {
-    found += ", " + std::to_string(ranks_on_device) + " of the " + std::to_string(num_ranks) + " ranks on GPU " +
-             std::to_string(device_);
+    found += ", " + std::to_string(ranks_on_device) + " of the " + std::to_string(num_ranks) +
+             " ranks on GPU " + std::to_string(device_);
   }
   const std::string needs = "every rank to be a thread of this process (HeapSharing::threads) on one GPU";
-  combine_path_ = detail::resolve_symmetric_combine(config.symmetric_combine, in_place_possible, needs, found);
+  combine_path_ =
+      detail::resolve_symmetric_combine(config.symmetric_combine, in_place_possible, needs, found);
   // A receiving block keeps one x address per source in shared memory.
   const bool few_enough = num_ranks <= kMaxZeroCopyRanks;
-  if (!few_enough) found += ", " + std::to_string(num_ranks) + " ranks (at most " + std::to_string(kMaxZeroCopyRanks) + ")";
+  if (!few_enough)
+    found += ", " + std::to_string(num_ranks) + " ranks (at most " + std::to_string(kMaxZeroCopyRanks) + ")";
   dispatch_path_ = detail::resolve_symmetric_dispatch(
       config.symmetric_dispatch, in_place_possible && few_enough,
       needs + " and at most " + std::to_string(kMaxZeroCopyRanks) + " ranks", found);
@@ -188,8 +199,8 @@ int SymmetricEngine::blocks_per_rank(int ranks_on_device) const {
   return symmetric_blocks_per_rank(sm_count_, blocks_per_sm_, ranks_on_device, device_);
 }
 
-LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispatchPlan& plan, KernelContext context,
-                                                   const Launch& launch) {
+LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispatchPlan& plan,
+                                                   KernelContext context, const Launch& launch) {
   const LowLatencyDispatchArgs& args = plan.args;
   const int num_ranks = plan.topology.num_ranks;
   const int64_t local = plan.local_experts;
@@ -197,11 +208,11 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   const common::SymmetricToken token = detail::symmetric_token(plan.hidden, plan.use_fp8, plan.topk);
   const uint32_t scale_bytes =
       static_cast<uint32_t>(common::align_up(token.num_scales * sizeof(float), common::kSymmetricAlignment));
-  const SymmetricGrid grid =
-      symmetric_grid(blocks_per_rank(launch.ranks_on_device), num_ranks, plan.local_experts, token.row_bytes,
-                     scale_bytes, true);
+  const SymmetricGrid grid = symmetric_grid(blocks_per_rank(launch.ranks_on_device), num_ranks,
+                                            plan.local_experts, token.row_bytes, scale_bytes, true);
   expect_aligned(args.x.data, "x", "rows are read with TMA and 16-byte loads");
-  if (args.out_recv_x.defined()) expect_aligned(args.out_recv_x.data, "out_recv_x", "rows are stored with TMA");
+  if (args.out_recv_x.defined())
+    expect_aligned(args.out_recv_x.data, "out_recv_x", "rows are stored with TMA");
 
   auto handle = std::make_shared<detail::ExpertMajorHandleData>();
   handle->owner = launch.owner;
@@ -221,18 +232,20 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   const bool pull = combine_path_ == SymmetricCombine::pull;
   const size_t src_slot_bytes = align128(static_cast<size_t>(local * rows) * sizeof(int32_t));
   const size_t overflow_bytes = align128(4 * sizeof(int32_t));
-  const size_t position_bytes = pull ? align128(static_cast<size_t>(plan.num_tokens * plan.topk) * sizeof(int32_t)) : 0;
+  const size_t position_bytes =
+      pull ? align128(static_cast<size_t>(plan.num_tokens * plan.topk) * sizeof(int32_t)) : 0;
   const size_t begin_bytes = pull ? align128(static_cast<size_t>(plan.num_experts) * sizeof(int32_t)) : 0;
   // fp8 keeps the publish: the cast there halves the bytes every receiver pulls.
   const bool zero_copy = dispatch_path_ == SymmetricDispatch::zero_copy && !plan.use_fp8;
   // With nothing to publish every block routes (bench/NOTES.md, session 5: block 0 alone took ~110 us
   // for 4096 tokens of top-8, while every other block waited at the barrier).
   const int routing_blocks = zero_copy ? grid.blocks : 1;
-  const size_t exchange_bytes =
-      align128(static_cast<size_t>(routing_blocks) * (static_cast<size_t>(plan.num_experts) + 1) * sizeof(int32_t));
+  const size_t exchange_bytes = align128(static_cast<size_t>(routing_blocks) *
+                                         (static_cast<size_t>(plan.num_experts) + 1) * sizeof(int32_t));
   const Tensor tables = Tensor::empty(
       DType::i32,
-      {static_cast<int64_t>((src_slot_bytes + overflow_bytes + position_bytes + begin_bytes + exchange_bytes) / 4)},
+      {static_cast<int64_t>(
+          (src_slot_bytes + overflow_bytes + position_bytes + begin_bytes + exchange_bytes) / 4)},
       Device::cuda, device_, launch.alloc_stream);
   handle->src_slot = Tensor::part_of(tables, 0, DType::i32, {local, rows});
   handle->overflow = Tensor::part_of(tables, src_slot_bytes, DType::i32, {4});
@@ -244,18 +257,20 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   }
 
   LowLatencyDispatchResult result;
-  result.recv_x = output(args.out_recv_x, plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16, {local, rows, plan.hidden},
-                         device_, launch.alloc_stream);
+  result.recv_x = output(args.out_recv_x, plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16,
+                         {local, rows, plan.hidden}, device_, launch.alloc_stream);
   const int num_scales = static_cast<int>(token.num_scales);
   if (plan.use_ue8m0) {
-    result.recv_x_scales = output(args.out_recv_x_scales, DType::i32, {local, rows, common::ue8m0_words(num_scales)},
-                                  device_, launch.alloc_stream);
+    result.recv_x_scales =
+        output(args.out_recv_x_scales, DType::i32, {local, rows, common::ue8m0_words(num_scales)}, device_,
+               launch.alloc_stream);
   } else if (plan.use_fp8) {
-    result.recv_x_scales = output(args.out_recv_x_scales, DType::f32, {local, rows, num_scales}, device_,
-                                  launch.alloc_stream);
+    result.recv_x_scales =
+        output(args.out_recv_x_scales, DType::f32, {local, rows, num_scales}, device_, launch.alloc_stream);
   }
   result.recv_count = output(args.out_recv_count, DType::i32, {local}, device_, launch.alloc_stream);
-  result.layout_range = output(args.out_layout_range, DType::i32, {local, num_ranks, 2}, device_, launch.alloc_stream);
+  result.layout_range =
+      output(args.out_layout_range, DType::i32, {local, num_ranks, 2}, device_, launch.alloc_stream);
   result.src_info = output(args.out_src_info, DType::i32, {local, rows}, device_, launch.alloc_stream);
 
   SymmetricDispatchLaunch kernel{};
@@ -269,7 +284,8 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   kernel.signature = plan.signature;
   kernel.routing_blocks = routing_blocks;
   kernel.routing_exchange =
-      tables.as<int32_t>() + (src_slot_bytes + overflow_bytes + position_bytes + begin_bytes) / sizeof(int32_t);
+      tables.as<int32_t>() +
+      (src_slot_bytes + overflow_bytes + position_bytes + begin_bytes) / sizeof(int32_t);
   kernel.topk_idx = args.topk_idx.as<const int64_t>();
   kernel.num_tokens = plan.num_tokens;
   kernel.topk = plan.topk;
@@ -303,19 +319,20 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   return result;
 }
 
-LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombinePlan& plan, KernelContext context,
-                                                 const Launch& launch) {
+LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombinePlan& plan,
+                                                 KernelContext context, const Launch& launch) {
   const LowLatencyCombineArgs& args = plan.args;
   const detail::ExpertMajorHandleData& handle = *plan.handle;
   const int num_ranks = plan.topology.num_ranks;
   const uint32_t row_bytes = static_cast<uint32_t>(plan.hidden) * 2;
   const bool pull = combine_path_ == SymmetricCombine::pull;
   if (pull && !handle.position.defined()) {
-    throw InvalidArgument("handle: expected a dispatch made for the pull combine, got one without its row "
-                          "positions (config.symmetric_combine changed between dispatch and combine?)");
+    throw InvalidArgument(
+        "handle: expected a dispatch made for the pull combine, got one without its row "
+        "positions (config.symmetric_combine changed between dispatch and combine?)");
   }
-  const SymmetricGrid grid =
-      symmetric_grid(blocks_per_rank(launch.ranks_on_device), num_ranks, handle.local_experts, row_bytes, 0, false);
+  const SymmetricGrid grid = symmetric_grid(blocks_per_rank(launch.ranks_on_device), num_ranks,
+                                            handle.local_experts, row_bytes, 0, false);
   expect_aligned(plan.y, "x", "expert rows are read with TMA and 16-byte loads");
   if (args.out_combined_x.defined()) {
     expect_aligned(args.out_combined_x.data, "out_combined_x", "rows are written with 16-byte stores");

@@ -7,8 +7,8 @@
 #include <cuda_runtime.h>
 
 #include "core/backend.hpp"
-#include "device/kernel_context.hpp"
 #include "cuda/symmetric/kernels.hpp"
+#include "device/kernel_context.hpp"
 
 namespace switchyard::cuda {
 
@@ -63,7 +63,7 @@ class SymmetricEngine {
 // The layout of a call's blocks: per-call tables and TMA stages in kSymmetricSharedBytes. `routing`:
 // the dispatch's routing warps need (routing_warps + 1) * E counters. Throws Unsupported naming
 // num_experts or hidden when they do not fit.
-SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint32_t row_bytes, uint32_t scale_bytes,
-                             bool routing);
+SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint32_t row_bytes,
+                             uint32_t scale_bytes, bool routing);
 
 }  // namespace switchyard::cuda

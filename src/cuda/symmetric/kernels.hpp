@@ -45,8 +45,8 @@ constexpr int32_t kRefusedCount = INT32_MIN;
 // int32 entries of the per-call row tables (cuda/symmetric/tables.cuh): count and begin [L][R],
 // start [R][L + 1], total [L].
 SY_HD constexpr size_t symmetric_table_ints(int num_ranks, int local_experts) {
-  return 2 * static_cast<size_t>(local_experts) * num_ranks + static_cast<size_t>(num_ranks) * (local_experts + 1) +
-         local_experts;
+  return 2 * static_cast<size_t>(local_experts) * num_ranks +
+         static_cast<size_t>(num_ranks) * (local_experts + 1) + local_experts;
 }
 
 // One rank's counters, in its device memory, advanced by the kernels themselves so that replayed
@@ -56,18 +56,18 @@ struct SymmetricDeviceState {
   uint64_t barriers;       // cross-rank barriers passed: selects the signal phase and sign
   uint32_t calls;          // symmetric calls made (dispatch or combine); call c uses half c % 2
   uint32_t reserved;
-  uint64_t pull_exits;     // blocks of the running pull combine or zero-copy dispatch that finished
-                           // (the last resets it)
+  uint64_t pull_exits;  // blocks of the running pull combine or zero-copy dispatch that finished
+                        // (the last resets it)
 };
 
 // How a call's blocks are laid out (from the shapes; host-computed, see symmetric_engine.cpp).
 struct SymmetricGrid {
-  int blocks;              // per rank
-  int stages;              // TMA stages per block
-  uint32_t stage_bytes;    // one stage: a row piece, plus the row's scales for fp8 (128-aligned)
-  uint32_t piece_bytes;    // row bytes per stage (rows longer than this travel in pieces)
-  uint32_t table_bytes;    // shared memory before the stages: per-call tables (128-aligned)
-  int routing_warps;       // helper warps per routing block that route this rank's tokens (dispatch)
+  int blocks;            // per rank
+  int stages;            // TMA stages per block
+  uint32_t stage_bytes;  // one stage: a row piece, plus the row's scales for fp8 (128-aligned)
+  uint32_t piece_bytes;  // row bytes per stage (rows longer than this travel in pieces)
+  uint32_t table_bytes;  // shared memory before the stages: per-call tables (128-aligned)
+  int routing_warps;     // helper warps per routing block that route this rank's tokens (dispatch)
 };
 
 // Phase stamps of one block in one dispatch (cuda/symmetric/stamps.cuh; a measurement aid).
@@ -86,25 +86,25 @@ struct SymmetricDispatchLaunch {
   SymmetricDeviceState* state;
   SymmetricGrid grid;
   // This rank's tokens.
-  const uint16_t* x;         // bf16 [N, H]
-  int64_t x_row_stride;      // bytes from one row of x to the next
+  const uint16_t* x;     // bf16 [N, H]
+  int64_t x_row_stride;  // bytes from one row of x to the next
   // Zero-copy (Config::symmetric_dispatch; bf16 only): x is not published, the receivers pull its rows
   // in place, and the kernel ends only when they are done (cuda/symmetric/release.cuh).
   bool zero_copy;
-  uint64_t signature;        // the call's shape digest, published in the source record and compared
-  const int64_t* topk_idx;   // [N, K]
+  uint64_t signature;       // the call's shape digest, published in the source record and compared
+  const int64_t* topk_idx;  // [N, K]
   int64_t num_tokens;
   int topk, hidden, num_experts, local_experts;
   int64_t max_tokens_per_rank;  // of the call: at most R times this rows reach an expert
   int64_t capacity;             // C: rows per expert in the outputs (expert_capacity, resolved)
   bool round_scale, use_ue8m0;  // fp8 options (fp8 when token.num_scales > 0)
   // Outputs (expert-major).
-  uint8_t* recv_x;         // [L, C, H] bf16 or fp8
-  void* recv_x_scales;     // f32 [L, C, H / 128], or i32 UE8M0 words; null without fp8
-  int32_t* recv_count;     // [L]: true counts
-  int32_t* layout_range;   // [L, R, 2]: true (begin, count)
-  int32_t* src_info;       // [L, C]
-  int32_t* src_slot;       // [L, C] (the handle's)
+  uint8_t* recv_x;        // [L, C, H] bf16 or fp8
+  void* recv_x_scales;    // f32 [L, C, H / 128], or i32 UE8M0 words; null without fp8
+  int32_t* recv_count;    // [L]: true counts
+  int32_t* layout_range;  // [L, R, 2]: true (begin, count)
+  int32_t* src_info;      // [L, C]
+  int32_t* src_slot;      // [L, C] (the handle's)
   // The handle's i32 [4] {overflowed, expert, rows, 0}: always written (block 0), for the combine.
   int32_t* overflow;
   // For the pull combine only (null otherwise), the handle's: i32 [N, K] each pair's position among
@@ -142,10 +142,10 @@ struct SymmetricCombineLaunch {
   const int32_t* begin;
   int num_experts;
   // Home side: this rank's tokens.
-  const int64_t* topk_idx;     // [N, K]: slots < 0 are left out
-  const float* topk_weights;   // [N, K]
+  const int64_t* topk_idx;    // [N, K]: slots < 0 are left out
+  const float* topk_weights;  // [N, K]
   int64_t num_tokens;
-  uint16_t* combined_x;        // [N, H']
+  uint16_t* combined_x;  // [N, H']
 };
 void launch_symmetric_combine(const KernelContext& context, const SymmetricCombineLaunch& launch,
                               cudaStream_t stream);

@@ -12,8 +12,8 @@
 //
 // A phase ends with a terminator stage: the consumer then waits until its stores are complete and
 // visible, and frees every stage, so the same pipeline (and its mbarrier phases) can run again.
-#include "device/bounded_wait.cuh"
 #include "cuda/symmetric/kernels.hpp"
+#include "device/bounded_wait.cuh"
 #include "device/ptx.cuh"
 
 namespace switchyard::cuda {
@@ -35,17 +35,25 @@ constexpr bool kEvictFirstPullStores = false;
 // Waits until at most `pending` (1..4) of the newest store groups still read shared memory.
 __device__ __forceinline__ void wait_store_reads(uint32_t pending) {
   switch (pending) {
-    case 1: ptx::bulk_wait_group_read<1>(); break;
-    case 2: ptx::bulk_wait_group_read<2>(); break;
-    case 3: ptx::bulk_wait_group_read<3>(); break;
-    default: ptx::bulk_wait_group_read<4>(); break;
+    case 1:
+      ptx::bulk_wait_group_read<1>();
+      break;
+    case 2:
+      ptx::bulk_wait_group_read<2>();
+      break;
+    case 3:
+      ptx::bulk_wait_group_read<3>();
+      break;
+    default:
+      ptx::bulk_wait_group_read<4>();
+      break;
   }
 }
 
 enum StageFlags : uint32_t {
-  kStageLast = 1u,     // the terminator of a phase: no data
-  kStageRowEnd = 2u,   // the last piece of its row: the consumer writes the row's extras
-  kStageScales = 4u,   // the row's fp8 scales follow the piece in the stage (at align16(bytes))
+  kStageLast = 1u,    // the terminator of a phase: no data
+  kStageRowEnd = 2u,  // the last piece of its row: the consumer writes the row's extras
+  kStageScales = 4u,  // the row's fp8 scales follow the piece in the stage (at align16(bytes))
 };
 
 struct StageDescriptor {
@@ -83,8 +91,8 @@ __device__ __forceinline__ void init_pipeline(const Pipeline& pipe) {
 
 // Bounded wait for an mbarrier phase. The copies it waits for always finish, but a block's other
 // role can have given up (then the abort flag is up), and every device spin is bounded.
-__device__ __forceinline__ bool wait_mbarrier(uint64_t* barrier, uint32_t parity, const KernelContext& context,
-                                              const WaitSite& site) {
+__device__ __forceinline__ bool wait_mbarrier(uint64_t* barrier, uint32_t parity,
+                                              const KernelContext& context, const WaitSite& site) {
   if (ptx::mbarrier_try_wait_parity(barrier, parity)) return true;
   const uint64_t start = ptx::globaltimer_ns();
   for (uint32_t polls = 1;; ++polls) {
@@ -122,8 +130,8 @@ struct PipelineProducer {
   // Loads `bytes` from `source` (and `scale_bytes` from `scales` after it) into the next stage,
   // for the consumer to store at `destination`.
   __device__ __forceinline__ bool push(const KernelContext& context, const void* source, uint8_t* destination,
-                                       uint32_t bytes, uint32_t flags, int64_t row, const void* scales = nullptr,
-                                       uint32_t scale_bytes = 0) {
+                                       uint32_t bytes, uint32_t flags, int64_t row,
+                                       const void* scales = nullptr, uint32_t scale_bytes = 0) {
     uint32_t stage;
     if (failed || !claim(context, stage)) return false;
     StageDescriptor& descriptor = pipe.shared->descriptor[stage];

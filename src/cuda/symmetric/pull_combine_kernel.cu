@@ -16,13 +16,13 @@
 //      kernel is done. The last block also advances the call count.
 // No combine buffer, no grid sync and no cross-rank barrier. An overflowed dispatch is refused as in
 // the push path (nothing reduced), but the records and done words still advance so that no peer waits.
-#include "device/bounded_wait.cuh"
-#include "device/cuda_check.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/symmetric/kernels.hpp"
-#include "device/ptx.cuh"
 #include "cuda/symmetric/reduce.cuh"
 #include "cuda/symmetric/release.cuh"
+#include "device/bounded_wait.cuh"
+#include "device/cuda_check.hpp"
+#include "device/ptx.cuh"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda {
@@ -39,7 +39,8 @@ __device__ __forceinline__ WaitSite pull_site(common::WaitTarget target, int pee
 
 // ---- 1. announce ----------------------------------------------------------------------------------
 
-__device__ void announce_y(const KernelContext& context, const SymmetricCombineLaunch& launch, uint64_t sequence) {
+__device__ void announce_y(const KernelContext& context, const SymmetricCombineLaunch& launch,
+                           uint64_t sequence) {
   common::SymmetricPullRecord* record = launch.layout.pull_record(context.heap.base);
   record->y = reinterpret_cast<uint64_t>(launch.y);
   record->rows_per_expert = launch.capacity;
@@ -51,15 +52,16 @@ __device__ void announce_y(const KernelContext& context, const SymmetricCombineL
 // ---- 2. gather ------------------------------------------------------------------------------------
 
 // Returns (in every thread of the block) whether every rank announced this call with our shape.
-__device__ bool gather_records(const KernelContext& context, const SymmetricCombineLaunch& launch, uint64_t sequence,
-                               const uint8_t** y_of) {
+__device__ bool gather_records(const KernelContext& context, const SymmetricCombineLaunch& launch,
+                               uint64_t sequence, const uint8_t** y_of) {
   __shared__ int gathered;
   if (threadIdx.x == 0) gathered = 1;
   __syncthreads();
   const common::SymHeap& heap = context.heap;
   for (int rank = threadIdx.x; rank < context.num_ranks; rank += blockDim.x) {
     const common::SymmetricPullRecord* record = heap.map(launch.layout.pull_record(heap.base), rank);
-    if (!wait_at_least(context, &record->sequence, sequence, pull_site(common::WaitTarget::pull_record, rank))) {
+    if (!wait_at_least(context, &record->sequence, sequence,
+                       pull_site(common::WaitTarget::pull_record, rank))) {
       atomicExch(&gathered, 0);  // an atomic: many threads may clear it (racecheck)
       continue;
     }
@@ -138,8 +140,9 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     record_wait_failure(context, site, launch.capacity, launch.overflow[2], 0, false);
   }
   if (gathered && !overflowed) {
-    reduce_tokens(ReduceShape{launch.num_tokens, launch.hidden, static_cast<int>(gridDim.x), launch.combined_x},
-                  PeerOutputSlots{context, launch, y_of, static_cast<uint32_t>(launch.hidden) * 2});
+    reduce_tokens(
+        ReduceShape{launch.num_tokens, launch.hidden, static_cast<int>(gridDim.x), launch.combined_x},
+        PeerOutputSlots{context, launch, y_of, static_cast<uint32_t>(launch.hidden) * 2});
   }
   // 4. Finish (cuda/symmetric/release.cuh): the call ends only when no peer reads our y any more; the
   // last block counts the call (no barrier here after which block 0 could).

@@ -25,10 +25,12 @@ struct TokenSlots {
   const uint8_t* row;
 };
 
-__device__ __forceinline__ void fma_row(float (&accumulator)[kChannelsPerLane], float weight, const int4& packed) {
+__device__ __forceinline__ void fma_row(float (&accumulator)[kChannelsPerLane], float weight,
+                                        const int4& packed) {
   const uint16_t* values = reinterpret_cast<const uint16_t*>(&packed);
 #pragma unroll
-  for (int i = 0; i < kChannelsPerLane; ++i) accumulator[i] = fmaf(weight, common::bf16_to_float(values[i]), accumulator[i]);
+  for (int i = 0; i < kChannelsPerLane; ++i)
+    accumulator[i] = fmaf(weight, common::bf16_to_float(values[i]), accumulator[i]);
 }
 
 struct ReduceShape {

@@ -8,8 +8,8 @@
 // Every block reaches it, after a failed wait too: the done words must advance so that no peer waits
 // for us, and a peer that passed the barrier before we gave up may still be reading.
 #include "common/symmetric_protocol.hpp"
-#include "device/bounded_wait.cuh"
 #include "cuda/symmetric/kernels.hpp"
+#include "device/bounded_wait.cuh"
 #include "device/ptx.cuh"
 
 namespace switchyard::cuda {
@@ -20,8 +20,8 @@ namespace switchyard::cuda {
 // last block also counts the call (for kernels with no barrier after which block 0 may).
 __device__ __forceinline__ void release_call(const KernelContext& context, SymmetricDeviceState* state,
                                              const common::SymmetricLayout& layout, uint64_t sequence,
-                                             bool read_in_place, common::WaitRole role, common::WaitTarget target,
-                                             bool advance_calls) {
+                                             bool read_in_place, common::WaitRole role,
+                                             common::WaitTarget target, bool advance_calls) {
   __shared__ int last;
   // The block's bulk (async-proxy) reads are complete: order them before the generic release below.
   ptx::fence_proxy_async_global();
@@ -39,8 +39,8 @@ __device__ __forceinline__ void release_call(const KernelContext& context, Symme
   if (read_in_place) {
     for (int source = threadIdx.x; source < context.num_ranks; source += blockDim.x) {
       // Keeps waiting after another failure: a peer that got further than us may still be reading.
-      wait_at_least(context, layout.pull_done(heap.base, source), sequence, WaitSite{role, target, -1, source},
-                    OnRankFailure::keep_waiting);
+      wait_at_least(context, layout.pull_done(heap.base, source), sequence,
+                    WaitSite{role, target, -1, source}, OnRankFailure::keep_waiting);
     }
   }
   __syncthreads();

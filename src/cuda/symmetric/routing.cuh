@@ -23,8 +23,8 @@
 // after the barrier write_pull_begins adds where this rank's rows start among each expert's rows: the
 // home then finds the row of (token, slot) in the expert's rank's y by itself.
 #include "common/symmetric_protocol.hpp"
-#include "device/bounded_wait.cuh"
 #include "cuda/symmetric/kernels.hpp"
+#include "device/bounded_wait.cuh"
 #include "device/ptx.cuh"
 #include "device/warp_group.cuh"
 
@@ -45,8 +45,9 @@ __device__ __forceinline__ void routing_warps_sync(int num_routing_warps) {
 // of this wave holding the same expert. Ids outside [-1, E) count as -1; with `report`, they are
 // recorded and `refused` is raised.
 template <typename Visit>
-__device__ __forceinline__ void walk_pairs(const KernelContext& context, const SymmetricDispatchLaunch& launch,
-                                           int64_t first, int64_t end, bool report, int* refused, Visit&& visit) {
+__device__ __forceinline__ void walk_pairs(const KernelContext& context,
+                                           const SymmetricDispatchLaunch& launch, int64_t first, int64_t end,
+                                           bool report, int* refused, Visit&& visit) {
   const int lane = lane_id();
   for (int64_t base = first; base < end; base += 32 * kRoutingBatch) {
     int64_t ids[kRoutingBatch];
@@ -61,7 +62,8 @@ __device__ __forceinline__ void walk_pairs(const KernelContext& context, const S
       if (ids[u] < -1 || ids[u] >= launch.num_experts) {
         expert = -1;
         if (report) {
-          const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::invalid_expert, -1, -1};
+          const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::invalid_expert, -1,
+                              -1};
           record_wait_failure(context, site, launch.num_experts, ids[u], 0, false);
           atomicExch(refused, 1);
         }
@@ -87,10 +89,12 @@ struct RoutingExchange {
 
 // The pairs a routing block sorts: contiguous, in pair order, so positions stay in (token, slot) order.
 __device__ __forceinline__ void routing_segment(const SymmetricDispatchLaunch& launch, int routing_block,
-                                                int routing_blocks, int routing_warp, int64_t& first, int64_t& end) {
+                                                int routing_blocks, int routing_warp, int64_t& first,
+                                                int64_t& end) {
   const int num_warps = launch.grid.routing_warps;
   const int64_t pairs = launch.num_tokens * launch.topk;
-  const int64_t segment = common::ceil_div(common::ceil_div(pairs, static_cast<int64_t>(routing_blocks) * num_warps), 32) * 32;
+  const int64_t segment =
+      common::ceil_div(common::ceil_div(pairs, static_cast<int64_t>(routing_blocks) * num_warps), 32) * 32;
   first = (static_cast<int64_t>(routing_block) * num_warps + routing_warp) * segment;
   end = first + segment < pairs ? first + segment : pairs;
   if (first > end) first = end;
@@ -100,8 +104,9 @@ __device__ __forceinline__ void routing_segment(const SymmetricDispatchLaunch& l
 // expert, then (per expert) turn the block's per-warp counts into where each warp starts within the
 // block, and publish the block's totals (and whether it found a bad id) in its exchange row. Bad ids
 // are recorded here. `table`: shared memory for (routing_warps + 1) * E counters.
-__device__ void count_routes(const KernelContext& context, const SymmetricDispatchLaunch& launch, int32_t* table,
-                             int routing_block, const RoutingExchange& exchange, int routing_warp, int* refused) {
+__device__ void count_routes(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                             int32_t* table, int routing_block, const RoutingExchange& exchange,
+                             int routing_warp, int* refused) {
   const int num_warps = launch.grid.routing_warps;
   const int num_experts = launch.num_experts;
   const int lane = lane_id();
@@ -135,8 +140,8 @@ __device__ void count_routes(const KernelContext& context, const SymmetricDispat
 // route[local expert][this rank][position] in the expert's rank's workspace, through map(). Routing block
 // 0 then writes the counts there (zeros included, or kRefusedCount for a refused call).
 __device__ void place_routes(const KernelContext& context, const SymmetricDispatchLaunch& launch, int half,
-                             int32_t* table, int routing_block, const RoutingExchange& exchange, int routing_warp,
-                             int* refused) {
+                             int32_t* table, int routing_block, const RoutingExchange& exchange,
+                             int routing_warp, int* refused) {
   const int num_warps = launch.grid.routing_warps;
   const int num_experts = launch.num_experts;
   const int lane = lane_id();
@@ -149,7 +154,8 @@ __device__ void place_routes(const KernelContext& context, const SymmetricDispat
       if (block < routing_block) before += count;
       total += count;
     }
-    for (int warp = 0; warp < num_warps; ++warp) table[static_cast<size_t>(warp) * num_experts + expert] += before;
+    for (int warp = 0; warp < num_warps; ++warp)
+      table[static_cast<size_t>(warp) * num_experts + expert] += before;
     totals[expert] = total;
     if (total > launch.max_tokens_per_rank) {
       // Every routing block finds it; block 0 records it. The peer field holds the expert (for a
@@ -183,7 +189,8 @@ __device__ void place_routes(const KernelContext& context, const SymmetricDispat
     if (position >= launch.max_tokens_per_rank) return;  // refused above; stay inside the workspace
     const int target = expert / launch.local_experts;
     const int local = expert % launch.local_experts;
-    const common::SymmetricRoute route{static_cast<int32_t>(pair / launch.topk), static_cast<int32_t>(pair % launch.topk)};
+    const common::SymmetricRoute route{static_cast<int32_t>(pair / launch.topk),
+                                       static_cast<int32_t>(pair % launch.topk)};
     *heap.map(region.route(heap.base, half, local, context.rank, position), target) = route;
   });
   if (routing_block != 0) return;
@@ -194,15 +201,16 @@ __device__ void place_routes(const KernelContext& context, const SymmetricDispat
   for (int expert = routing_warp * 32 + lane; expert < num_experts; expert += num_warps * 32) {
     const int target = expert / launch.local_experts;
     const int local = expert % launch.local_experts;
-    *heap.map(region.count(heap.base, half, local, context.rank), target) = refuse ? kRefusedCount : totals[expert];
+    *heap.map(region.count(heap.base, half, local, context.rank), target) =
+        refuse ? kRefusedCount : totals[expert];
   }
 }
 
 // After the barrier, block 0's helper warps (`helper` 0..helpers-1), for the pull combine: begin[e] =
 // the rows that sources before this rank route to expert e, read from the expert's rank's workspace
 // through map() (every source wrote its counts there before arriving).
-__device__ void write_pull_begins(const KernelContext& context, const SymmetricDispatchLaunch& launch, int half,
-                                  int helper, int helpers) {
+__device__ void write_pull_begins(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                                  int half, int helper, int helpers) {
   const common::SymHeap& heap = context.heap;
   for (int expert = helper; expert < launch.num_experts; expert += helpers) {
     const int target = expert / launch.local_experts;

@@ -10,8 +10,8 @@
 // one predicate per phase.
 #include <cstdint>
 
-#include "device/ptx.cuh"
 #include "cuda/symmetric/kernels.hpp"
+#include "device/ptx.cuh"
 
 namespace switchyard::cuda {
 

@@ -21,7 +21,8 @@ namespace switchyard::cuda {
 struct RowTables {
   int32_t* count;  // [L][R]: rows of (local expert l, rank r)
   int32_t* begin;  // [L][R]: where (l, r)'s rows start among expert l's rows (ranks ascending)
-  int32_t* start;  // [R][L + 1]: rank r's walked row j lies in expert l for start[r][l] <= j < start[r][l + 1]
+  int32_t*
+      start;  // [R][L + 1]: rank r's walked row j lies in expert l for start[r][l] <= j < start[r][l + 1]
   int32_t* total;  // [L]: rows of expert l
   int num_ranks;
   int local_experts;
@@ -64,7 +65,9 @@ struct RowTables {
     __syncthreads();
   }
 
-  __device__ __forceinline__ int32_t rows_of(int rank) const { return start[rank * (local_experts + 1) + local_experts]; }
+  __device__ __forceinline__ int32_t rows_of(int rank) const {
+    return start[rank * (local_experts + 1) + local_experts];
+  }
 
   // The local expert of `rank`'s row j (0 <= j < rows_of(rank)): the last l with start[l] <= j.
   __device__ __forceinline__ int expert_of(int rank, int32_t j) const {
