@@ -7,7 +7,8 @@
 #   SWITCHYARD_GPU_STAGES="tests bench" bash scripts/gpu-check.sh
 #   stages: build tests processes sanitizer bench bench-nodes report channels python
 #
-# GoogleTest: found as a package, or built from source at .deps/googletest when that exists (the GPU
+# GoogleTest: found as a package, or built from source at .deps/googletest when that exists (bash
+# scripts/gpu-deps.sh fills .deps/ with it and the bench's CLI11 and nlohmann/json before a run; the GPU
 # machine has no package registry: copy /usr/src/googletest from a Debian machine there).
 set -uo pipefail
 cd "$(dirname "$0")/.."
