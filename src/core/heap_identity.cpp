@@ -73,6 +73,27 @@ void throw_heap_taken(int source, int peer, const std::string& which) {
                         "other's signals); destroy the first, or make a new Buffer on every rank");
 }
 
+void claim_connections(const std::vector<HeapIdentity*>& identities, int source, uint64_t claimant) {
+  for (size_t peer = 0; peer < identities.size(); ++peer) {
+    if (!identities[peer] || static_cast<int>(peer) == source) continue;
+    if (claim_connection(*identities[peer], source, claimant) != 0) {
+      for (size_t claimed = 0; claimed < peer; ++claimed) {
+        if (identities[claimed] && static_cast<int>(claimed) != source) {
+          release_connection(*identities[claimed], source, claimant);
+        }
+      }
+      throw_heap_taken(source, static_cast<int>(peer), "all_handles[" + std::to_string(peer) + "]");
+    }
+  }
+}
+
+void release_connections(const std::vector<HeapIdentity*>& identities, int source, uint64_t claimant) {
+  for (size_t peer = 0; peer < identities.size(); ++peer) {
+    if (identities[peer] && static_cast<int>(peer) != source)
+      release_connection(*identities[peer], source, claimant);
+  }
+}
+
 void check_heap_identity(const HeapIdentity& found, const ExpectedHeap& expected, const std::string& which) {
   const std::string prefix = which + ": the heap behind the handle ";
   if (std::memcmp(found.magic, kHeapMagic, sizeof(kHeapMagic)) != 0) {

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/sym_heap.hpp"
 
@@ -58,6 +59,12 @@ uint64_t claim_connection(HeapIdentity& identity, int source, uint64_t claimant)
 void release_connection(HeapIdentity& identity, int source, uint64_t claimant);
 // The refusal of a heap whose slot of `source` another live Buffer holds.
 [[noreturn]] void throw_heap_taken(int source, int peer, const std::string& which);
+// Claims the slot of `source` in every peer's identity that is given (`identities[peer]`, null for
+// peers claimed another way and for `source` itself). All or nothing: when one is held by another
+// Buffer, the ones claimed are given back and InvalidArgument names that peer's handle.
+void claim_connections(const std::vector<HeapIdentity*>& identities, int source, uint64_t claimant);
+// Gives back every given slot that `claimant` holds.
+void release_connections(const std::vector<HeapIdentity*>& identities, int source, uint64_t claimant);
 
 // Throws InvalidArgument, prefixed by `which` (e.g. "all_handles[2]") and naming the first field
 // that differs, unless `found` is the identity of the heap `expected` describes.

@@ -11,13 +11,14 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "support/expert_major_cases.hpp"
 #include "support/normal_round_trip.hpp"
+#include "support/pipe_bytes.hpp"
+#include "support/rank_names.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
@@ -27,6 +28,13 @@ namespace switchyard {
 namespace {
 
 namespace em = testing::expert_major;
+using testing::read_all;
+using testing::receive_bytes;
+using testing::send_bytes;
+using testing::write_all;
+
+// NOTES: far above a handle (a few hundred bytes); a longer length means the pipe carries garbage.
+constexpr uint64_t kMaxHandleBytes = 1u << 20;
 
 // NOTES: the survivor's timeout; short, so the test is quick, and far below the child's, so the
 // child is still waiting inside its call when it is killed.
@@ -34,40 +42,6 @@ constexpr double kSurvivorTimeoutSeconds = 1.0;
 constexpr double kChildTimeoutSeconds = 60.0;
 // A 1 s timeout must surface well within this, even on a loaded 2-core CI machine.
 constexpr double kDeadlineSeconds = 20.0;
-
-bool write_all(int fd, const void* data, size_t bytes) {
-  const auto* at = static_cast<const uint8_t*>(data);
-  while (bytes > 0) {
-    ssize_t written = write(fd, at, bytes);
-    if (written <= 0) return false;
-    at += written;
-    bytes -= static_cast<size_t>(written);
-  }
-  return true;
-}
-
-bool read_all(int fd, void* data, size_t bytes) {
-  auto* at = static_cast<uint8_t*>(data);
-  while (bytes > 0) {
-    ssize_t got = read(fd, at, bytes);
-    if (got <= 0) return false;
-    at += got;
-    bytes -= static_cast<size_t>(got);
-  }
-  return true;
-}
-
-bool send_bytes(int fd, const Bytes& bytes) {
-  const uint64_t size = bytes.size();
-  return write_all(fd, &size, sizeof(size)) && write_all(fd, bytes.data(), bytes.size());
-}
-
-bool receive_bytes(int fd, Bytes* bytes) {
-  uint64_t size = 0;
-  if (!read_all(fd, &size, sizeof(size)) || size > (1u << 20)) return false;
-  bytes->resize(size);
-  return read_all(fd, bytes->data(), size);
-}
 
 // The /dev/shm entries this library made for process `pid`.
 std::vector<std::string> segments_of(pid_t pid) {
@@ -131,7 +105,8 @@ void call(Engine engine, Buffer& buffer, const em::Expected& expected, int rank)
   try {
     Buffer buffer(rank_options(engine, 1, kChildTimeoutSeconds, variant.across_nodes));
     Bytes parent_handle;
-    if (send_bytes(to_parent, buffer.local_handle()) && receive_bytes(from_parent, &parent_handle)) {
+    if (send_bytes(to_parent, buffer.local_handle()) &&
+        receive_bytes(from_parent, &parent_handle, kMaxHandleBytes)) {
       Bytes child_handle = buffer.local_handle();
       buffer.connect({parent_handle, child_handle});
       const char connected = 'c';
@@ -176,7 +151,7 @@ TEST_P(KilledRank, SurvivorTimesOutNamingItAndNoSegmentIsLeftBehind) {
   auto buffer =
       std::make_unique<Buffer>(rank_options(engine, 0, kSurvivorTimeoutSeconds, variant.across_nodes));
   Bytes child_handle;
-  ASSERT_TRUE(receive_bytes(to_parent[0], &child_handle)) << "the child sent no handle";
+  ASSERT_TRUE(receive_bytes(to_parent[0], &child_handle, kMaxHandleBytes)) << "the child sent no handle";
   ASSERT_TRUE(send_bytes(to_child[1], buffer->local_handle()));
   buffer->connect({buffer->local_handle(), child_handle});
   char connected = 0;
@@ -207,7 +182,7 @@ TEST_P(KilledRank, SurvivorTimesOutNamingItAndNoSegmentIsLeftBehind) {
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   ASSERT_FALSE(message.empty()) << "the survivor's call did not time out";
-  EXPECT_TRUE(std::regex_search(message, std::regex("rank(\\(s\\))? 1\\b")))
+  EXPECT_TRUE(testing::message_names_rank(message, 1))
       << "the message does not name the dead rank: " << message;
   EXPECT_LT(seconds, kDeadlineSeconds);
 

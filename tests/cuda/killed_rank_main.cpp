@@ -19,7 +19,6 @@
 #include <fstream>
 #include <iostream>
 #include <iterator>
-#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -28,6 +27,7 @@
 #include "cuda/file_rendezvous.hpp"
 #include "cuda/process_round_trips.hpp"
 #include "cuda/rank_device.hpp"
+#include "support/rank_names.hpp"
 #include "switchyard/errors.hpp"
 
 namespace {
@@ -107,8 +107,7 @@ int child(int rank, int ranks, int doomed, const std::string& dir, Engine engine
     if (message.empty()) {
       failures.push_back("no call timed out after rank " + std::to_string(doomed) + " died");
     } else {
-      const std::regex names_doomed("rank(\\(s\\))? ([0-9]+, )*" + std::to_string(doomed) + "\\b");
-      if (!std::regex_search(message, names_doomed)) {
+      if (!testing::message_names_rank(message, doomed)) {
         failures.push_back("the timeout does not name rank " + std::to_string(doomed) + ": " + message);
       }
       std::cout << "rank " << rank << ": timed out after " << seconds << " s: " << message << "\n";

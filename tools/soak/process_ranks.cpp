@@ -11,49 +11,22 @@
 #include <exception>
 #include <stdexcept>
 
+#include "support/pipe_bytes.hpp"
+
 namespace switchyard::soak {
 
 namespace {
+
+using testing::read_all;
+using testing::receive_bytes;
+using testing::send_bytes;
+using testing::write_all;
 
 // What a child asks of the parent, one byte ahead of its payload.
 enum class Request : uint8_t { allgather = 'A', barrier = 'B', report = 'R', failure = 'F' };
 
 // NOTES: a handle is a few hundred bytes and a report a few lines; anything larger is a broken pipe.
 constexpr uint64_t kMaxMessageBytes = 64u << 20;
-
-bool write_all(int fd, const void* data, size_t bytes) {
-  const auto* at = static_cast<const uint8_t*>(data);
-  while (bytes > 0) {
-    const ssize_t written = write(fd, at, bytes);
-    if (written <= 0) return false;
-    at += written;
-    bytes -= static_cast<size_t>(written);
-  }
-  return true;
-}
-
-bool read_all(int fd, void* data, size_t bytes) {
-  auto* at = static_cast<uint8_t*>(data);
-  while (bytes > 0) {
-    const ssize_t got = read(fd, at, bytes);
-    if (got <= 0) return false;
-    at += got;
-    bytes -= static_cast<size_t>(got);
-  }
-  return true;
-}
-
-bool send_bytes(int fd, const Bytes& bytes) {
-  const uint64_t size = bytes.size();
-  return write_all(fd, &size, sizeof(size)) && write_all(fd, bytes.data(), bytes.size());
-}
-
-bool receive_bytes(int fd, Bytes* bytes) {
-  uint64_t size = 0;
-  if (!read_all(fd, &size, sizeof(size)) || size > kMaxMessageBytes) return false;
-  bytes->resize(size);
-  return read_all(fd, bytes->data(), size);
-}
 
 Bytes bytes_of(const std::string& text) {
   return Bytes(text.begin(), text.end());
@@ -71,7 +44,8 @@ class PipeGroup final : public Group {
     request(Request::allgather, mine);
     std::vector<Bytes> all(size_);
     for (Bytes& bytes : all) {
-      if (!receive_bytes(from_parent_, &bytes)) throw std::runtime_error("allgather: the parent went away");
+      if (!receive_bytes(from_parent_, &bytes, kMaxMessageBytes))
+        throw std::runtime_error("allgather: the parent went away");
     }
     return all;
   }
@@ -130,7 +104,7 @@ class Relay {
       for (int rank = 0; rank < num_ranks; ++rank) {
         uint8_t kind = 0;
         if (!read_all(children_[rank].from_child, &kind, 1) ||
-            !receive_bytes(children_[rank].from_child, &payloads[rank])) {
+            !receive_bytes(children_[rank].from_child, &payloads[rank], kMaxMessageBytes)) {
           outcome.errors.push_back("rank " + std::to_string(rank) + " (pid " +
                                    std::to_string(children_[rank].pid) + ") ended without a report");
           broken = true;

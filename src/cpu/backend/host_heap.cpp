@@ -89,11 +89,7 @@ HostHeap::HostHeap(size_t bytes, int rank, int num_ranks, HeapSharing sharing)
 
 HostHeap::~HostHeap() {
   // Every peer heap is still mapped (held, with threads): give the slots back for a later Buffer.
-  if (claimed_) {
-    for (int peer = 0; peer < num_ranks_; ++peer) {
-      if (peer != rank_) detail::release_connection(*identity_of(peer), rank_, nonce_);
-    }
-  }
+  if (claimed_) detail::release_connections(peer_identities(), rank_, nonce_);
   if (sharing_ == HeapSharing::threads) return;  // storage_ frees it once no peer maps it
   const size_t allocation = detail::kHeapIdentityBytes + bytes_;
   for (int peer = 0; peer < static_cast<int>(peer_mappings_.size()); ++peer) {
@@ -143,20 +139,17 @@ void HostHeap::connect(const std::vector<Bytes>& payloads) {
   if (sharing_ == HeapSharing::processes) release_segment_names(peers);
 }
 
-detail::HeapIdentity* HostHeap::identity_of(int peer) const {
-  return reinterpret_cast<detail::HeapIdentity*>(view_.peer_base(peer) - detail::kHeapIdentityBytes);
+std::vector<detail::HeapIdentity*> HostHeap::peer_identities() const {
+  std::vector<detail::HeapIdentity*> identities(num_ranks_);
+  for (int peer = 0; peer < num_ranks_; ++peer) {
+    identities[peer] =
+        reinterpret_cast<detail::HeapIdentity*>(view_.peer_base(peer) - detail::kHeapIdentityBytes);
+  }
+  return identities;
 }
 
 void HostHeap::claim_peer_heaps() {
-  for (int peer = 0; peer < num_ranks_; ++peer) {
-    if (peer == rank_) continue;
-    if (detail::claim_connection(*identity_of(peer), rank_, nonce_) != 0) {
-      for (int claimed = 0; claimed < peer; ++claimed) {
-        if (claimed != rank_) detail::release_connection(*identity_of(claimed), rank_, nonce_);
-      }
-      detail::throw_heap_taken(rank_, peer, "all_handles[" + std::to_string(peer) + "]");
-    }
-  }
+  detail::claim_connections(peer_identities(), rank_, nonce_);
   claimed_ = true;
 }
 

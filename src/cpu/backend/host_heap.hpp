@@ -35,8 +35,8 @@ class HostHeap {
   // A peer in another process: its segment must have this heap's size and the handle's identity.
   uint8_t* map_process_peer(int peer, const HostHeapPayload& payload, const detail::ExpectedHeap& expected,
                             const std::string& which);
-  // Each peer's identity page (after connect).
-  detail::HeapIdentity* identity_of(int peer) const;
+  // Every rank's identity page, this one's included (after connect; all host memory).
+  std::vector<detail::HeapIdentity*> peer_identities() const;
   // Claims this rank's slot in every peer's identity page; InvalidArgument, nothing claimed, when
   // another live Buffer of this rank holds one.
   void claim_peer_heaps();

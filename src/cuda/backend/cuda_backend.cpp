@@ -200,6 +200,9 @@ class CudaBackend final : public detail::BackendImpl {
   cudaStream_t resolve(Stream stream) const {
     if (!stream) return own_stream_;
     const cudaStream_t caller = static_cast<cudaStream_t>(stream);
+    // NOTES: a framework passes the same stream call after call; the driver queries below cost host
+    // time on every call (issue 20 counts it), so a stream that passed once is not asked again.
+    if (caller == checked_stream_) return caller;
     // NOTES: CUDA refuses cudaStreamGetDevice on a capturing stream, and the refusal invalidates the
     // capture; a stream being captured is checked when its graph is made, not here.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -218,6 +221,7 @@ class CudaBackend final : public detail::BackendImpl {
       throw InvalidArgument("stream: expected a stream of this buffer's GPU " + std::to_string(device_) +
                             ", got one of GPU " + std::to_string(stream_device));
     }
+    checked_stream_ = caller;
     return caller;
   }
   cudaStream_t alloc_stream(cudaStream_t stream) const { return stream == own_stream_ ? nullptr : stream; }
@@ -327,6 +331,7 @@ class CudaBackend final : public detail::BackendImpl {
   common::DeviceErrorBlock* error_device_ = nullptr;
   int32_t* abort_flag_ = nullptr;
   cudaStream_t own_stream_ = nullptr;
+  mutable cudaStream_t checked_stream_ = nullptr;  // the last caller's stream found on this GPU
   uint64_t* barrier_epoch_ = nullptr;
   int32_t* error_claim_ = nullptr;
   int32_t call_index_ = 0;

@@ -102,11 +102,8 @@ DeviceHeap::DeviceHeap(size_t bytes, int rank, int num_ranks, int device, HeapSh
 DeviceHeap::~DeviceHeap() {
   cudaSetDevice(device_);
   // Every peer heap is still mapped (held, with threads): give the slots back for a later Buffer.
-  for (int peer : claimed_) {
-    if (detail::HeapIdentity* identity = peer_host_identity_[peer]) {
-      detail::release_connection(*identity, rank_, nonce_);
-      continue;
-    }
+  if (host_claimed_) detail::release_connections(peer_host_identity_, rank_, nonce_);
+  for (int peer : device_claimed_) {
     uint64_t* slot = connection_slot(view_.peer_base(peer) - detail::kHeapIdentityBytes, rank_);
     uint64_t holder = 0;
     if (copy_aside(&holder, slot, sizeof(holder), cudaMemcpyDeviceToHost) == cudaSuccess &&
@@ -232,19 +229,12 @@ void DeviceHeap::claim_peer_heaps() {
       detail::throw_heap_taken(rank_, peer, "all_handles[" + std::to_string(peer) + "]");
     }
   }
-  for (int peer = 0; peer < num_ranks_; ++peer) {
-    if (peer == rank_ || !peer_host_identity_[peer]) continue;
-    if (detail::claim_connection(*peer_host_identity_[peer], rank_, nonce_) != 0) {
-      for (int claimed : claimed_) detail::release_connection(*peer_host_identity_[claimed], rank_, nonce_);
-      claimed_.clear();
-      detail::throw_heap_taken(rank_, peer, "all_handles[" + std::to_string(peer) + "]");
-    }
-    claimed_.push_back(peer);
-  }
+  detail::claim_connections(peer_host_identity_, rank_, nonce_);
+  host_claimed_ = true;
   for (int peer = 0; peer < num_ranks_; ++peer) {
     if (peer == rank_ || peer_host_identity_[peer]) continue;
     SY_CUDA_CHECK(copy_aside(slot_of(peer), &nonce_, sizeof(nonce_), cudaMemcpyHostToDevice));
-    claimed_.push_back(peer);
+    device_claimed_.push_back(peer);
   }
 }
 

@@ -39,11 +39,12 @@ class DeviceHeap {
   detail::HeapIdentity identity_{};  // what the identity page holds
   uint8_t* allocation_ = nullptr;    // the identity page (core/heap_identity.hpp), then the heap at base_
   uint8_t* base_ = nullptr;
-  std::shared_ptr<void> storage_;                        // owns base_, shared with connected peers (threads)
-  std::vector<std::shared_ptr<void>> peer_storage_;      // threads: keeps peers' heaps alive while mapped
-  std::vector<void*> opened_;                            // IPC mappings to close
-  std::vector<int> claimed_;                             // peers whose identity page holds our slot
-  std::shared_ptr<detail::HeapIdentity> host_identity_;  // threads: the identity's host copy, for peers
+  std::shared_ptr<void> storage_;                    // owns base_, shared with connected peers (threads)
+  std::vector<std::shared_ptr<void>> peer_storage_;  // threads: keeps peers' heaps alive while mapped
+  std::vector<void*> opened_;                        // IPC mappings to close
+  bool host_claimed_ = false;                        // our slot in every thread peer's host identity
+  std::vector<int> device_claimed_;  // peers in other processes whose device page holds our slot
+  std::shared_ptr<detail::HeapIdentity> host_identity_;    // threads: the identity's host copy, for peers
   std::vector<detail::HeapIdentity*> peer_host_identity_;  // threads: each peer's (null: read the device)
   common::SymHeap view_{};
   int ranks_on_this_device_ = 1;
