@@ -173,6 +173,22 @@ class Buffer {
   // always publish. Config::symmetric_dispatch chooses; `auto` resolves at connect, alike on every rank.
   SymmetricDispatch symmetric_dispatch_path() const;
 
+  // Rank masks (DeepEP's enable_shrink): this rank's view of which peers have left. A masked rank
+  // takes no part in this buffer's low_latency and symmetric calls: its experts receive nothing,
+  // slots routed to them are dropped (as if topk_idx held -1 there), nothing is sent to it and
+  // nothing awaited from it. So the survivors go on, without a new Buffer, with outputs bitwise those of
+  // the reference on the routing with the masked ranks' experts removed (and the masked ranks sending
+  // nothing). Mask alike on every survivor; Config::mask_ranks_on_timeout also masks a peer that a
+  // wait timed out on. A rank masked in its own view sends and receives nothing (recv_count 0,
+  // combined_x +0.0). Unmask (or clean_mask) only a rank that has made every call since it was masked
+  // (the engines number their calls alike on every rank). On CUDA these are stream-ordered on
+  // `stream` (nullptr: the buffer's own) and the kernels read the mask when they run, so a captured
+  // graph follows later updates. The normal engine refuses calls while update_mask has masked a rank.
+  void update_mask(int rank, bool masked, Stream stream = nullptr);
+  // i32 [R], 1 where a rank is masked, on this buffer's device (filled on `stream` on CUDA).
+  Tensor query_mask(Stream stream = nullptr);
+  void clean_mask(Stream stream = nullptr);
+
   // Waits for this buffer's work on `stream` (nullptr: the buffer's own stream) and raises any
   // error a kernel recorded (TimeoutError naming rank, role and channel). On CPU, calls complete
   // before they return and this only returns. Calls also report earlier kernels' errors.

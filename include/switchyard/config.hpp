@@ -46,6 +46,12 @@ struct Config {
   int chunk_tokens = kDefaultChunkTokens;
   // Every spin-wait gives up after this long and raises TimeoutError naming rank, role and channel.
   double timeout_seconds = kDefaultTimeoutSeconds;
+  // The expert-major engines (low_latency, symmetric): a wait on a peer that times out masks that peer
+  // (Buffer::update_mask) and the call goes on without it, instead of raising TimeoutError (DeepEP's
+  // enable_shrink). The outputs of the call in which that happens may still hold rows the peer sent
+  // before it stopped; from the next call on they are the survivors' (Buffer::update_mask).
+  // Buffer::query_mask names the masked peers. The normal engine's waits always raise.
+  bool mask_ranks_on_timeout = false;
   // The `symmetric` engine's combine path; forcing `pull` where it cannot work is refused at connect.
   SymmetricCombine symmetric_combine = SymmetricCombine::automatic;
   // The `symmetric` engine's dispatch source; forcing `zero_copy` where it cannot work is refused at connect.

@@ -134,6 +134,12 @@ class BackendImpl {
   // resolved at connect; publish before).
   virtual SymmetricDispatch symmetric_dispatch_path() const = 0;
 
+  // Rank masks (Buffer::update_mask; common/rank_mask.hpp): this rank's view, where its engines read
+  // it. `rank` was checked by core. Stream-ordered on CUDA.
+  virtual void update_mask(int rank, bool masked, Stream stream) = 0;
+  virtual Tensor query_mask(Stream stream) = 0;  // a copy: i32 [R], 1 where masked
+  virtual void clean_mask(Stream stream) = 0;
+
   // Waits for this rank's work on `stream` and raises any error a kernel recorded.
   virtual void synchronize(Stream stream) = 0;
 };

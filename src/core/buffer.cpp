@@ -185,12 +185,14 @@ class Buffer::Impl {
 
   DispatchResult dispatch(const DispatchArgs& args) {
     check_usable("dispatch");
+    check_unmasked("dispatch");
     detail::DispatchPlan plan = detail::plan_dispatch(args, normal_plan_context());
     return guarded([&] { return backend_->normal_dispatch(plan); });
   }
 
   CombineResult combine(const CombineArgs& args) {
     check_usable("combine");
+    check_unmasked("combine");
     detail::CombinePlan plan = detail::plan_combine(args, normal_plan_context());
     return guarded([&] { return backend_->normal_combine(plan); });
   }
@@ -241,6 +243,30 @@ class Buffer::Impl {
                       device, device == Device::cuda ? options_.device : 0);
   }
 
+  void update_mask(int rank, bool masked, Stream stream) {
+    check_usable("update_mask");
+    check_mask_rank(rank, "update_mask");
+    guarded([&] {
+      backend_->update_mask(rank, masked, stream);
+      return 0;
+    });
+    masked_by_caller_[rank] = masked;
+  }
+
+  Tensor query_mask(Stream stream) {
+    check_usable("query_mask");
+    return guarded([&] { return backend_->query_mask(stream); });
+  }
+
+  void clean_mask(Stream stream) {
+    check_usable("clean_mask");
+    guarded([&] {
+      backend_->clean_mask(stream);
+      return 0;
+    });
+    masked_by_caller_.assign(masked_by_caller_.size(), false);
+  }
+
   void synchronize(Stream stream) {
     check_usable("synchronize");
     guarded([&] {
@@ -285,6 +311,25 @@ class Buffer::Impl {
       throw Error(std::string(what) +
                   ": this buffer timed out earlier and its peers' state is unknown; create a "
                   "new Buffer on every rank");
+    }
+  }
+
+  void check_mask_rank(int rank, const char* what) const {
+    if (rank < 0 || rank >= options_.topology.num_ranks) {
+      throw InvalidArgument(std::string(what) + ": rank: expected 0.." +
+                            std::to_string(options_.topology.num_ranks - 1) + ", got " +
+                            std::to_string(rank));
+    }
+  }
+
+  // The normal engine runs every rank in each call: it has no masked form.
+  void check_unmasked(const char* what) const {
+    for (int rank = 0; rank < options_.topology.num_ranks; ++rank) {
+      if (masked_by_caller_[rank]) {
+        throw Unsupported(
+            std::string(what) + ": the normal engine needs every rank, and update_mask has masked rank " +
+            std::to_string(rank) + "; use low_latency or symmetric with masked ranks, or clean_mask() first");
+      }
     }
   }
 
@@ -342,6 +387,9 @@ class Buffer::Impl {
   bool connected_ = false;
   bool failed_ = false;
   bool hook_pending_ = false;  // a low-latency receive half awaits its hook
+  // The ranks update_mask has masked, as the caller set them (a timeout may mask more, on the device):
+  // the normal engine refuses its calls while any is.
+  std::vector<bool> masked_by_caller_ = std::vector<bool>(options_.topology.num_ranks, false);
 };
 
 Buffer::Buffer(const BufferOptions& options) : impl_(std::make_unique<Impl>(options)) {}
@@ -384,6 +432,15 @@ SymmetricDispatch Buffer::symmetric_dispatch_path() const {
 }
 TensorView Buffer::low_latency_combine_buffer(const LowLatencyHandle& handle) {
   return impl_->low_latency_combine_buffer(handle);
+}
+void Buffer::update_mask(int rank, bool masked, Stream stream) {
+  impl_->update_mask(rank, masked, stream);
+}
+Tensor Buffer::query_mask(Stream stream) {
+  return impl_->query_mask(stream);
+}
+void Buffer::clean_mask(Stream stream) {
+  impl_->clean_mask(stream);
 }
 void Buffer::synchronize(Stream stream) {
   impl_->synchronize(stream);

@@ -81,7 +81,8 @@ std::string Config::to_string() const {
   out << "channels=" << (num_channels == kAutoChannels ? std::string("auto") : std::to_string(num_channels))
       << " ring_slots=" << ring_slots << " chunk_tokens=" << chunk_tokens << " timeout=" << timeout_seconds
       << "s symmetric_combine=" << symmetric_combine_name(symmetric_combine)
-      << " symmetric_dispatch=" << symmetric_dispatch_name(symmetric_dispatch);
+      << " symmetric_dispatch=" << symmetric_dispatch_name(symmetric_dispatch)
+      << " mask_ranks_on_timeout=" << (mask_ranks_on_timeout ? "true" : "false");
   return out.str();
 }
 

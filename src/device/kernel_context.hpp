@@ -3,6 +3,7 @@
 // the bounded-wait policy. Shared by host (launch) and device code.
 #include "common/device_error.hpp"
 #include "common/normal_protocol.hpp"
+#include "common/rank_mask.hpp"
 #include "common/sym_heap.hpp"
 
 namespace switchyard::cuda {
@@ -22,6 +23,10 @@ struct KernelContext {
   // epoch it was captured with.
   uint64_t* barrier_epoch;
   int32_t call_index;  // the host's count of this buffer's calls (diagnostics only)
+  // The expert-major engines: peers this rank leaves out (Buffer::update_mask), and whether a wait that
+  // times out masks its peer instead of failing (Config::mask_ranks_on_timeout).
+  common::RankMaskView mask;
+  bool mask_on_timeout;
 };
 
 }  // namespace switchyard::cuda

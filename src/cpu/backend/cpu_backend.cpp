@@ -5,6 +5,7 @@
 #include "core/handle_format.hpp"
 #include "core/symmetric_path.hpp"
 #include "cpu/backend/host_heap.hpp"
+#include "cpu/backend/rank_mask.hpp"
 #include "cpu/low_latency/engine.hpp"
 #include "cpu/normal/engine.hpp"
 #include "cpu/symmetric/engine.hpp"
@@ -16,9 +17,10 @@ class CpuBackend final : public detail::BackendImpl {
   explicit CpuBackend(const detail::BackendCreateInfo& info)
       : options_(*info.options),
         heap_(info.heap_bytes, info.options->rank, info.options->topology.num_ranks, info.options->sharing),
+        mask_(info.options->topology.num_ranks),
         normal_(heap_, info.owner),
-        low_latency_(heap_, info.owner),
-        symmetric_(heap_, info.owner) {}
+        low_latency_(heap_, info.owner, mask_.view()),
+        symmetric_(heap_, info.owner, mask_.view()) {}
 
   Device device() const override { return Device::cpu; }
   int num_channels() const override {
@@ -71,12 +73,16 @@ class CpuBackend final : public detail::BackendImpl {
   }
   SymmetricCombine symmetric_combine_path() const override { return symmetric_.combine_path(); }
   SymmetricDispatch symmetric_dispatch_path() const override { return symmetric_.dispatch_path(); }
+  void update_mask(int rank, bool masked, Stream) override { mask_.set(rank, masked); }
+  Tensor query_mask(Stream) override { return mask_.snapshot(); }
+  void clean_mask(Stream) override { mask_.clear(); }
   // CPU calls complete before they return.
   void synchronize(Stream) override {}
 
  private:
   BufferOptions options_;
   HostHeap heap_;
+  HostRankMask mask_;  // before the engines, which keep a view of it
   NormalEngine normal_;
   LowLatencyEngine low_latency_;
   SymmetricEngine symmetric_;

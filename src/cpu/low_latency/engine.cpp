@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -21,10 +22,17 @@ namespace switchyard::cpu {
 
 namespace {
 
+// Whom a call leaves out (common/rank_mask.hpp), and whether a timed-out wait masks its peer.
+struct Masking {
+  common::RankMaskView mask;
+  bool on_timeout = false;
+};
+
 // Waits (bounded) until `word` holds a signal of the call tagged `tag` (common::low_latency_call_tag),
-// and returns it. A signal of the same call with another shape is refused as such.
-uint64_t wait_for_signal(const uint64_t* word, uint32_t tag, double timeout_seconds,
-                         const std::function<std::string()>& who) {
+// and returns it; none when `peer` is masked, or its wait timed out and masking.on_timeout masked it
+// then. A signal of the same call with another shape is refused as such.
+std::optional<uint64_t> wait_for_signal(const uint64_t* word, uint32_t tag, int peer, const Masking& masking,
+                                        double timeout_seconds, const std::function<std::string()>& who) {
   WaitBudget budget(timeout_seconds, nullptr);
   for (;;) {
     uint64_t signal = common::ld_acquire_sys(word);
@@ -37,13 +45,20 @@ uint64_t wait_for_signal(const uint64_t* word, uint32_t tag, double timeout_seco
           " got a signal of this call made with "
           "another shape");
     }
-    budget.idle([&] {
-      std::ostringstream text;
-      text << who() << ": waiting for the signal of low-latency call "
-           << (tag & common::kLowLatencySequenceMask) << " (last seen call "
-           << ((signal >> 32) & common::kLowLatencySequenceMask) << ")";
-      return text.str();
-    });
+    if (masking.mask.masked(peer)) return std::nullopt;
+    try {
+      budget.idle([&] {
+        std::ostringstream text;
+        text << who() << ": waiting for the signal of low-latency call "
+             << (tag & common::kLowLatencySequenceMask) << " (last seen call "
+             << ((signal >> 32) & common::kLowLatencySequenceMask) << ")";
+        return text.str();
+      });
+    } catch (const TimeoutError&) {
+      if (!masking.on_timeout) throw;
+      masking.mask.mask(peer);
+      return std::nullopt;
+    }
   }
 }
 
@@ -74,12 +89,14 @@ struct DispatchCall {
   bool round_scale;
   bool use_ue8m0;
   double timeout_seconds;
+  Masking masking;
 };
 
 // Writes each (token, slot) pair into its expert's receive slot on the expert's rank, at the
 // position given by the prefix count of this rank's pairs for that expert, then publishes the
 // count of every expert (zero included) with release semantics. The message is built here, then
-// written whole through the link: stored within the node, put across nodes.
+// written whole through the link: stored within the node, put across nodes. Masked ranks get
+// nothing: no rows, no counts.
 void dispatch_sender(const DispatchCall& call, const TensorView& x, const TensorView& topk_idx) {
   const common::SymHeap& heap = *call.heap;
   LowLatencyLink& link = *call.link;
@@ -89,6 +106,7 @@ void dispatch_sender(const DispatchCall& call, const TensorView& x, const Tensor
   const int64_t* ids = topk_idx.as<const int64_t>();
   const uint16_t* rows = x.as<const uint16_t>();
 
+  if (call.masking.mask.masked(call.rank)) return;  // masked in its own view: sends nothing
   std::vector<uint32_t> position(num_experts, 0);
   std::vector<uint8_t> message(call.message.bytes(), 0);
   for (int64_t token = 0; token < num_tokens; ++token) {
@@ -96,7 +114,7 @@ void dispatch_sender(const DispatchCall& call, const TensorView& x, const Tensor
     bool built = false;
     for (int slot = 0; slot < topk; ++slot) {
       const int64_t expert = ids[token * topk + slot];
-      if (expert < 0) continue;
+      if (expert < 0 || call.masking.mask.masked(static_cast<int>(expert / call.local_experts))) continue;
       if (!built) {  // once per token: only the slot differs between its messages
         if (call.use_fp8) {
           common::cast_row_to_fp8(row, call.hidden, call.round_scale, call.message.row(message.data()),
@@ -117,6 +135,7 @@ void dispatch_sender(const DispatchCall& call, const TensorView& x, const Tensor
   }
   for (int expert = 0; expert < num_experts; ++expert) {
     const int destination = expert / call.local_experts;
+    if (call.masking.mask.masked(destination)) continue;
     link.signal(destination,
                 call.layout.dispatch_signal(heap.base, call.half, expert % call.local_experts, call.rank),
                 common::low_latency_signal(call.tag, position[expert]));
@@ -125,8 +144,9 @@ void dispatch_sender(const DispatchCall& call, const TensorView& x, const Tensor
 
 using DispatchOutputs = ExpertMajorOutputs;
 
-// For each local expert and source rank in order: waits for the source's count, then copies its
-// rows out in slot order, so rows land source-major and in source token order.
+// Waits for every (local expert, source) count first, then copies each source's rows out in slot
+// order, local expert by local expert and source by source, so rows land source-major and in source
+// token order. A source masked before or during the waits counts as having sent nothing.
 void dispatch_receiver(const DispatchCall& call, const DispatchOutputs& out) {
   const common::SymHeap& heap = *call.heap;
   const int64_t rows_per_expert = call.num_ranks * call.max_tokens_per_rank;
@@ -138,16 +158,20 @@ void dispatch_receiver(const DispatchCall& call, const DispatchOutputs& out) {
   int32_t* src_info = out.src_info.as<int32_t>();
   int32_t* src_slot = out.handle->src_slot.as<int32_t>();
 
+  std::vector<int64_t> counts(static_cast<size_t>(call.local_experts) * call.num_ranks, 0);
   for (int local = 0; local < call.local_experts; ++local) {
-    int64_t begin = 0;
     for (int source = 0; source < call.num_ranks; ++source) {
+      if (call.masking.mask.masked(call.rank)) break;  // masked in its own view: receives nothing
       uint64_t* word = call.layout.dispatch_signal(heap.base, call.half, local, source);
-      const uint64_t signal = wait_for_signal(word, call.tag, call.timeout_seconds, [&] {
-        return label(call.rank, "low_latency dispatch receiver") + ", local expert " + std::to_string(local) +
-               ", source rank " + std::to_string(source) + across_nodes_note(*call.link, source);
-      });
+      const std::optional<uint64_t> signal =
+          wait_for_signal(word, call.tag, source, call.masking, call.timeout_seconds, [&] {
+            return label(call.rank, "low_latency dispatch receiver") + ", local expert " +
+                   std::to_string(local) + ", source rank " + std::to_string(source) +
+                   across_nodes_note(*call.link, source);
+          });
+      if (!signal) continue;
       LowLatencyLink::clear_after_use(word);
-      const int64_t count = common::low_latency_signal_count(signal);
+      const int64_t count = common::low_latency_signal_count(*signal);
       if (count > call.max_tokens_per_rank) {
         throw Error("low_latency_dispatch: rank " + std::to_string(source) + " sent " +
                     std::to_string(count) + " rows to local expert " + std::to_string(local) + " of rank " +
@@ -155,6 +179,14 @@ void dispatch_receiver(const DispatchCall& call, const DispatchOutputs& out) {
                     std::to_string(call.max_tokens_per_rank) +
                     " (every rank must call with the same max_tokens_per_rank)");
       }
+      counts[local * call.num_ranks + source] = count;
+    }
+  }
+  for (int local = 0; local < call.local_experts; ++local) {
+    int64_t begin = 0;
+    for (int source = 0; source < call.num_ranks; ++source) {
+      // Masked during the waits (or before): left out whole, also where its count had arrived.
+      const int64_t count = call.masking.mask.masked(source) ? 0 : counts[local * call.num_ranks + source];
       layout_range[(local * call.num_ranks + source) * 2] = static_cast<int32_t>(begin);
       layout_range[(local * call.num_ranks + source) * 2 + 1] = static_cast<int32_t>(count);
       for (int64_t position = 0; position < count; ++position) {
@@ -200,10 +232,11 @@ struct CombineCall {
   int hidden;
   int64_t max_tokens_per_rank;
   double timeout_seconds;
+  Masking masking;
 };
 
 // Sends each received row's expert output back to its home rank, into the combine row of its
-// (slot, token), then signals each home rank once per local expert.
+// (slot, token), then signals each home rank once per local expert. Masked homes get nothing.
 void combine_sender(const CombineCall& call, const detail::ExpertMajorHandleData& handle, const uint16_t* y) {
   const common::SymHeap& heap = *call.heap;
   LowLatencyLink& link = *call.link;
@@ -212,8 +245,10 @@ void combine_sender(const CombineCall& call, const detail::ExpertMajorHandleData
   const int32_t* src_info = handle.src_info.as<const int32_t>();
   const int32_t* src_slot = handle.src_slot.as<const int32_t>();
   const size_t row_bytes = static_cast<size_t>(call.hidden) * 2;
+  if (call.masking.mask.masked(call.rank)) return;  // masked in its own view: sends nothing
   for (int local = 0; local < call.local_experts; ++local) {
     for (int home = 0; home < call.num_ranks; ++home) {
+      if (call.masking.mask.masked(home)) continue;
       const int32_t begin = layout_range[(local * call.num_ranks + home) * 2];
       const int32_t count = layout_range[(local * call.num_ranks + home) * 2 + 1];
       for (int64_t row = local * rows_per_expert + begin; row < local * rows_per_expert + begin + count;
@@ -229,19 +264,27 @@ void combine_sender(const CombineCall& call, const detail::ExpertMajorHandleData
 }
 
 // Waits for every expert's rows, then reduces each token's valid slots in increasing order with
-// fp32 fused multiply-adds from +0, rounding to bf16 once.
-void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_idx,
+// fp32 fused multiply-adds from +0, rounding to bf16 once. Slots whose expert is on a masked rank
+// (before or during the waits) are left out, as if topk_idx held -1 there.
+void combine_receiver(const CombineCall& call, std::vector<int64_t> topk_idx,
                       const std::vector<float>& topk_weights, int topk, uint16_t* combined_x) {
   const common::SymHeap& heap = *call.heap;
   const int num_experts = call.local_experts * call.num_ranks;
-  for (int expert = 0; expert < num_experts; ++expert) {
+  const bool self_masked = call.masking.mask.masked(call.rank);
+  for (int expert = 0; expert < num_experts && !self_masked; ++expert) {
     const int source = expert / call.local_experts;
     uint64_t* word = call.layout.combine_signal(heap.base, call.half, expert);
-    wait_for_signal(word, call.tag, call.timeout_seconds, [&] {
-      return label(call.rank, "low_latency combine receiver") + ", expert " + std::to_string(expert) +
-             " on rank " + std::to_string(source) + across_nodes_note(*call.link, source);
-    });
-    LowLatencyLink::clear_after_use(word);
+    const std::optional<uint64_t> signal =
+        wait_for_signal(word, call.tag, source, call.masking, call.timeout_seconds, [&] {
+          return label(call.rank, "low_latency combine receiver") + ", expert " + std::to_string(expert) +
+                 " on rank " + std::to_string(source) + across_nodes_note(*call.link, source);
+        });
+    if (signal) LowLatencyLink::clear_after_use(word);
+  }
+  for (int64_t& expert : topk_idx) {
+    if (expert >= 0 &&
+        (self_masked || call.masking.mask.masked(static_cast<int>(expert / call.local_experts))))
+      expert = -1;
   }
   const int64_t num_tokens = topk == 0 ? 0 : static_cast<int64_t>(topk_idx.size()) / topk;
   reduce_weighted_slots(
@@ -253,7 +296,8 @@ void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_
 
 }  // namespace
 
-LowLatencyEngine::LowLatencyEngine(HostHeap& heap, detail::BufferId owner) : heap_(heap), owner_(owner) {}
+LowLatencyEngine::LowLatencyEngine(HostHeap& heap, detail::BufferId owner, common::RankMaskView mask)
+    : heap_(heap), owner_(owner), mask_(mask) {}
 LowLatencyEngine::~LowLatencyEngine() = default;
 
 LowLatencyLink& LowLatencyEngine::link(const Topology& topology) {
@@ -282,6 +326,7 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   call.round_scale = plan.round_scale;
   call.use_ue8m0 = plan.use_ue8m0;
   call.timeout_seconds = plan.config.timeout_seconds;
+  call.masking = {mask_, plan.config.mask_ranks_on_timeout};
 
   DispatchOutputs out = prepare_expert_major_outputs(plan, owner_, Engine::low_latency);
   const std::shared_ptr<detail::ExpertMajorHandleData>& handle = out.handle;
@@ -320,6 +365,7 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   call.hidden = plan.hidden;
   call.max_tokens_per_rank = handle.max_tokens_per_rank;
   call.timeout_seconds = plan.config.timeout_seconds;
+  call.masking = {mask_, plan.config.mask_ranks_on_timeout};
 
   LowLatencyCombineResult result;
   result.combined_x = output_or_allocate(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden});

@@ -6,9 +6,13 @@
 // Across nodes (ranks_per_node < num_ranks) the writes and signals to other nodes go through a
 // loopback Transport, as puts and signal adds (low_latency_link.hpp); the outputs do not change.
 // Receivers clear each signal word once consumed, so that an add always starts from zero.
+// Masked ranks (common/rank_mask.hpp) are neither sent to nor waited for; their experts' slots are
+// dropped. A receiver waits for every signal before it copies or reduces anything, so that a peer
+// masked by a timeout during the waits is left out of the whole call.
 #include <cstdint>
 #include <memory>
 
+#include "common/rank_mask.hpp"
 #include "core/backend.hpp"
 #include "cpu/backend/host_heap.hpp"
 
@@ -18,7 +22,8 @@ class LowLatencyLink;
 
 class LowLatencyEngine {
  public:
-  LowLatencyEngine(HostHeap& heap, detail::BufferId owner);
+  // `mask`: this rank's view of masked peers (common/rank_mask.hpp), owned by the backend.
+  LowLatencyEngine(HostHeap& heap, detail::BufferId owner, common::RankMaskView mask);
   ~LowLatencyEngine();
 
   LowLatencyDispatchResult dispatch(const detail::LowLatencyDispatchPlan& plan);
@@ -30,6 +35,7 @@ class LowLatencyEngine {
 
   HostHeap& heap_;
   detail::BufferId owner_;
+  common::RankMaskView mask_;
   std::unique_ptr<LowLatencyLink> link_;
   // Low-latency calls (dispatch and combine) made on this buffer; every rank counts alike.
   uint32_t sequence_ = 0;

@@ -6,6 +6,7 @@
 // from the experts' y.
 #include <cstdint>
 
+#include "common/rank_mask.hpp"
 #include "core/backend.hpp"
 #include "cpu/backend/host_heap.hpp"
 #include "cpu/symmetric/barrier.hpp"
@@ -14,7 +15,9 @@ namespace switchyard::cpu {
 
 class SymmetricEngine {
  public:
-  SymmetricEngine(HostHeap& heap, detail::BufferId owner) : heap_(heap), owner_(owner) {}
+  // `mask`: this rank's view of masked peers (common/rank_mask.hpp), owned by the backend.
+  SymmetricEngine(HostHeap& heap, detail::BufferId owner, common::RankMaskView mask)
+      : heap_(heap), owner_(owner), mask_(mask) {}
 
   LowLatencyDispatchResult dispatch(const detail::SymmetricDispatchPlan& plan);
   LowLatencyCombineResult combine(const detail::SymmetricCombinePlan& plan);
@@ -29,6 +32,7 @@ class SymmetricEngine {
  private:
   HostHeap& heap_;
   detail::BufferId owner_;
+  common::RankMaskView mask_;
   // Symmetric calls (dispatch or combine) made on this buffer; every rank counts alike.
   uint32_t sequence_ = 0;
   SymmetricBarrier barrier_;

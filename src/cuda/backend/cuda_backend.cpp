@@ -13,6 +13,7 @@
 #include "core/normal_sizing.hpp"
 #include "cuda/backend/device_connections.hpp"
 #include "cuda/backend/device_heap.hpp"
+#include "cuda/backend/rank_mask.hpp"
 #include "cuda/internode/engine.hpp"
 #include "cuda/low_latency/engine.hpp"
 #include "cuda/normal/engine.hpp"
@@ -56,6 +57,7 @@ class CudaBackend final : public detail::BackendImpl {
     // Those memsets ran on the legacy stream, which the ranks' non-blocking streams do not wait for.
     SY_CUDA_CHECK(cudaDeviceSynchronize());
     SY_CUDA_CHECK(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking));
+    mask_ = std::make_unique<DeviceRankMask>(options_.topology.num_ranks, device_);
     // The engines prepare their kernels once, before any rank launches: changing a kernel's
     // attributes later could wait for its running instances, i.e. for peers that wait for us.
     normal_ = std::make_unique<NormalEngine>(options_, owner_);
@@ -188,6 +190,20 @@ class CudaBackend final : public detail::BackendImpl {
   SymmetricCombine symmetric_combine_path() const override { return symmetric_.combine_path(); }
   SymmetricDispatch symmetric_dispatch_path() const override { return symmetric_.dispatch_path(); }
 
+  void update_mask(int rank, bool masked, Stream stream) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    mask_->set(rank, masked, resolve(stream));
+  }
+  Tensor query_mask(Stream stream) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    const cudaStream_t resolved = resolve(stream);
+    return mask_->snapshot(resolved, alloc_stream(resolved));
+  }
+  void clean_mask(Stream stream) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    mask_->clear(resolve(stream));
+  }
+
   void synchronize(Stream stream) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));
     SY_CUDA_CHECK(cudaStreamSynchronize(resolve(stream)));
@@ -246,6 +262,8 @@ class CudaBackend final : public detail::BackendImpl {
     context.error_claim = error_claim_;
     context.barrier_epoch = barrier_epoch_;
     context.call_index = call_index_;
+    context.mask = mask_->view();
+    context.mask_on_timeout = options_.config.mask_ranks_on_timeout;
     return context;
   }
 
@@ -336,6 +354,7 @@ class CudaBackend final : public detail::BackendImpl {
   int32_t* error_claim_ = nullptr;
   int32_t call_index_ = 0;
   bool reported_ = false;
+  std::unique_ptr<DeviceRankMask> mask_;
   std::unique_ptr<NormalEngine> normal_;
   SymmetricEngine symmetric_;
   std::unique_ptr<LowLatencyEngine> low_latency_;

@@ -42,13 +42,14 @@ constexpr int kSlotBatch = 4;
 // of rows. Stored within the node; across nodes a transport add, one warp per pair.
 template <typename Transport>
 __device__ void publish_rows_sent(const KernelContext& context, const LowLatencyCombineLaunch& launch,
-                                  Session<Transport>& session, int half, uint32_t sequence,
-                                  const ExpertMajorTable& table) {
+                                  const low_latency::MaskBits& mask, Session<Transport>& session, int half,
+                                  uint32_t sequence, const ExpertMajorTable& table) {
   const int num_ranks = context.num_ranks;
   const uint32_t tag = common::low_latency_call_tag(sequence, launch.signature);
   for (int i = threadIdx.x; i < launch.local_experts * num_ranks; i += blockDim.x) {
     const int local = i / num_ranks;
     const int home = i % num_ranks;
+    if (mask.masked(home)) continue;  // a masked home awaits nothing
     if constexpr (kAcrossNodes<Transport>) {
       if (!low_latency::in_my_node(context, launch.ranks_per_node, home)) continue;
     }
@@ -61,7 +62,7 @@ __device__ void publish_rows_sent(const KernelContext& context, const LowLatency
     for (int i = threadIdx.x / 32; i < launch.local_experts * num_ranks; i += blockDim.x / 32) {
       const int local = i / num_ranks;
       const int home = i % num_ranks;
-      if (low_latency::in_my_node(context, launch.ranks_per_node, home)) continue;
+      if (low_latency::in_my_node(context, launch.ranks_per_node, home) || mask.masked(home)) continue;
       const size_t word =
           launch.layout.combine_signal_offset(half, context.rank * launch.local_experts + local);
       session.signal(home, launch.layout.signal_id(word),
@@ -100,9 +101,11 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
                         const __grid_constant__ LowLatencyCombineLaunch launch,
                         const __grid_constant__ Transport transport) {
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
+  __shared__ low_latency::MaskBits mask;
   const uint32_t sequence = low_latency::load_state_word(&launch.state->sequence) + 1;
   const int half = common::low_latency_half(sequence);
   Session<Transport> session(transport, context.heap, low_latency::grid_warp());
+  mask.load(context);  // ends with __syncthreads
   if constexpr (kAcrossNodes<Transport>)
     low_latency::reset_other_half<Transport>(launch.layout, session, half);
   const int num_ranks = context.num_ranks;
@@ -124,6 +127,8 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
   for (int32_t flat = blockIdx.x * kSendWarps + threadIdx.x / 32; flat < rows; flat += warps) {
     const ExpertMajorTable::Row where = table.locate(flat);
     const int64_t row = where.expert * rows_per_expert + where.index;
+    // A masked home gets nothing (its count is not sent either: publish_rows_sent).
+    if (mask.masked(where.source)) continue;
     const int32_t token = __ldg(launch.src_info + row);
     const int32_t slot = __ldg(launch.src_slot + row);
     if (token < 0 || token >= launch.layout.max_tokens_per_rank || slot < 0 || slot >= launch.layout.topk) {
@@ -153,7 +158,7 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
   // The puts' sources (the combine buffer) may be rewritten by the next combine's send kernel.
   if constexpr (kAcrossNodes<Transport>) session.flush();
   if (low_latency::finish_send_block(launch.state)) {
-    publish_rows_sent<Transport>(context, launch, session, half, sequence, table);
+    publish_rows_sent<Transport>(context, launch, mask, session, half, sequence, table);
   }
 }
 
@@ -161,8 +166,10 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
 
 // Eight channels of one token: out = bf16(sum over valid slots j ascending of w[j] * y_j), with
 // fmaf from +0 (DESIGN.md, expert-major combine).
+// Slots whose expert is on a masked rank are left out, as if topk_idx held -1 there.
 __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
-                                             const LowLatencyCombineLaunch& launch, int half, int64_t token,
+                                             const LowLatencyCombineLaunch& launch,
+                                             const low_latency::MaskBits& mask, int half, int64_t token,
                                              int64_t column) {
   float accumulator[8];
 #pragma unroll
@@ -175,7 +182,8 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
 #pragma unroll
     for (int u = 0; u < kSlotBatch; ++u) {
       const int slot = first + u;
-      valid[u] = slot < launch.topk && __ldg(launch.topk_idx + token * launch.topk + slot) >= 0;
+      const int64_t expert = slot < launch.topk ? __ldg(launch.topk_idx + token * launch.topk + slot) : -1;
+      valid[u] = expert >= 0 && !mask.masked(static_cast<int>(expert / launch.local_experts));
       if (valid[u]) {
         weights[u] = __ldg(launch.topk_weights + token * launch.topk + slot);
         const int4* row =
@@ -218,13 +226,15 @@ __device__ __forceinline__ bool wait_for_expert(const KernelContext& context,
   const uint32_t tag = common::low_latency_call_tag(sequence, launch.signature);
   if constexpr (kAcrossNodes<Transport>) {
     if (!low_latency::in_my_node(context, launch.ranks_per_node, expert / launch.local_experts)) {
-      return low_latency::wait_across_nodes<Transport>(
-                 context, session, launch.layout, launch.layout.combine_signal_offset(half, expert),
-                 launch.layout.combine_landed_offset(half, expert), tag, site) >= 0;
+      const int64_t count = low_latency::wait_across_nodes<Transport>(
+          context, session, launch.layout, launch.layout.combine_signal_offset(half, expert),
+          launch.layout.combine_landed_offset(half, expert), tag, site);
+      return count >= 0 || count == low_latency::kPeerMasked;
     }
   }
-  return low_latency::wait_for_signal(context, launch.layout.combine_signal(context.heap.base, half, expert),
-                                      tag, site) >= 0;
+  const int64_t count = low_latency::wait_for_signal(
+      context, launch.layout.combine_signal(context.heap.base, half, expert), tag, site);
+  return count >= 0 || count == low_latency::kPeerMasked;
 }
 
 template <typename Transport>
@@ -232,18 +242,24 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
     combine_receive_kernel(const __grid_constant__ KernelContext context,
                            const __grid_constant__ LowLatencyCombineLaunch launch,
                            const __grid_constant__ Transport transport) {
+  __shared__ low_latency::MaskBits mask;
   const uint32_t sequence = low_latency::load_state_word(&launch.state->sequence);
   const int half = common::low_latency_half(sequence);
   const Session<Transport> session(transport, context.heap, low_latency::grid_warp());
-  // Warp 0 waits for every expert's signal (see the dispatch receiver's wait_for_counts).
+  // Warp 0 waits for every expert's signal (see the dispatch receiver's wait_for_counts), but for
+  // those of masked ranks; a rank masked in its own view awaits nothing.
   bool arrived = true;
-  const int waiters = threadIdx.x < 32 ? launch.num_experts : 0;
+  const bool self_masked = context.mask.masked(context.rank);
+  const int waiters = threadIdx.x < 32 && !self_masked ? launch.num_experts : 0;
   for (int expert = threadIdx.x; expert < waiters && arrived; expert += 32) {
+    const int source = expert / launch.local_experts;
+    if (context.mask.masked(source)) continue;
     const WaitSite site{common::WaitRole::low_latency_combine_receiver, common::WaitTarget::expert_signal, -1,
-                        expert / launch.local_experts};
+                        source};
     arrived = wait_for_expert<Transport>(context, launch, session, half, sequence, expert, site);
   }
   if (!__syncthreads_and(arrived)) return;
+  mask.load(context);  // after the waits: a peer they masked is left out of the reduction
 
   const int64_t columns = launch.hidden / 8;
   const int64_t items = launch.num_tokens * columns;
@@ -251,7 +267,7 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
   int4* combined = reinterpret_cast<int4*>(launch.combined_x);
   for (int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; item < items;
        item += stride) {
-    combined[item] = reduce_eight(context, launch, half, item / columns, item % columns);
+    combined[item] = reduce_eight(context, launch, mask, half, item / columns, item % columns);
   }
 }
 

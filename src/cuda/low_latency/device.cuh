@@ -131,15 +131,31 @@ __device__ __forceinline__ void record_other_shape(const KernelContext& context,
   record_wait_failure(context, mismatch, tag >> 16, static_cast<int64_t>(observed >> 48), 0);
 }
 
+// What a wait on a masked peer returns (Buffer::update_mask): the peer is left out of the call.
+constexpr int64_t kPeerMasked = -2;
+
+// A wait on `site.peer` ran past the timeout: under Config::mask_ranks_on_timeout the peer is masked
+// and the wait returns kPeerMasked; otherwise the timeout is recorded (the rank's waits stop) and -1.
+__device__ __forceinline__ int64_t peer_timed_out(const KernelContext& context, const WaitSite& site,
+                                                  int64_t expected, int64_t observed, uint64_t waited) {
+  if (context.mask_on_timeout) {
+    context.mask.mask(site.peer);
+    return kPeerMasked;
+  }
+  record_wait_failure(context, site, expected, observed, waited);
+  return -1;
+}
+
 // Waits (bounded) until `word` holds the signal of the call tagged `sequence`
-// (common::low_latency_call_tag) (acquire); returns its count, or -1 when the wait failed (this
+// (common::low_latency_call_tag) (acquire); returns its count; kPeerMasked when `site.peer` is masked
+// (before or during the wait, or by its timeout: peer_timed_out); -1 when the wait failed (this
 // thread recorded a timeout or a peer's call of another shape, or another wait of the rank failed).
 __device__ __forceinline__ int64_t wait_for_signal(const KernelContext& context, const uint64_t* word,
                                                    uint32_t sequence, const WaitSite& site) {
   uint64_t observed = common::ld_acquire_sys(word);
   if (!common::low_latency_signal_is_for(observed, sequence)) {
     const uint64_t start = ptx::globaltimer_ns();
-    // NOTES: the clock and abort flag are read every 64 polls, as in wait_at_least.
+    // NOTES: the clock, the abort flag and the mask are read every 64 polls, as in wait_at_least.
     for (uint32_t polls = 1;; ++polls) {
       observed = common::ld_acquire_sys(word);
       if (common::low_latency_signal_is_for(observed, sequence)) break;
@@ -149,18 +165,40 @@ __device__ __forceinline__ int64_t wait_for_signal(const KernelContext& context,
       }
       if ((polls & 63) == 0) {
         if (rank_aborted(context)) return -1;
+        if (context.mask.masked(site.peer)) return kPeerMasked;
         const uint64_t waited = ptx::globaltimer_ns() - start;
         if (waited > context.timeout_ns) {
-          record_wait_failure(context, site, sequence & common::kLowLatencySequenceMask,
-                              static_cast<int64_t>((observed >> 32) & common::kLowLatencySequenceMask),
-                              waited);
-          return -1;
+          return peer_timed_out(context, site, sequence & common::kLowLatencySequenceMask,
+                                static_cast<int64_t>((observed >> 32) & common::kLowLatencySequenceMask),
+                                waited);
         }
       }
     }
   }
   return common::low_latency_signal_count(observed);
 }
+
+// This rank's mask as bits in shared memory, loaded once per kernel by the whole block (ends with
+// __syncthreads): the send kernels consult it per (token, slot), where a global load each would cost.
+// Bit r of word r / 32 is set when rank r is masked; every bit when this rank is masked itself, since
+// a rank masked in its own view sends to no one.
+struct MaskBits {
+  uint32_t words[common::kMaxMappedRanks / 32];
+
+  __device__ void load(const KernelContext& context) {
+    const bool self = context.mask.masked(context.rank);
+    for (int word = threadIdx.x; word < common::kMaxMappedRanks / 32; word += blockDim.x) {
+      uint32_t bits = 0;
+      for (int bit = 0; bit < 32; ++bit) {
+        const int rank = word * 32 + bit;
+        if (rank < context.num_ranks && (self || context.mask.masked(rank))) bits |= 1u << bit;
+      }
+      words[word] = bits;
+    }
+    __syncthreads();
+  }
+  __device__ bool masked(int rank) const { return (words[rank / 32] >> (rank % 32)) & 1u; }
+};
 
 // Every thread of every block of a send kernel calls this once all its writes are issued. The
 // block that finishes last gets true in all its threads: every block's writes are then ordered

@@ -84,12 +84,16 @@ __device__ __forceinline__ bool wait_for_count_signal(const KernelContext& conte
       }
       if ((polls & 63) == 0) {
         if (rank_aborted(context)) return false;
+        if (context.mask.masked(site.peer)) {
+          count = kPeerMasked;
+          return true;
+        }
         const uint64_t waited = ptx::globaltimer_ns() - start;
         if (waited > context.timeout_ns) {
-          record_wait_failure(context, site, sequence & common::kLowLatencySequenceMask,
-                              static_cast<int64_t>((observed >> 32) & common::kLowLatencySequenceMask),
-                              waited);
-          return false;
+          count = peer_timed_out(context, site, sequence & common::kLowLatencySequenceMask,
+                                 static_cast<int64_t>((observed >> 32) & common::kLowLatencySequenceMask),
+                                 waited);
+          return count == kPeerMasked;
         }
       }
     }
@@ -110,11 +114,10 @@ __device__ __forceinline__ bool wait_for_rows_landed(const KernelContext& contex
     if (observed >= static_cast<uint64_t>(rows)) return true;
     if ((polls & 63) == 0) {
       if (rank_aborted(context)) return false;
+      if (context.mask.masked(site.peer)) return true;  // the caller rereads the mask: left out
       const uint64_t waited = ptx::globaltimer_ns() - start;
-      if (waited > context.timeout_ns) {
-        record_wait_failure(context, site, rows, static_cast<int64_t>(observed), waited);
-        return false;
-      }
+      if (waited > context.timeout_ns)
+        return peer_timed_out(context, site, rows, static_cast<int64_t>(observed), waited) == kPeerMasked;
     }
   }
 }
@@ -134,11 +137,12 @@ __device__ __forceinline__ int64_t wait_across_nodes(const KernelContext& contex
           context, [&] { return session.read_signal(count_id); }, sequence, site, count)) {
     return -1;
   }
+  if (count == kPeerMasked) return kPeerMasked;
   if (count > 0 && !wait_for_rows_landed(
                        context, [&] { return session.read_signal(landed_id); }, count, site)) {
     return -1;
   }
-  return count;
+  return context.mask.masked(site.peer) ? kPeerMasked : count;
 }
 
 }  // namespace switchyard::cuda::low_latency
