@@ -72,6 +72,15 @@ class DispatchHandle {
   int64_t num_recv_tokens() const;
   // Source tokens on this rank.
   int64_t num_tokens() const;
+  // The routing as the library keeps it, for callers that rebuild another library's handle from it
+  // (switchyard.deep_ep). On the backend's device, ready once the dispatch's stream has run it;
+  // combine and cached dispatch read them, so they are not to be written. With C = num_channels():
+  Tensor is_token_in_rank() const;  // bool [N, R]
+  // i32 [M]: each received row's source token (worst-case mode: num_worst_tokens rows, unspecified past M).
+  Tensor recv_src_token() const;
+  // i32 [R * C + 1]: the rows of (source s, channel c) are [start[s * C + c], start[s * C + c + 1]).
+  Tensor recv_channel_start() const;
+  int num_channels() const;
 
  private:
   std::shared_ptr<const detail::NormalHandleData> data_;

@@ -101,6 +101,8 @@ BufferClass bind_buffer(nb::module_& m) {
           },
           "The symmetric engine's dispatch source: 'auto' (zero_copy where every rank is a thread of this "
           "process on one device, else publish), 'publish' or 'zero_copy' (config.hpp).")
+      .def_ro_static("default_cpu_channels", &Config::kDefaultCpuChannels,
+                     "The channels (host threads) the CPU backend runs with num_channels = 0 (auto).")
       .def("validate", &Config::validate)
       .def("__repr__", &Config::to_string);
 
@@ -149,6 +151,19 @@ BufferClass bind_buffer(nb::module_& m) {
       "with the Buffer that made it.")
       .def_prop_ro("num_recv_tokens", &DispatchHandle::num_recv_tokens)
       .def_prop_ro("num_tokens", &DispatchHandle::num_tokens)
+      .def_prop_ro("num_channels", &DispatchHandle::num_channels)
+      .def(
+          "routing",
+          [](const DispatchHandle& handle, const std::string& framework) {
+            const OutputStyle style = parse_output_style(framework);
+            return nb::make_tuple(to_python(handle.is_token_in_rank(), style),
+                                  to_python(handle.recv_src_token(), style),
+                                  to_python(handle.recv_channel_start(), style));
+          },
+          nb::arg("framework") = "numpy",
+          "-> (is_token_in_rank bool [N, R], recv_src_token i32 [M], recv_channel_start i32 [R * C + 1]): "
+          "the handle's own memory (combine and cached dispatch read it: do not write), on the backend's "
+          "device (buffer.hpp)")
       .def("__repr__", [](const DispatchHandle& handle) {
         return "<switchyard.DispatchHandle num_tokens=" + std::to_string(handle.num_tokens()) +
                " num_recv_tokens=" + std::to_string(handle.num_recv_tokens()) + ">";

@@ -17,10 +17,24 @@ Differences from DeepEP, all of them deliberate:
 - Calls run on the caller's current stream (torch.cuda.current_stream()); there is no separate
   communication stream, so async_finish and allocate_on_comm_stream only change which event is
   returned (it is recorded on the current stream after the call).
-- The engine's tuning is fixed when the Buffer is created (switchyard_config=). A per-call `config`
-  may be None or one of DeepEP's recommended configs (get_dispatch_config / get_combine_config),
-  which switchyard replaces by its own tuning (results never depend on tuning); any other config
-  raises switchyard.Unsupported.
+- The engine's tuning is fixed when the Buffer is created (switchyard_config=): switchyard sizes its
+  rings and picks its channel count then, and cannot change either per call. A per-call `config` is
+  checked as DeepEP checks it (Config's own rules, an even num_sms) and against the Buffer: the heap
+  switchyard would need with that tuning for the call's hidden, top-k and experts must fit in
+  num_nvl_bytes + num_rdma_bytes, else switchyard.InvalidArgument names `config`. None of it is
+  applied to the call, which runs with the Buffer's tuning; results never depend on tuning.
+- Handles are DeepEP's tuples (switchyard._deep_ep_handles has what each entry holds): dispatch's
+  (rank_prefix_matrix, channel_prefix_matrix, recv_channel_prefix_matrix, recv_src_idx,
+  is_token_in_rank, send_head), with DeepEP's dtypes and shapes. rank_prefix_matrix is exact in this
+  rank's column (the only one DeepEP reads there) and -1 elsewhere; the channel entries and send_head
+  describe switchyard's channels. low_latency_dispatch's (src_info, layout_range,
+  num_max_dispatch_tokens_per_rank, hidden, num_experts) has layout_range int64 [L, R] packed as
+  DeepEP packs it, (begin << 32) | count. Both carry switchyard's handle as `.native`, which is what
+  combine and cached dispatch read: editing the tuple's entries does not change the routing. Across
+  nodes (more than 8 ranks) the handle is the same 6-tuple, not DeepEP's internode tuple.
+- fp8 scales may be in any layout DeepEP takes (its per_token_cast_to_fp8 makes column-major ones):
+  other than row-major, they are copied to row-major on the call's stream first.
+- Dispatch without topk_idx (routing by is_token_in_rank alone) raises switchyard.Unsupported.
 - Tensors: anything with __dlpack__. With numpy, bf16 travels as its bits in uint16 arrays and fp8
   e4m3 as uint8; torch.bfloat16 and torch.float8_e4m3fn are taken as they are. The CPU backend runs
   everything without a GPU.
@@ -46,9 +60,12 @@ from typing import Any, List, Optional, Tuple
 from . import _C
 from ._buffer import Buffer as _NativeBuffer
 from ._buffer import DispatchLayout
+from ._deep_ep_handles import (RANK_PREFIX_UNKNOWN, DispatchHandle, LowLatencyHandle, empty_layout_range, normal_handle,
+                               pack_layout_range)
 from ._errors import InvalidArgument, Unsupported
+from ._tensors import framework_of
 
-__all__ = ["Buffer", "Config", "EventOverlap"]
+__all__ = ["Buffer", "Config", "EventOverlap", "DispatchHandle", "LowLatencyHandle", "topk_idx_t"]
 
 # DeepEP's intranode domain: up to 8 GPUs share NVLink (NUM_MAX_NVL_PEERS).
 NUM_MAX_NVL_PEERS = 8
@@ -58,6 +75,20 @@ def _torch():
     return sys.modules.get("torch")
 
 
+def __getattr__(name):
+    # DeepEP's deep_ep.topk_idx_t, the dtype of topk_idx: torch.int64, as in DeepEP's default build
+    # (switchyard routes by int64 expert ids); numpy.int64 where torch is not installed. Looked up
+    # when asked for, so that importing this module does not import torch.
+    if name == "topk_idx_t":
+        try:
+            import torch
+        except ImportError:
+            import numpy
+            return numpy.int64
+        return torch.int64
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def _cuda_tensor(tensor) -> bool:
     torch = _torch()
     return torch is not None and isinstance(tensor, torch.Tensor) and tensor.is_cuda
@@ -65,18 +96,39 @@ def _cuda_tensor(tensor) -> bool:
 
 class Config:
     """DeepEP's performance config: (num_sms, nvl send chunk, nvl recv buffer, rdma send chunk,
-    rdma recv buffer). switchyard maps it to its engine's Config: num_channels = num_sms / 2 (a
-    channel is a sender and a receiver block, as in DeepEP) on CUDA, ring_slots =
-    num_max_nvl_chunked_recv_tokens, chunk_tokens = num_max_nvl_chunked_send_tokens."""
+    rdma recv buffer), checked by DeepEP's rules (InvalidArgument naming the field). switchyard maps
+    it to its engine's Config: num_channels = num_sms / 2 (a channel is a sender and a receiver
+    block, as in DeepEP) on CUDA, ring_slots = num_max_nvl_chunked_recv_tokens, chunk_tokens =
+    num_max_nvl_chunked_send_tokens. Passed per call, it is checked and not applied (module docstring)."""
 
     def __init__(self, num_sms: int = 20, num_max_nvl_chunked_send_tokens: int = 6,
                  num_max_nvl_chunked_recv_tokens: int = 256, num_max_rdma_chunked_send_tokens: int = 6,
                  num_max_rdma_chunked_recv_tokens: int = 128):
+        fields = dict(num_sms=num_sms, num_max_nvl_chunked_send_tokens=num_max_nvl_chunked_send_tokens,
+                      num_max_nvl_chunked_recv_tokens=num_max_nvl_chunked_recv_tokens,
+                      num_max_rdma_chunked_send_tokens=num_max_rdma_chunked_send_tokens,
+                      num_max_rdma_chunked_recv_tokens=num_max_rdma_chunked_recv_tokens)
+        for name, value in fields.items():
+            minimum = 0 if name == "num_sms" else 1
+            if not isinstance(value, int) or value < minimum:
+                raise InvalidArgument(f"deep_ep.Config: {name}: expected an integer >= {minimum}, got {value!r}")
+        for kind in ("nvl", "rdma"):
+            send, recv = fields[f"num_max_{kind}_chunked_send_tokens"], fields[f"num_max_{kind}_chunked_recv_tokens"]
+            if kind == "rdma":  # DeepEP rounds the RDMA receive buffer up to whole send chunks
+                recv = -(-recv // send) * send
+            # NOTES: DeepEP's rules: a sender always has room to push (RDMA: half the buffer, for its lazy
+            # head updates).
+            limit = recv // 2 if kind == "rdma" else recv - 1
+            if send > limit:
+                raise InvalidArgument(
+                    f"deep_ep.Config: num_max_{kind}_chunked_send_tokens: expected at most {limit} (DeepEP's "
+                    f"bound for num_max_{kind}_chunked_recv_tokens = {recv}), got {send}")
+            fields[f"num_max_{kind}_chunked_recv_tokens"] = recv
         self.num_sms = num_sms
         self.num_max_nvl_chunked_send_tokens = num_max_nvl_chunked_send_tokens
         self.num_max_nvl_chunked_recv_tokens = num_max_nvl_chunked_recv_tokens
         self.num_max_rdma_chunked_send_tokens = num_max_rdma_chunked_send_tokens
-        self.num_max_rdma_chunked_recv_tokens = num_max_rdma_chunked_recv_tokens
+        self.num_max_rdma_chunked_recv_tokens = fields["num_max_rdma_chunked_recv_tokens"]
 
     def _fields(self):
         return (self.num_sms, self.num_max_nvl_chunked_send_tokens, self.num_max_nvl_chunked_recv_tokens,
@@ -91,8 +143,10 @@ class Config:
     def __repr__(self):
         return "deep_ep.Config(%d, %d, %d, %d, %d)" % self._fields()
 
-    def to_switchyard(self, backend: str = "cuda") -> _C.Config:
-        channels = self.num_sms // 2 if backend == "cuda" else _C.Config().num_channels
+    def to_switchyard(self, backend: str = "cuda", cpu_channels: int = _C.Config.default_cpu_channels) -> _C.Config:
+        """switchyard's Config for this tuning. On the CPU backend a channel is a host thread, not two
+        SMs: num_sms does not apply, and the channel count is `cpu_channels` (the Buffer's)."""
+        channels = self.num_sms // 2 if backend == "cuda" else cpu_channels
         return _C.Config(num_channels=channels, ring_slots=self.num_max_nvl_chunked_recv_tokens,
                          chunk_tokens=self.num_max_nvl_chunked_send_tokens)
 
@@ -138,12 +192,57 @@ class EventOverlap:
         self.current_stream_wait()
 
 
+class _on_stream_of:
+    """Makes the CUDA stream that was current for `tensor` when this was made current again (a no-op
+    for host tensors), so that work deferred into a hook follows the call it completes."""
+
+    def __init__(self, tensor):
+        self.stream = _torch().cuda.current_stream(tensor.device) if _cuda_tensor(tensor) else None
+        self.context = None
+
+    def __enter__(self):
+        if self.stream is not None:
+            self.context = _torch().cuda.stream(self.stream)
+            self.context.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.context is not None:
+            self.context.__exit__(*exc)
+
+
 def _record_event(tensor, wanted: bool) -> EventOverlap:
     if wanted and _cuda_tensor(tensor):
         event = _torch().cuda.Event()
         event.record(_torch().cuda.current_stream(tensor.device))
         return EventOverlap(event)
     return EventOverlap(None)
+
+
+def _native_dispatch_handle(handle, method: str) -> _C.DispatchHandle:
+    """switchyard's handle inside DeepEP's tuple (or switchyard's own handle, as it is)."""
+    if isinstance(handle, DispatchHandle):
+        return handle.native
+    if isinstance(handle, _C.DispatchHandle):
+        return handle
+    raise InvalidArgument(f"deep_ep.Buffer.{method}: handle: expected the handle a dispatch returned "
+                          f"(a deep_ep.DispatchHandle tuple), got {type(handle).__name__}")
+
+
+def _row_major(tensor):
+    """`tensor` in row-major order: DeepEP takes fp8 scales in any layout (its per_token_cast_to_fp8
+    makes column-major ones), switchyard's engines read them row-major. A copy only when needed, made
+    by the tensor's framework on its current stream (the stream the call runs on)."""
+    if tensor is None:
+        return None
+    torch = _torch()
+    if torch is not None and isinstance(tensor, torch.Tensor):
+        return tensor if tensor.is_contiguous() else tensor.contiguous()
+    flags = getattr(tensor, "flags", None)
+    if flags is not None and not flags["C_CONTIGUOUS"]:
+        module = sys.modules[type(tensor).__module__.split(".", 1)[0]]  # numpy or cupy
+        return module.ascontiguousarray(tensor)
+    return tensor
 
 
 class Buffer:
@@ -262,15 +361,28 @@ class Buffer:
             self._low_latency_buffer = None
 
     # ---- helpers --------------------------------------------------------------------------------
-    def _check_config(self, config: Optional[Config], method: str) -> None:
+    def _check_config(self, config: Optional[Config], method: str, hidden: int, topk: int, num_experts: int) -> None:
+        """A per-call config is accepted when it fits the Buffer, and not applied (module docstring)."""
         if config is None:
             return
-        recommended = (Buffer.get_dispatch_config(self.group_size), Buffer.get_combine_config(self.group_size))
-        if config in recommended:
-            return
-        raise Unsupported(f"deep_ep.Buffer.{method}(config={config!r}): switchyard fixes the engine's tuning when "
-                          "the Buffer is created; pass deep_ep.Buffer(..., switchyard_config=switchyard.Config(...)) "
-                          "and config=None (or DeepEP's recommended config)")
+        if not isinstance(config, Config):
+            raise InvalidArgument(f"config: expected a deep_ep.Config or None, got {type(config).__name__}")
+        if config.num_sms % 2:
+            raise InvalidArgument(f"config: expected an even num_sms (a channel is two SMs, as in DeepEP), "
+                                  f"got {config!r}")
+        # NOTES: sized as switchyard sizes its heap for a tuning (normal_heap_bytes): bf16 rows of `hidden`
+        # (fp8 rows are smaller), `topk` slots and `num_experts` experts.
+        sizing = _C.BufferSizing(hidden=max(1, int(hidden)), topk=max(1, int(topk)),
+                                 num_experts=max(self.group_size, int(num_experts)))
+        cpu_channels = self.switchyard_buffer.config.num_channels or _C.Config.default_cpu_channels
+        needed = _C.normal_heap_bytes(self.group_size, self.switchyard_buffer.ranks_per_node,
+                                      config.to_switchyard(self.switchyard_buffer.backend, cpu_channels), sizing)
+        available = self.switchyard_buffer.heap_bytes
+        if needed > available:
+            raise InvalidArgument(
+                f"config: expected a config whose switchyard heap fits this Buffer's {available} bytes "
+                f"(num_nvl_bytes + num_rdma_bytes), got {config!r}, which needs {needed} bytes for this "
+                f"{method} (hidden {hidden}, top-k {topk}, {num_experts} experts)")
 
     @staticmethod
     def _wait_previous(previous_event: Optional[EventOverlap]) -> None:
@@ -289,16 +401,17 @@ class Buffer:
         return (layout.num_tokens_per_rank, per_rdma_rank, layout.num_tokens_per_expert, layout.is_token_in_rank,
                 _record_event(topk_idx, async_finish))
 
-    def dispatch(self, x, handle: Optional[_C.DispatchHandle] = None, num_tokens_per_rank=None,
+    def dispatch(self, x, handle: Optional[DispatchHandle] = None, num_tokens_per_rank=None,
                  num_tokens_per_rdma_rank=None, is_token_in_rank=None, num_tokens_per_expert=None, topk_idx=None,
                  topk_weights=None, expert_alignment: int = 1, num_worst_tokens: int = 0,
                  config: Optional[Config] = None, previous_event: Optional[EventOverlap] = None,
                  async_finish: bool = False, allocate_on_comm_stream: bool = False):
         """-> (recv_x, recv_topk_idx, recv_topk_weights, num_recv_tokens_per_expert_list, handle, event).
 
-        x: bf16 [N, H] (uint16 bits with numpy), or a tuple (fp8 e4m3 [N, H], f32 scales [N, H/128]);
-        recv_x is then the tuple (recv_x, recv_x_scales). With `handle` (cached dispatch), topk_idx and
-        topk_weights must be None and only recv_x comes back, as in DeepEP.
+        x: bf16 [N, H] (uint16 bits with numpy), or a tuple (fp8 e4m3 [N, H], f32 scales [N, H/128],
+        in any layout); recv_x is then the tuple (recv_x, recv_x_scales). With `handle` (cached
+        dispatch), topk_idx and topk_weights must be None and only recv_x comes back, as in DeepEP.
+        handle: DeepEP's 6-tuple (DispatchHandle; module docstring).
 
         Stricter than DeepEP: recv_x is ordered by source rank ascending, then source token
         ascending, every time. recv_topk_idx holds local expert ids, -1 (weight 0) for other ranks'
@@ -307,27 +420,30 @@ class Buffer:
         get_dispatch_layout are reused, others are recomputed from topk_idx. num_worst_tokens > 0:
         fixed-size outputs and no host synchronisation (num_recv_tokens_per_expert_list is empty).
         """
-        self._check_config(config, "dispatch")
         x, x_scales = x if isinstance(x, tuple) else (x, None)
+        x_scales = _row_major(x_scales)
         self._wait_previous(previous_event)
         if handle is not None:
-            if not isinstance(handle, _C.DispatchHandle):
-                raise InvalidArgument(f"handle: expected the handle a dispatch returned, got {type(handle).__name__}")
+            native = _native_dispatch_handle(handle, "dispatch")
             if topk_idx is not None or topk_weights is not None:
                 raise InvalidArgument("topk_idx, topk_weights: expected None with a cached handle (as in DeepEP)")
-            result = self.switchyard_buffer.dispatch(x, x_scales=x_scales, handle=handle,
+            self._check_config(config, "dispatch", x.shape[1], *getattr(handle, "call_shape", (1, 0)))
+            result = self.switchyard_buffer.dispatch(x, x_scales=x_scales, handle=native,
                                                      expert_alignment=expert_alignment,
                                                      num_worst_tokens=num_worst_tokens)
             recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
             return recv_x, None, None, None, None, _record_event(x, async_finish)
 
         if topk_idx is None:
-            raise Unsupported("deep_ep.Buffer.dispatch(topk_idx=None): switchyard routes tokens by topk_idx; "
-                              "pass it (or a cached handle)")
+            raise Unsupported("deep_ep.Buffer.dispatch(topk_idx=None): switchyard routes tokens by topk_idx "
+                              "(routing by is_token_in_rank and num_tokens_per_rank alone is not implemented); "
+                              "pass topk_idx and topk_weights, or a cached handle")
         if num_tokens_per_expert is None:
             raise InvalidArgument("num_tokens_per_expert: expected the tensor from get_dispatch_layout "
                                   "(it gives num_experts), got None")
         num_experts = int(num_tokens_per_expert.shape[0])
+        topk = int(topk_idx.shape[1]) if len(topk_idx.shape) == 2 else 1
+        self._check_config(config, "dispatch", x.shape[1], topk, num_experts)
         layout = None
         if self._last_layout is not None and self._last_layout[0] is num_tokens_per_rank:
             layout = self._last_layout[1]
@@ -335,10 +451,12 @@ class Buffer:
                                                  x_scales=x_scales, expert_alignment=expert_alignment,
                                                  layout=layout, num_worst_tokens=num_worst_tokens)
         recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
+        handle = normal_handle(result.handle, self.rank, self.group_size, framework_of(x))
+        handle.call_shape = (topk, num_experts)
         return (recv_x, result.recv_topk_idx, result.recv_topk_weights, list(result.num_recv_tokens_per_expert),
-                result.handle, _record_event(x, async_finish))
+                handle, _record_event(x, async_finish))
 
-    def combine(self, x, handle: _C.DispatchHandle, topk_weights=None, bias=None, config: Optional[Config] = None,
+    def combine(self, x, handle: DispatchHandle, topk_weights=None, bias=None, config: Optional[Config] = None,
                 previous_event: Optional[EventOverlap] = None, async_finish: bool = False,
                 allocate_on_comm_stream: bool = False):
         """-> (combined_x, combined_topk_weights, event).
@@ -348,14 +466,13 @@ class Buffer:
         from +0, rounded to bf16 once, so it is bit-identical run after run. topk_weights are
         reduced the same way (exactly: each slot is non-zero on one rank only).
         """
-        self._check_config(config, "combine")
         if bias is not None:
             raise Unsupported("deep_ep.Buffer.combine(bias=...): not implemented in switchyard; add the bias "
                               "to combined_x")
-        if not isinstance(handle, _C.DispatchHandle):
-            raise InvalidArgument(f"handle: expected the handle a dispatch returned, got {type(handle).__name__}")
+        native = _native_dispatch_handle(handle, "combine")
+        self._check_config(config, "combine", x.shape[1], *getattr(handle, "call_shape", (1, 0)))
         self._wait_previous(previous_event)
-        result = self.switchyard_buffer.combine(x, handle, topk_weights)
+        result = self.switchyard_buffer.combine(x, native, topk_weights)
         return result.combined_x, result.combined_topk_weights, _record_event(x, async_finish)
 
     # ---- low-latency mode -----------------------------------------------------------------------
@@ -414,23 +531,31 @@ class Buffer:
                                              use_fp8=use_fp8, round_scale=round_scale, use_ue8m0=use_ue8m0,
                                              return_recv_hook=return_recv_hook)
         recv_x = (result.recv_x, result.recv_x_scales) if use_fp8 else result.recv_x
-        handle = LowLatencyHandle(result.src_info, result.layout_range, int(num_max_dispatch_tokens_per_rank),
+        layout_range = empty_layout_range(result.layout_range, tuple(result.layout_range.shape[:2]))
+        handle = LowLatencyHandle(result.src_info, layout_range, int(num_max_dispatch_tokens_per_rank),
                                   int(x.shape[1]), int(num_experts), native=result.handle)
+        recv_count, native_layout_range = result.recv_count, result.layout_range
+        dispatch_stream = _on_stream_of(x)
+
+        def after_receive():
+            # NOTES: the receive half writes layout_range: read before it, the memory holds what its
+            # allocation held last (a shim that repacked right after a hooked call read 0xF8F8F8F8 there,
+            # the fp8 bytes of an earlier call's recv_x). On CUDA it runs on the dispatch's stream, after
+            # the receive kernel, whatever stream is current when the hook is called.
+            with dispatch_stream:
+                pack_layout_range(native_layout_range, out=layout_range)
+                if stats is not None:
+                    stats[...] += recv_count
+
         hook = result.hook
-        if stats is not None:
-            recv_count = result.recv_count
+        if hook is None:
+            after_receive()
+        else:
+            receive = hook
 
-            def count_received():  # in place (numpy, or torch on its current stream)
-                stats[...] += recv_count
-
-            if hook is None:
-                count_received()
-            else:
-                receive = hook
-
-                def hook():
-                    receive()
-                    count_received()
+            def hook():
+                receive()
+                after_receive()
         return recv_x, result.recv_count, handle, _record_event(x, async_finish), hook
 
     def low_latency_combine(self, x, topk_idx, topk_weights, handle, use_logfmt: bool = False,
@@ -459,6 +584,8 @@ class Buffer:
         return result.combined_x, _record_event(topk_weights, async_finish), result.hook
 
     def _native_low_latency_handle(self, handle, method: str):
+        if isinstance(handle, _C.LowLatencyHandle) and self._low_latency_buffer is not None:
+            return handle
         if not isinstance(handle, LowLatencyHandle) or self._low_latency_buffer is None:
             raise InvalidArgument(f"deep_ep.Buffer.{method}: handle: expected the handle low_latency_dispatch "
                                   f"returned, got {type(handle).__name__}")
@@ -475,12 +602,3 @@ class Buffer:
         native = self._native_low_latency_handle(handle, "get_next_low_latency_combine_buffer")
         return self._low_latency_buffer.low_latency_combine_buffer(native)
 
-
-class LowLatencyHandle(tuple):
-    """DeepEP's low-latency handle, (src_info, layout_range, num_max_dispatch_tokens_per_rank, hidden,
-    num_experts), carrying switchyard's handle as `.native`."""
-
-    def __new__(cls, src_info, layout_range, num_max_dispatch_tokens_per_rank, hidden, num_experts, *, native):
-        self = super().__new__(cls, (src_info, layout_range, num_max_dispatch_tokens_per_rank, hidden, num_experts))
-        self.native = native
-        return self

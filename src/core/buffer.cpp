@@ -45,6 +45,23 @@ int64_t DispatchHandle::num_recv_tokens() const {
 int64_t DispatchHandle::num_tokens() const {
   return data_ ? data_->num_tokens : 0;
 }
+Tensor DispatchHandle::is_token_in_rank() const {
+  return data_ ? data_->is_token_in_rank : Tensor();
+}
+Tensor DispatchHandle::recv_src_token() const {
+  if (!data_ || !data_->recv_src_token.defined()) return Tensor();
+  // NOTES: the CUDA engine allocates every source's capacity before it knows M; the rows past M are
+  // not the dispatch's.
+  const int64_t rows = data_->num_worst_tokens > 0 ? data_->num_worst_tokens : data_->num_recv_tokens;
+  if (rows == data_->recv_src_token.size(0)) return data_->recv_src_token;
+  return Tensor::part_of(data_->recv_src_token, 0, DType::i32, {rows});
+}
+Tensor DispatchHandle::recv_channel_start() const {
+  return data_ ? data_->recv_channel_start : Tensor();
+}
+int DispatchHandle::num_channels() const {
+  return data_ ? data_->num_channels : 0;
+}
 
 namespace {
 
