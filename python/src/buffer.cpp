@@ -67,6 +67,8 @@ BufferClass bind_buffer(nb::module_& m) {
       .def_rw("ring_slots", &Config::ring_slots)
       .def_rw("chunk_tokens", &Config::chunk_tokens)
       .def_rw("timeout_seconds", &Config::timeout_seconds)
+      .def_rw("mask_ranks_on_timeout", &Config::mask_ranks_on_timeout,
+              "The expert-major engines mask a peer whose wait timed out instead of raising (config.hpp).")
       .def_prop_rw(
           "symmetric_combine",
           [](const Config& self) { return std::string(symmetric_combine_name(self.symmetric_combine)); },
@@ -217,6 +219,36 @@ BufferClass bind_buffer(nb::module_& m) {
             self.synchronize(reinterpret_cast<Stream>(stream));
           },
           nb::arg("stream") = 0)
+      .def(
+          "update_mask",
+          [](PyBuffer& self, int rank, bool masked, uintptr_t stream) {
+            CallScope scope(self);
+            nb::gil_scoped_release release;
+            self.update_mask(rank, masked, reinterpret_cast<Stream>(stream));
+          },
+          nb::arg("rank"), nb::arg("masked"), nb::arg("stream") = 0,
+          "Masks (or unmasks) `rank` in this rank's view (Buffer::update_mask, buffer.hpp).")
+      .def(
+          "query_mask",
+          [](PyBuffer& self, uintptr_t stream, const std::string& framework) {
+            CallScope scope(self);
+            Tensor mask;
+            {
+              nb::gil_scoped_release release;
+              mask = self.query_mask(reinterpret_cast<Stream>(stream));
+            }
+            return to_python(mask, parse_output_style(framework));
+          },
+          nb::arg("stream") = 0, nb::arg("framework") = "numpy",
+          "-> i32 [R], 1 where a rank is masked, on the buffer's device, ready on `stream`.")
+      .def(
+          "clean_mask",
+          [](PyBuffer& self, uintptr_t stream) {
+            CallScope scope(self);
+            nb::gil_scoped_release release;
+            self.clean_mask(reinterpret_cast<Stream>(stream));
+          },
+          nb::arg("stream") = 0, "Unmasks every rank (Buffer::clean_mask).")
       .def_prop_ro("rank", &Buffer::rank)
       .def_prop_ro("num_ranks", [](const PyBuffer& self) { return self.topology().num_ranks; })
       .def_prop_ro("ranks_per_node", [](const PyBuffer& self) { return self.topology().ranks_per_node; })

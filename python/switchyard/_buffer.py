@@ -357,6 +357,30 @@ class Buffer:
                                                          call.framework)
         return LowLatencyCombineResult(out if out is not None else combined_x, hook)
 
+    # ---- rank masks -----------------------------------------------------------------------------
+    def update_mask(self, rank: int, masked: bool = True, stream=None):
+        """Masks (or unmasks) `rank` in this rank's view (DeepEP's enable_shrink): it takes no part in
+        the low_latency and symmetric calls, its experts receive nothing, slots routed to them are
+        dropped, and nothing is awaited from it, so the survivors go on without a new Buffer. Mask
+        alike on every survivor; Config.mask_ranks_on_timeout also masks a peer whose wait timed out.
+        The normal engine refuses calls while a rank is masked. On CUDA, ordered on `stream`."""
+        self._check_alive()
+        self._native.update_mask(int(rank), bool(masked), self._mask_stream(stream))
+
+    def query_mask(self, stream=None, framework: str = "numpy"):
+        """i32 [R], 1 where a rank is masked, on the Buffer's device (ready on `stream`), as a numpy
+        array or, with framework='torch', a torch tensor."""
+        self._check_alive()
+        return self._native.query_mask(self._mask_stream(stream), framework)
+
+    def clean_mask(self, stream=None):
+        """Unmasks every rank. Only for ranks that made every call since they were masked."""
+        self._check_alive()
+        self._native.clean_mask(self._mask_stream(stream))
+
+    def _mask_stream(self, stream):
+        return stream_of(None, stream) if stream is not None else self._last_stream
+
     # ---- lifetime -------------------------------------------------------------------------------
     def synchronize(self, stream=None):
         """Waits for this buffer's work on `stream` (default: the stream of its last call) and raises

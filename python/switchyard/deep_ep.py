@@ -55,7 +55,7 @@ Differences from DeepEP, all of them deliberate:
   +0, rounded to bf16 once, so results are bit-identical run after run.
 """
 import sys
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from . import _C
 from ._buffer import Buffer as _NativeBuffer
@@ -274,8 +274,7 @@ class Buffer:
         Switchyard extensions: backend ('auto', 'cpu' or 'cuda'), sharing ('processes' or 'threads'),
         switchyard_config (the engine's tuning; default: switchyard's), timeout_seconds.
         """
-        for name, value in (("allow_mnnvl", allow_mnnvl), ("use_fabric", use_fabric),
-                            ("enable_shrink", enable_shrink)):
+        for name, value in (("allow_mnnvl", allow_mnnvl), ("use_fabric", use_fabric)):
             if value:
                 raise Unsupported(f"deep_ep.Buffer({name}=True): not implemented in switchyard")
         if group is None:
@@ -285,6 +284,12 @@ class Buffer:
         config = switchyard_config if switchyard_config is not None else _C.Config()
         if timeout_seconds is not None:
             config.timeout_seconds = float(timeout_seconds)
+        # enable_shrink: a low-latency wait that times out masks its peer (Config.mask_ranks_on_timeout),
+        # and the low_latency_*_mask_buffer calls below work on the low-latency buffer's rank mask.
+        self.enable_shrink = bool(enable_shrink)
+        if self.enable_shrink:
+            config.mask_ranks_on_timeout = True
+        self._masked_before_low_latency: Dict[int, bool] = {}
         # The number of ranks is known only once the group is resolved; NVLink domains are 8 GPUs.
         from ._groups import as_group
         resolved = as_group(group)
@@ -349,6 +354,53 @@ class Buffer:
         sizing = _C.BufferSizing(max_tokens_per_rank=1, hidden=hidden, topk=topk, num_experts=num_experts,
                                  low_latency_max_tokens_per_rank=num_max_dispatch_tokens_per_rank)
         return _C.low_latency_heap_bytes(num_ranks, min(num_ranks, NUM_MAX_NVL_PEERS), sizing)
+
+    # ---- rank masks (DeepEP's enable_shrink) ----------------------------------------------------
+    def _check_shrink(self, method: str) -> None:
+        if not self.enable_shrink:
+            raise InvalidArgument(f"deep_ep.Buffer.{method}: the Buffer was created with enable_shrink=False "
+                                  "(as in DeepEP, the mask buffer needs enable_shrink=True)")
+
+    def _mask_stream(self):
+        torch = _torch()
+        if torch is not None and torch.cuda.is_available() and self._backend != "cpu":
+            return torch.cuda.current_stream()
+        return None
+
+    def low_latency_update_mask_buffer(self, rank_to_mask: int, mask: bool = False) -> None:
+        """Masks (mask=True) or unmasks `rank_to_mask` in this rank's view: its experts receive nothing,
+        slots routed to them are dropped and nothing is awaited from it (switchyard.Buffer.update_mask)."""
+        self._check_shrink("low_latency_update_mask_buffer")
+        if not 0 <= int(rank_to_mask) < self.group_size:
+            raise InvalidArgument(f"deep_ep.Buffer.low_latency_update_mask_buffer: rank_to_mask: expected "
+                                  f"0..{self.group_size - 1}, got {rank_to_mask}")
+        if self._low_latency_buffer is None:
+            self._masked_before_low_latency[int(rank_to_mask)] = bool(mask)
+        else:
+            self._low_latency_buffer.update_mask(int(rank_to_mask), bool(mask), self._mask_stream())
+
+    def low_latency_query_mask_buffer(self, mask_status) -> None:
+        """Writes 1 where a rank is masked (by update or by a timeout), else 0, into `mask_status`
+        (int32 [R]), on the current stream."""
+        self._check_shrink("low_latency_query_mask_buffer")
+        if self._low_latency_buffer is None:
+            mask_status[:] = 0
+            for rank, masked in self._masked_before_low_latency.items():
+                mask_status[rank] = int(masked)
+            return
+        framework = "torch" if _torch() is not None else "numpy"
+        current = self._low_latency_buffer.query_mask(self._mask_stream(), framework)
+        if hasattr(mask_status, "copy_"):
+            mask_status.copy_(current)
+        else:  # numpy
+            mask_status[:] = current
+
+    def low_latency_clean_mask_buffer(self) -> None:
+        """Unmasks every rank."""
+        self._check_shrink("low_latency_clean_mask_buffer")
+        self._masked_before_low_latency.clear()
+        if self._low_latency_buffer is not None:
+            self._low_latency_buffer.clean_mask(self._mask_stream())
 
     def get_local_buffer_tensor(self, *args, **kwargs):
         raise Unsupported("deep_ep.Buffer.get_local_buffer_tensor: switchyard's heap is not exposed as a tensor")
@@ -490,6 +542,10 @@ class Buffer:
                 hidden=wanted[1], topk=wanted[2], num_experts=wanted[3], heap_bytes=0,
                 low_latency_max_tokens_per_rank=wanted[0])
             self._low_latency_capacity = wanted
+            # Masks set before the low-latency buffer existed.
+            for rank, masked in self._masked_before_low_latency.items():
+                self._low_latency_buffer.update_mask(rank, masked, self._mask_stream())
+            self._masked_before_low_latency.clear()
         capacity = self._low_latency_capacity
         if any(w > c for w, c in zip(wanted, capacity)):
             raise InvalidArgument(

@@ -31,8 +31,8 @@ std::vector<workload::RankData> survivors_routing(std::vector<workload::RankData
     const int64_t* from = topk_idx.as<const int64_t>();
     int64_t* to = copy.as<int64_t>();
     for (int64_t i = 0; i < topk_idx.numel(); ++i) {
-      const bool dropped =
-          masked.count(rank) != 0 || (from[i] >= 0 && masked.count(static_cast<int>(from[i] / local_experts)) != 0);
+      const bool dropped = masked.count(rank) != 0 ||
+                           (from[i] >= 0 && masked.count(static_cast<int>(from[i] / local_experts)) != 0);
       to[i] = dropped ? -1 : from[i];
     }
     topk_idx = copy;
@@ -52,9 +52,10 @@ void round_trip_checked(Engine engine, Buffer& buffer, const Case& c, const work
   got.layout_range = host_copy(dispatched.layout_range);
   got.src_info = host_copy(dispatched.src_info);
   const Tensor y = expert_outputs(dispatched.recv_x, dispatched.recv_x_scales, rank);
-  got.combined_x = host_copy(combine_with(engine, buffer, combine_args(data, dispatched.handle, y)).combined_x);
-  check_outputs(got, reference_outputs(expected, rank), "the reference on the survivors' routing (" + what + ")",
-                rank, failures);
+  got.combined_x =
+      host_copy(combine_with(engine, buffer, combine_args(data, dispatched.handle, y)).combined_x);
+  check_outputs(got, reference_outputs(expected, rank),
+                "the reference on the survivors' routing (" + what + ")", rank, failures);
 }
 
 class RankMask : public ::testing::TestWithParam<Engine> {};
@@ -110,10 +111,12 @@ TEST_P(RankMask, AMaskedRankThatKeepsCallingGetsNothingAndRejoinsAfterCleanMask)
   with_buffers(c, regions_of(engine), [&](Group& group, Buffer& buffer) {
     const int rank = group.rank();
     buffer.update_mask(1, true);
-    round_trip_checked(engine, buffer, c, masked_round[rank], masked_expected, rank, "rank 1 masked", failures);
+    round_trip_checked(engine, buffer, c, masked_round[rank], masked_expected, rank, "rank 1 masked",
+                       failures);
     buffer.clean_mask();
     group.barrier();  // every rank has cleaned before anyone sends to rank 1 again
-    round_trip_checked(engine, buffer, c, full_round[rank], full_expected, rank, "after clean_mask", failures);
+    round_trip_checked(engine, buffer, c, full_round[rank], full_expected, rank, "after clean_mask",
+                       failures);
   });
   expect_none(failures, seed);
 }
@@ -139,7 +142,8 @@ TEST_P(RankMask, ATimeoutMasksTheSilentPeerAndTheNextCallsAreTheSurvivors) {
     if (rank != 3) {
       const auto start = std::chrono::steady_clock::now();
       try {
-        const LowLatencyDispatchResult dispatched = dispatch_with(engine, buffer, dispatch_args(c, first[rank]));
+        const LowLatencyDispatchResult dispatched =
+            dispatch_with(engine, buffer, dispatch_args(c, first[rank]));
         const Tensor y = expert_outputs(dispatched.recv_x, dispatched.recv_x_scales, rank);
         combine_with(engine, buffer, combine_args(first[rank], dispatched.handle, y));
       } catch (const std::exception& error) {

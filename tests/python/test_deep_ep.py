@@ -204,6 +204,6 @@ def test_unsupported_options_raise_naming_the_option(solo):
         solo.dispatch(x, handle=handle, topk_idx=topk_idx)
     with pytest.raises(switchyard.InvalidArgument, match="handle"):
         solo.combine(recv_x, ("a", "tuple"))
-    for option in ("allow_mnnvl", "use_fabric", "enable_shrink"):
+    for option in ("allow_mnnvl", "use_fabric"):
         with pytest.raises(switchyard.Unsupported, match=option):
             deep_ep.Buffer(lambda mine: [mine], backend="cpu", **{option: True})

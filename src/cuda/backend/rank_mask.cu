@@ -1,6 +1,5 @@
 // Device-side updates of the CUDA rank mask (cuda/backend/rank_mask.hpp).
 #include "cuda/backend/rank_mask.hpp"
-
 #include "device/cuda_check.hpp"
 
 namespace switchyard::cuda {
