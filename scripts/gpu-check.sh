@@ -68,7 +68,7 @@ fi
 
 # The GPU suites: one binary per engine (and the device transport), each with the filter that picks
 # its one-rank cases for compute-sanitizer.
-GPU_SUITES=(normal_engine low_latency symmetric device_transport internode low_latency_internode hostile_calls)
+GPU_SUITES=(normal_engine low_latency symmetric device_transport internode low_latency_internode hostile_calls rank_mask)
 declare -A SANITIZER_FILTER=(
   [normal_engine]='*Small_R1*:*ExpertIdOutOfRange*'
   [low_latency]='*Small_R1*'
@@ -77,6 +77,7 @@ declare -A SANITIZER_FILTER=(
   [internode]=''  # every case has ranks on two nodes waiting for each other: none can run serialised
   [low_latency_internode]=''  # likewise: every case has ranks on two nodes
   [hostile_calls]='CudaHeapHandles*'  # the mismatched calls need several ranks waiting on each other
+  [rank_mask]='*Small_R1*'
 )
 suite_bin() { echo "$BUILD/tests/cuda/switchyard_cuda_$1_test"; }
 PROCESS_BIN="$BUILD/tests/cuda/switchyard_cuda_process_ranks_test"
