@@ -11,7 +11,7 @@
 //
 // The region follows the `low_latency` engine's, at the same offset on every rank; its layout is
 // fixed by the buffer's sizing (capacities), not by the call:
-//   [barrier signals]                       one monotone counter per source rank
+//   [barrier signals]                       one monotone u64 per source rank: its last barrier
 //   [input buffer, half 0][half 1]          this rank's tokens: [token] row, scales, top-k
 //   [workspace, half 0][half 1]             counts [local expert][source], then
 //                                           indices [local expert][source][position] = (token, slot)
@@ -43,9 +43,14 @@
 // and a rank that announced x returns only when all its done words reach the call: no peer reads x any
 // more, so the caller may overwrite it.
 //
-// The barrier never resets its signals: source s adds 1 (release) into its word in every peer's
-// heap, so after barrier b every word is >= b; a waiter spins (acquire) until each word reaches b,
-// and a word still below b names a rank that did not arrive.
+// The barrier never resets its signals: at barrier b, source s stores b (release) into its word in
+// every peer's heap, so after barrier b every word is >= b; a waiter spins (acquire) until each word
+// reaches b, and a word still below b names a rank that did not arrive. A store, not an add: every
+// rank numbers its barriers alike, so a rank that skipped barriers while masked (Buffer::update_mask:
+// masked ranks are neither signalled nor awaited) is in step again at the first one it arrives at.
+//
+// Rank masks: every wait above skips a masked peer, and nothing is written to one or read from one
+// (its memory may be gone); a rank masked in its own view writes to and waits for no one.
 #include "common/atomics.hpp"
 #include "common/host_device.hpp"
 

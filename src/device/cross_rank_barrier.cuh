@@ -1,16 +1,21 @@
 #pragma once
 // A barrier of all ranks for kernels whose every block takes part (DESIGN.md, "Symmetric engine"):
 //   1. a grid sync within the rank (every block's writes so far are ordered before step 2);
-//   2. block 0: one thread per peer adds into its own word in that peer's heap with
-//      red.release.sys, then spins with ld.acquire.sys until every peer's word in its own heap has
-//      arrived (bounded: a timeout names the rank that did not arrive);
+//   2. block 0: one thread per peer stores the barrier's number into its own word in that peer's heap
+//      with st.release.sys, then spins with ld.acquire.sys until every peer's word in its own heap has
+//      reached it (bounded: a timeout names the rank that did not arrive);
 //   3. a grid sync again (every block now sees what the peers wrote before their arrival).
 //
-// Signal words, [2 phases][R sources] int32 in every rank's heap, only ever changed by their source:
-// barrier b uses phase b % 2 and adds +1 when (b / 2) is even, -1 when odd, so a word goes
-// 0 -> 1 -> 0 -> ... and never needs resetting. A peer can be at most one barrier ahead (it cannot
-// pass b + 1 before we arrive there, which we do only after passing b), and that barrier uses the
-// other phase: a waiter never sees a word move past the value it waits for.
+// Signal words, [R sources] u64 in every rank's heap (common/symmetric_protocol.hpp), only ever
+// written by their source: the number of the last barrier it arrived at, so they never need
+// resetting, and a peer one barrier ahead (it cannot pass b + 1 before we arrive there) only makes
+// its word larger. Every rank numbers its barriers alike, arriving or not, so a rank that skipped
+// barriers while masked is in step again at the first one it arrives at.
+//
+// Rank masks (device/rank_mask.cuh): masked peers are neither signalled nor awaited, a rank masked in
+// its own view signals and awaits no one, and under Config::mask_ranks_on_timeout a peer that does not
+// arrive in time is masked. All of that happens in block 0 before the closing grid sync, so every
+// block that reads the mask after the barrier sees the same ranks.
 //
 // Counters live on the device (grid arrivals, barriers passed), so a replayed CUDA graph continues
 // the sequence instead of repeating the captured one.
@@ -22,6 +27,7 @@
 // occupies SMs meanwhile (other streams) can still starve a grid, which then times out, never hangs.
 #include "device/bounded_wait.cuh"
 #include "device/ptx.cuh"
+#include "device/rank_mask.cuh"
 
 namespace switchyard::cuda {
 
@@ -32,23 +38,21 @@ struct GridBarrier {
   uint32_t num_blocks;
 };
 
-// The cross-rank barrier's signal words in a rank's heap: [2 phases][num_ranks sources] int32.
+// The cross-rank barrier's signal words in a rank's heap: [num_ranks sources] u64.
 struct CrossRankSignals {
-  int32_t* words;  // this rank's copy
+  uint64_t* words;  // this rank's copy
   int num_ranks;
 
   __host__ __device__ static constexpr size_t bytes(int num_ranks) {
-    return 2 * static_cast<size_t>(num_ranks) * sizeof(int32_t);
+    return static_cast<size_t>(num_ranks) * sizeof(uint64_t);
   }
-  __device__ __forceinline__ int32_t* word(int phase, int source) const {
-    return words + phase * num_ranks + source;
-  }
+  __device__ __forceinline__ uint64_t* word(int source) const { return words + source; }
 };
 
 struct CrossRankBarrier {
   GridBarrier grid;
   CrossRankSignals signals;
-  uint64_t* passed;  // barriers this rank has passed (device memory), read and advanced by block 0
+  uint64_t* passed;  // barriers this rank has reached (device memory), read and advanced by block 0
 };
 
 // Every thread of the grid calls this. Returns false (in every thread of the block) when the wait
@@ -92,26 +96,6 @@ __device__ __forceinline__ bool grid_sync(const GridBarrier& grid, const KernelC
   return __syncthreads_and(ok) != 0;
 }
 
-// Spins (acquire, system scope) until `*word == expected`. `arrivals` is the barrier's index: on
-// timeout the record says the peer had arrived at `arrivals` barriers, not `arrivals + 1`.
-__device__ __forceinline__ bool wait_signal_equals(const KernelContext& context, const int32_t* word,
-                                                   int32_t expected, uint64_t arrivals,
-                                                   const WaitSite& site) {
-  if (ptx::ld_acquire_sys_s32(word) == expected) return true;
-  const uint64_t start = ptx::globaltimer_ns();
-  for (uint32_t polls = 1;; ++polls) {
-    if (ptx::ld_acquire_sys_s32(word) == expected) return true;
-    if ((polls & 63) != 0) continue;
-    if (rank_aborted(context)) return false;
-    const uint64_t waited = ptx::globaltimer_ns() - start;
-    if (waited > context.timeout_ns) {
-      record_wait_failure(context, site, static_cast<int64_t>(arrivals + 1), static_cast<int64_t>(arrivals),
-                          waited);
-      return false;
-    }
-  }
-}
-
 // Every thread of the grid calls this, once per barrier, on every rank. `role` names the caller in
 // a timeout report.
 __device__ __forceinline__ bool cross_rank_barrier(const CrossRankBarrier& barrier,
@@ -121,24 +105,23 @@ __device__ __forceinline__ bool cross_rank_barrier(const CrossRankBarrier& barri
     __shared__ uint64_t index_of_barrier;
     if (threadIdx.x == 0) index_of_barrier = *barrier.passed;
     __syncthreads();
-    const uint64_t index = index_of_barrier;
-    const int phase = static_cast<int>(index & 1);
-    const bool negative = ((index >> 1) & 1) != 0;
-    const int32_t expected = negative ? 0 : 1;
+    const uint64_t number = index_of_barrier + 1;
     const CrossRankSignals& signals = barrier.signals;
     for (int peer = threadIdx.x; peer < signals.num_ranks; peer += blockDim.x) {
+      if (!reaches(context, peer)) continue;
       // NOTES: the grid sync made every block's writes visible to this thread; the system-scope
       // fence and release carry them (and our peers' workspaces written through map()) to the peer.
       ptx::fence_acq_rel_sys();
-      ptx::red_add_release_sys_s32(context.heap.map(signals.word(phase, context.rank), peer),
-                                   negative ? -1 : 1);
+      common::st_release_sys(context.heap.map(signals.word(context.rank), peer), number);
     }
-    bool arrived = true;
     for (int peer = threadIdx.x; peer < signals.num_ranks; peer += blockDim.x) {
+      // A failure is recorded (and raises the abort flag, which the closing grid sync reads).
       const WaitSite site{role, common::WaitTarget::peer_arrival, -1, peer};
-      arrived = wait_signal_equals(context, signals.word(phase, peer), expected, index, site) && arrived;
+      wait_for_peer(context, signals.word(peer), number, site);
     }
-    if (__syncthreads_and(arrived) && threadIdx.x == 0) *barrier.passed = index + 1;
+    __syncthreads();
+    // Counted arriving or not, failed or not: the numbers stay alike on every rank.
+    if (threadIdx.x == 0) *barrier.passed = number;
   }
   // Block 0 arrives here even after a failed wait, so the other blocks are not left spinning; the
   // abort flag then tells every block. NOTES: the other blocks wait here while block 0 waits for

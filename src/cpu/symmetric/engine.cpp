@@ -15,6 +15,7 @@
 #include "core/expert_capacity.hpp"
 #include "core/symmetric_sizing.hpp"
 #include "cpu/expert_major/outputs.hpp"
+#include "cpu/symmetric/participants.hpp"
 #include "cpu/symmetric/pull_combine.hpp"
 #include "cpu/symmetric/source.hpp"
 #include "switchyard/errors.hpp"
@@ -34,6 +35,7 @@ struct Call {
   int hidden;
   int64_t max_tokens_per_rank;
   int64_t capacity;  // rows per local expert in the outputs (expert_capacity, resolved)
+  Masking masking;   // whom the call leaves out (cpu/symmetric/participants.hpp)
 };
 
 // ---- dispatch -----------------------------------------------------------------------------------
@@ -42,10 +44,11 @@ struct Call {
 // not at all with `zero_copy`, where the receivers read x in place), and writes into each target's workspace,
 // through map(), every (token, slot) routed to each of its experts in (token, slot) order, then the count of
 // every expert (zero included). With `positions` (the pull combine's, [N, K]) it also keeps each pair's
-// position there, -1 for no expert.
-void dispatch_publisher(const Call& call, const common::SymmetricToken& token_layout, bool use_fp8,
-                        bool round_scale, bool zero_copy, const TensorView& x, const TensorView& topk_idx,
-                        int32_t* positions) {
+// position there, -1 for no expert. Only `targets` are written to: a slot routed to another rank's
+// expert is dropped (as if its id were -1), and so is every slot when this rank is masked itself.
+void dispatch_publisher(const Call& call, const Participants& targets,
+                        const common::SymmetricToken& token_layout, bool use_fp8, bool round_scale,
+                        bool zero_copy, const TensorView& x, const TensorView& topk_idx, int32_t* positions) {
   const common::SymHeap& heap = *call.heap;
   const common::SymmetricLayout& layout = call.layout;
   const int64_t num_tokens = x.shape[0];
@@ -55,12 +58,15 @@ void dispatch_publisher(const Call& call, const common::SymmetricToken& token_la
   const uint16_t* rows = x.as<const uint16_t>();
 
   std::vector<int32_t> position(num_experts, 0);
+  auto sent = [&](int64_t expert) {
+    return expert >= 0 && targets.in(static_cast<int>(expert / call.local_experts));
+  };
   for (int64_t token = 0; token < num_tokens; ++token) {
     const int64_t* token_ids = ids + token * topk;
     uint8_t* published = layout.input_token(heap.base, call.half, token);
     std::memcpy(token_layout.topk_idx(published), token_ids, topk * sizeof(int64_t));
     if (positions) std::fill(positions + token * topk, positions + (token + 1) * topk, -1);
-    if (std::none_of(token_ids, token_ids + topk, [](int64_t expert) { return expert >= 0; })) continue;
+    if (std::none_of(token_ids, token_ids + topk, sent)) continue;
     const uint16_t* row = rows + token * call.hidden;
     if (use_fp8) {
       common::cast_row_to_fp8(row, call.hidden, round_scale, token_layout.row(published),
@@ -70,7 +76,7 @@ void dispatch_publisher(const Call& call, const common::SymmetricToken& token_la
     }
     for (int slot = 0; slot < topk; ++slot) {
       const int64_t expert = token_ids[slot];
-      if (expert < 0) continue;
+      if (!sent(expert)) continue;
       const int target = static_cast<int>(expert / call.local_experts);
       const int local = static_cast<int>(expert % call.local_experts);
       if (positions) positions[token * topk + slot] = position[expert];
@@ -80,6 +86,7 @@ void dispatch_publisher(const Call& call, const common::SymmetricToken& token_la
   }
   for (int expert = 0; expert < num_experts; ++expert) {
     const int target = expert / call.local_experts;
+    if (!targets.in(target)) continue;
     *heap.map(layout.count(heap.base, call.half, expert % call.local_experts, call.rank), target) =
         position[expert];
   }
@@ -95,15 +102,18 @@ struct Overflow {
 
 // After the barrier every rank's workspace holds this call's counts (each source wrote them before
 // arriving), so every rank reads all of them through map() and finds the same first overflowing
-// expert: every rank raises the same CapacityError, not only the expert's own.
-Overflow find_overflow(const Call& call) {
+// expert: every rank raises the same CapacityError, not only the expert's own. Only the participants'
+// workspaces and counts: alike on every survivor when their masks are.
+Overflow find_overflow(const Call& call, const Participants& participants) {
   Overflow overflow;
   if (call.capacity >= call.num_ranks * call.max_tokens_per_rank) return overflow;  // cannot overflow
   const common::SymHeap& heap = *call.heap;
   for (int target = 0; target < call.num_ranks && overflow.expert < 0; ++target) {
+    if (!participants.in(target)) continue;
     for (int local = 0; local < call.local_experts; ++local) {
       int64_t rows = 0;
       for (int source = 0; source < call.num_ranks; ++source) {
+        if (!participants.in(source)) continue;
         // A count out of range is the target's own error to report (dispatch_puller); it adds nothing here.
         const int32_t count = *heap.map(call.layout.count(heap.base, call.half, local, source), target);
         if (count > 0 && count <= call.max_tokens_per_rank) rows += count;
@@ -121,8 +131,10 @@ Overflow find_overflow(const Call& call) {
 // Reads the counts in this rank's workspace to place each source's rows (source-major, then in
 // (token, slot) order), then pulls every row that fits the capacity from its source's input buffer at
 // the mapped address (or from its x, where `sources` says it announced it). Sources are visited starting
-// after this rank, so that the ranks pull from different peers at once.
-void dispatch_puller(const Call& call, const common::SymmetricToken& token_layout, int topk, bool use_ue8m0,
+// after this rank, so that the ranks pull from different peers at once. A source that does not take
+// part counts as having sent nothing (its workspace entries here are stale, its memory never read).
+void dispatch_puller(const Call& call, const Participants& participants,
+                     const common::SymmetricToken& token_layout, int topk, bool use_ue8m0,
                      const SourceRows& sources, const DispatchOutputs& out) {
   const common::SymHeap& heap = *call.heap;
   const common::SymmetricLayout& layout = call.layout;
@@ -138,7 +150,7 @@ void dispatch_puller(const Call& call, const common::SymmetricToken& token_layou
   for (int local = 0; local < call.local_experts; ++local) {
     int32_t begin = 0;
     for (int source = 0; source < call.num_ranks; ++source) {
-      const int32_t count = *layout.count(heap.base, call.half, local, source);
+      const int32_t count = participants.in(source) ? *layout.count(heap.base, call.half, local, source) : 0;
       if (count < 0 || count > call.max_tokens_per_rank) {
         throw Error("symmetric_dispatch: rank " + std::to_string(source) + " routed " +
                     std::to_string(count) + " rows to local expert " + std::to_string(local) + " of rank " +
@@ -198,8 +210,10 @@ void dispatch_puller(const Call& call, const common::SymmetricToken& token_layou
 // ---- combine ------------------------------------------------------------------------------------
 
 // Pushes each received row's expert output into its home rank's combine buffer at (slot, token),
-// through map(). Homes are visited starting after this rank, so that no home is hot.
-void combine_pusher(const Call& call, const detail::ExpertMajorHandleData& handle, const uint16_t* y) {
+// through map(). Homes are visited starting after this rank, so that no home is hot. Only homes that
+// take part (`homes`): nothing is written to a masked one.
+void combine_pusher(const Call& call, const Participants& homes, const detail::ExpertMajorHandleData& handle,
+                    const uint16_t* y) {
   const common::SymHeap& heap = *call.heap;
   const int64_t rows_per_expert = call.capacity;
   const int32_t* layout_range = handle.layout_range.as<const int32_t>();
@@ -209,6 +223,7 @@ void combine_pusher(const Call& call, const detail::ExpertMajorHandleData& handl
   for (int local = 0; local < call.local_experts; ++local) {
     for (int step = 0; step < call.num_ranks; ++step) {
       const int home = (call.rank + 1 + step) % call.num_ranks;
+      if (!homes.in(home)) continue;
       const int32_t begin = layout_range[(local * call.num_ranks + home) * 2];
       const int32_t count = layout_range[(local * call.num_ranks + home) * 2 + 1];
       // Only rows inside the capacity exist (an overflowed dispatch raised and returned no handle).
@@ -223,12 +238,15 @@ void combine_pusher(const Call& call, const detail::ExpertMajorHandleData& handl
 }
 
 // Reduces each token's valid slots in increasing order with fp32 fused multiply-adds from +0,
-// rounding to bf16 once, from this rank's own combine buffer.
-void combine_reducer(const Call& call, const int64_t* topk_idx, const float* topk_weights, int64_t num_tokens,
-                     int topk, uint16_t* combined_x) {
+// rounding to bf16 once, from this rank's own combine buffer. Slots routed to the experts of a rank
+// that does not take part are dropped, as if topk_idx held -1 there.
+void combine_reducer(const Call& call, const Participants& participants, const int64_t* topk_idx,
+                     const float* topk_weights, int64_t num_tokens, int topk, uint16_t* combined_x) {
   const common::SymHeap& heap = *call.heap;
+  const std::vector<int64_t> ids =
+      participants.surviving_slots(topk_idx, num_tokens * topk, call.local_experts);
   reduce_weighted_slots(
-      topk_idx, topk_weights, num_tokens, topk, call.hidden, combined_x, [&](int slot, int64_t token) {
+      ids.data(), topk_weights, num_tokens, topk, call.hidden, combined_x, [&](int slot, int64_t token) {
         return reinterpret_cast<const uint16_t*>(call.layout.combine_row(heap.base, call.half, slot, token));
       });
 }
@@ -250,6 +268,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   call.hidden = plan.hidden;
   call.max_tokens_per_rank = plan.max_tokens_per_rank;
   call.capacity = plan.expert_capacity;
+  call.masking = Masking{mask_, plan.config.mask_ranks_on_timeout};
   const common::SymmetricToken token_layout = detail::symmetric_token(plan.hidden, plan.use_fp8, plan.topk);
 
   DispatchOutputs out = prepare_expert_major_outputs(plan, owner_, Engine::symmetric);
@@ -262,30 +281,35 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
 
   // fp8 keeps the publish: the cast there halves the bytes every receiver pulls.
   const bool zero_copy = dispatch_path_ == SymmetricDispatch::zero_copy && !plan.use_fp8;
-  const InPlaceCall sources_call{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds};
+  const InPlaceCall sources_call{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds,
+                                 call.masking};
   announce_source(sources_call, zero_copy ? args.x.data : nullptr, static_cast<int64_t>(plan.hidden) * 2,
                   plan.signature);
-  dispatch_publisher(call, token_layout, plan.use_fp8, plan.round_scale, zero_copy, args.x, args.topk_idx,
-                     pull ? handle->position.as<int32_t>() : nullptr);
+  const Participants targets(call.masking, call.rank, num_ranks);
+  dispatch_publisher(call, targets, token_layout, plan.use_fp8, plan.round_scale, zero_copy, args.x,
+                     args.topk_idx, pull ? handle->position.as<int32_t>() : nullptr);
   try {
-    barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), plan.config.timeout_seconds,
-                             "symmetric dispatch");
+    barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), call.masking,
+                             plan.config.timeout_seconds, "symmetric dispatch");
   } catch (...) {
     // Peers may pass the barrier (we arrived): none reads x once this returns.
     withdraw_source(sources_call);
     throw;
   }
+  // Fixed after the barrier: a source it masked (on a timeout) is left out of the whole pull, so the
+  // outputs are the survivors' already in this call.
+  const Participants participants = targets.still(call.masking, call.rank);
   Overflow overflow;
   std::exception_ptr failure;
   try {
     // First: the counts and routes below are laid out by the call's shape, which must be every rank's.
-    const SourceRows sources(sources_call, plan.signature);
+    const SourceRows sources(sources_call, plan.signature, participants);
     if (pull) {
       pull_row_begins(heap_.view(), plan.layout, call.half, plan.local_experts, plan.max_tokens_per_rank,
-                      handle->begin.as<int32_t>());
+                      participants, handle->begin.as<int32_t>());
     }
-    overflow = find_overflow(call);
-    dispatch_puller(call, token_layout, plan.topk, plan.use_ue8m0, sources, out);
+    overflow = find_overflow(call, participants);
+    dispatch_puller(call, participants, token_layout, plan.topk, plan.use_ue8m0, sources, out);
   } catch (...) {
     failure = std::current_exception();
   }
@@ -328,6 +352,7 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
   call.hidden = plan.hidden;
   call.max_tokens_per_rank = handle.max_tokens_per_rank;
   call.capacity = handle.rows_per_expert();
+  call.masking = Masking{mask_, plan.config.mask_ranks_on_timeout};
 
   LowLatencyCombineResult result;
   result.combined_x = output_or_allocate(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden});
@@ -338,16 +363,20 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
           "handle: expected a dispatch made for the pull combine, got one without its row "
           "positions (config.symmetric_combine changed between dispatch and combine?)");
     }
-    pull_combine(InPlaceCall{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds}, handle,
-                 plan.y, plan.hidden, args.topk_idx.as<const int64_t>(), args.topk_weights.as<const float>(),
-                 result.combined_x.as<uint16_t>());
+    pull_combine(
+        InPlaceCall{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds, call.masking},
+        handle, plan.y, plan.hidden, args.topk_idx.as<const int64_t>(), args.topk_weights.as<const float>(),
+        result.combined_x.as<uint16_t>());
     return result;
   }
-  combine_pusher(call, handle, plan.y);
-  barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), plan.config.timeout_seconds,
-                           "symmetric combine");
-  combine_reducer(call, args.topk_idx.as<const int64_t>(), args.topk_weights.as<const float>(),
-                  handle.num_tokens, handle.topk, result.combined_x.as<uint16_t>());
+  const Participants homes(call.masking, call.rank, call.num_ranks);
+  combine_pusher(call, homes, handle, plan.y);
+  barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), call.masking,
+                           plan.config.timeout_seconds, "symmetric combine");
+  // Fixed after the barrier: an expert rank it masked (on a timeout) is dropped from the whole reduction.
+  combine_reducer(call, homes.still(call.masking, call.rank), args.topk_idx.as<const int64_t>(),
+                  args.topk_weights.as<const float>(), handle.num_tokens, handle.topk,
+                  result.combined_x.as<uint16_t>());
   return result;
 }
 

@@ -3,7 +3,9 @@
 // thread. Dispatch: publish (input buffer, unless zero-copy: cpu/symmetric/source.hpp; and each
 // target's workspace through map()), barrier, pull. Combine, push: each expert row into its home's combine
 // buffer through map(), barrier, reduce locally; or pull (cpu/symmetric/pull_combine.hpp): every home reduces
-// from the experts' y.
+// from the experts' y. Masked ranks (Buffer::update_mask) are neither written to nor awaited, their
+// rows not pulled and their experts' slots dropped; each call fixes whom it works with after its waits
+// (cpu/symmetric/participants.hpp).
 #include <cstdint>
 
 #include "common/rank_mask.hpp"

@@ -34,12 +34,4 @@ void withdraw_lease(uint64_t* lease) {
   }
 }
 
-std::string waiting_for(const common::SymHeap& heap, const char* operation, const std::vector<int>& missing,
-                        const char* what) {
-  std::string ranks;
-  for (int rank : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(rank);
-  return "rank " + std::to_string(heap.rank) + " (cpu " + operation + ") waiting for rank(s) " + ranks +
-         " to " + what;
-}
-
 }  // namespace switchyard::cpu

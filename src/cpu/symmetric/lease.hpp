@@ -1,21 +1,20 @@
 #pragma once
 // What the CPU `symmetric` engine's in-place reads (the pull combine reads peers' y, the zero-copy
-// dispatch peers' x) share: the lease that keeps a rank from returning while a peer reads its memory,
-// and the bounded wait on every rank's word of a call.
+// dispatch peers' x) share: the lease that keeps a rank from returning while a peer reads its memory
+// (the waits on every rank's word of a call, and whom they skip, are cpu/symmetric/participants.hpp).
 //
 // A lease word (SymmetricPullRecord::lease, SymmetricSourceRecord::lease) holds the call in its high
 // bits, then whether the owner withdrew its memory, then the readers holding it now. A reader reads a
 // peer's memory only while it holds a lease of the call; an owner that gives up on a call (a timeout, a
 // mismatch) withdraws and waits for the holders to finish (local work, no waits inside a lease) before
-// it returns, so the caller may free that memory as soon as the call returns, whatever happened.
+// it returns, so the caller may free that memory as soon as the call returns, whatever happened. An
+// owner that left out a peer (masked) withdraws too: a peer masked only in the owner's view may still
+// read, and must not after the call returns.
 #include <cstdint>
-#include <string>
-#include <vector>
 
-#include "common/atomics.hpp"
 #include "common/sym_heap.hpp"
 #include "common/symmetric_protocol.hpp"
-#include "cpu/backend/bounded_wait.hpp"
+#include "cpu/symmetric/participants.hpp"
 
 namespace switchyard::cpu {
 
@@ -25,6 +24,7 @@ struct InPlaceCall {
   common::SymmetricLayout layout;
   uint64_t sequence;  // the call's number among this buffer's symmetric calls, alike on every rank
   double timeout_seconds;
+  Masking masking;
 };
 
 // The word an owner stores before it announces call `sequence`: open, no readers.
@@ -34,28 +34,5 @@ bool take_lease(uint64_t* lease, uint64_t sequence);
 void return_lease(uint64_t* lease);
 // The owner gives up on the call: no new lease, and every held one returned, before this returns.
 void withdraw_lease(uint64_t* lease);
-
-// "rank 0 (cpu symmetric combine, pull) waiting for rank(s) 1, 2 to <what>"
-std::string waiting_for(const common::SymHeap& heap, const char* operation, const std::vector<int>& missing,
-                        const char* what);
-
-// Waits (bounded) until *word_of(rank) >= sequence for every rank; the TimeoutError names those still
-// below, the rank and `operation` ("symmetric combine, pull").
-template <typename WordOf>
-void wait_all_ranks(const common::SymHeap& heap, uint64_t sequence, double timeout_seconds,
-                    const char* operation, const char* what, WordOf word_of) {
-  WaitBudget budget(timeout_seconds, nullptr);
-  for (int rank = 0; rank < heap.num_ranks; ++rank) {
-    while (common::ld_acquire_sys(word_of(rank)) < sequence) {
-      budget.idle([&] {
-        std::vector<int> missing;
-        for (int other = 0; other < heap.num_ranks; ++other) {
-          if (common::ld_acquire_sys(word_of(other)) < sequence) missing.push_back(other);
-        }
-        return waiting_for(heap, operation, missing, what);
-      });
-    }
-  }
-}
 
 }  // namespace switchyard::cpu

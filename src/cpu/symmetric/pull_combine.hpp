@@ -2,12 +2,15 @@
 // The CPU `symmetric` engine's pull combine (common/symmetric_protocol.hpp, "pull"), used where every
 // rank is a thread of this process (Config::symmetric_combine): no combine buffer and no barrier.
 //   announce   this rank writes its y's address into its own pull record, then releases the call;
-//   gather     it acquires every peer's record (bounded);
+//   gather     it acquires every peer's record (bounded), skipping masked ones; the ranks left then
+//              are the call's participants (cpu/symmetric/participants.hpp), and slots routed to the
+//              others' experts are dropped;
 //   reduce     each token's valid slots, read straight from the experts' ranks' y at the row the
 //              dispatch left in the handle (position, begin), in increasing slot order with std::fma
 //              from +0, rounded to bf16 once: the push path's arithmetic, bit for bit;
 //   release    it releases the call into its done word in every peer's heap, and waits (bounded) until
-//              every peer has done the same in its own: then no peer reads its y any more.
+//              every peer has done the same in its own: then no peer reads its y any more (a masked
+//              peer is not awaited, and finds y withdrawn should it still read).
 #include <cstdint>
 
 #include "common/sym_heap.hpp"
@@ -22,8 +25,10 @@ void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& 
                   int hidden, const int64_t* topk_idx, const float* topk_weights, uint16_t* combined_x);
 
 // The dispatch's part, after its barrier (every target's workspace holds this call's counts): where
-// this rank's rows start among each expert's rows, begin[e] = the counts of sources before this rank.
+// this rank's rows start among each expert's rows, begin[e] = the counts of participating sources
+// before this rank (0 for the experts of a rank that does not take part).
 void pull_row_begins(const common::SymHeap& heap, const common::SymmetricLayout& layout, int half,
-                     int local_experts, int64_t max_tokens_per_rank, int32_t* begin);
+                     int local_experts, int64_t max_tokens_per_rank, const Participants& participants,
+                     int32_t* begin);
 
 }  // namespace switchyard::cpu

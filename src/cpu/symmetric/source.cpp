@@ -37,10 +37,11 @@ void withdraw_source(const InPlaceCall& call) {
   if (mine->x != 0) withdraw_lease(&mine->lease);
 }
 
-SourceRows::SourceRows(const InPlaceCall& call, uint64_t signature)
+SourceRows::SourceRows(const InPlaceCall& call, uint64_t signature, const Participants& participants)
     : call_(call), x_(call.heap->num_ranks, nullptr), stride_(call.heap->num_ranks, 0) {
   const common::SymHeap& heap = *call.heap;
   for (int source = 0; source < heap.num_ranks; ++source) {
+    if (!participants.in(source)) continue;  // masked: its memory is never read (it may be gone)
     common::SymmetricSourceRecord* record = record_of(call, source);
     const uint64_t sequence = common::ld_acquire_sys(&record->sequence);
     if (sequence != call.sequence) {
@@ -77,17 +78,21 @@ void SourceRows::release() {
 void finish_sources(const InPlaceCall& call, bool announced) {
   const common::SymHeap& heap = *call.heap;
   for (int peer = 0; peer < heap.num_ranks; ++peer) {
+    if (!call.masking.reaches(heap.rank, peer)) continue;
     common::st_release_sys(heap.map(call.layout.pull_done(heap.base, heap.rank), peer), call.sequence);
   }
   if (!announced) return;
   try {
-    wait_all_ranks(heap, call.sequence, call.timeout_seconds, kOperation,
+    wait_for_ranks(heap, call.masking, call.sequence, call.timeout_seconds, kOperation,
                    "finish reading this rank's tokens (x)",
                    [&](int rank) { return call.layout.pull_done(heap.base, rank); });
   } catch (...) {
     withdraw_source(call);
     throw;
   }
+  // A peer left out was not awaited: should it still read (masked in this rank's view only), it finds
+  // x withdrawn.
+  if (!Participants(call.masking, heap.rank, heap.num_ranks).all()) withdraw_source(call);
 }
 
 }  // namespace switchyard::cpu

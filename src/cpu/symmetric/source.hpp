@@ -24,13 +24,14 @@ void announce_source(const InPlaceCall& call, const void* x, int64_t row_stride,
 // this returns. A no-op when x was not announced.
 void withdraw_source(const InPlaceCall& call);
 
-// Where every source's rows are, for the pulls: x[source] (null: its input buffer) and row_stride.
-// Holds a lease on every announced x until destroyed (or release()). Throws TimeoutError naming the
-// source when one gave up on the call, Error when a record is of another call, and InvalidArgument
-// when a source's signature differs from `signature` (this rank's).
+// Where every participating source's rows are, for the pulls: x[source] (null: its input buffer, or
+// not a participant, whose record is never read) and row_stride. Holds a lease on every announced x
+// until destroyed (or release()). Throws TimeoutError naming the source when one gave up on the call,
+// Error when a record is of another call, and InvalidArgument when a source's signature differs from
+// `signature` (this rank's).
 class SourceRows {
  public:
-  SourceRows(const InPlaceCall& call, uint64_t signature);
+  SourceRows(const InPlaceCall& call, uint64_t signature, const Participants& participants);
   ~SourceRows() { release(); }
   SourceRows(const SourceRows&) = delete;
   SourceRows& operator=(const SourceRows&) = delete;
@@ -46,9 +47,10 @@ class SourceRows {
   std::vector<int> leased_;
 };
 
-// After the pulls (or a failure after the barrier): releases the call to every peer, then, if this
-// rank announced x, waits until every peer released it here (TimeoutError naming the ranks; x is
-// withdrawn first, so the throw never leaves a reader behind).
+// After the pulls (or a failure after the barrier): releases the call to every peer it reaches, then,
+// if this rank announced x, waits until every such peer released it here (TimeoutError naming the
+// ranks, or those masked under Config::mask_ranks_on_timeout). x is withdrawn before a throw, and
+// whenever a peer was left out (masked), so that no reader is left behind.
 void finish_sources(const InPlaceCall& call, bool announced);
 
 }  // namespace switchyard::cpu

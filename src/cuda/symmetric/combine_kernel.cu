@@ -11,6 +11,11 @@
 // The combine of a dispatch that overflowed its expert_capacity is refused on every rank alike (each
 // rank's dispatch found the same overflow): nothing is pushed or reduced, the barrier still runs so
 // that no peer waits, and the CapacityError is recorded again.
+// Rank masks (device/rank_mask.cuh): nothing is pushed to a home this rank does not reach when the
+// block starts; the barrier neither signals nor awaits masked ranks (and masks, under
+// Config::mask_ranks_on_timeout, one that does not arrive); after it every block reads the mask once
+// (the same ranks in every block) and drops the slots of experts on ranks that do not take part, as if
+// topk_idx held -1 there. A rank masked in its own view pushes nothing and combines +0.0.
 #include "common/numeric.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/symmetric/kernels.hpp"
@@ -19,6 +24,7 @@
 #include "cuda/symmetric/tables.cuh"
 #include "device/cross_rank_barrier.cuh"
 #include "device/cuda_check.hpp"
+#include "device/rank_mask.cuh"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda {
@@ -34,10 +40,11 @@ struct CombineCall {
 
 // ---- 1. push ------------------------------------------------------------------------------------
 
-// The dispatch's layout_range gives each (local expert, home) pair's rows. Returns false (in every
-// thread) if it is not a layout this call can use (a refused dispatch leaves it unwritten).
+// The dispatch's layout_range gives each (local expert, home) pair's rows; none for a home not in
+// `homes`. Returns false (in every thread) if it is not a layout this call can use (a refused dispatch
+// leaves it unwritten).
 __device__ bool load_push_tables(const KernelContext& context, const SymmetricCombineLaunch& launch,
-                                 const CombineCall& call, const RowTables& tables) {
+                                 const CombineCall& call, const PeerBits& homes, const RowTables& tables) {
   __shared__ int unusable;
   if (threadIdx.x == 0) unusable = 0;
   __syncthreads();
@@ -53,7 +60,7 @@ __device__ bool load_push_tables(const KernelContext& context, const SymmetricCo
       atomicExch(&unusable, 1);  // an atomic: many threads may raise it
       count = 0;
     }
-    tables.count[pair] = count;
+    tables.count[pair] = homes.in(pair % call.num_ranks) ? count : 0;
   }
   __syncthreads();
   tables.build(launch.capacity);
@@ -116,17 +123,20 @@ __device__ void push_producer(const KernelContext& context, const SymmetricCombi
 
 // ---- 3. reduce ----------------------------------------------------------------------------------
 
-// Lane j: slot j of `token`, whose row is in this rank's combine buffer at [slot][token].
+// Lane j: slot j of `token`, whose row is in this rank's combine buffer at [slot][token]; left out
+// when its expert's rank does not take part (`experts`).
 struct CombineBufferSlots {
   const KernelContext& context;
   const SymmetricCombineLaunch& launch;
+  const PeerBits& experts;
   int half;
 
   __device__ __forceinline__ TokenSlots operator()(int64_t token) const {
     const int lane = lane_id();
     TokenSlots slots{false, 0.0f, nullptr};
     if (token < launch.num_tokens && lane < launch.topk) {
-      slots.valid = __ldg(launch.topk_idx + token * launch.topk + lane) >= 0;
+      const int64_t expert = __ldg(launch.topk_idx + token * launch.topk + lane);
+      slots.valid = expert >= 0 && experts.in(static_cast<int>(expert / launch.local_experts));
       slots.weight = __ldg(launch.topk_weights + token * launch.topk + lane);
       slots.row = launch.layout.combine_row(context.heap.base, half, lane, token);
     }
@@ -140,6 +150,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
   __shared__ PipelineShared pipeline_shared;
   __shared__ uint32_t call_of_block;
+  __shared__ PeerBits homes;    // whom this block pushes to before the barrier
+  __shared__ PeerBits experts;  // whose experts' slots it reduces after it
   const int warp = static_cast<int>(threadIdx.x / 32);
   const SymmetricGrid& grid = launch.grid;
   const Pipeline pipe{&pipeline_shared, dynamic_shared + grid.table_bytes, grid.stage_bytes,
@@ -151,6 +163,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   }
   __syncthreads();
   const uint32_t sequence = call_of_block;
+  homes.load(context);
   CombineCall call;
   call.half = common::symmetric_half(sequence);
   call.num_ranks = context.num_ranks;
@@ -169,7 +182,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
                         expert / launch.local_experts};
     record_wait_failure(context, site, launch.capacity, launch.overflow[2], 0, false);
   }
-  const bool usable = load_push_tables(context, launch, call, tables) && !overflowed;
+  const bool usable = load_push_tables(context, launch, call, homes, tables) && !overflowed;
   if (usable && warp == kProducerWarp) {
     PipelineProducer producer{pipe, 0, pipeline_site, false};
     push_producer(context, launch, call, tables, producer);
@@ -181,16 +194,18 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   // 2. The barrier: every row for our tokens is in our combine buffer after it.
   const CrossRankBarrier barrier{
       GridBarrier{&launch.state->grid_arrivals, static_cast<uint32_t>(grid.blocks)},
-      CrossRankSignals{reinterpret_cast<int32_t*>(launch.layout.signal(context.heap.base, 0)),
-                       context.num_ranks},
+      CrossRankSignals{launch.layout.signal(context.heap.base, 0), context.num_ranks},
       &launch.state->barriers};
   if (!cross_rank_barrier(barrier, context, common::WaitRole::symmetric_combine)) return;
   if (blockIdx.x == 0 && threadIdx.x == 0) launch.state->calls = sequence;
 
-  // 3. Reduce (refused after an overflowed dispatch: combined_x is not written).
+  // 3. Reduce (refused after an overflowed dispatch: combined_x is not written), over the experts of
+  // the ranks that take part: fixed here, after the barrier's waits, so that a rank masked there is
+  // dropped from the whole reduction.
+  experts.load(context, &homes);
   if (!overflowed) {
     reduce_tokens(ReduceShape{launch.num_tokens, launch.hidden, call.blocks, launch.combined_x},
-                  CombineBufferSlots{context, launch, call.half});
+                  CombineBufferSlots{context, launch, experts, call.half});
   }
 }
 

@@ -14,6 +14,13 @@
 //   4. release (cuda/symmetric/release.cuh): every block counts itself out once its loads are
 //      consumed; the last one releases the call into its done word in every peer's heap and, after a
 //      zero-copy call, waits until every peer released it into ours: then nobody reads x any more.
+// Rank masks (device/rank_mask.cuh): the routing writes only into the workspaces of ranks this rank
+// reaches when the block starts; the barrier neither signals nor awaits masked ranks (and masks, under
+// Config::mask_ranks_on_timeout, one that does not arrive); after it every block reads the mask once
+// (the same ranks in every block: the barrier's masking is done before its closing grid sync) and
+// leaves out every source that does not take part: its counts count as 0, its record and rows are
+// never read. A rank masked in its own view writes nothing to peers and receives nothing. Only an
+// update_mask on another stream during the call can make blocks disagree; outputs stay in bounds.
 #include <climits>
 
 #include "common/fp8_cast.hpp"
@@ -26,6 +33,7 @@
 #include "cuda/symmetric/tables.cuh"
 #include "device/cross_rank_barrier.cuh"
 #include "device/cuda_check.hpp"
+#include "device/rank_mask.cuh"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda {
@@ -160,10 +168,12 @@ __device__ void publish_fp8_rows(const KernelContext& context, const SymmetricDi
 
 // ---- 3. pull ------------------------------------------------------------------------------------
 
-// The counts the sources wrote here. Returns false (in every thread) when the call is refused: a
-// source refused its input, or a count is out of range (calls with different shapes).
+// The counts the participating sources wrote here (0 for the others: stale, never read). Returns false
+// (in every thread) when the call is refused: a source refused its input, or a count is out of range
+// (calls with different shapes).
 __device__ bool load_pull_tables(const KernelContext& context, const SymmetricDispatchLaunch& launch,
-                                 const DispatchCall& call, const RowTables& tables) {
+                                 const DispatchCall& call, const PeerBits& participants,
+                                 const RowTables& tables) {
   __shared__ int refused;
   if (threadIdx.x == 0) refused = 0;
   __syncthreads();
@@ -171,7 +181,8 @@ __device__ bool load_pull_tables(const KernelContext& context, const SymmetricDi
   for (int pair = threadIdx.x; pair < pairs; pair += blockDim.x) {
     const int local = pair / call.num_ranks;
     const int source = pair % call.num_ranks;
-    int32_t count = *launch.layout.count(context.heap.base, call.half, local, source);
+    int32_t count =
+        participants.in(source) ? *launch.layout.count(context.heap.base, call.half, local, source) : 0;
     if (count == kRefusedCount) {
       atomicExch(&refused, 1);
       count = 0;
@@ -201,12 +212,14 @@ struct SourceRows {
 };
 
 __device__ bool load_sources(const KernelContext& context, const SymmetricDispatchLaunch& launch,
-                             uint64_t sequence, int half, SourceRows& sources) {
+                             uint64_t sequence, int half, const PeerBits& participants, SourceRows& sources) {
   __shared__ int mismatched;
   if (threadIdx.x == 0) mismatched = 0;
   __syncthreads();
   const common::SymHeap& heap = context.heap;
   for (int source = threadIdx.x; source < context.num_ranks; source += blockDim.x) {
+    sources.x[source] = nullptr;
+    if (!participants.in(source)) continue;  // none of its rows is pulled (its memory may be gone)
     const volatile common::SymmetricSourceRecord* record =
         heap.map(launch.layout.source_record(heap.base, half), source);
     // Another call, or this call with another shape: the rows here are not laid out as this rank reads them.
@@ -329,9 +342,10 @@ __device__ __forceinline__ void helper_warps_sync() {
 // Block 0's helpers, after the barrier, when the capacity is below R * max: every rank's workspace
 // holds this call's counts (each source wrote them before arriving), so each rank reads all of them
 // through map() and finds the lowest expert of any rank with more rows than the capacity. Every rank
-// records the same one (not a wait: the call completes), and the handle keeps it for the combine.
+// records the same one (not a wait: the call completes), and the handle keeps it for the combine. Only
+// the participants' workspaces and counts: alike on every survivor when their masks are.
 __device__ void find_overflow(const KernelContext& context, const SymmetricDispatchLaunch& launch,
-                              const DispatchCall& call) {
+                              const DispatchCall& call, const PeerBits& participants) {
   __shared__ int first_expert;
   const int helper = static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32;
   const int helpers = kHelperWarps * 32;
@@ -344,7 +358,8 @@ __device__ void find_overflow(const KernelContext& context, const SymmetricDispa
     const int target = expert / launch.local_experts;
     const int local = expert % launch.local_experts;
     int64_t rows = 0;
-    for (int source = 0; source < call.num_ranks; ++source) {
+    for (int source = 0; source < call.num_ranks && participants.in(target); ++source) {
+      if (!participants.in(source)) continue;
       // A count out of range is its target's to report (load_pull_tables); it adds nothing here.
       const int32_t count = *heap.map(launch.layout.count(heap.base, call.half, local, source), target);
       if (count > 0 && count <= launch.max_tokens_per_rank) rows += count;
@@ -400,6 +415,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   __shared__ uint32_t call_of_block;
   __shared__ int refused_by_routing;
   __shared__ DispatchStampRecord stamps;
+  __shared__ PeerBits targets;       // whom this block writes to before the barrier
+  __shared__ PeerBits participants;  // whom it works with after it
   const bool stamping = launch.stamps != nullptr;
   const int warp = static_cast<int>(threadIdx.x / 32);
   const SymmetricGrid& grid = launch.grid;
@@ -418,6 +435,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   }
   __syncthreads();
   const uint32_t sequence = call_of_block;
+  targets.load(context);
 
   DispatchCall call;
   call.half = common::symmetric_half(sequence);
@@ -453,7 +471,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     routing_warps_sync(grid.routing_warps);
   }
   if (routes && counted) {
-    place_routes(context, launch, call.half, table, blockIdx.x, exchange, routing_warp, &refused_by_routing);
+    place_routes(context, launch, call.half, table, blockIdx.x, exchange, routing_warp, targets,
+                 &refused_by_routing);
     if (routing_warp == 0 && lane_id() == 0) stamp(stamps, stamping, kPhaseRouted);
   }
   if (routes || exchange.routing_blocks > 1) {
@@ -477,19 +496,19 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
 
   // 2. The barrier: every rank's input buffer, source record and our workspace are complete after it.
   const CrossRankBarrier barrier{
-      rank_grid,
-      CrossRankSignals{reinterpret_cast<int32_t*>(launch.layout.signal(context.heap.base, 0)),
-                       context.num_ranks},
+      rank_grid, CrossRankSignals{launch.layout.signal(context.heap.base, 0), context.num_ranks},
       &launch.state->barriers};
   if (cross_rank_barrier(barrier, context, common::WaitRole::symmetric_dispatch)) {
     if (blockIdx.x == 0 && threadIdx.x == 0) launch.state->calls = sequence;
     if (threadIdx.x == 0) stamp(stamps, stamping, kPhasePassed);
 
-    // 3. Pull (refused: no output is written).
+    // 3. Pull (refused: no output is written), from the ranks that take part: fixed here, after the
+    // barrier's waits, so that a source masked there is left out of the whole call.
+    participants.load(context, &targets);
     __shared__ SourceRows sources;
     const RowTables tables = RowTables::carve(table, call.num_ranks, launch.local_experts);
-    const bool sourced = load_sources(context, launch, sequence, call.half, sources);
-    if (load_pull_tables(context, launch, call, tables) && sourced) {
+    const bool sourced = load_sources(context, launch, sequence, call.half, participants, sources);
+    if (load_pull_tables(context, launch, call, participants, tables) && sourced) {
       if (warp == kProducerWarp) {
         pull_producer(context, launch, call, tables, sources, producer);
         if (lane_id() == 0) stamp(stamps, stamping, kPhaseIssued);
@@ -499,11 +518,11 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
         if (lane_id() == 0) stamp(stamps, stamping, kPhaseDrained);
       } else {
         if (blockIdx.x == 0 && launch.capacity < call.num_ranks * launch.max_tokens_per_rank) {
-          find_overflow(context, launch, call);
+          find_overflow(context, launch, call, participants);
         }
         if (blockIdx.x == 0 && launch.begin != nullptr) {
-          write_pull_begins(context, launch, call.half, static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32,
-                            kHelperWarps * 32);
+          write_pull_begins(context, launch, call.half, participants,
+                            static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32, kHelperWarps * 32);
         }
         write_layout(launch, call, tables);
       }

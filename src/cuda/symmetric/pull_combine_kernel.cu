@@ -16,6 +16,14 @@
 //      kernel is done. The last block also advances the call count.
 // No combine buffer, no grid sync and no cross-rank barrier. An overflowed dispatch is refused as in
 // the push path (nothing reduced), but the records and done words still advance so that no peer waits.
+// Rank masks (device/rank_mask.cuh): a block's participants are the ranks whose records it gathered
+// and that it still reaches afterwards; slots of the others' experts are dropped (their y is never
+// read), and neither done words nor waits go to masked ranks. A rank masked in its own view gathers
+// nothing and combines +0.0. Blocks gather on their own: in the call where a timeout masks a peer
+// (Config::mask_ranks_on_timeout), a block that finished its gather before another block's wait for
+// that peer timed out still reduces the peer's slots (its y was announced, and the peer keeps it until
+// our done word), so that call's tokens may differ in whether they include the masked rank's experts.
+// From the next call on, every block leaves it out.
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/symmetric/kernels.hpp"
 #include "cuda/symmetric/reduce.cuh"
@@ -23,6 +31,7 @@
 #include "device/bounded_wait.cuh"
 #include "device/cuda_check.hpp"
 #include "device/ptx.cuh"
+#include "device/rank_mask.cuh"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda {
@@ -51,17 +60,20 @@ __device__ void announce_y(const KernelContext& context, const SymmetricCombineL
 
 // ---- 2. gather ------------------------------------------------------------------------------------
 
-// Returns (in every thread of the block) whether every rank announced this call with our shape.
+// Returns (in every thread of the block) whether every rank it reaches announced this call with our
+// shape; `announced` gets those ranks, whose y_of is set.
 __device__ bool gather_records(const KernelContext& context, const SymmetricCombineLaunch& launch,
-                               uint64_t sequence, const uint8_t** y_of) {
+                               uint64_t sequence, const uint8_t** y_of, PeerBits& announced) {
   __shared__ int gathered;
   if (threadIdx.x == 0) gathered = 1;
-  __syncthreads();
+  announced.clear();
   const common::SymHeap& heap = context.heap;
   for (int rank = threadIdx.x; rank < context.num_ranks; rank += blockDim.x) {
     const common::SymmetricPullRecord* record = heap.map(launch.layout.pull_record(heap.base), rank);
-    if (!wait_at_least(context, &record->sequence, sequence,
-                       pull_site(common::WaitTarget::pull_record, rank))) {
+    const PeerWait wait =
+        wait_for_peer(context, &record->sequence, sequence, pull_site(common::WaitTarget::pull_record, rank));
+    if (wait == PeerWait::left_out) continue;  // masked: its record and y are never read
+    if (wait == PeerWait::failed) {
       atomicExch(&gathered, 0);  // an atomic: many threads may clear it (racecheck)
       continue;
     }
@@ -76,6 +88,7 @@ __device__ bool gather_records(const KernelContext& context, const SymmetricComb
       continue;
     }
     y_of[rank] = reinterpret_cast<const uint8_t*>(fields->y);
+    announced.add(rank);
   }
   __syncthreads();
   return gathered != 0;
@@ -83,13 +96,14 @@ __device__ bool gather_records(const KernelContext& context, const SymmetricComb
 
 // ---- 3. reduce ------------------------------------------------------------------------------------
 
-// Lane j: slot j of `token`, whose row is in the expert's rank's y. A valid slot that the dispatch did
-// not send (no position, or past the expert's rows) is reported (the call's shapes differ) and left
-// out, never read.
+// Lane j: slot j of `token`, whose row is in the expert's rank's y. A slot of an expert whose rank
+// does not take part (`participants`) is dropped. A valid slot that the dispatch did not send (no
+// position, or past the expert's rows) is reported (the call's shapes differ) and left out, never read.
 struct PeerOutputSlots {
   const KernelContext& context;
   const SymmetricCombineLaunch& launch;
   const uint8_t* const* y_of;
+  const PeerBits& participants;
   uint32_t row_bytes;
 
   __device__ __forceinline__ TokenSlots operator()(int64_t token) const {
@@ -99,9 +113,10 @@ struct PeerOutputSlots {
     const int64_t pair = token * launch.topk + lane;
     const int64_t expert = __ldg(launch.topk_idx + pair);
     if (expert < 0) return slots;
+    const int target = expert < launch.num_experts ? static_cast<int>(expert / launch.local_experts) : -1;
+    if (target >= 0 && !participants.in(target)) return slots;
     const int32_t position = __ldg(launch.position + pair);
     slots.weight = __ldg(launch.topk_weights + pair);
-    const int target = expert < launch.num_experts ? static_cast<int>(expert / launch.local_experts) : -1;
     const int64_t row_in_expert =
         target >= 0 && position >= 0 ? static_cast<int64_t>(__ldg(launch.begin + expert)) + position : -1;
     if (row_in_expert < 0 || row_in_expert >= launch.capacity) {
@@ -121,6 +136,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
                                   const __grid_constant__ SymmetricCombineLaunch launch) {
   __shared__ uint32_t call_of_block;
   __shared__ const uint8_t* y_of[kMaxPullRanks];
+  __shared__ PeerBits announced;     // the ranks whose records this block gathered
+  __shared__ PeerBits participants;  // of those, the ones it still reaches after the gather
   if (threadIdx.x == 0) {
     // Every block reads the count before it finishes; the last block advances it after all have.
     call_of_block = launch.state->calls + 1;
@@ -129,7 +146,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   const uint64_t sequence = call_of_block;
 
   if (blockIdx.x == 0 && threadIdx.x == 0) announce_y(context, launch, sequence);
-  const bool gathered = gather_records(context, launch, sequence, y_of);
+  const bool gathered = gather_records(context, launch, sequence, y_of, announced);
+  participants.load(context, &announced);
 
   // Refused after an overflowed dispatch (every rank refuses alike): combined_x is not written.
   const bool overflowed = launch.overflow[0] != 0;
@@ -142,7 +160,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   if (gathered && !overflowed) {
     reduce_tokens(
         ReduceShape{launch.num_tokens, launch.hidden, static_cast<int>(gridDim.x), launch.combined_x},
-        PeerOutputSlots{context, launch, y_of, static_cast<uint32_t>(launch.hidden) * 2});
+        PeerOutputSlots{context, launch, y_of, participants, static_cast<uint32_t>(launch.hidden) * 2});
   }
   // 4. Finish (cuda/symmetric/release.cuh): the call ends only when no peer reads our y any more; the
   // last block counts the call (no barrier here after which block 0 could).

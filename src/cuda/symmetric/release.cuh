@@ -7,10 +7,15 @@
 //   memory was read in place, waits (bounded) until every peer has released the call into ours.
 // Every block reaches it, after a failed wait too: the done words must advance so that no peer waits
 // for us, and a peer that passed the barrier before we gave up may still be reading.
+// Masked peers (device/rank_mask.cuh) get no done word and are not awaited; under
+// Config::mask_ranks_on_timeout a peer whose done word does not come in time is masked and the kernel
+// ends without it. Unlike the CPU engine (whose leases withdraw the memory), nothing then stops such a
+// peer, should it be alive but slower than the timeout, from reading what the caller writes next.
 #include "common/symmetric_protocol.hpp"
 #include "cuda/symmetric/kernels.hpp"
 #include "device/bounded_wait.cuh"
 #include "device/ptx.cuh"
+#include "device/rank_mask.cuh"
 
 namespace switchyard::cuda {
 
@@ -34,12 +39,13 @@ __device__ __forceinline__ void release_call(const KernelContext& context, Symme
   if (!last) return;
   const common::SymHeap& heap = context.heap;
   for (int peer = threadIdx.x; peer < context.num_ranks; peer += blockDim.x) {
-    common::st_release_sys(heap.map(layout.pull_done(heap.base, context.rank), peer), sequence);
+    if (reaches(context, peer))
+      common::st_release_sys(heap.map(layout.pull_done(heap.base, context.rank), peer), sequence);
   }
   if (read_in_place) {
     for (int source = threadIdx.x; source < context.num_ranks; source += blockDim.x) {
       // Keeps waiting after another failure: a peer that got further than us may still be reading.
-      wait_at_least(context, layout.pull_done(heap.base, source), sequence,
+      wait_for_peer(context, layout.pull_done(heap.base, source), sequence,
                     WaitSite{role, target, -1, source}, OnRankFailure::keep_waiting);
     }
   }

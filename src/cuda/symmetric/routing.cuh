@@ -19,6 +19,12 @@
 // recorded in the error block and refuses the call: every count becomes kRefusedCount, so that no
 // rank writes any output.
 //
+// Rank masks: the sort ranks every pair, masked targets' included, so that each routing block places
+// the same positions whatever its copy of the mask; only the writes skip a target the block does not
+// reach (device/rank_mask.cuh: routes and counts, so a masked rank's memory is never written, and a
+// rank masked itself writes to no one). The receivers leave out what they do not receive, and the
+// combine drops the slots of masked experts.
+//
 // For the pull combine (launch.position set), place also keeps each pair's position locally, and
 // after the barrier write_pull_begins adds where this rank's rows start among each expert's rows: the
 // home then finds the row of (token, slot) in the expert's rank's y by itself.
@@ -26,6 +32,7 @@
 #include "cuda/symmetric/kernels.hpp"
 #include "device/bounded_wait.cuh"
 #include "device/ptx.cuh"
+#include "device/rank_mask.cuh"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda {
@@ -138,10 +145,11 @@ __device__ void count_routes(const KernelContext& context, const SymmetricDispat
 // rows, the totals and the capacity are checked (the call is refused if any block found a bad id or an
 // expert gets more than max_tokens_per_rank rows), and each pair's position goes to
 // route[local expert][this rank][position] in the expert's rank's workspace, through map(). Routing block
-// 0 then writes the counts there (zeros included, or kRefusedCount for a refused call).
+// 0 then writes the counts there (zeros included, or kRefusedCount for a refused call). Only into the
+// workspaces of `targets`.
 __device__ void place_routes(const KernelContext& context, const SymmetricDispatchLaunch& launch, int half,
                              int32_t* table, int routing_block, const RoutingExchange& exchange,
-                             int routing_warp, int* refused) {
+                             int routing_warp, const PeerBits& targets, int* refused) {
   const int num_warps = launch.grid.routing_warps;
   const int num_experts = launch.num_experts;
   const int lane = lane_id();
@@ -188,6 +196,7 @@ __device__ void place_routes(const KernelContext& context, const SymmetricDispat
     if (lane == __ffs(peers) - 1) mine[expert] += __popc(peers);
     if (position >= launch.max_tokens_per_rank) return;  // refused above; stay inside the workspace
     const int target = expert / launch.local_experts;
+    if (!targets.in(target)) return;
     const int local = expert % launch.local_experts;
     const common::SymmetricRoute route{static_cast<int32_t>(pair / launch.topk),
                                        static_cast<int32_t>(pair % launch.topk)};
@@ -201,22 +210,25 @@ __device__ void place_routes(const KernelContext& context, const SymmetricDispat
   for (int expert = routing_warp * 32 + lane; expert < num_experts; expert += num_warps * 32) {
     const int target = expert / launch.local_experts;
     const int local = expert % launch.local_experts;
+    if (!targets.in(target)) continue;
     *heap.map(region.count(heap.base, half, local, context.rank), target) =
         refuse ? kRefusedCount : totals[expert];
   }
 }
 
 // After the barrier, block 0's helper warps (`helper` 0..helpers-1), for the pull combine: begin[e] =
-// the rows that sources before this rank route to expert e, read from the expert's rank's workspace
-// through map() (every source wrote its counts there before arriving).
+// the rows that participating sources before this rank route to expert e, read from the expert's
+// rank's workspace through map() (every source wrote its counts there before arriving); 0 for the
+// experts of a rank that does not take part (their slots are dropped, its memory never read).
 __device__ void write_pull_begins(const KernelContext& context, const SymmetricDispatchLaunch& launch,
-                                  int half, int helper, int helpers) {
+                                  int half, const PeerBits& participants, int helper, int helpers) {
   const common::SymHeap& heap = context.heap;
   for (int expert = helper; expert < launch.num_experts; expert += helpers) {
     const int target = expert / launch.local_experts;
     const int local = expert % launch.local_experts;
     int32_t rows = 0;
-    for (int source = 0; source < context.rank; ++source) {
+    for (int source = 0; source < context.rank && participants.in(target); ++source) {
+      if (!participants.in(source)) continue;
       // A count out of range is its target's to report (load_pull_tables); it adds nothing here.
       const int32_t count = *heap.map(launch.layout.count(heap.base, half, local, source), target);
       if (count > 0 && count <= launch.max_tokens_per_rank) rows += count;
