@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "switchyard/moe.hpp"
 #include "switchyard/tensor.hpp"
 #include "switchyard/topology.hpp"
 
@@ -90,5 +91,16 @@ std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
                                         const std::vector<RankInputs>& inputs, int num_experts,
                                         const Topology& topology, int64_t max_tokens_per_rank,
                                         int64_t expert_capacity = 0);
+
+// ---- the MoE layer (docs/MOE.md) -------------------------------------------------------------------
+
+// Every rank's y of the MoE layer (switchyard/moe.hpp), token by token: each (token, slot) with an
+// expert runs through that expert's weights (weights[rank of the expert], as MoeWeights), and the
+// slots' outputs are summed as the expert-major combine does. inputs[s].x is bf16 [N_s, H] (cast per
+// 128 channels as the dispatch does when the weights are fp8); topk_idx and topk_weights as the layer
+// takes them. Every rounding point is docs/MOE.md's. Returns bf16 [N_s, H] per rank. Expert
+// capacity plays no part: a layer call that overflows it raises CapacityError instead.
+std::vector<Tensor> moe_layer(const std::vector<RankInputs>& inputs, const std::vector<MoeWeights>& weights,
+                              int num_experts, const Topology& topology, float activation_clamp = 0.0f);
 
 }  // namespace switchyard::reference

@@ -9,6 +9,7 @@
 #include "common/symmetric_protocol.hpp"
 #include "core/buffer_identity.hpp"
 #include "core/expert_major_handle.hpp"
+#include "core/moe_plan.hpp"
 #include "core/normal_handle.hpp"
 #include "switchyard/buffer.hpp"
 
@@ -133,6 +134,12 @@ class BackendImpl {
   // Where the symmetric dispatch pulls bf16 rows from, publish or zero_copy (Config::symmetric_dispatch,
   // resolved at connect; publish before).
   virtual SymmetricDispatch symmetric_dispatch_path() const = 0;
+
+  // The MoE layer's expert phase (core/moe_plan.hpp), between its symmetric dispatch and combine.
+  // has_moe_experts() is false where the backend has no such path yet (moe_experts then throws
+  // Unsupported), so that a MoeLayer is refused when it is made, not at its first call.
+  virtual bool has_moe_experts() const = 0;
+  virtual void moe_experts(const MoeExpertsPlan& plan) = 0;
 
   // Waits for this rank's work on `stream` and raises any error a kernel recorded.
   virtual void synchronize(Stream stream) = 0;

@@ -6,6 +6,7 @@
 #include "core/symmetric_path.hpp"
 #include "cpu/backend/host_heap.hpp"
 #include "cpu/low_latency/engine.hpp"
+#include "cpu/moe/experts.hpp"
 #include "cpu/normal/engine.hpp"
 #include "cpu/symmetric/engine.hpp"
 
@@ -71,6 +72,8 @@ class CpuBackend final : public detail::BackendImpl {
   }
   SymmetricCombine symmetric_combine_path() const override { return symmetric_.combine_path(); }
   SymmetricDispatch symmetric_dispatch_path() const override { return symmetric_.dispatch_path(); }
+  bool has_moe_experts() const override { return true; }
+  void moe_experts(const detail::MoeExpertsPlan& plan) override { run_moe_experts(plan); }
   // CPU calls complete before they return.
   void synchronize(Stream) override {}
 
