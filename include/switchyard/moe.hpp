@@ -83,7 +83,7 @@ class MoeLayer {
   int hidden() const;
   int intermediate() const;
   int local_experts() const;
-  DType weight_dtype() const;  // bf16 or fp8_e4m3: the recipe
+  DType weight_dtype() const;       // bf16 or fp8_e4m3: the recipe
   int64_t expert_capacity() const;  // C, resolved
 
   class Impl;

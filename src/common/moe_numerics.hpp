@@ -23,8 +23,8 @@ SY_HD float dot_bf16(const uint16_t* x, const uint16_t* w, int count) {
 // ascending, a partial sum of the e4m3 products in fp32 from +0.0 (each product is exact in fp32), then
 // sum = fma(partial, x_scale[b] * w_scale[b], sum). `count` is a multiple of 128; x_scales and w_scales
 // hold count / 128 scales (w_scales: the block row of this output channel).
-SY_HD float dot_fp8_blockwise(const uint8_t* x, const float* x_scales, const uint8_t* w, const float* w_scales,
-                              int count) {
+SY_HD float dot_fp8_blockwise(const uint8_t* x, const float* x_scales, const uint8_t* w,
+                              const float* w_scales, int count) {
   float sum = 0.0f;
   for (int block = 0; block < count / kFp8CastBlock; ++block) {
     float partial = 0.0f;

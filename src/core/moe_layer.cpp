@@ -1,13 +1,12 @@
 // MoeLayer: symmetric dispatch, the backend's expert phase, symmetric combine (docs/MOE.md). Every
 // argument is checked on the host before the dispatch moves a row; the workspace between the phases is
 // allocated once, here, so that a call allocates nothing but an output the caller did not give.
-#include "switchyard/moe.hpp"
-
 #include <memory>
 
 #include "core/buffer_access.hpp"
 #include "core/moe_plan.hpp"
 #include "switchyard/errors.hpp"
+#include "switchyard/moe.hpp"
 
 namespace switchyard {
 

@@ -51,8 +51,8 @@ int checked_channels(int64_t channels, int64_t multiple, int64_t limit, const ch
 
 }  // namespace
 
-MoeLayerPlan plan_moe_layer(const MoeWeights& weights, const MoeLayerOptions& options, const PlanContext& buffer,
-                            const common::SymmetricLayout& layout) {
+MoeLayerPlan plan_moe_layer(const MoeWeights& weights, const MoeLayerOptions& options,
+                            const PlanContext& buffer, const common::SymmetricLayout& layout) {
   check_symmetric_region(buffer.options, "MoeLayer");
   const Device device = buffer.device;
   MoeLayerPlan plan;
@@ -88,7 +88,8 @@ MoeLayerPlan plan_moe_layer(const MoeWeights& weights, const MoeLayerOptions& op
 
   // W1 decides the recipe and the shape; everything else must agree with it.
   const TensorView& w1 = weights.w1;
-  if (!w1.defined()) throw InvalidArgument("weights.w1: expected a bf16 or fp8_e4m3 tensor [L, 2I, H], got none");
+  if (!w1.defined())
+    throw InvalidArgument("weights.w1: expected a bf16 or fp8_e4m3 tensor [L, 2I, H], got none");
   if (w1.dtype != DType::bf16 && w1.dtype != DType::fp8_e4m3) {
     throw InvalidArgument("weights.w1: expected dtype bf16 or fp8_e4m3, got " + w1.describe());
   }
@@ -100,11 +101,12 @@ MoeLayerPlan plan_moe_layer(const MoeWeights& weights, const MoeLayerOptions& op
   // 128-channel block of W1's rows straddles the gate and up halves.
   const int64_t multiple = plan.fp8 ? kMoeScaleBlock : 8;
   if (w1.shape[1] % 2 != 0) {
-    throw InvalidArgument("weights.w1: expected an even number of rows in dimension 1 (2I: gate, then up), got " +
-                          w1.describe());
+    throw InvalidArgument(
+        "weights.w1: expected an even number of rows in dimension 1 (2I: gate, then up), got " +
+        w1.describe());
   }
-  plan.intermediate =
-      checked_channels(w1.shape[1] / 2, multiple, kMaxIntermediate, "weights.w1", "I (half of dimension 1)", w1);
+  plan.intermediate = checked_channels(w1.shape[1] / 2, multiple, kMaxIntermediate, "weights.w1",
+                                       "I (half of dimension 1)", w1);
   plan.hidden = checked_channels(w1.shape[2], multiple, layout.hidden, "weights.w1",
                                  "H (dimension 2, at most BufferSizing::hidden)", w1);
   const int64_t local = plan.local_experts, hidden = plan.hidden, intermediate = plan.intermediate;
@@ -129,7 +131,8 @@ void check_moe_call(const MoeArgs& args, const MoeLayerPlan& layer, Device devic
   const TensorView& x = args.x;
   if (!x.defined()) throw InvalidArgument("x: expected a bf16 tensor [N, H], got none");
   if (x.dtype == DType::fp8_e4m3 && !layer.fp8) {
-    throw InvalidArgument("x: expected bf16 with bf16 weights (fp8 x needs fp8 weights), got " + x.describe());
+    throw InvalidArgument("x: expected bf16 with bf16 weights (fp8 x needs fp8 weights), got " +
+                          x.describe());
   }
   if (x.dtype == DType::fp8_e4m3) {
     // NOTES: the symmetric dispatch casts bf16 rows to e4m3 itself, but does not yet carry rows that

@@ -33,8 +33,8 @@ struct MoeLayerPlan {
 };
 
 // `layout` is the Buffer's symmetric region, whose capacities bound the layer's shape.
-MoeLayerPlan plan_moe_layer(const MoeWeights& weights, const MoeLayerOptions& options, const PlanContext& buffer,
-                            const common::SymmetricLayout& layout);
+MoeLayerPlan plan_moe_layer(const MoeWeights& weights, const MoeLayerOptions& options,
+                            const PlanContext& buffer, const common::SymmetricLayout& layout);
 
 // The per-call checks the symmetric dispatch and combine do not make: x's dtype for the recipe and
 // its hidden for the weights, scales, weights present, out_y.

@@ -2,6 +2,8 @@
 // worked out by hand, and the reference layer against an independent evaluation of the same recipe in
 // double precision (another summation order, as a GPU kernel has), which must lie within the tolerance
 // docs/MOE.md derives, while an evaluation with a wrong expert output must not.
+#include "common/moe_numerics.hpp"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -9,7 +11,6 @@
 #include <vector>
 
 #include "common/fp8_cast.hpp"
-#include "common/moe_numerics.hpp"
 #include "common/numeric.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/reference.hpp"
@@ -38,7 +39,8 @@ TEST(MoeNumerics, Fp8DotScalesEachBlocksPartialSumOnce) {
   const float x_scales[2] = {2.0f, 0.25f}, w_scales[2] = {3.0f, 1.0f};
   ASSERT_EQ(common::fp8_e4m3_to_float(0x38), 1.0f);
   ASSERT_EQ(common::fp8_e4m3_to_float(0x30), 0.5f);
-  EXPECT_EQ(common::dot_fp8_blockwise(x.data(), x_scales, w.data(), w_scales, 256), 64.0f * 6.0f + 64.0f * 0.25f);
+  EXPECT_EQ(common::dot_fp8_blockwise(x.data(), x_scales, w.data(), w_scales, 256),
+            64.0f * 6.0f + 64.0f * 0.25f);
 }
 
 TEST(MoeNumerics, SwigluIsSiluOfGateTimesUpWithTheOptionalClamp) {
@@ -77,13 +79,15 @@ std::vector<Tensor> double_evaluation(const std::vector<workload::RankData>& dat
                                       float clamp, int drop_slot) {
   const bool fp8 = weights[0].w1.dtype() == DType::fp8_e4m3;
   const int local_experts = num_experts / static_cast<int>(weights.size());
-  const int hidden = static_cast<int>(weights[0].w1.size(2)), intermediate = static_cast<int>(weights[0].w1.size(1) / 2);
+  const int hidden = static_cast<int>(weights[0].w1.size(2)),
+            intermediate = static_cast<int>(weights[0].w1.size(1) / 2);
   // Dequantised weight element of a [L, rows, cols] tensor (and its [L, rows/128, cols/128] scales).
   auto weight = [&](const Tensor& w, const Tensor& scales, int local, int64_t row, int64_t col) -> double {
     const int64_t rows = w.size(1), cols = w.size(2);
     const int64_t at = (local * rows + row) * cols + col;
     if (!fp8) return bf16_to_float(w.as<const uint16_t>()[at]);
-    const float scale = scales.as<const float>()[(local * (rows / 128) + row / 128) * (cols / 128) + col / 128];
+    const float scale =
+        scales.as<const float>()[(local * (rows / 128) + row / 128) * (cols / 128) + col / 128];
     return static_cast<double>(common::fp8_e4m3_to_float(w.as<const uint8_t>()[at])) * scale;
   };
   std::vector<Tensor> out;
@@ -97,7 +101,8 @@ std::vector<Tensor> double_evaluation(const std::vector<workload::RankData>& dat
         std::vector<uint8_t> q(hidden);
         std::vector<float> s(hidden / 128);
         common::cast_row_to_fp8(row, hidden, false, q.data(), s.data());
-        for (int k = 0; k < hidden; ++k) x[k] = static_cast<double>(common::fp8_e4m3_to_float(q[k])) * s[k / 128];
+        for (int k = 0; k < hidden; ++k)
+          x[k] = static_cast<double>(common::fp8_e4m3_to_float(q[k])) * s[k / 128];
       } else {
         for (int k = 0; k < hidden; ++k) x[k] = bf16_to_float(row[k]);
       }
@@ -125,7 +130,8 @@ std::vector<Tensor> double_evaluation(const std::vector<workload::RankData>& dat
           for (int n = block * 128; n < (block + 1) * 128; ++n) amax = std::fmax(amax, std::fabs(a[n]));
           const double scale = std::fmax(amax, 1e-4) / 448.0;
           for (int n = block * 128; n < (block + 1) * 128; ++n) {
-            a[n] = common::fp8_e4m3_to_float(common::float_to_fp8_e4m3(static_cast<float>(a[n] / scale))) * scale;
+            a[n] = common::fp8_e4m3_to_float(common::float_to_fp8_e4m3(static_cast<float>(a[n] / scale))) *
+                   scale;
           }
         }
         if (!fp8) {
@@ -138,7 +144,8 @@ std::vector<Tensor> double_evaluation(const std::vector<workload::RankData>& dat
           sum[m] += gate_weight * bf16_to_float(float_to_bf16(static_cast<float>(o)));
         }
       }
-      for (int m = 0; m < hidden; ++m) y.as<uint16_t>()[t * hidden + m] = float_to_bf16(static_cast<float>(sum[m]));
+      for (int m = 0; m < hidden; ++m)
+        y.as<uint16_t>()[t * hidden + m] = float_to_bf16(static_cast<float>(sum[m]));
     }
     out.push_back(y);
   }
@@ -193,7 +200,9 @@ TEST_P(MoeTolerance, AnotherSummationOrderIsWithinItAndAWrongOutputIsNot) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Recipes, MoeTolerance, ::testing::Values(DType::bf16, DType::fp8_e4m3),
-                         [](const ::testing::TestParamInfo<DType>& info) { return std::string(dtype_name(info.param)); });
+                         [](const ::testing::TestParamInfo<DType>& info) {
+                           return std::string(dtype_name(info.param));
+                         });
 
 }  // namespace
 }  // namespace switchyard::testing

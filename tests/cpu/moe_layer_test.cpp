@@ -29,9 +29,9 @@ using expert_major::Regions;
 
 // What the inputs of a case are made to contain, so that the edge case it is named after is there.
 enum class Rows {
-  drawn,            // the workload's routing as drawn
-  one_per_expert,   // every (token, slot) names its own expert: capacity 1 is exactly full
-  exactly_full,     // capacity = the most rows any expert receives
+  drawn,           // the workload's routing as drawn
+  one_per_expert,  // every (token, slot) names its own expert: capacity 1 is exactly full
+  exactly_full,    // capacity = the most rows any expert receives
 };
 
 struct MoeCase {
@@ -93,7 +93,7 @@ struct Expected {
 Expected expected_for(MoeCase m, uint64_t seed) {
   Expected e;
   e.data = m.rows == Rows::one_per_expert ? expert_major::one_row_per_expert(m.c, seed)
-                                           : workload::generate(expert_major::shape_of(m.c), seed);
+                                          : workload::generate(expert_major::shape_of(m.c), seed);
   if (m.rows == Rows::one_per_expert) m.c.capacity = 1;
   if (m.rows == Rows::exactly_full) {
     m.c.capacity = std::max<int64_t>(1, expert_major::max_expert_rows(e.data, m.c.num_experts));
@@ -187,13 +187,14 @@ std::vector<MoeCase> reference_cases() {
     cases.push_back(moe_case(recipe + "_r2_no_tokens", 2, {0, 0}, 4, 2, 4, dtype));
     cases.push_back(with_routing(moe_case(recipe + "_r4_all_slots_empty", 4, {3, 2, 4, 1}, 4, 2, 8, dtype),
                                  Routing::all_invalid));
-    cases.push_back(with_routing(moe_case(recipe + "_r2_one_expert_the_rest_empty", 2, {6, 4}, 6, 2, 8, dtype),
-                                 Routing::one_expert));
-    cases.push_back(with_routing(moe_case(recipe + "_r4_skewed", 4, {6, 5, 6, 3}, 6, 4, 8, dtype), Routing::skewed));
+    cases.push_back(with_routing(
+        moe_case(recipe + "_r2_one_expert_the_rest_empty", 2, {6, 4}, 6, 2, 8, dtype), Routing::one_expert));
     cases.push_back(
-        with_rows(moe_case(recipe + "_r2_capacity_exactly_full", 2, {8, 7}, 8, 2, 4, dtype), Rows::exactly_full));
-    cases.push_back(
-        with_rows(moe_case(recipe + "_r4_one_row_per_expert", 4, {2, 2, 1, 2}, 2, 2, 16, dtype), Rows::one_per_expert));
+        with_routing(moe_case(recipe + "_r4_skewed", 4, {6, 5, 6, 3}, 6, 4, 8, dtype), Routing::skewed));
+    cases.push_back(with_rows(moe_case(recipe + "_r2_capacity_exactly_full", 2, {8, 7}, 8, 2, 4, dtype),
+                              Rows::exactly_full));
+    cases.push_back(with_rows(moe_case(recipe + "_r4_one_row_per_expert", 4, {2, 2, 1, 2}, 2, 2, 16, dtype),
+                              Rows::one_per_expert));
     cases.push_back(with_clamp(moe_case(recipe + "_r2_clamped", 2, {5, 6}, 6, 2, 4, dtype), 0.25f));
   }
   return cases;
@@ -205,7 +206,8 @@ INSTANTIATE_TEST_SUITE_P(EdgeCases, MoeLayerMatchesReference, ::testing::ValuesI
 // ---- capacity -------------------------------------------------------------------------------------
 
 TEST(MoeLayerCapacity, AnExpertPastItsCapacityRaisesCapacityErrorOnEveryRank) {
-  MoeCase m = with_routing(moe_case("overflow", 2, {4, 4}, 4, 2, 4, DType::bf16), workload::Routing::one_expert);
+  MoeCase m =
+      with_routing(moe_case("overflow", 2, {4, 4}, 4, 2, 4, DType::bf16), workload::Routing::one_expert);
   m.c.capacity = 3;  // one expert receives all 8 rows
   const uint64_t seed = seed_for("moe/overflow");
   const std::vector<workload::RankData> data = workload::generate(expert_major::shape_of(m.c), seed);
@@ -216,8 +218,10 @@ TEST(MoeLayerCapacity, AnExpertPastItsCapacityRaisesCapacityErrorOnEveryRank) {
     const workload::MoeExpertWeights weights =
         workload::generate_moe_weights(2, m.c.hidden, m.intermediate, m.weights, seed, rank);
     MoeLayer layer(buffer, weights.weights(), layer_options(m));
-    const std::string message = expert_major::refused<CapacityError>([&] { layer.forward(layer_args(data[rank])); });
-    if (message.rfind("expert_capacity:", 0) != 0) failures.add(rank, "expected a CapacityError, got: " + message);
+    const std::string message =
+        expert_major::refused<CapacityError>([&] { layer.forward(layer_args(data[rank])); });
+    if (message.rfind("expert_capacity:", 0) != 0)
+      failures.add(rank, "expected a CapacityError, got: " + message);
   });
   expert_major::expect_none(failures, seed);
 }
@@ -267,8 +271,9 @@ TEST_F(MoeLayerRefuses, WeightsOfTheWrongDtypeShapeOrDevice) {
 
   w = bf16_.weights();
   w.w1.shape[2] = 100;  // not a multiple of 8
-  EXPECT_TRUE(contains(construction(w), "weights.w1: expected H (dimension 2, at most BufferSizing::hidden) a "
-                                        "positive multiple of 8 up to 256"));
+  EXPECT_TRUE(contains(construction(w),
+                       "weights.w1: expected H (dimension 2, at most BufferSizing::hidden) a "
+                       "positive multiple of 8 up to 256"));
 
   w = bf16_.weights();
   w.w2.shape[2] = 64;
@@ -281,17 +286,20 @@ TEST_F(MoeLayerRefuses, WeightsOfTheWrongDtypeShapeOrDevice) {
   // A tensor on a GPU, for a cpu Buffer: refused by its device before anything reads it.
   w = bf16_.weights();
   w.w2.device = Device::cuda;
-  EXPECT_TRUE(contains(construction(w), "weights.w2: expected a tensor on cpu, got bf16[4, 256, 128] on cuda:0"));
+  EXPECT_TRUE(
+      contains(construction(w), "weights.w2: expected a tensor on cpu, got bf16[4, 256, 128] on cuda:0"));
 }
 
 TEST_F(MoeLayerRefuses, ScalesThatDoNotMatchTheRecipe) {
   MoeWeights w = fp8_.weights();
   w.w1_scales = TensorView();
-  EXPECT_TRUE(contains(construction(w), "weights.w1_scales: expected a f32 tensor with 3 dimensions, got none"));
+  EXPECT_TRUE(
+      contains(construction(w), "weights.w1_scales: expected a f32 tensor with 3 dimensions, got none"));
 
   w = fp8_.weights();
   w.w2_scales.shape[1] = 1;
-  EXPECT_TRUE(contains(construction(w), "weights.w2_scales: expected size 2 in dimension 1 ([L, H / 128, I / 128]"));
+  EXPECT_TRUE(
+      contains(construction(w), "weights.w2_scales: expected size 2 in dimension 1 ([L, H / 128, I / 128]"));
 
   w = bf16_.weights();
   w.w1_scales = fp8_.w1_scales;
@@ -301,7 +309,8 @@ TEST_F(MoeLayerRefuses, ScalesThatDoNotMatchTheRecipe) {
   Tensor odd_w1 = Tensor::empty(DType::fp8_e4m3, {4, 2 * 64, 256});
   w = fp8_.weights();
   w.w1 = odd_w1;
-  EXPECT_TRUE(contains(construction(w), "weights.w1: expected I (half of dimension 1) a positive multiple of 128"));
+  EXPECT_TRUE(
+      contains(construction(w), "weights.w1: expected I (half of dimension 1) a positive multiple of 128"));
 }
 
 TEST_F(MoeLayerRefuses, ExpertCountsTokenBoundsAndClamp) {
@@ -312,8 +321,9 @@ TEST_F(MoeLayerRefuses, ExpertCountsTokenBoundsAndClamp) {
   EXPECT_TRUE(contains(construction(bf16_.weights(), options), "num_experts: expected a positive multiple"));
   options = options_;
   options.max_tokens_per_rank = 5;
-  EXPECT_TRUE(contains(construction(bf16_.weights(), options),
-                       "max_tokens_per_rank: expected 1..4 (BufferSizing::symmetric_max_tokens_per_rank), got 5"));
+  EXPECT_TRUE(
+      contains(construction(bf16_.weights(), options),
+               "max_tokens_per_rank: expected 1..4 (BufferSizing::symmetric_max_tokens_per_rank), got 5"));
   options = options_;
   options.expert_capacity = 5;
   EXPECT_TRUE(contains(construction(bf16_.weights(), options), "expert_capacity: expected 0"));
@@ -384,7 +394,8 @@ TEST_F(MoeLayerRefuses, Fp8InputIsRefusedByNameUntilTheDispatchCarriesIt) {
   args.x = fp8_x;
   args.x_scales = scales;
   const std::string message = expert_major::refused<Unsupported>([&] { layer.forward(args); });
-  EXPECT_TRUE(contains(message, "x: fp8_e4m3 input (with x_scales) is not supported by the MoE layer yet")) << message;
+  EXPECT_TRUE(contains(message, "x: fp8_e4m3 input (with x_scales) is not supported by the MoE layer yet"))
+      << message;
 }
 
 }  // namespace

@@ -17,8 +17,8 @@ void gemm_fp8_blockwise(const uint8_t* a, const float* a_scales, int64_t rows, c
   for (int64_t row = 0; row < rows; ++row) {
     for (int64_t col = 0; col < n; ++col) {
       const float* w_block_scales = w_scales + (col / common::kMoeScaleBlock) * scales_per_row;
-      out[row * n + col] = common::dot_fp8_blockwise(a + row * k, a_scales + row * scales_per_row, w + col * k,
-                                                     w_block_scales, k);
+      out[row * n + col] = common::dot_fp8_blockwise(a + row * k, a_scales + row * scales_per_row,
+                                                     w + col * k, w_block_scales, k);
     }
   }
 }

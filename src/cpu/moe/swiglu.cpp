@@ -12,7 +12,8 @@ void swiglu_to_bf16(const float* h, int64_t rows, int intermediate, float clamp,
     const float* gate = h + row * 2 * intermediate;
     const float* up = gate + intermediate;
     for (int channel = 0; channel < intermediate; ++channel) {
-      a[row * intermediate + channel] = common::float_to_bf16(common::swiglu(gate[channel], up[channel], clamp));
+      a[row * intermediate + channel] =
+          common::float_to_bf16(common::swiglu(gate[channel], up[channel], clamp));
     }
   }
 }
@@ -27,9 +28,9 @@ void swiglu_to_fp8(const float* h, int64_t rows, int intermediate, float clamp, 
       activated[channel] = common::swiglu(gate[channel], up[channel], clamp);
     }
     for (int block = 0; block < blocks; ++block) {
-      a_scales[row * blocks + block] = common::requantise_block_to_fp8(
-          activated.data() + block * common::kMoeScaleBlock,
-          a + row * intermediate + block * common::kMoeScaleBlock);
+      a_scales[row * blocks + block] =
+          common::requantise_block_to_fp8(activated.data() + block * common::kMoeScaleBlock,
+                                          a + row * intermediate + block * common::kMoeScaleBlock);
     }
   }
 }
