@@ -1,5 +1,7 @@
 // The MoE layer (switchyard/moe.hpp): switchyard._C.MoeLayer over a Buffer, and the reference layer for
 // the tests (switchyard._C._testing.moe_reference).
+#include "switchyard/moe.hpp"
+
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -10,7 +12,6 @@
 
 #include "bindings.hpp"
 #include "switchyard/errors.hpp"
-#include "switchyard/moe.hpp"
 #include "switchyard/reference.hpp"
 #include "tensors.hpp"
 
@@ -22,8 +23,8 @@ namespace {
 // alive as long as the layer (the library holds views and a reference, not copies).
 class PyMoeLayer {
  public:
-  PyMoeLayer(nb::handle buffer_object, nb::handle w1, nb::handle w2, nb::handle w1_scales, nb::handle w2_scales,
-             const MoeLayerOptions& options)
+  PyMoeLayer(nb::handle buffer_object, nb::handle w1, nb::handle w2, nb::handle w1_scales,
+             nb::handle w2_scales, const MoeLayerOptions& options)
       : buffer_object_(nb::borrow(buffer_object)) {
     PyBuffer& buffer = nb::cast<PyBuffer&>(buffer_object);
     CallScope scope(buffer);
@@ -88,24 +89,26 @@ void bind_moe(nb::module_& m) {
       .def_rw("expert_capacity", &MoeLayerOptions::expert_capacity)
       .def_rw("activation_clamp", &MoeLayerOptions::activation_clamp);
 
-  nb::class_<PyMoeLayer>(m, "MoeLayer", "The MoE layer over a Buffer's symmetric region (switchyard/moe.hpp).")
+  nb::class_<PyMoeLayer>(m, "MoeLayer",
+                         "The MoE layer over a Buffer's symmetric region (switchyard/moe.hpp).")
       .def(
           "__init__",
           [](PyMoeLayer* self, nb::handle buffer, nb::handle w1, nb::handle w2, nb::handle w1_scales,
              nb::handle w2_scales, const MoeLayerOptions& options) {
             new (self) PyMoeLayer(buffer, w1, w2, w1_scales, w2_scales, options);
           },
-          nb::arg("buffer"), nb::arg("w1"), nb::arg("w2"), nb::arg("w1_scales").none(), nb::arg("w2_scales").none(),
-          nb::arg("options"))
+          nb::arg("buffer"), nb::arg("w1"), nb::arg("w2"), nb::arg("w1_scales").none(),
+          nb::arg("w2_scales").none(), nb::arg("options"))
       .def("forward", &PyMoeLayer::forward, nb::arg("x"), nb::arg("topk_idx"), nb::arg("topk_weights"),
-           nb::arg("x_scales").none(), nb::arg("out").none(), nb::arg("stream") = 0, nb::arg("framework") = "numpy",
-           "-> y, bf16 [N, H]")
+           nb::arg("x_scales").none(), nb::arg("out").none(), nb::arg("stream") = 0,
+           nb::arg("framework") = "numpy", "-> y, bf16 [N, H]")
       .def_prop_ro("hidden", [](const PyMoeLayer& self) { return self.layer().hidden(); })
       .def_prop_ro("intermediate", [](const PyMoeLayer& self) { return self.layer().intermediate(); })
       .def_prop_ro("local_experts", [](const PyMoeLayer& self) { return self.layer().local_experts(); })
       .def_prop_ro("expert_capacity", [](const PyMoeLayer& self) { return self.layer().expert_capacity(); })
-      .def_prop_ro("weight_dtype",
-                   [](const PyMoeLayer& self) { return std::string(dtype_name(self.layer().weight_dtype())); });
+      .def_prop_ro("weight_dtype", [](const PyMoeLayer& self) {
+        return std::string(dtype_name(self.layer().weight_dtype()));
+      });
 
   nb::module_ testing = nb::borrow<nb::module_>(m.attr("_testing"));
   testing.def(
@@ -115,7 +118,8 @@ void bind_moe(nb::module_& m) {
          const std::vector<nb::object>& w2s, const std::vector<nb::object>& w1_scales,
          const std::vector<nb::object>& w2_scales, int num_experts, float activation_clamp) {
         KeepAlive keep;
-        const std::vector<TensorView> x = views_of(xs, "xs", keep), ids = views_of(topk_idxs, "topk_idxs", keep),
+        const std::vector<TensorView> x = views_of(xs, "xs", keep),
+                                      ids = views_of(topk_idxs, "topk_idxs", keep),
                                       gates = views_of(topk_weights, "topk_weights", keep),
                                       w1 = views_of(w1s, "w1s", keep), w2 = views_of(w2s, "w2s", keep),
                                       s1 = views_of(w1_scales, "w1_scales", keep),
@@ -123,7 +127,8 @@ void bind_moe(nb::module_& m) {
         const size_t ranks = x.size();
         if (ids.size() != ranks || gates.size() != ranks || w1.size() != ranks || w2.size() != ranks ||
             (!s1.empty() && s1.size() != ranks) || (!s2.empty() && s2.size() != ranks)) {
-          throw InvalidArgument("moe_reference: expected one of each per rank (" + std::to_string(ranks) + ")");
+          throw InvalidArgument("moe_reference: expected one of each per rank (" + std::to_string(ranks) +
+                                ")");
         }
         std::vector<reference::RankInputs> inputs(ranks);
         std::vector<MoeWeights> weights(ranks);
@@ -133,9 +138,8 @@ void bind_moe(nb::module_& m) {
           inputs[r].topk_weights = gates[r];
           weights[r] = {w1[r], s1.empty() ? TensorView() : s1[r], w2[r], s2.empty() ? TensorView() : s2[r]};
         }
-        const std::vector<Tensor> ys = reference::moe_layer(inputs, weights, num_experts,
-                                                            Topology::single_node(static_cast<int>(ranks)),
-                                                            activation_clamp);
+        const std::vector<Tensor> ys = reference::moe_layer(
+            inputs, weights, num_experts, Topology::single_node(static_cast<int>(ranks)), activation_clamp);
         nb::list out;
         for (const Tensor& y : ys) out.append(to_python(y, parse_output_style("numpy")));
         return out;

@@ -2,12 +2,12 @@
 // version and compile with the project's CUDA flags (sm_90a, C++17), including the Hopper collectives that
 // path needs: the grouped (pointer-array) warp-specialised TMA + WGMMA mainloops, bf16 and fp8 with
 // blockwise scaling. Runs without a GPU: CuTe's layout algebra is host code too.
+#include <cutlass/cutlass.h>
+#include <cutlass/version.h>
 #include <gtest/gtest.h>
 
 #include <cute/tensor.hpp>
-#include <cutlass/cutlass.h>
 #include <cutlass/gemm/collective/collective_builder.hpp>
-#include <cutlass/version.h>
 
 namespace {
 
