@@ -61,6 +61,8 @@ fi
 if has_stage build; then
   gtest_args=()
   [ -d .deps/googletest ] && gtest_args=(-DSWITCHYARD_GTEST_SOURCE="$PWD/.deps/googletest")
+  # The CUTLASS headers (scripts/gpu-deps.sh copies them there): the CUDA MoE path's GEMMs.
+  [ -d .deps/cutlass/include ] && gtest_args+=(-DSWITCHYARD_CUTLASS_DIR="$PWD/.deps/cutlass")
   run_logged configure configure.log cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DSWITCHYARD_CUDA=ON -DSWITCHYARD_MPI=OFF "${gtest_args[@]}"
   run_logged build build.log cmake --build "$BUILD" -j "$(nproc)"

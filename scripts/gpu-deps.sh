@@ -3,7 +3,9 @@
 # this machine's Debian packages, so that it travels with the working tree to a `run` there:
 #   .deps/googletest   GoogleTest's sources (scripts/gpu-check.sh builds them with the tests)
 #   .deps/bench/usr    CLI11 and nlohmann/json, unpacked (tools/bench/CMakeLists.txt looks there)
-# .deps/ is untracked and never committed; about 7 MB.
+#   .deps/cutlass      the pinned CUTLASS headers (scripts/install-cutlass.sh), include/ and
+#                      tools/util/include/ as in a checkout (scripts/gpu-check.sh passes SWITCHYARD_CUTLASS_DIR)
+# .deps/ is untracked and never committed; about 35 MB.
 #
 #   bash scripts/gpu-deps.sh
 set -euo pipefail
@@ -25,4 +27,9 @@ trap 'rm -rf "$scratch"' EXIT
 rm -rf .deps/bench
 mkdir -p .deps/bench
 for deb in "$scratch"/*.deb; do dpkg -x "$deb" .deps/bench; done
-echo "gpu-deps: .deps/ holds googletest and, under bench/usr, CLI11 and nlohmann/json ($(du -sh .deps | cut -f1))"
+cutlass_include=$(bash scripts/install-cutlass.sh)
+rm -rf .deps/cutlass
+mkdir -p .deps/cutlass/tools/util
+cp -r "$cutlass_include" .deps/cutlass/include
+cp -r "$cutlass_include/../tools/util/include" .deps/cutlass/tools/util/include
+echo "gpu-deps: .deps/ holds googletest, under bench/usr CLI11 and nlohmann/json, and the CUTLASS headers ($(du -sh .deps | cut -f1))"

@@ -3,19 +3,26 @@
 #
 #   bash scripts/install-deps.sh          # cmake, ninja, g++, make, GoogleTest, CLI11, nlohmann/json
 #   bash scripts/install-deps.sh --mpi    # ... and OpenMPI (for the multi-process tests)
+#   bash scripts/install-deps.sh --cutlass  # ... and the pinned CUTLASS headers (scripts/install-cutlass.sh;
+#                                         # for the CUDA build, into build/deps)
 #
 # Debian/Ubuntu (apt-get). Idempotent: when everything is present it does nothing, not even
 # `apt-get update`. Runs as root (CI) or through sudo.
 set -euo pipefail
 
 want_mpi=0
+want_cutlass=0
 for arg in "$@"; do
   case "$arg" in
     --mpi) want_mpi=1 ;;
-    -h|--help) sed -n '2,8p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
-    *) echo "install-deps.sh: unknown argument '$arg' (expected --mpi)" >&2; exit 2 ;;
+    --cutlass) want_cutlass=1 ;;
+    -h|--help) sed -n '2,10p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "install-deps.sh: unknown argument '$arg' (expected --mpi or --cutlass)" >&2; exit 2 ;;
   esac
 done
+if [[ $want_cutlass == 1 ]]; then
+  bash "$(dirname "${BASH_SOURCE[0]}")/install-cutlass.sh"
+fi
 
 # CLI11 and nlohmann/json: switchyard-bench's command line and JSON (header-only).
 packages=(cmake ninja-build g++ make libgtest-dev libcli11-dev nlohmann-json3-dev)

@@ -102,6 +102,8 @@ if ! command -v nvcc >/dev/null 2>&1 && [[ -z ${CUDACXX:-} && -x /usr/local/cuda
 fi
 if command -v "${CUDACXX:-nvcc}" >/dev/null 2>&1; then
   echo "run-tests: nvcc found (${CUDACXX:-$(command -v nvcc)}): the release build compiles the CUDA backend"
+  # The pinned CUTLASS headers (build/deps), which CMake finds there for the CUDA MoE path.
+  bash scripts/install-deps.sh --cutlass >/dev/null
 else
   echo "run-tests: no nvcc: the release build is CPU only"
 fi

@@ -58,7 +58,8 @@ struct DispatchLayout {
 
 namespace detail {
 struct NormalHandleData;
-}
+struct BufferAccess;
+}  // namespace detail
 
 // Everything combine (or a cached dispatch) needs to replay a dispatch's routing. Opaque; cheap to
 // copy. Valid only with the Buffer that made it.
@@ -212,6 +213,8 @@ class Buffer {
   class Impl;
 
  private:
+  // What layers built on a Buffer (MoeLayer) reach of it, inside the library only.
+  friend struct detail::BufferAccess;
   std::unique_ptr<Impl> impl_;
 };
 

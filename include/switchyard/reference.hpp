@@ -3,8 +3,10 @@
 // than fast. Every engine on every backend must match it bit for bit (DESIGN.md, Semantics).
 // All tensors here are host tensors.
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "switchyard/moe.hpp"
 #include "switchyard/tensor.hpp"
 #include "switchyard/topology.hpp"
 
@@ -90,5 +92,27 @@ std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
                                         const std::vector<RankInputs>& inputs, int num_experts,
                                         const Topology& topology, int64_t max_tokens_per_rank,
                                         int64_t expert_capacity = 0);
+
+// ---- the MoE layer (docs/MOE.md) -------------------------------------------------------------------
+
+// Every rank's y of the MoE layer (switchyard/moe.hpp), token by token: each (token, slot) with an
+// expert runs through that expert's weights (weights[rank of the expert], as MoeWeights), and the
+// slots' outputs are summed as the expert-major combine does. inputs[s].x is bf16 [N_s, H] (cast per
+// 128 channels as the dispatch does when the weights are fp8); topk_idx and topk_weights as the layer
+// takes them. Every rounding point is docs/MOE.md's. Returns bf16 [N_s, H] per rank. Expert
+// capacity plays no part: a layer call that overflows it raises CapacityError instead.
+// With `error_scales`, also every rank's f32 [N_s, H] scale S of docs/MOE.md's tolerance: a kernel that
+// follows the recipe but sums in its own order must give |y - y_ref| <= moe_tolerance() * S everywhere.
+std::vector<Tensor> moe_layer(const std::vector<RankInputs>& inputs, const std::vector<MoeWeights>& weights,
+                              int num_experts, const Topology& topology, float activation_clamp = 0.0f,
+                              std::vector<Tensor>* error_scales = nullptr);
+
+// The relative bound tau of docs/MOE.md for the recipe of `weight_dtype` (bf16 or fp8_e4m3).
+float moe_tolerance(DType weight_dtype);
+
+// Whether |actual - expected| <= moe_tolerance(weight_dtype) * error_scale element by element (bf16
+// [N, H] twice, f32 [N, H]); on the first element past it, says which in `why`.
+bool within_moe_tolerance(const TensorView& actual, const TensorView& expected, const TensorView& error_scale,
+                          DType weight_dtype, std::string* why = nullptr);
 
 }  // namespace switchyard::reference

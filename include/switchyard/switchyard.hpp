@@ -5,6 +5,7 @@
 #include "switchyard/dtype.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/group.hpp"
+#include "switchyard/moe.hpp"
 #include "switchyard/reference.hpp"
 #include "switchyard/tensor.hpp"
 #include "switchyard/topology.hpp"

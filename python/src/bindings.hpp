@@ -41,5 +41,7 @@ void bind_normal(nb::module_& m, BufferClass& buffer);
 void bind_low_latency(nb::module_& m, BufferClass& buffer);
 // switchyard._C._testing: what the tests need to see through the bindings (testing.cpp).
 void bind_testing(nb::module_& m);
+// The MoE layer (moe.cpp), after bind_testing: it adds the reference layer to _testing.
+void bind_moe(nb::module_& m);
 
 }  // namespace switchyard::python

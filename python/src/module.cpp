@@ -10,4 +10,5 @@ NB_MODULE(_C, m) {
   py::bind_normal(m, buffer);
   py::bind_low_latency(m, buffer);
   py::bind_testing(m);
+  py::bind_moe(m);
 }

@@ -14,6 +14,11 @@ symmetric_max_tokens_per_rank=128 sizes their regions):
     y = experts(recv.recv_x, recv.recv_count)                                # [L, R * 128, H]
     out = buffer.low_latency_combine(y, topk_idx, topk_weights, recv.handle) # or symmetric_combine
 
+The MoE layer over the symmetric region (docs/MOE.md):
+
+    moe = switchyard.MoE(buffer, w1, w2, num_experts=256, max_tokens_per_rank=128)  # w1 [L, 2I, H], w2 [L, H, I]
+    y = moe(x, topk_idx, topk_weights)                                               # bf16 [N, H]
+
 switchyard.deep_ep is a drop-in for DeepEP's deep_ep.Buffer.
 """
 from ._errors import CapacityError, Error, InvalidArgument, SystemError, TimeoutError, Unsupported  # noqa: A004  (before _C)
@@ -21,6 +26,7 @@ from . import _C
 from ._buffer import (Buffer, CombineResult, DispatchLayout, DispatchResult, LowLatencyCombineResult,
                       LowLatencyDispatchResult)
 from ._groups import Group, as_group
+from ._moe import MoE
 
 Config = _C.Config
 DispatchHandle = _C.DispatchHandle
@@ -30,5 +36,5 @@ __version__ = _C.__version__
 
 __all__ = [
     "Buffer", "CapacityError", "CombineResult", "Config", "DispatchHandle", "DispatchLayout", "DispatchResult", "Error", "Group",
-    "InvalidArgument", "LowLatencyCombineResult", "LowLatencyDispatchResult", "LowLatencyHandle", "SystemError", "TimeoutError", "Unsupported", "as_group", "cuda_available",
+    "InvalidArgument", "LowLatencyCombineResult", "LowLatencyDispatchResult", "LowLatencyHandle", "MoE", "SystemError", "TimeoutError", "Unsupported", "as_group", "cuda_available",
 ]

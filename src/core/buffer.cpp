@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/backend.hpp"
+#include "core/buffer_access.hpp"
 #include "core/device_memory.hpp"
 #include "core/expert_major_plan.hpp"
 #include "core/handle_format.hpp"
@@ -306,6 +307,21 @@ class Buffer::Impl {
   size_t heap_bytes() const { return heap_bytes_; }
   bool connected() const { return connected_; }
 
+  // For layers built on the buffer (detail::BufferAccess).
+  detail::PlanContext checked_plan_context(const char* what) const {
+    check_usable(what);
+    return plan_context();
+  }
+  const common::SymmetricLayout& symmetric_layout() const { return symmetric_layout_; }
+  detail::BackendImpl& backend() const { return *backend_; }
+  void moe_experts(const detail::MoeExpertsPlan& plan) {
+    check_usable("MoeLayer::forward");
+    guarded([&] {
+      backend_->moe_experts(plan);
+      return 0;
+    });
+  }
+
  private:
   // After a timeout the peers' state is unknown; the buffer refuses further work.
   template <typename Fn>
@@ -477,5 +493,25 @@ const Config& Buffer::config() const {
 size_t Buffer::heap_bytes() const {
   return impl_->heap_bytes();
 }
+
+namespace detail {
+
+PlanContext BufferAccess::plan_context(const Buffer& buffer, const char* what) {
+  return buffer.impl_->checked_plan_context(what);
+}
+const common::SymmetricLayout& BufferAccess::symmetric_layout(const Buffer& buffer) {
+  return buffer.impl_->symmetric_layout();
+}
+Tensor BufferAccess::allocate(Buffer& buffer, DType dtype, std::initializer_list<int64_t> dims) {
+  return buffer.impl_->backend().allocate(dtype, dims);
+}
+bool BufferAccess::has_moe_experts(const Buffer& buffer) {
+  return buffer.impl_->backend().has_moe_experts();
+}
+void BufferAccess::moe_experts(Buffer& buffer, const MoeExpertsPlan& plan) {
+  buffer.impl_->moe_experts(plan);
+}
+
+}  // namespace detail
 
 }  // namespace switchyard

@@ -7,6 +7,7 @@
 #include "cpu/backend/host_heap.hpp"
 #include "cpu/backend/rank_mask.hpp"
 #include "cpu/low_latency/engine.hpp"
+#include "cpu/moe/experts.hpp"
 #include "cpu/normal/engine.hpp"
 #include "cpu/symmetric/engine.hpp"
 
@@ -76,6 +77,8 @@ class CpuBackend final : public detail::BackendImpl {
   void update_mask(int rank, bool masked, Stream) override { mask_.set(rank, masked); }
   Tensor query_mask(Stream) override { return mask_.snapshot(); }
   void clean_mask(Stream) override { mask_.clear(); }
+  bool has_moe_experts() const override { return true; }
+  void moe_experts(const detail::MoeExpertsPlan& plan) override { run_moe_experts(plan); }
   // CPU calls complete before they return.
   void synchronize(Stream) override {}
 

@@ -189,6 +189,12 @@ class CudaBackend final : public detail::BackendImpl {
 
   SymmetricCombine symmetric_combine_path() const override { return symmetric_.combine_path(); }
   SymmetricDispatch symmetric_dispatch_path() const override { return symmetric_.dispatch_path(); }
+  // NOTES: the unfused CUDA path (grouped GEMMs from CUTLASS, docs/MOE.md) is the next step of the MoE
+  // layer; until it exists the layer is refused when it is made, by name.
+  bool has_moe_experts() const override { return false; }
+  void moe_experts(const detail::MoeExpertsPlan&) override {
+    throw Unsupported("MoeLayer: the CUDA backend has no MoE expert path yet; use a cpu Buffer");
+  }
 
   void update_mask(int rank, bool masked, Stream stream) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));

@@ -1,0 +1,95 @@
+#pragma once
+// The routed MoE layer over the `symmetric` engine (docs/MOE.md): per rank, its tokens go to their
+// top-k experts (symmetric dispatch), every local expert runs h = x W1^T, a = silu(gate) * up,
+// o = a W2^T on the rows it received, and the rows come home weighted and summed in slot order
+// (symmetric combine).
+//
+//   MoeLayer layer(buffer, {.w1 = w1, .w2 = w2}, {.num_experts = 256, .max_tokens_per_rank = 128});
+//   MoeResult out = layer.forward({.x = x, .topk_idx = topk_idx, .topk_weights = topk_weights});
+//   // out.y: bf16 [N, H]
+//
+// A MoeLayer is an object, not a Buffer method, because a layer has state that outlives a call: its
+// weights (checked once, at construction, against the buffer's device and the expert count) and the
+// workspace between its phases (received rows, activations, expert outputs), allocated once so that a
+// call allocates nothing but an output the caller did not give. That is what lets the CUDA path run a
+// call with no host synchronisation, and capture it in a CUDA graph.
+//
+// Recipes, chosen by the weights' dtype (docs/MOE.md has every rounding point):
+//   bf16: x bf16; W1, W2 bf16.
+//   fp8:  W1, W2 fp8 e4m3 with one f32 scale per 128 x 128 block (DeepSeek-V3's checkpoint format);
+//         x bf16 (cast to e4m3 per 128 channels by the dispatch, as ExpertMajorDispatchArgs::use_fp8
+//         does) or fp8 e4m3 with f32 scales per 128 channels (x_scales).
+// The layer uses the Buffer's symmetric region (BufferSizing::symmetric_max_tokens_per_rank >= the
+// layer's max_tokens_per_rank, hidden and num_experts within the sizing) and counts as symmetric calls:
+// every rank makes the same sequence of symmetric calls and layer calls. The Buffer and the weights
+// must outlive the layer; the layer reads the weights in place (no copy).
+#include <cstdint>
+#include <memory>
+
+#include "switchyard/buffer.hpp"
+#include "switchyard/tensor.hpp"
+
+namespace switchyard {
+
+// One rank's experts (L = num_experts / num_ranks local experts, hidden H, intermediate I).
+struct MoeWeights {
+  // [L, 2I, H], bf16 or fp8_e4m3: rows [0, I) are the gate projection, rows [I, 2I) the up projection.
+  TensorView w1;
+  TensorView w1_scales;  // f32 [L, 2I / 128, H / 128]: fp8 only, one per 128 x 128 block of w1
+  TensorView w2;         // [L, H, I], w1's dtype
+  TensorView w2_scales;  // f32 [L, H / 128, I / 128]: fp8 only
+};
+
+struct MoeLayerOptions {
+  int num_experts = 0;  // E, a multiple of the ranks; the same on every rank
+  // N <= this on every rank, the same on every rank, at most BufferSizing::symmetric_max_tokens_per_rank.
+  int64_t max_tokens_per_rank = 0;
+  // Rows per local expert (C): 0 means num_ranks * max_tokens_per_rank (every row that could arrive),
+  // else 1..that. An expert that receives more raises CapacityError on every rank, as
+  // ExpertMajorDispatchArgs::expert_capacity says; the layer's workspace is sized by it.
+  int64_t expert_capacity = 0;
+  // > 0: gate = min(gate, c) and up = clamp(up, -c, c) before silu(gate) * up. 0: no clamp.
+  float activation_clamp = 0.0f;
+};
+
+struct MoeArgs {
+  TensorView x;             // bf16 [N, H]; or fp8_e4m3 [N, H] with x_scales (fp8 weights only)
+  TensorView x_scales;      // f32 [N, H / 128] with fp8 x
+  TensorView topk_idx;      // i64 [N, K]: global expert ids, -1 = no expert
+  TensorView topk_weights;  // f32 [N, K]
+  TensorView out_y;         // optional preallocated bf16 [N, H] (needed for CUDA graph capture)
+  Stream stream = nullptr;  // cudaStream_t on CUDA (nullptr: the buffer's own stream); ignored on CPU
+};
+
+struct MoeResult {
+  // bf16 [N, H]: y[t] = sum over slots j ascending with topk_idx[t, j] >= 0 of topk_weights[t, j] * o_j,
+  // accumulated in fp32 with fused multiply-add from +0.0, rounded to bf16 once.
+  Tensor y;
+};
+
+class MoeLayer {
+ public:
+  // Checks the weights and options against `buffer` (connected, with a symmetric region) and
+  // allocates the workspace. Throws InvalidArgument naming the argument, what was expected and what
+  // was given; Unsupported where the buffer's backend has no MoE path yet (cuda).
+  MoeLayer(Buffer& buffer, const MoeWeights& weights, const MoeLayerOptions& options);
+  ~MoeLayer();
+  MoeLayer(const MoeLayer&) = delete;
+  MoeLayer& operator=(const MoeLayer&) = delete;
+
+  // Collective: every rank calls it, with its own tokens (N may differ by rank, 0 included).
+  MoeResult forward(const MoeArgs& args);
+
+  int hidden() const;
+  int intermediate() const;
+  int local_experts() const;
+  DType weight_dtype() const;       // bf16 or fp8_e4m3: the recipe
+  int64_t expert_capacity() const;  // C, resolved
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace switchyard

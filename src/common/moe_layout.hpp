@@ -1,0 +1,68 @@
+#pragma once
+// The MoE layer's tensors as types (docs/MOE.md), shared by the host (CPU path, reference) and the
+// kernels: where a local expert's weight rows and block scales are, and where the rows of its
+// received tokens, activations and outputs are in the layer's workspace.
+//
+//   W1        [L, 2I, H]           rows [0, I) gate, [I, 2I) up; bf16 or e4m3
+//   W1 scales [L, 2I/128, H/128]   f32, fp8 only: one per 128 x 128 block
+//   W2        [L, H, I]
+//   W2 scales [L, H/128, I/128]
+//   recv x    [L, C, H]            the symmetric dispatch's outputs (bf16 or e4m3, scales [L, C, H/128])
+//   a         [L, C, I]            silu(gate) * up: bf16, or e4m3 with scales [L, C, I/128]
+//   o         [L, C, H]            bf16: the expert outputs, the symmetric combine's input
+// Every tensor is row-major and dense; offsets are in elements of the tensor's own type.
+#include <cstdint>
+
+#include "common/host_device.hpp"
+
+namespace switchyard::common {
+
+// NOTES: channels per fp8 scale of x and a, and the side of a weight's scale block (DeepSeek-V3's
+// checkpoint format, DeepGEMM's SM90 convention).
+constexpr int kMoeScaleBlock = 128;
+
+struct MoeWeightLayout {
+  int hidden;        // H
+  int intermediate;  // I
+
+  SY_HD int64_t w1_rows() const { return 2 * static_cast<int64_t>(intermediate); }
+  // Row n of expert l's W1 (n < I: gate channel n; else up channel n - I).
+  SY_HD int64_t w1_row(int local, int64_t row) const { return (local * w1_rows() + row) * hidden; }
+  SY_HD int64_t w2_row(int local, int64_t row) const {
+    return (local * static_cast<int64_t>(hidden) + row) * intermediate;
+  }
+  // The hidden / 128 scales of the block row that holds W1 row n, one per 128 input channels.
+  SY_HD int64_t w1_scales_row(int local, int64_t row) const {
+    return (local * (w1_rows() / kMoeScaleBlock) + row / kMoeScaleBlock) * (hidden / kMoeScaleBlock);
+  }
+  SY_HD int64_t w2_scales_row(int local, int64_t row) const {
+    return (local * static_cast<int64_t>(hidden / kMoeScaleBlock) + row / kMoeScaleBlock) *
+           (intermediate / kMoeScaleBlock);
+  }
+  SY_HD int64_t w1_elements(int local_experts) const { return local_experts * w1_rows() * hidden; }
+  SY_HD int64_t w2_elements(int local_experts) const {
+    return static_cast<int64_t>(local_experts) * hidden * intermediate;
+  }
+};
+
+// The workspace between the layer's phases, for L local experts of C rows each.
+struct MoeWorkspaceLayout {
+  int local_experts;  // L
+  int64_t capacity;   // C
+  int hidden;         // H
+  int intermediate;   // I
+
+  SY_HD int64_t row(int local, int64_t row_in_expert) const { return local * capacity + row_in_expert; }
+  // Row r of expert l in recv x / o ([L, C, H]) and in a ([L, C, I]), and their scale rows.
+  SY_HD int64_t hidden_row(int local, int64_t r) const { return row(local, r) * hidden; }
+  SY_HD int64_t hidden_scales_row(int local, int64_t r) const {
+    return row(local, r) * (hidden / kMoeScaleBlock);
+  }
+  SY_HD int64_t activation_row(int local, int64_t r) const { return row(local, r) * intermediate; }
+  SY_HD int64_t activation_scales_row(int local, int64_t r) const {
+    return row(local, r) * (intermediate / kMoeScaleBlock);
+  }
+  SY_HD int64_t rows() const { return local_experts * capacity; }
+};
+
+}  // namespace switchyard::common

@@ -1,0 +1,26 @@
+#pragma once
+// What a layer built on a Buffer (MoeLayer) reaches of it, inside the library: the state its plans read,
+// the symmetric region, allocation where the backend computes, and the backend's MoE expert phase under
+// the Buffer's usability and timeout policy. Defined in core/buffer.cpp, where Buffer::Impl is.
+#include <initializer_list>
+
+#include "common/symmetric_protocol.hpp"
+#include "core/backend.hpp"
+#include "core/moe_plan.hpp"
+#include "core/plan_context.hpp"
+#include "switchyard/buffer.hpp"
+
+namespace switchyard::detail {
+
+struct BufferAccess {
+  // Valid while the Buffer lives. Throws as a call would on an unconnected or failed buffer (`what`:
+  // the caller's name for the message).
+  static PlanContext plan_context(const Buffer& buffer, const char* what);
+  static const common::SymmetricLayout& symmetric_layout(const Buffer& buffer);
+  static Tensor allocate(Buffer& buffer, DType dtype, std::initializer_list<int64_t> dims);
+  // Whether the buffer's backend has an expert phase for the MoE layer.
+  static bool has_moe_experts(const Buffer& buffer);
+  static void moe_experts(Buffer& buffer, const MoeExpertsPlan& plan);
+};
+
+}  // namespace switchyard::detail

@@ -1,0 +1,135 @@
+// MoeLayer: symmetric dispatch, the backend's expert phase, symmetric combine (docs/MOE.md). Every
+// argument is checked on the host before the dispatch moves a row; the workspace between the phases is
+// allocated once, here, so that a call allocates nothing but an output the caller did not give.
+#include <memory>
+
+#include "core/buffer_access.hpp"
+#include "core/moe_plan.hpp"
+#include "switchyard/errors.hpp"
+#include "switchyard/moe.hpp"
+
+namespace switchyard {
+
+namespace {
+
+// The phases' tensors, where the backend computes: the dispatch's outputs (preallocated, as graph
+// capture needs) and the activations and expert outputs between the GEMMs.
+struct MoeWorkspace {
+  Tensor recv_x, recv_x_scales, recv_count, layout_range, src_info;
+  Tensor activations, activation_scales, out;
+};
+
+MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan) {
+  using detail::BufferAccess;
+  const int64_t local = plan.local_experts, rows = plan.expert_capacity, hidden = plan.hidden,
+                intermediate = plan.intermediate;
+  const DType dtype = plan.weight_dtype();
+  MoeWorkspace space;
+  space.recv_x = BufferAccess::allocate(buffer, dtype, {local, rows, hidden});
+  space.recv_count = BufferAccess::allocate(buffer, DType::i32, {local});
+  space.layout_range = BufferAccess::allocate(buffer, DType::i32, {local, plan.num_ranks, 2});
+  space.src_info = BufferAccess::allocate(buffer, DType::i32, {local, rows});
+  space.activations = BufferAccess::allocate(buffer, dtype, {local, rows, intermediate});
+  space.out = BufferAccess::allocate(buffer, DType::bf16, {local, rows, hidden});
+  if (plan.fp8) {
+    space.recv_x_scales =
+        BufferAccess::allocate(buffer, DType::f32, {local, rows, hidden / common::kMoeScaleBlock});
+    space.activation_scales =
+        BufferAccess::allocate(buffer, DType::f32, {local, rows, intermediate / common::kMoeScaleBlock});
+  }
+  return space;
+}
+
+}  // namespace
+
+class MoeLayer::Impl {
+ public:
+  Impl(Buffer& buffer, const MoeWeights& weights, const MoeLayerOptions& options) : buffer_(buffer) {
+    const detail::PlanContext context = detail::BufferAccess::plan_context(buffer, "MoeLayer");
+    device_ = context.device;
+    plan_ = detail::plan_moe_layer(weights, options, context, detail::BufferAccess::symmetric_layout(buffer));
+    if (!detail::BufferAccess::has_moe_experts(buffer)) {
+      throw Unsupported(std::string("MoeLayer: the ") + backend_name(buffer.backend()) +
+                        " backend has no MoE expert path yet; use a cpu Buffer");
+    }
+    space_ = allocate_workspace(buffer, plan_);
+  }
+
+  MoeResult forward(const MoeArgs& args) {
+    detail::check_moe_call(args, plan_, device_);
+
+    LowLatencyDispatchArgs dispatch;
+    dispatch.x = args.x;
+    dispatch.topk_idx = args.topk_idx;
+    dispatch.max_tokens_per_rank = plan_.max_tokens_per_rank;
+    dispatch.num_experts = plan_.num_experts;
+    dispatch.expert_capacity = plan_.expert_capacity;
+    dispatch.use_fp8 = plan_.fp8;  // the dispatch's cast (common/fp8_cast.hpp) is the recipe's x
+    dispatch.out_recv_x = space_.recv_x;
+    dispatch.out_recv_x_scales = space_.recv_x_scales;
+    dispatch.out_recv_count = space_.recv_count;
+    dispatch.out_layout_range = space_.layout_range;
+    dispatch.out_src_info = space_.src_info;
+    dispatch.stream = args.stream;
+    LowLatencyDispatchResult received = buffer_.symmetric_dispatch(dispatch);
+
+    detail::MoeExpertsPlan experts;
+    experts.weights = plan_.weight_layout();
+    experts.workspace = plan_.workspace_layout();
+    experts.fp8 = plan_.fp8;
+    experts.activation_clamp = plan_.activation_clamp;
+    experts.w1 = plan_.weights.w1.data;
+    experts.w1_scales = plan_.weights.w1_scales.as<const float>();
+    experts.w2 = plan_.weights.w2.data;
+    experts.w2_scales = plan_.weights.w2_scales.as<const float>();
+    experts.recv_x = space_.recv_x.data();
+    experts.recv_x_scales = space_.recv_x_scales.as<const float>();
+    experts.recv_count = space_.recv_count.as<const int32_t>();
+    experts.activations = space_.activations.data();
+    experts.activation_scales = space_.activation_scales.as<float>();
+    experts.out = space_.out.as<uint16_t>();
+    experts.stream = args.stream;
+    detail::BufferAccess::moe_experts(buffer_, experts);
+
+    LowLatencyCombineArgs combine;
+    combine.x = space_.out;
+    combine.topk_idx = args.topk_idx;
+    combine.topk_weights = args.topk_weights;
+    combine.handle = &received.handle;
+    combine.out_combined_x = args.out_y;
+    combine.stream = args.stream;
+    return MoeResult{buffer_.symmetric_combine(combine).combined_x};
+  }
+
+  const detail::MoeLayerPlan& plan() const { return plan_; }
+
+ private:
+  Buffer& buffer_;
+  Device device_ = Device::cpu;
+  detail::MoeLayerPlan plan_;
+  MoeWorkspace space_;
+};
+
+MoeLayer::MoeLayer(Buffer& buffer, const MoeWeights& weights, const MoeLayerOptions& options)
+    : impl_(std::make_unique<Impl>(buffer, weights, options)) {}
+MoeLayer::~MoeLayer() = default;
+MoeResult MoeLayer::forward(const MoeArgs& args) {
+  return impl_->forward(args);
+}
+int MoeLayer::hidden() const {
+  return impl_->plan().hidden;
+}
+int MoeLayer::intermediate() const {
+  return impl_->plan().intermediate;
+}
+int MoeLayer::local_experts() const {
+  return impl_->plan().local_experts;
+}
+DType MoeLayer::weight_dtype() const {
+  return impl_->plan().weight_dtype();
+}
+int64_t MoeLayer::expert_capacity() const {
+  return impl_->plan().expert_capacity;
+}
+
+}  // namespace switchyard

@@ -1,0 +1,64 @@
+#pragma once
+// The MoE layer's checks (docs/MOE.md): its weights and options once, against the Buffer, when the
+// layer is made; each call's tensors against the layer. Each refusal names the argument, what was
+// expected and what was given. Then the plan of the expert phase (between dispatch and combine) that a
+// backend runs as it is.
+#include <cstdint>
+
+#include "common/moe_layout.hpp"
+#include "common/symmetric_protocol.hpp"
+#include "core/plan_context.hpp"
+#include "switchyard/moe.hpp"
+
+namespace switchyard::detail {
+
+// A layer's checked shape and weights.
+struct MoeLayerPlan {
+  int num_ranks = 0;
+  int num_experts = 0;    // E
+  int local_experts = 0;  // L = E / num_ranks
+  int hidden = 0;         // H
+  int intermediate = 0;   // I
+  bool fp8 = false;       // the recipe: fp8 weights with block scales, else bf16
+  int64_t max_tokens_per_rank = 0;
+  int64_t expert_capacity = 0;  // C, resolved (never 0)
+  float activation_clamp = 0.0f;
+  MoeWeights weights;
+
+  DType weight_dtype() const { return fp8 ? DType::fp8_e4m3 : DType::bf16; }
+  common::MoeWeightLayout weight_layout() const { return {hidden, intermediate}; }
+  common::MoeWorkspaceLayout workspace_layout() const {
+    return {local_experts, expert_capacity, hidden, intermediate};
+  }
+};
+
+// `layout` is the Buffer's symmetric region, whose capacities bound the layer's shape.
+MoeLayerPlan plan_moe_layer(const MoeWeights& weights, const MoeLayerOptions& options,
+                            const PlanContext& buffer, const common::SymmetricLayout& layout);
+
+// The per-call checks the symmetric dispatch and combine do not make: x's dtype for the recipe and
+// its hidden for the weights, scales, weights present, out_y.
+void check_moe_call(const MoeArgs& args, const MoeLayerPlan& layer, Device device);
+
+// The expert phase of one call: for every local expert l, its rows r < min(recv_count[l], C) of
+// recv_x through GEMM 1, SwiGLU (and the fp8 requantisation) and GEMM 2 into o. Pointers are where the
+// backend computes (device memory on CUDA, where recv_count is read by the kernels, never by the host).
+struct MoeExpertsPlan {
+  common::MoeWeightLayout weights;
+  common::MoeWorkspaceLayout workspace;
+  bool fp8 = false;
+  float activation_clamp = 0.0f;
+  const void* w1 = nullptr;  // uint16_t (bf16) or uint8_t (e4m3)
+  const float* w1_scales = nullptr;
+  const void* w2 = nullptr;
+  const float* w2_scales = nullptr;
+  const void* recv_x = nullptr;  // [L, C, H]
+  const float* recv_x_scales = nullptr;
+  const int32_t* recv_count = nullptr;  // [L]
+  void* activations = nullptr;          // a [L, C, I]
+  float* activation_scales = nullptr;   // [L, C, I / 128], fp8 only
+  uint16_t* out = nullptr;              // o [L, C, H], bf16
+  Stream stream = nullptr;
+};
+
+}  // namespace switchyard::detail

@@ -1,0 +1,11 @@
+#pragma once
+// The CPU backend's MoE expert phase (docs/MOE.md): for each local expert, its received rows through
+// GEMM 1 (cpu/moe/grouped_gemm.hpp), SwiGLU (cpu/moe/swiglu.hpp) and GEMM 2, into the bf16 outputs
+// that the symmetric combine reads. Runs on the calling rank's thread.
+#include "core/moe_plan.hpp"
+
+namespace switchyard::cpu {
+
+void run_moe_experts(const detail::MoeExpertsPlan& plan);
+
+}  // namespace switchyard::cpu

@@ -1,0 +1,38 @@
+#include "cpu/moe/swiglu.hpp"
+
+#include <vector>
+
+#include "common/moe_layout.hpp"
+#include "common/moe_numerics.hpp"
+
+namespace switchyard::cpu {
+
+void swiglu_to_bf16(const float* h, int64_t rows, int intermediate, float clamp, uint16_t* a) {
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* gate = h + row * 2 * intermediate;
+    const float* up = gate + intermediate;
+    for (int channel = 0; channel < intermediate; ++channel) {
+      a[row * intermediate + channel] =
+          common::float_to_bf16(common::swiglu(gate[channel], up[channel], clamp));
+    }
+  }
+}
+
+void swiglu_to_fp8(const float* h, int64_t rows, int intermediate, float clamp, uint8_t* a, float* a_scales) {
+  const int blocks = intermediate / common::kMoeScaleBlock;
+  std::vector<float> activated(intermediate);
+  for (int64_t row = 0; row < rows; ++row) {
+    const float* gate = h + row * 2 * intermediate;
+    const float* up = gate + intermediate;
+    for (int channel = 0; channel < intermediate; ++channel) {
+      activated[channel] = common::swiglu(gate[channel], up[channel], clamp);
+    }
+    for (int block = 0; block < blocks; ++block) {
+      a_scales[row * blocks + block] =
+          common::requantise_block_to_fp8(activated.data() + block * common::kMoeScaleBlock,
+                                          a + row * intermediate + block * common::kMoeScaleBlock);
+    }
+  }
+}
+
+}  // namespace switchyard::cpu

@@ -1,0 +1,402 @@
+// The MoE layer (switchyard/moe.hpp, docs/MOE.md) on the CPU backend, with ranks as threads: symmetric
+// dispatch, each local expert's GEMM 1, SwiGLU (and requantisation), GEMM 2, symmetric combine, bit for bit
+// against the single-process reference (reference::moe_layer), in both recipes, on the edge cases of the
+// issue (experts with 0 rows, 1 row and exactly full capacity; k = 1; N = 0; ranks 1, 2 and 4), and the
+// named refusals of bad weights, options and calls.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "support/expert_major_cases.hpp"
+#include "support/expert_major_gtest.hpp"
+#include "support/refusal.hpp"
+#include "support/test_seed.hpp"
+#include "switchyard/moe.hpp"
+#include "switchyard/reference.hpp"
+#include "workload/moe_weights.hpp"
+#include "workload/workload.hpp"
+
+namespace switchyard::testing {
+namespace {
+
+using expert_major::Case;
+using expert_major::Failures;
+using expert_major::Regions;
+
+// What the inputs of a case are made to contain, so that the edge case it is named after is there.
+enum class Rows {
+  drawn,           // the workload's routing as drawn
+  one_per_expert,  // every (token, slot) names its own expert: capacity 1 is exactly full
+  exactly_full,    // capacity = the most rows any expert receives
+};
+
+struct MoeCase {
+  Case c;
+  int intermediate = 32;
+  DType weights = DType::bf16;
+  float clamp = 0.0f;
+  Rows rows = Rows::drawn;
+};
+
+void PrintTo(const MoeCase& m, std::ostream* out) {
+  *out << m.c.name;
+}
+
+MoeCase moe_case(std::string name, int ranks, std::vector<int64_t> tokens, int64_t max_tokens, int topk,
+                 int num_experts, DType weights) {
+  MoeCase m;
+  const bool fp8 = weights == DType::fp8_e4m3;
+  // NOTES: fp8 needs whole 128-channel blocks; bf16 runs smaller shapes to keep the loops quick.
+  m.c = expert_major::make(std::move(name), ranks, std::move(tokens), max_tokens, topk, num_experts,
+                           fp8 ? 256 : 64);
+  m.intermediate = fp8 ? 128 : 32;
+  m.weights = weights;
+  return m;
+}
+MoeCase with_routing(MoeCase m, workload::Routing routing) {
+  m.c = expert_major::with_routing(m.c, routing);
+  return m;
+}
+MoeCase with_rows(MoeCase m, Rows rows) {
+  m.rows = rows;
+  return m;
+}
+MoeCase with_clamp(MoeCase m, float clamp) {
+  m.clamp = clamp;
+  return m;
+}
+
+// Rows each expert (global id) receives from every rank's topk_idx.
+std::vector<int64_t> rows_per_expert(const std::vector<workload::RankData>& data, int num_experts) {
+  std::vector<int64_t> rows(num_experts, 0);
+  for (const workload::RankData& rank : data) {
+    const int64_t* ids = rank.topk_idx.as<const int64_t>();
+    for (int64_t i = 0; i < rank.topk_idx.numel(); ++i) {
+      if (ids[i] >= 0) ++rows[ids[i]];
+    }
+  }
+  return rows;
+}
+
+// Every rank's inputs, weights and expected y; the case's capacity set as its Rows say.
+struct Expected {
+  MoeCase m;
+  std::vector<workload::RankData> data;
+  std::vector<workload::MoeExpertWeights> weights;
+  std::vector<Tensor> y;
+};
+
+Expected expected_for(MoeCase m, uint64_t seed) {
+  Expected e;
+  e.data = m.rows == Rows::one_per_expert ? expert_major::one_row_per_expert(m.c, seed)
+                                          : workload::generate(expert_major::shape_of(m.c), seed);
+  if (m.rows == Rows::one_per_expert) m.c.capacity = 1;
+  if (m.rows == Rows::exactly_full) {
+    m.c.capacity = std::max<int64_t>(1, expert_major::max_expert_rows(e.data, m.c.num_experts));
+  }
+  const int local_experts = m.c.num_experts / m.c.ranks;
+  std::vector<MoeWeights> views;
+  for (int rank = 0; rank < m.c.ranks; ++rank) {
+    e.weights.push_back(
+        workload::generate_moe_weights(local_experts, m.c.hidden, m.intermediate, m.weights, seed, rank));
+    views.push_back(e.weights.back().weights());
+  }
+  std::vector<reference::RankInputs> inputs;
+  for (const workload::RankData& rank : e.data) inputs.push_back(rank.inputs());
+  e.y = reference::moe_layer(inputs, views, m.c.num_experts, Topology::single_node(m.c.ranks), m.clamp);
+  e.m = m;
+  return e;
+}
+
+MoeLayerOptions layer_options(const MoeCase& m) {
+  MoeLayerOptions options;
+  options.num_experts = m.c.num_experts;
+  options.max_tokens_per_rank = m.c.max_tokens;
+  options.expert_capacity = m.c.capacity;
+  options.activation_clamp = m.clamp;
+  return options;
+}
+
+MoeArgs layer_args(const workload::RankData& data) {
+  MoeArgs args;
+  args.x = data.x;
+  args.topk_idx = data.topk_idx;
+  args.topk_weights = data.topk_weights;
+  return args;
+}
+
+void compare_y(const TensorView& got, const TensorView& want, const std::string& what, int rank,
+               Failures& failures) {
+  std::string why;
+  if (!workload::bitwise_equal(got, want, &why)) failures.add(rank, what + ": " + why);
+}
+
+// ---- bitwise against the reference ----------------------------------------------------------------
+
+class MoeLayerMatchesReference : public ::testing::TestWithParam<MoeCase> {};
+
+TEST_P(MoeLayerMatchesReference, BitwiseAndRunAfterRun) {
+  const uint64_t seed = seed_for("moe/" + GetParam().c.name);
+  const Expected e = expected_for(GetParam(), seed);
+  const MoeCase& m = e.m;
+  // The case holds the edge case it is named after.
+  const std::vector<int64_t> rows = rows_per_expert(e.data, m.c.num_experts);
+  const int64_t most = *std::max_element(rows.begin(), rows.end());
+  if (m.rows == Rows::one_per_expert) {
+    ASSERT_EQ(most, 1) << "capacity 1 must be exactly full";
+  }
+  if (m.rows == Rows::exactly_full) {
+    ASSERT_EQ(most, m.c.capacity);
+  }
+  if (m.c.routing == workload::Routing::one_expert) {
+    ASSERT_EQ(std::count(rows.begin(), rows.end(), 0), m.c.num_experts - 1) << "one expert, the rest empty";
+  }
+
+  Failures failures;
+  expert_major::with_buffers(m.c, Regions::symmetric, [&](Group& group, Buffer& buffer) {
+    const int rank = group.rank();
+    const workload::RankData& data = e.data[rank];
+    MoeLayer layer(buffer, e.weights[rank].weights(), layer_options(m));
+    MoeArgs args = layer_args(data);
+    // A poisoned output on even ranks (every byte must be written); the layer allocates on odd ones.
+    Tensor out = expert_major::poisoned(DType::bf16, {data.x.size(0), m.c.hidden});
+    if (rank % 2 == 0) args.out_y = out;
+    MoeResult first = layer.forward(args);
+    if (rank % 2 == 0 && first.y.data() != out.data()) failures.add(rank, "out_y was not used");
+    compare_y(first.y, e.y[rank], "y vs reference", rank, failures);
+    // Again, on the same workspace: the same bits.
+    const Tensor kept = expert_major::host_copy(first.y);
+    MoeResult second = layer.forward(layer_args(data));
+    compare_y(second.y, kept, "y of a second call vs the first", rank, failures);
+  });
+  expert_major::expect_none(failures, seed);
+}
+
+std::vector<MoeCase> reference_cases() {
+  using workload::Routing;
+  std::vector<MoeCase> cases;
+  for (DType dtype : {DType::bf16, DType::fp8_e4m3}) {
+    const std::string recipe = dtype == DType::bf16 ? "bf16" : "fp8";
+    cases.push_back(moe_case(recipe + "_r1", 1, {7}, 8, 2, 4, dtype));
+    cases.push_back(moe_case(recipe + "_r2_k1", 2, {6, 5}, 8, 1, 4, dtype));
+    cases.push_back(moe_case(recipe + "_r4_some_ranks_empty", 4, {5, 0, 3, 0}, 6, 3, 8, dtype));
+    cases.push_back(moe_case(recipe + "_r2_no_tokens", 2, {0, 0}, 4, 2, 4, dtype));
+    cases.push_back(with_routing(moe_case(recipe + "_r4_all_slots_empty", 4, {3, 2, 4, 1}, 4, 2, 8, dtype),
+                                 Routing::all_invalid));
+    cases.push_back(with_routing(
+        moe_case(recipe + "_r2_one_expert_the_rest_empty", 2, {6, 4}, 6, 2, 8, dtype), Routing::one_expert));
+    cases.push_back(
+        with_routing(moe_case(recipe + "_r4_skewed", 4, {6, 5, 6, 3}, 6, 4, 8, dtype), Routing::skewed));
+    cases.push_back(with_rows(moe_case(recipe + "_r2_capacity_exactly_full", 2, {8, 7}, 8, 2, 4, dtype),
+                              Rows::exactly_full));
+    cases.push_back(with_rows(moe_case(recipe + "_r4_one_row_per_expert", 4, {2, 2, 1, 2}, 2, 2, 16, dtype),
+                              Rows::one_per_expert));
+    cases.push_back(with_clamp(moe_case(recipe + "_r2_clamped", 2, {5, 6}, 6, 2, 4, dtype), 0.25f));
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(EdgeCases, MoeLayerMatchesReference, ::testing::ValuesIn(reference_cases()),
+                         [](const ::testing::TestParamInfo<MoeCase>& info) { return info.param.c.name; });
+
+// ---- capacity -------------------------------------------------------------------------------------
+
+TEST(MoeLayerCapacity, AnExpertPastItsCapacityRaisesCapacityErrorOnEveryRank) {
+  MoeCase m =
+      with_routing(moe_case("overflow", 2, {4, 4}, 4, 2, 4, DType::bf16), workload::Routing::one_expert);
+  m.c.capacity = 3;  // one expert receives all 8 rows
+  const uint64_t seed = seed_for("moe/overflow");
+  const std::vector<workload::RankData> data = workload::generate(expert_major::shape_of(m.c), seed);
+  ASSERT_GT(expert_major::max_expert_rows(data, m.c.num_experts), m.c.capacity);
+  Failures failures;
+  expert_major::with_buffers(m.c, Regions::symmetric, [&](Group& group, Buffer& buffer) {
+    const int rank = group.rank();
+    const workload::MoeExpertWeights weights =
+        workload::generate_moe_weights(2, m.c.hidden, m.intermediate, m.weights, seed, rank);
+    MoeLayer layer(buffer, weights.weights(), layer_options(m));
+    const std::string message =
+        expert_major::refused<CapacityError>([&] { layer.forward(layer_args(data[rank])); });
+    if (message.rfind("expert_capacity:", 0) != 0)
+      failures.add(rank, "expected a CapacityError, got: " + message);
+  });
+  expert_major::expect_none(failures, seed);
+}
+
+// ---- refusals -------------------------------------------------------------------------------------
+
+// One rank with a symmetric region (H 64, k 2, 4 experts, 4 tokens) and good bf16 and fp8 weights.
+class MoeLayerRefuses : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    c_ = expert_major::make("refusals", 1, {4}, 4, 2, 4, 256);
+    buffer_ = std::make_unique<Buffer>(expert_major::buffer_options(c_, 0, Regions::symmetric));
+    buffer_->connect({buffer_->local_handle()});
+    bf16_ = workload::generate_moe_weights(4, 256, 128, DType::bf16, 7, 0);
+    fp8_ = workload::generate_moe_weights(4, 256, 128, DType::fp8_e4m3, 7, 0);
+    data_ = workload::generate(expert_major::shape_of(c_), 11)[0];
+    options_.num_experts = 4;
+    options_.max_tokens_per_rank = 4;
+  }
+
+  // The InvalidArgument message of making a layer with these weights and options.
+  std::string construction(const MoeWeights& weights, const MoeLayerOptions& options) {
+    return invalid_argument_message([&] { MoeLayer layer(*buffer_, weights, options); });
+  }
+  std::string construction(const MoeWeights& weights) { return construction(weights, options_); }
+
+  Case c_;
+  std::unique_ptr<Buffer> buffer_;
+  workload::MoeExpertWeights bf16_, fp8_;
+  workload::RankData data_;
+  MoeLayerOptions options_;
+};
+
+TEST_F(MoeLayerRefuses, WeightsOfTheWrongDtypeShapeOrDevice) {
+  MoeWeights w = bf16_.weights();
+  Tensor f32 = Tensor::empty(DType::f32, {4, 256, 256});
+  w.w1 = f32;
+  EXPECT_TRUE(contains(construction(w), "weights.w1: expected dtype bf16 or fp8_e4m3, got f32[4, 256, 256]"));
+
+  w = bf16_.weights();
+  w.w1.shape[0] = 3;
+  EXPECT_TRUE(contains(construction(w), "weights.w1: expected size 4 in dimension 0 (local experts"));
+
+  w = bf16_.weights();
+  w.w1.shape[1] = 255;
+  EXPECT_TRUE(contains(construction(w), "weights.w1: expected an even number of rows"));
+
+  w = bf16_.weights();
+  w.w1.shape[2] = 100;  // not a multiple of 8
+  EXPECT_TRUE(contains(construction(w),
+                       "weights.w1: expected H (dimension 2, at most BufferSizing::hidden) a "
+                       "positive multiple of 8 up to 256"));
+
+  w = bf16_.weights();
+  w.w2.shape[2] = 64;
+  EXPECT_TRUE(contains(construction(w), "weights.w2: expected size 128 in dimension 2 ([L, H, I]"));
+
+  w = bf16_.weights();
+  w.w2 = fp8_.w2;
+  EXPECT_TRUE(contains(construction(w), "weights.w2: expected dtype bf16, got fp8_e4m3"));
+
+  // A tensor on a GPU, for a cpu Buffer: refused by its device before anything reads it.
+  w = bf16_.weights();
+  w.w2.device = Device::cuda;
+  EXPECT_TRUE(
+      contains(construction(w), "weights.w2: expected a tensor on cpu, got bf16[4, 256, 128] on cuda:0"));
+}
+
+TEST_F(MoeLayerRefuses, ScalesThatDoNotMatchTheRecipe) {
+  MoeWeights w = fp8_.weights();
+  w.w1_scales = TensorView();
+  EXPECT_TRUE(
+      contains(construction(w), "weights.w1_scales: expected a f32 tensor with 3 dimensions, got none"));
+
+  w = fp8_.weights();
+  w.w2_scales.shape[1] = 1;
+  EXPECT_TRUE(
+      contains(construction(w), "weights.w2_scales: expected size 2 in dimension 1 ([L, H / 128, I / 128]"));
+
+  w = bf16_.weights();
+  w.w1_scales = fp8_.w1_scales;
+  EXPECT_TRUE(contains(construction(w), "weights.w1_scales: expected none (bf16 weights have no scales)"));
+
+  // fp8 channels come in whole 128-channel blocks.
+  Tensor odd_w1 = Tensor::empty(DType::fp8_e4m3, {4, 2 * 64, 256});
+  w = fp8_.weights();
+  w.w1 = odd_w1;
+  EXPECT_TRUE(
+      contains(construction(w), "weights.w1: expected I (half of dimension 1) a positive multiple of 128"));
+}
+
+TEST_F(MoeLayerRefuses, ExpertCountsTokenBoundsAndClamp) {
+  MoeLayerOptions options = options_;
+  options.num_experts = 6;  // more than the sizing's 4
+  EXPECT_TRUE(contains(construction(bf16_.weights(), options), "num_experts: expected at most 4"));
+  options.num_experts = 0;
+  EXPECT_TRUE(contains(construction(bf16_.weights(), options), "num_experts: expected a positive multiple"));
+  options = options_;
+  options.max_tokens_per_rank = 5;
+  EXPECT_TRUE(
+      contains(construction(bf16_.weights(), options),
+               "max_tokens_per_rank: expected 1..4 (BufferSizing::symmetric_max_tokens_per_rank), got 5"));
+  options = options_;
+  options.expert_capacity = 5;
+  EXPECT_TRUE(contains(construction(bf16_.weights(), options), "expert_capacity: expected 0"));
+  options = options_;
+  options.activation_clamp = -1.0f;
+  EXPECT_TRUE(contains(construction(bf16_.weights(), options), "activation_clamp: expected 0 (no clamp)"));
+  options.activation_clamp = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_TRUE(contains(construction(bf16_.weights(), options), "activation_clamp: expected 0 (no clamp)"));
+  // The weights' experts are the buffer's local experts: 2 experts on 1 rank is 2 local, not 4.
+  options = options_;
+  options.num_experts = 2;
+  EXPECT_TRUE(contains(construction(bf16_.weights(), options), "weights.w1: expected size 2 in dimension 0"));
+}
+
+TEST(MoeLayerRefusal, ABufferWithoutASymmetricRegion) {
+  const Case c = expert_major::make("no_region", 1, {4}, 4, 2, 4, 64);
+  Buffer buffer(expert_major::buffer_options(c, 0, Regions::low_latency));
+  buffer.connect({buffer.local_handle()});
+  const workload::MoeExpertWeights w = workload::generate_moe_weights(4, 64, 32, DType::bf16, 1, 0);
+  MoeLayerOptions options;
+  options.num_experts = 4;
+  options.max_tokens_per_rank = 4;
+  EXPECT_TRUE(contains(invalid_argument_message([&] { MoeLayer layer(buffer, w.weights(), options); }),
+                       "MoeLayer: expected a buffer with a symmetric region"));
+}
+
+TEST_F(MoeLayerRefuses, CallsWithBadTensorsWriteNothing) {
+  MoeLayer layer(*buffer_, bf16_.weights(), options_);
+  Tensor out = expert_major::poisoned(DType::bf16, {4, 256});
+  auto refused = [&](MoeArgs args) {
+    args.out_y = out;
+    return invalid_argument_message([&] { layer.forward(args); });
+  };
+  MoeArgs args = layer_args(data_);
+  Tensor f32_x = Tensor::empty(DType::f32, {4, 256});
+  args.x = f32_x;
+  EXPECT_TRUE(contains(refused(args), "x: expected dtype bf16, got f32[4, 256]"));
+  args = layer_args(data_);
+  args.x.shape[1] = 128;
+  EXPECT_TRUE(contains(refused(args), "x: expected size 256 in dimension 1 (H of the weights)"));
+  args = layer_args(data_);
+  Tensor fp8_x = Tensor::empty(DType::fp8_e4m3, {4, 256});
+  args.x = fp8_x;
+  EXPECT_TRUE(contains(refused(args), "x: expected bf16 with bf16 weights"));
+  args = layer_args(data_);
+  args.topk_weights = TensorView();
+  EXPECT_TRUE(contains(refused(args), "topk_weights: expected a f32 tensor with 2 dimensions, got none"));
+  args = layer_args(data_);
+  args.topk_weights.shape[1] = 1;
+  EXPECT_TRUE(contains(refused(args), "topk_weights: expected size 2 in dimension 1 (k of topk_idx)"));
+  args = layer_args(data_);
+  data_.topk_idx.as<int64_t>()[3] = 4;  // past the 4 experts
+  EXPECT_TRUE(contains(refused(args), "topk_idx: expected expert ids in [-1, 4), got 4 at token 1, slot 1"));
+  data_.topk_idx.as<int64_t>()[3] = 0;
+  Tensor small_out = Tensor::empty(DType::bf16, {3, 256});
+  args = layer_args(data_);
+  args.out_y = small_out;
+  EXPECT_TRUE(contains(invalid_argument_message([&] { layer.forward(args); }),
+                       "out_y: expected size 4 in dimension 0 (num_tokens of x)"));
+  EXPECT_TRUE(expert_major::all_poison(out)) << "a refused call wrote its output";
+}
+
+TEST_F(MoeLayerRefuses, Fp8InputIsRefusedByNameUntilTheDispatchCarriesIt) {
+  MoeLayer layer(*buffer_, fp8_.weights(), options_);
+  MoeArgs args = layer_args(data_);
+  Tensor fp8_x = Tensor::empty(DType::fp8_e4m3, {4, 256});
+  Tensor scales = Tensor::empty(DType::f32, {4, 2});
+  args.x = fp8_x;
+  args.x_scales = scales;
+  const std::string message = expert_major::refused<Unsupported>([&] { layer.forward(args); });
+  EXPECT_TRUE(contains(message, "x: fp8_e4m3 input (with x_scales) is not supported by the MoE layer yet"))
+      << message;
+}
+
+}  // namespace
+}  // namespace switchyard::testing
