@@ -7,7 +7,7 @@ import pytest
 
 import switchyard
 from switchyard import deep_ep
-from test_low_latency import HIDDEN, MAX_TOKENS, experts, make_buffer, outputs, rank_inputs
+from test_low_latency import HIDDEN, MAX_TOKENS, TOPK, experts, outputs, rank_inputs
 
 NUM_RANKS, NUM_EXPERTS, MASKED = 3, 12, 2
 
@@ -17,6 +17,13 @@ def survivors_routing(rank, topk_idx):
     if rank == MASKED:
         return np.full_like(topk_idx, -1)
     return np.where((topk_idx >= 0) & (topk_idx // local == MASKED), -1, topk_idx)
+
+
+def make_buffer(allgather):
+    config = switchyard.Config(timeout_seconds=20)
+    return switchyard.Buffer(allgather, backend="cpu", sharing="processes", config=config, max_tokens_per_rank=32,
+                             hidden=HIDDEN, topk=TOPK, num_experts=NUM_EXPERTS,
+                             low_latency_max_tokens_per_rank=MAX_TOKENS, symmetric_max_tokens_per_rank=MAX_TOKENS)
 
 
 def round_trip(buffer, engine, x, topk_idx, topk_weights):

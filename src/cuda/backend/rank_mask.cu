@@ -42,7 +42,7 @@ void DeviceRankMask::set(int rank, bool masked, cudaStream_t stream) {
 }
 
 void DeviceRankMask::clear(cudaStream_t stream) {
-  write_rank_mask_kernel<<<1, 32, 0, stream>>>(words_, num_ranks_, -1, 0);
+  write_rank_mask_kernel<<<1, 32, 0, stream>>>(words_, num_ranks_, /*rank=*/0, /*value=*/-1);
   SY_CUDA_CHECK_LAUNCH();
 }
 
