@@ -22,26 +22,6 @@
 namespace switchyard::testing::expert_major {
 namespace {
 
-// The inputs as the survivors route them: a masked rank's tokens are dropped (every slot -1) and a
-// slot whose expert is on a masked rank is -1.
-std::vector<workload::RankData> survivors_routing(std::vector<workload::RankData> data, const Case& c,
-                                                  const std::set<int>& masked) {
-  const int local_experts = c.num_experts / c.ranks;
-  for (int rank = 0; rank < c.ranks; ++rank) {
-    Tensor& topk_idx = data[rank].topk_idx;
-    Tensor copy = Tensor::empty(DType::i64, {topk_idx.size(0), topk_idx.size(1)});
-    const int64_t* from = topk_idx.as<const int64_t>();
-    int64_t* to = copy.as<int64_t>();
-    for (int64_t i = 0; i < topk_idx.numel(); ++i) {
-      const bool dropped = masked.count(rank) != 0 ||
-                           (from[i] >= 0 && masked.count(static_cast<int>(from[i] / local_experts)) != 0);
-      to[i] = dropped ? -1 : from[i];
-    }
-    topk_idx = copy;
-  }
-  return data;
-}
-
 // One round trip of `engine` on this rank with the caller's (unmasked) inputs, checked against the
 // reference outputs of `expected` (computed on the survivors' routing).
 void round_trip_checked(Engine engine, Buffer& buffer, const Case& c, const workload::RankData& data,

@@ -130,6 +130,24 @@ std::vector<CapacityRun> capacity_runs(const Case& base, uint64_t seed) {
   return runs;
 }
 
+std::vector<workload::RankData> survivors_routing(std::vector<workload::RankData> data, const Case& c,
+                                                  const std::set<int>& masked) {
+  const int local_experts = c.num_experts / c.ranks;
+  for (int rank = 0; rank < c.ranks; ++rank) {
+    Tensor& topk_idx = data[rank].topk_idx;
+    Tensor copy = Tensor::empty(DType::i64, {topk_idx.size(0), topk_idx.size(1)});
+    const int64_t* from = topk_idx.as<const int64_t>();
+    int64_t* to = copy.as<int64_t>();
+    for (int64_t i = 0; i < topk_idx.numel(); ++i) {
+      const bool dropped = masked.count(rank) != 0 ||
+                           (from[i] >= 0 && masked.count(static_cast<int>(from[i] / local_experts)) != 0);
+      to[i] = dropped ? -1 : from[i];
+    }
+    topk_idx = copy;
+  }
+  return data;
+}
+
 workload::Shape shape_of(const Case& c) {
   workload::Shape shape;
   shape.topology = Topology::single_node(c.ranks);

@@ -14,6 +14,7 @@
 #include <iosfwd>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -84,6 +85,12 @@ struct CapacityRun {
 // `base` with capacities exactly the largest expert's rows (on inputs drawn from `seed`), larger (up
 // to ranks * max), and 1 (on one_row_per_expert inputs, with enough experts). Names say which.
 std::vector<CapacityRun> capacity_runs(const Case& base, uint64_t seed);
+
+// The inputs as the survivors of rank masks route them (Buffer::update_mask): a masked rank's tokens are
+// dropped (every slot -1) and a slot whose expert is on a masked rank is -1. The reference on these is
+// what the survivors of a masked call must get.
+std::vector<workload::RankData> survivors_routing(std::vector<workload::RankData> data, const Case& c,
+                                                  const std::set<int>& masked);
 
 // The workload shape that draws c's inputs.
 workload::Shape shape_of(const Case& c);

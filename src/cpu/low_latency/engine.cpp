@@ -14,6 +14,7 @@
 #include "common/numeric.hpp"
 #include "core/low_latency_sizing.hpp"
 #include "cpu/backend/bounded_wait.hpp"
+#include "cpu/backend/rank_mask.hpp"
 #include "cpu/expert_major/outputs.hpp"
 #include "cpu/low_latency/link.hpp"
 #include "switchyard/errors.hpp"
@@ -21,12 +22,6 @@
 namespace switchyard::cpu {
 
 namespace {
-
-// Whom a call leaves out (common/rank_mask.hpp), and whether a timed-out wait masks its peer.
-struct Masking {
-  common::RankMaskView mask;
-  bool on_timeout = false;
-};
 
 // Waits (bounded) until `word` holds a signal of the call tagged `tag` (common::low_latency_call_tag),
 // and returns it; none when `peer` is masked, or its wait timed out and masking.on_timeout masked it
@@ -106,7 +101,8 @@ void dispatch_sender(const DispatchCall& call, const TensorView& x, const Tensor
   const int64_t* ids = topk_idx.as<const int64_t>();
   const uint16_t* rows = x.as<const uint16_t>();
 
-  if (call.masking.mask.masked(call.rank)) return;  // masked in its own view: sends nothing
+  // Read once: the ranks this call sends to (none when this rank is masked in its own view).
+  const Participants targets(call.masking, call.rank, call.num_ranks);
   std::vector<uint32_t> position(num_experts, 0);
   std::vector<uint8_t> message(call.message.bytes(), 0);
   for (int64_t token = 0; token < num_tokens; ++token) {
@@ -114,7 +110,7 @@ void dispatch_sender(const DispatchCall& call, const TensorView& x, const Tensor
     bool built = false;
     for (int slot = 0; slot < topk; ++slot) {
       const int64_t expert = ids[token * topk + slot];
-      if (expert < 0 || call.masking.mask.masked(static_cast<int>(expert / call.local_experts))) continue;
+      if (expert < 0 || !targets.in(static_cast<int>(expert / call.local_experts))) continue;
       if (!built) {  // once per token: only the slot differs between its messages
         if (call.use_fp8) {
           common::cast_row_to_fp8(row, call.hidden, call.round_scale, call.message.row(message.data()),
@@ -135,7 +131,7 @@ void dispatch_sender(const DispatchCall& call, const TensorView& x, const Tensor
   }
   for (int expert = 0; expert < num_experts; ++expert) {
     const int destination = expert / call.local_experts;
-    if (call.masking.mask.masked(destination)) continue;
+    if (!targets.in(destination)) continue;
     link.signal(destination,
                 call.layout.dispatch_signal(heap.base, call.half, expert % call.local_experts, call.rank),
                 common::low_latency_signal(call.tag, position[expert]));
@@ -161,7 +157,7 @@ void dispatch_receiver(const DispatchCall& call, const DispatchOutputs& out) {
   std::vector<int64_t> counts(static_cast<size_t>(call.local_experts) * call.num_ranks, 0);
   for (int local = 0; local < call.local_experts; ++local) {
     for (int source = 0; source < call.num_ranks; ++source) {
-      if (call.masking.mask.masked(call.rank)) break;  // masked in its own view: receives nothing
+      if (!call.masking.reaches(call.rank, source)) continue;  // left out (or this rank masked itself)
       uint64_t* word = call.layout.dispatch_signal(heap.base, call.half, local, source);
       const std::optional<uint64_t> signal =
           wait_for_signal(word, call.tag, source, call.masking, call.timeout_seconds, [&] {
@@ -182,11 +178,12 @@ void dispatch_receiver(const DispatchCall& call, const DispatchOutputs& out) {
       counts[local * call.num_ranks + source] = count;
     }
   }
+  // Masked during the waits (or before): left out whole, also where its count had arrived.
+  const Participants participants(call.masking, call.rank, call.num_ranks);
   for (int local = 0; local < call.local_experts; ++local) {
     int64_t begin = 0;
     for (int source = 0; source < call.num_ranks; ++source) {
-      // Masked during the waits (or before): left out whole, also where its count had arrived.
-      const int64_t count = call.masking.mask.masked(source) ? 0 : counts[local * call.num_ranks + source];
+      const int64_t count = participants.in(source) ? counts[local * call.num_ranks + source] : 0;
       layout_range[(local * call.num_ranks + source) * 2] = static_cast<int32_t>(begin);
       layout_range[(local * call.num_ranks + source) * 2 + 1] = static_cast<int32_t>(count);
       for (int64_t position = 0; position < count; ++position) {
@@ -245,10 +242,10 @@ void combine_sender(const CombineCall& call, const detail::ExpertMajorHandleData
   const int32_t* src_info = handle.src_info.as<const int32_t>();
   const int32_t* src_slot = handle.src_slot.as<const int32_t>();
   const size_t row_bytes = static_cast<size_t>(call.hidden) * 2;
-  if (call.masking.mask.masked(call.rank)) return;  // masked in its own view: sends nothing
+  const Participants homes(call.masking, call.rank, call.num_ranks);  // none when masked in its own view
   for (int local = 0; local < call.local_experts; ++local) {
     for (int home = 0; home < call.num_ranks; ++home) {
-      if (call.masking.mask.masked(home)) continue;
+      if (!homes.in(home)) continue;
       const int32_t begin = layout_range[(local * call.num_ranks + home) * 2];
       const int32_t count = layout_range[(local * call.num_ranks + home) * 2 + 1];
       for (int64_t row = local * rows_per_expert + begin; row < local * rows_per_expert + begin + count;
@@ -266,13 +263,13 @@ void combine_sender(const CombineCall& call, const detail::ExpertMajorHandleData
 // Waits for every expert's rows, then reduces each token's valid slots in increasing order with
 // fp32 fused multiply-adds from +0, rounding to bf16 once. Slots whose expert is on a masked rank
 // (before or during the waits) are left out, as if topk_idx held -1 there.
-void combine_receiver(const CombineCall& call, std::vector<int64_t> topk_idx,
+void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_idx,
                       const std::vector<float>& topk_weights, int topk, uint16_t* combined_x) {
   const common::SymHeap& heap = *call.heap;
   const int num_experts = call.local_experts * call.num_ranks;
-  const bool self_masked = call.masking.mask.masked(call.rank);
-  for (int expert = 0; expert < num_experts && !self_masked; ++expert) {
+  for (int expert = 0; expert < num_experts; ++expert) {
     const int source = expert / call.local_experts;
+    if (!call.masking.reaches(call.rank, source)) continue;
     uint64_t* word = call.layout.combine_signal(heap.base, call.half, expert);
     const std::optional<uint64_t> signal =
         wait_for_signal(word, call.tag, source, call.masking, call.timeout_seconds, [&] {
@@ -281,14 +278,12 @@ void combine_receiver(const CombineCall& call, std::vector<int64_t> topk_idx,
         });
     if (signal) LowLatencyLink::clear_after_use(word);
   }
-  for (int64_t& expert : topk_idx) {
-    if (expert >= 0 &&
-        (self_masked || call.masking.mask.masked(static_cast<int>(expert / call.local_experts))))
-      expert = -1;
-  }
-  const int64_t num_tokens = topk == 0 ? 0 : static_cast<int64_t>(topk_idx.size()) / topk;
+  const std::vector<int64_t> slots =
+      Participants(call.masking, call.rank, call.num_ranks)
+          .surviving_slots(topk_idx.data(), topk_idx.size(), call.local_experts);
+  const int64_t num_tokens = topk == 0 ? 0 : static_cast<int64_t>(slots.size()) / topk;
   reduce_weighted_slots(
-      topk_idx.data(), topk_weights.data(), num_tokens, topk, call.hidden, combined_x,
+      slots.data(), topk_weights.data(), num_tokens, topk, call.hidden, combined_x,
       [&](int slot, int64_t token) {
         return reinterpret_cast<const uint16_t*>(call.layout.combine_row(heap.base, call.half, slot, token));
       });
