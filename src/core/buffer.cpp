@@ -93,6 +93,7 @@ class Buffer::Impl {
       throw InvalidArgument("topology.num_ranks: expected <= " + std::to_string(common::kMaxMappedRanks) +
                             ", got " + std::to_string(options_.topology.num_ranks));
     }
+    masked_by_caller_.assign(options_.topology.num_ranks, false);
     const BufferSizing& sizing = options_.sizing;
     if (sizing.max_tokens_per_rank < 0 || sizing.hidden < 1 || sizing.topk < 1 || sizing.topk > kMaxTopk ||
         sizing.num_experts < 1 || sizing.low_latency_max_tokens_per_rank < 0 ||
@@ -421,8 +422,8 @@ class Buffer::Impl {
   bool failed_ = false;
   bool hook_pending_ = false;  // a low-latency receive half awaits its hook
   // The ranks update_mask has masked, as the caller set them (a timeout may mask more, on the device):
-  // the normal engine refuses its calls while any is.
-  std::vector<bool> masked_by_caller_ = std::vector<bool>(options_.topology.num_ranks, false);
+  // the normal engine refuses its calls while any is. Sized once the topology is checked.
+  std::vector<bool> masked_by_caller_;
 };
 
 Buffer::Buffer(const BufferOptions& options) : impl_(std::make_unique<Impl>(options)) {}

@@ -156,6 +156,17 @@ int mapped_heap_segments() {
 // (src/cpu host heap).
 constexpr size_t kNonceAt = sizeof(detail::HandleHeader) + 16;
 
+TEST(FuzzedOptions, AHugeRankCountIsRefusedBeforeAnythingIsSizedByIt) {
+  // The rank mask's host mirror was once sized from topology.num_ranks before the topology was
+  // checked: 2^61 ranks asked for an exabyte (ASan: allocator out of memory).
+  BufferOptions options;
+  options.sizing = small_sizing();
+  options.topology = Topology{INT_MAX, INT_MAX};
+  EXPECT_TRUE(contains(invalid_argument_message([&] { Buffer buffer(options); }), "topology.num_ranks"));
+  options.topology = Topology{-5, 1};
+  EXPECT_TRUE(contains(invalid_argument_message([&] { Buffer buffer(options); }), "topology.num_ranks"));
+}
+
 TEST(FuzzedConnect, ARefusedConnectRetriedWithTheRealHandlesLeavesNoMappingBehind) {
   // Found by switchyard_fuzz_connect: a connect of ranks as processes mapped its peers' segments,
   // was then refused (here: its own handle's nonce differs), and the retry with the real handles

@@ -1,7 +1,7 @@
 // Host validation of every public call: bad input gets a switchyard::Error naming the argument, and
 // nothing is written and nothing hangs. From the input: a short sequence of Buffer calls
 // (get_dispatch_layout, dispatch fresh and cached, combine, low_latency and symmetric dispatch and
-// combine, hooks, low_latency_combine_buffer, synchronize, the Buffer constructor itself, and
+// combine, hooks, low_latency_combine_buffer, synchronize, rank masks, the Buffer constructor itself, and
 // Tensor::part_of), with their shapes, dtypes, sizes, flags, handles and tensor contents, on
 // 1-rank buffers connected to themselves. Each call must return or throw a switchyard::Error
 // (fuzz_outcome.hpp), and one refused with InvalidArgument must not have written its outputs.
@@ -97,7 +97,7 @@ class Session {
       : input_(input), draw_(input), buffer_(*fuzzed.buffer), sizing_(fuzzed.sizing) {}
 
   void run_one() {
-    switch (input_.ConsumeIntegralInRange<int>(0, 11)) {
+    switch (input_.ConsumeIntegralInRange<int>(0, 12)) {
       case 0:
         get_dispatch_layout();
         break;
@@ -131,6 +131,9 @@ class Session {
       case 10:
         tensor_part();
         break;
+      case 11:
+        rank_mask();
+        break;
       default:
         fuzzed_buffer();
         break;
@@ -141,6 +144,8 @@ class Session {
   void finish() {
     for (Hook& hook : hooks_) checked_call("hook", hook.run);
     hooks_.clear();
+    // The buffers outlive the input: the next input starts with nobody masked.
+    checked_call("clean_mask", [&] { buffer_.clean_mask(stream()); });
   }
 
  private:
@@ -427,6 +432,19 @@ class Session {
       buffer_.symmetric_combine_path();
       buffer_.symmetric_dispatch_path();
     });
+  }
+
+  // Rank masks: any rank number (only 0 is valid on these 1-rank buffers); a masked buffer's later
+  // calls in this input then run with this rank masked in its own view.
+  void rank_mask() {
+    const int rank = input_.ConsumeBool() ? 0 : input_.ConsumeIntegral<int>();
+    const bool masked = input_.ConsumeBool();
+    checked_call("update_mask", [&] { buffer_.update_mask(rank, masked, stream()); });
+    checked_call("query_mask", [&] {
+      const Tensor mask = buffer_.query_mask(stream());
+      if (mask.numel() != 1) finding("query_mask: expected i32 [1] on a 1-rank buffer");
+    });
+    if (input_.ConsumeBool()) checked_call("clean_mask", [&] { buffer_.clean_mask(stream()); });
   }
 
   // Tensor::part_of: a part that is returned lies within its owner, whatever offset, dtype and dims.
