@@ -6,8 +6,10 @@
 #include "core/symmetric_path.hpp"
 #include "cpu/backend/host_heap.hpp"
 #include "cpu/backend/rank_mask.hpp"
+#include "cpu/internode/engine.hpp"
 #include "cpu/low_latency/engine.hpp"
 #include "cpu/moe/experts.hpp"
+#include "cpu/normal/dispatch_layout.hpp"
 #include "cpu/normal/engine.hpp"
 #include "cpu/symmetric/engine.hpp"
 
@@ -21,7 +23,11 @@ class CpuBackend final : public detail::BackendImpl {
         mask_(info.options->topology.num_ranks),
         normal_(heap_, info.owner),
         low_latency_(heap_, info.owner, mask_.view()),
-        symmetric_(heap_, info.owner, mask_.view()) {}
+        symmetric_(heap_, info.owner, mask_.view()) {
+    // Across nodes, `normal` is the hierarchical engine.
+    if (!options_.topology.is_single_node())
+      internode_ = std::make_unique<InternodeEngine>(heap_, info.owner);
+  }
 
   Device device() const override { return Device::cpu; }
   int num_channels() const override {
@@ -55,8 +61,14 @@ class CpuBackend final : public detail::BackendImpl {
   DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream) override {
     return compute_dispatch_layout(topk_idx, num_experts, options_.topology);
   }
-  DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override { return normal_.dispatch(plan); }
-  CombineResult normal_combine(const detail::CombinePlan& plan) override { return normal_.combine(plan); }
+  DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override {
+    if (internode_) return internode_->dispatch(plan);
+    return normal_.dispatch(plan);
+  }
+  CombineResult normal_combine(const detail::CombinePlan& plan) override {
+    if (internode_) return internode_->combine(plan);
+    return normal_.combine(plan);
+  }
   LowLatencyDispatchResult low_latency_dispatch(const detail::LowLatencyDispatchPlan& plan) override {
     return low_latency_.dispatch(plan);
   }
@@ -89,6 +101,7 @@ class CpuBackend final : public detail::BackendImpl {
   NormalEngine normal_;
   LowLatencyEngine low_latency_;
   SymmetricEngine symmetric_;
+  std::unique_ptr<InternodeEngine> internode_;
 };
 
 }  // namespace switchyard::cpu

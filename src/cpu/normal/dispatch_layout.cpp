@@ -1,7 +1,6 @@
-// get_dispatch_layout on the host: which ranks and experts each token goes to.
-#include <cstring>
+#include "cpu/normal/dispatch_layout.hpp"
 
-#include "cpu/normal/engine.hpp"
+#include <cstring>
 
 namespace switchyard::cpu {
 

@@ -1,31 +1,18 @@
-// The CPU `normal` engine's calls: ring reset and barrier, count exchange (notify), outputs, then one
-// thread per channel driving that channel's sender and receiver.
+// The CPU `normal` engine's calls on one node: ring reset and barrier, count exchange (notify),
+// outputs (cpu/normal/call.hpp), then one thread per channel driving that channel's sender and
+// receiver.
 #include "cpu/normal/engine.hpp"
 
-#include <cstring>
-
 #include "core/normal_sizing.hpp"
-#include "cpu/internode/combine_roles.hpp"
-#include "cpu/internode/dispatch_roles.hpp"
+#include "cpu/normal/call.hpp"
 #include "cpu/normal/channel_role.hpp"
 #include "cpu/normal/channel_workers.hpp"
 #include "cpu/normal/combine_roles.hpp"
 #include "cpu/normal/dispatch_roles.hpp"
-#include "switchyard/errors.hpp"
 
 namespace switchyard::cpu {
 
 namespace {
-
-Tensor output_or_allocate(const TensorView& given, DType dtype, int64_t rows, int64_t cols,
-                          const char* name) {
-  if (!given.defined()) return Tensor::empty(dtype, {rows, cols});
-  if (given.shape[0] != rows) {
-    throw InvalidArgument(std::string(name) + ": expected " + std::to_string(rows) +
-                          " rows (tokens received), got " + given.describe());
-  }
-  return Tensor::borrow(given);
-}
 
 // Runs a channel's two roles until both are done, with the bounded-wait policy.
 template <typename Sender, typename Receiver>
@@ -48,329 +35,31 @@ void drive_channel(Sender& sender, Receiver& receiver, int rank, const char* ope
 
 }  // namespace
 
-transport::Transport* NormalEngine::transport(const Topology& topology) {
-  if (topology.is_single_node()) return nullptr;
-  if (!transport_) {
-    const common::SymHeap& heap = heap_.view();
-    transport_ = std::make_unique<transport::LoopbackTransport>(
-        heap, transport::LoopbackOptions::from_environment(heap.rank));
-  }
-  return transport_.get();
-}
-
-void NormalEngine::begin_call(const common::NormalHeapLayout& layout, const common::InternodeHeapLayout* rdma,
-                              const Topology& topology, const Config& config, const char* operation) {
-  const common::SymHeap& heap = heap_.view();
-  for (int channel = 0; channel < layout.num_channels; ++channel) {
-    for (int source = 0; source < layout.num_ranks; ++source) {
-      common::Ring ring = layout.ring(heap.base, channel, source);
-      common::st_release_sys(ring.tail(), 0);
-      common::st_release_sys(ring.head(), 0);
-    }
-  }
-  if (rdma) {
-    for (int channel = 0; channel < rdma->num_channels; ++channel) {
-      for (int node = 0; node < rdma->num_nodes; ++node) {
-        common::RdmaCounters* counters = rdma->counters(heap.base, channel, node);
-        common::st_release_sys(&counters->recv_tail, 0);
-        common::st_release_sys(&counters->recv_total, 0);
-        common::st_release_sys(&counters->send_head, 0);
-      }
-    }
-  }
-  barrier_.arrive_and_wait(heap, layout, config.timeout_seconds, operation, transport(topology),
-                           topology.ranks_per_node);
-}
-
-void NormalEngine::end_call(const Config& config, int rank, const char* operation) {
-  if (transport_ && !transport_->flush(config.timeout_seconds)) {
-    throw TimeoutError(role_label(rank, operation, "transport flush", -1) +
-                       ": operations still in flight after " + std::to_string(config.timeout_seconds) + " s");
-  }
-}
-
 DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
-  const common::SymHeap& heap = heap_.view();
-  const int num_ranks = plan.topology.num_ranks;
-  const int num_channels = plan.config.num_channels;
-  const int local_experts = plan.local_experts;
   const common::NormalHeapLayout layout = detail::dispatch_heap_layout(plan);
-  const DispatchArgs& args = plan.args;
-
-  // Send-side routing: from the cached handle, the caller's layout, or computed here.
-  Tensor is_token_in_rank;
-  if (plan.cached) {
-    is_token_in_rank = plan.cached->is_token_in_rank;
-  } else if (plan.layout) {
-    is_token_in_rank = plan.layout->is_token_in_rank;
-  } else {
-    is_token_in_rank =
-        compute_dispatch_layout(args.topk_idx, plan.num_experts, plan.topology).is_token_in_rank;
-  }
-  const uint8_t* in_rank = is_token_in_rank.as<const uint8_t>();
-
-  const bool across_nodes = !plan.topology.is_single_node();
-  const int ranks_per_node = plan.topology.ranks_per_node;
-  const common::InternodeHeapLayout rdma =
-      across_nodes ? detail::dispatch_internode_layout(plan) : common::InternodeHeapLayout{};
-  begin_call(layout, across_nodes ? &rdma : nullptr, plan.topology, plan.config, "dispatch");
-  transport::Transport* link = transport(plan.topology);
-
-  std::shared_ptr<detail::NormalHandleData> handle = detail::new_normal_handle(plan, owner_);
-  handle->is_token_in_rank = is_token_in_rank;
-
-  if (!plan.cached) {
-    // Notify: tell every destination how many tokens it gets per channel and per local expert.
-    std::vector<int32_t> channel_counts(static_cast<size_t>(num_ranks) * num_channels, 0);
-    std::vector<int32_t> expert_counts(static_cast<size_t>(num_ranks) * local_experts, 0);
-    const int topk = plan.topk;
-    const int64_t* ids = args.topk_idx.as<const int64_t>();
-    for (int channel = 0; channel < num_channels; ++channel) {
-      int64_t begin = common::channel_begin(plan.num_tokens, num_channels, channel);
-      int64_t end = common::channel_begin(plan.num_tokens, num_channels, channel + 1);
-      for (int64_t token = begin; token < end; ++token) {
-        for (int destination = 0; destination < num_ranks; ++destination) {
-          channel_counts[destination * num_channels + channel] += in_rank[token * num_ranks + destination];
-        }
-      }
-    }
-    for (int64_t i = 0; i < plan.num_tokens * topk; ++i) {
-      if (ids[i] >= 0) ++expert_counts[ids[i]];  // experts are rank-major, so this is [rank][local]
-    }
-    // Across nodes the record is built locally and put, whole, through the transport; the barrier's
-    // signal to the same peer lands after it.
-    std::vector<uint8_t> staged(across_nodes ? layout.notify_record_bytes() : 0);
-    const size_t record_offset = static_cast<size_t>(
-        reinterpret_cast<uint8_t*>(layout.notify_signature(heap.base, plan.rank)) - heap.base);
-    for (int destination = 0; destination < num_ranks; ++destination) {
-      if (across_nodes && destination / ranks_per_node != plan.rank / ranks_per_node) {
-        uint8_t* record_base = staged.data();
-        std::memcpy(record_base, &plan.signature, sizeof(uint64_t));
-        std::memcpy(record_base + sizeof(uint64_t), &channel_counts[destination * num_channels],
-                    num_channels * sizeof(int32_t));
-        std::memcpy(record_base + sizeof(uint64_t) + num_channels * sizeof(int32_t),
-                    &expert_counts[static_cast<size_t>(destination) * local_experts],
-                    local_experts * sizeof(int32_t));
-        link->put(destination, record_offset, staged.data(), staged.size());
-        continue;
-      }
-      uint8_t* peer = heap.peer_base(destination);
-      common::NotifyRecord record = layout.notify_record(peer, plan.rank);
-      std::memcpy(record.channel_counts, &channel_counts[destination * num_channels],
-                  num_channels * sizeof(int32_t));
-      std::memcpy(record.expert_counts, &expert_counts[static_cast<size_t>(destination) * local_experts],
-                  local_experts * sizeof(int32_t));
-      *layout.notify_signature(peer, plan.rank) = plan.signature;
-    }
-    barrier_.arrive_and_wait(heap, layout, plan.config.timeout_seconds, "dispatch", link, ranks_per_node);
-
-    // Receive side: where each (source, channel) range lands, and the per-expert counts.
-    handle->recv_channel_start = Tensor::empty(DType::i32, {num_ranks * num_channels + 1});
-    int32_t* start = handle->recv_channel_start.as<int32_t>();
-    std::vector<int64_t> per_expert(local_experts, 0);
-    int64_t total = 0;
-    for (int source = 0; source < num_ranks; ++source) {
-      uint64_t signature = *layout.notify_signature(heap.base, source);
-      if (signature != plan.signature) {
-        throw InvalidArgument(
-            "dispatch: expected every rank to call with the same shape (hidden, dtype, k, experts, "
-            "alignment, mode); rank " +
-            std::to_string(source) + "'s call differs from rank " + std::to_string(plan.rank) + "'s");
-      }
-      common::NotifyRecord record = layout.notify_record(heap.base, source);
-      for (int channel = 0; channel < num_channels; ++channel) {
-        start[source * num_channels + channel] = static_cast<int32_t>(total);
-        total += record.channel_counts[channel];
-      }
-      for (int expert = 0; expert < local_experts; ++expert)
-        per_expert[expert] += record.expert_counts[expert];
-    }
-    start[num_ranks * num_channels] = static_cast<int32_t>(total);
-    handle->num_recv_tokens = total;
-    handle->recv_expert_counts = Tensor::empty(DType::i32, {local_experts});
-    handle->recv_token_count = Tensor::empty(DType::i32, {1});
-    handle->num_recv_tokens_per_expert.resize(local_experts);
-    for (int expert = 0; expert < local_experts; ++expert) {
-      int64_t aligned = common::ceil_div(per_expert[expert], plan.expert_alignment) * plan.expert_alignment;
-      handle->num_recv_tokens_per_expert[expert] = static_cast<int>(aligned);
-      handle->recv_expert_counts.as<int32_t>()[expert] = static_cast<int32_t>(aligned);
-    }
-    handle->recv_token_count.as<int32_t>()[0] = static_cast<int32_t>(total);
-  }
-
-  const int64_t num_recv = handle->num_recv_tokens;
-  const bool worst_case = plan.num_worst_tokens > 0;
-  if (worst_case && num_recv > plan.num_worst_tokens) {
-    throw InvalidArgument("num_worst_tokens: expected at least the " + std::to_string(num_recv) +
-                          " tokens this rank receives, got " + std::to_string(plan.num_worst_tokens));
-  }
-  const int64_t rows = worst_case ? plan.num_worst_tokens : num_recv;
-
-  DispatchResult result;
-  result.recv_x = output_or_allocate(args.out_recv_x, plan.dtype, rows, plan.hidden, "out_recv_x");
-  if (plan.has_scales) {
-    result.recv_x_scales = output_or_allocate(args.out_recv_x_scales, DType::f32, rows,
-                                              plan.hidden / common::kScaleBlock, "out_recv_x_scales");
-  }
-  if (plan.topk > 0) {
-    result.recv_topk_idx =
-        output_or_allocate(args.out_recv_topk_idx, DType::i64, rows, plan.topk, "out_recv_topk_idx");
-  }
-  if (plan.has_weights) {
-    result.recv_topk_weights =
-        output_or_allocate(args.out_recv_topk_weights, DType::f32, rows, plan.topk, "out_recv_topk_weights");
-  }
-  handle->recv_src_token = Tensor::empty(DType::i32, {rows});
-
-  DispatchContext context{};
-  context.heap = &heap;
-  context.layout = layout;
-  context.message = detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
-  context.rank = plan.rank;
-  context.num_ranks = num_ranks;
-  context.num_channels = num_channels;
-  context.local_experts = local_experts;
-  context.chunk_tokens = static_cast<uint32_t>(plan.config.chunk_tokens);
-  context.num_tokens = plan.num_tokens;
-  context.x = args.x.as<const uint8_t>();
-  context.x_scales = plan.has_scales ? args.x_scales.as<const float>() : nullptr;
-  context.topk_idx = plan.topk > 0 ? args.topk_idx.as<const int64_t>() : nullptr;
-  context.topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
-  context.is_token_in_rank = in_rank;
-  context.recv_channel_start = handle->recv_channel_start.as<const int32_t>();
-  context.recv_x = result.recv_x.as<uint8_t>();
-  context.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
-  context.recv_topk_idx = plan.topk > 0 ? result.recv_topk_idx.as<int64_t>() : nullptr;
-  context.recv_topk_weights = plan.has_weights ? result.recv_topk_weights.as<float>() : nullptr;
-  context.recv_src_token = handle->recv_src_token.as<int32_t>();
-
-  if (!across_nodes) {
-    run_channel_workers(num_channels, [&](int channel, const std::atomic<bool>& abort) {
-      DispatchSender sender(context, channel);
-      DispatchReceiver receiver(context, channel);
-      drive_channel(sender, receiver, plan.rank, "dispatch", channel, plan.config.timeout_seconds, abort);
-    });
-  } else {
-    const int num_nodes = plan.topology.num_nodes();
-    handle->forwarded.assign(static_cast<size_t>(num_channels) * num_nodes, {});
-    InternodeDispatchContext internode{};
-    internode.intranode = &context;
-    internode.transport = link;
-    internode.rdma = rdma;
-    internode.rdma_message =
-        detail::internode_dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
-    internode.ranks_per_node = ranks_per_node;
-    internode.num_nodes = num_nodes;
-    internode.forwarded = &handle->forwarded;
-    run_channel_workers(num_channels, [&](int channel, const std::atomic<bool>& abort) {
-      RdmaLink rdma_link{&heap,          link,      rdma,    plan.rank,
-                         ranks_per_node, num_nodes, channel, context.chunk_tokens};
-      std::vector<RdmaSendQueue> queues(num_nodes);
-      RdmaDispatchSender sender(internode, rdma_link, queues);
-      RdmaCoordinator coordinator(rdma_link, queues);
-      DispatchForwarder forwarder(internode, rdma_link);
-      NamedRole<DispatchReceiver> receiver("receiver", context, channel);
-      drive_roles({&sender, &coordinator, &forwarder, &receiver}, plan.rank, "dispatch", channel,
-                  plan.config.timeout_seconds, abort);
-    });
-    end_call(plan.config, plan.rank, "dispatch");
-  }
-
-  // Worst-case padding: rows past the received ones route nowhere.
-  for (int64_t row = num_recv; row < rows; ++row) {
-    context.recv_src_token[row] = -1;
-    for (int k = 0; k < plan.topk; ++k) {
-      context.recv_topk_idx[row * plan.topk + k] = -1;
-      if (context.recv_topk_weights) context.recv_topk_weights[row * plan.topk + k] = 0.0f;
-    }
-  }
-
-  result.num_recv_tokens = worst_case ? -1 : num_recv;
-  if (!worst_case) result.num_recv_tokens_per_expert = handle->num_recv_tokens_per_expert;
-  result.recv_expert_counts = handle->recv_expert_counts;
-  result.recv_token_count = handle->recv_token_count;
-  result.handle = DispatchHandle(std::move(handle));
-  return result;
+  const Tensor is_token_in_rank = dispatch_routing(plan);
+  calls_.zero_rings(layout);
+  calls_.arrive_and_wait(layout, plan.config, "dispatch");
+  DispatchCall call = calls_.start_dispatch(plan, layout, is_token_in_rank, nullptr);
+  run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
+    DispatchSender sender(call.context, channel);
+    DispatchReceiver receiver(call.context, channel);
+    drive_channel(sender, receiver, plan.rank, "dispatch", channel, plan.config.timeout_seconds, abort);
+  });
+  return finish_dispatch(plan, call);
 }
 
 CombineResult NormalEngine::combine(const detail::CombinePlan& plan) {
-  const common::SymHeap& heap = heap_.view();
-  const detail::NormalHandleData& handle = *plan.handle;
   const common::NormalHeapLayout layout = detail::combine_heap_layout(plan);
-  const CombineArgs& args = plan.args;
-
-  if (handle.num_channels != plan.config.num_channels) {
-    throw InvalidArgument("handle: expected a dispatch made with " +
-                          std::to_string(plan.config.num_channels) + " channels, got one with " +
-                          std::to_string(handle.num_channels));
-  }
-  CombineResult result;
-  result.combined_x = args.out_combined_x.defined()
-                          ? Tensor::borrow(args.out_combined_x)
-                          : Tensor::empty(DType::bf16, {handle.num_tokens, plan.hidden});
-  if (plan.has_weights) {
-    result.combined_topk_weights = args.out_combined_topk_weights.defined()
-                                       ? Tensor::borrow(args.out_combined_topk_weights)
-                                       : Tensor::empty(DType::f32, {handle.num_tokens, plan.topk});
-  }
-
-  const bool across_nodes = !plan.topology.is_single_node();
-  const common::InternodeHeapLayout rdma =
-      across_nodes ? detail::combine_internode_layout(plan) : common::InternodeHeapLayout{};
-  if (across_nodes &&
-      handle.forwarded.size() != static_cast<size_t>(plan.config.num_channels) * plan.topology.num_nodes()) {
-    throw InvalidArgument("handle: expected a dispatch across " + std::to_string(plan.topology.num_nodes()) +
-                          " nodes with " + std::to_string(plan.config.num_channels) +
-                          " channels, got one without "
-                          "the forwarder's record");
-  }
-  begin_call(layout, across_nodes ? &rdma : nullptr, plan.topology, plan.config, "combine");
-
-  CombineContext context{};
-  context.heap = &heap;
-  context.layout = layout;
-  context.message = detail::combine_message(plan.hidden, plan.topk, plan.has_weights);
-  context.rank = plan.rank;
-  context.num_ranks = plan.topology.num_ranks;
-  context.ranks_per_node = plan.topology.ranks_per_node;
-  context.num_channels = plan.config.num_channels;
-  context.chunk_tokens = static_cast<uint32_t>(plan.config.chunk_tokens);
-  context.y = args.x.as<const uint8_t>();
-  context.y_topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
-  context.recv_channel_start = handle.recv_channel_start.as<const int32_t>();
-  context.num_tokens = handle.num_tokens;
-  context.is_token_in_rank = handle.is_token_in_rank.as<const uint8_t>();
-  context.combined_x = result.combined_x.as<uint16_t>();
-  context.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
-
-  if (!across_nodes) {
-    run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
-      CombineSender sender(context, channel);
-      CombineReceiver receiver(context, channel);
-      drive_channel(sender, receiver, plan.rank, "combine", channel, plan.config.timeout_seconds, abort);
-    });
-  } else {
-    transport::Transport* link = transport(plan.topology);
-    const int num_nodes = plan.topology.num_nodes();
-    InternodeCombineContext internode{};
-    internode.intranode = &context;
-    internode.transport = link;
-    internode.rdma = rdma;
-    internode.num_nodes = num_nodes;
-    internode.forwarded = &handle.forwarded;
-    run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
-      RdmaLink rdma_link{
-          &heap, link, rdma, plan.rank, context.ranks_per_node, num_nodes, channel, context.chunk_tokens};
-      std::vector<RdmaSendQueue> queues(num_nodes);
-      NvlCombineSender sender(internode, channel);
-      CombineForwarder forwarder(internode, rdma_link, queues);
-      RdmaCoordinator coordinator(rdma_link, queues);
-      RdmaCombineReceiver receiver(internode, rdma_link);
-      drive_roles({&sender, &forwarder, &coordinator, &receiver}, plan.rank, "combine", channel,
-                  plan.config.timeout_seconds, abort);
-    });
-    end_call(plan.config, plan.rank, "combine");
-  }
+  CombineResult result = start_combine(plan);
+  calls_.zero_rings(layout);
+  calls_.arrive_and_wait(layout, plan.config, "combine");
+  const CombineContext context = combine_context(calls_.heap(), plan, layout, result);
+  run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
+    CombineSender sender(context, channel);
+    CombineReceiver receiver(context, channel);
+    drive_channel(sender, receiver, plan.rank, "combine", channel, plan.config.timeout_seconds, abort);
+  });
   return result;
 }
 

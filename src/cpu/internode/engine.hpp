@@ -1,0 +1,39 @@
+#pragma once
+// The CPU hierarchical `normal` engine: used by the backend when ranks_per_node < num_ranks. The
+// three-stage pipeline of DESIGN.md (Nodes) run by host threads, one per channel, each driving that
+// channel's RDMA and NVLink roles (cpu/internode/*_roles.hpp, with the one-node engine's intranode
+// receiver and ring protocol). It reaches other nodes only through a loopback Transport. The steps
+// around the roles (ring reset, notify, outputs, handle) are the one-node engine's
+// (cpu/normal/call.hpp).
+#include <memory>
+
+#include "common/internode_protocol.hpp"
+#include "core/backend.hpp"
+#include "cpu/backend/host_heap.hpp"
+#include "cpu/normal/call.hpp"
+#include "transport/loopback.hpp"
+
+namespace switchyard::cpu {
+
+class InternodeEngine {
+ public:
+  InternodeEngine(HostHeap& heap, detail::BufferId owner) : calls_(heap, owner) {}
+
+  DispatchResult dispatch(const detail::DispatchPlan& plan);
+  CombineResult combine(const detail::CombinePlan& plan);
+
+ private:
+  // Zeroes this rank's rings and RDMA counters, then waits for every rank to have done the same.
+  void begin_call(const common::NormalHeapLayout& layout, const common::InternodeHeapLayout& rdma,
+                  const Topology& topology, const Config& config, const char* operation);
+  // Waits until every transport operation of this call has landed, so none reaches a peer after
+  // it has moved on (every one is also awaited by its destination within the call).
+  void end_call(const Config& config, int rank, const char* operation);
+  // The loopback transport, made on the first call (the heap is connected by then).
+  transport::Transport* transport();
+
+  NormalCalls calls_;
+  std::unique_ptr<transport::LoopbackTransport> transport_;
+};
+
+}  // namespace switchyard::cpu
