@@ -15,10 +15,10 @@ DesignTraffic staged(const Traffic& traffic) {
   return design;
 }
 
-// The hierarchical normal engine (internode_dispatch.cu, internode_combine.cu, and the CPU twin in
-// cpu/internode_*_roles.cpp), per role. Every (token, destination node) pair, the token's own node
-// included, goes through the RDMA sender and a put: the kernels have a sender group and a forwarder
-// group per node, and the own node's put lands in the rank's own receive ring.
+// The hierarchical normal engine (cuda/internode/, and the CPU twin in cpu/internode/), per role. Every
+// (token, destination node) pair, the token's own node included, goes through the RDMA sender and a put: the
+// kernels have a sender group and a forwarder group per node, and the own node's put lands in the rank's own
+// receive ring.
 DesignTraffic hierarchical(const Traffic& traffic, const NodeTraffic& nodes) {
   const int64_t x = traffic.input_row_bytes, d = traffic.dispatch_row_bytes, c = traffic.combine_row_bytes;
   const int64_t rows = traffic.delivered_rows, staged = nodes.staged_rows();
