@@ -194,6 +194,8 @@ class Buffer {
   // (the engines number their calls alike on every rank). On CUDA these are stream-ordered on
   // `stream` (nullptr: the buffer's own) and the kernels read the mask when they run, so a captured
   // graph follows later updates. The normal engine refuses calls while update_mask has masked a rank.
+  // update_mask and clean_mask are refused while a low-latency hook is pending (both halves of a call
+  // must see one mask).
   void update_mask(int rank, bool masked, Stream stream = nullptr);
   // i32 [R], 1 where a rank is masked, on this buffer's device (filled on `stream` on CUDA).
   Tensor query_mask(Stream stream = nullptr);

@@ -265,6 +265,7 @@ class Buffer::Impl {
   void update_mask(int rank, bool masked, Stream stream) {
     check_usable("update_mask");
     check_mask_rank(rank, "update_mask");
+    check_no_pending_hook("update_mask");
     guarded([&] {
       backend_->update_mask(rank, masked, stream);
       return 0;
@@ -279,6 +280,7 @@ class Buffer::Impl {
 
   void clean_mask(Stream stream) {
     check_usable("clean_mask");
+    check_no_pending_hook("clean_mask");
     guarded([&] {
       backend_->clean_mask(stream);
       return 0;
@@ -353,6 +355,16 @@ class Buffer::Impl {
       throw InvalidArgument(std::string(what) + ": rank: expected 0.." +
                             std::to_string(options_.topology.num_ranks - 1) + ", got " +
                             std::to_string(rank));
+    }
+  }
+
+  // A low-latency call's two halves must see one mask: its send half decided whom to send to (a rank
+  // masked in its own view sends nothing), and its receive half, run by the hook, waits accordingly.
+  void check_no_pending_hook(const char* what) const {
+    if (hook_pending_) {
+      throw InvalidArgument(std::string(what) +
+                            ": expected no pending low-latency hook (a call's send and receive halves must "
+                            "see the same mask), got the previous call's return_recv_hook still to run");
     }
   }
 

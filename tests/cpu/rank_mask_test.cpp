@@ -244,6 +244,27 @@ TEST_P(RankMaskArguments, BadRanksAreRefusedByNameAndTheNormalEngineRefusesWhile
   EXPECT_EQ(buffer.query_mask().as<const int32_t>()[0], 0);
 }
 
+TEST(RankMaskHooks, TheMaskCannotChangeBetweenALowLatencyCallAndItsHook) {
+  // Found by the calls fuzzer: masked in its own view, a rank's send half sent nothing; unmasked before
+  // the hook, its receive half then waited for its own signal until the timeout.
+  SingleRank single(Regions::low_latency);
+  Buffer& buffer = *single.buffer;
+  buffer.update_mask(0, true);
+  LowLatencyDispatchArgs args = single.args();
+  args.return_recv_hook = true;
+  const LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(args);
+  EXPECT_EQ(
+      invalid_argument_message([&] { buffer.update_mask(0, false); }),
+      "update_mask: expected no pending low-latency hook (a call's send and receive halves must see the "
+      "same mask), got the previous call's return_recv_hook still to run");
+  EXPECT_TRUE(
+      contains(invalid_argument_message([&] { buffer.clean_mask(); }), "clean_mask: expected no pending"));
+  dispatched.hook();
+  EXPECT_EQ(host_copy(dispatched.recv_count).as<const int32_t>()[0], 0);
+  buffer.clean_mask();
+  EXPECT_EQ(buffer.query_mask().as<const int32_t>()[0], 0);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Engines, RankMask,
     ::testing::Values(Variant{Engine::low_latency},
