@@ -110,6 +110,11 @@ struct InternodeHeapLayout {
   int num_channels;
   uint32_t rdma_slots;
   uint32_t rdma_slot_bytes;
+  // The CUDA notify's records for ranks of other nodes, staged here before they are put (one intranode
+  // notify record per rank). A region of its own: staged in the send buffers, they needed rings of a
+  // size the ring knobs did not promise (8 ranks with one slot refused the call).
+  uint32_t notify_record_bytes;
+  int num_ranks;
 
   SY_HD int pair_index(int channel, int node) const { return channel * num_nodes + node; }
 
@@ -122,7 +127,13 @@ struct InternodeHeapLayout {
   SY_HD size_t send_buffers_offset() const {
     return recv_rings_offset() + ring_bytes() * num_channels * num_nodes;
   }
-  SY_HD size_t end() const { return send_buffers_offset() + ring_bytes() * num_channels * num_nodes; }
+  SY_HD size_t notify_staging_offset() const {
+    return send_buffers_offset() + ring_bytes() * num_channels * num_nodes;
+  }
+  SY_HD size_t notify_staging_bytes() const {
+    return align_up(static_cast<size_t>(notify_record_bytes) * num_ranks, kCounterStride);
+  }
+  SY_HD size_t end() const { return notify_staging_offset() + notify_staging_bytes(); }
 
   SY_HD size_t counters_offset(int channel, int node) const {
     return counters_offset() + sizeof(RdmaCounters) * pair_index(channel, node);

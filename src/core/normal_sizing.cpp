@@ -36,6 +36,8 @@ common::NormalHeapLayout make_layout(const Topology& topology, const Config& con
   return layout;
 }
 
+}  // namespace
+
 common::InternodeHeapLayout make_internode_layout(const common::NormalHeapLayout& intranode,
                                                   const Topology& topology, const Config& config,
                                                   size_t rdma_slot_bytes) {
@@ -47,9 +49,10 @@ common::InternodeHeapLayout make_internode_layout(const common::NormalHeapLayout
   // NOTES: the RDMA rings use the intranode ring's slot count and chunk: one knob for both stages.
   layout.rdma_slots = static_cast<uint32_t>(config.ring_slots);
   layout.rdma_slot_bytes = static_cast<uint32_t>(common::align_up(rdma_slot_bytes, common::kFieldAlignment));
+  layout.notify_record_bytes = static_cast<uint32_t>(intranode.notify_record_bytes());
+  layout.num_ranks = topology.num_ranks;
   return layout;
 }
-}  // namespace
 
 common::InternodeDispatchMessage internode_dispatch_message(int hidden, DType dtype, int topk,
                                                             bool has_weights) {

@@ -18,6 +18,10 @@ common::NormalHeapLayout combine_heap_layout(const CombinePlan& plan);
 // partial, in the CombineMessage format.
 common::InternodeDispatchMessage internode_dispatch_message(int hidden, DType dtype, int topk,
                                                             bool has_weights);
+// The RDMA region after `intranode` for these knobs and an RDMA slot of `rdma_slot_bytes`.
+common::InternodeHeapLayout make_internode_layout(const common::NormalHeapLayout& intranode,
+                                                  const Topology& topology, const Config& config,
+                                                  size_t rdma_slot_bytes);
 common::InternodeHeapLayout dispatch_internode_layout(const DispatchPlan& plan);
 common::InternodeHeapLayout combine_internode_layout(const CombinePlan& plan);
 // Bytes of the normal region a call uses: the intranode layout, plus the RDMA region across nodes.

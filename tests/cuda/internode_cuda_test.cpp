@@ -84,6 +84,10 @@ std::vector<InternodeCase> cases() {
       {"n2x1_bf16_wrap", make_shape(2, 1, 96, 256, 2, 2, bf16), ring_config(2, 3, 2)},
       {"n2x2_fp8_wrap", make_shape(2, 2, 80, 256, 4, 4, fp8), ring_config(2, 4, 2)},
       {"n2x4_bf16_ring1", make_shape(2, 4, 24, 128, 8, 4, bf16), ring_config(2, 1, 1)},
+      // The soak's case 0x1dc2e0bdfaf608d0: 8 notify records of 9 local experts did not fit one channel's
+      // one-slot send buffers, where notify used to stage them; now they have a region of their own.
+      {"n2x4_bf16_one_slot_one_channel_9_experts",
+       make_shape(2, 4, 8, 128, 4, 9, bf16, true, Routing::skewed), ring_config(1, 1, 1)},
       {"n2x4_fp8_alignment_4", make_shape(2, 4, 64, 256, 6, 2, fp8), ring_config(3, 5, 3), 4},
       {"n2x4_bf16_h7168_defaults", make_shape(2, 4, 256, 7168, 8, 4, bf16), defaults},
       {"n2x4_fp8_h7168_defaults", make_shape(2, 4, 192, 7168, 8, 4, fp8), defaults},

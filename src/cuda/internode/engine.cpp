@@ -51,20 +51,6 @@ NvlCombineMessage nvl_combine_message(int hidden, int topk, bool has_weights) {
   return message;
 }
 
-// The RDMA region after `intranode`, as normal_sizing.cpp lays it out (same knobs).
-common::InternodeHeapLayout internode_layout(const common::NormalHeapLayout& intranode,
-                                             const Topology& topology, const Config& config,
-                                             size_t rdma_slot_bytes) {
-  common::InternodeHeapLayout layout{};
-  layout.base = common::align_up(intranode.total_bytes(), common::kCounterStride);
-  layout.num_nodes = topology.num_nodes();
-  layout.ranks_per_node = topology.ranks_per_node;
-  layout.num_channels = intranode.num_channels;
-  layout.rdma_slots = static_cast<uint32_t>(config.ring_slots);
-  layout.rdma_slot_bytes = static_cast<uint32_t>(common::align_up(rdma_slot_bytes, common::kFieldAlignment));
-  return layout;
-}
-
 }  // namespace
 
 InternodeEngine::InternodeEngine(const BufferOptions& options, size_t heap_bytes, int sm_count,
@@ -153,15 +139,6 @@ DispatchResult InternodeEngine::dispatch(const detail::DispatchPlan& plan, Kerne
   const DispatchArgs& args = plan.args;
   context.layout = detail::dispatch_heap_layout(plan);
   const InternodeShape shape{detail::dispatch_internode_layout(plan), topology.ranks_per_node, num_nodes};
-  // NOTES: notify stages its records for other nodes in our RDMA send buffers (idle until dispatch).
-  const size_t staging_needed = context.layout.notify_record_bytes() * num_ranks;
-  const size_t staging_room = shape.rdma.end() - shape.rdma.send_buffers_offset();
-  if (staging_needed > staging_room) {
-    throw Unsupported("config.ring_slots: the CUDA hierarchical dispatch stages its " +
-                      std::to_string(num_ranks) + " notify records (" + std::to_string(staging_needed) +
-                      " bytes) in the RDMA send buffers (" + std::to_string(staging_room) +
-                      " bytes); use more ring slots");
-  }
   const size_t notify_shared =
       internode_notify_shared_bytes(num_ranks, num_channels, num_nodes, plan.num_experts);
   if (notify_shared > internode_notify_max_shared_bytes()) {
@@ -322,8 +299,9 @@ CombineResult InternodeEngine::combine(const detail::CombinePlan& plan, KernelCo
   layout.slot_bytes = static_cast<uint32_t>(nvl_message.bytes());
   const common::CombineMessage rdma_message =
       detail::combine_message(plan.hidden, plan.topk, plan.has_weights);
-  const InternodeShape shape{internode_layout(layout, topology, plan.config, rdma_message.bytes()),
-                             topology.ranks_per_node, topology.num_nodes()};
+  const InternodeShape shape{
+      detail::make_internode_layout(layout, topology, plan.config, rdma_message.bytes()),
+      topology.ranks_per_node, topology.num_nodes()};
   if (shape.rdma.end() > normal_region_bytes_) {
     throw InvalidArgument("combine: expected a call that fits the normal region of the buffer's heap (" +
                           std::to_string(normal_region_bytes_) + " bytes), got one needing " +

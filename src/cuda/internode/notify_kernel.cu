@@ -137,7 +137,7 @@ __global__ void __launch_bounds__(kNotifyThreads, 2)
   const int fields = num_channels + launch.local_experts;
   const size_t record_bytes = context.layout.notify_record_bytes();
   const size_t record_offset = context.layout.notify_offset() + record_bytes * context.rank;
-  const size_t staging_offset = launch.shape.rdma.send_buffers_offset();
+  const size_t staging_offset = launch.shape.rdma.notify_staging_offset();
   for (int i = threadIdx.x; i < num_ranks * fields; i += blockDim.x) {
     const int destination = i / fields;
     uint8_t* record = same_node(context.rank, destination, ranks_per_node)
