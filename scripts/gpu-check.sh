@@ -5,7 +5,7 @@
 #
 #   bash scripts/gpu-check.sh                 # everything
 #   SWITCHYARD_GPU_STAGES="tests bench" bash scripts/gpu-check.sh
-#   stages: build tests processes sanitizer bench bench-nodes report channels python
+#   stages: build tests processes sanitizer bench bench-nodes report channels python moe
 #
 # GoogleTest: found as a package, or built from source at .deps/googletest when that exists (bash
 # scripts/gpu-deps.sh fills .deps/ with it and the bench's CLI11 and nlohmann/json before a run; the GPU
@@ -14,7 +14,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/gpu-check}
 BUILD=${SWITCHYARD_GPU_BUILD:-build/gpu}
-STAGES=${SWITCHYARD_GPU_STAGES:-"build tests processes sanitizer bench bench-nodes report channels python"}
+STAGES=${SWITCHYARD_GPU_STAGES:-"build tests processes sanitizer bench bench-nodes report channels python moe"}
 mkdir -p "$OUT"
 declare -a SUMMARY=()
 status=0
@@ -70,7 +70,7 @@ fi
 
 # The GPU suites: one binary per engine (and the device transport), each with the filter that picks
 # its one-rank cases for compute-sanitizer.
-GPU_SUITES=(normal_engine low_latency symmetric device_transport internode low_latency_internode hostile_calls rank_mask)
+GPU_SUITES=(normal_engine low_latency symmetric device_transport internode low_latency_internode hostile_calls rank_mask moe_layer)
 declare -A SANITIZER_FILTER=(
   [normal_engine]='*Small_R1*:*ExpertIdOutOfRange*'
   [low_latency]='*Small_R1*'
@@ -80,6 +80,7 @@ declare -A SANITIZER_FILTER=(
   [low_latency_internode]=''  # likewise: every case has ranks on two nodes
   [hostile_calls]='CudaHeapHandles*'  # the mismatched calls need several ranks waiting on each other
   [rank_mask]='*Small_R1*'
+  [moe_layer]='*Small_R1*'
 )
 suite_bin() { echo "$BUILD/tests/cuda/switchyard_cuda_$1_test"; }
 PROCESS_BIN="$BUILD/tests/cuda/switchyard_cuda_process_ranks_test"
@@ -167,6 +168,22 @@ if has_stage bench-nodes; then
   run_logged "bench cuda 2 nodes x 4 ranks (loopback), low_latency 128 tokens" bench-2x4-ll.log timeout 300 \
     "$BENCH_BIN" --backend cuda --engine low_latency --ranks 8 --ranks-per-node 4 --tokens 128 --iters 10 \
     --json "$OUT/bench-2x4-ll.json"
+fi
+
+# The MoE layer (switchyard-moe-bench): DeepSeek-V3's shape, fp8 weights, 8 ranks as threads and as
+# processes, at the issue's two sizes (SWITCHYARD_MOE_TOKENS narrows them).
+if has_stage moe; then
+  MOE_BIN="$BUILD/tools/moe_bench/switchyard-moe-bench"
+  for tokens in ${SWITCHYARD_MOE_TOKENS:-128 4096}; do
+    run_logged "moe bench threads $tokens tokens" "moe-threads-$tokens.log" timeout 300 "$MOE_BIN" --tokens "$tokens" \
+      --json "$OUT/moe-threads-$tokens.json"
+  done
+  start_mps
+  for tokens in ${SWITCHYARD_MOE_TOKENS:-128 4096}; do
+    run_logged "moe bench processes $tokens tokens" "moe-processes-$tokens.log" timeout 300 "$MOE_BIN" --tokens "$tokens" \
+      --ranks-as processes --json "$OUT/moe-processes-$tokens.json"
+  done
+  stop_mps
 fi
 
 # The picture: a sweep of tokens per rank (scripts/bench-report.sh; SWITCHYARD_REPORT_TOKENS narrows it).

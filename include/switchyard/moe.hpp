@@ -31,6 +31,10 @@
 
 namespace switchyard {
 
+namespace detail {
+struct MoeLayerAccess;  // the bench's phase marks (core/moe_plan.hpp)
+}
+
 // One rank's experts (L = num_experts / num_ranks local experts, hidden H, intermediate I).
 struct MoeWeights {
   // [L, 2I, H], bf16 or fp8_e4m3: rows [0, I) are the gate projection, rows [I, 2I) the up projection.
@@ -70,8 +74,11 @@ struct MoeResult {
 class MoeLayer {
  public:
   // Checks the weights and options against `buffer` (connected, with a symmetric region) and
-  // allocates the workspace. Throws InvalidArgument naming the argument, what was expected and what
-  // was given; Unsupported where the buffer's backend has no MoE path yet (cuda).
+  // allocates the workspace. On CUDA, with ranks sharing a GPU, make every rank's layer before any
+  // rank's first forward(): setting up the GEMMs (uploads, kernel attributes) may wait for the GPU,
+  // i.e. for a peer's kernel that waits for this rank. Throws InvalidArgument naming the argument, what was
+  // expected and what was given; Unsupported where the build has no MoE path for the buffer's backend (CUDA
+  // without the CUTLASS headers).
   MoeLayer(Buffer& buffer, const MoeWeights& weights, const MoeLayerOptions& options);
   ~MoeLayer();
   MoeLayer(const MoeLayer&) = delete;
@@ -89,6 +96,7 @@ class MoeLayer {
   class Impl;
 
  private:
+  friend struct detail::MoeLayerAccess;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -140,11 +140,11 @@ class BackendImpl {
   virtual void update_mask(int rank, bool masked, Stream stream) = 0;
   virtual Tensor query_mask(Stream stream) = 0;  // a copy: i32 [R], 1 where masked
   virtual void clean_mask(Stream stream) = 0;
-  // The MoE layer's expert phase (core/moe_plan.hpp), between its symmetric dispatch and combine.
-  // has_moe_experts() is false where the backend has no such path yet (moe_experts then throws
-  // Unsupported), so that a MoeLayer is refused when it is made, not at its first call.
-  virtual bool has_moe_experts() const = 0;
-  virtual void moe_experts(const MoeExpertsPlan& plan) = 0;
+  // The MoE layer's expert phase (core/moe_plan.hpp), between its symmetric dispatch and combine: made
+  // with the layer (throws Unsupported, naming why, where the backend cannot run it, so that a MoeLayer
+  // is refused when it is made, not at its first call), run per call on the call's resolved stream.
+  virtual std::unique_ptr<MoeExperts> make_moe_experts(const MoeExpertsPlan& plan) = 0;
+  virtual void run_moe_experts(MoeExperts& experts, Stream stream, void* const* marks) = 0;
 
   // Waits for this rank's work on `stream` and raises any error a kernel recorded.
   virtual void synchronize(Stream stream) = 0;

@@ -317,10 +317,10 @@ class Buffer::Impl {
   }
   const common::SymmetricLayout& symmetric_layout() const { return symmetric_layout_; }
   detail::BackendImpl& backend() const { return *backend_; }
-  void moe_experts(const detail::MoeExpertsPlan& plan) {
+  void run_moe_experts(detail::MoeExperts& experts, Stream stream, void* const* marks) {
     check_usable("MoeLayer::forward");
     guarded([&] {
-      backend_->moe_experts(plan);
+      backend_->run_moe_experts(experts, stream, marks);
       return 0;
     });
   }
@@ -518,11 +518,11 @@ const common::SymmetricLayout& BufferAccess::symmetric_layout(const Buffer& buff
 Tensor BufferAccess::allocate(Buffer& buffer, DType dtype, std::initializer_list<int64_t> dims) {
   return buffer.impl_->backend().allocate(dtype, dims);
 }
-bool BufferAccess::has_moe_experts(const Buffer& buffer) {
-  return buffer.impl_->backend().has_moe_experts();
+std::unique_ptr<MoeExperts> BufferAccess::make_moe_experts(Buffer& buffer, const MoeExpertsPlan& plan) {
+  return buffer.impl_->backend().make_moe_experts(plan);
 }
-void BufferAccess::moe_experts(Buffer& buffer, const MoeExpertsPlan& plan) {
-  buffer.impl_->moe_experts(plan);
+void BufferAccess::run_moe_experts(Buffer& buffer, MoeExperts& experts, Stream stream, void* const* marks) {
+  buffer.impl_->run_moe_experts(experts, stream, marks);
 }
 
 }  // namespace detail

@@ -18,9 +18,9 @@ struct BufferAccess {
   static PlanContext plan_context(const Buffer& buffer, const char* what);
   static const common::SymmetricLayout& symmetric_layout(const Buffer& buffer);
   static Tensor allocate(Buffer& buffer, DType dtype, std::initializer_list<int64_t> dims);
-  // Whether the buffer's backend has an expert phase for the MoE layer.
-  static bool has_moe_experts(const Buffer& buffer);
-  static void moe_experts(Buffer& buffer, const MoeExpertsPlan& plan);
+  // The MoE layer's expert phase on the buffer's backend (BackendImpl::make_moe_experts).
+  static std::unique_ptr<MoeExperts> make_moe_experts(Buffer& buffer, const MoeExpertsPlan& plan);
+  static void run_moe_experts(Buffer& buffer, MoeExperts& experts, Stream stream, void* const* marks);
 };
 
 }  // namespace switchyard::detail

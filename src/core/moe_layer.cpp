@@ -16,7 +16,7 @@ namespace {
 // capture needs) and the activations and expert outputs between the GEMMs.
 struct MoeWorkspace {
   Tensor recv_x, recv_x_scales, recv_count, layout_range, src_info;
-  Tensor activations, activation_scales, out;
+  Tensor gate_up, activations, activation_scales, out;
 };
 
 MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan) {
@@ -29,6 +29,7 @@ MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan
   space.recv_count = BufferAccess::allocate(buffer, DType::i32, {local});
   space.layout_range = BufferAccess::allocate(buffer, DType::i32, {local, plan.num_ranks, 2});
   space.src_info = BufferAccess::allocate(buffer, DType::i32, {local, rows});
+  space.gate_up = BufferAccess::allocate(buffer, DType::f32, {local, rows, 2 * intermediate});
   space.activations = BufferAccess::allocate(buffer, dtype, {local, rows, intermediate});
   space.out = BufferAccess::allocate(buffer, DType::bf16, {local, rows, hidden});
   if (plan.fp8) {
@@ -48,11 +49,8 @@ class MoeLayer::Impl {
     const detail::PlanContext context = detail::BufferAccess::plan_context(buffer, "MoeLayer");
     device_ = context.device;
     plan_ = detail::plan_moe_layer(weights, options, context, detail::BufferAccess::symmetric_layout(buffer));
-    if (!detail::BufferAccess::has_moe_experts(buffer)) {
-      throw Unsupported(std::string("MoeLayer: the ") + backend_name(buffer.backend()) +
-                        " backend has no MoE expert path yet; use a cpu Buffer");
-    }
     space_ = allocate_workspace(buffer, plan_);
+    experts_ = detail::BufferAccess::make_moe_experts(buffer, experts_plan());
   }
 
   MoeResult forward(const MoeArgs& args) {
@@ -73,23 +71,7 @@ class MoeLayer::Impl {
     dispatch.stream = args.stream;
     LowLatencyDispatchResult received = buffer_.symmetric_dispatch(dispatch);
 
-    detail::MoeExpertsPlan experts;
-    experts.weights = plan_.weight_layout();
-    experts.workspace = plan_.workspace_layout();
-    experts.fp8 = plan_.fp8;
-    experts.activation_clamp = plan_.activation_clamp;
-    experts.w1 = plan_.weights.w1.data;
-    experts.w1_scales = plan_.weights.w1_scales.as<const float>();
-    experts.w2 = plan_.weights.w2.data;
-    experts.w2_scales = plan_.weights.w2_scales.as<const float>();
-    experts.recv_x = space_.recv_x.data();
-    experts.recv_x_scales = space_.recv_x_scales.as<const float>();
-    experts.recv_count = space_.recv_count.as<const int32_t>();
-    experts.activations = space_.activations.data();
-    experts.activation_scales = space_.activation_scales.as<float>();
-    experts.out = space_.out.as<uint16_t>();
-    experts.stream = args.stream;
-    detail::BufferAccess::moe_experts(buffer_, experts);
+    detail::BufferAccess::run_moe_experts(buffer_, *experts_, args.stream, phase_marks_);
 
     LowLatencyCombineArgs combine;
     combine.x = space_.out;
@@ -102,13 +84,42 @@ class MoeLayer::Impl {
   }
 
   const detail::MoeLayerPlan& plan() const { return plan_; }
+  void set_phase_marks(void* const* marks) { phase_marks_ = marks; }
 
  private:
+  // The expert phase's tensors: the layer's weights and workspace, the same for every call.
+  detail::MoeExpertsPlan experts_plan() const {
+    detail::MoeExpertsPlan experts;
+    experts.weights = plan_.weight_layout();
+    experts.workspace = plan_.workspace_layout();
+    experts.fp8 = plan_.fp8;
+    experts.activation_clamp = plan_.activation_clamp;
+    experts.w1 = plan_.weights.w1.data;
+    experts.w1_scales = plan_.weights.w1_scales.as<const float>();
+    experts.w2 = plan_.weights.w2.data;
+    experts.w2_scales = plan_.weights.w2_scales.as<const float>();
+    experts.recv_x = space_.recv_x.data();
+    experts.recv_x_scales = space_.recv_x_scales.as<const float>();
+    experts.recv_count = space_.recv_count.as<const int32_t>();
+    experts.gate_up = space_.gate_up.as<float>();
+    experts.activations = space_.activations.data();
+    experts.activation_scales = space_.activation_scales.as<float>();
+    experts.out = space_.out.as<uint16_t>();
+    experts.symmetric = detail::BufferAccess::symmetric_layout(buffer_);
+    return experts;
+  }
+
   Buffer& buffer_;
   Device device_ = Device::cpu;
   detail::MoeLayerPlan plan_;
   MoeWorkspace space_;
+  std::unique_ptr<detail::MoeExperts> experts_;  // after space_: it points into it
+  void* const* phase_marks_ = nullptr;
 };
+
+void detail::MoeLayerAccess::set_phase_marks(MoeLayer& layer, void* const* marks) {
+  layer.impl_->set_phase_marks(marks);
+}
 
 MoeLayer::MoeLayer(Buffer& buffer, const MoeWeights& weights, const MoeLayerOptions& options)
     : impl_(std::make_unique<Impl>(buffer, weights, options)) {}

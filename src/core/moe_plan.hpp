@@ -40,9 +40,10 @@ MoeLayerPlan plan_moe_layer(const MoeWeights& weights, const MoeLayerOptions& op
 // its hidden for the weights, scales, weights present, out_y.
 void check_moe_call(const MoeArgs& args, const MoeLayerPlan& layer, Device device);
 
-// The expert phase of one call: for every local expert l, its rows r < min(recv_count[l], C) of
-// recv_x through GEMM 1, SwiGLU (and the fp8 requantisation) and GEMM 2 into o. Pointers are where the
-// backend computes (device memory on CUDA, where recv_count is read by the kernels, never by the host).
+// The expert phase of a layer: for every local expert l, its rows r < min(recv_count[l], C) of recv_x
+// through GEMM 1, SwiGLU (and the fp8 requantisation) and GEMM 2 into o. Pointers are where the
+// backend computes (device memory on CUDA, where recv_count is read by the kernels, never by the host),
+// and the same for every call of the layer.
 struct MoeExpertsPlan {
   common::MoeWeightLayout weights;
   common::MoeWorkspaceLayout workspace;
@@ -55,10 +56,27 @@ struct MoeExpertsPlan {
   const void* recv_x = nullptr;  // [L, C, H]
   const float* recv_x_scales = nullptr;
   const int32_t* recv_count = nullptr;  // [L]
+  float* gate_up = nullptr;             // h [L, C, 2I], fp32
   void* activations = nullptr;          // a [L, C, I]
   float* activation_scales = nullptr;   // [L, C, I / 128], fp8 only
   uint16_t* out = nullptr;              // o [L, C, H], bf16
-  Stream stream = nullptr;
+  common::SymmetricLayout symmetric;    // the Buffer's symmetric region (the CUDA path's barrier)
+};
+
+// A backend's expert phase for one layer, made once with the layer (its pointers are the layer's for
+// its life) and run once per call. run() takes the call's stream, resolved by the backend (a
+// cudaStream_t on CUDA; ignored on the CPU), and optionally `marks`: four cudaEvent_t recorded on it
+// before GEMM 1, after GEMM 1, after SwiGLU and after GEMM 2 (the bench's phase times; CPU: unused).
+class MoeExperts {
+ public:
+  virtual ~MoeExperts() = default;
+  virtual void run(void* stream, void* const* marks) = 0;
+};
+
+// Internal access to a layer for the bench (tools/moe_bench): its phase marks (MoeExperts::run), kept
+// until set again; nullptr turns them off.
+struct MoeLayerAccess {
+  static void set_phase_marks(MoeLayer& layer, void* const* marks);
 };
 
 }  // namespace switchyard::detail

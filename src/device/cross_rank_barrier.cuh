@@ -96,33 +96,38 @@ __device__ __forceinline__ bool grid_sync(const GridBarrier& grid, const KernelC
   return __syncthreads_and(ok) != 0;
 }
 
+// The cross-rank part of a barrier, by every thread of one block: the barrier's number (one more than
+// `passed`) stored into our word in every peer's heap, then every peer's word awaited. A failed wait is
+// recorded (and raises the abort flag). `passed` advances arriving or not, failed or not: the numbers
+// stay alike on every rank.
+__device__ __forceinline__ void signal_and_await_peers(const CrossRankSignals& signals, uint64_t* passed,
+                                                       const KernelContext& context, common::WaitRole role) {
+  __shared__ uint64_t index_of_barrier;
+  if (threadIdx.x == 0) index_of_barrier = *passed;
+  __syncthreads();
+  const uint64_t number = index_of_barrier + 1;
+  for (int peer = threadIdx.x; peer < signals.num_ranks; peer += blockDim.x) {
+    if (!reaches(context, peer)) continue;
+    // NOTES: the grid sync (or the block's __syncthreads) made the writes before the barrier visible to
+    // this thread; the system-scope fence and release carry them (and our peers' workspaces written
+    // through map()) to the peer.
+    ptx::fence_acq_rel_sys();
+    common::st_release_sys(context.heap.map(signals.word(context.rank), peer), number);
+  }
+  for (int peer = threadIdx.x; peer < signals.num_ranks; peer += blockDim.x) {
+    const WaitSite site{role, common::WaitTarget::peer_arrival, -1, peer};
+    wait_for_peer(context, signals.word(peer), number, site);
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) *passed = number;
+}
+
 // Every thread of the grid calls this, once per barrier, on every rank. `role` names the caller in
 // a timeout report.
 __device__ __forceinline__ bool cross_rank_barrier(const CrossRankBarrier& barrier,
                                                    const KernelContext& context, common::WaitRole role) {
   if (!grid_sync(barrier.grid, context, role, context.timeout_ns)) return false;
-  if (blockIdx.x == 0) {
-    __shared__ uint64_t index_of_barrier;
-    if (threadIdx.x == 0) index_of_barrier = *barrier.passed;
-    __syncthreads();
-    const uint64_t number = index_of_barrier + 1;
-    const CrossRankSignals& signals = barrier.signals;
-    for (int peer = threadIdx.x; peer < signals.num_ranks; peer += blockDim.x) {
-      if (!reaches(context, peer)) continue;
-      // NOTES: the grid sync made every block's writes visible to this thread; the system-scope
-      // fence and release carry them (and our peers' workspaces written through map()) to the peer.
-      ptx::fence_acq_rel_sys();
-      common::st_release_sys(context.heap.map(signals.word(context.rank), peer), number);
-    }
-    for (int peer = threadIdx.x; peer < signals.num_ranks; peer += blockDim.x) {
-      // A failure is recorded (and raises the abort flag, which the closing grid sync reads).
-      const WaitSite site{role, common::WaitTarget::peer_arrival, -1, peer};
-      wait_for_peer(context, signals.word(peer), number, site);
-    }
-    __syncthreads();
-    // Counted arriving or not, failed or not: the numbers stay alike on every rank.
-    if (threadIdx.x == 0) *barrier.passed = number;
-  }
+  if (blockIdx.x == 0) signal_and_await_peers(barrier.signals, barrier.passed, context, role);
   // Block 0 arrives here even after a failed wait, so the other blocks are not left spinning; the
   // abort flag then tells every block. NOTES: the other blocks wait here while block 0 waits for
   // the peers, so they give up later than it: a missing peer is reported as such, not as a missing

@@ -89,8 +89,12 @@ class CpuBackend final : public detail::BackendImpl {
   void update_mask(int rank, bool masked, Stream) override { mask_.set(rank, masked); }
   Tensor query_mask(Stream) override { return mask_.snapshot(); }
   void clean_mask(Stream) override { mask_.clear(); }
-  bool has_moe_experts() const override { return true; }
-  void moe_experts(const detail::MoeExpertsPlan& plan) override { run_moe_experts(plan); }
+  std::unique_ptr<detail::MoeExperts> make_moe_experts(const detail::MoeExpertsPlan& plan) override {
+    return std::make_unique<CpuMoeExperts>(plan);
+  }
+  void run_moe_experts(detail::MoeExperts& experts, Stream, void* const*) override {
+    experts.run(nullptr, nullptr);
+  }
   // CPU calls complete before they return.
   void synchronize(Stream) override {}
 

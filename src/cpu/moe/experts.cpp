@@ -11,14 +11,13 @@ namespace switchyard::cpu {
 
 namespace {
 
-// One local expert's received rows, through both GEMMs.
-void run_expert(const detail::MoeExpertsPlan& plan, int local, int64_t rows, std::vector<float>& h,
-                std::vector<float>& out_f32) {
+// One local expert's received rows, through both GEMMs; h is the workspace's [C, 2I] rows of the expert.
+void run_expert(const detail::MoeExpertsPlan& plan, int local, int64_t rows, std::vector<float>& out_f32) {
   const common::MoeWeightLayout& weights = plan.weights;
   const common::MoeWorkspaceLayout& space = plan.workspace;
   const int hidden = space.hidden, intermediate = space.intermediate;
   const int64_t two_i = weights.w1_rows();
-  h.resize(static_cast<size_t>(rows * two_i));
+  float* h = plan.gate_up + space.row(local, 0) * two_i;
   out_f32.resize(static_cast<size_t>(rows * hidden));
   if (plan.fp8) {
     const uint8_t* w1 = static_cast<const uint8_t*>(plan.w1) + weights.w1_row(local, 0);
@@ -29,16 +28,16 @@ void run_expert(const detail::MoeExpertsPlan& plan, int local, int64_t rows, std
     const float* x_scales = plan.recv_x_scales + space.hidden_scales_row(local, 0);
     uint8_t* a = static_cast<uint8_t*>(plan.activations) + space.activation_row(local, 0);
     float* a_scales = plan.activation_scales + space.activation_scales_row(local, 0);
-    gemm_fp8_blockwise(x, x_scales, rows, w1, w1_scales, two_i, hidden, h.data());
-    swiglu_to_fp8(h.data(), rows, intermediate, plan.activation_clamp, a, a_scales);
+    gemm_fp8_blockwise(x, x_scales, rows, w1, w1_scales, two_i, hidden, h);
+    swiglu_to_fp8(h, rows, intermediate, plan.activation_clamp, a, a_scales);
     gemm_fp8_blockwise(a, a_scales, rows, w2, w2_scales, hidden, intermediate, out_f32.data());
   } else {
     const uint16_t* w1 = static_cast<const uint16_t*>(plan.w1) + weights.w1_row(local, 0);
     const uint16_t* w2 = static_cast<const uint16_t*>(plan.w2) + weights.w2_row(local, 0);
     const uint16_t* x = static_cast<const uint16_t*>(plan.recv_x) + space.hidden_row(local, 0);
     uint16_t* a = static_cast<uint16_t*>(plan.activations) + space.activation_row(local, 0);
-    gemm_bf16(x, rows, w1, two_i, hidden, h.data());
-    swiglu_to_bf16(h.data(), rows, intermediate, plan.activation_clamp, a);
+    gemm_bf16(x, rows, w1, two_i, hidden, h);
+    swiglu_to_bf16(h, rows, intermediate, plan.activation_clamp, a);
     gemm_bf16(a, rows, w2, hidden, intermediate, out_f32.data());
   }
   uint16_t* out = plan.out + space.hidden_row(local, 0);
@@ -47,13 +46,14 @@ void run_expert(const detail::MoeExpertsPlan& plan, int local, int64_t rows, std
 
 }  // namespace
 
-void run_moe_experts(const detail::MoeExpertsPlan& plan) {
-  std::vector<float> h, out_f32;  // reused across experts
+void CpuMoeExperts::run(void*, void* const*) {
+  const detail::MoeExpertsPlan& plan = plan_;
+  std::vector<float> out_f32;  // reused across experts
   for (int local = 0; local < plan.workspace.local_experts; ++local) {
     // The dispatch refuses a call whose rows overflow C (CapacityError) before this phase; the bound
     // keeps a count past C from reading outside the workspace all the same.
     const int64_t rows = std::min<int64_t>(plan.recv_count[local], plan.workspace.capacity);
-    if (rows > 0) run_expert(plan, local, rows, h, out_f32);
+    if (rows > 0) run_expert(plan, local, rows, out_f32);
   }
 }
 

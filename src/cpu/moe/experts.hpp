@@ -6,6 +6,13 @@
 
 namespace switchyard::cpu {
 
-void run_moe_experts(const detail::MoeExpertsPlan& plan);
+class CpuMoeExperts final : public detail::MoeExperts {
+ public:
+  explicit CpuMoeExperts(const detail::MoeExpertsPlan& plan) : plan_(plan) {}
+  void run(void* stream, void* const* marks) override;  // on the calling rank's thread; both ignored
+
+ private:
+  detail::MoeExpertsPlan plan_;
+};
 
 }  // namespace switchyard::cpu

@@ -16,6 +16,7 @@
 #include "cuda/backend/rank_mask.hpp"
 #include "cuda/internode/engine.hpp"
 #include "cuda/low_latency/engine.hpp"
+#include "cuda/moe/experts.hpp"
 #include "cuda/normal/engine.hpp"
 #include "cuda/symmetric/engine.hpp"
 #include "device/cuda_check.hpp"
@@ -62,6 +63,7 @@ class CudaBackend final : public detail::BackendImpl {
     // attributes later could wait for its running instances, i.e. for peers that wait for us.
     normal_ = std::make_unique<NormalEngine>(options_, owner_);
     symmetric_.prepare(device_, sm_count_);
+    prepare_moe_kernels(device_);
     low_latency_ = std::make_unique<LowLatencyEngine>(options_, heap_, sm_count_, owner_);
     // Across nodes, `normal` is the hierarchical engine (its kernels are prepared here too).
     if (!options_.topology.is_single_node()) {
@@ -189,11 +191,17 @@ class CudaBackend final : public detail::BackendImpl {
 
   SymmetricCombine symmetric_combine_path() const override { return symmetric_.combine_path(); }
   SymmetricDispatch symmetric_dispatch_path() const override { return symmetric_.dispatch_path(); }
-  // NOTES: the unfused CUDA path (grouped GEMMs from CUTLASS, docs/MOE.md) is the next step of the MoE
-  // layer; until it exists the layer is refused when it is made, by name.
-  bool has_moe_experts() const override { return false; }
-  void moe_experts(const detail::MoeExpertsPlan&) override {
-    throw Unsupported("MoeLayer: the CUDA backend has no MoE expert path yet; use a cpu Buffer");
+  // The unfused path (cuda/moe/experts.hpp): CUTLASS grouped GEMMs and the SwiGLU kernel.
+  std::unique_ptr<detail::MoeExperts> make_moe_experts(const detail::MoeExpertsPlan& plan) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    const common::SymmetricLayout layout = plan.symmetric;
+    return std::make_unique<CudaMoeExperts>(plan, own_stream_, [this, layout](cudaStream_t stream) {
+      symmetric_.barrier(layout, expert_major_call_context(), stream);
+    });
+  }
+  void run_moe_experts(detail::MoeExperts& experts, Stream stream, void* const* marks) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    experts.run(resolve(stream), marks);
   }
 
   void update_mask(int rank, bool masked, Stream stream) override {

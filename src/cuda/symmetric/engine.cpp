@@ -53,6 +53,7 @@ void prepare_symmetric_kernels(int device) {
   prepare_symmetric_dispatch_kernel();
   prepare_symmetric_combine_kernel();
   prepare_symmetric_pull_combine_kernel();
+  prepare_symmetric_barrier_kernel();
 }
 
 int symmetric_blocks_per_sm() {
@@ -370,6 +371,12 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
     launch_symmetric_combine(context, kernel, launch.stream);
   }
   return result;
+}
+
+void SymmetricEngine::barrier(const common::SymmetricLayout& layout, KernelContext context,
+                              cudaStream_t stream) {
+  context.barrier_epoch = &state_->barriers;
+  launch_symmetric_barrier(context, layout, state_, stream);
 }
 
 }  // namespace switchyard::cuda

@@ -45,6 +45,9 @@ class SymmetricEngine {
                                     const Launch& launch);
   LowLatencyCombineResult combine(const detail::SymmetricCombinePlan& plan, KernelContext context,
                                   const Launch& launch);
+  // A barrier of all ranks on `stream`, one block per rank, in the sequence of the calls' barriers
+  // (every rank must make it at the same point of its calls): the MoE layer's, before its combine.
+  void barrier(const common::SymmetricLayout& layout, KernelContext context, cudaStream_t stream);
 
  private:
   int blocks_per_rank(int ranks_on_device) const;

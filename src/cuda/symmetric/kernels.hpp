@@ -157,6 +157,11 @@ constexpr int kMaxZeroCopyRanks = 32;
 void launch_symmetric_pull_combine(const KernelContext& context, const SymmetricCombineLaunch& launch,
                                    cudaStream_t stream);
 
+// A cross-rank barrier of one block (cuda/symmetric/barrier_kernel.cu), numbered with the engine's others.
+void launch_symmetric_barrier(const KernelContext& context, const common::SymmetricLayout& layout,
+                              SymmetricDeviceState* state, cudaStream_t stream);
+void prepare_symmetric_barrier_kernel();
+
 // Each kernel: loaded into the current device's context and its shared-memory attribute set; and
 // how many of its blocks one SM holds (occupancy API).
 void prepare_symmetric_dispatch_kernel();

@@ -1,0 +1,129 @@
+#include <cstdlib>
+#include <mutex>
+#include <set>
+#include <utility>
+
+#include "cuda/backend/kernel_preload.hpp"
+#include "cuda/moe/experts.hpp"
+#include "cuda/moe/swiglu_kernel.cuh"
+#include "device/cuda_check.hpp"
+
+namespace switchyard::cuda {
+
+namespace {
+
+// {M_g, N, K} of both GEMMs for every local expert g: M_g = min(recv_count[g], C). The dispatch refuses
+// a call whose rows overflow C (CapacityError) before this runs; the bound keeps a count past C from
+// reaching outside the workspace all the same.
+__global__ void write_problem_shapes(const int32_t* recv_count, int groups, int64_t capacity, int32_t* gemm1,
+                                     int n1, int k1, int32_t* gemm2, int n2, int k2) {
+  for (int g = threadIdx.x; g < groups; g += blockDim.x) {
+    const int32_t rows = static_cast<int32_t>(recv_count[g] < capacity ? recv_count[g] : capacity);
+    gemm1[3 * g + 0] = rows;
+    gemm1[3 * g + 1] = n1;
+    gemm1[3 * g + 2] = k1;
+    gemm2[3 * g + 0] = rows;
+    gemm2[3 * g + 1] = n2;
+    gemm2[3 * g + 2] = k2;
+  }
+}
+
+}  // namespace
+
+void prepare_moe_kernels(int device) {
+  // Once per device, as the engines' kernels (cuda/backend/kernel_preload.hpp says why).
+  static std::mutex mutex;
+  static std::set<int> prepared;
+  const std::lock_guard<std::mutex> lock(mutex);
+  if (!prepared.insert(device).second) return;
+  preload_kernel(write_problem_shapes);
+  preload_kernel(moe_kernels::swiglu_to_bf16_kernel);
+  preload_kernel(moe_kernels::swiglu_to_fp8_kernel);
+  prepare_grouped_gemms();
+}
+
+CudaMoeExperts::CudaMoeExperts(const detail::MoeExpertsPlan& plan, cudaStream_t stream,
+                               std::function<void(cudaStream_t)> barrier)
+    : plan_(plan), barrier_(std::move(barrier)) {
+  const common::MoeWeightLayout& w = plan.weights;
+  const common::MoeWorkspaceLayout& space = plan.workspace;
+  const int hidden = space.hidden, intermediate = space.intermediate;
+  const int64_t capacity = space.capacity;
+
+  GroupedGemmOperands gemm1;  // h = recv_x . W1^T
+  gemm1.groups = space.local_experts;
+  gemm1.n = 2 * intermediate;
+  gemm1.k = hidden;
+  gemm1.a = plan.recv_x;
+  gemm1.a_group_stride = capacity * hidden;
+  gemm1.b = plan.w1;
+  gemm1.b_group_stride = w.w1_row(1, 0) - w.w1_row(0, 0);
+  gemm1.d = plan.gate_up;
+  gemm1.d_group_stride = capacity * 2 * intermediate;
+  GroupedGemmOperands gemm2;  // o = a . W2^T
+  gemm2.groups = space.local_experts;
+  gemm2.n = hidden;
+  gemm2.k = intermediate;
+  gemm2.a = plan.activations;
+  gemm2.a_group_stride = capacity * intermediate;
+  gemm2.b = plan.w2;
+  gemm2.b_group_stride = w.w2_row(1, 0) - w.w2_row(0, 0);
+  gemm2.d = plan.out;
+  gemm2.d_group_stride = capacity * hidden;
+  if (plan.fp8) {
+    gemm1.a_scales = plan.recv_x_scales;
+    gemm1.a_scales_group_stride = space.hidden_scales_row(1, 0) - space.hidden_scales_row(0, 0);
+    gemm1.b_scales = plan.w1_scales;
+    gemm1.b_scales_group_stride = w.w1_scales_row(1, 0) - w.w1_scales_row(0, 0);
+    gemm2.a_scales = plan.activation_scales;
+    gemm2.a_scales_group_stride = space.activation_scales_row(1, 0) - space.activation_scales_row(0, 0);
+    gemm2.b_scales = plan.w2_scales;
+    gemm2.b_scales_group_stride = w.w2_scales_row(1, 0) - w.w2_scales_row(0, 0);
+  }
+  gemm1_ =
+      make_grouped_gemm(plan.fp8 ? GroupedGemmKind::fp8_to_f32 : GroupedGemmKind::bf16_to_f32, gemm1, stream);
+  gemm2_ = make_grouped_gemm(plan.fp8 ? GroupedGemmKind::fp8_to_bf16 : GroupedGemmKind::bf16_to_bf16, gemm2,
+                             stream);
+}
+
+void CudaMoeExperts::run(void* stream_pointer, void* const* marks) {
+  const cudaStream_t stream = static_cast<cudaStream_t>(stream_pointer);
+  const auto mark = [&](int index) {
+    if (marks) SY_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(marks[index]), stream));
+  };
+  const common::MoeWorkspaceLayout& space = plan_.workspace;
+  const int groups = space.local_experts;
+  write_problem_shapes<<<1, 256, 0, stream>>>(plan_.recv_count, groups, space.capacity,
+                                              gemm1_->problem_shapes(), 2 * space.intermediate, space.hidden,
+                                              gemm2_->problem_shapes(), space.hidden, space.intermediate);
+  SY_CUDA_CHECK_LAUNCH();
+  mark(0);
+  gemm1_->run(stream);
+  mark(1);
+
+  moe_kernels::SwigluArgs swiglu{space,
+                                 plan_.gate_up,
+                                 plan_.recv_count,
+                                 plan_.activation_clamp,
+                                 plan_.activations,
+                                 plan_.activation_scales};
+  const dim3 grid(
+      static_cast<unsigned>((space.capacity + moe_kernels::kSwigluWarps - 1) / moe_kernels::kSwigluWarps),
+      static_cast<unsigned>(groups));
+  if (plan_.fp8) {
+    moe_kernels::swiglu_to_fp8_kernel<<<grid, 32 * moe_kernels::kSwigluWarps, 0, stream>>>(swiglu);
+  } else {
+    moe_kernels::swiglu_to_bf16_kernel<<<grid, 32 * moe_kernels::kSwigluWarps, 0, stream>>>(swiglu);
+  }
+  SY_CUDA_CHECK_LAUNCH();
+  mark(2);
+  gemm2_->run(stream);
+  mark(3);
+  // NOTES: every call, not only where ranks share a GPU: a rank does not know whether its peers do, and
+  // all ranks must number their barriers alike. Its cost (one barrier's latency) counts in the combine.
+  // DIAGNOSTIC (session 8, to be removed): SWITCHYARD_MOE_DIAG_SKIP_BARRIER=1 leaves the barrier out.
+  static const bool skip_barrier = std::getenv("SWITCHYARD_MOE_DIAG_SKIP_BARRIER") != nullptr;
+  if (!skip_barrier) barrier_(stream);
+}
+
+}  // namespace switchyard::cuda

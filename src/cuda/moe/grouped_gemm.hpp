@@ -1,0 +1,64 @@
+#pragma once
+// The MoE layer's grouped GEMMs on CUDA (docs/MOE.md, "The unfused CUDA path"): for every local expert g,
+// D_g [M_g, N] = A_g [M_g, K] . B_g [N, K]^T, accumulated in fp32, each a CUTLASS Hopper kernel
+// (warp-specialised TMA + WGMMA, pointer-array grouped, persistent). M_g is read on the device, from a
+// problem-shape array a kernel of the caller writes on the same stream, so a call needs no host
+// synchronisation and is capturable in a CUDA graph; N, K and every pointer are fixed for the layer's life.
+//
+// This header names no CUTLASS type: the kernels are instantiated in grouped_gemm_*.cu, one per kind,
+// so that each compiles on its own.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <memory>
+
+namespace switchyard::cuda {
+
+enum class GroupedGemmKind {
+  bf16_to_f32,   // bf16 A and B, fp32 D: the layer's GEMM 1 (h stays fp32, docs/MOE.md rounding point 2)
+  bf16_to_bf16,  // GEMM 2: D = o, rounded to bf16 once (round to nearest even)
+  fp8_to_f32,    // e4m3 A with one f32 scale per row and 128 K, e4m3 B with one per 128 x 128 block
+  fp8_to_bf16,
+};
+const char* grouped_gemm_kind_name(GroupedGemmKind kind);
+bool grouped_gemm_is_fp8(GroupedGemmKind kind);
+
+// Row-major, dense operands of `groups` experts; group g's tensors start at base + g * group_stride
+// (elements of the operand's own type). Scales (fp8 kinds only): A's [rows, K / 128] per group, B's
+// [N / 128, K / 128] per group, both row-major (K fastest), as the dispatch and the checkpoint lay them.
+struct GroupedGemmOperands {
+  int groups = 0;
+  int n = 0;  // columns of D, rows of B
+  int k = 0;  // the reduction
+  const void* a = nullptr;
+  int64_t a_group_stride = 0;
+  const void* b = nullptr;
+  int64_t b_group_stride = 0;
+  void* d = nullptr;
+  int64_t d_group_stride = 0;
+  const float* a_scales = nullptr;
+  int64_t a_scales_group_stride = 0;
+  const float* b_scales = nullptr;
+  int64_t b_scales_group_stride = 0;
+};
+
+class GroupedGemm {
+ public:
+  virtual ~GroupedGemm() = default;
+  // {M_g, N, K} for each group, int32, on the device: the caller writes them (M_g in [0, rows of A's
+  // group]) on `stream` before run(). Zero rows is a group with no tiles.
+  virtual int32_t* problem_shapes() const = 0;
+  // Enqueues the kernel; captured in a CUDA graph as it is (nothing is read on the host).
+  virtual void run(cudaStream_t stream) = 0;
+};
+
+// Allocates the per-group pointer and stride arrays and the kernel's workspace on the current device
+// and initialises the kernel's parameters once. Throws Unsupported where the build has no CUTLASS or the
+// kernel cannot implement the operands (alignment), naming why.
+// Loads every kind's kernel and sets its shared-memory attribute (nothing without CUTLASS).
+void prepare_grouped_gemms();
+
+std::unique_ptr<GroupedGemm> make_grouped_gemm(GroupedGemmKind kind, const GroupedGemmOperands& operands,
+                                               cudaStream_t stream);
+
+}  // namespace switchyard::cuda

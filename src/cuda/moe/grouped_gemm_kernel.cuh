@@ -1,0 +1,236 @@
+#pragma once
+// One CUTLASS grouped GEMM kind (grouped_gemm.hpp) as a class template: the kernel's types, built from
+// CUTLASS's collective builders, and the runner that owns its per-group arrays and workspace. Included
+// only by the grouped_gemm_<kind>.cu files, each of which instantiates one kind: a CUTLASS kernel takes
+// minutes to compile, and one per file lets them compile in parallel.
+#include <cutlass/cutlass.h>
+#include <cutlass/epilogue/thread/linear_combination.h>
+#include <cutlass/gemm/device/gemm_universal_adapter.h>
+
+#include <cute/tensor.hpp>
+#include <cutlass/detail/blockwise_scale_layout.hpp>
+#include <cutlass/epilogue/collective/collective_builder.hpp>
+#include <cutlass/gemm/collective/collective_builder.hpp>
+#include <cutlass/gemm/dispatch_policy.hpp>
+#include <cutlass/gemm/group_array_problem_shape.hpp>
+#include <cutlass/gemm/kernel/gemm_universal.hpp>
+#include <cutlass/util/packed_stride.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/device_memory.hpp"
+#include "cuda/moe/grouped_gemm.hpp"
+#include "device/cuda_check.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard::cuda::grouped_gemm_detail {
+
+using ProblemShape = cutlass::gemm::GroupProblemShape<cute::Shape<int, int, int>>;
+using RowMajor = cutlass::layout::RowMajor;
+using ColumnMajor = cutlass::layout::ColumnMajor;  // B [N, K] with K fastest, in CUTLASS's K x N terms
+
+// D = 1 * accumulator: alpha 1 multiplies exactly, no source C is read (void), and the conversion to D's
+// type rounds to nearest even, the rounding docs/MOE.md names.
+template <class TileShape, class ClusterShape, class Schedule, class ElementD>
+using Epilogue = typename cutlass::epilogue::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, TileShape, ClusterShape,
+    cutlass::epilogue::collective::EpilogueTileAuto, float, float, void, RowMajor*,
+    128 / cutlass::sizeof_bits<ElementD>::value, ElementD, RowMajor*,
+    128 / cutlass::sizeof_bits<ElementD>::value, Schedule,
+    cutlass::epilogue::fusion::LinearCombination<ElementD, float, void, float>>::CollectiveOp;
+
+// bf16 x bf16 -> fp32 accumulators: the cooperative schedule (two consumer warpgroups on a 128-row tile).
+template <class ElementD>
+struct Bf16Kernel {
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_64>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using CollectiveEpilogue =
+      Epilogue<TileShape, ClusterShape, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, ElementD>;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::bfloat16_t, RowMajor*, 8,
+      cutlass::bfloat16_t, ColumnMajor*, 8, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+  static constexpr bool kFp8 = false;
+};
+
+// e4m3 x e4m3 with DeepSeek-V3's block scales: A one f32 scale per row and 128 K (granularity 1 x 128),
+// B one per 128 x 128 block, both K-major (how the dispatch and the checkpoint store them). The
+// mainloop promotes each 128-K block's WGMMA partial sum into the fp32 accumulator with the product of
+// the two scales (DeepGEMM's SM90 recipe, docs/MOE.md rounding point 2).
+template <class ElementD>
+struct Fp8BlockwiseKernel {
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_128>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using ScaleConfig =
+      cutlass::detail::Sm90BlockwiseScaleConfig<1, 128, 128, cute::GMMA::Major::K, cute::GMMA::Major::K>;
+  using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
+  using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
+  using CollectiveEpilogue =
+      Epilogue<TileShape, ClusterShape, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, ElementD>;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::float_e4m3_t,
+      cute::tuple<RowMajor*, LayoutSFA*>, 16, cutlass::float_e4m3_t, cute::tuple<ColumnMajor*, LayoutSFB*>,
+      16, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+  static constexpr bool kFp8 = true;
+};
+
+// Device memory the runner owns; stream-ordered where the stream allows (core/device_memory.hpp), so
+// that freeing it never waits for a peer's kernel that spins on this rank.
+struct DeviceArray {
+  std::shared_ptr<void> memory;
+  DeviceArray() = default;
+  DeviceArray(size_t bytes, int device, cudaStream_t stream)
+      : memory(detail::allocate_cuda_bytes(bytes, device, stream)) {}
+  void* get() const { return memory.get(); }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(memory.get());
+  }
+};
+
+// A device array of `values`, uploaded once. The host vector must outlive the copy: callers synchronise
+// the stream before returning (Runner's constructor does).
+template <class T>
+DeviceArray upload(const std::vector<T>& values, int device, cudaStream_t stream) {
+  DeviceArray array(values.size() * sizeof(T), device, stream);
+  SY_CUDA_CHECK(
+      cudaMemcpyAsync(array.get(), values.data(), values.size() * sizeof(T), cudaMemcpyHostToDevice, stream));
+  return array;
+}
+
+template <class Config>
+class Runner final : public GroupedGemm {
+  using Kernel = typename Config::Kernel;
+  using Gemm = cutlass::gemm::device::GemmUniversalAdapter<Kernel>;
+  using ElementA = typename Gemm::ElementA;
+  using ElementB = typename Gemm::ElementB;
+  using ElementD = typename Gemm::ElementD;
+  using StrideA = typename Kernel::InternalStrideA;
+  using StrideB = typename Kernel::InternalStrideB;
+  using StrideC = typename Kernel::InternalStrideC;
+  using StrideD = typename Kernel::InternalStrideD;
+  using Shape = typename ProblemShape::UnderlyingProblemShape;
+  static_assert(sizeof(Shape) == 3 * sizeof(int32_t),
+                "problem_shapes() hands out {M, N, K} as int32 triples");
+
+ public:
+  Runner(GroupedGemmKind kind, const GroupedGemmOperands& op, cudaStream_t stream) : kind_(kind) {
+    const int groups = op.groups;
+    int device = 0;
+    SY_CUDA_CHECK(cudaGetDevice(&device));
+    std::vector<const ElementA*> a(groups);
+    std::vector<const ElementB*> b(groups);
+    std::vector<ElementD*> d(groups);
+    std::vector<const float*> sfa(groups), sfb(groups);
+    // Strides depend only on a row's length (K for A and B, N for D), never on M: M_g can change from
+    // call to call on the device while these stay as uploaded.
+    std::vector<StrideA> stride_a(groups,
+                                  cutlass::make_cute_packed_stride(StrideA{}, cute::make_shape(1, op.k, 1)));
+    std::vector<StrideB> stride_b(
+        groups, cutlass::make_cute_packed_stride(StrideB{}, cute::make_shape(op.n, op.k, 1)));
+    std::vector<StrideD> stride_d(groups,
+                                  cutlass::make_cute_packed_stride(StrideD{}, cute::make_shape(1, op.n, 1)));
+    std::vector<Shape> shapes(groups, Shape{0, op.n, op.k});
+    for (int g = 0; g < groups; ++g) {
+      a[g] = static_cast<const ElementA*>(op.a) + g * op.a_group_stride;
+      b[g] = static_cast<const ElementB*>(op.b) + g * op.b_group_stride;
+      d[g] = static_cast<ElementD*>(op.d) + g * op.d_group_stride;
+      if constexpr (Config::kFp8) {
+        sfa[g] = op.a_scales + g * op.a_scales_group_stride;
+        sfb[g] = op.b_scales + g * op.b_scales_group_stride;
+      }
+    }
+    a_ = upload(a, device, stream);
+    b_ = upload(b, device, stream);
+    d_ = upload(d, device, stream);
+    stride_a_ = upload(stride_a, device, stream);
+    stride_b_ = upload(stride_b, device, stream);
+    stride_d_ = upload(stride_d, device, stream);
+    shapes_ = upload(shapes, device, stream);
+
+    typename Gemm::Arguments args;
+    args.mode = cutlass::gemm::GemmUniversalMode::kGrouped;
+    // No host shapes: the persistent group scheduler reads M_g on the device (grid = the SMs).
+    args.problem_shape = {groups, shapes_.template as<Shape>(), nullptr};
+    args.mainloop.ptr_A = a_.template as<const ElementA*>();
+    args.mainloop.dA = stride_a_.template as<StrideA>();
+    args.mainloop.ptr_B = b_.template as<const ElementB*>();
+    args.mainloop.dB = stride_b_.template as<StrideB>();
+    if constexpr (Config::kFp8) {
+      // The mainloop derives the scales' layouts from each group's shape; these arrays only carry the
+      // type through the arguments.
+      using LayoutSFA = typename Config::LayoutSFA;
+      using LayoutSFB = typename Config::LayoutSFB;
+      std::vector<LayoutSFA> layout_sfa(
+          groups, Config::ScaleConfig::tile_atom_to_shape_SFA(cute::make_shape(1, op.n, op.k, 1)));
+      std::vector<LayoutSFB> layout_sfb(
+          groups, Config::ScaleConfig::tile_atom_to_shape_SFB(cute::make_shape(1, op.n, op.k, 1)));
+      sfa_ = upload(sfa, device, stream);
+      sfb_ = upload(sfb, device, stream);
+      layout_sfa_ = upload(layout_sfa, device, stream);
+      layout_sfb_ = upload(layout_sfb, device, stream);
+      args.mainloop.ptr_SFA = sfa_.template as<const float*>();
+      args.mainloop.layout_SFA = layout_sfa_.template as<LayoutSFA>();
+      args.mainloop.ptr_SFB = sfb_.template as<const float*>();
+      args.mainloop.layout_SFB = layout_sfb_.template as<LayoutSFB>();
+      SY_CUDA_CHECK(cudaStreamSynchronize(stream));  // layout_sfa and layout_sfb are the copies' sources
+    }
+    args.epilogue.thread.alpha = 1.0f;
+    args.epilogue.thread.beta = 0.0f;
+    args.epilogue.ptr_C = nullptr;
+    args.epilogue.dC = nullptr;
+    args.epilogue.ptr_D = d_.template as<ElementD*>();
+    args.epilogue.dD = stride_d_.template as<StrideD>();
+    args.hw_info = cutlass::KernelHardwareInfo::make_kernel_hardware_info<Kernel>(device);
+
+    const cutlass::Status status = gemm_.can_implement(args);
+    if (status != cutlass::Status::kSuccess) {
+      throw Unsupported(std::string("MoeLayer: the CUTLASS grouped GEMM (") + grouped_gemm_kind_name(kind) +
+                        ", N " + std::to_string(op.n) + ", K " + std::to_string(op.k) +
+                        ") cannot run these operands: " + cutlassGetStatusString(status));
+    }
+    workspace_ = DeviceArray(Gemm::get_workspace_size(args), device, stream);
+    check(gemm_.initialize(args, workspace_.get(), stream), "initialize");
+    // The host vectors above are the copies' sources.
+    SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+
+  int32_t* problem_shapes() const override { return shapes_.template as<int32_t>(); }
+
+  // The kernel loaded and its shared memory allowed, before any rank launches (the adapter's
+  // initialize() sets the same attribute to the same value later).
+  static void prepare() {
+    const void* kernel = reinterpret_cast<const void*>(&cutlass::device_kernel<Kernel>);
+    cudaFuncAttributes attributes{};
+    SY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+    const int shared_bytes = static_cast<int>(Kernel::SharedStorageSize);
+    if (shared_bytes >= (48 << 10)) {
+      SY_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes));
+    }
+  }
+
+  void run(cudaStream_t stream) override { check(gemm_.run(stream), "run"); }
+
+ private:
+  void check(cutlass::Status status, const char* what) const {
+    if (status != cutlass::Status::kSuccess) {
+      throw Error(std::string("MoeLayer: CUTLASS grouped GEMM ") + grouped_gemm_kind_name(kind_) + " " +
+                  what + " failed: " + cutlassGetStatusString(status));
+    }
+  }
+
+  GroupedGemmKind kind_;
+  Gemm gemm_;
+  DeviceArray a_, b_, d_, sfa_, sfb_, stride_a_, stride_b_, stride_d_, shapes_, layout_sfa_, layout_sfb_,
+      workspace_;
+};
+
+}  // namespace switchyard::cuda::grouped_gemm_detail

@@ -1,0 +1,267 @@
+#include "moe_rank.hpp"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <stdexcept>
+
+#include "core/moe_plan.hpp"
+#include "cuda/moe/grouped_gemm.hpp"
+#include "device/cuda_check.hpp"
+#include "hbm_bandwidth.hpp"
+#include "switchyard/buffer.hpp"
+#include "switchyard/moe.hpp"
+#include "synthetic_weights.hpp"
+
+namespace switchyard::moe_bench {
+
+namespace {
+
+Tensor device_copy(const TensorView& host, int device, cudaStream_t stream) {
+  if (!host.defined()) return Tensor();
+  Tensor copy = Tensor::empty_like_shape(host.dtype, host.shape, host.ndim, Device::cuda, device, stream);
+  SY_CUDA_CHECK(cudaMemcpyAsync(copy.data(), host.data, host.nbytes(), cudaMemcpyHostToDevice, stream));
+  return copy;
+}
+
+struct Events {
+  std::vector<cudaEvent_t> events;
+  explicit Events(int count) : events(static_cast<size_t>(count)) {
+    for (cudaEvent_t& event : events) SY_CUDA_CHECK(cudaEventCreate(&event));
+  }
+  ~Events() {
+    for (cudaEvent_t event : events) cudaEventDestroy(event);
+  }
+  double us(int from, int to) const {
+    float ms = 0.0f;
+    SY_CUDA_CHECK(
+        cudaEventElapsedTime(&ms, events[static_cast<size_t>(from)], events[static_cast<size_t>(to)]));
+    return 1e3 * ms;
+  }
+};
+
+// The layer's two grouped GEMMs again, on workspace of the bench's own, with M_g set on the host: the
+// same kernels and shapes with nothing else in the stream.
+struct GemmsAlone {
+  Tensor a1, a1_scales, d1, a2, a2_scales, d2;
+  std::unique_ptr<cuda::GroupedGemm> gemm1, gemm2;
+
+  GemmsAlone(const MoeBenchOptions& o, const MoeWeights& w, int64_t capacity, int device,
+             cudaStream_t stream) {
+    const bool fp8 = o.weights == DType::fp8_e4m3;
+    const int64_t local = o.local_experts(), hidden = o.hidden, inter = o.intermediate;
+    const auto zeroed = [&](DType dtype, std::initializer_list<int64_t> dims) {
+      Tensor t = Tensor::empty(dtype, dims, Device::cuda, device, stream);
+      SY_CUDA_CHECK(cudaMemsetAsync(t.data(), 0, t.nbytes(), stream));
+      return t;
+    };
+    a1 = zeroed(o.weights, {local, capacity, hidden});
+    d1 = zeroed(DType::f32, {local, capacity, 2 * inter});
+    a2 = zeroed(o.weights, {local, capacity, inter});
+    d2 = zeroed(DType::bf16, {local, capacity, hidden});
+    cuda::GroupedGemmOperands g1{static_cast<int>(local),  static_cast<int>(2 * inter),
+                                 static_cast<int>(hidden), a1.data(),
+                                 capacity * hidden,        w.w1.data,
+                                 2 * inter * hidden,       d1.data(),
+                                 capacity * 2 * inter};
+    cuda::GroupedGemmOperands g2{static_cast<int>(local), static_cast<int>(hidden),
+                                 static_cast<int>(inter), a2.data(),
+                                 capacity * inter,        w.w2.data,
+                                 hidden * inter,          d2.data(),
+                                 capacity * hidden};
+    if (fp8) {
+      a1_scales = zeroed(DType::f32, {local, capacity, hidden / 128});
+      a2_scales = zeroed(DType::f32, {local, capacity, inter / 128});
+      g1.a_scales = a1_scales.as<const float>();
+      g1.a_scales_group_stride = capacity * (hidden / 128);
+      g1.b_scales = w.w1_scales.as<const float>();
+      g1.b_scales_group_stride = (2 * inter / 128) * (hidden / 128);
+      g2.a_scales = a2_scales.as<const float>();
+      g2.a_scales_group_stride = capacity * (inter / 128);
+      g2.b_scales = w.w2_scales.as<const float>();
+      g2.b_scales_group_stride = (hidden / 128) * (inter / 128);
+    }
+    gemm1 = cuda::make_grouped_gemm(
+        fp8 ? cuda::GroupedGemmKind::fp8_to_f32 : cuda::GroupedGemmKind::bf16_to_f32, g1, stream);
+    gemm2 = cuda::make_grouped_gemm(
+        fp8 ? cuda::GroupedGemmKind::fp8_to_bf16 : cuda::GroupedGemmKind::bf16_to_bf16, g2, stream);
+  }
+
+  void set_rows(const std::vector<int32_t>& rows, const MoeBenchOptions& o, cudaStream_t stream) {
+    std::vector<int32_t> s1, s2;
+    for (int32_t m : rows) {
+      s1.insert(s1.end(), {m, 2 * o.intermediate, o.hidden});
+      s2.insert(s2.end(), {m, o.hidden, o.intermediate});
+    }
+    SY_CUDA_CHECK(
+        cudaMemcpyAsync(gemm1->problem_shapes(), s1.data(), s1.size() * 4, cudaMemcpyHostToDevice, stream));
+    SY_CUDA_CHECK(
+        cudaMemcpyAsync(gemm2->problem_shapes(), s2.data(), s2.size() * 4, cudaMemcpyHostToDevice, stream));
+    SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+  }
+};
+
+}  // namespace
+
+std::vector<int64_t> checked_tokens(const MoeBenchOptions& options, int64_t num_tokens) {
+  std::vector<int64_t> tokens;
+  const int64_t count = std::min<int64_t>(options.check_tokens, num_tokens);
+  for (int64_t i = 0; i < count; ++i) tokens.push_back(count == 1 ? 0 : i * (num_tokens - 1) / (count - 1));
+  return tokens;
+}
+
+std::string run_moe_rank(const MoeBenchOptions& o, const std::vector<workload::RankData>& data,
+                         int64_t capacity, Group& group) {
+  const int rank = group.rank();
+  int devices = 0;
+  SY_CUDA_CHECK(cudaGetDeviceCount(&devices));
+  const int device = rank % std::max(1, devices);
+  SY_CUDA_CHECK(cudaSetDevice(device));
+  cudaStream_t stream = nullptr;
+  SY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const bool fp8 = o.weights == DType::fp8_e4m3;
+  const int64_t local = o.local_experts(), hidden = o.hidden, inter = o.intermediate;
+  const auto progress = [&](const char* what) {
+    std::fprintf(stderr, "moe-bench: rank %d: %s\n", rank, what);
+  };
+  nlohmann::json out;
+  out["rank"] = rank;
+  out["device"] = device;
+  {
+    BufferOptions options;
+    options.topology = Topology::single_node(o.ranks);
+    options.rank = rank;
+    options.backend = Backend::cuda;
+    options.device = device;
+    options.sharing = o.ranks_as == RanksAs::processes ? HeapSharing::processes : HeapSharing::threads;
+    options.config.timeout_seconds = o.timeout_seconds;
+    options.sizing.max_tokens_per_rank = std::max<int64_t>(1, o.tokens);
+    options.sizing.symmetric_max_tokens_per_rank = std::max<int64_t>(1, o.tokens);
+    options.sizing.hidden = o.hidden;
+    options.sizing.topk = o.topk;
+    options.sizing.num_experts = o.experts;
+    Buffer buffer(options);
+    buffer.connect(group.allgather(buffer.local_handle()));
+    progress("connected");
+
+    const DType scale_dtype = DType::f32;
+    MoeWeights w;
+    Tensor w1 = Tensor::empty(o.weights, {local, 2 * inter, hidden}, Device::cuda, device, stream);
+    Tensor w2 = Tensor::empty(o.weights, {local, hidden, inter}, Device::cuda, device, stream);
+    Tensor w1_scales, w2_scales;
+    if (fp8) {
+      w1_scales =
+          Tensor::empty(scale_dtype, {local, 2 * inter / 128, hidden / 128}, Device::cuda, device, stream);
+      w2_scales =
+          Tensor::empty(scale_dtype, {local, hidden / 128, inter / 128}, Device::cuda, device, stream);
+    }
+    w = {w1, w1_scales, w2, w2_scales};
+    fill_weights_on_device(w, {o.hidden, o.intermediate}, static_cast<int>(local), fp8, o.seed, rank, stream);
+
+    MoeLayerOptions layer_options;
+    layer_options.num_experts = o.experts;
+    layer_options.max_tokens_per_rank = std::max<int64_t>(1, o.tokens);
+    layer_options.expert_capacity = capacity;
+    MoeLayer layer(buffer, w, layer_options);
+    progress("layer made");
+
+    const workload::RankData& mine = data[static_cast<size_t>(rank)];
+    MoeArgs args;
+    const Tensor x = device_copy(mine.x, device, stream),
+                 topk_idx = device_copy(mine.topk_idx, device, stream),
+                 topk_weights = device_copy(mine.topk_weights, device, stream);
+    args.x = x;
+    args.topk_idx = topk_idx;
+    args.topk_weights = topk_weights;
+    const Tensor y = Tensor::empty(DType::bf16, {mine.x.size(0), hidden}, Device::cuda, device, stream);
+    args.out_y = y;
+    args.stream = stream;
+    SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+
+    for (int i = 0; i < o.warmup; ++i) {
+      group.barrier();
+      layer.forward(args);
+      SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+    progress("warm");
+    // The checked rows: y of the tokens the parent computes the reference for.
+    group.barrier();
+    layer.forward(args);
+    std::vector<uint16_t> rows;
+    for (int64_t token : checked_tokens(o, mine.x.size(0))) {
+      std::vector<uint16_t> row(static_cast<size_t>(hidden));
+      SY_CUDA_CHECK(cudaMemcpyAsync(row.data(), y.as<uint16_t>() + token * hidden, hidden * 2,
+                                    cudaMemcpyDeviceToHost, stream));
+      SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+      rows.insert(rows.end(), row.begin(), row.end());
+    }
+    out["checked_rows"] = rows;
+
+    // Timed calls: start, the four marks inside the expert phase, end.
+    Events events(6);
+    void* marks[4] = {events.events[1], events.events[2], events.events[3], events.events[4]};
+    detail::MoeLayerAccess::set_phase_marks(layer, marks);
+    std::vector<double> layer_us, dispatch_us, gemm1_us, swiglu_us, gemm2_us, combine_us;
+    for (int i = 0; i < o.iters; ++i) {
+      group.barrier();
+      SY_CUDA_CHECK(cudaEventRecord(events.events[0], stream));
+      layer.forward(args);
+      SY_CUDA_CHECK(cudaEventRecord(events.events[5], stream));
+      SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+      layer_us.push_back(events.us(0, 5));
+      dispatch_us.push_back(events.us(0, 1));
+      gemm1_us.push_back(events.us(1, 2));
+      swiglu_us.push_back(events.us(2, 3));
+      gemm2_us.push_back(events.us(3, 4));
+      combine_us.push_back(events.us(4, 5));
+    }
+    detail::MoeLayerAccess::set_phase_marks(layer, nullptr);
+    progress("timed");
+    out["layer_us"] = layer_us;
+    out["dispatch_us"] = dispatch_us;
+    out["gemm1_us"] = gemm1_us;
+    out["swiglu_us"] = swiglu_us;
+    out["gemm2_us"] = gemm2_us;
+    out["combine_us"] = combine_us;
+
+    // The same GEMMs alone, every rank at once as in the layer: first this call's rows per local
+    // expert, then every expert at full capacity (the plain grouped GEMM's throughput).
+    GemmsAlone alone(o, w, capacity, device, stream);
+    const std::vector<int64_t> rows_all = rows_per_expert(data, o.experts);
+    std::vector<int32_t> rows_mine, rows_full(static_cast<size_t>(local), static_cast<int32_t>(capacity));
+    for (int64_t g = 0; g < local; ++g) {
+      rows_mine.push_back(
+          static_cast<int32_t>(std::min(capacity, rows_all[static_cast<size_t>(rank * local + g)])));
+    }
+    for (const auto& [name, rows_of] :
+         {std::pair<const char*, const std::vector<int32_t>*>{"alone", &rows_mine}, {"full", &rows_full}}) {
+      alone.set_rows(*rows_of, o, stream);
+      std::vector<double> first, second;
+      for (int i = 0; i < o.warmup + o.iters; ++i) {
+        group.barrier();
+        SY_CUDA_CHECK(cudaEventRecord(events.events[0], stream));
+        alone.gemm1->run(stream);
+        SY_CUDA_CHECK(cudaEventRecord(events.events[1], stream));
+        alone.gemm2->run(stream);
+        SY_CUDA_CHECK(cudaEventRecord(events.events[2], stream));
+        SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+        if (i < o.warmup) continue;
+        first.push_back(events.us(0, 1));
+        second.push_back(events.us(1, 2));
+      }
+      out[std::string(name) + "_gemm1_us"] = first;
+      out[std::string(name) + "_gemm2_us"] = second;
+    }
+    group.barrier();
+  }
+  // The read bandwidth of HBM, with the GPU otherwise idle (the other ranks wait at the barrier).
+  if (rank == 0) out["hbm_read_gbps"] = measure_hbm_read_gbps();
+  group.barrier();
+  SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaStreamDestroy(stream);
+  return out.dump();
+}
+
+}  // namespace switchyard::moe_bench

@@ -1,0 +1,44 @@
+#pragma once
+// What switchyard-moe-bench runs (its command line) and the arithmetic of the layer's work: rows per
+// expert from the routing, FLOPs and the weight bytes a call must read.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "switchyard/tensor.hpp"
+#include "workload/workload.hpp"
+
+namespace switchyard::moe_bench {
+
+enum class RanksAs { threads, processes };
+
+struct MoeBenchOptions {
+  int ranks = 8;
+  RanksAs ranks_as = RanksAs::threads;
+  int64_t tokens = 128;  // per rank
+  int hidden = 7168;
+  int intermediate = 2048;
+  int experts = 256;
+  int topk = 8;
+  DType weights = DType::fp8_e4m3;
+  int64_t capacity = 0;  // rows per local expert; 0: 2 x the largest any expert receives, rounded up to 128
+  int warmup = 2;
+  int iters = 10;
+  int check_tokens = 2;  // tokens per rank checked against the reference
+  uint64_t seed = 1;
+  double timeout_seconds = 120.0;
+  std::string json;
+
+  int local_experts() const { return experts / ranks; }
+  workload::Shape shape() const;
+};
+
+// Rows each global expert receives (every (token, slot) naming it, from every rank).
+std::vector<int64_t> rows_per_expert(const std::vector<workload::RankData>& data, int experts);
+
+// One (token, expert) row through both GEMMs: 2 * (2I * H + H * I) FLOPs.
+double flops_per_row(int hidden, int intermediate);
+// Bytes of one expert's weights (W1 and W2 and, for fp8, their block scales).
+double weight_bytes_per_expert(int hidden, int intermediate, bool fp8);
+
+}  // namespace switchyard::moe_bench
