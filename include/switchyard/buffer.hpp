@@ -126,6 +126,11 @@ struct CombineArgs {
   TensorView x;             // bf16 [M, H]: one row per received token, in dispatch's order
   TensorView topk_weights;  // f32 [M, K]; optional, reduced like x
   const DispatchHandle* handle = nullptr;
+  // Optional bf16 [N, H] each (N: this rank's tokens of the dispatch): added to every token's combined
+  // row in the fp32 accumulator, which starts at bias0 + bias1 (an absent bias counts as +0.0) instead
+  // of +0.0; the rows (or node partials) are then added in the usual order and the sum is rounded
+  // once (docs/deep_ep.md, "Combine bias"). DeepEP's `bias` tuple.
+  TensorView bias0, bias1;
   TensorView out_combined_x, out_combined_topk_weights;  // optional preallocated outputs
   Stream stream = nullptr;
 };

@@ -47,14 +47,23 @@ struct NormalCombineOutput {
   Tensor combined_topk_weights;  // f32 [N, K], when weights were given
 };
 
+// A home rank's combine biases (CombineArgs::bias0 / bias1): each optional, bf16 [N, H].
+struct CombineBias {
+  TensorView bias0, bias1;
+};
+
 // ys[d]: rank d's combine input, bf16 [M_d, H], rows in d's receive order; weights[d] optional
 // f32 [M_d, K]. Reduces in the order of DESIGN.md: fp32 over a node's ranks ascending, rounded
-// to bf16 once per node, then fp32 over nodes ascending, rounded once.
+// to bf16 once per node, then fp32 over nodes ascending, rounded once. With one node there is no
+// partial: fp32 over the ranks ascending, rounded once. biases: empty, or one per home rank; the
+// final fp32 sum (over ranks on one node, over node partials across nodes) starts at
+// bias0 + bias1 (+0.0 for an absent one) instead of +0.0.
 std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& ys,
                                                 const std::vector<TensorView>& weights,
                                                 const std::vector<NormalDispatchOutput>& dispatched,
                                                 const std::vector<int64_t>& num_tokens_per_source,
-                                                const Topology& topology);
+                                                const Topology& topology,
+                                                const std::vector<CombineBias>& biases = {});
 
 // ---- low_latency (expert-major) ------------------------------------------------------------------
 

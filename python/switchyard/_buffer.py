@@ -250,20 +250,24 @@ class Buffer:
                 raw[name] = given
         return DispatchResult(**raw)
 
-    def combine(self, x, handle: _C.DispatchHandle, topk_weights=None, *, out_combined_x=None,
-                out_combined_topk_weights=None, stream=None) -> CombineResult:
+    def combine(self, x, handle: _C.DispatchHandle, topk_weights=None, *, bias0=None, bias1=None,
+                out_combined_x=None, out_combined_topk_weights=None, stream=None) -> CombineResult:
         """Brings rows back to their source ranks and reduces them.
 
         x: bf16 [M, H], one row per received token in dispatch's order; topk_weights: f32 [M, K],
         optional, reduced like x. out[t] is the sum over the ranks that received t, in ascending rank
         order, in fp32 from +0, rounded to bf16 once (with several nodes: per node first, then over
         nodes; see DESIGN.md). The order is part of the contract: results are bit-identical.
+
+        bias0, bias1: optional bf16 [N, H] (N: this rank's tokens of the dispatch); the fp32 sum starts
+        at bias0 + bias1 (an absent one counts as +0.0) instead of +0 (docs/deep_ep.md, "Combine bias").
         """
         self._check_alive()
         call = _Call(self, x, stream)
         combined_x, combined_topk_weights = self._native.combine(
             call(x, "x"), call(topk_weights, "topk_weights"), handle, call(out_combined_x, "out_combined_x"),
-            call(out_combined_topk_weights, "out_combined_topk_weights"), call.stream, call.framework)
+            call(out_combined_topk_weights, "out_combined_topk_weights"), call.stream, call.framework,
+            call(bias0, "bias0"), call(bias1, "bias1"))
         if out_combined_x is not None:
             combined_x = out_combined_x
         if out_combined_topk_weights is not None:

@@ -219,6 +219,19 @@ def _record_event(tensor, wanted: bool) -> EventOverlap:
     return EventOverlap(None)
 
 
+def _unpack_bias(bias):
+    """DeepEP's combine `bias`: None, one tensor, or a tuple of up to two -> (bias0, bias1)."""
+    if bias is None:
+        return None, None
+    if isinstance(bias, (tuple, list)):
+        if len(bias) > 2:
+            raise InvalidArgument(f"bias: expected a tensor or a tuple of up to two tensors, got a "
+                                  f"{type(bias).__name__} of {len(bias)}")
+        padded = tuple(bias) + (None,) * (2 - len(bias))
+        return padded[0], padded[1]
+    return bias, None
+
+
 def _native_dispatch_handle(handle, method: str) -> _C.DispatchHandle:
     """switchyard's handle inside DeepEP's tuple (or switchyard's own handle, as it is)."""
     if isinstance(handle, DispatchHandle):
@@ -517,14 +530,16 @@ class Buffer:
         combined_x[t] is the sum over the ranks that received t in ascending rank order, in fp32
         from +0, rounded to bf16 once, so it is bit-identical run after run. topk_weights are
         reduced the same way (exactly: each slot is non-zero on one rank only).
+
+        bias: a bf16 [N, H] tensor, or a tuple of up to two (each may be None), N this rank's tokens of
+        the dispatch. As in DeepEP's kernels, the fp32 sum starts at bias_0 + bias_1 (a missing one
+        counts as +0.0), then the rows are added and the sum is rounded once.
         """
-        if bias is not None:
-            raise Unsupported("deep_ep.Buffer.combine(bias=...): not implemented in switchyard; add the bias "
-                              "to combined_x")
+        bias0, bias1 = _unpack_bias(bias)
         native = _native_dispatch_handle(handle, "combine")
         self._check_config(config, "combine", x.shape[1], *getattr(handle, "call_shape", (1, 0)))
         self._wait_previous(previous_event)
-        result = self.switchyard_buffer.combine(x, native, topk_weights)
+        result = self.switchyard_buffer.combine(x, native, topk_weights, bias0=bias0, bias1=bias1)
         return result.combined_x, result.combined_topk_weights, _record_event(x, async_finish)
 
     # ---- low-latency mode -----------------------------------------------------------------------

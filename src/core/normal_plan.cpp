@@ -244,6 +244,10 @@ CombinePlan plan_combine(const CombineArgs& args, const NormalPlanContext& buffe
     expect_undefined(args.out_combined_topk_weights, "out_combined_topk_weights",
                      "no topk_weights were given");
   }
+  // NOTES: the biases stay on this rank (only its own tokens' sums read them), so they are not part
+  // of the signature that every rank's call must match.
+  expect_optional_bias(args.bias0, "bias0", handle.num_tokens, plan.hidden, device);
+  expect_optional_bias(args.bias1, "bias1", handle.num_tokens, plan.hidden, device);
   check_heap(normal_call_bytes(plan), "combine", plan.hidden, buffer);
   plan.signature = call_signature(2, plan.hidden, plan.topk, plan.has_weights, plan.config.num_channels);
   return plan;

@@ -66,6 +66,14 @@ void expect_undefined(const TensorView& tensor, const char* name, const std::str
   }
 }
 
+void expect_optional_bias(const TensorView& bias, const char* name, int64_t num_tokens, int64_t hidden,
+                          Device device) {
+  if (!bias.defined()) return;
+  expect_tensor(bias, name, DType::bf16, 2, device);
+  expect_dim(bias, name, 0, num_tokens, "tokens of the dispatch on this rank");
+  expect_dim(bias, name, 1, hidden, "hidden of x");
+}
+
 void expect_expert_ids(const TensorView& topk_idx, int num_experts) {
   const int64_t* ids = topk_idx.as<const int64_t>();
   int64_t count = topk_idx.numel();

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/combine_bias.hpp"
 #include "common/fp8_cast.hpp"
 #include "common/numeric.hpp"
 #include "core/expert_capacity.hpp"
@@ -255,10 +256,15 @@ std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& y
                                                 const std::vector<TensorView>& weights,
                                                 const std::vector<NormalDispatchOutput>& dispatched,
                                                 const std::vector<int64_t>& num_tokens_per_source,
-                                                const Topology& topology) {
+                                                const Topology& topology,
+                                                const std::vector<CombineBias>& biases) {
   expect_topology(topology);
   const int num_ranks = topology.num_ranks;
   const size_t expected_count = static_cast<size_t>(num_ranks);
+  if (!biases.empty() && biases.size() != expected_count) {
+    throw InvalidArgument("biases: expected none or one per rank (" + std::to_string(num_ranks) + "), got " +
+                          std::to_string(biases.size()));
+  }
   if (ys.size() != expected_count) {
     throw InvalidArgument("ys: expected one per rank (" + std::to_string(num_ranks) + "), got " +
                           std::to_string(ys.size()));
@@ -326,6 +332,15 @@ std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& y
                             std::to_string(num_tokens_per_source[rank]));
     }
   }
+  for (size_t rank = 0; rank < biases.size(); ++rank) {
+    for (auto [bias, which] : {std::pair{&biases[rank].bias0, ".bias0"}, {&biases[rank].bias1, ".bias1"}}) {
+      if (!bias->defined()) continue;
+      const std::string name = at_rank("biases", rank) + which;
+      expect_host_tensor(*bias, name, DType::bf16, 2);
+      expect_size(*bias, name, 0, num_tokens_per_source[rank], "tokens of the home rank");
+      expect_size(*bias, name, 1, hidden, "hidden of ys[0]");
+    }
+  }
 
   // contributions[s][t]: the (rank, row) pairs that hold token t of source s, ranks ascending.
   struct Contribution {
@@ -351,13 +366,21 @@ std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& y
     if (has_weights) out.combined_topk_weights = Tensor::empty(DType::f32, {num_tokens, topk});
 
     // NOTES: every sum starts from +0.0f (as DeepEP's does), so a lone -0.0 comes out as +0.0 and a
-    // token nobody received gives +0.0.
+    // token nobody received gives +0.0; the final sum starts from bias0 + bias1 instead where given.
+    const uint16_t* bias0 = nullptr;
+    const uint16_t* bias1 = nullptr;
+    if (!biases.empty()) {
+      bias0 = biases[source].bias0.defined() ? biases[source].bias0.as<const uint16_t>() : nullptr;
+      bias1 = biases[source].bias1.defined() ? biases[source].bias1.as<const uint16_t>() : nullptr;
+    }
     std::vector<float> total(hidden);
     std::vector<float> node_sum(hidden);
     for (int64_t token = 0; token < num_tokens; ++token) {
       const std::vector<Contribution>& from = contributions[source][token];
-      std::fill(total.begin(), total.end(), 0.0f);
-      for (int node = 0; node < num_nodes; ++node) {
+      for (int64_t col = 0; col < hidden; ++col) {
+        total[col] = common::combine_bias_start(bias0, bias1, static_cast<size_t>(token * hidden + col));
+      }
+      for (int node = 0; node < num_nodes && num_nodes > 1; ++node) {
         std::fill(node_sum.begin(), node_sum.end(), 0.0f);
         bool any = false;
         for (const Contribution& c : from) {  // ranks ascending
@@ -371,6 +394,11 @@ std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& y
         for (int64_t col = 0; col < hidden; ++col) {
           total[col] += common::bf16_to_float(common::float_to_bf16(node_sum[col]));
         }
+      }
+      // One node: no partial, the ranks' rows go straight into the final sum.
+      for (size_t c = 0; c < from.size() && num_nodes == 1; ++c) {
+        const uint16_t* y_row = ys[from[c].rank].as<const uint16_t>() + from[c].row * hidden;
+        for (int64_t col = 0; col < hidden; ++col) total[col] += common::bf16_to_float(y_row[col]);
       }
       uint16_t* out_row = out.combined_x.as<uint16_t>() + token * hidden;
       for (int64_t col = 0; col < hidden; ++col) out_row[col] = common::float_to_bf16(total[col]);

@@ -352,6 +352,38 @@ TEST(CombineErrors, MissingHandleIsRefused) {
   EXPECT_TRUE(still_poisoned(fixture.out_combined_x)) << "out_combined_x was written";
 }
 
+// A bias must be bf16 [tokens of the dispatch, hidden of x]: each wrong one is refused naming the
+// argument, what was expected and what was given, before anything is written.
+TEST(CombineErrors, BiasOfTheWrongDtypeOrShapeIsRefused) {
+  CombineFixture fixture;
+  const int64_t tokens = fixture.shape.tokens_per_rank;
+  const int64_t hidden = fixture.shape.hidden;
+  struct BadBias {
+    const char* name;
+    Tensor bias;
+    const char* expected;  // a piece of the message
+  };
+  const std::vector<BadBias> cases = {
+      {"bias0", Tensor::empty(DType::f32, {tokens, hidden}), "dtype bf16"},
+      {"bias1", Tensor::empty(DType::bf16, {tokens + 1, hidden}), "tokens of the dispatch"},
+      {"bias0", Tensor::empty(DType::bf16, {tokens, hidden / 2}), "hidden of x"},
+      {"bias1", Tensor::empty(DType::bf16, {tokens * hidden}), "2 dimensions"},
+  };
+  for (const BadBias& bad : cases) {
+    CombineArgs args;
+    args.x = fixture.y;
+    args.handle = &fixture.dispatched.handle;
+    args.out_combined_x = fixture.out_combined_x;
+    (std::string(bad.name) == "bias0" ? args.bias0 : args.bias1) = bad.bias;
+    const std::string message = invalid_argument_message([&] { fixture.buffer->combine(args); });
+    SCOPED_TRACE("message: " + message);
+    EXPECT_TRUE(mentions(message, bad.name));
+    EXPECT_TRUE(mentions(message, bad.expected));
+    EXPECT_TRUE(mentions(message, bad.bias.view().describe()));
+    EXPECT_TRUE(still_poisoned(fixture.out_combined_x)) << "out_combined_x was written";
+  }
+}
+
 // ---- connect ----------------------------------------------------------------------------------
 
 TEST(ConnectErrors, WrongNumberOfHandlesIsRefused) {

@@ -55,6 +55,14 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
   if (shape.with_weights) combine_args.topk_weights = dispatched.recv_topk_weights;
   combine_args.handle = &dispatched.handle;
   combine_args.stream = stream;
+  // The combine biases that `expected` was computed with, if any.
+  Tensor bias0, bias1;
+  if (!expected.biases.empty()) {
+    if (expected.biases[rank].bias0.defined()) bias0 = to_device(expected.biases[rank].bias0, device, stream);
+    if (expected.biases[rank].bias1.defined()) bias1 = to_device(expected.biases[rank].bias1, device, stream);
+    combine_args.bias0 = bias0;
+    combine_args.bias1 = bias1;
+  }
   Tensor out_combined = poisoned_device(DType::bf16, {data.x.size(0), shape.hidden}, device, stream);
   combine_args.out_combined_x = out_combined;
   CombineResult combined = buffer.combine(combine_args);

@@ -71,10 +71,31 @@ BufferSizing sizing_for(const workload::Shape& shape) {
   return sizing;
 }
 
+std::vector<RankBiases> make_biases(const workload::Shape& shape, uint64_t seed, Biases which) {
+  std::vector<RankBiases> biases;
+  if (which == Biases::none) return biases;
+  for (int rank = 0; rank < shape.topology.num_ranks; ++rank) {
+    RankBiases rank_biases;
+    if (which == Biases::first || which == Biases::both) {
+      rank_biases.bias0 = workload::combine_bias(shape, seed, rank, 0);
+    }
+    if (which == Biases::second || which == Biases::both) {
+      rank_biases.bias1 = workload::combine_bias(shape, seed, rank, 1);
+    }
+    biases.push_back(std::move(rank_biases));
+  }
+  return biases;
+}
+
 Expected compute_expected(const workload::Shape& shape, const std::vector<workload::RankData>& data,
-                          int expert_alignment) {
+                          int expert_alignment, std::vector<RankBiases> biases) {
   const int num_ranks = shape.topology.num_ranks;
   Expected expected;
+  expected.biases = std::move(biases);
+  std::vector<reference::CombineBias> reference_biases;
+  for (const RankBiases& rank_biases : expected.biases) {
+    reference_biases.push_back({rank_biases.bias0, rank_biases.bias1});
+  }
   std::vector<reference::RankInputs> inputs;
   std::vector<int64_t> num_tokens;
   for (int rank = 0; rank < num_ranks; ++rank) {
@@ -91,7 +112,8 @@ Expected compute_expected(const workload::Shape& shape, const std::vector<worklo
     ys.push_back(expected.ys.back());
     if (shape.with_weights) weights.push_back(out.recv_topk_weights);
   }
-  expected.combined = reference::normal_combine(ys, weights, expected.dispatched, num_tokens, shape.topology);
+  expected.combined = reference::normal_combine(ys, weights, expected.dispatched, num_tokens, shape.topology,
+                                                reference_biases);
   return expected;
 }
 
@@ -116,12 +138,16 @@ void prepare_dispatch_outputs(RankRun& run, DispatchArgs& args, const workload::
 }
 
 void run_combine(RankRun& run, Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
-                 const RoundTripOptions& options, bool with_weights) {
+                 const Expected& expected, const RoundTripOptions& options, bool with_weights) {
   run.y = workload::synthetic_expert(run.dispatch.recv_x, run.dispatch.recv_x_scales, buffer.rank());
   CombineArgs args;
   args.x = run.y;
   if (with_weights) args.topk_weights = run.dispatch.recv_topk_weights;
   args.handle = &run.dispatch.handle;
+  if (!expected.biases.empty()) {
+    args.bias0 = expected.biases[buffer.rank()].bias0;
+    args.bias1 = expected.biases[buffer.rank()].bias1;
+  }
   if (options.preallocate_outputs) {
     const int64_t num_tokens = data.x.size(0);
     run.out_combined_x = poisoned(DType::bf16, {num_tokens, shape.hidden});
@@ -158,7 +184,7 @@ RankRun run_round_trip(Buffer& buffer, const workload::Shape& shape, const workl
     prepare_dispatch_outputs(run, args, shape, output_rows(expected, buffer.rank(), options), true);
   }
   run.dispatch = buffer.dispatch(args);
-  run_combine(run, buffer, shape, data, options, shape.with_weights);
+  run_combine(run, buffer, shape, data, expected, options, shape.with_weights);
   return run;
 }
 
@@ -179,7 +205,7 @@ RankRun run_cached_round_trip(Buffer& buffer, const workload::Shape& shape, cons
     prepare_dispatch_outputs(run, args, shape, output_rows(expected, buffer.rank(), options), with_topk);
   }
   run.dispatch = buffer.dispatch(args);
-  run_combine(run, buffer, shape, data, options, with_topk && shape.with_weights);
+  run_combine(run, buffer, shape, data, expected, options, with_topk && shape.with_weights);
   return run;
 }
 

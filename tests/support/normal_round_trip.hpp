@@ -22,16 +22,29 @@ struct RoundTripOptions {
   int64_t num_worst_tokens = 0;
 };
 
+// A home rank's combine biases (CombineArgs::bias0 / bias1), undefined where not passed.
+struct RankBiases {
+  Tensor bias0, bias1;
+};
+
+// Which combine biases a round trip passes (the same on every rank).
+enum class Biases { none, first, second, both };
+
+// Every rank's biases for `which`, from workload::combine_bias; empty for Biases::none.
+std::vector<RankBiases> make_biases(const workload::Shape& shape, uint64_t seed, Biases which);
+
 // What every rank should get, computed by the reference from all ranks' inputs.
 struct Expected {
   std::vector<reference::Layout> layouts;                   // [R]
   std::vector<reference::NormalDispatchOutput> dispatched;  // [R]
   std::vector<Tensor> ys;  // [R], the synthetic expert on the reference's recv_x
   std::vector<reference::NormalCombineOutput> combined;  // [R]
+  std::vector<RankBiases> biases;  // [R] or empty: what every combine of the round trip passes
 };
 
+// `biases`: empty, or one per rank; the combines of round trips against this Expected pass them.
 Expected compute_expected(const workload::Shape& shape, const std::vector<workload::RankData>& data,
-                          int expert_alignment);
+                          int expert_alignment, std::vector<RankBiases> biases = {});
 
 // One rank's outputs, with the poisoned tensors that were passed in (undefined when the library allocated).
 struct RankRun {

@@ -251,6 +251,8 @@ CombineContext combine_context(const common::SymHeap& heap, const detail::Combin
   context.is_token_in_rank = handle.is_token_in_rank.as<const uint8_t>();
   context.combined_x = result.combined_x.as<uint16_t>();
   context.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
+  context.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;
+  context.bias1 = args.bias1.defined() ? args.bias1.as<const uint16_t>() : nullptr;
   return context;
 }
 

@@ -362,6 +362,8 @@ CombineResult InternodeEngine::combine(const detail::CombinePlan& plan, KernelCo
   launch.is_token_in_rank = handle.is_token_in_rank.as<const bool>();
   launch.combined_x = result.combined_x.as<uint16_t>();
   launch.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
+  launch.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;
+  launch.bias1 = args.bias1.defined() ? args.bias1.as<const uint16_t>() : nullptr;
   launch_internode_combine(context, links, launch, stream);
   return result;
 }

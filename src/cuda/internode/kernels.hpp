@@ -128,6 +128,9 @@ struct InternodeCombineLaunch {
   const bool* is_token_in_rank;
   uint16_t* combined_x;
   float* combined_topk_weights;
+  // bf16 [N, H] each, or null: where the home's sum over node partials starts (common/combine_bias.hpp).
+  const uint16_t* bias0;
+  const uint16_t* bias1;
 };
 
 // Resets this rank's rings and RDMA counters, lists each node's tokens per channel (when

@@ -214,6 +214,8 @@ CombineResult NormalEngine::combine(const detail::CombinePlan& plan, KernelConte
   launch.send_slot = handle.send_slot.as<const int32_t>();
   launch.combined_x = result.combined_x.as<uint16_t>();
   launch.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
+  launch.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;
+  launch.bias1 = args.bias1.defined() ? args.bias1.as<const uint16_t>() : nullptr;
   launch_combine(context, launch, env.stream);
   return result;
 }

@@ -74,6 +74,9 @@ struct CombineLaunch {
   const int32_t* send_slot;
   uint16_t* combined_x;
   float* combined_topk_weights;
+  // bf16 [N, H] each, or null: where each token's final fp32 sum starts (common/combine_bias.hpp).
+  const uint16_t* bias0;
+  const uint16_t* bias1;
 };
 void launch_combine(const KernelContext& context, const CombineLaunch& launch, cudaStream_t stream);
 
