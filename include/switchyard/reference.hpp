@@ -42,6 +42,17 @@ struct NormalDispatchOutput {
 std::vector<NormalDispatchOutput> normal_dispatch(const std::vector<RankInputs>& inputs, int num_experts,
                                                   const Topology& topology, int expert_alignment = 1);
 
+// A `normal` dispatch without top-k (DeepEP's dispatch with topk_idx=None), routed by each source's
+// is_token_in_rank alone: source s sends token t to every rank d with is_token_in_rank[s][t * R + d].
+// inputs[s] gives x (and x_scales for fp8); its topk_idx and topk_weights must be undefined. Rows are
+// ordered as normal_dispatch orders them; recv_topk_idx and recv_topk_weights are undefined; rank d's
+// num_recv_tokens_per_expert[l] is the sum over sources of num_tokens_per_expert[s][d * L + l] (the
+// counts the sources' layouts claim), rounded up to the alignment.
+std::vector<NormalDispatchOutput> normal_dispatch_by_rank(
+    const std::vector<RankInputs>& inputs, const std::vector<std::vector<uint8_t>>& is_token_in_rank,
+    const std::vector<std::vector<int>>& num_tokens_per_expert, int num_experts, const Topology& topology,
+    int expert_alignment = 1);
+
 struct NormalCombineOutput {
   Tensor combined_x;             // bf16 [N, H]
   Tensor combined_topk_weights;  // f32 [N, K], when weights were given

@@ -218,7 +218,10 @@ class Buffer:
         x: bf16 [N, H] (uint16 bits with numpy), or fp8 e4m3 [N, H] (uint8 bits with numpy) with
         x_scales f32 [N, H / 128]; x may also be the tuple (x_fp8, x_scales).
         topk_idx: int64 [N, K], -1 = no expert; topk_weights: f32 [N, K], optional.
-        layout: from get_dispatch_layout on the same topk_idx (computed here when None).
+        layout: from get_dispatch_layout on the same topk_idx (computed here when None). Without
+        topk_idx the layout alone routes (DeepEP's topk_idx=None): token t goes to every rank with
+        is_token_in_rank[t, rank], no recv_topk_idx or recv_topk_weights come back, and the per-expert
+        counts are what the sources' num_tokens_per_expert say.
         handle: an earlier dispatch's handle replays its routing (cached dispatch): topk_idx,
         topk_weights, num_experts and layout may then be omitted.
         num_worst_tokens > 0: outputs have exactly that many rows and the host never waits for the

@@ -34,7 +34,10 @@ Differences from DeepEP, all of them deliberate:
   nodes (more than 8 ranks) the handle is the same 6-tuple, not DeepEP's internode tuple.
 - fp8 scales may be in any layout DeepEP takes (its per_token_cast_to_fp8 makes column-major ones):
   other than row-major, they are copied to row-major on the call's stream first.
-- Dispatch without topk_idx (routing by is_token_in_rank alone) raises switchyard.Unsupported.
+- Dispatch without topk_idx is routed by is_token_in_rank alone, as in DeepEP: recv_topk_idx and
+  recv_topk_weights are None, num_recv_tokens_per_expert_list sums what the sources'
+  num_tokens_per_expert claim for this rank's experts, and the combine that follows is the plain sum
+  of the copies.
 - Tensors: anything with __dlpack__. With numpy, bf16 travels as its bits in uint16 arrays and fp8
   e4m3 as uint8; torch.bfloat16 and torch.float8_e4m3fn are taken as they are. The CPU backend runs
   everything without a GPU.
@@ -499,19 +502,27 @@ class Buffer:
             recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
             return recv_x, None, None, None, None, _record_event(x, async_finish)
 
-        if topk_idx is None:
-            raise Unsupported("deep_ep.Buffer.dispatch(topk_idx=None): switchyard routes tokens by topk_idx "
-                              "(routing by is_token_in_rank and num_tokens_per_rank alone is not implemented); "
-                              "pass topk_idx and topk_weights, or a cached handle")
         if num_tokens_per_expert is None:
             raise InvalidArgument("num_tokens_per_expert: expected the tensor from get_dispatch_layout "
                                   "(it gives num_experts), got None")
         num_experts = int(num_tokens_per_expert.shape[0])
-        topk = int(topk_idx.shape[1]) if len(topk_idx.shape) == 2 else 1
-        self._check_config(config, "dispatch", x.shape[1], topk, num_experts)
         layout = None
-        if self._last_layout is not None and self._last_layout[0] is num_tokens_per_rank:
-            layout = self._last_layout[1]
+        if topk_idx is None:
+            # Routed by is_token_in_rank alone, as DeepEP does: the receivers' per-expert counts are
+            # what num_tokens_per_expert claims; no expert ids or weights travel.
+            if topk_weights is not None:
+                raise InvalidArgument("topk_weights: expected None without topk_idx, got a tensor")
+            if is_token_in_rank is None:
+                raise InvalidArgument("is_token_in_rank: expected bool [num_tokens, num_ranks] (the routing of a "
+                                      "dispatch without topk_idx), got None")
+            layout = DispatchLayout(num_tokens_per_rank, num_tokens_per_rdma_rank, num_tokens_per_expert,
+                                    is_token_in_rank)
+            topk = 0
+        else:
+            topk = int(topk_idx.shape[1]) if len(topk_idx.shape) == 2 else 1
+            if self._last_layout is not None and self._last_layout[0] is num_tokens_per_rank:
+                layout = self._last_layout[1]
+        self._check_config(config, "dispatch", x.shape[1], topk, num_experts)
         result = self.switchyard_buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts,
                                                  x_scales=x_scales, expert_alignment=expert_alignment,
                                                  layout=layout, num_worst_tokens=num_worst_tokens)

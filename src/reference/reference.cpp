@@ -252,6 +252,99 @@ std::vector<NormalDispatchOutput> normal_dispatch(const std::vector<RankInputs>&
   return outputs;
 }
 
+std::vector<NormalDispatchOutput> normal_dispatch_by_rank(
+    const std::vector<RankInputs>& inputs, const std::vector<std::vector<uint8_t>>& is_token_in_rank,
+    const std::vector<std::vector<int>>& num_tokens_per_expert, int num_experts, const Topology& topology,
+    int expert_alignment) {
+  expect_topology(topology);
+  expect_num_experts(num_experts, topology);
+  const int num_ranks = topology.num_ranks;
+  const size_t expected_count = static_cast<size_t>(num_ranks);
+  if (inputs.size() != expected_count || is_token_in_rank.size() != expected_count ||
+      num_tokens_per_expert.size() != expected_count) {
+    throw InvalidArgument("inputs, is_token_in_rank, num_tokens_per_expert: expected one per rank (" +
+                          std::to_string(num_ranks) + "), got " + std::to_string(inputs.size()) + ", " +
+                          std::to_string(is_token_in_rank.size()) + ", " +
+                          std::to_string(num_tokens_per_expert.size()));
+  }
+  if (expert_alignment < 1) {
+    throw InvalidArgument("expert_alignment: expected >= 1, got " + std::to_string(expert_alignment));
+  }
+  const DType dtype = inputs[0].x.dtype;
+  if (dtype != DType::bf16 && dtype != DType::fp8_e4m3) {
+    throw InvalidArgument("inputs[0].x: expected dtype bf16 or fp8_e4m3, got " + inputs[0].x.describe());
+  }
+  int64_t hidden = -1;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    const RankInputs& in = inputs[rank];
+    const std::string x_name = at_rank("inputs", rank) + ".x";
+    expect_host_tensor(in.x, x_name, dtype, 2);
+    if (hidden < 0) hidden = in.x.shape[1];
+    expect_size(in.x, x_name, 1, hidden, "hidden of inputs[0].x");
+    const int64_t num_tokens = in.x.shape[0];
+    if (dtype == DType::fp8_e4m3) {
+      const std::string scales_name = at_rank("inputs", rank) + ".x_scales";
+      if (hidden % kScaleBlock != 0) {
+        throw InvalidArgument(x_name + ": expected hidden a multiple of 128 for fp8, got " + in.x.describe());
+      }
+      expect_host_tensor(in.x_scales, scales_name, DType::f32, 2);
+      expect_size(in.x_scales, scales_name, 0, num_tokens, "num_tokens of x");
+      expect_size(in.x_scales, scales_name, 1, hidden / kScaleBlock, "hidden / 128");
+    }
+    if (in.topk_idx.defined() || in.topk_weights.defined()) {
+      throw InvalidArgument(at_rank("inputs", rank) +
+                            ": expected no topk_idx and no topk_weights (routed by is_token_in_rank)");
+    }
+    if (is_token_in_rank[rank].size() != static_cast<size_t>(num_tokens * num_ranks)) {
+      throw InvalidArgument(
+          at_rank("is_token_in_rank", rank) + ": expected " + std::to_string(num_tokens * num_ranks) +
+          " entries (num_tokens x num_ranks), got " + std::to_string(is_token_in_rank[rank].size()));
+    }
+    if (num_tokens_per_expert[rank].size() != static_cast<size_t>(num_experts)) {
+      throw InvalidArgument(at_rank("num_tokens_per_expert", rank) + ": expected " +
+                            std::to_string(num_experts) + " counts, got " +
+                            std::to_string(num_tokens_per_expert[rank].size()));
+    }
+  }
+
+  const int local_experts = num_experts / num_ranks;
+  const size_t row_bytes = static_cast<size_t>(hidden) * dtype_size(dtype);
+  const int64_t num_scales = dtype == DType::fp8_e4m3 ? hidden / kScaleBlock : 0;
+  std::vector<NormalDispatchOutput> outputs(num_ranks);
+  for (int dest = 0; dest < num_ranks; ++dest) {
+    NormalDispatchOutput& out = outputs[dest];
+    for (int source = 0; source < num_ranks; ++source) {  // source rank ascending, then token ascending
+      for (int64_t token = 0; token < inputs[source].x.shape[0]; ++token) {
+        if (!is_token_in_rank[source][token * num_ranks + dest]) continue;
+        out.recv_src_rank.push_back(source);
+        out.recv_src_token.push_back(token);
+      }
+    }
+    const int64_t num_recv = static_cast<int64_t>(out.recv_src_rank.size());
+    out.recv_x = Tensor::empty(dtype, {num_recv, hidden});
+    if (dtype == DType::fp8_e4m3) out.recv_x_scales = Tensor::empty(DType::f32, {num_recv, num_scales});
+    for (int64_t row = 0; row < num_recv; ++row) {
+      const RankInputs& in = inputs[out.recv_src_rank[row]];
+      const int64_t token = out.recv_src_token[row];
+      std::memcpy(out.recv_x.as<uint8_t>() + row * row_bytes, in.x.as<const uint8_t>() + token * row_bytes,
+                  row_bytes);
+      for (int64_t s = 0; s < num_scales; ++s) {
+        out.recv_x_scales.as<float>()[row * num_scales + s] =
+            in.x_scales.as<const float>()[token * num_scales + s];
+      }
+    }
+    out.num_recv_tokens_per_expert.assign(local_experts, 0);
+    for (int local = 0; local < local_experts; ++local) {
+      int64_t count = 0;
+      for (int source = 0; source < num_ranks; ++source) {
+        count += num_tokens_per_expert[source][dest * local_experts + local];
+      }
+      out.num_recv_tokens_per_expert[local] = static_cast<int>(align_up(count, expert_alignment));
+    }
+  }
+  return outputs;
+}
+
 std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& ys,
                                                 const std::vector<TensorView>& weights,
                                                 const std::vector<NormalDispatchOutput>& dispatched,

@@ -230,6 +230,26 @@ TEST_P(CudaInternodeTest, CombineWithBiasesMatchesReferenceBitwise) {
   report(failures);
 }
 
+// Dispatch without top-k (DeepEP's topk_idx=None): routed by the layout alone, then the plain
+// node-grouped sum.
+TEST_P(CudaInternodeTest, DispatchWithoutTopkByLayoutAndPlainCombineMatchReferenceBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const InternodeCase& c = GetParam();
+  const uint64_t seed = seed_for("cuda/internode/without_topk/" + c.name);
+  SCOPED_TRACE(describe(c, seed));
+  const auto data = workload::generate(c.shape, seed);
+  const Expected expected = compute_expected_without_topk(c.shape, data, c.expert_alignment);
+  std::vector<std::vector<std::string>> failures(c.shape.topology.num_ranks);
+  run_case(c, seed, [&](Buffer& buffer, Group& group, cudaStream_t stream) {
+    const int rank = group.rank();
+    group.barrier();
+    DeviceRun run =
+        run_on_device_without_topk(buffer, c.shape, data[rank], expected, c.expert_alignment, stream);
+    compare_with_reference(run, c.shape, expected, rank, &failures[rank], false);
+  });
+  report(failures);
+}
+
 // Worst-case mode: fixed-size outputs (no host synchronisation); the received rows equal the
 // reference, the padding routes nowhere, and combine equals the reference.
 TEST_P(CudaInternodeTest, WorstCaseDispatchPadsRowsAndCombineMatchesReference) {

@@ -195,6 +195,41 @@ TEST_P(CudaNormalBiasTest, CombineWithBiasesMatchesReferenceBitwise) {
   }
 }
 
+// Dispatch without top-k (DeepEP's topk_idx=None): routed by the layout alone, the per-expert counts
+// are what the sources' layouts claim, no ids or weights travel; combine is the plain sum.
+class CudaNormalWithoutTopkTest : public ::testing::TestWithParam<CudaCase> {};
+
+TEST_P(CudaNormalWithoutTopkTest, DispatchByLayoutAndPlainCombineMatchReferenceBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const CudaCase& c = GetParam();
+  const uint64_t seed = seed_for(c.name + "/without_topk");
+  SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed) + " " + c.shape.describe());
+  auto data = workload::generate(c.shape, seed);
+  const Expected expected = compute_expected_without_topk(c.shape, data, c.expert_alignment);
+  const int ranks = c.shape.topology.num_ranks;
+  std::vector<std::vector<std::string>> failures(ranks);
+  run_ranks(ranks, [&](Group& group) {
+    const int rank = group.rank();
+    cudaSetDevice(device_for_rank(rank, c.shape.topology.num_ranks));
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    {
+      Buffer buffer(options_for(c, rank));
+      buffer.connect(group.allgather(buffer.local_handle()));
+      for (int round = 0; round < 2; ++round) {  // twice: the same bits, and the buffer left reusable
+        group.barrier();
+        DeviceRun run =
+            run_on_device_without_topk(buffer, c.shape, data[rank], expected, c.expert_alignment, stream);
+        compare_with_reference(run, c.shape, expected, rank, &failures[rank], false);
+      }
+    }
+    cudaStreamDestroy(stream);
+  });
+  for (int rank = 0; rank < ranks; ++rank) {
+    for (const auto& failure : failures[rank]) ADD_FAILURE() << failure;
+  }
+}
+
 std::vector<CudaCase> bias_cases() {
   using workload::Routing;
   const Config standard = config_with(Config::kAutoChannels, 128, 16);
@@ -215,6 +250,9 @@ std::vector<CudaCase> bias_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Biases, CudaNormalBiasTest, ::testing::ValuesIn(bias_cases()), case_name);
+// The bias cases' shapes serve here too: one to eight ranks, fp8, wrap, a rank without tokens.
+INSTANTIATE_TEST_SUITE_P(WithoutTopk, CudaNormalWithoutTopkTest, ::testing::ValuesIn(bias_cases()),
+                         case_name);
 
 // Worst-case mode has no host synchronisation, so dispatch and combine can be captured in CUDA
 // graphs; replays with new inputs (new routing too) must match the reference.

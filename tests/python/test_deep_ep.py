@@ -167,6 +167,48 @@ def test_combine_bias_starts_the_sum_and_matches_reference(ranks, num_ranks):
             np.testing.assert_array_equal(combined_topk_weights, want[rank][1], err_msg=context)
 
 
+def without_topk_job(rank, num_ranks, allgather, num_experts):
+    x, _, topk_idx, _ = rank_inputs(rank, num_experts)
+    buffer = make_buffer(allgather, num_ranks, num_experts)
+    per_rank, per_rdma_rank, per_expert, in_rank, _ = buffer.get_dispatch_layout(topk_idx, num_experts)
+    # As DeepEP's test_intranode does it: the layout's tensors, no topk_idx or topk_weights.
+    recv_x, recv_topk_idx, recv_topk_weights, counts, handle, _ = buffer.dispatch(
+        x, num_tokens_per_rank=per_rank, num_tokens_per_rdma_rank=per_rdma_rank, is_token_in_rank=in_rank,
+        num_tokens_per_expert=per_expert)
+    y = reference.expert(recv_x, np.full((recv_x.shape[0], 1), -1, np.int64))
+    combined_x, combined_topk_weights, _ = buffer.combine(y, handle)
+    cached_x = buffer.dispatch(x, handle=handle)[0]
+    # Copies of the layout (not the tensors get_dispatch_layout returned) route the same way.
+    copied_x = buffer.dispatch(x, num_tokens_per_rank=per_rank.copy(), is_token_in_rank=in_rank.copy(),
+                               num_tokens_per_expert=per_expert.copy())[0]
+    buffer.destroy()
+    return dict(recv_x=recv_x, recv_topk_idx=recv_topk_idx, recv_topk_weights=recv_topk_weights, counts=counts,
+                y=y, combined_x=combined_x, combined_topk_weights=combined_topk_weights, cached_x=cached_x,
+                copied_x=copied_x)
+
+
+@pytest.mark.parametrize("num_ranks", [1, 3, 16])
+def test_dispatch_without_topk_routes_by_is_token_in_rank_and_combine_sums(ranks, num_ranks):
+    num_experts = 4 * num_ranks
+    results = ranks(num_ranks).run(without_topk_job, [(num_experts,)] * num_ranks)
+    inputs = [rank_inputs(r, num_experts) for r in range(num_ranks)]
+    expected = reference.dispatch(inputs, num_experts)  # the same rows as with topk_idx
+    num_tokens = [inputs[r][0].shape[0] for r in range(num_ranks)]
+    no_weights = [np.zeros((r["y"].shape[0], 1), np.float32) for r in results]
+    combined = reference.combine([r["y"] for r in results], no_weights, expected, num_tokens,
+                                 min(num_ranks, deep_ep.NUM_MAX_NVL_PEERS))
+    for rank, result in enumerate(results):
+        context = f"seed {SEED}, rank {rank} of {num_ranks}"
+        np.testing.assert_array_equal(result["recv_x"], expected[rank]["recv_x"], err_msg=context)
+        assert result["recv_topk_idx"] is None and result["recv_topk_weights"] is None, context
+        # As in DeepEP: the counts are what the sources' num_tokens_per_expert claim for this rank.
+        assert result["counts"] == expected[rank]["num_recv_tokens_per_expert"], context
+        np.testing.assert_array_equal(result["combined_x"], combined[rank][0], err_msg=context)
+        assert result["combined_topk_weights"] is None, context
+        np.testing.assert_array_equal(result["cached_x"], expected[rank]["recv_x"], err_msg=context)
+        np.testing.assert_array_equal(result["copied_x"], expected[rank]["recv_x"], err_msg=context)
+
+
 def test_fp8_tuple_dispatch_and_cached_dispatch(ranks):
     num_ranks, num_experts = 2, 8
     inputs = [rank_inputs(r, num_experts, fp8=True) for r in range(num_ranks)]
@@ -257,8 +299,11 @@ def test_unsupported_options_raise_naming_the_option(solo):
         solo.combine(recv_x, handle, recv_weights, bias=bias.astype(np.float32))
     with pytest.raises(switchyard.InvalidArgument, match=r"bias1: expected size %d in dimension 0" % x.shape[0]):
         solo.combine(recv_x, handle, recv_weights, bias=(None, bias[1:]))
-    with pytest.raises(switchyard.Unsupported, match=r"topk_idx=None"):
+    with pytest.raises(switchyard.InvalidArgument, match=r"is_token_in_rank: expected bool"):
         solo.dispatch(x, num_tokens_per_rank=per_rank, num_tokens_per_expert=per_expert)
+    with pytest.raises(switchyard.InvalidArgument, match=r"topk_weights: expected None without topk_idx"):
+        solo.dispatch(x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert,
+                      topk_weights=topk_weights)
     with pytest.raises(switchyard.InvalidArgument, match="cached handle"):
         solo.dispatch(x, handle=handle, topk_idx=topk_idx)
     with pytest.raises(switchyard.InvalidArgument, match="handle"):

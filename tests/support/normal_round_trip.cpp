@@ -117,6 +117,36 @@ Expected compute_expected(const workload::Shape& shape, const std::vector<worklo
   return expected;
 }
 
+Expected compute_expected_without_topk(const workload::Shape& shape,
+                                       const std::vector<workload::RankData>& data, int expert_alignment) {
+  const int num_ranks = shape.topology.num_ranks;
+  Expected expected;
+  std::vector<reference::RankInputs> inputs;
+  std::vector<std::vector<uint8_t>> is_token_in_rank;
+  std::vector<std::vector<int>> num_tokens_per_expert;
+  std::vector<int64_t> num_tokens;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    expected.layouts.push_back(reference::layout(data[rank].topk_idx, shape.num_experts, shape.topology));
+    is_token_in_rank.push_back(expected.layouts.back().is_token_in_rank);
+    num_tokens_per_expert.push_back(expected.layouts.back().num_tokens_per_expert);
+    reference::RankInputs routed_by_rank;
+    routed_by_rank.x = data[rank].x;
+    routed_by_rank.x_scales = data[rank].x_scales;
+    inputs.push_back(routed_by_rank);
+    num_tokens.push_back(shape.tokens_of(rank));
+  }
+  expected.dispatched = reference::normal_dispatch_by_rank(
+      inputs, is_token_in_rank, num_tokens_per_expert, shape.num_experts, shape.topology, expert_alignment);
+  std::vector<TensorView> ys;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    const reference::NormalDispatchOutput& out = expected.dispatched[rank];
+    expected.ys.push_back(workload::synthetic_expert(out.recv_x, out.recv_x_scales, rank));
+    ys.push_back(expected.ys.back());
+  }
+  expected.combined = reference::normal_combine(ys, {}, expected.dispatched, num_tokens, shape.topology);
+  return expected;
+}
+
 namespace {
 
 void prepare_dispatch_outputs(RankRun& run, DispatchArgs& args, const workload::Shape& shape, int64_t rows,
@@ -185,6 +215,26 @@ RankRun run_round_trip(Buffer& buffer, const workload::Shape& shape, const workl
   }
   run.dispatch = buffer.dispatch(args);
   run_combine(run, buffer, shape, data, expected, options, shape.with_weights);
+  return run;
+}
+
+RankRun run_round_trip_without_topk(Buffer& buffer, const workload::Shape& shape,
+                                    const workload::RankData& data, const Expected& expected,
+                                    const RoundTripOptions& options) {
+  RankRun run;
+  run.layout = buffer.get_dispatch_layout(data.topk_idx, shape.num_experts);
+  DispatchArgs args;
+  args.x = data.x;
+  args.x_scales = data.x_scales;
+  args.num_experts = shape.num_experts;
+  args.expert_alignment = options.expert_alignment;
+  args.layout = &run.layout;  // the routing: no topk_idx
+  args.num_worst_tokens = options.num_worst_tokens;
+  if (options.preallocate_outputs) {
+    prepare_dispatch_outputs(run, args, shape, output_rows(expected, buffer.rank(), options), false);
+  }
+  run.dispatch = buffer.dispatch(args);
+  run_combine(run, buffer, shape, data, expected, options, false);
   return run;
 }
 

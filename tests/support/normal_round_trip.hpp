@@ -46,6 +46,12 @@ struct Expected {
 Expected compute_expected(const workload::Shape& shape, const std::vector<workload::RankData>& data,
                           int expert_alignment, std::vector<RankBiases> biases = {});
 
+// A dispatch without top-k (DeepEP's topk_idx=None), routed by the layout of each rank's topk_idx
+// (is_token_in_rank, num_tokens_per_expert) alone, then a combine without weights: the reference's
+// normal_dispatch_by_rank and normal_combine.
+Expected compute_expected_without_topk(const workload::Shape& shape,
+                                       const std::vector<workload::RankData>& data, int expert_alignment);
+
 // One rank's outputs, with the poisoned tensors that were passed in (undefined when the library allocated).
 struct RankRun {
   DispatchLayout layout;
@@ -63,6 +69,12 @@ BufferSizing sizing_for(const workload::Shape& shape);
 // preallocated outputs outside worst-case mode (a caller knows M from an earlier dispatch).
 RankRun run_round_trip(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
                        const Expected& expected, const RoundTripOptions& options);
+
+// The round trip of compute_expected_without_topk: get_dispatch_layout, then a dispatch given that
+// layout and no topk_idx or topk_weights, then a combine without weights.
+RankRun run_round_trip_without_topk(Buffer& buffer, const workload::Shape& shape,
+                                    const workload::RankData& data, const Expected& expected,
+                                    const RoundTripOptions& options);
 
 // A second dispatch replaying `first`'s routing with its handle, then a combine with the new handle.
 // With `with_topk` false, topk_idx and topk_weights are omitted (the handle has the routing).

@@ -225,6 +225,8 @@ DispatchResult InternodeEngine::dispatch(const detail::DispatchPlan& plan, Kerne
     handle->recv_token_count = allocate(env.allocation_stream, DType::i32, {1});
     notify.fresh = 1;
     notify.topk_idx = args.topk_idx.as<const int64_t>();
+    notify.num_tokens_per_expert =
+        args.topk_idx.defined() ? nullptr : plan.layout->num_tokens_per_expert.as<const int32_t>();
     notify.topk = plan.topk;
     notify.local_experts = plan.local_experts;
     notify.expert_alignment = plan.expert_alignment;

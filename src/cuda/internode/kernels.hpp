@@ -83,6 +83,8 @@ struct InternodeNotifyLaunch {
   // A fresh dispatch also exchanges counts (`fresh` = 1); a cached one or combine only opens the call.
   int fresh;
   const int64_t* topk_idx;  // [N, K]
+  // [E]: without topk_idx (topk 0), the caller's per-expert counts (its layout), sent instead.
+  const int32_t* num_tokens_per_expert;
   int topk, local_experts, expert_alignment;
   uint64_t signature;
   int32_t* recv_channel_start;  // [R * C + 1]

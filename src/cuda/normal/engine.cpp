@@ -110,6 +110,8 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan, KernelCo
     NotifyLaunch notify{};
     notify.is_token_in_rank = handle->is_token_in_rank.as<const bool>();
     notify.topk_idx = args.topk_idx.as<const int64_t>();
+    notify.num_tokens_per_expert =
+        args.topk_idx.defined() ? nullptr : plan.layout->num_tokens_per_expert.as<const int32_t>();
     notify.num_tokens = plan.num_tokens;
     notify.topk = plan.topk;
     notify.local_experts = plan.local_experts;
