@@ -106,12 +106,14 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
 
 // ys[d]: rank d's expert outputs, bf16 [L, C, H'], rows in d's receive order (only received
 // rows are read). Uses inputs[s].topk_idx and inputs[s].topk_weights. Returns bf16 [N_s, H'] per
-// rank: out[t] = fma-accumulated sum over valid slots ascending from +0.0, rounded once. Throws
-// CapacityError when a row lies at or past C (the dispatch overflowed: engines refuse that combine).
+// rank: out[t] = fma-accumulated sum over valid slots ascending from +0.0 (or, with biases[s], from
+// bias0 + bias1: +0.0 for an absent one), rounded once. Throws CapacityError when a row lies at or
+// past C (the dispatch overflowed: engines refuse that combine).
 std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
                                         const std::vector<RankInputs>& inputs, int num_experts,
                                         const Topology& topology, int64_t max_tokens_per_rank,
-                                        int64_t expert_capacity = 0);
+                                        int64_t expert_capacity = 0,
+                                        const std::vector<CombineBias>& biases = {});
 
 // ---- the MoE layer (docs/MOE.md) -------------------------------------------------------------------
 

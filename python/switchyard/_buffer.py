@@ -301,7 +301,7 @@ class Buffer:
 
     def low_latency_combine(self, x, topk_idx, topk_weights, handle: "_C.LowLatencyHandle", *,
                             zero_copy: bool = False, return_recv_hook: bool = False, out=None,
-                            stream=None) -> LowLatencyCombineResult:
+                            bias0=None, bias1=None, stream=None) -> LowLatencyCombineResult:
         """Brings expert outputs back and reduces them (the `low_latency` engine).
 
         x: bf16 [L, R * max, H'], rows as dispatch gave them (only rows < recv_count are read); with
@@ -310,9 +310,11 @@ class Buffer:
         f32 [N, K]. out[t] = the sum over valid slots j ascending of w[t, j] * y[row(t, j)],
         accumulated in fp32 with fused multiply-add from +0.0, rounded to bf16 once: bit-identical
         run after run. out: a preallocated bf16 [N, H'] (returned as given).
+        bias0, bias1: optional bf16 [N, H']; the accumulator starts at bias0 + bias1 (an absent one counts
+        as +0.0) instead of +0.0 (docs/deep_ep.md, "Combine bias").
         """
         return self._expert_major_combine("low_latency_combine", x, topk_idx, topk_weights, handle, zero_copy,
-                                          return_recv_hook, out, stream)
+                                          return_recv_hook, out, stream, bias0, bias1)
 
     def low_latency_combine_buffer(self, handle: "_C.LowLatencyHandle", *, framework: Optional[str] = None):
         """bf16 [L, R * max, H] in this rank's heap, for `handle`'s dispatch: write the expert outputs
@@ -337,11 +339,12 @@ class Buffer:
                                            use_fp8, round_scale, use_ue8m0, return_recv_hook, expert_capacity, stream)
 
     def symmetric_combine(self, x, topk_idx, topk_weights, handle: "_C.LowLatencyHandle", *, zero_copy: bool = False,
-                          return_recv_hook: bool = False, out=None, stream=None) -> LowLatencyCombineResult:
+                          return_recv_hook: bool = False, out=None, bias0=None, bias1=None,
+                          stream=None) -> LowLatencyCombineResult:
         """low_latency_combine on the `symmetric` engine: the same outputs, bit for bit.
         zero_copy=True and return_recv_hook=True raise Unsupported."""
         return self._expert_major_combine("symmetric_combine", x, topk_idx, topk_weights, handle, zero_copy,
-                                          return_recv_hook, out, stream)
+                                          return_recv_hook, out, stream, bias0, bias1)
 
     def _expert_major_dispatch(self, method, x, topk_idx, max_tokens_per_rank, num_experts, use_fp8, round_scale,
                                use_ue8m0, return_recv_hook, expert_capacity, stream):
@@ -355,13 +358,13 @@ class Buffer:
         return LowLatencyDispatchResult(**raw)
 
     def _expert_major_combine(self, method, x, topk_idx, topk_weights, handle, zero_copy, return_recv_hook, out,
-                              stream):
+                              stream, bias0=None, bias1=None):
         self._check_alive()
         call = _Call(self, x if x is not None else topk_weights, stream)
         combined_x, hook = getattr(self._native, method)(call(x, "x"), call(topk_idx, "topk_idx"),
                                                          call(topk_weights, "topk_weights"), handle, bool(zero_copy),
                                                          bool(return_recv_hook), call(out, "out"), call.stream,
-                                                         call.framework)
+                                                         call.framework, call(bias0, "bias0"), call(bias1, "bias1"))
         return LowLatencyCombineResult(out if out is not None else combined_x, hook)
 
     # ---- rank masks -----------------------------------------------------------------------------

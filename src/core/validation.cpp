@@ -1,5 +1,7 @@
 #include "core/validation.hpp"
 
+#include <cstdint>
+
 #include "switchyard/errors.hpp"
 
 namespace switchyard::detail {
@@ -72,6 +74,13 @@ void expect_optional_bias(const TensorView& bias, const char* name, int64_t num_
   expect_tensor(bias, name, DType::bf16, 2, device);
   expect_dim(bias, name, 0, num_tokens, "tokens of the dispatch on this rank");
   expect_dim(bias, name, 1, hidden, "hidden of x");
+  // NOTES: the kernels read a bias row 16 bytes at a time, where the rows of x are read.
+  if (device == Device::cuda && reinterpret_cast<uintptr_t>(bias.data) % 16 != 0) {
+    throw InvalidArgument(
+        std::string(name) +
+        ": expected a 16-byte aligned data pointer (the GPU reads it 16 bytes at a time), got " +
+        std::to_string(reinterpret_cast<uintptr_t>(bias.data)));
+  }
 }
 
 void expect_expert_ids(const TensorView& topk_idx, int num_experts) {

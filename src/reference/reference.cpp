@@ -692,7 +692,7 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
 std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
                                         const std::vector<RankInputs>& inputs, int num_experts,
                                         const Topology& topology, int64_t max_tokens_per_rank,
-                                        int64_t expert_capacity) {
+                                        int64_t expert_capacity, const std::vector<CombineBias>& biases) {
   const int64_t topk =
       expect_low_latency_inputs(inputs, num_experts, topology, max_tokens_per_rank, false, true).second;
   const int num_ranks = topology.num_ranks;
@@ -713,6 +713,19 @@ std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
     expect_size(ys[rank], name, 2, hidden, "hidden of ys[0]");
   }
   const auto rows = rows_per_source_and_expert(inputs, num_experts);
+  if (!biases.empty() && biases.size() != static_cast<size_t>(num_ranks)) {
+    throw InvalidArgument("biases: expected none or one per rank (" + std::to_string(num_ranks) + "), got " +
+                          std::to_string(biases.size()));
+  }
+  for (size_t rank = 0; rank < biases.size(); ++rank) {
+    for (auto [bias, which] : {std::pair{&biases[rank].bias0, ".bias0"}, {&biases[rank].bias1, ".bias1"}}) {
+      if (!bias->defined()) continue;
+      const std::string name = at_rank("biases", rank) + which;
+      expect_host_tensor(*bias, name, DType::bf16, 2);
+      expect_size(*bias, name, 0, inputs[rank].topk_idx.shape[0], "tokens of the home rank");
+      expect_size(*bias, name, 1, hidden, "hidden of ys[0]");
+    }
+  }
 
   std::vector<Tensor> outputs(num_ranks);
   std::vector<float> accumulator(hidden);
@@ -722,11 +735,20 @@ std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
     const int64_t* ids = in.topk_idx.as<const int64_t>();
     const float* weights = in.topk_weights.as<const float>();
     outputs[source] = Tensor::empty(DType::bf16, {num_tokens, hidden});
+    const uint16_t* bias0 = nullptr;
+    const uint16_t* bias1 = nullptr;
+    if (!biases.empty()) {
+      bias0 = biases[source].bias0.defined() ? biases[source].bias0.as<const uint16_t>() : nullptr;
+      bias1 = biases[source].bias1.defined() ? biases[source].bias1.as<const uint16_t>() : nullptr;
+    }
     // The row of each (token, slot) on its expert: the rows of lower sources, then this source's
     // earlier pairs for the same expert.
     std::vector<int64_t> next_position(num_experts, 0);
     for (int64_t token = 0; token < num_tokens; ++token) {
-      std::fill(accumulator.begin(), accumulator.end(), 0.0f);
+      for (int64_t col = 0; col < hidden; ++col) {
+        accumulator[col] =
+            common::combine_bias_start(bias0, bias1, static_cast<size_t>(token * hidden + col));
+      }
       for (int64_t slot = 0; slot < topk; ++slot) {
         const int64_t expert = ids[token * topk + slot];
         if (expert < 0) continue;

@@ -144,12 +144,14 @@ def expert_major_expert(x_bits, local_expert):
         return f32_to_bf16(bf16_to_f32(x_bits) * np.float32(1 + local_expert) + np.float32(0.25))
 
 
-def expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks):
-    """out[t] = sum over valid slots j ascending of w[t, j] * expert(x[t]) in fp32 from +0, rounded to
-    bf16 once. Computed as multiply then add: equal to the engines' fused multiply-add when every
-    product is exact (weights that are powers of two)."""
+def expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks, biases=(None, None)):
+    """out[t] = sum over valid slots j ascending of w[t, j] * expert(x[t]) in fp32 from +0 (or from
+    bias0 + bias1, bf16 bits [N, H] or None each), rounded to bf16 once. Computed as multiply then
+    add: equal to the engines' fused multiply-add when every product is exact (weights that are
+    powers of two)."""
     local = num_experts // num_ranks
-    out = np.zeros(x.shape, np.float32)
+    first, second = (np.zeros(x.shape, np.float32) if b is None else bf16_to_f32(b) for b in biases)
+    out = first + second
     for t in range(x.shape[0]):
         for j in range(topk_idx.shape[1]):
             expert = int(topk_idx[t, j])
