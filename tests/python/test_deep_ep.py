@@ -1,5 +1,7 @@
 """switchyard.deep_ep.Buffer used the way frameworks use DeepEP's deep_ep.Buffer, on the CPU
 backend with ranks as processes, compared bitwise with the NumPy reference."""
+import gc
+
 import numpy as np
 import pytest
 
@@ -178,13 +180,21 @@ def without_topk_job(rank, num_ranks, allgather, num_experts):
     y = reference.expert(recv_x, np.full((recv_x.shape[0], 1), -1, np.int64))
     combined_x, combined_topk_weights, _ = buffer.combine(y, handle)
     cached_x = buffer.dispatch(x, handle=handle)[0]
-    # Copies of the layout (not the tensors get_dispatch_layout returned) route the same way.
-    copied_x = buffer.dispatch(x, num_tokens_per_rank=per_rank.copy(), is_token_in_rank=in_rank.copy(),
-                               num_tokens_per_expert=per_expert.copy())[0]
+    # Copies of the layout (not the tensors get_dispatch_layout returned) route the same way, and the
+    # handle keeps them alive for the combine after the caller dropped its references (as DeepEP's
+    # handle holds is_token_in_rank).
+    copies = [per_rank.copy(), in_rank.copy(), per_expert.copy()]
+    copied_x, _, _, _, copied_handle, _ = buffer.dispatch(x, num_tokens_per_rank=copies[0], is_token_in_rank=copies[1],
+                                                          num_tokens_per_expert=copies[2])
+    del copies
+    gc.collect()
+    scribbles = [np.full(in_rank.shape, True) for _ in range(8)]  # reuse freed memory, if it was freed
+    copied_combined = buffer.combine(y, copied_handle)[0]
+    del scribbles
     buffer.destroy()
     return dict(recv_x=recv_x, recv_topk_idx=recv_topk_idx, recv_topk_weights=recv_topk_weights, counts=counts,
                 y=y, combined_x=combined_x, combined_topk_weights=combined_topk_weights, cached_x=cached_x,
-                copied_x=copied_x)
+                copied_x=copied_x, copied_combined=copied_combined)
 
 
 @pytest.mark.parametrize("num_ranks", [1, 3, 16])
@@ -207,6 +217,7 @@ def test_dispatch_without_topk_routes_by_is_token_in_rank_and_combine_sums(ranks
         assert result["combined_topk_weights"] is None, context
         np.testing.assert_array_equal(result["cached_x"], expected[rank]["recv_x"], err_msg=context)
         np.testing.assert_array_equal(result["copied_x"], expected[rank]["recv_x"], err_msg=context)
+        np.testing.assert_array_equal(result["copied_combined"], combined[rank][0], err_msg=context)
 
 
 def test_fp8_tuple_dispatch_and_cached_dispatch(ranks):

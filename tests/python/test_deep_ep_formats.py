@@ -1,6 +1,7 @@
 """switchyard.deep_ep speaks DeepEP V1's formats (issue 19): topk_idx_t, per-call Configs that fit
 the Buffer, the normal handle as DeepEP's 6-tuple with DeepEP's contents and dtypes, and fp8 scales
 in any layout. CPU backend, ranks as processes; expectations are plain loops over all ranks' inputs."""
+import gc
 import sys
 
 import numpy as np
@@ -229,4 +230,24 @@ def test_dispatch_without_topk_idx_returns_deep_eps_formats():
     assert combined_topk_weights is None
     with pytest.raises(switchyard.InvalidArgument, match=r"is_token_in_rank: expected bool"):
         buffer.dispatch(x, num_tokens_per_rank=per_rank, num_tokens_per_expert=per_expert)
+    buffer.destroy()
+
+
+def test_a_handle_keeps_the_layout_it_was_routed_by_alive():
+    # switchyard's handle borrows the layout's is_token_in_rank: the DeepEP handle keeps the layout
+    # alive, also after a later get_dispatch_layout and once the caller dropped its references.
+    buffer = deep_ep.Buffer(lambda mine: [mine], backend="cpu", timeout_seconds=10)
+    x, _, topk_idx, topk_weights = rank_inputs(0)
+    layout = buffer.get_dispatch_layout(topk_idx, NUM_EXPERTS)
+    per_rank, _, per_expert, in_rank, _ = layout
+    recv_x, _, _, _, handle, _ = buffer.dispatch(x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank,
+                                                 num_tokens_per_expert=per_expert, topk_idx=topk_idx,
+                                                 topk_weights=topk_weights)
+    expected = buffer.combine(recv_x, handle)[0].copy()
+    buffer.get_dispatch_layout(np.full_like(topk_idx, -1), NUM_EXPERTS)  # replaces the remembered layout
+    del layout, per_rank, per_expert, in_rank
+    gc.collect()
+    scribbles = [np.full((x.shape[0], 1), True) for _ in range(8)]  # reuse freed memory, if it was freed
+    np.testing.assert_array_equal(buffer.combine(recv_x, handle)[0], expected)
+    del scribbles
     buffer.destroy()
