@@ -90,12 +90,16 @@ class DispatchHandle {
 struct DispatchArgs {
   TensorView x;             // bf16 [N, H], or fp8_e4m3 [N, H] with x_scales
   TensorView x_scales;      // f32 [N, H / 128], fp8 only
-  TensorView topk_idx;      // i64 [N, K], -1 = no expert; may be omitted with a cached handle
-  TensorView topk_weights;  // f32 [N, K]; optional
+  TensorView topk_idx;      // i64 [N, K], -1 = no expert; may be omitted with a cached handle or a layout
+  TensorView topk_weights;  // f32 [N, K]; optional, only with topk_idx
   int num_experts = 0;      // may be omitted (0) with a cached handle
   // num_recv_tokens_per_expert is rounded up to a multiple of this.
   int expert_alignment = 1;
-  // From get_dispatch_layout on the same topk_idx; computed here when null.
+  // From get_dispatch_layout on the same topk_idx; computed here when null. Without topk_idx
+  // (DeepEP's dispatch with topk_idx=None) the layout alone routes the tokens: token t goes to every
+  // rank d with is_token_in_rank[t, d], recv_topk_idx and recv_topk_weights are not made, and each
+  // receiver's num_recv_tokens_per_expert sums what the sources' num_tokens_per_expert say for its
+  // experts (as DeepEP does); the combine that follows is the plain sum of the copies.
   const DispatchLayout* layout = nullptr;
   // Replays the routing of an earlier dispatch: no layout, no count exchange, no host sync.
   const DispatchHandle* cached_handle = nullptr;
@@ -126,6 +130,11 @@ struct CombineArgs {
   TensorView x;             // bf16 [M, H]: one row per received token, in dispatch's order
   TensorView topk_weights;  // f32 [M, K]; optional, reduced like x
   const DispatchHandle* handle = nullptr;
+  // Optional bf16 [N, H] each (N: this rank's tokens of the dispatch): added to every token's combined
+  // row in the fp32 accumulator, which starts at bias0 + bias1 (an absent bias counts as +0.0) instead
+  // of +0.0; the rows (or node partials) are then added in the usual order and the sum is rounded
+  // once (docs/deep_ep.md, "Combine bias"). DeepEP's `bias` tuple.
+  TensorView bias0, bias1;
   TensorView out_combined_x, out_combined_topk_weights;  // optional preallocated outputs
   Stream stream = nullptr;
 };

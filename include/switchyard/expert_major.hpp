@@ -126,6 +126,11 @@ struct ExpertMajorCombineArgs {
   TensorView topk_idx;
   TensorView topk_weights;  // f32 [N, K]
   const ExpertMajorHandle* handle = nullptr;
+  // Optional bf16 [N, H'] each: each token's fp32 accumulator starts at bias0 + bias1 (an absent one
+  // counts as +0.0) instead of +0.0, then the slots' multiply-adds follow (docs/deep_ep.md, "Combine
+  // bias", the same start as the normal combine's). Read when the reduction runs: with
+  // return_recv_hook, keep them until the hook has run (on cuda, until its stream has run it).
+  TensorView bias0, bias1;
   bool zero_copy = false;
   bool return_recv_hook = false;
   TensorView out_combined_x;  // optional bf16 [N, H']
@@ -135,7 +140,7 @@ struct ExpertMajorCombineArgs {
 struct ExpertMajorCombineResult {
   // bf16 [N, H']: out[t] = sum over slots j ascending with topk_idx[t, j] >= 0 of
   // topk_weights[t, j] * y[row(t, j)], accumulated in fp32 with fused multiply-add starting from
-  // +0.0 (so a token with no valid slot gives +0.0), rounded to bf16 once.
+  // +0.0 (so a token with no valid slot gives +0.0), or from bias0 + bias1, rounded to bf16 once.
   Tensor combined_x;
   std::function<void()> hook;  // set with return_recv_hook: runs the receive half (the reduction)
 };

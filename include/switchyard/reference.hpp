@@ -42,19 +42,39 @@ struct NormalDispatchOutput {
 std::vector<NormalDispatchOutput> normal_dispatch(const std::vector<RankInputs>& inputs, int num_experts,
                                                   const Topology& topology, int expert_alignment = 1);
 
+// A `normal` dispatch without top-k (DeepEP's dispatch with topk_idx=None), routed by each source's
+// is_token_in_rank alone: source s sends token t to every rank d with is_token_in_rank[s][t * R + d].
+// inputs[s] gives x (and x_scales for fp8); its topk_idx and topk_weights must be undefined. Rows are
+// ordered as normal_dispatch orders them; recv_topk_idx and recv_topk_weights are undefined; rank d's
+// num_recv_tokens_per_expert[l] is the sum over sources of num_tokens_per_expert[s][d * L + l] (the
+// counts the sources' layouts claim), rounded up to the alignment.
+std::vector<NormalDispatchOutput> normal_dispatch_by_rank(
+    const std::vector<RankInputs>& inputs, const std::vector<std::vector<uint8_t>>& is_token_in_rank,
+    const std::vector<std::vector<int>>& num_tokens_per_expert, int num_experts, const Topology& topology,
+    int expert_alignment = 1);
+
 struct NormalCombineOutput {
   Tensor combined_x;             // bf16 [N, H]
   Tensor combined_topk_weights;  // f32 [N, K], when weights were given
 };
 
+// A home rank's combine biases (CombineArgs::bias0 / bias1): each optional, bf16 [N, H].
+struct CombineBias {
+  TensorView bias0, bias1;
+};
+
 // ys[d]: rank d's combine input, bf16 [M_d, H], rows in d's receive order; weights[d] optional
 // f32 [M_d, K]. Reduces in the order of DESIGN.md: fp32 over a node's ranks ascending, rounded
-// to bf16 once per node, then fp32 over nodes ascending, rounded once.
+// to bf16 once per node, then fp32 over nodes ascending, rounded once. With one node there is no
+// partial: fp32 over the ranks ascending, rounded once. biases: empty, or one per home rank; the
+// final fp32 sum (over ranks on one node, over node partials across nodes) starts at
+// bias0 + bias1 (+0.0 for an absent one) instead of +0.0.
 std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& ys,
                                                 const std::vector<TensorView>& weights,
                                                 const std::vector<NormalDispatchOutput>& dispatched,
                                                 const std::vector<int64_t>& num_tokens_per_source,
-                                                const Topology& topology);
+                                                const Topology& topology,
+                                                const std::vector<CombineBias>& biases = {});
 
 // ---- low_latency (expert-major) ------------------------------------------------------------------
 
@@ -86,12 +106,14 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
 
 // ys[d]: rank d's expert outputs, bf16 [L, C, H'], rows in d's receive order (only received
 // rows are read). Uses inputs[s].topk_idx and inputs[s].topk_weights. Returns bf16 [N_s, H'] per
-// rank: out[t] = fma-accumulated sum over valid slots ascending from +0.0, rounded once. Throws
-// CapacityError when a row lies at or past C (the dispatch overflowed: engines refuse that combine).
+// rank: out[t] = fma-accumulated sum over valid slots ascending from +0.0 (or, with biases[s], from
+// bias0 + bias1: +0.0 for an absent one), rounded once. Throws CapacityError when a row lies at or
+// past C (the dispatch overflowed: engines refuse that combine).
 std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
                                         const std::vector<RankInputs>& inputs, int num_experts,
                                         const Topology& topology, int64_t max_tokens_per_rank,
-                                        int64_t expert_capacity = 0);
+                                        int64_t expert_capacity = 0,
+                                        const std::vector<CombineBias>& biases = {});
 
 // ---- the MoE layer (docs/MOE.md) -------------------------------------------------------------------
 

@@ -80,7 +80,7 @@ nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handl
 nb::tuple combine(Engine engine, nb::handle self_object, nb::handle x, nb::handle topk_idx,
                   nb::handle topk_weights, const LowLatencyHandle& handle, bool zero_copy,
                   bool return_recv_hook, nb::handle out_combined_x, uintptr_t stream,
-                  const std::string& framework) {
+                  const std::string& framework, nb::handle bias0, nb::handle bias1) {
   PyBuffer& self = nb::cast<PyBuffer&>(self_object);
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
@@ -96,6 +96,9 @@ nb::tuple combine(Engine engine, nb::handle self_object, nb::handle x, nb::handl
   args.zero_copy = zero_copy;
   args.return_recv_hook = return_recv_hook;
   args.out_combined_x = to_view(out_combined_x, "out", *keep, placement, true);
+  // Kept alive with the other inputs until the hook (if any) has run.
+  args.bias0 = to_view(bias0, "bias0", *keep, placement);
+  args.bias1 = to_view(bias1, "bias1", *keep, placement);
   args.stream = to_stream(stream);
   LowLatencyCombineResult result;
   {
@@ -152,13 +155,14 @@ void bind_low_latency(nb::module_& m, BufferClass& buffer) {
         ll ? "low_latency_combine" : "symmetric_combine",
         [engine](nb::handle self, nb::handle x, nb::handle topk_idx, nb::handle topk_weights,
                  const LowLatencyHandle& handle, bool zero_copy, bool return_recv_hook, nb::handle out,
-                 uintptr_t stream, const std::string& framework) {
+                 uintptr_t stream, const std::string& framework, nb::handle bias0, nb::handle bias1) {
           return combine(engine, self, x, topk_idx, topk_weights, handle, zero_copy, return_recv_hook, out,
-                         stream, framework);
+                         stream, framework, bias0, bias1);
         },
         nb::arg("x").none(), nb::arg("topk_idx"), nb::arg("topk_weights"), nb::arg("handle"),
         nb::arg("zero_copy") = false, nb::arg("return_recv_hook") = false, nb::arg("out").none() = nb::none(),
-        nb::arg("stream") = 0, nb::arg("framework") = "numpy", "-> (combined_x, hook)");
+        nb::arg("stream") = 0, nb::arg("framework") = "numpy", nb::arg("bias0").none() = nb::none(),
+        nb::arg("bias1").none() = nb::none(), "-> (combined_x, hook)");
   }
   buffer.def(
       "low_latency_combine_buffer",

@@ -104,7 +104,7 @@ nb::dict dispatch(PyBuffer& self, nb::handle x, nb::handle x_scales, nb::handle 
 
 nb::tuple combine(PyBuffer& self, nb::handle x, nb::handle topk_weights, const DispatchHandle& handle,
                   nb::handle out_combined_x, nb::handle out_combined_topk_weights, uintptr_t stream,
-                  const std::string& framework) {
+                  const std::string& framework, nb::handle bias0, nb::handle bias1) {
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
   const Placement& placement = self.placement();
@@ -113,6 +113,8 @@ nb::tuple combine(PyBuffer& self, nb::handle x, nb::handle topk_weights, const D
   args.x = to_view(x, "x", keep, placement);
   args.topk_weights = to_view(topk_weights, "topk_weights", keep, placement);
   args.handle = &handle;
+  args.bias0 = to_view(bias0, "bias0", keep, placement);
+  args.bias1 = to_view(bias1, "bias1", keep, placement);
   args.out_combined_x = to_view(out_combined_x, "out_combined_x", keep, placement, true);
   args.out_combined_topk_weights =
       to_view(out_combined_topk_weights, "out_combined_topk_weights", keep, placement, true);
@@ -140,7 +142,7 @@ void bind_normal(nb::module_&, BufferClass& buffer) {
            nb::arg("framework"))
       .def("combine", &combine, nb::arg("x"), nb::arg("topk_weights").none(), nb::arg("handle"),
            nb::arg("out_combined_x").none(), nb::arg("out_combined_topk_weights").none(), nb::arg("stream"),
-           nb::arg("framework"));
+           nb::arg("framework"), nb::arg("bias0").none() = nb::none(), nb::arg("bias1").none() = nb::none());
 }
 
 }  // namespace switchyard::python

@@ -218,7 +218,10 @@ class Buffer:
         x: bf16 [N, H] (uint16 bits with numpy), or fp8 e4m3 [N, H] (uint8 bits with numpy) with
         x_scales f32 [N, H / 128]; x may also be the tuple (x_fp8, x_scales).
         topk_idx: int64 [N, K], -1 = no expert; topk_weights: f32 [N, K], optional.
-        layout: from get_dispatch_layout on the same topk_idx (computed here when None).
+        layout: from get_dispatch_layout on the same topk_idx (computed here when None). Without
+        topk_idx the layout alone routes (DeepEP's topk_idx=None): token t goes to every rank with
+        is_token_in_rank[t, rank], no recv_topk_idx or recv_topk_weights come back, and the per-expert
+        counts are what the sources' num_tokens_per_expert say.
         handle: an earlier dispatch's handle replays its routing (cached dispatch): topk_idx,
         topk_weights, num_experts and layout may then be omitted.
         num_worst_tokens > 0: outputs have exactly that many rows and the host never waits for the
@@ -250,20 +253,24 @@ class Buffer:
                 raw[name] = given
         return DispatchResult(**raw)
 
-    def combine(self, x, handle: _C.DispatchHandle, topk_weights=None, *, out_combined_x=None,
-                out_combined_topk_weights=None, stream=None) -> CombineResult:
+    def combine(self, x, handle: _C.DispatchHandle, topk_weights=None, *, bias0=None, bias1=None,
+                out_combined_x=None, out_combined_topk_weights=None, stream=None) -> CombineResult:
         """Brings rows back to their source ranks and reduces them.
 
         x: bf16 [M, H], one row per received token in dispatch's order; topk_weights: f32 [M, K],
         optional, reduced like x. out[t] is the sum over the ranks that received t, in ascending rank
         order, in fp32 from +0, rounded to bf16 once (with several nodes: per node first, then over
         nodes; see DESIGN.md). The order is part of the contract: results are bit-identical.
+
+        bias0, bias1: optional bf16 [N, H] (N: this rank's tokens of the dispatch); the fp32 sum starts
+        at bias0 + bias1 (an absent one counts as +0.0) instead of +0 (docs/deep_ep.md, "Combine bias").
         """
         self._check_alive()
         call = _Call(self, x, stream)
         combined_x, combined_topk_weights = self._native.combine(
             call(x, "x"), call(topk_weights, "topk_weights"), handle, call(out_combined_x, "out_combined_x"),
-            call(out_combined_topk_weights, "out_combined_topk_weights"), call.stream, call.framework)
+            call(out_combined_topk_weights, "out_combined_topk_weights"), call.stream, call.framework,
+            call(bias0, "bias0"), call(bias1, "bias1"))
         if out_combined_x is not None:
             combined_x = out_combined_x
         if out_combined_topk_weights is not None:
@@ -294,7 +301,7 @@ class Buffer:
 
     def low_latency_combine(self, x, topk_idx, topk_weights, handle: "_C.LowLatencyHandle", *,
                             zero_copy: bool = False, return_recv_hook: bool = False, out=None,
-                            stream=None) -> LowLatencyCombineResult:
+                            bias0=None, bias1=None, stream=None) -> LowLatencyCombineResult:
         """Brings expert outputs back and reduces them (the `low_latency` engine).
 
         x: bf16 [L, R * max, H'], rows as dispatch gave them (only rows < recv_count are read); with
@@ -303,9 +310,11 @@ class Buffer:
         f32 [N, K]. out[t] = the sum over valid slots j ascending of w[t, j] * y[row(t, j)],
         accumulated in fp32 with fused multiply-add from +0.0, rounded to bf16 once: bit-identical
         run after run. out: a preallocated bf16 [N, H'] (returned as given).
+        bias0, bias1: optional bf16 [N, H']; the accumulator starts at bias0 + bias1 (an absent one counts
+        as +0.0) instead of +0.0 (docs/deep_ep.md, "Combine bias").
         """
         return self._expert_major_combine("low_latency_combine", x, topk_idx, topk_weights, handle, zero_copy,
-                                          return_recv_hook, out, stream)
+                                          return_recv_hook, out, stream, bias0, bias1)
 
     def low_latency_combine_buffer(self, handle: "_C.LowLatencyHandle", *, framework: Optional[str] = None):
         """bf16 [L, R * max, H] in this rank's heap, for `handle`'s dispatch: write the expert outputs
@@ -330,11 +339,12 @@ class Buffer:
                                            use_fp8, round_scale, use_ue8m0, return_recv_hook, expert_capacity, stream)
 
     def symmetric_combine(self, x, topk_idx, topk_weights, handle: "_C.LowLatencyHandle", *, zero_copy: bool = False,
-                          return_recv_hook: bool = False, out=None, stream=None) -> LowLatencyCombineResult:
+                          return_recv_hook: bool = False, out=None, bias0=None, bias1=None,
+                          stream=None) -> LowLatencyCombineResult:
         """low_latency_combine on the `symmetric` engine: the same outputs, bit for bit.
         zero_copy=True and return_recv_hook=True raise Unsupported."""
         return self._expert_major_combine("symmetric_combine", x, topk_idx, topk_weights, handle, zero_copy,
-                                          return_recv_hook, out, stream)
+                                          return_recv_hook, out, stream, bias0, bias1)
 
     def _expert_major_dispatch(self, method, x, topk_idx, max_tokens_per_rank, num_experts, use_fp8, round_scale,
                                use_ue8m0, return_recv_hook, expert_capacity, stream):
@@ -348,13 +358,13 @@ class Buffer:
         return LowLatencyDispatchResult(**raw)
 
     def _expert_major_combine(self, method, x, topk_idx, topk_weights, handle, zero_copy, return_recv_hook, out,
-                              stream):
+                              stream, bias0=None, bias1=None):
         self._check_alive()
         call = _Call(self, x if x is not None else topk_weights, stream)
         combined_x, hook = getattr(self._native, method)(call(x, "x"), call(topk_idx, "topk_idx"),
                                                          call(topk_weights, "topk_weights"), handle, bool(zero_copy),
                                                          bool(return_recv_hook), call(out, "out"), call.stream,
-                                                         call.framework)
+                                                         call.framework, call(bias0, "bias0"), call(bias1, "bias1"))
         return LowLatencyCombineResult(out if out is not None else combined_x, hook)
 
     # ---- rank masks -----------------------------------------------------------------------------

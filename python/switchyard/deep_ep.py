@@ -34,7 +34,10 @@ Differences from DeepEP, all of them deliberate:
   nodes (more than 8 ranks) the handle is the same 6-tuple, not DeepEP's internode tuple.
 - fp8 scales may be in any layout DeepEP takes (its per_token_cast_to_fp8 makes column-major ones):
   other than row-major, they are copied to row-major on the call's stream first.
-- Dispatch without topk_idx (routing by is_token_in_rank alone) raises switchyard.Unsupported.
+- Dispatch without topk_idx is routed by is_token_in_rank alone, as in DeepEP: recv_topk_idx and
+  recv_topk_weights are None, num_recv_tokens_per_expert_list sums what the sources'
+  num_tokens_per_expert claim for this rank's experts, and the combine that follows is the plain sum
+  of the copies.
 - Tensors: anything with __dlpack__. With numpy, bf16 travels as its bits in uint16 arrays and fp8
   e4m3 as uint8; torch.bfloat16 and torch.float8_e4m3fn are taken as they are. The CPU backend runs
   everything without a GPU.
@@ -217,6 +220,19 @@ def _record_event(tensor, wanted: bool) -> EventOverlap:
         event.record(_torch().cuda.current_stream(tensor.device))
         return EventOverlap(event)
     return EventOverlap(None)
+
+
+def _unpack_bias(bias):
+    """DeepEP's combine `bias`: None, one tensor, or a tuple of up to two -> (bias0, bias1)."""
+    if bias is None:
+        return None, None
+    if isinstance(bias, (tuple, list)):
+        if len(bias) > 2:
+            raise InvalidArgument(f"bias: expected a tensor or a tuple of up to two tensors, got a "
+                                  f"{type(bias).__name__} of {len(bias)}")
+        padded = tuple(bias) + (None,) * (2 - len(bias))
+        return padded[0], padded[1]
+    return bias, None
 
 
 def _native_dispatch_handle(handle, method: str) -> _C.DispatchHandle:
@@ -486,25 +502,38 @@ class Buffer:
             recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
             return recv_x, None, None, None, None, _record_event(x, async_finish)
 
-        if topk_idx is None:
-            raise Unsupported("deep_ep.Buffer.dispatch(topk_idx=None): switchyard routes tokens by topk_idx "
-                              "(routing by is_token_in_rank and num_tokens_per_rank alone is not implemented); "
-                              "pass topk_idx and topk_weights, or a cached handle")
         if num_tokens_per_expert is None:
             raise InvalidArgument("num_tokens_per_expert: expected the tensor from get_dispatch_layout "
                                   "(it gives num_experts), got None")
         num_experts = int(num_tokens_per_expert.shape[0])
-        topk = int(topk_idx.shape[1]) if len(topk_idx.shape) == 2 else 1
-        self._check_config(config, "dispatch", x.shape[1], topk, num_experts)
         layout = None
-        if self._last_layout is not None and self._last_layout[0] is num_tokens_per_rank:
-            layout = self._last_layout[1]
+        if topk_idx is None:
+            # Routed by is_token_in_rank alone, as DeepEP does: the receivers' per-expert counts are
+            # what num_tokens_per_expert claims; no expert ids or weights travel.
+            if topk_weights is not None:
+                raise InvalidArgument("topk_weights: expected None without topk_idx, got a tensor")
+            if is_token_in_rank is None:
+                raise InvalidArgument("is_token_in_rank: expected bool [num_tokens, num_ranks] (the routing of a "
+                                      "dispatch without topk_idx), got None")
+            layout = DispatchLayout(num_tokens_per_rank, num_tokens_per_rdma_rank, num_tokens_per_expert,
+                                    is_token_in_rank)
+            topk = 0
+        else:
+            topk = int(topk_idx.shape[1]) if len(topk_idx.shape) == 2 else 1
+            if self._last_layout is not None and self._last_layout[0] is num_tokens_per_rank:
+                layout = self._last_layout[1]
+        self._check_config(config, "dispatch", x.shape[1], topk, num_experts)
         result = self.switchyard_buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts,
                                                  x_scales=x_scales, expert_alignment=expert_alignment,
                                                  layout=layout, num_worst_tokens=num_worst_tokens)
         recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
         handle = normal_handle(result.handle, self.rank, self.group_size, framework_of(x))
         handle.call_shape = (topk, num_experts)
+        if layout is not None:
+            # NOTES: switchyard's handle borrows the layout's is_token_in_rank (combine and cached
+            # dispatch route by it), so the handle keeps the layout's tensors alive, as DeepEP's handle,
+            # which holds that very tensor, does; neither the caller nor _last_layout may outlive it.
+            handle.routing_inputs = layout
         return (recv_x, result.recv_topk_idx, result.recv_topk_weights, list(result.num_recv_tokens_per_expert),
                 handle, _record_event(x, async_finish))
 
@@ -517,14 +546,16 @@ class Buffer:
         combined_x[t] is the sum over the ranks that received t in ascending rank order, in fp32
         from +0, rounded to bf16 once, so it is bit-identical run after run. topk_weights are
         reduced the same way (exactly: each slot is non-zero on one rank only).
+
+        bias: a bf16 [N, H] tensor, or a tuple of up to two (each may be None), N this rank's tokens of
+        the dispatch. As in DeepEP's kernels, the fp32 sum starts at bias_0 + bias_1 (a missing one
+        counts as +0.0), then the rows are added and the sum is rounded once.
         """
-        if bias is not None:
-            raise Unsupported("deep_ep.Buffer.combine(bias=...): not implemented in switchyard; add the bias "
-                              "to combined_x")
+        bias0, bias1 = _unpack_bias(bias)
         native = _native_dispatch_handle(handle, "combine")
         self._check_config(config, "combine", x.shape[1], *getattr(handle, "call_shape", (1, 0)))
         self._wait_previous(previous_event)
-        result = self.switchyard_buffer.combine(x, native, topk_weights)
+        result = self.switchyard_buffer.combine(x, native, topk_weights, bias0=bias0, bias1=bias1)
         return result.combined_x, result.combined_topk_weights, _record_event(x, async_finish)
 
     # ---- low-latency mode -----------------------------------------------------------------------

@@ -256,6 +256,9 @@ void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine,
   expect_dim(args.topk_weights, "topk_weights", 1, handle.topk, "k of the dispatch");
   expect_output(args.out_combined_x, "out_combined_x", DType::bf16, {handle.num_tokens, plan.hidden},
                 "[num_tokens, hidden of x]", device);
+  // NOTES: read only by this rank, so not part of the signature every rank's call must match.
+  expect_optional_bias(args.bias0, "bias0", handle.num_tokens, plan.hidden, device);
+  expect_optional_bias(args.bias1, "bias1", handle.num_tokens, plan.hidden, device);
   plan.signature = call_signature(4, plan.hidden, handle.topk, handle.num_experts, handle.max_tokens_per_rank,
                                   handle.rows_per_expert());
 }

@@ -145,10 +145,12 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
       throw InvalidArgument("expert_alignment: expected >= 1, got " + std::to_string(args.expert_alignment));
     }
     plan.expert_alignment = args.expert_alignment;
-    if (!args.topk_idx.defined()) {
+    // Without topk_idx the layout routes the tokens (DeepEP's dispatch by is_token_in_rank alone):
+    // its num_tokens_per_expert gives the receivers' per-expert counts, and no expert ids travel.
+    if (!args.topk_idx.defined() && !args.layout) {
       throw InvalidArgument(
-          "topk_idx: expected an i64 tensor [num_tokens, k], got none (only a cached dispatch may "
-          "omit it)");
+          "topk_idx: expected an i64 tensor [num_tokens, k], got none (only a cached dispatch, or one "
+          "given a layout to route by, may omit it)");
     }
   }
   plan.local_experts = plan.num_experts / buffer.options.topology.num_ranks;
@@ -186,6 +188,15 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
     expect_dim(args.layout->num_tokens_per_expert, "layout.num_tokens_per_expert", 0, plan.num_experts,
                "num_experts");
     plan.layout = args.layout;
+    if (!args.topk_idx.defined() && device == Device::cpu) {
+      const int32_t* counts = args.layout->num_tokens_per_expert.as<const int32_t>();
+      for (int expert = 0; expert < plan.num_experts; ++expert) {
+        if (counts[expert] < 0) {
+          throw InvalidArgument("layout.num_tokens_per_expert: expected counts >= 0, got " +
+                                std::to_string(counts[expert]) + " for expert " + std::to_string(expert));
+        }
+      }
+    }
   }
   check_dispatch_outputs(plan, device);
   check_heap(normal_call_bytes(plan), "dispatch", plan.hidden, buffer);
@@ -244,6 +255,10 @@ CombinePlan plan_combine(const CombineArgs& args, const NormalPlanContext& buffe
     expect_undefined(args.out_combined_topk_weights, "out_combined_topk_weights",
                      "no topk_weights were given");
   }
+  // NOTES: the biases stay on this rank (only its own tokens' sums read them), so they are not part
+  // of the signature that every rank's call must match.
+  expect_optional_bias(args.bias0, "bias0", handle.num_tokens, plan.hidden, device);
+  expect_optional_bias(args.bias1, "bias1", handle.num_tokens, plan.hidden, device);
   check_heap(normal_call_bytes(plan), "combine", plan.hidden, buffer);
   plan.signature = call_signature(2, plan.hidden, plan.topk, plan.has_weights, plan.config.num_channels);
   return plan;

@@ -1,5 +1,7 @@
 #include "core/validation.hpp"
 
+#include <cstdint>
+
 #include "switchyard/errors.hpp"
 
 namespace switchyard::detail {
@@ -63,6 +65,21 @@ void expect_dim(const TensorView& tensor, const char* name, int dim, int64_t exp
 void expect_undefined(const TensorView& tensor, const char* name, const std::string& why) {
   if (tensor.defined()) {
     throw InvalidArgument(std::string(name) + ": expected none (" + why + "), got " + tensor.describe());
+  }
+}
+
+void expect_optional_bias(const TensorView& bias, const char* name, int64_t num_tokens, int64_t hidden,
+                          Device device) {
+  if (!bias.defined()) return;
+  expect_tensor(bias, name, DType::bf16, 2, device);
+  expect_dim(bias, name, 0, num_tokens, "tokens of the dispatch on this rank");
+  expect_dim(bias, name, 1, hidden, "hidden of x");
+  // NOTES: the kernels read a bias row 16 bytes at a time, where the rows of x are read.
+  if (device == Device::cuda && reinterpret_cast<uintptr_t>(bias.data) % 16 != 0) {
+    throw InvalidArgument(
+        std::string(name) +
+        ": expected a 16-byte aligned data pointer (the GPU reads it 16 bytes at a time), got " +
+        std::to_string(reinterpret_cast<uintptr_t>(bias.data)));
   }
 }
 

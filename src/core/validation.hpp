@@ -14,6 +14,11 @@ void expect_optional_tensor(const TensorView& tensor, const char* name, DType dt
 void expect_dim(const TensorView& tensor, const char* name, int dim, int64_t expected, const char* what);
 void expect_undefined(const TensorView& tensor, const char* name, const std::string& why);
 
+// A combine bias (CombineArgs::bias0 / bias1): undefined, or bf16 [num_tokens, hidden] on `device`
+// (16-byte aligned on cuda).
+void expect_optional_bias(const TensorView& bias, const char* name, int64_t num_tokens, int64_t hidden,
+                          Device device);
+
 // Expert ids in [-1, num_experts) (host tensors only).
 void expect_expert_ids(const TensorView& topk_idx, int num_experts);
 

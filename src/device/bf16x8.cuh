@@ -1,8 +1,10 @@
 #pragma once
 // Eight bf16 channels in one 16-byte word: the fp32 accumulate and the single rounding that every
-// combine reduction of the normal engines uses (DESIGN.md, Combine: fp32 from +0, rounded once).
+// combine reduction of the normal engines uses (DESIGN.md, Combine: fp32 from +0, or from the biases, rounded
+// once).
 #include <cstdint>
 
+#include "common/combine_bias.hpp"
 #include "common/numeric.hpp"
 
 namespace switchyard::cuda {
@@ -14,6 +16,22 @@ __device__ __forceinline__ void add_bf16x8(float (&sum)[8], int4 packed) {
   for (int i = 0; i < 4; ++i) {
     sum[2 * i] += common::bf16_to_float(static_cast<uint16_t>(words[i] & 0xffffu));
     sum[2 * i + 1] += common::bf16_to_float(static_cast<uint16_t>(words[i] >> 16));
+  }
+}
+
+// The fp32 start of eight channels of a combine sum: bias0 + bias1 at 16-byte chunk `chunk` of the
+// token's [H] bias rows, +0.0 for an absent (null) one (common/combine_bias.hpp).
+__device__ __forceinline__ void start_bf16x8(float (&sum)[8], const uint16_t* bias0_row,
+                                             const uint16_t* bias1_row, uint32_t chunk) {
+  const int4 zero = make_int4(0, 0, 0, 0);
+  const int4 first = bias0_row ? __ldg(reinterpret_cast<const int4*>(bias0_row) + chunk) : zero;
+  const int4 second = bias1_row ? __ldg(reinterpret_cast<const int4*>(bias1_row) + chunk) : zero;
+  const uint16_t* first_values = reinterpret_cast<const uint16_t*>(&first);
+  const uint16_t* second_values = reinterpret_cast<const uint16_t*>(&second);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    sum[i] = common::combine_bias_start(bias0_row ? first_values : nullptr,
+                                        bias1_row ? second_values : nullptr, static_cast<size_t>(i));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <string>
 
+#include "common/combine_bias.hpp"
 #include "common/fp8_cast.hpp"
 #include "common/numeric.hpp"
 #include "core/expert_capacity.hpp"
@@ -251,14 +252,112 @@ std::vector<NormalDispatchOutput> normal_dispatch(const std::vector<RankInputs>&
   return outputs;
 }
 
+std::vector<NormalDispatchOutput> normal_dispatch_by_rank(
+    const std::vector<RankInputs>& inputs, const std::vector<std::vector<uint8_t>>& is_token_in_rank,
+    const std::vector<std::vector<int>>& num_tokens_per_expert, int num_experts, const Topology& topology,
+    int expert_alignment) {
+  expect_topology(topology);
+  expect_num_experts(num_experts, topology);
+  const int num_ranks = topology.num_ranks;
+  const size_t expected_count = static_cast<size_t>(num_ranks);
+  if (inputs.size() != expected_count || is_token_in_rank.size() != expected_count ||
+      num_tokens_per_expert.size() != expected_count) {
+    throw InvalidArgument("inputs, is_token_in_rank, num_tokens_per_expert: expected one per rank (" +
+                          std::to_string(num_ranks) + "), got " + std::to_string(inputs.size()) + ", " +
+                          std::to_string(is_token_in_rank.size()) + ", " +
+                          std::to_string(num_tokens_per_expert.size()));
+  }
+  if (expert_alignment < 1) {
+    throw InvalidArgument("expert_alignment: expected >= 1, got " + std::to_string(expert_alignment));
+  }
+  const DType dtype = inputs[0].x.dtype;
+  if (dtype != DType::bf16 && dtype != DType::fp8_e4m3) {
+    throw InvalidArgument("inputs[0].x: expected dtype bf16 or fp8_e4m3, got " + inputs[0].x.describe());
+  }
+  int64_t hidden = -1;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    const RankInputs& in = inputs[rank];
+    const std::string x_name = at_rank("inputs", rank) + ".x";
+    expect_host_tensor(in.x, x_name, dtype, 2);
+    if (hidden < 0) hidden = in.x.shape[1];
+    expect_size(in.x, x_name, 1, hidden, "hidden of inputs[0].x");
+    const int64_t num_tokens = in.x.shape[0];
+    if (dtype == DType::fp8_e4m3) {
+      const std::string scales_name = at_rank("inputs", rank) + ".x_scales";
+      if (hidden % kScaleBlock != 0) {
+        throw InvalidArgument(x_name + ": expected hidden a multiple of 128 for fp8, got " + in.x.describe());
+      }
+      expect_host_tensor(in.x_scales, scales_name, DType::f32, 2);
+      expect_size(in.x_scales, scales_name, 0, num_tokens, "num_tokens of x");
+      expect_size(in.x_scales, scales_name, 1, hidden / kScaleBlock, "hidden / 128");
+    }
+    if (in.topk_idx.defined() || in.topk_weights.defined()) {
+      throw InvalidArgument(at_rank("inputs", rank) +
+                            ": expected no topk_idx and no topk_weights (routed by is_token_in_rank)");
+    }
+    if (is_token_in_rank[rank].size() != static_cast<size_t>(num_tokens * num_ranks)) {
+      throw InvalidArgument(
+          at_rank("is_token_in_rank", rank) + ": expected " + std::to_string(num_tokens * num_ranks) +
+          " entries (num_tokens x num_ranks), got " + std::to_string(is_token_in_rank[rank].size()));
+    }
+    if (num_tokens_per_expert[rank].size() != static_cast<size_t>(num_experts)) {
+      throw InvalidArgument(at_rank("num_tokens_per_expert", rank) + ": expected " +
+                            std::to_string(num_experts) + " counts, got " +
+                            std::to_string(num_tokens_per_expert[rank].size()));
+    }
+  }
+
+  const int local_experts = num_experts / num_ranks;
+  const size_t row_bytes = static_cast<size_t>(hidden) * dtype_size(dtype);
+  const int64_t num_scales = dtype == DType::fp8_e4m3 ? hidden / kScaleBlock : 0;
+  std::vector<NormalDispatchOutput> outputs(num_ranks);
+  for (int dest = 0; dest < num_ranks; ++dest) {
+    NormalDispatchOutput& out = outputs[dest];
+    for (int source = 0; source < num_ranks; ++source) {  // source rank ascending, then token ascending
+      for (int64_t token = 0; token < inputs[source].x.shape[0]; ++token) {
+        if (!is_token_in_rank[source][token * num_ranks + dest]) continue;
+        out.recv_src_rank.push_back(source);
+        out.recv_src_token.push_back(token);
+      }
+    }
+    const int64_t num_recv = static_cast<int64_t>(out.recv_src_rank.size());
+    out.recv_x = Tensor::empty(dtype, {num_recv, hidden});
+    if (dtype == DType::fp8_e4m3) out.recv_x_scales = Tensor::empty(DType::f32, {num_recv, num_scales});
+    for (int64_t row = 0; row < num_recv; ++row) {
+      const RankInputs& in = inputs[out.recv_src_rank[row]];
+      const int64_t token = out.recv_src_token[row];
+      std::memcpy(out.recv_x.as<uint8_t>() + row * row_bytes, in.x.as<const uint8_t>() + token * row_bytes,
+                  row_bytes);
+      for (int64_t s = 0; s < num_scales; ++s) {
+        out.recv_x_scales.as<float>()[row * num_scales + s] =
+            in.x_scales.as<const float>()[token * num_scales + s];
+      }
+    }
+    out.num_recv_tokens_per_expert.assign(local_experts, 0);
+    for (int local = 0; local < local_experts; ++local) {
+      int64_t count = 0;
+      for (int source = 0; source < num_ranks; ++source) {
+        count += num_tokens_per_expert[source][dest * local_experts + local];
+      }
+      out.num_recv_tokens_per_expert[local] = static_cast<int>(align_up(count, expert_alignment));
+    }
+  }
+  return outputs;
+}
+
 std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& ys,
                                                 const std::vector<TensorView>& weights,
                                                 const std::vector<NormalDispatchOutput>& dispatched,
                                                 const std::vector<int64_t>& num_tokens_per_source,
-                                                const Topology& topology) {
+                                                const Topology& topology,
+                                                const std::vector<CombineBias>& biases) {
   expect_topology(topology);
   const int num_ranks = topology.num_ranks;
   const size_t expected_count = static_cast<size_t>(num_ranks);
+  if (!biases.empty() && biases.size() != expected_count) {
+    throw InvalidArgument("biases: expected none or one per rank (" + std::to_string(num_ranks) + "), got " +
+                          std::to_string(biases.size()));
+  }
   if (ys.size() != expected_count) {
     throw InvalidArgument("ys: expected one per rank (" + std::to_string(num_ranks) + "), got " +
                           std::to_string(ys.size()));
@@ -326,6 +425,15 @@ std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& y
                             std::to_string(num_tokens_per_source[rank]));
     }
   }
+  for (size_t rank = 0; rank < biases.size(); ++rank) {
+    for (auto [bias, which] : {std::pair{&biases[rank].bias0, ".bias0"}, {&biases[rank].bias1, ".bias1"}}) {
+      if (!bias->defined()) continue;
+      const std::string name = at_rank("biases", rank) + which;
+      expect_host_tensor(*bias, name, DType::bf16, 2);
+      expect_size(*bias, name, 0, num_tokens_per_source[rank], "tokens of the home rank");
+      expect_size(*bias, name, 1, hidden, "hidden of ys[0]");
+    }
+  }
 
   // contributions[s][t]: the (rank, row) pairs that hold token t of source s, ranks ascending.
   struct Contribution {
@@ -351,13 +459,21 @@ std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& y
     if (has_weights) out.combined_topk_weights = Tensor::empty(DType::f32, {num_tokens, topk});
 
     // NOTES: every sum starts from +0.0f (as DeepEP's does), so a lone -0.0 comes out as +0.0 and a
-    // token nobody received gives +0.0.
+    // token nobody received gives +0.0; the final sum starts from bias0 + bias1 instead where given.
+    const uint16_t* bias0 = nullptr;
+    const uint16_t* bias1 = nullptr;
+    if (!biases.empty()) {
+      bias0 = biases[source].bias0.defined() ? biases[source].bias0.as<const uint16_t>() : nullptr;
+      bias1 = biases[source].bias1.defined() ? biases[source].bias1.as<const uint16_t>() : nullptr;
+    }
     std::vector<float> total(hidden);
     std::vector<float> node_sum(hidden);
     for (int64_t token = 0; token < num_tokens; ++token) {
       const std::vector<Contribution>& from = contributions[source][token];
-      std::fill(total.begin(), total.end(), 0.0f);
-      for (int node = 0; node < num_nodes; ++node) {
+      for (int64_t col = 0; col < hidden; ++col) {
+        total[col] = common::combine_bias_start(bias0, bias1, static_cast<size_t>(token * hidden + col));
+      }
+      for (int node = 0; node < num_nodes && num_nodes > 1; ++node) {
         std::fill(node_sum.begin(), node_sum.end(), 0.0f);
         bool any = false;
         for (const Contribution& c : from) {  // ranks ascending
@@ -371,6 +487,11 @@ std::vector<NormalCombineOutput> normal_combine(const std::vector<TensorView>& y
         for (int64_t col = 0; col < hidden; ++col) {
           total[col] += common::bf16_to_float(common::float_to_bf16(node_sum[col]));
         }
+      }
+      // One node: no partial, the ranks' rows go straight into the final sum.
+      for (size_t c = 0; c < from.size() && num_nodes == 1; ++c) {
+        const uint16_t* y_row = ys[from[c].rank].as<const uint16_t>() + from[c].row * hidden;
+        for (int64_t col = 0; col < hidden; ++col) total[col] += common::bf16_to_float(y_row[col]);
       }
       uint16_t* out_row = out.combined_x.as<uint16_t>() + token * hidden;
       for (int64_t col = 0; col < hidden; ++col) out_row[col] = common::float_to_bf16(total[col]);
@@ -571,7 +692,7 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
 std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
                                         const std::vector<RankInputs>& inputs, int num_experts,
                                         const Topology& topology, int64_t max_tokens_per_rank,
-                                        int64_t expert_capacity) {
+                                        int64_t expert_capacity, const std::vector<CombineBias>& biases) {
   const int64_t topk =
       expect_low_latency_inputs(inputs, num_experts, topology, max_tokens_per_rank, false, true).second;
   const int num_ranks = topology.num_ranks;
@@ -592,6 +713,19 @@ std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
     expect_size(ys[rank], name, 2, hidden, "hidden of ys[0]");
   }
   const auto rows = rows_per_source_and_expert(inputs, num_experts);
+  if (!biases.empty() && biases.size() != static_cast<size_t>(num_ranks)) {
+    throw InvalidArgument("biases: expected none or one per rank (" + std::to_string(num_ranks) + "), got " +
+                          std::to_string(biases.size()));
+  }
+  for (size_t rank = 0; rank < biases.size(); ++rank) {
+    for (auto [bias, which] : {std::pair{&biases[rank].bias0, ".bias0"}, {&biases[rank].bias1, ".bias1"}}) {
+      if (!bias->defined()) continue;
+      const std::string name = at_rank("biases", rank) + which;
+      expect_host_tensor(*bias, name, DType::bf16, 2);
+      expect_size(*bias, name, 0, inputs[rank].topk_idx.shape[0], "tokens of the home rank");
+      expect_size(*bias, name, 1, hidden, "hidden of ys[0]");
+    }
+  }
 
   std::vector<Tensor> outputs(num_ranks);
   std::vector<float> accumulator(hidden);
@@ -601,11 +735,20 @@ std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
     const int64_t* ids = in.topk_idx.as<const int64_t>();
     const float* weights = in.topk_weights.as<const float>();
     outputs[source] = Tensor::empty(DType::bf16, {num_tokens, hidden});
+    const uint16_t* bias0 = nullptr;
+    const uint16_t* bias1 = nullptr;
+    if (!biases.empty()) {
+      bias0 = biases[source].bias0.defined() ? biases[source].bias0.as<const uint16_t>() : nullptr;
+      bias1 = biases[source].bias1.defined() ? biases[source].bias1.as<const uint16_t>() : nullptr;
+    }
     // The row of each (token, slot) on its expert: the rows of lower sources, then this source's
     // earlier pairs for the same expert.
     std::vector<int64_t> next_position(num_experts, 0);
     for (int64_t token = 0; token < num_tokens; ++token) {
-      std::fill(accumulator.begin(), accumulator.end(), 0.0f);
+      for (int64_t col = 0; col < hidden; ++col) {
+        accumulator[col] =
+            common::combine_bias_start(bias0, bias1, static_cast<size_t>(token * hidden + col));
+      }
       for (int64_t slot = 0; slot < topk; ++slot) {
         const int64_t expert = ids[token * topk + slot];
         if (expert < 0) continue;

@@ -173,6 +173,44 @@ TEST(DispatchErrors, ExpertIdBeyondNumExpertsIsRefused) {
       {"topk_idx"}, "4");
 }
 
+// Without topk_idx only a layout (or a cached handle) can route the tokens.
+TEST(DispatchErrors, DispatchWithoutTopkIdxOrLayoutIsRefused) {
+  expect_dispatch_refused(
+      small_shape(),
+      [](SingleRankCall&, DispatchArgs& args) {
+        args.topk_idx = TensorView();
+        args.topk_weights = TensorView();
+        args.layout = nullptr;
+      },
+      {"topk_idx"}, "got none");
+}
+
+// Routed by the layout alone, the receivers count what num_tokens_per_expert claims: a negative count
+// is refused rather than reported.
+TEST(DispatchErrors, NegativeExpertCountInALayoutWithoutTopkIdxIsRefused) {
+  const workload::Shape shape = small_shape();
+  DispatchLayout layout;
+  layout.num_tokens_per_rank = Tensor::empty(DType::i32, {1});
+  layout.num_tokens_per_node = Tensor::empty(DType::i32, {1});
+  layout.num_tokens_per_expert = Tensor::empty(DType::i32, {shape.num_experts});
+  layout.is_token_in_rank = Tensor::empty(DType::boolean, {shape.tokens_per_rank, 1});
+  for (int expert = 0; expert < shape.num_experts; ++expert)
+    layout.num_tokens_per_expert.as<int32_t>()[expert] = 1;
+  layout.num_tokens_per_expert.as<int32_t>()[2] = -3;
+  for (int64_t token = 0; token < shape.tokens_per_rank; ++token)
+    layout.is_token_in_rank.as<uint8_t>()[token] = 1;
+  layout.num_tokens_per_rank.as<int32_t>()[0] = static_cast<int32_t>(shape.tokens_per_rank);
+  layout.num_tokens_per_node.as<int32_t>()[0] = static_cast<int32_t>(shape.tokens_per_rank);
+  expect_dispatch_refused(
+      shape,
+      [&](SingleRankCall&, DispatchArgs& args) {
+        args.topk_idx = TensorView();
+        args.topk_weights = TensorView();
+        args.layout = &layout;
+      },
+      {"layout.num_tokens_per_expert"}, "-3");
+}
+
 TEST(DispatchErrors, ExpertIdBelowMinusOneIsRefused) {
   expect_dispatch_refused(
       small_shape(), [](SingleRankCall& call, DispatchArgs&) { call.data.topk_idx.as<int64_t>()[5] = -2; },
@@ -350,6 +388,38 @@ TEST(CombineErrors, MissingHandleIsRefused) {
   SCOPED_TRACE("message: " + message);
   EXPECT_TRUE(mentions(message, "handle"));
   EXPECT_TRUE(still_poisoned(fixture.out_combined_x)) << "out_combined_x was written";
+}
+
+// A bias must be bf16 [tokens of the dispatch, hidden of x]: each wrong one is refused naming the
+// argument, what was expected and what was given, before anything is written.
+TEST(CombineErrors, BiasOfTheWrongDtypeOrShapeIsRefused) {
+  CombineFixture fixture;
+  const int64_t tokens = fixture.shape.tokens_per_rank;
+  const int64_t hidden = fixture.shape.hidden;
+  struct BadBias {
+    const char* name;
+    Tensor bias;
+    const char* expected;  // a piece of the message
+  };
+  const std::vector<BadBias> cases = {
+      {"bias0", Tensor::empty(DType::f32, {tokens, hidden}), "dtype bf16"},
+      {"bias1", Tensor::empty(DType::bf16, {tokens + 1, hidden}), "tokens of the dispatch"},
+      {"bias0", Tensor::empty(DType::bf16, {tokens, hidden / 2}), "hidden of x"},
+      {"bias1", Tensor::empty(DType::bf16, {tokens * hidden}), "2 dimensions"},
+  };
+  for (const BadBias& bad : cases) {
+    CombineArgs args;
+    args.x = fixture.y;
+    args.handle = &fixture.dispatched.handle;
+    args.out_combined_x = fixture.out_combined_x;
+    (std::string(bad.name) == "bias0" ? args.bias0 : args.bias1) = bad.bias;
+    const std::string message = invalid_argument_message([&] { fixture.buffer->combine(args); });
+    SCOPED_TRACE("message: " + message);
+    EXPECT_TRUE(mentions(message, bad.name));
+    EXPECT_TRUE(mentions(message, bad.expected));
+    EXPECT_TRUE(mentions(message, bad.bias.view().describe()));
+    EXPECT_TRUE(still_poisoned(fixture.out_combined_x)) << "out_combined_x was written";
+  }
 }
 
 // ---- connect ----------------------------------------------------------------------------------

@@ -137,11 +137,13 @@ std::vector<InternodeCase> topology_cases() {
   };
 }
 
-void check_matches_reference(const InternodeCase& c, const RoundTripOptions& options) {
+void check_matches_reference(const InternodeCase& c, const RoundTripOptions& options,
+                             testing::Biases biases = testing::Biases::none) {
   const uint64_t seed = testing::seed_for("internode/" + c.name);
-  SCOPED_TRACE(describe(c, seed));
+  SCOPED_TRACE(describe(c, seed) + " biases=" + std::to_string(static_cast<int>(biases)));
   const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
-  const Expected expected = testing::compute_expected(c.shape, data, c.expert_alignment);
+  const Expected expected = testing::compute_expected(c.shape, data, c.expert_alignment,
+                                                      testing::make_biases(c.shape, seed, biases));
   const int num_ranks = c.shape.topology.num_ranks;
   std::vector<RankRun> runs(num_ranks);
   run_on_ranks(c, seed, [&](Buffer& buffer, int rank) {
@@ -170,6 +172,15 @@ TEST_P(InternodeEngineTest, LibraryAllocatedOutputsWithoutLayoutMatchReferenceBi
   options.preallocate_outputs = false;
   options.pass_layout = false;
   check_matches_reference(GetParam(), options);
+}
+
+// Combine biases: the home's sum over node partials starts at bias0 + bias1, then rounds once.
+TEST_P(InternodeEngineTest, CombineWithBiasesMatchesReferenceBitwise) {
+  RoundTripOptions options;
+  options.expert_alignment = GetParam().expert_alignment;
+  for (testing::Biases biases : {testing::Biases::first, testing::Biases::second, testing::Biases::both}) {
+    check_matches_reference(GetParam(), options, biases);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Topologies, InternodeEngineTest, ::testing::ValuesIn(topology_cases()), case_name);

@@ -79,6 +79,42 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, LowLatencyRoundTrip, ::testing::ValuesIn(cases()),
                          [](const auto& info) { return info.param.name; });
 
+// Combine biases: the accumulator starts at bias0 + bias1, then the weighted slots' multiply-adds.
+class LowLatencyBiasedCombine : public ::testing::TestWithParam<Case> {};
+
+TEST_P(LowLatencyBiasedCombine, CombineWithBiasesMatchesTheReferenceBitwise) {
+  expect_biased_combines_match(Engine::low_latency, GetParam(), "low_latency/bias/" + GetParam().name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LowLatencyBiasedCombine,
+                         ::testing::Values(make("r1_k1", 1, {5}, 8, 1, 4),
+                                           make("r3_k9", 3, {6, 0, 4}, 6, 9, 18, 128),
+                                           make("r4_zero_tokens", 4, {0, 0, 0, 0}, 4, 2, 8),
+                                           with_routing(make("r2_all_invalid", 2, {4, 4}, 4, 3, 4),
+                                                        workload::Routing::all_invalid),
+                                           with_fp8(make("r2_fp8", 2, {6, 5}, 6, 4, 8, 384), false, false)),
+                         [](const auto& info) { return info.param.name; });
+
+// With a hook, the biases are read when the receive half runs.
+TEST(LowLatency, HookSplitWithBiasesGivesTheReferenceBits) {
+  const Case c = make("hook_biases", 2, {6, 4}, 6, 3, 8);
+  const uint64_t seed = testing::seed_for("low_latency/hook_biases");
+  const Expected expected = with_biases(c, expected_for(c, seed), seed, true, true);
+  Failures failures;
+  with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
+    const int rank = group.rank();
+    const workload::RankData& data = expected.data[rank];
+    LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(dispatch_args(c, data));
+    LowLatencyCombineArgs args = combine_args(data, dispatched.handle, expected.ys[rank]);
+    attach_biases(expected, rank, args);
+    args.return_recv_hook = true;
+    LowLatencyCombineResult combined = buffer.low_latency_combine(args);
+    combined.hook();
+    compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
+  });
+  expect_none(failures, seed);
+}
+
 TEST(LowLatency, DuplicateExpertIdsSendOneRowPerSlot) {
   Case c = make("duplicates", 2, {5, 4}, 8, 3, 4);
   const uint64_t seed = testing::seed_for("low_latency/duplicates");
@@ -311,6 +347,12 @@ TEST(LowLatencyErrors, CombineRefusesShapesThatDoNotMatchTheHandle) {
   combine_refused([&](LowLatencyCombineArgs& a) { a.zero_copy = true; }, "x:");  // x is not the buffer's view
   Tensor out_wide = poisoned(DType::bf16, {4, 128});
   combine_refused([&](LowLatencyCombineArgs& a) { a.out_combined_x = out_wide; }, "out_combined_x:");
+  // Biases are bf16 [num_tokens, hidden of x].
+  Tensor bias_f32 = Tensor::empty(DType::f32, {4, 256});
+  combine_refused([&](LowLatencyCombineArgs& a) { a.bias0 = bias_f32; }, "bias0:");
+  Tensor bias_short = Tensor::empty(DType::bf16, {3, 256});
+  combine_refused([&](LowLatencyCombineArgs& a) { a.bias1 = bias_short; }, "bias1:");
+  combine_refused([&](LowLatencyCombineArgs& a) { a.bias0 = out_wide; }, "bias0:");
   const uint8_t* bytes = out.as<const uint8_t>();
   for (size_t i = 0; i < out.nbytes(); ++i) ASSERT_EQ(bytes[i], 0xA5) << "out_combined_x was written";
 

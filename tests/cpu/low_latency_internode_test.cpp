@@ -114,6 +114,28 @@ std::vector<NodesCase> round_trip_cases() {
 INSTANTIATE_TEST_SUITE_P(Topologies, LowLatencyInternodeRoundTrip, ::testing::ValuesIn(round_trip_cases()),
                          [](const auto& info) { return name_of(info.param); });
 
+// Combine biases across nodes: the accumulator starts at bias0 + bias1 on the home rank, as on one node.
+TEST(LowLatencyInternode, CombineWithBiasesMatchesTheReferenceBitwise) {
+  const NodesCase n{make("n2x2_biases", 4, {5, 3, 0, 5}, 5, 3, 8), 2, true};
+  const Case& c = n.c;
+  const uint64_t seed = testing::seed_for("low_latency_internode/" + c.name);
+  const Expected expected = with_biases(c, expected_on(c, n.topology(), seed), seed, true, true);
+  Failures failures;
+  {
+    const LoopbackDelays delays(n.delays, seed);
+    with_node_buffers(c, n.topology(), [&](Group& group, Buffer& buffer) {
+      const int rank = group.rank();
+      const workload::RankData& data = expected.data[rank];
+      const LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(dispatch_args(c, data));
+      LowLatencyCombineArgs cargs = combine_args(data, dispatched.handle, expected.ys[rank]);
+      attach_biases(expected, rank, cargs);
+      const LowLatencyCombineResult combined = buffer.low_latency_combine(cargs);
+      compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
+    });
+  }
+  expect_none(failures, seed);
+}
+
 // ---- the double buffer, hooks and changing shapes across nodes ----------------------------------
 
 // Consecutive calls alternate halves and reuse signal words that arrived as adds: each must start

@@ -187,11 +187,13 @@ std::vector<EngineCase> multi_node_cases() {
 
 // ---- properties ------------------------------------------------------------------------------------
 
-void check_round_trip_matches_reference(const EngineCase& c, const RoundTripOptions& options, int draw = 0) {
+void check_round_trip_matches_reference(const EngineCase& c, const RoundTripOptions& options, int draw = 0,
+                                        testing::Biases biases = testing::Biases::none) {
   const uint64_t seed = testing::seed_for(c.name + (draw ? "#" + std::to_string(draw) : std::string()));
-  SCOPED_TRACE(describe(c, seed));
+  SCOPED_TRACE(describe(c, seed) + " biases=" + std::to_string(static_cast<int>(biases)));
   const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
-  const Expected expected = testing::compute_expected(c.shape, data, c.expert_alignment);
+  const Expected expected = testing::compute_expected(c.shape, data, c.expert_alignment,
+                                                      testing::make_biases(c.shape, seed, biases));
   const int num_ranks = c.shape.topology.num_ranks;
   std::vector<RankRun> runs(num_ranks);
   std::string unsupported;
@@ -337,6 +339,110 @@ TEST_P(NormalEngineReplayTest, WorstCaseCachedDispatchGivesTheSameOutputs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, NormalEngineReplayTest, ::testing::ValuesIn(replay_cases()), case_name);
+
+// Combine biases (DeepEP's `bias`): the sum starts at bias0 + bias1 in fp32, then the rows in rank order,
+// rounded once. One bias, the other alone, and both; -0.0 entries check the sign of a zero start.
+class NormalEngineBiasTest : public ::testing::TestWithParam<EngineCase> {};
+
+TEST_P(NormalEngineBiasTest, CombineWithBiasesMatchesReferenceBitwise) {
+  RoundTripOptions options;
+  options.expert_alignment = GetParam().expert_alignment;
+  for (testing::Biases biases : {testing::Biases::first, testing::Biases::second, testing::Biases::both}) {
+    check_round_trip_matches_reference(GetParam(), options, 0, biases);
+  }
+}
+
+TEST_P(NormalEngineBiasTest, CombineWithBiasesIntoLibraryOutputsMatchesReferenceBitwise) {
+  RoundTripOptions options;
+  options.expert_alignment = GetParam().expert_alignment;
+  options.preallocate_outputs = false;
+  check_round_trip_matches_reference(GetParam(), options, 1, testing::Biases::both);
+}
+
+// Dispatch without top-k (DeepEP's topk_idx=None): the layout routes the tokens, the receivers count
+// per expert what the sources' layouts claim, no ids or weights travel, and combine is the plain sum.
+class NormalEngineWithoutTopkTest : public ::testing::TestWithParam<EngineCase> {};
+
+void check_without_topk(const EngineCase& c, const RoundTripOptions& options, bool then_cached) {
+  const uint64_t seed = testing::seed_for(c.name + "/without_topk");
+  SCOPED_TRACE(describe(c, seed) +
+               " without topk_idx, num_worst_tokens=" + std::to_string(options.num_worst_tokens));
+  const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
+  const Expected expected = testing::compute_expected_without_topk(c.shape, data, c.expert_alignment);
+  const int num_ranks = c.shape.topology.num_ranks;
+  std::vector<RankRun> runs(num_ranks), cached(num_ranks);
+  std::string unsupported;
+  ASSERT_TRUE(run_on_ranks(
+      c,
+      [&](Buffer& buffer, int rank) {
+        runs[rank] = testing::run_round_trip_without_topk(buffer, c.shape, data[rank], expected, options);
+        if (then_cached) {
+          cached[rank] = testing::run_cached_round_trip(buffer, c.shape, data[rank], expected, options,
+                                                        runs[rank], false);
+        }
+      },
+      &unsupported))
+      << unsupported;
+  std::vector<std::string> failures;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    for (const RankRun* run : {&runs[rank], then_cached ? &cached[rank] : nullptr}) {
+      if (!run) continue;
+      testing::check_dispatch(*run, c.shape, expected, rank, options, false, &failures);
+      testing::check_combine(*run, c.shape, expected, rank, false, &failures);
+      if (run->dispatch.recv_topk_idx.defined() || run->dispatch.recv_topk_weights.defined()) {
+        failures.push_back("rank " + std::to_string(rank) +
+                           ": expected no recv_topk_idx and no recv_topk_weights without topk_idx");
+      }
+    }
+  }
+  report(failures);
+}
+
+TEST_P(NormalEngineWithoutTopkTest, DispatchByLayoutAndPlainCombineMatchReferenceBitwise) {
+  RoundTripOptions options;
+  options.expert_alignment = GetParam().expert_alignment;
+  check_without_topk(GetParam(), options, true);
+}
+
+TEST_P(NormalEngineWithoutTopkTest, LibraryAllocatedAndWorstCaseOutputsMatchReferenceBitwise) {
+  RoundTripOptions options;
+  options.expert_alignment = GetParam().expert_alignment;
+  options.preallocate_outputs = false;
+  check_without_topk(GetParam(), options, false);
+  options.num_worst_tokens = worst_tokens(GetParam().shape);
+  check_without_topk(GetParam(), options, false);
+}
+
+std::vector<EngineCase> without_topk_cases() {
+  return {
+      {"r1_bf16", make_shape(single(1), {12}, 256, 4, 8, bf16)},
+      {"r2_zero_tokens", make_shape(single(2), {0}, 128, 4, 8, fp8)},
+      {"r3_one_rank_without_tokens_fp8", make_shape(single(3), {5, 0, 7}, 256, 4, 12, fp8)},
+      {"r4_alignment_4_wrap", make_shape(single(4), {24}, 128, 8, 32, bf16), ring_config(2, 3, 2), 4},
+      {"r4_all_slots_invalid", make_shape(single(4), {8}, 128, 4, 8, bf16, true, Routing::all_invalid)},
+      {"r8_skewed", make_shape(single(8), {6}, 256, 8, 64, bf16, true, Routing::skewed)},
+      {"r4_two_nodes", make_shape(Topology{4, 2}, {12}, 256, 4, 16, bf16)},
+      {"r8_four_nodes_fp8_wrap", make_shape(Topology{8, 2}, {5}, 128, 4, 16, fp8), ring_config(2, 2, 1)},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, NormalEngineWithoutTopkTest, ::testing::ValuesIn(without_topk_cases()),
+                         case_name);
+
+std::vector<EngineCase> bias_cases() {
+  return {
+      {"r1_bf16", make_shape(single(1), {12}, 256, 4, 8, bf16)},
+      {"r2_zero_tokens", make_shape(single(2), {0}, 128, 4, 8, bf16)},
+      {"r3_one_rank_without_tokens", make_shape(single(3), {5, 0, 7}, 256, 4, 12, fp8)},
+      {"r4_all_slots_invalid", make_shape(single(4), {8}, 128, 4, 8, bf16, true, Routing::all_invalid)},
+      {"r4_no_weights_wrap", make_shape(single(4), {16}, 128, 4, 16, bf16, false), ring_config(2, 3, 2)},
+      {"r8_bf16", make_shape(single(8), {6}, 256, 8, 64, bf16)},
+      {"r4_two_nodes", make_shape(Topology{4, 2}, {12}, 256, 4, 16, bf16)},
+      {"r8_four_nodes_fp8", make_shape(Topology{8, 2}, {5}, 128, 4, 16, fp8)},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, NormalEngineBiasTest, ::testing::ValuesIn(bias_cases()), case_name);
 
 // Two buffers in a row on the same ranks do not disturb each other's results.
 TEST(NormalEngine, BuffersCanBeRecreatedAndGiveTheSameResults) {

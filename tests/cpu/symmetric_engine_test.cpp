@@ -114,6 +114,22 @@ std::vector<Case> cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricRoundTrip, ::testing::ValuesIn(on_both_combine_paths(cases())),
                          [](const auto& info) { return info.param.name; });
 
+// Combine biases on both combine paths: the accumulator starts at bias0 + bias1.
+class SymmetricBiasedCombine : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SymmetricBiasedCombine, CombineWithBiasesMatchesTheReferenceBitwise) {
+  expect_biased_combines_match(Engine::symmetric, GetParam(), "symmetric/bias/" + GetParam().name);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricBiasedCombine,
+                         ::testing::ValuesIn(on_both_combine_paths(
+                             {make("r1_k1", 1, {5}, 8, 1, 4), make("r3_k9", 3, {6, 0, 4}, 6, 9, 18, 128),
+                              make("r3_k3_hidden_not_a_multiple_of_128", 3, {5, 4, 2}, 5, 3, 6, 72),
+                              with_routing(make("r2_all_invalid", 2, {4, 4}, 4, 3, 4),
+                                           workload::Routing::all_invalid),
+                              with_fp8(make("r2_fp8", 2, {6, 5}, 6, 4, 8, 384), false, false)})),
+                         [](const auto& info) { return info.param.name; });
+
 // Both combine paths, named after the path: "<name>_push", "<name>_pull".
 constexpr SymmetricCombine kPaths[] = {SymmetricCombine::push, SymmetricCombine::pull};
 

@@ -24,7 +24,14 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
                         const Expected& expected, int expert_alignment, cudaStream_t stream,
                         const DispatchHandle* cached = nullptr, DispatchHandle* handle_out = nullptr);
 
+// A dispatch without top-k (DeepEP's topk_idx=None) routed by get_dispatch_layout's layout on the
+// device, then a combine without weights; `expected` from compute_expected_without_topk.
+DeviceRun run_on_device_without_topk(Buffer& buffer, const workload::Shape& shape,
+                                     const workload::RankData& data, const Expected& expected,
+                                     int expert_alignment, cudaStream_t stream);
+
+// With `with_topk` false: recv_topk_idx, recv_topk_weights and combined_topk_weights must be undefined.
 void compare_with_reference(const DeviceRun& run, const workload::Shape& shape, const Expected& expected,
-                            int rank, std::vector<std::string>* failures);
+                            int rank, std::vector<std::string>* failures, bool with_topk = true);
 
 }  // namespace switchyard::testing

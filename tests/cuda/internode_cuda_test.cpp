@@ -209,6 +209,51 @@ TEST_P(CudaInternodeTest, DispatchAndNodeGroupedCombineMatchReferenceBitwiseRepe
   report(failures);
 }
 
+// Combine biases (DeepEP's `bias`): the home's sum over node partials starts at bias0 + bias1 in fp32,
+// then rounds once; one bias, the other alone, and both.
+TEST_P(CudaInternodeTest, CombineWithBiasesMatchesReferenceBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const InternodeCase& c = GetParam();
+  const uint64_t seed = seed_for("cuda/internode/bias/" + c.name);
+  SCOPED_TRACE(describe(c, seed));
+  const auto data = workload::generate(c.shape, seed);
+  std::vector<Expected> expected;
+  for (Biases biases : {Biases::first, Biases::second, Biases::both}) {
+    expected.push_back(
+        compute_expected(c.shape, data, c.expert_alignment, make_biases(c.shape, seed, biases)));
+  }
+  std::vector<std::vector<std::string>> failures(c.shape.topology.num_ranks);
+  run_case(c, seed, [&](Buffer& buffer, Group& group, cudaStream_t stream) {
+    const int rank = group.rank();
+    for (const Expected& want : expected) {
+      group.barrier();  // the ranks start each round trip together (see normal_engine_cuda_test.cpp)
+      DeviceRun run = run_on_device(buffer, c.shape, data[rank], want, c.expert_alignment, stream);
+      compare_with_reference(run, c.shape, want, rank, &failures[rank]);
+    }
+  });
+  report(failures);
+}
+
+// Dispatch without top-k (DeepEP's topk_idx=None): routed by the layout alone, then the plain
+// node-grouped sum.
+TEST_P(CudaInternodeTest, DispatchWithoutTopkByLayoutAndPlainCombineMatchReferenceBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const InternodeCase& c = GetParam();
+  const uint64_t seed = seed_for("cuda/internode/without_topk/" + c.name);
+  SCOPED_TRACE(describe(c, seed));
+  const auto data = workload::generate(c.shape, seed);
+  const Expected expected = compute_expected_without_topk(c.shape, data, c.expert_alignment);
+  std::vector<std::vector<std::string>> failures(c.shape.topology.num_ranks);
+  run_case(c, seed, [&](Buffer& buffer, Group& group, cudaStream_t stream) {
+    const int rank = group.rank();
+    group.barrier();
+    DeviceRun run =
+        run_on_device_without_topk(buffer, c.shape, data[rank], expected, c.expert_alignment, stream);
+    compare_with_reference(run, c.shape, expected, rank, &failures[rank], false);
+  });
+  report(failures);
+}
+
 // Worst-case mode: fixed-size outputs (no host synchronisation); the received rows equal the
 // reference, the padding routes nowhere, and combine equals the reference.
 TEST_P(CudaInternodeTest, WorstCaseDispatchPadsRowsAndCombineMatchesReference) {

@@ -128,6 +128,66 @@ std::vector<Case> round_trip_cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaLowLatencyRoundTrip, ::testing::ValuesIn(round_trip_cases()),
                          [](const auto& info) { return info.param.name; });
 
+// Combine biases (docs/deep_ep.md, "Combine bias"): the accumulator starts at bias0 + bias1, then the
+// weighted slots; bias0, bias1 alone and both, plain and with the receive hook, against the
+// reference and the CPU engine.
+class CudaLowLatencyBiasedCombine : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaLowLatencyBiasedCombine, CombineWithBiasesMatchesTheReferenceAndTheCpuEngineBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case& c = GetParam();
+  const uint64_t seed = seed_for("cuda_low_latency/bias/" + c.name);
+  SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed));
+  const Expected plain = expected_for(c, seed);
+  std::vector<Expected> expected;
+  std::vector<std::vector<Outputs>> cpu;
+  for (auto [first, second] : {std::pair{true, false}, {false, true}, {true, true}}) {
+    expected.push_back(with_biases(c, plain, seed, first, second));
+    cpu.push_back(run_cpu_engine(Engine::low_latency, c, expected.back()));
+  }
+  Failures failures;
+  with_cuda_buffers(c, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
+    const int rank = group.rank();
+    const int device = device_of(buffer);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      for (bool hook : {false, true}) {
+        const DeviceInputs in = upload_inputs(expected[i].data[rank], device, stream);
+        LowLatencyDispatchResult dispatched =
+            buffer.low_latency_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
+        const Tensor y = to_device(expected[i].ys[rank], device, stream);
+        const Tensor bias0 =
+            expected[i].bias0.empty() ? Tensor() : to_device(expected[i].bias0[rank], device, stream);
+        const Tensor bias1 =
+            expected[i].bias1.empty() ? Tensor() : to_device(expected[i].bias1[rank], device, stream);
+        LowLatencyCombineArgs cargs =
+            combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
+        cargs.bias0 = bias0;
+        cargs.bias1 = bias1;
+        cargs.return_recv_hook = hook;
+        LowLatencyCombineResult combined = buffer.low_latency_combine(cargs);
+        if (hook) combined.hook();
+        buffer.synchronize(stream);
+        const Tensor combined_x = to_host(combined.combined_x, stream);
+        const std::string which = "biases " + std::to_string(i) + (hook ? ", hook" : "");
+        compare(combined_x, expected[i].combined[rank], "combined_x vs the reference, " + which, rank,
+                failures);
+        compare(combined_x, cpu[i][rank].combined_x, "combined_x vs the cpu engine, " + which, rank,
+                failures);
+      }
+    }
+  });
+  expect_none(failures, seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaLowLatencyBiasedCombine,
+    ::testing::Values(make("Small_R1_k1", 1, {5}, 8, 1, 4), make("R3_k9", 3, {6, 0, 4}, 6, 9, 18, 128),
+                      make("R4_k3_zero_tokens", 4, {0, 0, 0, 0}, 4, 3, 8),
+                      with_routing(make("R2_all_invalid", 2, {4, 4}, 4, 3, 4),
+                                   workload::Routing::all_invalid),
+                      make("R8_k6_h7168", 8, {24, 17, 24, 3, 24, 20, 11, 24}, 24, 6, 64, 7168)),
+    [](const auto& info) { return info.param.name; });
+
 // ---- hooks, double buffer, graphs, zero copy ------------------------------------------------------
 
 class CudaLowLatencyModes : public ::testing::TestWithParam<Case> {};

@@ -91,6 +91,34 @@ Outputs round_trip(const Case& c, const workload::RankData& data, int rank, Buff
 
 // ---- bitwise round trips ------------------------------------------------------------------------
 
+// Combine biases across nodes: the accumulator starts at bias0 + bias1 on the home rank, as on one node.
+TEST(CudaLowLatencyInternode, CombineWithBiasesMatchesTheReferenceBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const NodesCase n{make("n2x2_biases", 4, {5, 3, 0, 5}, 5, 3, 8), 2, true};
+  const Case& c = n.c;
+  const uint64_t seed = seed_for("cuda_low_latency_internode/" + c.name);
+  SCOPED_TRACE("case " + name_of(n) + " seed=" + std::to_string(seed));
+  const Expected expected = with_biases(c, expected_on(c, n.topology(), seed), seed, true, true);
+  Failures failures;
+  with_node_gpu_ranks(n, seed, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
+    const int rank = group.rank();
+    const int device = device_of(buffer);
+    const DeviceInputs in = upload_inputs(expected.data[rank], device, stream);
+    const LowLatencyDispatchResult dispatched =
+        buffer.low_latency_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
+    const Tensor y = to_device(expected.ys[rank], device, stream);
+    const Tensor bias0 = to_device(expected.bias0[rank], device, stream);
+    const Tensor bias1 = to_device(expected.bias1[rank], device, stream);
+    LowLatencyCombineArgs cargs = combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
+    cargs.bias0 = bias0;
+    cargs.bias1 = bias1;
+    const LowLatencyCombineResult combined = buffer.low_latency_combine(cargs);
+    buffer.synchronize(stream);
+    compare(to_host(combined.combined_x, stream), expected.combined[rank], "combined_x", rank, failures);
+  });
+  expect_none(failures, seed);
+}
+
 class CudaLowLatencyInternodeRoundTrip : public ::testing::TestWithParam<NodesCase> {};
 
 // Twice with the same inputs (both halves of the buffer, and words that arrived as adds reused),

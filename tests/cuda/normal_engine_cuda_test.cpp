@@ -156,6 +156,104 @@ TEST_P(CudaNormalEngineTest, DispatchAndCombineMatchReferenceBitwiseAndRepeat) {
 
 INSTANTIATE_TEST_SUITE_P(EdgeCases, CudaNormalEngineTest, ::testing::ValuesIn(cases()), case_name);
 
+// Combine biases (DeepEP's `bias`): the sum starts at bias0 + bias1 in fp32 (an absent one is +0.0),
+// then the rows in rank order, rounded once; one bias, the other alone, and both.
+class CudaNormalBiasTest : public ::testing::TestWithParam<CudaCase> {};
+
+TEST_P(CudaNormalBiasTest, CombineWithBiasesMatchesReferenceBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const CudaCase& c = GetParam();
+  const uint64_t seed = seed_for(c.name);
+  SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed) + " " + c.shape.describe());
+  auto data = workload::generate(c.shape, seed);
+  std::vector<Expected> expected;
+  for (Biases biases : {Biases::first, Biases::second, Biases::both}) {
+    expected.push_back(
+        compute_expected(c.shape, data, c.expert_alignment, make_biases(c.shape, seed, biases)));
+  }
+  const int ranks = c.shape.topology.num_ranks;
+  std::vector<std::vector<std::string>> failures(ranks);
+  run_ranks(ranks, [&](Group& group) {
+    const int rank = group.rank();
+    const int device = device_for_rank(rank, c.shape.topology.num_ranks);
+    cudaSetDevice(device);
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    {
+      Buffer buffer(options_for(c, rank));
+      buffer.connect(group.allgather(buffer.local_handle()));
+      for (const Expected& want : expected) {
+        group.barrier();  // as in the test above: the ranks start each round trip together
+        DeviceRun run = run_on_device(buffer, c.shape, data[rank], want, c.expert_alignment, stream);
+        compare_with_reference(run, c.shape, want, rank, &failures[rank]);
+      }
+    }
+    cudaStreamDestroy(stream);
+  });
+  for (int rank = 0; rank < ranks; ++rank) {
+    for (const auto& failure : failures[rank]) ADD_FAILURE() << failure;
+  }
+}
+
+// Dispatch without top-k (DeepEP's topk_idx=None): routed by the layout alone, the per-expert counts
+// are what the sources' layouts claim, no ids or weights travel; combine is the plain sum.
+class CudaNormalWithoutTopkTest : public ::testing::TestWithParam<CudaCase> {};
+
+TEST_P(CudaNormalWithoutTopkTest, DispatchByLayoutAndPlainCombineMatchReferenceBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const CudaCase& c = GetParam();
+  const uint64_t seed = seed_for(c.name + "/without_topk");
+  SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed) + " " + c.shape.describe());
+  auto data = workload::generate(c.shape, seed);
+  const Expected expected = compute_expected_without_topk(c.shape, data, c.expert_alignment);
+  const int ranks = c.shape.topology.num_ranks;
+  std::vector<std::vector<std::string>> failures(ranks);
+  run_ranks(ranks, [&](Group& group) {
+    const int rank = group.rank();
+    cudaSetDevice(device_for_rank(rank, c.shape.topology.num_ranks));
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    {
+      Buffer buffer(options_for(c, rank));
+      buffer.connect(group.allgather(buffer.local_handle()));
+      for (int round = 0; round < 2; ++round) {  // twice: the same bits, and the buffer left reusable
+        group.barrier();
+        DeviceRun run =
+            run_on_device_without_topk(buffer, c.shape, data[rank], expected, c.expert_alignment, stream);
+        compare_with_reference(run, c.shape, expected, rank, &failures[rank], false);
+      }
+    }
+    cudaStreamDestroy(stream);
+  });
+  for (int rank = 0; rank < ranks; ++rank) {
+    for (const auto& failure : failures[rank]) ADD_FAILURE() << failure;
+  }
+}
+
+std::vector<CudaCase> bias_cases() {
+  using workload::Routing;
+  const Config standard = config_with(Config::kAutoChannels, 128, 16);
+  std::vector<CudaCase> list;
+  list.push_back({"R1_bf16_h7168", make_shape(1, 64, 7168, 8, 16, DType::bf16), standard});
+  list.push_back({"R4_bf16_h7168", make_shape(4, 96, 7168, 8, 64, DType::bf16), standard});
+  list.push_back({"R8_fp8_h2048", make_shape(8, 64, 2048, 8, 64, DType::fp8_e4m3), standard});
+  list.push_back(
+      {"R4_all_invalid", make_shape(4, 64, 512, 4, 16, DType::bf16, Routing::all_invalid), standard});
+  list.push_back({"R3_wrap_no_weights", make_shape(3, 100, 256, 4, 12, DType::bf16, Routing::random, false),
+                  config_with(2, 3, 1)});
+  CudaCase zero{"R2_zero_tokens_on_rank1", make_shape(2, 0, 512, 4, 8, DType::bf16), standard};
+  zero.shape.tokens_per_rank_list = {40, 0};
+  list.push_back(zero);
+  // Small enough for compute-sanitizer (scripts/gpu-check.sh runs the Small_ cases under it).
+  list.push_back({"Small_R2_bf16", make_shape(2, 40, 256, 4, 8, DType::bf16), config_with(2, 4, 2)});
+  return list;
+}
+
+INSTANTIATE_TEST_SUITE_P(Biases, CudaNormalBiasTest, ::testing::ValuesIn(bias_cases()), case_name);
+// The bias cases' shapes serve here too: one to eight ranks, fp8, wrap, a rank without tokens.
+INSTANTIATE_TEST_SUITE_P(WithoutTopk, CudaNormalWithoutTopkTest, ::testing::ValuesIn(bias_cases()),
+                         case_name);
+
 // Worst-case mode has no host synchronisation, so dispatch and combine can be captured in CUDA
 // graphs; replays with new inputs (new routing too) must match the reference.
 TEST(CudaNormalEngineGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {

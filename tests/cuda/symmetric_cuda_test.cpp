@@ -114,6 +114,12 @@ Outputs gpu_round_trip(GpuRank& gpu, const Case& c, const Expected& expected, in
     Tensor y = to_device(expected.ys[rank], gpu.device, stream);
     LowLatencyCombineArgs cargs = combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
     out.attach(cargs);
+    // The combine biases `expected` was computed with, if any, on the device.
+    Tensor bias0, bias1;
+    if (!expected.bias0.empty()) bias0 = to_device(expected.bias0[rank], gpu.device, stream);
+    if (!expected.bias1.empty()) bias1 = to_device(expected.bias1[rank], gpu.device, stream);
+    cargs.bias0 = bias0;
+    cargs.bias1 = bias1;
     LowLatencyCombineResult combined = gpu.buffer->symmetric_combine(cargs);
     gpu.buffer->synchronize(stream);
     got.combined_x = to_host(combined.combined_x, stream);
@@ -219,6 +225,51 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(EdgeCases, SymmetricCudaRoundTrip,
                          ::testing::ValuesIn(on_both_combine_paths(cases())),
+                         [](const auto& info) { return info.param.name; });
+
+// Combine biases (docs/deep_ep.md, "Combine bias"): the accumulator starts at bias0 + bias1, then the
+// weighted slots; bias0, bias1 alone and both, against the reference and the CPU engine.
+class SymmetricCudaBiasedCombine : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SymmetricCudaBiasedCombine, CombineWithBiasesMatchesTheReferenceAndTheCpuEngineBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case& c = GetParam();
+  SWITCHYARD_REQUIRE_PATH(c);
+  const uint64_t seed = seed_for("symmetric_cuda/bias/" + c.name);
+  SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed));
+  const Expected plain = expected_for(c, seed);
+  std::vector<Expected> expected;
+  std::vector<std::vector<Outputs>> cpu;
+  for (auto [first, second] : {std::pair{true, false}, {false, true}, {true, true}}) {
+    expected.push_back(with_biases(c, plain, seed, first, second));
+    cpu.push_back(run_cpu_engine(Engine::symmetric, c, expected.back()));
+  }
+  Failures failures;
+  run_ranks(c.ranks, [&](Group& group) {
+    const int rank = group.rank();
+    GpuRank gpu(options_of(c, rank), group);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      const Outputs got = gpu_round_trip(gpu, c, expected[i], rank, true);
+      const std::string which = "biases " + std::to_string(i);
+      compare(got.combined_x, expected[i].combined[rank], "combined_x vs the reference, " + which, rank,
+              failures);
+      compare(got.combined_x, cpu[i][rank].combined_x, "combined_x vs the cpu engine, " + which, rank,
+              failures);
+    }
+    group.barrier();
+  });
+  expect_none(failures, seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCudaBiasedCombine,
+                         ::testing::ValuesIn(on_both_combine_paths(
+                             {make("Small_R1_bf16", 1, {40}, 40, 4, 8, 256),
+                              make("R2_zero_tokens_on_rank1", 2, {40, 0}, 40, 4, 8, 512),
+                              make("R3_k6_h384", 3, {30, 17, 25}, 32, 6, 12, 384),
+                              with_routing(make("R4_all_invalid", 4, {16, 16, 16, 16}, 16, 3, 8, 256),
+                                           workload::Routing::all_invalid),
+                              make("R8_deepseek_h7168_k8", 8, {48, 41, 48, 0, 33, 48, 12, 48}, 48, 8, 128,
+                                   7168)})),
                          [](const auto& info) { return info.param.name; });
 
 // ---- expert_capacity ----------------------------------------------------------------------------

@@ -76,11 +76,13 @@ def dispatch(inputs, num_experts, expert_alignment=1):
     return outputs
 
 
-def combine(ys, weights, dispatched, num_tokens_per_source, ranks_per_node=None):
+def combine(ys, weights, dispatched, num_tokens_per_source, ranks_per_node=None, biases=None):
     """ys[d]: bf16 bits [M_d, H] in d's receive order. out[t] = the fp32 sum from +0 over the ranks d
     that received t in ascending order, rounded to bf16 once; the weights are summed the same way.
     With ranks_per_node (more than one node): each node's ranks are summed so, the node's partial is
-    rounded to bf16, and the partials are summed in ascending node order in fp32, rounded once."""
+    rounded to bf16, and the partials are summed in ascending node order in fp32, rounded once.
+    biases[s]: (bias0, bias1) of home rank s, bf16 bits [N_s, H] or None each: the final sum (over the
+    ranks on one node, over the node partials across nodes) starts at bias0 + bias1 instead of +0."""
     num_ranks = len(ys)
     ranks_per_node = ranks_per_node or num_ranks
     hidden = ys[0].shape[1]
@@ -88,18 +90,27 @@ def combine(ys, weights, dispatched, num_tokens_per_source, ranks_per_node=None)
     outputs = []
     for source in range(num_ranks):
         shape, shape_w = (num_tokens_per_source[source], hidden), (num_tokens_per_source[source], topk)
-        accumulated, accumulated_w = np.zeros(shape, np.float32), np.zeros(shape_w, np.float32)
+        start = np.zeros(shape, np.float32)
+        if biases is not None:
+            first, second = (np.zeros(shape, np.float32) if b is None else bf16_to_f32(b) for b in biases[source])
+            start = first + second
+        accumulated, accumulated_w = start, np.zeros(shape_w, np.float32)
         for node_start in range(0, num_ranks, ranks_per_node):  # ascending: the order is part of the contract
             partial, partial_w = np.zeros(shape, np.float32), np.zeros(shape_w, np.float32)
+            if ranks_per_node == num_ranks:
+                partial = start
+            reached = np.zeros(shape[0], bool)  # tokens with a row on this node
             for dest in range(node_start, node_start + ranks_per_node):
                 for row, (s, t) in enumerate(dispatched[dest]["sources"]):
                     if s == source:
                         partial[t] = partial[t] + bf16_to_f32(ys[dest][row])
                         partial_w[t] = partial_w[t] + weights[dest][row]
+                        reached[t] = True
             if ranks_per_node == num_ranks:  # one node: no intermediate rounding
                 accumulated, accumulated_w = partial, partial_w
-            else:
-                accumulated = accumulated + bf16_to_f32(f32_to_bf16(partial))
+            else:  # a node without a row for a token adds nothing (not even +0: a -0.0 bias start stays)
+                accumulated = np.where(reached[:, None], accumulated + bf16_to_f32(f32_to_bf16(partial)),
+                                       accumulated)
                 accumulated_w = accumulated_w + partial_w
         outputs.append((f32_to_bf16(accumulated), accumulated_w))
     return outputs
@@ -133,12 +144,14 @@ def expert_major_expert(x_bits, local_expert):
         return f32_to_bf16(bf16_to_f32(x_bits) * np.float32(1 + local_expert) + np.float32(0.25))
 
 
-def expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks):
-    """out[t] = sum over valid slots j ascending of w[t, j] * expert(x[t]) in fp32 from +0, rounded to
-    bf16 once. Computed as multiply then add: equal to the engines' fused multiply-add when every
-    product is exact (weights that are powers of two)."""
+def expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks, biases=(None, None)):
+    """out[t] = sum over valid slots j ascending of w[t, j] * expert(x[t]) in fp32 from +0 (or from
+    bias0 + bias1, bf16 bits [N, H] or None each), rounded to bf16 once. Computed as multiply then
+    add: equal to the engines' fused multiply-add when every product is exact (weights that are
+    powers of two)."""
     local = num_experts // num_ranks
-    out = np.zeros(x.shape, np.float32)
+    first, second = (np.zeros(x.shape, np.float32) if b is None else bf16_to_f32(b) for b in biases)
+    out = first + second
     for t in range(x.shape[0]):
         for j in range(topk_idx.shape[1]):
             expert = int(topk_idx[t, j])

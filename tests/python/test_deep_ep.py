@@ -1,5 +1,7 @@
 """switchyard.deep_ep.Buffer used the way frameworks use DeepEP's deep_ep.Buffer, on the CPU
 backend with ranks as processes, compared bitwise with the NumPy reference."""
+import gc
+
 import numpy as np
 import pytest
 
@@ -113,6 +115,111 @@ def test_layout_dispatch_experts_combine_round_trip(ranks, num_ranks):
         np.testing.assert_array_equal(result["recomputed"], want["recv_x"], err_msg=context)
 
 
+def draw_bias(rank, which, num_tokens):
+    """A combine bias of bf16 bits [N, HIDDEN], with exact -0.0 and +0.0 among its values."""
+    rng = np.random.default_rng([SEED, rank, 100 + which])
+    bias = reference.f32_to_bf16(rng.standard_normal((num_tokens, HIDDEN)).astype(np.float32))
+    bias[rng.random(bias.shape) < 0.1] = 0x8000
+    bias[rng.random(bias.shape) < 0.1] = 0
+    return bias
+
+
+# DeepEP's `bias`: one tensor, a tuple of two, and a tuple with only the second.
+BIAS_FORMS = ("tensor", "pair", "second_only")
+
+
+def bias_argument(rank, form, num_tokens):
+    first, second = draw_bias(rank, 0, num_tokens), draw_bias(rank, 1, num_tokens)
+    return {"tensor": (first, (first, None)), "pair": ((first, second), (first, second)),
+            "second_only": ((None, second), (None, second))}[form]
+
+
+def bias_job(rank, num_ranks, allgather, num_experts):
+    x, _, topk_idx, topk_weights = rank_inputs(rank, num_experts)
+    buffer = make_buffer(allgather, num_ranks, num_experts)
+    per_rank, per_rdma_rank, per_expert, in_rank, _ = buffer.get_dispatch_layout(topk_idx, num_experts)
+    recv_x, recv_topk_idx, recv_topk_weights, _, handle, _ = buffer.dispatch(
+        x, num_tokens_per_rank=per_rank, num_tokens_per_rdma_rank=per_rdma_rank, is_token_in_rank=in_rank,
+        num_tokens_per_expert=per_expert, topk_idx=topk_idx, topk_weights=topk_weights)
+    y = reference.expert(recv_x, recv_topk_idx)
+    combined = {}
+    for form in BIAS_FORMS:
+        bias, _ = bias_argument(rank, form, x.shape[0])
+        combined[form] = buffer.combine(y, handle, topk_weights=recv_topk_weights, bias=bias)[:2]
+    buffer.destroy()
+    return dict(y=y, combined=combined)
+
+
+@pytest.mark.parametrize("num_ranks", [1, 3, 16])
+def test_combine_bias_starts_the_sum_and_matches_reference(ranks, num_ranks):
+    num_experts = 4 * num_ranks
+    results = ranks(num_ranks).run(bias_job, [(num_experts,)] * num_ranks)
+    inputs = [rank_inputs(r, num_experts) for r in range(num_ranks)]
+    expected = reference.dispatch(inputs, num_experts)
+    num_tokens = [inputs[r][0].shape[0] for r in range(num_ranks)]
+    ranks_per_node = min(num_ranks, deep_ep.NUM_MAX_NVL_PEERS)
+    for form in BIAS_FORMS:
+        biases = [bias_argument(r, form, num_tokens[r])[1] for r in range(num_ranks)]
+        want = reference.combine([r["y"] for r in results], [e["recv_topk_weights"] for e in expected], expected,
+                                 num_tokens, ranks_per_node, biases)
+        for rank, result in enumerate(results):
+            context = f"seed {SEED}, rank {rank} of {num_ranks}, bias {form}"
+            combined_x, combined_topk_weights = result["combined"][form]
+            np.testing.assert_array_equal(combined_x, want[rank][0], err_msg=context)
+            np.testing.assert_array_equal(combined_topk_weights, want[rank][1], err_msg=context)
+
+
+def without_topk_job(rank, num_ranks, allgather, num_experts):
+    x, _, topk_idx, _ = rank_inputs(rank, num_experts)
+    buffer = make_buffer(allgather, num_ranks, num_experts)
+    per_rank, per_rdma_rank, per_expert, in_rank, _ = buffer.get_dispatch_layout(topk_idx, num_experts)
+    # As DeepEP's test_intranode does it: the layout's tensors, no topk_idx or topk_weights.
+    recv_x, recv_topk_idx, recv_topk_weights, counts, handle, _ = buffer.dispatch(
+        x, num_tokens_per_rank=per_rank, num_tokens_per_rdma_rank=per_rdma_rank, is_token_in_rank=in_rank,
+        num_tokens_per_expert=per_expert)
+    y = reference.expert(recv_x, np.full((recv_x.shape[0], 1), -1, np.int64))
+    combined_x, combined_topk_weights, _ = buffer.combine(y, handle)
+    cached_x = buffer.dispatch(x, handle=handle)[0]
+    # Copies of the layout (not the tensors get_dispatch_layout returned) route the same way, and the
+    # handle keeps them alive for the combine after the caller dropped its references (as DeepEP's
+    # handle holds is_token_in_rank).
+    copies = [per_rank.copy(), in_rank.copy(), per_expert.copy()]
+    copied_x, _, _, _, copied_handle, _ = buffer.dispatch(x, num_tokens_per_rank=copies[0], is_token_in_rank=copies[1],
+                                                          num_tokens_per_expert=copies[2])
+    del copies
+    gc.collect()
+    scribbles = [np.full(in_rank.shape, True) for _ in range(8)]  # reuse freed memory, if it was freed
+    copied_combined = buffer.combine(y, copied_handle)[0]
+    del scribbles
+    buffer.destroy()
+    return dict(recv_x=recv_x, recv_topk_idx=recv_topk_idx, recv_topk_weights=recv_topk_weights, counts=counts,
+                y=y, combined_x=combined_x, combined_topk_weights=combined_topk_weights, cached_x=cached_x,
+                copied_x=copied_x, copied_combined=copied_combined)
+
+
+@pytest.mark.parametrize("num_ranks", [1, 3, 16])
+def test_dispatch_without_topk_routes_by_is_token_in_rank_and_combine_sums(ranks, num_ranks):
+    num_experts = 4 * num_ranks
+    results = ranks(num_ranks).run(without_topk_job, [(num_experts,)] * num_ranks)
+    inputs = [rank_inputs(r, num_experts) for r in range(num_ranks)]
+    expected = reference.dispatch(inputs, num_experts)  # the same rows as with topk_idx
+    num_tokens = [inputs[r][0].shape[0] for r in range(num_ranks)]
+    no_weights = [np.zeros((r["y"].shape[0], 1), np.float32) for r in results]
+    combined = reference.combine([r["y"] for r in results], no_weights, expected, num_tokens,
+                                 min(num_ranks, deep_ep.NUM_MAX_NVL_PEERS))
+    for rank, result in enumerate(results):
+        context = f"seed {SEED}, rank {rank} of {num_ranks}"
+        np.testing.assert_array_equal(result["recv_x"], expected[rank]["recv_x"], err_msg=context)
+        assert result["recv_topk_idx"] is None and result["recv_topk_weights"] is None, context
+        # As in DeepEP: the counts are what the sources' num_tokens_per_expert claim for this rank.
+        assert result["counts"] == expected[rank]["num_recv_tokens_per_expert"], context
+        np.testing.assert_array_equal(result["combined_x"], combined[rank][0], err_msg=context)
+        assert result["combined_topk_weights"] is None, context
+        np.testing.assert_array_equal(result["cached_x"], expected[rank]["recv_x"], err_msg=context)
+        np.testing.assert_array_equal(result["copied_x"], expected[rank]["recv_x"], err_msg=context)
+        np.testing.assert_array_equal(result["copied_combined"], combined[rank][0], err_msg=context)
+
+
 def test_fp8_tuple_dispatch_and_cached_dispatch(ranks):
     num_ranks, num_experts = 2, 8
     inputs = [rank_inputs(r, num_experts, fp8=True) for r in range(num_ranks)]
@@ -196,10 +303,18 @@ def test_unsupported_options_raise_naming_the_option(solo):
     kwargs = dict(num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert,
                   topk_idx=topk_idx, topk_weights=topk_weights)
     recv_x, _, recv_weights, _, handle, _ = solo.dispatch(x, **kwargs)
-    with pytest.raises(switchyard.Unsupported, match="bias"):
-        solo.combine(recv_x, handle, recv_weights, bias=recv_x)
-    with pytest.raises(switchyard.Unsupported, match=r"topk_idx=None"):
+    bias = np.zeros((x.shape[0], HIDDEN), np.uint16)
+    with pytest.raises(switchyard.InvalidArgument, match=r"bias: expected a tensor or a tuple of up to two"):
+        solo.combine(recv_x, handle, recv_weights, bias=(bias, bias, bias))
+    with pytest.raises(switchyard.InvalidArgument, match=r"bias0: expected dtype bf16"):
+        solo.combine(recv_x, handle, recv_weights, bias=bias.astype(np.float32))
+    with pytest.raises(switchyard.InvalidArgument, match=r"bias1: expected size %d in dimension 0" % x.shape[0]):
+        solo.combine(recv_x, handle, recv_weights, bias=(None, bias[1:]))
+    with pytest.raises(switchyard.InvalidArgument, match=r"is_token_in_rank: expected bool"):
         solo.dispatch(x, num_tokens_per_rank=per_rank, num_tokens_per_expert=per_expert)
+    with pytest.raises(switchyard.InvalidArgument, match=r"topk_weights: expected None without topk_idx"):
+        solo.dispatch(x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert,
+                      topk_weights=topk_weights)
     with pytest.raises(switchyard.InvalidArgument, match="cached handle"):
         solo.dispatch(x, handle=handle, topk_idx=topk_idx)
     with pytest.raises(switchyard.InvalidArgument, match="handle"):

@@ -1,6 +1,7 @@
 """switchyard.deep_ep speaks DeepEP V1's formats (issue 19): topk_idx_t, per-call Configs that fit
 the Buffer, the normal handle as DeepEP's 6-tuple with DeepEP's contents and dtypes, and fp8 scales
 in any layout. CPU backend, ranks as processes; expectations are plain loops over all ranks' inputs."""
+import gc
 import sys
 
 import numpy as np
@@ -208,10 +209,45 @@ def test_column_major_fp8_scales_dispatch_like_row_major_ones(ranks):
             np.testing.assert_array_equal(cached_scales, expected[rank]["recv_x_scales"])
 
 
-def test_dispatch_without_topk_idx_is_refused_naming_it():
+def test_dispatch_without_topk_idx_returns_deep_eps_formats():
     buffer = deep_ep.Buffer(lambda mine: [mine], backend="cpu")
-    x, _, topk_idx, _ = rank_inputs(0)
+    x, _, topk_idx, topk_weights = rank_inputs(0)
     per_rank, _, per_expert, in_rank, _ = buffer.get_dispatch_layout(topk_idx, NUM_EXPERTS)
-    with pytest.raises(switchyard.Unsupported, match=r"dispatch\(topk_idx=None\).*is_token_in_rank"):
-        buffer.dispatch(x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert)
+    with_topk = buffer.dispatch(x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank,
+                                num_tokens_per_expert=per_expert, topk_idx=topk_idx, topk_weights=topk_weights)
+    recv_x, recv_topk_idx, recv_topk_weights, counts, handle, _ = buffer.dispatch(
+        x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert)
+    # The same rows and counts as with topk_idx, no ids or weights, and DeepEP's handle tuple.
+    np.testing.assert_array_equal(recv_x, with_topk[0])
+    assert recv_topk_idx is None and recv_topk_weights is None
+    assert counts == with_topk[3]
+    np.testing.assert_array_equal(handle[0], with_topk[4][0])
+    # One rank, the identity expert: a routed token comes back as +0 + x (so -0.0 as +0.0), the rest as +0.
+    combined_x, combined_topk_weights, _ = buffer.combine(recv_x, handle)
+    routed = np.asarray(in_rank)[:, :1]
+    summed = reference.f32_to_bf16(np.float32(0) + reference.bf16_to_f32(x))
+    np.testing.assert_array_equal(combined_x, np.where(routed, summed, np.uint16(0)).astype(np.uint16))
+    assert combined_topk_weights is None
+    with pytest.raises(switchyard.InvalidArgument, match=r"is_token_in_rank: expected bool"):
+        buffer.dispatch(x, num_tokens_per_rank=per_rank, num_tokens_per_expert=per_expert)
+    buffer.destroy()
+
+
+def test_a_handle_keeps_the_layout_it_was_routed_by_alive():
+    # switchyard's handle borrows the layout's is_token_in_rank: the DeepEP handle keeps the layout
+    # alive, also after a later get_dispatch_layout and once the caller dropped its references.
+    buffer = deep_ep.Buffer(lambda mine: [mine], backend="cpu", timeout_seconds=10)
+    x, _, topk_idx, topk_weights = rank_inputs(0)
+    layout = buffer.get_dispatch_layout(topk_idx, NUM_EXPERTS)
+    per_rank, _, per_expert, in_rank, _ = layout
+    recv_x, _, _, _, handle, _ = buffer.dispatch(x, num_tokens_per_rank=per_rank, is_token_in_rank=in_rank,
+                                                 num_tokens_per_expert=per_expert, topk_idx=topk_idx,
+                                                 topk_weights=topk_weights)
+    expected = buffer.combine(recv_x, handle)[0].copy()
+    buffer.get_dispatch_layout(np.full_like(topk_idx, -1), NUM_EXPERTS)  # replaces the remembered layout
+    del layout, per_rank, per_expert, in_rank
+    gc.collect()
+    scribbles = [np.full((x.shape[0], 1), True) for _ in range(8)]  # reuse freed memory, if it was freed
+    np.testing.assert_array_equal(buffer.combine(recv_x, handle)[0], expected)
+    del scribbles
     buffer.destroy()

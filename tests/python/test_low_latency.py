@@ -46,8 +46,19 @@ def outputs(recv):
                 recv_x_scales=None if recv.recv_x_scales is None else recv.recv_x_scales.copy())
 
 
+def rank_biases(rank):
+    """Combine biases of bf16 bits [N, HIDDEN], with exact -0.0 among their values."""
+    rng = np.random.default_rng([SEED, rank, 7])
+    shape = (tokens_of(rank), HIDDEN)
+    biases = [reference.f32_to_bf16(rng.standard_normal(shape).astype(np.float32)) for _ in range(2)]
+    for bias in biases:
+        bias[rng.random(shape) < 0.1] = 0x8000
+    return biases
+
+
 def engines_job(rank, num_ranks, allgather, num_experts):
     x, topk_idx, topk_weights = rank_inputs(rank, num_experts)
+    bias0, bias1 = rank_biases(rank)
     buffer = make_buffer(allgather)
     results = {}
     for engine in ("low_latency", "symmetric"):
@@ -57,8 +68,11 @@ def engines_job(rank, num_ranks, allgather, num_experts):
         y = experts(recv.recv_x, recv.recv_count)
         out = combine(y, topk_idx, topk_weights, recv.handle)
         assert recv.hook is None and out.hook is None
+        biased = combine(y, topk_idx, topk_weights, recv.handle, bias0=bias0, bias1=bias1).combined_x.copy()
+        second_only = combine(y, topk_idx, topk_weights, recv.handle, bias1=bias1).combined_x.copy()
         fp8 = dispatch(x, topk_idx, MAX_TOKENS, num_experts, use_fp8=True)
-        results[engine] = dict(outputs(recv), combined=out.combined_x.copy(), fp8=outputs(fp8))
+        results[engine] = dict(outputs(recv), combined=out.combined_x.copy(), biased=biased, second_only=second_only,
+                               fp8=outputs(fp8))
 
     # low_latency's hooks: the send half returns, hook() receives; the same outputs.
     recv = buffer.low_latency_dispatch(x, topk_idx, MAX_TOKENS, num_experts, return_recv_hook=True)
@@ -136,6 +150,13 @@ def test_expert_major_engines(ranks, num_ranks):
         expected = reference.expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks)
         for combined in (ll["combined"], sym["combined"], result["hook"]["combined"], result["zero_copy"]):
             np.testing.assert_array_equal(combined, expected)
+        # With biases: the accumulator starts at bias0 + bias1 (an absent one +0.0).
+        bias0, bias1 = rank_biases(dest)
+        biased = reference.expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks, (bias0, bias1))
+        second_only = reference.expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks, (None, bias1))
+        for engine in (ll, sym):
+            np.testing.assert_array_equal(engine["biased"], biased)
+            np.testing.assert_array_equal(engine["second_only"], second_only)
 
 
 def deep_ep_job(rank, num_ranks, allgather, num_experts):

@@ -215,6 +215,27 @@ struct EveryRankCase {
     EXPECT_FALSE(out[0].combined_topk_weights.defined());
     return out[0].combined_x.as<uint16_t>()[column];
   }
+
+  // As combine_column, with rank 0's token biased by bias0 / bias1 (empty: absent).
+  uint16_t combine_column_with_biases(const std::vector<std::vector<float>>& columns_per_rank,
+                                      const std::vector<float>& bias0, const std::vector<float>& bias1,
+                                      int column) const {
+    std::vector<Tensor> ys;
+    std::vector<TensorView> views;
+    for (const std::vector<float>& row : columns_per_rank) {
+      ys.push_back(bf16_tensor(1, static_cast<int64_t>(row.size()), row));
+      views.push_back(ys.back());
+    }
+    const int64_t hidden = static_cast<int64_t>(columns_per_rank[0].size());
+    Tensor first = bias0.empty() ? Tensor() : bf16_tensor(1, hidden, bias0);
+    Tensor second = bias1.empty() ? Tensor() : bf16_tensor(1, hidden, bias1);
+    std::vector<CombineBias> biases(topology.num_ranks);
+    biases[0] = {first, second};
+    std::vector<int64_t> num_tokens(topology.num_ranks, 0);
+    num_tokens[0] = 1;
+    return normal_combine(views, {}, dispatched, num_tokens, topology, biases)[0]
+        .combined_x.as<uint16_t>()[column];
+  }
 };
 
 constexpr float kTwoToMinus8 = 1.0f / 256.0f;
@@ -255,6 +276,32 @@ TEST(ReferenceCombine, AcrossNodesSumsNodePartialsInAscendingNodeOrder) {
 TEST(ReferenceCombine, StartsFromPositiveZeroSoNegativeZeroBecomesPositive) {
   EveryRankCase c(Topology::single_node(2));
   EXPECT_EQ(c.combine_column({{-0.0f, 0}, {-0.0f, 0}}, 0), 0x0000);
+}
+
+// Combine biases start the final fp32 sum (docs/deep_ep.md, "Combine bias").
+TEST(ReferenceCombine, BiasesStartTheSumBeforeTheRows) {
+  EveryRankCase c(Topology::single_node(2));
+  // (2^-30 + 1) rounds to 1 in fp32, then 1 + (-1) = 0. Adding the bias after the rows would keep it.
+  EXPECT_EQ(c.combine_column_with_biases({{1.0f, 0}, {-1.0f, 0}}, {kTwoToMinus30, 0}, {}, 0), 0x0000);
+  EXPECT_EQ(c.combine_column_with_biases({{1.0f, 0}, {-1.0f, 0}}, {}, {kTwoToMinus30, 0}, 0), 0x0000);
+  // bias0 + bias1 first: (1 + 2^-8) + 2^-8 = 1 + 2^-7 exactly, rounded once.
+  EXPECT_EQ(c.combine_column_with_biases({{kTwoToMinus8, 0}, {0, 0}}, {1.0f, 0}, {kTwoToMinus8, 0}, 0),
+            0x3F81);
+}
+
+TEST(ReferenceCombine, BiasStartIsBias0PlusBias1WithAnAbsentOneAsPositiveZero) {
+  EveryRankCase c(Topology::single_node(2));
+  // -0 + -0 = -0, and adding the rows' -0 keeps it; with one bias, -0 + (+0) = +0.
+  EXPECT_EQ(c.combine_column_with_biases({{-0.0f, 0}, {-0.0f, 0}}, {-0.0f, 0}, {-0.0f, 0}, 0), 0x8000);
+  EXPECT_EQ(c.combine_column_with_biases({{-0.0f, 0}, {-0.0f, 0}}, {-0.0f, 0}, {}, 0), 0x0000);
+  EXPECT_EQ(c.combine_column_with_biases({{-0.0f, 0}, {-0.0f, 0}}, {}, {-0.0f, 0}, 0), 0x0000);
+}
+
+TEST(ReferenceCombine, AcrossNodesBiasesStartTheSumOfNodePartialsNotAPartial) {
+  const std::vector<std::vector<float>> ys = {{1.0f, 0}, {kTwoToMinus8, 0}, {kTwoToMinus8, 0}, {0.0f, 0}};
+  // Nodes of two: 2^-8 + bf16(1 + 2^-8) = 2^-8 + 1, + bf16(2^-8) = 1 + 2^-7. Had the bias gone into node
+  // 0's partial, bf16(1 + 2^-7) + 2^-8 would tie to 1 + 2^-6.
+  EXPECT_EQ(EveryRankCase(Topology{4, 2}).combine_column_with_biases(ys, {kTwoToMinus8, 0}, {}, 0), 0x3F81);
 }
 
 TEST(ReferenceCombine, GivesZeroRowsAndZeroWeightsToTokensNobodyReceived) {

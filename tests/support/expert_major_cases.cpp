@@ -269,6 +269,24 @@ Expected expected_for(const Case& c, uint64_t seed) {
   return expected_from(c, workload::generate(shape_of(c), seed));
 }
 
+Expected with_biases(const Case& c, Expected expected, uint64_t seed, bool first, bool second) {
+  const workload::Shape shape = shape_of(c);
+  std::vector<reference::CombineBias> biases(c.ranks);
+  expected.bias0.assign(c.ranks, Tensor());
+  expected.bias1.assign(c.ranks, Tensor());
+  for (int rank = 0; rank < c.ranks; ++rank) {
+    if (first) expected.bias0[rank] = workload::combine_bias(shape, seed, rank, 0);
+    if (second) expected.bias1[rank] = workload::combine_bias(shape, seed, rank, 1);
+    biases[rank] = {expected.bias0[rank], expected.bias1[rank]};
+  }
+  std::vector<reference::RankInputs> inputs;
+  for (const auto& rank_data : expected.data) inputs.push_back(rank_data.inputs());
+  std::vector<TensorView> ys(expected.ys.begin(), expected.ys.end());
+  expected.combined = reference::low_latency_combine(
+      ys, inputs, c.num_experts, Topology::single_node(c.ranks), c.max_tokens, c.capacity, biases);
+  return expected;
+}
+
 // ---- calls ----------------------------------------------------------------------------------------
 
 LowLatencyDispatchArgs dispatch_args(const Case& c, const TensorView& x, const TensorView& topk_idx,
@@ -304,6 +322,11 @@ LowLatencyCombineArgs combine_args(const TensorView& topk_idx, const TensorView&
 LowLatencyCombineArgs combine_args(const workload::RankData& data, const LowLatencyHandle& handle,
                                    const TensorView& y) {
   return combine_args(data.topk_idx, data.topk_weights, handle, y);
+}
+
+void attach_biases(const Expected& expected, int rank, LowLatencyCombineArgs& args) {
+  args.bias0 = expected.bias0.empty() ? TensorView() : expected.bias0[rank].view();
+  args.bias1 = expected.bias1.empty() ? TensorView() : expected.bias1[rank].view();
 }
 
 LowLatencyDispatchResult dispatch_with(Engine engine, Buffer& buffer, const LowLatencyDispatchArgs& args) {
@@ -469,7 +492,8 @@ std::vector<Outputs> run_cpu_engine(Engine engine, const Case& c, const Expected
     out.layout_range = host_copy(dispatched.layout_range);
     out.src_info = host_copy(dispatched.src_info);
     if (!expected.ys.empty()) {
-      const LowLatencyCombineArgs args = combine_args(data, dispatched.handle, expected.ys[rank]);
+      LowLatencyCombineArgs args = combine_args(data, dispatched.handle, expected.ys[rank]);
+      attach_biases(expected, rank, args);
       out.combined_x = host_copy(combine_with(engine, buffer, args).combined_x);
     }
   });

@@ -140,6 +140,9 @@ struct Expected {
   std::vector<Tensor> ys;
   std::vector<Tensor> combined;
   bool overflows = false;  // some expert receives more rows than the capacity
+  // [R] each, or empty: the combine biases (CombineArgs::bias0 / bias1; undefined where not passed)
+  // that `combined` was computed with, and that the combines of a round trip pass.
+  std::vector<Tensor> bias0, bias1;
 };
 
 Expected expected_from(std::vector<workload::RankData> data, int num_experts, const Topology& topology,
@@ -148,6 +151,9 @@ Expected expected_from(std::vector<workload::RankData> data, int num_experts, co
 Expected expected_from(const Case& c, std::vector<workload::RankData> data);
 // Inputs drawn from `seed`.
 Expected expected_for(const Case& c, uint64_t seed);
+// `expected` with combine biases (workload::combine_bias from `seed`: bias0 with `first`, bias1 with
+// `second`), its `combined` recomputed with them. Not for use_ue8m0 or overflowing cases.
+Expected with_biases(const Case& c, Expected expected, uint64_t seed, bool first, bool second);
 
 // ---- calls ----------------------------------------------------------------------------------------
 
@@ -159,6 +165,8 @@ LowLatencyCombineArgs combine_args(const TensorView& topk_idx, const TensorView&
                                    Stream stream = nullptr);
 LowLatencyCombineArgs combine_args(const workload::RankData& data, const LowLatencyHandle& handle,
                                    const TensorView& y);
+// Sets args.bias0 / bias1 to `expected`'s biases of `rank` (none when it has none).
+void attach_biases(const Expected& expected, int rank, LowLatencyCombineArgs& args);
 
 // The call of `engine` (low_latency or symmetric).
 LowLatencyDispatchResult dispatch_with(Engine engine, Buffer& buffer, const LowLatencyDispatchArgs& args);

@@ -137,4 +137,22 @@ inline void expect_interface_bad_input_refused(Engine engine, Regions regions) {
   expect_refused([&](SingleRank&, LowLatencyDispatchArgs& a) { a.out_recv_x = wrong_out; }, "out_recv_x:");
 }
 
+// Combine biases (docs/deep_ep.md, "Combine bias"): the CPU `engine`'s combine with bias0, with bias1
+// alone and with both equals the reference's, whose accumulator starts at bias0 + bias1.
+inline void expect_biased_combines_match(Engine engine, const Case& c, const std::string& seed_name) {
+  const uint64_t seed = testing::seed_for(seed_name);
+  const Expected plain = expected_for(c, seed);
+  for (auto [first, second] : {std::pair{true, false}, {false, true}, {true, true}}) {
+    SCOPED_TRACE(std::string("bias0 ") + (first ? "given" : "absent") + ", bias1 " +
+                 (second ? "given" : "absent"));
+    const Expected expected = with_biases(c, plain, seed, first, second);
+    const std::vector<Outputs> outputs = run_cpu_engine(engine, c, expected);
+    Failures failures;
+    for (int rank = 0; rank < c.ranks; ++rank) {
+      compare(outputs[rank].combined_x, expected.combined[rank], "combined_x", rank, failures);
+    }
+    expect_none(failures, seed);
+  }
+}
+
 }  // namespace switchyard::testing::expert_major

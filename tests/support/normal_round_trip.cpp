@@ -71,10 +71,31 @@ BufferSizing sizing_for(const workload::Shape& shape) {
   return sizing;
 }
 
+std::vector<RankBiases> make_biases(const workload::Shape& shape, uint64_t seed, Biases which) {
+  std::vector<RankBiases> biases;
+  if (which == Biases::none) return biases;
+  for (int rank = 0; rank < shape.topology.num_ranks; ++rank) {
+    RankBiases rank_biases;
+    if (which == Biases::first || which == Biases::both) {
+      rank_biases.bias0 = workload::combine_bias(shape, seed, rank, 0);
+    }
+    if (which == Biases::second || which == Biases::both) {
+      rank_biases.bias1 = workload::combine_bias(shape, seed, rank, 1);
+    }
+    biases.push_back(std::move(rank_biases));
+  }
+  return biases;
+}
+
 Expected compute_expected(const workload::Shape& shape, const std::vector<workload::RankData>& data,
-                          int expert_alignment) {
+                          int expert_alignment, std::vector<RankBiases> biases) {
   const int num_ranks = shape.topology.num_ranks;
   Expected expected;
+  expected.biases = std::move(biases);
+  std::vector<reference::CombineBias> reference_biases;
+  for (const RankBiases& rank_biases : expected.biases) {
+    reference_biases.push_back({rank_biases.bias0, rank_biases.bias1});
+  }
   std::vector<reference::RankInputs> inputs;
   std::vector<int64_t> num_tokens;
   for (int rank = 0; rank < num_ranks; ++rank) {
@@ -91,7 +112,38 @@ Expected compute_expected(const workload::Shape& shape, const std::vector<worklo
     ys.push_back(expected.ys.back());
     if (shape.with_weights) weights.push_back(out.recv_topk_weights);
   }
-  expected.combined = reference::normal_combine(ys, weights, expected.dispatched, num_tokens, shape.topology);
+  expected.combined = reference::normal_combine(ys, weights, expected.dispatched, num_tokens, shape.topology,
+                                                reference_biases);
+  return expected;
+}
+
+Expected compute_expected_without_topk(const workload::Shape& shape,
+                                       const std::vector<workload::RankData>& data, int expert_alignment) {
+  const int num_ranks = shape.topology.num_ranks;
+  Expected expected;
+  std::vector<reference::RankInputs> inputs;
+  std::vector<std::vector<uint8_t>> is_token_in_rank;
+  std::vector<std::vector<int>> num_tokens_per_expert;
+  std::vector<int64_t> num_tokens;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    expected.layouts.push_back(reference::layout(data[rank].topk_idx, shape.num_experts, shape.topology));
+    is_token_in_rank.push_back(expected.layouts.back().is_token_in_rank);
+    num_tokens_per_expert.push_back(expected.layouts.back().num_tokens_per_expert);
+    reference::RankInputs routed_by_rank;
+    routed_by_rank.x = data[rank].x;
+    routed_by_rank.x_scales = data[rank].x_scales;
+    inputs.push_back(routed_by_rank);
+    num_tokens.push_back(shape.tokens_of(rank));
+  }
+  expected.dispatched = reference::normal_dispatch_by_rank(
+      inputs, is_token_in_rank, num_tokens_per_expert, shape.num_experts, shape.topology, expert_alignment);
+  std::vector<TensorView> ys;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    const reference::NormalDispatchOutput& out = expected.dispatched[rank];
+    expected.ys.push_back(workload::synthetic_expert(out.recv_x, out.recv_x_scales, rank));
+    ys.push_back(expected.ys.back());
+  }
+  expected.combined = reference::normal_combine(ys, {}, expected.dispatched, num_tokens, shape.topology);
   return expected;
 }
 
@@ -116,12 +168,16 @@ void prepare_dispatch_outputs(RankRun& run, DispatchArgs& args, const workload::
 }
 
 void run_combine(RankRun& run, Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
-                 const RoundTripOptions& options, bool with_weights) {
+                 const Expected& expected, const RoundTripOptions& options, bool with_weights) {
   run.y = workload::synthetic_expert(run.dispatch.recv_x, run.dispatch.recv_x_scales, buffer.rank());
   CombineArgs args;
   args.x = run.y;
   if (with_weights) args.topk_weights = run.dispatch.recv_topk_weights;
   args.handle = &run.dispatch.handle;
+  if (!expected.biases.empty()) {
+    args.bias0 = expected.biases[buffer.rank()].bias0;
+    args.bias1 = expected.biases[buffer.rank()].bias1;
+  }
   if (options.preallocate_outputs) {
     const int64_t num_tokens = data.x.size(0);
     run.out_combined_x = poisoned(DType::bf16, {num_tokens, shape.hidden});
@@ -158,7 +214,27 @@ RankRun run_round_trip(Buffer& buffer, const workload::Shape& shape, const workl
     prepare_dispatch_outputs(run, args, shape, output_rows(expected, buffer.rank(), options), true);
   }
   run.dispatch = buffer.dispatch(args);
-  run_combine(run, buffer, shape, data, options, shape.with_weights);
+  run_combine(run, buffer, shape, data, expected, options, shape.with_weights);
+  return run;
+}
+
+RankRun run_round_trip_without_topk(Buffer& buffer, const workload::Shape& shape,
+                                    const workload::RankData& data, const Expected& expected,
+                                    const RoundTripOptions& options) {
+  RankRun run;
+  run.layout = buffer.get_dispatch_layout(data.topk_idx, shape.num_experts);
+  DispatchArgs args;
+  args.x = data.x;
+  args.x_scales = data.x_scales;
+  args.num_experts = shape.num_experts;
+  args.expert_alignment = options.expert_alignment;
+  args.layout = &run.layout;  // the routing: no topk_idx
+  args.num_worst_tokens = options.num_worst_tokens;
+  if (options.preallocate_outputs) {
+    prepare_dispatch_outputs(run, args, shape, output_rows(expected, buffer.rank(), options), false);
+  }
+  run.dispatch = buffer.dispatch(args);
+  run_combine(run, buffer, shape, data, expected, options, false);
   return run;
 }
 
@@ -179,7 +255,7 @@ RankRun run_cached_round_trip(Buffer& buffer, const workload::Shape& shape, cons
     prepare_dispatch_outputs(run, args, shape, output_rows(expected, buffer.rank(), options), with_topk);
   }
   run.dispatch = buffer.dispatch(args);
-  run_combine(run, buffer, shape, data, options, with_topk && shape.with_weights);
+  run_combine(run, buffer, shape, data, expected, options, with_topk && shape.with_weights);
   return run;
 }
 

@@ -22,16 +22,35 @@ struct RoundTripOptions {
   int64_t num_worst_tokens = 0;
 };
 
+// A home rank's combine biases (CombineArgs::bias0 / bias1), undefined where not passed.
+struct RankBiases {
+  Tensor bias0, bias1;
+};
+
+// Which combine biases a round trip passes (the same on every rank).
+enum class Biases { none, first, second, both };
+
+// Every rank's biases for `which`, from workload::combine_bias; empty for Biases::none.
+std::vector<RankBiases> make_biases(const workload::Shape& shape, uint64_t seed, Biases which);
+
 // What every rank should get, computed by the reference from all ranks' inputs.
 struct Expected {
   std::vector<reference::Layout> layouts;                   // [R]
   std::vector<reference::NormalDispatchOutput> dispatched;  // [R]
   std::vector<Tensor> ys;  // [R], the synthetic expert on the reference's recv_x
   std::vector<reference::NormalCombineOutput> combined;  // [R]
+  std::vector<RankBiases> biases;  // [R] or empty: what every combine of the round trip passes
 };
 
+// `biases`: empty, or one per rank; the combines of round trips against this Expected pass them.
 Expected compute_expected(const workload::Shape& shape, const std::vector<workload::RankData>& data,
-                          int expert_alignment);
+                          int expert_alignment, std::vector<RankBiases> biases = {});
+
+// A dispatch without top-k (DeepEP's topk_idx=None), routed by the layout of each rank's topk_idx
+// (is_token_in_rank, num_tokens_per_expert) alone, then a combine without weights: the reference's
+// normal_dispatch_by_rank and normal_combine.
+Expected compute_expected_without_topk(const workload::Shape& shape,
+                                       const std::vector<workload::RankData>& data, int expert_alignment);
 
 // One rank's outputs, with the poisoned tensors that were passed in (undefined when the library allocated).
 struct RankRun {
@@ -50,6 +69,12 @@ BufferSizing sizing_for(const workload::Shape& shape);
 // preallocated outputs outside worst-case mode (a caller knows M from an earlier dispatch).
 RankRun run_round_trip(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
                        const Expected& expected, const RoundTripOptions& options);
+
+// The round trip of compute_expected_without_topk: get_dispatch_layout, then a dispatch given that
+// layout and no topk_idx or topk_weights, then a combine without weights.
+RankRun run_round_trip_without_topk(Buffer& buffer, const workload::Shape& shape,
+                                    const workload::RankData& data, const Expected& expected,
+                                    const RoundTripOptions& options);
 
 // A second dispatch replaying `first`'s routing with its handle, then a combine with the new handle.
 // With `with_topk` false, topk_idx and topk_weights are omitted (the handle has the routing).

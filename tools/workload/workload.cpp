@@ -47,7 +47,7 @@ std::mt19937_64 make_rng(uint64_t seed, uint64_t rank, uint64_t purpose) {
   return std::mt19937_64(splitmix64(splitmix64(splitmix64(seed) ^ rank) ^ purpose));
 }
 
-enum Purpose : uint64_t { kRouting = 1, kValues = 2, kScales = 3, kWeights = 4, kGlobal = 5 };
+enum Purpose : uint64_t { kRouting = 1, kValues = 2, kScales = 3, kWeights = 4, kGlobal = 5, kBias = 6 };
 
 // A random bf16 with |v| in [2^-8, 4): random sign, exponent and all 7 mantissa bits, so that sums of
 // them exercise rounding. One value in 16 is an exact +0. One draw per value: the inputs of the
@@ -282,6 +282,19 @@ std::vector<RankData> generate(const Shape& shape, uint64_t seed) {
     }
   }
   return ranks;
+}
+
+Tensor combine_bias(const Shape& shape, uint64_t seed, int rank, int which) {
+  validate_shape(shape);
+  const int64_t num_tokens = shape.tokens_of(rank);
+  Tensor bias = Tensor::empty(DType::bf16, {num_tokens, shape.hidden});
+  std::mt19937_64 rng = make_rng(seed, static_cast<uint64_t>(rank), kBias + static_cast<uint64_t>(which));
+  uint16_t* values = bias.as<uint16_t>();
+  for (int64_t i = 0; i < bias.numel(); ++i) {
+    values[i] = random_bf16(rng);
+    if (draw_below(rng, kZeroValueOneIn) == 0) values[i] = 0x8000;  // -0.0
+  }
+  return bias;
 }
 
 Tensor synthetic_expert(const TensorView& recv_x, const TensorView& recv_x_scales, int rank) {

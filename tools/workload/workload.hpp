@@ -44,6 +44,11 @@ struct RankData {
 // Deterministic in (shape, seed).
 std::vector<RankData> generate(const Shape& shape, uint64_t seed);
 
+// A combine bias for `rank`'s tokens (CombineArgs::bias0 when `which` is 0, bias1 when 1): bf16
+// [N, H] of random values like x's, with about one in 16 an exact +0.0 and one in 16 an exact -0.0
+// (the sign of a zero start is part of the contract). Deterministic in (shape, seed, rank, which).
+Tensor combine_bias(const Shape& shape, uint64_t seed, int rank, int which);
+
 // The stand-in for the experts: y = bf16(dequant(recv_x) * (1 + rank / 8)), row by row, so that
 // every rank's output differs and the combine order matters. recv_x_scales only for fp8.
 Tensor synthetic_expert(const TensorView& recv_x, const TensorView& recv_x_scales, int rank);

@@ -10,6 +10,13 @@ Tensor output_or_allocate(const TensorView& given, DType dtype, std::initializer
   return given.defined() ? Tensor::borrow(given) : Tensor::empty(dtype, dims);
 }
 
+CombineBiases combine_biases(const LowLatencyCombineArgs& args) {
+  CombineBiases biases;
+  if (args.bias0.defined()) biases.bias0 = args.bias0.as<const uint16_t>();
+  if (args.bias1.defined()) biases.bias1 = args.bias1.as<const uint16_t>();
+  return biases;
+}
+
 ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan,
                                                 detail::BufferId owner, Engine engine) {
   const LowLatencyDispatchArgs& args = plan.args;

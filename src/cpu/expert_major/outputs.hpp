@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "common/combine_bias.hpp"
 #include "common/numeric.hpp"
 #include "core/backend.hpp"
 #include "core/expert_major_handle.hpp"
@@ -21,15 +22,26 @@ struct ExpertMajorOutputs {
 // The caller's preallocated output, or a fresh host tensor.
 Tensor output_or_allocate(const TensorView& given, DType dtype, std::initializer_list<int64_t> dims);
 
+// The caller's combine biases (bf16 [N, H'] each, null when absent).
+struct CombineBiases {
+  const uint16_t* bias0 = nullptr;
+  const uint16_t* bias1 = nullptr;
+};
+CombineBiases combine_biases(const LowLatencyCombineArgs& args);
+
 // DESIGN.md's expert-major combine, the same for every engine: for each token, its valid slots
-// (topk_idx >= 0) in increasing order, acc = fma(weight, y, acc) in fp32 from +0, rounded to bf16
-// once. `row_of(slot, token)` gives the bf16 expert output row for that (slot, token).
+// (topk_idx >= 0) in increasing order, acc = fma(weight, y, acc) in fp32 from +0 (or from
+// bias0 + bias1: common/combine_bias.hpp), rounded to bf16 once. `row_of(slot, token)` gives the bf16
+// expert output row for that (slot, token).
 template <typename RowOf>
 void reduce_weighted_slots(const int64_t* topk_idx, const float* topk_weights, int64_t num_tokens, int topk,
-                           int hidden, uint16_t* combined_x, RowOf row_of) {
+                           int hidden, uint16_t* combined_x, const CombineBiases& biases, RowOf row_of) {
   std::vector<float> accumulator(hidden);
   for (int64_t token = 0; token < num_tokens; ++token) {
-    std::fill(accumulator.begin(), accumulator.end(), 0.0f);
+    for (int channel = 0; channel < hidden; ++channel) {
+      accumulator[channel] = common::combine_bias_start(biases.bias0, biases.bias1,
+                                                        static_cast<size_t>(token * hidden + channel));
+    }
     for (int slot = 0; slot < topk; ++slot) {
       if (topk_idx[token * topk + slot] < 0) continue;
       const float weight = topk_weights[token * topk + slot];

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "common/combine_bias.hpp"
 #include "common/numeric.hpp"
 #include "cpu/backend/bounded_wait.hpp"
 #include "switchyard/errors.hpp"
@@ -259,9 +260,11 @@ bool RdmaCombineReceiver::step() {
       }
     }
     if (!ready) break;
-    // DESIGN.md: the node partials in ascending node order, fp32 from +0, rounded once; nodes
-    // without a contribution are skipped.
-    std::fill(total_.begin(), total_.end(), 0.0f);
+    // DESIGN.md: the node partials in ascending node order, fp32 from bias0 + bias1 (+0 without
+    // biases), rounded once; nodes without a contribution are skipped.
+    for (size_t h = 0; h < hidden; ++h) {
+      total_[h] = common::combine_bias_start(intranode.bias0, intranode.bias1, token_ * hidden + h);
+    }
     float* weights_out =
         intranode.combined_topk_weights ? intranode.combined_topk_weights + token_ * topk : nullptr;
     if (weights_out) std::fill(weights_out, weights_out + topk, 0.0f);

@@ -264,7 +264,8 @@ void combine_sender(const CombineCall& call, const detail::ExpertMajorHandleData
 // fp32 fused multiply-adds from +0, rounding to bf16 once. Slots whose expert is on a masked rank
 // (before or during the waits) are left out, as if topk_idx held -1 there.
 void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_idx,
-                      const std::vector<float>& topk_weights, int topk, uint16_t* combined_x) {
+                      const std::vector<float>& topk_weights, int topk, const CombineBiases& biases,
+                      uint16_t* combined_x) {
   const common::SymHeap& heap = *call.heap;
   const int num_experts = call.local_experts * call.num_ranks;
   for (int expert = 0; expert < num_experts; ++expert) {
@@ -283,7 +284,7 @@ void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_
           .surviving_slots(topk_idx.data(), topk_idx.size(), call.local_experts);
   const int64_t num_tokens = topk == 0 ? 0 : static_cast<int64_t>(slots.size()) / topk;
   reduce_weighted_slots(
-      slots.data(), topk_weights.data(), num_tokens, topk, call.hidden, combined_x,
+      slots.data(), topk_weights.data(), num_tokens, topk, call.hidden, combined_x, biases,
       [&](int slot, int64_t token) {
         return reinterpret_cast<const uint16_t*>(call.layout.combine_row(heap.base, call.half, slot, token));
       });
@@ -373,8 +374,8 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   combine_sender(call, handle, plan.y);
 
   auto receive = [call, topk_idx = std::move(topk_idx), topk_weights = std::move(topk_weights),
-                  topk = handle.topk, combined_x = result.combined_x] {
-    combine_receiver(call, topk_idx, topk_weights, topk, combined_x.as<uint16_t>());
+                  topk = handle.topk, biases = combine_biases(args), combined_x = result.combined_x] {
+    combine_receiver(call, topk_idx, topk_weights, topk, biases, combined_x.as<uint16_t>());
   };
   if (args.return_recv_hook) {
     result.hook = std::move(receive);

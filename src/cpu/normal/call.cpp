@@ -1,5 +1,6 @@
 #include "cpu/normal/call.hpp"
 
+#include <algorithm>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -46,6 +47,10 @@ void exchange_counts(const common::SymHeap& heap, HeapBarrier& barrier, const de
   }
   for (int64_t i = 0; i < plan.num_tokens * topk; ++i) {
     if (ids[i] >= 0) ++expert_counts[ids[i]];  // experts are rank-major, so this is [rank][local]
+  }
+  if (!plan.args.topk_idx.defined()) {  // routed by the layout alone: the caller's per-expert counts
+    const int32_t* given = plan.layout->num_tokens_per_expert.as<const int32_t>();
+    std::copy(given, given + plan.num_experts, expert_counts.begin());
   }
   std::vector<uint8_t> staged(link ? layout.notify_record_bytes() : 0);
   const size_t record_offset = static_cast<size_t>(
@@ -251,6 +256,8 @@ CombineContext combine_context(const common::SymHeap& heap, const detail::Combin
   context.is_token_in_rank = handle.is_token_in_rank.as<const uint8_t>();
   context.combined_x = result.combined_x.as<uint16_t>();
   context.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
+  context.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;
+  context.bias1 = args.bias1.defined() ? args.bias1.as<const uint16_t>() : nullptr;
   return context;
 }
 

@@ -4,6 +4,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "common/combine_bias.hpp"
 #include "common/numeric.hpp"
 
 namespace switchyard::cpu {
@@ -104,21 +105,30 @@ bool CombineReceiver::rows_ready(const uint8_t* in_rank) {
 }
 
 // DESIGN.md's order: fp32 over each node's ranks ascending (from +0), rounded to bf16 once per
-// node; then fp32 over the node partials ascending (from +0), rounded once. Weights: fp32 over ranks
-// ascending (exact, since each slot is non-zero on one rank only).
+// node; then fp32 over the node partials ascending, rounded once. With one node there is no partial:
+// the ranks' rows go straight into the final sum. The final sum starts at bias0 + bias1 (+0 without
+// biases). Weights: fp32 over ranks ascending (exact, since each slot is non-zero on one rank only).
 void CombineReceiver::reduce_token(const uint8_t* in_rank) {
   const common::CombineMessage& message = context_.message;
   const size_t hidden = node_sum_.size();
   const int topk = static_cast<int>(message.topk);
   const int64_t token = token_;
-  std::fill(total_.begin(), total_.end(), 0.0f);
+  for (size_t h = 0; h < hidden; ++h) {
+    total_[h] = common::combine_bias_start(context_.bias0, context_.bias1, token * hidden + h);
+  }
   float* weights_out =
       context_.combined_topk_weights ? context_.combined_topk_weights + token * topk : nullptr;
   if (weights_out) std::fill(weights_out, weights_out + topk, 0.0f);
   const int ranks_per_node = context_.ranks_per_node;
+  const bool one_node = ranks_per_node >= context_.num_ranks;
   for (int node_first = 0; node_first < context_.num_ranks; node_first += ranks_per_node) {
     bool any = false;
-    std::fill(node_sum_.begin(), node_sum_.end(), 0.0f);
+    // One node: node_sum_ is the final sum (it starts at the bias and is not rounded twice).
+    if (one_node) {
+      node_sum_ = total_;
+    } else {
+      std::fill(node_sum_.begin(), node_sum_.end(), 0.0f);
+    }
     for (int expert_rank = node_first; expert_rank < node_first + ranks_per_node; ++expert_rank) {
       if (!in_rank[expert_rank]) continue;
       any = true;
@@ -132,9 +142,12 @@ void CombineReceiver::reduce_token(const uint8_t* in_rank) {
       }
       ++state.consumed;
     }
-    if (!any) continue;
-    for (size_t h = 0; h < hidden; ++h)
-      total_[h] += common::bf16_to_float(common::float_to_bf16(node_sum_[h]));
+    if (one_node) {
+      total_.swap(node_sum_);
+    } else if (any) {
+      for (size_t h = 0; h < hidden; ++h)
+        total_[h] += common::bf16_to_float(common::float_to_bf16(node_sum_[h]));
+    }
   }
   uint16_t* out = context_.combined_x + token * hidden;
   for (size_t h = 0; h < hidden; ++h) out[h] = common::float_to_bf16(total_[h]);

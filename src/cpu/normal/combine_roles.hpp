@@ -25,6 +25,9 @@ struct CombineContext {
   const uint8_t* is_token_in_rank;  // [N, R]
   uint16_t* combined_x;             // bf16 [N, H]
   float* combined_topk_weights;     // [N, K] or null
+  // bf16 [N, H] each, or null: where each token's final fp32 sum starts (common/combine_bias.hpp).
+  const uint16_t* bias0;
+  const uint16_t* bias1;
 };
 
 // Writes expert-output row `row` of this rank (and its weights, if any) into a combine ring slot.

@@ -241,12 +241,14 @@ void combine_pusher(const Call& call, const Participants& homes, const detail::E
 // rounding to bf16 once, from this rank's own combine buffer. Slots routed to the experts of a rank
 // that does not take part are dropped, as if topk_idx held -1 there.
 void combine_reducer(const Call& call, const Participants& participants, const int64_t* topk_idx,
-                     const float* topk_weights, int64_t num_tokens, int topk, uint16_t* combined_x) {
+                     const float* topk_weights, int64_t num_tokens, int topk, const CombineBiases& biases,
+                     uint16_t* combined_x) {
   const common::SymHeap& heap = *call.heap;
   const std::vector<int64_t> ids =
       participants.surviving_slots(topk_idx, num_tokens * topk, call.local_experts);
   reduce_weighted_slots(
-      ids.data(), topk_weights, num_tokens, topk, call.hidden, combined_x, [&](int slot, int64_t token) {
+      ids.data(), topk_weights, num_tokens, topk, call.hidden, combined_x, biases,
+      [&](int slot, int64_t token) {
         return reinterpret_cast<const uint16_t*>(call.layout.combine_row(heap.base, call.half, slot, token));
       });
 }
@@ -366,7 +368,7 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
     pull_combine(
         InPlaceCall{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds, call.masking},
         handle, plan.y, plan.hidden, args.topk_idx.as<const int64_t>(), args.topk_weights.as<const float>(),
-        result.combined_x.as<uint16_t>());
+        combine_biases(args), result.combined_x.as<uint16_t>());
     return result;
   }
   const Participants homes(call.masking, call.rank, call.num_ranks);
@@ -375,7 +377,7 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
                            plan.config.timeout_seconds, "symmetric combine");
   // Fixed after the barrier: an expert rank it masked (on a timeout) is dropped from the whole reduction.
   combine_reducer(call, homes.still(call.masking, call.rank), args.topk_idx.as<const int64_t>(),
-                  args.topk_weights.as<const float>(), handle.num_tokens, handle.topk,
+                  args.topk_weights.as<const float>(), handle.num_tokens, handle.topk, combine_biases(args),
                   result.combined_x.as<uint16_t>());
   return result;
 }

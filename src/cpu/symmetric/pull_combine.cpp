@@ -75,7 +75,8 @@ std::string check_rows(const detail::ExpertMajorHandleData& handle, const std::v
 }  // namespace
 
 void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& handle, const uint16_t* y,
-                  int hidden, const int64_t* topk_idx, const float* topk_weights, uint16_t* combined_x) {
+                  int hidden, const int64_t* topk_idx, const float* topk_weights, const CombineBiases& biases,
+                  uint16_t* combined_x) {
   const common::SymHeap& heap = *call.heap;
   const common::SymmetricLayout& layout = call.layout;
   const int64_t rows_per_expert = handle.rows_per_expert();
@@ -124,7 +125,7 @@ void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& 
   if (mismatch.empty() && withdrawn.empty()) {
     const int32_t* position = handle.position.as<const int32_t>();
     const int32_t* begin = handle.begin.as<const int32_t>();
-    reduce_weighted_slots(ids.data(), topk_weights, handle.num_tokens, topk, hidden, combined_x,
+    reduce_weighted_slots(ids.data(), topk_weights, handle.num_tokens, topk, hidden, combined_x, biases,
                           [&](int slot, int64_t token) {
                             const int64_t pair = token * topk + slot;
                             const int64_t expert = ids[pair];

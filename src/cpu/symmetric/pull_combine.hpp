@@ -16,13 +16,15 @@
 #include "common/sym_heap.hpp"
 #include "common/symmetric_protocol.hpp"
 #include "core/expert_major_handle.hpp"
+#include "cpu/expert_major/outputs.hpp"
 #include "cpu/symmetric/lease.hpp"
 
 namespace switchyard::cpu {
 
 // Reduces this rank's tokens into combined_x [N, hidden] from every rank's y [L, C, hidden].
 void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& handle, const uint16_t* y,
-                  int hidden, const int64_t* topk_idx, const float* topk_weights, uint16_t* combined_x);
+                  int hidden, const int64_t* topk_idx, const float* topk_weights, const CombineBiases& biases,
+                  uint16_t* combined_x);
 
 // The dispatch's part, after its barrier (every target's workspace holds this call's counts): where
 // this rank's rows start among each expert's rows, begin[e] = the counts of participating sources

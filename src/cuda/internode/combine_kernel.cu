@@ -138,7 +138,8 @@ __device__ void rdma_receiver(const KernelContext& context, const InternodeTrans
       if (!ready) {
         if (lane == 0) shared.block_abort = 1;
       } else {
-        // DESIGN.md: node partials in ascending node order, fp32 from +0, rounded once.
+        // DESIGN.md: node partials in ascending node order, fp32 from bias0 + bias1 (+0 without
+        // biases), rounded once.
         uint32_t* slots = shared.token_slots[warp];
         int count = 0;
         for (uint32_t pending = nodes; pending != 0; pending &= pending - 1u) {
@@ -148,8 +149,11 @@ __device__ void rdma_receiver(const KernelContext& context, const InternodeTrans
           ++count;
         }
         __syncwarp();
+        const int64_t row_elements = message.row_bytes / 2;
         reduce_bf16_rows(context.heap.base, slots, count, message.row_offset(), chunks,
-                         reinterpret_cast<int4*>(launch.combined_x + token * (message.row_bytes / 2)));
+                         reinterpret_cast<int4*>(launch.combined_x + token * row_elements),
+                         launch.bias0 ? launch.bias0 + token * row_elements : nullptr,
+                         launch.bias1 ? launch.bias1 + token * row_elements : nullptr);
         if (launch.combined_topk_weights) {
           for (int k = lane; k < topk; k += 32) {
             float sum = 0.0f;

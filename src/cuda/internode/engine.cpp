@@ -202,6 +202,8 @@ DispatchResult InternodeEngine::dispatch(const detail::DispatchPlan& plan, Kerne
     handle->recv_token_count = allocate(env.allocation_stream, DType::i32, {1});
     notify.fresh = 1;
     notify.topk_idx = args.topk_idx.as<const int64_t>();
+    notify.num_tokens_per_expert =
+        args.topk_idx.defined() ? nullptr : plan.layout->num_tokens_per_expert.as<const int32_t>();
     notify.topk = plan.topk;
     notify.local_experts = plan.local_experts;
     notify.expert_alignment = plan.expert_alignment;
@@ -340,6 +342,8 @@ CombineResult InternodeEngine::combine(const detail::CombinePlan& plan, KernelCo
   launch.is_token_in_rank = handle.is_token_in_rank.as<const bool>();
   launch.combined_x = result.combined_x.as<uint16_t>();
   launch.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
+  launch.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;
+  launch.bias1 = args.bias1.defined() ? args.bias1.as<const uint16_t>() : nullptr;
   launch_internode_combine(context, links, launch, stream);
   return result;
 }

@@ -83,6 +83,8 @@ struct InternodeNotifyLaunch {
   // A fresh dispatch also exchanges counts (`fresh` = 1); a cached one or combine only opens the call.
   int fresh;
   const int64_t* topk_idx;  // [N, K]
+  // [E]: without topk_idx (topk 0), the caller's per-expert counts (its layout), sent instead.
+  const int32_t* num_tokens_per_expert;
   int topk, local_experts, expert_alignment;
   uint64_t signature;
   int32_t* recv_channel_start;  // [R * C + 1]
@@ -128,6 +130,9 @@ struct InternodeCombineLaunch {
   const bool* is_token_in_rank;
   uint16_t* combined_x;
   float* combined_topk_weights;
+  // bf16 [N, H] each, or null: where the home's sum over node partials starts (common/combine_bias.hpp).
+  const uint16_t* bias0;
+  const uint16_t* bias1;
 };
 
 // Resets this rank's rings and RDMA counters, lists each node's tokens per channel (when

@@ -130,6 +130,10 @@ __global__ void __launch_bounds__(kNotifyThreads, 2)
       record_wait_failure(context, site, num_experts, expert, 0, false);
     }
   }
+  if (launch.num_tokens_per_expert) {  // no topk_idx: the layout's counts
+    for (int i = threadIdx.x; i < num_experts; i += blockDim.x)
+      expert_counts[i] = launch.num_tokens_per_expert[i];
+  }
   if (!internode_barrier(context, transports.barrier, ranks_per_node, [](auto&, int) {})) return;
 
   // 4. Records: stored into the heaps of our node's ranks; staged and put to the others', each put

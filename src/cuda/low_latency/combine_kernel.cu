@@ -18,6 +18,7 @@
 #include "cuda/low_latency/device.cuh"
 #include "cuda/low_latency/kernels.hpp"
 #include "cuda/low_latency/link.cuh"
+#include "device/bf16x8.cuh"
 #include "device/cuda_check.hpp"
 
 namespace switchyard::cuda {
@@ -165,15 +166,16 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
 // ---- receive ------------------------------------------------------------------------------------
 
 // Eight channels of one token: out = bf16(sum over valid slots j ascending of w[j] * y_j), with
-// fmaf from +0 (DESIGN.md, expert-major combine).
+// fmaf from +0, or from bias0 + bias1 (DESIGN.md, expert-major combine; common/combine_bias.hpp).
 // Slots whose expert is on a masked rank are left out, as if topk_idx held -1 there.
 __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
                                              const LowLatencyCombineLaunch& launch,
                                              const low_latency::MaskBits& mask, int half, int64_t token,
                                              int64_t column) {
   float accumulator[8];
-#pragma unroll
-  for (int i = 0; i < 8; ++i) accumulator[i] = 0.0f;
+  const int64_t row = token * launch.hidden;
+  start_bf16x8(accumulator, launch.bias0 ? launch.bias0 + row : nullptr,
+               launch.bias1 ? launch.bias1 + row : nullptr, static_cast<uint32_t>(column));
   for (int first = 0; first < launch.topk; first += kSlotBatch) {
     int4 values[kSlotBatch];
     float weights[kSlotBatch];

@@ -259,6 +259,8 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   launch.num_tokens = handle.num_tokens;
   launch.topk = handle.topk;
   launch.combined_x = result.combined_x.as<uint16_t>();
+  launch.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;
+  launch.bias1 = args.bias1.defined() ? args.bias1.as<const uint16_t>() : nullptr;
 
   const LowLatencyGrid grid = this->grid();
   const transport::LoopbackDevice& across_nodes = loopback(plan.layout);

@@ -90,6 +90,9 @@ struct LowLatencyCombineLaunch {
   int64_t num_tokens;         // N
   int topk;                   // K
   uint16_t* combined_x;       // bf16 [N, H']
+  // bf16 [N, H'] each, or null: where each token's fp32 sum starts (common/combine_bias.hpp).
+  const uint16_t* bias0;
+  const uint16_t* bias1;
 };
 
 // Grid sizes, chosen on the host from the GPU and from how many ranks share it.

@@ -102,7 +102,9 @@ __device__ __forceinline__ void wait_output_piece_free(const OutputStaging& stag
 }
 
 // One warp reduces token `token`, whose rows are all present: per node, fp32 over its ranks
-// ascending from +0, rounded to bf16; then fp32 over node partials ascending from +0, rounded once.
+// ascending from +0, rounded to bf16; then fp32 over node partials ascending, rounded once. With one
+// node there is no partial: the ranks' rows go straight into the final sum. The final sum starts at
+// bias0 + bias1 (+0 without biases).
 __device__ void reduce_token(const KernelContext& context, const CombineLaunch& launch, int channel,
                              int64_t token, OutputStaging& staging) {
   const int num_ranks = context.num_ranks;
@@ -113,20 +115,28 @@ __device__ void reduce_token(const KernelContext& context, const CombineLaunch& 
   const uint32_t holders = ranks_holding_token(in_rank, num_ranks);
   const int lane = lane_id();
   int4* out = reinterpret_cast<int4*>(launch.combined_x + token * (message.row_bytes / 2));
+  const int64_t row_elements = message.row_bytes / 2;
+  const uint16_t* bias0_row = launch.bias0 ? launch.bias0 + token * row_elements : nullptr;
+  const uint16_t* bias1_row = launch.bias1 ? launch.bias1 + token * row_elements : nullptr;
+  const bool one_node = launch.ranks_per_node >= num_ranks;
   for (uint32_t piece_begin = 0; piece_begin < chunks; piece_begin += kOutputPieceChunks) {
     const uint32_t piece_chunks = min(kOutputPieceChunks, chunks - piece_begin);
     wait_output_piece_free(staging);
     int4* piece = staging.pieces + (staging.stored % 2) * kOutputPieceChunks;
     for (uint32_t offset = lane; offset < piece_chunks; offset += 32) {
       const uint32_t chunk = piece_begin + offset;
-      float total[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      float total[8];
+      start_bf16x8(total, bias0_row, bias1_row, chunk);
       for (int node_first = 0; node_first < num_ranks; node_first += launch.ranks_per_node) {
         const int node_end = min(num_ranks, node_first + launch.ranks_per_node);
         const uint32_t node_bits =
             node_end - node_first >= 32 ? 0xffffffffu : (1u << (node_end - node_first)) - 1u;
         uint32_t pending = (holders >> node_first) & node_bits;
         if (pending == 0) continue;
-        float node_sum[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        // One node: node_sum is the final sum, from the bias on, rounded only once below.
+        float node_sum[8];
+#pragma unroll
+        for (int i = 0; i < 8; ++i) node_sum[i] = one_node ? total[i] : 0.0f;
         while (pending != 0) {
           int4 rows[kReduceLoadsInFlight];
           int count = 0;
@@ -145,7 +155,10 @@ __device__ void reduce_token(const KernelContext& context, const CombineLaunch& 
           }
         }
 #pragma unroll
-        for (int i = 0; i < 8; ++i) total[i] += common::bf16_to_float(common::float_to_bf16(node_sum[i]));
+        for (int i = 0; i < 8; ++i) {
+          total[i] =
+              one_node ? node_sum[i] : total[i] + common::bf16_to_float(common::float_to_bf16(node_sum[i]));
+        }
       }
       uint32_t words[4];
 #pragma unroll

@@ -110,6 +110,8 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan, KernelCo
     NotifyLaunch notify{};
     notify.is_token_in_rank = handle->is_token_in_rank.as<const bool>();
     notify.topk_idx = args.topk_idx.as<const int64_t>();
+    notify.num_tokens_per_expert =
+        args.topk_idx.defined() ? nullptr : plan.layout->num_tokens_per_expert.as<const int32_t>();
     notify.num_tokens = plan.num_tokens;
     notify.topk = plan.topk;
     notify.local_experts = plan.local_experts;
@@ -214,6 +216,8 @@ CombineResult NormalEngine::combine(const detail::CombinePlan& plan, KernelConte
   launch.send_slot = handle.send_slot.as<const int32_t>();
   launch.combined_x = result.combined_x.as<uint16_t>();
   launch.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
+  launch.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;
+  launch.bias1 = args.bias1.defined() ? args.bias1.as<const uint16_t>() : nullptr;
   launch_combine(context, launch, env.stream);
   return result;
 }

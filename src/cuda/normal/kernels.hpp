@@ -25,6 +25,8 @@ void launch_begin_call(const KernelContext& context, cudaStream_t stream);
 struct NotifyLaunch {
   const bool* is_token_in_rank;  // [N, R]
   const int64_t* topk_idx;       // [N, K]
+  // [E]: without topk_idx (topk 0), the caller's per-expert counts (its layout), sent instead.
+  const int32_t* num_tokens_per_expert;
   int64_t num_tokens;
   int topk, local_experts, expert_alignment;
   uint64_t signature;
@@ -74,6 +76,9 @@ struct CombineLaunch {
   const int32_t* send_slot;
   uint16_t* combined_x;
   float* combined_topk_weights;
+  // bf16 [N, H] each, or null: where each token's final fp32 sum starts (common/combine_bias.hpp).
+  const uint16_t* bias0;
+  const uint16_t* bias1;
 };
 void launch_combine(const KernelContext& context, const CombineLaunch& launch, cudaStream_t stream);
 

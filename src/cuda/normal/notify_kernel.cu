@@ -82,6 +82,10 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
       record_wait_failure(context, site, num_experts, expert, 0, false);
     }
   }
+  if (launch.num_tokens_per_expert) {  // no topk_idx: the layout's counts
+    for (int i = threadIdx.x; i < num_experts; i += blockDim.x)
+      expert_counts[i] = launch.num_tokens_per_expert[i];
+  }
   __syncthreads();
   for (int destination = threadIdx.x; destination < num_ranks; destination += blockDim.x) {
     int32_t running = 0;

@@ -204,7 +204,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   // dropped from the whole reduction.
   experts.load(context, &homes);
   if (!overflowed) {
-    reduce_tokens(ReduceShape{launch.num_tokens, launch.hidden, call.blocks, launch.combined_x},
+    reduce_tokens(ReduceShape{launch.num_tokens, launch.hidden, call.blocks, launch.combined_x, launch.bias0,
+                              launch.bias1},
                   CombineBufferSlots{context, launch, experts, call.half});
   }
 }

@@ -361,6 +361,8 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
   kernel.topk_weights = args.topk_weights.as<const float>();
   kernel.num_tokens = handle.num_tokens;
   kernel.combined_x = result.combined_x.as<uint16_t>();
+  kernel.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;
+  kernel.bias1 = args.bias1.defined() ? args.bias1.as<const uint16_t>() : nullptr;
   kernel.num_experts = handle.num_experts;
   context.barrier_epoch = &state_->barriers;
   if (pull) {

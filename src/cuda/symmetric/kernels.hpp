@@ -146,6 +146,9 @@ struct SymmetricCombineLaunch {
   const float* topk_weights;  // [N, K]
   int64_t num_tokens;
   uint16_t* combined_x;  // [N, H']
+  // bf16 [N, H'] each, or null: where each token's fp32 sum starts (common/combine_bias.hpp).
+  const uint16_t* bias0;
+  const uint16_t* bias1;
 };
 void launch_symmetric_combine(const KernelContext& context, const SymmetricCombineLaunch& launch,
                               cudaStream_t stream);

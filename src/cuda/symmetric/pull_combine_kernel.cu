@@ -159,7 +159,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   }
   if (gathered && !overflowed) {
     reduce_tokens(
-        ReduceShape{launch.num_tokens, launch.hidden, static_cast<int>(gridDim.x), launch.combined_x},
+        ReduceShape{launch.num_tokens, launch.hidden, static_cast<int>(gridDim.x), launch.combined_x,
+                    launch.bias0, launch.bias1},
         PeerOutputSlots{context, launch, y_of, participants, static_cast<uint32_t>(launch.hidden) * 2});
   }
   // 4. Finish (cuda/symmetric/release.cuh): the call ends only when no peer reads our y any more; the

@@ -1,11 +1,13 @@
 #pragma once
 // The reduction of the `symmetric` combine, shared by its two paths (DESIGN.md, expert-major
 // combine): every warp of the grid takes (token, 256-channel chunk) items of this rank's tokens and
-// sums the token's valid slots' rows, weighted, in increasing slot order with fmaf from +0, rounding
+// sums the token's valid slots' rows, weighted, in increasing slot order with fmaf from +0 (or from
+// the caller's biases: common/combine_bias.hpp), rounding
 // to bf16 once: the CPU engine's arithmetic, bit for bit. The paths differ only in where a slot's
 // row is: push reads this rank's combine buffer, pull the expert's rank's y (SlotsOf, below).
 #include "common/numeric.hpp"
 #include "cuda/symmetric/kernels.hpp"
+#include "device/bf16x8.cuh"
 #include "device/ptx.cuh"
 #include "device/warp_group.cuh"
 
@@ -37,7 +39,9 @@ struct ReduceShape {
   int64_t num_tokens;
   int hidden;
   int blocks;
-  uint16_t* combined_x;  // [N, hidden]
+  uint16_t* combined_x;   // [N, hidden]
+  const uint16_t* bias0;  // [N, hidden] or null: the sums start at bias0 + bias1 (common/combine_bias.hpp)
+  const uint16_t* bias1;
 };
 
 // Every warp of the grid. `slots_of(token)` (every lane; lane j answers for slot j, invalid past
@@ -59,9 +63,13 @@ __device__ void reduce_tokens(const ReduceShape& shape, SlotsOf&& slots_of) {
     next = slots_of((item + warps) / chunks);
     uint32_t remaining = __ballot_sync(0xffffffffu, slots.valid);
     float accumulator[kChannelsPerLane];
-#pragma unroll
-    for (int i = 0; i < kChannelsPerLane; ++i) accumulator[i] = 0.0f;
     const bool active = channel < hidden;
+    if (active) {
+      const size_t row = static_cast<size_t>(token) * hidden;
+      start_bf16x8(accumulator, shape.bias0 ? shape.bias0 + row : nullptr,
+                   shape.bias1 ? shape.bias1 + row : nullptr,
+                   static_cast<uint32_t>(channel / kChannelsPerLane));
+    }
     while (remaining != 0) {
       int slot[kSlotBatch];
       float weight[kSlotBatch];
