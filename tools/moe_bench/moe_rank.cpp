@@ -254,6 +254,7 @@ std::string run_moe_rank(const MoeBenchOptions& o, const std::vector<workload::R
       out[std::string(name) + "_gemm1_us"] = first;
       out[std::string(name) + "_gemm2_us"] = second;
     }
+    progress("alone");
     group.barrier();
   }
   // The read bandwidth of HBM, with the GPU otherwise idle (the other ranks wait at the barrier).

@@ -24,7 +24,7 @@ struct MoeBenchOptions {
   int64_t capacity = 0;  // rows per local expert; 0: 2 x the largest any expert receives, rounded up to 128
   int warmup = 2;
   int iters = 10;
-  int check_tokens = 2;  // tokens per rank checked against the reference
+  int check_tokens = 1;  // tokens per rank checked against the reference
   uint64_t seed = 1;
   double timeout_seconds = 120.0;
   std::string json;

@@ -1,4 +1,3 @@
-#include <cstdlib>
 #include <mutex>
 #include <set>
 #include <utility>
@@ -121,9 +120,7 @@ void CudaMoeExperts::run(void* stream_pointer, void* const* marks) {
   mark(3);
   // NOTES: every call, not only where ranks share a GPU: a rank does not know whether its peers do, and
   // all ranks must number their barriers alike. Its cost (one barrier's latency) counts in the combine.
-  // DIAGNOSTIC (session 8, to be removed): SWITCHYARD_MOE_DIAG_SKIP_BARRIER=1 leaves the barrier out.
-  static const bool skip_barrier = std::getenv("SWITCHYARD_MOE_DIAG_SKIP_BARRIER") != nullptr;
-  if (!skip_barrier) barrier_(stream);
+  barrier_(stream);
 }
 
 }  // namespace switchyard::cuda
