@@ -99,7 +99,9 @@ struct DispatchArgs {
   // (DeepEP's dispatch with topk_idx=None) the layout alone routes the tokens: token t goes to every
   // rank d with is_token_in_rank[t, d], recv_topk_idx and recv_topk_weights are not made, and each
   // receiver's num_recv_tokens_per_expert sums what the sources' num_tokens_per_expert say for its
-  // experts (as DeepEP does); the combine that follows is the plain sum of the copies.
+  // experts (as DeepEP does); the combine that follows is the plain sum of the copies. Read during this
+  // call only (on CUDA: by work queued on `stream`): the handle keeps its own copy of is_token_in_rank,
+  // so the caller may free or reuse the layout once the call is done with it.
   const DispatchLayout* layout = nullptr;
   // Replays the routing of an earlier dispatch: no layout, no count exchange, no host sync.
   const DispatchHandle* cached_handle = nullptr;

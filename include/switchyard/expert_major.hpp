@@ -96,6 +96,8 @@ struct ExpertMajorDispatchArgs {
   bool use_ue8m0 = false;    // power-of-two scales stored as UE8M0 bytes, 4 per int32 (needs use_fp8)
   bool return_recv_hook = false;
   // Optional preallocated outputs (shapes as in ExpertMajorDispatchResult); allocated when undefined.
+  // Borrowed for the call (with return_recv_hook, until the hook has run): the handle keeps its own
+  // copy of the routing its combine reads (layout_range, src_info), so they may be reused or freed after.
   TensorView out_recv_x, out_recv_x_scales, out_recv_count, out_layout_range, out_src_info;
   Stream stream = nullptr;
 };

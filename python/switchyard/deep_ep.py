@@ -529,11 +529,8 @@ class Buffer:
         recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
         handle = normal_handle(result.handle, self.rank, self.group_size, framework_of(x))
         handle.call_shape = (topk, num_experts)
-        if layout is not None:
-            # NOTES: switchyard's handle borrows the layout's is_token_in_rank (combine and cached
-            # dispatch route by it), so the handle keeps the layout's tensors alive, as DeepEP's handle,
-            # which holds that very tensor, does; neither the caller nor _last_layout may outlive it.
-            handle.routing_inputs = layout
+        # NOTES: the layout need not outlive the call: switchyard's handle routes combine and cached
+        # dispatches by its own copy of is_token_in_rank (also the tensor in DeepEP's 6-tuple above).
         return (recv_x, result.recv_topk_idx, result.recv_topk_weights, list(result.num_recv_tokens_per_expert),
                 handle, _record_event(x, async_finish))
 

@@ -29,8 +29,9 @@ struct ExpertMajorHandleData {
   int64_t num_tokens = 0;
   Tensor topk_idx;  // i64 [N, K]: a copy of the dispatch's, to check combine's against
 
-  // Receive side, filled by the receive half (the hook, with return_recv_hook).
-  Tensor recv_count;    // i32 [L]
+  // Receive side, filled by the receive half (the hook, with return_recv_hook). What the combine routes
+  // by: the dispatch's outputs where the library allocated them (shared with the result), the handle's
+  // own copies where the caller passed out_layout_range / out_src_info (borrowed for the call only).
   Tensor layout_range;  // i32 [L, R, 2]
   Tensor src_info;      // i32 [L, C]: source token, -1 past recv_count
   Tensor src_slot;      // i32 [L, C]: the top-k slot of each row at its source

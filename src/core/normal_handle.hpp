@@ -21,7 +21,9 @@ struct NormalHandleData {
 
   // Send side (this rank's tokens).
   int64_t num_tokens = 0;
-  Tensor is_token_in_rank;  // bool [N, R], on the backend's device
+  // bool [N, R], on the backend's device. The handle's own (computed here, or copied from the caller's
+  // layout), never caller memory: combine and cached dispatches read it after the caller let go.
+  Tensor is_token_in_rank;
   // A layout dispatch computed itself, kept whole: freeing device memory inside a CUDA graph
   // capture would invalidate the capture.
   DispatchLayout own_layout;

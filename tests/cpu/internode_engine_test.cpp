@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "support/normal_round_trip.hpp"
+#include "support/released_layout.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
@@ -269,6 +270,48 @@ TEST_P(InternodeReplayTest, WorstCaseDispatchPadsRowsAndCombineMatchesReference)
 
 TEST_P(InternodeReplayTest, WorstCaseCachedDispatchGivesTheSameOutputs) {
   check_cached_dispatch(GetParam(), true, worst_tokens(GetParam().shape));
+}
+
+// DispatchArgs::layout is borrowed for the dispatch only: after the caller overwrote and freed it, the
+// node-grouped combine and a cached dispatch with the handle still route as the dispatch did.
+void check_released_layout(const InternodeCase& c, bool with_topk, int64_t num_worst_tokens) {
+  const uint64_t seed = testing::seed_for("internode/released_layout/" + c.name);
+  SCOPED_TRACE(describe(c, seed) + (with_topk ? " with topk_idx" : " without topk_idx") +
+               " num_worst_tokens=" + std::to_string(num_worst_tokens));
+  const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
+  const Expected expected = with_topk
+                                ? testing::compute_expected(c.shape, data, c.expert_alignment)
+                                : testing::compute_expected_without_topk(c.shape, data, c.expert_alignment);
+  RoundTripOptions options;
+  options.expert_alignment = c.expert_alignment;
+  options.num_worst_tokens = num_worst_tokens;
+  const int num_ranks = c.shape.topology.num_ranks;
+  std::vector<testing::ReleasedLayoutRuns> runs(num_ranks);
+  run_on_ranks(c, seed, [&](Buffer& buffer, int rank) {
+    runs[rank] =
+        testing::run_round_trip_releasing_layout(buffer, c.shape, data[rank], expected, options, with_topk);
+  });
+  const bool with_weights = with_topk && c.shape.with_weights;
+  std::vector<std::string> failures;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    for (const RankRun* run : {&runs[rank].first, &runs[rank].cached}) {
+      testing::check_dispatch(*run, c.shape, expected, rank, options, with_topk, &failures);
+      testing::check_combine(*run, c.shape, expected, rank, with_weights, &failures);
+    }
+  }
+  report(failures);
+}
+
+TEST_P(InternodeReplayTest, CombineAndCachedDispatchAfterTheLayoutWasFreedMatchReferenceBitwise) {
+  check_released_layout(GetParam(), true, 0);
+}
+
+TEST_P(InternodeReplayTest, WorstCaseCombineAndCachedDispatchAfterTheLayoutWasFreedMatchReference) {
+  check_released_layout(GetParam(), true, worst_tokens(GetParam().shape));
+}
+
+TEST_P(InternodeReplayTest, WithoutTopkCombineAndCachedDispatchAfterTheLayoutWasFreedMatchReference) {
+  check_released_layout(GetParam(), false, 0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, InternodeReplayTest, ::testing::ValuesIn(replay_cases()), case_name);

@@ -170,6 +170,11 @@ TEST(LowLatency, HookSplitGivesTheSameBits) {
   expect_none(failures, seed);
 }
 
+TEST(LowLatency, CombineRoutesAsDispatchedAfterTheCallersOutputsWereFreed) {
+  expect_combine_routes_as_dispatched_after_the_callers_outputs_were_freed(Engine::low_latency, kRegions,
+                                                                           "low_latency/freed_outputs");
+}
+
 TEST(LowLatency, BackToBackCallsUseAlternateHalvesWithoutRacing) {
   expect_back_to_back_calls_match(Engine::low_latency, kRegions, "low_latency/back_to_back", 4);
 }

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "support/normal_round_trip.hpp"
+#include "support/released_layout.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
@@ -443,6 +444,71 @@ std::vector<EngineCase> bias_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, NormalEngineBiasTest, ::testing::ValuesIn(bias_cases()), case_name);
+
+// DispatchArgs::layout is borrowed for the dispatch only: the caller may overwrite and free it once
+// dispatch has returned, and the combine and a cached dispatch with the handle still route as the
+// dispatch did (the handle owns its routing).
+class NormalEngineReleasedLayoutTest : public ::testing::TestWithParam<EngineCase> {};
+
+void check_released_layout(const EngineCase& c, bool with_topk, int64_t num_worst_tokens) {
+  const uint64_t seed = testing::seed_for(c.name + "/released_layout");
+  SCOPED_TRACE(describe(c, seed) + (with_topk ? " with topk_idx" : " without topk_idx") +
+               " num_worst_tokens=" + std::to_string(num_worst_tokens));
+  const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
+  const Expected expected = with_topk
+                                ? testing::compute_expected(c.shape, data, c.expert_alignment)
+                                : testing::compute_expected_without_topk(c.shape, data, c.expert_alignment);
+  RoundTripOptions options;
+  options.expert_alignment = c.expert_alignment;
+  options.num_worst_tokens = num_worst_tokens;
+  const int num_ranks = c.shape.topology.num_ranks;
+  std::vector<testing::ReleasedLayoutRuns> runs(num_ranks);
+  std::string unsupported;
+  ASSERT_TRUE(run_on_ranks(
+      c,
+      [&](Buffer& buffer, int rank) {
+        runs[rank] = testing::run_round_trip_releasing_layout(buffer, c.shape, data[rank], expected, options,
+                                                              with_topk);
+      },
+      &unsupported))
+      << unsupported;
+  const bool with_weights = with_topk && c.shape.with_weights;
+  std::vector<std::string> failures;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    for (const RankRun* run : {&runs[rank].first, &runs[rank].cached}) {
+      testing::check_dispatch(*run, c.shape, expected, rank, options, with_topk, &failures);
+      testing::check_combine(*run, c.shape, expected, rank, with_weights, &failures);
+    }
+  }
+  report(failures);
+}
+
+TEST_P(NormalEngineReleasedLayoutTest, CombineAndCachedDispatchAfterTheLayoutWasFreedMatchReferenceBitwise) {
+  check_released_layout(GetParam(), true, 0);
+}
+
+TEST_P(NormalEngineReleasedLayoutTest,
+       WorstCaseCombineAndCachedDispatchAfterTheLayoutWasFreedMatchReference) {
+  check_released_layout(GetParam(), true, worst_tokens(GetParam().shape));
+}
+
+TEST_P(NormalEngineReleasedLayoutTest,
+       WithoutTopkCombineAndCachedDispatchAfterTheLayoutWasFreedMatchReference) {
+  check_released_layout(GetParam(), false, 0);
+}
+
+std::vector<EngineCase> released_layout_cases() {
+  return {
+      {"r1_bf16", make_shape(single(1), {12}, 256, 4, 8, bf16)},
+      {"r2_zero_tokens", make_shape(single(2), {0}, 128, 4, 8, bf16)},
+      {"r3_fp8_wrap", make_shape(single(3), {12}, 256, 4, 12, fp8), ring_config(2, 2, 1)},
+      {"r4_no_weights_alignment_4", make_shape(single(4), {8}, 128, 6, 16, bf16, false), default_config(), 4},
+      {"r8_skewed", make_shape(single(8), {6}, 256, 8, 64, bf16, true, Routing::skewed)},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, NormalEngineReleasedLayoutTest, ::testing::ValuesIn(released_layout_cases()),
+                         case_name);
 
 // Two buffers in a row on the same ranks do not disturb each other's results.
 TEST(NormalEngine, BuffersCanBeRecreatedAndGiveTheSameResults) {

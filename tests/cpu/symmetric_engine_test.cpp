@@ -170,6 +170,11 @@ TEST_P(SymmetricCombinePaths, BackToBackCallsReuseTheBarrierAndHalvesWithoutRaci
   expect_back_to_back_calls_match(Engine::symmetric, kRegions, "symmetric/back_to_back", 6, GetParam());
 }
 
+TEST_P(SymmetricCombinePaths, CombineRoutesAsDispatchedAfterTheCallersOutputsWereFreed) {
+  expect_combine_routes_as_dispatched_after_the_callers_outputs_were_freed(
+      Engine::symmetric, kRegions, "symmetric/freed_outputs", GetParam());
+}
+
 // The pull combine returns only when no peer reads this rank's y any more: each rank poisons its y
 // as soon as its combine returns, and every rank's output is still the reference's.
 TEST_P(SymmetricCombinePaths, ExpertOutputsMayBeOverwrittenAsSoonAsCombineReturns) {

@@ -19,6 +19,7 @@
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
 #include "cuda/rank_device.hpp"
+#include "cuda/released_layout_round_trip.hpp"
 #include "support/loopback_delays.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/test_seed.hpp"
@@ -339,6 +340,32 @@ TEST_P(CudaInternodeTest, WorstCaseDispatchPadsRowsAndCombineMatchesReference) {
         !workload::bitwise_equal(to_host(combined.combined_topk_weights, stream),
                                  expected.combined[rank].combined_topk_weights, &why)) {
       mine_failures.push_back(prefix + "combined_topk_weights: " + why);
+    }
+  });
+  report(failures);
+}
+
+// DispatchArgs::layout is borrowed for the dispatch only: after the caller overwrote and freed it, the
+// node-grouped combine and a cached dispatch with the handle still route as the dispatch did (the
+// handle owns a stream-ordered copy of is_token_in_rank); with top-k and routed by the layout alone.
+TEST_P(CudaInternodeTest, CombineAndCachedDispatchAfterTheLayoutWasFreedMatchReferenceBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const InternodeCase& c = GetParam();
+  const uint64_t seed = seed_for("cuda/internode/released_layout/" + c.name);
+  SCOPED_TRACE(describe(c, seed));
+  const auto data = workload::generate(c.shape, seed);
+  const Expected with_topk = compute_expected(c.shape, data, c.expert_alignment);
+  const Expected without_topk = compute_expected_without_topk(c.shape, data, c.expert_alignment);
+  std::vector<std::vector<std::string>> failures(c.shape.topology.num_ranks);
+  run_case(c, seed, [&](Buffer& buffer, Group& group, cudaStream_t stream) {
+    const int rank = group.rank();
+    for (const bool topk : {true, false}) {
+      const Expected& expected = topk ? with_topk : without_topk;
+      group.barrier();  // the ranks start each round trip together (see normal_engine_cuda_test.cpp)
+      const ReleasedLayoutDeviceRuns runs = run_on_device_releasing_layout(
+          buffer, c.shape, data[rank], expected, c.expert_alignment, stream, topk);
+      compare_with_reference(runs.first, c.shape, expected, rank, &failures[rank], topk);
+      compare_with_reference(runs.cached, c.shape, expected, rank, &failures[rank], topk);
     }
   });
   report(failures);

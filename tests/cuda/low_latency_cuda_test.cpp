@@ -18,6 +18,7 @@
 
 #include "cuda/device_tensors.hpp"
 #include "cuda/expert_major_round_trip.hpp"
+#include "cuda/freed_outputs_round_trip.hpp"
 #include "cuda/low_latency_fp8_cast_check.hpp"
 #include "cuda/low_latency_modes.hpp"
 #include "cuda/rank_device.hpp"
@@ -242,6 +243,24 @@ TEST_P(CudaLowLatencyModes, HookSplitGivesTheSameBits) {
     combined.hook();
     buffer.synchronize(stream);
     compare(to_host(combined.combined_x, stream), expected.combined[rank], "combined_x", rank, failures);
+  });
+  expect_none(failures, seed);
+}
+
+// The caller's out_layout_range and out_src_info are borrowed for the dispatch only (with a hook, until
+// it has run): overwritten and freed before the combine, they must not change how it routes.
+TEST_P(CudaLowLatencyModes, CombineRoutesAsDispatchedAfterTheCallersOutputsWereFreed) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case& c = GetParam();
+  const uint64_t seed = seed_for("cuda_low_latency/freed_outputs/" + c.name);
+  const Expected expected = expected_for(c, seed);
+  Failures failures;
+  with_cuda_buffers(c, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
+    for (const bool hook : {false, true}) {
+      group.barrier();
+      check_combine_after_the_callers_outputs_were_freed(Engine::low_latency, c, expected, hook, group.rank(),
+                                                         buffer, stream, failures);
+    }
   });
   expect_none(failures, seed);
 }

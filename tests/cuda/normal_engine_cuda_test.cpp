@@ -10,6 +10,7 @@
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
 #include "cuda/rank_device.hpp"
+#include "cuda/released_layout_round_trip.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
@@ -249,9 +250,50 @@ std::vector<CudaCase> bias_cases() {
   return list;
 }
 
+// DispatchArgs::layout is borrowed for the dispatch only: the caller may overwrite and free it once
+// dispatch has returned, and the combine and a cached dispatch with the handle still route as the
+// dispatch did (the handle owns a stream-ordered copy of is_token_in_rank).
+class CudaNormalReleasedLayoutTest : public ::testing::TestWithParam<CudaCase> {};
+
+TEST_P(CudaNormalReleasedLayoutTest, CombineAndCachedDispatchAfterTheLayoutWasFreedMatchReferenceBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const CudaCase& c = GetParam();
+  const uint64_t seed = seed_for(c.name + "/released_layout");
+  SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed) + " " + c.shape.describe());
+  auto data = workload::generate(c.shape, seed);
+  const Expected with_topk = compute_expected(c.shape, data, c.expert_alignment);
+  const Expected without_topk = compute_expected_without_topk(c.shape, data, c.expert_alignment);
+  const int ranks = c.shape.topology.num_ranks;
+  std::vector<std::vector<std::string>> failures(ranks);
+  run_ranks(ranks, [&](Group& group) {
+    const int rank = group.rank();
+    cudaSetDevice(device_for_rank(rank, c.shape.topology.num_ranks));
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    {
+      Buffer buffer(options_for(c, rank));
+      buffer.connect(group.allgather(buffer.local_handle()));
+      for (const bool topk : {true, false}) {
+        const Expected& expected = topk ? with_topk : without_topk;
+        group.barrier();  // as in the tests above: the ranks start each round trip together
+        const ReleasedLayoutDeviceRuns runs = run_on_device_releasing_layout(
+            buffer, c.shape, data[rank], expected, c.expert_alignment, stream, topk);
+        compare_with_reference(runs.first, c.shape, expected, rank, &failures[rank], topk);
+        compare_with_reference(runs.cached, c.shape, expected, rank, &failures[rank], topk);
+      }
+    }
+    cudaStreamDestroy(stream);
+  });
+  for (int rank = 0; rank < ranks; ++rank) {
+    for (const auto& failure : failures[rank]) ADD_FAILURE() << failure;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Biases, CudaNormalBiasTest, ::testing::ValuesIn(bias_cases()), case_name);
 // The bias cases' shapes serve here too: one to eight ranks, fp8, wrap, a rank without tokens.
 INSTANTIATE_TEST_SUITE_P(WithoutTopk, CudaNormalWithoutTopkTest, ::testing::ValuesIn(bias_cases()),
+                         case_name);
+INSTANTIATE_TEST_SUITE_P(ReleasedLayout, CudaNormalReleasedLayoutTest, ::testing::ValuesIn(bias_cases()),
                          case_name);
 
 // Worst-case mode has no host synchronisation, so dispatch and combine can be captured in CUDA

@@ -23,6 +23,7 @@
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
 #include "cuda/expert_major_round_trip.hpp"
+#include "cuda/freed_outputs_round_trip.hpp"
 #include "cuda/rank_device.hpp"
 #include "cuda/symmetric/engine.hpp"
 #include "cuda/symmetric/kernels.hpp"
@@ -688,6 +689,25 @@ TEST_P(SymmetricCudaPaths, CombineWithoutItsPeerTimesOutNamingRankRoleAndTheMiss
 // its own reduction early, poisons its y right behind the combine on its stream, and the peers, still
 // reading that y on the pull path, must not see it (the combine kernel ends only after every peer has
 // released its done word). Every rank's output stays the reference's, round after round.
+// The caller's out_layout_range and out_src_info are borrowed for the dispatch only: overwritten and
+// freed before the combine, they must not change how it routes.
+TEST_P(SymmetricCudaPaths, CombineRoutesAsDispatchedAfterTheCallersOutputsWereFreed) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case c = with_symmetric_combine(make("freed_outputs", 4, {8, 5, 8, 1}, 8, 4, 16, 512), GetParam());
+  SWITCHYARD_REQUIRE_PATH(c);
+  const uint64_t seed = seed_for("symmetric_cuda/freed_outputs");
+  const Expected expected = expected_for(c, seed);
+  Failures failures;
+  run_ranks(c.ranks, [&](Group& group) {
+    const int rank = group.rank();
+    GpuRank gpu(options_of(c, rank), group);
+    check_combine_after_the_callers_outputs_were_freed(Engine::symmetric, c, expected, false, rank,
+                                                       *gpu.buffer, gpu.stream, failures);
+    group.barrier();
+  });
+  expect_none(failures, seed);
+}
+
 TEST_P(SymmetricCudaPaths, ExpertOutputsMayBeOverwrittenOnTheStreamRightAfterCombine) {
   SWITCHYARD_REQUIRE_GPU();
   const Case c =

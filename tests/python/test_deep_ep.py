@@ -181,8 +181,7 @@ def without_topk_job(rank, num_ranks, allgather, num_experts):
     combined_x, combined_topk_weights, _ = buffer.combine(y, handle)
     cached_x = buffer.dispatch(x, handle=handle)[0]
     # Copies of the layout (not the tensors get_dispatch_layout returned) route the same way, and the
-    # handle keeps them alive for the combine after the caller dropped its references (as DeepEP's
-    # handle holds is_token_in_rank).
+    # combine still does after the caller dropped them (the handle routes by its own copy).
     copies = [per_rank.copy(), in_rank.copy(), per_expert.copy()]
     copied_x, _, _, _, copied_handle, _ = buffer.dispatch(x, num_tokens_per_rank=copies[0], is_token_in_rank=copies[1],
                                                           num_tokens_per_expert=copies[2])

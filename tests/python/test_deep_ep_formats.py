@@ -233,9 +233,10 @@ def test_dispatch_without_topk_idx_returns_deep_eps_formats():
     buffer.destroy()
 
 
-def test_a_handle_keeps_the_layout_it_was_routed_by_alive():
-    # switchyard's handle borrows the layout's is_token_in_rank: the DeepEP handle keeps the layout
-    # alive, also after a later get_dispatch_layout and once the caller dropped its references.
+def test_a_handle_routes_as_its_dispatch_did_after_the_layout_was_dropped():
+    # The layout is read during dispatch only (switchyard's handle owns a copy of is_token_in_rank): a
+    # combine routes as the dispatch did after a later get_dispatch_layout replaced the remembered
+    # layout and the caller dropped its references, and the memory was reused.
     buffer = deep_ep.Buffer(lambda mine: [mine], backend="cpu", timeout_seconds=10)
     x, _, topk_idx, topk_weights = rank_inputs(0)
     layout = buffer.get_dispatch_layout(topk_idx, NUM_EXPERTS)

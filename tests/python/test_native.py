@@ -1,5 +1,7 @@
 """switchyard.Buffer on the CPU backend: ranks are processes, results are compared bitwise with
 the NumPy reference (reference.py)."""
+import gc
+
 import numpy as np
 import pytest
 
@@ -68,6 +70,29 @@ def preallocated_job(rank, num_ranks, allgather, seed, num_experts):
             combined)
 
 
+def released_layout_job(rank, num_ranks, allgather, seed, num_experts):
+    x, _, topk_idx, topk_weights = rank_inputs(seed, rank, tokens_of(rank), num_experts)
+    buffer = make_buffer(allgather, num_experts)
+    # The caller's own arrays (as a framework's tensors), borrowed by dispatch for the call only.
+    layout = switchyard.DispatchLayout(*(np.copy(part) for part in buffer.get_dispatch_layout(topk_idx, num_experts)))
+    recv = buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts, layout=layout)
+    # Then it reuses them for other routing and drops them: the handle must not route by them any more.
+    layout.is_token_in_rank[...] = ~layout.is_token_in_rank
+    shape = layout.is_token_in_rank.shape
+    del layout
+    gc.collect()
+    scribbles = [np.ones(shape, np.bool_) for _ in range(8)]  # reuse freed memory, if it was freed
+    y = reference.expert(recv.recv_x, recv.recv_topk_idx)
+    out = buffer.combine(y, recv.handle, recv.recv_topk_weights)
+    cached = buffer.dispatch(x, handle=recv.handle)
+    out_cached = buffer.combine(reference.expert(cached.recv_x, recv.recv_topk_idx), cached.handle,
+                                recv.recv_topk_weights)
+    del scribbles
+    buffer.destroy()
+    return dict(recv_x=recv.recv_x, y=y, combined=tuple(out), cached_x=cached.recv_x,
+                combined_cached=tuple(out_cached))
+
+
 # ---- tests ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("num_ranks", [1, 2, 4])
 @pytest.mark.parametrize("case", ["typical", "all_minus_one", "aligned"])
@@ -116,6 +141,25 @@ def test_layout_dispatch_combine_match_reference_bitwise(ranks, num_ranks, case)
         np.testing.assert_array_equal(combined_x, want_x, err_msg=context)
         np.testing.assert_array_equal(combined_w.view(np.uint32), want_w.view(np.uint32), err_msg=context)
         np.testing.assert_array_equal(result["combined_again"], want_x, err_msg=context)
+
+
+@pytest.mark.parametrize("num_ranks", [1, 3])
+def test_combine_and_cached_dispatch_route_as_dispatch_did_after_the_layout_was_dropped(ranks, num_ranks):
+    num_experts = 4 * num_ranks
+    results = ranks(num_ranks).run(released_layout_job, [(SEED + 3, num_experts)] * num_ranks)
+    inputs = [rank_inputs(SEED + 3, r, tokens_of(r), num_experts) for r in range(num_ranks)]
+    expected = reference.dispatch(inputs, num_experts)
+    expected_combined = reference.combine([result["y"] for result in results],
+                                          [e["recv_topk_weights"] for e in expected], expected,
+                                          [tokens_of(r) for r in range(num_ranks)])
+    for rank, result in enumerate(results):
+        context = f"seed {SEED + 3}, rank {rank} of {num_ranks}"
+        want_x, want_w = expected_combined[rank]
+        np.testing.assert_array_equal(result["recv_x"], expected[rank]["recv_x"], err_msg=context)
+        np.testing.assert_array_equal(result["cached_x"], expected[rank]["recv_x"], err_msg=context)
+        for combined_x, combined_w in (result["combined"], result["combined_cached"]):
+            np.testing.assert_array_equal(combined_x, want_x, err_msg=context)
+            np.testing.assert_array_equal(combined_w.view(np.uint32), want_w.view(np.uint32), err_msg=context)
 
 
 @pytest.mark.parametrize("num_ranks", [1, 2, 4])

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -66,6 +68,47 @@ inline void expect_back_to_back_calls_match(Engine engine, Regions regions, cons
       compare(combined_b.combined_x, second.combined[rank], "combined_x (second)", rank, failures);
     }
   });
+  expect_none(failures, seed);
+}
+
+// The caller's out_layout_range and out_src_info are borrowed for the dispatch only (with a hook, until
+// the hook has run): each rank dispatches into outputs of its own, then overwrites those two with other
+// routing (nothing sent anywhere) and frees every output before the combine, which must still route as
+// the dispatch did. With and without the hook split where the engine has one.
+inline void expect_combine_routes_as_dispatched_after_the_callers_outputs_were_freed(
+    Engine engine, Regions regions, const std::string& seed_name,
+    SymmetricCombine path = SymmetricCombine::automatic) {
+  constexpr double kTimeoutSeconds = 10;  // a combine routed by the overwritten outputs never completes
+  Case c = with_symmetric_combine(make("freed_outputs", 3, {6, 4, 5}, 6, 3, 6), path);
+  const uint64_t seed = testing::seed_for(seed_name);
+  const Expected expected = expected_for(c, seed);
+  Failures failures;
+  const std::vector<bool> hook_splits =
+      engine == Engine::low_latency ? std::vector<bool>{false, true} : std::vector<bool>{false};
+  with_buffers(
+      c, regions,
+      [&](Group& group, Buffer& buffer) {
+        const int rank = group.rank();
+        for (const bool hook : hook_splits) {
+          auto outputs =
+              std::make_unique<PoisonedOutputs>(poisoned_outputs(c, expected.data[rank].x.size(0)));
+          LowLatencyDispatchArgs args = dispatch_args(c, expected.data[rank]);
+          outputs->attach(args);
+          args.return_recv_hook = hook;
+          auto dispatched = dispatch_with(engine, buffer, args);
+          if (hook) dispatched.hook();
+          check_dispatch(dispatched, expected.dispatched[rank], "the reference", rank, failures);
+          Tensor y = expert_outputs(dispatched.recv_x, {}, rank);
+          std::memset(outputs->layout_range.data(), 0, outputs->layout_range.nbytes());
+          std::memset(outputs->src_info.data(), 0, outputs->src_info.nbytes());
+          outputs.reset();
+          auto combined =
+              combine_with(engine, buffer, combine_args(expected.data[rank], dispatched.handle, y));
+          compare(combined.combined_x, expected.combined[rank],
+                  std::string("combined_x") + (hook ? " (hooks)" : ""), rank, failures);
+        }
+      },
+      kTimeoutSeconds);
   expect_none(failures, seed);
 }
 

@@ -147,8 +147,6 @@ Expected compute_expected_without_topk(const workload::Shape& shape,
   return expected;
 }
 
-namespace {
-
 void prepare_dispatch_outputs(RankRun& run, DispatchArgs& args, const workload::Shape& shape, int64_t rows,
                               bool with_topk) {
   run.out_recv_x = poisoned(shape.dtype, {rows, shape.hidden});
@@ -194,8 +192,6 @@ int64_t output_rows(const Expected& expected, int rank, const RoundTripOptions& 
   return options.num_worst_tokens > 0 ? options.num_worst_tokens
                                       : static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
 }
-
-}  // namespace
 
 RankRun run_round_trip(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
                        const Expected& expected, const RoundTripOptions& options) {

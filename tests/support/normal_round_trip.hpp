@@ -65,6 +65,15 @@ struct RankRun {
 // Heap sizing for exactly this shape: the largest call fills the buffer's capacity exactly.
 BufferSizing sizing_for(const workload::Shape& shape);
 
+// The steps of a round trip, for round trips that do more between them: the rows of `rank`'s
+// dispatch outputs, poisoned out_* tensors for them (kept in `run`), and the synthetic expert on
+// run.dispatch's rows, then the combine with run.dispatch.handle.
+int64_t output_rows(const Expected& expected, int rank, const RoundTripOptions& options);
+void prepare_dispatch_outputs(RankRun& run, DispatchArgs& args, const workload::Shape& shape, int64_t rows,
+                              bool with_topk);
+void run_combine(RankRun& run, Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
+                 const Expected& expected, const RoundTripOptions& options, bool with_weights);
+
 // A connected-buffer round trip on one rank. `expected` gives the receive row count for
 // preallocated outputs outside worst-case mode (a caller knows M from an earlier dispatch).
 RankRun run_round_trip(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,

@@ -17,6 +17,23 @@ CombineBiases combine_biases(const LowLatencyCombineArgs& args) {
   return biases;
 }
 
+namespace {
+
+Tensor kept_by_handle(const Tensor& output, bool caller_owned) {
+  if (!caller_owned) return output;
+  Tensor copy =
+      Tensor::empty_like_shape(output.dtype(), output.view().shape, output.view().ndim, Device::cpu, 0);
+  if (output.nbytes() > 0) std::memcpy(copy.data(), output.data(), output.nbytes());
+  return copy;
+}
+
+}  // namespace
+
+void keep_received_routing(const ExpertMajorOutputs& out) {
+  out.handle->layout_range = kept_by_handle(out.layout_range, out.caller_layout_range);
+  out.handle->src_info = kept_by_handle(out.src_info, out.caller_src_info);
+}
+
 ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan,
                                                 detail::BufferId owner, Engine engine) {
   const LowLatencyDispatchArgs& args = plan.args;
@@ -54,6 +71,8 @@ ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatc
   out.layout_range =
       output_or_allocate(args.out_layout_range, DType::i32, {local, plan.topology.num_ranks, 2});
   out.src_info = output_or_allocate(args.out_src_info, DType::i32, {local, rows});
+  out.caller_layout_range = args.out_layout_range.defined();
+  out.caller_src_info = args.out_src_info.defined();
   out.handle = handle;
   return out;
 }

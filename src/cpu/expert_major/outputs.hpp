@@ -16,6 +16,8 @@ namespace switchyard::cpu {
 
 struct ExpertMajorOutputs {
   Tensor recv_x, recv_x_scales, recv_count, layout_range, src_info;
+  // layout_range and src_info are the caller's out_* tensors, borrowed for the call only.
+  bool caller_layout_range = false, caller_src_info = false;
   std::shared_ptr<detail::ExpertMajorHandleData> handle;
 };
 
@@ -60,5 +62,10 @@ void reduce_weighted_slots(const int64_t* topk_idx, const float* topk_weights, i
 // copy of topk_idx) for `engine`'s combine.
 ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan,
                                                 detail::BufferId owner, Engine engine);
+
+// Once the receive half has filled `out`: the routing the handle keeps for the combine (layout_range,
+// src_info). Outputs the library allocated are shared with the result; the caller's out_* are copied,
+// since the caller may reuse or free them before the combine.
+void keep_received_routing(const ExpertMajorOutputs& out);
 
 }  // namespace switchyard::cpu

@@ -208,9 +208,7 @@ void dispatch_receiver(const DispatchCall& call, const DispatchOutputs& out) {
       src_slot[row] = -1;
     }
   }
-  out.handle->recv_count = out.recv_count;
-  out.handle->layout_range = out.layout_range;
-  out.handle->src_info = out.src_info;
+  keep_received_routing(out);
   out.handle->received.store(true, std::memory_order_release);
 }
 

@@ -129,8 +129,15 @@ void NormalCalls::arrive_and_wait(const common::NormalHeapLayout& layout, const 
 }
 
 Tensor dispatch_routing(const detail::DispatchPlan& plan) {
-  if (plan.cached) return plan.cached->is_token_in_rank;
-  if (plan.layout) return plan.layout->is_token_in_rank;
+  if (plan.cached) return plan.cached->is_token_in_rank;  // the handle's own, never written again
+  if (plan.layout) {
+    // NOTES: a copy, not the caller's tensor: the handle routes combine and cached dispatches by it,
+    // and DispatchArgs::layout is borrowed for this call only (the caller may free or reuse it).
+    const Tensor& caller = plan.layout->is_token_in_rank;
+    Tensor owned = Tensor::empty(DType::boolean, {plan.num_tokens, plan.topology.num_ranks});
+    if (caller.nbytes() > 0) std::memcpy(owned.data(), caller.data(), caller.nbytes());
+    return owned;
+  }
   return compute_dispatch_layout(plan.args.topk_idx, plan.num_experts, plan.topology).is_token_in_rank;
 }
 

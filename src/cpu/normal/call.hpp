@@ -16,7 +16,8 @@
 
 namespace switchyard::cpu {
 
-// Send-side routing of a dispatch: from the cached handle, the caller's layout, or computed here.
+// Send-side routing of a dispatch, for its handle to own: the cached handle's, a copy of the caller's
+// layout, or computed here.
 Tensor dispatch_routing(const detail::DispatchPlan& plan);
 
 // A dispatch between its first barrier and its return: the handle, the outputs, and the context the

@@ -319,9 +319,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   finish_sources(sources_call, zero_copy);
   if (failure) std::rethrow_exception(failure);
 
-  handle->recv_count = out.recv_count;
-  handle->layout_range = out.layout_range;
-  handle->src_info = out.src_info;
+  keep_received_routing(out);
   handle->received.store(true, std::memory_order_release);
   if (overflow.expert >= 0) {
     // Every rank found the same expert, and each finished its pulls: raising here leaves no peer waiting.

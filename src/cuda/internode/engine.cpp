@@ -9,6 +9,7 @@
 #include "core/normal_handle.hpp"
 #include "core/normal_sizing.hpp"
 #include "cuda/normal/kernels.hpp"
+#include "cuda/normal/routing_copy.hpp"
 #include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
 
@@ -177,7 +178,9 @@ DispatchResult InternodeEngine::dispatch(const detail::DispatchPlan& plan, Kerne
     notify.fresh = 0;
   } else {
     if (plan.layout) {
-      handle->is_token_in_rank = plan.layout->is_token_in_rank;
+      // The caller's layout is borrowed for this call only; combine and cached dispatches read the copy.
+      handle->is_token_in_rank =
+          copy_is_token_in_rank(plan.layout->is_token_in_rank, device_, stream, env.allocation_stream);
     } else {
       DispatchLayout& layout = handle->own_layout;
       layout.num_tokens_per_rank = allocate(env.allocation_stream, DType::i32, {num_ranks});

@@ -11,6 +11,7 @@
 
 #include "common/fp8_cast.hpp"
 #include "core/low_latency_sizing.hpp"
+#include "cuda/expert_major/received_routing.hpp"
 #include "device/cuda_check.hpp"
 
 namespace switchyard::cuda {
@@ -178,9 +179,15 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   result.layout_range =
       output(args.out_layout_range, DType::i32, {local, num_ranks, 2}, device_, allocation_stream);
   result.src_info = output(args.out_src_info, DType::i32, {local, rows}, device_, allocation_stream);
-  handle->recv_count = result.recv_count;
-  handle->layout_range = result.layout_range;
-  handle->src_info = result.src_info;
+  // What the combine routes by: the outputs themselves, or the handle's own copies of the caller's
+  // (cuda/expert_major/received_routing.hpp), allocated here with the call's other tensors.
+  handle->layout_range =
+      args.out_layout_range.defined()
+          ? Tensor::empty(DType::i32, {local, num_ranks, 2}, Device::cuda, device_, allocation_stream)
+          : result.layout_range;
+  handle->src_info = args.out_src_info.defined()
+                         ? Tensor::empty(DType::i32, {local, rows}, Device::cuda, device_, allocation_stream)
+                         : result.src_info;
 
   LowLatencyDispatchLaunch launch{};
   launch.layout = plan.layout;
@@ -211,6 +218,7 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
     auto receive = [context, launch, transport, grid = grid(), stream, handle, device = device_] {
       SY_CUDA_CHECK(cudaSetDevice(device));
       launch_low_latency_dispatch_receive(context, launch, transport, grid, stream);
+      copy_received_routing(*handle, launch.layout_range, launch.src_info, stream);
       handle->received.store(true, std::memory_order_release);
     };
     if (args.return_recv_hook) {

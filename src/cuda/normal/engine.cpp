@@ -3,6 +3,7 @@
 #include <string>
 
 #include "core/normal_sizing.hpp"
+#include "cuda/normal/routing_copy.hpp"
 #include "device/cuda_check.hpp"
 
 namespace switchyard::cuda {
@@ -96,7 +97,9 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan, KernelCo
     launch_begin_call(context, stream);
   } else {
     if (plan.layout) {
-      handle->is_token_in_rank = plan.layout->is_token_in_rank;
+      // The caller's layout is borrowed for this call only; combine and cached dispatches read the copy.
+      handle->is_token_in_rank =
+          copy_is_token_in_rank(plan.layout->is_token_in_rank, device_, stream, env.allocation_stream);
     } else {
       handle->own_layout = layout(args.topk_idx, plan.num_experts, context, env);
       handle->is_token_in_rank = handle->own_layout.is_token_in_rank;

@@ -13,6 +13,7 @@
 #include "common/fp8_cast.hpp"
 #include "core/symmetric_path.hpp"
 #include "core/symmetric_sizing.hpp"
+#include "cuda/expert_major/received_routing.hpp"
 #include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
 
@@ -243,10 +244,18 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   const int routing_blocks = zero_copy ? grid.blocks : 1;
   const size_t exchange_bytes = align128(static_cast<size_t>(routing_blocks) *
                                          (static_cast<size_t>(plan.num_experts) + 1) * sizeof(int32_t));
+  // The handle's own copies of the caller's out_layout_range / out_src_info, which are borrowed for
+  // this call only (cuda/expert_major/received_routing.hpp); none where the library allocates them.
+  const size_t tables_before_kept =
+      src_slot_bytes + overflow_bytes + position_bytes + begin_bytes + exchange_bytes;
+  const size_t kept_layout_range_bytes =
+      args.out_layout_range.defined() ? align128(static_cast<size_t>(local * num_ranks * 2) * sizeof(int32_t))
+                                      : 0;
+  const size_t kept_src_info_bytes =
+      args.out_src_info.defined() ? align128(static_cast<size_t>(local * rows) * sizeof(int32_t)) : 0;
   const Tensor tables = Tensor::empty(
       DType::i32,
-      {static_cast<int64_t>(
-          (src_slot_bytes + overflow_bytes + position_bytes + begin_bytes + exchange_bytes) / 4)},
+      {static_cast<int64_t>((tables_before_kept + kept_layout_range_bytes + kept_src_info_bytes) / 4)},
       Device::cuda, device_, launch.alloc_stream);
   handle->src_slot = Tensor::part_of(tables, 0, DType::i32, {local, rows});
   handle->overflow = Tensor::part_of(tables, src_slot_bytes, DType::i32, {4});
@@ -273,6 +282,14 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   result.layout_range =
       output(args.out_layout_range, DType::i32, {local, num_ranks, 2}, device_, launch.alloc_stream);
   result.src_info = output(args.out_src_info, DType::i32, {local, rows}, device_, launch.alloc_stream);
+  handle->layout_range = kept_layout_range_bytes > 0
+                             ? Tensor::part_of(tables, tables_before_kept, DType::i32,
+                                               {local, static_cast<int64_t>(num_ranks), 2})
+                             : result.layout_range;
+  handle->src_info =
+      kept_src_info_bytes > 0
+          ? Tensor::part_of(tables, tables_before_kept + kept_layout_range_bytes, DType::i32, {local, rows})
+          : result.src_info;
 
   SymmetricDispatchLaunch kernel{};
   kernel.layout = plan.layout;
@@ -311,10 +328,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   // Timeout reports count this engine's barriers.
   context.barrier_epoch = &state_->barriers;
   launch_symmetric_dispatch(context, kernel, launch.stream);
-
-  handle->recv_count = result.recv_count;
-  handle->layout_range = result.layout_range;
-  handle->src_info = result.src_info;
+  copy_received_routing(*handle, kernel.layout_range, kernel.src_info, launch.stream);
   handle->received.store(true, std::memory_order_release);
   result.handle = LowLatencyHandle(handle);
   return result;
