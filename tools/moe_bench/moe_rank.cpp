@@ -14,17 +14,11 @@
 #include "switchyard/buffer.hpp"
 #include "switchyard/moe.hpp"
 #include "synthetic_weights.hpp"
+#include "transfer.hpp"
 
 namespace switchyard::moe_bench {
 
 namespace {
-
-Tensor device_copy(const TensorView& host, int device, cudaStream_t stream) {
-  if (!host.defined()) return Tensor();
-  Tensor copy = Tensor::empty_like_shape(host.dtype, host.shape, host.ndim, Device::cuda, device, stream);
-  SY_CUDA_CHECK(cudaMemcpyAsync(copy.data(), host.data, host.nbytes(), cudaMemcpyHostToDevice, stream));
-  return copy;
-}
 
 struct Events {
   std::vector<cudaEvent_t> events;
@@ -169,9 +163,10 @@ std::string run_moe_rank(const MoeBenchOptions& o, const std::vector<workload::R
 
     const workload::RankData& mine = data[static_cast<size_t>(rank)];
     MoeArgs args;
-    const Tensor x = device_copy(mine.x, device, stream),
-                 topk_idx = device_copy(mine.topk_idx, device, stream),
-                 topk_weights = device_copy(mine.topk_weights, device, stream);
+    // bench::to_backend: the device copies switchyard-bench makes, on this rank's stream (its device).
+    const Tensor x = bench::to_backend(mine.x, Backend::cuda, stream),
+                 topk_idx = bench::to_backend(mine.topk_idx, Backend::cuda, stream),
+                 topk_weights = bench::to_backend(mine.topk_weights, Backend::cuda, stream);
     args.x = x;
     args.topk_idx = topk_idx;
     args.topk_weights = topk_weights;
