@@ -109,6 +109,13 @@ if has_stage processes; then
         "$PROCESS_BIN" --ranks "$ranks" --engine "$engine"
     done
   done
+  # The symmetric engine's heap-resident tensors across processes: zero-copy dispatch and the pull
+  # combine, which only they make possible there.
+  for ranks in 2 4 8; do
+    run_logged "gpu processes symmetric np$ranks, heap tensors + pull (MPS)" \
+      "processes-symmetric-heap-np$ranks.log" timeout 90 \
+      "$PROCESS_BIN" --ranks "$ranks" --engine symmetric --heap-tensors on
+  done
   # Across nodes (2 x 2 and 2 x 4, the loopback transport over the IPC-mapped heaps, its delays off
   # then on): the hierarchical normal engine and low_latency. Symmetric needs one node.
   for engine in normal low_latency; do

@@ -193,6 +193,19 @@ class Buffer {
   // once no peer reads x, so x may be overwritten right after it on the caller's stream). fp8 calls
   // always publish. Config::symmetric_dispatch chooses; `auto` resolves at connect, alike on every rank.
   SymmetricDispatch symmetric_dispatch_path() const;
+  // The symmetric engine's heap-resident tensors (BufferSizing::symmetric_heap_input,
+  // symmetric_heap_output_rows_per_expert): views of this rank's heap, on the buffer's device, valid while
+  // the Buffer lives. Every peer maps this heap, so tensors written here are read in place on every path:
+  //   symmetric_input: bf16 [num_tokens, hidden]. A symmetric_dispatch whose x is this view (or a leading
+  //     part of it) pulls its bf16 rows from there, with no publish copy, whatever symmetric_dispatch_path()
+  //     says, also across processes and GPUs; it returns once no peer reads them (x may then be refilled).
+  //   symmetric_expert_output: bf16 [L, C, hidden] for `handle`'s dispatch (C its expert_capacity; hidden 0:
+  //     the dispatch's). The pull combine reads y from there; with ranks in separate processes or on several
+  //     GPUs, Config::symmetric_combine = pull needs it (every combine's x must be this view) and auto keeps
+  //     push. The combine returns once no peer reads it.
+  // One of each per buffer: a view is rewritten by whoever writes it next, the caller included.
+  TensorView symmetric_input(int64_t num_tokens, int hidden);
+  TensorView symmetric_expert_output(const LowLatencyHandle& handle, int hidden = 0);
 
   // Rank masks (DeepEP's enable_shrink): this rank's view of which peers have left. A masked rank
   // takes no part in this buffer's low_latency and symmetric calls: its experts receive nothing,

@@ -85,6 +85,13 @@ struct BufferSizing {
   // The `symmetric` engine's capacity, likewise (its own region, after the low-latency one).
   // 0: no symmetric region.
   int64_t symmetric_max_tokens_per_rank = 0;
+  // The `symmetric` engine's heap-resident tensors, in its region of every rank's heap
+  // (Buffer::symmetric_input, Buffer::symmetric_expert_output). A caller that writes its tokens or its
+  // expert outputs there lets every peer read them in place, also with ranks in separate processes and
+  // on several GPUs: the dispatch then skips its publish copy, and the pull combine works there too.
+  // Each reserves its bytes in every rank's heap (the region needs symmetric_max_tokens_per_rank > 0).
+  bool symmetric_heap_input = false;                  // x: bf16 [symmetric_max_tokens_per_rank, hidden]
+  int64_t symmetric_heap_output_rows_per_expert = 0;  // y: bf16 [num_experts / R, rows, hidden]; 0: none
 };
 
 // Bytes of symmetric heap the `normal` engine needs per rank for calls up to `sizing`.

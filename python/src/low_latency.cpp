@@ -176,6 +176,26 @@ void bind_low_latency(nb::module_& m, BufferClass& buffer) {
       nb::arg("handle"), nb::arg("framework") = "numpy",
       "bf16 [L, R * max, H]: the heap rows low_latency_combine(zero_copy=True) reads for `handle`'s "
       "dispatch");
+  buffer.def(
+      "symmetric_input",
+      [](nb::handle self, int64_t num_tokens, int hidden, const std::string& framework) {
+        PyBuffer& buffer_ref = nb::cast<PyBuffer&>(self);
+        CallScope scope(buffer_ref);
+        const TensorView view = buffer_ref.symmetric_input(num_tokens, hidden);
+        return to_python(Tensor::borrow(view), parse_output_style(framework), self);
+      },
+      nb::arg("num_tokens"), nb::arg("hidden"), nb::arg("framework") = "numpy",
+      "bf16 [num_tokens, hidden]: the heap-resident x that symmetric_dispatch reads in place");
+  buffer.def(
+      "symmetric_expert_output",
+      [](nb::handle self, const LowLatencyHandle& handle, int hidden, const std::string& framework) {
+        PyBuffer& buffer_ref = nb::cast<PyBuffer&>(self);
+        CallScope scope(buffer_ref);
+        const TensorView view = buffer_ref.symmetric_expert_output(handle, hidden);
+        return to_python(Tensor::borrow(view), parse_output_style(framework), self);
+      },
+      nb::arg("handle"), nb::arg("hidden") = 0, nb::arg("framework") = "numpy",
+      "bf16 [L, C, hidden]: the heap-resident expert outputs that symmetric_combine reads in place");
 }
 
 }  // namespace switchyard::python

@@ -120,13 +120,16 @@ class Buffer:
                  ranks_per_node: Optional[int] = None, config: Optional[_C.Config] = None,
                  max_tokens_per_rank: int = 4096, hidden: int = 7168, topk: int = 8, num_experts: int = 256,
                  heap_bytes: int = 0, rank: Optional[int] = None, low_latency_max_tokens_per_rank: int = 0,
-                 symmetric_max_tokens_per_rank: int = 0):
+                 symmetric_max_tokens_per_rank: int = 0, symmetric_heap_input: bool = False,
+                 symmetric_heap_output_rows_per_expert: int = 0):
         """backend: 'cpu', 'cuda' or 'auto' (cuda when available). sharing: 'processes' (one process
         per rank: POSIX shared memory / CUDA IPC) or 'threads' (ranks are threads of one process).
         hidden/topk/num_experts size the heap for the largest call (or give heap_bytes).
         low_latency_max_tokens_per_rank / symmetric_max_tokens_per_rank > 0 add the region of the
         low_latency / symmetric engine, for calls with max_tokens_per_rank up to that (and up to
         hidden, topk, num_experts); 0 (default): that engine is not available on this Buffer.
+        symmetric_heap_input / symmetric_heap_output_rows_per_expert reserve the symmetric engine's
+        heap-resident tensors (symmetric_input(), symmetric_expert_output()).
         device: the CUDA device (default: torch's current device when torch is imported, else 0)."""
         self._last_stream = 0  # the stream of the last call, which synchronize() waits for
         self._expert_major_framework = "numpy"  # low_latency_combine_buffer's default
@@ -142,7 +145,9 @@ class Buffer:
         sizing = _C.BufferSizing(max_tokens_per_rank=max_tokens_per_rank, hidden=hidden, topk=topk,
                                  num_experts=num_experts,
                                  low_latency_max_tokens_per_rank=low_latency_max_tokens_per_rank,
-                                 symmetric_max_tokens_per_rank=symmetric_max_tokens_per_rank)
+                                 symmetric_max_tokens_per_rank=symmetric_max_tokens_per_rank,
+                                 symmetric_heap_input=symmetric_heap_input,
+                                 symmetric_heap_output_rows_per_expert=symmetric_heap_output_rows_per_expert)
         self._native = _C.Buffer(self.group.size, ranks_per_node or self.group.size, self.group.rank, backend,
                                  device, sharing, config if config is not None else _C.Config(), sizing, heap_bytes)
         self._native.connect(self.group.allgather(self._native.local_handle()))
@@ -345,6 +350,25 @@ class Buffer:
         zero_copy=True and return_recv_hook=True raise Unsupported."""
         return self._expert_major_combine("symmetric_combine", x, topk_idx, topk_weights, handle, zero_copy,
                                           return_recv_hook, out, stream, bias0, bias1)
+
+    def symmetric_input(self, num_tokens: int, hidden: int, *, framework: Optional[str] = None):
+        """bf16 [num_tokens, hidden] in this rank's heap (needs symmetric_heap_input=True). Write the
+        tokens here and pass this array as symmetric_dispatch's x: every peer then reads them in place,
+        with no publish copy, also with ranks in separate processes and on several GPUs. The dispatch
+        returns once no peer reads them, so they may be rewritten right after it. One per Buffer; the
+        array keeps the Buffer's memory alive. framework: as low_latency_combine_buffer's."""
+        self._check_alive()
+        return self._native.symmetric_input(int(num_tokens), int(hidden), framework or self._expert_major_framework)
+
+    def symmetric_expert_output(self, handle: "_C.LowLatencyHandle", hidden: int = 0, *,
+                                framework: Optional[str] = None):
+        """bf16 [L, C, hidden] in this rank's heap for `handle`'s symmetric dispatch (needs
+        symmetric_heap_output_rows_per_expert >= its C; hidden 0: the dispatch's). Write the expert
+        outputs here and pass this array as symmetric_combine's x: the pull combine reads them in place.
+        With ranks in separate processes or on several GPUs, Config(symmetric_combine='pull') needs them
+        there on every combine. One per Buffer."""
+        self._check_alive()
+        return self._native.symmetric_expert_output(handle, int(hidden), framework or self._expert_major_framework)
 
     def _expert_major_dispatch(self, method, x, topk_idx, max_tokens_per_rank, num_experts, use_fp8, round_scale,
                                use_ue8m0, return_recv_hook, expert_capacity, stream):

@@ -19,6 +19,9 @@
 //   [pull record][done words]              the pull combine's: this rank's y, and one word per source
 //                                           (the zero-copy dispatch's done words too)
 //   [source record, half 0][half 1]         the dispatch's: where this call's rows of this rank are
+//   [heap input]                            optional: x that the caller fills in place, bf16 [max, hidden]
+//   [heap output]                           optional: y that the caller fills in place, bf16 [L, rows,
+//   hidden]
 // Every rank numbers its symmetric calls (dispatch or combine) alike from 1, and call c uses half
 // c % 2. A rank can start call c + 2 (and overwrite half c % 2) only after passing call c + 1's
 // barrier, which every rank reaches only after finishing call c (its pulls or its reduction).
@@ -30,6 +33,12 @@
 // heap. A rank returns from the combine only when all its done words reach the sequence: no peer reads
 // its y any more, so the caller may overwrite it. Both words are monotone (never reset) and hold call
 // sequences, so a stale word is simply lower.
+//
+// The heap-resident tensors (BufferSizing::symmetric_heap_input, symmetric_heap_output_rows_per_expert;
+// Buffer::symmetric_input, symmetric_expert_output) are the zero-copy dispatch's x and the pull combine's y
+// at a heap offset instead of an address: a record then says so (SymmetricRowsAt::heap) and a reader adds
+// the offset to its own mapping of that rank's heap. Every rank maps every peer's heap, so both paths then
+// work with ranks in separate processes and on several GPUs, where plain pointers do not reach.
 //
 // Every dispatch's source record also carries the call's shape digest: after the barrier each receiver
 // compares every source's with its own, and all ranks refuse a call on which they disagree, before
@@ -53,6 +62,7 @@
 // (its memory may be gone); a rank masked in its own view writes to and waits for no one.
 #include "common/atomics.hpp"
 #include "common/host_device.hpp"
+#include "common/sym_heap.hpp"
 
 namespace switchyard::common {
 
@@ -94,16 +104,43 @@ struct SymmetricToken {
   SY_HD int64_t* topk_idx(uint8_t* token) const { return reinterpret_cast<int64_t*>(token + topk_offset()); }
 };
 
+// Where a record's rows are (SymmetricSourceRecord::x, SymmetricPullRecord::y).
+enum class SymmetricRowsAt : uint32_t {
+  input_buffer = 0,  // x only: published into the source's input buffer of the call's half
+  address = 1,       // a plain pointer (ranks as threads of one process, on one device)
+  heap = 2,          // an offset into the announcing rank's heap (its heap input or heap output area)
+};
+
+// What a rank announces of its rows: where they are, and the address or heap offset.
+struct SymmetricRows {
+  SymmetricRowsAt at = SymmetricRowsAt::input_buffer;
+  uint64_t where = 0;
+};
+
+// A record's rows as `reader` sees them; `owner` is the rank that announced them, `where` the record's x
+// or y. Null for input_buffer.
+SY_HD const uint8_t* symmetric_rows(const SymHeap& heap, int owner, SymmetricRowsAt at, uint64_t where) {
+  switch (at) {
+    case SymmetricRowsAt::address:
+      return reinterpret_cast<const uint8_t*>(where);
+    case SymmetricRowsAt::heap:
+      return heap.peer_base(owner) + where;
+    case SymmetricRowsAt::input_buffer:
+      break;
+  }
+  return nullptr;
+}
+
 // A rank's announcement of its expert outputs for the pull combine, in its own heap. The fields are
 // written first, then `sequence` (release); a home that acquires sequence >= its call reads them.
 // A peer rewrites them only at its next pull combine, which cannot start before this call's homes
 // have released their done words to it.
 struct SymmetricPullRecord {
-  uint64_t y;               // address of bf16 [L, C, H'] (a plain pointer: same process, same device)
+  uint64_t y;               // bf16 [L, C, H']: an address or a heap offset, as y_at says
   int64_t rows_per_expert;  // C of the dispatch
   int32_t hidden;           // H'
-  int32_t reserved;
-  uint64_t sequence;  // the call, released last
+  SymmetricRowsAt y_at;     // address or heap
+  uint64_t sequence;        // the call, released last
   // CPU backend: the homes' hold on y for this call (cpu/symmetric/pull_combine.cpp: readers, or
   // withdrawn by the owner when it gives up on the call, so that it never returns while a home reads).
   uint64_t lease;
@@ -113,8 +150,8 @@ struct SymmetricPullRecord {
 // the call's half. Written before the source arrives at the dispatch's barrier (whose release carries
 // it); the half is rewritten only by call c + 2, as the input buffer is.
 struct SymmetricSourceRecord {
-  uint64_t x;          // address of bf16 [N, H] rows (a plain pointer: same process, same device); 0:
-                       // the rows are in the source's input buffer (publish, or an fp8 call)
+  uint64_t x;          // bf16 [N, H] rows: an address or a heap offset, as x_at says (0 with input_buffer:
+                       // the rows are in the source's input buffer, published, or an fp8 call)
   int64_t row_stride;  // bytes from one row of x to the next
   uint64_t sequence;   // the call it describes
   // CPU backend: the receivers' hold on x for this call (as SymmetricPullRecord::lease).
@@ -122,6 +159,8 @@ struct SymmetricSourceRecord {
   // The call's shape digest (core/call_signature.hpp); a receiver whose own differs refuses the call
   // before it reads any row.
   uint64_t signature;
+  SymmetricRowsAt x_at;
+  uint32_t reserved;
 };
 
 // Byte offsets of everything in the symmetric region, from the buffer's capacities. Pure
@@ -135,6 +174,8 @@ struct SymmetricLayout {
   int hidden;                   // capacity: channels
   uint32_t token_bytes;         // stride of the input buffer (the largest SymmetricToken)
   uint32_t combine_row_bytes;   // stride of combine rows: hidden * 2, aligned
+  int64_t heap_input_tokens;    // rows of the heap-resident x (bf16 [rows, hidden]); 0: none
+  int64_t heap_output_rows;  // rows per local expert of the heap-resident y (bf16 [L, rows, hidden]); 0: none
 
   SY_HD int num_experts() const { return local_experts * num_ranks; }
 
@@ -176,9 +217,21 @@ struct SymmetricLayout {
     return workspace_offset() + kSymmetricHalves * workspace_half_bytes();
   }
 
-  SY_HD size_t region_bytes() const {
-    return combine_offset() + kSymmetricHalves * combine_half_bytes() - region_offset;
+  SY_HD size_t heap_input_offset() const {
+    return combine_offset() + kSymmetricHalves * combine_half_bytes();
   }
+  SY_HD size_t heap_input_bytes() const {
+    return align_up(static_cast<size_t>(heap_input_tokens) * static_cast<size_t>(hidden) * 2,
+                    kSymmetricAreaAlignment);
+  }
+  SY_HD size_t heap_output_offset() const { return heap_input_offset() + heap_input_bytes(); }
+  SY_HD size_t heap_output_bytes() const {
+    return align_up(static_cast<size_t>(local_experts) * static_cast<size_t>(heap_output_rows) *
+                        static_cast<size_t>(hidden) * 2,
+                    kSymmetricAreaAlignment);
+  }
+
+  SY_HD size_t region_bytes() const { return heap_output_offset() + heap_output_bytes() - region_offset; }
   SY_HD size_t end_offset() const { return region_offset + region_bytes(); }
 
   // In `heap` (a rank's base): the barrier counter that `source` adds into.

@@ -95,9 +95,14 @@ struct LowLatencyCombinePlan : ExpertMajorCombinePlan {
 // A validated `symmetric` dispatch and combine (no hooks, no zero copy).
 struct SymmetricDispatchPlan : ExpertMajorDispatchPlan {
   common::SymmetricLayout layout;  // the region in every rank's heap
+  // Where x lies in this rank's heap when it is the heap-resident input (Buffer::symmetric_input): its
+  // offset from the heap base, which every peer can follow; -1 otherwise.
+  int64_t x_heap_offset = -1;
 };
 struct SymmetricCombinePlan : ExpertMajorCombinePlan {
   common::SymmetricLayout layout;
+  // Likewise for y and the heap-resident expert outputs (Buffer::symmetric_expert_output).
+  int64_t y_heap_offset = -1;
 };
 
 class BackendImpl {
@@ -122,8 +127,9 @@ class BackendImpl {
   // The `low_latency` engine. With return_recv_hook the result's hook runs the receive half.
   virtual LowLatencyDispatchResult low_latency_dispatch(const LowLatencyDispatchPlan& plan) = 0;
   virtual LowLatencyCombineResult low_latency_combine(const LowLatencyCombinePlan& plan) = 0;
-  // The address of this rank's combine staging area (`layout.staging`), where zero-copy outputs go.
-  virtual void* low_latency_staging(const common::LowLatencyLayout& layout) = 0;
+  // This rank's heap (on the backend's device): core hands out views of it (the low-latency combine's
+  // staging area, the symmetric engine's heap-resident tensors) and recognises them in calls.
+  virtual uint8_t* heap_base() = 0;
 
   // The `symmetric` engine: one-stage pull dispatch and push combine over the symmetric heap.
   virtual LowLatencyDispatchResult symmetric_dispatch(const SymmetricDispatchPlan& plan) = 0;

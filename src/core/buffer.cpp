@@ -230,7 +230,7 @@ class Buffer::Impl {
     check_usable("low_latency_combine");
     check_low_latency_ready("low_latency_combine");
     detail::LowLatencyCombinePlan plan = detail::plan_low_latency_combine(
-        args, plan_context(), low_latency_layout_, backend_->low_latency_staging(low_latency_layout_));
+        args, plan_context(), low_latency_layout_, low_latency_layout_.staging(backend_->heap_base()));
     LowLatencyCombineResult result = guarded([&] { return backend_->low_latency_combine(plan); });
     if (result.hook) result.hook = guarded_hook(std::move(result.hook));
     return result;
@@ -240,7 +240,7 @@ class Buffer::Impl {
     check_usable("symmetric_dispatch");
     detail::check_symmetric_region(options_, "symmetric_dispatch");
     detail::SymmetricDispatchPlan plan =
-        detail::plan_symmetric_dispatch(args, plan_context(), symmetric_layout_);
+        detail::plan_symmetric_dispatch(args, plan_context(), symmetric_layout_, backend_->heap_base());
     return guarded([&] { return backend_->symmetric_dispatch(plan); });
   }
 
@@ -248,8 +248,23 @@ class Buffer::Impl {
     check_usable("symmetric_combine");
     detail::check_symmetric_region(options_, "symmetric_combine");
     detail::SymmetricCombinePlan plan =
-        detail::plan_symmetric_combine(args, plan_context(), symmetric_layout_);
+        detail::plan_symmetric_combine(args, plan_context(), symmetric_layout_, backend_->heap_base());
     return guarded([&] { return backend_->symmetric_combine(plan); });
+  }
+
+  TensorView symmetric_input(int64_t num_tokens, int hidden) {
+    check_usable("symmetric_input");
+    detail::check_symmetric_region(options_, "symmetric_input");
+    return detail::symmetric_input_view(plan_context(), symmetric_layout_, backend_->heap_base(), num_tokens,
+                                        hidden);
+  }
+
+  TensorView symmetric_expert_output(const LowLatencyHandle& handle, int hidden) {
+    check_usable("symmetric_expert_output");
+    detail::check_symmetric_region(options_, "symmetric_expert_output");
+    const detail::ExpertMajorHandleData& data = detail::low_latency_handle(&handle, Engine::symmetric, id_);
+    return detail::symmetric_expert_output_view(plan_context(), symmetric_layout_, backend_->heap_base(),
+                                                data, hidden);
   }
 
   TensorView low_latency_combine_buffer(const LowLatencyHandle& handle) {
@@ -257,7 +272,7 @@ class Buffer::Impl {
     detail::check_low_latency_region(options_, "low_latency_combine_buffer");
     const detail::ExpertMajorHandleData& data = detail::low_latency_handle(&handle, Engine::low_latency, id_);
     const Device device = backend_->device();
-    return TensorView(backend_->low_latency_staging(low_latency_layout_), DType::bf16,
+    return TensorView(low_latency_layout_.staging(backend_->heap_base()), DType::bf16,
                       {data.local_experts, data.topology.num_ranks * data.max_tokens_per_rank, data.hidden},
                       device, device == Device::cuda ? options_.device : 0);
   }
@@ -469,6 +484,12 @@ LowLatencyDispatchResult Buffer::symmetric_dispatch(const LowLatencyDispatchArgs
 }
 LowLatencyCombineResult Buffer::symmetric_combine(const LowLatencyCombineArgs& args) {
   return impl_->symmetric_combine(args);
+}
+TensorView Buffer::symmetric_input(int64_t num_tokens, int hidden) {
+  return impl_->symmetric_input(num_tokens, hidden);
+}
+TensorView Buffer::symmetric_expert_output(const LowLatencyHandle& handle, int hidden) {
+  return impl_->symmetric_expert_output(handle, hidden);
 }
 SymmetricCombine Buffer::symmetric_combine_path() const {
   return impl_->symmetric_combine_path();

@@ -292,8 +292,30 @@ LowLatencyCombinePlan plan_low_latency_combine(const LowLatencyCombineArgs& args
   return plan;
 }
 
+namespace {
+
+// `data`'s offset in this rank's heap when its `bytes` lie in the heap area [area_offset, + area_bytes),
+// else -1. A tensor only partly inside is refused, naming `what`: it would read past the area.
+int64_t heap_area_offset(const void* data, size_t bytes, const uint8_t* heap_base, size_t area_offset,
+                         size_t area_bytes, const char* what, const char* view) {
+  if (data == nullptr || area_bytes == 0 || heap_base == nullptr) return -1;
+  const uintptr_t begin = reinterpret_cast<uintptr_t>(data);
+  const uintptr_t area = reinterpret_cast<uintptr_t>(heap_base) + area_offset;
+  if (begin < area || begin >= area + area_bytes) return -1;
+  if (bytes > area + area_bytes - begin) {
+    throw InvalidArgument(std::string(what) + ": expected a tensor inside the heap-resident area that " +
+                          view + " returns (" + std::to_string(area_bytes) + " bytes), got one that starts " +
+                          std::to_string(begin - area) + " bytes into it and is " + std::to_string(bytes) +
+                          " bytes long");
+  }
+  return static_cast<int64_t>(begin - reinterpret_cast<uintptr_t>(heap_base));
+}
+
+}  // namespace
+
 SymmetricDispatchPlan plan_symmetric_dispatch(const LowLatencyDispatchArgs& args, const PlanContext& buffer,
-                                              const common::SymmetricLayout& layout) {
+                                              const common::SymmetricLayout& layout,
+                                              const uint8_t* heap_base) {
   if (args.return_recv_hook) {
     throw Unsupported(
         "symmetric_dispatch: return_recv_hook is not supported by the symmetric engine (one stage: "
@@ -302,11 +324,13 @@ SymmetricDispatchPlan plan_symmetric_dispatch(const LowLatencyDispatchArgs& args
   SymmetricDispatchPlan plan;
   plan.layout = layout;
   plan_expert_major_dispatch(args, symmetric_capacity(layout), buffer, plan);
+  plan.x_heap_offset = heap_area_offset(args.x.data, args.x.nbytes(), heap_base, layout.heap_input_offset(),
+                                        layout.heap_input_bytes(), "x", "Buffer::symmetric_input");
   return plan;
 }
 
 SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args, const PlanContext& buffer,
-                                            const common::SymmetricLayout& layout) {
+                                            const common::SymmetricLayout& layout, const uint8_t* heap_base) {
   if (args.return_recv_hook) {
     throw Unsupported(
         "symmetric_combine: return_recv_hook is not supported by the symmetric engine (one stage: "
@@ -320,7 +344,61 @@ SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args, c
   SymmetricCombinePlan plan;
   plan.layout = layout;
   plan_expert_major_combine(args, Engine::symmetric, layout.hidden, nullptr, buffer, plan);
+  plan.y_heap_offset = heap_area_offset(plan.y, args.x.nbytes(), heap_base, layout.heap_output_offset(),
+                                        layout.heap_output_bytes(), "x", "Buffer::symmetric_expert_output");
   return plan;
+}
+
+TensorView symmetric_input_view(const PlanContext& buffer, const common::SymmetricLayout& layout,
+                                uint8_t* heap_base, int64_t num_tokens, int hidden) {
+  if (layout.heap_input_tokens <= 0) {
+    throw InvalidArgument(
+        "symmetric_input: expected a buffer sized with BufferSizing::symmetric_heap_input = true, got one "
+        "sized without it");
+  }
+  if (num_tokens < 0 || num_tokens > layout.heap_input_tokens) {
+    throw InvalidArgument("num_tokens: expected 0.." + std::to_string(layout.heap_input_tokens) +
+                          " (sizing.symmetric_max_tokens_per_rank), got " + std::to_string(num_tokens));
+  }
+  if (hidden < 1 || hidden > layout.hidden) {
+    throw InvalidArgument("hidden: expected 1.." + std::to_string(layout.hidden) + " (sizing.hidden), got " +
+                          std::to_string(hidden));
+  }
+  return TensorView(heap_base + layout.heap_input_offset(), DType::bf16, {num_tokens, hidden}, buffer.device,
+                    buffer.device == Device::cuda ? buffer.options.device : 0);
+}
+
+TensorView symmetric_expert_output_view(const PlanContext& buffer, const common::SymmetricLayout& layout,
+                                        uint8_t* heap_base, const ExpertMajorHandleData& handle, int hidden) {
+  if (layout.heap_output_rows <= 0) {
+    throw InvalidArgument(
+        "symmetric_expert_output: expected a buffer sized with "
+        "BufferSizing::symmetric_heap_output_rows_per_expert "
+        "> 0, got one sized without it");
+  }
+  const int64_t rows = handle.rows_per_expert();
+  if (rows > layout.heap_output_rows) {
+    throw InvalidArgument("handle: expected a dispatch of at most " +
+                          std::to_string(layout.heap_output_rows) +
+                          " rows per expert (sizing.symmetric_heap_output_rows_per_expert), got one of " +
+                          std::to_string(rows) + " (its expert_capacity)");
+  }
+  if (hidden == 0) hidden = handle.hidden;
+  if (hidden < 1 || hidden > layout.hidden) {
+    throw InvalidArgument("hidden: expected 1.." + std::to_string(layout.hidden) +
+                          " (sizing.hidden), or 0 for the dispatch's, got " + std::to_string(hidden));
+  }
+  return TensorView(heap_base + layout.heap_output_offset(), DType::bf16,
+                    {handle.local_experts, rows, hidden}, buffer.device,
+                    buffer.device == Device::cuda ? buffer.options.device : 0);
+}
+
+void check_pull_reaches_y(const SymmetricCombinePlan& plan, bool pointers_shared) {
+  if (pointers_shared || plan.y_heap_offset >= 0) return;
+  throw InvalidArgument(
+      "x: the pull combine reads every rank's expert outputs where they are, and with ranks in separate "
+      "processes or on several GPUs it reaches only the heap-resident ones: expected the view "
+      "Buffer::symmetric_expert_output() returns, got a tensor outside it");
 }
 
 }  // namespace switchyard::detail

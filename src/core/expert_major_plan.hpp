@@ -24,9 +24,24 @@ LowLatencyDispatchPlan plan_low_latency_dispatch(const LowLatencyDispatchArgs& a
 // `staging`: this rank's combine staging area, where zero-copy outputs are.
 LowLatencyCombinePlan plan_low_latency_combine(const LowLatencyCombineArgs& args, const PlanContext& buffer,
                                                const common::LowLatencyLayout& layout, void* staging);
+// `heap_base`: this rank's heap, where the heap-resident tensors are (SymmetricDispatchPlan::x_heap_offset,
+// SymmetricCombinePlan::y_heap_offset).
 SymmetricDispatchPlan plan_symmetric_dispatch(const LowLatencyDispatchArgs& args, const PlanContext& buffer,
-                                              const common::SymmetricLayout& layout);
+                                              const common::SymmetricLayout& layout,
+                                              const uint8_t* heap_base);
 SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args, const PlanContext& buffer,
-                                            const common::SymmetricLayout& layout);
+                                            const common::SymmetricLayout& layout, const uint8_t* heap_base);
+
+// The heap-resident tensors' views (Buffer::symmetric_input, Buffer::symmetric_expert_output), checked
+// against the sizing; `handle` is a symmetric dispatch's of this buffer.
+TensorView symmetric_input_view(const PlanContext& buffer, const common::SymmetricLayout& layout,
+                                uint8_t* heap_base, int64_t num_tokens, int hidden);
+TensorView symmetric_expert_output_view(const PlanContext& buffer, const common::SymmetricLayout& layout,
+                                        uint8_t* heap_base, const ExpertMajorHandleData& handle, int hidden);
+
+// The pull combine reads every rank's y where it is: through a plain pointer only when `pointers_shared`
+// (ranks as threads of one process, on one device), else only the heap-resident expert outputs.
+// InvalidArgument naming x otherwise, before anything is written.
+void check_pull_reaches_y(const SymmetricCombinePlan& plan, bool pointers_shared);
 
 }  // namespace switchyard::detail

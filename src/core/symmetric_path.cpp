@@ -4,15 +4,18 @@
 
 namespace switchyard::detail {
 
-SymmetricCombine resolve_symmetric_combine(SymmetricCombine requested, bool pull_possible,
+SymmetricCombine resolve_symmetric_combine(SymmetricCombine requested, bool pull_possible, bool heap_output,
                                            const std::string& needs, const std::string& found) {
   switch (requested) {
     case SymmetricCombine::push:
       return SymmetricCombine::push;
     case SymmetricCombine::pull:
-      if (!pull_possible) {
-        throw Unsupported("config.symmetric_combine: pull needs " + needs + "; got " + found +
-                          " (use push, or auto to pick pull only where it works)");
+      if (!pull_possible && !heap_output) {
+        throw Unsupported(
+            "config.symmetric_combine: pull needs " + needs +
+            ", or heap-resident expert outputs (sizing.symmetric_heap_output_rows_per_expert > 0); "
+            "got " +
+            found + " (use push, or auto to pick pull only where it works)");
       }
       return SymmetricCombine::pull;
     case SymmetricCombine::automatic:
@@ -28,8 +31,10 @@ SymmetricDispatch resolve_symmetric_dispatch(SymmetricDispatch requested, bool z
       return SymmetricDispatch::publish;
     case SymmetricDispatch::zero_copy:
       if (!zero_copy_possible) {
-        throw Unsupported("config.symmetric_dispatch: zero_copy needs " + needs + "; got " + found +
-                          " (use publish, or auto to pick zero_copy only where it works)");
+        throw Unsupported(
+            "config.symmetric_dispatch: zero_copy needs " + needs + "; got " + found +
+            " (use publish, or auto to pick zero_copy only where it works; with auto, a dispatch "
+            "whose x is Buffer::symmetric_input() reads it in place anywhere)");
       }
       return SymmetricDispatch::zero_copy;
     case SymmetricDispatch::automatic:

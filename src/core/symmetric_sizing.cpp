@@ -1,9 +1,11 @@
 #include "core/symmetric_sizing.hpp"
 
 #include <algorithm>
+#include <string>
 
 #include "common/fp8_cast.hpp"
 #include "core/plan_context.hpp"
+#include "switchyard/errors.hpp"
 
 namespace switchyard::detail {
 
@@ -30,7 +32,31 @@ common::SymmetricLayout symmetric_layout(const Topology& topology, const BufferS
   layout.token_bytes = static_cast<uint32_t>(token);
   layout.combine_row_bytes = static_cast<uint32_t>(
       common::align_up(static_cast<size_t>(sizing.hidden) * 2, common::kSymmetricAlignment));
+  layout.heap_input_tokens = sizing.symmetric_heap_input ? sizing.symmetric_max_tokens_per_rank : 0;
+  layout.heap_output_rows = sizing.symmetric_heap_output_rows_per_expert;
   return layout;
+}
+
+void check_symmetric_heap_tensors(const Topology& topology, const BufferSizing& sizing) {
+  const int64_t max_tokens = sizing.symmetric_max_tokens_per_rank;
+  if ((sizing.symmetric_heap_input || sizing.symmetric_heap_output_rows_per_expert != 0) && max_tokens <= 0) {
+    throw InvalidArgument(
+        std::string(
+            "sizing: symmetric_heap_input / symmetric_heap_output_rows_per_expert reserve tensors in the "
+            "symmetric region: expected symmetric_max_tokens_per_rank > 0 with them, got ") +
+        std::to_string(max_tokens) + " with symmetric_heap_input=" +
+        (sizing.symmetric_heap_input ? "true" : "false") + " and symmetric_heap_output_rows_per_expert=" +
+        std::to_string(sizing.symmetric_heap_output_rows_per_expert));
+  }
+  // An expert receives at most every rank's max_tokens_per_rank rows: more rows would never be read.
+  const int64_t most_rows =
+      static_cast<int64_t>(std::max(1, topology.num_ranks)) * std::max<int64_t>(max_tokens, 0);
+  if (sizing.symmetric_heap_output_rows_per_expert < 0 ||
+      sizing.symmetric_heap_output_rows_per_expert > most_rows) {
+    throw InvalidArgument("sizing.symmetric_heap_output_rows_per_expert: expected 0.." +
+                          std::to_string(most_rows) + " (ranks x symmetric_max_tokens_per_rank), got " +
+                          std::to_string(sizing.symmetric_heap_output_rows_per_expert));
+  }
 }
 
 }  // namespace switchyard::detail
@@ -39,6 +65,7 @@ namespace switchyard {
 
 size_t symmetric_heap_bytes(const Topology& topology, const BufferSizing& sizing) {
   topology.validate();
+  detail::check_symmetric_heap_tensors(topology, sizing);
   if (sizing.symmetric_max_tokens_per_rank <= 0) return 0;
   detail::check_sizing(sizing);
   return detail::symmetric_layout(topology, sizing, 0).region_bytes();

@@ -1,5 +1,7 @@
 #include "cuda/expert_major_round_trip.hpp"
 
+#include <cuda_runtime.h>
+
 #include <chrono>
 #include <stdexcept>
 #include <thread>
@@ -127,6 +129,15 @@ CallOnDevice upload_call(const Case& c, const workload::RankData& data, const Te
 void dispatch_call(Buffer& buffer, const ExpertMajorCall& call, const Case& c, CallOnDevice& on_device,
                    cudaStream_t stream) {
   LowLatencyDispatchArgs args = expert_major::dispatch_args(c, on_device.in.x, on_device.in.topk_idx, stream);
+  if (call.heap_tensors) {
+    // Stream-ordered after the previous dispatch, which returns only once no peer reads its x.
+    const TensorView x =
+        buffer.symmetric_input(on_device.in.x.size(0), static_cast<int>(on_device.in.x.size(1)));
+    expert_major::check_cuda(
+        cudaMemcpyAsync(x.data, on_device.in.x.data(), x.nbytes(), cudaMemcpyDeviceToDevice, stream),
+        "copying x into symmetric_input");
+    args.x = x;
+  }
   args.return_recv_hook = call.hooks;
   on_device.out.attach(args);
   on_device.dispatched = expert_major::dispatch_with(call.engine, buffer, args);
@@ -137,6 +148,13 @@ Tensor combine_call(Buffer& buffer, const ExpertMajorCall& call, const CallOnDev
                     cudaStream_t stream) {
   LowLatencyCombineArgs args = expert_major::combine_args(on_device.in.topk_idx, on_device.in.topk_weights,
                                                           on_device.dispatched.handle, on_device.y, stream);
+  if (call.heap_tensors) {
+    const TensorView y = buffer.symmetric_expert_output(on_device.dispatched.handle);
+    expert_major::check_cuda(
+        cudaMemcpyAsync(y.data, on_device.y.data(), y.nbytes(), cudaMemcpyDeviceToDevice, stream),
+        "copying y into symmetric_expert_output");
+    args.x = y;
+  }
   args.return_recv_hook = call.hooks;
   on_device.out.attach(args);
   LowLatencyCombineResult combined = expert_major::combine_with(call.engine, buffer, args);

@@ -80,6 +80,10 @@ struct ExpertMajorCall {
   reference::LowLatencyOptions fp8;
   // Both calls with return_recv_hook, each hook run right after its send half (low_latency only).
   bool hooks = false;
+  // symmetric only: x copied into Buffer::symmetric_input before each dispatch, and y into
+  // Buffer::symmetric_expert_output before each combine, and the calls given those views (the buffer
+  // needs BufferSizing::symmetric_heap_input and symmetric_heap_output_rows_per_expert).
+  bool heap_tensors = false;
 };
 
 // What every rank should get, from all ranks' inputs.

@@ -1,18 +1,18 @@
 // The CUDA engines with one process per rank (HeapSharing::processes: CUDA IPC handles), as they are
-// deployed: `--ranks R [--ranks-per-node P] [--engine normal|low_latency|symmetric]` (default: one
-// node, normal). With P < R the ranks form R / P nodes: normal is the hierarchical engine and
-// low_latency puts to other nodes, both over the loopback device transport on the IPC-mapped heaps,
-// once with its delays and reordering off and once on; symmetric is refused (one load/store domain
-// only). The round trips are cuda/process_round_trips.hpp, shared with the mpirun test
-// (tests/mpi/cuda_engines_mpi_test.cpp).
-// On one GPU this wants MPS (scripts/gpu-check.sh starts it); the symmetric engine needs it, since
-// its kernels keep every block resident and barrier across ranks. The parent never touches CUDA (a
-// CUDA context does not survive fork); it execs R children of this binary, which exchange their
-// handles through files in a scratch directory, run round trips and compare them with the reference
-// bit for bit. Child
-// rank r runs on testing::device_for_rank (SWITCHYARD_TEST_DEVICES: default GPU 0 for every rank;
-// "spread": GPU r % visible GPUs), which the children inherit through their environment.
-// Exit 0 pass, 1 fail, 2 usage error (a refused topology included), 77 skipped (no GPU).
+// deployed: `--ranks R [--ranks-per-node P] [--engine normal|low_latency|symmetric] [--heap-tensors on]`
+// (default: one node, normal; --heap-tensors on, symmetric only: every call's x and y through the
+// heap-resident tensors, with the pull combine forced, which across processes reads only those). With P < R
+// the ranks form R / P nodes: normal is the hierarchical engine and low_latency puts to other nodes, both
+// over the loopback device transport on the IPC-mapped heaps, once with its delays and reordering off and
+// once on; symmetric is refused (one load/store domain only). The round trips are
+// cuda/process_round_trips.hpp, shared with the mpirun test (tests/mpi/cuda_engines_mpi_test.cpp). On one GPU
+// this wants MPS (scripts/gpu-check.sh starts it); the symmetric engine needs it, since its kernels keep
+// every block resident and barrier across ranks. The parent never touches CUDA (a CUDA context does not
+// survive fork); it execs R children of this binary, which exchange their handles through files in a scratch
+// directory, run round trips and compare them with the reference bit for bit. Child rank r runs on
+// testing::device_for_rank (SWITCHYARD_TEST_DEVICES: default GPU 0 for every rank; "spread": GPU r % visible
+// GPUs), which the children inherit through their environment. Exit 0 pass, 1 fail, 2 usage error (a refused
+// topology included), 77 skipped (no GPU).
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -47,7 +47,7 @@ constexpr double kRendezvousSeconds = 60;
 // One pass on a fresh buffer: handles through files (named after the pass), the round trips, then a
 // rendezvous before the buffer unmaps its peers.
 void run_pass(const testing::ProcessPass& pass, int pass_index, int rank, const workload::Shape& shape,
-              const std::string& dir, Engine engine, std::vector<std::string>* failures) {
+              const std::string& dir, Engine engine, bool heap_tensors, std::vector<std::string>* failures) {
   const int ranks = shape.topology.num_ranks;
   BufferOptions options;
   options.topology = shape.topology;
@@ -55,8 +55,9 @@ void run_pass(const testing::ProcessPass& pass, int pass_index, int rank, const 
   options.backend = Backend::cuda;
   options.device = testing::device_for_rank(rank, ranks);
   options.sharing = HeapSharing::processes;
-  options.sizing = testing::process_ranks_sizing(engine, shape);
+  options.sizing = testing::process_ranks_sizing(engine, shape, heap_tensors);
   options.config.timeout_seconds = 20;
+  if (heap_tensors) options.config.symmetric_combine = SymmetricCombine::pull;
   // The stream below is made on the current device: the rank's.
   testing::expert_major::check_cuda(cudaSetDevice(options.device), "cudaSetDevice");
   // Read by the buffer at its first call across nodes: alive until the pass is over.
@@ -70,7 +71,7 @@ void run_pass(const testing::ProcessPass& pass, int pass_index, int rank, const 
     cudaStream_t stream;
     testing::expert_major::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                                       "cudaStreamCreateWithFlags");
-    testing::run_process_round_trips(buffer, engine, shape, stream, &mine);
+    testing::run_process_round_trips(buffer, engine, shape, stream, &mine, heap_tensors);
     cudaStreamDestroy(stream);
     // Keep this heap mapped until every peer is done writing into it.
     testing::write_rank_file(testing::rank_file(dir, "done" + suffix, rank), {1});
@@ -79,13 +80,13 @@ void run_pass(const testing::ProcessPass& pass, int pass_index, int rank, const 
   for (const std::string& failure : mine) failures->push_back(pass.name + ": " + failure);
 }
 
-int child(int rank, int ranks, int ranks_per_node, const std::string& dir, Engine engine) {
+int child(int rank, int ranks, int ranks_per_node, const std::string& dir, Engine engine, bool heap_tensors) {
   if (!cuda_available()) return kSkipped;
   const workload::Shape shape = testing::process_ranks_shape(ranks, ranks_per_node);
   std::vector<std::string> failures;
   const std::vector<testing::ProcessPass> passes = testing::process_passes(shape);
   for (size_t pass = 0; pass < passes.size(); ++pass) {
-    run_pass(passes[pass], static_cast<int>(pass), rank, shape, dir, engine, &failures);
+    run_pass(passes[pass], static_cast<int>(pass), rank, shape, dir, engine, heap_tensors, &failures);
   }
   for (const auto& failure : failures) std::cerr << "rank " << rank << ": " << failure << "\n";
   if (!failures.empty()) {
@@ -95,7 +96,7 @@ int child(int rank, int ranks, int ranks_per_node, const std::string& dir, Engin
   return failures.empty() ? 0 : 1;
 }
 
-int parent(int ranks, int ranks_per_node, Engine engine) {
+int parent(int ranks, int ranks_per_node, Engine engine, bool heap_tensors) {
   // The children are this very binary.
   char path[4096];
   ssize_t length = readlink("/proc/self/exe", path, sizeof(path) - 1);
@@ -118,7 +119,8 @@ int parent(int ranks, int ranks_per_node, Engine engine) {
       std::string rank_text = std::to_string(rank), ranks_text = std::to_string(ranks);
       std::string per_node_text = std::to_string(ranks_per_node);
       execl(self_path.c_str(), self_path.c_str(), "--child", rank_text.c_str(), ranks_text.c_str(),
-            per_node_text.c_str(), dir, engine_name(engine), static_cast<char*>(nullptr));
+            per_node_text.c_str(), dir, engine_name(engine), heap_tensors ? "on" : "off",
+            static_cast<char*>(nullptr));
       std::perror("execl");
       _exit(1);
     }
@@ -144,7 +146,8 @@ int parent(int ranks, int ranks_per_node, Engine engine) {
     return kSkipped;
   }
   std::cout << (result == 0 ? "pass" : "FAIL") << ": " << ranks << " processes (" << ranks / ranks_per_node
-            << " nodes x " << ranks_per_node << " ranks), " << engine_name(engine) << " engine\n";
+            << " nodes x " << ranks_per_node << " ranks), " << engine_name(engine) << " engine"
+            << (heap_tensors ? ", heap-resident tensors and the pull combine" : "") << "\n";
   return result;
 }
 
@@ -152,6 +155,7 @@ struct Arguments {
   int ranks = 0;
   int ranks_per_node = 0;  // 0: every rank on one node
   Engine engine = Engine::normal;
+  bool heap_tensors = false;
 };
 
 // A whole number for `name`, or InvalidArgument naming it.
@@ -164,8 +168,15 @@ int parse_count(const char* text, const std::string& name) {
   return static_cast<int>(value);
 }
 
-// --ranks R [--ranks-per-node P] [--engine E], in any order; throws InvalidArgument (or Unsupported
-// for a topology the engine cannot run) naming the option.
+// on or off for `name`, or InvalidArgument naming it.
+bool parse_switch(const char* text, const std::string& name) {
+  if (std::strcmp(text, "on") == 0) return true;
+  if (std::strcmp(text, "off") == 0) return false;
+  throw InvalidArgument(name + ": expected on or off, got '" + text + "'");
+}
+
+// --ranks R [--ranks-per-node P] [--engine E] [--heap-tensors on|off], in any order; throws InvalidArgument
+// (or Unsupported for a topology the engine cannot run) naming the option.
 Arguments parse_arguments(int argc, char** argv) {
   Arguments arguments;
   for (int i = 1; i < argc; ++i) {
@@ -178,10 +189,18 @@ Arguments parse_arguments(int argc, char** argv) {
       arguments.ranks_per_node = parse_count(value, "--ranks-per-node");
     } else if (option == "--engine") {
       arguments.engine = testing::parse_process_engine(value, "--engine");
+    } else if (option == "--heap-tensors") {
+      arguments.heap_tensors = parse_switch(value, "--heap-tensors");
     } else {
       throw InvalidArgument("argument " + std::to_string(i - 1) +
-                            ": expected --ranks, --ranks-per-node or --engine, got '" + option + "'");
+                            ": expected --ranks, --ranks-per-node, --engine or --heap-tensors, got '" +
+                            option + "'");
     }
+  }
+  if (arguments.heap_tensors && arguments.engine != Engine::symmetric) {
+    throw InvalidArgument(
+        std::string("--heap-tensors: expected it with --engine symmetric only, got --engine ") +
+        engine_name(arguments.engine));
   }
   if (arguments.ranks == 0) throw InvalidArgument("--ranks: expected the number of ranks, got no --ranks");
   if (arguments.ranks_per_node == 0) arguments.ranks_per_node = arguments.ranks;
@@ -193,10 +212,11 @@ Arguments parse_arguments(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc == 7 && std::strcmp(argv[1], "--child") == 0) {
+  if (argc == 8 && std::strcmp(argv[1], "--child") == 0) {
     try {
       return child(std::atoi(argv[2]), std::atoi(argv[3]), std::atoi(argv[4]), argv[5],
-                   testing::parse_process_engine(argv[6], "--child engine"));
+                   testing::parse_process_engine(argv[6], "--child engine"),
+                   parse_switch(argv[7], "--child heap tensors"));
     } catch (const std::exception& error) {
       std::cerr << "rank " << argv[2] << ": error: " << error.what() << "\n";
       return 1;
@@ -206,14 +226,16 @@ int main(int argc, char** argv) {
   try {
     arguments = parse_arguments(argc, argv);
   } catch (const std::exception& error) {
-    std::cerr << "error: " << error.what() << "\n"
-              << "usage: " << argv[0]
-              << " --ranks R [--ranks-per-node P] [--engine normal|low_latency|symmetric]   (P divides R; "
-                 "default P = R, one node; symmetric only with P = R)\n";
+    std::cerr
+        << "error: " << error.what() << "\n"
+        << "usage: " << argv[0]
+        << " --ranks R [--ranks-per-node P] [--engine normal|low_latency|symmetric] [--heap-tensors on|off]"
+           "   (P divides R; default P = R, one node; symmetric only with P = R; heap tensors with "
+           "symmetric only)\n";
     return kUsage;
   }
   try {
-    return parent(arguments.ranks, arguments.ranks_per_node, arguments.engine);
+    return parent(arguments.ranks, arguments.ranks_per_node, arguments.engine, arguments.heap_tensors);
   } catch (const std::exception& error) {
     std::cerr << "error: " << error.what() << "\n";
     return 1;

@@ -53,9 +53,11 @@ struct ExpertMajorRound {
 
 // Two calls in flight cover both halves of the double buffer (and, for symmetric, both barrier
 // phases); an fp8 pair; and for low_latency one call split by its hooks (symmetric has no split).
-std::vector<ExpertMajorRound> expert_major_rounds(Engine engine, const workload::Shape& shape) {
+std::vector<ExpertMajorRound> expert_major_rounds(Engine engine, const workload::Shape& shape,
+                                                  bool heap_tensors) {
   ExpertMajorCall bf16;
   bf16.engine = engine;
+  bf16.heap_tensors = heap_tensors;
   bf16.max_tokens_per_rank = shape.tokens_per_rank;  // every rank sends a full batch
   bf16.num_experts = shape.num_experts;
   ExpertMajorCall fp8 = bf16, hooks = bf16;
@@ -67,9 +69,9 @@ std::vector<ExpertMajorRound> expert_major_rounds(Engine engine, const workload:
 }
 
 void run_expert_major(Buffer& buffer, Engine engine, const workload::Shape& shape, cudaStream_t stream,
-                      std::vector<std::string>* failures) {
+                      std::vector<std::string>* failures, bool heap_tensors) {
   const int rank = buffer.rank();
-  for (const ExpertMajorRound& round : expert_major_rounds(engine, shape)) {
+  for (const ExpertMajorRound& round : expert_major_rounds(engine, shape, heap_tensors)) {
     // Inputs and the reference per round, not all up front: at 8 ranks one call's reference outputs
     // for every rank take about half a GB of host memory, in each of the 8 processes.
     std::vector<std::vector<workload::RankData>> data;
@@ -139,7 +141,7 @@ uint64_t process_loopback_seed(Engine engine) {
   return seed_for(std::string("process_ranks/loopback_delays/") + engine_name(engine));
 }
 
-BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape) {
+BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape, bool heap_tensors) {
   if (engine == Engine::normal) return sizing_for(shape);
   BufferSizing sizing;
   sizing.max_tokens_per_rank = 1;  // the normal engine is not used
@@ -150,15 +152,23 @@ BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape) {
     sizing.low_latency_max_tokens_per_rank = shape.tokens_per_rank;
   else
     sizing.symmetric_max_tokens_per_rank = shape.tokens_per_rank;
+  if (heap_tensors) {
+    sizing.symmetric_heap_input = true;
+    sizing.symmetric_heap_output_rows_per_expert = shape.topology.num_ranks * shape.tokens_per_rank;
+  }
   return sizing;
 }
 
 void run_process_round_trips(Buffer& buffer, Engine engine, const workload::Shape& shape, cudaStream_t stream,
-                             std::vector<std::string>* failures) {
+                             std::vector<std::string>* failures, bool heap_tensors) {
+  if (heap_tensors && engine != Engine::symmetric) {
+    throw InvalidArgument(std::string("heap_tensors: expected the symmetric engine, got ") +
+                          engine_name(engine));
+  }
   if (engine == Engine::normal)
     run_normal(buffer, shape, stream, failures);
   else
-    run_expert_major(buffer, engine, shape, stream, failures);
+    run_expert_major(buffer, engine, shape, stream, failures, heap_tensors);
 }
 
 }  // namespace switchyard::testing

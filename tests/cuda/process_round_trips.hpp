@@ -41,8 +41,9 @@ std::vector<ProcessPass> process_passes(const workload::Shape& shape);
 // The seed of a pass's loopback delays: the same in every process (the transport varies it per rank).
 uint64_t process_loopback_seed(Engine engine);
 
-// The buffer sizing `engine` needs for `shape` (the expert-major engines size only their own part).
-BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape);
+// The buffer sizing `engine` needs for `shape` (the expert-major engines size only their own part);
+// `heap_tensors` (symmetric only) adds the heap-resident input and expert outputs for every call.
+BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape, bool heap_tensors = false);
 
 // This rank's round trips of `engine` on a connected buffer, ordered on `stream` (of the rank's
 // device), each compared bit for bit with the reference for the shape's topology (across nodes,
@@ -52,9 +53,11 @@ BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape);
 //                would pass);
 //   low_latency: two bf16 calls in flight (both halves of the double buffer), two fp8 calls, and one
 //                call split by its hooks;
-//   symmetric:   two bf16 calls in flight (both barrier phases) and two fp8 calls.
+//   symmetric:   two bf16 calls in flight (both barrier phases) and two fp8 calls; with `heap_tensors`
+//                each call's x and y go through the heap-resident tensors (Buffer::symmetric_input,
+//                symmetric_expert_output; the buffer sized by process_ranks_sizing(..., true)).
 // Every rank must call it with the same arguments: the inputs come from shared seeds.
 void run_process_round_trips(Buffer& buffer, Engine engine, const workload::Shape& shape, cudaStream_t stream,
-                             std::vector<std::string>* failures);
+                             std::vector<std::string>* failures, bool heap_tensors = false);
 
 }  // namespace switchyard::testing

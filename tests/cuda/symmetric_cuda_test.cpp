@@ -228,6 +228,65 @@ INSTANTIATE_TEST_SUITE_P(EdgeCases, SymmetricCudaRoundTrip,
                          ::testing::ValuesIn(on_both_combine_paths(cases())),
                          [](const auto& info) { return info.param.name; });
 
+// The heap-resident tensors (Buffer::symmetric_input, symmetric_expert_output): x copied into the heap
+// input and y into the heap output on the stream, the calls given those views, three rounds on one buffer
+// (both halves, one reused), every output against the reference and the CPU engine. The records then carry
+// heap offsets, which peers follow through their mappings, as across processes (the process test's
+// --heap-tensors on runs that).
+class SymmetricCudaHeapTensors : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SymmetricCudaHeapTensors, RoundTripsThroughTheHeapTensorsMatchTheReferenceBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case& c = GetParam();
+  SWITCHYARD_REQUIRE_PATH(c);
+  const uint64_t seed = seed_for("symmetric_cuda_heap/" + c.name);
+  SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed));
+  const Expected expected = expected_for(c, seed);
+  const std::vector<Outputs> cpu = run_cpu_engine(Engine::symmetric, c, expected);
+  Failures failures;
+  run_ranks(c.ranks, [&](Group& group) {
+    const int rank = group.rank();
+    BufferOptions options = options_of(c, rank);
+    options.sizing.symmetric_heap_input = true;
+    options.sizing.symmetric_heap_output_rows_per_expert = rows_per_expert(c);
+    GpuRank gpu(options, group);
+    const cudaStream_t stream = gpu.stream;
+    const workload::RankData& data = expected.data[rank];
+    const DeviceInputs in = upload_inputs(data, gpu.device, stream);
+    const Tensor y = to_device(expected.ys[rank], gpu.device, stream);
+    for (int round = 0; round < 3; ++round) {
+      const TensorView x = gpu.buffer->symmetric_input(data.x.size(0), c.hidden);
+      check_cuda(cudaMemcpyAsync(x.data, in.x.data(), x.nbytes(), cudaMemcpyDeviceToDevice, stream),
+                 "copy x");
+      LowLatencyDispatchArgs args = dispatch_args(c, x, in.topk_idx, stream);
+      LowLatencyDispatchResult dispatched = gpu.buffer->symmetric_dispatch(args);
+      const TensorView heap_y = gpu.buffer->symmetric_expert_output(dispatched.handle);
+      check_cuda(cudaMemcpyAsync(heap_y.data, y.data(), heap_y.nbytes(), cudaMemcpyDeviceToDevice, stream),
+                 "copy y");
+      LowLatencyCombineResult combined = gpu.buffer->symmetric_combine(
+          combine_args(in.topk_idx, in.topk_weights, dispatched.handle, heap_y, stream));
+      gpu.buffer->synchronize(stream);
+      Outputs got = download(dispatched, stream);
+      got.combined_x = to_host(combined.combined_x, stream);
+      const std::string label = " (round " + std::to_string(round) + ")";
+      check_outputs(got, reference_outputs(expected, rank), "reference" + label, rank, failures);
+      check_outputs(got, cpu[rank], "cpu engine" + label, rank, failures);
+    }
+    group.barrier();
+  });
+  expect_none(failures, seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCudaHeapTensors,
+                         ::testing::ValuesIn(on_both_combine_paths({
+                             make("Small_R1_heap", 1, {40}, 40, 4, 8, 256),
+                             make("R4_heap_zero_tokens_on_rank2", 4, {48, 40, 0, 31}, 48, 4, 16, 1024),
+                             with_fp8(make("R4_heap_fp8", 4, {30, 24, 30, 11}, 32, 4, 16, 512), false, false),
+                             make("R8_heap_deepseek_h7168_k8", 8, {48, 41, 48, 0, 33, 48, 12, 48}, 48, 8, 128,
+                                  7168),
+                         })),
+                         [](const auto& info) { return info.param.name; });
+
 // Combine biases (docs/deep_ep.md, "Combine bias"): the accumulator starts at bias0 + bias1, then the
 // weighted slots; bias0, bias1 alone and both, against the reference and the CPU engine.
 class SymmetricCudaBiasedCombine : public ::testing::TestWithParam<Case> {};

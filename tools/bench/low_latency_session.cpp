@@ -56,7 +56,14 @@ class LowLatencySession final : public EngineSession {
     const BenchOptions& options = *context.options;
     const workload::RankData& data = reference_.inputs.at(context.rank);
     const Stream stream = context.stream;
-    x_ = to_backend(data.x, backend_, stream);
+    heap_tensors_ = engine == Engine::symmetric && options.symmetric_heap;
+    if (heap_tensors_) {
+      // The rank's tokens where every peer reads them in place (Buffer::symmetric_input).
+      x_ = Tensor::borrow(context.buffer->symmetric_input(data.x.size(0), options.hidden));
+      copy_into(x_, data.x, stream);
+    } else {
+      x_ = to_backend(data.x, backend_, stream);
+    }
     topk_idx_ = to_backend(data.topk_idx, backend_, stream);
     topk_weights_ = to_backend(data.topk_weights, backend_, stream);
 
@@ -100,9 +107,16 @@ class LowLatencySession final : public EngineSession {
     Tensor recv_count = to_host(dispatched_.recv_count, context_.stream);
     Tensor recv_x = to_host(dispatched_.recv_x, context_.stream);
     Tensor recv_x_scales = to_host(dispatched_.recv_x_scales, context_.stream);
-    expert_output_ =
-        to_backend(expert_major_synthetic_expert(recv_x, recv_x_scales, recv_count, context_.rank), backend_,
-                   context_.stream);
+    const Tensor host_output =
+        expert_major_synthetic_expert(recv_x, recv_x_scales, recv_count, context_.rank);
+    if (heap_tensors_) {
+      // The expert outputs where every home reads them in place (Buffer::symmetric_expert_output); the
+      // routing is the same every iteration, so one copy serves them all.
+      expert_output_ = Tensor::borrow(context_.buffer->symmetric_expert_output(dispatched_.handle));
+      copy_into(expert_output_, host_output, context_.stream);
+    } else {
+      expert_output_ = to_backend(host_output, backend_, context_.stream);
+    }
   }
 
   void combine(int /*iteration*/) override { call_combine(combine_args()); }
@@ -112,8 +126,11 @@ class LowLatencySession final : public EngineSession {
     if (engine_ != Engine::symmetric) return "";
     return std::string("combine path: ") + symmetric_combine_name(context_.buffer->symmetric_combine_path()) +
            " (Buffer::symmetric_combine_path; --symmetric-combine); dispatch source: " +
-           symmetric_dispatch_name(context_.buffer->symmetric_dispatch_path()) +
-           " (Buffer::symmetric_dispatch_path; --symmetric-dispatch; fp8 always publishes)";
+           (heap_tensors_ && !reference_.ll_options.use_fp8
+                ? std::string("zero_copy (x is the heap-resident input: --symmetric-heap on)")
+                : std::string(symmetric_dispatch_name(context_.buffer->symmetric_dispatch_path())) +
+                      " (Buffer::symmetric_dispatch_path; --symmetric-dispatch; fp8 always publishes)") +
+           (heap_tensors_ ? "; y is the heap-resident expert output" : "");
   }
 
   // low_latency only: the symmetric engine is one stage each way (its calls refuse return_recv_hook).
@@ -273,6 +290,7 @@ class LowLatencySession final : public EngineSession {
   const reference::LowLatencyDispatchOutput& expected_;
   const Tensor& expected_combined_;
 
+  bool heap_tensors_ = false;  // --symmetric-heap on: x_ and expert_output_ are views of the heap
   Tensor x_, topk_idx_, topk_weights_;
   Tensor expert_output_;  // y on the backend, from the first check iteration
   Tensor out_recv_x_, out_recv_x_scales_, out_recv_count_, out_layout_range_, out_src_info_, out_combined_x_;

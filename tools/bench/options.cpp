@@ -152,6 +152,7 @@ const std::map<std::string, Setter>& value_flags() {
       {"--ring-slots", positive(&CommandLine::ring_slots)},
       {"--symmetric-combine", choice(&CommandLine::symmetric_combine, {"auto", "push", "pull"})},
       {"--symmetric-dispatch", choice(&CommandLine::symmetric_dispatch, {"auto", "publish", "zero_copy"})},
+      {"--symmetric-heap", choice(&CommandLine::symmetric_heap, {"on", "off"})},
       {"--chunk-tokens", positive(&CommandLine::chunk_tokens)},
       {"--timeout", [](CommandLine& c, const std::string& flag,
                        const std::string& value) { c.timeout_seconds = parse_seconds(flag, value); }},
@@ -264,6 +265,12 @@ const FlagHelp kFlags[] = {
      "publishes; ranks as threads on one GPU only, else skipped with the\n"
      "reason). auto (default): zero_copy where it works. Reported and\n"
      "counted like the combine path"},
+    {"Engine configuration (symmetric)", "--symmetric-heap", "on|off",
+     "on: x and the expert outputs live in the engine's heap-resident\n"
+     "tensors (Buffer::symmetric_input, symmetric_expert_output), which\n"
+     "every peer reads in place, also as processes: bf16 dispatches run\n"
+     "zero_copy, and --symmetric-combine pull works there. Reported as\n"
+     "the dispatch source and combine path that ran. Default off"},
     {"Output", "--json", "FILE", "write the results as JSON"},
     {"Output", "--dump", "DIR",
      "write every input and output of the check iteration as .npy files,\n"
@@ -699,6 +706,7 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, in
                                        : path == "pull" ? SymmetricCombine::pull
                                                         : SymmetricCombine::automatic;
   }
+  if (command_line.symmetric_heap) options.symmetric_heap = *command_line.symmetric_heap == "on";
   if (command_line.symmetric_dispatch) {
     const std::string& path = *command_line.symmetric_dispatch;
     options.config.symmetric_dispatch = path == "publish"     ? SymmetricDispatch::publish

@@ -82,6 +82,7 @@ struct CommandLine {
   std::optional<double> timeout_seconds;
   std::optional<std::string> symmetric_combine;
   std::optional<std::string> symmetric_dispatch;
+  std::optional<std::string> symmetric_heap;  // on | off
 };
 
 // Where a default came from, so that the output can say so.
@@ -117,6 +118,9 @@ struct BenchOptions {
   int64_t symmetric_tokens_per_rank = kDeepSeekV3Shape.ll_tokens;
   // The symmetric dispatch's expert_capacity: 0 (R * max rows per expert), N, or kAutoExpertCapacity.
   int64_t expert_capacity = 0;
+  // --symmetric-heap on: the symmetric engine's x and y live in its heap-resident tensors
+  // (Buffer::symmetric_input, symmetric_expert_output), read in place on any topology.
+  bool symmetric_heap = false;
   int hidden = kDeepSeekV3Shape.hidden;
   int topk = kDeepSeekV3Shape.topk;
   int num_experts = kDeepSeekV3Shape.experts;

@@ -429,6 +429,12 @@ void check_fits_in_memory(const BenchOptions& options) {
                             : options.expert_capacity > 0 ? static_cast<double>(options.expert_capacity)
                                                           : std::min(all_rows, 1.5 * expected_rows + 64);
     data_bytes += low_latency_data_bytes(options, options.symmetric_tokens_per_rank, capacity);
+    // --symmetric-heap on: x and the expert outputs also live in every rank's heap (bf16).
+    if (options.symmetric_heap) {
+      data_bytes += ranks_count * 2.0 * options.hidden *
+                    (static_cast<double>(options.symmetric_tokens_per_rank) +
+                     capacity * options.num_experts / std::max(1, options.topology.num_ranks));
+    }
   }
   double heap_bytes = 0;  // host memory on cpu only; one engine's Buffers at a time
   if (options.backend == Backend::cpu) {

@@ -34,7 +34,8 @@ bool evicts_cache(const BenchOptions& options, int rank) {
 
 }  // namespace
 
-BufferOptions bench_buffer_options(const BenchOptions& options, BenchEngine engine, int rank) {
+BufferOptions bench_buffer_options(const BenchOptions& options, BenchEngine engine, int rank,
+                                   int64_t symmetric_rows_per_expert) {
   BufferOptions buffer;
   buffer.topology = options.topology;
   buffer.rank = rank;
@@ -47,8 +48,13 @@ BufferOptions bench_buffer_options(const BenchOptions& options, BenchEngine engi
   buffer.sizing.max_tokens_per_rank = std::max<int64_t>(1, engine_tokens_per_rank(engine, options));
   if (engine == BenchEngine::low_latency)
     buffer.sizing.low_latency_max_tokens_per_rank = std::max<int64_t>(1, options.ll_tokens_per_rank);
-  if (engine == BenchEngine::symmetric)
+  if (engine == BenchEngine::symmetric) {
     buffer.sizing.symmetric_max_tokens_per_rank = std::max<int64_t>(1, options.symmetric_tokens_per_rank);
+    if (options.symmetric_heap) {
+      buffer.sizing.symmetric_heap_input = true;
+      buffer.sizing.symmetric_heap_output_rows_per_expert = symmetric_rows_per_expert;
+    }
+  }
   buffer.sizing.hidden = options.hidden;
   buffer.sizing.topk = options.topk;
   buffer.sizing.num_experts = options.num_experts;
@@ -80,12 +86,16 @@ RankOutcome run_rank(const RankRun& run, Group& group, std::unique_ptr<Buffer>& 
   const Stream stream = rank_stream.get();
   Buffer* buffer = nullptr;
   if (uses_switchyard_buffer(engine)) {
-    buffer_slot = std::make_unique<Buffer>(bench_buffer_options(options, engine, rank));
+    buffer_slot = std::make_unique<Buffer>(
+        bench_buffer_options(options, engine, rank, run.problem->symmetric.rows_per_expert));
     buffer = buffer_slot.get();
     buffer->connect(group.allgather(buffer->local_handle()));
     if (engine == BenchEngine::symmetric) {
       outcome.symmetric_combine = buffer->symmetric_combine_path();
-      outcome.symmetric_dispatch = buffer->symmetric_dispatch_path();
+      // Heap-resident bf16 rows are read in place whatever the buffer's path for other x.
+      outcome.symmetric_dispatch = options.symmetric_heap && options.dtype == DType::bf16
+                                       ? SymmetricDispatch::zero_copy
+                                       : buffer->symmetric_dispatch_path();
     }
   }
   const SessionContext context{&options, run.problem, buffer, rank, stream, &group, device};

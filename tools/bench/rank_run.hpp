@@ -52,6 +52,9 @@ struct RankRun {
 RankOutcome run_rank(const RankRun& run, Group& group, std::unique_ptr<Buffer>& buffer);
 
 // The rank's Buffer options for `engine` (HeapSharing::threads or processes by --ranks-as).
-BufferOptions bench_buffer_options(const BenchOptions& options, BenchEngine engine, int rank);
+// `symmetric_rows_per_expert`: the symmetric dispatch's rows per expert, which its heap-resident expert
+// outputs hold (--symmetric-heap on).
+BufferOptions bench_buffer_options(const BenchOptions& options, BenchEngine engine, int rank,
+                                   int64_t symmetric_rows_per_expert = 0);
 
 }  // namespace switchyard::bench

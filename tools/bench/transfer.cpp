@@ -1,6 +1,7 @@
 #include "transfer.hpp"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 
 #include "cuda_check.hpp"
@@ -62,6 +63,26 @@ Tensor to_host(const TensorView& tensor, Stream stream) {
 #else
   (void)stream;
   cuda_not_built("copying a CUDA tensor to the host");
+#endif
+}
+
+void copy_into(const TensorView& destination, const TensorView& from, Stream stream) {
+  if (destination.nbytes() != from.nbytes()) {
+    throw InvalidArgument("switchyard-bench: copy_into: expected " + destination.describe() + " and " +
+                          from.describe() + " to have the same bytes");
+  }
+  if (from.nbytes() == 0) return;
+  if (destination.device == Device::cpu && from.device == Device::cpu) {
+    std::memcpy(destination.data, from.data, from.nbytes());
+    return;
+  }
+#if defined(SWITCHYARD_WITH_CUDA)
+  check_cuda(
+      cudaMemcpyAsync(destination.data, from.data, from.nbytes(), cudaMemcpyDefault, cuda_stream(stream)),
+      "cudaMemcpyAsync into " + destination.describe());
+#else
+  (void)stream;
+  cuda_not_built("copying into a CUDA tensor");
 #endif
 }
 

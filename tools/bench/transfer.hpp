@@ -22,6 +22,10 @@ Tensor to_host(const TensorView& tensor, Stream stream);
 // `host` placed where `backend` computes: shared as it is on cpu; a new device copy on cuda.
 Tensor to_backend(const Tensor& host, Backend backend, Stream stream);
 
+// Copies `from` (of either device) into `destination` (of either device, the same byte count), ordered
+// on `stream`: how a rank fills a view it does not own, such as a Buffer's heap-resident tensors.
+void copy_into(const TensorView& destination, const TensorView& from, Stream stream);
+
 // Uninitialised storage where `backend` computes.
 // CUDA memory is stream-ordered on `stream` (which must outlive it): freeing it never waits for the
 // whole device, where other ranks' kernels may be waiting for this one.

@@ -43,8 +43,9 @@ class CpuBackend final : public detail::BackendImpl {
     heap_.connect(payloads);
     // Pull follows peers' plain y pointers: only threads of this process share an address space.
     const bool threads = options_.sharing == HeapSharing::threads;
+    symmetric_.set_pointers_shared(threads);
     symmetric_.set_combine_path(detail::resolve_symmetric_combine(
-        options_.config.symmetric_combine, threads,
+        options_.config.symmetric_combine, threads, options_.sizing.symmetric_heap_output_rows_per_expert > 0,
         "every rank to be a thread of this process (HeapSharing::threads)",
         threads ? "threads" : "ranks in separate processes (HeapSharing::processes)"));
     // Zero-copy follows peers' plain x pointers: the same condition.
@@ -75,9 +76,7 @@ class CpuBackend final : public detail::BackendImpl {
   LowLatencyCombineResult low_latency_combine(const detail::LowLatencyCombinePlan& plan) override {
     return low_latency_.combine(plan);
   }
-  void* low_latency_staging(const common::LowLatencyLayout& layout) override {
-    return layout.staging(heap_.base());
-  }
+  uint8_t* heap_base() override { return heap_.base(); }
   LowLatencyDispatchResult symmetric_dispatch(const detail::SymmetricDispatchPlan& plan) override {
     return symmetric_.dispatch(plan);
   }

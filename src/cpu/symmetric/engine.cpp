@@ -13,6 +13,7 @@
 #include "common/fp8_cast.hpp"
 #include "common/numeric.hpp"
 #include "core/expert_capacity.hpp"
+#include "core/expert_major_plan.hpp"
 #include "core/symmetric_sizing.hpp"
 #include "cpu/expert_major/outputs.hpp"
 #include "cpu/symmetric/participants.hpp"
@@ -281,12 +282,18 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
     handle->begin = Tensor::empty(DType::i32, {plan.num_experts});
   }
 
-  // fp8 keeps the publish: the cast there halves the bytes every receiver pulls.
-  const bool zero_copy = dispatch_path_ == SymmetricDispatch::zero_copy && !plan.use_fp8;
+  // fp8 keeps the publish: the cast there halves the bytes every receiver pulls. A heap-resident x is
+  // read in place on any path: every peer maps this heap.
+  const bool x_in_heap = plan.x_heap_offset >= 0;
+  const bool zero_copy = !plan.use_fp8 && (x_in_heap || dispatch_path_ == SymmetricDispatch::zero_copy);
   const InPlaceCall sources_call{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds,
                                  call.masking};
-  announce_source(sources_call, zero_copy ? args.x.data : nullptr, static_cast<int64_t>(plan.hidden) * 2,
-                  plan.signature);
+  const common::SymmetricRows rows =
+      !zero_copy ? common::SymmetricRows{}
+      : x_in_heap
+          ? common::SymmetricRows{common::SymmetricRowsAt::heap, static_cast<uint64_t>(plan.x_heap_offset)}
+          : common::SymmetricRows{common::SymmetricRowsAt::address, reinterpret_cast<uint64_t>(args.x.data)};
+  announce_source(sources_call, rows, static_cast<int64_t>(plan.hidden) * 2, plan.signature);
   const Participants targets(call.masking, call.rank, num_ranks);
   dispatch_publisher(call, targets, token_layout, plan.use_fp8, plan.round_scale, zero_copy, args.x,
                      args.topk_idx, pull ? handle->position.as<int32_t>() : nullptr);
@@ -363,9 +370,14 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
           "handle: expected a dispatch made for the pull combine, got one without its row "
           "positions (config.symmetric_combine changed between dispatch and combine?)");
     }
+    detail::check_pull_reaches_y(plan, pointers_shared_);
+    const common::SymmetricRows y =
+        plan.y_heap_offset >= 0
+            ? common::SymmetricRows{common::SymmetricRowsAt::heap, static_cast<uint64_t>(plan.y_heap_offset)}
+            : common::SymmetricRows{common::SymmetricRowsAt::address, reinterpret_cast<uint64_t>(plan.y)};
     pull_combine(
         InPlaceCall{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds, call.masking},
-        handle, plan.y, plan.hidden, args.topk_idx.as<const int64_t>(), args.topk_weights.as<const float>(),
+        handle, y, plan.hidden, args.topk_idx.as<const int64_t>(), args.topk_weights.as<const float>(),
         combine_biases(args), result.combined_x.as<uint16_t>());
     return result;
   }

@@ -30,6 +30,9 @@ class SymmetricEngine {
   // At connect: where the dispatch pulls bf16 rows from (publish or zero_copy, resolved).
   void set_dispatch_path(SymmetricDispatch path) { dispatch_path_ = path; }
   SymmetricDispatch dispatch_path() const { return dispatch_path_; }
+  // At connect: whether peers' plain x and y pointers reach (ranks as threads); otherwise only the
+  // heap-resident tensors are read in place.
+  void set_pointers_shared(bool shared) { pointers_shared_ = shared; }
 
  private:
   HostHeap& heap_;
@@ -40,6 +43,7 @@ class SymmetricEngine {
   SymmetricBarrier barrier_;
   SymmetricCombine combine_path_ = SymmetricCombine::push;
   SymmetricDispatch dispatch_path_ = SymmetricDispatch::publish;
+  bool pointers_shared_ = false;
 };
 
 }  // namespace switchyard::cpu

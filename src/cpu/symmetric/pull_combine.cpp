@@ -41,7 +41,8 @@ std::string gather_y(const common::SymHeap& heap, const common::SymmetricPullRec
   for (int rank = 0; rank < heap.num_ranks; ++rank) {
     if (!participants.in(rank)) continue;
     const common::SymmetricPullRecord* record = heap.map(mine, rank);
-    y_of[rank] = reinterpret_cast<const uint16_t*>(record->y);
+    y_of[rank] =
+        reinterpret_cast<const uint16_t*>(common::symmetric_rows(heap, rank, record->y_at, record->y));
     if (record->rows_per_expert != rows_per_expert || record->hidden != hidden) {
       return "symmetric_combine: rank " + std::to_string(rank) + " combines expert outputs of " +
              std::to_string(record->rows_per_expert) + " rows per expert and hidden " +
@@ -74,16 +75,17 @@ std::string check_rows(const detail::ExpertMajorHandleData& handle, const std::v
 
 }  // namespace
 
-void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& handle, const uint16_t* y,
-                  int hidden, const int64_t* topk_idx, const float* topk_weights, const CombineBiases& biases,
-                  uint16_t* combined_x) {
+void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& handle,
+                  common::SymmetricRows y, int hidden, const int64_t* topk_idx, const float* topk_weights,
+                  const CombineBiases& biases, uint16_t* combined_x) {
   const common::SymHeap& heap = *call.heap;
   const common::SymmetricLayout& layout = call.layout;
   const int64_t rows_per_expert = handle.rows_per_expert();
 
   // Announce: the fields, then the call (release).
   common::SymmetricPullRecord* mine = layout.pull_record(heap.base);
-  mine->y = reinterpret_cast<uint64_t>(y);
+  mine->y = y.where;
+  mine->y_at = y.at;
   mine->rows_per_expert = rows_per_expert;
   mine->hidden = hidden;
   __atomic_store_n(&mine->lease, open_lease(call.sequence), __ATOMIC_RELEASE);

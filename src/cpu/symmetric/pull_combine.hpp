@@ -1,8 +1,9 @@
 #pragma once
 // The CPU `symmetric` engine's pull combine (common/symmetric_protocol.hpp, "pull"), used where every
 // rank is a thread of this process (Config::symmetric_combine): no combine buffer and no barrier.
-//   announce   this rank writes its y's address into its own pull record, then releases the call;
-//   gather     it acquires every peer's record (bounded), skipping masked ones; the ranks left then
+//   announce   this rank writes where its y is (an address, or an offset in its heap) into its own pull
+//   record, then releases the call; gather     it acquires every peer's record (bounded), skipping masked
+//   ones; the ranks left then
 //              are the call's participants (cpu/symmetric/participants.hpp), and slots routed to the
 //              others' experts are dropped;
 //   reduce     each token's valid slots, read straight from the experts' ranks' y at the row the
@@ -21,10 +22,11 @@
 
 namespace switchyard::cpu {
 
-// Reduces this rank's tokens into combined_x [N, hidden] from every rank's y [L, C, hidden].
-void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& handle, const uint16_t* y,
-                  int hidden, const int64_t* topk_idx, const float* topk_weights, const CombineBiases& biases,
-                  uint16_t* combined_x);
+// Reduces this rank's tokens into combined_x [N, hidden] from every rank's y [L, C, hidden]; `y` is this
+// rank's (an address, or an offset in its heap).
+void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& handle,
+                  common::SymmetricRows y, int hidden, const int64_t* topk_idx, const float* topk_weights,
+                  const CombineBiases& biases, uint16_t* combined_x);
 
 // The dispatch's part, after its barrier (every target's workspace holds this call's counts): where
 // this rank's rows start among each expert's rows, begin[e] = the counts of participating sources

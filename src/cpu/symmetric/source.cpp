@@ -22,9 +22,11 @@ common::SymmetricSourceRecord* record_of(const InPlaceCall& call, int rank) {
 
 }  // namespace
 
-void announce_source(const InPlaceCall& call, const void* x, int64_t row_stride, uint64_t signature) {
+void announce_source(const InPlaceCall& call, common::SymmetricRows x, int64_t row_stride,
+                     uint64_t signature) {
   common::SymmetricSourceRecord* mine = record_of(call, call.heap->rank);
-  mine->x = reinterpret_cast<uint64_t>(x);
+  mine->x = x.where;
+  mine->x_at = x.at;
   mine->row_stride = row_stride;
   mine->signature = signature;
   __atomic_store_n(&mine->lease, open_lease(call.sequence), __ATOMIC_RELEASE);
@@ -34,7 +36,7 @@ void announce_source(const InPlaceCall& call, const void* x, int64_t row_stride,
 
 void withdraw_source(const InPlaceCall& call) {
   common::SymmetricSourceRecord* mine = record_of(call, call.heap->rank);
-  if (mine->x != 0) withdraw_lease(&mine->lease);
+  if (mine->x_at != common::SymmetricRowsAt::input_buffer) withdraw_lease(&mine->lease);
 }
 
 SourceRows::SourceRows(const InPlaceCall& call, uint64_t signature, const Participants& participants)
@@ -58,14 +60,14 @@ SourceRows::SourceRows(const InPlaceCall& call, uint64_t signature, const Partic
           "num_experts, max_tokens_per_rank, expert_capacity, fp8 options); rank " +
           std::to_string(source) + "'s call differs from rank " + std::to_string(heap.rank) + "'s");
     }
-    if (record->x == 0) continue;  // published
+    if (record->x_at == common::SymmetricRowsAt::input_buffer) continue;  // published
     if (!take_lease(&record->lease, call.sequence)) {
       release();
       throw TimeoutError(waiting_for(heap, kOperation, {source},
                                      "keep its tokens (x) for this call: it gave up on the call"));
     }
     leased_.push_back(source);
-    x_[source] = reinterpret_cast<const uint8_t*>(record->x);
+    x_[source] = common::symmetric_rows(heap, source, record->x_at, record->x);
     stride_[source] = record->row_stride;
   }
 }

@@ -2,7 +2,7 @@
 // The CPU `symmetric` dispatch's sources (common/symmetric_protocol.hpp, "zero-copy"): where each
 // rank's rows are for a call, and, when receivers read a source's x in place, the handshake that keeps
 // the source from returning while a receiver still reads it.
-//   announce   before the barrier: this rank's source record (x, or null: published), its lease open;
+//   announce   before the barrier: this rank's source record (where x is, or published), its lease open;
 //   hold       after the barrier: a lease on every zero-copy source's x for the pulls
 //   (cpu/symmetric/lease.hpp); finish     after the pulls: the call released into this rank's done word in
 //   every peer's heap; a
@@ -16,9 +16,10 @@
 
 namespace switchyard::cpu {
 
-// Before the barrier: `x` null when this rank publishes its rows; `signature` the call's
-// (ExpertMajorDispatchPlan::signature), which every receiver compares with its own.
-void announce_source(const InPlaceCall& call, const void* x, int64_t row_stride, uint64_t signature);
+// Before the barrier: `x` where this rank's rows are (input_buffer when it publishes them: the default);
+// `signature` the call's (ExpertMajorDispatchPlan::signature), which every receiver compares with its own.
+void announce_source(const InPlaceCall& call, common::SymmetricRows x, int64_t row_stride,
+                     uint64_t signature);
 
 // This rank gave up on the call before its pulls (the barrier timed out): no receiver reads x after
 // this returns. A no-op when x was not announced.

@@ -103,7 +103,8 @@ class CudaBackend final : public detail::BackendImpl {
     for (const Bytes& handle : all_handles) payloads.push_back(detail::handle_payload(handle));
     heap_.connect(payloads);
     symmetric_.connect(options_.config, options_.sharing, options_.topology.num_ranks,
-                       heap_.ranks_on_this_device());
+                       heap_.ranks_on_this_device(),
+                       options_.sizing.symmetric_heap_output_rows_per_expert > 0);
     // Every block of every rank on this GPU spins on the others: all must be resident at once.
     const int sharing_ranks = heap_.ranks_on_this_device();
     // ... and as threads, every rank needs its own hardware queue (cuda/backend/device_connections.hpp).
@@ -173,9 +174,7 @@ class CudaBackend final : public detail::BackendImpl {
     const cudaStream_t stream = resolve(plan.args.stream);
     return low_latency_->combine(plan, context, stream, alloc_stream(stream));
   }
-  void* low_latency_staging(const common::LowLatencyLayout& layout) override {
-    return layout.staging(heap_.view().base);
-  }
+  uint8_t* heap_base() override { return heap_.view().base; }
   LowLatencyDispatchResult symmetric_dispatch(const detail::SymmetricDispatchPlan& plan) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));
     const cudaStream_t stream = resolve(plan.args.stream);

@@ -90,7 +90,8 @@ __device__ void publish_producer(const KernelContext& context, const SymmetricDi
 __device__ void announce_source(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                 uint64_t sequence, int half) {
   common::SymmetricSourceRecord* record = launch.layout.source_record(context.heap.base, half);
-  record->x = launch.zero_copy ? reinterpret_cast<uint64_t>(launch.x) : 0;
+  record->x = launch.x_rows.where;
+  record->x_at = launch.x_rows.at;
   record->row_stride = launch.x_row_stride;
   record->signature = launch.signature;
   record->sequence = sequence;
@@ -233,7 +234,7 @@ __device__ bool load_sources(const KernelContext& context, const SymmetricDispat
       atomicExch(&mismatched, 1);
       continue;
     }
-    sources.x[source] = reinterpret_cast<const uint8_t*>(record->x);
+    sources.x[source] = common::symmetric_rows(heap, source, record->x_at, record->x);
     sources.row_stride[source] = record->row_stride;
   }
   __syncthreads();

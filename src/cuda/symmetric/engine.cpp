@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/fp8_cast.hpp"
+#include "core/expert_major_plan.hpp"
 #include "core/symmetric_path.hpp"
 #include "core/symmetric_sizing.hpp"
 #include "cuda/expert_major/received_routing.hpp"
@@ -175,21 +176,24 @@ void SymmetricEngine::prepare(int device, int sm_count) {
   SY_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
-void SymmetricEngine::connect(const Config& config, HeapSharing sharing, int num_ranks, int ranks_on_device) {
+void SymmetricEngine::connect(const Config& config, HeapSharing sharing, int num_ranks, int ranks_on_device,
+                              bool heap_output) {
   // A home (a receiver) follows the peers' plain y (x) pointers: only threads of this process on this
   // device share them (stream-ordered allocations are not covered by peer access across GPUs).
   const bool threads = sharing == HeapSharing::threads;
   const bool in_place_possible = threads && ranks_on_device == num_ranks;
+  pointers_shared_ = in_place_possible;
   std::string found = threads ? "ranks as threads" : "ranks in separate processes (HeapSharing::processes)";
   if (ranks_on_device != num_ranks) {
     found += ", " + std::to_string(ranks_on_device) + " of the " + std::to_string(num_ranks) +
              " ranks on GPU " + std::to_string(device_);
   }
   const std::string needs = "every rank to be a thread of this process (HeapSharing::threads) on one GPU";
-  combine_path_ =
-      detail::resolve_symmetric_combine(config.symmetric_combine, in_place_possible, needs, found);
+  combine_path_ = detail::resolve_symmetric_combine(config.symmetric_combine, in_place_possible, heap_output,
+                                                    needs, found);
   // A receiving block keeps one x address per source in shared memory.
   const bool few_enough = num_ranks <= kMaxZeroCopyRanks;
+  zero_copy_fits_ = few_enough;
   if (!few_enough)
     found += ", " + std::to_string(num_ranks) + " ranks (at most " + std::to_string(kMaxZeroCopyRanks) + ")";
   dispatch_path_ = detail::resolve_symmetric_dispatch(
@@ -237,8 +241,10 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   const size_t position_bytes =
       pull ? align128(static_cast<size_t>(plan.num_tokens * plan.topk) * sizeof(int32_t)) : 0;
   const size_t begin_bytes = pull ? align128(static_cast<size_t>(plan.num_experts) * sizeof(int32_t)) : 0;
-  // fp8 keeps the publish: the cast there halves the bytes every receiver pulls.
-  const bool zero_copy = dispatch_path_ == SymmetricDispatch::zero_copy && !plan.use_fp8;
+  // fp8 keeps the publish: the cast there halves the bytes every receiver pulls. A heap-resident x is
+  // read in place on any path (every peer maps this heap), where a receiving block can hold its sources.
+  const bool x_in_heap = plan.x_heap_offset >= 0 && zero_copy_fits_;
+  const bool zero_copy = !plan.use_fp8 && (x_in_heap || dispatch_path_ == SymmetricDispatch::zero_copy);
   // With nothing to publish every block routes (bench/NOTES.md, session 5: block 0 alone took ~110 us
   // for 4096 tokens of top-8, while every other block waited at the barrier).
   const int routing_blocks = zero_copy ? grid.blocks : 1;
@@ -299,6 +305,12 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   kernel.x = args.x.as<const uint16_t>();
   kernel.x_row_stride = static_cast<int64_t>(plan.hidden) * 2;  // x is contiguous (core checks it)
   kernel.zero_copy = zero_copy;
+  if (zero_copy) {
+    kernel.x_rows = x_in_heap ? common::SymmetricRows{common::SymmetricRowsAt::heap,
+                                                      static_cast<uint64_t>(plan.x_heap_offset)}
+                              : common::SymmetricRows{common::SymmetricRowsAt::address,
+                                                      reinterpret_cast<uint64_t>(args.x.data)};
+  }
   kernel.signature = plan.signature;
   kernel.routing_blocks = routing_blocks;
   kernel.routing_exchange =
@@ -346,6 +358,7 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
         "handle: expected a dispatch made for the pull combine, got one without its row "
         "positions (config.symmetric_combine changed between dispatch and combine?)");
   }
+  if (pull) detail::check_pull_reaches_y(plan, pointers_shared_);
   const SymmetricGrid grid = symmetric_grid(blocks_per_rank(launch.ranks_on_device), num_ranks,
                                             handle.local_experts, row_bytes, 0, false);
   expect_aligned(plan.y, "x", "expert rows are read with TMA and 16-byte loads");
@@ -362,6 +375,10 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
   kernel.state = state_;
   kernel.grid = grid;
   kernel.y = plan.y;
+  kernel.y_rows =
+      plan.y_heap_offset >= 0
+          ? common::SymmetricRows{common::SymmetricRowsAt::heap, static_cast<uint64_t>(plan.y_heap_offset)}
+          : common::SymmetricRows{common::SymmetricRowsAt::address, reinterpret_cast<uint64_t>(plan.y)};
   kernel.hidden = plan.hidden;
   kernel.local_experts = handle.local_experts;
   kernel.topk = handle.topk;

@@ -28,7 +28,9 @@ class SymmetricEngine {
   // (Config::symmetric_combine and symmetric_dispatch resolved; pull and zero_copy only where every rank
   // is a thread of this process on this GPU). Throws Unsupported, naming the knob, when pull or
   // zero_copy is forced where it cannot work.
-  void connect(const Config& config, HeapSharing sharing, int num_ranks, int ranks_on_device);
+  // `heap_output`: the buffer has heap-resident expert outputs (forcing pull is accepted anywhere then).
+  void connect(const Config& config, HeapSharing sharing, int num_ranks, int ranks_on_device,
+               bool heap_output);
   SymmetricCombine combine_path() const { return combine_path_; }
   SymmetricDispatch dispatch_path() const { return dispatch_path_; }
 
@@ -61,6 +63,11 @@ class SymmetricEngine {
   int stamped_rank_ = -1;
   SymmetricCombine combine_path_ = SymmetricCombine::push;
   SymmetricDispatch dispatch_path_ = SymmetricDispatch::publish;
+  // Whether peers' plain x / y pointers reach (threads of this process on one GPU); otherwise only the
+  // heap-resident tensors are read in place.
+  bool pointers_shared_ = false;
+  // Whether a receiving block can hold every source's x (kMaxZeroCopyRanks).
+  bool zero_copy_fits_ = false;
 };
 
 // The layout of a call's blocks: per-call tables and TMA stages in kSymmetricSharedBytes. `routing`:

@@ -88,9 +88,12 @@ struct SymmetricDispatchLaunch {
   // This rank's tokens.
   const uint16_t* x;     // bf16 [N, H]
   int64_t x_row_stride;  // bytes from one row of x to the next
-  // Zero-copy (Config::symmetric_dispatch; bf16 only): x is not published, the receivers pull its rows
-  // in place, and the kernel ends only when they are done (cuda/symmetric/release.cuh).
+  // Zero-copy (Config::symmetric_dispatch, or x heap-resident; bf16 only): x is not published, the
+  // receivers pull its rows in place, and the kernel ends only when they are done
+  // (cuda/symmetric/release.cuh). `x_rows` is what the source record announces: x's address, or its offset
+  // in this rank's heap (Buffer::symmetric_input), or the input buffer (publish).
   bool zero_copy;
+  common::SymmetricRows x_rows;
   uint64_t signature;       // the call's shape digest, published in the source record and compared
   const int64_t* topk_idx;  // [N, K]
   int64_t num_tokens;
@@ -129,7 +132,10 @@ struct SymmetricCombineLaunch {
   SymmetricGrid grid;
   // Expert side: this rank's expert outputs, rows as its dispatch received them.
   const uint16_t* y;  // bf16 [L, C, H']
-  int hidden;         // H'
+  // Pull only: what this rank's pull record announces of y: its address, or its offset in this rank's heap
+  // (Buffer::symmetric_expert_output), which homes in other processes can follow.
+  common::SymmetricRows y_rows;
+  int hidden;  // H'
   int local_experts, topk;
   int64_t max_tokens_per_rank;
   int64_t capacity;             // C of the dispatch

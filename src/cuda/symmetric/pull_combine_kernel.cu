@@ -51,7 +51,8 @@ __device__ __forceinline__ WaitSite pull_site(common::WaitTarget target, int pee
 __device__ void announce_y(const KernelContext& context, const SymmetricCombineLaunch& launch,
                            uint64_t sequence) {
   common::SymmetricPullRecord* record = launch.layout.pull_record(context.heap.base);
-  record->y = reinterpret_cast<uint64_t>(launch.y);
+  record->y = launch.y_rows.where;
+  record->y_at = launch.y_rows.at;
   record->rows_per_expert = launch.capacity;
   record->hidden = launch.hidden;
   // Release: the fields above, and y (written before this kernel on this stream), go with it.
@@ -87,7 +88,7 @@ __device__ bool gather_records(const KernelContext& context, const SymmetricComb
       atomicExch(&gathered, 0);
       continue;
     }
-    y_of[rank] = reinterpret_cast<const uint8_t*>(fields->y);
+    y_of[rank] = common::symmetric_rows(heap, rank, fields->y_at, fields->y);
     announced.add(rank);
   }
   __syncthreads();
