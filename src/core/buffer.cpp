@@ -536,6 +536,9 @@ PlanContext BufferAccess::plan_context(const Buffer& buffer, const char* what) {
 const common::SymmetricLayout& BufferAccess::symmetric_layout(const Buffer& buffer) {
   return buffer.impl_->symmetric_layout();
 }
+uint8_t* BufferAccess::heap_base(Buffer& buffer) {
+  return buffer.impl_->backend().heap_base();
+}
 Tensor BufferAccess::allocate(Buffer& buffer, DType dtype, std::initializer_list<int64_t> dims) {
   return buffer.impl_->backend().allocate(dtype, dims);
 }

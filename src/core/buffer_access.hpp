@@ -17,6 +17,8 @@ struct BufferAccess {
   // the caller's name for the message).
   static PlanContext plan_context(const Buffer& buffer, const char* what);
   static const common::SymmetricLayout& symmetric_layout(const Buffer& buffer);
+  // This rank's heap, where the symmetric region's heap-resident tensors are.
+  static uint8_t* heap_base(Buffer& buffer);
   static Tensor allocate(Buffer& buffer, DType dtype, std::initializer_list<int64_t> dims);
   // The MoE layer's expert phase on the buffer's backend (BackendImpl::make_moe_experts).
   static std::unique_ptr<MoeExperts> make_moe_experts(Buffer& buffer, const MoeExpertsPlan& plan);

@@ -2,6 +2,7 @@
 // argument is checked on the host before the dispatch moves a row; the workspace between the phases is
 // allocated once, here, so that a call allocates nothing but an output the caller did not give.
 #include <memory>
+#include <string>
 
 #include "core/buffer_access.hpp"
 #include "core/moe_plan.hpp"
@@ -19,10 +20,19 @@ struct MoeWorkspace {
   Tensor gate_up, activations, activation_scales, out;
 };
 
-MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan) {
+// Whether the Buffer's heap-resident expert outputs (BufferSizing::symmetric_heap_output_rows_per_expert)
+// hold the layer's o [L, C, H].
+bool heap_output_fits(const common::SymmetricLayout& layout, const detail::MoeLayerPlan& plan) {
+  return layout.heap_output_rows >= plan.expert_capacity && layout.hidden >= plan.hidden &&
+         layout.local_experts >= plan.local_experts;
+}
+
+MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan,
+                                const detail::PlanContext& context) {
   using detail::BufferAccess;
   const int64_t local = plan.local_experts, rows = plan.expert_capacity, hidden = plan.hidden,
                 intermediate = plan.intermediate;
+  const common::SymmetricLayout& layout = BufferAccess::symmetric_layout(buffer);
   const DType dtype = plan.weight_dtype();
   MoeWorkspace space;
   space.recv_x = BufferAccess::allocate(buffer, dtype, {local, rows, hidden});
@@ -31,7 +41,15 @@ MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan
   space.src_info = BufferAccess::allocate(buffer, DType::i32, {local, rows});
   space.gate_up = BufferAccess::allocate(buffer, DType::f32, {local, rows, 2 * intermediate});
   space.activations = BufferAccess::allocate(buffer, dtype, {local, rows, intermediate});
-  space.out = BufferAccess::allocate(buffer, DType::bf16, {local, rows, hidden});
+  if (heap_output_fits(layout, plan)) {
+    // GEMM 2 writes o straight into the heap-resident expert outputs, which every home reads in place
+    // (the pull combine, across processes too). The Buffer outlives the layer.
+    space.out = Tensor::borrow(TensorView(BufferAccess::heap_base(buffer) + layout.heap_output_offset(),
+                                          DType::bf16, {local, rows, hidden}, context.device,
+                                          context.device == Device::cuda ? context.options.device : 0));
+  } else {
+    space.out = BufferAccess::allocate(buffer, DType::bf16, {local, rows, hidden});
+  }
   if (plan.fp8) {
     space.recv_x_scales =
         BufferAccess::allocate(buffer, DType::f32, {local, rows, hidden / common::kMoeScaleBlock});
@@ -49,7 +67,8 @@ class MoeLayer::Impl {
     const detail::PlanContext context = detail::BufferAccess::plan_context(buffer, "MoeLayer");
     device_ = context.device;
     plan_ = detail::plan_moe_layer(weights, options, context, detail::BufferAccess::symmetric_layout(buffer));
-    space_ = allocate_workspace(buffer, plan_);
+    check_pull_reaches_outputs(context);
+    space_ = allocate_workspace(buffer, plan_, context);
     experts_ = detail::BufferAccess::make_moe_experts(buffer, experts_plan());
   }
 
@@ -84,6 +103,21 @@ class MoeLayer::Impl {
   }
 
   const detail::MoeLayerPlan& plan() const { return plan_; }
+
+  // With ranks in separate processes the pull combine reads only heap-resident expert outputs: a layer
+  // whose o does not fit them would fail at its first combine, so it is refused here.
+  void check_pull_reaches_outputs(const detail::PlanContext& context) const {
+    if (context.options.sharing != HeapSharing::processes) return;
+    if (buffer_.symmetric_combine_path() != SymmetricCombine::pull) return;
+    if (heap_output_fits(detail::BufferAccess::symmetric_layout(buffer_), plan_)) return;
+    throw InvalidArgument(
+        "MoeLayer: the buffer's symmetric combine is pull across processes, which reads the expert outputs "
+        "only "
+        "in the heap: expected sizing.symmetric_heap_output_rows_per_expert >= the layer's expert capacity " +
+        std::to_string(plan_.expert_capacity) + " (and hidden " + std::to_string(plan_.hidden) +
+        " within sizing.hidden), got " +
+        std::to_string(detail::BufferAccess::symmetric_layout(buffer_).heap_output_rows));
+  }
   void set_phase_marks(void* const* marks) { phase_marks_ = marks; }
 
  private:

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <string>
@@ -202,6 +203,64 @@ std::vector<MoeCase> reference_cases() {
 
 INSTANTIATE_TEST_SUITE_P(EdgeCases, MoeLayerMatchesReference, ::testing::ValuesIn(reference_cases()),
                          [](const ::testing::TestParamInfo<MoeCase>& info) { return info.param.c.name; });
+
+// ---- the heap-resident tensors ---------------------------------------------------------------------
+
+// A Buffer with the symmetric engine's heap-resident tensors: the layer's GEMM 2 writes its outputs
+// there, so the pull combine runs with ranks in separate processes (HeapSharing::processes: no plain
+// pointer reaches a peer), and x may be the heap input (read in place). Bitwise the reference, twice.
+TEST(MoeLayerHeapTensors, PullCombineAcrossProcessesFromTheHeapMatchesTheReference) {
+  for (DType dtype : {DType::bf16, DType::fp8_e4m3}) {
+    const MoeCase m =
+        moe_case(dtype == DType::bf16 ? "heap_bf16_r4" : "heap_fp8_r4", 4, {5, 3, 6, 0}, 6, 2, 8, dtype);
+    const uint64_t seed = seed_for("moe/" + m.c.name);
+    const Expected e = expected_for(m, seed);
+    Failures failures;
+    run_ranks(m.c.ranks, [&](Group& group) {
+      const int rank = group.rank();
+      BufferOptions options = expert_major::buffer_options(m.c, rank, Regions::symmetric);
+      options.sharing = HeapSharing::processes;
+      options.config.symmetric_combine = SymmetricCombine::pull;
+      options.sizing.symmetric_heap_input = true;
+      options.sizing.symmetric_heap_output_rows_per_expert = expert_major::rows_per_expert(m.c);
+      Buffer buffer(options);
+      buffer.connect(group.allgather(buffer.local_handle()));
+      if (buffer.symmetric_combine_path() != SymmetricCombine::pull)
+        failures.add(rank, "not the pull combine");
+      MoeLayer layer(buffer, e.weights[rank].weights(), layer_options(m));
+      const workload::RankData& data = e.data[rank];
+      for (int round = 0; round < 2; ++round) {
+        MoeArgs args = layer_args(data);
+        if (round == 1) {  // x from the heap input
+          const TensorView x = buffer.symmetric_input(data.x.size(0), m.c.hidden);
+          std::memcpy(x.data, data.x.data(), x.nbytes());
+          args.x = x;
+        }
+        MoeResult result = layer.forward(args);
+        compare_y(result.y, e.y[rank], "y (round " + std::to_string(round) + ")", rank, failures);
+      }
+      group.barrier();
+    });
+    expert_major::expect_none(failures, seed);
+  }
+}
+
+TEST(MoeLayerHeapTensors, PullAcrossProcessesWithoutRoomInTheHeapIsRefusedNamingTheSizing) {
+  const MoeCase m = moe_case("heap_too_small", 1, {4}, 4, 2, 4, DType::bf16);
+  BufferOptions options = expert_major::buffer_options(m.c, 0, Regions::symmetric);
+  options.sharing = HeapSharing::processes;
+  options.config.symmetric_combine = SymmetricCombine::pull;
+  options.sizing.symmetric_heap_output_rows_per_expert = 2;  // the layer's capacity is 4
+  Buffer buffer(options);
+  buffer.connect({buffer.local_handle()});
+  const workload::MoeExpertWeights w = workload::generate_moe_weights(4, 64, 32, DType::bf16, 1, 0);
+  const std::string message =
+      invalid_argument_message([&] { MoeLayer layer(buffer, w.weights(), layer_options(m)); });
+  EXPECT_TRUE(
+      contains(message, "sizing.symmetric_heap_output_rows_per_expert >= the layer's expert capacity 4"))
+      << message;
+  EXPECT_TRUE(contains(message, "got 2")) << message;
+}
 
 // ---- capacity -------------------------------------------------------------------------------------
 

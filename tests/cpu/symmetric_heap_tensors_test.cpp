@@ -33,7 +33,9 @@ std::string name_of(const HeapCase& c) {
          symmetric_combine_name(c.combine);
 }
 
-void PrintTo(const HeapCase& c, std::ostream* out) { *out << name_of(c); }
+void PrintTo(const HeapCase& c, std::ostream* out) {
+  *out << name_of(c);
+}
 
 BufferOptions heap_options(const Case& c, int rank, HeapSharing sharing, bool input, int64_t output_rows) {
   BufferOptions options = buffer_options(c, rank, Regions::symmetric);
@@ -68,8 +70,9 @@ common::SymmetricSourceRecord announced_x(Buffer& buffer, const Case& c, uint64_
   const uint8_t* input = static_cast<const uint8_t*>(buffer.symmetric_input(0, c.hidden).data);
   const uint8_t* region = input - layout.heap_input_offset();
   common::SymmetricSourceRecord record;
-  std::memcpy(&record, region + layout.source_offset() + common::symmetric_half(static_cast<uint32_t>(sequence)) *
-                                                            layout.source_half_bytes(),
+  std::memcpy(&record,
+              region + layout.source_offset() +
+                  common::symmetric_half(static_cast<uint32_t>(sequence)) * layout.source_half_bytes(),
               sizeof(record));
   return record;
 }
@@ -95,11 +98,12 @@ TEST_P(SymmetricHeapTensors, RoundTripsFromTheHeapMatchTheReferenceBitwise) {
     const int rank = group.rank();
     const workload::RankData& data = expected.data[rank];
     const SymmetricCombine path = buffer.symmetric_combine_path();
-    const SymmetricCombine want = heap.combine == SymmetricCombine::automatic
-                                      ? (heap.sharing == HeapSharing::threads ? SymmetricCombine::pull
-                                                                              : SymmetricCombine::push)
-                                      : heap.combine;
-    if (path != want) failures.add(rank, std::string("symmetric_combine_path: ") + symmetric_combine_name(path));
+    const SymmetricCombine want =
+        heap.combine == SymmetricCombine::automatic
+            ? (heap.sharing == HeapSharing::threads ? SymmetricCombine::pull : SymmetricCombine::push)
+            : heap.combine;
+    if (path != want)
+      failures.add(rank, std::string("symmetric_combine_path: ") + symmetric_combine_name(path));
     uint64_t sequence = 0;
     for (int round = 0; round < 3; ++round) {
       const TensorView x = buffer.symmetric_input(data.x.size(0), c.hidden);
@@ -132,7 +136,8 @@ TEST_P(SymmetricHeapTensors, RoundTripsFromTheHeapMatchTheReferenceBitwise) {
 TEST_P(SymmetricHeapTensors, TheTensorsMayBeRefilledAsSoonAsTheCallReturns) {
   const HeapCase& heap = GetParam();
   Case c = with_routing(
-      with_symmetric_combine(make("heap_refill_" + name_of(heap), 4, {32, 32, 32, 32}, 32, 4, 8, 512), heap.combine),
+      with_symmetric_combine(make("heap_refill_" + name_of(heap), 4, {32, 32, 32, 32}, 32, 4, 8, 512),
+                             heap.combine),
       workload::Routing::skewed);
   const uint64_t seed = testing::seed_for("symmetric_heap/refill");
   const Expected expected = expected_for(c, seed);
@@ -191,7 +196,8 @@ TEST(SymmetricHeapTensorsMixed, RanksWithAndWithoutTheHeapInputMatchTheReference
 // Forced pull across processes with heap outputs: a combine whose y is elsewhere is refused on every rank,
 // naming x, before anything is written (no rank waits for another: all refuse).
 TEST(SymmetricHeapTensorErrors, PullAcrossProcessesRefusesExpertOutputsOutsideTheHeap) {
-  Case c = with_symmetric_combine(make("heap_pull_elsewhere", 2, {4, 4}, 4, 2, 4, 128), SymmetricCombine::pull);
+  Case c =
+      with_symmetric_combine(make("heap_pull_elsewhere", 2, {4, 4}, 4, 2, 4, 128), SymmetricCombine::pull);
   const uint64_t seed = testing::seed_for("symmetric_heap/pull_elsewhere");
   const Expected expected = expected_for(c, seed);
   Failures failures;
@@ -210,7 +216,8 @@ TEST(SymmetricHeapTensorErrors, PullAcrossProcessesRefusesExpertOutputsOutsideTh
     // The buffer goes on: the same combine from the heap output.
     const TensorView heap_y = buffer.symmetric_expert_output(dispatched.handle);
     fill(heap_y, y);
-    LowLatencyCombineResult combined = buffer.symmetric_combine(combine_args(data, dispatched.handle, heap_y));
+    LowLatencyCombineResult combined =
+        buffer.symmetric_combine(combine_args(data, dispatched.handle, heap_y));
     compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
   });
   expect_none(failures, seed);
@@ -260,8 +267,9 @@ TEST(SymmetricHeapTensorErrors, ViewsAndTensorsOutsideThemAreRefusedNamingTheArg
     Buffer buffer(heap_options(c, 0, HeapSharing::threads, false, 0));
     buffer.connect({buffer.local_handle()});
     std::string message = refused<InvalidArgument>([&] { buffer.symmetric_input(1, 128); });
-    EXPECT_EQ(message.rfind("symmetric_input: expected a buffer sized with BufferSizing::symmetric_heap_input", 0),
-              0u)
+    EXPECT_EQ(
+        message.rfind("symmetric_input: expected a buffer sized with BufferSizing::symmetric_heap_input", 0),
+        0u)
         << message;
     LowLatencyDispatchResult dispatched = buffer.symmetric_dispatch(dispatch_args(c, expected.data[0]));
     message = refused<InvalidArgument>([&] { buffer.symmetric_expert_output(dispatched.handle); });
@@ -284,7 +292,8 @@ TEST(SymmetricHeapTensorErrors, ViewsAndTensorsOutsideThemAreRefusedNamingTheArg
   shifted.data = static_cast<uint8_t*>(whole.data) + whole.nbytes() - 128;
   args.x = shifted;
   message = refused<InvalidArgument>([&] { buffer.symmetric_dispatch(args); });
-  EXPECT_EQ(message.rfind("x: expected a tensor inside the heap-resident area that Buffer::symmetric_input", 0), 0u)
+  EXPECT_EQ(
+      message.rfind("x: expected a tensor inside the heap-resident area that Buffer::symmetric_input", 0), 0u)
       << message;
 
   // A dispatch of more rows per expert than the heap output holds (capacity 4 > 2 rows).
