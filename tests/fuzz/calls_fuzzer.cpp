@@ -1,7 +1,8 @@
 // Host validation of every public call: bad input gets a switchyard::Error naming the argument, and
 // nothing is written and nothing hangs. From the input: a short sequence of Buffer calls
 // (get_dispatch_layout, dispatch fresh and cached, combine, low_latency and symmetric dispatch and
-// combine, hooks, low_latency_combine_buffer, synchronize, rank masks, the Buffer constructor itself, and
+// combine, hooks, low_latency_combine_buffer, the symmetric heap-resident tensors
+// (symmetric_input, symmetric_expert_output), synchronize, rank masks, the Buffer constructor itself, and
 // Tensor::part_of), with their shapes, dtypes, sizes, flags, handles and tensor contents, on
 // 1-rank buffers connected to themselves. Each call must return or throw a switchyard::Error
 // (fuzz_outcome.hpp), and one refused with InvalidArgument must not have written its outputs.
@@ -36,7 +37,7 @@ struct FuzzedBuffer {
   std::unique_ptr<Buffer> buffer;
 };
 
-FuzzedBuffer make_buffer(int hidden, int64_t expert_major_tokens, Config config) {
+FuzzedBuffer make_buffer(int hidden, int64_t expert_major_tokens, Config config, bool heap_tensors) {
   BufferOptions options;
   options.topology = Topology::single_node(1);
   options.sizing.max_tokens_per_rank = 32;
@@ -45,6 +46,9 @@ FuzzedBuffer make_buffer(int hidden, int64_t expert_major_tokens, Config config)
   options.sizing.num_experts = 16;
   options.sizing.low_latency_max_tokens_per_rank = expert_major_tokens;
   options.sizing.symmetric_max_tokens_per_rank = expert_major_tokens;
+  // The symmetric engine's heap-resident tensors (one rank: an expert receives at most max rows).
+  options.sizing.symmetric_heap_input = heap_tensors;
+  options.sizing.symmetric_heap_output_rows_per_expert = heap_tensors ? expert_major_tokens : 0;
   config.timeout_seconds = kTimeoutSeconds;
   options.config = config;
   FuzzedBuffer made{options.sizing, std::make_unique<Buffer>(options)};
@@ -58,14 +62,14 @@ FuzzedBuffer make_buffer(int hidden, int64_t expert_major_tokens, Config config)
 std::vector<FuzzedBuffer>& buffers() {
   static std::vector<FuzzedBuffer> made = [] {
     std::vector<FuzzedBuffer> list;
-    list.push_back(make_buffer(512, 16, Config{}));
+    list.push_back(make_buffer(512, 16, Config{}, true));
     Config wrapping;
     wrapping.num_channels = 1;
     wrapping.ring_slots = 4;
     wrapping.chunk_tokens = 2;
     wrapping.symmetric_combine = SymmetricCombine::push;
     wrapping.symmetric_dispatch = SymmetricDispatch::publish;
-    list.push_back(make_buffer(256, 8, wrapping));
+    list.push_back(make_buffer(256, 8, wrapping, false));
     return list;
   }();
   return made;
@@ -86,6 +90,16 @@ struct ExpertMajorDispatch {
   TensorView topk_idx;
   int64_t num_tokens, hidden, topk, local_experts, rows_per_expert;
 };
+
+// Whether a drawn tensor (any dims, maybe negative) has the shape of a view the library returned (whose
+// dims it checked), so that copying one into the other is in bounds.
+bool same_shape(const TensorView& view, const TensorView& drawn) {
+  if (drawn.data == nullptr || drawn.ndim != view.ndim || drawn.dtype != view.dtype) return false;
+  for (int d = 0; d < view.ndim; ++d) {
+    if (drawn.shape[d] != view.shape[d]) return false;
+  }
+  return true;
+}
 
 struct Hook {
   std::function<void()> run;
@@ -378,7 +392,17 @@ class Session {
     args.out_layout_range = draw_.output(DType::i32, {local, 1, 2});
     args.out_src_info = draw_.output(DType::i32, {local, rows});
     args.stream = stream();
+    // symmetric: x from the heap-resident input, of the call's shape or of any other (refused by name).
+    const bool heap_input = !low_latency && (flags & 128);
+    // draw_.size(): mostly the call's, sometimes one off, 0, small or any int64.
+    const int64_t view_tokens = draw_.size(n);
+    const int64_t view_hidden = draw_.size(h);
     call(low_latency ? "low_latency_dispatch" : "symmetric_dispatch", mark, [&] {
+      if (heap_input) {
+        const TensorView view = buffer_.symmetric_input(view_tokens, static_cast<int>(view_hidden));
+        if (same_shape(view, args.x)) std::memcpy(view.data, args.x.data, view.nbytes());
+        args.x = view;
+      }
       LowLatencyDispatchResult result =
           low_latency ? buffer_.low_latency_dispatch(args) : buffer_.symmetric_dispatch(args);
       if (result.hook) hooks_.push_back({std::move(result.hook)});
@@ -412,8 +436,16 @@ class Session {
     args.out_combined_x = draw_.output(DType::bf16, {earlier.num_tokens, h});
     args.stream = stream();
     const bool staging_view = args.zero_copy && (flags & 32) && low_latency;
+    // symmetric: y from the heap-resident expert outputs, for the handle's dispatch (or another hidden).
+    const bool heap_output = !low_latency && (flags & 64);
+    const int heap_hidden = input_.ConsumeBool() ? 0 : static_cast<int>(hidden(false));
     call(low_latency ? "low_latency_combine" : "symmetric_combine", mark, [&] {
       if (staging_view && args.handle) args.x = buffer_.low_latency_combine_buffer(*args.handle);
+      if (heap_output && args.handle) {
+        const TensorView view = buffer_.symmetric_expert_output(*args.handle, heap_hidden);
+        if (same_shape(view, args.x)) std::memcpy(view.data, args.x.data, view.nbytes());
+        args.x = view;
+      }
       LowLatencyCombineResult result =
           low_latency ? buffer_.low_latency_combine(args) : buffer_.symmetric_combine(args);
       if (result.hook) hooks_.push_back({std::move(result.hook)});
@@ -498,6 +530,8 @@ class Session {
     options.sizing.dtype = static_cast<DType>(input_.ConsumeIntegralInRange<int>(0, 5));
     options.sizing.low_latency_max_tokens_per_rank = small_or_any(0, 16);
     options.sizing.symmetric_max_tokens_per_rank = small_or_any(0, 16);
+    options.sizing.symmetric_heap_input = input_.ConsumeBool();
+    options.sizing.symmetric_heap_output_rows_per_expert = input_.ConsumeBool() ? 0 : small_or_any(0, 64);
     options.heap_bytes = input_.ConsumeIntegral<uint8_t>() < 224
                              ? 0
                              : input_.ConsumeIntegralInRange<size_t>(0, kMaxFuzzedHeapBytes);
