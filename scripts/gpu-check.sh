@@ -166,6 +166,16 @@ if has_stage bench; then
       --tokens 128 --ranks-as "$mode" --json "$OUT/bench-$mode-128.json"
     [ "$mode" = processes ] && stop_mps
   done
+  # The symmetric engine as processes through its heap-resident tensors (zero-copy dispatch, pull
+  # combine), beside the publish + push figures above.
+  start_mps
+  run_logged "bench processes symmetric heap 4096 tokens" bench-processes-heap-4096.log timeout 300 "$BENCH_BIN" \
+    --backend cuda --engine symmetric --ranks 8 --symmetric-tokens 4096 --expert-capacity auto --ranks-as processes \
+    --symmetric-heap on --symmetric-combine pull --json "$OUT/bench-processes-heap-4096.json"
+  run_logged "bench processes symmetric heap 128 tokens" bench-processes-heap-128.log timeout 300 "$BENCH_BIN" \
+    --backend cuda --engine symmetric --ranks 8 --tokens 128 --ranks-as processes --symmetric-heap on \
+    --symmetric-combine pull --json "$OUT/bench-processes-heap-128.json"
+  stop_mps
 fi
 
 # Across nodes (loopback transport), ranks as threads.
@@ -189,6 +199,8 @@ if has_stage moe; then
   for tokens in ${SWITCHYARD_MOE_TOKENS:-128 4096}; do
     run_logged "moe bench processes $tokens tokens" "moe-processes-$tokens.log" timeout 300 "$MOE_BIN" --tokens "$tokens" \
       --ranks-as processes --json "$OUT/moe-processes-$tokens.json"
+    run_logged "moe bench processes $tokens tokens, heap tensors" "moe-processes-heap-$tokens.log" timeout 300 \
+      "$MOE_BIN" --tokens "$tokens" --ranks-as processes --heap on --json "$OUT/moe-processes-heap-$tokens.json"
   done
   stop_mps
 fi

@@ -183,10 +183,11 @@ int run(const MoeBenchOptions& o) {
   if (o.weights == DType::fp8_e4m3 && (o.hidden % 128 != 0 || o.intermediate % 128 != 0)) {
     throw InvalidArgument("--hidden, --intermediate: expected multiples of 128 with fp8 weights");
   }
-  std::printf("moe-bench: %d ranks as %s, %lld tokens/rank, H %d, I %d, %d experts, top-%d, %s weights\n",
+  std::printf("moe-bench: %d ranks as %s, %lld tokens/rank, H %d, I %d, %d experts, top-%d, %s weights%s\n",
               o.ranks, o.ranks_as == RanksAs::threads ? "threads" : "processes",
               static_cast<long long>(o.tokens), o.hidden, o.intermediate, o.experts, o.topk,
-              o.weights == DType::fp8_e4m3 ? "fp8" : "bf16");
+              o.weights == DType::fp8_e4m3 ? "fp8" : "bf16",
+              o.heap_tensors ? ", x and expert outputs in the heap (pull combine)" : "");
   std::fflush(stdout);
   // Drawn once, before any fork or CUDA call: forked ranks inherit it.
   const std::vector<workload::RankData> data = workload::generate(o.shape(), o.seed);
@@ -287,6 +288,7 @@ int run(const MoeBenchOptions& o) {
                              {"topk", o.topk},
                              {"weights", o.weights == DType::fp8_e4m3 ? "fp8" : "bf16"},
                              {"capacity", capacity},
+                             {"heap_tensors", o.heap_tensors},
                              {"rows", total_rows},
                              {"gpus", gpus},
                              {"layer_us", layer},
@@ -347,12 +349,18 @@ int main(int argc, char** argv) {
   app.add_option("--timeout", o.timeout_seconds, "the buffer's wait bound in seconds (default 120)")
       ->check(CLI::PositiveNumber);
   app.add_option("--json", o.json, "write the results as JSON");
+  std::string heap = "off";
+  app.add_option("--heap", heap,
+                 "on: x in Buffer::symmetric_input and the expert outputs in the heap, with the pull combine "
+                 "(also as processes) | off (default)")
+      ->check(CLI::IsMember({"on", "off"}));
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? 0 : 2;
   }
   o.ranks_as = ranks_as == "threads" ? RanksAs::threads : RanksAs::processes;
+  o.heap_tensors = heap == "on";
   // Ranks as threads each need a hardware queue of the GPU's context
   // (src/cuda/backend/device_connections.hpp), set before the first CUDA call; not for processes (MPS clients
   // asking for 32 fail to start).

@@ -136,6 +136,11 @@ std::string run_moe_rank(const MoeBenchOptions& o, const std::vector<workload::R
     options.sizing.hidden = o.hidden;
     options.sizing.topk = o.topk;
     options.sizing.num_experts = o.experts;
+    if (o.heap_tensors) {
+      options.sizing.symmetric_heap_input = true;
+      options.sizing.symmetric_heap_output_rows_per_expert = capacity;
+      options.config.symmetric_combine = SymmetricCombine::pull;
+    }
     Buffer buffer(options);
     buffer.connect(group.allgather(buffer.local_handle()));
     progress("connected");
@@ -164,9 +169,12 @@ std::string run_moe_rank(const MoeBenchOptions& o, const std::vector<workload::R
     const workload::RankData& mine = data[static_cast<size_t>(rank)];
     MoeArgs args;
     // bench::to_backend: the device copies switchyard-bench makes, on this rank's stream (its device).
-    const Tensor x = bench::to_backend(mine.x, Backend::cuda, stream),
+    const Tensor x = o.heap_tensors ? Tensor::borrow(buffer.symmetric_input(mine.x.size(0), o.hidden))
+                                    : bench::to_backend(mine.x, Backend::cuda, stream),
                  topk_idx = bench::to_backend(mine.topk_idx, Backend::cuda, stream),
                  topk_weights = bench::to_backend(mine.topk_weights, Backend::cuda, stream);
+    if (o.heap_tensors) bench::copy_into(x, mine.x, stream);  // the tokens, where every peer reads them
+    out["combine_path"] = symmetric_combine_name(buffer.symmetric_combine_path());
     args.x = x;
     args.topk_idx = topk_idx;
     args.topk_weights = topk_weights;

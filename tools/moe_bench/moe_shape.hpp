@@ -27,6 +27,10 @@ struct MoeBenchOptions {
   int check_tokens = 1;  // tokens per rank checked against the reference
   uint64_t seed = 1;
   double timeout_seconds = 120.0;
+  // The symmetric engine's heap-resident tensors (--heap on): x written into Buffer::symmetric_input and
+  // the layer's expert outputs in the heap output, with the pull combine, which across processes reads
+  // only those.
+  bool heap_tensors = false;
   std::string json;
 
   int local_experts() const { return experts / ranks; }
