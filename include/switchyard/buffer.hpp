@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,32 @@ enum class Engine : uint8_t { normal, low_latency, symmetric };
 // memory (CPU) / CUDA IPC (CUDA) for one process per rank.
 enum class HeapSharing : uint8_t { threads, processes };
 
+// How a rank reaches ranks on other nodes (the hierarchical `normal` engine, `low_latency` across
+// nodes): only puts into peers' heaps and signals, with RDMA's ordering (src/transport/transport.hpp).
+//   loopback: emulated inside one machine over the mapped heaps, optionally late and out of order.
+//   nccl_gin: NCCL's device API (GPU-initiated puts with signals) over the caller's communicator.
+enum class TransportKind : uint8_t { loopback, nccl_gin };
+
+struct TransportOptions {
+  TransportKind kind = TransportKind::loopback;
+  // loopback: every operation lands after a random delay of up to this many microseconds, puts in any
+  // order and a signal after the operations to the same peer before it (0: at once, in order). Unset:
+  // SWITCHYARD_LOOPBACK_DELAY_US, else 0. At most kMaxLoopbackDelayMicroseconds.
+  std::optional<uint32_t> loopback_max_delay_us;
+  // loopback: the delays' seed (varied per rank, so every run with one seed delays alike). Unset:
+  // SWITCHYARD_LOOPBACK_SEED, else a fixed one.
+  std::optional<uint64_t> loopback_seed;
+  // nccl_gin: the caller's ncclComm_t over every rank of the topology (not owned; switchyard never
+  // creates one: that needs the caller's bootstrap).
+  void* nccl_comm = nullptr;
+
+  // NOTES: a second covers any emulated network; more would only turn a test into a hang.
+  static constexpr uint32_t kMaxLoopbackDelayMicroseconds = 1000000;
+};
+
 const char* backend_name(Backend backend);
 const char* engine_name(Engine engine);
+const char* transport_kind_name(TransportKind kind);
 // True when this build has the CUDA backend and a CUDA device is visible.
 bool cuda_available();
 
@@ -46,6 +71,8 @@ struct BufferOptions {
   // Overrides the heap size. The low-latency and symmetric regions (sized by `sizing`) then take
   // the end of the heap and the normal engine the rest.
   size_t heap_bytes = 0;
+  // How ranks on other nodes are reached; unused within one node.
+  TransportOptions transport;
 };
 
 // What get_dispatch_layout computes from topk_idx. Tensors live on the backend's device.

@@ -1,8 +1,10 @@
 // The Buffer class and what every engine shares: options, handles for peers, synchronisation.
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +26,12 @@ HeapSharing parse_sharing(const std::string& name) {
   if (name == "threads") return HeapSharing::threads;
   if (name == "processes") return HeapSharing::processes;
   throw InvalidArgument("sharing: expected 'threads' or 'processes', got '" + name + "'");
+}
+
+TransportKind parse_transport(const std::string& name) {
+  if (name == "loopback") return TransportKind::loopback;
+  if (name == "nccl_gin") return TransportKind::nccl_gin;
+  throw InvalidArgument("transport: expected 'loopback' or 'nccl_gin', got '" + name + "'");
 }
 
 Bytes to_bytes(nb::handle object, const std::string& name) {
@@ -184,8 +192,13 @@ BufferClass bind_buffer(nb::module_& m) {
           "__init__",
           [](PyBuffer* self, int num_ranks, int ranks_per_node, int rank, const std::string& backend,
              int device, const std::string& sharing, const Config& config, const BufferSizing& sizing,
-             size_t heap_bytes) {
+             size_t heap_bytes, const std::string& transport, std::optional<uint32_t> loopback_max_delay_us,
+             std::optional<uint64_t> loopback_seed, uintptr_t nccl_comm) {
             BufferOptions options;
+            options.transport.kind = parse_transport(transport);
+            options.transport.loopback_max_delay_us = loopback_max_delay_us;
+            options.transport.loopback_seed = loopback_seed;
+            options.transport.nccl_comm = reinterpret_cast<void*>(nccl_comm);
             options.topology = Topology{num_ranks, ranks_per_node};
             options.rank = rank;
             options.backend = parse_backend(backend);
@@ -197,7 +210,9 @@ BufferClass bind_buffer(nb::module_& m) {
             new (self) PyBuffer(options);
           },
           nb::arg("num_ranks"), nb::arg("ranks_per_node"), nb::arg("rank"), nb::arg("backend"),
-          nb::arg("device"), nb::arg("sharing"), nb::arg("config"), nb::arg("sizing"), nb::arg("heap_bytes"))
+          nb::arg("device"), nb::arg("sharing"), nb::arg("config"), nb::arg("sizing"), nb::arg("heap_bytes"),
+          nb::arg("transport") = "loopback", nb::arg("loopback_max_delay_us").none() = nb::none(),
+          nb::arg("loopback_seed").none() = nb::none(), nb::arg("nccl_comm") = 0)
       .def("local_handle",
            [](const PyBuffer& self) {
              Bytes handle = self.local_handle();

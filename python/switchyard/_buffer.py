@@ -89,6 +89,19 @@ def _default_backend(backend):
     return backend
 
 
+def _nccl_comm_of(group):
+    """The ncclComm_t address of a torch NCCL process group (0 when `group` is not one, or when this
+    torch does not expose it: the Buffer then refuses nccl_gin naming transport.nccl_comm)."""
+    if type(group).__module__.split(".", 1)[0] != "torch":
+        return 0
+    import torch
+    try:
+        backend = group._get_backend(torch.device("cuda"))
+        return int(backend._comm_ptr())
+    except (AttributeError, RuntimeError, TypeError):
+        return 0
+
+
 class Buffer:
     """One rank's switchyard buffer: its symmetric heap and the engines over it.
 
@@ -121,7 +134,9 @@ class Buffer:
                  max_tokens_per_rank: int = 4096, hidden: int = 7168, topk: int = 8, num_experts: int = 256,
                  heap_bytes: int = 0, rank: Optional[int] = None, low_latency_max_tokens_per_rank: int = 0,
                  symmetric_max_tokens_per_rank: int = 0, symmetric_heap_input: bool = False,
-                 symmetric_heap_output_rows_per_expert: int = 0):
+                 symmetric_heap_output_rows_per_expert: int = 0, transport: str = "loopback",
+                 loopback_max_delay_us: Optional[int] = None, loopback_seed: Optional[int] = None,
+                 nccl_comm=None):
         """backend: 'cpu', 'cuda' or 'auto' (cuda when available). sharing: 'processes' (one process
         per rank: POSIX shared memory / CUDA IPC) or 'threads' (ranks are threads of one process).
         hidden/topk/num_experts size the heap for the largest call (or give heap_bytes).
@@ -130,6 +145,11 @@ class Buffer:
         hidden, topk, num_experts); 0 (default): that engine is not available on this Buffer.
         symmetric_heap_input / symmetric_heap_output_rows_per_expert reserve the symmetric engine's
         heap-resident tensors (symmetric_input(), symmetric_expert_output()).
+        transport: how ranks on other nodes are reached: 'loopback' (emulated in one machine;
+        loopback_max_delay_us / loopback_seed delay and reorder its operations, else the environment's
+        SWITCHYARD_LOOPBACK_DELAY_US / _SEED) or 'nccl_gin' (NCCL's device API over nccl_comm: an
+        ncclComm_t address, or None to take the communicator of `group` when it is a torch NCCL process
+        group). Unused within one node.
         device: the CUDA device (default: torch's current device when torch is imported, else 0)."""
         self._last_stream = 0  # the stream of the last call, which synchronize() waits for
         self._expert_major_framework = "numpy"  # low_latency_combine_buffer's default
@@ -148,8 +168,11 @@ class Buffer:
                                  symmetric_max_tokens_per_rank=symmetric_max_tokens_per_rank,
                                  symmetric_heap_input=symmetric_heap_input,
                                  symmetric_heap_output_rows_per_expert=symmetric_heap_output_rows_per_expert)
+        if transport == "nccl_gin" and nccl_comm is None:
+            nccl_comm = _nccl_comm_of(group)
         self._native = _C.Buffer(self.group.size, ranks_per_node or self.group.size, self.group.rank, backend,
-                                 device, sharing, config if config is not None else _C.Config(), sizing, heap_bytes)
+                                 device, sharing, config if config is not None else _C.Config(), sizing, heap_bytes,
+                                 transport, loopback_max_delay_us, loopback_seed, int(nccl_comm or 0))
         self._native.connect(self.group.allgather(self._native.local_handle()))
 
     # ---- properties -----------------------------------------------------------------------------

@@ -15,6 +15,7 @@
 #include "core/normal_plan.hpp"
 #include "core/normal_sizing.hpp"
 #include "core/symmetric_sizing.hpp"
+#include "core/transport_options.hpp"
 #include "core/validation.hpp"
 #include "switchyard/errors.hpp"
 
@@ -32,6 +33,16 @@ const char* engine_name(Engine engine) {
       return "low_latency";
     case Engine::symmetric:
       return "symmetric";
+  }
+  return "?";
+}
+
+const char* transport_kind_name(TransportKind kind) {
+  switch (kind) {
+    case TransportKind::loopback:
+      return "loopback";
+    case TransportKind::nccl_gin:
+      return "nccl_gin";
   }
   return "?";
 }
@@ -93,6 +104,7 @@ class Buffer::Impl {
       throw InvalidArgument("topology.num_ranks: expected <= " + std::to_string(common::kMaxMappedRanks) +
                             ", got " + std::to_string(options_.topology.num_ranks));
     }
+    detail::check_transport_options(options_.transport);
     masked_by_caller_.assign(options_.topology.num_ranks, false);
     const BufferSizing& sizing = options_.sizing;
     if (sizing.max_tokens_per_rank < 0 || sizing.hidden < 1 || sizing.topk < 1 || sizing.topk > kMaxTopk ||

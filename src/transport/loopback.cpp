@@ -20,14 +20,24 @@ uint64_t env_integer(const char* name, uint64_t fallback) {
   }
   return value;
 }
+
+// NOTES: a different stream per rank, still reproducible from one seed.
+uint64_t rank_seed(uint64_t seed, int rank) {
+  return seed * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(rank);
+}
 }  // namespace
 
 LoopbackOptions LoopbackOptions::from_environment(int rank) {
   LoopbackOptions options;
   options.max_delay_us = static_cast<uint32_t>(env_integer("SWITCHYARD_LOOPBACK_DELAY_US", 0));
-  // NOTES: a different stream per rank, still reproducible from one seed.
-  options.seed =
-      env_integer("SWITCHYARD_LOOPBACK_SEED", 0x5eed) * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(rank);
+  options.seed = rank_seed(env_integer("SWITCHYARD_LOOPBACK_SEED", 0x5eed), rank);
+  return options;
+}
+
+LoopbackOptions LoopbackOptions::for_buffer(const TransportOptions& transport, int rank) {
+  LoopbackOptions options = from_environment(rank);
+  if (transport.loopback_max_delay_us) options.max_delay_us = *transport.loopback_max_delay_us;
+  if (transport.loopback_seed) options.seed = rank_seed(*transport.loopback_seed, rank);
   return options;
 }
 

@@ -9,8 +9,10 @@
 // land in any order; a signal lands only after every earlier operation to the same peer. Without a
 // delay, every operation lands before the call that issued it returns.
 //
-// SWITCHYARD_LOOPBACK_DELAY_US=<max microseconds> turns the delays on for every loopback transport
-// created afterwards (0 or unset: off); SWITCHYARD_LOOPBACK_SEED=<integer> picks their seed.
+// BufferOptions::transport (loopback_max_delay_us, loopback_seed) sets the delays of a Buffer's
+// transports; where unset, SWITCHYARD_LOOPBACK_DELAY_US=<max microseconds> turns them on for every
+// loopback transport created afterwards (0 or unset: off) and SWITCHYARD_LOOPBACK_SEED=<integer> picks
+// their seed.
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "common/sym_heap.hpp"
+#include "switchyard/buffer.hpp"
 #include "transport/transport.hpp"
 
 namespace switchyard::transport {
@@ -32,6 +35,8 @@ struct LoopbackOptions {
 
   // From SWITCHYARD_LOOPBACK_DELAY_US and SWITCHYARD_LOOPBACK_SEED; `rank` varies the seed per rank.
   static LoopbackOptions from_environment(int rank);
+  // A Buffer's (BufferOptions::transport, checked by core): its knobs where set, else the environment's.
+  static LoopbackOptions for_buffer(const TransportOptions& transport, int rank);
 };
 
 class LoopbackTransport final : public Transport {

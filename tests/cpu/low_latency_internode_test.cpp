@@ -210,7 +210,7 @@ TEST(LowLatencyLink, WritesToAnotherNodeAreTransportPutsAndSignalsAreAdds) {
   TwoHeaps two;
   const uint8_t row[48] = {1, 2, 3, 4, 5, 6, 7, 8, 9};
   {
-    cpu::LowLatencyLink link(two.heap, Topology{2, 1});
+    cpu::LowLatencyLink link(two.heap, Topology{2, 1}, TransportOptions{});
     EXPECT_FALSE(link.same_node(1));
     link.write(1, two.heap.base + 256, row, sizeof(row));
     EXPECT_EQ(link.bytes_across_nodes(), sizeof(row)) << "the row did not go through the transport";
@@ -229,7 +229,7 @@ TEST(LowLatencyLink, WritesToAnotherNodeAreTransportPutsAndSignalsAreAdds) {
 TEST(LowLatencyLink, WritesWithinTheNodeAreStores) {
   TwoHeaps two;
   const uint8_t row[32] = {9, 8, 7};
-  cpu::LowLatencyLink link(two.heap, Topology{2, 2});
+  cpu::LowLatencyLink link(two.heap, Topology{2, 2}, TransportOptions{});
   EXPECT_TRUE(link.same_node(1));
   link.write(1, two.heap.base + 512, row, sizeof(row));
   link.signal(1, reinterpret_cast<uint64_t*>(two.heap.base + 64), 42);

@@ -22,11 +22,11 @@ class CpuBackend final : public detail::BackendImpl {
         heap_(info.heap_bytes, info.options->rank, info.options->topology.num_ranks, info.options->sharing),
         mask_(info.options->topology.num_ranks),
         normal_(heap_, info.owner),
-        low_latency_(heap_, info.owner, mask_.view()),
+        low_latency_(heap_, info.owner, mask_.view(), info.options->transport),
         symmetric_(heap_, info.owner, mask_.view()) {
     // Across nodes, `normal` is the hierarchical engine.
     if (!options_.topology.is_single_node())
-      internode_ = std::make_unique<InternodeEngine>(heap_, info.owner);
+      internode_ = std::make_unique<InternodeEngine>(heap_, info.owner, options_.transport);
   }
 
   Device device() const override { return Device::cpu; }
@@ -112,6 +112,13 @@ class CpuBackend final : public detail::BackendImpl {
 namespace switchyard::detail {
 
 std::unique_ptr<BackendImpl> make_cpu_backend(const BackendCreateInfo& info) {
+  // Before anything is allocated: GIN puts are issued by GPU threads.
+  if (info.options->transport.kind == TransportKind::nccl_gin) {
+    throw Unsupported(
+        "transport.kind: nccl_gin needs the CUDA backend (its puts are issued from GPU kernels), got backend "
+        "cpu; "
+        "the CPU backend reaches other nodes through loopback");
+  }
   return std::make_unique<cpu::CpuBackend>(info);
 }
 

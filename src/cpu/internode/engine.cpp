@@ -21,7 +21,7 @@ transport::Transport* InternodeEngine::transport() {
   if (!transport_) {
     const common::SymHeap& heap = calls_.heap();
     transport_ = std::make_unique<transport::LoopbackTransport>(
-        heap, transport::LoopbackOptions::from_environment(heap.rank));
+        heap, transport::LoopbackOptions::for_buffer(transport_options_, heap.rank));
   }
   return transport_.get();
 }

@@ -17,7 +17,9 @@ namespace switchyard::cpu {
 
 class InternodeEngine {
  public:
-  InternodeEngine(HostHeap& heap, detail::BufferId owner) : calls_(heap, owner) {}
+  // `transport`: the Buffer's (BufferOptions::transport, loopback here), read at the first call.
+  InternodeEngine(HostHeap& heap, detail::BufferId owner, const TransportOptions& transport)
+      : calls_(heap, owner), transport_options_(transport) {}
 
   DispatchResult dispatch(const detail::DispatchPlan& plan);
   CombineResult combine(const detail::CombinePlan& plan);
@@ -33,6 +35,7 @@ class InternodeEngine {
   transport::Transport* transport();
 
   NormalCalls calls_;
+  TransportOptions transport_options_;
   std::unique_ptr<transport::LoopbackTransport> transport_;
 };
 

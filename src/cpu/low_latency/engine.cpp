@@ -290,12 +290,13 @@ void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_
 
 }  // namespace
 
-LowLatencyEngine::LowLatencyEngine(HostHeap& heap, detail::BufferId owner, common::RankMaskView mask)
-    : heap_(heap), owner_(owner), mask_(mask) {}
+LowLatencyEngine::LowLatencyEngine(HostHeap& heap, detail::BufferId owner, common::RankMaskView mask,
+                                   const TransportOptions& transport)
+    : heap_(heap), owner_(owner), mask_(mask), transport_(transport) {}
 LowLatencyEngine::~LowLatencyEngine() = default;
 
 LowLatencyLink& LowLatencyEngine::link(const Topology& topology) {
-  if (!link_) link_ = std::make_unique<LowLatencyLink>(heap_.view(), topology);
+  if (!link_) link_ = std::make_unique<LowLatencyLink>(heap_.view(), topology, transport_);
   return *link_;
 }
 

@@ -22,8 +22,10 @@ class LowLatencyLink;
 
 class LowLatencyEngine {
  public:
-  // `mask`: this rank's view of masked peers (common/rank_mask.hpp), owned by the backend.
-  LowLatencyEngine(HostHeap& heap, detail::BufferId owner, common::RankMaskView mask);
+  // `mask`: this rank's view of masked peers (common/rank_mask.hpp), owned by the backend; `transport`:
+  // the Buffer's (BufferOptions::transport), for calls across nodes.
+  LowLatencyEngine(HostHeap& heap, detail::BufferId owner, common::RankMaskView mask,
+                   const TransportOptions& transport);
   ~LowLatencyEngine();
 
   LowLatencyDispatchResult dispatch(const detail::LowLatencyDispatchPlan& plan);
@@ -36,6 +38,7 @@ class LowLatencyEngine {
   HostHeap& heap_;
   detail::BufferId owner_;
   common::RankMaskView mask_;
+  TransportOptions transport_;
   std::unique_ptr<LowLatencyLink> link_;
   // Low-latency calls (dispatch and combine) made on this buffer; every rank counts alike.
   uint32_t sequence_ = 0;

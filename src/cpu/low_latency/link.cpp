@@ -12,11 +12,12 @@ namespace {
 constexpr double kTeardownFlushSeconds = 5.0;
 }  // namespace
 
-LowLatencyLink::LowLatencyLink(const common::SymHeap& heap, const Topology& topology)
+LowLatencyLink::LowLatencyLink(const common::SymHeap& heap, const Topology& topology,
+                               const TransportOptions& transport)
     : heap_(heap), topology_(topology) {
   if (!topology.is_single_node()) {
     transport_ = std::make_unique<transport::LoopbackTransport>(
-        heap, transport::LoopbackOptions::from_environment(heap.rank));
+        heap, transport::LoopbackOptions::for_buffer(transport, heap.rank));
   }
 }
 

@@ -21,7 +21,8 @@ class LowLatencyLink {
  public:
   // `heap` must be connected and outlive the link. Across nodes, a loopback transport is made here
   // (its delays from the environment: loopback.hpp).
-  LowLatencyLink(const common::SymHeap& heap, const Topology& topology);
+  // `transport`: the Buffer's (BufferOptions::transport), for the loopback transport across nodes.
+  LowLatencyLink(const common::SymHeap& heap, const Topology& topology, const TransportOptions& transport);
   ~LowLatencyLink();
   LowLatencyLink(const LowLatencyLink&) = delete;
   LowLatencyLink& operator=(const LowLatencyLink&) = delete;

@@ -13,6 +13,7 @@
 #include "core/normal_sizing.hpp"
 #include "cuda/backend/device_connections.hpp"
 #include "cuda/backend/device_heap.hpp"
+#include "cuda/backend/nccl_gin_choice.hpp"
 #include "cuda/backend/rank_mask.hpp"
 #include "cuda/internode/engine.hpp"
 #include "cuda/low_latency/engine.hpp"
@@ -379,6 +380,9 @@ class CudaBackend final : public detail::BackendImpl {
 namespace switchyard::detail {
 
 std::unique_ptr<BackendImpl> make_cuda_backend(const BackendCreateInfo& info) {
+  // Before anything is allocated.
+  if (info.options->transport.kind == TransportKind::nccl_gin)
+    cuda::refuse_nccl_gin(info.options->transport, info.options->device);
   return std::make_unique<cuda::CudaBackend>(info);
 }
 

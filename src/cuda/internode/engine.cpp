@@ -101,7 +101,7 @@ InternodeTransports<transport::LoopbackDevice> InternodeEngine::transports(
     const common::NormalHeapLayout& layout, const common::InternodeHeapLayout& rdma) {
   if (!have_loopback_options_) {
     // Read once, at the first call (as the CPU engine makes its transport).
-    loopback_options_ = transport::LoopbackOptions::from_environment(options_.rank);
+    loopback_options_ = transport::LoopbackOptions::for_buffer(options_.transport, options_.rank);
     have_loopback_options_ = true;
   }
   InternodeTransports<transport::LoopbackDevice> result;

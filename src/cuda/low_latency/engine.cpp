@@ -84,7 +84,11 @@ void prepare_low_latency_kernels(int device) {
 
 LowLatencyEngine::LowLatencyEngine(const BufferOptions& options, const DeviceHeap& heap, int sm_count,
                                    detail::BufferId owner)
-    : device_(options.device), heap_(heap), sm_count_(sm_count), owner_(owner) {
+    : device_(options.device),
+      transport_(options.transport),
+      heap_(heap),
+      sm_count_(sm_count),
+      owner_(owner) {
   prepare_low_latency_kernels(device_);
   SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&state_), sizeof(LowLatencyDeviceState)));
   const LowLatencyDeviceState zero{};
@@ -109,9 +113,9 @@ LowLatencyEngine::~LowLatencyEngine() {
 const transport::LoopbackDevice& LowLatencyEngine::loopback(const common::LowLatencyLayout& layout) {
   if (!have_loopback_) {
     // Signal ids number the region's signal words from its start, 8 bytes apart (LowLatencyLayout).
-    loopback_ =
-        transport::LoopbackDevice::make(layout.signals_offset(), sizeof(uint64_t),
-                                        transport::LoopbackOptions::from_environment(heap_.view().rank));
+    loopback_ = transport::LoopbackDevice::make(
+        layout.signals_offset(), sizeof(uint64_t),
+        transport::LoopbackOptions::for_buffer(transport_, heap_.view().rank));
     have_loopback_ = true;
   }
   return loopback_;

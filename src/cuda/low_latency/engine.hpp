@@ -50,6 +50,7 @@ class LowLatencyEngine {
   const transport::LoopbackDevice& loopback(const common::LowLatencyLayout& layout);
 
   int device_;
+  TransportOptions transport_;  // the Buffer's (BufferOptions::transport): the loopback delays across nodes
   const DeviceHeap& heap_;
   int sm_count_;
   detail::BufferId owner_;
