@@ -7,8 +7,8 @@
 //   - wait_for_peer: a bounded wait that skips a peer masked before or during it and, under
 //     Config::mask_ranks_on_timeout, masks the peer on timeout instead of failing.
 //   - PeerBits: a block's copy of whom the call works with, in shared memory, read once where the
-//     kernel decides (the send side before its barrier, the receive side after it).
-// (The low_latency kernels have their own copy of the bits, cuda/low_latency/device.cuh MaskBits.)
+//     kernel decides (the send side before its barrier, the receive side after it), and consulted per
+//     (token, slot) where a global load each would cost (the low_latency and symmetric kernels alike).
 #include "common/sym_heap.hpp"
 #include "device/bounded_wait.cuh"
 

@@ -43,14 +43,14 @@ constexpr int kSlotBatch = 4;
 // of rows. Stored within the node; across nodes a transport add, one warp per pair.
 template <typename Transport>
 __device__ void publish_rows_sent(const KernelContext& context, const LowLatencyCombineLaunch& launch,
-                                  const low_latency::MaskBits& mask, Session<Transport>& session, int half,
+                                  const PeerBits& reached, Session<Transport>& session, int half,
                                   uint32_t sequence, const ExpertMajorTable& table) {
   const int num_ranks = context.num_ranks;
   const uint32_t tag = common::low_latency_call_tag(sequence, launch.signature);
   for (int i = threadIdx.x; i < launch.local_experts * num_ranks; i += blockDim.x) {
     const int local = i / num_ranks;
     const int home = i % num_ranks;
-    if (mask.masked(home)) continue;  // a masked home awaits nothing
+    if (!reached.in(home)) continue;  // a masked home awaits nothing
     if constexpr (kAcrossNodes<Transport>) {
       if (!low_latency::in_my_node(context, launch.ranks_per_node, home)) continue;
     }
@@ -63,7 +63,7 @@ __device__ void publish_rows_sent(const KernelContext& context, const LowLatency
     for (int i = threadIdx.x / 32; i < launch.local_experts * num_ranks; i += blockDim.x / 32) {
       const int local = i / num_ranks;
       const int home = i % num_ranks;
-      if (low_latency::in_my_node(context, launch.ranks_per_node, home) || mask.masked(home)) continue;
+      if (low_latency::in_my_node(context, launch.ranks_per_node, home) || !reached.in(home)) continue;
       const size_t word =
           launch.layout.combine_signal_offset(half, context.rank * launch.local_experts + local);
       session.signal(home, launch.layout.signal_id(word),
@@ -102,11 +102,11 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
                         const __grid_constant__ LowLatencyCombineLaunch launch,
                         const __grid_constant__ Transport transport) {
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
-  __shared__ low_latency::MaskBits mask;
+  __shared__ PeerBits reached;  // whom this call works with (device/rank_mask.cuh)
   const uint32_t sequence = low_latency::load_state_word(&launch.state->sequence) + 1;
   const int half = common::low_latency_half(sequence);
   Session<Transport> session(transport, context.heap, low_latency::grid_warp());
-  mask.load(context);  // ends with __syncthreads
+  reached.load(context);  // ends with __syncthreads
   if constexpr (kAcrossNodes<Transport>)
     low_latency::reset_other_half<Transport>(launch.layout, session, half);
   const int num_ranks = context.num_ranks;
@@ -129,7 +129,7 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
     const ExpertMajorTable::Row where = table.locate(flat);
     const int64_t row = where.expert * rows_per_expert + where.index;
     // A masked home gets nothing (its count is not sent either: publish_rows_sent).
-    if (mask.masked(where.source)) continue;
+    if (!reached.in(where.source)) continue;
     const int32_t token = __ldg(launch.src_info + row);
     const int32_t slot = __ldg(launch.src_slot + row);
     if (token < 0 || token >= launch.layout.max_tokens_per_rank || slot < 0 || slot >= launch.layout.topk) {
@@ -159,7 +159,7 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
   // The puts' sources (the combine buffer) may be rewritten by the next combine's send kernel.
   if constexpr (kAcrossNodes<Transport>) session.flush();
   if (low_latency::finish_send_block(launch.state)) {
-    publish_rows_sent<Transport>(context, launch, mask, session, half, sequence, table);
+    publish_rows_sent<Transport>(context, launch, reached, session, half, sequence, table);
   }
 }
 
@@ -169,9 +169,8 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
 // fmaf from +0, or from bias0 + bias1 (DESIGN.md, expert-major combine; common/combine_bias.hpp).
 // Slots whose expert is on a masked rank are left out, as if topk_idx held -1 there.
 __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
-                                             const LowLatencyCombineLaunch& launch,
-                                             const low_latency::MaskBits& mask, int half, int64_t token,
-                                             int64_t column) {
+                                             const LowLatencyCombineLaunch& launch, const PeerBits& reached,
+                                             int half, int64_t token, int64_t column) {
   float accumulator[8];
   const int64_t row = token * launch.hidden;
   start_bf16x8(accumulator, launch.bias0 ? launch.bias0 + row : nullptr,
@@ -185,7 +184,7 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
     for (int u = 0; u < kSlotBatch; ++u) {
       const int slot = first + u;
       const int64_t expert = slot < launch.topk ? __ldg(launch.topk_idx + token * launch.topk + slot) : -1;
-      valid[u] = expert >= 0 && !mask.masked(static_cast<int>(expert / launch.local_experts));
+      valid[u] = expert >= 0 && reached.in(static_cast<int>(expert / launch.local_experts));
       if (valid[u]) {
         weights[u] = __ldg(launch.topk_weights + token * launch.topk + slot);
         const int4* row =
@@ -244,7 +243,7 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
     combine_receive_kernel(const __grid_constant__ KernelContext context,
                            const __grid_constant__ LowLatencyCombineLaunch launch,
                            const __grid_constant__ Transport transport) {
-  __shared__ low_latency::MaskBits mask;
+  __shared__ PeerBits reached;  // whom this call works with (device/rank_mask.cuh)
   const uint32_t sequence = low_latency::load_state_word(&launch.state->sequence);
   const int half = common::low_latency_half(sequence);
   const Session<Transport> session(transport, context.heap, low_latency::grid_warp());
@@ -261,7 +260,7 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
     arrived = wait_for_expert<Transport>(context, launch, session, half, sequence, expert, site);
   }
   if (!__syncthreads_and(arrived)) return;
-  mask.load(context);  // after the waits: a peer they masked is left out of the reduction
+  reached.load(context);  // after the waits: a peer they masked is left out of the reduction
 
   const int64_t columns = launch.hidden / 8;
   const int64_t items = launch.num_tokens * columns;
@@ -269,7 +268,7 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
   int4* combined = reinterpret_cast<int4*>(launch.combined_x);
   for (int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; item < items;
        item += stride) {
-    combined[item] = reduce_eight(context, launch, mask, half, item / columns, item % columns);
+    combined[item] = reduce_eight(context, launch, reached, half, item / columns, item % columns);
   }
 }
 

@@ -9,6 +9,7 @@
 #include "cuda/low_latency/kernels.hpp"
 #include "device/bounded_wait.cuh"
 #include "device/ptx.cuh"
+#include "device/rank_mask.cuh"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda::low_latency {
@@ -177,28 +178,6 @@ __device__ __forceinline__ int64_t wait_for_signal(const KernelContext& context,
   }
   return common::low_latency_signal_count(observed);
 }
-
-// This rank's mask as bits in shared memory, loaded once per kernel by the whole block (ends with
-// __syncthreads): the send kernels consult it per (token, slot), where a global load each would cost.
-// Bit r of word r / 32 is set when rank r is masked; every bit when this rank is masked itself, since
-// a rank masked in its own view sends to no one.
-struct MaskBits {
-  uint32_t words[common::kMaxMappedRanks / 32];
-
-  __device__ void load(const KernelContext& context) {
-    const bool self = context.mask.masked(context.rank);
-    for (int word = threadIdx.x; word < common::kMaxMappedRanks / 32; word += blockDim.x) {
-      uint32_t bits = 0;
-      for (int bit = 0; bit < 32; ++bit) {
-        const int rank = word * 32 + bit;
-        if (rank < context.num_ranks && (self || context.mask.masked(rank))) bits |= 1u << bit;
-      }
-      words[word] = bits;
-    }
-    __syncthreads();
-  }
-  __device__ bool masked(int rank) const { return (words[rank / 32] >> (rank % 32)) & 1u; }
-};
 
 // Every thread of every block of a send kernel calls this once all its writes are issued. The
 // block that finishes last gets true in all its threads: every block's writes are then ordered

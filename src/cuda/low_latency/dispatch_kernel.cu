@@ -73,7 +73,7 @@ int64_t tokens_per_send_block(int64_t num_tokens) {
 // here before anything is written: ids outside [-1, E), or more rows for one expert than the
 // receive area holds, refuse the call. Returns the verdict in every thread.
 __device__ bool count_routing(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
-                              const low_latency::MaskBits& mask, int64_t first_token, int32_t* sent_before,
+                              const PeerBits& reached, int64_t first_token, int32_t* sent_before,
                               int32_t* total) {
   for (int expert = threadIdx.x; expert < launch.num_experts; expert += blockDim.x) {
     sent_before[expert] = 0;
@@ -105,7 +105,7 @@ __device__ bool count_routing(const KernelContext& context, const LowLatencyDisp
         continue;
       }
       // A slot routed to a masked rank is dropped (Buffer::update_mask).
-      if (expert < 0 || mask.masked(static_cast<int>(expert / launch.local_experts))) continue;
+      if (expert < 0 || !reached.in(static_cast<int>(expert / launch.local_experts))) continue;
       atomicAdd(&total[expert], 1);
       if (first + u * blockDim.x < pairs_before) atomicAdd(&sent_before[expert], 1);
     }
@@ -143,12 +143,11 @@ __device__ __forceinline__ void wait_row(uint64_t* barrier, uint32_t& phase) {
 // Warp 0: the expert and receive slot of each top-k slot of `token`. A slot's position is the
 // number of this rank's rows for that expert before it: rows of earlier tokens (`sent_before`,
 // advanced here), then earlier slots of this token that name the same expert.
-__device__ void place_slots(const LowLatencyDispatchLaunch& launch, const low_latency::MaskBits& mask,
-                            int64_t token, int32_t* sent_before, int32_t* slot_expert,
-                            int32_t* slot_position) {
+__device__ void place_slots(const LowLatencyDispatchLaunch& launch, const PeerBits& reached, int64_t token,
+                            int32_t* sent_before, int32_t* slot_expert, int32_t* slot_position) {
   const int lane = lane_id();
   int64_t expert = lane < launch.topk ? __ldg(launch.topk_idx + token * launch.topk + lane) : -1;
-  if (expert >= 0 && mask.masked(static_cast<int>(expert / launch.local_experts))) expert = -1;
+  if (expert >= 0 && !reached.in(static_cast<int>(expert / launch.local_experts))) expert = -1;
   const uint32_t same = __match_any_sync(low_latency::kFullWarp, expert);
   const uint32_t same_before = same & ((1u << lane) - 1u);
   int32_t position = -1;
@@ -274,11 +273,11 @@ __device__ void send_slots(const KernelContext& context, const LowLatencyDispatc
 // nodes a transport add, one warp per expert.
 template <typename Transport>
 __device__ void publish_counts(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
-                               const low_latency::MaskBits& mask, Session<Transport>& session, int half,
+                               const PeerBits& reached, Session<Transport>& session, int half,
                                uint32_t sequence, const int32_t* total, bool refused) {
   const uint32_t tag = common::low_latency_call_tag(sequence, launch.signature);
   for (int expert = threadIdx.x; expert < launch.num_experts; expert += blockDim.x) {
-    if (mask.masked(expert / launch.local_experts)) continue;  // nothing to, or awaited by, a masked rank
+    if (!reached.in(expert / launch.local_experts)) continue;  // nothing to, or awaited by, a masked rank
     if constexpr (kAcrossNodes<Transport>) {
       if (!low_latency::in_my_node(context, launch.ranks_per_node, expert / launch.local_experts)) continue;
     }
@@ -291,7 +290,7 @@ __device__ void publish_counts(const KernelContext& context, const LowLatencyDis
   if constexpr (kAcrossNodes<Transport>) {
     for (int expert = threadIdx.x / 32; expert < launch.num_experts; expert += blockDim.x / 32) {
       const int destination = expert / launch.local_experts;
-      if (low_latency::in_my_node(context, launch.ranks_per_node, destination) || mask.masked(destination))
+      if (low_latency::in_my_node(context, launch.ranks_per_node, destination) || !reached.in(destination))
         continue;
       const uint32_t count = refused ? 0u : static_cast<uint32_t>(total[expert]);
       const size_t word =
@@ -315,7 +314,7 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm * 2
   __shared__ __align__(8) uint64_t row_barrier;
   __shared__ int32_t slot_expert[kMaxSlots];
   __shared__ int32_t slot_position[kMaxSlots];
-  __shared__ low_latency::MaskBits mask;
+  __shared__ PeerBits reached;  // whom this call works with (device/rank_mask.cuh)
   const SendSharedLayout layout = send_shared_layout(launch);
   int32_t* sent_before = reinterpret_cast<int32_t*>(dynamic_shared);
   int32_t* total = sent_before + launch.num_experts;
@@ -335,17 +334,17 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm * 2
     ptx::mbarrier_init(&row_barrier, 1);
     ptx::fence_mbarrier_init();
   }
-  mask.load(context);  // ends with __syncthreads
+  reached.load(context);  // ends with __syncthreads
   // The first row loads while the routing is counted.
   if (threadIdx.x == 0 && first_token < end_token) load_row(launch, first_token, row, &row_barrier);
   uint32_t phase = 0;
 
-  const bool refused = count_routing(context, launch, mask, first_token, sent_before, total);
+  const bool refused = count_routing(context, launch, reached, first_token, sent_before, total);
   if (refused) {
     if (first_token < end_token) wait_row(&row_barrier, phase);  // the load must land before the block exits
   } else {
     for (int64_t token = first_token; token < end_token; ++token) {
-      if (threadIdx.x < 32) place_slots(launch, mask, token, sent_before, slot_expert, slot_position);
+      if (threadIdx.x < 32) place_slots(launch, reached, token, sent_before, slot_expert, slot_position);
       wait_row(&row_barrier, phase);
       if (launch.use_fp8) {
         cast_row_to_fp8(launch, reinterpret_cast<const int4*>(row), staging);
@@ -373,7 +372,7 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm * 2
   // The puts' sources (send area, source fields) may be rewritten by the next send kernel.
   if constexpr (kAcrossNodes<Transport>) session.flush();
   if (low_latency::finish_send_block(launch.state)) {
-    publish_counts<Transport>(context, launch, mask, session, half, sequence, total, refused);
+    publish_counts<Transport>(context, launch, reached, session, half, sequence, total, refused);
   }
 }
 
