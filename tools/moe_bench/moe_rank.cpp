@@ -8,6 +8,7 @@
 #include <stdexcept>
 
 #include "core/moe_plan.hpp"
+#include "cuda/moe/experts.hpp"
 #include "cuda/moe/grouped_gemm.hpp"
 #include "device/cuda_check.hpp"
 #include "hbm_bandwidth.hpp"
@@ -55,32 +56,29 @@ struct GemmsAlone {
     d1 = zeroed(DType::f32, {local, capacity, 2 * inter});
     a2 = zeroed(o.weights, {local, capacity, inter});
     d2 = zeroed(DType::bf16, {local, capacity, hidden});
-    cuda::GroupedGemmOperands g1{static_cast<int>(local),  static_cast<int>(2 * inter),
-                                 static_cast<int>(hidden), a1.data(),
-                                 capacity * hidden,        w.w1.data,
-                                 2 * inter * hidden,       d1.data(),
-                                 capacity * 2 * inter};
-    cuda::GroupedGemmOperands g2{static_cast<int>(local), static_cast<int>(hidden),
-                                 static_cast<int>(inter), a2.data(),
-                                 capacity * inter,        w.w2.data,
-                                 hidden * inter,          d2.data(),
-                                 capacity * hidden};
+    // The layer's own construction (cuda/moe/experts.hpp) over this workspace.
+    detail::MoeExpertsPlan plan;
+    plan.weights = common::MoeWeightLayout{static_cast<int>(hidden), static_cast<int>(inter)};
+    plan.workspace = common::MoeWorkspaceLayout{static_cast<int>(local), capacity, static_cast<int>(hidden),
+                                                static_cast<int>(inter)};
+    plan.fp8 = fp8;
+    plan.w1 = w.w1.data;
+    plan.w1_scales = w.w1_scales.as<const float>();
+    plan.w2 = w.w2.data;
+    plan.w2_scales = w.w2_scales.as<const float>();
+    plan.recv_x = a1.data();
+    plan.gate_up = d1.as<float>();
+    plan.activations = a2.data();
+    plan.out = d2.as<uint16_t>();
     if (fp8) {
       a1_scales = zeroed(DType::f32, {local, capacity, hidden / 128});
       a2_scales = zeroed(DType::f32, {local, capacity, inter / 128});
-      g1.a_scales = a1_scales.as<const float>();
-      g1.a_scales_group_stride = capacity * (hidden / 128);
-      g1.b_scales = w.w1_scales.as<const float>();
-      g1.b_scales_group_stride = (2 * inter / 128) * (hidden / 128);
-      g2.a_scales = a2_scales.as<const float>();
-      g2.a_scales_group_stride = capacity * (inter / 128);
-      g2.b_scales = w.w2_scales.as<const float>();
-      g2.b_scales_group_stride = (hidden / 128) * (inter / 128);
+      plan.recv_x_scales = a1_scales.as<const float>();
+      plan.activation_scales = a2_scales.as<float>();
     }
-    gemm1 = cuda::make_grouped_gemm(
-        fp8 ? cuda::GroupedGemmKind::fp8_to_f32 : cuda::GroupedGemmKind::bf16_to_f32, g1, stream);
-    gemm2 = cuda::make_grouped_gemm(
-        fp8 ? cuda::GroupedGemmKind::fp8_to_bf16 : cuda::GroupedGemmKind::bf16_to_bf16, g2, stream);
+    cuda::MoeGroupedGemms gemms = cuda::make_moe_grouped_gemms(plan, stream);
+    gemm1 = std::move(gemms.gemm1);
+    gemm2 = std::move(gemms.gemm2);
   }
 
   void set_rows(const std::vector<int32_t>& rows, const MoeBenchOptions& o, cudaStream_t stream) {

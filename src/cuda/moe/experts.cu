@@ -41,9 +41,7 @@ void prepare_moe_kernels(int device) {
   prepare_grouped_gemms();
 }
 
-CudaMoeExperts::CudaMoeExperts(const detail::MoeExpertsPlan& plan, cudaStream_t stream,
-                               std::function<void(cudaStream_t)> barrier)
-    : plan_(plan), barrier_(std::move(barrier)) {
+MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaStream_t stream) {
   const common::MoeWeightLayout& w = plan.weights;
   const common::MoeWorkspaceLayout& space = plan.workspace;
   const int hidden = space.hidden, intermediate = space.intermediate;
@@ -79,10 +77,20 @@ CudaMoeExperts::CudaMoeExperts(const detail::MoeExpertsPlan& plan, cudaStream_t 
     gemm2.b_scales = plan.w2_scales;
     gemm2.b_scales_group_stride = w.w2_scales_row(1, 0) - w.w2_scales_row(0, 0);
   }
-  gemm1_ =
+  MoeGroupedGemms gemms;
+  gemms.gemm1 =
       make_grouped_gemm(plan.fp8 ? GroupedGemmKind::fp8_to_f32 : GroupedGemmKind::bf16_to_f32, gemm1, stream);
-  gemm2_ = make_grouped_gemm(plan.fp8 ? GroupedGemmKind::fp8_to_bf16 : GroupedGemmKind::bf16_to_bf16, gemm2,
-                             stream);
+  gemms.gemm2 = make_grouped_gemm(plan.fp8 ? GroupedGemmKind::fp8_to_bf16 : GroupedGemmKind::bf16_to_bf16,
+                                  gemm2, stream);
+  return gemms;
+}
+
+CudaMoeExperts::CudaMoeExperts(const detail::MoeExpertsPlan& plan, cudaStream_t stream,
+                               std::function<void(cudaStream_t)> barrier)
+    : plan_(plan), barrier_(std::move(barrier)) {
+  MoeGroupedGemms gemms = make_moe_grouped_gemms(plan, stream);
+  gemm1_ = std::move(gemms.gemm1);
+  gemm2_ = std::move(gemms.gemm2);
 }
 
 void CudaMoeExperts::run(void* stream_pointer, void* const* marks) {

@@ -26,6 +26,15 @@ namespace switchyard::cuda {
 // launches (cuda/backend/kernel_preload.hpp).
 void prepare_moe_kernels(int device);
 
+// The layer's two grouped GEMMs over a plan's tensors (h = recv_x . W1^T, o = a . W2^T), their per-expert
+// arrays built on `stream`: the expert phase's, and the bench's same GEMMs run alone
+// (tools/moe_bench), so that both time one construction.
+struct MoeGroupedGemms {
+  std::unique_ptr<GroupedGemm> gemm1;
+  std::unique_ptr<GroupedGemm> gemm2;
+};
+MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaStream_t stream);
+
 class CudaMoeExperts final : public detail::MoeExperts {
  public:
   // Builds both grouped GEMMs' per-expert arrays on `stream` (the buffer's), once for the layer.
