@@ -77,6 +77,27 @@ common::SymmetricSourceRecord announced_x(Buffer& buffer, const Case& c, uint64_
   return record;
 }
 
+// This rank's dispatch from the heap input (its tokens copied there first).
+LowLatencyDispatchResult dispatch_from_heap(Buffer& buffer, const Case& c, const workload::RankData& data,
+                                            TensorView* x_out = nullptr) {
+  const TensorView x = buffer.symmetric_input(data.x.size(0), c.hidden);
+  fill(x, data.x);
+  LowLatencyDispatchArgs args = dispatch_args(c, data);
+  args.x = x;
+  if (x_out != nullptr) *x_out = x;
+  return buffer.symmetric_dispatch(args);
+}
+
+// This rank's combine from the heap output (the synthetic experts' outputs copied there first).
+LowLatencyCombineResult combine_from_heap(Buffer& buffer, const workload::RankData& data,
+                                          const LowLatencyDispatchResult& dispatched, int rank,
+                                          TensorView* y_out = nullptr) {
+  const TensorView y = buffer.symmetric_expert_output(dispatched.handle);
+  fill(y, expert_outputs(dispatched.recv_x, {}, rank));
+  if (y_out != nullptr) *y_out = y;
+  return buffer.symmetric_combine(combine_args(data, dispatched.handle, y));
+}
+
 class SymmetricHeapTensors : public ::testing::TestWithParam<HeapCase> {};
 
 INSTANTIATE_TEST_SUITE_P(Sharings, SymmetricHeapTensors,
@@ -106,11 +127,7 @@ TEST_P(SymmetricHeapTensors, RoundTripsFromTheHeapMatchTheReferenceBitwise) {
       failures.add(rank, std::string("symmetric_combine_path: ") + symmetric_combine_name(path));
     uint64_t sequence = 0;
     for (int round = 0; round < 3; ++round) {
-      const TensorView x = buffer.symmetric_input(data.x.size(0), c.hidden);
-      fill(x, data.x);
-      LowLatencyDispatchArgs args = dispatch_args(c, data);
-      args.x = x;
-      LowLatencyDispatchResult dispatched = buffer.symmetric_dispatch(args);
+      LowLatencyDispatchResult dispatched = dispatch_from_heap(buffer, c, data);
       ++sequence;
       check_dispatch(dispatched, expected.dispatched[rank], "reference", rank, failures);
       const common::SymmetricSourceRecord record = announced_x(buffer, c, sequence);
@@ -119,10 +136,7 @@ TEST_P(SymmetricHeapTensors, RoundTripsFromTheHeapMatchTheReferenceBitwise) {
                                std::to_string(static_cast<uint32_t>(record.x_at)) + ")");
       }
 
-      const Tensor computed = expert_outputs(dispatched.recv_x, {}, rank);
-      const TensorView y = buffer.symmetric_expert_output(dispatched.handle);
-      fill(y, computed);
-      LowLatencyCombineResult combined = buffer.symmetric_combine(combine_args(data, dispatched.handle, y));
+      LowLatencyCombineResult combined = combine_from_heap(buffer, data, dispatched, rank);
       ++sequence;
       compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
     }
@@ -146,16 +160,11 @@ TEST_P(SymmetricHeapTensors, TheTensorsMayBeRefilledAsSoonAsTheCallReturns) {
     const int rank = group.rank();
     const workload::RankData& data = expected.data[rank];
     for (int round = 0; round < 3; ++round) {
-      const TensorView x = buffer.symmetric_input(data.x.size(0), c.hidden);
-      fill(x, data.x);
-      LowLatencyDispatchArgs args = dispatch_args(c, data);
-      args.x = x;
-      LowLatencyDispatchResult dispatched = buffer.symmetric_dispatch(args);
+      TensorView x, y;
+      LowLatencyDispatchResult dispatched = dispatch_from_heap(buffer, c, data, &x);
       workload::poison(x);
       check_dispatch(dispatched, expected.dispatched[rank], "reference", rank, failures);
-      const TensorView y = buffer.symmetric_expert_output(dispatched.handle);
-      fill(y, expert_outputs(dispatched.recv_x, {}, rank));
-      LowLatencyCombineResult combined = buffer.symmetric_combine(combine_args(data, dispatched.handle, y));
+      LowLatencyCombineResult combined = combine_from_heap(buffer, data, dispatched, rank, &y);
       workload::poison(y);
       compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
     }

@@ -144,6 +144,16 @@ def expert_major_expert(x_bits, local_expert):
         return f32_to_bf16(bf16_to_f32(x_bits) * np.float32(1 + local_expert) + np.float32(0.25))
 
 
+def expert_major_experts(recv_x, recv_count):
+    """expert_major_expert on every local expert's received rows of recv_x [L, C, H] (rows past
+    recv_count stay 0: combine never reads them)."""
+    y = np.zeros_like(recv_x)
+    for l in range(recv_x.shape[0]):
+        count = int(recv_count[l])
+        y[l, :count] = expert_major_expert(recv_x[l, :count], l)
+    return y
+
+
 def expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks, biases=(None, None)):
     """out[t] = sum over valid slots j ascending of w[t, j] * expert(x[t]) in fp32 from +0 (or from
     bias0 + bias1, bf16 bits [N, H] or None each), rounded to bf16 once. Computed as multiply then

@@ -24,15 +24,6 @@ def rank_inputs(rank, num_experts):
     return x, topk_idx, topk_weights
 
 
-def experts(recv_x, recv_count):
-    """The stand-in experts on dispatch's rows (only rows < recv_count are meaningful)."""
-    y = np.zeros_like(recv_x)
-    for l in range(recv_x.shape[0]):
-        count = int(recv_count[l])
-        y[l, :count] = reference.expert_major_expert(recv_x[l, :count], l)
-    return y
-
-
 def make_buffer(allgather):
     config = switchyard.Config(timeout_seconds=20)
     return switchyard.Buffer(allgather, backend="cpu", sharing="processes", config=config, max_tokens_per_rank=32,
@@ -65,7 +56,7 @@ def engines_job(rank, num_ranks, allgather, num_experts):
         dispatch = getattr(buffer, f"{engine}_dispatch")
         combine = getattr(buffer, f"{engine}_combine")
         recv = dispatch(x, topk_idx, MAX_TOKENS, num_experts)
-        y = experts(recv.recv_x, recv.recv_count)
+        y = reference.expert_major_experts(recv.recv_x, recv.recv_count)
         out = combine(y, topk_idx, topk_weights, recv.handle)
         assert recv.hook is None and out.hook is None
         biased = combine(y, topk_idx, topk_weights, recv.handle, bias0=bias0, bias1=bias1).combined_x.copy()
@@ -80,7 +71,7 @@ def engines_job(rank, num_ranks, allgather, num_experts):
     recv.hook()
     with pytest.raises(switchyard.InvalidArgument, match="already called"):
         recv.hook()
-    y = experts(recv.recv_x, recv.recv_count)
+    y = reference.expert_major_experts(recv.recv_x, recv.recv_count)
     out = buffer.low_latency_combine(y, topk_idx, topk_weights, recv.handle, return_recv_hook=True)
     out.hook()
     results["hook"] = dict(outputs(recv), combined=out.combined_x.copy())
@@ -89,7 +80,7 @@ def engines_job(rank, num_ranks, allgather, num_experts):
     recv = buffer.low_latency_dispatch(x, topk_idx, MAX_TOKENS, num_experts)
     staging = buffer.low_latency_combine_buffer(recv.handle)
     assert staging.shape[:2] == recv.recv_x.shape[:2]
-    staging[:, :, :HIDDEN] = experts(recv.recv_x, recv.recv_count)
+    staging[:, :, :HIDDEN] = reference.expert_major_experts(recv.recv_x, recv.recv_count)
     preallocated = np.empty_like(x)
     out = buffer.low_latency_combine(None, topk_idx, topk_weights, recv.handle, zero_copy=True, out=preallocated)
     assert out.combined_x is preallocated
@@ -103,8 +94,10 @@ def engines_job(rank, num_ranks, allgather, num_experts):
         buffer.symmetric_combine(None, topk_idx, topk_weights, recv.handle, zero_copy=True)
     # A handle is for its own engine's combine only.
     with pytest.raises(switchyard.Error):
-        buffer.low_latency_combine(experts(recv.recv_x, recv.recv_count), topk_idx, topk_weights, recv.handle)
-    buffer.symmetric_combine(experts(recv.recv_x, recv.recv_count), topk_idx, topk_weights, recv.handle)
+        buffer.low_latency_combine(reference.expert_major_experts(recv.recv_x, recv.recv_count), topk_idx,
+                                   topk_weights, recv.handle)
+    buffer.symmetric_combine(reference.expert_major_experts(recv.recv_x, recv.recv_count), topk_idx, topk_weights,
+                             recv.handle)
     buffer.destroy()
     return results
 
@@ -170,7 +163,7 @@ def deep_ep_job(rank, num_ranks, allgather, num_experts):
     assert hook is None and event.event is None
     src_info, layout_range, max_tokens, hidden, experts_total = handle
     assert (max_tokens, hidden, experts_total) == (MAX_TOKENS, HIDDEN, num_experts)
-    y = experts(recv_x, recv_count)
+    y = reference.expert_major_experts(recv_x, recv_count)
     combined_x, _, hook = buffer.low_latency_combine(y, topk_idx, topk_weights, handle)
     assert hook is None
 
@@ -232,7 +225,8 @@ def capacity_job(rank, num_ranks, allgather, num_experts, capacity, overflow):
         buffer.destroy()
         return outputs(recv)
     recv = buffer.symmetric_dispatch(x, topk_idx, MAX_TOKENS, num_experts, expert_capacity=capacity)
-    out = buffer.symmetric_combine(experts(recv.recv_x, recv.recv_count), topk_idx, topk_weights, recv.handle)
+    y = reference.expert_major_experts(recv.recv_x, recv.recv_count)
+    out = buffer.symmetric_combine(y, topk_idx, topk_weights, recv.handle)
     buffer.destroy()
     return dict(outputs(recv), combined=out.combined_x.copy())
 

@@ -19,14 +19,6 @@ def rank_inputs(rank, num_experts):
     return x, topk_idx, topk_weights
 
 
-def experts(recv_x, recv_count):
-    y = np.zeros_like(recv_x)
-    for l in range(recv_x.shape[0]):
-        count = int(recv_count[l])
-        y[l, :count] = reference.expert_major_expert(recv_x[l, :count], l)
-    return y
-
-
 def received_rows(recv):
     """The rows dispatch defines: those below each expert's recv_count (the rest are unspecified)."""
     return [recv.recv_x[l, :int(recv.recv_count[l])].copy() for l in range(recv.recv_x.shape[0])]
@@ -49,7 +41,7 @@ def heap_job(rank, num_ranks, allgather):
     plain = make_buffer(allgather, num_ranks, "auto")
     assert plain.symmetric_combine_path == "push" and plain.symmetric_dispatch_path == "publish"
     recv = plain.symmetric_dispatch(x, topk_idx, MAX_TOKENS, num_experts)
-    y = experts(recv.recv_x, recv.recv_count)
+    y = reference.expert_major_experts(recv.recv_x, recv.recv_count)
     results["plain_recv_x"] = received_rows(recv)
     results["plain"] = plain.symmetric_combine(y, topk_idx, topk_weights, recv.handle).combined_x.copy()
     plain.destroy()
@@ -63,7 +55,7 @@ def heap_job(rank, num_ranks, allgather):
     results["heap_recv_x"] = received_rows(recv)
     heap_y = buffer.symmetric_expert_output(recv.handle)
     assert heap_y.shape == recv.recv_x.shape
-    heap_y[:] = experts(recv.recv_x, recv.recv_count)
+    heap_y[:] = reference.expert_major_experts(recv.recv_x, recv.recv_count)
     # The pull combine reaches only heap-resident outputs across processes: a copy elsewhere is refused.
     with pytest.raises(switchyard.InvalidArgument, match="^x: .*symmetric_expert_output"):
         buffer.symmetric_combine(heap_y.copy(), topk_idx, topk_weights, recv.handle)
@@ -86,5 +78,5 @@ def test_heap_tensors_give_the_ordinary_calls_bits(ranks, num_ranks):
 
 def test_sizing_without_a_region_is_refused_by_name():
     with pytest.raises(switchyard.InvalidArgument, match="symmetric_max_tokens_per_rank > 0"):
-        switchyard.Buffer(lambda mine: [mine], backend="cpu", sharing="threads", max_tokens_per_rank=1, hidden=HIDDEN, topk=TOPK,
-                          num_experts=4, symmetric_heap_input=True)
+        switchyard.Buffer(lambda mine: [mine], backend="cpu", sharing="threads", max_tokens_per_rank=1, hidden=HIDDEN,
+                          topk=TOPK, num_experts=4, symmetric_heap_input=True)
