@@ -1,6 +1,7 @@
 #include "cpu_rank.hpp"
 
 #include <algorithm>
+#include <cstring>
 
 #include "support/expert_major_cases.hpp"
 #include "support/normal_round_trip.hpp"
@@ -70,6 +71,12 @@ void expert_major_rounds(const SoakCase& c, const std::vector<Round>& rounds, in
     const workload::RankData& data = flight.round->data[rank];
     flight.out = em::poisoned_outputs(flight.round->call, data.x.size(0));
     LowLatencyDispatchArgs args = em::dispatch_args(flight.round->call, data);
+    if (c.heap_tensors) {
+      // Refilled for each dispatch: the previous one returned only once no peer read it.
+      const TensorView x = buffer.symmetric_input(data.x.size(0), c.hidden);
+      std::memcpy(x.data, data.x.data(), x.nbytes());
+      args.x = x;
+    }
     args.return_recv_hook = c.hooks;
     flight.out.attach(args);
     flight.dispatched = em::dispatch_with(engine, buffer, args);
@@ -85,6 +92,17 @@ void expert_major_rounds(const SoakCase& c, const std::vector<Round>& rounds, in
     if (expected.ys.empty()) continue;  // use_ue8m0: the synthetic expert cannot read the scales
     LowLatencyCombineArgs args =
         em::combine_args(flight.round->data[rank], flight.dispatched.handle, expected.ys[rank]);
+    if (c.heap_tensors) {
+      // Written right before its combine: the outputs of the other call in flight were there until then.
+      const TensorView y = buffer.symmetric_expert_output(flight.dispatched.handle);
+      if (y.nbytes() != expected.ys[rank].nbytes()) {
+        failures[i].add(rank, "symmetric_expert_output: " + y.describe() + ", but the expert outputs are " +
+                                  expected.ys[rank].view().describe());
+        continue;
+      }
+      std::memcpy(y.data, expected.ys[rank].data(), y.nbytes());
+      args.x = y;
+    }
     args.return_recv_hook = c.hooks;
     flight.out.attach(args);
     const LowLatencyCombineResult combined = em::combine_with(engine, buffer, args);
@@ -111,6 +129,11 @@ BufferOptions soak_buffer_options(const SoakCase& c, int rank, HeapSharing shari
     options.sizing.dtype = c.dtype;
   } else {
     options = em::buffer_options(expert_major_call(c), rank, em::regions_of(c.library_engine()));
+    if (c.heap_tensors) {
+      // Every round's rows per expert fit: at most every rank's max_tokens reach an expert.
+      options.sizing.symmetric_heap_input = true;
+      options.sizing.symmetric_heap_output_rows_per_expert = c.topology.num_ranks * c.max_tokens;
+    }
   }
   options.topology = c.topology;
   options.rank = rank;

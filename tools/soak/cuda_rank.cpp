@@ -53,6 +53,7 @@ void expert_major_rounds(const SoakCase& c, const std::vector<Round>& rounds, em
   call.num_experts = c.num_experts;
   call.fp8 = c.fp8;
   call.hooks = c.hooks;
+  call.heap_tensors = c.heap_tensors;
   const int batch = c.back_to_back ? 2 : 1;
   for (int first = 0; first < c.round_trips; first += batch) {
     const int count = std::min(batch, c.round_trips - first);

@@ -210,6 +210,12 @@ SoakCase draw_case(uint64_t seed, Backend backend) {
   } else {
     draw_expert_major(draw, c);
   }
+  // Drawn last, so that every other field of a seed is what it was before the heap tensors existed.
+  if (c.engine == SoakEngine::symmetric && draw.chance(1, 3)) {
+    c.heap_tensors = true;
+    c.graph_replays = false;  // the captured round trip has device tensors of its own
+    if (c.ranks_as == RankModel::processes && draw.chance(1, 2)) c.symmetric_combine = SymmetricCombine::pull;
+  }
   return c;
 }
 
@@ -233,7 +239,8 @@ std::string describe(const SoakCase& c) {
     if (c.engine == SoakEngine::symmetric) {
       out << ", dispatch " << symmetric_dispatch_name(c.symmetric_dispatch) << ", combine "
           << symmetric_combine_name(c.symmetric_combine)
-          << (c.capacity == CapacityChoice::exactly_full ? ", capacity exactly full" : "");
+          << (c.capacity == CapacityChoice::exactly_full ? ", capacity exactly full" : "")
+          << (c.heap_tensors ? ", heap tensors" : "");
     }
     out << (c.graph_replays ? ", graph replays" : "");
   }

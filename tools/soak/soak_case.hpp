@@ -78,6 +78,9 @@ struct SoakCase {
   SymmetricDispatch symmetric_dispatch = SymmetricDispatch::automatic;
   SymmetricCombine symmetric_combine = SymmetricCombine::automatic;
   CapacityChoice capacity = CapacityChoice::every_row;
+  // symmetric: x and the expert outputs through the heap-resident tensors (Buffer::symmetric_input,
+  // symmetric_expert_output), which also makes the pull combine possible with ranks as processes.
+  bool heap_tensors = false;
   // CUDA: dispatch and combine captured once in CUDA graphs, replayed with every round's inputs.
   bool graph_replays = false;
 
