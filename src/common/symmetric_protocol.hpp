@@ -131,6 +131,13 @@ SY_HD const uint8_t* symmetric_rows(const SymHeap& heap, int owner, SymmetricRow
   return nullptr;
 }
 
+// Whether rows a peer announced at heap offset `where`, `span_bytes` long, lie inside its heap of
+// `heap_bytes` (every rank's heap has this rank's size): a reader checks a record before it follows it,
+// so that a corrupt or hostile record never makes it read outside the mapping.
+SY_HD bool symmetric_heap_span_fits(uint64_t where, uint64_t span_bytes, uint64_t heap_bytes) {
+  return where <= heap_bytes && span_bytes <= heap_bytes - where;
+}
+
 // A rank's announcement of its expert outputs for the pull combine, in its own heap. The fields are
 // written first, then `sequence` (release); a home that acquires sequence >= its call reads them.
 // A peer rewrites them only at its next pull combine, which cannot start before this call's homes

@@ -7,6 +7,7 @@
 // bad sizings, views and tensors are refused by name.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <cstring>
 #include <ostream>
 #include <string>
@@ -198,6 +199,19 @@ TEST(SymmetricHeapTensorsMixed, RanksWithAndWithoutTheHeapInputMatchTheReference
     compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
   });
   expect_none(failures, seed);
+}
+
+// A reader follows a peer's heap offset only when the announced rows lie inside the peer's heap (the
+// CPU and CUDA readers alike): edges, and spans that would wrap around.
+TEST(SymmetricHeapSpan, FitsOnlyInsideTheHeap) {
+  constexpr uint64_t kHeap = 4096;
+  EXPECT_TRUE(common::symmetric_heap_span_fits(0, kHeap, kHeap));
+  EXPECT_TRUE(common::symmetric_heap_span_fits(kHeap, 0, kHeap));
+  EXPECT_TRUE(common::symmetric_heap_span_fits(1024, 3072, kHeap));
+  EXPECT_FALSE(common::symmetric_heap_span_fits(1024, 3073, kHeap));
+  EXPECT_FALSE(common::symmetric_heap_span_fits(kHeap + 1, 0, kHeap));
+  EXPECT_FALSE(common::symmetric_heap_span_fits(kHeap - 1, UINT64_MAX, kHeap));
+  EXPECT_FALSE(common::symmetric_heap_span_fits(UINT64_MAX, 2, kHeap));
 }
 
 // ---- refusals ----------------------------------------------------------------------------------------

@@ -36,13 +36,21 @@ constexpr const char* kOperation = "symmetric combine, pull";
 // The participants' y, and the first disagreement on the shape (empty: none). Masked ranks' records
 // are never read.
 std::string gather_y(const common::SymHeap& heap, const common::SymmetricPullRecord* mine,
-                     const Participants& participants, int64_t rows_per_expert, int hidden,
+                     const Participants& participants, int local_experts, int64_t rows_per_expert, int hidden,
                      std::vector<const uint16_t*>& y_of) {
   for (int rank = 0; rank < heap.num_ranks; ++rank) {
     if (!participants.in(rank)) continue;
     const common::SymmetricPullRecord* record = heap.map(mine, rank);
     y_of[rank] =
         reinterpret_cast<const uint16_t*>(common::symmetric_rows(heap, rank, record->y_at, record->y));
+    const uint64_t y_bytes = static_cast<uint64_t>(local_experts) * static_cast<uint64_t>(rows_per_expert) *
+                             static_cast<uint64_t>(hidden) * 2;
+    if (record->y_at == common::SymmetricRowsAt::heap &&
+        !common::symmetric_heap_span_fits(record->y, y_bytes, heap.bytes)) {
+      return "symmetric_combine: rank " + std::to_string(rank) +
+             " announced its expert outputs at heap offset " + std::to_string(record->y) +
+             ", outside its heap of " + std::to_string(heap.bytes) + " bytes; none of them is read";
+    }
     if (record->rows_per_expert != rows_per_expert || record->hidden != hidden) {
       return "symmetric_combine: rank " + std::to_string(rank) + " combines expert outputs of " +
              std::to_string(record->rows_per_expert) + " rows per expert and hidden " +
@@ -109,7 +117,8 @@ void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& 
   const std::vector<int64_t> ids =
       participants.surviving_slots(topk_idx, handle.num_tokens * topk, local_experts);
   std::vector<const uint16_t*> y_of(heap.num_ranks, nullptr);
-  std::string mismatch = gather_y(heap, mine, participants, rows_per_expert, hidden, y_of);
+  std::string mismatch =
+      gather_y(heap, mine, participants, handle.local_experts, rows_per_expert, hidden, y_of);
   if (mismatch.empty()) mismatch = check_rows(handle, ids);
 
   // A lease on every participant's y for the reduction; a rank that gave up on the call withdrew its y.

@@ -61,6 +61,18 @@ SourceRows::SourceRows(const InPlaceCall& call, uint64_t signature, const Partic
           std::to_string(source) + "'s call differs from rank " + std::to_string(heap.rank) + "'s");
     }
     if (record->x_at == common::SymmetricRowsAt::input_buffer) continue;  // published
+    if (record->x_at == common::SymmetricRowsAt::heap &&
+        (record->row_stride <= 0 ||
+         !common::symmetric_heap_span_fits(record->x,
+                                           static_cast<uint64_t>(call.layout.max_tokens_per_rank) *
+                                               static_cast<uint64_t>(record->row_stride),
+                                           heap.bytes))) {
+      release();
+      throw Error("symmetric_dispatch: rank " + std::to_string(source) +
+                  " announced its tokens at heap offset " + std::to_string(record->x) + " with row stride " +
+                  std::to_string(record->row_stride) + ", outside its heap of " + std::to_string(heap.bytes) +
+                  " bytes; none of its rows is read");
+    }
     if (!take_lease(&record->lease, call.sequence)) {
       release();
       throw TimeoutError(waiting_for(heap, kOperation, {source},

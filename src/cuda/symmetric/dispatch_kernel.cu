@@ -234,6 +234,23 @@ __device__ bool load_sources(const KernelContext& context, const SymmetricDispat
       atomicExch(&mismatched, 1);
       continue;
     }
+    // A heap offset outside the source's heap is never followed (a corrupt record): reported as a
+    // disagreement on the call, and none of its rows is read.
+    if (record->x_at == common::SymmetricRowsAt::heap &&
+        (record->row_stride <= 0 ||
+         !common::symmetric_heap_span_fits(record->x,
+                                           static_cast<uint64_t>(launch.layout.max_tokens_per_rank) *
+                                               static_cast<uint64_t>(record->row_stride),
+                                           heap.bytes))) {
+      if (blockIdx.x == 0) {
+        const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
+                            source};
+        record_wait_failure(context, site, static_cast<int64_t>(heap.bytes), static_cast<int64_t>(record->x),
+                            0, false);
+      }
+      atomicExch(&mismatched, 1);
+      continue;
+    }
     sources.x[source] = common::symmetric_rows(heap, source, record->x_at, record->x);
     sources.row_stride[source] = record->row_stride;
   }

@@ -88,6 +88,20 @@ __device__ bool gather_records(const KernelContext& context, const SymmetricComb
       atomicExch(&gathered, 0);
       continue;
     }
+    // A heap offset outside the peer's heap is never followed (a corrupt record): reported as a
+    // disagreement on the call.
+    const uint64_t y_bytes = static_cast<uint64_t>(launch.local_experts) *
+                             static_cast<uint64_t>(launch.capacity) * static_cast<uint64_t>(launch.hidden) *
+                             2;
+    if (fields->y_at == common::SymmetricRowsAt::heap &&
+        !common::symmetric_heap_span_fits(fields->y, y_bytes, heap.bytes)) {
+      if (blockIdx.x == 0) {
+        record_wait_failure(context, pull_site(common::WaitTarget::call_signature, rank),
+                            static_cast<int64_t>(heap.bytes), static_cast<int64_t>(fields->y), 0, false);
+      }
+      atomicExch(&gathered, 0);
+      continue;
+    }
     y_of[rank] = common::symmetric_rows(heap, rank, fields->y_at, fields->y);
     announced.add(rank);
   }
