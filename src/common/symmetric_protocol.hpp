@@ -27,12 +27,12 @@
 // barrier, which every rank reaches only after finishing call c (its pulls or its reduction).
 //
 // The pull combine (Config::symmetric_combine, used where every rank is a thread of one process on
-// one device) has no combine buffer and no barrier: each rank writes its y's address into its own
-// pull record and releases the call's sequence there; every home acquires every record, reduces its
-// tokens from the experts' y directly, then releases the sequence into its done word in every peer's
-// heap. A rank returns from the combine only when all its done words reach the sequence: no peer reads
-// its y any more, so the caller may overwrite it. Both words are monotone (never reset) and hold call
-// sequences, so a stale word is simply lower.
+// one device, or anywhere from the heap-resident expert outputs) has no combine buffer and no barrier: each
+// rank writes its y's address into its own pull record and releases the call's sequence there; every home
+// acquires every record, reduces its tokens from the experts' y directly, then releases the sequence into its
+// done word in every peer's heap. A rank returns from the combine only when all its done words reach the
+// sequence: no peer reads its y any more, so the caller may overwrite it. Both words are monotone (never
+// reset) and hold call sequences, so a stale word is simply lower.
 //
 // The heap-resident tensors (BufferSizing::symmetric_heap_input, symmetric_heap_output_rows_per_expert;
 // Buffer::symmetric_input, symmetric_expert_output) are the zero-copy dispatch's x and the pull combine's y
@@ -44,7 +44,8 @@
 // compares every source's with its own, and all ranks refuse a call on which they disagree, before
 // any row is pulled (the counts and routes written before the barrier are then never read).
 //
-// The zero-copy dispatch (Config::symmetric_dispatch, same condition) skips the publish copy of bf16
+// The zero-copy dispatch (Config::symmetric_dispatch, same condition; or any bf16 call whose x is the
+// heap-resident input) skips the publish copy of bf16
 // rows: before the barrier each source writes its source record (x's address and row stride, or 0 when
 // it published), which the barrier's release carries to every receiver; receivers pull each row from
 // x + token x stride. After its pulls, every rank releases the call into its done word in every peer's
