@@ -1,4 +1,5 @@
 """switchyard.Buffer: one rank's buffer, connected to its peers through a group."""
+import numbers
 from dataclasses import dataclass
 from typing import Any, Callable, List, Optional
 
@@ -89,6 +90,18 @@ def _default_backend(backend):
     return backend
 
 
+def _optional_unsigned(value, name: str, bits: int):
+    """None, or `value` as an int in [0, 2^bits); InvalidArgument naming `name` otherwise (nanobind would
+    raise a TypeError that names no argument)."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise InvalidArgument(f"{name}: expected None or a non-negative integer, got {type(value).__name__}")
+    if not 0 <= int(value) < 1 << bits:
+        raise InvalidArgument(f"{name}: expected 0..{(1 << bits) - 1}, got {int(value)}")
+    return int(value)
+
+
 def _nccl_comm_of(group):
     """The ncclComm_t address of a torch NCCL process group (0 when `group` is not one, or when this
     torch does not expose it: the Buffer then refuses nccl_gin naming transport.nccl_comm)."""
@@ -168,6 +181,11 @@ class Buffer:
                                  symmetric_max_tokens_per_rank=symmetric_max_tokens_per_rank,
                                  symmetric_heap_input=symmetric_heap_input,
                                  symmetric_heap_output_rows_per_expert=symmetric_heap_output_rows_per_expert)
+        if not isinstance(transport, str):
+            raise InvalidArgument(f"transport: expected 'loopback' or 'nccl_gin', got {type(transport).__name__}")
+        loopback_max_delay_us = _optional_unsigned(loopback_max_delay_us, "loopback_max_delay_us", 32)
+        loopback_seed = _optional_unsigned(loopback_seed, "loopback_seed", 64)
+        nccl_comm = _optional_unsigned(nccl_comm, "nccl_comm", 64)
         if transport == "nccl_gin" and nccl_comm is None:
             nccl_comm = _nccl_comm_of(group)
         self._native = _C.Buffer(self.group.size, ranks_per_node or self.group.size, self.group.rank, backend,

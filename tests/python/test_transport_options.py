@@ -55,3 +55,12 @@ def test_misuses_are_refused_by_name():
         one_rank_buffer(transport="nccl_gin")
     with pytest.raises(switchyard.Unsupported, match="^transport.kind: nccl_gin needs the CUDA backend"):
         one_rank_buffer(transport="nccl_gin", nccl_comm=0x1000)
+    # Wrong Python types and ranges name the argument (never a bare TypeError from the binding).
+    with pytest.raises(switchyard.InvalidArgument, match="^loopback_max_delay_us: expected 0..4294967295, got -1"):
+        one_rank_buffer(loopback_max_delay_us=-1)
+    with pytest.raises(switchyard.InvalidArgument, match="^loopback_seed: expected None or a non-negative integer"):
+        one_rank_buffer(loopback_seed=1.5)
+    with pytest.raises(switchyard.InvalidArgument, match="^nccl_comm: expected 0..18446744073709551615"):
+        one_rank_buffer(transport="nccl_gin", nccl_comm=1 << 64)
+    with pytest.raises(switchyard.InvalidArgument, match="^transport: expected 'loopback' or 'nccl_gin', got int"):
+        one_rank_buffer(transport=3)

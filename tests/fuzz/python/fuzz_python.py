@@ -31,7 +31,7 @@ TIMEOUT_SECONDS = 5.0
 
 VERBOSE = bool(os.environ.get("SWITCHYARD_FUZZ_VERBOSE"))
 SIZING = dict(max_tokens_per_rank=16, hidden=256, topk=4, num_experts=8, low_latency_max_tokens_per_rank=8,
-              symmetric_max_tokens_per_rank=8)
+              symmetric_max_tokens_per_rank=8, symmetric_heap_input=True, symmetric_heap_output_rows_per_expert=8)
 DTYPES = [np.uint16, np.uint8, np.int64, np.int32, np.float32, np.bool_, np.float64, np.float16, np.int8,
           np.uint64, np.complex64]
 SPECIAL_WEIGHTS = [np.nan, -np.inf, np.inf, -0.0, np.finfo(np.float32).tiny, np.finfo(np.float32).max]
@@ -62,6 +62,7 @@ class Draw:
         self.bytes_left = MAX_INPUT_ARRAY_BYTES
         self.wrong_python_type = False  # a TypeError / ValueError / OverflowError is then acceptable
         self.non_contiguous = []        # inputs a call must refuse
+        self.not_passed = []            # drawn inputs the call was given something else for (kept alive)
         self.read_only_outputs = []     # outputs a call must refuse
         self.frozen = []                # (bytes object, its content): nothing may write into them
 
@@ -275,6 +276,14 @@ class Session:
         extra = {}
         if not low_latency and self.draw.int_in(0, 255) >= 224:
             extra["expert_capacity"] = self.draw.scalar(self.draw.int_in(0, n + 1))
+        if not low_latency and flags & 128:
+            # The heap-resident input, of the call's shape or another (refused by name); filled when they agree.
+            view = self.buffer.symmetric_input(self.draw.scalar(n), self.draw.scalar(h))
+            if isinstance(x, np.ndarray) and x.shape == view.shape and x.dtype == view.dtype:
+                view[...] = x
+            # The drawn x is not passed: a non-contiguous one must not count as accepted.
+            self.draw.not_passed.append(x)
+            x = view
         method = self.buffer.low_latency_dispatch if low_latency else self.buffer.symmetric_dispatch
         result = method(x, topk_idx, max_tokens, experts, use_fp8=use_fp8, round_scale=round_scale,
                         use_ue8m0=use_ue8m0, return_recv_hook=hook, **extra)
@@ -293,6 +302,8 @@ class Session:
         handle = self.handle(earlier.handle)
         if zero_copy and low_latency and flags & 16:
             x = self.buffer.low_latency_combine_buffer(handle)
+        elif not low_latency and flags & 64:
+            x = self.buffer.symmetric_expert_output(handle, self.draw.scalar(0))  # 0: the dispatch's hidden
         elif zero_copy and flags & 32:
             x = None
         else:
@@ -325,6 +336,7 @@ class Session:
         accepted_inputs = len(self.draw.non_contiguous)
         accepted_outputs = len(self.draw.read_only_outputs)
         self.draw.wrong_python_type = False
+        self.draw.not_passed.clear()
         try:
             call()
         except switchyard.TimeoutError as error:
@@ -335,8 +347,10 @@ class Session:
             if not self.draw.wrong_python_type:
                 raise Finding(f"{type(error).__name__} that is not a switchyard.Error: {error}") from error
             return
-        if len(self.draw.non_contiguous) > accepted_inputs:
-            raise Finding(f"a call accepted a non-contiguous array: strides {self.draw.non_contiguous[-1].strides}")
+        passed = [a for a in self.draw.non_contiguous[accepted_inputs:]
+                  if not any(a is replaced for replaced in self.draw.not_passed)]
+        if passed:
+            raise Finding(f"a call accepted a non-contiguous array: strides {passed[-1].strides}")
         if len(self.draw.read_only_outputs) > accepted_outputs:
             raise Finding("a call accepted a read-only output")
 
