@@ -118,6 +118,13 @@ struct SymmetricRows {
   uint64_t where = 0;
 };
 
+// What a rank announces of rows it reads in place: at `heap_offset` in its heap when that is >= 0 (a
+// heap-resident tensor), else at `address`.
+inline SymmetricRows symmetric_rows_in_place(int64_t heap_offset, const void* address) {
+  return heap_offset >= 0 ? SymmetricRows{SymmetricRowsAt::heap, static_cast<uint64_t>(heap_offset)}
+                          : SymmetricRows{SymmetricRowsAt::address, reinterpret_cast<uint64_t>(address)};
+}
+
 // A record's rows as `reader` sees them; `owner` is the rank that announced them, `where` the record's x
 // or y. Null for input_buffer.
 SY_HD const uint8_t* symmetric_rows(const SymHeap& heap, int owner, SymmetricRowsAt at, uint64_t where) {

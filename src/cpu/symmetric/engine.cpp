@@ -289,10 +289,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   const InPlaceCall sources_call{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds,
                                  call.masking};
   const common::SymmetricRows rows =
-      !zero_copy ? common::SymmetricRows{}
-      : x_in_heap
-          ? common::SymmetricRows{common::SymmetricRowsAt::heap, static_cast<uint64_t>(plan.x_heap_offset)}
-          : common::SymmetricRows{common::SymmetricRowsAt::address, reinterpret_cast<uint64_t>(args.x.data)};
+      zero_copy ? common::symmetric_rows_in_place(plan.x_heap_offset, args.x.data) : common::SymmetricRows{};
   announce_source(sources_call, rows, static_cast<int64_t>(plan.hidden) * 2, plan.signature);
   const Participants targets(call.masking, call.rank, num_ranks);
   dispatch_publisher(call, targets, token_layout, plan.use_fp8, plan.round_scale, zero_copy, args.x,
@@ -371,10 +368,7 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
           "positions (config.symmetric_combine changed between dispatch and combine?)");
     }
     detail::check_pull_reaches_y(plan, pointers_shared_);
-    const common::SymmetricRows y =
-        plan.y_heap_offset >= 0
-            ? common::SymmetricRows{common::SymmetricRowsAt::heap, static_cast<uint64_t>(plan.y_heap_offset)}
-            : common::SymmetricRows{common::SymmetricRowsAt::address, reinterpret_cast<uint64_t>(plan.y)};
+    const common::SymmetricRows y = common::symmetric_rows_in_place(plan.y_heap_offset, plan.y);
     pull_combine(
         InPlaceCall{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds, call.masking},
         handle, y, plan.hidden, args.topk_idx.as<const int64_t>(), args.topk_weights.as<const float>(),

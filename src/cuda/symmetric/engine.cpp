@@ -305,12 +305,8 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   kernel.x = args.x.as<const uint16_t>();
   kernel.x_row_stride = static_cast<int64_t>(plan.hidden) * 2;  // x is contiguous (core checks it)
   kernel.zero_copy = zero_copy;
-  if (zero_copy) {
-    kernel.x_rows = x_in_heap ? common::SymmetricRows{common::SymmetricRowsAt::heap,
-                                                      static_cast<uint64_t>(plan.x_heap_offset)}
-                              : common::SymmetricRows{common::SymmetricRowsAt::address,
-                                                      reinterpret_cast<uint64_t>(args.x.data)};
-  }
+  if (zero_copy)
+    kernel.x_rows = common::symmetric_rows_in_place(x_in_heap ? plan.x_heap_offset : -1, args.x.data);
   kernel.signature = plan.signature;
   kernel.routing_blocks = routing_blocks;
   kernel.routing_exchange =
@@ -375,10 +371,7 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
   kernel.state = state_;
   kernel.grid = grid;
   kernel.y = plan.y;
-  kernel.y_rows =
-      plan.y_heap_offset >= 0
-          ? common::SymmetricRows{common::SymmetricRowsAt::heap, static_cast<uint64_t>(plan.y_heap_offset)}
-          : common::SymmetricRows{common::SymmetricRowsAt::address, reinterpret_cast<uint64_t>(plan.y)};
+  kernel.y_rows = common::symmetric_rows_in_place(plan.y_heap_offset, plan.y);
   kernel.hidden = plan.hidden;
   kernel.local_experts = handle.local_experts;
   kernel.topk = handle.topk;
