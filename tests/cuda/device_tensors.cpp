@@ -3,6 +3,8 @@
 #include <stdexcept>
 #include <string>
 
+#include "device/pageable_copy.hpp"
+
 namespace switchyard::testing {
 
 namespace {
@@ -18,24 +20,19 @@ Tensor to_device(const TensorView& host, int device, cudaStream_t stream) {
   return tensor;
 }
 
+// Host tensors are pageable: cuda::copy_pageable waits for the stream outside the driver (see there).
 void upload(const TensorView& device_tensor, const TensorView& host, cudaStream_t stream) {
-  if (host.nbytes() > 0) {
-    check(cudaMemcpyAsync(device_tensor.data, host.data, host.nbytes(), cudaMemcpyHostToDevice, stream),
-          "upload");
-  }
-  check(cudaStreamSynchronize(stream), "upload sync");
+  check(cuda::copy_pageable(device_tensor.data, host.data, host.nbytes(), cudaMemcpyHostToDevice, stream),
+        "upload");
 }
 
 Tensor to_host(const TensorView& device_tensor, cudaStream_t stream) {
   if (!device_tensor.defined()) return Tensor();
   Tensor tensor =
       Tensor::empty_like_shape(device_tensor.dtype, device_tensor.shape, device_tensor.ndim, Device::cpu, 0);
-  if (device_tensor.nbytes() > 0) {
-    check(cudaMemcpyAsync(tensor.data(), device_tensor.data, device_tensor.nbytes(), cudaMemcpyDeviceToHost,
-                          stream),
-          "to_host");
-  }
-  check(cudaStreamSynchronize(stream), "to_host sync");
+  check(cuda::copy_pageable(tensor.data(), device_tensor.data, device_tensor.nbytes(), cudaMemcpyDeviceToHost,
+                            stream),
+        "to_host");
   return tensor;
 }
 

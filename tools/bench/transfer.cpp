@@ -5,6 +5,9 @@
 #include <string>
 
 #include "cuda_check.hpp"
+#if defined(SWITCHYARD_WITH_CUDA)
+#include "device/pageable_copy.hpp"
+#endif
 #include "switchyard/errors.hpp"
 #include "workload/workload.hpp"
 
@@ -54,10 +57,9 @@ Tensor to_host(const TensorView& tensor, Stream stream) {
   Tensor host = Tensor::empty_like_shape(tensor.dtype, tensor.shape, tensor.ndim, Device::cpu, 0);
   if (tensor.nbytes() > 0) {
     const cudaStream_t cuda = cuda_stream(stream);
-    check_cuda(cudaMemcpyAsync(host.data(), tensor.data, tensor.nbytes(), cudaMemcpyDeviceToHost, cuda),
-               "cudaMemcpyAsync device to host (" + tensor.describe() + ")");
-    check_cuda(cudaStreamSynchronize(cuda),
-               "cudaStreamSynchronize after copying " + tensor.describe() + " to the host");
+    // Pageable host memory: cuda::copy_pageable waits for the stream outside the driver (see there).
+    check_cuda(cuda::copy_pageable(host.data(), tensor.data, tensor.nbytes(), cudaMemcpyDeviceToHost, cuda),
+               "copying " + tensor.describe() + " to the host");
   }
   return host;
 #else
@@ -97,11 +99,9 @@ Tensor to_backend(const Tensor& host, Backend backend, Stream stream) {
                                            stream_device(stream), stream);
   if (view.nbytes() > 0) {
     const cudaStream_t cuda = cuda_stream(stream);
-    check_cuda(cudaMemcpyAsync(device.data(), view.data, view.nbytes(), cudaMemcpyHostToDevice, cuda),
-               "cudaMemcpyAsync host to device (" + view.describe() + ")");
-    // The host memory must outlive the copy: wait for it.
-    check_cuda(cudaStreamSynchronize(cuda),
-               "cudaStreamSynchronize after copying " + view.describe() + " to the device");
+    // Pageable host memory, which must outlive the copy: cuda::copy_pageable waits for both (see there).
+    check_cuda(cuda::copy_pageable(device.data(), view.data, view.nbytes(), cudaMemcpyHostToDevice, cuda),
+               "copying " + view.describe() + " to the device");
   }
   return device;
 #else

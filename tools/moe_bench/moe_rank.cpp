@@ -11,6 +11,7 @@
 #include "cuda/moe/experts.hpp"
 #include "cuda/moe/grouped_gemm.hpp"
 #include "device/cuda_check.hpp"
+#include "device/pageable_copy.hpp"
 #include "hbm_bandwidth.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/moe.hpp"
@@ -87,11 +88,10 @@ struct GemmsAlone {
       s1.insert(s1.end(), {m, 2 * o.intermediate, o.hidden});
       s2.insert(s2.end(), {m, o.hidden, o.intermediate});
     }
-    SY_CUDA_CHECK(
-        cudaMemcpyAsync(gemm1->problem_shapes(), s1.data(), s1.size() * 4, cudaMemcpyHostToDevice, stream));
-    SY_CUDA_CHECK(
-        cudaMemcpyAsync(gemm2->problem_shapes(), s2.data(), s2.size() * 4, cudaMemcpyHostToDevice, stream));
-    SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+    SY_CUDA_CHECK(cuda::copy_pageable(gemm1->problem_shapes(), s1.data(), s1.size() * 4,
+                                      cudaMemcpyHostToDevice, stream));
+    SY_CUDA_CHECK(cuda::copy_pageable(gemm2->problem_shapes(), s2.data(), s2.size() * 4,
+                                      cudaMemcpyHostToDevice, stream));
   }
 };
 
@@ -193,9 +193,8 @@ std::string run_moe_rank(const MoeBenchOptions& o, const std::vector<workload::R
     std::vector<uint16_t> rows;
     for (int64_t token : checked_tokens(o, mine.x.size(0))) {
       std::vector<uint16_t> row(static_cast<size_t>(hidden));
-      SY_CUDA_CHECK(cudaMemcpyAsync(row.data(), y.as<uint16_t>() + token * hidden, hidden * 2,
-                                    cudaMemcpyDeviceToHost, stream));
-      SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+      SY_CUDA_CHECK(cuda::copy_pageable(row.data(), y.as<uint16_t>() + token * hidden, hidden * 2,
+                                        cudaMemcpyDeviceToHost, stream));
       rows.insert(rows.end(), row.begin(), row.end());
     }
     out["checked_rows"] = rows;
