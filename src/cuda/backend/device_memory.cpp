@@ -7,6 +7,29 @@
 
 namespace switchyard::detail {
 
+namespace {
+
+// While a stream is being captured in CUDA's global or thread-local mode (torch.cuda.graph's default is
+// global), cudaMalloc and cudaFree are "unsafe" calls that CUDA refuses, and the refusal invalidates
+// the capture. A captured call allocates its outputs with cudaMalloc (the graph then reuses them on
+// every replay), so the allocation switches this thread to the relaxed mode for its duration, as
+// cudaThreadExchangeStreamCaptureMode exists for.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() { ok_ = cudaThreadExchangeStreamCaptureMode(&mode_) == cudaSuccess; }
+  ~RelaxedCaptureMode() {
+    if (ok_) cudaThreadExchangeStreamCaptureMode(&mode_);
+  }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;  // the caller's, while swapped out
+  bool ok_ = false;
+};
+
+}  // namespace
+
 std::shared_ptr<void> allocate_cuda_bytes(size_t bytes, int device_index, void* stream_pointer) {
   int previous = 0;
   SY_CUDA_CHECK(cudaGetDevice(&previous));
@@ -24,7 +47,13 @@ std::shared_ptr<void> allocate_cuda_bytes(size_t bytes, int device_index, void* 
   const size_t size = bytes == 0 ? 256 : bytes;
   void* pointer = nullptr;
   const bool stream_ordered = stream && capture == cudaStreamCaptureStatusNone;
-  cudaError_t status = stream_ordered ? cudaMallocAsync(&pointer, size, stream) : cudaMalloc(&pointer, size);
+  cudaError_t status = cudaSuccess;
+  if (stream_ordered) {
+    status = cudaMallocAsync(&pointer, size, stream);
+  } else {
+    const RelaxedCaptureMode relaxed;
+    status = cudaMalloc(&pointer, size);
+  }
   cudaSetDevice(previous);
   SY_CUDA_CHECK(status);
   if (stream_ordered) {
@@ -32,7 +61,10 @@ std::shared_ptr<void> allocate_cuda_bytes(size_t bytes, int device_index, void* 
     // that waits for a peer that waits for us.
     return std::shared_ptr<void>(pointer, [stream](void* p) { cudaFreeAsync(p, stream); });
   }
-  return std::shared_ptr<void>(pointer, [](void* p) { cudaFree(p); });
+  return std::shared_ptr<void>(pointer, [](void* p) {
+    const RelaxedCaptureMode relaxed;  // the tensor may die while some stream is being captured
+    cudaFree(p);
+  });
 }
 
 bool cuda_backend_available() {
