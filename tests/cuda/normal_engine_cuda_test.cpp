@@ -132,9 +132,11 @@ TEST_P(CudaNormalEngineTest, DispatchAndCombineMatchReferenceBitwiseAndRepeat) {
       buffer.connect(group.allgather(buffer.local_handle()));
       DispatchHandle handle;
       // NOTES: the ranks start each round trip together. With ranks as threads on one GPU, a rank
-      // that was still in host code between two calls (copies, allocations) while its peers' next
-      // kernels already spun was seen to stall until the wait's timeout (R = 8, hidden 7168; bench/
-      // NOTES.md, open question). Real deployments (a process per GPU, or MPS) have no shared context.
+      // that was still in host code between two calls while its peers' next kernels already spun was
+      // seen to stall until the wait's timeout (R = 8, hidden 7168). The cause found since (bench/
+      // NOTES.md, session 10) was pageable host copies waiting inside the driver, which the helpers
+      // now avoid (device/pageable_copy.hpp); the barrier stays as a guard. Real deployments (a
+      // process per GPU, or MPS) have no shared context.
       group.barrier();
       DeviceRun first =
           run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, nullptr, &handle);
