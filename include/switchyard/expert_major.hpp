@@ -134,6 +134,11 @@ struct ExpertMajorCombineArgs {
   // return_recv_hook, keep them until the hook has run (on cuda, until its stream has run it).
   TensorView bias0, bias1;
   bool zero_copy = false;
+  // DeepEP's use_logfmt (low_latency only, H' a multiple of 128, not with zero_copy): each expert
+  // output row travels as LogFMT-10, 10 bits per value with per-128-channel log-scale ranges
+  // (src/common/logfmt.hpp), and the combine accumulates the values it decodes, a lossy format. The
+  // reference (reference::low_latency_combine's use_logfmt) defines the result bit for bit.
+  bool use_logfmt = false;
   bool return_recv_hook = false;
   TensorView out_combined_x;  // optional bf16 [N, H']
   Stream stream = nullptr;

@@ -108,12 +108,14 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
 // rows are read). Uses inputs[s].topk_idx and inputs[s].topk_weights. Returns bf16 [N_s, H'] per
 // rank: out[t] = fma-accumulated sum over valid slots ascending from +0.0 (or, with biases[s], from
 // bias0 + bias1: +0.0 for an absent one), rounded once. Throws CapacityError when a row lies at or
-// past C (the dispatch overflowed: engines refuse that combine).
+// past C (the dispatch overflowed: engines refuse that combine). With use_logfmt each y row is taken
+// as LogFMT-10 decodes it (per 128 channels, src/common/logfmt.hpp; H' a multiple of 128), the values
+// accumulated as floats in the same order.
 std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
                                         const std::vector<RankInputs>& inputs, int num_experts,
                                         const Topology& topology, int64_t max_tokens_per_rank,
                                         int64_t expert_capacity = 0,
-                                        const std::vector<CombineBias>& biases = {});
+                                        const std::vector<CombineBias>& biases = {}, bool use_logfmt = false);
 
 // ---- the MoE layer (docs/MOE.md) -------------------------------------------------------------------
 

@@ -80,7 +80,7 @@ nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handl
 nb::tuple combine(Engine engine, nb::handle self_object, nb::handle x, nb::handle topk_idx,
                   nb::handle topk_weights, const LowLatencyHandle& handle, bool zero_copy,
                   bool return_recv_hook, nb::handle out_combined_x, uintptr_t stream,
-                  const std::string& framework, nb::handle bias0, nb::handle bias1) {
+                  const std::string& framework, nb::handle bias0, nb::handle bias1, bool use_logfmt) {
   PyBuffer& self = nb::cast<PyBuffer&>(self_object);
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
@@ -94,6 +94,7 @@ nb::tuple combine(Engine engine, nb::handle self_object, nb::handle x, nb::handl
   auto handle_copy = std::make_shared<LowLatencyHandle>(handle);
   args.handle = handle_copy.get();
   args.zero_copy = zero_copy;
+  args.use_logfmt = use_logfmt;
   args.return_recv_hook = return_recv_hook;
   args.out_combined_x = to_view(out_combined_x, "out", *keep, placement, true);
   // Kept alive with the other inputs until the hook (if any) has run.
@@ -155,14 +156,15 @@ void bind_low_latency(nb::module_& m, BufferClass& buffer) {
         ll ? "low_latency_combine" : "symmetric_combine",
         [engine](nb::handle self, nb::handle x, nb::handle topk_idx, nb::handle topk_weights,
                  const LowLatencyHandle& handle, bool zero_copy, bool return_recv_hook, nb::handle out,
-                 uintptr_t stream, const std::string& framework, nb::handle bias0, nb::handle bias1) {
+                 uintptr_t stream, const std::string& framework, nb::handle bias0, nb::handle bias1,
+                 bool use_logfmt) {
           return combine(engine, self, x, topk_idx, topk_weights, handle, zero_copy, return_recv_hook, out,
-                         stream, framework, bias0, bias1);
+                         stream, framework, bias0, bias1, use_logfmt);
         },
         nb::arg("x").none(), nb::arg("topk_idx"), nb::arg("topk_weights"), nb::arg("handle"),
         nb::arg("zero_copy") = false, nb::arg("return_recv_hook") = false, nb::arg("out").none() = nb::none(),
         nb::arg("stream") = 0, nb::arg("framework") = "numpy", nb::arg("bias0").none() = nb::none(),
-        nb::arg("bias1").none() = nb::none(), "-> (combined_x, hook)");
+        nb::arg("bias1").none() = nb::none(), nb::arg("use_logfmt") = false, "-> (combined_x, hook)");
   }
   buffer.def(
       "low_latency_combine_buffer",

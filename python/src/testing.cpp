@@ -1,6 +1,7 @@
 // switchyard._C._testing: lets the tests check the bindings' promises that Python alone cannot see:
 // inputs are read where the caller's framework keeps them, outputs are the library's own memory, and
 // a CUDA tensor on another device than the Buffer's is refused before the library sees it.
+#include <nanobind/ndarray.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "bindings.hpp"
+#include "common/logfmt.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::python {
@@ -38,6 +40,21 @@ nb::dict describe(const TensorView& view) {
 
 void bind_testing(nb::module_& m) {
   nb::module_ testing = m.def_submodule("_testing", "For switchyard's tests only.");
+  testing.def(
+      "logfmt_round_trip",
+      [](nb::ndarray<const uint16_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> row) {
+        const int hidden = static_cast<int>(row.shape(0));
+        if (hidden % common::kLogfmtBlock != 0) {
+          throw InvalidArgument("row: expected a length that is a multiple of " +
+                                std::to_string(common::kLogfmtBlock) + ", got " + std::to_string(hidden));
+        }
+        auto* values = new float[static_cast<size_t>(hidden)];
+        nb::capsule owner(values, [](void* p) noexcept { delete[] static_cast<float*>(p); });
+        common::logfmt_round_trip_row(row.data(), hidden, values);
+        return nb::ndarray<nb::numpy, float, nb::ndim<1>>(values, {static_cast<size_t>(hidden)}, owner);
+      },
+      nb::arg("row"),
+      "bf16 bits [H] -> f32 [H]: the row as the LogFMT-10 combine accumulates it (src/common/logfmt.hpp)");
   testing.def(
       "view_of",
       [](nb::handle tensor) {

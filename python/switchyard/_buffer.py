@@ -347,7 +347,8 @@ class Buffer:
 
     def low_latency_combine(self, x, topk_idx, topk_weights, handle: "_C.LowLatencyHandle", *,
                             zero_copy: bool = False, return_recv_hook: bool = False, out=None,
-                            bias0=None, bias1=None, stream=None) -> LowLatencyCombineResult:
+                            bias0=None, bias1=None, use_logfmt: bool = False,
+                            stream=None) -> LowLatencyCombineResult:
         """Brings expert outputs back and reduces them (the `low_latency` engine).
 
         x: bf16 [L, R * max, H'], rows as dispatch gave them (only rows < recv_count are read); with
@@ -358,9 +359,12 @@ class Buffer:
         run after run. out: a preallocated bf16 [N, H'] (returned as given).
         bias0, bias1: optional bf16 [N, H']; the accumulator starts at bias0 + bias1 (an absent one counts
         as +0.0) instead of +0.0 (docs/deep_ep.md, "Combine bias").
+        use_logfmt: DeepEP's LogFMT-10 combine (lossy): each y row is taken per 128 channels as the format
+        decodes it, 10 bits per value (src/common/logfmt.hpp); H' a multiple of 128, not with zero_copy.
+        On the CPU backend; the CUDA backend raises Unsupported for now.
         """
         return self._expert_major_combine("low_latency_combine", x, topk_idx, topk_weights, handle, zero_copy,
-                                          return_recv_hook, out, stream, bias0, bias1)
+                                          return_recv_hook, out, stream, bias0, bias1, use_logfmt)
 
     def low_latency_combine_buffer(self, handle: "_C.LowLatencyHandle", *, framework: Optional[str] = None):
         """bf16 [L, R * max, H] in this rank's heap, for `handle`'s dispatch: write the expert outputs
@@ -423,13 +427,14 @@ class Buffer:
         return LowLatencyDispatchResult(**raw)
 
     def _expert_major_combine(self, method, x, topk_idx, topk_weights, handle, zero_copy, return_recv_hook, out,
-                              stream, bias0=None, bias1=None):
+                              stream, bias0=None, bias1=None, use_logfmt=False):
         self._check_alive()
         call = _Call(self, x if x is not None else topk_weights, stream)
         combined_x, hook = getattr(self._native, method)(call(x, "x"), call(topk_idx, "topk_idx"),
                                                          call(topk_weights, "topk_weights"), handle, bool(zero_copy),
                                                          bool(return_recv_hook), call(out, "out"), call.stream,
-                                                         call.framework, call(bias0, "bias0"), call(bias1, "bias1"))
+                                                         call.framework, call(bias0, "bias0"), call(bias1, "bias1"),
+                                                         bool(use_logfmt))
         return LowLatencyCombineResult(out if out is not None else combined_x, hook)
 
     # ---- rank masks -----------------------------------------------------------------------------

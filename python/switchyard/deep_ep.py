@@ -653,18 +653,19 @@ class Buffer:
 
         Stricter than DeepEP: combined_x[t] = the sum over the valid slots j of t in ascending order
         of topk_weights[t, j] * x[row(t, j)], accumulated in fp32 with fused multiply-add from +0.0
-        and rounded to bf16 once: bit-identical run after run. use_logfmt=True and
-        combine_wait_recv_cost_stats raise Unsupported.
+        and rounded to bf16 once: bit-identical run after run. use_logfmt=True: DeepEP's LogFMT-10 (10 bits
+        per value, per-128-channel log ranges; lossy), specified in switchyard so that every engine gives the
+        same bits (src/common/logfmt.hpp); on the CPU backend only so far (CUDA raises Unsupported), not with
+        zero_copy. combine_wait_recv_cost_stats raises Unsupported.
         """
-        if use_logfmt:
-            raise Unsupported("deep_ep.Buffer.low_latency_combine(use_logfmt=True): not implemented in switchyard")
         if combine_wait_recv_cost_stats is not None:
             raise Unsupported("deep_ep.Buffer.low_latency_combine(combine_wait_recv_cost_stats=...): not implemented "
                               "in switchyard")
         native = self._native_low_latency_handle(handle, "low_latency_combine")
         # With zero_copy the outputs are already in the combine buffer; DeepEP's x only gives shapes.
         result = self._low_latency_buffer.low_latency_combine(None if zero_copy else x, topk_idx, topk_weights, native, zero_copy=zero_copy,
-                                                              return_recv_hook=return_recv_hook, out=out)
+                                                              return_recv_hook=return_recv_hook, out=out,
+                                                              use_logfmt=use_logfmt)
         return result.combined_x, _record_event(topk_weights, async_finish), result.hook
 
     def _native_low_latency_handle(self, handle, method: str):

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "common/fp8_cast.hpp"
+#include "common/logfmt.hpp"
 #include "core/call_signature.hpp"
 #include "core/validation.hpp"
 #include "switchyard/errors.hpp"
@@ -235,6 +236,19 @@ void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine,
     plan.hidden = static_cast<int>(hidden);
     plan.y = args.x.as<const uint16_t>();
   }
+  if (args.use_logfmt) {
+    // NOTES: DeepEP's rule too: a zero-copy combine's rows are already in the buffer, as bf16.
+    if (args.zero_copy) {
+      throw InvalidArgument(
+          "use_logfmt: expected zero_copy off (the zero-copy rows are already in the buffer as "
+          "bf16), got both");
+    }
+    if (plan.hidden % common::kLogfmtBlock != 0) {
+      throw InvalidArgument("use_logfmt: expected hidden a multiple of " +
+                            std::to_string(common::kLogfmtBlock) + " (LogFMT's 128-channel blocks), got " +
+                            args.x.describe());
+    }
+  }
 
   expect_tensor(args.topk_idx, "topk_idx", DType::i64, 2, device);
   expect_dim(args.topk_idx, "topk_idx", 0, handle.num_tokens, "num_tokens of the dispatch");
@@ -259,8 +273,10 @@ void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine,
   // NOTES: read only by this rank, so not part of the signature every rank's call must match.
   expect_optional_bias(args.bias0, "bias0", handle.num_tokens, plan.hidden, device);
   expect_optional_bias(args.bias1, "bias1", handle.num_tokens, plan.hidden, device);
+  // use_logfmt changes what travels (DeepEP's senders encode and its receivers decode): every rank
+  // must agree on it, as on the shapes.
   plan.signature = call_signature(4, plan.hidden, handle.topk, handle.num_experts, handle.max_tokens_per_rank,
-                                  handle.rows_per_expert());
+                                  handle.rows_per_expert(), args.use_logfmt ? 1 : 0);
 }
 
 }  // namespace
@@ -340,6 +356,11 @@ SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args, c
     throw Unsupported(
         "symmetric_combine: zero_copy is not supported by the symmetric engine (rows are pushed "
         "straight from x into the home ranks); pass the expert outputs as x");
+  }
+  if (args.use_logfmt) {
+    throw Unsupported(
+        "symmetric_combine: use_logfmt is not supported by the symmetric engine (its rows are read in "
+        "place or pushed as bf16); use low_latency_combine for LogFMT");
   }
   SymmetricCombinePlan plan;
   plan.layout = layout;

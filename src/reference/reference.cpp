@@ -9,6 +9,7 @@
 
 #include "common/combine_bias.hpp"
 #include "common/fp8_cast.hpp"
+#include "common/logfmt.hpp"
 #include "common/numeric.hpp"
 #include "core/expert_capacity.hpp"
 #include "switchyard/errors.hpp"
@@ -692,7 +693,8 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
 std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
                                         const std::vector<RankInputs>& inputs, int num_experts,
                                         const Topology& topology, int64_t max_tokens_per_rank,
-                                        int64_t expert_capacity, const std::vector<CombineBias>& biases) {
+                                        int64_t expert_capacity, const std::vector<CombineBias>& biases,
+                                        bool use_logfmt) {
   const int64_t topk =
       expect_low_latency_inputs(inputs, num_experts, topology, max_tokens_per_rank, false, true).second;
   const int num_ranks = topology.num_ranks;
@@ -712,6 +714,10 @@ std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
     if (hidden < 0) hidden = ys[rank].shape[2];
     expect_size(ys[rank], name, 2, hidden, "hidden of ys[0]");
   }
+  if (use_logfmt && hidden % common::kLogfmtBlock != 0) {
+    throw InvalidArgument("use_logfmt: expected the hidden size of ys to be a multiple of " +
+                          std::to_string(common::kLogfmtBlock) + ", got " + std::to_string(hidden));
+  }
   const auto rows = rows_per_source_and_expert(inputs, num_experts);
   if (!biases.empty() && biases.size() != static_cast<size_t>(num_ranks)) {
     throw InvalidArgument("biases: expected none or one per rank (" + std::to_string(num_ranks) + "), got " +
@@ -729,6 +735,7 @@ std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
 
   std::vector<Tensor> outputs(num_ranks);
   std::vector<float> accumulator(hidden);
+  std::vector<float> decoded(hidden);  // a y row as the combine accumulates it
   for (int source = 0; source < num_ranks; ++source) {
     const RankInputs& in = inputs[source];
     const int64_t num_tokens = in.topk_idx.shape[0];
@@ -763,9 +770,13 @@ std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
         }
         const uint16_t* y_row = ys[dest].as<const uint16_t>() + (local * rows_per_expert + row) * hidden;
         const float weight = weights[token * topk + slot];
-        for (int64_t col = 0; col < hidden; ++col) {
-          accumulator[col] = std::fma(weight, common::bf16_to_float(y_row[col]), accumulator[col]);
+        if (use_logfmt) {
+          common::logfmt_round_trip_row(y_row, static_cast<int>(hidden), decoded.data());
+        } else {
+          for (int64_t col = 0; col < hidden; ++col) decoded[col] = common::bf16_to_float(y_row[col]);
         }
+        for (int64_t col = 0; col < hidden; ++col)
+          accumulator[col] = std::fma(weight, decoded[col], accumulator[col]);
       }
       uint16_t* out_row = outputs[source].as<uint16_t>() + token * hidden;
       for (int64_t col = 0; col < hidden; ++col) out_row[col] = common::float_to_bf16(accumulator[col]);

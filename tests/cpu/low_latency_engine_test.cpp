@@ -12,6 +12,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/logfmt.hpp"
+#include "common/numeric.hpp"
 #include "support/expert_major_gtest.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/test_seed.hpp"
@@ -113,6 +115,118 @@ TEST(LowLatency, HookSplitWithBiasesGivesTheReferenceBits) {
     compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
   });
   expect_none(failures, seed);
+}
+
+// ---- LogFMT-10 combine (use_logfmt) --------------------------------------------------------------
+
+// `expected` with every other expert output row scaled by 2^-6, so that its rows' 128-channel blocks
+// include both blocks LogFMT casts (all |y| < 1) and blocks it leaves in bf16.
+Expected with_rows_in_both_formats(Expected expected) {
+  for (Tensor& y : expected.ys) {
+    uint16_t* values = y.as<uint16_t>();
+    const int64_t hidden = y.size(2);
+    for (int64_t row = 0; row < y.size(0) * y.size(1); row += 2) {
+      for (int64_t col = 0; col < hidden; ++col) {
+        uint16_t& value = values[row * hidden + col];
+        value = common::float_to_bf16(common::bf16_to_float(value) * 0.015625f);
+      }
+    }
+  }
+  return expected;
+}
+
+// How many of the ys' 128-channel blocks LogFMT casts, and how many it does not.
+std::pair<int64_t, int64_t> cast_and_plain_blocks(const Expected& expected) {
+  int64_t cast = 0, plain = 0;
+  for (const Tensor& y : expected.ys) {
+    const uint16_t* values = y.as<const uint16_t>();
+    for (int64_t begin = 0; begin < y.numel(); begin += common::kLogfmtBlock) {
+      (common::logfmt_block_of(values + begin, common::kLogfmtBlock).cast ? cast : plain) += 1;
+    }
+  }
+  return {cast, plain};
+}
+
+class LowLatencyLogfmtCombine : public ::testing::TestWithParam<Case> {};
+
+// The CPU engine's LogFMT combine equals the reference's bit for bit, plain, with both biases and
+// through a receive hook; and differs from the bf16 combine (the format is lossy), so the option is
+// not ignored.
+TEST_P(LowLatencyLogfmtCombine, MatchesTheReferenceBitwiseAndDiffersFromBf16) {
+  const Case& c = GetParam();
+  const uint64_t seed = testing::seed_for("low_latency/logfmt/" + c.name);
+  const Expected drawn = with_rows_in_both_formats(expected_for(c, seed));
+  const auto [cast, plain] = cast_and_plain_blocks(drawn);
+  ASSERT_GT(cast, 0) << "no block of the expert outputs is cast: the test would not see LogFMT";
+  for (bool biased : {false, true}) {
+    for (bool hook : {false, true}) {
+      SCOPED_TRACE(std::string(biased ? "biases" : "no biases") + (hook ? ", hook" : ""));
+      const Expected expected = with_logfmt(c, biased ? with_biases(c, drawn, seed, true, true) : drawn);
+      const Expected bf16 =
+          biased ? with_biases(c, drawn, seed, true, true) : with_biases(c, drawn, seed, false, false);
+      bool differs = false;
+      for (int rank = 0; rank < c.ranks; ++rank) {
+        differs = differs || std::memcmp(expected.combined[rank].data(), bf16.combined[rank].data(),
+                                         expected.combined[rank].nbytes()) != 0;
+      }
+      EXPECT_TRUE(differs || c.ranks * c.max_tokens == 0) << "the LogFMT combine equals the bf16 one";
+      Failures failures;
+      with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
+        const int rank = group.rank();
+        const workload::RankData& data = expected.data[rank];
+        LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(dispatch_args(c, data));
+        LowLatencyCombineArgs args = combine_args(data, dispatched.handle, expected.ys[rank]);
+        attach_biases(expected, rank, args);
+        ASSERT_TRUE(args.use_logfmt);
+        args.return_recv_hook = hook;
+        LowLatencyCombineResult combined = buffer.low_latency_combine(args);
+        if (hook) combined.hook();
+        compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
+      });
+      expect_none(failures, seed);
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, LowLatencyLogfmtCombine,
+                         ::testing::Values(make("r1_k1", 1, {5}, 8, 1, 4),
+                                           make("r3_k9", 3, {6, 0, 4}, 6, 9, 18, 128),
+                                           make("r4_h384", 4, {7, 3, 0, 7}, 7, 4, 8, 384),
+                                           with_fp8(make("r2_fp8", 2, {6, 5}, 6, 4, 8, 384), false, false)),
+                         [](const auto& info) { return info.param.name; });
+
+// use_logfmt with zero_copy, or with a hidden size LogFMT's blocks do not divide, is refused by name
+// before anything is written; the symmetric engine refuses it.
+TEST(LowLatencyErrors, LogfmtRefusesZeroCopyAndHiddenSizesOffItsBlocks) {
+  SingleRank single(kRegions);
+  auto dispatched = single.buffer->low_latency_dispatch(dispatch_args(single.c, single.data));
+  Tensor y = expert_outputs(dispatched.recv_x, {}, 0);
+  Tensor out = poisoned(DType::bf16, {4, 256});
+  LowLatencyCombineArgs args = combine_args(single.data, dispatched.handle, y);
+  args.out_combined_x = out;
+  args.use_logfmt = true;
+  args.zero_copy = true;
+  args.x = TensorView();
+  std::string message = refused<InvalidArgument>([&] { single.buffer->low_latency_combine(args); });
+  EXPECT_EQ(message.rfind("use_logfmt:", 0), 0u) << message;
+  // A y of hidden 136 (a multiple of 8, not of 128).
+  TensorView narrow = y.view();
+  narrow.shape[2] = 136;
+  args = combine_args(single.data, dispatched.handle, narrow);
+  args.out_combined_x = out;
+  args.use_logfmt = true;
+  message = refused<InvalidArgument>([&] { single.buffer->low_latency_combine(args); });
+  EXPECT_EQ(message.rfind("use_logfmt:", 0), 0u) << message;
+  const uint8_t* bytes = out.as<const uint8_t>();
+  for (size_t i = 0; i < out.nbytes(); ++i) ASSERT_EQ(bytes[i], 0xA5) << "out_combined_x was written";
+
+  SingleRank symmetric(Regions::symmetric);
+  auto received = symmetric.buffer->symmetric_dispatch(dispatch_args(symmetric.c, symmetric.data));
+  Tensor symmetric_y = expert_outputs(received.recv_x, {}, 0);
+  LowLatencyCombineArgs symmetric_args = combine_args(symmetric.data, received.handle, symmetric_y);
+  symmetric_args.use_logfmt = true;
+  message = refused<Unsupported>([&] { symmetric.buffer->symmetric_combine(symmetric_args); });
+  EXPECT_EQ(message.rfind("symmetric_combine: use_logfmt", 0), 0u) << message;
 }
 
 TEST(LowLatency, DuplicateExpertIdsSendOneRowPerSlot) {

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -13,6 +14,7 @@
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
+#include "workload/workload.hpp"
 
 namespace switchyard {
 namespace {
@@ -28,6 +30,20 @@ struct Outcome {
   bool invalid_argument = false;
   bool outputs_untouched = false;
 };
+
+// What `call` did: returned, or threw (an InvalidArgument, or something else).
+Outcome outcome_of(const std::function<void()>& call) {
+  Outcome outcome;
+  try {
+    call();
+  } catch (const InvalidArgument& error) {
+    outcome.message = error.what();
+    outcome.invalid_argument = true;
+  } catch (const std::exception& error) {
+    outcome.message = std::string("not an InvalidArgument: ") + error.what();
+  }
+  return outcome;
+}
 
 class MismatchedCalls : public ::testing::TestWithParam<Engine> {};
 
@@ -53,15 +69,7 @@ TEST_P(MismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRank) {
         em::PoisonedOutputs out = em::poisoned_outputs(mine, 6);
         LowLatencyDispatchArgs args = em::dispatch_args(mine, expected.data[rank]);
         out.attach(args);
-        Outcome outcome;
-        try {
-          em::dispatch_with(engine, buffer, args);
-        } catch (const InvalidArgument& error) {
-          outcome.message = error.what();
-          outcome.invalid_argument = true;
-        } catch (const std::exception& error) {
-          outcome.message = std::string("not an InvalidArgument: ") + error.what();
-        }
+        Outcome outcome = outcome_of([&] { em::dispatch_with(engine, buffer, args); });
         outcome.outputs_untouched = true;
         for (const Tensor& tensor : {out.recv_x, out.recv_count}) {
           outcome.outputs_untouched = outcome.outputs_untouched && em::all_poison(tensor);
@@ -78,6 +86,42 @@ TEST_P(MismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRank) {
     EXPECT_NE(outcomes[rank].message.find("expected every rank to call with the same shape"),
               std::string::npos);
     EXPECT_TRUE(outcomes[rank].outputs_untouched) << "recv_x or recv_count was written";
+  }
+}
+
+// The combine's options that change what travels are part of its digest: rank 0 asking for LogFMT
+// while the others do not is refused on every rank, before the timeout, writing nothing.
+TEST(MismatchedCombines, LogfmtOnOneRankOnlyIsRefusedOnEveryRank) {
+  const int ranks = 3;
+  const em::Case c = em::make("logfmt_mismatch", ranks, {5, 5, 5}, 5, 2, 6);
+  const uint64_t seed = testing::seed_for("mismatched/logfmt");
+  SCOPED_TRACE("seed " + std::to_string(seed));
+  const em::Expected expected = em::expected_for(c, seed);
+  std::mutex mutex;
+  std::vector<Outcome> outcomes(ranks);
+  const auto start = std::chrono::steady_clock::now();
+  em::with_buffers(
+      c, em::regions_of(Engine::low_latency),
+      [&](Group& group, Buffer& buffer) {
+        const int rank = group.rank();
+        const workload::RankData& data = expected.data[rank];
+        const LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(em::dispatch_args(c, data));
+        em::PoisonedOutputs out = em::poisoned_outputs(c, 5);
+        LowLatencyCombineArgs args = em::combine_args(data, dispatched.handle, expected.ys[rank]);
+        out.attach(args);
+        args.use_logfmt = rank == 0;
+        Outcome outcome = outcome_of([&] { buffer.low_latency_combine(args); });
+        outcome.outputs_untouched = em::all_poison(out.combined_x);
+        std::lock_guard<std::mutex> lock(mutex);
+        outcomes[rank] = outcome;
+      },
+      kTimeoutSeconds);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, kDeadlineSeconds) << "the refusal waited for a timeout";
+  for (int rank = 0; rank < ranks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank) + ": " + outcomes[rank].message);
+    EXPECT_TRUE(outcomes[rank].invalid_argument);
+    EXPECT_TRUE(outcomes[rank].outputs_untouched) << "combined_x was written";
   }
 }
 

@@ -420,6 +420,7 @@ class Session {
     LowLatencyCombineArgs args;
     args.zero_copy = (flags & 3) == 3;
     args.return_recv_hook = (flags & 4) && ((flags & 8) || low_latency);
+    args.use_logfmt = (flags & 128) != 0;  // LogFMT-10 on whatever x holds (NaN, infinities, any hidden)
     const int64_t h = input_.ConsumeBool() ? earlier.hidden : hidden(false);
     if (!args.zero_copy || (flags & 16)) {
       args.x = draw_.argument(DType::bf16, {earlier.local_experts, earlier.rows_per_expert, h});

@@ -258,8 +258,7 @@ def test_low_latency_unsupported_options_and_bad_calls(solo):
         solo.get_next_low_latency_combine_buffer(None)
     _, _, handle, _, _ = solo.low_latency_dispatch(x, topk_idx, 32, 4, use_fp8=False)
     y = np.zeros((1, 32, HIDDEN), np.uint16)
-    for option, kwargs in (("use_logfmt", dict(use_logfmt=True)),
-                           ("combine_wait_recv_cost_stats", dict(combine_wait_recv_cost_stats=np.zeros(4)))):
+    for option, kwargs in (("combine_wait_recv_cost_stats", dict(combine_wait_recv_cost_stats=np.zeros(4))),):
         with pytest.raises(switchyard.Unsupported, match=option):
             solo.low_latency_combine(y, topk_idx, topk_weights, handle, **kwargs)
     # The first call sized the region: a larger one is refused, naming the capacity.

@@ -176,12 +176,35 @@ def deep_ep_job(rank, num_ranks, allgather, num_experts):
     zero_copy_x, _, hook = buffer.low_latency_combine(y, topk_idx, topk_weights, fp8_handle, zero_copy=True,
                                                       return_recv_hook=True)
     hook()
-    with pytest.raises(switchyard.Unsupported, match="use_logfmt"):
-        buffer.low_latency_combine(y, topk_idx, topk_weights, handle, use_logfmt=True)
+    # LogFMT-10 (use_logfmt) on outputs scaled below 1, which the format casts.
+    logfmt_x, _, _ = buffer.low_latency_combine(logfmt_scaled(y), topk_idx, topk_weights, handle, use_logfmt=True)
+    with pytest.raises(switchyard.InvalidArgument, match="use_logfmt"):
+        buffer.low_latency_combine(y, topk_idx, topk_weights, fp8_handle, use_logfmt=True, zero_copy=True)
     buffer.clean_low_latency_buffer(MAX_TOKENS, HIDDEN, num_experts)
     buffer.destroy()
     return (recv_x.copy(), recv_count.copy(), src_info.copy(), layout_range.copy(), combined_x.copy(),
-            fp8_x.copy(), scales.copy(), fp8_count.copy(), zero_copy_x.copy())
+            fp8_x.copy(), scales.copy(), fp8_count.copy(), zero_copy_x.copy(), logfmt_x.copy())
+
+
+def logfmt_scaled(y):
+    """Expert outputs (bf16 bits) times 2^-4: the stand-in expert's values fall below 1, where LogFMT
+    casts a block."""
+    return reference.f32_to_bf16(reference.bf16_to_f32(y) * np.float32(0.0625))
+
+
+def logfmt_combine(x, topk_idx, topk_weights, num_experts, num_ranks):
+    """expert_major_combine of the logfmt_scaled expert outputs as the LogFMT-10 combine accumulates them
+    (the row codec is the library's, switchyard._C._testing.logfmt_round_trip, checked in C++ against the
+    format's rules; the accumulation is checked here)."""
+    local = num_experts // num_ranks
+    out = np.zeros(x.shape, np.float32)
+    for t in range(x.shape[0]):
+        for j in range(topk_idx.shape[1]):
+            expert = int(topk_idx[t, j])
+            if expert >= 0:
+                row = logfmt_scaled(reference.expert_major_expert(x[t], expert % local))
+                out[t] = out[t] + topk_weights[t, j] * switchyard._C._testing.logfmt_round_trip(row)
+    return reference.f32_to_bf16(out)
 
 
 # 16 ranks: two nodes of 8, the rows to the other node through the engine's transport.
@@ -191,7 +214,7 @@ def test_deep_ep_low_latency(ranks, num_ranks):
     inputs = [rank_inputs(rank, num_experts) for rank in range(num_ranks)]
     results = ranks(num_ranks).run(deep_ep_job, [(num_experts,)] * num_ranks)
     for dest, (recv_x, recv_count, src_info, layout_range, combined_x, fp8_x, scales, fp8_count,
-               zero_copy_x) in enumerate(results):
+               zero_copy_x, logfmt_x) in enumerate(results):
         rows = reference.expert_major_dispatch([idx for _, idx, _ in inputs], num_experts, dest)
         np.testing.assert_array_equal(recv_count, [len(r) for r in rows])
         np.testing.assert_array_equal(fp8_count, recv_count)
@@ -212,6 +235,12 @@ def test_deep_ep_low_latency(ranks, num_ranks):
         expected = reference.expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks)
         np.testing.assert_array_equal(combined_x, expected)
         np.testing.assert_array_equal(zero_copy_x, expected)
+        logfmt_expected = logfmt_combine(x, topk_idx, topk_weights, num_experts, num_ranks)
+        np.testing.assert_array_equal(logfmt_x, logfmt_expected)
+        # Lossy: not the bf16 combine of the same scaled outputs (the option is not ignored), but close to it.
+        bf16_of_scaled = reference.bf16_to_f32(expected) * np.float32(0.0625)
+        assert not np.array_equal(reference.bf16_to_f32(logfmt_x), bf16_of_scaled) or x.shape[0] == 0
+        np.testing.assert_allclose(reference.bf16_to_f32(logfmt_x), bf16_of_scaled, rtol=0.05, atol=0.2)
 
 
 def capacity_job(rank, num_ranks, allgather, num_experts, capacity, overflow):

@@ -269,21 +269,43 @@ Expected expected_for(const Case& c, uint64_t seed) {
   return expected_from(c, workload::generate(shape_of(c), seed));
 }
 
+namespace {
+
+// `expected.combined` recomputed by the reference with its biases and use_logfmt.
+void recombine(const Case& c, Expected& expected) {
+  std::vector<reference::CombineBias> biases;
+  if (!expected.bias0.empty() || !expected.bias1.empty()) {
+    biases.resize(c.ranks);
+    for (int rank = 0; rank < c.ranks; ++rank) {
+      if (!expected.bias0.empty()) biases[rank].bias0 = expected.bias0[rank];
+      if (!expected.bias1.empty()) biases[rank].bias1 = expected.bias1[rank];
+    }
+  }
+  std::vector<reference::RankInputs> inputs;
+  for (const auto& rank_data : expected.data) inputs.push_back(rank_data.inputs());
+  std::vector<TensorView> ys(expected.ys.begin(), expected.ys.end());
+  expected.combined =
+      reference::low_latency_combine(ys, inputs, c.num_experts, Topology::single_node(c.ranks), c.max_tokens,
+                                     c.capacity, biases, expected.use_logfmt);
+}
+
+}  // namespace
+
 Expected with_biases(const Case& c, Expected expected, uint64_t seed, bool first, bool second) {
   const workload::Shape shape = shape_of(c);
-  std::vector<reference::CombineBias> biases(c.ranks);
   expected.bias0.assign(c.ranks, Tensor());
   expected.bias1.assign(c.ranks, Tensor());
   for (int rank = 0; rank < c.ranks; ++rank) {
     if (first) expected.bias0[rank] = workload::combine_bias(shape, seed, rank, 0);
     if (second) expected.bias1[rank] = workload::combine_bias(shape, seed, rank, 1);
-    biases[rank] = {expected.bias0[rank], expected.bias1[rank]};
   }
-  std::vector<reference::RankInputs> inputs;
-  for (const auto& rank_data : expected.data) inputs.push_back(rank_data.inputs());
-  std::vector<TensorView> ys(expected.ys.begin(), expected.ys.end());
-  expected.combined = reference::low_latency_combine(
-      ys, inputs, c.num_experts, Topology::single_node(c.ranks), c.max_tokens, c.capacity, biases);
+  recombine(c, expected);
+  return expected;
+}
+
+Expected with_logfmt(const Case& c, Expected expected) {
+  expected.use_logfmt = true;
+  recombine(c, expected);
   return expected;
 }
 
@@ -327,6 +349,7 @@ LowLatencyCombineArgs combine_args(const workload::RankData& data, const LowLate
 void attach_biases(const Expected& expected, int rank, LowLatencyCombineArgs& args) {
   args.bias0 = expected.bias0.empty() ? TensorView() : expected.bias0[rank].view();
   args.bias1 = expected.bias1.empty() ? TensorView() : expected.bias1[rank].view();
+  args.use_logfmt = expected.use_logfmt;
 }
 
 LowLatencyDispatchResult dispatch_with(Engine engine, Buffer& buffer, const LowLatencyDispatchArgs& args) {

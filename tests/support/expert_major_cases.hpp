@@ -143,6 +143,8 @@ struct Expected {
   // [R] each, or empty: the combine biases (CombineArgs::bias0 / bias1; undefined where not passed)
   // that `combined` was computed with, and that the combines of a round trip pass.
   std::vector<Tensor> bias0, bias1;
+  // Whether `combined` is the LogFMT-10 combine (CombineArgs::use_logfmt), which the round trips pass.
+  bool use_logfmt = false;
 };
 
 Expected expected_from(std::vector<workload::RankData> data, int num_experts, const Topology& topology,
@@ -154,6 +156,8 @@ Expected expected_for(const Case& c, uint64_t seed);
 // `expected` with combine biases (workload::combine_bias from `seed`: bias0 with `first`, bias1 with
 // `second`), its `combined` recomputed with them. Not for use_ue8m0 or overflowing cases.
 Expected with_biases(const Case& c, Expected expected, uint64_t seed, bool first, bool second);
+// `expected` with its combine in LogFMT-10 (use_logfmt), `combined` recomputed so (biases kept).
+Expected with_logfmt(const Case& c, Expected expected);
 
 // ---- calls ----------------------------------------------------------------------------------------
 
@@ -165,7 +169,8 @@ LowLatencyCombineArgs combine_args(const TensorView& topk_idx, const TensorView&
                                    Stream stream = nullptr);
 LowLatencyCombineArgs combine_args(const workload::RankData& data, const LowLatencyHandle& handle,
                                    const TensorView& y);
-// Sets args.bias0 / bias1 to `expected`'s biases of `rank` (none when it has none).
+// Sets args.bias0 / bias1 to `expected`'s biases of `rank` (none when it has none), and
+// args.use_logfmt to expected.use_logfmt.
 void attach_biases(const Expected& expected, int rank, LowLatencyCombineArgs& args);
 
 // The call of `engine` (low_latency or symmetric).

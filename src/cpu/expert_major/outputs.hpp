@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/combine_bias.hpp"
+#include "common/logfmt.hpp"
 #include "common/numeric.hpp"
 #include "core/backend.hpp"
 #include "core/expert_major_handle.hpp"
@@ -34,11 +35,15 @@ CombineBiases combine_biases(const LowLatencyCombineArgs& args);
 // DESIGN.md's expert-major combine, the same for every engine: for each token, its valid slots
 // (topk_idx >= 0) in increasing order, acc = fma(weight, y, acc) in fp32 from +0 (or from
 // bias0 + bias1: common/combine_bias.hpp), rounded to bf16 once. `row_of(slot, token)` gives the bf16
-// expert output row for that (slot, token).
+// expert output row for that (slot, token). With `use_logfmt` the rows are accumulated as LogFMT-10
+// decodes them (common/logfmt.hpp): the CPU engine computes what the format's receiver gets, without
+// packing the rows into 10-bit messages (memory bandwidth is not what the CPU backend is for).
 template <typename RowOf>
 void reduce_weighted_slots(const int64_t* topk_idx, const float* topk_weights, int64_t num_tokens, int topk,
-                           int hidden, uint16_t* combined_x, const CombineBiases& biases, RowOf row_of) {
+                           int hidden, uint16_t* combined_x, const CombineBiases& biases, bool use_logfmt,
+                           RowOf row_of) {
   std::vector<float> accumulator(hidden);
+  std::vector<float> values(hidden);  // one row as accumulated
   for (int64_t token = 0; token < num_tokens; ++token) {
     for (int channel = 0; channel < hidden; ++channel) {
       accumulator[channel] = common::combine_bias_start(biases.bias0, biases.bias1,
@@ -48,8 +53,14 @@ void reduce_weighted_slots(const int64_t* topk_idx, const float* topk_weights, i
       if (topk_idx[token * topk + slot] < 0) continue;
       const float weight = topk_weights[token * topk + slot];
       const uint16_t* row = row_of(slot, token);
+      if (use_logfmt) {
+        common::logfmt_round_trip_row(row, hidden, values.data());
+      } else {
+        for (int channel = 0; channel < hidden; ++channel)
+          values[channel] = common::bf16_to_float(row[channel]);
+      }
       for (int channel = 0; channel < hidden; ++channel) {
-        accumulator[channel] = std::fma(weight, common::bf16_to_float(row[channel]), accumulator[channel]);
+        accumulator[channel] = std::fma(weight, values[channel], accumulator[channel]);
       }
     }
     uint16_t* out = combined_x + token * hidden;

@@ -228,6 +228,7 @@ struct CombineCall {
   int64_t max_tokens_per_rank;
   double timeout_seconds;
   Masking masking;
+  bool use_logfmt;  // the receiver accumulates the rows as LogFMT-10 decodes them
 };
 
 // Sends each received row's expert output back to its home rank, into the combine row of its
@@ -282,7 +283,7 @@ void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_
           .surviving_slots(topk_idx.data(), topk_idx.size(), call.local_experts);
   const int64_t num_tokens = topk == 0 ? 0 : static_cast<int64_t>(slots.size()) / topk;
   reduce_weighted_slots(
-      slots.data(), topk_weights.data(), num_tokens, topk, call.hidden, combined_x, biases,
+      slots.data(), topk_weights.data(), num_tokens, topk, call.hidden, combined_x, biases, call.use_logfmt,
       [&](int slot, int64_t token) {
         return reinterpret_cast<const uint16_t*>(call.layout.combine_row(heap.base, call.half, slot, token));
       });
@@ -361,6 +362,7 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   call.max_tokens_per_rank = handle.max_tokens_per_rank;
   call.timeout_seconds = plan.config.timeout_seconds;
   call.masking = {mask_, plan.config.mask_ranks_on_timeout};
+  call.use_logfmt = args.use_logfmt;
 
   LowLatencyCombineResult result;
   result.combined_x = output_or_allocate(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden});

@@ -248,7 +248,7 @@ void combine_reducer(const Call& call, const Participants& participants, const i
   const std::vector<int64_t> ids =
       participants.surviving_slots(topk_idx, num_tokens * topk, call.local_experts);
   reduce_weighted_slots(
-      ids.data(), topk_weights, num_tokens, topk, call.hidden, combined_x, biases,
+      ids.data(), topk_weights, num_tokens, topk, call.hidden, combined_x, biases, /*use_logfmt=*/false,
       [&](int slot, int64_t token) {
         return reinterpret_cast<const uint16_t*>(call.layout.combine_row(heap.base, call.half, slot, token));
       });

@@ -137,7 +137,7 @@ void pull_combine(const InPlaceCall& call, const detail::ExpertMajorHandleData& 
     const int32_t* position = handle.position.as<const int32_t>();
     const int32_t* begin = handle.begin.as<const int32_t>();
     reduce_weighted_slots(ids.data(), topk_weights, handle.num_tokens, topk, hidden, combined_x, biases,
-                          [&](int slot, int64_t token) {
+                          /*use_logfmt=*/false, [&](int slot, int64_t token) {
                             const int64_t pair = token * topk + slot;
                             const int64_t expert = ids[pair];
                             const int64_t local = expert % local_experts;
