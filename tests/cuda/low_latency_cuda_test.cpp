@@ -389,6 +389,27 @@ TEST(CudaLowLatencyErrors, Small_R1_MoreTokensThanMaxTokensPerRankIsInvalidArgum
   single.expect_usable();
 }
 
+// LogFMT (use_logfmt) runs on the CPU backend only so far: the CUDA combine refuses it by name before
+// it writes anything, and the buffer stays usable.
+TEST(CudaLowLatencyErrors, Small_R1_LogfmtCombineIsUnsupportedAndWritesNothing) {
+  SWITCHYARD_REQUIRE_GPU();
+  SingleGpuRank single;
+  LowLatencyDispatchResult dispatched = single.gpu.buffer->low_latency_dispatch(single.args());
+  const Tensor y = to_device(expert_outputs(to_host(dispatched.recv_x, single.gpu.stream), {}, 0),
+                             single.gpu.device, single.gpu.stream);
+  const Tensor out = poisoned_device(DType::bf16, {single.data.x.size(0), single.c.hidden}, single.gpu.device,
+                                     single.gpu.stream);
+  LowLatencyCombineArgs args =
+      combine_args(single.in.topk_idx, single.in.topk_weights, dispatched.handle, y, single.gpu.stream);
+  args.out_combined_x = out;
+  args.use_logfmt = true;
+  const std::string message = refused<Unsupported>([&] { single.gpu.buffer->low_latency_combine(args); });
+  EXPECT_EQ(message.rfind("use_logfmt:", 0), 0u) << message;
+  single.gpu.buffer->synchronize(single.gpu.stream);
+  EXPECT_TRUE(all_poison_on_device(out, single.gpu.stream)) << "combined_x was written";
+  single.expect_usable();
+}
+
 // topk_idx on the device is checked by the send kernel before anything is written: the call writes
 // nothing, and the next call on the buffer (or synchronize) raises InvalidArgument.
 TEST(CudaLowLatencyErrors, Small_R1_ExpertIdOutOfRangeOnTheDeviceIsInvalidArgumentAndWritesNothing) {
