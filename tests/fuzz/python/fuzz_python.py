@@ -312,8 +312,10 @@ class Session:
             topk_idx = self.draw.array(np.int64, [n, k], "expert_ids", local)
         weights = self.draw.array(np.float32, [n, k], "weights")
         method = self.buffer.low_latency_combine if low_latency else self.buffer.symmetric_combine
+        # low_latency: LogFMT on whatever x holds (NaN, infinities, any hidden size).
+        options = dict(use_logfmt=bool(flags & 128)) if low_latency else {}
         result = method(x, topk_idx, weights, handle, zero_copy=zero_copy, return_recv_hook=hook,
-                        out=self.draw.array(np.uint16, [n, h], output=True))
+                        out=self.draw.array(np.uint16, [n, h], output=True), **options)
         if result.hook is not None:
             self.hooks.append(result.hook)
 
