@@ -90,23 +90,15 @@ __device__ __forceinline__ void fence_proxy_async_global() {
   asm volatile("fence.proxy.async.global;" ::: "memory");
 }
 
-// ---- vector loads and stores ----
-// Read-only, not allocated in L1: inputs read once.
-__device__ __forceinline__ int4 ld_nc_v4(const int4* pointer) {
+// ---- vector loads ----
+// Weak (no ordering of their own: what they read was published before an acquire the caller made).
+// Read-only data through the non-coherent path, not allocated in L1: inputs read once.
+__device__ __forceinline__ int4 ld_weak_nc_v4(const int4* pointer) {
   int4 value;
   asm volatile("ld.global.nc.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];"
                : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)
                : "l"(pointer));
   return value;
-}
-
-// Ring slots written by a peer: volatile-free plain loads are fine after an acquire of the tail.
-__device__ __forceinline__ int4 ld_v4(const int4* pointer) {
-  return *pointer;
-}
-
-__device__ __forceinline__ void st_v4(int4* pointer, int4 value) {
-  *pointer = value;
 }
 
 __device__ __forceinline__ void fence_acq_rel_sys() {
@@ -183,10 +175,9 @@ __device__ __forceinline__ void tma_store_1d_hinted(void* global_destination, co
                : "memory");
 }
 
-// ---- vector loads ----
-// Coherent 16-byte load that skips L1: data written by peers in this kernel (acquired first) and
-// read once.
-__device__ __forceinline__ int4 ld_v4_no_allocate(const void* pointer) {
+// A weak, coherent 16-byte load that skips L1: data a peer wrote before the signal the caller
+// acquired (possibly during this kernel), read once.
+__device__ __forceinline__ int4 ld_weak_no_allocate_v4(const void* pointer) {
   int4 value;
   asm volatile("ld.global.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];"
                : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)

@@ -46,11 +46,12 @@ __device__ __forceinline__ void warp_copy(void* destination, const void* source,
   for (; i + 32 * (kUnroll - 1) < count; i += 32 * kUnroll) {
     int4 values[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) values[u] = kReadOnly ? ptx::ld_nc_v4(in + i + 32 * u) : in[i + 32 * u];
+    for (int u = 0; u < kUnroll; ++u)
+      values[u] = kReadOnly ? ptx::ld_weak_nc_v4(in + i + 32 * u) : in[i + 32 * u];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) out[i + 32 * u] = values[u];
   }
-  for (; i < count; i += 32) out[i] = kReadOnly ? ptx::ld_nc_v4(in + i) : in[i];
+  for (; i < count; i += 32) out[i] = kReadOnly ? ptx::ld_weak_nc_v4(in + i) : in[i];
 }
 
 }  // namespace switchyard::cuda

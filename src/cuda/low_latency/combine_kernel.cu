@@ -189,7 +189,7 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
         weights[u] = __ldg(launch.topk_weights + token * launch.topk + slot);
         const int4* row =
             reinterpret_cast<const int4*>(launch.layout.combine_row(context.heap.base, half, slot, token));
-        values[u] = low_latency::ld_no_allocate_v4(row + column);
+        values[u] = ptx::ld_weak_no_allocate_v4(row + column);
       }
     }
 #pragma unroll

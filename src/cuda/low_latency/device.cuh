@@ -22,23 +22,7 @@ constexpr uint32_t kFullWarp = 0xffffffffu;
 constexpr int kMinBlocksPerSm = 2;
 
 // ---- loads and stores ---------------------------------------------------------------------------
-
-// A plain (weak) 16-byte load that does not allocate in L1: data a peer wrote before the signal
-// we acquired, read once.
-__device__ __forceinline__ int4 ld_no_allocate_v4(const int4* pointer) {
-  int4 value;
-  asm volatile("ld.global.L1::no_allocate.v4.s32 {%0, %1, %2, %3}, [%4];"
-               : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)
-               : "l"(pointer)
-               : "memory");
-  return value;
-}
-
-// Orders this thread's earlier generic-proxy accesses to shared memory before later async-proxy
-// (TMA) accesses, e.g. before a TMA load refills a buffer that threads have just read.
-__device__ __forceinline__ void fence_proxy_async_shared() {
-  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-}
+// (The PTX wrappers, weak loads and proxy fences included, are device/ptx.cuh's.)
 
 // A word of this buffer's device state that another kernel (earlier on the stream) wrote.
 __device__ __forceinline__ uint32_t load_state_word(const uint32_t* word) {
@@ -49,8 +33,8 @@ enum class Source { read_only_global, written_by_peer, shared };
 
 template <Source kSource>
 __device__ __forceinline__ int4 load_v4(const int4* pointer) {
-  if constexpr (kSource == Source::read_only_global) return ptx::ld_nc_v4(pointer);
-  if constexpr (kSource == Source::written_by_peer) return ld_no_allocate_v4(pointer);
+  if constexpr (kSource == Source::read_only_global) return ptx::ld_weak_nc_v4(pointer);
+  if constexpr (kSource == Source::written_by_peer) return ptx::ld_weak_no_allocate_v4(pointer);
   return *pointer;  // shared memory (generic addressing)
 }
 

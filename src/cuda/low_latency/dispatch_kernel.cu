@@ -351,7 +351,7 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm * 2
         __syncthreads();
         // The bf16 row has been read: the next one loads during the sends.
         if (threadIdx.x == 0 && token + 1 < end_token) {
-          low_latency::fence_proxy_async_shared();
+          ptx::fence_proxy_async_shared();
           load_row(launch, token + 1, row, &row_barrier);
         }
       } else {
@@ -364,7 +364,7 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm * 2
       send_slots<Transport>(context, launch, session, half, token, staging, slot_expert, slot_position);
       __syncthreads();
       if (!launch.use_fp8 && threadIdx.x == 0 && token + 1 < end_token) {
-        low_latency::fence_proxy_async_shared();
+        ptx::fence_proxy_async_shared();
         load_row(launch, token + 1, row, &row_barrier);
       }
     }

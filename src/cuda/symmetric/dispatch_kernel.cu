@@ -131,7 +131,7 @@ __device__ void publish_fp8_rows(const KernelContext& context, const SymmetricDi
         const int block = first + 2 * u + lane / 16;
         values[u] = make_int4(0, 0, 0, 0);
         if (block < num_blocks) {
-          values[u] = ptx::ld_nc_v4(
+          values[u] = ptx::ld_weak_nc_v4(
               reinterpret_cast<const int4*>(row + block * common::kFp8CastBlock + half_lane * 8));
         }
       }

@@ -89,7 +89,7 @@ __device__ void reduce_tokens(const ReduceShape& shape, SlotsOf&& slots_of) {
       for (int u = 0; u < kSlotBatch; ++u) {
         rows[u] = make_int4(0, 0, 0, 0);
         if (slot[u] < 0) continue;
-        rows[u] = ptx::ld_v4_no_allocate(row[u] + static_cast<size_t>(channel) * 2);
+        rows[u] = ptx::ld_weak_no_allocate_v4(row[u] + static_cast<size_t>(channel) * 2);
       }
       // Increasing slot order: the batches, and the slots within one, come in order.
 #pragma unroll
