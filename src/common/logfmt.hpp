@@ -29,7 +29,6 @@ constexpr int kLogfmtBlock = 128;         // channels that share amax and amin
 constexpr uint32_t kLogfmtMaxCode = 511;  // 9 magnitude bits; code 0 is zero
 constexpr float kLogfmtSteps = 510.0f;    // codes 1..511 span [log_amin, log_amax]
 constexpr float kLogfmtMinClip = 32.0f;   // log_amin >= log_amax - 32
-constexpr int kLogfmtBitsPerValue = 10;
 
 // One IEEE rounding each, on both sides (nvcc would otherwise contract a * b + c into a fused
 // multiply-add; the host compilers here do not, as x86-64 without -mfma has none).
@@ -196,8 +195,5 @@ SY_HD void logfmt_round_trip_row(const uint16_t* row, int hidden, float* values)
     for (int i = begin; i < begin + kLogfmtBlock; ++i) values[i] = logfmt_round_trip(row[i], block);
   }
 }
-
-// The bytes a cast block takes on the wire: 10 bits per value (DeepEP's message size figure).
-constexpr int kLogfmtBlockBytes = kLogfmtBlock * kLogfmtBitsPerValue / 8;
 
 }  // namespace switchyard::common

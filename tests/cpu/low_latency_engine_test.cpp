@@ -102,18 +102,12 @@ TEST(LowLatency, HookSplitWithBiasesGivesTheReferenceBits) {
   const Case c = make("hook_biases", 2, {6, 4}, 6, 3, 8);
   const uint64_t seed = testing::seed_for("low_latency/hook_biases");
   const Expected expected = with_biases(c, expected_for(c, seed), seed, true, true);
+  const std::vector<Outputs> outputs =
+      run_cpu_engine(Engine::low_latency, c, expected, /*receive_hook=*/true);
   Failures failures;
-  with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
-    const int rank = group.rank();
-    const workload::RankData& data = expected.data[rank];
-    LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(dispatch_args(c, data));
-    LowLatencyCombineArgs args = combine_args(data, dispatched.handle, expected.ys[rank]);
-    attach_biases(expected, rank, args);
-    args.return_recv_hook = true;
-    LowLatencyCombineResult combined = buffer.low_latency_combine(args);
-    combined.hook();
-    compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
-  });
+  for (int rank = 0; rank < c.ranks; ++rank) {
+    compare(outputs[rank].combined_x, expected.combined[rank], "combined_x", rank, failures);
+  }
   expect_none(failures, seed);
 }
 
@@ -170,19 +164,12 @@ TEST_P(LowLatencyLogfmtCombine, MatchesTheReferenceBitwiseAndDiffersFromBf16) {
                                          expected.combined[rank].nbytes()) != 0;
       }
       EXPECT_TRUE(differs || c.ranks * c.max_tokens == 0) << "the LogFMT combine equals the bf16 one";
+      ASSERT_TRUE(expected.use_logfmt);  // run_cpu_engine passes it on (attach_biases)
+      const std::vector<Outputs> outputs = run_cpu_engine(Engine::low_latency, c, expected, hook);
       Failures failures;
-      with_buffers(c, kRegions, [&](Group& group, Buffer& buffer) {
-        const int rank = group.rank();
-        const workload::RankData& data = expected.data[rank];
-        LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(dispatch_args(c, data));
-        LowLatencyCombineArgs args = combine_args(data, dispatched.handle, expected.ys[rank]);
-        attach_biases(expected, rank, args);
-        ASSERT_TRUE(args.use_logfmt);
-        args.return_recv_hook = hook;
-        LowLatencyCombineResult combined = buffer.low_latency_combine(args);
-        if (hook) combined.hook();
-        compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
-      });
+      for (int rank = 0; rank < c.ranks; ++rank) {
+        compare(outputs[rank].combined_x, expected.combined[rank], "combined_x", rank, failures);
+      }
       expect_none(failures, seed);
     }
   }

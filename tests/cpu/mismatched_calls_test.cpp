@@ -45,6 +45,19 @@ Outcome outcome_of(const std::function<void()>& call) {
   return outcome;
 }
 
+// Every rank refused its call with an InvalidArgument (whose message contains `says`), before the
+// deadline, and wrote nothing (`written`: what would have been).
+void expect_refused_on_every_rank(const std::vector<Outcome>& outcomes, double seconds,
+                                  const std::string& says, const std::string& written) {
+  EXPECT_LT(seconds, kDeadlineSeconds) << "the refusal waited for a timeout";
+  for (size_t rank = 0; rank < outcomes.size(); ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank) + ": " + outcomes[rank].message);
+    EXPECT_TRUE(outcomes[rank].invalid_argument);
+    EXPECT_NE(outcomes[rank].message.find(says), std::string::npos);
+    EXPECT_TRUE(outcomes[rank].outputs_untouched) << written << " was written";
+  }
+}
+
 class MismatchedCalls : public ::testing::TestWithParam<Engine> {};
 
 TEST_P(MismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRank) {
@@ -79,14 +92,8 @@ TEST_P(MismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRank) {
       },
       kTimeoutSeconds);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, kDeadlineSeconds) << "the refusal waited for a timeout";
-  for (int rank = 0; rank < ranks; ++rank) {
-    SCOPED_TRACE("rank " + std::to_string(rank) + ": " + outcomes[rank].message);
-    EXPECT_TRUE(outcomes[rank].invalid_argument);
-    EXPECT_NE(outcomes[rank].message.find("expected every rank to call with the same shape"),
-              std::string::npos);
-    EXPECT_TRUE(outcomes[rank].outputs_untouched) << "recv_x or recv_count was written";
-  }
+  expect_refused_on_every_rank(outcomes, seconds, "expected every rank to call with the same shape",
+                               "recv_x or recv_count");
 }
 
 // The combine's options that change what travels are part of its digest: rank 0 asking for LogFMT
@@ -117,12 +124,8 @@ TEST(MismatchedCombines, LogfmtOnOneRankOnlyIsRefusedOnEveryRank) {
       },
       kTimeoutSeconds);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, kDeadlineSeconds) << "the refusal waited for a timeout";
-  for (int rank = 0; rank < ranks; ++rank) {
-    SCOPED_TRACE("rank " + std::to_string(rank) + ": " + outcomes[rank].message);
-    EXPECT_TRUE(outcomes[rank].invalid_argument);
-    EXPECT_TRUE(outcomes[rank].outputs_untouched) << "combined_x was written";
-  }
+  expect_refused_on_every_rank(outcomes, seconds, "expected every rank to call with the same shape",
+                               "combined_x");
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, MismatchedCalls, ::testing::Values(Engine::low_latency, Engine::symmetric),

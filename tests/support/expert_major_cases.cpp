@@ -502,7 +502,8 @@ Outputs reference_outputs(const Expected& expected, int rank) {
   return outputs;
 }
 
-std::vector<Outputs> run_cpu_engine(Engine engine, const Case& c, const Expected& expected) {
+std::vector<Outputs> run_cpu_engine(Engine engine, const Case& c, const Expected& expected,
+                                    bool receive_hook) {
   std::vector<Outputs> outputs(c.ranks);
   with_buffers(c, regions_of(engine), [&](Group& group, Buffer& buffer) {
     const int rank = group.rank();
@@ -517,7 +518,10 @@ std::vector<Outputs> run_cpu_engine(Engine engine, const Case& c, const Expected
     if (!expected.ys.empty()) {
       LowLatencyCombineArgs args = combine_args(data, dispatched.handle, expected.ys[rank]);
       attach_biases(expected, rank, args);
-      out.combined_x = host_copy(combine_with(engine, buffer, args).combined_x);
+      args.return_recv_hook = receive_hook;
+      LowLatencyCombineResult combined = combine_with(engine, buffer, args);
+      if (combined.hook) combined.hook();
+      out.combined_x = host_copy(combined.combined_x);
     }
   });
   return outputs;

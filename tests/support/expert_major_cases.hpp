@@ -254,8 +254,10 @@ void check_outputs(const Outputs& got, const Outputs& want, const std::string& a
 Outputs reference_outputs(const Expected& expected, int rank);
 
 // The CPU backend's `engine` on every rank's inputs of `expected`, combining the reference's
-// expert outputs: its outputs per rank (combined_x undefined with use_ue8m0).
-std::vector<Outputs> run_cpu_engine(Engine engine, const Case& c, const Expected& expected);
+// expert outputs with expected's biases and use_logfmt: its outputs per rank (combined_x undefined
+// with use_ue8m0). With `receive_hook` the combine's receive half runs through its hook.
+std::vector<Outputs> run_cpu_engine(Engine engine, const Case& c, const Expected& expected,
+                                    bool receive_hook = false);
 
 // ---- bad input and timeouts -------------------------------------------------------------------------
 

@@ -43,7 +43,7 @@ void reduce_weighted_slots(const int64_t* topk_idx, const float* topk_weights, i
                            int hidden, uint16_t* combined_x, const CombineBiases& biases, bool use_logfmt,
                            RowOf row_of) {
   std::vector<float> accumulator(hidden);
-  std::vector<float> values(hidden);  // one row as accumulated
+  std::vector<float> decoded(use_logfmt ? hidden : 0);  // a LogFMT row as accumulated
   for (int64_t token = 0; token < num_tokens; ++token) {
     for (int channel = 0; channel < hidden; ++channel) {
       accumulator[channel] = common::combine_bias_start(biases.bias0, biases.bias1,
@@ -54,13 +54,14 @@ void reduce_weighted_slots(const int64_t* topk_idx, const float* topk_weights, i
       const float weight = topk_weights[token * topk + slot];
       const uint16_t* row = row_of(slot, token);
       if (use_logfmt) {
-        common::logfmt_round_trip_row(row, hidden, values.data());
-      } else {
-        for (int channel = 0; channel < hidden; ++channel)
-          values[channel] = common::bf16_to_float(row[channel]);
+        common::logfmt_round_trip_row(row, hidden, decoded.data());
+        for (int channel = 0; channel < hidden; ++channel) {
+          accumulator[channel] = std::fma(weight, decoded[channel], accumulator[channel]);
+        }
+        continue;
       }
       for (int channel = 0; channel < hidden; ++channel) {
-        accumulator[channel] = std::fma(weight, values[channel], accumulator[channel]);
+        accumulator[channel] = std::fma(weight, common::bf16_to_float(row[channel]), accumulator[channel]);
       }
     }
     uint16_t* out = combined_x + token * hidden;
