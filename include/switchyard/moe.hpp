@@ -12,7 +12,9 @@
 // weights (checked once, at construction, against the buffer's device and the expert count) and the
 // workspace between its phases (received rows, activations, expert outputs), allocated once so that a
 // call allocates nothing but an output the caller did not give. That is what lets the CUDA path run a
-// call with no host synchronisation, and capture it in a CUDA graph.
+// call with no host synchronisation, and capture it in a CUDA graph. A captured forward's dispatch
+// handle (its routing tables) stays with the layer until the layer is destroyed: replay a graph only
+// while the layer it captured lives.
 //
 // Recipes, chosen by the weights' dtype (docs/MOE.md has every rounding point):
 //   bf16: x bf16; W1, W2 bf16.

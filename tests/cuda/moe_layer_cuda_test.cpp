@@ -244,13 +244,26 @@ INSTANTIATE_TEST_SUITE_P(Recipes, MoeLayerCuda, ::testing::ValuesIn(cases()),
 
 // The layer captured once in a CUDA graph, replayed with the inputs of new rounds uploaded into the same
 // device tensors: every replay equals a direct call on those inputs bit for bit, and is within the
-// tolerance of the reference.
-class MoeLayerCudaGraph : public ::testing::TestWithParam<DType> {};
+// tolerance of the reference. The direct calls between replays drop their own handles, so a replay
+// reads the tables of the captured call's handle, which the layer keeps. Captured in the thread-local
+// mode and in the global one (torch.cuda.graph's default), where any thread's unrelaxed cudaMalloc
+// would invalidate every capture in flight.
+struct GraphCase {
+  DType recipe;
+  cudaStreamCaptureMode mode;
+};
+
+std::string graph_case_name(const GraphCase& g) {
+  return std::string(g.recipe == DType::bf16 ? "bf16" : "fp8") +
+         (g.mode == cudaStreamCaptureModeGlobal ? "_global" : "_thread_local");
+}
+
+class MoeLayerCudaGraph : public ::testing::TestWithParam<GraphCase> {};
 
 TEST_P(MoeLayerCudaGraph, ReplaysWithNewRoutingEqualDirectCallsBitwise) {
   SWITCHYARD_REQUIRE_GPU();
-  const DType recipe = GetParam();
-  const std::string name = std::string("graph_") + (recipe == DType::bf16 ? "bf16" : "fp8");
+  const DType recipe = GetParam().recipe;
+  const std::string name = "graph_" + graph_case_name(GetParam());
   const uint64_t seed = seed_for("moe_cuda/" + name);
   MoeCase m = moe_case(name, 4, {24, 24, 24, 24}, 24, 4, 16, recipe, 512, 256);
   constexpr int kRounds = 3;
@@ -281,10 +294,10 @@ TEST_P(MoeLayerCudaGraph, ReplaysWithNewRoutingEqualDirectCallsBitwise) {
         group.barrier();  // no rank captures while another still has work in flight
         cudaGraph_t graph = nullptr;
         cudaGraphExec_t exec = nullptr;
-        check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal),
-                   "cudaStreamBeginCapture");
+        check_cuda(cudaStreamBeginCapture(stream, GetParam().mode), "cudaStreamBeginCapture");
         layer.forward(args);
         check_cuda(cudaStreamEndCapture(stream, &graph), "cudaStreamEndCapture");
+        group.barrier();  // every rank's capture has ended before any instantiates (one process, as torch)
         check_cuda(cudaGraphInstantiate(&exec, graph, 0), "cudaGraphInstantiate");
         group.barrier();
         for (int round = 0; round < kRounds; ++round) {
@@ -308,9 +321,12 @@ TEST_P(MoeLayerCudaGraph, ReplaysWithNewRoutingEqualDirectCallsBitwise) {
   expect_none(failures, seed);
 }
 
-INSTANTIATE_TEST_SUITE_P(Recipes, MoeLayerCudaGraph, ::testing::Values(DType::bf16, DType::fp8_e4m3),
-                         [](const ::testing::TestParamInfo<DType>& info) {
-                           return std::string(info.param == DType::bf16 ? "bf16" : "fp8");
+INSTANTIATE_TEST_SUITE_P(Recipes, MoeLayerCudaGraph,
+                         ::testing::Values(GraphCase{DType::bf16, cudaStreamCaptureModeThreadLocal},
+                                           GraphCase{DType::fp8_e4m3, cudaStreamCaptureModeThreadLocal},
+                                           GraphCase{DType::bf16, cudaStreamCaptureModeGlobal}),
+                         [](const ::testing::TestParamInfo<GraphCase>& info) {
+                           return graph_case_name(info.param);
                          });
 
 // ---- refusals ------------------------------------------------------------------------------------------
