@@ -95,6 +95,12 @@ struct ExpertMajorDispatchArgs {
   bool round_scale = false;  // scales rounded up to a power of two (needs use_fp8)
   bool use_ue8m0 = false;    // power-of-two scales stored as UE8M0 bytes, 4 per int32 (needs use_fp8)
   bool return_recv_hook = false;
+  // Optional i64 [R] on the buffer's device (DeepEP's dispatch_wait_recv_cost_stats), low_latency only:
+  // the receive half adds to entry r the nanoseconds it waited for rank r's rows (summed over this rank's
+  // local experts), when it runs (with return_recv_hook, in the hook: keep the tensor until then). A slow
+  // or stalled peer shows as a large entry on every other rank. DeepEP counts SM clock cycles; switchyard
+  // counts nanoseconds, on both backends. Masked peers are not awaited and add nothing.
+  TensorView wait_recv_cost_stats;
   // Optional preallocated outputs (shapes as in ExpertMajorDispatchResult); allocated when undefined.
   // Borrowed for the call (with return_recv_hook, until the hook has run): the handle keeps its own
   // copy of the routing its combine reads (layout_range, src_info), so they may be reused or freed after.
@@ -140,6 +146,9 @@ struct ExpertMajorCombineArgs {
   // reference (reference::low_latency_combine's use_logfmt) defines the result bit for bit.
   bool use_logfmt = false;
   bool return_recv_hook = false;
+  // Optional i64 [R] (DeepEP's combine_wait_recv_cost_stats), low_latency only: as the dispatch's
+  // wait_recv_cost_stats, for the expert outputs each rank sends back.
+  TensorView wait_recv_cost_stats;
   TensorView out_combined_x;  // optional bf16 [N, H']
   Stream stream = nullptr;
 };

@@ -45,7 +45,7 @@ nb::object make_hook(std::function<void()> hook, nb::handle buffer, std::shared_
 nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handle topk_idx,
                   int64_t max_tokens_per_rank, int num_experts, bool use_fp8, bool round_scale,
                   bool use_ue8m0, bool return_recv_hook, int64_t expert_capacity, uintptr_t stream,
-                  const std::string& framework) {
+                  const std::string& framework, nb::handle wait_recv_cost_stats) {
   PyBuffer& self = nb::cast<PyBuffer&>(self_object);
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
@@ -60,6 +60,9 @@ nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handl
   args.use_ue8m0 = use_ue8m0;
   args.return_recv_hook = return_recv_hook;
   args.expert_capacity = expert_capacity;
+  // Added to when the receive half runs: kept alive with the inputs until the hook (if any) has run.
+  args.wait_recv_cost_stats =
+      to_view(wait_recv_cost_stats, "wait_recv_cost_stats", *keep, self.placement(), true);
   args.stream = to_stream(stream);
   LowLatencyDispatchResult result;
   {
@@ -80,7 +83,8 @@ nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handl
 nb::tuple combine(Engine engine, nb::handle self_object, nb::handle x, nb::handle topk_idx,
                   nb::handle topk_weights, const LowLatencyHandle& handle, bool zero_copy,
                   bool return_recv_hook, nb::handle out_combined_x, uintptr_t stream,
-                  const std::string& framework, nb::handle bias0, nb::handle bias1, bool use_logfmt) {
+                  const std::string& framework, nb::handle bias0, nb::handle bias1, bool use_logfmt,
+                  nb::handle wait_recv_cost_stats) {
   PyBuffer& self = nb::cast<PyBuffer&>(self_object);
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
@@ -100,6 +104,7 @@ nb::tuple combine(Engine engine, nb::handle self_object, nb::handle x, nb::handl
   // Kept alive with the other inputs until the hook (if any) has run.
   args.bias0 = to_view(bias0, "bias0", *keep, placement);
   args.bias1 = to_view(bias1, "bias1", *keep, placement);
+  args.wait_recv_cost_stats = to_view(wait_recv_cost_stats, "wait_recv_cost_stats", *keep, placement, true);
   args.stream = to_stream(stream);
   LowLatencyCombineResult result;
   {
@@ -143,28 +148,31 @@ void bind_low_latency(nb::module_& m, BufferClass& buffer) {
         ll ? "low_latency_dispatch" : "symmetric_dispatch",
         [engine](nb::handle self, nb::handle x, nb::handle topk_idx, int64_t max_tokens_per_rank,
                  int num_experts, bool use_fp8, bool round_scale, bool use_ue8m0, bool return_recv_hook,
-                 int64_t expert_capacity, uintptr_t stream, const std::string& framework) {
+                 int64_t expert_capacity, uintptr_t stream, const std::string& framework,
+                 nb::handle wait_recv_cost_stats) {
           return dispatch(engine, self, x, topk_idx, max_tokens_per_rank, num_experts, use_fp8, round_scale,
-                          use_ue8m0, return_recv_hook, expert_capacity, stream, framework);
+                          use_ue8m0, return_recv_hook, expert_capacity, stream, framework,
+                          wait_recv_cost_stats);
         },
         nb::arg("x"), nb::arg("topk_idx"), nb::arg("max_tokens_per_rank"), nb::arg("num_experts"),
         nb::arg("use_fp8") = false, nb::arg("round_scale") = false, nb::arg("use_ue8m0") = false,
         nb::arg("return_recv_hook") = false, nb::arg("expert_capacity") = 0, nb::arg("stream") = 0,
-        nb::arg("framework") = "numpy",
+        nb::arg("framework") = "numpy", nb::arg("wait_recv_cost_stats").none() = nb::none(),
         "-> dict(recv_x, recv_x_scales, recv_count, layout_range, src_info, handle, hook)");
     buffer.def(
         ll ? "low_latency_combine" : "symmetric_combine",
         [engine](nb::handle self, nb::handle x, nb::handle topk_idx, nb::handle topk_weights,
                  const LowLatencyHandle& handle, bool zero_copy, bool return_recv_hook, nb::handle out,
                  uintptr_t stream, const std::string& framework, nb::handle bias0, nb::handle bias1,
-                 bool use_logfmt) {
+                 bool use_logfmt, nb::handle wait_recv_cost_stats) {
           return combine(engine, self, x, topk_idx, topk_weights, handle, zero_copy, return_recv_hook, out,
-                         stream, framework, bias0, bias1, use_logfmt);
+                         stream, framework, bias0, bias1, use_logfmt, wait_recv_cost_stats);
         },
         nb::arg("x").none(), nb::arg("topk_idx"), nb::arg("topk_weights"), nb::arg("handle"),
         nb::arg("zero_copy") = false, nb::arg("return_recv_hook") = false, nb::arg("out").none() = nb::none(),
         nb::arg("stream") = 0, nb::arg("framework") = "numpy", nb::arg("bias0").none() = nb::none(),
-        nb::arg("bias1").none() = nb::none(), nb::arg("use_logfmt") = false, "-> (combined_x, hook)");
+        nb::arg("bias1").none() = nb::none(), nb::arg("use_logfmt") = false,
+        nb::arg("wait_recv_cost_stats").none() = nb::none(), "-> (combined_x, hook)");
   }
   buffer.def(
       "low_latency_combine_buffer",

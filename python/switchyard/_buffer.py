@@ -326,7 +326,8 @@ class Buffer:
     # ---- the expert-major engines: low_latency and symmetric ----------------------------------------
     def low_latency_dispatch(self, x, topk_idx, max_tokens_per_rank: int, num_experts: int, *,
                              use_fp8: bool = False, round_scale: bool = False, use_ue8m0: bool = False,
-                             return_recv_hook: bool = False, stream=None) -> LowLatencyDispatchResult:
+                             return_recv_hook: bool = False, wait_recv_cost_stats=None,
+                             stream=None) -> LowLatencyDispatchResult:
         """Sends each (token, slot) to its expert (the `low_latency` engine, expert-major).
 
         x: bf16 [N, H] (uint16 bits with numpy), N <= max_tokens_per_rank; topk_idx: int64 [N, K],
@@ -341,13 +342,18 @@ class Buffer:
 
         return_recv_hook: only the send half runs; result.hook() runs the receive half and fills the
         outputs. Call it at most once, before this Buffer's next low-latency call.
+
+        wait_recv_cost_stats: optional int64 [R] (DeepEP's dispatch_wait_recv_cost_stats); the receive half
+        adds to entry r the nanoseconds it waited for rank r's rows (DeepEP counts SM cycles): a slow peer
+        shows as a large entry on every other rank.
         """
         return self._expert_major_dispatch("low_latency_dispatch", x, topk_idx, max_tokens_per_rank, num_experts,
-                                           use_fp8, round_scale, use_ue8m0, return_recv_hook, 0, stream)
+                                           use_fp8, round_scale, use_ue8m0, return_recv_hook, 0, stream,
+                                           wait_recv_cost_stats)
 
     def low_latency_combine(self, x, topk_idx, topk_weights, handle: "_C.LowLatencyHandle", *,
                             zero_copy: bool = False, return_recv_hook: bool = False, out=None,
-                            bias0=None, bias1=None, use_logfmt: bool = False,
+                            bias0=None, bias1=None, use_logfmt: bool = False, wait_recv_cost_stats=None,
                             stream=None) -> LowLatencyCombineResult:
         """Brings expert outputs back and reduces them (the `low_latency` engine).
 
@@ -362,9 +368,12 @@ class Buffer:
         use_logfmt: DeepEP's LogFMT-10 combine (lossy): each y row is taken per 128 channels as the format
         decodes it, 10 bits per value (src/common/logfmt.hpp); H' a multiple of 128, not with zero_copy.
         On the CPU backend; the CUDA backend raises Unsupported for now.
+        wait_recv_cost_stats: optional int64 [R], as low_latency_dispatch's, for the expert outputs each
+        rank sends back.
         """
         return self._expert_major_combine("low_latency_combine", x, topk_idx, topk_weights, handle, zero_copy,
-                                          return_recv_hook, out, stream, bias0, bias1, use_logfmt)
+                                          return_recv_hook, out, stream, bias0, bias1, use_logfmt,
+                                          wait_recv_cost_stats)
 
     def low_latency_combine_buffer(self, handle: "_C.LowLatencyHandle", *, framework: Optional[str] = None):
         """bf16 [L, R * max, H] in this rank's heap, for `handle`'s dispatch: write the expert outputs
@@ -416,25 +425,26 @@ class Buffer:
         return self._native.symmetric_expert_output(handle, int(hidden), framework or self._expert_major_framework)
 
     def _expert_major_dispatch(self, method, x, topk_idx, max_tokens_per_rank, num_experts, use_fp8, round_scale,
-                               use_ue8m0, return_recv_hook, expert_capacity, stream):
+                               use_ue8m0, return_recv_hook, expert_capacity, stream, wait_recv_cost_stats=None):
         self._check_alive()
         call = _Call(self, x, stream)
         raw = getattr(self._native, method)(call(x, "x"), call(topk_idx, "topk_idx"), int(max_tokens_per_rank),
                                             int(num_experts), bool(use_fp8), bool(round_scale), bool(use_ue8m0),
                                             bool(return_recv_hook), int(expert_capacity), call.stream,
-                                            call.framework)
+                                            call.framework, call(wait_recv_cost_stats, "wait_recv_cost_stats"))
         self._expert_major_framework = call.framework
         return LowLatencyDispatchResult(**raw)
 
     def _expert_major_combine(self, method, x, topk_idx, topk_weights, handle, zero_copy, return_recv_hook, out,
-                              stream, bias0=None, bias1=None, use_logfmt=False):
+                              stream, bias0=None, bias1=None, use_logfmt=False, wait_recv_cost_stats=None):
         self._check_alive()
         call = _Call(self, x if x is not None else topk_weights, stream)
         combined_x, hook = getattr(self._native, method)(call(x, "x"), call(topk_idx, "topk_idx"),
                                                          call(topk_weights, "topk_weights"), handle, bool(zero_copy),
                                                          bool(return_recv_hook), call(out, "out"), call.stream,
                                                          call.framework, call(bias0, "bias0"), call(bias1, "bias1"),
-                                                         bool(use_logfmt))
+                                                         bool(use_logfmt),
+                                                         call(wait_recv_cost_stats, "wait_recv_cost_stats"))
         return LowLatencyCombineResult(out if out is not None else combined_x, hook)
 
     # ---- rank masks -----------------------------------------------------------------------------

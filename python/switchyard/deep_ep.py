@@ -286,13 +286,17 @@ class Buffer:
         num_rdma_bytes: across nodes (more than 8 ranks: the hierarchical engine), the bytes of its
         RDMA region (Config.get_rdma_buffer_size_hint), added to num_nvl_bytes in switchyard's one
         heap; within one node it only adds room. num_qps_per_rank and allow_nvlink_for_low_latency_mode
-        configure DeepEP's RDMA, which switchyard's transports do not need; they have no effect.
+        configure DeepEP's RDMA, which switchyard's transports do not need; they have no effect, nor has
+        allow_mnnvl (switchyard crosses nodes through its transport). use_fabric=True raises Unsupported.
         Switchyard extensions: backend ('auto', 'cpu' or 'cuda'), sharing ('processes' or 'threads'),
         switchyard_config (the engine's tuning; default: switchyard's), timeout_seconds.
         """
-        for name, value in (("allow_mnnvl", allow_mnnvl), ("use_fabric", use_fabric)):
-            if value:
-                raise Unsupported(f"deep_ep.Buffer({name}=True): not implemented in switchyard")
+        # allow_mnnvl lets DeepEP use NVLink across nodes where the hardware has it (multi-node NVLink);
+        # switchyard crosses nodes through its transport, so allowing it changes nothing. use_fabric
+        # asks for fabric memory handles, which switchyard's heaps are not.
+        if use_fabric:
+            raise Unsupported("deep_ep.Buffer(use_fabric=True): not implemented in switchyard (its heaps are "
+                              "shared through CUDA IPC or POSIX shared memory, not fabric handles)")
         if group is None:
             if comm is None:
                 raise InvalidArgument("group: expected a process group (or comm=), got None")
@@ -598,12 +602,10 @@ class Buffer:
         then in (token, slot) order, every time (DeepEP's order depends on timing). The first call
         sizes switchyard's low-latency region (module docstring). cumulative_local_expert_recv_stats
         (int32 [L], in x's framework and device) gets recv_count added once the rows are received
-        (by the hook with return_recv_hook), as in DeepEP. dispatch_wait_recv_cost_stats (per-rank
-        wait cycles measured inside DeepEP's kernels) raises Unsupported.
+        (by the hook with return_recv_hook), as in DeepEP. dispatch_wait_recv_cost_stats (int64
+        [num_ranks]) gets, per source rank, the time the receive half waited for its rows added, as in
+        DeepEP, but in nanoseconds where DeepEP counts SM clock cycles.
         """
-        if dispatch_wait_recv_cost_stats is not None:
-            raise Unsupported("deep_ep.Buffer.low_latency_dispatch(dispatch_wait_recv_cost_stats=...): not "
-                              "implemented in switchyard (its kernels do not time their waits per rank)")
         num_local_experts = int(num_experts) // self.group_size
         stats = cumulative_local_expert_recv_stats
         if stats is not None and (tuple(stats.shape) != (num_local_experts,) or "int32" not in str(stats.dtype)):
@@ -613,7 +615,8 @@ class Buffer:
                                    topk_idx.shape[1], num_experts)
         result = buffer.low_latency_dispatch(x, topk_idx, num_max_dispatch_tokens_per_rank, num_experts,
                                              use_fp8=use_fp8, round_scale=round_scale, use_ue8m0=use_ue8m0,
-                                             return_recv_hook=return_recv_hook)
+                                             return_recv_hook=return_recv_hook,
+                                             wait_recv_cost_stats=dispatch_wait_recv_cost_stats)
         recv_x = (result.recv_x, result.recv_x_scales) if use_fp8 else result.recv_x
         layout_range = empty_layout_range(result.layout_range, tuple(result.layout_range.shape[:2]))
         handle = LowLatencyHandle(result.src_info, layout_range, int(num_max_dispatch_tokens_per_rank),
@@ -656,16 +659,15 @@ class Buffer:
         and rounded to bf16 once: bit-identical run after run. use_logfmt=True: DeepEP's LogFMT-10 (10 bits
         per value, per-128-channel log ranges; lossy), specified in switchyard so that every engine gives the
         same bits (src/common/logfmt.hpp); on the CPU backend only so far (CUDA raises Unsupported), not with
-        zero_copy. combine_wait_recv_cost_stats raises Unsupported.
+        zero_copy. combine_wait_recv_cost_stats: as low_latency_dispatch's dispatch_wait_recv_cost_stats,
+        in nanoseconds.
         """
-        if combine_wait_recv_cost_stats is not None:
-            raise Unsupported("deep_ep.Buffer.low_latency_combine(combine_wait_recv_cost_stats=...): not implemented "
-                              "in switchyard")
         native = self._native_low_latency_handle(handle, "low_latency_combine")
         # With zero_copy the outputs are already in the combine buffer; DeepEP's x only gives shapes.
         result = self._low_latency_buffer.low_latency_combine(None if zero_copy else x, topk_idx, topk_weights, native, zero_copy=zero_copy,
                                                               return_recv_hook=return_recv_hook, out=out,
-                                                              use_logfmt=use_logfmt)
+                                                              use_logfmt=use_logfmt,
+                                                              wait_recv_cost_stats=combine_wait_recv_cost_stats)
         return result.combined_x, _record_event(topk_weights, async_finish), result.hook
 
     def _native_low_latency_handle(self, handle, method: str):

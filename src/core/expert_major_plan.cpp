@@ -191,6 +191,9 @@ void plan_expert_major_dispatch(const LowLatencyDispatchArgs& args, const Expert
                 "[local_experts, num_ranks, 2]", device);
   expect_output(args.out_src_info, "out_src_info", DType::i32, {local, rows},
                 "[local_experts, expert_capacity]", device);
+  // NOTES: this rank's own statistics, so not part of the signature every rank's call must match.
+  expect_output(args.wait_recv_cost_stats, "wait_recv_cost_stats", DType::i64, {num_ranks}, "[num_ranks]",
+                device);
   // topk is in it since a receiver locates a row's slot by its own k.
   plan.signature = call_signature(3, plan.hidden, plan.topk, plan.num_experts, plan.max_tokens_per_rank,
                                   plan.expert_capacity, plan.use_fp8, plan.round_scale, plan.use_ue8m0);
@@ -273,6 +276,8 @@ void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine,
   // NOTES: read only by this rank, so not part of the signature every rank's call must match.
   expect_optional_bias(args.bias0, "bias0", handle.num_tokens, plan.hidden, device);
   expect_optional_bias(args.bias1, "bias1", handle.num_tokens, plan.hidden, device);
+  expect_output(args.wait_recv_cost_stats, "wait_recv_cost_stats", DType::i64,
+                {static_cast<int64_t>(buffer.options.topology.num_ranks)}, "[num_ranks]", device);
   // use_logfmt changes what travels (DeepEP's senders encode and its receivers decode): every rank
   // must agree on it, as on the shapes.
   plan.signature = call_signature(4, plan.hidden, handle.topk, handle.num_experts, handle.max_tokens_per_rank,
@@ -337,6 +342,11 @@ SymmetricDispatchPlan plan_symmetric_dispatch(const LowLatencyDispatchArgs& args
         "symmetric_dispatch: return_recv_hook is not supported by the symmetric engine (one stage: "
         "there is no send half to split off); use low_latency_dispatch for hooks");
   }
+  if (args.wait_recv_cost_stats.defined()) {
+    throw Unsupported(
+        "symmetric_dispatch: wait_recv_cost_stats is not supported by the symmetric engine (its receivers "
+        "wait at one barrier, not per source rank); use low_latency_dispatch for it");
+  }
   SymmetricDispatchPlan plan;
   plan.layout = layout;
   plan_expert_major_dispatch(args, symmetric_capacity(layout), buffer, plan);
@@ -361,6 +371,11 @@ SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args, c
     throw Unsupported(
         "symmetric_combine: use_logfmt is not supported by the symmetric engine (its rows are read in "
         "place or pushed as bf16); use low_latency_combine for LogFMT");
+  }
+  if (args.wait_recv_cost_stats.defined()) {
+    throw Unsupported(
+        "symmetric_combine: wait_recv_cost_stats is not supported by the symmetric engine (its homes "
+        "wait at one barrier, not per source rank); use low_latency_combine for it");
   }
   SymmetricCombinePlan plan;
   plan.layout = layout;

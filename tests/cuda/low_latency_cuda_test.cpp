@@ -24,6 +24,7 @@
 #include "cuda/rank_device.hpp"
 #include "support/expert_major_gtest.hpp"
 #include "support/test_seed.hpp"
+#include "support/wait_cost_check.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/group.hpp"
@@ -476,6 +477,49 @@ TEST(CudaLowLatencyErrors, MissingRankTimesOutNamingRankRoleAndPeer) {
   EXPECT_NE(message.find("low_latency"), std::string::npos);
   EXPECT_NE(message.find("dispatch receiver"), std::string::npos);
   EXPECT_NE(message.find("from rank 1"), std::string::npos);
+}
+
+// ---- wait statistics ----------------------------------------------------------------------------
+
+// wait_recv_cost_stats on the GPU: the receive kernels' waits (block 0's, %globaltimer nanoseconds)
+// land in the awaited rank's entry, added to what the tensor held; results stay the reference's.
+TEST(CudaLowLatencyWaitCost, ALateRankShowsOnEveryOtherRankInDispatchAndCombine) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case c = make("wait_cost", 3, {6, 5, 4}, 6, 2, 6);
+  const uint64_t seed = seed_for("cuda_low_latency/wait_cost");
+  const Expected expected = expected_for(c, seed);
+  Failures failures;
+  with_cuda_buffers(c, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
+    const int rank = group.rank();
+    const int device = device_of(buffer);
+    constexpr int kLateInDispatch = 1, kLateInCombine = 2;
+    const DeviceInputs in = upload_inputs(expected.data[rank], device, stream);
+    const Tensor dispatch_stats = to_device(wait_stats_for(c.ranks), device, stream);
+    LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
+    args.wait_recv_cost_stats = dispatch_stats;
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    group.barrier();
+    if (rank == kLateInDispatch) std::this_thread::sleep_for(kLateBy);
+    LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(args);
+    buffer.synchronize(stream);
+    Outputs out = download(dispatched, stream);
+    check_dispatch(out, expected.dispatched[rank], "the reference", rank, failures);
+    check_wait_stats(to_host(dispatch_stats, stream), rank, kLateInDispatch, "dispatch", failures);
+
+    const Tensor y = to_device(expert_outputs(out.recv_x, out.recv_x_scales, rank), device, stream);
+    const Tensor weights = to_device(expected.data[rank].topk_weights, device, stream);
+    const Tensor combine_stats = to_device(wait_stats_for(c.ranks), device, stream);
+    LowLatencyCombineArgs cargs = combine_args(in.topk_idx, weights, dispatched.handle, y, stream);
+    cargs.wait_recv_cost_stats = combine_stats;
+    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+    group.barrier();
+    if (rank == kLateInCombine) std::this_thread::sleep_for(kLateBy);
+    LowLatencyCombineResult combined = buffer.low_latency_combine(cargs);
+    buffer.synchronize(stream);
+    compare(to_host(combined.combined_x, stream), expected.combined[rank], "combined_x", rank, failures);
+    check_wait_stats(to_host(combine_stats, stream), rank, kLateInCombine, "combine", failures);
+  });
+  expect_none(failures, seed);
 }
 
 // ---- the fp8 cast -------------------------------------------------------------------------------

@@ -391,6 +391,7 @@ class Session {
     args.out_recv_count = draw_.output(DType::i32, {local});
     args.out_layout_range = draw_.output(DType::i32, {local, 1, 2});
     args.out_src_info = draw_.output(DType::i32, {local, rows});
+    args.wait_recv_cost_stats = draw_.output(DType::i64, {1});  // symmetric refuses it by name
     args.stream = stream();
     // symmetric: x from the heap-resident input, of the call's shape or of any other (refused by name).
     const bool heap_input = !low_latency && (flags & 128);
@@ -435,6 +436,7 @@ class Session {
                   : handle_choice < 16 ? &empty_low_latency_handle_
                                        : &earlier.result.handle;
     args.out_combined_x = draw_.output(DType::bf16, {earlier.num_tokens, h});
+    args.wait_recv_cost_stats = draw_.output(DType::i64, {1});
     args.stream = stream();
     const bool staging_view = args.zero_copy && (flags & 32) && low_latency;
     // symmetric: y from the heap-resident expert outputs, for the handle's dispatch (or another hidden).

@@ -246,8 +246,10 @@ def solo_inputs():
 
 def test_low_latency_unsupported_options_and_bad_calls(solo):
     x, _, topk_idx, topk_weights = solo_inputs()
-    with pytest.raises(switchyard.Unsupported, match="dispatch_wait_recv_cost_stats"):
-        solo.low_latency_dispatch(x, topk_idx, 32, 4, dispatch_wait_recv_cost_stats=np.zeros(1, np.int64))
+    # DeepEP's wait statistics: int64 [num_ranks], else refused by name before anything runs.
+    for bad in (np.zeros(1, np.int32), np.zeros(2, np.int64)):
+        with pytest.raises(switchyard.InvalidArgument, match="wait_recv_cost_stats"):
+            solo.low_latency_dispatch(x, topk_idx, 32, 4, dispatch_wait_recv_cost_stats=bad)
     for bad in (np.zeros(3, np.int32), np.zeros(4, np.int64)):
         with pytest.raises(switchyard.InvalidArgument, match=r"cumulative_local_expert_recv_stats: expected int32 \[4\]"):
             solo.low_latency_dispatch(x, topk_idx, 32, 4, cumulative_local_expert_recv_stats=bad)
@@ -258,9 +260,8 @@ def test_low_latency_unsupported_options_and_bad_calls(solo):
         solo.get_next_low_latency_combine_buffer(None)
     _, _, handle, _, _ = solo.low_latency_dispatch(x, topk_idx, 32, 4, use_fp8=False)
     y = np.zeros((1, 32, HIDDEN), np.uint16)
-    for option, kwargs in (("combine_wait_recv_cost_stats", dict(combine_wait_recv_cost_stats=np.zeros(4))),):
-        with pytest.raises(switchyard.Unsupported, match=option):
-            solo.low_latency_combine(y, topk_idx, topk_weights, handle, **kwargs)
+    with pytest.raises(switchyard.InvalidArgument, match="wait_recv_cost_stats"):
+        solo.low_latency_combine(y, topk_idx, topk_weights, handle, combine_wait_recv_cost_stats=np.zeros(4))
     # The first call sized the region: a larger one is refused, naming the capacity.
     with pytest.raises(switchyard.InvalidArgument, match="exceeds"):
         solo.low_latency_dispatch(x, topk_idx, 64, 4)
@@ -317,6 +318,9 @@ def test_unsupported_options_raise_naming_the_option(solo):
         solo.dispatch(x, handle=handle, topk_idx=topk_idx)
     with pytest.raises(switchyard.InvalidArgument, match="handle"):
         solo.combine(recv_x, ("a", "tuple"))
-    for option in ("allow_mnnvl", "use_fabric"):
-        with pytest.raises(switchyard.Unsupported, match=option):
-            deep_ep.Buffer(lambda mine: [mine], backend="cpu", **{option: True})
+    with pytest.raises(switchyard.Unsupported, match="use_fabric"):
+        deep_ep.Buffer(lambda mine: [mine], backend="cpu", use_fabric=True)
+    # allow_mnnvl only allows NVLink across nodes where the hardware has it: accepted, and the buffer works.
+    allowed = deep_ep.Buffer(lambda mine: [mine], backend="cpu", allow_mnnvl=True, low_latency_mode=True)
+    allowed.low_latency_dispatch(x, topk_idx, 32, 4, use_fp8=False)
+    allowed.destroy()

@@ -281,3 +281,52 @@ def test_symmetric_expert_capacity(ranks, num_ranks):
         np.testing.assert_array_equal(result["combined"],
                                       reference.expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks))
     ranks(num_ranks).run(capacity_job, [(num_experts, most - 1, True)] * num_ranks)
+
+
+LATE_SECONDS, LATE_NS = 0.5, 350_000_000
+
+
+def wait_cost_job(rank, num_ranks, allgather, num_experts, late_in_dispatch, late_in_combine):
+    import time
+    x, topk_idx, topk_weights = rank_inputs(rank, num_experts)
+    hint = dict(topk=TOPK, num_experts=num_experts)
+    buffer = deep_ep.Buffer(allgather, low_latency_mode=True, backend="cpu", timeout_seconds=20,
+                            num_nvl_bytes=deep_ep.Config().get_nvl_buffer_size_hint(HIDDEN * 2, num_ranks, **hint))
+    # The first low_latency_dispatch sizes the region collectively, which would absorb the delay below.
+    warm_x, warm_count, warm_handle, _, _ = buffer.low_latency_dispatch(x, topk_idx, MAX_TOKENS, num_experts,
+                                                                         use_fp8=False)
+    buffer.low_latency_combine(reference.expert_major_experts(warm_x, warm_count), topk_idx, topk_weights,
+                               warm_handle)
+    start = 1000
+    dispatch_stats = np.full(num_ranks, start, np.int64)
+    combine_stats = np.full(num_ranks, start, np.int64)
+    allgather(b"")  # every rank is here before the late one sleeps
+    if rank == late_in_dispatch:
+        time.sleep(LATE_SECONDS)
+    recv_x, recv_count, handle, _, _ = buffer.low_latency_dispatch(
+        x, topk_idx, MAX_TOKENS, num_experts, use_fp8=False, dispatch_wait_recv_cost_stats=dispatch_stats)
+    y = reference.expert_major_experts(recv_x, recv_count)
+    allgather(b"")
+    if rank == late_in_combine:
+        time.sleep(LATE_SECONDS)
+    combined_x, _, _ = buffer.low_latency_combine(y, topk_idx, topk_weights, handle,
+                                                  combine_wait_recv_cost_stats=combine_stats)
+    buffer.destroy()
+    return dispatch_stats - start, combine_stats - start, combined_x.copy()
+
+
+def test_deep_ep_wait_recv_cost_stats_name_the_late_rank(ranks):
+    """DeepEP's dispatch/combine_wait_recv_cost_stats: each rank's entry for a rank that entered the call
+    late holds most of the delay (nanoseconds); every other entry stays below it."""
+    num_ranks, num_experts, late = 3, 12, (2, 0)
+    inputs = [rank_inputs(rank, num_experts) for rank in range(num_ranks)]
+    results = ranks(num_ranks).run(wait_cost_job, [(num_experts,) + late] * num_ranks)
+    for rank, (dispatch_added, combine_added, combined_x) in enumerate(results):
+        for added, late_rank in ((dispatch_added, late[0]), (combine_added, late[1])):
+            assert (added >= 0).all(), (rank, added)
+            for source in range(num_ranks):
+                awaited_late = source == late_rank and rank != late_rank
+                assert (added[source] >= LATE_NS) == awaited_late, (rank, source, added)
+        x, topk_idx, topk_weights = inputs[rank]
+        np.testing.assert_array_equal(
+            combined_x, reference.expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks))

@@ -2,6 +2,7 @@
 // Each is a function over one call's context; the calls wire them together.
 #include "cpu/low_latency/engine.hpp"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -57,6 +58,15 @@ std::optional<uint64_t> wait_for_signal(const uint64_t* word, uint32_t tag, int 
   }
 }
 
+// The caller's wait_recv_cost_stats (i64 [R], or null): adds the nanoseconds since `started` to the
+// entry of the rank that was awaited.
+void add_wait_cost(int64_t* stats, int source, std::chrono::steady_clock::time_point started) {
+  if (!stats) return;
+  stats[source] +=
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started)
+          .count();
+}
+
 std::string label(int rank, const char* role) {
   return "rank " + std::to_string(rank) + " (cpu " + role + ")";
 }
@@ -85,6 +95,7 @@ struct DispatchCall {
   bool use_ue8m0;
   double timeout_seconds;
   Masking masking;
+  int64_t* wait_recv_cost_stats;  // the caller's i64 [R], or null
 };
 
 // Writes each (token, slot) pair into its expert's receive slot on the expert's rank, at the
@@ -159,12 +170,14 @@ void dispatch_receiver(const DispatchCall& call, const DispatchOutputs& out) {
     for (int source = 0; source < call.num_ranks; ++source) {
       if (!call.masking.reaches(call.rank, source)) continue;  // left out (or this rank masked itself)
       uint64_t* word = call.layout.dispatch_signal(heap.base, call.half, local, source);
+      const auto started = std::chrono::steady_clock::now();
       const std::optional<uint64_t> signal =
           wait_for_signal(word, call.tag, source, call.masking, call.timeout_seconds, [&] {
             return label(call.rank, "low_latency dispatch receiver") + ", local expert " +
                    std::to_string(local) + ", source rank " + std::to_string(source) +
                    across_nodes_note(*call.link, source);
           });
+      add_wait_cost(call.wait_recv_cost_stats, source, started);
       if (!signal) continue;
       LowLatencyLink::clear_after_use(word);
       const int64_t count = common::low_latency_signal_count(*signal);
@@ -228,7 +241,8 @@ struct CombineCall {
   int64_t max_tokens_per_rank;
   double timeout_seconds;
   Masking masking;
-  bool use_logfmt;  // the receiver accumulates the rows as LogFMT-10 decodes them
+  bool use_logfmt;                // the receiver accumulates the rows as LogFMT-10 decodes them
+  int64_t* wait_recv_cost_stats;  // the caller's i64 [R], or null
 };
 
 // Sends each received row's expert output back to its home rank, into the combine row of its
@@ -271,11 +285,13 @@ void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_
     const int source = expert / call.local_experts;
     if (!call.masking.reaches(call.rank, source)) continue;
     uint64_t* word = call.layout.combine_signal(heap.base, call.half, expert);
+    const auto started = std::chrono::steady_clock::now();
     const std::optional<uint64_t> signal =
         wait_for_signal(word, call.tag, source, call.masking, call.timeout_seconds, [&] {
           return label(call.rank, "low_latency combine receiver") + ", expert " + std::to_string(expert) +
                  " on rank " + std::to_string(source) + across_nodes_note(*call.link, source);
         });
+    add_wait_cost(call.wait_recv_cost_stats, source, started);
     if (signal) LowLatencyLink::clear_after_use(word);
   }
   const std::vector<int64_t> slots =
@@ -323,6 +339,8 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   call.use_ue8m0 = plan.use_ue8m0;
   call.timeout_seconds = plan.config.timeout_seconds;
   call.masking = {mask_, plan.config.mask_ranks_on_timeout};
+  call.wait_recv_cost_stats =
+      args.wait_recv_cost_stats.defined() ? args.wait_recv_cost_stats.as<int64_t>() : nullptr;
 
   DispatchOutputs out = prepare_expert_major_outputs(plan, owner_, Engine::low_latency);
   const std::shared_ptr<detail::ExpertMajorHandleData>& handle = out.handle;
@@ -363,6 +381,8 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   call.timeout_seconds = plan.config.timeout_seconds;
   call.masking = {mask_, plan.config.mask_ranks_on_timeout};
   call.use_logfmt = args.use_logfmt;
+  call.wait_recv_cost_stats =
+      args.wait_recv_cost_stats.defined() ? args.wait_recv_cost_stats.as<int64_t>() : nullptr;
 
   LowLatencyCombineResult result;
   result.combined_x = output_or_allocate(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden});

@@ -20,6 +20,7 @@
 #include "cuda/low_latency/link.cuh"
 #include "device/bf16x8.cuh"
 #include "device/cuda_check.hpp"
+#include "device/ptx.cuh"
 
 namespace switchyard::cuda {
 
@@ -257,7 +258,13 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
     if (context.mask.masked(source)) continue;
     const WaitSite site{common::WaitRole::low_latency_combine_receiver, common::WaitTarget::expert_signal, -1,
                         source};
+    const uint64_t started = ptx::globaltimer_ns();
     arrived = wait_for_expert<Transport>(context, launch, session, half, sequence, expert, site);
+    // Every block waits for every expert; block 0's waits are the ones counted.
+    if (launch.wait_recv_cost_stats && blockIdx.x == 0) {
+      atomicAdd(reinterpret_cast<unsigned long long*>(launch.wait_recv_cost_stats + source),
+                static_cast<unsigned long long>(ptx::globaltimer_ns() - started));
+    }
   }
   if (!__syncthreads_and(arrived)) return;
   reached.load(context);  // after the waits: a peer they masked is left out of the reduction

@@ -215,6 +215,8 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   launch.recv_count = result.recv_count.as<int32_t>();
   launch.layout_range = result.layout_range.as<int32_t>();
   launch.src_info = result.src_info.as<int32_t>();
+  launch.wait_recv_cost_stats =
+      args.wait_recv_cost_stats.defined() ? args.wait_recv_cost_stats.as<int64_t>() : nullptr;
   launch.src_slot = handle->src_slot.as<int32_t>();
 
   with_transport(plan.topology, loopback(plan.layout), [&](const auto& transport) {
@@ -272,6 +274,8 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   launch.topk = handle.topk;
   launch.combined_x = result.combined_x.as<uint16_t>();
   launch.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;
+  launch.wait_recv_cost_stats =
+      args.wait_recv_cost_stats.defined() ? args.wait_recv_cost_stats.as<int64_t>() : nullptr;
   launch.bias1 = args.bias1.defined() ? args.bias1.as<const uint16_t>() : nullptr;
 
   const LowLatencyGrid grid = this->grid();

@@ -65,6 +65,9 @@ struct LowLatencyDispatchLaunch {
   int32_t* layout_range;  // [L, R, 2]
   int32_t* src_info;      // [L, R * max]
   int32_t* src_slot;      // [L, R * max] (the handle's)
+  // i64 [R] or null (ExpertMajorDispatchArgs::wait_recv_cost_stats): block 0's count waits add their
+  // nanoseconds to the awaited source's entry.
+  int64_t* wait_recv_cost_stats;
 };
 
 struct LowLatencyCombineLaunch {
@@ -93,6 +96,9 @@ struct LowLatencyCombineLaunch {
   // bf16 [N, H'] each, or null: where each token's fp32 sum starts (common/combine_bias.hpp).
   const uint16_t* bias0;
   const uint16_t* bias1;
+  // i64 [R] or null (ExpertMajorCombineArgs::wait_recv_cost_stats): block 0's signal waits add their
+  // nanoseconds to the awaited expert rank's entry.
+  int64_t* wait_recv_cost_stats;
 };
 
 // Grid sizes, chosen on the host from the GPU and from how many ranks share it.

@@ -274,6 +274,8 @@ class Session:
         x = self.draw.array(np.uint16, [n, h])
         topk_idx = self.draw.array(np.int64, [n, k], "expert_ids", ids_range)
         extra = {}
+        if low_latency:  # DeepEP's wait statistics: int64 [R], added to by the receive half
+            extra["wait_recv_cost_stats"] = self.draw.array(np.int64, [1], output=True)
         if not low_latency and self.draw.int_in(0, 255) >= 224:
             extra["expert_capacity"] = self.draw.scalar(self.draw.int_in(0, n + 1))
         if not low_latency and flags & 128:
@@ -313,7 +315,8 @@ class Session:
         weights = self.draw.array(np.float32, [n, k], "weights")
         method = self.buffer.low_latency_combine if low_latency else self.buffer.symmetric_combine
         # low_latency: LogFMT on whatever x holds (NaN, infinities, any hidden size).
-        options = dict(use_logfmt=bool(flags & 128)) if low_latency else {}
+        options = dict(use_logfmt=bool(flags & 128),
+                       wait_recv_cost_stats=self.draw.array(np.int64, [1], output=True)) if low_latency else {}
         result = method(x, topk_idx, weights, handle, zero_copy=zero_copy, return_recv_hook=hook,
                         out=self.draw.array(np.uint16, [n, h], output=True), **options)
         if result.hook is not None:
