@@ -493,13 +493,17 @@ TEST(CudaLowLatencyWaitCost, ALateRankShowsOnEveryOtherRankInDispatchAndCombine)
     const int rank = group.rank();
     const int device = device_of(buffer);
     constexpr int kLateInDispatch = 1, kLateInCombine = 2;
+    // Every rank's uploads are done and it has met the others; then `late` sleeps before its call.
+    const auto enter = [&](int late) {
+      check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+      group.barrier();
+      if (rank == late) std::this_thread::sleep_for(kLateBy);
+    };
     const DeviceInputs in = upload_inputs(expected.data[rank], device, stream);
     const Tensor dispatch_stats = to_device(wait_stats_for(c.ranks), device, stream);
     LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
     args.wait_recv_cost_stats = dispatch_stats;
-    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-    group.barrier();
-    if (rank == kLateInDispatch) std::this_thread::sleep_for(kLateBy);
+    enter(kLateInDispatch);
     LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(args);
     buffer.synchronize(stream);
     Outputs out = download(dispatched, stream);
@@ -511,9 +515,7 @@ TEST(CudaLowLatencyWaitCost, ALateRankShowsOnEveryOtherRankInDispatchAndCombine)
     const Tensor combine_stats = to_device(wait_stats_for(c.ranks), device, stream);
     LowLatencyCombineArgs cargs = combine_args(in.topk_idx, weights, dispatched.handle, y, stream);
     cargs.wait_recv_cost_stats = combine_stats;
-    check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
-    group.barrier();
-    if (rank == kLateInCombine) std::this_thread::sleep_for(kLateBy);
+    enter(kLateInCombine);
     LowLatencyCombineResult combined = buffer.low_latency_combine(cargs);
     buffer.synchronize(stream);
     compare(to_host(combined.combined_x, stream), expected.combined[rank], "combined_x", rank, failures);
