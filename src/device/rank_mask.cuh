@@ -80,6 +80,16 @@ struct PeerBits {
   // One thread adds `rank` (atomic: many threads may add at once).
   __device__ void add(int rank) { atomicOr(&words[rank / 32], 1u << (rank % 32)); }
   __device__ bool in(int rank) const { return (words[rank / 32] >> (rank % 32)) & 1u; }
+  // Whether every rank below `num_ranks` is in: the kernels' fast path where nobody is masked, which
+  // skips the per-slot rank lookups (and their divisions) in their hottest loops.
+  __device__ bool covers(int num_ranks) const {
+    for (int word = 0; word * 32 < num_ranks; ++word) {
+      const int here = num_ranks - word * 32;
+      const uint32_t want = here >= 32 ? 0xffffffffu : (1u << here) - 1u;
+      if ((words[word] & want) != want) return false;
+    }
+    return true;
+  }
 };
 
 }  // namespace switchyard::cuda

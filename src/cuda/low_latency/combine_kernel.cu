@@ -168,10 +168,12 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
 
 // Eight channels of one token: out = bf16(sum over valid slots j ascending of w[j] * y_j), with
 // fmaf from +0, or from bias0 + bias1 (DESIGN.md, expert-major combine; common/combine_bias.hpp).
-// Slots whose expert is on a masked rank are left out, as if topk_idx held -1 there.
+// Slots whose expert is on a masked rank are left out, as if topk_idx held -1 there. `everyone`: no
+// rank is masked, so no slot needs its expert's rank: this runs for every 8 channels of every slot, and
+// the rank's 64-bit division there cost the receive kernel 48 us at 128 tokens (bench/NOTES.md, session 11).
 __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
                                              const LowLatencyCombineLaunch& launch, const PeerBits& reached,
-                                             int half, int64_t token, int64_t column) {
+                                             bool everyone, int half, int64_t token, int64_t column) {
   float accumulator[8];
   const int64_t row = token * launch.hidden;
   start_bf16x8(accumulator, launch.bias0 ? launch.bias0 + row : nullptr,
@@ -185,7 +187,8 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
     for (int u = 0; u < kSlotBatch; ++u) {
       const int slot = first + u;
       const int64_t expert = slot < launch.topk ? __ldg(launch.topk_idx + token * launch.topk + slot) : -1;
-      valid[u] = expert >= 0 && reached.in(static_cast<int>(expert / launch.local_experts));
+      valid[u] = expert >= 0 && (everyone || (expert < launch.num_experts &&
+                                              reached.in(static_cast<int>(expert) / launch.local_experts)));
       if (valid[u]) {
         weights[u] = __ldg(launch.topk_weights + token * launch.topk + slot);
         const int4* row =
@@ -268,6 +271,7 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
   }
   if (!__syncthreads_and(arrived)) return;
   reached.load(context);  // after the waits: a peer they masked is left out of the reduction
+  const bool everyone = reached.covers(context.num_ranks);
 
   const int64_t columns = launch.hidden / 8;
   const int64_t items = launch.num_tokens * columns;
@@ -275,7 +279,7 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
   int4* combined = reinterpret_cast<int4*>(launch.combined_x);
   for (int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; item < items;
        item += stride) {
-    combined[item] = reduce_eight(context, launch, reached, half, item / columns, item % columns);
+    combined[item] = reduce_eight(context, launch, reached, everyone, half, item / columns, item % columns);
   }
 }
 

@@ -464,10 +464,14 @@ __device__ void write_layout(const LowLatencyDispatchLaunch& launch, const Exper
   for (int i = threadIdx.x; i < table.local_experts * table.num_ranks; i += blockDim.x) {
     launch.layout_range[2 * i] = table.begin[i];
     launch.layout_range[2 * i + 1] = table.count[i];
+    if (launch.kept_layout_range) {
+      launch.kept_layout_range[2 * i] = table.begin[i];
+      launch.kept_layout_range[2 * i + 1] = table.count[i];
+    }
   }
 }
 
-// src_info (and the handle's src_slot) are -1 past each expert's received rows.
+// src_info (and the handle's src_slot and kept src_info) are -1 past each expert's received rows.
 __device__ void mark_unused_rows(const LowLatencyDispatchLaunch& launch, const ExpertMajorTable& table,
                                  int64_t rows_per_expert) {
   const int64_t rows = table.local_experts * rows_per_expert;
@@ -476,6 +480,7 @@ __device__ void mark_unused_rows(const LowLatencyDispatchLaunch& launch, const E
     const int local = static_cast<int>(row / rows_per_expert);
     if (row % rows_per_expert >= table.expert_start[local + 1] - table.expert_start[local]) {
       launch.src_info[row] = -1;
+      if (launch.kept_src_info) launch.kept_src_info[row] = -1;
       launch.src_slot[row] = -1;
     }
   }
@@ -508,6 +513,7 @@ __device__ void copy_out(const LowLatencyDispatchLaunch& launch, const uint8_t* 
   if (lane == 0) {
     const int2 source = *reinterpret_cast<const int2*>(message.src_token(mutable_slot));
     launch.src_info[row] = source.x;
+    if (launch.kept_src_info) launch.kept_src_info[row] = source.x;
     launch.src_slot[row] = source.y;
   }
 }

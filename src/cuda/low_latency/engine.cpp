@@ -10,8 +10,8 @@
 #include <string>
 
 #include "common/fp8_cast.hpp"
+#include "common/host_device.hpp"
 #include "core/low_latency_sizing.hpp"
-#include "cuda/expert_major/received_routing.hpp"
 #include "device/cuda_check.hpp"
 
 namespace switchyard::cuda {
@@ -167,7 +167,20 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   handle->max_tokens_per_rank = plan.max_tokens_per_rank;
   handle->num_tokens = plan.num_tokens;
   // NOTES: no copy of topk_idx: it is on the device, where core does not compare combine's with it.
-  handle->src_slot = Tensor::empty(DType::i32, {local, rows}, Device::cuda, device_, allocation_stream);
+  // The handle's tables, carved from one allocation (each stream-ordered allocation more per call
+  // delays the last of the ranks as threads, whose allocations serialise in the driver): src_slot, and
+  // its own copies of the caller's out_layout_range / out_src_info, which are borrowed for the call only.
+  const size_t src_slot_bytes = common::align_up(static_cast<size_t>(local * rows) * sizeof(int32_t), 128);
+  const size_t kept_layout_range_bytes =
+      args.out_layout_range.defined()
+          ? common::align_up(static_cast<size_t>(local * num_ranks * 2) * sizeof(int32_t), 128)
+          : 0;
+  const size_t kept_src_info_bytes = args.out_src_info.defined() ? src_slot_bytes : 0;
+  const Tensor tables = Tensor::empty(
+      DType::i32,
+      {static_cast<int64_t>((src_slot_bytes + kept_layout_range_bytes + kept_src_info_bytes) / 4)},
+      Device::cuda, device_, allocation_stream);
+  handle->src_slot = Tensor::part_of(tables, 0, DType::i32, {local, rows});
 
   LowLatencyDispatchResult result;
   result.recv_x = output(args.out_recv_x, plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16,
@@ -183,15 +196,15 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   result.layout_range =
       output(args.out_layout_range, DType::i32, {local, num_ranks, 2}, device_, allocation_stream);
   result.src_info = output(args.out_src_info, DType::i32, {local, rows}, device_, allocation_stream);
-  // What the combine routes by: the outputs themselves, or the handle's own copies of the caller's
-  // (cuda/expert_major/received_routing.hpp), allocated here with the call's other tensors.
-  handle->layout_range =
-      args.out_layout_range.defined()
-          ? Tensor::empty(DType::i32, {local, num_ranks, 2}, Device::cuda, device_, allocation_stream)
-          : result.layout_range;
-  handle->src_info = args.out_src_info.defined()
-                         ? Tensor::empty(DType::i32, {local, rows}, Device::cuda, device_, allocation_stream)
-                         : result.src_info;
+  // What the combine routes by: the outputs themselves, or the handle's own copies of the caller's,
+  // which the receive kernel writes beside them (LowLatencyDispatchLaunch::kept_layout_range).
+  handle->layout_range = kept_layout_range_bytes > 0
+                             ? Tensor::part_of(tables, src_slot_bytes, DType::i32, {local, num_ranks, 2})
+                             : result.layout_range;
+  handle->src_info =
+      kept_src_info_bytes > 0
+          ? Tensor::part_of(tables, src_slot_bytes + kept_layout_range_bytes, DType::i32, {local, rows})
+          : result.src_info;
 
   LowLatencyDispatchLaunch launch{};
   launch.layout = plan.layout;
@@ -218,13 +231,14 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   launch.wait_recv_cost_stats =
       args.wait_recv_cost_stats.defined() ? args.wait_recv_cost_stats.as<int64_t>() : nullptr;
   launch.src_slot = handle->src_slot.as<int32_t>();
+  launch.kept_layout_range = kept_layout_range_bytes > 0 ? handle->layout_range.as<int32_t>() : nullptr;
+  launch.kept_src_info = kept_src_info_bytes > 0 ? handle->src_info.as<int32_t>() : nullptr;
 
   with_transport(plan.topology, loopback(plan.layout), [&](const auto& transport) {
     launch_low_latency_dispatch_send(context, launch, transport, stream);
     auto receive = [context, launch, transport, grid = grid(), stream, handle, device = device_] {
       SY_CUDA_CHECK(cudaSetDevice(device));
       launch_low_latency_dispatch_receive(context, launch, transport, grid, stream);
-      copy_received_routing(*handle, launch.layout_range, launch.src_info, stream);
       handle->received.store(true, std::memory_order_release);
     };
     if (args.return_recv_hook) {

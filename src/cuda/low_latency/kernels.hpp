@@ -65,6 +65,12 @@ struct LowLatencyDispatchLaunch {
   int32_t* layout_range;  // [L, R, 2]
   int32_t* src_info;      // [L, R * max]
   int32_t* src_slot;      // [L, R * max] (the handle's)
+  // The handle's own copies of layout_range and src_info where those are the caller's tensors, which
+  // are borrowed for the call only; null where the handle shares the library's outputs. Written beside
+  // the outputs, so that no copy follows the kernel (two copy launches per call cost ranks as threads
+  // ~100 us of host time at 128 tokens: bench/NOTES.md, session 11).
+  int32_t* kept_layout_range;  // [L, R, 2]
+  int32_t* kept_src_info;      // [L, R * max]
   // i64 [R] or null (ExpertMajorDispatchArgs::wait_recv_cost_stats): block 0's count waits add their
   // nanoseconds to the awaited source's entry.
   int64_t* wait_recv_cost_stats;

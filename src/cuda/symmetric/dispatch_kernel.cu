@@ -293,6 +293,7 @@ __device__ void pull_producer(const KernelContext& context, const SymmetricDispa
         } else {
           row = local * rows_per_expert + tables.begin[local * call.num_ranks + source] + position;
           launch.src_info[row] = route.token;
+          if (launch.kept_src_info) launch.kept_src_info[row] = route.token;
           launch.src_slot[row] = route.slot;
           published =
               source_x != nullptr
@@ -401,8 +402,9 @@ __device__ void find_overflow(const KernelContext& context, const SymmetricDispa
   }
 }
 
-// Helpers: block 0 writes recv_count and layout_range (true counts); every block writes src_info =
-// -1 for its share of the rows past each expert's received ones, within the capacity.
+// Helpers: block 0 writes recv_count and layout_range (true counts); every block writes src_info (and
+// the handle's kept copy) = -1 for its share of the rows past each expert's received ones, within the
+// capacity.
 __device__ void write_layout(const SymmetricDispatchLaunch& launch, const DispatchCall& call,
                              const RowTables& tables) {
   const int helper = static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32;
@@ -413,6 +415,10 @@ __device__ void write_layout(const SymmetricDispatchLaunch& launch, const Dispat
     for (int pair = helper; pair < launch.local_experts * call.num_ranks; pair += helpers) {
       launch.layout_range[2 * pair] = tables.begin[pair];
       launch.layout_range[2 * pair + 1] = tables.count[pair];
+      if (launch.kept_layout_range) {
+        launch.kept_layout_range[2 * pair] = tables.begin[pair];
+        launch.kept_layout_range[2 * pair + 1] = tables.count[pair];
+      }
     }
   }
   const int64_t rows_per_expert = launch.capacity;
@@ -420,8 +426,12 @@ __device__ void write_layout(const SymmetricDispatchLaunch& launch, const Dispat
   const int64_t stride = static_cast<int64_t>(call.blocks) * helpers;
   for (int local = 0; local < launch.local_experts; ++local) {
     int32_t* src_info = launch.src_info + local * rows_per_expert;
+    int32_t* kept = launch.kept_src_info ? launch.kept_src_info + local * rows_per_expert : nullptr;
     const int64_t received = tables.total[local] < rows_per_expert ? tables.total[local] : rows_per_expert;
-    for (int64_t row = received + index; row < rows_per_expert; row += stride) src_info[row] = -1;
+    for (int64_t row = received + index; row < rows_per_expert; row += stride) {
+      src_info[row] = -1;
+      if (kept) kept[row] = -1;
+    }
   }
 }
 

@@ -14,7 +14,6 @@
 #include "core/expert_major_plan.hpp"
 #include "core/symmetric_path.hpp"
 #include "core/symmetric_sizing.hpp"
-#include "cuda/expert_major/received_routing.hpp"
 #include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
 
@@ -251,7 +250,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   const size_t exchange_bytes = align128(static_cast<size_t>(routing_blocks) *
                                          (static_cast<size_t>(plan.num_experts) + 1) * sizeof(int32_t));
   // The handle's own copies of the caller's out_layout_range / out_src_info, which are borrowed for
-  // this call only (cuda/expert_major/received_routing.hpp); none where the library allocates them.
+  // this call only (the kernel writes them beside the outputs); none where the library allocates them.
   const size_t tables_before_kept =
       src_slot_bytes + overflow_bytes + position_bytes + begin_bytes + exchange_bytes;
   const size_t kept_layout_range_bytes =
@@ -328,6 +327,8 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   kernel.layout_range = result.layout_range.as<int32_t>();
   kernel.src_info = result.src_info.as<int32_t>();
   kernel.src_slot = handle->src_slot.as<int32_t>();
+  kernel.kept_layout_range = kept_layout_range_bytes > 0 ? handle->layout_range.as<int32_t>() : nullptr;
+  kernel.kept_src_info = kept_src_info_bytes > 0 ? handle->src_info.as<int32_t>() : nullptr;
   kernel.overflow = handle->overflow.as<int32_t>();
   kernel.position = pull ? handle->position.as<int32_t>() : nullptr;
   kernel.begin = pull ? handle->begin.as<int32_t>() : nullptr;
@@ -336,7 +337,6 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   // Timeout reports count this engine's barriers.
   context.barrier_epoch = &state_->barriers;
   launch_symmetric_dispatch(context, kernel, launch.stream);
-  copy_received_routing(*handle, kernel.layout_range, kernel.src_info, launch.stream);
   handle->received.store(true, std::memory_order_release);
   result.handle = LowLatencyHandle(handle);
   return result;

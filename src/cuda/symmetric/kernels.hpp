@@ -108,6 +108,10 @@ struct SymmetricDispatchLaunch {
   int32_t* layout_range;  // [L, R, 2]: true (begin, count)
   int32_t* src_info;      // [L, C]
   int32_t* src_slot;      // [L, C] (the handle's)
+  // The handle's own copies of layout_range and src_info where those are the caller's tensors (borrowed
+  // for the call only), written beside them; null where the handle shares the library's outputs.
+  int32_t* kept_layout_range;  // [L, R, 2]
+  int32_t* kept_src_info;      // [L, C]
   // The handle's i32 [4] {overflowed, expert, rows, 0}: always written (block 0), for the combine.
   int32_t* overflow;
   // For the pull combine only (null otherwise), the handle's: i32 [N, K] each pair's position among
