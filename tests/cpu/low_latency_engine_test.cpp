@@ -12,8 +12,6 @@
 #include <thread>
 #include <vector>
 
-#include "common/logfmt.hpp"
-#include "common/numeric.hpp"
 #include "support/expert_major_gtest.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/test_seed.hpp"
@@ -112,34 +110,6 @@ TEST(LowLatency, HookSplitWithBiasesGivesTheReferenceBits) {
 }
 
 // ---- LogFMT-10 combine (use_logfmt) --------------------------------------------------------------
-
-// `expected` with every other expert output row scaled by 2^-6, so that its rows' 128-channel blocks
-// include both blocks LogFMT casts (all |y| < 1) and blocks it leaves in bf16.
-Expected with_rows_in_both_formats(Expected expected) {
-  for (Tensor& y : expected.ys) {
-    uint16_t* values = y.as<uint16_t>();
-    const int64_t hidden = y.size(2);
-    for (int64_t row = 0; row < y.size(0) * y.size(1); row += 2) {
-      for (int64_t col = 0; col < hidden; ++col) {
-        uint16_t& value = values[row * hidden + col];
-        value = common::float_to_bf16(common::bf16_to_float(value) * 0.015625f);
-      }
-    }
-  }
-  return expected;
-}
-
-// How many of the ys' 128-channel blocks LogFMT casts, and how many it does not.
-std::pair<int64_t, int64_t> cast_and_plain_blocks(const Expected& expected) {
-  int64_t cast = 0, plain = 0;
-  for (const Tensor& y : expected.ys) {
-    const uint16_t* values = y.as<const uint16_t>();
-    for (int64_t begin = 0; begin < y.numel(); begin += common::kLogfmtBlock) {
-      (common::logfmt_block_of(values + begin, common::kLogfmtBlock).cast ? cast : plain) += 1;
-    }
-  }
-  return {cast, plain};
-}
 
 class LowLatencyLogfmtCombine : public ::testing::TestWithParam<Case> {};
 

@@ -190,6 +190,70 @@ INSTANTIATE_TEST_SUITE_P(
                       make("R8_k6_h7168", 8, {24, 17, 24, 3, 24, 20, 11, 24}, 24, 6, 64, 7168)),
     [](const auto& info) { return info.param.name; });
 
+// LogFMT-10 (use_logfmt): the receive kernel accumulates each row as the format decodes it, its
+// 128-channel blocks' parameters agreed through half-warp shuffles; bit for bit the reference and the
+// CPU engine, plain and with both biases, with and without the receive hook; and not the bf16 result.
+class CudaLowLatencyLogfmtCombine : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaLowLatencyLogfmtCombine, MatchesTheReferenceAndTheCpuEngineBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case& c = GetParam();
+  const uint64_t seed = seed_for("cuda_low_latency/logfmt/" + c.name);
+  SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed));
+  const Expected drawn = with_rows_in_both_formats(expected_for(c, seed));
+  ASSERT_GT(cast_and_plain_blocks(drawn).first, 0)
+      << "no block of the expert outputs is cast: the test would not see LogFMT";
+  std::vector<Expected> expected;
+  std::vector<std::vector<Outputs>> cpu;
+  for (bool biased : {false, true}) {
+    expected.push_back(with_logfmt(c, biased ? with_biases(c, drawn, seed, true, true) : drawn));
+    cpu.push_back(run_cpu_engine(Engine::low_latency, c, expected.back()));
+  }
+  Failures failures;
+  with_cuda_buffers(c, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
+    const int rank = group.rank();
+    const int device = device_of(buffer);
+    for (size_t i = 0; i < expected.size(); ++i) {
+      for (bool hook : {false, true}) {
+        const DeviceInputs in = upload_inputs(expected[i].data[rank], device, stream);
+        LowLatencyDispatchResult dispatched =
+            buffer.low_latency_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
+        const Tensor y = to_device(expected[i].ys[rank], device, stream);
+        const Tensor bias0 =
+            expected[i].bias0.empty() ? Tensor() : to_device(expected[i].bias0[rank], device, stream);
+        const Tensor bias1 =
+            expected[i].bias1.empty() ? Tensor() : to_device(expected[i].bias1[rank], device, stream);
+        LowLatencyCombineArgs cargs =
+            combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
+        cargs.bias0 = bias0;
+        cargs.bias1 = bias1;
+        cargs.use_logfmt = true;
+        cargs.return_recv_hook = hook;
+        LowLatencyCombineResult combined = buffer.low_latency_combine(cargs);
+        if (hook) combined.hook();
+        buffer.synchronize(stream);
+        const Tensor combined_x = to_host(combined.combined_x, stream);
+        const std::string which = std::string(i ? "biases" : "no biases") + (hook ? ", hook" : "");
+        compare(combined_x, expected[i].combined[rank], "combined_x vs the reference, " + which, rank,
+                failures);
+        compare(combined_x, cpu[i][rank].combined_x, "combined_x vs the cpu engine, " + which, rank,
+                failures);
+      }
+    }
+  });
+  expect_none(failures, seed);
+}
+
+// Hidden sizes of 1, 3 and 56 LogFMT blocks (7168: DeepSeek-V3's rows, 56 half-warps per row), tokens
+// with no valid slot, and fp8 dispatches (the combine's rows are bf16 either way).
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaLowLatencyLogfmtCombine,
+    ::testing::Values(make("Small_R1_k1", 1, {5}, 8, 1, 4), make("R3_k9_h128", 3, {6, 0, 4}, 6, 9, 18, 128),
+                      make("R4_h384", 4, {7, 3, 0, 7}, 7, 4, 8, 384),
+                      with_fp8(make("R2_fp8_h384", 2, {6, 5}, 6, 4, 8, 384), false, false),
+                      make("R8_k8_h7168", 8, {16, 9, 16, 2, 16, 12, 16, 5}, 16, 8, 64, 7168)),
+    [](const auto& info) { return info.param.name; });
+
 // ---- hooks, double buffer, graphs, zero copy ------------------------------------------------------
 
 class CudaLowLatencyModes : public ::testing::TestWithParam<Case> {};
@@ -387,27 +451,6 @@ TEST(CudaLowLatencyErrors, Small_R1_MoreTokensThanMaxTokensPerRankIsInvalidArgum
   EXPECT_NE(message.find("max_tokens_per_rank"), std::string::npos) << message;
   single.gpu.buffer->synchronize(single.gpu.stream);
   EXPECT_TRUE(single.untouched()) << "outputs were written";
-  single.expect_usable();
-}
-
-// LogFMT (use_logfmt) runs on the CPU backend only so far: the CUDA combine refuses it by name before
-// it writes anything, and the buffer stays usable.
-TEST(CudaLowLatencyErrors, Small_R1_LogfmtCombineIsUnsupportedAndWritesNothing) {
-  SWITCHYARD_REQUIRE_GPU();
-  SingleGpuRank single;
-  LowLatencyDispatchResult dispatched = single.gpu.buffer->low_latency_dispatch(single.args());
-  const Tensor y = to_device(expert_outputs(to_host(dispatched.recv_x, single.gpu.stream), {}, 0),
-                             single.gpu.device, single.gpu.stream);
-  const Tensor out = poisoned_device(DType::bf16, {single.data.x.size(0), single.c.hidden}, single.gpu.device,
-                                     single.gpu.stream);
-  LowLatencyCombineArgs args =
-      combine_args(single.in.topk_idx, single.in.topk_weights, dispatched.handle, y, single.gpu.stream);
-  args.out_combined_x = out;
-  args.use_logfmt = true;
-  const std::string message = refused<Unsupported>([&] { single.gpu.buffer->low_latency_combine(args); });
-  EXPECT_EQ(message.rfind("use_logfmt:", 0), 0u) << message;
-  single.gpu.buffer->synchronize(single.gpu.stream);
-  EXPECT_TRUE(all_poison_on_device(out, single.gpu.stream)) << "combined_x was written";
   single.expect_usable();
 }
 

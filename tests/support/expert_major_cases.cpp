@@ -5,6 +5,9 @@
 #include <ostream>
 #include <utility>
 
+#include "common/logfmt.hpp"
+#include "common/numeric.hpp"
+
 namespace switchyard::testing::expert_major {
 
 // ---- cases ----------------------------------------------------------------------------------------
@@ -307,6 +310,31 @@ Expected with_logfmt(const Case& c, Expected expected) {
   expected.use_logfmt = true;
   recombine(c, expected);
   return expected;
+}
+
+Expected with_rows_in_both_formats(Expected expected) {
+  for (Tensor& y : expected.ys) {
+    uint16_t* values = y.as<uint16_t>();
+    const int64_t hidden = y.size(2);
+    for (int64_t row = 0; row < y.size(0) * y.size(1); row += 2) {
+      for (int64_t col = 0; col < hidden; ++col) {
+        uint16_t& value = values[row * hidden + col];
+        value = common::float_to_bf16(common::bf16_to_float(value) * 0.015625f);
+      }
+    }
+  }
+  return expected;
+}
+
+std::pair<int64_t, int64_t> cast_and_plain_blocks(const Expected& expected) {
+  int64_t cast = 0, plain = 0;
+  for (const Tensor& y : expected.ys) {
+    const uint16_t* values = y.as<const uint16_t>();
+    for (int64_t begin = 0; begin < y.numel(); begin += common::kLogfmtBlock) {
+      (common::logfmt_block_of(values + begin, common::kLogfmtBlock).cast ? cast : plain) += 1;
+    }
+  }
+  return {cast, plain};
 }
 
 // ---- calls ----------------------------------------------------------------------------------------

@@ -158,6 +158,11 @@ Expected expected_for(const Case& c, uint64_t seed);
 Expected with_biases(const Case& c, Expected expected, uint64_t seed, bool first, bool second);
 // `expected` with its combine in LogFMT-10 (use_logfmt), `combined` recomputed so (biases kept).
 Expected with_logfmt(const Case& c, Expected expected);
+// `expected` with every other expert output row scaled by 2^-6, so that its rows' 128-channel blocks
+// include both blocks LogFMT casts (all |y| < 1) and blocks it leaves in bf16 (before with_logfmt).
+Expected with_rows_in_both_formats(Expected expected);
+// How many of the ys' 128-channel blocks LogFMT casts, and how many it does not.
+std::pair<int64_t, int64_t> cast_and_plain_blocks(const Expected& expected);
 
 // ---- calls ----------------------------------------------------------------------------------------
 

@@ -170,11 +170,6 @@ class CudaBackend final : public detail::BackendImpl {
     return low_latency_->dispatch(plan, context, stream, alloc_stream(stream));
   }
   LowLatencyCombineResult low_latency_combine(const detail::LowLatencyCombinePlan& plan) override {
-    if (plan.args.use_logfmt) {
-      throw Unsupported(
-          "use_logfmt: not implemented on the CUDA backend yet (the CPU backend and "
-          "reference::low_latency_combine have it, src/common/logfmt.hpp)");
-    }
     SY_CUDA_CHECK(cudaSetDevice(device_));
     const KernelContext context = expert_major_call_context();
     const cudaStream_t stream = resolve(plan.args.stream);

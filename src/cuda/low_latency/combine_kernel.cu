@@ -14,6 +14,7 @@
 // the row's place in the combine buffer, where the warp first copies it (as DeepEP stages it in its
 // send buffer). The count signal is a transport add; the receiver waits for a remote expert's count,
 // then for its rows to have landed.
+#include "common/logfmt.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/low_latency/device.cuh"
 #include "cuda/low_latency/kernels.hpp"
@@ -166,6 +167,38 @@ __global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
 
 // ---- receive ------------------------------------------------------------------------------------
 
+// LogFMT-10: the parameters of the 128-channel block that eight channels `packed` belong to. The block's
+// 16 chunks of 8 channels are the items of 16 consecutive lanes (an item is 8 channels; a row's items
+// start 16-aligned, since hidden is a multiple of 128 and blockDim of 32), and all 16 are active
+// together (one token, hence one validity per slot), so they agree on amax, amin and finiteness
+// through shuffles within their half-warp: the same values, hence the same block, as
+// common::logfmt_block_of on the whole block.
+__device__ __forceinline__ common::LogfmtBlock half_warp_logfmt_block(const int4& packed) {
+  const uint32_t words[4] = {static_cast<uint32_t>(packed.x), static_cast<uint32_t>(packed.y),
+                             static_cast<uint32_t>(packed.z), static_cast<uint32_t>(packed.w)};
+  float amax = 0.0f;
+  float amin = common::bits_to_float(0x7f800000u);
+  bool finite = true;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const uint16_t magnitude_bits = static_cast<uint16_t>((words[i / 2] >> (16 * (i % 2))) & 0x7fffu);
+    if ((magnitude_bits & 0x7f80u) == 0x7f80u) finite = false;  // NaN or infinity
+    const float magnitude = common::bf16_to_float(magnitude_bits);
+    if (magnitude > amax) amax = magnitude;
+    if (magnitude < amin) amin = magnitude;
+  }
+  const unsigned half = (threadIdx.x & 16u) ? 0xffff0000u : 0x0000ffffu;
+#pragma unroll
+  for (int offset = 8; offset > 0; offset >>= 1) {
+    const float other_max = __shfl_xor_sync(half, amax, offset, 16);
+    const float other_min = __shfl_xor_sync(half, amin, offset, 16);
+    if (other_max > amax) amax = other_max;
+    if (other_min < amin) amin = other_min;
+  }
+  finite = __all_sync(half, finite);
+  return common::logfmt_block(amax, amin, finite);
+}
+
 // Eight channels of one token: out = bf16(sum over valid slots j ascending of w[j] * y_j), with
 // fmaf from +0, or from bias0 + bias1 (DESIGN.md, expert-major combine; common/combine_bias.hpp).
 // Slots whose expert is on a masked rank are left out, as if topk_idx held -1 there. `everyone`: no
@@ -199,6 +232,17 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
 #pragma unroll
     for (int u = 0; u < kSlotBatch; ++u) {
       if (!valid[u]) continue;
+      if (launch.use_logfmt) {
+        const common::LogfmtBlock block = half_warp_logfmt_block(values[u]);
+        const uint32_t words[4] = {static_cast<uint32_t>(values[u].x), static_cast<uint32_t>(values[u].y),
+                                   static_cast<uint32_t>(values[u].z), static_cast<uint32_t>(values[u].w)};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) {
+          const uint16_t bits = static_cast<uint16_t>((words[i / 2] >> (16 * (i % 2))) & 0xffffu);
+          accumulator[i] = fmaf(weights[u], common::logfmt_round_trip(bits, block), accumulator[i]);
+        }
+        continue;
+      }
       const int32_t words[4] = {values[u].x, values[u].y, values[u].z, values[u].w};
 #pragma unroll
       for (int w = 0; w < 4; ++w) {

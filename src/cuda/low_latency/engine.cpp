@@ -287,6 +287,7 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   launch.num_tokens = handle.num_tokens;
   launch.topk = handle.topk;
   launch.combined_x = result.combined_x.as<uint16_t>();
+  launch.use_logfmt = args.use_logfmt;
   launch.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;
   launch.wait_recv_cost_stats =
       args.wait_recv_cost_stats.defined() ? args.wait_recv_cost_stats.as<int64_t>() : nullptr;
