@@ -405,38 +405,7 @@ TEST(SymmetricErrors, HandlesAreNotInterchangeableBetweenEngines) {
 }
 
 TEST(SymmetricErrors, CombineRefusesShapesThatDoNotMatchTheHandle) {
-  SingleRank single(kRegions);
-  auto dispatched = single.buffer->symmetric_dispatch(dispatch_args(single.c, single.data));
-  Tensor y = expert_outputs(dispatched.recv_x, {}, 0);
-  Tensor out = poisoned(DType::bf16, {4, 256});
-  auto combine_refused = [&](const std::function<void(LowLatencyCombineArgs&)>& spoil,
-                             const std::string& names) {
-    LowLatencyCombineArgs args = combine_args(single.data, dispatched.handle, y);
-    args.out_combined_x = out;
-    spoil(args);
-    const std::string message = refused<InvalidArgument>([&] { single.buffer->symmetric_combine(args); });
-    EXPECT_EQ(message.rfind(names, 0), 0u)
-        << "expected a message starting with \"" << names << "\", got: " << message;
-  };
-  TensorView short_y = y.view();
-  short_y.shape[1] -= 1;
-  combine_refused([&](LowLatencyCombineArgs& a) { a.x = short_y; }, "x:");
-  combine_refused([&](LowLatencyCombineArgs& a) { a.handle = nullptr; }, "handle:");
-  Tensor idx_changed = Tensor::empty(DType::i64, {4, 2});
-  std::memcpy(idx_changed.data(), single.data.topk_idx.data(), idx_changed.nbytes());
-  idx_changed.as<int64_t>()[0] = (idx_changed.as<int64_t>()[0] + 1) % 4;
-  combine_refused([&](LowLatencyCombineArgs& a) { a.topk_idx = idx_changed; }, "topk_idx:");
-  Tensor weights_short = Tensor::empty(DType::f32, {3, 2});
-  combine_refused([&](LowLatencyCombineArgs& a) { a.topk_weights = weights_short; }, "topk_weights:");
-  Tensor out_wide = poisoned(DType::bf16, {4, 128});
-  combine_refused([&](LowLatencyCombineArgs& a) { a.out_combined_x = out_wide; }, "out_combined_x:");
-  const uint8_t* bytes = out.as<const uint8_t>();
-  for (size_t i = 0; i < out.nbytes(); ++i) ASSERT_EQ(bytes[i], 0xA5) << "out_combined_x was written";
-  SingleRank other(kRegions);
-  EXPECT_EQ(refused<InvalidArgument>([&] {
-              other.buffer->symmetric_combine(combine_args(single.data, dispatched.handle, y));
-            }).rfind("handle:", 0),
-            0u);
+  expect_interface_bad_combine_refused(Engine::symmetric, kRegions);
 }
 
 TEST(SymmetricErrors, BufferWithoutASymmetricRegionRefusesTheCalls) {

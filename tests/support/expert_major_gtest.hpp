@@ -112,6 +112,64 @@ inline void expect_combine_routes_as_dispatched_after_the_callers_outputs_were_f
   expect_none(failures, seed);
 }
 
+// Spoils a combine's arguments.
+using SpoilCombine = std::function<void(LowLatencyCombineArgs&)>;
+
+// The bad combine input that either engine refuses (one interface, one validation): x, topk_idx,
+// topk_weights and out_combined_x that do not match the handle, no handle, biases of the wrong
+// dtype or shape, and a handle from another buffer; each an InvalidArgument whose message starts with
+// the argument's name, and none writes out_combined_x. `more(combine_refused)` adds the engine's
+// own cases; a -1 slot is still accepted afterwards.
+inline void expect_interface_bad_combine_refused(
+    Engine engine, Regions regions,
+    const std::function<void(const std::function<void(const SpoilCombine&, const std::string&)>&)>& more =
+        {}) {
+  SingleRank single(regions);
+  auto dispatched = dispatch_with(engine, *single.buffer, dispatch_args(single.c, single.data));
+  Tensor y = expert_outputs(dispatched.recv_x, {}, 0);
+  Tensor out = poisoned(DType::bf16, {4, 256});
+  const auto combine_refused = [&](const SpoilCombine& spoil, const std::string& names) {
+    LowLatencyCombineArgs args = combine_args(single.data, dispatched.handle, y);
+    args.out_combined_x = out;
+    spoil(args);
+    const std::string message = refused<InvalidArgument>([&] { combine_with(engine, *single.buffer, args); });
+    EXPECT_EQ(message.rfind(names, 0), 0u)
+        << "expected a message starting with \"" << names << "\", got: " << message;
+  };
+  TensorView short_y = y.view();
+  short_y.shape[1] -= 1;
+  combine_refused([&](LowLatencyCombineArgs& a) { a.x = short_y; }, "x:");
+  combine_refused([&](LowLatencyCombineArgs& a) { a.handle = nullptr; }, "handle:");
+  Tensor idx_changed = Tensor::empty(DType::i64, {4, 2});
+  std::memcpy(idx_changed.data(), single.data.topk_idx.data(), idx_changed.nbytes());
+  idx_changed.as<int64_t>()[0] = (idx_changed.as<int64_t>()[0] + 1) % 4;
+  combine_refused([&](LowLatencyCombineArgs& a) { a.topk_idx = idx_changed; }, "topk_idx:");
+  Tensor weights_short = Tensor::empty(DType::f32, {3, 2});
+  combine_refused([&](LowLatencyCombineArgs& a) { a.topk_weights = weights_short; }, "topk_weights:");
+  Tensor out_wide = poisoned(DType::bf16, {4, 128});
+  combine_refused([&](LowLatencyCombineArgs& a) { a.out_combined_x = out_wide; }, "out_combined_x:");
+  // Biases are bf16 [num_tokens, hidden of x].
+  Tensor bias_f32 = Tensor::empty(DType::f32, {4, 256});
+  combine_refused([&](LowLatencyCombineArgs& a) { a.bias0 = bias_f32; }, "bias0:");
+  Tensor bias_short = Tensor::empty(DType::bf16, {3, 256});
+  combine_refused([&](LowLatencyCombineArgs& a) { a.bias1 = bias_short; }, "bias1:");
+  combine_refused([&](LowLatencyCombineArgs& a) { a.bias0 = out_wide; }, "bias0:");
+  if (more) more(combine_refused);
+  EXPECT_TRUE(all_poison(out)) << "out_combined_x was written";
+
+  // A handle from another buffer.
+  SingleRank other(regions);
+  LowLatencyCombineArgs args = combine_args(single.data, dispatched.handle, y);
+  EXPECT_EQ(refused<InvalidArgument>([&] { combine_with(engine, *other.buffer, args); }).rfind("handle:", 0),
+            0u);
+  // Leaving a slot out (-1) is allowed.
+  Tensor idx_dropped = Tensor::empty(DType::i64, {4, 2});
+  std::memcpy(idx_dropped.data(), single.data.topk_idx.data(), idx_dropped.nbytes());
+  idx_dropped.as<int64_t>()[1] = -1;
+  args.topk_idx = idx_dropped;
+  EXPECT_NO_THROW(combine_with(engine, *single.buffer, args));
+}
+
 // Spoils a SingleRank's inputs or a dispatch's arguments.
 using Spoil = std::function<void(SingleRank&, LowLatencyDispatchArgs&)>;
 
