@@ -212,30 +212,30 @@ TEST(BenchOptions, AutoExpertCapacityIsTheLargestExpertRoundedUpToSixteenRows) {
 
 TEST(BenchNcclSupport, SaysWhyItCannotRunOnCpuOrOnASharedGpu) {
   EngineSupport on_cpu = engine_support(BenchEngine::nccl, resolve_args({"--backend", "cpu"}, false, 0));
-  EXPECT_FALSE(on_cpu.implemented);
+  EXPECT_FALSE(on_cpu.runs_here);
   EXPECT_NE(on_cpu.reason.find("cpu backend"), std::string::npos) << on_cpu.reason;
 
   const std::vector<std::string> eight_ranks = {"--backend", "cuda", "--ranks", "8"};
   EngineSupport one_gpu = engine_support(BenchEngine::nccl, resolve_args(eight_ranks, true, 1));
   EngineSupport eight_gpus = engine_support(BenchEngine::nccl, resolve_args(eight_ranks, true, 8));
-  EXPECT_FALSE(one_gpu.implemented);
+  EXPECT_FALSE(one_gpu.runs_here);
   if (SWITCHYARD_BENCH_WITH_NCCL) {
     EXPECT_NE(one_gpu.reason.find("NCCL refuses two ranks on one device"), std::string::npos)
         << one_gpu.reason;
     EXPECT_NE(one_gpu.reason.find("8 ranks use 1 GPU"), std::string::npos) << one_gpu.reason;
-    EXPECT_TRUE(eight_gpus.implemented) << eight_gpus.reason;
+    EXPECT_TRUE(eight_gpus.runs_here) << eight_gpus.reason;
     // Four GPUs for eight ranks share them.
     EXPECT_FALSE(
         engine_support(BenchEngine::nccl,
                        resolve_args({"--backend", "cuda", "--ranks", "8", "--devices", "4"}, true, 8))
-            .implemented);
+            .runs_here);
   } else {
     EXPECT_EQ(one_gpu.reason, kNcclBuildNote);
-    EXPECT_FALSE(eight_gpus.implemented);
+    EXPECT_FALSE(eight_gpus.runs_here);
     EXPECT_EQ(eight_gpus.reason.rfind("not built", 0), 0u) << eight_gpus.reason;
   }
   // The library's engines do not depend on the map.
-  EXPECT_TRUE(engine_support(BenchEngine::normal, resolve_args(eight_ranks, true, 1)).implemented);
+  EXPECT_TRUE(engine_support(BenchEngine::normal, resolve_args(eight_ranks, true, 1)).runs_here);
 }
 
 workload::RankData rank_with_topk(std::vector<int64_t> topk_idx, int64_t topk) {

@@ -9,8 +9,8 @@
 namespace switchyard::bench {
 
 struct EngineSupport {
-  bool implemented = false;
-  std::string reason;  // why not, when not implemented
+  bool runs_here = false;  // with these options: backend, build, ranks and devices
+  std::string reason;      // why not, when it does not
 };
 
 // Whether `engine` can run with these options (backend, build, rank-to-device map), and why not.
@@ -19,7 +19,7 @@ EngineSupport engine_support(BenchEngine engine, const BenchOptions& options);
 // Engines on a switchyard Buffer (all but nccl): the runner makes one per rank for them.
 bool uses_switchyard_buffer(BenchEngine engine);
 
-// Only for an implemented engine.
+// Only for an engine that runs here (engine_support).
 std::unique_ptr<EngineSession> make_engine_session(BenchEngine engine, const SessionContext& context);
 std::unique_ptr<EngineSession> make_normal_session(const SessionContext& context);
 std::unique_ptr<EngineSession> make_low_latency_session(const SessionContext& context);

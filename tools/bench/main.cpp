@@ -65,7 +65,7 @@ BenchOptions set_up(const CommandLine& command_line) {
   BenchOptions options = resolve(command_line, cuda.available, cuda.visible_devices);
   for (BenchEngine engine : options.engines) {
     EngineSupport support = engine_support(engine, options);
-    if (!support.implemented && !options.engine_was_all) {
+    if (!support.runs_here && !options.engine_was_all) {
       throw UsageError(std::string("--engine: ") + bench_engine_name(engine) + " is " + support.reason);
     }
   }
@@ -109,8 +109,8 @@ int run(const BenchOptions& options) {
     const BenchEngine engine = options.engines[index];
     progress.begin_part(index, num_engines);
     EngineSupport support = engine_support(engine, options);
-    EngineResult result = support.implemented ? run_engine(engine, options, problem, progress, dump.get())
-                                              : skipped_result(engine, support.reason);
+    EngineResult result = support.runs_here ? run_engine(engine, options, problem, progress, dump.get())
+                                            : skipped_result(engine, support.reason);
     progress.clear();
     // A time below the minimal bound means the bound is wrong: the run must not pass quietly.
     const std::string violation = minimal_bound_violation(result, copy);

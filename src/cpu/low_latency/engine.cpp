@@ -58,14 +58,27 @@ std::optional<uint64_t> wait_for_signal(const uint64_t* word, uint32_t tag, int 
   }
 }
 
-// The caller's wait_recv_cost_stats (i64 [R], or null): adds the nanoseconds since `started` to the
-// entry of the rank that was awaited.
-void add_wait_cost(int64_t* stats, int source, std::chrono::steady_clock::time_point started) {
-  if (!stats) return;
-  stats[source] +=
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started)
-          .count();
-}
+// Times one wait into the caller's wait_recv_cost_stats (i64 [R]) entry of the awaited rank, from
+// construction to destruction (a wait that throws counts too); reads no clock without the tensor.
+class WaitCost {
+ public:
+  WaitCost(int64_t* stats, int source) : entry_(stats ? stats + source : nullptr) {
+    if (entry_) started_ = std::chrono::steady_clock::now();
+  }
+  ~WaitCost() {
+    if (entry_) {
+      *entry_ +=
+          std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started_)
+              .count();
+    }
+  }
+  WaitCost(const WaitCost&) = delete;
+  WaitCost& operator=(const WaitCost&) = delete;
+
+ private:
+  int64_t* entry_;
+  std::chrono::steady_clock::time_point started_;
+};
 
 std::string label(int rank, const char* role) {
   return "rank " + std::to_string(rank) + " (cpu " + role + ")";
@@ -170,14 +183,15 @@ void dispatch_receiver(const DispatchCall& call, const DispatchOutputs& out) {
     for (int source = 0; source < call.num_ranks; ++source) {
       if (!call.masking.reaches(call.rank, source)) continue;  // left out (or this rank masked itself)
       uint64_t* word = call.layout.dispatch_signal(heap.base, call.half, local, source);
-      const auto started = std::chrono::steady_clock::now();
-      const std::optional<uint64_t> signal =
-          wait_for_signal(word, call.tag, source, call.masking, call.timeout_seconds, [&] {
-            return label(call.rank, "low_latency dispatch receiver") + ", local expert " +
-                   std::to_string(local) + ", source rank " + std::to_string(source) +
-                   across_nodes_note(*call.link, source);
-          });
-      add_wait_cost(call.wait_recv_cost_stats, source, started);
+      std::optional<uint64_t> signal;
+      {
+        const WaitCost cost(call.wait_recv_cost_stats, source);
+        signal = wait_for_signal(word, call.tag, source, call.masking, call.timeout_seconds, [&] {
+          return label(call.rank, "low_latency dispatch receiver") + ", local expert " +
+                 std::to_string(local) + ", source rank " + std::to_string(source) +
+                 across_nodes_note(*call.link, source);
+        });
+      }
       if (!signal) continue;
       LowLatencyLink::clear_after_use(word);
       const int64_t count = common::low_latency_signal_count(*signal);
@@ -285,13 +299,14 @@ void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_
     const int source = expert / call.local_experts;
     if (!call.masking.reaches(call.rank, source)) continue;
     uint64_t* word = call.layout.combine_signal(heap.base, call.half, expert);
-    const auto started = std::chrono::steady_clock::now();
-    const std::optional<uint64_t> signal =
-        wait_for_signal(word, call.tag, source, call.masking, call.timeout_seconds, [&] {
-          return label(call.rank, "low_latency combine receiver") + ", expert " + std::to_string(expert) +
-                 " on rank " + std::to_string(source) + across_nodes_note(*call.link, source);
-        });
-    add_wait_cost(call.wait_recv_cost_stats, source, started);
+    std::optional<uint64_t> signal;
+    {
+      const WaitCost cost(call.wait_recv_cost_stats, source);
+      signal = wait_for_signal(word, call.tag, source, call.masking, call.timeout_seconds, [&] {
+        return label(call.rank, "low_latency combine receiver") + ", expert " + std::to_string(expert) +
+               " on rank " + std::to_string(source) + across_nodes_note(*call.link, source);
+      });
+    }
     if (signal) LowLatencyLink::clear_after_use(word);
   }
   const std::vector<int64_t> slots =
