@@ -3,7 +3,6 @@
 #include <stdexcept>
 #include <string>
 
-
 namespace switchyard::bench {
 
 EngineSupport engine_support(BenchEngine engine, const BenchOptions& options) {
