@@ -12,9 +12,10 @@
 // weights (checked once, at construction, against the buffer's device and the expert count) and the
 // workspace between its phases (received rows, activations, expert outputs), allocated once so that a
 // call allocates nothing but an output the caller did not give. That is what lets the CUDA path run a
-// call with no host synchronisation, and capture it in a CUDA graph. A captured forward's dispatch
-// handle (its routing tables) stays with the layer until the layer is destroyed: replay a graph only
-// while the layer it captured lives.
+// call with no host synchronisation, and capture it in a CUDA graph. A captured forward's own
+// temporaries (its dispatch handle's routing tables) belong to the graph as well (CUDA user objects,
+// src/cuda/backend/device_memory.cpp): they live while the graph or any executable made from it does.
+// The weights and the workspace are the layer's: replay a graph only while the layer it captured lives.
 //
 // Recipes, chosen by the weights' dtype (docs/MOE.md has every rounding point):
 //   bf16: x bf16; W1, W2 bf16.

@@ -154,9 +154,6 @@ class BackendImpl {
 
   // Waits for this rank's work on `stream` and raises any error a kernel recorded.
   virtual void synchronize(Stream stream) = 0;
-  // Whether `stream` (nullptr: the buffer's own) is being captured in a CUDA graph: a captured call's
-  // handle must then live as long as the graph, which replays the kernels that read its tables.
-  virtual bool capturing(Stream stream) = 0;
 };
 
 struct BackendCreateInfo {

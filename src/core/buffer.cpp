@@ -560,9 +560,6 @@ std::unique_ptr<MoeExperts> BufferAccess::make_moe_experts(Buffer& buffer, const
 void BufferAccess::run_moe_experts(Buffer& buffer, MoeExperts& experts, Stream stream, void* const* marks) {
   buffer.impl_->run_moe_experts(experts, stream, marks);
 }
-bool BufferAccess::capturing(Buffer& buffer, Stream stream) {
-  return buffer.impl_->backend().capturing(stream);
-}
 
 }  // namespace detail
 

@@ -23,8 +23,6 @@ struct BufferAccess {
   // The MoE layer's expert phase on the buffer's backend (BackendImpl::make_moe_experts).
   static std::unique_ptr<MoeExperts> make_moe_experts(Buffer& buffer, const MoeExpertsPlan& plan);
   static void run_moe_experts(Buffer& buffer, MoeExperts& experts, Stream stream, void* const* marks);
-  // Whether `stream` is being captured in a CUDA graph (BackendImpl::capturing).
-  static bool capturing(Buffer& buffer, Stream stream);
 };
 
 }  // namespace switchyard::detail

@@ -100,12 +100,9 @@ class MoeLayer::Impl {
     combine.handle = &received.handle;
     combine.out_combined_x = args.out_y;
     combine.stream = args.stream;
-    MoeResult result{buffer_.symmetric_combine(combine).combined_x};
-    // A captured call's handle owns tables (routing, slots) that its dispatch and combine kernels read
-    // on every replay; dropped here, they would be freed under the graph. Kept with the layer instead,
-    // since the caller may replay the graph as long as the layer lives (include/switchyard/moe.hpp).
-    if (detail::BufferAccess::capturing(buffer_, args.stream)) captured_handles_.push_back(received.handle);
-    return result;
+    // Under capture, `received.handle` dies here while the graph's kernels keep its tables' addresses:
+    // those allocations are the graph's too (src/cuda/backend/device_memory.cpp), so replays stay valid.
+    return MoeResult{buffer_.symmetric_combine(combine).combined_x};
   }
 
   const detail::MoeLayerPlan& plan() const { return plan_; }
@@ -155,7 +152,6 @@ class MoeLayer::Impl {
   MoeWorkspace space_;
   std::unique_ptr<detail::MoeExperts> experts_;  // after space_: it points into it
   void* const* phase_marks_ = nullptr;
-  std::vector<LowLatencyHandle> captured_handles_;  // one per captured forward, for its graph's replays
 };
 
 void detail::MoeLayerAccess::set_phase_marks(MoeLayer& layer, void* const* marks) {

@@ -26,6 +26,9 @@ class CapturedRoundTrip {
   void launch_combine() const;
   // The captured dispatch's result: its tensors are the ones every replay writes.
   const LowLatencyDispatchResult& dispatched() const { return dispatched_; }
+  // Lets the captured dispatch's handle go, as a caller does once its graphs are made: the tables it
+  // owns must stay valid for the replays, which the graphs' kernels keep reading.
+  void drop_handle() { dispatched_.handle = LowLatencyHandle(); }
 
  private:
   cudaStream_t stream_;

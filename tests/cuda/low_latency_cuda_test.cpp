@@ -363,6 +363,23 @@ TEST_P(CudaLowLatencyModes, GraphReplaysWithNewRoutingMatchTheReference) {
   expect_none(failures, seed_for("cuda_low_latency/graph/" + c.name));
 }
 
+// A caller that lets the handle go once its graphs are made (as DeepEP's users do with theirs) still
+// replays correct results: what the captured calls allocated belongs to the graphs as well.
+TEST_P(CudaLowLatencyModes, GraphReplaysOutliveTheHandleDroppedAfterCapture) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case& c = GetParam();
+  constexpr int kRounds = 3;
+  std::vector<Expected> rounds;
+  for (int round = 0; round < kRounds; ++round) {
+    rounds.push_back(expected_for(c, seed_for("cuda_low_latency/graph_dropped/" + c.name) + round));
+  }
+  Failures failures;
+  with_cuda_buffers(c, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
+    check_graph_replays(c, rounds, group, buffer, stream, failures, HandleAfterCapture::dropped);
+  });
+  expect_none(failures, seed_for("cuda_low_latency/graph_dropped/" + c.name));
+}
+
 // Expert outputs written straight into the buffer (low_latency_combine_buffer): combine with
 // zero_copy reads them there.
 TEST_P(CudaLowLatencyModes, ZeroCopyCombineReadsTheOutputsWrittenIntoTheBuffer) {

@@ -1,6 +1,7 @@
 #include "cuda/low_latency_modes.hpp"
 
 #include <string>
+#include <vector>
 
 #include "cuda/captured_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
@@ -38,15 +39,40 @@ void check_back_to_back_calls(const Case& c, const Expected& first, const Expect
   }
 }
 
+namespace {
+
+// Plain (not stream-ordered) device blocks of every power-of-two size from 256 B to 4 MiB, four of
+// each, filled with 0xFF: a freed cudaMalloc block of a similar size is likely handed back to one.
+std::vector<Tensor> occupy_freed_memory(int device, cudaStream_t stream) {
+  std::vector<Tensor> blocks;
+  for (int64_t bytes = 256; bytes <= (int64_t{4} << 20); bytes *= 2) {
+    for (int copy = 0; copy < 4; ++copy) {
+      blocks.push_back(Tensor::empty(DType::boolean, {bytes}, Device::cuda, device, nullptr));
+      check_cuda(cudaMemsetAsync(blocks.back().data(), 0xFF, static_cast<size_t>(bytes), stream),
+                 "fill a block that may reuse freed memory");
+    }
+  }
+  check_cuda(cudaStreamSynchronize(stream), "sync after filling blocks");
+  return blocks;
+}
+
+}  // namespace
+
 void check_graph_replays(const Case& c, const std::vector<Expected>& rounds, Group& group, Buffer& buffer,
-                         cudaStream_t stream, Failures& failures) {
+                         cudaStream_t stream, Failures& failures, HandleAfterCapture handle_after_capture) {
   const int rank = group.rank();
   const int device = device_of(buffer);
   const DeviceInputs in = upload_inputs(rounds[0].data[rank], device, stream);
   const PoisonedOutputs out = poisoned_device_outputs(c, in.x.size(0), device, stream);
   const int64_t local = c.num_experts / c.ranks;
   const Tensor y = poisoned_device(DType::bf16, {local, c.ranks * c.max_tokens, c.hidden}, device, stream);
-  const CapturedRoundTrip captured(Engine::low_latency, c, group, buffer, in, y, out, stream);
+  CapturedRoundTrip captured(Engine::low_latency, c, group, buffer, in, y, out, stream);
+  std::vector<Tensor> occupied;
+  if (handle_after_capture == HandleAfterCapture::dropped) {
+    captured.drop_handle();
+    occupied = occupy_freed_memory(device, stream);
+    group.barrier();
+  }
   for (size_t round = 0; round < rounds.size(); ++round) {
     const Expected& expected = rounds[round];
     upload(in.x, expected.data[rank].x, stream);

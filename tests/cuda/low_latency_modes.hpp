@@ -24,7 +24,12 @@ void check_back_to_back_calls(const Case& c, const Expected& first, const Expect
 // Dispatch and combine captured once in CUDA graphs, then replayed with the inputs of every one of
 // `rounds` (new routing too). The dispatch graph is replayed once or twice per round, so the halves
 // each graph uses change between replays: the call sequence must advance on the device.
+// With HandleAfterCapture::dropped the captured dispatch's handle is let go once both graphs are made,
+// and fresh device allocations filled with 0xFF then take whatever memory was freed, so that replays
+// reading a freed table see garbage (and compute-sanitizer sees a freed address).
+enum class HandleAfterCapture { kept, dropped };
 void check_graph_replays(const Case& c, const std::vector<Expected>& rounds, Group& group, Buffer& buffer,
-                         cudaStream_t stream, Failures& failures);
+                         cudaStream_t stream, Failures& failures,
+                         HandleAfterCapture handle_after_capture = HandleAfterCapture::kept);
 
 }  // namespace switchyard::testing::expert_major

@@ -323,6 +323,46 @@ def test_expert_major_engines_match_the_cpu_backend_bitwise(cuda_expert_major_bu
     assert_same({name: (gpu[name], cpu[name]) for name in cpu}, f"{engine}, seed {SEED}, fp8={fp8}")
 
 
+def identity_round_trip(buffer, x, topk_idx, topk_weights):
+    """low_latency dispatch, then combine of the received rows as they came (rows past recv_count are
+    not read): (recv_x, recv_count, combined_x, the dispatch's result)."""
+    recv = buffer.low_latency_dispatch(x, topk_idx, MAX_TOKENS, NUM_EXPERTS)
+    combined = buffer.low_latency_combine(recv.recv_x, topk_idx, topk_weights, recv.handle).combined_x
+    return recv.recv_x, recv.recv_count, combined, recv
+
+
+def test_graph_replays_outlive_a_handle_dropped_after_capture(cuda_expert_major_buffer, cpu_buffer, device):
+    """torch.cuda.graph captures a low-latency dispatch and its combine; the caller keeps the outputs it
+    reads and drops the handle, as DeepEP's users do. What the captured calls allocated (the handle's
+    tables) belongs to the graph too, so replays with new inputs copied in place stay bitwise equal to
+    direct calls on the CPU backend."""
+    buffer = cuda_expert_major_buffer
+    x0, _, idx0, w0 = inputs(num_tokens=MAX_TOKENS - 5)
+    x, topk_idx, topk_weights = x0.to(device), idx0.to(device), w0.to(device)
+    identity_round_trip(buffer, x, topk_idx, topk_weights)  # warm-up outside the capture
+    torch.cuda.synchronize()
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        recv_x, recv_count, combined, recv = identity_round_trip(buffer, x, topk_idx, topk_weights)
+    del recv  # the handle: only the graph refers to its tables now
+    gc.collect()
+    # Fresh allocations, filled with 0xFF, take whatever memory a freed table left.
+    filler = [torch.full((1 << bits,), 0xFF, dtype=torch.uint8, device=device) for bits in range(8, 23)]
+    for round_ in range(3):
+        x1, _, idx1, w1 = inputs(seed=SEED + 100 + round_, num_tokens=MAX_TOKENS - 5)
+        x.copy_(x1)
+        topk_idx.copy_(idx1)
+        topk_weights.copy_(w1)
+        graph.replay()
+        torch.cuda.synchronize()
+        want_x, want_count, want_combined, _ = identity_round_trip(cpu_buffer, x1, idx1, w1)
+        got = dict(recv_count=(recv_count.cpu(), want_count), combined_x=(combined.cpu(), want_combined))
+        for local, count in enumerate(want_count.tolist()):
+            got[f"recv_x[{local}]"] = (recv_x[local, :count].cpu(), want_x[local, :count])
+        assert_same(got, f"graph replay {round_} after the handle was dropped, seed {SEED + 100 + round_}")
+    del filler
+
+
 # ---- cupy, when it is installed --------------------------------------------------------------------
 def test_cupy_arrays_cross_both_ways(cpu_buffer, device):
     cupy = pytest.importorskip("cupy")

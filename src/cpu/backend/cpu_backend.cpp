@@ -96,7 +96,6 @@ class CpuBackend final : public detail::BackendImpl {
   }
   // CPU calls complete before they return.
   void synchronize(Stream) override {}
-  bool capturing(Stream) override { return false; }
 
  private:
   BufferOptions options_;

@@ -223,11 +223,6 @@ class CudaBackend final : public detail::BackendImpl {
     SY_CUDA_CHECK(cudaStreamSynchronize(resolve(stream)));
     throw_pending_device_error();
   }
-  bool capturing(Stream stream) override {
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    SY_CUDA_CHECK(cudaStreamIsCapturing(resolve(stream), &capture));
-    return capture != cudaStreamCaptureStatusNone;
-  }
 
  private:
   // The stream of a call: the caller's, which must belong to this buffer's GPU (a kernel launched on

@@ -158,10 +158,10 @@ DispatchResult InternodeEngine::dispatch(const detail::DispatchPlan& plan, Kerne
   handle->recv_src_token =
       allocate(env.allocation_stream, DType::i32, {std::max<int64_t>(source_row_capacity, 1)});
   // Each destination node's tokens per channel: recomputed by every call, cached ones too. In the
-  // handle, not call temporaries: under capture a temporary is freed (cudaFree) when this function
-  // returns while the graph's notify and dispatch kernels keep its address (the replay stall of
-  // bench/NOTES.md, 2026-11-29); and outside capture on the buffer's own stream it would be a
-  // device-synchronising cudaFree while peers spin.
+  // handle, not call temporaries: on the buffer's own stream (no stream-ordered allocation there) a
+  // temporary's free would be a device-synchronising cudaFree while peers spin. (Under capture a
+  // temporary would now live with the graph, src/cuda/backend/device_memory.cpp; the replay stall of
+  // bench/NOTES.md, 2026-11-29, was one freed under it.)
   handle->node_send_list =
       allocate(env.allocation_stream, DType::i32, {num_nodes, std::max<int64_t>(plan.num_tokens, 1)});
   handle->node_send_channel_prefix =
