@@ -19,7 +19,6 @@
 #include "cuda/low_latency/device.cuh"
 #include "cuda/low_latency/kernels.hpp"
 #include "cuda/low_latency/link.cuh"
-#include "device/bf16x8.cuh"
 #include "device/cuda_check.hpp"
 #include "device/ptx.cuh"
 
@@ -199,18 +198,53 @@ __device__ __forceinline__ common::LogfmtBlock half_warp_logfmt_block(const int4
   return common::logfmt_block(amax, amin, finite);
 }
 
+// The fp32 start of eight channels of `token`'s sum: bias0 + bias1 at chunk `column` of its [H] bias
+// rows, +0.0 for an absent (null) one (common::combine_bias_start, summed the same way). The channels
+// are taken from the loaded words by shifts: start_bf16x8 indexes them through their address, which
+// puts both 16-byte words in local memory for every 8 channels, biases or not.
+__device__ __forceinline__ void start_from_biases(float (&accumulator)[8],
+                                                  const LowLatencyCombineLaunch& launch, int64_t token,
+                                                  int64_t column) {
+  const int64_t chunk = token * (launch.hidden / 8) + column;
+  const int4 zero = make_int4(0, 0, 0, 0);
+  const int4 first = launch.bias0 ? __ldg(reinterpret_cast<const int4*>(launch.bias0) + chunk) : zero;
+  const int4 second = launch.bias1 ? __ldg(reinterpret_cast<const int4*>(launch.bias1) + chunk) : zero;
+  const uint32_t first_words[4] = {static_cast<uint32_t>(first.x), static_cast<uint32_t>(first.y),
+                                   static_cast<uint32_t>(first.z), static_cast<uint32_t>(first.w)};
+  const uint32_t second_words[4] = {static_cast<uint32_t>(second.x), static_cast<uint32_t>(second.y),
+                                    static_cast<uint32_t>(second.z), static_cast<uint32_t>(second.w)};
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int shift = 16 * (i % 2);
+    const float from_first =
+        launch.bias0 ? common::bf16_to_float(static_cast<uint16_t>(first_words[i / 2] >> shift)) : 0.0f;
+    const float from_second =
+        launch.bias1 ? common::bf16_to_float(static_cast<uint16_t>(second_words[i / 2] >> shift)) : 0.0f;
+    accumulator[i] = from_first + from_second;
+  }
+}
+
 // Eight channels of one token: out = bf16(sum over valid slots j ascending of w[j] * y_j), with
-// fmaf from +0, or from bias0 + bias1 (DESIGN.md, expert-major combine; common/combine_bias.hpp).
-// Slots whose expert is on a masked rank are left out, as if topk_idx held -1 there. `everyone`: no
-// rank is masked, so no slot needs its expert's rank: this runs for every 8 channels of every slot, and
-// the rank's 64-bit division there cost the receive kernel 48 us at 128 tokens (bench/NOTES.md, session 11).
+// fmaf from +0, or from bias0 + bias1 (kBias; DESIGN.md, expert-major combine; common/combine_bias.hpp),
+// each row as LogFMT decodes it under kLogfmt. Slots whose expert is on a masked rank are left out, as
+// if topk_idx held -1 there. `everyone`: no rank is masked, so no slot needs its expert's rank: this
+// runs for every 8 channels of every slot, and the rank's 64-bit division there cost the receive kernel
+// 48 us at 128 tokens (bench/NOTES.md, session 11).
+// NOTES: the modes are template parameters of the kernel (combine_receive_kernel), not branches in
+// the slot loop: with the LogFMT decode in the same kernel as the plain multiply-adds, the plain
+// loop's registers were sized for the decode's, it spilled at the 64-register cap, and it ran about
+// 30 us slower at 128 tokens than before the modes existed (bench/NOTES.md, session 12).
+template <bool kLogfmt, bool kBias>
 __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
                                              const LowLatencyCombineLaunch& launch, const PeerBits& reached,
                                              bool everyone, int half, int64_t token, int64_t column) {
   float accumulator[8];
-  const int64_t row = token * launch.hidden;
-  start_bf16x8(accumulator, launch.bias0 ? launch.bias0 + row : nullptr,
-               launch.bias1 ? launch.bias1 + row : nullptr, static_cast<uint32_t>(column));
+  if constexpr (kBias) {
+    start_from_biases(accumulator, launch, token, column);
+  } else {
+#pragma unroll
+    for (int i = 0; i < 8; ++i) accumulator[i] = 0.0f;  // = +0.0 + +0.0, the start without biases
+  }
   for (int first = 0; first < launch.topk; first += kSlotBatch) {
     int4 values[kSlotBatch];
     float weights[kSlotBatch];
@@ -232,7 +266,7 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
 #pragma unroll
     for (int u = 0; u < kSlotBatch; ++u) {
       if (!valid[u]) continue;
-      if (launch.use_logfmt) {
+      if constexpr (kLogfmt) {
         const common::LogfmtBlock block = half_warp_logfmt_block(values[u]);
         const uint32_t words[4] = {static_cast<uint32_t>(values[u].x), static_cast<uint32_t>(values[u].y),
                                    static_cast<uint32_t>(values[u].z), static_cast<uint32_t>(values[u].w)};
@@ -241,16 +275,16 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
           const uint16_t bits = static_cast<uint16_t>((words[i / 2] >> (16 * (i % 2))) & 0xffffu);
           accumulator[i] = fmaf(weights[u], common::logfmt_round_trip(bits, block), accumulator[i]);
         }
-        continue;
-      }
-      const int32_t words[4] = {values[u].x, values[u].y, values[u].z, values[u].w};
+      } else {
+        const int32_t words[4] = {values[u].x, values[u].y, values[u].z, values[u].w};
 #pragma unroll
-      for (int w = 0; w < 4; ++w) {
-        const uint32_t bits = static_cast<uint32_t>(words[w]);
-        accumulator[2 * w] = fmaf(weights[u], common::bf16_to_float(static_cast<uint16_t>(bits & 0xffffu)),
-                                  accumulator[2 * w]);
-        accumulator[2 * w + 1] = fmaf(weights[u], common::bf16_to_float(static_cast<uint16_t>(bits >> 16)),
-                                      accumulator[2 * w + 1]);
+        for (int w = 0; w < 4; ++w) {
+          const uint32_t bits = static_cast<uint32_t>(words[w]);
+          accumulator[2 * w] = fmaf(weights[u], common::bf16_to_float(static_cast<uint16_t>(bits & 0xffffu)),
+                                    accumulator[2 * w]);
+          accumulator[2 * w + 1] = fmaf(weights[u], common::bf16_to_float(static_cast<uint16_t>(bits >> 16)),
+                                        accumulator[2 * w + 1]);
+        }
       }
     }
   }
@@ -262,6 +296,21 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
                              (static_cast<uint32_t>(common::float_to_bf16(accumulator[2 * w + 1])) << 16));
   }
   return make_int4(out[0], out[1], out[2], out[3]);
+}
+
+// The block's share of combined_x, in one mode: items (8 channels of one token) strided over the grid.
+template <bool kLogfmt, bool kBias>
+__device__ void receive_items(const KernelContext& context, const LowLatencyCombineLaunch& launch,
+                              const PeerBits& reached, bool everyone, int half) {
+  const int64_t columns = launch.hidden / 8;
+  const int64_t items = launch.num_tokens * columns;
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  int4* combined = reinterpret_cast<int4*>(launch.combined_x);
+  for (int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; item < items;
+       item += stride) {
+    combined[item] = reduce_eight<kLogfmt, kBias>(context, launch, reached, everyone, half, item / columns,
+                                                  item % columns);
+  }
 }
 
 // One lane: whether `expert`'s rows for this (home) rank are all here; false when a wait failed.
@@ -286,7 +335,9 @@ __device__ __forceinline__ bool wait_for_expert(const KernelContext& context,
   return count >= 0 || count == low_latency::kPeerMasked;
 }
 
-template <typename Transport>
+// One kernel per mode (kLogfmt: use_logfmt; kBias: bias0 or bias1 given), chosen by the launch: see
+// reduce_eight.
+template <typename Transport, bool kLogfmt, bool kBias>
 __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
     combine_receive_kernel(const __grid_constant__ KernelContext context,
                            const __grid_constant__ LowLatencyCombineLaunch launch,
@@ -305,26 +356,30 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
     if (context.mask.masked(source)) continue;
     const WaitSite site{common::WaitRole::low_latency_combine_receiver, common::WaitTarget::expert_signal, -1,
                         source};
-    const uint64_t started = ptx::globaltimer_ns();
-    arrived = wait_for_expert<Transport>(context, launch, session, half, sequence, expert, site);
-    // Every block waits for every expert; block 0's waits are the ones counted.
-    if (launch.wait_recv_cost_stats && blockIdx.x == 0) {
-      atomicAdd(reinterpret_cast<unsigned long long*>(launch.wait_recv_cost_stats + source),
-                static_cast<unsigned long long>(ptx::globaltimer_ns() - started));
-    }
+    arrived = low_latency::timed_wait(launch.wait_recv_cost_stats, source, [&] {
+      return wait_for_expert<Transport>(context, launch, session, half, sequence, expert, site);
+    });
   }
   if (!__syncthreads_and(arrived)) return;
   reached.load(context);  // after the waits: a peer they masked is left out of the reduction
   const bool everyone = reached.covers(context.num_ranks);
 
-  const int64_t columns = launch.hidden / 8;
-  const int64_t items = launch.num_tokens * columns;
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
-  int4* combined = reinterpret_cast<int4*>(launch.combined_x);
-  for (int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; item < items;
-       item += stride) {
-    combined[item] = reduce_eight(context, launch, reached, everyone, half, item / columns, item % columns);
+  receive_items<kLogfmt, kBias>(context, launch, reached, everyone, half);
+}
+
+template <typename Transport>
+using ReceiveKernel = void (*)(KernelContext, LowLatencyCombineLaunch, Transport);
+
+// The receive kernel of the call's mode.
+template <typename Transport>
+ReceiveKernel<Transport> receive_kernel_for(const LowLatencyCombineLaunch& launch) {
+  const bool biased = launch.bias0 != nullptr || launch.bias1 != nullptr;
+  if (launch.use_logfmt) {
+    return biased ? combine_receive_kernel<Transport, true, true>
+                  : combine_receive_kernel<Transport, true, false>;
   }
+  return biased ? combine_receive_kernel<Transport, false, true>
+                : combine_receive_kernel<Transport, false, false>;
 }
 
 }  // namespace
@@ -343,8 +398,8 @@ template <typename Transport>
 void launch_low_latency_combine_receive(const KernelContext& context, const LowLatencyCombineLaunch& launch,
                                         const Transport& transport, const LowLatencyGrid& grid,
                                         cudaStream_t stream) {
-  combine_receive_kernel<Transport>
-      <<<grid.receive_blocks, kReceiveThreads, 0, stream>>>(context, launch, transport);
+  receive_kernel_for<Transport>(launch)<<<grid.receive_blocks, kReceiveThreads, 0, stream>>>(context, launch,
+                                                                                             transport);
   SY_CUDA_CHECK_LAUNCH();
 }
 
@@ -370,7 +425,10 @@ namespace {
 template <typename Transport>
 void prepare_combine_kernels_for(int max_shared_bytes) {
   preload_kernel(combine_send_kernel<Transport>);
-  preload_kernel(combine_receive_kernel<Transport>);
+  preload_kernel(combine_receive_kernel<Transport, false, false>);
+  preload_kernel(combine_receive_kernel<Transport, false, true>);
+  preload_kernel(combine_receive_kernel<Transport, true, false>);
+  preload_kernel(combine_receive_kernel<Transport, true, true>);
   SY_CUDA_CHECK(cudaFuncSetAttribute(combine_send_kernel<Transport>,
                                      cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes));
 }

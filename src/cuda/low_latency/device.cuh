@@ -163,6 +163,22 @@ __device__ __forceinline__ int64_t wait_for_signal(const KernelContext& context,
   return common::low_latency_signal_count(observed);
 }
 
+// A receiver's wait, `wait()`, timed for the wait-time statistics (the launches' wait_recv_cost_stats,
+// i64 [R] or null): block 0 adds the wait's nanoseconds to `peer`'s entry; every block waits for the
+// same signals, so block 0's waits are the ones counted. The clock is read only when the statistics
+// are collected: the waits are on every call's path. Returns what `wait()` returns.
+template <typename Wait>
+__device__ __forceinline__ auto timed_wait(int64_t* stats, int peer, Wait&& wait) {
+  const bool timed = stats != nullptr && blockIdx.x == 0;
+  const uint64_t started = timed ? ptx::globaltimer_ns() : 0;
+  const auto result = wait();
+  if (timed) {
+    atomicAdd(reinterpret_cast<unsigned long long*>(stats + peer),
+              static_cast<unsigned long long>(ptx::globaltimer_ns() - started));
+  }
+  return result;
+}
+
 // Every thread of every block of a send kernel calls this once all its writes are issued. The
 // block that finishes last gets true in all its threads: every block's writes are then ordered
 // before whatever that block releases next (the signals).

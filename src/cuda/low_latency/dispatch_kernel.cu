@@ -417,16 +417,13 @@ __device__ bool wait_for_counts(const KernelContext& context, const LowLatencyDi
                         -1, source};
     // A masked source (or this rank masked in its own view) sends nothing and is not awaited.
     const bool left_out = context.mask.masked(context.rank) || context.mask.masked(source);
-    const uint64_t started = ptx::globaltimer_ns();
-    int64_t count =
-        left_out  ? low_latency::kPeerMasked
-        : arrived ? wait_for_count<Transport>(context, launch, session, half, sequence, local, source, site)
-                  : -1;
-    // Every block waits for every count; block 0's waits are the ones counted.
-    if (launch.wait_recv_cost_stats && blockIdx.x == 0 && !left_out) {
-      atomicAdd(reinterpret_cast<unsigned long long*>(launch.wait_recv_cost_stats + source),
-                static_cast<unsigned long long>(ptx::globaltimer_ns() - started));
-    }
+    // Not timed when left out: nothing is awaited.
+    int64_t count = left_out ? low_latency::kPeerMasked
+                             : low_latency::timed_wait(launch.wait_recv_cost_stats, source, [&]() -> int64_t {
+                                 return arrived ? wait_for_count<Transport>(context, launch, session, half,
+                                                                            sequence, local, source, site)
+                                                : -1;
+                               });
     if (count == low_latency::kPeerMasked) {
       count = 0;
     } else if (count < 0) {
