@@ -26,12 +26,19 @@ __device__ __forceinline__ void start_bf16x8(float (&sum)[8], const uint16_t* bi
   const int4 zero = make_int4(0, 0, 0, 0);
   const int4 first = bias0_row ? __ldg(reinterpret_cast<const int4*>(bias0_row) + chunk) : zero;
   const int4 second = bias1_row ? __ldg(reinterpret_cast<const int4*>(bias1_row) + chunk) : zero;
-  const uint16_t* first_values = reinterpret_cast<const uint16_t*>(&first);
-  const uint16_t* second_values = reinterpret_cast<const uint16_t*>(&second);
+  // The channels are taken from the loaded words by shifts: indexing them through the words' address
+  // puts both 16-byte words in local memory (two local stores per 8 channels, biases or not; the
+  // low_latency combine's receive kernel spilled for it, bench/NOTES.md, session 12).
+  const uint32_t first_words[4] = {static_cast<uint32_t>(first.x), static_cast<uint32_t>(first.y),
+                                   static_cast<uint32_t>(first.z), static_cast<uint32_t>(first.w)};
+  const uint32_t second_words[4] = {static_cast<uint32_t>(second.x), static_cast<uint32_t>(second.y),
+                                    static_cast<uint32_t>(second.z), static_cast<uint32_t>(second.w)};
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    sum[i] = common::combine_bias_start(bias0_row ? first_values : nullptr,
-                                        bias1_row ? second_values : nullptr, static_cast<size_t>(i));
+    const uint16_t first_value = static_cast<uint16_t>(first_words[i / 2] >> (16 * (i % 2)));
+    const uint16_t second_value = static_cast<uint16_t>(second_words[i / 2] >> (16 * (i % 2)));
+    sum[i] =
+        common::combine_bias_start(bias0_row != nullptr, first_value, bias1_row != nullptr, second_value);
   }
 }
 

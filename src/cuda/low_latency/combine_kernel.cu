@@ -19,6 +19,7 @@
 #include "cuda/low_latency/device.cuh"
 #include "cuda/low_latency/kernels.hpp"
 #include "cuda/low_latency/link.cuh"
+#include "device/bf16x8.cuh"
 #include "device/cuda_check.hpp"
 #include "device/ptx.cuh"
 
@@ -198,32 +199,6 @@ __device__ __forceinline__ common::LogfmtBlock half_warp_logfmt_block(const int4
   return common::logfmt_block(amax, amin, finite);
 }
 
-// The fp32 start of eight channels of `token`'s sum: bias0 + bias1 at chunk `column` of its [H] bias
-// rows, +0.0 for an absent (null) one (common::combine_bias_start, summed the same way). The channels
-// are taken from the loaded words by shifts: start_bf16x8 indexes them through their address, which
-// puts both 16-byte words in local memory for every 8 channels, biases or not.
-__device__ __forceinline__ void start_from_biases(float (&accumulator)[8],
-                                                  const LowLatencyCombineLaunch& launch, int64_t token,
-                                                  int64_t column) {
-  const int64_t chunk = token * (launch.hidden / 8) + column;
-  const int4 zero = make_int4(0, 0, 0, 0);
-  const int4 first = launch.bias0 ? __ldg(reinterpret_cast<const int4*>(launch.bias0) + chunk) : zero;
-  const int4 second = launch.bias1 ? __ldg(reinterpret_cast<const int4*>(launch.bias1) + chunk) : zero;
-  const uint32_t first_words[4] = {static_cast<uint32_t>(first.x), static_cast<uint32_t>(first.y),
-                                   static_cast<uint32_t>(first.z), static_cast<uint32_t>(first.w)};
-  const uint32_t second_words[4] = {static_cast<uint32_t>(second.x), static_cast<uint32_t>(second.y),
-                                    static_cast<uint32_t>(second.z), static_cast<uint32_t>(second.w)};
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int shift = 16 * (i % 2);
-    const float from_first =
-        launch.bias0 ? common::bf16_to_float(static_cast<uint16_t>(first_words[i / 2] >> shift)) : 0.0f;
-    const float from_second =
-        launch.bias1 ? common::bf16_to_float(static_cast<uint16_t>(second_words[i / 2] >> shift)) : 0.0f;
-    accumulator[i] = from_first + from_second;
-  }
-}
-
 // Eight channels of one token: out = bf16(sum over valid slots j ascending of w[j] * y_j), with
 // fmaf from +0, or from bias0 + bias1 (kBias; DESIGN.md, expert-major combine; common/combine_bias.hpp),
 // each row as LogFMT decodes it under kLogfmt. Slots whose expert is on a masked rank are left out, as
@@ -240,7 +215,9 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
                                              bool everyone, int half, int64_t token, int64_t column) {
   float accumulator[8];
   if constexpr (kBias) {
-    start_from_biases(accumulator, launch, token, column);
+    const int64_t row = token * launch.hidden;
+    start_bf16x8(accumulator, launch.bias0 ? launch.bias0 + row : nullptr,
+                 launch.bias1 ? launch.bias1 + row : nullptr, static_cast<uint32_t>(column));
   } else {
 #pragma unroll
     for (int i = 0; i < 8; ++i) accumulator[i] = 0.0f;  // = +0.0 + +0.0, the start without biases
