@@ -6,7 +6,9 @@
 # are copied to a temporary folder and run from there. One thing changes in that copy: the
 # process-group set-up (utils.py's init_dist gets redefined after DeepEP's own): gloo instead of NCCL,
 # and rank i on GPU i % (visible GPUs), so that N processes may share one GPU; MPS is started when they
-# do. `import deep_ep` resolves to switchyard.deep_ep through a one-line module in that folder.
+# do. gloo's all_gather_into_tensor wants the output flattened to the input's rank, where NCCL also takes
+# a leading rank dimension (test_low_latency gathers [N, K] into [R, N, K]): the set-up passes it on so.
+# `import deep_ep` resolves to switchyard.deep_ep through a one-line module in that folder.
 #
 #   DEEPEP_SRC=/path/to/DeepEP bash scripts/deepep-tests.sh
 #   DEEPEP_SRC=.deepep-src DEEPEP_TESTS=test_low_latency DEEPEP_RANKS=4 bash scripts/deepep-tests.sh
@@ -107,7 +109,20 @@ def init_dist(local_rank: int, num_local_ranks: int):
     torch.set_default_dtype(torch.bfloat16)
     torch.set_default_device('cuda')
     torch.cuda.set_device(local_rank % torch.cuda.device_count())
+    dist.all_gather_into_tensor = _gloo_all_gather_into_tensor
     return dist.get_rank(), dist.get_world_size(), dist.new_group(list(range(num_local_ranks)))
+
+
+_nccl_style_all_gather_into_tensor = dist.all_gather_into_tensor
+
+
+def _gloo_all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    # NCCL takes an output with a leading rank dimension ([R, N, K] for an [N, K] input); gloo splits
+    # the output along dim 0 into one piece per rank of the input's shape, so it gets the same memory
+    # as [R * N, K].
+    if output_tensor.dim() == input_tensor.dim() + 1 and input_tensor.dim() > 0:
+        output_tensor = output_tensor.view(-1, *input_tensor.shape[1:])
+    return _nccl_style_all_gather_into_tensor(output_tensor, input_tensor, group=group, async_op=async_op)
 EOF
 
 num_gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)

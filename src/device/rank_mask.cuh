@@ -60,15 +60,18 @@ struct PeerBits {
   uint32_t words[common::kMaxMappedRanks / 32];
 
   // The ranks this rank reaches now (and that `within` holds, if given): every thread of the block
-  // calls it; ends with __syncthreads.
+  // calls it; ends with __syncthreads. Warp 0 reads the mask words at once, a rank per lane, and
+  // ballots them: one thread reading them in turn (two dependent loads per rank) put a dozen L2 round
+  // trips before every receive half.
   __device__ void load(const KernelContext& context, const PeerBits* within = nullptr) {
-    for (int word = threadIdx.x; word < common::kMaxMappedRanks / 32; word += blockDim.x) {
-      uint32_t bits = 0;
-      for (int bit = 0; bit < 32; ++bit) {
-        const int rank = word * 32 + bit;
-        if (rank < context.num_ranks && reaches(context, rank)) bits |= 1u << bit;
+    if (threadIdx.x < 32) {
+      const bool self_in = !context.mask.masked(context.rank);
+      for (int word = 0; word < common::kMaxMappedRanks / 32; ++word) {
+        const int rank = word * 32 + static_cast<int>(threadIdx.x);
+        const bool peer_in = rank < context.num_ranks && !context.mask.masked(rank);
+        const uint32_t bits = __ballot_sync(0xffffffffu, self_in && peer_in);
+        if (threadIdx.x == 0) words[word] = within != nullptr ? bits & within->words[word] : bits;
       }
-      words[word] = within != nullptr ? bits & within->words[word] : bits;
     }
     __syncthreads();
   }

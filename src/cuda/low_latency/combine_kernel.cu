@@ -324,13 +324,14 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
   const int half = common::low_latency_half(sequence);
   const Session<Transport> session(transport, context.heap, low_latency::grid_warp());
   // Warp 0 waits for every expert's signal (see the dispatch receiver's wait_for_counts), but for
-  // those of masked ranks; a rank masked in its own view awaits nothing.
+  // those of ranks this rank does not reach (masked, or this rank masked in its own view: it awaits
+  // nothing), as the block's snapshot says; a peer masked during its wait ends the wait (link.cuh).
+  reached.load(context);
   bool arrived = true;
-  const bool self_masked = context.mask.masked(context.rank);
-  const int waiters = threadIdx.x < 32 && !self_masked ? launch.num_experts : 0;
+  const int waiters = threadIdx.x < 32 ? launch.num_experts : 0;
   for (int expert = threadIdx.x; expert < waiters && arrived; expert += 32) {
     const int source = expert / launch.local_experts;
-    if (context.mask.masked(source)) continue;
+    if (!reached.in(source)) continue;
     const WaitSite site{common::WaitRole::low_latency_combine_receiver, common::WaitTarget::expert_signal, -1,
                         source};
     arrived = low_latency::timed_wait(launch.wait_recv_cost_stats, source, [&] {
@@ -338,7 +339,7 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
     });
   }
   if (!__syncthreads_and(arrived)) return;
-  reached.load(context);  // after the waits: a peer they masked is left out of the reduction
+  reached.load(context);  // again after the waits: a peer they masked is left out of the reduction
   const bool everyone = reached.covers(context.num_ranks);
 
   receive_items<kLogfmt, kBias>(context, launch, reached, everyone, half);

@@ -406,7 +406,7 @@ __device__ __forceinline__ int64_t wait_for_count(const KernelContext& context,
 template <typename Transport>
 __device__ bool wait_for_counts(const KernelContext& context, const LowLatencyDispatchLaunch& launch,
                                 const Session<Transport>& session, int half, uint32_t sequence,
-                                const ExpertMajorTable& table) {
+                                const ExpertMajorTable& table, const PeerBits& reached) {
   const int num_ranks = context.num_ranks;
   bool arrived = true;
   const int waiters = threadIdx.x < 32 ? launch.local_experts * num_ranks : 0;
@@ -415,8 +415,9 @@ __device__ bool wait_for_counts(const KernelContext& context, const LowLatencyDi
     const int source = i % num_ranks;
     const WaitSite site{common::WaitRole::low_latency_dispatch_receiver, common::WaitTarget::expert_signal,
                         -1, source};
-    // A masked source (or this rank masked in its own view) sends nothing and is not awaited.
-    const bool left_out = context.mask.masked(context.rank) || context.mask.masked(source);
+    // A masked source (or this rank masked in its own view) sends nothing and is not awaited: the
+    // block's snapshot `reached` says so; a peer masked during its wait ends the wait (link.cuh).
+    const bool left_out = !reached.in(source);
     // Not timed when left out: nothing is awaited.
     int64_t count = left_out ? low_latency::kPeerMasked
                              : low_latency::timed_wait(launch.wait_recv_cost_stats, source, [&]() -> int64_t {
@@ -531,7 +532,9 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
   const ExpertMajorTable table =
       ExpertMajorTable::in(dynamic_shared, launch.local_experts, context.num_ranks);
   const Session<Transport> session(transport, context.heap, low_latency::grid_warp());
-  if (!wait_for_counts<Transport>(context, launch, session, half, sequence, table) || refused) return;
+  __shared__ PeerBits reached;  // whom this call waits for (device/rank_mask.cuh)
+  reached.load(context);
+  if (!wait_for_counts<Transport>(context, launch, session, half, sequence, table, reached) || refused) return;
   table.build();
   if (blockIdx.x == 0) write_layout(launch, table);
   const int64_t rows_per_expert = context.num_ranks * launch.max_tokens_per_rank;
