@@ -81,6 +81,10 @@ struct DispatchLayout {
   Tensor num_tokens_per_node;    // i32 [R / ranks_per_node]
   Tensor num_tokens_per_expert;  // i32 [E]
   Tensor is_token_in_rank;       // bool [N, R]
+  // Where set (the CUDA backend): i32 words of one allocation holding the four above, each at a
+  // 128-byte aligned offset. A binding may hand it over once and view the four in it: a framework
+  // tensor made per output costs more host time than the call's kernel (bench/NOTES.md, session 12).
+  Tensor storage;
 };
 
 namespace detail {

@@ -39,6 +39,25 @@ DispatchLayout to_layout(nb::handle layout, KeepAlive& keep, const Placement& pl
   return result;
 }
 
+namespace {
+
+// `part` (of `storage`, DispatchLayout::storage) as a view of `flat`, the torch tensor of the storage's
+// i32 words: a few torch view calls cost less host time than exporting each part by DLPack.
+nb::object torch_part(const nb::object& flat, const Tensor& storage, const Tensor& part) {
+  const int64_t offset = static_cast<const char*>(part.data()) - static_cast<const char*>(storage.data());
+  const int64_t bytes = static_cast<int64_t>(part.nbytes());
+  nb::object words = flat.attr("narrow")(0, offset / 4, (bytes + 3) / 4);
+  nb::list shape;
+  for (int dim = 0; dim < part.view().ndim; ++dim) shape.append(part.size(dim));
+  if (part.dtype() == DType::i32) return words.attr("view")(nb::tuple(shape));
+  // bool: the words' bytes, cut to the part's
+  nb::object bytes_view =
+      words.attr("view")(nb::module_::import_("torch").attr("bool")).attr("narrow")(0, 0, bytes);
+  return bytes_view.attr("view")(nb::tuple(shape));
+}
+
+}  // namespace
+
 nb::tuple get_dispatch_layout(PyBuffer& self, nb::handle topk_idx, int num_experts, uintptr_t stream,
                               const std::string& framework) {
   const OutputStyle style = parse_output_style(framework);
@@ -49,6 +68,13 @@ nb::tuple get_dispatch_layout(PyBuffer& self, nb::handle topk_idx, int num_exper
   {
     nb::gil_scoped_release release;
     layout = self.get_dispatch_layout(topk_idx_view, num_experts, to_stream(stream));
+  }
+  if (style.framework == OutputStyle::Framework::pytorch && layout.storage.defined()) {
+    const nb::object flat = to_python(layout.storage, style);
+    return nb::make_tuple(torch_part(flat, layout.storage, layout.num_tokens_per_rank),
+                          torch_part(flat, layout.storage, layout.num_tokens_per_node),
+                          torch_part(flat, layout.storage, layout.num_tokens_per_expert),
+                          torch_part(flat, layout.storage, layout.is_token_in_rank));
   }
   return nb::make_tuple(
       to_python(layout.num_tokens_per_rank, style), to_python(layout.num_tokens_per_node, style),

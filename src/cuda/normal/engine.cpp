@@ -2,6 +2,7 @@
 
 #include <string>
 
+#include "common/host_device.hpp"
 #include "core/normal_sizing.hpp"
 #include "cuda/normal/routing_copy.hpp"
 #include "device/cuda_check.hpp"
@@ -56,11 +57,21 @@ DispatchLayout NormalEngine::layout(const TensorView& topk_idx, int num_experts,
                                     const CallEnv& env) {
   const Topology& topology = options_.topology;
   const int64_t num_tokens = topk_idx.shape[0];
+  // One allocation carved into the four outputs (DispatchLayout::storage).
+  const auto aligned = [](int64_t bytes) { return common::align_up(static_cast<size_t>(bytes), 128); };
+  const size_t per_rank_at = 0;
+  const size_t per_node_at = per_rank_at + aligned(topology.num_ranks * int64_t{4});
+  const size_t per_expert_at = per_node_at + aligned(topology.num_nodes() * int64_t{4});
+  const size_t in_rank_at = per_expert_at + aligned(num_experts * int64_t{4});
+  const size_t total = in_rank_at + aligned(num_tokens * topology.num_ranks);
   DispatchLayout layout;
-  layout.num_tokens_per_rank = allocate(env, DType::i32, {topology.num_ranks});
-  layout.num_tokens_per_node = allocate(env, DType::i32, {topology.num_nodes()});
-  layout.num_tokens_per_expert = allocate(env, DType::i32, {num_experts});
-  layout.is_token_in_rank = allocate(env, DType::boolean, {num_tokens, topology.num_ranks});
+  layout.storage = allocate(env, DType::i32, {static_cast<int64_t>(total / 4)});
+  layout.num_tokens_per_rank = Tensor::part_of(layout.storage, per_rank_at, DType::i32, {topology.num_ranks});
+  layout.num_tokens_per_node =
+      Tensor::part_of(layout.storage, per_node_at, DType::i32, {topology.num_nodes()});
+  layout.num_tokens_per_expert = Tensor::part_of(layout.storage, per_expert_at, DType::i32, {num_experts});
+  layout.is_token_in_rank =
+      Tensor::part_of(layout.storage, in_rank_at, DType::boolean, {num_tokens, topology.num_ranks});
   LayoutLaunch launch{topk_idx.as<const int64_t>(),
                       num_tokens,
                       static_cast<int>(topk_idx.shape[1]),
