@@ -98,11 +98,11 @@ __device__ void put_row_across_nodes(const KernelContext& context, const LowLate
                      layout.signal_id(layout.combine_landed_offset(half, global_expert)), 1);
 }
 
+// The send stage (kSendThreads a block).
 template <typename Transport>
-__global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm)
-    combine_send_kernel(const __grid_constant__ KernelContext context,
-                        const __grid_constant__ LowLatencyCombineLaunch launch,
-                        const __grid_constant__ Transport transport) {
+__device__ __forceinline__ void combine_send(const KernelContext& context,
+                                             const LowLatencyCombineLaunch& launch,
+                                             const Transport& transport) {
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
   __shared__ PeerBits reached;  // whom this call works with (device/rank_mask.cuh)
   const uint32_t sequence = low_latency::load_state_word(&launch.state->sequence) + 1;
@@ -205,10 +205,10 @@ __device__ __forceinline__ common::LogfmtBlock half_warp_logfmt_block(const int4
 // if topk_idx held -1 there. `everyone`: no rank is masked, so no slot needs its expert's rank: this
 // runs for every 8 channels of every slot, and the rank's 64-bit division there cost the receive kernel
 // 48 us at 128 tokens (bench/NOTES.md, session 11).
-// NOTES: the modes are template parameters of the kernel (combine_receive_kernel), not branches in
-// the slot loop: with the LogFMT decode in the same kernel as the plain multiply-adds, the plain
-// loop's registers were sized for the decode's, it spilled at the 64-register cap, and it ran about
-// 30 us slower at 128 tokens than before the modes existed (bench/NOTES.md, session 12).
+// NOTES: the modes are template parameters of the kernel (`combine`), not branches in the slot loop:
+// with the LogFMT decode beside the plain multiply-adds, the plain loop's registers were sized for the
+// decode's and it spilled at the 64-register cap (the receive half's time did not move with the fix,
+// bench/NOTES.md, session 12).
 template <bool kLogfmt, bool kBias>
 __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
                                              const LowLatencyCombineLaunch& launch, const PeerBits& reached,
@@ -312,13 +312,12 @@ __device__ __forceinline__ bool wait_for_expert(const KernelContext& context,
   return count >= 0 || count == low_latency::kPeerMasked;
 }
 
-// One kernel per mode (kLogfmt: use_logfmt; kBias: bias0 or bias1 given), chosen by the launch: see
-// reduce_eight.
+// The receive stage (kReceiveThreads a block), in one mode (kLogfmt: use_logfmt; kBias: bias0 or bias1
+// given): see reduce_eight.
 template <typename Transport, bool kLogfmt, bool kBias>
-__global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
-    combine_receive_kernel(const __grid_constant__ KernelContext context,
-                           const __grid_constant__ LowLatencyCombineLaunch launch,
-                           const __grid_constant__ Transport transport) {
+__device__ __forceinline__ void combine_receive(const KernelContext& context,
+                                                const LowLatencyCombineLaunch& launch,
+                                                const Transport& transport) {
   __shared__ PeerBits reached;  // whom this call works with (device/rank_mask.cuh)
   const uint32_t sequence = low_latency::load_state_word(&launch.state->sequence);
   const int half = common::low_latency_half(sequence);
@@ -345,19 +344,31 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
   receive_items<kLogfmt, kBias>(context, launch, reached, everyone, half);
 }
 
-template <typename Transport>
-using ReceiveKernel = void (*)(KernelContext, LowLatencyCombineLaunch, Transport);
+static_assert(kSendThreads == kReceiveThreads, "the combine's stages share one launch bound");
 
-// The receive kernel of the call's mode.
-template <typename Transport>
-ReceiveKernel<Transport> receive_kernel_for(const LowLatencyCombineLaunch& launch) {
-  const bool biased = launch.bias0 != nullptr || launch.bias1 != nullptr;
-  if (launch.use_logfmt) {
-    return biased ? combine_receive_kernel<Transport, true, true>
-                  : combine_receive_kernel<Transport, true, false>;
+// The combine, one stage per launch (low_latency::Stage), one kernel per mode. The send stage is the
+// same in every mode; a call launches both stages of its mode's kernel.
+template <typename Transport, bool kLogfmt, bool kBias>
+__global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
+    combine(const __grid_constant__ KernelContext context,
+            const __grid_constant__ LowLatencyCombineLaunch launch,
+            const __grid_constant__ Transport transport, low_latency::Stage stage) {
+  if (stage == low_latency::Stage::send) {
+    combine_send(context, launch, transport);
+  } else {
+    combine_receive<Transport, kLogfmt, kBias>(context, launch, transport);
   }
-  return biased ? combine_receive_kernel<Transport, false, true>
-                : combine_receive_kernel<Transport, false, false>;
+}
+
+template <typename Transport>
+using CombineKernel = void (*)(KernelContext, LowLatencyCombineLaunch, Transport, low_latency::Stage);
+
+// The kernel of the call's mode (see reduce_eight).
+template <typename Transport>
+CombineKernel<Transport> combine_kernel_for(const LowLatencyCombineLaunch& launch) {
+  const bool biased = launch.bias0 != nullptr || launch.bias1 != nullptr;
+  if (launch.use_logfmt) return biased ? combine<Transport, true, true> : combine<Transport, true, false>;
+  return biased ? combine<Transport, false, true> : combine<Transport, false, false>;
 }
 
 }  // namespace
@@ -367,8 +378,8 @@ void launch_low_latency_combine_send(const KernelContext& context, const LowLate
                                      const Transport& transport, const LowLatencyGrid& grid,
                                      cudaStream_t stream) {
   const size_t shared_bytes = ExpertMajorTable::shared_bytes(launch.local_experts, context.num_ranks);
-  combine_send_kernel<Transport>
-      <<<grid.send_blocks, kSendThreads, shared_bytes, stream>>>(context, launch, transport);
+  combine_kernel_for<Transport>(launch)<<<grid.send_blocks, kSendThreads, shared_bytes, stream>>>(
+      context, launch, transport, low_latency::Stage::send);
   SY_CUDA_CHECK_LAUNCH();
 }
 
@@ -376,8 +387,8 @@ template <typename Transport>
 void launch_low_latency_combine_receive(const KernelContext& context, const LowLatencyCombineLaunch& launch,
                                         const Transport& transport, const LowLatencyGrid& grid,
                                         cudaStream_t stream) {
-  receive_kernel_for<Transport>(launch)<<<grid.receive_blocks, kReceiveThreads, 0, stream>>>(context, launch,
-                                                                                             transport);
+  combine_kernel_for<Transport>(launch)<<<grid.receive_blocks, kReceiveThreads, 0, stream>>>(
+      context, launch, transport, low_latency::Stage::receive);
   SY_CUDA_CHECK_LAUNCH();
 }
 
@@ -402,13 +413,13 @@ namespace {
 
 template <typename Transport>
 void prepare_combine_kernels_for(int max_shared_bytes) {
-  preload_kernel(combine_send_kernel<Transport>);
-  preload_kernel(combine_receive_kernel<Transport, false, false>);
-  preload_kernel(combine_receive_kernel<Transport, false, true>);
-  preload_kernel(combine_receive_kernel<Transport, true, false>);
-  preload_kernel(combine_receive_kernel<Transport, true, true>);
-  SY_CUDA_CHECK(cudaFuncSetAttribute(combine_send_kernel<Transport>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes));
+  for (const CombineKernel<Transport> kernel :
+       {combine<Transport, false, false>, combine<Transport, false, true>, combine<Transport, true, false>,
+        combine<Transport, true, true>}) {
+    preload_kernel(kernel);
+    SY_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes));
+  }
 }
 
 }  // namespace

@@ -21,6 +21,11 @@ constexpr uint32_t kFullWarp = 0xffffffffu;
 // send block of another rank (see LowLatencyEngine::grid).
 constexpr int kMinBlocksPerSm = 2;
 
+// The two stages of a call: the send stage, then the receive stage (back to back, or the receive from
+// the hook). Each phase is one kernel launched once per stage, with its role picked by this argument:
+// DeepEP's profiling helper (bench_kineto) counts a phase's kernels by name and expects one.
+enum class Stage : int32_t { send, receive };
+
 // ---- loads and stores ---------------------------------------------------------------------------
 // (The PTX wrappers, weak loads and proxy fences included, are device/ptx.cuh's.)
 

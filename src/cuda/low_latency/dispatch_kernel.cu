@@ -306,11 +306,11 @@ __device__ void publish_counts(const KernelContext& context, const LowLatencyDis
   }
 }
 
+// The send stage (kSendThreads a block).
 template <typename Transport>
-__global__ void __launch_bounds__(kSendThreads, low_latency::kMinBlocksPerSm * 2)
-    dispatch_send_kernel(const __grid_constant__ KernelContext context,
-                         const __grid_constant__ LowLatencyDispatchLaunch launch,
-                         const __grid_constant__ Transport transport, int64_t tokens_per_block) {
+__device__ __forceinline__ void dispatch_send(const KernelContext& context,
+                                              const LowLatencyDispatchLaunch& launch,
+                                              const Transport& transport, int64_t tokens_per_block) {
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
   __shared__ __align__(8) uint64_t row_barrier;
   __shared__ int32_t slot_expert[kMaxSlots];
@@ -516,11 +516,11 @@ __device__ void copy_out(const LowLatencyDispatchLaunch& launch, const uint8_t* 
   }
 }
 
+// The receive stage (kReceiveThreads a block).
 template <typename Transport>
-__global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
-    dispatch_receive_kernel(const __grid_constant__ KernelContext context,
-                            const __grid_constant__ LowLatencyDispatchLaunch launch,
-                            const __grid_constant__ Transport transport) {
+__device__ __forceinline__ void dispatch_receive(const KernelContext& context,
+                                                 const LowLatencyDispatchLaunch& launch,
+                                                 const Transport& transport) {
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
   const uint32_t sequence = low_latency::load_state_word(&launch.state->sequence);
   // A refused call (bad topk_idx on this rank) writes no outputs; the host reports it.
@@ -534,7 +534,8 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
   const Session<Transport> session(transport, context.heap, low_latency::grid_warp());
   __shared__ PeerBits reached;  // whom this call waits for (device/rank_mask.cuh)
   reached.load(context);
-  if (!wait_for_counts<Transport>(context, launch, session, half, sequence, table, reached) || refused) return;
+  if (!wait_for_counts<Transport>(context, launch, session, half, sequence, table, reached) || refused)
+    return;
   table.build();
   if (blockIdx.x == 0) write_layout(launch, table);
   const int64_t rows_per_expert = context.num_ranks * launch.max_tokens_per_rank;
@@ -550,6 +551,24 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
   }
 }
 
+// Both stages fit one register cap: kSendThreads x 2 * kMinBlocksPerSm and kReceiveThreads x
+// kMinBlocksPerSm are the same threads per SM.
+static_assert(kSendThreads * 2 == kReceiveThreads, "the dispatch's stages share one launch bound");
+
+// The dispatch, one stage per launch (low_latency::Stage).
+template <typename Transport>
+__global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
+    dispatch(const __grid_constant__ KernelContext context,
+             const __grid_constant__ LowLatencyDispatchLaunch launch,
+             const __grid_constant__ Transport transport, low_latency::Stage stage,
+             int64_t tokens_per_block) {
+  if (stage == low_latency::Stage::send) {
+    dispatch_send(context, launch, transport, tokens_per_block);
+  } else {
+    dispatch_receive(context, launch, transport);
+  }
+}
+
 }  // namespace
 
 template <typename Transport>
@@ -558,9 +577,9 @@ void launch_low_latency_dispatch_send(const KernelContext& context, const LowLat
   const int64_t tokens_per_block = tokens_per_send_block(launch.num_tokens);
   // At least one block: with no tokens the call still signals its (zero) counts.
   const int64_t blocks = std::max<int64_t>(1, common::ceil_div(launch.num_tokens, tokens_per_block));
-  dispatch_send_kernel<Transport>
+  dispatch<Transport>
       <<<static_cast<unsigned>(blocks), kSendThreads, send_shared_layout(launch).total_bytes, stream>>>(
-          context, launch, transport, tokens_per_block);
+          context, launch, transport, low_latency::Stage::send, tokens_per_block);
   SY_CUDA_CHECK_LAUNCH();
 }
 
@@ -569,8 +588,8 @@ void launch_low_latency_dispatch_receive(const KernelContext& context, const Low
                                          const Transport& transport, const LowLatencyGrid& grid,
                                          cudaStream_t stream) {
   const size_t shared_bytes = ExpertMajorTable::shared_bytes(launch.local_experts, context.num_ranks);
-  dispatch_receive_kernel<Transport>
-      <<<grid.receive_blocks, kReceiveThreads, shared_bytes, stream>>>(context, launch, transport);
+  dispatch<Transport><<<grid.receive_blocks, kReceiveThreads, shared_bytes, stream>>>(
+      context, launch, transport, low_latency::Stage::receive, /*tokens_per_block=*/0);
   SY_CUDA_CHECK_LAUNCH();
 }
 
@@ -595,12 +614,9 @@ namespace {
 
 template <typename Transport>
 void prepare_dispatch_kernels_for(int max_shared_bytes) {
-  preload_kernel(dispatch_send_kernel<Transport>);
-  preload_kernel(dispatch_receive_kernel<Transport>);
-  SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_send_kernel<Transport>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes));
-  SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_receive_kernel<Transport>,
-                                     cudaFuncAttributeMaxDynamicSharedMemorySize, max_shared_bytes));
+  preload_kernel(dispatch<Transport>);
+  SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch<Transport>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                     max_shared_bytes));
 }
 
 }  // namespace
