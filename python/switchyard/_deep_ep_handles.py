@@ -8,10 +8,12 @@ reads back: changing an entry of the tuple changes nothing in switchyard's routi
 
 The arrays are in the framework of the dispatch's x (torch, else numpy) and on its device. The
 arithmetic uses only the framework's own operations on that device, so no host synchronisation is
-added and a CUDA graph capture of the dispatch can capture it too.
+added. The normal handle's arrays are made when first read (DispatchHandle), except under a CUDA graph
+capture, which captures them with the dispatch so that every replay remakes them.
 """
+import contextlib
 import sys
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 __all__ = ["DispatchHandle", "LowLatencyHandle", "normal_handle", "pack_layout_range", "RANK_PREFIX_UNKNOWN"]
 
@@ -41,12 +43,48 @@ class DispatchHandle(tuple):
       send_head int32 [N, R]: token t's index among its channel's tokens for destination d, or -1 when t
       does not go to d (what DeepEP's send_head holds before a combine; DeepEP's combine rewrites it in
       place, switchyard's never reads it).
+
+    The six arrays are made when the handle is first read (indexed, iterated, unpacked, printed), on the
+    stream of the dispatch that made it: switchyard's combine and cached dispatch take `.native`, and
+    making them takes a dozen framework operations, more host time than the dispatch's own kernels at
+    decode sizes. len() is 6 and the handle is truthy without making them.
     """
 
-    def __new__(cls, entries, native):
-        self = super().__new__(cls, entries)
+    def __new__(cls, make_entries: Callable[[], tuple], native):
+        self = super().__new__(cls, ())
+        self._make_entries = make_entries
+        self._entries = None
         self.native = native
         return self
+
+    def _made(self) -> tuple:
+        if self._entries is None:
+            self._entries = tuple(self._make_entries())
+            self._make_entries = None
+        return self._entries
+
+    def __len__(self):
+        return 6
+
+    def __getitem__(self, index):
+        return self._made()[index]
+
+    def __iter__(self):
+        return iter(self._made())
+
+    def __contains__(self, value):
+        return any(entry is value for entry in self._made())
+
+    def __repr__(self):
+        return f"DispatchHandle{self._made()!r}"
+
+    # A handle is equal only to itself (tuple's comparison would compare its empty storage).
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    def __reduce__(self):
+        raise TypeError("deep_ep handle: not picklable (it refers to a live switchyard Buffer's routing)")
 
 
 class LowLatencyHandle(tuple):
@@ -111,6 +149,43 @@ def normal_handle(native, rank: int, num_ranks: int, framework: str) -> Dispatch
         from ._errors import Unsupported
         raise Unsupported(f"deep_ep.Buffer.dispatch: DeepEP's handle is built for torch, numpy or cupy arrays; "
                           f"x is a {framework} array")
+    stream = _current_torch_stream() if framework == "torch" else None
+
+    def make_entries():
+        with _on_stream(stream):
+            return _entries(native, rank, num_ranks, framework)
+
+    handle = DispatchHandle(make_entries, native)
+    if stream is not None and _capturing():
+        handle._made()  # into the graph: each replay remakes them from the replayed routing
+    return handle
+
+
+def _current_torch_stream():
+    """torch's current CUDA stream, or None where torch has no CUDA in use (CPU tensors)."""
+    torch = sys.modules.get("torch")
+    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
+        return None
+    return torch.cuda.current_stream()
+
+
+def _capturing() -> bool:
+    return bool(sys.modules["torch"].cuda.is_current_stream_capturing())
+
+
+@contextlib.contextmanager
+def _on_stream(stream):
+    """Runs the block on `stream` (a torch.cuda.Stream), or as it is when None."""
+    if stream is None:
+        yield
+        return
+    import torch
+    with torch.cuda.stream(stream):
+        yield
+
+
+def _entries(native, rank: int, num_ranks: int, framework: str) -> tuple:
+    """The six arrays of DispatchHandle, from switchyard's handle `native`."""
     is_token_in_rank, recv_src_idx, recv_channel_start = native.routing(framework)
     num_channels = native.num_channels
     torch = _torch_of(recv_channel_start)
@@ -121,8 +196,8 @@ def normal_handle(native, rank: int, num_ranks: int, framework: str) -> Dispatch
     starts = recv_channel_start[:num_ranks * num_channels].reshape(num_ranks, num_channels)
     recv_channel_prefix_matrix = ops.contiguous(starts - starts[:, :1])
     channel_prefix_matrix, send_head = _send_side(ops, is_token_in_rank, num_channels)
-    return DispatchHandle((rank_prefix_matrix, channel_prefix_matrix, recv_channel_prefix_matrix, recv_src_idx,
-                           is_token_in_rank, send_head), native)
+    return (rank_prefix_matrix, channel_prefix_matrix, recv_channel_prefix_matrix, recv_src_idx, is_token_in_rank,
+            send_head)
 
 
 def _send_side(ops, is_token_in_rank, num_channels: int):

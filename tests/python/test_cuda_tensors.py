@@ -363,6 +363,38 @@ def test_graph_replays_outlive_a_handle_dropped_after_capture(cuda_expert_major_
     del filler
 
 
+@pytest.mark.parametrize("hook", [False, True], ids=["no_hook", "hook"])
+def test_each_low_latency_phase_is_one_kernel_in_torch_profiler_table(cuda_expert_major_buffer, device, hook):
+    """DeepEP's bench_kineto (its tests' utils.py) finds a phase's kernel in torch's profiler table by
+    name and wants exactly one line containing 'dispatch' and one containing 'combine'; with the hook the
+    two stages' launches alternate in the trace under the phase's name."""
+    from torch.profiler import ProfilerActivity, profile
+    buffer = cuda_expert_major_buffer
+    x, _, topk_idx, topk_weights = (t.to(device) for t in inputs(num_tokens=MAX_TOKENS - 5) if t is not None)
+
+    def round_trip():
+        recv = buffer.low_latency_dispatch(x, topk_idx, MAX_TOKENS, NUM_EXPERTS, return_recv_hook=hook)
+        if hook:
+            recv.hook()
+        result = buffer.low_latency_combine(recv.recv_x, topk_idx, topk_weights, recv.handle, return_recv_hook=hook)
+        if hook:
+            result.hook()
+
+    round_trip()  # warm-up
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(3):
+            round_trip()
+        torch.cuda.synchronize()
+    lines = prof.key_averages().table(sort_by="cuda_time_total", max_name_column_width=100).split("\n")
+    for name in ("dispatch", "combine"):
+        matching = [line for line in lines if name in line]
+        assert len(matching) == 1, f"{name}: expected one line in the profiler table, got {len(matching)}:\n" + \
+            "\n".join(lines)
+    launches = [event for event in prof.events() if "::dispatch" in event.name]
+    assert len(launches) == 6, f"expected 2 dispatch launches (send, receive) per call, got {len(launches)}"
+
+
 # ---- cupy, when it is installed --------------------------------------------------------------------
 def test_cupy_arrays_cross_both_ways(cpu_buffer, device):
     cupy = pytest.importorskip("cupy")

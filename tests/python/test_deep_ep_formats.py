@@ -54,6 +54,12 @@ def handle_job(rank, num_ranks, allgather):
     kwargs = dict(num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert)
     recv_x, _, recv_weights, _, handle, _ = buffer.dispatch(x, topk_idx=topk_idx, topk_weights=topk_weights,
                                                             **kwargs)
+    # Six entries and truthy before they are made; made once, on first read: every read gives the same
+    # arrays (indexing, unpacking, slicing); equal only to itself.
+    sized = len(handle) == 6 and bool(handle)
+    first, *rest = handle
+    made_once = (sized and handle[0] is first and handle[1:][0] is rest[0] and len(tuple(handle)) == 6 and
+                 handle == handle and handle != buffer.dispatch(x, topk_idx=topk_idx, **kwargs)[4])
     # The tuple goes back into combine and into a cached dispatch; a plain tuple is refused.
     combined, _, _ = buffer.combine(recv_x, handle, topk_weights=recv_weights)
     cached_x = buffer.dispatch(x, handle=handle)[0]
@@ -66,6 +72,7 @@ def handle_job(rank, num_ranks, allgather):
     entries = [np.array(entry) for entry in handle]
     return dict(entries=entries, dtypes=[entry.dtype for entry in entries], num_channels=handle.native.num_channels,
                 recv_x=recv_x, cached_x=cached_x, combined=combined, is_tuple=isinstance(handle, tuple),
+                made_once=made_once,
                 worst_recv_src_idx_rows=worst[3].shape[0])
 
 
@@ -82,7 +89,7 @@ def test_normal_handle_is_deepeps_tuple_with_deepeps_contents(ranks, num_ranks):
         context = f"seed {SEED}, rank {rank} of {num_ranks}"
         (rank_prefix_matrix, channel_prefix_matrix, recv_channel_prefix_matrix, recv_src_idx, is_token_in_rank,
          send_head) = result["entries"]
-        assert result["is_tuple"] and len(result["entries"]) == 6, context
+        assert result["is_tuple"] and len(result["entries"]) == 6 and result["made_once"], context
         assert [str(d) for d in result["dtypes"]] == ["int32"] * 4 + ["bool", "int32"], context
         num_channels, num_tokens = result["num_channels"], in_rank[rank].shape[0]
 
