@@ -94,12 +94,63 @@ class LowLatencyHandle(tuple):
     src_info int32 [L, R * max]: each row's source token. layout_range int64 [L, R]: for local expert l
     and source rank r, (begin << 32) | count, as DeepEP packs it. With return_recv_hook both are filled
     only once the hook has run, as in DeepEP.
+
+    layout_range is made and packed when the handle is first read (`empty_layout_range()` makes the
+    array, `pack_layout_range(out)` packs it on the dispatch's stream): switchyard's combine takes
+    `.native`, and the packing's framework operations would cost host time in every dispatch. An array
+    handed out before the receive (a hooked call read before its hook) is packed when the receive is
+    enqueued, as DeepEP's kernel fills its own then.
     """
 
-    def __new__(cls, src_info, layout_range, num_max_dispatch_tokens_per_rank, hidden, num_experts, *, native):
-        self = super().__new__(cls, (src_info, layout_range, num_max_dispatch_tokens_per_rank, hidden, num_experts))
+    def __new__(cls, src_info, empty_layout_range: Callable[[], Any], pack_layout_range: Callable[[Any], None],
+                num_max_dispatch_tokens_per_rank, hidden, num_experts, *, native):
+        self = super().__new__(cls, ())
+        self._src_info = src_info
+        self._empty_layout_range = empty_layout_range
+        self._pack_layout_range = pack_layout_range
+        self._layout_range = None
+        self._received = False
+        self._packed = False
+        self._scalars = (num_max_dispatch_tokens_per_rank, hidden, num_experts)
         self.native = native
         return self
+
+    def received(self) -> None:
+        """The receive half has been enqueued (at once, or by the hook): layout_range can be packed."""
+        self._received = True
+        if self._layout_range is not None:
+            self._pack()
+
+    def _pack(self) -> None:
+        if not self._packed:
+            self._pack_layout_range(self._layout_range)
+            self._packed = True
+
+    def _made(self) -> tuple:
+        if self._layout_range is None:
+            self._layout_range = self._empty_layout_range()
+        if self._received:
+            self._pack()
+        return (self._src_info, self._layout_range) + self._scalars
+
+    def __len__(self):
+        return 5
+
+    def __getitem__(self, index):
+        return self._made()[index]
+
+    def __iter__(self):
+        return iter(self._made())
+
+    def __repr__(self):
+        return f"LowLatencyHandle{self._made()!r}"
+
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    def __reduce__(self):
+        raise TypeError("deep_ep handle: not picklable (it refers to a live switchyard Buffer's routing)")
 
 
 def _torch_of(array) -> Optional[Any]:

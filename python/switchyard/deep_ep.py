@@ -618,20 +618,27 @@ class Buffer:
                                              return_recv_hook=return_recv_hook,
                                              wait_recv_cost_stats=dispatch_wait_recv_cost_stats)
         recv_x = (result.recv_x, result.recv_x_scales) if use_fp8 else result.recv_x
-        layout_range = empty_layout_range(result.layout_range, tuple(result.layout_range.shape[:2]))
-        handle = LowLatencyHandle(result.src_info, layout_range, int(num_max_dispatch_tokens_per_rank),
-                                  int(x.shape[1]), int(num_experts), native=result.handle)
         recv_count, native_layout_range = result.recv_count, result.layout_range
         dispatch_stream = _on_stream_of(x)
 
-        def after_receive():
+        def pack_into(out):
             # NOTES: the receive half writes layout_range: read before it, the memory holds what its
             # allocation held last (a shim that repacked right after a hooked call read 0xF8F8F8F8 there,
             # the fp8 bytes of an earlier call's recv_x). On CUDA it runs on the dispatch's stream, after
-            # the receive kernel, whatever stream is current when the hook is called.
+            # the receive kernel, whatever stream is current when the handle is read.
             with dispatch_stream:
-                pack_layout_range(native_layout_range, out=layout_range)
-                if stats is not None:
+                pack_layout_range(native_layout_range, out=out)
+
+        handle = LowLatencyHandle(
+            result.src_info, lambda: empty_layout_range(native_layout_range, tuple(native_layout_range.shape[:2])),
+            pack_into, int(num_max_dispatch_tokens_per_rank), int(x.shape[1]), int(num_experts), native=result.handle)
+
+        def after_receive():
+            handle.received()
+            if _cuda_tensor(x) and _torch().cuda.is_current_stream_capturing():
+                handle[1]  # packed into the graph, so that every replay repacks it
+            if stats is not None:
+                with dispatch_stream:
                     stats[...] += recv_count
 
         hook = result.hook

@@ -59,8 +59,12 @@ def handle_job(rank, num_ranks, allgather):
         _, counts, handle, _, hook = buffer.low_latency_dispatch(x, topk_idx, MAX_TOKENS, NUM_EXPERTS,
                                                                  use_fp8=True, round_scale=True,
                                                                  return_recv_hook=True)
+        # Every other round the entries are taken before the hook, as a caller that unpacks the tuple at
+        # once does: the arrays handed out then are filled when the hook receives.
+        early = tuple(handle) if round_trip % 2 else None
         hook()
-        seen[f"hooked {round_trip}"] = (np.array(handle[1]), np.array(counts), handle[2:], np.array(handle[0]))
+        entries = early if early is not None else tuple(handle)
+        seen[f"hooked {round_trip}"] = (np.array(entries[1]), np.array(counts), entries[2:], np.array(entries[0]))
     # The tuple goes back into combine.
     weights = np.ones(topk_idx.shape, np.float32)
     y = np.zeros((NUM_EXPERTS // num_ranks, num_ranks * MAX_TOKENS, HIDDEN), np.uint16)
