@@ -5,7 +5,10 @@
 #
 #   bash scripts/gpu-check.sh                 # everything
 #   SWITCHYARD_GPU_STAGES="tests bench" bash scripts/gpu-check.sh
-#   stages: build tests processes sanitizer bench bench-nodes report channels python moe
+#   stages: build tests processes sanitizer bench bench-nodes report channels python moe deepep peer
+#   deepep: DeepEP's own tests against switchyard.deep_ep (scripts/deepep-tests.sh; needs DEEPEP_SRC or
+#   .deepep-src); peer: DeepEP V1 timed beside switchyard (scripts/peer-deepep.sh; needs a full DeepEP
+#   checkout in DEEPEP_FULL_SRC or .deepep-full). Both are skipped, and said so, without their sources.
 #
 # GoogleTest: found as a package, or built from source at .deps/googletest when that exists (bash
 # scripts/gpu-deps.sh fills .deps/ with it and the bench's CLI11 and nlohmann/json before a run; the GPU
@@ -14,7 +17,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-$PWD/out/gpu-check}
 BUILD=${SWITCHYARD_GPU_BUILD:-build/gpu}
-STAGES=${SWITCHYARD_GPU_STAGES:-"build tests processes sanitizer bench bench-nodes report channels python moe"}
+STAGES=${SWITCHYARD_GPU_STAGES:-"build tests processes sanitizer bench bench-nodes report channels python moe deepep peer"}
 mkdir -p "$OUT"
 declare -a SUMMARY=()
 status=0
@@ -228,6 +231,28 @@ fi
 # The Python package with torch on the GPU (its own offline install and MPS; see the script).
 if has_stage python; then
   run_logged "python (torch, MPS)" python.log env OUT="$OUT/python" bash scripts/gpu-python-check.sh
+fi
+
+# DeepEP's own test files against switchyard.deep_ep, at 8 and 4 ranks (sharing the GPUs under MPS).
+if has_stage deepep; then
+  deepep_tests_src=${DEEPEP_SRC:-$PWD/.deepep-src}
+  if [[ -f $deepep_tests_src/tests/utils.py ]]; then
+    run_logged "DeepEP's tests (8 and 4 ranks)" deepep-tests.log env OUT="$OUT/deepep" DEEPEP_SRC="$deepep_tests_src" \
+      bash scripts/deepep-tests.sh
+  else
+    note "DeepEP's tests: skipped (no DeepEP checkout at DEEPEP_SRC or .deepep-src)"
+  fi
+fi
+
+# DeepEP V1 and switchyard side by side, 8 and 4 ranks, 128 and 4096 tokens (issue 20's table).
+if has_stage peer; then
+  peer_src=${DEEPEP_FULL_SRC:-$PWD/.deepep-full}
+  if [[ -f $peer_src/setup.py ]]; then
+    run_logged "DeepEP side by side" peer.log env OUT="$OUT/peer" DEEPEP_SRC="$peer_src" bash scripts/peer-deepep.sh
+    grep -h "issue 20 target" "$OUT/peer.log" | sed 's/^/  /'
+  else
+    note "DeepEP side by side: skipped (no full DeepEP checkout at DEEPEP_FULL_SRC or .deepep-full)"
+  fi
 fi
 
 echo
