@@ -53,36 +53,9 @@ if ! command -v nvcc >/dev/null 2>&1 && [[ -z ${CUDACXX:-} && -x /usr/local/cuda
 fi
 
 # ---- switchyard --------------------------------------------------------------------------------
-pythonpath_for_tests=""
-imports_cuda() {
-  PYTHONPATH="$pythonpath_for_tests${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
-    'import sys, switchyard; print(switchyard.__file__); sys.exit(not switchyard.cuda_available())' >>"$OUT/install.log" 2>&1
-}
-install_mode=${SWITCHYARD_PY_INSTALL:-auto}
-if [[ $install_mode == auto ]]; then
-  if ! imports_cuda; then
-    pythonpath_for_tests="$repo_root/build/gpu-python/pkg:$repo_root/build/gpu-python/site"
-    imports_cuda || { pythonpath_for_tests=""; install_mode=pip; }
-  fi
-fi
-if [[ $install_mode == pip || $install_mode == cmake ]]; then
-  source "$repo_root/scripts/gpu-python-install.sh"
-  echo "== install switchyard ($install_mode, offline; $OUT/install.log)"
-  if [[ $install_mode == pip ]] && ! install_with_pip >>"$OUT/install.log" 2>&1; then
-    echo "== install (pip) failed; trying cmake"
-    install_mode=cmake
-  fi
-  if [[ $install_mode == cmake ]] && ! install_with_cmake >>"$OUT/install.log" 2>&1; then
-    tail -30 "$OUT/install.log"
-    echo "deepep-tests: could not install switchyard (install.log)" >&2
-    exit 1
-  fi
-fi
-if ! imports_cuda; then
-  tail -20 "$OUT/install.log"
-  echo "deepep-tests: switchyard does not import with its CUDA backend (install.log)" >&2
-  exit 1
-fi
+# shellcheck source=scripts/gpu-python-install.sh
+source "$repo_root/scripts/gpu-python-install.sh"
+ensure_switchyard deepep-tests
 
 # ---- DeepEP's tests, in a temporary folder -----------------------------------------------------
 work=$(mktemp -d)
@@ -125,24 +98,9 @@ def _gloo_all_gather_into_tensor(output_tensor, input_tensor, group=None, async_
     return _nccl_style_all_gather_into_tensor(output_tensor, input_tensor, group=group, async_op=async_op)
 EOF
 
-num_gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
-if [[ $num_gpus -lt 1 ]]; then
-  echo "deepep-tests: torch sees no GPU" >&2
-  exit 1
-fi
 max_ranks=0
 for ranks in "${rank_counts[@]}"; do ((ranks > max_ranks)) && max_ranks=$ranks; done
-if [[ ${SWITCHYARD_PY_MPS:-1} == 1 && $max_ranks -gt $num_gpus ]]; then
-  export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/mps_pipe}
-  export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/mps_log}
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if nvidia-cuda-mps-control -d >"$OUT/mps.log" 2>&1; then
-    mps_started=1
-    echo "== mps: started ($max_ranks ranks on $num_gpus GPU(s))"
-  else
-    echo "== mps: could not start (already running, or unavailable; mps.log): ranks may time-slice"
-  fi
-fi
+start_mps_if_shared deepep-tests "$max_ranks"
 
 # The function of DeepEP's tests that failed (the innermost frame in their files) and the error.
 failure_of() {

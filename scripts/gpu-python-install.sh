@@ -1,6 +1,7 @@
 # shellcheck shell=bash
-# Sourced by the GPU machine's Python scripts (gpu-python-check.sh, deepep-tests.sh): installs the
-# switchyard package offline from the wheels in .deps/wheels (that machine has no package registry).
+# Sourced by the GPU machine's Python scripts (gpu-python-check.sh, deepep-tests.sh, peer-deepep.sh):
+# installs the switchyard package offline from the wheels in .deps/wheels (that machine has no package
+# registry), and the pieces those scripts share (ensure_switchyard, start_mps_if_shared).
 # Expects repo_root and wheels; install_with_cmake sets pythonpath_for_tests (the package runs from
 # build/gpu-python/pkg), install_with_pip installs into python3's site-packages.
 
@@ -49,3 +50,70 @@ install_with_cmake() {
   pythonpath_for_tests="$build/pkg:$site"
 }
 
+
+# ---- for the scripts that run switchyard with torch on the GPU machine ---------------------------
+
+# Makes switchyard importable with its CUDA backend for `who` (a script's name, for messages):
+# SWITCHYARD_PY_INSTALL=auto (default) uses it as python3 imports it, or from gpu-python-check.sh's
+# staging folder, else installs it offline with pip (cmake where pip fails); pip or cmake install that
+# way first. Logs to $OUT/install.log; sets pythonpath_for_tests; exits the script when it cannot.
+ensure_switchyard() {
+  local who=$1
+  imports_cuda() {
+    PYTHONPATH="$pythonpath_for_tests${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
+      'import sys, switchyard; print(switchyard.__file__); sys.exit(not switchyard.cuda_available())' >>"$OUT/install.log" 2>&1
+  }
+  local install_mode=${SWITCHYARD_PY_INSTALL:-auto}
+  if [[ $install_mode == auto ]]; then
+    if imports_cuda; then
+      echo "== switchyard: importable with CUDA ($(tail -1 "$OUT/install.log")): install skipped"
+    else
+      pythonpath_for_tests="$repo_root/build/gpu-python/pkg:$repo_root/build/gpu-python/site"
+      if imports_cuda; then
+        echo "== switchyard: from $repo_root/build/gpu-python/pkg: install skipped"
+      else
+        pythonpath_for_tests=""
+        install_mode=pip
+      fi
+    fi
+  fi
+  if [[ $install_mode == pip || $install_mode == cmake ]]; then
+    echo "== switchyard: installing ($install_mode, offline; $OUT/install.log)"
+    if [[ $install_mode == pip ]] && ! install_with_pip >>"$OUT/install.log" 2>&1; then
+      echo "== switchyard: pip install failed; trying cmake"
+      install_mode=cmake
+    fi
+    if [[ $install_mode == cmake ]] && ! install_with_cmake >>"$OUT/install.log" 2>&1; then
+      tail -30 "$OUT/install.log"
+      echo "$who: could not install switchyard (install.log)" >&2
+      exit 1
+    fi
+  fi
+  if ! imports_cuda; then
+    tail -20 "$OUT/install.log"
+    echo "$who: switchyard does not import with its CUDA backend (install.log)" >&2
+    exit 1
+  fi
+}
+
+# Starts MPS when `max_ranks` processes would share torch's GPUs, unless SWITCHYARD_PY_MPS=0 (the
+# caller stops it when mps_started is 1). Exits the script when torch sees no GPU.
+start_mps_if_shared() {
+  local who=$1 max_ranks=$2 num_gpus
+  num_gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
+  if [[ $num_gpus -lt 1 ]]; then
+    echo "$who: torch sees no GPU" >&2
+    exit 1
+  fi
+  if [[ ${SWITCHYARD_PY_MPS:-1} == 1 && $max_ranks -gt $num_gpus ]]; then
+    export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/mps_pipe}
+    export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/mps_log}
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if nvidia-cuda-mps-control -d >"$OUT/mps.log" 2>&1; then
+      mps_started=1
+      echo "== mps: started ($max_ranks ranks on $num_gpus GPU(s))"
+    else
+      echo "== mps: could not start (already running, or unavailable; mps.log): ranks may time-slice"
+    fi
+  fi
+}

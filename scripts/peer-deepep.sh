@@ -134,44 +134,9 @@ fi
 # ---- switchyard ----------------------------------------------------------------------------------
 # Used as it is when python3 imports it with CUDA (or from gpu-python-check.sh's staging folder);
 # else installed offline by scripts/gpu-python-install.sh.
-pythonpath_for_tests=""
-imports_cuda() {
-  PYTHONPATH="$pythonpath_for_tests${PYTHONPATH:+:$PYTHONPATH}" python3 -c \
-    'import sys, switchyard; print(switchyard.__file__); sys.exit(not switchyard.cuda_available())' >>"$OUT/install.log" 2>&1
-}
-install_mode=${SWITCHYARD_PY_INSTALL:-auto}
-if [[ $install_mode == auto ]]; then
-  if imports_cuda; then
-    echo "== switchyard: already importable with CUDA ($(tail -1 "$OUT/install.log")): install skipped"
-  else
-    pythonpath_for_tests="$repo_root/build/gpu-python/pkg:$repo_root/build/gpu-python/site"
-    if imports_cuda; then
-      echo "== switchyard: from $repo_root/build/gpu-python/pkg: install skipped"
-    else
-      pythonpath_for_tests=""
-      install_mode=pip
-    fi
-  fi
-fi
-if [[ $install_mode == pip || $install_mode == cmake ]]; then
-  # shellcheck source=scripts/gpu-python-install.sh
-  source "$repo_root/scripts/gpu-python-install.sh"
-  echo "== switchyard: installing ($install_mode, offline; $OUT/install.log)"
-  if [[ $install_mode == pip ]] && ! install_with_pip >>"$OUT/install.log" 2>&1; then
-    echo "== switchyard: pip install failed; trying cmake"
-    install_mode=cmake
-  fi
-  if [[ $install_mode == cmake ]] && ! install_with_cmake >>"$OUT/install.log" 2>&1; then
-    tail -30 "$OUT/install.log"
-    echo "peer-deepep: could not install switchyard (install.log)" >&2
-    exit 1
-  fi
-fi
-if ! imports_cuda; then
-  tail -20 "$OUT/install.log"
-  echo "peer-deepep: switchyard does not import with its CUDA backend (install.log)" >&2
-  exit 1
-fi
+# shellcheck source=scripts/gpu-python-install.sh
+source "$repo_root/scripts/gpu-python-install.sh"
+ensure_switchyard peer-deepep
 
 # ---- DeepEP: build (or reuse the build of the same sources and patches) ---------------------------
 # torch's extension builder compiles in parallel only with ninja; without it the build is serial.
@@ -209,24 +174,9 @@ read -r -a rank_counts <<<"${PEER_RANKS:-8 4}"
 read -r -a token_counts <<<"${PEER_TOKENS:-128 4096}"
 read -r -a extra_args <<<"${PEER_ARGS:-}"
 run_timeout=${PEER_TIMEOUT:-540}
-num_gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
-if [[ $num_gpus -lt 1 ]]; then
-  echo "peer-deepep: torch sees no GPU" >&2
-  exit 1
-fi
 max_ranks=0
 for ranks in "${rank_counts[@]}"; do ((ranks > max_ranks)) && max_ranks=$ranks; done
-if [[ ${SWITCHYARD_PY_MPS:-1} == 1 && $max_ranks -gt $num_gpus ]]; then
-  export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/mps_pipe}
-  export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/mps_log}
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if nvidia-cuda-mps-control -d >"$OUT/mps.log" 2>&1; then
-    mps_started=1
-    echo "== mps: started ($max_ranks ranks on $num_gpus GPU(s))"
-  else
-    echo "== mps: could not start (already running, or unavailable; mps.log): ranks may time-slice"
-  fi
-fi
+start_mps_if_shared peer-deepep "$max_ranks"
 
 # ---- the runs ------------------------------------------------------------------------------------
 status=0
