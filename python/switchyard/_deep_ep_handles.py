@@ -11,7 +11,6 @@ arithmetic uses only the framework's own operations on that device, so no host s
 added. The normal handle's arrays are made when first read (DispatchHandle), except under a CUDA graph
 capture, which captures them with the dispatch so that every replay remakes them.
 """
-import contextlib
 import sys
 from typing import Any, Callable, Optional
 
@@ -26,7 +25,40 @@ RANK_PREFIX_UNKNOWN = -1
 _LOW_WORD_MASK = (1 << 32) - 1
 
 
-class DispatchHandle(tuple):
+class _LazyTuple(tuple):
+    """A tuple whose entries a subclass makes on first read (`_made()`, `_length` of them): indexing,
+    iteration, unpacking and printing read them; len() and truthiness do not. Equal only to itself
+    (tuple's comparison would compare the empty storage)."""
+
+    _length = 0
+
+    def _made(self) -> tuple:
+        raise NotImplementedError
+
+    def __len__(self):
+        return self._length
+
+    def __getitem__(self, index):
+        return self._made()[index]
+
+    def __iter__(self):
+        return iter(self._made())
+
+    def __contains__(self, value):
+        return any(entry is value for entry in self._made())
+
+    def __repr__(self):
+        return f"{type(self).__name__}{self._made()!r}"
+
+    __eq__ = object.__eq__
+    __ne__ = object.__ne__
+    __hash__ = object.__hash__
+
+    def __reduce__(self):
+        raise TypeError("deep_ep handle: not picklable (it refers to a live switchyard Buffer's routing)")
+
+
+class DispatchHandle(_LazyTuple):
     """DeepEP's intranode handle: (rank_prefix_matrix, channel_prefix_matrix, recv_channel_prefix_matrix,
     recv_src_idx, is_token_in_rank, send_head), with switchyard's handle as `.native`.
 
@@ -50,6 +82,8 @@ class DispatchHandle(tuple):
     decode sizes. len() is 6 and the handle is truthy without making them.
     """
 
+    _length = 6
+
     def __new__(cls, make_entries: Callable[[], tuple], native):
         self = super().__new__(cls, ())
         self._make_entries = make_entries
@@ -63,31 +97,9 @@ class DispatchHandle(tuple):
             self._make_entries = None
         return self._entries
 
-    def __len__(self):
-        return 6
-
-    def __getitem__(self, index):
-        return self._made()[index]
-
-    def __iter__(self):
-        return iter(self._made())
-
-    def __contains__(self, value):
-        return any(entry is value for entry in self._made())
-
-    def __repr__(self):
-        return f"DispatchHandle{self._made()!r}"
-
-    # A handle is equal only to itself (tuple's comparison would compare its empty storage).
-    __eq__ = object.__eq__
-    __ne__ = object.__ne__
-    __hash__ = object.__hash__
-
-    def __reduce__(self):
-        raise TypeError("deep_ep handle: not picklable (it refers to a live switchyard Buffer's routing)")
 
 
-class LowLatencyHandle(tuple):
+class LowLatencyHandle(_LazyTuple):
     """DeepEP's low-latency handle, (src_info, layout_range, num_max_dispatch_tokens_per_rank, hidden,
     num_experts), with switchyard's handle as `.native`.
 
@@ -101,6 +113,8 @@ class LowLatencyHandle(tuple):
     handed out before the receive (a hooked call read before its hook) is packed when the receive is
     enqueued, as DeepEP's kernel fills its own then.
     """
+
+    _length = 5
 
     def __new__(cls, src_info, empty_layout_range: Callable[[], Any], pack_layout_range: Callable[[Any], None],
                 num_max_dispatch_tokens_per_rank, hidden, num_experts, *, native):
@@ -133,24 +147,6 @@ class LowLatencyHandle(tuple):
             self._pack()
         return (self._src_info, self._layout_range) + self._scalars
 
-    def __len__(self):
-        return 5
-
-    def __getitem__(self, index):
-        return self._made()[index]
-
-    def __iter__(self):
-        return iter(self._made())
-
-    def __repr__(self):
-        return f"LowLatencyHandle{self._made()!r}"
-
-    __eq__ = object.__eq__
-    __ne__ = object.__ne__
-    __hash__ = object.__hash__
-
-    def __reduce__(self):
-        raise TypeError("deep_ep handle: not picklable (it refers to a live switchyard Buffer's routing)")
 
 
 def _torch_of(array) -> Optional[Any]:
@@ -193,46 +189,20 @@ def empty_layout_range(like, shape):
     return xp.empty(shape, xp.int64)
 
 
-def normal_handle(native, rank: int, num_ranks: int, framework: str) -> DispatchHandle:
+def normal_handle(native, rank: int, num_ranks: int, framework: str, on_dispatch_stream) -> DispatchHandle:
     """DeepEP's 6-tuple for switchyard's normal-engine handle `native`; its arrays come back in
-    `framework` ('torch', 'numpy' or 'cupy': frameworks whose arrays can be written in place)."""
+    `framework` ('torch', 'numpy' or 'cupy': frameworks whose arrays can be written in place), made
+    within `on_dispatch_stream` (a context manager that makes the dispatch's stream current)."""
     if framework not in ("torch", "numpy", "cupy"):
         from ._errors import Unsupported
         raise Unsupported(f"deep_ep.Buffer.dispatch: DeepEP's handle is built for torch, numpy or cupy arrays; "
                           f"x is a {framework} array")
-    stream = _current_torch_stream() if framework == "torch" else None
 
     def make_entries():
-        with _on_stream(stream):
+        with on_dispatch_stream:
             return _entries(native, rank, num_ranks, framework)
 
-    handle = DispatchHandle(make_entries, native)
-    if stream is not None and _capturing():
-        handle._made()  # into the graph: each replay remakes them from the replayed routing
-    return handle
-
-
-def _current_torch_stream():
-    """torch's current CUDA stream, or None where torch has no CUDA in use (CPU tensors)."""
-    torch = sys.modules.get("torch")
-    if torch is None or not torch.cuda.is_available() or not torch.cuda.is_initialized():
-        return None
-    return torch.cuda.current_stream()
-
-
-def _capturing() -> bool:
-    return bool(sys.modules["torch"].cuda.is_current_stream_capturing())
-
-
-@contextlib.contextmanager
-def _on_stream(stream):
-    """Runs the block on `stream` (a torch.cuda.Stream), or as it is when None."""
-    if stream is None:
-        yield
-        return
-    import torch
-    with torch.cuda.stream(stream):
-        yield
+    return DispatchHandle(make_entries, native)
 
 
 def _entries(native, rank: int, num_ranks: int, framework: str) -> tuple:

@@ -531,7 +531,9 @@ class Buffer:
                                                  x_scales=x_scales, expert_alignment=expert_alignment,
                                                  layout=layout, num_worst_tokens=num_worst_tokens)
         recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
-        handle = normal_handle(result.handle, self.rank, self.group_size, framework_of(x))
+        handle = normal_handle(result.handle, self.rank, self.group_size, framework_of(x), _on_stream_of(x))
+        if _cuda_tensor(x) and _torch().cuda.is_current_stream_capturing():
+            handle[0]  # made into the graph, so that every replay remakes them from the replayed routing
         handle.call_shape = (topk, num_experts)
         # NOTES: the layout need not outlive the call: switchyard's handle routes combine and cached
         # dispatches by its own copy of is_token_in_rank (also the tensor in DeepEP's 6-tuple above).
