@@ -202,17 +202,19 @@ __device__ __forceinline__ common::LogfmtBlock half_warp_logfmt_block(const int4
 // Eight channels of one token: out = bf16(sum over valid slots j ascending of w[j] * y_j), with
 // fmaf from +0, or from bias0 + bias1 (kBias; DESIGN.md, expert-major combine; common/combine_bias.hpp),
 // each row as LogFMT decodes it under kLogfmt. Slots whose expert is on a masked rank are left out, as
-// if topk_idx held -1 there. `everyone`: no rank is masked, so no slot needs its expert's rank: this
-// runs for every 8 channels of every slot, and the rank's 64-bit division there cost the receive kernel
-// 48 us at 128 tokens (bench/NOTES.md, session 11).
+// if topk_idx held -1 there, unless kEveryone (no rank is masked): then no slot needs its expert's rank.
+// NOTES: kEveryone is a template parameter, not a flag tested in the slot loop: this loop runs for every
+// 8 channels of every slot, and with the rank lookup (a division) beside the loads, even behind a
+// uniform flag, the compiler no longer issued the kSlotBatch loads together; the receive half took
+// 106-123 us against 78-81 before the rank masks, in one bisect run (bench/NOTES.md, session 13).
 // NOTES: the modes are template parameters of the kernel (`combine`), not branches in the slot loop:
 // with the LogFMT decode beside the plain multiply-adds, the plain loop's registers were sized for the
 // decode's and it spilled at the 64-register cap (the receive half's time did not move with the fix,
 // bench/NOTES.md, session 12).
-template <bool kLogfmt, bool kBias>
+template <bool kLogfmt, bool kBias, bool kEveryone>
 __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
                                              const LowLatencyCombineLaunch& launch, const PeerBits& reached,
-                                             bool everyone, int half, int64_t token, int64_t column) {
+                                             int half, int64_t token, int64_t column) {
   float accumulator[8];
   if constexpr (kBias) {
     const int64_t row = token * launch.hidden;
@@ -231,8 +233,12 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
     for (int u = 0; u < kSlotBatch; ++u) {
       const int slot = first + u;
       const int64_t expert = slot < launch.topk ? __ldg(launch.topk_idx + token * launch.topk + slot) : -1;
-      valid[u] = expert >= 0 && (everyone || (expert < launch.num_experts &&
-                                              reached.in(static_cast<int>(expert) / launch.local_experts)));
+      if constexpr (kEveryone) {
+        valid[u] = expert >= 0;
+      } else {
+        valid[u] = expert >= 0 && expert < launch.num_experts &&
+                   reached.in(static_cast<int>(expert) / launch.local_experts);
+      }
       if (valid[u]) {
         weights[u] = __ldg(launch.topk_weights + token * launch.topk + slot);
         const int4* row =
@@ -276,17 +282,17 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
 }
 
 // The block's share of combined_x, in one mode: items (8 channels of one token) strided over the grid.
-template <bool kLogfmt, bool kBias>
+template <bool kLogfmt, bool kBias, bool kEveryone>
 __device__ void receive_items(const KernelContext& context, const LowLatencyCombineLaunch& launch,
-                              const PeerBits& reached, bool everyone, int half) {
+                              const PeerBits& reached, int half) {
   const int64_t columns = launch.hidden / 8;
   const int64_t items = launch.num_tokens * columns;
   const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
   int4* combined = reinterpret_cast<int4*>(launch.combined_x);
   for (int64_t item = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; item < items;
        item += stride) {
-    combined[item] = reduce_eight<kLogfmt, kBias>(context, launch, reached, everyone, half, item / columns,
-                                                  item % columns);
+    combined[item] = reduce_eight<kLogfmt, kBias, kEveryone>(context, launch, reached, half, item / columns,
+                                                             item % columns);
   }
 }
 
@@ -339,9 +345,11 @@ __device__ __forceinline__ void combine_receive(const KernelContext& context,
   }
   if (!__syncthreads_and(arrived)) return;
   reached.load(context);  // again after the waits: a peer they masked is left out of the reduction
-  const bool everyone = reached.covers(context.num_ranks);
-
-  receive_items<kLogfmt, kBias>(context, launch, reached, everyone, half);
+  if (reached.covers(context.num_ranks)) {
+    receive_items<kLogfmt, kBias, true>(context, launch, reached, half);
+  } else {
+    receive_items<kLogfmt, kBias, false>(context, launch, reached, half);
+  }
 }
 
 static_assert(kSendThreads == kReceiveThreads, "the combine's stages share one launch bound");
