@@ -87,6 +87,18 @@ struct DispatchLayout {
   Tensor storage;
 };
 
+// get_dispatch_layout's outputs, given by the caller: a framework that allocates its own tensors (as
+// DeepEP's binding does) spares the call an allocation and its outputs a conversion. All four, each with
+// its output's dtype and shape (DispatchLayout), on the backend's device. On CUDA, counts that are
+// consecutive parts of one allocation (num_tokens_per_rank, then num_tokens_per_node, then
+// num_tokens_per_expert) are cleared with one memset instead of three.
+struct DispatchLayoutOutputs {
+  TensorView num_tokens_per_rank;
+  TensorView num_tokens_per_node;
+  TensorView num_tokens_per_expert;
+  TensorView is_token_in_rank;
+};
+
 namespace detail {
 struct NormalHandleData;
 struct BufferAccess;
@@ -136,6 +148,9 @@ struct DispatchArgs {
   const DispatchLayout* layout = nullptr;
   // Replays the routing of an earlier dispatch: no layout, no count exchange, no host sync.
   const DispatchHandle* cached_handle = nullptr;
+  // This call's tuning (DeepEP's per-call Config); all 0: the Buffer's. A cached dispatch runs with the
+  // cached dispatch's channels.
+  CallTuning tuning;
   // > 0: worst-case mode. Outputs have exactly this many rows and the host never waits for the
   // counts; rows past the received ones have topk_idx -1 and weight 0 (recv_x there is unspecified).
   int64_t num_worst_tokens = 0;
@@ -163,6 +178,8 @@ struct CombineArgs {
   TensorView x;             // bf16 [M, H]: one row per received token, in dispatch's order
   TensorView topk_weights;  // f32 [M, K]; optional, reduced like x
   const DispatchHandle* handle = nullptr;
+  // This call's tuning; all 0: the Buffer's ring slots and chunk, and always the dispatch's channels.
+  CallTuning tuning;
   // Optional bf16 [N, H] each (N: this rank's tokens of the dispatch): added to every token's combined
   // row in the fp32 accumulator, which starts at bias0 + bias1 (an absent bias counts as +0.0) instead
   // of +0.0; the rows (or node partials) are then added in the usual order and the sum is rounded
@@ -191,6 +208,9 @@ class Buffer {
   bool is_connected() const;
 
   DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream = nullptr);
+  // The same into the caller's tensors; the result's tensors borrow them.
+  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts,
+                                     const DispatchLayoutOutputs& out, Stream stream = nullptr);
   DispatchResult dispatch(const DispatchArgs& args);
   CombineResult combine(const CombineArgs& args);
 
@@ -266,6 +286,11 @@ class Buffer {
   Backend backend() const;
   const Config& config() const;
   size_t heap_bytes() const;
+  // The `normal` engine's channels: what a call runs with by default (Config::num_channels, resolved
+  // per backend), and the most a call's CallTuning may ask for (on CUDA known once connected: every
+  // channel's 2 blocks of every rank sharing the GPU must be resident at once).
+  int num_channels() const;
+  int max_num_channels() const;
 
   class Impl;
 

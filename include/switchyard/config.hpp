@@ -58,6 +58,7 @@ struct Config {
   SymmetricDispatch symmetric_dispatch = SymmetricDispatch::automatic;
 
   static constexpr int kAutoChannels = 0;
+  static constexpr int kMaxChannels = 1024;
   static constexpr int kDefaultCpuChannels = 4;
   // NOTES: DeepEP uses 20-24 SMs for intranode kernels; 16 channels = 32 blocks leaves most of an
   // H200's 132 SMs to the experts.
@@ -69,6 +70,25 @@ struct Config {
 
   // Throws InvalidArgument naming the offending field.
   void validate() const;
+  std::string to_string() const;
+};
+
+// The `normal` engine's tuning for one call (DeepEP's per-call Config): a field left 0 keeps the
+// Buffer's Config value. Results never depend on it (DESIGN.md: the receive order and the reduction
+// order are fixed), only time and heap footprint do. Every rank's call must use the same channel count
+// (it is part of the call's signature). Checked when the call is planned, naming the field:
+//   num_channels  1..Buffer::max_num_channels(): on CUDA, as many as stay co-resident with the other
+//                 ranks sharing the GPU (2 blocks each); a combine and a cached dispatch run with
+//                 their dispatch's channels (DispatchHandle::num_channels), so there only that count
+//                 (or 0) is accepted, as DeepEP requires the dispatch's num_sms there;
+//   ring_slots    >= 1, and the call's rings must fit the heap's normal region;
+//   chunk_tokens  1..ring_slots (the call's).
+struct CallTuning {
+  int num_channels = 0;
+  int ring_slots = 0;
+  int chunk_tokens = 0;
+
+  bool is_default() const { return num_channels == 0 && ring_slots == 0 && chunk_tokens == 0; }
   std::string to_string() const;
 };
 

@@ -116,6 +116,20 @@ BufferClass bind_buffer(nb::module_& m) {
       .def("validate", &Config::validate)
       .def("__repr__", &Config::to_string);
 
+  nb::class_<CallTuning>(
+      m, "CallTuning",
+      "One normal call's tuning (DeepEP's per-call Config); 0 keeps the Buffer's (config.hpp).")
+      .def(
+          "__init__",
+          [](CallTuning* self, int num_channels, int ring_slots, int chunk_tokens) {
+            new (self) CallTuning{num_channels, ring_slots, chunk_tokens};
+          },
+          nb::arg("num_channels") = 0, nb::arg("ring_slots") = 0, nb::arg("chunk_tokens") = 0)
+      .def_rw("num_channels", &CallTuning::num_channels)
+      .def_rw("ring_slots", &CallTuning::ring_slots)
+      .def_rw("chunk_tokens", &CallTuning::chunk_tokens)
+      .def("__repr__", &CallTuning::to_string);
+
   nb::class_<BufferSizing>(m, "BufferSizing", "The largest call a buffer serves; sizes the heap.")
       .def(
           "__init__",
@@ -232,6 +246,10 @@ BufferClass bind_buffer(nb::module_& m) {
           },
           nb::arg("all_handles"))
       .def_prop_ro("is_connected", &Buffer::is_connected)
+      .def_prop_ro("num_channels", &Buffer::num_channels,
+                   "The normal engine's channels by default (buffer.hpp).")
+      .def_prop_ro("max_num_channels", &Buffer::max_num_channels,
+                   "The most channels a call's CallTuning may ask for (known once connected on CUDA).")
       .def(
           "synchronize",
           [](PyBuffer& self, uintptr_t stream) {

@@ -81,11 +81,41 @@ nb::tuple get_dispatch_layout(PyBuffer& self, nb::handle topk_idx, int num_exper
       to_python(layout.num_tokens_per_expert, style), to_python(layout.is_token_in_rank, style));
 }
 
+// get_dispatch_layout into outputs that the caller allocated, given as raw addresses: switchyard.deep_ep's
+// path for torch tensors, where converting tensors (DLPack both ways) cost several times the call's own
+// host time (bench/NOTES.md, session 13). Internal: the caller vouches that each address is a contiguous
+// tensor of the stated shape on the Buffer's device (deep_ep checks dtype, device and contiguity first):
+//   topk_idx i64 [num_tokens, topk]; counts i32 [R + R / ranks_per_node + num_experts], i.e.
+//   num_tokens_per_rank, num_tokens_per_node and num_tokens_per_expert back to back; is_token_in_rank
+//   bool [num_tokens, R].
+void get_dispatch_layout_raw(PyBuffer& self, uintptr_t topk_idx, int64_t num_tokens, int64_t topk,
+                             int num_experts, uintptr_t stream, uintptr_t counts,
+                             uintptr_t is_token_in_rank) {
+  CallScope scope(self);
+  const Placement& placement = self.placement();
+  const Device device = placement.cuda ? Device::cuda : Device::cpu;
+  const int64_t ranks = self.topology().num_ranks;
+  const int64_t nodes = self.topology().num_nodes();
+  const auto view = [&](uintptr_t address, DType dtype, std::initializer_list<int64_t> dims) {
+    return TensorView(reinterpret_cast<void*>(address), dtype, dims, device, placement.device);
+  };
+  int32_t* words = reinterpret_cast<int32_t*>(counts);
+  DispatchLayoutOutputs out;
+  out.num_tokens_per_rank = view(counts, DType::i32, {ranks});
+  out.num_tokens_per_node = view(reinterpret_cast<uintptr_t>(words + ranks), DType::i32, {nodes});
+  out.num_tokens_per_expert =
+      view(reinterpret_cast<uintptr_t>(words + ranks + nodes), DType::i32, {num_experts});
+  out.is_token_in_rank = view(is_token_in_rank, DType::boolean, {num_tokens, ranks});
+  self.get_dispatch_layout(view(topk_idx, DType::i64, {num_tokens, topk}), num_experts, out,
+                           to_stream(stream));
+}
+
 nb::dict dispatch(PyBuffer& self, nb::handle x, nb::handle x_scales, nb::handle topk_idx,
                   nb::handle topk_weights, int num_experts, int expert_alignment, nb::handle layout,
                   std::optional<DispatchHandle> cached_handle, int64_t num_worst_tokens,
                   nb::handle out_recv_x, nb::handle out_recv_x_scales, nb::handle out_recv_topk_idx,
-                  nb::handle out_recv_topk_weights, uintptr_t stream, const std::string& framework) {
+                  nb::handle out_recv_topk_weights, uintptr_t stream, const std::string& framework,
+                  std::optional<CallTuning> tuning) {
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
   const Placement& placement = self.placement();
@@ -104,6 +134,7 @@ nb::dict dispatch(PyBuffer& self, nb::handle x, nb::handle x_scales, nb::handle 
   }
   if (cached_handle) args.cached_handle = &*cached_handle;
   args.num_worst_tokens = num_worst_tokens;
+  if (tuning) args.tuning = *tuning;
   args.out_recv_x = to_view(out_recv_x, "out_recv_x", keep, placement, true);
   args.out_recv_x_scales = to_view(out_recv_x_scales, "out_recv_x_scales", keep, placement, true);
   args.out_recv_topk_idx = to_view(out_recv_topk_idx, "out_recv_topk_idx", keep, placement, true);
@@ -130,7 +161,8 @@ nb::dict dispatch(PyBuffer& self, nb::handle x, nb::handle x_scales, nb::handle 
 
 nb::tuple combine(PyBuffer& self, nb::handle x, nb::handle topk_weights, const DispatchHandle& handle,
                   nb::handle out_combined_x, nb::handle out_combined_topk_weights, uintptr_t stream,
-                  const std::string& framework, nb::handle bias0, nb::handle bias1) {
+                  const std::string& framework, nb::handle bias0, nb::handle bias1,
+                  std::optional<CallTuning> tuning) {
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
   const Placement& placement = self.placement();
@@ -139,6 +171,7 @@ nb::tuple combine(PyBuffer& self, nb::handle x, nb::handle topk_weights, const D
   args.x = to_view(x, "x", keep, placement);
   args.topk_weights = to_view(topk_weights, "topk_weights", keep, placement);
   args.handle = &handle;
+  if (tuning) args.tuning = *tuning;
   args.bias0 = to_view(bias0, "bias0", keep, placement);
   args.bias1 = to_view(bias1, "bias1", keep, placement);
   args.out_combined_x = to_view(out_combined_x, "out_combined_x", keep, placement, true);
@@ -160,15 +193,21 @@ void bind_normal(nb::module_&, BufferClass& buffer) {
       .def("get_dispatch_layout", &get_dispatch_layout, nb::arg("topk_idx"), nb::arg("num_experts"),
            nb::arg("stream") = 0, nb::arg("framework") = "numpy",
            "-> (num_tokens_per_rank, num_tokens_per_node, num_tokens_per_expert, is_token_in_rank)")
+      .def("get_dispatch_layout_raw", &get_dispatch_layout_raw, nb::arg("topk_idx"), nb::arg("num_tokens"),
+           nb::arg("topk"), nb::arg("num_experts"), nb::arg("stream"), nb::arg("counts"),
+           nb::arg("is_token_in_rank"),
+           "Internal (switchyard.deep_ep): get_dispatch_layout into caller-allocated outputs given as "
+           "addresses.")
       .def("dispatch", &dispatch, nb::arg("x"), nb::arg("x_scales").none(), nb::arg("topk_idx").none(),
            nb::arg("topk_weights").none(), nb::arg("num_experts"), nb::arg("expert_alignment"),
            nb::arg("layout").none(), nb::arg("cached_handle").none(), nb::arg("num_worst_tokens"),
            nb::arg("out_recv_x").none(), nb::arg("out_recv_x_scales").none(),
            nb::arg("out_recv_topk_idx").none(), nb::arg("out_recv_topk_weights").none(), nb::arg("stream"),
-           nb::arg("framework"))
+           nb::arg("framework"), nb::arg("tuning").none() = nb::none())
       .def("combine", &combine, nb::arg("x"), nb::arg("topk_weights").none(), nb::arg("handle"),
            nb::arg("out_combined_x").none(), nb::arg("out_combined_topk_weights").none(), nb::arg("stream"),
-           nb::arg("framework"), nb::arg("bias0").none() = nb::none(), nb::arg("bias1").none() = nb::none());
+           nb::arg("framework"), nb::arg("bias0").none() = nb::none(), nb::arg("bias1").none() = nb::none(),
+           nb::arg("tuning").none() = nb::none());
 }
 
 }  // namespace switchyard::python

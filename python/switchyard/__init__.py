@@ -29,12 +29,13 @@ from ._groups import Group, as_group
 from ._moe import MoE
 
 Config = _C.Config
+CallTuning = _C.CallTuning
 DispatchHandle = _C.DispatchHandle
 LowLatencyHandle = _C.LowLatencyHandle
 cuda_available = _C.cuda_available
 __version__ = _C.__version__
 
 __all__ = [
-    "Buffer", "CapacityError", "CombineResult", "Config", "DispatchHandle", "DispatchLayout", "DispatchResult", "Error", "Group",
+    "Buffer", "CallTuning", "CapacityError", "CombineResult", "Config", "DispatchHandle", "DispatchLayout", "DispatchResult", "Error", "Group",
     "InvalidArgument", "LowLatencyCombineResult", "LowLatencyDispatchResult", "LowLatencyHandle", "MoE", "SystemError", "TimeoutError", "Unsupported", "as_group", "cuda_available",
 ]

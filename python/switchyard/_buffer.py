@@ -224,6 +224,17 @@ class Buffer:
         return self._native.heap_bytes
 
     @property
+    def num_channels(self) -> int:
+        """The normal engine's channels by default (Config.num_channels, resolved)."""
+        return self._native.num_channels
+
+    @property
+    def max_num_channels(self) -> int:
+        """The most channels a call's CallTuning may ask for (on CUDA: what stays co-resident with the ranks
+        sharing the GPU)."""
+        return self._native.max_num_channels
+
+    @property
     def symmetric_combine_path(self) -> str:
         """'push' or 'pull': the path symmetric_combine takes (Config.symmetric_combine, resolved at connect)."""
         return self._native.symmetric_combine_path
@@ -258,7 +269,7 @@ class Buffer:
                  expert_alignment: int = 1, layout: Optional[DispatchLayout] = None,
                  handle: Optional[_C.DispatchHandle] = None, num_worst_tokens: int = 0, out_recv_x=None,
                  out_recv_x_scales=None, out_recv_topk_idx=None, out_recv_topk_weights=None,
-                 stream=None) -> DispatchResult:
+                 stream=None, tuning: Optional[_C.CallTuning] = None) -> DispatchResult:
         """Sends each token to the ranks holding its experts (the `normal` engine, rank-major).
 
         x: bf16 [N, H] (uint16 bits with numpy), or fp8 e4m3 [N, H] (uint8 bits with numpy) with
@@ -273,6 +284,8 @@ class Buffer:
         num_worst_tokens > 0: outputs have exactly that many rows and the host never waits for the
         counts; rows past the received ones have topk_idx -1 and weight 0.
         out_recv_*: preallocated outputs (returned as given).
+        tuning: this call's CallTuning (channels, ring slots, chunk; 0 keeps the Buffer's); a cached
+        dispatch runs with its dispatch's channels. Results never depend on it.
 
         Rank d receives each token with at least one expert on d exactly once, ordered by source
         rank ascending, then by source token ascending (deterministic, unlike DeepEP).
@@ -292,7 +305,7 @@ class Buffer:
             int(num_experts), int(expert_alignment), layout_tensors, handle, int(num_worst_tokens),
             call(out_recv_x, "out_recv_x"), call(out_recv_x_scales, "out_recv_x_scales"),
             call(out_recv_topk_idx, "out_recv_topk_idx"), call(out_recv_topk_weights, "out_recv_topk_weights"),
-            call.stream, call.framework)
+            call.stream, call.framework, tuning)
         for name, given in (("recv_x", out_recv_x), ("recv_x_scales", out_recv_x_scales),
                             ("recv_topk_idx", out_recv_topk_idx), ("recv_topk_weights", out_recv_topk_weights)):
             if given is not None:
@@ -300,7 +313,8 @@ class Buffer:
         return DispatchResult(**raw)
 
     def combine(self, x, handle: _C.DispatchHandle, topk_weights=None, *, bias0=None, bias1=None,
-                out_combined_x=None, out_combined_topk_weights=None, stream=None) -> CombineResult:
+                out_combined_x=None, out_combined_topk_weights=None, stream=None,
+                tuning: Optional[_C.CallTuning] = None) -> CombineResult:
         """Brings rows back to their source ranks and reduces them.
 
         x: bf16 [M, H], one row per received token in dispatch's order; topk_weights: f32 [M, K],
@@ -310,13 +324,14 @@ class Buffer:
 
         bias0, bias1: optional bf16 [N, H] (N: this rank's tokens of the dispatch); the fp32 sum starts
         at bias0 + bias1 (an absent one counts as +0.0) instead of +0 (docs/deep_ep.md, "Combine bias").
+        tuning: ring slots and chunk for this call (CallTuning); it runs with its dispatch's channels.
         """
         self._check_alive()
         call = _Call(self, x, stream)
         combined_x, combined_topk_weights = self._native.combine(
             call(x, "x"), call(topk_weights, "topk_weights"), handle, call(out_combined_x, "out_combined_x"),
             call(out_combined_topk_weights, "out_combined_topk_weights"), call.stream, call.framework,
-            call(bias0, "bias0"), call(bias1, "bias1"))
+            call(bias0, "bias0"), call(bias1, "bias1"), tuning)
         if out_combined_x is not None:
             combined_x = out_combined_x
         if out_combined_topk_weights is not None:

@@ -17,12 +17,17 @@ Differences from DeepEP, all of them deliberate:
 - Calls run on the caller's current stream (torch.cuda.current_stream()); there is no separate
   communication stream, so async_finish and allocate_on_comm_stream only change which event is
   returned (it is recorded on the current stream after the call).
-- The engine's tuning is fixed when the Buffer is created (switchyard_config=): switchyard sizes its
-  rings and picks its channel count then, and cannot change either per call. A per-call `config` is
-  checked as DeepEP checks it (Config's own rules, an even num_sms) and against the Buffer: the heap
-  switchyard would need with that tuning for the call's hidden, top-k and experts must fit in
-  num_nvl_bytes + num_rdma_bytes, else switchyard.InvalidArgument names `config`. None of it is
-  applied to the call, which runs with the Buffer's tuning; results never depend on tuning.
+- A per-call `config` is applied to that call (switchyard.CallTuning), checked as DeepEP checks it
+  (Config's own rules, an even num_sms) and against the Buffer (the rings switchyard needs with that
+  tuning for the call's hidden, top-k and experts must fit in num_nvl_bytes + num_rdma_bytes, else
+  switchyard.InvalidArgument names `config`): on CUDA num_sms / 2 channels, capped at what stays
+  co-resident with the ranks sharing the GPU (Buffer.max_num_channels); ring slots =
+  num_max_nvl_chunked_recv_tokens and chunk = num_max_nvl_chunked_send_tokens (for the RDMA stage
+  too: switchyard has one knob for both). A combine and a cached dispatch run with their dispatch's
+  channels, whatever their config's num_sms. None, or DeepEP's recommended config of the method
+  (get_dispatch_config / get_combine_config), runs with the Buffer's own tuning (switchyard_config=).
+  On the CPU backend a channel is a host thread: the Buffer's channel count stays. Results never
+  depend on tuning.
 - Handles are DeepEP's tuples (switchyard._deep_ep_handles has what each entry holds): dispatch's
   (rank_prefix_matrix, channel_prefix_matrix, recv_channel_prefix_matrix, recv_src_idx,
   is_token_in_rank, send_head), with DeepEP's dtypes and shapes. rank_prefix_matrix is exact in this
@@ -102,7 +107,7 @@ class Config:
     rdma recv buffer), checked by DeepEP's rules (InvalidArgument naming the field). switchyard maps
     it to its engine's Config: num_channels = num_sms / 2 (a channel is a sender and a receiver
     block, as in DeepEP) on CUDA, ring_slots = num_max_nvl_chunked_recv_tokens, chunk_tokens =
-    num_max_nvl_chunked_send_tokens. Passed per call, it is checked and not applied (module docstring)."""
+    num_max_nvl_chunked_send_tokens. Passed per call, it tunes that call (module docstring)."""
 
     def __init__(self, num_sms: int = 20, num_max_nvl_chunked_send_tokens: int = 6,
                  num_max_nvl_chunked_recv_tokens: int = 256, num_max_rdma_chunked_send_tokens: int = 6,
@@ -212,6 +217,15 @@ class _on_stream_of:
     def __exit__(self, *exc):
         if self.context is not None:
             self.context.__exit__(*exc)
+
+
+def _current_raw_stream(torch, device_index: int) -> int:
+    """The current stream of `device_index` as an address: torch's raw getter where it has one (a
+    fraction of a microsecond), else through torch.cuda.current_stream (a few)."""
+    raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    if raw is not None:
+        return raw(device_index)
+    return torch.cuda.current_stream(device_index).cuda_stream
 
 
 def _record_event(tensor, wanted: bool) -> EventOverlap:
@@ -331,6 +345,10 @@ class Buffer:
             resolved, backend=backend, sharing=sharing, ranks_per_node=min(self.group_size, NUM_MAX_NVL_PEERS),
             config=config, heap_bytes=heap_bytes)
         self._last_layout: Optional[Tuple[Any, DispatchLayout]] = None
+        # get_dispatch_layout's path for torch tensors (_torch_layout): the Buffer's device, and the
+        # cheapest way to the current stream that this torch has.
+        self._layout_device = self.switchyard_buffer.device if self.switchyard_buffer.backend == "cuda" else None
+        self._num_nodes = self.group_size // self.switchyard_buffer.ranks_per_node
 
     # ---- DeepEP's static helpers ----------------------------------------------------------------
     @staticmethod
@@ -354,14 +372,14 @@ class Buffer:
 
     @staticmethod
     def get_dispatch_config(num_ranks: int) -> Config:
-        """DeepEP's recommended dispatch config; passing it to dispatch selects switchyard's tuning."""
+        """DeepEP's recommended dispatch config; passing it to dispatch selects the Buffer's own tuning."""
         table = {2: (24, 256), 4: (6, 256), 8: (6, 256), 16: (16, 288), 24: (8, 288), 32: (8, 288)}
         send, recv = table.get(num_ranks, (6, 256))
         return Config(Buffer.num_sms, send, recv, 6, 128)
 
     @staticmethod
     def get_combine_config(num_ranks: int) -> Config:
-        """DeepEP's recommended combine config; passing it to combine selects switchyard's tuning."""
+        """DeepEP's recommended combine config; passing it to combine selects the Buffer's own tuning."""
         table = {2: (10, 256), 4: (9, 256), 8: (4, 256), 16: (2, 288), 24: (1, 288), 32: (1, 288)}
         send, recv = table.get(num_ranks, (4, 256))
         return Config(Buffer.num_sms, send, recv, 6, 128)
@@ -433,28 +451,44 @@ class Buffer:
             self._low_latency_buffer = None
 
     # ---- helpers --------------------------------------------------------------------------------
-    def _check_config(self, config: Optional[Config], method: str, hidden: int, topk: int, num_experts: int) -> None:
-        """A per-call config is accepted when it fits the Buffer, and not applied (module docstring)."""
+    def _tuning(self, config: Optional[Config], method: str, hidden: int, topk: int,
+                num_experts: int) -> Optional[_C.CallTuning]:
+        """The call's tuning for a per-call `config` (module docstring): None (the Buffer's) for None or
+        DeepEP's recommended config of the method, else checked as DeepEP checks it and against the heap."""
         if config is None:
-            return
+            return None
         if not isinstance(config, Config):
             raise InvalidArgument(f"config: expected a deep_ep.Config or None, got {type(config).__name__}")
         if config.num_sms % 2:
             raise InvalidArgument(f"config: expected an even num_sms (a channel is two SMs, as in DeepEP), "
                                   f"got {config!r}")
+        recommended = Buffer.get_combine_config if method == "combine" else Buffer.get_dispatch_config
+        if config == recommended(self.group_size):
+            return None
+        native = self.switchyard_buffer
+        if native.backend == "cuda":
+            # NOTES: capped at what stays co-resident: ranks sharing one GPU (MPS) have fewer SMs each
+            # than DeepEP's configs assume, and a channel whose blocks wait for a later one deadlocks.
+            channels = max(1, min(config.num_sms // 2, native.max_num_channels))
+        else:
+            channels = native.num_channels  # a CPU channel is a host thread, not two SMs
         # NOTES: sized as switchyard sizes its heap for a tuning (normal_heap_bytes): bf16 rows of `hidden`
         # (fp8 rows are smaller), `topk` slots and `num_experts` experts.
         sizing = _C.BufferSizing(hidden=max(1, int(hidden)), topk=max(1, int(topk)),
                                  num_experts=max(self.group_size, int(num_experts)))
-        cpu_channels = self.switchyard_buffer.config.num_channels or _C.Config.default_cpu_channels
-        needed = _C.normal_heap_bytes(self.group_size, self.switchyard_buffer.ranks_per_node,
-                                      config.to_switchyard(self.switchyard_buffer.backend, cpu_channels), sizing)
-        available = self.switchyard_buffer.heap_bytes
+        engine_config = _C.Config(num_channels=channels, ring_slots=config.num_max_nvl_chunked_recv_tokens,
+                                  chunk_tokens=config.num_max_nvl_chunked_send_tokens)
+        needed = _C.normal_heap_bytes(self.group_size, native.ranks_per_node, engine_config, sizing)
+        available = native.heap_bytes
         if needed > available:
             raise InvalidArgument(
                 f"config: expected a config whose switchyard heap fits this Buffer's {available} bytes "
                 f"(num_nvl_bytes + num_rdma_bytes), got {config!r}, which needs {needed} bytes for this "
                 f"{method} (hidden {hidden}, top-k {topk}, {num_experts} experts)")
+        # A combine or cached dispatch runs with its dispatch's channels (0: the handle's).
+        return _C.CallTuning(num_channels=channels if method == "dispatch" else 0,
+                             ring_slots=config.num_max_nvl_chunked_recv_tokens,
+                             chunk_tokens=config.num_max_nvl_chunked_send_tokens)
 
     @staticmethod
     def _wait_previous(previous_event: Optional[EventOverlap]) -> None:
@@ -467,11 +501,36 @@ class Buffer:
         """-> (num_tokens_per_rank int32 [R], num_tokens_per_rdma_rank (None within one node),
         num_tokens_per_expert int32 [E], is_token_in_rank bool [N, R], event)."""
         self._wait_previous(previous_event)
-        layout = self.switchyard_buffer.get_dispatch_layout(topk_idx, num_experts)
+        layout = self._torch_layout(topk_idx, num_experts)
+        if layout is None:
+            layout = self.switchyard_buffer.get_dispatch_layout(topk_idx, num_experts)
         self._last_layout = (layout.num_tokens_per_rank, layout)
         per_rdma_rank = None if self.switchyard_buffer.ranks_per_node == self.group_size else layout.num_tokens_per_node
         return (layout.num_tokens_per_rank, per_rdma_rank, layout.num_tokens_per_expert, layout.is_token_in_rank,
                 _record_event(topk_idx, async_finish))
+
+    def _torch_layout(self, topk_idx, num_experts) -> Optional[DispatchLayout]:
+        """get_dispatch_layout into tensors that torch allocates (one for the three counts, back to back,
+        and is_token_in_rank), as DeepEP's binding does; None where this path does not apply: anything
+        but a contiguous int64 CUDA tensor [N, K] on the Buffer's device, or a num_experts the general
+        path must refuse. The general path converts each tensor by DLPack both ways, which cost several
+        times the call's own host time (bench/NOTES.md, session 13)."""
+        torch = _torch()
+        native = self.switchyard_buffer._native
+        if (native is None or self._layout_device is None or torch is None or type(topk_idx) is not torch.Tensor
+                or not topk_idx.is_cuda or topk_idx.dtype != torch.int64 or topk_idx.dim() != 2
+                or not topk_idx.is_contiguous() or topk_idx.device.index != self._layout_device
+                or type(num_experts) is not int or num_experts < 1):
+            return None
+        num_tokens, topk = topk_idx.shape
+        ranks, nodes = self.group_size, self._num_nodes
+        device = topk_idx.device
+        counts = torch.empty(ranks + nodes + num_experts, dtype=torch.int32, device=device)
+        in_rank = torch.empty((num_tokens, ranks), dtype=torch.bool, device=device)
+        native.get_dispatch_layout_raw(topk_idx.data_ptr(), num_tokens, topk, num_experts,
+                                       _current_raw_stream(torch, device.index), counts.data_ptr(),
+                                       in_rank.data_ptr())
+        return DispatchLayout(counts[:ranks], counts[ranks:ranks + nodes], counts[ranks + nodes:], in_rank)
 
     def dispatch(self, x, handle: Optional[DispatchHandle] = None, num_tokens_per_rank=None,
                  num_tokens_per_rdma_rank=None, is_token_in_rank=None, num_tokens_per_expert=None, topk_idx=None,
@@ -499,10 +558,10 @@ class Buffer:
             native = _native_dispatch_handle(handle, "dispatch")
             if topk_idx is not None or topk_weights is not None:
                 raise InvalidArgument("topk_idx, topk_weights: expected None with a cached handle (as in DeepEP)")
-            self._check_config(config, "dispatch", x.shape[1], *getattr(handle, "call_shape", (1, 0)))
+            tuning = self._tuning(config, "cached dispatch", x.shape[1], *getattr(handle, "call_shape", (1, 0)))
             result = self.switchyard_buffer.dispatch(x, x_scales=x_scales, handle=native,
                                                      expert_alignment=expert_alignment,
-                                                     num_worst_tokens=num_worst_tokens)
+                                                     num_worst_tokens=num_worst_tokens, tuning=tuning)
             recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
             return recv_x, None, None, None, None, _record_event(x, async_finish)
 
@@ -526,10 +585,10 @@ class Buffer:
             topk = int(topk_idx.shape[1]) if len(topk_idx.shape) == 2 else 1
             if self._last_layout is not None and self._last_layout[0] is num_tokens_per_rank:
                 layout = self._last_layout[1]
-        self._check_config(config, "dispatch", x.shape[1], topk, num_experts)
+        tuning = self._tuning(config, "dispatch", x.shape[1], topk, num_experts)
         result = self.switchyard_buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts,
                                                  x_scales=x_scales, expert_alignment=expert_alignment,
-                                                 layout=layout, num_worst_tokens=num_worst_tokens)
+                                                 layout=layout, num_worst_tokens=num_worst_tokens, tuning=tuning)
         recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
         handle = normal_handle(result.handle, self.rank, self.group_size, framework_of(x), _on_stream_of(x))
         if _cuda_tensor(x) and _torch().cuda.is_current_stream_capturing():
@@ -556,9 +615,9 @@ class Buffer:
         """
         bias0, bias1 = _unpack_bias(bias)
         native = _native_dispatch_handle(handle, "combine")
-        self._check_config(config, "combine", x.shape[1], *getattr(handle, "call_shape", (1, 0)))
+        tuning = self._tuning(config, "combine", x.shape[1], *getattr(handle, "call_shape", (1, 0)))
         self._wait_previous(previous_event)
-        result = self.switchyard_buffer.combine(x, native, topk_weights, bias0=bias0, bias1=bias1)
+        result = self.switchyard_buffer.combine(x, native, topk_weights, bias0=bias0, bias1=bias1, tuning=tuning)
         return result.combined_x, result.combined_topk_weights, _record_event(x, async_finish)
 
     # ---- low-latency mode -----------------------------------------------------------------------

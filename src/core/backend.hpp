@@ -113,6 +113,8 @@ class BackendImpl {
   // Channels the `normal` engine runs with: Config::num_channels, or when that is auto, the
   // backend's choice (final once connected, when the CUDA backend knows how many ranks share a GPU).
   virtual int num_channels() const = 0;
+  // The most channels one `normal` call may run with (CallTuning::num_channels).
+  virtual int max_num_channels() const = 0;
   virtual Bytes local_handle() const = 0;
   // Maps every peer's heap; `all_handles` were checked for count, magic and size by core.
   virtual void connect(const std::vector<Bytes>& all_handles) = 0;
@@ -120,7 +122,9 @@ class BackendImpl {
   // Allocates a tensor where this backend computes (host memory or device memory).
   virtual Tensor allocate(DType dtype, std::initializer_list<int64_t> dims) = 0;
 
-  virtual DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream) = 0;
+  // `out`: the caller's outputs (checked), or nullptr to allocate them.
+  virtual DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream,
+                                             const DispatchLayoutOutputs* out) = 0;
   virtual DispatchResult normal_dispatch(const DispatchPlan& plan) = 0;
   virtual CombineResult normal_combine(const CombinePlan& plan) = 0;
 

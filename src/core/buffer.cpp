@@ -205,13 +205,33 @@ class Buffer::Impl {
     connected_ = true;
   }
 
-  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream) {
+  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream,
+                                     const DispatchLayoutOutputs* out) {
     check_usable("get_dispatch_layout");
     detail::expect_tensor(topk_idx, "topk_idx", DType::i64, 2, backend_->device());
     detail::check_num_experts(num_experts, options_.topology.num_ranks);
     detail::check_topk(topk_idx.shape[1]);
+    if (out) check_layout_outputs(*out, topk_idx.shape[0], num_experts);
     if (topk_idx.device == Device::cpu) detail::expect_expert_ids(topk_idx, num_experts);
-    return backend_->get_dispatch_layout(topk_idx, num_experts, stream);
+    return backend_->get_dispatch_layout(topk_idx, num_experts, stream, out);
+  }
+
+  void check_layout_outputs(const DispatchLayoutOutputs& out, int64_t num_tokens, int num_experts) const {
+    const Device device = backend_->device();
+    const int64_t ranks = options_.topology.num_ranks;
+    const std::pair<const TensorView*, const char*> counts[] = {
+        {&out.num_tokens_per_rank, "out.num_tokens_per_rank"},
+        {&out.num_tokens_per_node, "out.num_tokens_per_node"},
+        {&out.num_tokens_per_expert, "out.num_tokens_per_expert"}};
+    const int64_t sizes[] = {ranks, options_.topology.num_nodes(), num_experts};
+    const char* meanings[] = {"num_ranks", "num_nodes", "num_experts"};
+    for (int i = 0; i < 3; ++i) {
+      detail::expect_tensor(*counts[i].first, counts[i].second, DType::i32, 1, device);
+      detail::expect_dim(*counts[i].first, counts[i].second, 0, sizes[i], meanings[i]);
+    }
+    detail::expect_tensor(out.is_token_in_rank, "out.is_token_in_rank", DType::boolean, 2, device);
+    detail::expect_dim(out.is_token_in_rank, "out.is_token_in_rank", 0, num_tokens, "num_tokens of topk_idx");
+    detail::expect_dim(out.is_token_in_rank, "out.is_token_in_rank", 1, ranks, "num_ranks");
   }
 
   DispatchResult dispatch(const DispatchArgs& args) {
@@ -335,6 +355,8 @@ class Buffer::Impl {
 
   const BufferOptions& options() const { return options_; }
   size_t heap_bytes() const { return heap_bytes_; }
+  int num_channels() const { return backend_->num_channels(); }
+  int max_num_channels() const { return backend_->max_num_channels(); }
   bool connected() const { return connected_; }
 
   // For layers built on the buffer (detail::BufferAccess).
@@ -445,7 +467,8 @@ class Buffer::Impl {
   // What the plans read of this buffer: they check a call's arguments against it and change nothing.
   detail::PlanContext plan_context() const { return {options_, backend_->device(), id_}; }
   detail::NormalPlanContext normal_plan_context() const {
-    return {plan_context(), backend_->num_channels(), normal_region_bytes_, heap_bytes_};
+    return {plan_context(), backend_->num_channels(), backend_->max_num_channels(), normal_region_bytes_,
+            heap_bytes_};
   }
 
   const detail::BufferId id_ = detail::next_buffer_id();  // recorded in every handle this buffer makes
@@ -477,7 +500,11 @@ bool Buffer::is_connected() const {
   return impl_->connected();
 }
 DispatchLayout Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream) {
-  return impl_->get_dispatch_layout(topk_idx, num_experts, stream);
+  return impl_->get_dispatch_layout(topk_idx, num_experts, stream, nullptr);
+}
+DispatchLayout Buffer::get_dispatch_layout(const TensorView& topk_idx, int num_experts,
+                                           const DispatchLayoutOutputs& out, Stream stream) {
+  return impl_->get_dispatch_layout(topk_idx, num_experts, stream, &out);
 }
 DispatchResult Buffer::dispatch(const DispatchArgs& args) {
   return impl_->dispatch(args);
@@ -538,6 +565,12 @@ const Config& Buffer::config() const {
 }
 size_t Buffer::heap_bytes() const {
   return impl_->heap_bytes();
+}
+int Buffer::num_channels() const {
+  return impl_->num_channels();
+}
+int Buffer::max_num_channels() const {
+  return impl_->max_num_channels();
 }
 
 namespace detail {

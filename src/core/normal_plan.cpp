@@ -1,5 +1,6 @@
 #include "core/normal_plan.hpp"
 
+#include <algorithm>
 #include <string>
 #include <utility>
 
@@ -21,14 +22,60 @@ void check_tokens(int64_t num_tokens, const NormalPlanContext& buffer) {
 }
 
 // `needed`: normal_call_bytes of the call (the intranode layout, plus the RDMA region).
-void check_heap(size_t needed, const char* what, int hidden, const NormalPlanContext& buffer) {
+void check_heap(size_t needed, const char* what, int hidden, const CallTuning& tuning,
+                const NormalPlanContext& buffer) {
   if (needed > buffer.normal_region_bytes) {
+    const char* subject = tuning.is_default() ? what : "tuning";
     throw InvalidArgument(
-        std::string(what) + ": expected a call that fits the normal region of the buffer's heap (" +
+        std::string(subject) + ": expected a call that fits the normal region of the buffer's heap (" +
         std::to_string(buffer.normal_region_bytes) + " of " + std::to_string(buffer.heap_bytes) +
-        " bytes), got one needing " + std::to_string(needed) + " (hidden=" + std::to_string(hidden) +
-        "); size the buffer with BufferSizing for the largest call");
+        " bytes), got a " + what + " needing " + std::to_string(needed) + " (hidden=" +
+        std::to_string(hidden) + (tuning.is_default() ? std::string() : ", " + tuning.to_string()) +
+        "); size the buffer with BufferSizing for the largest call, or tune the call for fewer ring bytes");
   }
+}
+
+// The call's Config: the Buffer's, with what `tuning` sets (CallTuning). `handle_channels` > 0: the call
+// replays a dispatch (combine, cached dispatch), whose channel partition its handle holds, so it runs
+// with those channels.
+Config tuned_config(const CallTuning& tuning, const NormalPlanContext& buffer, int handle_channels,
+                    const char* handle_name) {
+  Config config = buffer.options.config;
+  config.num_channels = buffer.num_channels;
+  if (handle_channels > 0) {
+    if (tuning.num_channels != 0 && tuning.num_channels != handle_channels) {
+      throw InvalidArgument("tuning.num_channels: expected 0 or " + std::to_string(handle_channels) +
+                            " (the " + handle_name + "'s dispatch ran with that many channels), got " +
+                            std::to_string(tuning.num_channels));
+    }
+    config.num_channels = handle_channels;
+  } else if (tuning.num_channels != 0) {
+    if (tuning.num_channels < 1 || tuning.num_channels > buffer.max_num_channels) {
+      throw InvalidArgument("tuning.num_channels: expected 0 (the Buffer's " +
+                            std::to_string(buffer.num_channels) + ") or 1.." +
+                            std::to_string(buffer.max_num_channels) +
+                            " (what stays co-resident with the ranks sharing this device), got " +
+                            std::to_string(tuning.num_channels));
+    }
+    config.num_channels = tuning.num_channels;
+  }
+  if (tuning.ring_slots < 0) {
+    throw InvalidArgument("tuning.ring_slots: expected 0 (the Buffer's) or >= 1, got " +
+                          std::to_string(tuning.ring_slots));
+  }
+  if (tuning.ring_slots > 0) config.ring_slots = tuning.ring_slots;
+  if (tuning.chunk_tokens != 0) {
+    if (tuning.chunk_tokens < 1 || tuning.chunk_tokens > config.ring_slots) {
+      throw InvalidArgument("tuning.chunk_tokens: expected 0 (the Buffer's) or 1..ring_slots (" +
+                            std::to_string(config.ring_slots) + " in this call), got " +
+                            std::to_string(tuning.chunk_tokens));
+    }
+    config.chunk_tokens = tuning.chunk_tokens;
+  } else {
+    // The Buffer's chunk, within the call's rings (a chunk never exceeds its ring).
+    config.chunk_tokens = std::min(config.chunk_tokens, config.ring_slots);
+  }
+  return config;
 }
 
 // Output shapes that are known before the count exchange are checked here; row counts of
@@ -78,8 +125,6 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
   DispatchPlan plan;
   plan.rank = buffer.options.rank;
   plan.topology = buffer.options.topology;
-  plan.config = buffer.options.config;
-  plan.config.num_channels = buffer.num_channels;
   plan.args = args;
 
   const TensorView& x = args.x;
@@ -136,9 +181,11 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
                             " (as in the cached dispatch), got " + std::to_string(args.num_worst_tokens));
     }
     plan.cached = &cached;
+    plan.config = tuned_config(args.tuning, buffer, cached.num_channels, "cached_handle");
     plan.num_experts = cached.num_experts;
     plan.expert_alignment = cached.expert_alignment;
   } else {
+    plan.config = tuned_config(args.tuning, buffer, 0, nullptr);
     check_num_experts(args.num_experts, buffer.options.topology.num_ranks);
     plan.num_experts = args.num_experts;
     if (args.expert_alignment < 1) {
@@ -199,7 +246,7 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
     }
   }
   check_dispatch_outputs(plan, device);
-  check_heap(normal_call_bytes(plan), "dispatch", plan.hidden, buffer);
+  check_heap(normal_call_bytes(plan), "dispatch", plan.hidden, args.tuning, buffer);
   plan.signature = call_signature(1, plan.hidden, static_cast<int>(plan.dtype), plan.topk, plan.has_weights,
                                   plan.num_experts, plan.expert_alignment, plan.cached != nullptr,
                                   plan.num_worst_tokens > 0, plan.config.num_channels);
@@ -211,8 +258,6 @@ CombinePlan plan_combine(const CombineArgs& args, const NormalPlanContext& buffe
   CombinePlan plan;
   plan.rank = buffer.options.rank;
   plan.topology = buffer.options.topology;
-  plan.config = buffer.options.config;
-  plan.config.num_channels = buffer.num_channels;
   plan.args = args;
   if (!args.handle || !args.handle->valid()) {
     throw InvalidArgument("handle: expected the handle of a dispatch on this buffer, got none");
@@ -221,6 +266,7 @@ CombinePlan plan_combine(const CombineArgs& args, const NormalPlanContext& buffe
   if (handle.owner != buffer.owner) {
     throw InvalidArgument("handle: expected a handle made by this Buffer, got one from another Buffer");
   }
+  plan.config = tuned_config(args.tuning, buffer, handle.num_channels, "handle");
   plan.handle = &handle;
   expect_tensor(args.x, "x", DType::bf16, 2, device);
   int64_t expected_rows = handle.num_worst_tokens > 0 ? handle.num_worst_tokens : handle.num_recv_tokens;
@@ -259,7 +305,7 @@ CombinePlan plan_combine(const CombineArgs& args, const NormalPlanContext& buffe
   // of the signature that every rank's call must match.
   expect_optional_bias(args.bias0, "bias0", handle.num_tokens, plan.hidden, device);
   expect_optional_bias(args.bias1, "bias1", handle.num_tokens, plan.hidden, device);
-  check_heap(normal_call_bytes(plan), "combine", plan.hidden, buffer);
+  check_heap(normal_call_bytes(plan), "combine", plan.hidden, args.tuning, buffer);
   plan.signature = call_signature(2, plan.hidden, plan.topk, plan.has_weights, plan.config.num_channels);
   return plan;
 }

@@ -10,7 +10,8 @@ namespace switchyard::detail {
 
 // What the normal engine's plans read besides: the channel count and the heap's normal region.
 struct NormalPlanContext : PlanContext {
-  int num_channels;            // the backend's, Config::num_channels resolved
+  int num_channels;            // the backend's, Config::num_channels resolved: a call's default
+  int max_num_channels;        // the most a call's CallTuning may ask for
   size_t normal_region_bytes;  // the normal engine's part of the heap: [0, normal_region_bytes)
   size_t heap_bytes;           // the whole heap, named in the message of a call too large for it
 };

@@ -49,9 +49,9 @@ const char* symmetric_dispatch_name(SymmetricDispatch path) {
 }
 
 void Config::validate() const {
-  if (num_channels < 0 || num_channels > 1024) {
-    throw InvalidArgument("config.num_channels: expected 1..1024 or 0 (auto), got " +
-                          std::to_string(num_channels));
+  if (num_channels < 0 || num_channels > kMaxChannels) {
+    throw InvalidArgument("config.num_channels: expected 1.." + std::to_string(kMaxChannels) +
+                          " or 0 (auto), got " + std::to_string(num_channels));
   }
   if (ring_slots < 1) {
     throw InvalidArgument("config.ring_slots: expected >= 1, got " + std::to_string(ring_slots));
@@ -74,6 +74,13 @@ void Config::validate() const {
     throw InvalidArgument("config.symmetric_dispatch: expected auto, publish or zero_copy, got " +
                           std::to_string(static_cast<int>(symmetric_dispatch)));
   }
+}
+
+std::string CallTuning::to_string() const {
+  std::ostringstream out;
+  out << "tuning(channels=" << num_channels << " ring_slots=" << ring_slots
+      << " chunk_tokens=" << chunk_tokens << ")";
+  return out.str();
 }
 
 std::string Config::to_string() const {

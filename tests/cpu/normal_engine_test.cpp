@@ -2,11 +2,13 @@
 // bit for bit (DESIGN.md, Testing). Every output is poisoned before each run.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <functional>
 #include <ostream>
 #include <sstream>
 
 #include "support/normal_round_trip.hpp"
+#include "support/refusal.hpp"
 #include "support/released_layout.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
@@ -509,6 +511,221 @@ std::vector<EngineCase> released_layout_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, NormalEngineReleasedLayoutTest, ::testing::ValuesIn(released_layout_cases()),
                          case_name);
+
+// ---- per-call tuning (CallTuning: DeepEP's per-call Config) ---------------------------------------------
+// A call tuned differently from its Buffer gives the reference's bits, and so does the combine and the
+// cached dispatch that follow it; calls of different tunings in a row on the same buffers too.
+struct TuningCase {
+  std::string name;
+  EngineCase engine;
+  CallTuning dispatch;  // also the cached dispatch's
+  CallTuning combine;
+};
+
+void PrintTo(const TuningCase& c, std::ostream* out) {
+  *out << c.name << " dispatch " << c.dispatch.to_string() << " combine " << c.combine.to_string();
+}
+
+std::vector<TuningCase> tuning_cases() {
+  return {
+      // Fewer channels and rings smaller than the Buffer's: the senders wrap.
+      {"r2_fewer_channels_small_rings",
+       {"r2", make_shape(single(2), {24}, 256, 4, 8, bf16), ring_config(4, 16, 4)},
+       {2, 3, 1},
+       {0, 2, 2}},
+      {"r4_one_channel_ring1_fp8",
+       {"r4_fp8", make_shape(single(4), {12}, 128, 4, 16, fp8), ring_config(3, 8, 3)},
+       {1, 1, 1},
+       {0, 5, 0}},
+      // Only the chunk: the Buffer's channels and rings.
+      {"r8_chunk_only", {"r8", make_shape(single(8), {6}, 256, 8, 64, bf16)}, {0, 0, 2}, {0, 0, 5}},
+      // More channels than the Buffer's, in rings that still fit its heap.
+      {"r3_more_channels_than_the_buffer",
+       {"r3", make_shape(single(3), {20}, 128, 5, 12, bf16, false), ring_config(2, 32, 4)},
+       {5, 4, 2},
+       {5, 6, 3}},
+      // Across nodes: the RDMA rings take the call's ring slots too.
+      {"r4_two_nodes",
+       {"r4_nodes", make_shape(Topology{4, 2}, {10}, 256, 4, 16, bf16), ring_config(3, 8, 4)},
+       {2, 2, 1},
+       {0, 3, 2}},
+  };
+}
+
+class NormalEngineTuningTest : public ::testing::TestWithParam<TuningCase> {};
+
+TEST_P(NormalEngineTuningTest, TunedCallsMatchReferenceBitwise) {
+  const TuningCase& t = GetParam();
+  const EngineCase& c = t.engine;
+  const uint64_t seed = testing::seed_for(t.name);
+  SCOPED_TRACE(describe(c, seed) + " dispatch " + t.dispatch.to_string() + " combine " +
+               t.combine.to_string());
+  const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
+  const Expected expected = testing::compute_expected(c.shape, data, c.expert_alignment);
+  RoundTripOptions tuned;
+  tuned.dispatch_tuning = t.dispatch;
+  tuned.combine_tuning = t.combine;
+  const RoundTripOptions plain;
+  const int num_ranks = c.shape.topology.num_ranks;
+  std::vector<RankRun> first(num_ranks), cached(num_ranks), untuned(num_ranks);
+  std::string unsupported;
+  if (!run_on_ranks(
+          c,
+          [&](Buffer& buffer, int rank) {
+            first[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, tuned);
+            cached[rank] = testing::run_cached_round_trip(buffer, c.shape, data[rank], expected, tuned,
+                                                          first[rank], true);
+            // The Buffer's own tuning right after: the rings and counters the tuned calls left are reset.
+            untuned[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, plain);
+          },
+          &unsupported)) {
+    GTEST_SKIP() << unsupported;
+  }
+  std::vector<std::string> failures;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    const int expected_channels =
+        t.dispatch.num_channels != 0 ? t.dispatch.num_channels : c.config.num_channels;
+    if (expected_channels != Config::kAutoChannels &&
+        first[rank].dispatch.handle.num_channels() != expected_channels) {
+      failures.push_back("rank " + std::to_string(rank) + ": the handle holds " +
+                         std::to_string(first[rank].dispatch.handle.num_channels()) + " channels, expected " +
+                         std::to_string(expected_channels));
+    }
+    for (const RankRun* run : {&first[rank], &cached[rank], &untuned[rank]}) {
+      testing::check_dispatch(*run, c.shape, expected, rank, tuned, true, &failures);
+      testing::check_combine(*run, c.shape, expected, rank, c.shape.with_weights, &failures);
+    }
+  }
+  report(failures);
+}
+
+INSTANTIATE_TEST_SUITE_P(Tunings, NormalEngineTuningTest, ::testing::ValuesIn(tuning_cases()),
+                         [](const ::testing::TestParamInfo<TuningCase>& info) { return info.param.name; });
+
+// A tuning that cannot run is refused on the host, naming the field, before any rank moves a row (every
+// rank refuses alike, so none waits for another).
+TEST(NormalEngineTuning, RefusesWhatCannotRunNamingTheField) {
+  const EngineCase c{"r2_refusals", make_shape(single(2), {8}, 128, 4, 8, bf16), ring_config(2, 4, 2)};
+  const std::vector<workload::RankData> data = workload::generate(c.shape, testing::seed_for(c.name));
+  std::vector<std::vector<std::string>> messages(2);
+  std::string unsupported;
+  ASSERT_TRUE(run_on_ranks(
+      c,
+      [&](Buffer& buffer, int rank) {
+        auto dispatch_with = [&](CallTuning tuning) {
+          return testing::invalid_argument_message([&] {
+            DispatchArgs args;
+            args.x = data[rank].x;
+            args.topk_idx = data[rank].topk_idx;
+            args.topk_weights = data[rank].topk_weights;
+            args.num_experts = c.shape.num_experts;
+            args.tuning = tuning;
+            buffer.dispatch(args);
+          });
+        };
+        std::vector<std::string>& out = messages[rank];
+        out.push_back(dispatch_with({buffer.max_num_channels() + 1, 0, 0}));
+        out.push_back(dispatch_with({-1, 0, 0}));
+        out.push_back(dispatch_with({0, -2, 0}));
+        out.push_back(dispatch_with({0, 3, 4}));     // chunk larger than the call's rings
+        out.push_back(dispatch_with({0, 4096, 0}));  // rings past the heap's normal region
+        // A combine runs with its dispatch's channels.
+        DispatchArgs args;
+        args.x = data[rank].x;
+        args.topk_idx = data[rank].topk_idx;
+        args.topk_weights = data[rank].topk_weights;
+        args.num_experts = c.shape.num_experts;
+        args.tuning = {1, 0, 0};
+        DispatchResult dispatched = buffer.dispatch(args);
+        EXPECT_EQ(dispatched.handle.num_channels(), 1);
+        out.push_back(testing::invalid_argument_message([&] {
+          CombineArgs combine;
+          combine.x = dispatched.recv_x;
+          combine.handle = &dispatched.handle;
+          combine.tuning = {2, 0, 0};
+          buffer.combine(combine);
+        }));
+        out.push_back(testing::invalid_argument_message([&] {
+          DispatchArgs again;
+          again.x = data[rank].x;
+          again.cached_handle = &dispatched.handle;
+          again.tuning = {2, 0, 0};
+          buffer.dispatch(again);
+        }));
+        // The buffer still works after the refusals, with the handle's channels.
+        CombineArgs combine;
+        combine.x = dispatched.recv_x;
+        combine.handle = &dispatched.handle;
+        combine.tuning = {1, 2, 1};
+        buffer.combine(combine);
+      },
+      &unsupported));
+  const std::vector<std::string> fields = {
+      "tuning.num_channels", "tuning.num_channels", "tuning.ring_slots", "tuning.chunk_tokens", "tuning:",
+      "tuning.num_channels", "tuning.num_channels"};
+  for (int rank = 0; rank < 2; ++rank) {
+    ASSERT_EQ(messages[rank].size(), fields.size());
+    for (size_t i = 0; i < fields.size(); ++i) {
+      EXPECT_TRUE(testing::contains(messages[rank][i], fields[i]))
+          << "refusal " << i << " on rank " << rank << ": expected a message naming " << fields[i] << ", got "
+          << messages[rank][i];
+    }
+  }
+}
+
+// get_dispatch_layout into the caller's tensors (DispatchLayoutOutputs) gives the reference's layout there,
+// and refuses outputs of the wrong dtype or shape by name, writing nothing.
+TEST(NormalEngineLayout, IntoCallerOutputsMatchesReferenceAndRefusesWrongOnes) {
+  const EngineCase c{"r4_layout_into", make_shape(Topology{4, 2}, {13}, 128, 5, 16, bf16)};
+  const std::vector<workload::RankData> data = workload::generate(c.shape, testing::seed_for(c.name));
+  const Expected expected = testing::compute_expected(c.shape, data, 1);
+  std::vector<RankRun> runs(4);
+  std::vector<std::vector<std::string>> refusals(4);
+  std::vector<bool> untouched(4, false);
+  std::vector<std::pair<Tensor, Tensor>> kept(4);
+  std::string unsupported;
+  ASSERT_TRUE(run_on_ranks(
+      c,
+      [&](Buffer& buffer, int rank) {
+        const int64_t num_tokens = data[rank].topk_idx.size(0);
+        // Outlive the lambda: the layout borrows them.
+        Tensor& counts = kept[rank].first = Tensor::empty(DType::i32, {4 + 2 + 16});
+        Tensor& in_rank = kept[rank].second = Tensor::empty(DType::boolean, {num_tokens, 4});
+        std::memset(counts.data(), 0xA5, counts.nbytes());
+        DispatchLayoutOutputs out;
+        out.num_tokens_per_rank = TensorView(counts.data(), DType::i32, {4});
+        out.num_tokens_per_node = TensorView(counts.as<int32_t>() + 4, DType::i32, {2});
+        out.num_tokens_per_expert = TensorView(counts.as<int32_t>() + 6, DType::i32, {16});
+        out.is_token_in_rank = in_rank.view();
+        for (auto [field, broken] : {std::pair{0, TensorView(counts.data(), DType::i32, {3})},
+                                     {1, TensorView(counts.data(), DType::i64, {2})},
+                                     {2, TensorView()},
+                                     {3, TensorView(in_rank.data(), DType::boolean, {num_tokens + 1, 4})}}) {
+          DispatchLayoutOutputs wrong = out;
+          TensorView* parts[] = {&wrong.num_tokens_per_rank, &wrong.num_tokens_per_node,
+                                 &wrong.num_tokens_per_expert, &wrong.is_token_in_rank};
+          *parts[field] = broken;
+          refusals[rank].push_back(testing::invalid_argument_message(
+              [&] { buffer.get_dispatch_layout(data[rank].topk_idx, c.shape.num_experts, wrong); }));
+        }
+        untouched[rank] = counts.as<uint32_t>()[0] == 0xA5A5A5A5u;
+        runs[rank].layout = buffer.get_dispatch_layout(data[rank].topk_idx, c.shape.num_experts, out);
+        EXPECT_EQ(runs[rank].layout.num_tokens_per_rank.data(), counts.data());
+        EXPECT_EQ(runs[rank].layout.is_token_in_rank.data(), in_rank.data());
+      },
+      &unsupported));
+  std::vector<std::string> failures;
+  const char* fields[] = {"out.num_tokens_per_rank", "out.num_tokens_per_node", "out.num_tokens_per_expert",
+                          "out.is_token_in_rank"};
+  for (int rank = 0; rank < 4; ++rank) {
+    testing::check_layout(runs[rank], expected, rank, &failures);
+    EXPECT_TRUE(untouched[rank]) << "a refused call wrote its outputs on rank " << rank;
+    for (int i = 0; i < 4; ++i) {
+      EXPECT_TRUE(testing::contains(refusals[rank][i], fields[i])) << refusals[rank][i];
+    }
+  }
+  report(failures);
+}
 
 // Two buffers in a row on the same ranks do not disturb each other's results.
 TEST(NormalEngine, BuffersCanBeRecreatedAndGiveTheSameResults) {

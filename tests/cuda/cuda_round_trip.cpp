@@ -9,7 +9,8 @@ namespace switchyard::testing {
 
 DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
                         const Expected& expected, int expert_alignment, cudaStream_t stream,
-                        const DispatchHandle* cached, DispatchHandle* handle_out) {
+                        const DispatchHandle* cached, DispatchHandle* handle_out,
+                        const CallTuning& dispatch_tuning, const CallTuning& combine_tuning) {
   const int rank = buffer.rank();
   const int device = device_of(buffer);
   const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
@@ -24,6 +25,7 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
   args.num_experts = shape.num_experts;
   args.expert_alignment = expert_alignment;
   args.cached_handle = cached;
+  args.tuning = dispatch_tuning;
   args.stream = stream;
   // Poisoned outputs: anything the engine fails to write shows up as 0xA5 bytes.
   Tensor out_x = poisoned_device(shape.dtype, {rows, shape.hidden}, device, stream);
@@ -52,6 +54,7 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
   Tensor y = to_device(workload::synthetic_expert(run.recv_x, run.recv_x_scales, rank), device, stream);
   CombineArgs combine_args;
   combine_args.x = y;
+  combine_args.tuning = combine_tuning;
   if (shape.with_weights) combine_args.topk_weights = dispatched.recv_topk_weights;
   combine_args.handle = &dispatched.handle;
   combine_args.stream = stream;

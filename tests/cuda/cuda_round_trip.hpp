@@ -20,9 +20,11 @@ struct DeviceRun {
 
 // On the rank's device (device_of(buffer)), ordered on `stream`, which must belong to that device.
 // With `cached`, the dispatch replays that handle's routing; `handle_out` receives the new handle.
+// `dispatch_tuning` and `combine_tuning`: the calls' CallTuning (all 0: the Buffer's).
 DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
                         const Expected& expected, int expert_alignment, cudaStream_t stream,
-                        const DispatchHandle* cached = nullptr, DispatchHandle* handle_out = nullptr);
+                        const DispatchHandle* cached = nullptr, DispatchHandle* handle_out = nullptr,
+                        const CallTuning& dispatch_tuning = {}, const CallTuning& combine_tuning = {});
 
 // A dispatch without top-k (DeepEP's topk_idx=None) routed by get_dispatch_layout's layout on the
 // device, then a combine without weights; `expected` from compute_expected_without_topk.

@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <future>
 #include <sstream>
 
@@ -158,6 +159,140 @@ TEST_P(CudaNormalEngineTest, DispatchAndCombineMatchReferenceBitwiseAndRepeat) {
 }
 
 INSTANTIATE_TEST_SUITE_P(EdgeCases, CudaNormalEngineTest, ::testing::ValuesIn(cases()), case_name);
+
+// Per-call tuning (CallTuning, DeepEP's per-call Config): fewer channels than the Buffer's, smaller rings
+// and chunks, and a combine and a cached dispatch with their own rings, all give the reference's bits;
+// and the Buffer's own tuning right after them.
+struct TuningCase {
+  CudaCase engine;
+  CallTuning dispatch;
+  CallTuning combine;
+};
+
+class CudaNormalTuningTest : public ::testing::TestWithParam<TuningCase> {};
+
+TEST_P(CudaNormalTuningTest, TunedCallsMatchReferenceBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const TuningCase& t = GetParam();
+  const CudaCase& c = t.engine;
+  const uint64_t seed = seed_for(c.name);
+  SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed) + " " + c.shape.describe() + " dispatch " +
+               t.dispatch.to_string() + " combine " + t.combine.to_string());
+  auto data = workload::generate(c.shape, seed);
+  Expected expected = compute_expected(c.shape, data, c.expert_alignment);
+  const int ranks = c.shape.topology.num_ranks;
+  std::vector<std::vector<std::string>> failures(ranks);
+  run_ranks(ranks, [&](Group& group) {
+    const int rank = group.rank();
+    cudaSetDevice(device_for_rank(rank, ranks));
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    {
+      Buffer buffer(options_for(c, rank));
+      buffer.connect(group.allgather(buffer.local_handle()));
+      DispatchHandle handle;
+      group.barrier();
+      DeviceRun tuned = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
+                                      nullptr, &handle, t.dispatch, t.combine);
+      compare_with_reference(tuned, c.shape, expected, rank, &failures[rank]);
+      const int want_channels =
+          t.dispatch.num_channels != 0 ? t.dispatch.num_channels : buffer.num_channels();
+      if (handle.num_channels() != want_channels) {
+        failures[rank].push_back("the dispatch ran with " + std::to_string(handle.num_channels()) +
+                                 " channels, expected " + std::to_string(want_channels));
+      }
+      group.barrier();
+      DeviceRun cached = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
+                                       &handle, nullptr, t.dispatch, t.combine);
+      compare_with_reference(cached, c.shape, expected, rank, &failures[rank]);
+      group.barrier();
+      DeviceRun untuned = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream);
+      compare_with_reference(untuned, c.shape, expected, rank, &failures[rank]);
+    }
+    cudaStreamDestroy(stream);
+  });
+  for (int rank = 0; rank < ranks; ++rank) {
+    for (const auto& failure : failures[rank]) ADD_FAILURE() << failure;
+  }
+}
+
+// get_dispatch_layout into the caller's device tensors (DispatchLayoutOutputs, switchyard.deep_ep's torch
+// path): the counts consecutive in one allocation (one memset) or apart (three), the same bits as the
+// layout the call allocates itself, and the result borrows the caller's memory.
+TEST(CudaNormalLayout, IntoCallerOutputsMatchesTheCallsOwn) {
+  SWITCHYARD_REQUIRE_GPU();
+  const CudaCase c{"R8_layout_into", make_shape(8, 300, 512, 8, 64, DType::bf16), config_with(0, 16, 4)};
+  auto data = workload::generate(c.shape, seed_for(c.name));
+  std::vector<std::vector<std::string>> failures(8);
+  run_ranks(8, [&](Group& group) {
+    const int rank = group.rank();
+    cudaSetDevice(device_for_rank(rank, 8));
+    cudaStream_t stream;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    {
+      Buffer buffer(options_for(c, rank));
+      buffer.connect(group.allgather(buffer.local_handle()));
+      const int device = device_for_rank(rank, 8);
+      Tensor topk_idx = to_device(data[rank].topk_idx.view(), device, stream);
+      const DispatchLayout own = buffer.get_dispatch_layout(topk_idx, 64, stream);
+      const int64_t tokens = topk_idx.size(0);
+      Tensor counts = poisoned_device(DType::i32, {8 + 1 + 64}, device, stream);
+      Tensor apart = poisoned_device(DType::i32, {3 * 128}, device, stream);
+      Tensor in_rank = poisoned_device(DType::boolean, {tokens, 8}, device, stream);
+      for (const bool consecutive : {true, false}) {
+        int32_t* words = consecutive ? counts.as<int32_t>() : apart.as<int32_t>();
+        const int64_t gap = consecutive ? 0 : 40;
+        DispatchLayoutOutputs out;
+        out.num_tokens_per_rank = TensorView(words, DType::i32, {8}, Device::cuda, device);
+        out.num_tokens_per_node = TensorView(words + 8 + gap, DType::i32, {1}, Device::cuda, device);
+        out.num_tokens_per_expert = TensorView(words + 9 + 2 * gap, DType::i32, {64}, Device::cuda, device);
+        out.is_token_in_rank = in_rank.view();
+        const DispatchLayout into = buffer.get_dispatch_layout(topk_idx, 64, out, stream);
+        if (into.num_tokens_per_expert.data() != out.num_tokens_per_expert.data)
+          failures[rank].push_back("the result does not borrow the caller's num_tokens_per_expert");
+        const Tensor* pairs[][2] = {{&own.num_tokens_per_rank, &into.num_tokens_per_rank},
+                                    {&own.num_tokens_per_node, &into.num_tokens_per_node},
+                                    {&own.num_tokens_per_expert, &into.num_tokens_per_expert},
+                                    {&own.is_token_in_rank, &into.is_token_in_rank}};
+        for (const auto& pair : pairs) {
+          const Tensor a = to_host(pair[0]->view(), stream);
+          const Tensor b = to_host(pair[1]->view(), stream);
+          if (a.nbytes() != b.nbytes() || std::memcmp(a.data(), b.data(), a.nbytes()) != 0) {
+            failures[rank].push_back(std::string(consecutive ? "consecutive" : "apart") +
+                                     " outputs differ from the call's own layout (" + a.view().describe() +
+                                     ")");
+          }
+        }
+      }
+      buffer.synchronize(stream);
+    }
+    cudaStreamDestroy(stream);
+  });
+  for (int rank = 0; rank < 8; ++rank) {
+    for (const auto& failure : failures[rank]) ADD_FAILURE() << "rank " << rank << ": " << failure;
+  }
+}
+
+std::vector<TuningCase> tuning_cases() {
+  const Config standard = config_with(Config::kAutoChannels, 128, 16);
+  return {
+      {{"R4_bf16_h7168_two_channels", make_shape(4, 192, 7168, 8, 64, DType::bf16), standard},
+       {2, 8, 3},
+       {0, 5, 2}},
+      {{"R8_fp8_one_channel_ring1", make_shape(8, 64, 2048, 8, 64, DType::fp8_e4m3), standard},
+       {1, 1, 1},
+       {0, 2, 1}},
+      {{"R2_chunk_only", make_shape(2, 300, 512, 4, 8, DType::bf16), standard}, {0, 0, 4}, {0, 0, 7}},
+      {{"Small_R1_tuned", make_shape(1, 40, 256, 4, 8, DType::bf16), config_with(2, 4, 2)},
+       {1, 3, 2},
+       {0, 2, 1}},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Tunings, CudaNormalTuningTest, ::testing::ValuesIn(tuning_cases()),
+                         [](const ::testing::TestParamInfo<TuningCase>& info) {
+                           return info.param.engine.name;
+                         });
 
 // Combine biases (DeepEP's `bias`): the sum starts at bias0 + bias1 in fp32 (an absent one is +0.0),
 // then the rows in rank order, rounded once; one bias, the other alone, and both.

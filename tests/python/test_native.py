@@ -182,3 +182,48 @@ def test_preallocated_outputs_are_filled_and_returned(ranks):
         assert same_x and same_combined
         np.testing.assert_array_equal(out_x, recv_x)
         np.testing.assert_array_equal(out_combined, combined)
+
+
+# ---- per-call tuning ------------------------------------------------------------------------------
+def tuning_job(rank, num_ranks, allgather, seed, num_experts):
+    x, _, topk_idx, topk_weights = rank_inputs(seed, rank, tokens_of(rank), num_experts)
+    buffer = make_buffer(allgather, num_experts)
+    tuning = switchyard.CallTuning(num_channels=2, ring_slots=3, chunk_tokens=1)
+    recv = buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts, tuning=tuning)
+    cached = buffer.dispatch(x, handle=recv.handle, tuning=switchyard.CallTuning(ring_slots=5, chunk_tokens=2))
+    y = reference.expert(recv.recv_x, recv.recv_topk_idx)
+    out = buffer.combine(y, recv.handle, recv.recv_topk_weights, tuning=switchyard.CallTuning(ring_slots=2))
+    refusals = []
+    for call in (lambda: buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts,
+                                         tuning=switchyard.CallTuning(num_channels=buffer.max_num_channels + 1)),
+                 lambda: buffer.combine(y, recv.handle, tuning=switchyard.CallTuning(num_channels=3)),
+                 lambda: buffer.dispatch(x, topk_idx, num_experts=num_experts,
+                                         tuning=switchyard.CallTuning(ring_slots=2, chunk_tokens=3))):
+        with pytest.raises(switchyard.InvalidArgument) as refused:
+            call()
+        refusals.append(str(refused.value))
+    channels = recv.handle.num_channels
+    buffer.destroy()
+    return dict(recv_x=recv.recv_x, cached_x=cached.recv_x, y=y, combined=tuple(out), channels=channels,
+                refusals=refusals)
+
+
+def test_a_tuned_call_runs_with_its_tuning_and_matches_reference_bitwise(ranks):
+    num_ranks, num_experts = 3, 12
+    results = ranks(num_ranks).run(tuning_job, [(SEED + 4, num_experts)] * num_ranks)
+    inputs = [rank_inputs(SEED + 4, r, tokens_of(r), num_experts) for r in range(num_ranks)]
+    expected = reference.dispatch(inputs, num_experts)
+    expected_combined = reference.combine([result["y"] for result in results],
+                                          [e["recv_topk_weights"] for e in expected], expected,
+                                          [tokens_of(r) for r in range(num_ranks)])
+    for rank, result in enumerate(results):
+        context = f"seed {SEED + 4}, rank {rank} of {num_ranks}"
+        assert result["channels"] == 2, context  # the dispatch ran with the call's channels, not the Buffer's
+        np.testing.assert_array_equal(result["recv_x"], expected[rank]["recv_x"], err_msg=context)
+        np.testing.assert_array_equal(result["cached_x"], expected[rank]["recv_x"], err_msg=context)
+        want_x, want_w = expected_combined[rank]
+        np.testing.assert_array_equal(result["combined"][0], want_x, err_msg=context)
+        np.testing.assert_array_equal(result["combined"][1].view(np.uint32), want_w.view(np.uint32), err_msg=context)
+        for message, field in zip(result["refusals"],
+                                  ("tuning.num_channels", "tuning.num_channels", "tuning.chunk_tokens")):
+            assert message.startswith(field), message

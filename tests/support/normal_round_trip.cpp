@@ -172,6 +172,7 @@ void run_combine(RankRun& run, Buffer& buffer, const workload::Shape& shape, con
   args.x = run.y;
   if (with_weights) args.topk_weights = run.dispatch.recv_topk_weights;
   args.handle = &run.dispatch.handle;
+  args.tuning = options.combine_tuning;
   if (!expected.biases.empty()) {
     args.bias0 = expected.biases[buffer.rank()].bias0;
     args.bias1 = expected.biases[buffer.rank()].bias1;
@@ -206,6 +207,7 @@ RankRun run_round_trip(Buffer& buffer, const workload::Shape& shape, const workl
   args.expert_alignment = options.expert_alignment;
   args.layout = options.pass_layout ? &run.layout : nullptr;
   args.num_worst_tokens = options.num_worst_tokens;
+  args.tuning = options.dispatch_tuning;
   if (options.preallocate_outputs) {
     prepare_dispatch_outputs(run, args, shape, output_rows(expected, buffer.rank(), options), true);
   }
@@ -226,6 +228,7 @@ RankRun run_round_trip_without_topk(Buffer& buffer, const workload::Shape& shape
   args.expert_alignment = options.expert_alignment;
   args.layout = &run.layout;  // the routing: no topk_idx
   args.num_worst_tokens = options.num_worst_tokens;
+  args.tuning = options.dispatch_tuning;
   if (options.preallocate_outputs) {
     prepare_dispatch_outputs(run, args, shape, output_rows(expected, buffer.rank(), options), false);
   }
@@ -247,6 +250,7 @@ RankRun run_cached_round_trip(Buffer& buffer, const workload::Shape& shape, cons
   }
   args.cached_handle = &first.dispatch.handle;
   args.num_worst_tokens = options.num_worst_tokens;
+  args.tuning = options.dispatch_tuning;
   if (options.preallocate_outputs) {
     prepare_dispatch_outputs(run, args, shape, output_rows(expected, buffer.rank(), options), with_topk);
   }

@@ -20,6 +20,9 @@ struct RoundTripOptions {
   bool preallocate_outputs = true;
   // > 0: worst-case mode with this many output rows.
   int64_t num_worst_tokens = 0;
+  // Each call's CallTuning (all 0: the Buffer's); the cached dispatch takes dispatch_tuning.
+  CallTuning dispatch_tuning;
+  CallTuning combine_tuning;
 };
 
 // A home rank's combine biases (CombineArgs::bias0 / bias1), undefined where not passed.

@@ -34,6 +34,8 @@ class CpuBackend final : public detail::BackendImpl {
     return options_.config.num_channels == Config::kAutoChannels ? Config::kDefaultCpuChannels
                                                                  : options_.config.num_channels;
   }
+  // A channel is a host thread of each rank: no residency bound, only Config's.
+  int max_num_channels() const override { return Config::kMaxChannels; }
   Bytes local_handle() const override { return heap_.local_handle(); }
 
   void connect(const std::vector<Bytes>& all_handles) override {
@@ -59,8 +61,10 @@ class CpuBackend final : public detail::BackendImpl {
     return Tensor::empty(dtype, dims);
   }
 
-  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream) override {
-    return compute_dispatch_layout(topk_idx, num_experts, options_.topology);
+  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream,
+                                     const DispatchLayoutOutputs* out) override {
+    DispatchLayout layout = compute_dispatch_layout(topk_idx, num_experts, options_.topology);
+    return out ? copy_into(layout, *out) : layout;
   }
   DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override {
     if (internode_) return internode_->dispatch(plan);

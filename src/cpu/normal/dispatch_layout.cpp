@@ -42,4 +42,21 @@ DispatchLayout compute_dispatch_layout(const TensorView& topk_idx, int num_exper
   return layout;
 }
 
+DispatchLayout copy_into(const DispatchLayout& layout, const DispatchLayoutOutputs& out) {
+  const std::pair<const Tensor*, const TensorView*> parts[] = {
+      {&layout.num_tokens_per_rank, &out.num_tokens_per_rank},
+      {&layout.num_tokens_per_node, &out.num_tokens_per_node},
+      {&layout.num_tokens_per_expert, &out.num_tokens_per_expert},
+      {&layout.is_token_in_rank, &out.is_token_in_rank}};
+  for (const auto& [from, to] : parts) {
+    if (from->nbytes() > 0) std::memcpy(to->data, from->data(), from->nbytes());
+  }
+  DispatchLayout result;
+  result.num_tokens_per_rank = Tensor::borrow(out.num_tokens_per_rank);
+  result.num_tokens_per_node = Tensor::borrow(out.num_tokens_per_node);
+  result.num_tokens_per_expert = Tensor::borrow(out.num_tokens_per_expert);
+  result.is_token_in_rank = Tensor::borrow(out.is_token_in_rank);
+  return result;
+}
+
 }  // namespace switchyard::cpu

@@ -6,4 +6,7 @@ namespace switchyard::cpu {
 
 DispatchLayout compute_dispatch_layout(const TensorView& topk_idx, int num_experts, const Topology& topology);
 
+// `layout` copied into the caller's (checked) outputs; the result borrows them.
+DispatchLayout copy_into(const DispatchLayout& layout, const DispatchLayoutOutputs& out);
+
 }  // namespace switchyard::cpu

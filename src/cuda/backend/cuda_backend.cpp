@@ -84,6 +84,7 @@ class CudaBackend final : public detail::BackendImpl {
     channels_ = options_.config.num_channels != Config::kAutoChannels
                     ? options_.config.num_channels
                     : std::max(1, std::min(Config::kMaxAutoCudaChannels, sm_count_ / 2));
+    max_channels_ = channels_;  // until connect() knows how many ranks share the GPU
   }
 
   ~CudaBackend() override {
@@ -97,6 +98,7 @@ class CudaBackend final : public detail::BackendImpl {
 
   Device device() const override { return Device::cuda; }
   int num_channels() const override { return channels_; }
+  int max_num_channels() const override { return max_channels_; }
   Bytes local_handle() const override { return heap_.local_handle(); }
 
   void connect(const std::vector<Bytes>& all_handles) override {
@@ -113,6 +115,7 @@ class CudaBackend final : public detail::BackendImpl {
       check_rank_threads_fit_connections(sharing_ranks, device_, std::getenv(kDeviceConnectionsVariable));
     }
     const int fitting_channels = sm_count_ / (2 * sharing_ranks);
+    max_channels_ = std::max(1, std::min(fitting_channels, Config::kMaxChannels));
     if (options_.config.num_channels == Config::kAutoChannels) {
       channels_ = std::min(channels_, fitting_channels);
       if (channels_ < 1) {
@@ -134,13 +137,13 @@ class CudaBackend final : public detail::BackendImpl {
     return Tensor::empty(dtype, dims, Device::cuda, device_);
   }
 
-  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts,
-                                     Stream stream_handle) override {
+  DispatchLayout get_dispatch_layout(const TensorView& topk_idx, int num_experts, Stream stream_handle,
+                                     const DispatchLayoutOutputs* out) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));
     const cudaStream_t stream = resolve(stream_handle);
     throw_pending_device_error();
     return normal_->layout(topk_idx, num_experts, kernel_context(common::NormalHeapLayout{}),
-                           call_env(stream));
+                           call_env(stream), out);
   }
 
   DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override {
@@ -148,7 +151,7 @@ class CudaBackend final : public detail::BackendImpl {
     ++call_index_;
     throw_pending_device_error();
     const cudaStream_t stream = resolve(plan.args.stream);
-    const KernelContext context = kernel_context(common::NormalHeapLayout{});
+    const KernelContext context = normal_call_context(plan.config);
     if (internode_) return internode_->dispatch(plan, context, call_env(stream));
     return normal_->dispatch(plan, context, call_env(stream));
   }
@@ -158,7 +161,7 @@ class CudaBackend final : public detail::BackendImpl {
     ++call_index_;
     throw_pending_device_error();
     const cudaStream_t stream = resolve(plan.args.stream);
-    const KernelContext context = kernel_context(common::NormalHeapLayout{});
+    const KernelContext context = normal_call_context(plan.config);
     if (internode_) return internode_->combine(plan, context, call_env(stream));
     return normal_->combine(plan, context, call_env(stream));
   }
@@ -281,6 +284,15 @@ class CudaBackend final : public detail::BackendImpl {
     return context;
   }
 
+  // A `normal` call's context: its channels and chunk are the plan's (the Buffer's, or the call's
+  // CallTuning); the engine fills in the heap layout.
+  KernelContext normal_call_context(const Config& call) const {
+    KernelContext context = kernel_context(common::NormalHeapLayout{});
+    context.num_channels = call.num_channels;
+    context.chunk_tokens = static_cast<uint32_t>(call.chunk_tokens);
+    return context;
+  }
+
   // A new call of an expert-major engine (low_latency, symmetric): errors of earlier kernels are
   // raised first. Their kernels use no normal heap layout (each engine's region travels in its launch).
   KernelContext expert_major_call_context() {
@@ -359,6 +371,7 @@ class CudaBackend final : public detail::BackendImpl {
   detail::BufferId owner_;
   int sm_count_ = 0;
   int channels_ = 1;
+  int max_channels_ = 1;  // CallTuning::num_channels bound: what stays co-resident (connect)
   common::DeviceErrorBlock* error_ = nullptr;
   common::DeviceErrorBlock* error_device_ = nullptr;
   int32_t* abort_flag_ = nullptr;

@@ -54,24 +54,33 @@ int32_t* NormalEngine::pinned_counts(int count) {
 }
 
 DispatchLayout NormalEngine::layout(const TensorView& topk_idx, int num_experts, KernelContext context,
-                                    const CallEnv& env) {
+                                    const CallEnv& env, const DispatchLayoutOutputs* out) {
   const Topology& topology = options_.topology;
   const int64_t num_tokens = topk_idx.shape[0];
-  // One allocation carved into the four outputs (DispatchLayout::storage).
-  const auto aligned = [](int64_t bytes) { return common::align_up(static_cast<size_t>(bytes), 128); };
-  const size_t per_rank_at = 0;
-  const size_t per_node_at = per_rank_at + aligned(topology.num_ranks * int64_t{4});
-  const size_t per_expert_at = per_node_at + aligned(topology.num_nodes() * int64_t{4});
-  const size_t in_rank_at = per_expert_at + aligned(num_experts * int64_t{4});
-  const size_t total = in_rank_at + aligned(num_tokens * topology.num_ranks);
   DispatchLayout layout;
-  layout.storage = allocate(env, DType::i32, {static_cast<int64_t>(total / 4)});
-  layout.num_tokens_per_rank = Tensor::part_of(layout.storage, per_rank_at, DType::i32, {topology.num_ranks});
-  layout.num_tokens_per_node =
-      Tensor::part_of(layout.storage, per_node_at, DType::i32, {topology.num_nodes()});
-  layout.num_tokens_per_expert = Tensor::part_of(layout.storage, per_expert_at, DType::i32, {num_experts});
-  layout.is_token_in_rank =
-      Tensor::part_of(layout.storage, in_rank_at, DType::boolean, {num_tokens, topology.num_ranks});
+  if (out) {
+    layout.num_tokens_per_rank = Tensor::borrow(out->num_tokens_per_rank);
+    layout.num_tokens_per_node = Tensor::borrow(out->num_tokens_per_node);
+    layout.num_tokens_per_expert = Tensor::borrow(out->num_tokens_per_expert);
+    layout.is_token_in_rank = Tensor::borrow(out->is_token_in_rank);
+  } else {
+    // One allocation carved into the four outputs (DispatchLayout::storage), the counts consecutive so
+    // that one memset clears them (launch_layout).
+    const size_t per_rank_at = 0;
+    const size_t per_node_at = per_rank_at + topology.num_ranks * size_t{4};
+    const size_t per_expert_at = per_node_at + topology.num_nodes() * size_t{4};
+    const size_t in_rank_at = common::align_up(per_expert_at + num_experts * size_t{4}, 128);
+    const size_t total =
+        common::align_up(in_rank_at + static_cast<size_t>(num_tokens * topology.num_ranks), 128);
+    layout.storage = allocate(env, DType::i32, {static_cast<int64_t>(total / 4)});
+    layout.num_tokens_per_rank =
+        Tensor::part_of(layout.storage, per_rank_at, DType::i32, {topology.num_ranks});
+    layout.num_tokens_per_node =
+        Tensor::part_of(layout.storage, per_node_at, DType::i32, {topology.num_nodes()});
+    layout.num_tokens_per_expert = Tensor::part_of(layout.storage, per_expert_at, DType::i32, {num_experts});
+    layout.is_token_in_rank =
+        Tensor::part_of(layout.storage, in_rank_at, DType::boolean, {num_tokens, topology.num_ranks});
+  }
   LayoutLaunch launch{topk_idx.as<const int64_t>(),
                       num_tokens,
                       static_cast<int>(topk_idx.shape[1]),

@@ -21,7 +21,7 @@ class NormalEngine {
 
   // `context`: the backend's for a new call (any heap layout; the engine sets the call's).
   DispatchLayout layout(const TensorView& topk_idx, int num_experts, KernelContext context,
-                        const CallEnv& env);
+                        const CallEnv& env, const DispatchLayoutOutputs* out = nullptr);
   DispatchResult dispatch(const detail::DispatchPlan& plan, KernelContext context, const CallEnv& env);
   CombineResult combine(const detail::CombinePlan& plan, KernelContext context, const CallEnv& env);
 

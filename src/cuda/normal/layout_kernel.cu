@@ -48,11 +48,20 @@ __global__ void layout_kernel(KernelContext context, LayoutLaunch launch) {
 }  // namespace
 
 void launch_layout(const KernelContext& context, const LayoutLaunch& launch, cudaStream_t stream) {
-  SY_CUDA_CHECK(cudaMemsetAsync(launch.num_tokens_per_rank, 0, sizeof(int32_t) * launch.num_ranks, stream));
-  SY_CUDA_CHECK(cudaMemsetAsync(launch.num_tokens_per_node, 0,
-                                sizeof(int32_t) * (launch.num_ranks / launch.ranks_per_node), stream));
-  SY_CUDA_CHECK(
-      cudaMemsetAsync(launch.num_tokens_per_expert, 0, sizeof(int32_t) * launch.num_experts, stream));
+  // NOTES: each launch costs host time comparable to the kernel's (bench/NOTES.md, session 13): counts that
+  // are consecutive (the engine's own storage, or a caller's one allocation) are cleared at once.
+  const int num_nodes = launch.num_ranks / launch.ranks_per_node;
+  if (launch.num_tokens_per_node == launch.num_tokens_per_rank + launch.num_ranks &&
+      launch.num_tokens_per_expert == launch.num_tokens_per_node + num_nodes) {
+    SY_CUDA_CHECK(cudaMemsetAsync(launch.num_tokens_per_rank, 0,
+                                  sizeof(int32_t) * (launch.num_ranks + num_nodes + launch.num_experts),
+                                  stream));
+  } else {
+    SY_CUDA_CHECK(cudaMemsetAsync(launch.num_tokens_per_rank, 0, sizeof(int32_t) * launch.num_ranks, stream));
+    SY_CUDA_CHECK(cudaMemsetAsync(launch.num_tokens_per_node, 0, sizeof(int32_t) * num_nodes, stream));
+    SY_CUDA_CHECK(
+        cudaMemsetAsync(launch.num_tokens_per_expert, 0, sizeof(int32_t) * launch.num_experts, stream));
+  }
   if (launch.num_tokens == 0) return;
   const int blocks = static_cast<int>((launch.num_tokens + kLayoutThreads - 1) / kLayoutThreads);
   layout_kernel<<<blocks, kLayoutThreads, 0, stream>>>(context, launch);
