@@ -42,6 +42,10 @@ constexpr int kReceiveThreads = 512;
 // Slots whose rows are loaded together before their multiply-adds (in slot order) run; 8 would
 // spill at the 64-register cap.
 constexpr int kSlotBatch = 4;
+// The same under use_logfmt, where a slot's loads are two dependent rounds (cast bits, then the
+// chunk). NOTES: 4 spills 34 B at the cap on one node (2 does not, with half the loads in flight);
+// neither is measured yet.
+constexpr int kLogfmtSlotBatch = 4;
 
 // ---- send ---------------------------------------------------------------------------------------
 
@@ -211,15 +215,16 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
   const int blocks = launch.hidden / common::kLogfmtBlock;  // kLogfmt: the item's block and chunk in it
   const int block = static_cast<int>(column / (common::kLogfmtBlock / 8));
   const int chunk = static_cast<int>(column % (common::kLogfmtBlock / 8));
-  for (int first = 0; first < launch.topk; first += kSlotBatch) {
-    int4 values[kSlotBatch];
-    uint32_t places[kSlotBatch];  // kLogfmt: low_latency::logfmt_block_place
-    low_latency::LogfmtChunk chunks[kSlotBatch];
-    float weights[kSlotBatch];
-    bool valid[kSlotBatch];
-    // Loads first (up to kSlotBatch in flight), then the multiply-adds in slot order.
+  constexpr int kBatch = kLogfmt ? kLogfmtSlotBatch : kSlotBatch;
+  for (int first = 0; first < launch.topk; first += kBatch) {
+    int4 values[kBatch];
+    uint32_t places[kBatch];  // kLogfmt: low_latency::logfmt_block_place
+    low_latency::LogfmtChunk chunks[kBatch];
+    float weights[kBatch];
+    bool valid[kBatch];
+    // Loads first (up to kBatch in flight), then the multiply-adds in slot order.
 #pragma unroll
-    for (int u = 0; u < kSlotBatch; ++u) {
+    for (int u = 0; u < kBatch; ++u) {
       const int slot = first + u;
       const int64_t expert = slot < launch.topk ? __ldg(launch.topk_idx + token * launch.topk + slot) : -1;
       valid[u] = expert >= 0 && (everyone || (expert < launch.num_experts &&
@@ -238,7 +243,7 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
     }
     if constexpr (kLogfmt) {
 #pragma unroll
-      for (int u = 0; u < kSlotBatch; ++u) {
+      for (int u = 0; u < kBatch; ++u) {
         if (valid[u]) {
           chunks[u] = low_latency::load_logfmt_chunk(
               launch.layout.combine_row(context.heap.base, half, first + u, token), places[u], chunk);
@@ -246,7 +251,7 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
       }
     }
 #pragma unroll
-    for (int u = 0; u < kSlotBatch; ++u) {
+    for (int u = 0; u < kBatch; ++u) {
       if (!valid[u]) continue;
       if constexpr (kLogfmt) {
         float decoded[8];
