@@ -96,9 +96,13 @@ __device__ void put_row_across_nodes(const KernelContext& context, const LowLate
   if constexpr (kLogfmt) {
     // Packed at the combine row's stride (the staging area has room: LowLatencyLayout::staging_bytes);
     // never y's place, which the plan keeps out of the combine buffer with use_logfmt across nodes.
+    // NOTES: the put's length is rounded up to 16 bytes (at most 8 more, within both rows' strides),
+    // so that it is copied with 16-byte accesses (the loopback transport's byte copy is far slower).
     source = layout.staging_offset() + static_cast<size_t>(row) * layout.combine_row_bytes;
-    row_bytes = low_latency::pack_logfmt_row(context.heap.base + source, launch.y + row * launch.hidden,
-                                             launch.hidden);
+    row_bytes = static_cast<uint32_t>(
+        common::align_up(low_latency::pack_logfmt_row(context.heap.base + source,
+                                                      launch.y + row * launch.hidden, launch.hidden),
+                         common::kLowLatencyAlignment));
     __syncwarp();
   } else if (launch.y_heap_offset >= 0) {
     source = static_cast<size_t>(launch.y_heap_offset) + static_cast<size_t>(row) * row_bytes;
