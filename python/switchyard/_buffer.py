@@ -382,7 +382,7 @@ class Buffer:
         as +0.0) instead of +0.0 (docs/deep_ep.md, "Combine bias").
         use_logfmt: DeepEP's LogFMT-10 combine (lossy): each y row is taken per 128 channels as the format
         decodes it, 10 bits per value (src/common/logfmt.hpp); H' a multiple of 128, not with zero_copy.
-        Both backends give the same bits; the rows still travel as bf16 (no 10-bit packing yet).
+        Both backends give the same bits; the rows travel packed (src/common/logfmt_wire.hpp).
         wait_recv_cost_stats: optional int64 [R], as low_latency_dispatch's, for the expert outputs each
         rank sends back.
         """

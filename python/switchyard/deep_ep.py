@@ -726,8 +726,8 @@ class Buffer:
         of topk_weights[t, j] * x[row(t, j)], accumulated in fp32 with fused multiply-add from +0.0
         and rounded to bf16 once: bit-identical run after run. use_logfmt=True: DeepEP's LogFMT-10 (10 bits
         per value, per-128-channel log ranges; lossy), specified in switchyard so that every engine gives the
-        same bits (src/common/logfmt.hpp); on both backends (rows still travel as bf16: the result is
-        LogFMT's, the bytes are not cut yet), not with zero_copy. combine_wait_recv_cost_stats: as low_latency_dispatch's dispatch_wait_recv_cost_stats,
+        same bits (src/common/logfmt.hpp); on both backends, the rows travelling packed
+        (src/common/logfmt_wire.hpp), not with zero_copy. combine_wait_recv_cost_stats: as low_latency_dispatch's dispatch_wait_recv_cost_stats,
         in nanoseconds.
         """
         native = self._native_low_latency_handle(handle, "low_latency_combine")

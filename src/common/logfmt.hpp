@@ -13,6 +13,8 @@
 //   code  = 0 for x = 0, else min(511, floor(max(log2|x| * step_inv + round - log_amin * step_inv, 0)))
 //   value = 0 for code 0, else exp2((code - 1) * step + log_amin), with x's sign
 // and the combine accumulates `value` (a float, not rounded to bf16) where it would accumulate x.
+// How a row travels (cast blocks as their 10-bit words and the two floats `value` needs, the rest as
+// bf16) is common/logfmt_wire.hpp's; the reference applies logfmt_round_trip_row to the bf16 rows.
 //
 // NOTES: the hardware's log2/exp2 approximations (lg2.approx, ex2.approx) differ from the host's libm,
 // so log2 and exp2 below are written out in IEEE operations with one rounding each (explicit

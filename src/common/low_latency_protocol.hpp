@@ -11,8 +11,11 @@
 //                                                 across nodes also, after those: the CUDA
 //                                                 engine's rows-landed counters, same indexing
 //   [dispatch area, half 0][half 1]               [local expert][source rank][position] slots
-//   [combine area, half 0][half 1]                [k slot][token] bf16 rows, on the token's home rank
-//   [combine staging]                             this rank's expert outputs (zero-copy combine)
+//   [combine area, half 0][half 1]                [k slot][token] bf16 rows, or with use_logfmt their
+//                                                 LogFMT-10 packing (common/logfmt_wire.hpp), on the
+//                                                 token's home rank
+//   [combine staging]                             this rank's expert outputs (zero-copy combine); across
+//                                                 nodes with use_logfmt, the CUDA engine's packed rows
 //   across nodes only (the CUDA engine's transport sources, which must lie in the heap):
 //   [dispatch send messages]                      [token] this rank's staged messages
 //   [dispatch send sources]                       [token][k slot] the 16-byte source fields
@@ -107,7 +110,7 @@ struct LowLatencyLayout {
   int64_t max_tokens_per_rank;   // capacity: tokens a rank sends per call (and per expert)
   int hidden;                    // capacity: channels
   uint32_t dispatch_slot_bytes;  // stride of dispatch receive slots (the largest message)
-  uint32_t combine_row_bytes;    // stride of combine rows: hidden * 2, aligned
+  uint32_t combine_row_bytes;    // stride of combine rows: a bf16 row or its LogFMT-10 packing, aligned
   // Ranks per node; 0 (a layout that does not say) or num_ranks: one node, and none of the
   // across-nodes arrays below exist, so a one-node region is what it always was.
   int ranks_per_node;
@@ -143,9 +146,13 @@ struct LowLatencyLayout {
   }
 
   // Room for bf16 [local_experts, R * max_tokens_per_rank, hidden], contiguous for any call shape
-  // within the capacities.
+  // within the capacities; or for as many packed LogFMT-10 rows at the combine row's stride, where the
+  // CUDA engine stages them for puts across nodes.
   SY_HD size_t staging_bytes() const {
-    return align_up(static_cast<size_t>(num_experts()) * max_tokens_per_rank * hidden * 2,
+    const size_t row_bytes = static_cast<size_t>(hidden) * 2 > combine_row_bytes
+                                 ? static_cast<size_t>(hidden) * 2
+                                 : static_cast<size_t>(combine_row_bytes);
+    return align_up(static_cast<size_t>(num_experts()) * max_tokens_per_rank * row_bytes,
                     kLowLatencySignalAlignment);
   }
   SY_HD size_t staging_offset() const { return combine_offset() + kLowLatencyHalves * combine_half_bytes(); }

@@ -310,6 +310,16 @@ LowLatencyCombinePlan plan_low_latency_combine(const LowLatencyCombineArgs& args
   LowLatencyCombinePlan plan;
   plan.layout = layout;
   plan_expert_major_combine(args, Engine::low_latency, layout.hidden, staging, buffer, plan);
+  // Across nodes the CUDA engine packs LogFMT rows into the combine buffer for its puts: x there
+  // would be overwritten while it is read. Refused on every backend, as the same call must be.
+  const uintptr_t x = reinterpret_cast<uintptr_t>(plan.y);
+  const uintptr_t area = reinterpret_cast<uintptr_t>(staging);
+  if (args.use_logfmt && !plan.topology.is_single_node() && staging != nullptr &&
+      x < area + layout.staging_bytes() && x + static_cast<size_t>(args.x.nbytes()) > area) {
+    throw InvalidArgument(
+        "use_logfmt: expected x outside the combine buffer (low_latency_combine_buffer's view) across "
+        "nodes, where the packed rows are staged; got x inside it");
+  }
   return plan;
 }
 

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/logfmt_wire.hpp"
 #include "core/plan_context.hpp"
 
 namespace switchyard::detail {
@@ -28,8 +29,13 @@ common::LowLatencyLayout low_latency_layout(const Topology& topology, const Buff
   size_t slot = std::max(low_latency_dispatch_message(sizing.hidden, false).bytes(),
                          low_latency_dispatch_message(sizing.hidden, true).bytes());
   layout.dispatch_slot_bytes = static_cast<uint32_t>(slot);
-  layout.combine_row_bytes = static_cast<uint32_t>(
-      common::align_up(static_cast<size_t>(sizing.hidden) * 2, common::kLowLatencyAlignment));
+  // A combine row holds a bf16 row or its LogFMT-10 packing (use_logfmt, any hidden up to the
+  // capacity's that is a multiple of 128), whose worst case (no block cast) is larger by its cast bits.
+  const size_t bf16_row = static_cast<size_t>(sizing.hidden) * 2;
+  const size_t logfmt_row =
+      common::logfmt_wire_max_row_bytes(sizing.hidden / common::kLogfmtBlock * common::kLogfmtBlock);
+  layout.combine_row_bytes =
+      static_cast<uint32_t>(common::align_up(std::max(bf16_row, logfmt_row), common::kLowLatencyAlignment));
   return layout;
 }
 

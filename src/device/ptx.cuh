@@ -185,6 +185,25 @@ __device__ __forceinline__ int4 ld_weak_no_allocate_v4(const void* pointer) {
                : "memory");
   return value;
 }
+// The same, 8, 4 and 2 bytes wide (LogFMT-10's packed rows: cuda/low_latency/logfmt.cuh).
+__device__ __forceinline__ uint2 ld_weak_no_allocate_v2(const void* pointer) {
+  uint2 value;
+  asm volatile("ld.global.L1::no_allocate.v2.u32 {%0, %1}, [%2];"
+               : "=r"(value.x), "=r"(value.y)
+               : "l"(pointer)
+               : "memory");
+  return value;
+}
+__device__ __forceinline__ uint32_t ld_weak_no_allocate_u32(const void* pointer) {
+  uint32_t value;
+  asm volatile("ld.global.L1::no_allocate.u32 %0, [%1];" : "=r"(value) : "l"(pointer) : "memory");
+  return value;
+}
+__device__ __forceinline__ uint32_t ld_weak_no_allocate_u16(const void* pointer) {
+  uint16_t value;
+  asm volatile("ld.global.L1::no_allocate.u16 %0, [%1];" : "=h"(value) : "l"(pointer) : "memory");
+  return value;
+}
 
 __device__ __forceinline__ uint32_t lanemask_lt() {
   uint32_t mask;

@@ -136,6 +136,62 @@ TEST(LowLatencyInternode, CombineWithBiasesMatchesTheReferenceBitwise) {
   expect_none(failures, seed);
 }
 
+// LogFMT-10 across nodes: the packed rows are transport puts of their own length (cast blocks 168
+// bytes, the rest 256), decoded on the home rank as on one node.
+TEST(LowLatencyInternode, LogfmtCombineMatchesTheReferenceBitwise) {
+  const NodesCase n{make("n2x2_logfmt", 4, {5, 3, 0, 5}, 5, 3, 8, 384), 2, true};
+  const Case& c = n.c;
+  const uint64_t seed = testing::seed_for("low_latency_internode/" + c.name);
+  const Expected drawn = with_rows_in_both_formats(expected_on(c, n.topology(), seed));
+  const auto [cast, plain] = cast_and_plain_blocks(drawn);
+  ASSERT_GT(cast, 0) << "no block of the expert outputs is cast: the test would not see LogFMT";
+  ASSERT_GT(plain, 0) << "every block is cast: the test would not see raw blocks";
+  for (bool biased : {false, true}) {
+    SCOPED_TRACE(biased ? "biases" : "no biases");
+    const Expected expected = with_logfmt(c, biased ? with_biases(c, drawn, seed, true, true) : drawn);
+    Failures failures;
+    {
+      const LoopbackDelays delays(n.delays, seed);
+      with_node_buffers(c, n.topology(), [&](Group& group, Buffer& buffer) {
+        const int rank = group.rank();
+        const workload::RankData& data = expected.data[rank];
+        const LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(dispatch_args(c, data));
+        LowLatencyCombineArgs cargs = combine_args(data, dispatched.handle, expected.ys[rank]);
+        attach_biases(expected, rank, cargs);
+        const LowLatencyCombineResult combined = buffer.low_latency_combine(cargs);
+        compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
+      });
+    }
+    expect_none(failures, seed);
+  }
+}
+
+// Across nodes the packed rows are staged in the combine buffer (by the CUDA engine), so an x that
+// lies there is refused with use_logfmt on every backend, before anything is sent.
+TEST(LowLatencyInternode, LogfmtRefusesAnXInsideTheCombineBuffer) {
+  const Case c = make("n2x1_logfmt_in_buffer", 2, {4, 4}, 4, 2, 4, 128);
+  const uint64_t seed = testing::seed_for("low_latency_internode/" + c.name);
+  const Expected expected = expected_on(c, Topology{2, 1}, seed);
+  std::vector<std::string> messages(c.ranks);
+  with_node_buffers(c, Topology{2, 1}, [&](Group& group, Buffer& buffer) {
+    const int rank = group.rank();
+    const LowLatencyDispatchResult dispatched =
+        buffer.low_latency_dispatch(dispatch_args(c, expected.data[rank]));
+    const TensorView in_buffer = buffer.low_latency_combine_buffer(dispatched.handle);
+    std::memcpy(in_buffer.data, expected.ys[rank].data(), expected.ys[rank].nbytes());
+    LowLatencyCombineArgs cargs = combine_args(expected.data[rank], dispatched.handle, in_buffer);
+    cargs.use_logfmt = true;
+    try {
+      buffer.low_latency_combine(cargs);
+    } catch (const InvalidArgument& error) {
+      messages[rank] = error.what();
+    }
+  });
+  for (int rank = 0; rank < c.ranks; ++rank) {
+    EXPECT_EQ(messages[rank].rfind("use_logfmt:", 0), 0u) << "rank " << rank << ": " << messages[rank];
+  }
+}
+
 // ---- the double buffer, hooks and changing shapes across nodes ----------------------------------
 
 // Consecutive calls alternate halves and reuse signal words that arrived as adds: each must start

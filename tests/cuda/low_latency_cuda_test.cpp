@@ -190,9 +190,10 @@ INSTANTIATE_TEST_SUITE_P(
                       make("R8_k6_h7168", 8, {24, 17, 24, 3, 24, 20, 11, 24}, 24, 6, 64, 7168)),
     [](const auto& info) { return info.param.name; });
 
-// LogFMT-10 (use_logfmt): the receive kernel accumulates each row as the format decodes it, its
-// 128-channel blocks' parameters agreed through half-warp shuffles; bit for bit the reference and the
-// CPU engine, plain and with both biases, with and without the receive hook; and not the bf16 result.
+// LogFMT-10 (use_logfmt): the send kernel packs each row (its 128-channel blocks' parameters agreed
+// through half-warp shuffles) and the receive kernel accumulates what the packed rows decode to; bit
+// for bit the reference and the CPU engine, plain and with both biases, with and without the receive
+// hook; and not the bf16 result.
 class CudaLowLatencyLogfmtCombine : public ::testing::TestWithParam<Case> {};
 
 TEST_P(CudaLowLatencyLogfmtCombine, MatchesTheReferenceAndTheCpuEngineBitwise) {

@@ -119,6 +119,42 @@ TEST(CudaLowLatencyInternode, CombineWithBiasesMatchesTheReferenceBitwise) {
   expect_none(failures, seed);
 }
 
+// LogFMT-10 across nodes: the send kernel packs the rows for other nodes into the combine buffer and
+// puts only the packed bytes (hidden 7168: two words of cast bits; rows with cast and raw blocks), and
+// the home rank decodes them as on one node; twice, so that both halves of the buffer are used.
+TEST(CudaLowLatencyInternode, LogfmtCombineMatchesTheReferenceBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const NodesCase n{make("n2x2_logfmt_h7168", 4, {5, 3, 0, 5}, 5, 3, 8, 7168), 2, true};
+  const Case& c = n.c;
+  const uint64_t seed = seed_for("cuda_low_latency_internode/" + c.name);
+  SCOPED_TRACE("case " + name_of(n) + " seed=" + std::to_string(seed));
+  const Expected drawn = with_rows_in_both_formats(expected_on(c, n.topology(), seed));
+  const auto [cast, plain] = cast_and_plain_blocks(drawn);
+  ASSERT_GT(cast, 0) << "no block of the expert outputs is cast: the test would not see LogFMT";
+  ASSERT_GT(plain, 0) << "every block is cast: the test would not see raw blocks";
+  const Expected expected = with_logfmt(c, with_biases(c, drawn, seed, true, false));
+  Failures failures;
+  with_node_gpu_ranks(n, seed, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
+    const int rank = group.rank();
+    const int device = device_of(buffer);
+    const DeviceInputs in = upload_inputs(expected.data[rank], device, stream);
+    const Tensor y = to_device(expected.ys[rank], device, stream);
+    const Tensor bias0 = to_device(expected.bias0[rank], device, stream);
+    for (int round = 0; round < 2; ++round) {
+      const LowLatencyDispatchResult dispatched =
+          buffer.low_latency_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
+      LowLatencyCombineArgs cargs = combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
+      cargs.bias0 = bias0;
+      cargs.use_logfmt = true;
+      const LowLatencyCombineResult combined = buffer.low_latency_combine(cargs);
+      buffer.synchronize(stream);
+      compare(to_host(combined.combined_x, stream), expected.combined[rank],
+              "combined_x, round " + std::to_string(round), rank, failures);
+    }
+  });
+  expect_none(failures, seed);
+}
+
 class CudaLowLatencyInternodeRoundTrip : public ::testing::TestWithParam<NodesCase> {};
 
 // Twice with the same inputs (both halves of the buffer, and words that arrived as adds reused),

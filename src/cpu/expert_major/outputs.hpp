@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "common/combine_bias.hpp"
-#include "common/logfmt.hpp"
+#include "common/logfmt_wire.hpp"
 #include "common/numeric.hpp"
 #include "core/backend.hpp"
 #include "core/expert_major_handle.hpp"
@@ -34,10 +34,9 @@ CombineBiases combine_biases(const LowLatencyCombineArgs& args);
 
 // DESIGN.md's expert-major combine, the same for every engine: for each token, its valid slots
 // (topk_idx >= 0) in increasing order, acc = fma(weight, y, acc) in fp32 from +0 (or from
-// bias0 + bias1: common/combine_bias.hpp), rounded to bf16 once. `row_of(slot, token)` gives the bf16
-// expert output row for that (slot, token). With `use_logfmt` the rows are accumulated as LogFMT-10
-// decodes them (common/logfmt.hpp): the CPU engine computes what the format's receiver gets, without
-// packing the rows into 10-bit messages (memory bandwidth is not what the CPU backend is for).
+// bias0 + bias1: common/combine_bias.hpp), rounded to bf16 once. `row_of(slot, token)` gives the
+// expert output row for that (slot, token): bf16, or with `use_logfmt` packed as LogFMT-10
+// (common/logfmt_wire.hpp), accumulated as it decodes (logfmt_round_trip_row of the bf16 row).
 template <typename RowOf>
 void reduce_weighted_slots(const int64_t* topk_idx, const float* topk_weights, int64_t num_tokens, int topk,
                            int hidden, uint16_t* combined_x, const CombineBiases& biases, bool use_logfmt,
@@ -52,16 +51,18 @@ void reduce_weighted_slots(const int64_t* topk_idx, const float* topk_weights, i
     for (int slot = 0; slot < topk; ++slot) {
       if (topk_idx[token * topk + slot] < 0) continue;
       const float weight = topk_weights[token * topk + slot];
-      const uint16_t* row = row_of(slot, token);
+      const void* row = row_of(slot, token);
       if (use_logfmt) {
-        common::logfmt_round_trip_row(row, hidden, decoded.data());
+        common::logfmt_wire_decode_row(static_cast<const uint8_t*>(row), hidden, decoded.data());
         for (int channel = 0; channel < hidden; ++channel) {
           accumulator[channel] = std::fma(weight, decoded[channel], accumulator[channel]);
         }
         continue;
       }
+      const uint16_t* bf16_row = static_cast<const uint16_t*>(row);
       for (int channel = 0; channel < hidden; ++channel) {
-        accumulator[channel] = std::fma(weight, common::bf16_to_float(row[channel]), accumulator[channel]);
+        accumulator[channel] =
+            std::fma(weight, common::bf16_to_float(bf16_row[channel]), accumulator[channel]);
       }
     }
     uint16_t* out = combined_x + token * hidden;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/fp8_cast.hpp"
+#include "common/logfmt_wire.hpp"
 #include "common/numeric.hpp"
 #include "core/low_latency_sizing.hpp"
 #include "cpu/backend/bounded_wait.hpp"
@@ -255,12 +256,13 @@ struct CombineCall {
   int64_t max_tokens_per_rank;
   double timeout_seconds;
   Masking masking;
-  bool use_logfmt;                // the receiver accumulates the rows as LogFMT-10 decodes them
+  bool use_logfmt;                // rows travel packed as LogFMT-10 (common/logfmt_wire.hpp)
   int64_t* wait_recv_cost_stats;  // the caller's i64 [R], or null
 };
 
 // Sends each received row's expert output back to its home rank, into the combine row of its
-// (slot, token), then signals each home rank once per local expert. Masked homes get nothing.
+// (slot, token), as bf16 or packed as LogFMT-10 (only the packed row's bytes travel), then signals
+// each home rank once per local expert. Masked homes get nothing.
 void combine_sender(const CombineCall& call, const detail::ExpertMajorHandleData& handle, const uint16_t* y) {
   const common::SymHeap& heap = *call.heap;
   LowLatencyLink& link = *call.link;
@@ -269,6 +271,7 @@ void combine_sender(const CombineCall& call, const detail::ExpertMajorHandleData
   const int32_t* src_info = handle.src_info.as<const int32_t>();
   const int32_t* src_slot = handle.src_slot.as<const int32_t>();
   const size_t row_bytes = static_cast<size_t>(call.hidden) * 2;
+  std::vector<uint8_t> packed(call.use_logfmt ? common::logfmt_wire_max_row_bytes(call.hidden) : 0);
   const Participants homes(call.masking, call.rank, call.num_ranks);  // none when masked in its own view
   for (int local = 0; local < call.local_experts; ++local) {
     for (int home = 0; home < call.num_ranks; ++home) {
@@ -277,8 +280,14 @@ void combine_sender(const CombineCall& call, const detail::ExpertMajorHandleData
       const int32_t count = layout_range[(local * call.num_ranks + home) * 2 + 1];
       for (int64_t row = local * rows_per_expert + begin; row < local * rows_per_expert + begin + count;
            ++row) {
-        link.write(home, call.layout.combine_row(heap.base, call.half, src_slot[row], src_info[row]),
-                   y + row * call.hidden, row_bytes);
+        uint8_t* target = call.layout.combine_row(heap.base, call.half, src_slot[row], src_info[row]);
+        if (call.use_logfmt) {
+          const uint32_t bytes =
+              common::logfmt_wire_encode_row(y + row * call.hidden, call.hidden, packed.data());
+          link.write(home, target, packed.data(), bytes);
+        } else {
+          link.write(home, target, y + row * call.hidden, row_bytes);
+        }
       }
       link.signal(home,
                   call.layout.combine_signal(heap.base, call.half, call.rank * call.local_experts + local),
@@ -313,11 +322,10 @@ void combine_receiver(const CombineCall& call, const std::vector<int64_t>& topk_
       Participants(call.masking, call.rank, call.num_ranks)
           .surviving_slots(topk_idx.data(), topk_idx.size(), call.local_experts);
   const int64_t num_tokens = topk == 0 ? 0 : static_cast<int64_t>(slots.size()) / topk;
-  reduce_weighted_slots(
-      slots.data(), topk_weights.data(), num_tokens, topk, call.hidden, combined_x, biases, call.use_logfmt,
-      [&](int slot, int64_t token) {
-        return reinterpret_cast<const uint16_t*>(call.layout.combine_row(heap.base, call.half, slot, token));
-      });
+  reduce_weighted_slots(slots.data(), topk_weights.data(), num_tokens, topk, call.hidden, combined_x, biases,
+                        call.use_logfmt, [&](int slot, int64_t token) -> const void* {
+                          return call.layout.combine_row(heap.base, call.half, slot, token);
+                        });
 }
 
 }  // namespace

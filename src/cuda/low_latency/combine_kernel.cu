@@ -2,8 +2,10 @@
 //
 // Send kernel (expert rank): every block rebuilds the dispatch's expert-major row table from
 // layout_range; its warps take the received rows across the grid, one row per warp, and store each
-// expert output row into its home rank's combine row for (top-k slot, token). The block that
-// finishes last signals every home rank once per local expert, with the row count (release).
+// expert output row into its home rank's combine row for (top-k slot, token): as bf16, or with
+// use_logfmt packed as LogFMT-10 (common/logfmt_wire.hpp, cuda/low_latency/logfmt.cuh), only the
+// packed bytes. The block that finishes last signals every home rank once per local expert, with the
+// row count (release).
 //
 // Receive kernel (home rank): every block waits for the signals of all experts (acquire, bounded);
 // then each thread reduces 8 channels of one token over its valid slots in increasing order with
@@ -12,13 +14,15 @@
 // Across nodes (cuda/low_latency/link.cuh): a row for a home rank of another node is a put with a
 // rows-landed add, from the heap: from y itself when y is the combine buffer (zero-copy), else from
 // the row's place in the combine buffer, where the warp first copies it (as DeepEP stages it in its
-// send buffer). The count signal is a transport add; the receiver waits for a remote expert's count,
-// then for its rows to have landed.
-#include "common/logfmt.hpp"
+// send buffer), or packs it with use_logfmt (at the combine row's stride; the put then carries the
+// packed length). The count signal is a transport add; the receiver waits for a remote expert's
+// count, then for its rows to have landed.
+#include "common/logfmt_wire.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/low_latency/device.cuh"
 #include "cuda/low_latency/kernels.hpp"
 #include "cuda/low_latency/link.cuh"
+#include "cuda/low_latency/logfmt.cuh"
 #include "device/bf16x8.cuh"
 #include "device/cuda_check.hpp"
 #include "device/ptx.cuh"
@@ -38,6 +42,10 @@ constexpr int kReceiveThreads = 512;
 // Slots whose rows are loaded together before their multiply-adds (in slot order) run; 8 would
 // spill at the 64-register cap.
 constexpr int kSlotBatch = 4;
+// The same under use_logfmt, where a slot's loads are two dependent rounds (cast bits, then the
+// chunk). NOTES: 4 spills 34 B at the cap on one node (2 does not, with half the loads in flight);
+// neither is measured yet.
+constexpr int kLogfmtSlotBatch = 4;
 
 // ---- send ---------------------------------------------------------------------------------------
 
@@ -78,14 +86,25 @@ __device__ void publish_rows_sent(const KernelContext& context, const LowLatency
 
 // One warp, a row whose home rank is on another node: a put with a rows-landed add, its source in
 // this rank's heap (see the file comment).
-template <typename Transport>
+template <typename Transport, bool kLogfmt>
 __device__ void put_row_across_nodes(const KernelContext& context, const LowLatencyCombineLaunch& launch,
                                      Session<Transport>& session, int half, int home, int global_expert,
                                      int64_t row, int32_t slot, int32_t token) {
   const common::LowLatencyLayout& layout = launch.layout;
-  const uint32_t row_bytes = static_cast<uint32_t>(launch.hidden) * 2;
+  uint32_t row_bytes = static_cast<uint32_t>(launch.hidden) * 2;
   size_t source = 0;
-  if (launch.y_heap_offset >= 0) {
+  if constexpr (kLogfmt) {
+    // Packed at the combine row's stride (the staging area has room: LowLatencyLayout::staging_bytes);
+    // never y's place, which the plan keeps out of the combine buffer with use_logfmt across nodes.
+    // NOTES: the put's length is rounded up to 16 bytes (at most 8 more, within both rows' strides),
+    // so that it is copied with 16-byte accesses (the loopback transport's byte copy is far slower).
+    source = layout.staging_offset() + static_cast<size_t>(row) * layout.combine_row_bytes;
+    row_bytes = static_cast<uint32_t>(
+        common::align_up(low_latency::pack_logfmt_row(context.heap.base + source,
+                                                      launch.y + row * launch.hidden, launch.hidden),
+                         common::kLowLatencyAlignment));
+    __syncwarp();
+  } else if (launch.y_heap_offset >= 0) {
     source = static_cast<size_t>(launch.y_heap_offset) + static_cast<size_t>(row) * row_bytes;
   } else {
     // The combine buffer holds [L, R * max, H'] rows of this call's shape, as y does.
@@ -98,8 +117,8 @@ __device__ void put_row_across_nodes(const KernelContext& context, const LowLate
                      layout.signal_id(layout.combine_landed_offset(half, global_expert)), 1);
 }
 
-// The send stage (kSendThreads a block).
-template <typename Transport>
+// The send stage (kSendThreads a block): rows as bf16, or packed under kLogfmt.
+template <typename Transport, bool kLogfmt>
 __device__ __forceinline__ void combine_send(const KernelContext& context,
                                              const LowLatencyCombineLaunch& launch,
                                              const Transport& transport) {
@@ -149,14 +168,19 @@ __device__ __forceinline__ void combine_send(const KernelContext& context,
     }
     if constexpr (kAcrossNodes<Transport>) {
       if (!low_latency::in_my_node(context, launch.ranks_per_node, where.source)) {
-        put_row_across_nodes<Transport>(context, launch, session, half, where.source,
-                                        context.rank * launch.local_experts + where.expert, row, slot, token);
+        put_row_across_nodes<Transport, kLogfmt>(context, launch, session, half, where.source,
+                                                 context.rank * launch.local_experts + where.expert, row,
+                                                 slot, token);
         continue;
       }
     }
     uint8_t* target =
         context.heap.map(launch.layout.combine_row(context.heap.base, half, slot, token), where.source);
-    low_latency::warp_copy<Source::read_only_global>(target, launch.y + row * launch.hidden, row_bytes);
+    if constexpr (kLogfmt) {
+      low_latency::pack_logfmt_row(target, launch.y + row * launch.hidden, launch.hidden);
+    } else {
+      low_latency::warp_copy<Source::read_only_global>(target, launch.y + row * launch.hidden, row_bytes);
+    }
   }
   // The puts' sources (the combine buffer) may be rewritten by the next combine's send kernel.
   if constexpr (kAcrossNodes<Transport>) session.flush();
@@ -167,38 +191,6 @@ __device__ __forceinline__ void combine_send(const KernelContext& context,
 
 // ---- receive ------------------------------------------------------------------------------------
 
-// LogFMT-10: the parameters of the 128-channel block that eight channels `packed` belong to. The block's
-// 16 chunks of 8 channels are the items of 16 consecutive lanes (an item is 8 channels; a row's items
-// start 16-aligned, since hidden is a multiple of 128 and blockDim of 32), and all 16 are active
-// together (one token, hence one validity per slot), so they agree on amax, amin and finiteness
-// through shuffles within their half-warp: the same values, hence the same block, as
-// common::logfmt_block_of on the whole block.
-__device__ __forceinline__ common::LogfmtBlock half_warp_logfmt_block(const int4& packed) {
-  const uint32_t words[4] = {static_cast<uint32_t>(packed.x), static_cast<uint32_t>(packed.y),
-                             static_cast<uint32_t>(packed.z), static_cast<uint32_t>(packed.w)};
-  float amax = 0.0f;
-  float amin = common::bits_to_float(0x7f800000u);
-  bool finite = true;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const uint16_t magnitude_bits = static_cast<uint16_t>((words[i / 2] >> (16 * (i % 2))) & 0x7fffu);
-    if ((magnitude_bits & 0x7f80u) == 0x7f80u) finite = false;  // NaN or infinity
-    const float magnitude = common::bf16_to_float(magnitude_bits);
-    if (magnitude > amax) amax = magnitude;
-    if (magnitude < amin) amin = magnitude;
-  }
-  const unsigned half = (threadIdx.x & 16u) ? 0xffff0000u : 0x0000ffffu;
-#pragma unroll
-  for (int offset = 8; offset > 0; offset >>= 1) {
-    const float other_max = __shfl_xor_sync(half, amax, offset, 16);
-    const float other_min = __shfl_xor_sync(half, amin, offset, 16);
-    if (other_max > amax) amax = other_max;
-    if (other_min < amin) amin = other_min;
-  }
-  finite = __all_sync(half, finite);
-  return common::logfmt_block(amax, amin, finite);
-}
-
 // Eight channels of one token: out = bf16(sum over valid slots j ascending of w[j] * y_j), with
 // fmaf from +0, or from bias0 + bias1 (kBias; DESIGN.md, expert-major combine; common/combine_bias.hpp),
 // each row as LogFMT decodes it under kLogfmt. Slots whose expert is on a masked rank are left out, as
@@ -207,6 +199,8 @@ __device__ __forceinline__ common::LogfmtBlock half_warp_logfmt_block(const int4
 // 8 channels of every slot, and with the rank lookup (a division) beside the loads, even behind a
 // uniform flag, the compiler no longer issued the kSlotBatch loads together; the receive half took
 // 106-123 us against 78-81 before the rank masks, in one bisect run (bench/NOTES.md, session 13).
+// Under kLogfmt the rows are packed (common/logfmt_wire.hpp): a slot's loads are the cast bits that
+// place the item's block in the row, then the item's chunk of it (cuda/low_latency/logfmt.cuh).
 // NOTES: the modes are template parameters of the kernel (`combine`), not branches in the slot loop:
 // with the LogFMT decode beside the plain multiply-adds, the plain loop's registers were sized for the
 // decode's and it spilled at the 64-register cap (the receive half's time did not move with the fix,
@@ -224,13 +218,19 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
 #pragma unroll
     for (int i = 0; i < 8; ++i) accumulator[i] = 0.0f;  // = +0.0 + +0.0, the start without biases
   }
-  for (int first = 0; first < launch.topk; first += kSlotBatch) {
-    int4 values[kSlotBatch];
-    float weights[kSlotBatch];
-    bool valid[kSlotBatch];
-    // Loads first (up to kSlotBatch in flight), then the multiply-adds in slot order.
+  const int blocks = launch.hidden / common::kLogfmtBlock;  // kLogfmt: the item's block and chunk in it
+  const int block = static_cast<int>(column / (common::kLogfmtBlock / 8));
+  const int chunk = static_cast<int>(column % (common::kLogfmtBlock / 8));
+  constexpr int kBatch = kLogfmt ? kLogfmtSlotBatch : kSlotBatch;
+  for (int first = 0; first < launch.topk; first += kBatch) {
+    int4 values[kBatch];
+    uint32_t places[kBatch];  // kLogfmt: low_latency::logfmt_block_place
+    low_latency::LogfmtChunk chunks[kBatch];
+    float weights[kBatch];
+    bool valid[kBatch];
+    // Loads first (up to kBatch in flight), then the multiply-adds in slot order.
 #pragma unroll
-    for (int u = 0; u < kSlotBatch; ++u) {
+    for (int u = 0; u < kBatch; ++u) {
       const int slot = first + u;
       const int64_t expert = slot < launch.topk ? __ldg(launch.topk_idx + token * launch.topk + slot) : -1;
       if constexpr (kEveryone) {
@@ -241,23 +241,33 @@ __device__ __forceinline__ int4 reduce_eight(const KernelContext& context,
       }
       if (valid[u]) {
         weights[u] = __ldg(launch.topk_weights + token * launch.topk + slot);
-        const int4* row =
-            reinterpret_cast<const int4*>(launch.layout.combine_row(context.heap.base, half, slot, token));
-        values[u] = ptx::ld_weak_no_allocate_v4(row + column);
+        if constexpr (kLogfmt) {
+          places[u] = low_latency::logfmt_block_place(
+              launch.layout.combine_row(context.heap.base, half, slot, token), blocks, block);
+        } else {
+          const int4* row =
+              reinterpret_cast<const int4*>(launch.layout.combine_row(context.heap.base, half, slot, token));
+          values[u] = ptx::ld_weak_no_allocate_v4(row + column);
+        }
+      }
+    }
+    if constexpr (kLogfmt) {
+#pragma unroll
+      for (int u = 0; u < kBatch; ++u) {
+        if (valid[u]) {
+          chunks[u] = low_latency::load_logfmt_chunk(
+              launch.layout.combine_row(context.heap.base, half, first + u, token), places[u], chunk);
+        }
       }
     }
 #pragma unroll
-    for (int u = 0; u < kSlotBatch; ++u) {
+    for (int u = 0; u < kBatch; ++u) {
       if (!valid[u]) continue;
       if constexpr (kLogfmt) {
-        const common::LogfmtBlock block = half_warp_logfmt_block(values[u]);
-        const uint32_t words[4] = {static_cast<uint32_t>(values[u].x), static_cast<uint32_t>(values[u].y),
-                                   static_cast<uint32_t>(values[u].z), static_cast<uint32_t>(values[u].w)};
+        float decoded[8];
+        low_latency::decode_logfmt_chunk(chunks[u], (places[u] & 1u) != 0, decoded);
 #pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const uint16_t bits = static_cast<uint16_t>((words[i / 2] >> (16 * (i % 2))) & 0xffffu);
-          accumulator[i] = fmaf(weights[u], common::logfmt_round_trip(bits, block), accumulator[i]);
-        }
+        for (int i = 0; i < 8; ++i) accumulator[i] = fmaf(weights[u], decoded[i], accumulator[i]);
       } else {
         const int32_t words[4] = {values[u].x, values[u].y, values[u].z, values[u].w};
 #pragma unroll
@@ -354,15 +364,16 @@ __device__ __forceinline__ void combine_receive(const KernelContext& context,
 
 static_assert(kSendThreads == kReceiveThreads, "the combine's stages share one launch bound");
 
-// The combine, one stage per launch (low_latency::Stage), one kernel per mode. The send stage is the
-// same in every mode; a call launches both stages of its mode's kernel.
+// The combine, one stage per launch (low_latency::Stage), one kernel per mode. The send stage packs
+// the rows under kLogfmt and is otherwise the same in every mode; a call launches both stages of its
+// mode's kernel.
 template <typename Transport, bool kLogfmt, bool kBias>
 __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
     combine(const __grid_constant__ KernelContext context,
             const __grid_constant__ LowLatencyCombineLaunch launch,
             const __grid_constant__ Transport transport, low_latency::Stage stage) {
   if (stage == low_latency::Stage::send) {
-    combine_send(context, launch, transport);
+    combine_send<Transport, kLogfmt>(context, launch, transport);
   } else {
     combine_receive<Transport, kLogfmt, kBias>(context, launch, transport);
   }

@@ -102,9 +102,9 @@ struct LowLatencyCombineLaunch {
   // bf16 [N, H'] each, or null: where each token's fp32 sum starts (common/combine_bias.hpp).
   const uint16_t* bias0;
   const uint16_t* bias1;
-  // LogFMT-10 (ExpertMajorCombineArgs::use_logfmt): the receive kernel accumulates each slot's row as
-  // the format decodes it (common/logfmt.hpp), bit for bit the CPU engine's. The rows still travel as
-  // bf16: the 10-bit packing that would cut their bytes is not done yet.
+  // LogFMT-10 (ExpertMajorCombineArgs::use_logfmt): the send kernel packs each row (cast blocks as
+  // 10 bits a value, common/logfmt_wire.hpp) and sends only the packed bytes; the receive kernel
+  // accumulates what they decode to (common/logfmt.hpp), bit for bit the CPU engine's.
   bool use_logfmt;
   // i64 [R] or null (ExpertMajorCombineArgs::wait_recv_cost_stats): block 0's signal waits add their
   // nanoseconds to the awaited expert rank's entry.
