@@ -16,6 +16,7 @@
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/group.hpp"
+#include "switchyard/reference.hpp"
 
 namespace switchyard::testing {
 namespace {
@@ -216,38 +217,50 @@ TEST_P(CudaNormalTuningTest, TunedCallsMatchReferenceBitwise) {
   }
 }
 
-// get_dispatch_layout into the caller's device tensors (DispatchLayoutOutputs, switchyard.deep_ep's torch
-// path): the counts consecutive in one allocation (one memset) or apart (three), the same bits as the
-// layout the call allocates itself, and the result borrows the caller's memory.
-TEST(CudaNormalLayout, IntoCallerOutputsMatchesTheCallsOwn) {
-  SWITCHYARD_REQUIRE_GPU();
-  const CudaCase c{"R8_layout_into", make_shape(8, 300, 512, 8, 64, DType::bf16), config_with(0, 16, 4)};
+// get_dispatch_layout on the device against the reference, and into the caller's device tensors
+// (DispatchLayoutOutputs, switchyard.deep_ep's torch path) with the counts consecutive in one allocation or
+// apart: the same bits, and the result borrows the caller's memory. 64 experts take the one-block kernel;
+// 16384 (counts past one block's shared memory) the grid with its memsets.
+void check_layout_paths(int ranks, int64_t tokens, int experts) {
+  const CudaCase c{"R" + std::to_string(ranks) + "_layout_E" + std::to_string(experts),
+                   make_shape(ranks, tokens, 512, 8, experts, DType::bf16), config_with(0, 16, 4)};
+  SCOPED_TRACE(c.name);
   auto data = workload::generate(c.shape, seed_for(c.name));
-  std::vector<std::vector<std::string>> failures(8);
-  run_ranks(8, [&](Group& group) {
+  std::vector<std::vector<std::string>> failures(ranks);
+  run_ranks(ranks, [&](Group& group) {
     const int rank = group.rank();
-    cudaSetDevice(device_for_rank(rank, 8));
+    const int device = device_for_rank(rank, ranks);
+    cudaSetDevice(device);
     cudaStream_t stream;
     cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
     {
       Buffer buffer(options_for(c, rank));
       buffer.connect(group.allgather(buffer.local_handle()));
-      const int device = device_for_rank(rank, 8);
       Tensor topk_idx = to_device(data[rank].topk_idx.view(), device, stream);
-      const DispatchLayout own = buffer.get_dispatch_layout(topk_idx, 64, stream);
-      const int64_t tokens = topk_idx.size(0);
-      Tensor counts = poisoned_device(DType::i32, {8 + 1 + 64}, device, stream);
-      Tensor apart = poisoned_device(DType::i32, {3 * 128}, device, stream);
-      Tensor in_rank = poisoned_device(DType::boolean, {tokens, 8}, device, stream);
+      const DispatchLayout own = buffer.get_dispatch_layout(topk_idx, experts, stream);
+      const reference::Layout want = reference::layout(data[rank].topk_idx.view(), experts, c.shape.topology);
+      const Tensor per_rank = to_host(own.num_tokens_per_rank.view(), stream);
+      const Tensor per_expert = to_host(own.num_tokens_per_expert.view(), stream);
+      const Tensor in_rank_host = to_host(own.is_token_in_rank.view(), stream);
+      if (std::memcmp(per_rank.data(), want.num_tokens_per_rank.data(), per_rank.nbytes()) != 0 ||
+          std::memcmp(per_expert.data(), want.num_tokens_per_expert.data(), per_expert.nbytes()) != 0 ||
+          std::memcmp(in_rank_host.data(), want.is_token_in_rank.data(), in_rank_host.nbytes()) != 0) {
+        failures[rank].push_back("the device layout differs from the reference");
+      }
+      const int64_t num_tokens = topk_idx.size(0);
+      Tensor counts = poisoned_device(DType::i32, {ranks + 1 + experts}, device, stream);
+      Tensor apart = poisoned_device(DType::i32, {ranks + 1 + experts + 80}, device, stream);
+      Tensor in_rank = poisoned_device(DType::boolean, {num_tokens, ranks}, device, stream);
       for (const bool consecutive : {true, false}) {
         int32_t* words = consecutive ? counts.as<int32_t>() : apart.as<int32_t>();
         const int64_t gap = consecutive ? 0 : 40;
         DispatchLayoutOutputs out;
-        out.num_tokens_per_rank = TensorView(words, DType::i32, {8}, Device::cuda, device);
-        out.num_tokens_per_node = TensorView(words + 8 + gap, DType::i32, {1}, Device::cuda, device);
-        out.num_tokens_per_expert = TensorView(words + 9 + 2 * gap, DType::i32, {64}, Device::cuda, device);
+        out.num_tokens_per_rank = TensorView(words, DType::i32, {ranks}, Device::cuda, device);
+        out.num_tokens_per_node = TensorView(words + ranks + gap, DType::i32, {1}, Device::cuda, device);
+        out.num_tokens_per_expert =
+            TensorView(words + ranks + 1 + 2 * gap, DType::i32, {experts}, Device::cuda, device);
         out.is_token_in_rank = in_rank.view();
-        const DispatchLayout into = buffer.get_dispatch_layout(topk_idx, 64, out, stream);
+        const DispatchLayout into = buffer.get_dispatch_layout(topk_idx, experts, out, stream);
         if (into.num_tokens_per_expert.data() != out.num_tokens_per_expert.data)
           failures[rank].push_back("the result does not borrow the caller's num_tokens_per_expert");
         const Tensor* pairs[][2] = {{&own.num_tokens_per_rank, &into.num_tokens_per_rank},
@@ -268,9 +281,20 @@ TEST(CudaNormalLayout, IntoCallerOutputsMatchesTheCallsOwn) {
     }
     cudaStreamDestroy(stream);
   });
-  for (int rank = 0; rank < 8; ++rank) {
+  for (int rank = 0; rank < ranks; ++rank) {
     for (const auto& failure : failures[rank]) ADD_FAILURE() << "rank " << rank << ": " << failure;
   }
+}
+
+TEST(CudaNormalLayout, OneBlockAndIntoCallerOutputsMatchReference) {
+  SWITCHYARD_REQUIRE_GPU();
+  check_layout_paths(8, 300, 64);
+  check_layout_paths(2, 4096, 256);
+}
+
+TEST(CudaNormalLayout, GridPathAndIntoCallerOutputsMatchReference) {
+  SWITCHYARD_REQUIRE_GPU();
+  check_layout_paths(2, 300, 16384);
 }
 
 std::vector<TuningCase> tuning_cases() {

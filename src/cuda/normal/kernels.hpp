@@ -11,7 +11,7 @@ struct LayoutLaunch {
   const int64_t* topk_idx;
   int64_t num_tokens;
   int topk, num_experts, num_ranks, ranks_per_node;
-  int32_t* num_tokens_per_rank;    // [R], zeroed by the launcher
+  int32_t* num_tokens_per_rank;    // [R]; the launch clears the counts itself
   int32_t* num_tokens_per_node;    // [nodes]
   int32_t* num_tokens_per_expert;  // [E]
   bool* is_token_in_rank;          // [N, R]
