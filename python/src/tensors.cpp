@@ -88,6 +88,94 @@ nb::object export_as(void* data, size_t ndim, const size_t* shape, nb::handle ow
   return array.cast(nb::rv_policy::reference);
 }
 
+// torch's dtypes that switchyard takes, looked up once torch is loaded (the order of `dtypes` below).
+struct TorchDtypes {
+  nb::object tensor_type;
+  nb::object bfloat16, float8_e4m3fn, uint16, uint8, float32, int32, int64, boolean;
+};
+
+// torch.Tensor and its dtypes, or nullptr while torch is not imported (nothing then can be a torch tensor).
+const TorchDtypes* torch_dtypes() {
+  static const TorchDtypes* loaded = nullptr;
+  if (loaded) return loaded;
+  nb::dict modules = nb::borrow<nb::dict>(PySys_GetObject("modules"));  // cheap: no import
+  if (!modules.contains("torch")) return nullptr;
+  nb::object torch = modules["torch"];
+  auto* dtypes = new TorchDtypes();  // lives as long as the module: torch is never unloaded
+  dtypes->tensor_type = torch.attr("Tensor");
+  const auto maybe = [&](const char* name) {
+    return nb::hasattr(torch, name) ? torch.attr(name) : nb::none();
+  };
+  dtypes->bfloat16 = torch.attr("bfloat16");
+  dtypes->float8_e4m3fn = maybe("float8_e4m3fn");
+  dtypes->uint16 = maybe("uint16");
+  dtypes->uint8 = torch.attr("uint8");
+  dtypes->float32 = torch.attr("float32");
+  dtypes->int32 = torch.attr("int32");
+  dtypes->int64 = torch.attr("int64");
+  dtypes->boolean = torch.attr("bool");
+  loaded = dtypes;
+  return loaded;
+}
+
+// A torch tensor read by its attributes (data_ptr, shape, dtype, device), without DLPack: its export
+// and import cost several times the rest of a call's host time at decode sizes (bench/NOTES.md, session
+// 13). switchyard._tensors.exported passes torch CUDA tensors through as they are only when the call
+// runs on torch's current stream, where DLPack's stream argument would order nothing. Returns false for
+// anything that is not exactly a torch.Tensor (subclasses go by DLPack).
+bool torch_view(nb::handle object, const char* name, TensorView& view) {
+  const TorchDtypes* torch = torch_dtypes();
+  if (!torch || !object.type().is(torch->tensor_type)) return false;
+  nb::object dtype = object.attr("dtype");
+  const std::pair<const nb::object*, DType> known[] = {
+      {&torch->bfloat16, DType::bf16}, {&torch->float8_e4m3fn, DType::fp8_e4m3},
+      {&torch->uint16, DType::bf16},   {&torch->uint8, DType::fp8_e4m3},
+      {&torch->float32, DType::f32},   {&torch->int32, DType::i32},
+      {&torch->int64, DType::i64},     {&torch->boolean, DType::boolean}};
+  bool found = false;
+  for (const auto& [candidate, type] : known) {
+    if (!candidate->is_none() && dtype.is(*candidate)) {
+      view.dtype = type;
+      found = true;
+      break;
+    }
+  }
+  if (!found) {
+    throw InvalidArgument(
+        std::string(name) +
+        ": expected dtype bf16 (bfloat16, or its bits as uint16), fp8_e4m3 (float8_e4m3fn, or "
+        "its bits as uint8), float32, int32, int64 or bool, got torch." +
+        nb::cast<std::string>(nb::str(dtype)).substr(6));
+  }
+  nb::object shape = object.attr("shape");
+  const size_t ndim = nb::len(shape);
+  if (ndim > static_cast<size_t>(kMaxTensorDims)) {
+    throw InvalidArgument(std::string(name) + ": expected at most " + std::to_string(kMaxTensorDims) +
+                          " dimensions, got " + std::to_string(ndim));
+  }
+  view.ndim = static_cast<int>(ndim);
+  for (size_t dim = 0; dim < ndim; ++dim) view.shape[dim] = nb::cast<int64_t>(shape[dim]);
+  if (!nb::cast<bool>(object.attr("is_contiguous")())) {
+    throw InvalidArgument(std::string(name) +
+                          ": expected a row-major contiguous tensor, got strides that are not (call "
+                          ".contiguous() / numpy.ascontiguousarray first)");
+  }
+  nb::object device = object.attr("device");
+  const std::string device_type = nb::cast<std::string>(device.attr("type"));
+  if (device_type == "cuda") {
+    view.device = Device::cuda;
+    view.device_index = nb::cast<int>(device.attr("index"));
+  } else if (device_type == "cpu") {
+    view.device = Device::cpu;
+    view.device_index = 0;
+  } else {
+    throw InvalidArgument(std::string(name) + ": expected a tensor on the CPU or a CUDA device, got one on " +
+                          device_type);
+  }
+  view.data = reinterpret_cast<void*>(nb::cast<uintptr_t>(object.attr("data_ptr")()));
+  return true;
+}
+
 }  // namespace
 
 OutputStyle parse_output_style(const std::string& framework) {
@@ -104,6 +192,14 @@ TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, const P
                    bool writable) {
   TensorView view;
   if (object.is_none()) return view;
+  if (torch_view(object, name, view)) {
+    if (placement.cuda && view.device == Device::cuda && view.device_index != placement.device) {
+      throw InvalidArgument(std::string(name) +
+                            ": expected a tensor on cuda:" + std::to_string(placement.device) +
+                            " (the Buffer's device), got " + view.describe());
+    }
+    return view;  // the caller's frame holds the tensor for the call
+  }
   nb::ndarray<nb::ro> array;
   if (!nb::try_cast(object, array, false)) {
     // NOTES: torch refuses to export a tensor that requires grad; say so rather than "not a tensor".

@@ -78,10 +78,12 @@ class _Call:
     def __init__(self, buffer: "Buffer", like, stream):
         self.framework = framework_of(like)
         self.stream = stream_of(like, stream)
+        # torch's current stream: its CUDA tensors need no ordering, and go without DLPack (exported)
+        self.on_current_stream = stream is None and self.framework == "torch"
         buffer._last_stream = self.stream
 
     def __call__(self, tensor, name: str):
-        return exported(tensor, name, self.stream)
+        return exported(tensor, name, self.stream, self.on_current_stream)
 
 
 def _default_backend(backend):

@@ -72,9 +72,12 @@ def stream_of(tensor, stream=None):
     return OWN_STREAM
 
 
-def exported(tensor, name, stream):
+def exported(tensor, name, stream, on_current_stream=False):
     """What the library receives for the argument `name`, read (or written) by a call on `stream`.
 
+    - torch CUDA tensors of a call on torch's current stream (`on_current_stream`) go as they are: the
+      library reads their data_ptr, shape, dtype and device, since DLPack's stream ordering would do
+      nothing there and its export and import cost several times the call's own host time.
     - torch tensors that require grad are read through .detach() (the same memory): switchyard does
       not take part in autograd, as DeepEP's kernels do not.
     - torch's float8_e4m3fn goes as its bits (a uint8 view): torch builds whose DLPack export lacks
@@ -89,6 +92,8 @@ def exported(tensor, name, stream):
         return None
     framework = framework_of(tensor)
     if framework == "torch":
+        if on_current_stream and type(tensor).__name__ == "Tensor" and tensor.is_cuda:
+            return tensor
         torch = sys.modules["torch"]
         if tensor.requires_grad:
             tensor = tensor.detach()

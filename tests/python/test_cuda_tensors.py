@@ -103,6 +103,24 @@ def test_cuda_inputs_are_read_where_torch_keeps_them(device):
         assert seen["shape"] == list(tensor.shape), name
 
 
+def test_torch_tensors_of_a_call_on_the_current_stream_are_read_without_dlpack(device):
+    x, scales, topk_idx, _ = inputs(device, fp8=True)
+    stream = stream_of(x)
+    grad = torch.ones((3, 8), device=device, requires_grad=True)  # read as it is: switchyard is not in autograd
+    for name, tensor, dtype in (("x", x, "fp8_e4m3"), ("x_scales", scales, "f32"), ("topk_idx", topk_idx, "i64"),
+                                ("bf16", x.view(torch.int16).view(torch.bfloat16), "bf16"), ("grad", grad, "f32")):
+        passed = exported(tensor, name, stream, on_current_stream=True)
+        assert passed is tensor, name  # no DLPack capsule: the library reads the tensor's attributes
+        seen = _C._testing.view_of(passed)
+        assert seen["data"] == tensor.data_ptr(), name
+        assert (seen["device"], seen["device_index"], seen["dtype"]) == ("cuda", device, dtype), name
+        assert seen["shape"] == list(tensor.shape), name
+    for tensor, message in ((topk_idx.t(), "tensor: expected a row-major contiguous tensor"),
+                            (topk_idx.to(torch.float16), "tensor: expected dtype bf16")):
+        with pytest.raises(switchyard.InvalidArgument, match=message):
+            _C._testing.view_of(exported(tensor, "topk_idx", stream, on_current_stream=True))
+
+
 def test_library_outputs_become_torch_tensors_without_copies(device):
     for dtype, torch_dtype in (("bf16", torch.bfloat16), ("fp8_e4m3", torch.float8_e4m3fn), ("f32", torch.float32),
                                ("i64", torch.int64), ("bool", torch.bool)):
