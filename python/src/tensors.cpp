@@ -198,7 +198,8 @@ TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, const P
                             ": expected a tensor on cuda:" + std::to_string(placement.device) +
                             " (the Buffer's device), got " + view.describe());
     }
-    return view;  // the caller's frame holds the tensor for the call
+    keep.objects.push_back(nb::borrow<nb::object>(object));
+    return view;
   }
   nb::ndarray<nb::ro> array;
   if (!nb::try_cast(object, array, false)) {
@@ -259,7 +260,7 @@ TensorView to_view(nb::handle object, const char* name, KeepAlive& keep, const P
                           ": expected a tensor on cuda:" + std::to_string(placement.device) +
                           " (the Buffer's device), got " + view.describe());
   }
-  keep.push_back(std::move(array));
+  keep.arrays.push_back(std::move(array));
   return view;
 }
 

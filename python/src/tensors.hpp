@@ -30,7 +30,12 @@ struct Placement {
 };
 
 // The arrays a call's views point into; they must outlive the call.
-using KeepAlive = std::vector<nb::ndarray<nb::ro>>;
+// DLPack imports, and the torch tensors read by their attributes (to_view), held for as long as the
+// library may read them: the call, or until its hook has run, or (MoE weights) the layer's life.
+struct KeepAlive {
+  std::vector<nb::ndarray<nb::ro>> arrays;
+  std::vector<nb::object> objects;
+};
 
 // A view of `object` (None gives an undefined view): any __dlpack__ object, a DLPack capsule, or a
 // buffer-protocol object. Raises InvalidArgument naming `name` for an object that is not a tensor,

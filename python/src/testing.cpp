@@ -99,7 +99,9 @@ void bind_testing(nb::module_& m) {
         size_t shape[kMaxTensorDims] = {};
         for (int dim = 0; dim < view.ndim; ++dim) shape[dim] = static_cast<size_t>(view.shape[dim]);
         // The same memory and dtype bits, claiming to be on CUDA device `device_index`; `tensor` stays alive.
-        const nb::dlpack::dtype dtype = keep.front().dtype();
+        if (keep.arrays.empty())
+          throw InvalidArgument("tensor: expected a DLPack export (a capsule or a numpy array)");
+        const nb::dlpack::dtype dtype = keep.arrays.front().dtype();
         nb::ndarray<nb::array_api> relabelled(view.data, static_cast<size_t>(view.ndim), shape, tensor,
                                               nullptr, dtype, nb::device::cuda::value, device_index);
         return relabelled.cast(nb::rv_policy::reference);
