@@ -330,6 +330,26 @@ def expert_major_round_trip(buffer, engine, x, topk_idx, topk_weights, fp8):
     return {name: tensor.cpu() for name, tensor in out.items()}
 
 
+def test_a_hooked_combine_holds_its_torch_inputs_until_the_hook_runs(cuda_expert_major_buffer, device):
+    buffer = cuda_expert_major_buffer
+    x, _, topk_idx, topk_weights = inputs(device, num_tokens=MAX_TOKENS - 5)
+    try:
+        recv = buffer.low_latency_dispatch(x, topk_idx, MAX_TOKENS, NUM_EXPERTS)
+    except switchyard.Unsupported as error:
+        skip_if_unsupported(error)
+    y = expert_major_expert(recv.recv_x, recv.recv_count)
+    want = buffer.low_latency_combine(y, topk_idx, topk_weights, recv.handle).combined_x.clone()
+    # The receive half reads topk_idx and topk_weights when the hook runs: hand it copies that the caller
+    # drops at once, then let torch's allocator give their memory to tensors filled with -1.
+    result = buffer.low_latency_combine(y, topk_idx.clone(), topk_weights.clone(), recv.handle, return_recv_hook=True)
+    gc.collect()
+    junk = [torch.full_like(tensor, -1) for tensor in (topk_idx, topk_weights) for _ in range(4)]
+    result.hook()
+    torch.cuda.synchronize()
+    del junk
+    assert torch.equal(result.combined_x, want), "the hook read inputs the caller had dropped"
+
+
 @pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
 @pytest.mark.parametrize("engine", ["low_latency", "symmetric"])
 def test_expert_major_engines_match_the_cpu_backend_bitwise(cuda_expert_major_buffer, cpu_buffer, device, engine,
