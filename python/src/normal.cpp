@@ -115,7 +115,7 @@ nb::dict dispatch(PyBuffer& self, nb::handle x, nb::handle x_scales, nb::handle 
                   std::optional<DispatchHandle> cached_handle, int64_t num_worst_tokens,
                   nb::handle out_recv_x, nb::handle out_recv_x_scales, nb::handle out_recv_topk_idx,
                   nb::handle out_recv_topk_weights, uintptr_t stream, const std::string& framework,
-                  std::optional<CallTuning> tuning) {
+                  std::optional<CallTuning> tuning, bool device_counts) {
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
   const Placement& placement = self.placement();
@@ -153,8 +153,10 @@ nb::dict dispatch(PyBuffer& self, nb::handle x, nb::handle x_scales, nb::handle 
   out["recv_topk_weights"] = to_python(result.recv_topk_weights, style);
   out["num_recv_tokens"] = result.num_recv_tokens;
   out["num_recv_tokens_per_expert"] = nb::cast(result.num_recv_tokens_per_expert);
-  out["recv_expert_counts"] = to_python(result.recv_expert_counts, style);
-  out["recv_token_count"] = to_python(result.recv_token_count, style);
+  // NOTES: each tensor handed to a framework costs about as much host time as a kernel launch (bench/NOTES.md,
+  // session 13); callers that never read the device counts (switchyard.deep_ep) skip them.
+  out["recv_expert_counts"] = device_counts ? to_python(result.recv_expert_counts, style) : nb::none();
+  out["recv_token_count"] = device_counts ? to_python(result.recv_token_count, style) : nb::none();
   out["handle"] = nb::cast(result.handle);
   return out;
 }
@@ -203,7 +205,7 @@ void bind_normal(nb::module_&, BufferClass& buffer) {
            nb::arg("layout").none(), nb::arg("cached_handle").none(), nb::arg("num_worst_tokens"),
            nb::arg("out_recv_x").none(), nb::arg("out_recv_x_scales").none(),
            nb::arg("out_recv_topk_idx").none(), nb::arg("out_recv_topk_weights").none(), nb::arg("stream"),
-           nb::arg("framework"), nb::arg("tuning").none() = nb::none())
+           nb::arg("framework"), nb::arg("tuning").none() = nb::none(), nb::arg("device_counts") = true)
       .def("combine", &combine, nb::arg("x"), nb::arg("topk_weights").none(), nb::arg("handle"),
            nb::arg("out_combined_x").none(), nb::arg("out_combined_topk_weights").none(), nb::arg("stream"),
            nb::arg("framework"), nb::arg("bias0").none() = nb::none(), nb::arg("bias1").none() = nb::none(),

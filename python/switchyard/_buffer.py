@@ -35,7 +35,7 @@ class DispatchResult:
     num_recv_tokens: int  # M (-1 in worst-case mode)
     num_recv_tokens_per_expert: List[int]  # per local expert, rounded up to expert_alignment
     recv_expert_counts: Any  # the same counts as a tensor (device memory on CUDA), valid in every mode
-    recv_token_count: Any  # i32 [1]: M as a tensor
+    recv_token_count: Any  # i32 [1]: M as a tensor (both None with device_counts=False)
     handle: "_C.DispatchHandle"  # for combine and cached dispatch
 
 
@@ -271,7 +271,7 @@ class Buffer:
                  expert_alignment: int = 1, layout: Optional[DispatchLayout] = None,
                  handle: Optional[_C.DispatchHandle] = None, num_worst_tokens: int = 0, out_recv_x=None,
                  out_recv_x_scales=None, out_recv_topk_idx=None, out_recv_topk_weights=None,
-                 stream=None, tuning: Optional[_C.CallTuning] = None) -> DispatchResult:
+                 stream=None, tuning: Optional[_C.CallTuning] = None, device_counts: bool = True) -> DispatchResult:
         """Sends each token to the ranks holding its experts (the `normal` engine, rank-major).
 
         x: bf16 [N, H] (uint16 bits with numpy), or fp8 e4m3 [N, H] (uint8 bits with numpy) with
@@ -288,6 +288,8 @@ class Buffer:
         out_recv_*: preallocated outputs (returned as given).
         tuning: this call's CallTuning (channels, ring slots, chunk; 0 keeps the Buffer's); a cached
         dispatch runs with its dispatch's channels. Results never depend on it.
+        device_counts=False: recv_expert_counts and recv_token_count are not handed out (None), which
+        spares their conversion to the framework's tensors.
 
         Rank d receives each token with at least one expert on d exactly once, ordered by source
         rank ascending, then by source token ascending (deterministic, unlike DeepEP).
@@ -307,7 +309,7 @@ class Buffer:
             int(num_experts), int(expert_alignment), layout_tensors, handle, int(num_worst_tokens),
             call(out_recv_x, "out_recv_x"), call(out_recv_x_scales, "out_recv_x_scales"),
             call(out_recv_topk_idx, "out_recv_topk_idx"), call(out_recv_topk_weights, "out_recv_topk_weights"),
-            call.stream, call.framework, tuning)
+            call.stream, call.framework, tuning, device_counts)
         for name, given in (("recv_x", out_recv_x), ("recv_x_scales", out_recv_x_scales),
                             ("recv_topk_idx", out_recv_topk_idx), ("recv_topk_weights", out_recv_topk_weights)):
             if given is not None:

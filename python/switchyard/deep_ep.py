@@ -561,7 +561,8 @@ class Buffer:
             tuning = self._tuning(config, "cached dispatch", x.shape[1], *getattr(handle, "call_shape", (1, 0)))
             result = self.switchyard_buffer.dispatch(x, x_scales=x_scales, handle=native,
                                                      expert_alignment=expert_alignment,
-                                                     num_worst_tokens=num_worst_tokens, tuning=tuning)
+                                                     num_worst_tokens=num_worst_tokens, tuning=tuning,
+                                                     device_counts=False)
             recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
             return recv_x, None, None, None, None, _record_event(x, async_finish)
 
@@ -588,7 +589,8 @@ class Buffer:
         tuning = self._tuning(config, "dispatch", x.shape[1], topk, num_experts)
         result = self.switchyard_buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts,
                                                  x_scales=x_scales, expert_alignment=expert_alignment,
-                                                 layout=layout, num_worst_tokens=num_worst_tokens, tuning=tuning)
+                                                 layout=layout, num_worst_tokens=num_worst_tokens, tuning=tuning,
+                                                 device_counts=False)
         recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
         handle = normal_handle(result.handle, self.rank, self.group_size, framework_of(x), _on_stream_of(x))
         if _cuda_tensor(x) and _torch().cuda.is_current_stream_capturing():

@@ -227,3 +227,21 @@ def test_a_tuned_call_runs_with_its_tuning_and_matches_reference_bitwise(ranks):
         for message, field in zip(result["refusals"],
                                   ("tuning.num_channels", "tuning.num_channels", "tuning.chunk_tokens")):
             assert message.startswith(field), message
+
+
+def device_counts_job(rank, num_ranks, allgather, seed, num_experts):
+    x, _, topk_idx, topk_weights = rank_inputs(seed, rank, tokens_of(rank), num_experts)
+    buffer = make_buffer(allgather, num_experts)
+    full = buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts)
+    bare = buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts, device_counts=False)
+    buffer.destroy()
+    return [{name: value for name, value in result.__dict__.items() if name != "handle"} for result in (full, bare)]
+
+
+def test_device_counts_can_be_left_out_and_nothing_else_changes(ranks):
+    for full, bare in ranks(2).run(device_counts_job, [(SEED + 5, 8)] * 2):
+        assert bare["recv_expert_counts"] is None and bare["recv_token_count"] is None
+        assert list(full["recv_expert_counts"]) == full["num_recv_tokens_per_expert"] == bare["num_recv_tokens_per_expert"]
+        assert int(full["recv_token_count"][0]) == full["num_recv_tokens"] == bare["num_recv_tokens"]
+        np.testing.assert_array_equal(full["recv_x"], bare["recv_x"])
+        np.testing.assert_array_equal(full["recv_topk_idx"], bare["recv_topk_idx"])

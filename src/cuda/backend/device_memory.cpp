@@ -3,6 +3,7 @@
 
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <mutex>
 #include <utility>
 #include <vector>
@@ -76,13 +77,18 @@ class DeferredFrees {
   void push(GraphOwnedBytes* bytes) {
     const std::lock_guard<std::mutex> lock(mutex_);
     queued_.push_back(bytes);
+    pending_.store(true, std::memory_order_release);
   }
   // Frees what the destructor callbacks queued. Errors are not thrown: this runs inside unrelated
   // calls (and in deleters), and a failed free leaks one block rather than failing that call.
   void drain() {
+    // NOTES: every allocation of every call drains, and almost always finds nothing: one atomic load
+    // keeps the mutex (shared by every rank thread) off that path.
+    if (!pending_.load(std::memory_order_acquire)) return;
     std::vector<GraphOwnedBytes*> queued;
     {
       const std::lock_guard<std::mutex> lock(mutex_);
+      pending_.store(false, std::memory_order_relaxed);
       if (queued_.empty()) return;
       queued.swap(queued_);
     }
@@ -110,6 +116,7 @@ class DeferredFrees {
 
  private:
   std::mutex mutex_;
+  std::atomic<bool> pending_{false};  // queued_ may be non-empty (set under the mutex)
   std::vector<GraphOwnedBytes*> queued_;
   std::vector<cudaStream_t> streams_;
 };
