@@ -153,8 +153,8 @@ nb::dict dispatch(PyBuffer& self, nb::handle x, nb::handle x_scales, nb::handle 
   out["recv_topk_weights"] = to_python(result.recv_topk_weights, style);
   out["num_recv_tokens"] = result.num_recv_tokens;
   out["num_recv_tokens_per_expert"] = nb::cast(result.num_recv_tokens_per_expert);
-  // NOTES: each tensor handed to a framework costs about as much host time as a kernel launch (bench/NOTES.md,
-  // session 13); callers that never read the device counts (switchyard.deep_ep) skip them.
+  // NOTES: each tensor handed to a framework costs about as much host time as a kernel launch
+  // (bench/NOTES.md, session 13); callers that never read the device counts (switchyard.deep_ep) skip them.
   out["recv_expert_counts"] = device_counts ? to_python(result.recv_expert_counts, style) : nb::none();
   out["recv_token_count"] = device_counts ? to_python(result.recv_token_count, style) : nb::none();
   out["handle"] = nb::cast(result.handle);
