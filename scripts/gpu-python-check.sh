@@ -121,18 +121,14 @@ stop_mps() {
 }
 trap stop_mps EXIT
 trap 'exit 143' TERM INT  # so that the EXIT trap stops MPS when this script is stopped
-if [[ ${SWITCHYARD_PY_MPS:-1} == 1 ]]; then
-  export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/mps_pipe}
-  export CUDA_MPS_LOG_DIRECTORY=${CUDA_MPS_LOG_DIRECTORY:-/tmp/mps_log}
-  mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
-  if nvidia-cuda-mps-control -d >"$OUT/mps.log" 2>&1; then
-    mps_started=1
-    note "mps: started"
-  else
-    note "mps: could not start (already running, or unavailable; see mps.log): rank processes may time-slice"
-  fi
-else
+# The GPU tests run up to 8 rank processes (test_cuda_ranks.py); MPS when they share the GPUs.
+start_mps_if_shared gpu-python-check 8
+if [[ ${SWITCHYARD_PY_MPS:-1} != 1 ]]; then
   note "mps: not used (SWITCHYARD_PY_MPS=0)"
+elif [[ $mps_started == 1 ]]; then
+  note "mps: started"
+else
+  note "mps: not started (a GPU per rank, or it could not start: see mps.log): rank processes may time-slice"
 fi
 
 # ---- pytest ------------------------------------------------------------------------------------

@@ -130,23 +130,11 @@ std::vector<Case> round_trip_cases() {
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaLowLatencyRoundTrip, ::testing::ValuesIn(round_trip_cases()),
                          [](const auto& info) { return info.param.name; });
 
-// Combine biases (docs/deep_ep.md, "Combine bias"): the accumulator starts at bias0 + bias1, then the
-// weighted slots; bias0, bias1 alone and both, plain and with the receive hook, against the
-// reference and the CPU engine.
-class CudaLowLatencyBiasedCombine : public ::testing::TestWithParam<Case> {};
-
-TEST_P(CudaLowLatencyBiasedCombine, CombineWithBiasesMatchesTheReferenceAndTheCpuEngineBitwise) {
-  SWITCHYARD_REQUIRE_GPU();
-  const Case& c = GetParam();
-  const uint64_t seed = seed_for("cuda_low_latency/bias/" + c.name);
-  SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed));
-  const Expected plain = expected_for(c, seed);
-  std::vector<Expected> expected;
-  std::vector<std::vector<Outputs>> cpu;
-  for (auto [first, second] : {std::pair{true, false}, {false, true}, {true, true}}) {
-    expected.push_back(with_biases(c, plain, seed, first, second));
-    cpu.push_back(run_cpu_engine(Engine::low_latency, c, expected.back()));
-  }
+// Each of `expected` (with the CPU engine's outputs for it, `cpu`) through the CUDA engine, plain and with
+// the receive hook, against the reference and the CPU engine: the body of the biased and LogFMT combines.
+void check_combines(const Case& c, uint64_t seed, const std::vector<Expected>& expected,
+                    const std::vector<std::vector<Outputs>>& cpu, bool use_logfmt,
+                    const std::function<std::string(size_t)>& label) {
   Failures failures;
   with_cuda_buffers(c, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
     const int rank = group.rank();
@@ -165,12 +153,13 @@ TEST_P(CudaLowLatencyBiasedCombine, CombineWithBiasesMatchesTheReferenceAndTheCp
             combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
         cargs.bias0 = bias0;
         cargs.bias1 = bias1;
+        cargs.use_logfmt = use_logfmt;
         cargs.return_recv_hook = hook;
         LowLatencyCombineResult combined = buffer.low_latency_combine(cargs);
         if (hook) combined.hook();
         buffer.synchronize(stream);
         const Tensor combined_x = to_host(combined.combined_x, stream);
-        const std::string which = "biases " + std::to_string(i) + (hook ? ", hook" : "");
+        const std::string which = label(i) + (hook ? ", hook" : "");
         compare(combined_x, expected[i].combined[rank], "combined_x vs the reference, " + which, rank,
                 failures);
         compare(combined_x, cpu[i][rank].combined_x, "combined_x vs the cpu engine, " + which, rank,
@@ -179,6 +168,26 @@ TEST_P(CudaLowLatencyBiasedCombine, CombineWithBiasesMatchesTheReferenceAndTheCp
     }
   });
   expect_none(failures, seed);
+}
+
+// Combine biases (docs/deep_ep.md, "Combine bias"): the accumulator starts at bias0 + bias1, then the
+// weighted slots; bias0, bias1 alone and both, plain and with the receive hook, against the
+// reference and the CPU engine.
+class CudaLowLatencyBiasedCombine : public ::testing::TestWithParam<Case> {};
+
+TEST_P(CudaLowLatencyBiasedCombine, CombineWithBiasesMatchesTheReferenceAndTheCpuEngineBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case& c = GetParam();
+  const uint64_t seed = seed_for("cuda_low_latency/bias/" + c.name);
+  SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed));
+  const Expected plain = expected_for(c, seed);
+  std::vector<Expected> expected;
+  std::vector<std::vector<Outputs>> cpu;
+  for (auto [first, second] : {std::pair{true, false}, {false, true}, {true, true}}) {
+    expected.push_back(with_biases(c, plain, seed, first, second));
+    cpu.push_back(run_cpu_engine(Engine::low_latency, c, expected.back()));
+  }
+  check_combines(c, seed, expected, cpu, false, [](size_t i) { return "biases " + std::to_string(i); });
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -210,39 +219,8 @@ TEST_P(CudaLowLatencyLogfmtCombine, MatchesTheReferenceAndTheCpuEngineBitwise) {
     expected.push_back(with_logfmt(c, biased ? with_biases(c, drawn, seed, true, true) : drawn));
     cpu.push_back(run_cpu_engine(Engine::low_latency, c, expected.back()));
   }
-  Failures failures;
-  with_cuda_buffers(c, [&](Group& group, Buffer& buffer, cudaStream_t stream) {
-    const int rank = group.rank();
-    const int device = device_of(buffer);
-    for (size_t i = 0; i < expected.size(); ++i) {
-      for (bool hook : {false, true}) {
-        const DeviceInputs in = upload_inputs(expected[i].data[rank], device, stream);
-        LowLatencyDispatchResult dispatched =
-            buffer.low_latency_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
-        const Tensor y = to_device(expected[i].ys[rank], device, stream);
-        const Tensor bias0 =
-            expected[i].bias0.empty() ? Tensor() : to_device(expected[i].bias0[rank], device, stream);
-        const Tensor bias1 =
-            expected[i].bias1.empty() ? Tensor() : to_device(expected[i].bias1[rank], device, stream);
-        LowLatencyCombineArgs cargs =
-            combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
-        cargs.bias0 = bias0;
-        cargs.bias1 = bias1;
-        cargs.use_logfmt = true;
-        cargs.return_recv_hook = hook;
-        LowLatencyCombineResult combined = buffer.low_latency_combine(cargs);
-        if (hook) combined.hook();
-        buffer.synchronize(stream);
-        const Tensor combined_x = to_host(combined.combined_x, stream);
-        const std::string which = std::string(i ? "biases" : "no biases") + (hook ? ", hook" : "");
-        compare(combined_x, expected[i].combined[rank], "combined_x vs the reference, " + which, rank,
-                failures);
-        compare(combined_x, cpu[i][rank].combined_x, "combined_x vs the cpu engine, " + which, rank,
-                failures);
-      }
-    }
-  });
-  expect_none(failures, seed);
+  check_combines(c, seed, expected, cpu, true,
+                 [](size_t i) { return std::string(i ? "biases" : "no biases"); });
 }
 
 // Hidden sizes of 1, 3 and 56 LogFMT blocks (7168: DeepSeek-V3's rows, 56 half-warps per row), tokens
