@@ -1,5 +1,7 @@
 #include "tensors.hpp"
 
+#include <nanobind/stl/string.h>
+
 #include <cstdint>
 #include <string>
 
