@@ -125,8 +125,9 @@ class Buffer:
     communicator, or a callable allgather(bytes) -> list[bytes]; see switchyard.as_group).
 
     Tensors are any objects with __dlpack__ (numpy, torch, cupy, jax), contiguous, passed without
-    copies; outputs come back in the framework of `x` on the Buffer's device, sharing switchyard's
-    memory. numpy and cupy have no bf16 or fp8: pass and receive them as their bits (uint16 for bf16,
+    copies (torch CUDA tensors of a call on torch's current stream are read by their attributes, not
+    by DLPack: the same memory, less host time); outputs come back in the framework of `x` on the
+    Buffer's device, sharing switchyard's memory. numpy and cupy have no bf16 or fp8: pass and receive them as their bits (uint16 for bf16,
     uint8 for fp8 e4m3); torch's bfloat16 and float8_e4m3fn are taken and returned as they are.
     CUDA tensors must be on the Buffer's device.
 
