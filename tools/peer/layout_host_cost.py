@@ -5,7 +5,13 @@ and a kernel); then cProfile's top entries. Issues 19 and 20 hold this against D
 session 12). Run on the GPU machine with switchyard installed:
 
     python3 tools/peer/layout_host_cost.py
+
+With DeepEP's build on PYTHONPATH (scripts/peer-deepep.sh keeps it in build/peer-deepep/<version>/), DeepEP's
+own get_dispatch_layout is timed in the same run, one rank of its intranode Buffer:
+
+    PYTHONPATH=build/peer-deepep/<version> python3 tools/peer/layout_host_cost.py
 """
+import importlib.util
 import cProfile
 import io
 import os
@@ -40,6 +46,13 @@ def main():
     torch.cuda.set_device(0)
     buffer = deep_ep.Buffer(dist.group.WORLD, int(1e9), 0)
     native = buffer.switchyard_buffer
+    deepep_buffer = None
+    if importlib.util.find_spec("deep_ep_cpp") is not None:  # DeepEP's build, not switchyard.deep_ep
+        import deep_ep as deepep
+        try:
+            deepep_buffer = deepep.Buffer(dist.group.WORLD, int(1e9), 0)
+        except Exception as error:  # DeepEP may refuse a group of one; say so and time the rest
+            print(f"DeepEP's Buffer with one rank: {type(error).__name__}: {error}", flush=True)
     for num_tokens in (128, 4096):
         scores = torch.randn(num_tokens, NUM_EXPERTS, device="cuda")
         topk_idx = torch.topk(scores, TOPK, dim=-1).indices.to(torch.int64)
@@ -58,6 +71,8 @@ def main():
                 torch.empty(NUM_EXPERTS, dtype=torch.int32, device="cuda"),
                 torch.empty(num_tokens, 8, dtype=torch.bool, device="cuda").zero_()),
         }
+        if deepep_buffer is not None:
+            parts["DeepEP's own get_dispatch_layout"] = lambda: deepep_buffer.get_dispatch_layout(topk_idx, NUM_EXPERTS)
         for name, call in parts.items():
             print(f"N={num_tokens:5d} {name:55s} {median_host_us(call):8.1f} us", flush=True)
         profile = cProfile.Profile()
