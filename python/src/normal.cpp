@@ -81,33 +81,40 @@ nb::tuple get_dispatch_layout(PyBuffer& self, nb::handle topk_idx, int num_exper
       to_python(layout.num_tokens_per_expert, style), to_python(layout.is_token_in_rank, style));
 }
 
-// get_dispatch_layout into outputs that the caller allocated, given as raw addresses: switchyard.deep_ep's
-// path for torch tensors, where converting tensors (DLPack both ways) cost several times the call's own
-// host time (bench/NOTES.md, session 13). Internal: the caller vouches that each address is a contiguous
-// tensor of the stated shape on the Buffer's device (deep_ep checks dtype, device and contiguity first):
-//   topk_idx i64 [num_tokens, topk]; counts i32 [R + R / ranks_per_node + num_experts], i.e.
-//   num_tokens_per_rank, num_tokens_per_node and num_tokens_per_expert back to back; is_token_in_rank
-//   bool [num_tokens, R].
-void get_dispatch_layout_raw(PyBuffer& self, uintptr_t topk_idx, int64_t num_tokens, int64_t topk,
-                             int num_experts, uintptr_t stream, uintptr_t counts,
-                             uintptr_t is_token_in_rank) {
+// get_dispatch_layout into outputs that the caller allocated: switchyard.deep_ep's path for torch tensors,
+// which allocates them with torch (as DeepEP's binding does) instead of converting the library's outputs
+// (bench/NOTES.md, session 13). `counts` is i32 [R + R / ranks_per_node + num_experts]:
+// num_tokens_per_rank, num_tokens_per_node and num_tokens_per_expert back to back (one memset on CUDA
+// where the kernel needs one); `is_token_in_rank` bool [N, R]. Every tensor is checked as any other
+// argument (a torch tensor on torch's current stream by its attributes, tensors.hpp).
+void get_dispatch_layout_into(PyBuffer& self, nb::handle topk_idx, int num_experts, uintptr_t stream,
+                              nb::handle counts, nb::handle is_token_in_rank) {
   CallScope scope(self);
   const Placement& placement = self.placement();
-  const Device device = placement.cuda ? Device::cuda : Device::cpu;
+  KeepAlive keep;
+  const TensorView topk_view = to_view(topk_idx, "topk_idx", keep, placement);
+  const TensorView counts_view = to_view(counts, "counts", keep, placement, true);
   const int64_t ranks = self.topology().num_ranks;
   const int64_t nodes = self.topology().num_nodes();
-  const auto view = [&](uintptr_t address, DType dtype, std::initializer_list<int64_t> dims) {
-    return TensorView(reinterpret_cast<void*>(address), dtype, dims, device, placement.device);
+  const int64_t expected = ranks + nodes + static_cast<int64_t>(num_experts);
+  if (counts_view.dtype != DType::i32 || counts_view.ndim != 1 || num_experts < 1 ||
+      counts_view.shape[0] != expected) {
+    throw InvalidArgument("counts: expected an i32 tensor [num_ranks + num_nodes + num_experts] = [" +
+                          std::to_string(expected) +
+                          "] (num_tokens_per_rank, num_tokens_per_node and num_tokens_per_expert back to "
+                          "back), got " +
+                          counts_view.describe());
+  }
+  const auto part = [&](int64_t offset, int64_t size) {
+    return TensorView(counts_view.as<int32_t>() + offset, DType::i32, {size}, counts_view.device,
+                      counts_view.device_index);
   };
-  int32_t* words = reinterpret_cast<int32_t*>(counts);
   DispatchLayoutOutputs out;
-  out.num_tokens_per_rank = view(counts, DType::i32, {ranks});
-  out.num_tokens_per_node = view(reinterpret_cast<uintptr_t>(words + ranks), DType::i32, {nodes});
-  out.num_tokens_per_expert =
-      view(reinterpret_cast<uintptr_t>(words + ranks + nodes), DType::i32, {num_experts});
-  out.is_token_in_rank = view(is_token_in_rank, DType::boolean, {num_tokens, ranks});
-  self.get_dispatch_layout(view(topk_idx, DType::i64, {num_tokens, topk}), num_experts, out,
-                           to_stream(stream));
+  out.num_tokens_per_rank = part(0, ranks);
+  out.num_tokens_per_node = part(ranks, nodes);
+  out.num_tokens_per_expert = part(ranks + nodes, num_experts);
+  out.is_token_in_rank = to_view(is_token_in_rank, "is_token_in_rank", keep, placement, true);
+  self.get_dispatch_layout(topk_view, num_experts, out, to_stream(stream));
 }
 
 nb::dict dispatch(PyBuffer& self, nb::handle x, nb::handle x_scales, nb::handle topk_idx,
@@ -195,11 +202,11 @@ void bind_normal(nb::module_&, BufferClass& buffer) {
       .def("get_dispatch_layout", &get_dispatch_layout, nb::arg("topk_idx"), nb::arg("num_experts"),
            nb::arg("stream") = 0, nb::arg("framework") = "numpy",
            "-> (num_tokens_per_rank, num_tokens_per_node, num_tokens_per_expert, is_token_in_rank)")
-      .def("get_dispatch_layout_raw", &get_dispatch_layout_raw, nb::arg("topk_idx"), nb::arg("num_tokens"),
-           nb::arg("topk"), nb::arg("num_experts"), nb::arg("stream"), nb::arg("counts"),
-           nb::arg("is_token_in_rank"),
-           "Internal (switchyard.deep_ep): get_dispatch_layout into caller-allocated outputs given as "
-           "addresses.")
+      .def("get_dispatch_layout_into", &get_dispatch_layout_into, nb::arg("topk_idx"), nb::arg("num_experts"),
+           nb::arg("stream"), nb::arg("counts"), nb::arg("is_token_in_rank"),
+           "get_dispatch_layout into the caller's tensors: counts i32 [R + nodes + E] (per rank, per node, "
+           "per "
+           "expert, back to back) and is_token_in_rank bool [N, R]")
       .def("dispatch", &dispatch, nb::arg("x"), nb::arg("x_scales").none(), nb::arg("topk_idx").none(),
            nb::arg("topk_weights").none(), nb::arg("num_experts"), nb::arg("expert_alignment"),
            nb::arg("layout").none(), nb::arg("cached_handle").none(), nb::arg("num_worst_tokens"),

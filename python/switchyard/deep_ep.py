@@ -522,14 +522,13 @@ class Buffer:
                 or not topk_idx.is_contiguous() or topk_idx.device.index != self._layout_device
                 or type(num_experts) is not int or num_experts < 1):
             return None
-        num_tokens, topk = topk_idx.shape
+        num_tokens = topk_idx.shape[0]
         ranks, nodes = self.group_size, self._num_nodes
         device = topk_idx.device
         counts = torch.empty(ranks + nodes + num_experts, dtype=torch.int32, device=device)
         in_rank = torch.empty((num_tokens, ranks), dtype=torch.bool, device=device)
-        native.get_dispatch_layout_raw(topk_idx.data_ptr(), num_tokens, topk, num_experts,
-                                       _current_raw_stream(torch, device.index), counts.data_ptr(),
-                                       in_rank.data_ptr())
+        native.get_dispatch_layout_into(topk_idx, num_experts, _current_raw_stream(torch, device.index), counts,
+                                        in_rank)
         return DispatchLayout(counts[:ranks], counts[ranks:ranks + nodes], counts[ranks + nodes:], in_rank)
 
     def dispatch(self, x, handle: Optional[DispatchHandle] = None, num_tokens_per_rank=None,

@@ -245,3 +245,35 @@ def test_device_counts_can_be_left_out_and_nothing_else_changes(ranks):
         assert int(full["recv_token_count"][0]) == full["num_recv_tokens"] == bare["num_recv_tokens"]
         np.testing.assert_array_equal(full["recv_x"], bare["recv_x"])
         np.testing.assert_array_equal(full["recv_topk_idx"], bare["recv_topk_idx"])
+
+
+# ---- get_dispatch_layout into the caller's arrays (switchyard.deep_ep's torch path) -------------------
+def layout_into_job(rank, num_ranks, allgather, seed, num_experts):
+    _, _, topk_idx, _ = rank_inputs(seed, rank, tokens_of(rank), num_experts)
+    buffer = make_buffer(allgather, num_experts)
+    want = tuple(buffer.get_dispatch_layout(topk_idx, num_experts))
+    size = num_ranks + 1 + num_experts  # one node
+    counts = np.full(size, -7, np.int32)
+    in_rank = np.zeros((topk_idx.shape[0], num_ranks), np.bool_)
+    buffer.native.get_dispatch_layout_into(topk_idx, num_experts, 0, counts, in_rank)
+    refusals = []
+    for wrong_counts, wrong_in_rank in ((np.zeros(size - 1, np.int32), in_rank), (np.zeros(size, np.int64), in_rank),
+                                        (np.zeros(size, np.int32), np.zeros((3, num_ranks), np.bool_))):
+        untouched = wrong_counts.copy()
+        with pytest.raises(switchyard.InvalidArgument) as refused:
+            buffer.native.get_dispatch_layout_into(topk_idx, num_experts, 0, wrong_counts, wrong_in_rank)
+        refusals.append((str(refused.value), bool((wrong_counts == untouched).all())))
+    buffer.destroy()
+    return want, counts, in_rank, refusals
+
+
+def test_layout_into_the_callers_arrays_matches_the_library_allocated_one_and_refuses_wrong_ones(ranks):
+    num_ranks, num_experts = 2, 8
+    for rank, (want, counts, in_rank, refusals) in enumerate(ranks(num_ranks).run(
+            layout_into_job, [(SEED + 6, num_experts)] * num_ranks)):
+        per_rank, per_node, per_expert, want_in_rank = want
+        np.testing.assert_array_equal(counts, np.concatenate([per_rank, per_node, per_expert]), err_msg=f"rank {rank}")
+        np.testing.assert_array_equal(in_rank, want_in_rank, err_msg=f"rank {rank}")
+        for (message, untouched), field in zip(refusals, ("counts", "counts", "out.is_token_in_rank")):
+            assert message.startswith(field + ":"), message
+            assert untouched, f"a refused call wrote its outputs: {message}"
