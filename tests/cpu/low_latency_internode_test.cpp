@@ -114,12 +114,10 @@ std::vector<NodesCase> round_trip_cases() {
 INSTANTIATE_TEST_SUITE_P(Topologies, LowLatencyInternodeRoundTrip, ::testing::ValuesIn(round_trip_cases()),
                          [](const auto& info) { return name_of(info.param); });
 
-// Combine biases across nodes: the accumulator starts at bias0 + bias1 on the home rank, as on one node.
-TEST(LowLatencyInternode, CombineWithBiasesMatchesTheReferenceBitwise) {
-  const NodesCase n{make("n2x2_biases", 4, {5, 3, 0, 5}, 5, 3, 8), 2, true};
+// One dispatch and combine on every rank across nodes, the combine with `expected`'s biases and LogFMT
+// (attach_biases), against `expected`'s combined rows.
+void check_combine_across_nodes(const NodesCase& n, const Expected& expected, uint64_t seed) {
   const Case& c = n.c;
-  const uint64_t seed = testing::seed_for("low_latency_internode/" + c.name);
-  const Expected expected = with_biases(c, expected_on(c, n.topology(), seed), seed, true, true);
   Failures failures;
   {
     const LoopbackDelays delays(n.delays, seed);
@@ -136,6 +134,14 @@ TEST(LowLatencyInternode, CombineWithBiasesMatchesTheReferenceBitwise) {
   expect_none(failures, seed);
 }
 
+// Combine biases across nodes: the accumulator starts at bias0 + bias1 on the home rank, as on one node.
+TEST(LowLatencyInternode, CombineWithBiasesMatchesTheReferenceBitwise) {
+  const NodesCase n{make("n2x2_biases", 4, {5, 3, 0, 5}, 5, 3, 8), 2, true};
+  const Case& c = n.c;
+  const uint64_t seed = testing::seed_for("low_latency_internode/" + c.name);
+  check_combine_across_nodes(n, with_biases(c, expected_on(c, n.topology(), seed), seed, true, true), seed);
+}
+
 // LogFMT-10 across nodes: the packed rows are transport puts of their own length (cast blocks 168
 // bytes, the rest 256), decoded on the home rank as on one node.
 TEST(LowLatencyInternode, LogfmtCombineMatchesTheReferenceBitwise) {
@@ -148,21 +154,8 @@ TEST(LowLatencyInternode, LogfmtCombineMatchesTheReferenceBitwise) {
   ASSERT_GT(plain, 0) << "every block is cast: the test would not see raw blocks";
   for (bool biased : {false, true}) {
     SCOPED_TRACE(biased ? "biases" : "no biases");
-    const Expected expected = with_logfmt(c, biased ? with_biases(c, drawn, seed, true, true) : drawn);
-    Failures failures;
-    {
-      const LoopbackDelays delays(n.delays, seed);
-      with_node_buffers(c, n.topology(), [&](Group& group, Buffer& buffer) {
-        const int rank = group.rank();
-        const workload::RankData& data = expected.data[rank];
-        const LowLatencyDispatchResult dispatched = buffer.low_latency_dispatch(dispatch_args(c, data));
-        LowLatencyCombineArgs cargs = combine_args(data, dispatched.handle, expected.ys[rank]);
-        attach_biases(expected, rank, cargs);
-        const LowLatencyCombineResult combined = buffer.low_latency_combine(cargs);
-        compare(combined.combined_x, expected.combined[rank], "combined_x", rank, failures);
-      });
-    }
-    expect_none(failures, seed);
+    check_combine_across_nodes(n, with_logfmt(c, biased ? with_biases(c, drawn, seed, true, true) : drawn),
+                               seed);
   }
 }
 

@@ -11,24 +11,13 @@ import cProfile
 import io
 import os
 import pstats
-import statistics
-import time
 
 import torch
 import torch.distributed as dist
 
+from layout_host_cost import median_host_us  # this folder's (python3 puts it first on sys.path)
+
 HIDDEN, NUM_EXPERTS, TOPK = 7168, 256, 8
-
-
-def median_host_us(call, repeats):
-    """The median wall time of `call` on the host, the stream idle before each."""
-    times = []
-    for _ in range(repeats):
-        torch.cuda.synchronize()
-        start = time.perf_counter()
-        call()
-        times.append((time.perf_counter() - start) * 1e6)
-    return statistics.median(times)
 
 
 def per_token_cast_to_fp8(x):
