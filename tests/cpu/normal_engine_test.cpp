@@ -681,7 +681,7 @@ TEST(NormalEngineLayout, IntoCallerOutputsMatchesReferenceAndRefusesWrongOnes) {
   const Expected expected = testing::compute_expected(c.shape, data, 1);
   std::vector<RankRun> runs(4);
   std::vector<std::vector<std::string>> refusals(4);
-  std::vector<bool> untouched(4, false);
+  std::vector<char> untouched(4, 0);  // not vector<bool>: its bits share words across rank threads
   std::vector<std::pair<Tensor, Tensor>> kept(4);
   std::string unsupported;
   ASSERT_TRUE(run_on_ranks(

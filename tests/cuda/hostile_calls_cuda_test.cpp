@@ -154,7 +154,7 @@ TEST_P(CudaMismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRank) {
 
   std::mutex mutex;
   std::vector<std::string> messages(ranks);
-  std::vector<bool> untouched(ranks, false);
+  std::vector<char> untouched(ranks, 0);  // not vector<bool>: its bits share words across rank threads
   const auto start = std::chrono::steady_clock::now();
   with_gpu_ranks(
       full, regions_of(engine),
