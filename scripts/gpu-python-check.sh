@@ -110,6 +110,8 @@ if ! (cd "$OUT" && PYTHONPATH="$pythonpath_for_tests${PYTHONPATH:+:$PYTHONPATH}"
   exit 1
 fi
 note "install ($installed): ok, CUDA backend ($((SECONDS - install_start)) s)"
+# Built with SWITCHYARD_TORCH_OPS=ON against this torch: the tests require it to load, not skip.
+export SWITCHYARD_EXPECT_TORCH_OPS=1
 
 # ---- MPS ---------------------------------------------------------------------------------------
 mps_started=0

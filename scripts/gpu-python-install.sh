@@ -24,6 +24,7 @@ install_with_pip() {
   # Its own build folder (incremental on a warm machine), apart from run-tests.sh's build/python.
   CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) python3 -m pip install -v --no-index --find-links "$wheels" \
     --no-build-isolation --no-deps --config-settings=cmake.define.SWITCHYARD_CUDA=ON \
+    --config-settings=cmake.define.SWITCHYARD_TORCH_OPS=ON \
     "--config-settings=build-dir=build/gpu-python/pip-{wheel_tag}" ./ || return 1
 }
 
@@ -41,12 +42,12 @@ install_with_cmake() {
   echo "== cmake configure $build"
   cmake -S . -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DSWITCHYARD_BUILD_PYTHON=ON \
     -DSWITCHYARD_BUILD_TESTS=OFF -DSWITCHYARD_BUILD_BENCH=OFF -DSWITCHYARD_MPI=OFF -DSWITCHYARD_CUDA=ON \
-    -DSWITCHYARD_WERROR=OFF -DPython_EXECUTABLE="$(command -v python3)" -Dnanobind_DIR="$site/nanobind/cmake" \
+    -DSWITCHYARD_WERROR=OFF -DSWITCHYARD_TORCH_OPS=ON -DPython_EXECUTABLE="$(command -v python3)" -Dnanobind_DIR="$site/nanobind/cmake" \
     || return 1
-  echo "== cmake build _C"
-  cmake --build "$build" --target _C -j "$(nproc)" || return 1
+  echo "== cmake build _C _torch_ops"
+  cmake --build "$build" --target _C _torch_ops -j "$(nproc)" || return 1
   cp python/switchyard/*.py "$build/pkg/switchyard/" || return 1
-  cp "$build"/python/_C*.so "$build/pkg/switchyard/" || return 1
+  cp "$build"/python/_C*.so "$build"/python/_torch_ops*.so "$build/pkg/switchyard/" || return 1
   pythonpath_for_tests="$build/pkg:$site"
 }
 

@@ -274,6 +274,14 @@ run_python_check() {
   [[ $pytest_status -eq 0 ]] || return "$pytest_status"
   echo "== [python] the README's example: python examples/python/round_trip.py"
   "$python" examples/python/round_trip.py | sed 's/^/   /'
+  # switchyard._torch_ops builds only against an installed torch (the GPU machine's); compiled here against
+  # a pinned torch wheel's headers so that it cannot rot unseen. It needs the CUDA toolkit's headers.
+  if command -v nvcc >/dev/null 2>&1 || [[ -x /usr/local/cuda/bin/nvcc ]]; then
+    echo "== [python] _torch_ops compiles against torch $(cat scripts/torch-version.txt) (scripts/check-torch-ops.sh)"
+    PATH="$PATH:/usr/local/cuda/bin" bash scripts/check-torch-ops.sh "$python" | sed 's/^/   /'
+  else
+    echo "== [python] _torch_ops: not compiled (no CUDA toolkit here)"
+  fi
   passed+=("python ($(elapsed $((SECONDS - started))))")
 }
 

@@ -4,6 +4,8 @@
 // low_latency and symmetric).
 #include <nanobind/nanobind.h>
 
+#include <exception>
+
 #include "caller_device.hpp"
 #include "switchyard/buffer.hpp"
 #include "tensors.hpp"
@@ -35,6 +37,14 @@ class CallScope : public CallerDevice {
 };
 
 void bind_errors(nb::module_& m);
+// Sets the Python exception of a switchyard error (its class from switchyard/_errors.py, its message);
+// rethrows any other exception (nanobind's own translators take those).
+void raise_as_python(const std::exception_ptr& thrown);
+// As raise_as_python, and anything else becomes MemoryError or RuntimeError: for C entry points, from
+// which no C++ exception may escape (layout_entry.h).
+void raise_any_as_python(const std::exception_ptr& thrown) noexcept;
+// The capsule of switchyard._torch_ops's get_dispatch_layout (layout_entry.h, layout_entry.cpp).
+void bind_layout_entry(BufferClass& buffer);
 BufferClass bind_buffer(nb::module_& m);
 void bind_normal(nb::module_& m, BufferClass& buffer);
 // The expert-major engines: low_latency and symmetric (low_latency.cpp).

@@ -3,6 +3,7 @@
 #include "switchyard/errors.hpp"
 
 #include <exception>
+#include <new>
 
 #include "bindings.hpp"
 
@@ -26,6 +27,36 @@ PyObject* class_of(nb::module_& errors, const char* name) {
 }
 }  // namespace
 
+void raise_as_python(const std::exception_ptr& thrown) {
+  try {
+    std::rethrow_exception(thrown);
+  } catch (const InvalidArgument& error) {
+    PyErr_SetString(g_classes.invalid_argument, error.what());
+  } catch (const Unsupported& error) {
+    PyErr_SetString(g_classes.unsupported, error.what());
+  } catch (const TimeoutError& error) {
+    PyErr_SetString(g_classes.timeout, error.what());
+  } catch (const SystemError& error) {
+    PyErr_SetString(g_classes.system, error.what());
+  } catch (const CapacityError& error) {
+    PyErr_SetString(g_classes.capacity, error.what());
+  } catch (const Error& error) {
+    PyErr_SetString(g_classes.error, error.what());
+  }
+}
+
+void raise_any_as_python(const std::exception_ptr& thrown) noexcept {
+  try {
+    raise_as_python(thrown);
+  } catch (const std::bad_alloc&) {
+    PyErr_NoMemory();
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+  } catch (...) {
+    PyErr_SetString(PyExc_RuntimeError, "switchyard: an unknown C++ exception");
+  }
+}
+
 void bind_errors(nb::module_& m) {
   nb::module_ errors = nb::module_::import_("switchyard._errors");
   g_classes.error = class_of(errors, "Error");
@@ -36,23 +67,7 @@ void bind_errors(nb::module_& m) {
   g_classes.capacity = class_of(errors, "CapacityError");
   m.attr("Error") = nb::handle(g_classes.error);
 
-  nb::register_exception_translator([](const std::exception_ptr& thrown, void*) {
-    try {
-      std::rethrow_exception(thrown);
-    } catch (const InvalidArgument& error) {
-      PyErr_SetString(g_classes.invalid_argument, error.what());
-    } catch (const Unsupported& error) {
-      PyErr_SetString(g_classes.unsupported, error.what());
-    } catch (const TimeoutError& error) {
-      PyErr_SetString(g_classes.timeout, error.what());
-    } catch (const SystemError& error) {
-      PyErr_SetString(g_classes.system, error.what());
-    } catch (const CapacityError& error) {
-      PyErr_SetString(g_classes.capacity, error.what());
-    } catch (const Error& error) {
-      PyErr_SetString(g_classes.error, error.what());
-    }
-  });
+  nb::register_exception_translator([](const std::exception_ptr& thrown, void*) { raise_as_python(thrown); });
 }
 
 }  // namespace switchyard::python

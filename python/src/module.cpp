@@ -8,6 +8,7 @@ NB_MODULE(_C, m) {
   py::bind_errors(m);
   auto buffer = py::bind_buffer(m);
   py::bind_normal(m, buffer);
+  py::bind_layout_entry(buffer);
   py::bind_low_latency(m, buffer);
   py::bind_testing(m);
   py::bind_moe(m);

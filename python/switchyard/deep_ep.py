@@ -83,6 +83,24 @@ def _torch():
     return sys.modules.get("torch")
 
 
+_TORCH_OPS_UNSET = object()
+_torch_ops_module: Any = _TORCH_OPS_UNSET
+
+
+def _torch_ops():
+    """switchyard._torch_ops (get_dispatch_layout with its outputs allocated by torch in C++), when it was
+    built and against the torch now imported; else None, and the Python paths serve. Looked up once."""
+    global _torch_ops_module
+    torch = _torch()
+    if _torch_ops_module is _TORCH_OPS_UNSET and torch is not None:  # decided once torch is imported
+        try:
+            from . import _torch_ops as ops
+        except ImportError:  # not built (no torch at build time), or built against another torch
+            ops = None
+        _torch_ops_module = ops if ops is not None and ops.TORCH_VERSION == torch.__version__ else None
+    return None if _torch_ops_module is _TORCH_OPS_UNSET else _torch_ops_module
+
+
 def __getattr__(name):
     # DeepEP's deep_ep.topk_idx_t, the dtype of topk_idx: torch.int64, as in DeepEP's default build
     # (switchyard routes by int64 expert ids); numpy.int64 where torch is not installed. Looked up
@@ -349,6 +367,7 @@ class Buffer:
         # cheapest way to the current stream that this torch has.
         self._layout_device = self.switchyard_buffer.device if self.switchyard_buffer.backend == "cuda" else None
         self._num_nodes = self.group_size // self.switchyard_buffer.ranks_per_node
+        self._torch_ops = _torch_ops() if self._layout_device is not None else None
 
     # ---- DeepEP's static helpers ----------------------------------------------------------------
     @staticmethod
@@ -501,7 +520,14 @@ class Buffer:
         """-> (num_tokens_per_rank int32 [R], num_tokens_per_rdma_rank (None within one node),
         num_tokens_per_expert int32 [E], is_token_in_rank bool [N, R], event)."""
         self._wait_previous(previous_event)
-        layout = self._torch_layout(topk_idx, num_experts)
+        layout = None
+        entry = self.switchyard_buffer._layout_entry
+        if entry is not None and self._torch_ops is not None:
+            parts = self._torch_ops.dispatch_layout(entry, topk_idx, num_experts)
+            if parts is not None:
+                layout = DispatchLayout(*parts)
+        if layout is None:
+            layout = self._torch_layout(topk_idx, num_experts)
         if layout is None:
             layout = self.switchyard_buffer.get_dispatch_layout(topk_idx, num_experts)
         self._last_layout = (layout.num_tokens_per_rank, layout)
@@ -510,7 +536,8 @@ class Buffer:
                 _record_event(topk_idx, async_finish))
 
     def _torch_layout(self, topk_idx, num_experts) -> Optional[DispatchLayout]:
-        """get_dispatch_layout into tensors that torch allocates (one for the three counts, back to back,
+        """Where switchyard._torch_ops is not built (get_dispatch_layout takes it first; it does the same
+        in C++, at DeepEP's host cost): get_dispatch_layout into tensors that torch allocates (one for the three counts, back to back,
         and is_token_in_rank), as DeepEP's binding does; None where this path does not apply: anything
         but a contiguous int64 CUDA tensor [N, K] on the Buffer's device, or a num_experts the general
         path must refuse. The general path converts each tensor by DLPack both ways, which cost several

@@ -3,6 +3,7 @@ copies in and out, the caller's device, calls on torch's current stream, deep_ep
 every engine bitwise against the CPU backend (which CI checks against the NumPy reference)."""
 import gc
 import json
+import os
 import pathlib
 import tempfile
 
@@ -292,6 +293,73 @@ def test_deep_ep_events_order_work_across_streams(device):
     consumer.synchronize()
     assert_same({"copied": (copied, expected), "after_wait": (after_wait, expected)}, "deep_ep events")
     buffer.destroy()
+
+
+# ---- deep_ep's get_dispatch_layout through switchyard._torch_ops (outputs allocated by torch in C++) -------
+def layout_parts(layout):
+    names = ("num_tokens_per_rank", "num_tokens_per_node", "num_tokens_per_expert", "is_token_in_rank")
+    return dict(zip(names, layout))
+
+
+def test_torch_ops_layout_matches_the_general_path_bitwise_and_leaves_other_inputs_to_it(device):
+    ops = deep_ep._torch_ops()
+    if os.environ.get("SWITCHYARD_EXPECT_TORCH_OPS") == "1":  # the GPU scripts build it: it must load
+        assert ops is not None, "switchyard._torch_ops was built against this torch but did not load"
+    if ops is None:
+        pytest.skip("switchyard._torch_ops is not built against this torch")
+    num_experts = 64
+    buffer = deep_ep.Buffer(solo, backend="cuda", sharing="threads", timeout_seconds=torch_support.TIMEOUT_SECONDS,
+                            num_nvl_bytes=deep_ep.Config().get_nvl_buffer_size_hint(HIDDEN * 2, 1, topk=TOPK,
+                                                                                    num_experts=num_experts))
+    entry = buffer.switchyard_buffer._layout_entry
+    generator = torch.Generator(device=device).manual_seed(SEED)
+    for num_tokens in (0, 1, NUM_TOKENS, 4097):
+        topk_idx = torch.randint(-1, num_experts, (num_tokens, TOPK), device=device, generator=generator)
+        topk_idx[: num_tokens // 3, 0] = -1
+        fast = ops.dispatch_layout(entry, topk_idx, num_experts)
+        assert fast is not None and fast[0].dtype == torch.int32 and fast[3].dtype == torch.bool
+        assert all(part.device == topk_idx.device for part in fast)
+        general = buffer.switchyard_buffer.get_dispatch_layout(topk_idx, num_experts)
+        per_rank, per_rdma_rank, per_expert, in_rank, _ = buffer.get_dispatch_layout(topk_idx, num_experts)
+        assert per_rdma_rank is None
+        want = layout_parts(general)
+        assert_same({name: (got, want[name]) for name, got in layout_parts(fast).items()}, f"_torch_ops, N={num_tokens}")
+        assert_same({"per_rank": (per_rank, want["num_tokens_per_rank"]),
+                     "per_expert": (per_expert, want["num_tokens_per_expert"]),
+                     "in_rank": (in_rank, want["is_token_in_rank"])}, f"deep_ep, N={num_tokens}")
+
+    # Enqueued on torch's current stream: topk_idx written there behind a sleep is what it reads.
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        late = torch.full_like(topk_idx, -1)
+        torch.cuda._sleep(SLEEP_CYCLES)
+        late.copy_(topk_idx)
+        on_side = ops.dispatch_layout(entry, late, num_experts)
+    side.synchronize()
+    assert_same({name: (got, want[name]) for name, got in layout_parts(on_side).items()}, "on a side stream")
+
+    # Inputs this path does not take: None, and deep_ep's Python paths convert or refuse them.
+    for other in (topk_idx.int(), topk_idx.cpu(), topk_idx.t().contiguous().t(), topk_idx.float()):
+        assert ops.dispatch_layout(entry, other, num_experts) is None, f"{other.dtype} {other.device} {other.stride()}"
+    for experts in (0, -3, 1 << 17, 2**70, 64.0):
+        assert ops.dispatch_layout(entry, topk_idx, experts) is None, experts
+    # The call's own refusals are switchyard's errors, naming the argument; nothing is returned.
+    wide = torch.zeros((4, 33), dtype=torch.int64, device=device)
+    with pytest.raises(switchyard.InvalidArgument, match="^topk_idx: expected 1..32 columns"):
+        ops.dispatch_layout(entry, wide, num_experts)
+    with pytest.raises(ValueError):  # not the capsule it expects
+        ops.dispatch_layout(object(), topk_idx, num_experts)
+    with pytest.raises(TypeError):
+        ops.dispatch_layout(entry, topk_idx)
+
+    # destroy() drops the Buffer's entry; one still held keeps the native Buffer (and its heap) alive.
+    buffer.destroy()
+    with pytest.raises(switchyard.Error, match="after destroy"):
+        buffer.get_dispatch_layout(topk_idx, num_experts)
+    held = ops.dispatch_layout(entry, topk_idx, num_experts)
+    assert_same({name: (got, want[name]) for name, got in layout_parts(held).items()}, "through a held entry")
+    del entry, held
+    gc.collect()
 
 
 # ---- every engine against the CPU backend, bit for bit ---------------------------------------------
