@@ -206,6 +206,13 @@ if has_stage moe; then
       "$MOE_BIN" --tokens "$tokens" --ranks-as processes --heap on --json "$OUT/moe-processes-heap-$tokens.json"
   done
   stop_mps
+  # torch's own grouped GEMMs on the layer's two GEMMs, in the same run (issue 21's "what a user gets").
+  if python3 -c 'import torch' >/dev/null 2>&1; then
+    run_logged "torch grouped GEMMs (fp8, bf16)" torch-grouped-gemm.log timeout 300 python3 tools/peer/torch_grouped_gemm.py \
+      --tokens ${SWITCHYARD_MOE_TOKENS:-128 4096} --json "$OUT/torch-grouped-gemm.json"
+  else
+    note "torch grouped GEMMs: not run (python3 does not import torch)"
+  fi
 fi
 
 # The picture: a sweep of tokens per rank (scripts/bench-report.sh; SWITCHYARD_REPORT_TOKENS narrows it).
