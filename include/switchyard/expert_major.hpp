@@ -69,7 +69,16 @@ class ExpertMajorHandle {
 };
 
 struct ExpertMajorDispatchArgs {
-  TensorView x;         // bf16 [N, H]; H a multiple of 8 (of 128 with use_fp8)
+  // bf16 [N, H]; H a multiple of 8 (of 128 with use_fp8). The symmetric engine also takes rows the caller
+  // already cast: fp8_e4m3 [N, H] (H a multiple of 128) with x_scales; see x_scales.
+  TensorView x;
+  // f32 [N, H / 128], row-major contiguous, with fp8_e4m3 x only (symmetric engine): the scale of each
+  // token's 128-channel blocks. Such rows travel exactly as given, with no cast: recv_x (fp8_e4m3) and
+  // recv_x_scales (f32) carry the caller's bytes bit for bit. fp8 x needs use_fp8 = true (it means "the
+  // rows are fp8"); round_scale and use_ue8m0 are refused with it (the scales are the caller's). The
+  // low_latency engine refuses fp8 x (Unsupported: the symmetric engine carries it), and a dispatch with
+  // bf16 x refuses x_scales. Every refusal comes before anything is written.
+  TensorView x_scales;
   TensorView topk_idx;  // i64 [N, K]; -1 = no expert. Each (token, slot) is one row on its expert.
   int64_t max_tokens_per_rank = 0;  // N <= this on every rank; recv rows per expert are R times this
   int num_experts = 0;

@@ -97,6 +97,8 @@ struct LowLatencyDispatchOutput {
 };
 
 // inputs[s].x is bf16 [N_s, H]; topk_idx i64 [N_s, K]. Each (token, slot) with an expert is one row.
+// Or, as the symmetric engine takes it, every rank's x fp8_e4m3 [N_s, H] with x_scales f32 [N_s, H / 128]
+// (options.use_fp8 set, round_scale and use_ue8m0 not): the rows and scales are carried as given, no cast.
 // expert_capacity: 0 (R * max) or 1..R * max rows per local expert in the outputs.
 std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<RankInputs>& inputs,
                                                            int num_experts, const Topology& topology,
@@ -122,9 +124,10 @@ std::vector<Tensor> low_latency_combine(const std::vector<TensorView>& ys,
 // Every rank's y of the MoE layer (switchyard/moe.hpp), token by token: each (token, slot) with an
 // expert runs through that expert's weights (weights[rank of the expert], as MoeWeights), and the
 // slots' outputs are summed as the expert-major combine does. inputs[s].x is bf16 [N_s, H] (cast per
-// 128 channels as the dispatch does when the weights are fp8); topk_idx and topk_weights as the layer
-// takes them. Every rounding point is docs/MOE.md's. Returns bf16 [N_s, H] per rank. Expert
-// capacity plays no part: a layer call that overflows it raises CapacityError instead.
+// 128 channels as the dispatch does when the weights are fp8), or with fp8 weights fp8_e4m3 [N_s, H] with
+// x_scales f32 [N_s, H / 128], used as given; topk_idx and topk_weights as the layer takes them. Every
+// rounding point is docs/MOE.md's. Returns bf16 [N_s, H] per rank. Expert capacity plays no part: a
+// layer call that overflows it raises CapacityError instead.
 // With `error_scales`, also every rank's f32 [N_s, H] scale S of docs/MOE.md's tolerance: a kernel that
 // follows the recipe but sums in its own order must give |y - y_ref| <= moe_tolerance() * S everywhere.
 std::vector<Tensor> moe_layer(const std::vector<RankInputs>& inputs, const std::vector<MoeWeights>& weights,

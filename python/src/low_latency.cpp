@@ -45,13 +45,15 @@ nb::object make_hook(std::function<void()> hook, nb::handle buffer, std::shared_
 nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handle topk_idx,
                   int64_t max_tokens_per_rank, int num_experts, bool use_fp8, bool round_scale,
                   bool use_ue8m0, bool return_recv_hook, int64_t expert_capacity, uintptr_t stream,
-                  const std::string& framework, nb::handle wait_recv_cost_stats) {
+                  const std::string& framework, nb::handle wait_recv_cost_stats, nb::handle x_scales) {
   PyBuffer& self = nb::cast<PyBuffer&>(self_object);
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
   auto keep = std::make_shared<KeepAlive>();
   LowLatencyDispatchArgs args;
   args.x = to_view(x, "x", *keep, self.placement());
+  // With fp8 x (uint8 bits, or a float8_e4m3fn tensor): the caller's scales, carried as given.
+  args.x_scales = to_view(x_scales, "x_scales", *keep, self.placement());
   args.topk_idx = to_view(topk_idx, "topk_idx", *keep, self.placement());
   args.max_tokens_per_rank = max_tokens_per_rank;
   args.num_experts = num_experts;
@@ -149,15 +151,16 @@ void bind_low_latency(nb::module_& m, BufferClass& buffer) {
         [engine](nb::handle self, nb::handle x, nb::handle topk_idx, int64_t max_tokens_per_rank,
                  int num_experts, bool use_fp8, bool round_scale, bool use_ue8m0, bool return_recv_hook,
                  int64_t expert_capacity, uintptr_t stream, const std::string& framework,
-                 nb::handle wait_recv_cost_stats) {
+                 nb::handle wait_recv_cost_stats, nb::handle x_scales) {
           return dispatch(engine, self, x, topk_idx, max_tokens_per_rank, num_experts, use_fp8, round_scale,
                           use_ue8m0, return_recv_hook, expert_capacity, stream, framework,
-                          wait_recv_cost_stats);
+                          wait_recv_cost_stats, x_scales);
         },
         nb::arg("x"), nb::arg("topk_idx"), nb::arg("max_tokens_per_rank"), nb::arg("num_experts"),
         nb::arg("use_fp8") = false, nb::arg("round_scale") = false, nb::arg("use_ue8m0") = false,
         nb::arg("return_recv_hook") = false, nb::arg("expert_capacity") = 0, nb::arg("stream") = 0,
         nb::arg("framework") = "numpy", nb::arg("wait_recv_cost_stats").none() = nb::none(),
+        nb::arg("x_scales").none() = nb::none(),
         "-> dict(recv_x, recv_x_scales, recv_count, layout_range, src_info, handle, hook)");
     buffer.def(
         ll ? "low_latency_combine" : "symmetric_combine",

@@ -116,8 +116,10 @@ void bind_moe(nb::module_& m) {
       [](const std::vector<nb::object>& xs, const std::vector<nb::object>& topk_idxs,
          const std::vector<nb::object>& topk_weights, const std::vector<nb::object>& w1s,
          const std::vector<nb::object>& w2s, const std::vector<nb::object>& w1_scales,
-         const std::vector<nb::object>& w2_scales, int num_experts, float activation_clamp) {
+         const std::vector<nb::object>& w2_scales, int num_experts, float activation_clamp,
+         const std::vector<nb::object>& x_scales) {
         KeepAlive keep;
+        const std::vector<TensorView> xs_scales = views_of(x_scales, "x_scales", keep);
         const std::vector<TensorView> x = views_of(xs, "xs", keep),
                                       ids = views_of(topk_idxs, "topk_idxs", keep),
                                       gates = views_of(topk_weights, "topk_weights", keep),
@@ -126,7 +128,8 @@ void bind_moe(nb::module_& m) {
                                       s2 = views_of(w2_scales, "w2_scales", keep);
         const size_t ranks = x.size();
         if (ids.size() != ranks || gates.size() != ranks || w1.size() != ranks || w2.size() != ranks ||
-            (!s1.empty() && s1.size() != ranks) || (!s2.empty() && s2.size() != ranks)) {
+            (!s1.empty() && s1.size() != ranks) || (!s2.empty() && s2.size() != ranks) ||
+            (!xs_scales.empty() && xs_scales.size() != ranks)) {
           throw InvalidArgument("moe_reference: expected one of each per rank (" + std::to_string(ranks) +
                                 ")");
         }
@@ -134,6 +137,7 @@ void bind_moe(nb::module_& m) {
         std::vector<MoeWeights> weights(ranks);
         for (size_t r = 0; r < ranks; ++r) {
           inputs[r].x = x[r];
+          if (!xs_scales.empty()) inputs[r].x_scales = xs_scales[r];  // fp8 x: the caller's scales
           inputs[r].topk_idx = ids[r];
           inputs[r].topk_weights = gates[r];
           weights[r] = {w1[r], s1.empty() ? TensorView() : s1[r], w2[r], s2.empty() ? TensorView() : s2[r]};
@@ -146,7 +150,9 @@ void bind_moe(nb::module_& m) {
       },
       nb::arg("xs"), nb::arg("topk_idxs"), nb::arg("topk_weights"), nb::arg("w1s"), nb::arg("w2s"),
       nb::arg("w1_scales"), nb::arg("w2_scales"), nb::arg("num_experts"), nb::arg("activation_clamp") = 0.0f,
-      "-> [y per rank] (numpy bf16 bits): reference::moe_layer on every rank's inputs and weights");
+      nb::arg("x_scales") = std::vector<nb::object>(),
+      "-> [y per rank] (numpy bf16 bits): reference::moe_layer on every rank's inputs (fp8 x with x_scales, "
+      "one per rank, or none) and weights");
 }
 
 }  // namespace switchyard::python

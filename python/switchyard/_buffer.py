@@ -408,17 +408,27 @@ class Buffer:
 
     def symmetric_dispatch(self, x, topk_idx, max_tokens_per_rank: int, num_experts: int, *, use_fp8: bool = False,
                            round_scale: bool = False, use_ue8m0: bool = False, return_recv_hook: bool = False,
-                           expert_capacity: int = 0, stream=None) -> LowLatencyDispatchResult:
+                           expert_capacity: int = 0, x_scales=None, stream=None) -> LowLatencyDispatchResult:
         """low_latency_dispatch on the `symmetric` engine (one pull stage after a barrier): the same
         arguments and outputs, bit for bit. Needs symmetric_max_tokens_per_rank >= max_tokens_per_rank.
         Its handles are for symmetric_combine only. return_recv_hook=True raises Unsupported.
+
+        x may also be rows the caller cast: fp8 e4m3 [N, H] (uint8 bits with numpy, torch.float8_e4m3fn)
+        with x_scales f32 [N, H / 128], or the tuple (x_fp8, x_scales) as dispatch takes it. They travel
+        as given (no cast): recv_x and recv_x_scales carry the caller's bits. Needs use_fp8=True;
+        round_scale and use_ue8m0 are refused with it (the scales are the caller's).
 
         expert_capacity: rows per local expert C of recv_x, recv_x_scales and src_info ([L, C, ...]);
         0 means R * max_tokens_per_rank. recv_count and layout_range keep the true counts. An expert
         that receives more than C rows keeps its first C, and every rank raises CapacityError (on cuda
         at the next call or synchronize()); the combine of such a dispatch is refused. Same on every rank."""
+        if isinstance(x, tuple):
+            if x_scales is not None:
+                raise InvalidArgument("x_scales: given twice (x is already a tuple (x, x_scales))")
+            x, x_scales = x
         return self._expert_major_dispatch("symmetric_dispatch", x, topk_idx, max_tokens_per_rank, num_experts,
-                                           use_fp8, round_scale, use_ue8m0, return_recv_hook, expert_capacity, stream)
+                                           use_fp8, round_scale, use_ue8m0, return_recv_hook, expert_capacity, stream,
+                                           x_scales=x_scales)
 
     def symmetric_combine(self, x, topk_idx, topk_weights, handle: "_C.LowLatencyHandle", *, zero_copy: bool = False,
                           return_recv_hook: bool = False, out=None, bias0=None, bias1=None,
@@ -448,13 +458,15 @@ class Buffer:
         return self._native.symmetric_expert_output(handle, int(hidden), framework or self._expert_major_framework)
 
     def _expert_major_dispatch(self, method, x, topk_idx, max_tokens_per_rank, num_experts, use_fp8, round_scale,
-                               use_ue8m0, return_recv_hook, expert_capacity, stream, wait_recv_cost_stats=None):
+                               use_ue8m0, return_recv_hook, expert_capacity, stream, wait_recv_cost_stats=None,
+                               x_scales=None):
         self._check_alive()
         call = _Call(self, x, stream)
         raw = getattr(self._native, method)(call(x, "x"), call(topk_idx, "topk_idx"), int(max_tokens_per_rank),
                                             int(num_experts), bool(use_fp8), bool(round_scale), bool(use_ue8m0),
                                             bool(return_recv_hook), int(expert_capacity), call.stream,
-                                            call.framework, call(wait_recv_cost_stats, "wait_recv_cost_stats"))
+                                            call.framework, call(wait_recv_cost_stats, "wait_recv_cost_stats"),
+                                            call(x_scales, "x_scales"))
         self._expert_major_framework = call.framework
         return LowLatencyDispatchResult(**raw)
 

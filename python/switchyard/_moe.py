@@ -2,6 +2,7 @@
 from typing import Optional
 
 from . import _C
+from ._errors import InvalidArgument
 from ._tensors import exported, framework_of, stream_of
 
 __all__ = ["MoE"]
@@ -67,8 +68,13 @@ class MoE:
     def __call__(self, x, topk_idx, topk_weights, *, x_scales=None, out=None, stream: Optional[object] = None):
         """Collective. x: bf16 [N, H] (N <= max_tokens_per_rank; 0 allowed); topk_idx: int64 [N, K], global
         expert ids, -1 = none; topk_weights: f32 [N, K]. out: a preallocated bf16 [N, H] (returned as given).
-        Returns y, bf16 [N, H], in the framework of x. fp8 x (with x_scales) raises switchyard.Unsupported
-        for now: pass bf16 x, which the dispatch casts to e4m3 when the weights are fp8."""
+        Returns y, bf16 [N, H], in the framework of x. With fp8 weights x may also be rows the caller cast:
+        fp8 e4m3 [N, H] (uint8 bits with numpy, torch.float8_e4m3fn) with x_scales f32 [N, H / 128], or the
+        tuple (x_fp8, x_scales); they are used as given (bf16 x is cast by the dispatch instead)."""
+        if isinstance(x, tuple):
+            if x_scales is not None:
+                raise InvalidArgument("x_scales: given twice (x is already a tuple (x, x_scales))")
+            x, x_scales = x
         self.buffer._check_alive()
         framework = framework_of(x)
         call_stream = stream_of(x, stream)

@@ -65,6 +65,9 @@ struct ExpertMajorDispatchPlan {
   bool use_fp8 = false;
   bool round_scale = false;  // true also with use_ue8m0
   bool use_ue8m0 = false;
+  // x arrived as fp8_e4m3 with the caller's x_scales (symmetric only, use_fp8): its rows and scales are
+  // carried as given, never cast.
+  bool x_fp8 = false;
   // What every rank's call must agree on (core/call_signature.hpp): the engines publish it to their
   // peers and refuse a call whose peers' differ.
   uint64_t signature = 0;

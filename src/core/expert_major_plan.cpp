@@ -100,11 +100,30 @@ void plan_expert_major_dispatch(const LowLatencyDispatchArgs& args, const Expert
     throw InvalidArgument(
         "round_scale: expected use_fp8 with it (it rounds fp8 scales), got use_fp8 = false");
   }
+  // Rows the caller already cast (symmetric only: plan_low_latency_dispatch refuses them first). They
+  // travel as given, so use_fp8 must say the rows are fp8, and nothing may touch the caller's scales.
+  plan.x_fp8 = args.x.defined() && args.x.dtype == DType::fp8_e4m3;
+  if (plan.x_fp8) {
+    if (!args.use_fp8) {
+      throw InvalidArgument(
+          "use_fp8: expected true with fp8_e4m3 x (the rows are fp8, carried as given), got false");
+    }
+    if (args.round_scale) {
+      throw InvalidArgument(
+          "round_scale: expected false with fp8_e4m3 x (its scales are the caller's x_scales, carried as "
+          "given), got true");
+    }
+    if (args.use_ue8m0) {
+      throw InvalidArgument(
+          "use_ue8m0: expected false with fp8_e4m3 x (its scales are the caller's f32 x_scales, carried "
+          "as given), got true");
+    }
+  }
   plan.use_fp8 = args.use_fp8;
   plan.use_ue8m0 = args.use_ue8m0;
   plan.round_scale = args.round_scale || args.use_ue8m0;
 
-  expect_tensor(args.x, "x", DType::bf16, 2, device);
+  expect_tensor(args.x, "x", plan.x_fp8 ? DType::fp8_e4m3 : DType::bf16, 2, device);
   plan.num_tokens = args.x.shape[0];
   const int64_t hidden = args.x.shape[1];
   const int64_t multiple = args.use_fp8 ? common::kScaleBlock : 8;
@@ -118,6 +137,14 @@ void plan_expert_major_dispatch(const LowLatencyDispatchArgs& args, const Expert
                           " (BufferSizing::hidden), got " + args.x.describe());
   }
   plan.hidden = static_cast<int>(hidden);
+  if (plan.x_fp8) {
+    expect_tensor(args.x_scales, "x_scales", DType::f32, 2, device);
+    expect_dim(args.x_scales, "x_scales", 0, plan.num_tokens, "num_tokens of x");
+    expect_dim(args.x_scales, "x_scales", 1, hidden / common::kScaleBlock,
+               "hidden / 128 of x: one scale per 128 channels");
+  } else {
+    expect_undefined(args.x_scales, "x_scales", "scales come only with fp8_e4m3 x (rows the caller cast)");
+  }
 
   if (args.max_tokens_per_rank < 1 || args.max_tokens_per_rank > capacity.max_tokens_per_rank) {
     throw InvalidArgument("max_tokens_per_rank: expected 1.." + std::to_string(capacity.max_tokens_per_rank) +
@@ -298,6 +325,14 @@ LowLatencyDispatchPlan plan_low_latency_dispatch(const LowLatencyDispatchArgs& a
         std::to_string(args.expert_capacity) +
         "); use symmetric_dispatch for "
         "per-expert capacities");
+  }
+  // NOTES: its senders cast bf16 rows as they write them into the receive slots; carrying the caller's
+  // fp8 rows and scales is the symmetric engine's (its publish copies them).
+  if (args.x.defined() && args.x.dtype == DType::fp8_e4m3) {
+    throw Unsupported(
+        "x: fp8_e4m3 input (rows cast by the caller, with x_scales) is not supported by the low_latency "
+        "engine (expected bf16 x, which use_fp8 casts; got " +
+        args.x.describe() + "); the symmetric engine carries pre-cast fp8 rows (symmetric_dispatch)");
   }
   LowLatencyDispatchPlan plan;
   plan.layout = layout;

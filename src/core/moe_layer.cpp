@@ -78,11 +78,13 @@ class MoeLayer::Impl {
 
     LowLatencyDispatchArgs dispatch;
     dispatch.x = args.x;
+    dispatch.x_scales = args.x_scales;  // fp8 x: the caller's scales, carried as given (no cast)
     dispatch.topk_idx = args.topk_idx;
     dispatch.max_tokens_per_rank = plan_.max_tokens_per_rank;
     dispatch.num_experts = plan_.num_experts;
     dispatch.expert_capacity = plan_.expert_capacity;
-    dispatch.use_fp8 = plan_.fp8;  // the dispatch's cast (common/fp8_cast.hpp) is the recipe's x
+    // The dispatch's cast (common/fp8_cast.hpp) is the recipe's x; fp8 x arrives cast already.
+    dispatch.use_fp8 = plan_.fp8;
     dispatch.out_recv_x = space_.recv_x;
     dispatch.out_recv_x_scales = space_.recv_x_scales;
     dispatch.out_recv_count = space_.recv_count;

@@ -130,20 +130,22 @@ MoeLayerPlan plan_moe_layer(const MoeWeights& weights, const MoeLayerOptions& op
 void check_moe_call(const MoeArgs& args, const MoeLayerPlan& layer, Device device) {
   const TensorView& x = args.x;
   if (!x.defined()) throw InvalidArgument("x: expected a bf16 tensor [N, H], got none");
-  if (x.dtype == DType::fp8_e4m3 && !layer.fp8) {
+  // fp8 x: rows the caller cast per 128 channels, with its scales; the dispatch carries them as given.
+  const bool x_fp8 = x.dtype == DType::fp8_e4m3;
+  if (x_fp8 && !layer.fp8) {
     throw InvalidArgument("x: expected bf16 with bf16 weights (fp8 x needs fp8 weights), got " +
                           x.describe());
   }
-  if (x.dtype == DType::fp8_e4m3) {
-    // NOTES: the symmetric dispatch casts bf16 rows to e4m3 itself, but does not yet carry rows that
-    // arrive already cast (with the caller's scales); until it does, fp8 x is refused by name.
-    throw Unsupported(
-        "x: fp8_e4m3 input (with x_scales) is not supported by the MoE layer yet; pass bf16 x, which "
-        "the dispatch casts to e4m3 per 128 channels (docs/MOE.md)");
-  }
-  expect_tensor(x, "x", DType::bf16, 2, device);
+  expect_tensor(x, "x", x_fp8 ? DType::fp8_e4m3 : DType::bf16, 2, device);
   expect_dim(x, "x", 1, layer.hidden, "H of the weights");
-  expect_undefined(args.x_scales, "x_scales", "scales come only with fp8_e4m3 x");
+  if (x_fp8) {
+    expect_tensor(args.x_scales, "x_scales", DType::f32, 2, device);
+    expect_dim(args.x_scales, "x_scales", 0, x.shape[0], "num_tokens of x");
+    expect_dim(args.x_scales, "x_scales", 1, layer.hidden / kMoeScaleBlock,
+               "H / 128 of the weights: one scale per 128 channels of x");
+  } else {
+    expect_undefined(args.x_scales, "x_scales", "scales come only with fp8_e4m3 x");
+  }
   const int64_t num_tokens = x.shape[0];
   expect_tensor(args.topk_idx, "topk_idx", DType::i64, 2, device);
   expect_dim(args.topk_idx, "topk_idx", 0, num_tokens, "num_tokens of x");

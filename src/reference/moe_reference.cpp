@@ -3,6 +3,7 @@
 // document puts it. No dispatch, no workspace, no batching.
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -189,14 +190,26 @@ std::vector<Tensor> moe_layer(const std::vector<RankInputs>& inputs, const std::
   std::vector<uint16_t> o(hidden);
   std::vector<double> magnitude(hidden), error_scale(hidden);
   if (error_scales) error_scales->assign(num_ranks, Tensor());
-  std::vector<uint8_t> x_fp8(hidden);
-  std::vector<float> x_scales(hidden / kMoeScaleBlock + 1);
+  std::vector<uint8_t> x_row_fp8(hidden);  // the token's e4m3 row and scales (fp8 recipe)
+  std::vector<float> x_row_scales(hidden / kMoeScaleBlock + 1);
   for (int source = 0; source < num_ranks; ++source) {
     const std::string name = "inputs[" + std::to_string(source) + "]";
     const RankInputs& in = inputs[source];
-    expect_host(in.x, name + ".x", DType::bf16, 2);
+    // x: bf16, or (fp8 weights only) fp8_e4m3 that the caller cast, with its scales: used as given.
+    const bool x_fp8 = in.x.defined() && in.x.dtype == DType::fp8_e4m3;
+    if (x_fp8 && !fp8) {
+      throw InvalidArgument(name + ".x: expected bf16 with bf16 weights (fp8 x needs fp8 weights), got " +
+                            in.x.describe());
+    }
+    expect_host(in.x, name + ".x", x_fp8 ? DType::fp8_e4m3 : DType::bf16, 2);
     expect_shape(in.x, name + ".x", {in.x.shape[0], hidden});
     const int64_t num_tokens = in.x.shape[0];
+    if (x_fp8) {
+      expect_host(in.x_scales, name + ".x_scales", DType::f32, 2);
+      expect_shape(in.x_scales, name + ".x_scales", {num_tokens, hidden / kMoeScaleBlock});
+    } else if (in.x_scales.defined()) {
+      throw InvalidArgument(name + ".x_scales: expected none for bf16 x, got " + in.x_scales.describe());
+    }
     expect_host(in.topk_idx, name + ".topk_idx", DType::i64, 2);
     expect_shape(in.topk_idx, name + ".topk_idx", {num_tokens});
     const int64_t topk = in.topk_idx.shape[1];
@@ -207,8 +220,14 @@ std::vector<Tensor> moe_layer(const std::vector<RankInputs>& inputs, const std::
     outputs[source] = Tensor::empty(DType::bf16, {num_tokens, hidden});
     if (error_scales) (*error_scales)[source] = Tensor::empty(DType::f32, {num_tokens, hidden});
     for (int64_t token = 0; token < num_tokens; ++token) {
-      const uint16_t* x = in.x.as<const uint16_t>() + token * hidden;
-      if (fp8) common::cast_row_to_fp8(x, hidden, false, x_fp8.data(), x_scales.data());
+      const uint16_t* x = x_fp8 ? nullptr : in.x.as<const uint16_t>() + token * hidden;
+      if (x_fp8) {
+        std::memcpy(x_row_fp8.data(), in.x.as<const uint8_t>() + token * hidden, hidden);
+        std::memcpy(x_row_scales.data(), in.x_scales.as<const float>() + token * (hidden / kMoeScaleBlock),
+                    (hidden / kMoeScaleBlock) * sizeof(float));
+      } else if (fp8) {
+        common::cast_row_to_fp8(x, hidden, false, x_row_fp8.data(), x_row_scales.data());
+      }
       std::fill(accumulator.begin(), accumulator.end(), 0.0f);
       std::fill(error_scale.begin(), error_scale.end(), 0.0);
       for (int64_t slot = 0; slot < topk; ++slot) {
@@ -219,8 +238,8 @@ std::vector<Tensor> moe_layer(const std::vector<RankInputs>& inputs, const std::
                                 std::to_string(num_experts) + "), got " + std::to_string(expert));
         }
         const int rank = static_cast<int>(expert / local_experts);
-        expert_row(experts[rank], static_cast<int>(expert % local_experts), x, x_fp8.data(), x_scales.data(),
-                   activation_clamp, h, o, error_scales ? &magnitude : nullptr);
+        expert_row(experts[rank], static_cast<int>(expert % local_experts), x, x_row_fp8.data(),
+                   x_row_scales.data(), activation_clamp, h, o, error_scales ? &magnitude : nullptr);
         const float weight = gate_weights[token * topk + slot];
         if (error_scales) {
           for (int m = 0; m < hidden; ++m)

@@ -547,11 +547,25 @@ std::pair<int64_t, int64_t> expect_low_latency_inputs(const std::vector<RankInpu
                             std::to_string(max_tokens_per_rank) + ") tokens, got " + in.topk_idx.describe());
     }
     if (need_x) {
+      // bf16 on every rank, or fp8 (rows the callers cast) with x_scales on every rank.
       const std::string x_name = at_rank("inputs", rank) + ".x";
-      expect_host_tensor(in.x, x_name, DType::bf16, 2);
+      const bool fp8 = inputs[0].x.defined() && inputs[0].x.dtype == DType::fp8_e4m3;
+      expect_host_tensor(in.x, x_name, fp8 ? DType::fp8_e4m3 : DType::bf16, 2);
       expect_size(in.x, x_name, 0, num_tokens, "num_tokens of topk_idx");
       if (hidden < 0) hidden = in.x.shape[1];
       expect_size(in.x, x_name, 1, hidden, "hidden of inputs[0].x");
+      const std::string scales_name = at_rank("inputs", rank) + ".x_scales";
+      if (fp8) {
+        if (hidden % kScaleBlock != 0) {
+          throw InvalidArgument(x_name + ": expected hidden a multiple of 128 for fp8, got " +
+                                in.x.describe());
+        }
+        expect_host_tensor(in.x_scales, scales_name, DType::f32, 2);
+        expect_size(in.x_scales, scales_name, 0, num_tokens, "num_tokens of x");
+        expect_size(in.x_scales, scales_name, 1, hidden / kScaleBlock, "hidden / 128");
+      } else if (in.x_scales.defined()) {
+        throw InvalidArgument(scales_name + ": expected none for bf16 x, got " + in.x_scales.describe());
+      }
     }
     if (need_weights) {
       const std::string weights_name = at_rank("inputs", rank) + ".topk_weights";
@@ -603,6 +617,12 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
   }
   if ((options.round_scale || options.use_ue8m0) && !options.use_fp8) {
     throw InvalidArgument("options: expected use_fp8 with round_scale or use_ue8m0");
+  }
+  // Rows the callers cast travel as given: fp8 out, and the callers' scales untouched.
+  const bool x_fp8 = inputs[0].x.dtype == DType::fp8_e4m3;
+  if (x_fp8 && (!options.use_fp8 || options.round_scale || options.use_ue8m0)) {
+    throw InvalidArgument(
+        "options: expected use_fp8 without round_scale and use_ue8m0 with fp8_e4m3 x (carried as given)");
   }
   const bool round_scale = options.round_scale || options.use_ue8m0;
   const int num_ranks = topology.num_ranks;
@@ -658,7 +678,12 @@ std::vector<LowLatencyDispatchOutput> low_latency_dispatch(const std::vector<Ran
             }
             const int64_t at = local * rows_per_expert + row;
             const uint16_t* x_row = in.x.as<const uint16_t>() + token * hidden;
-            if (options.use_fp8) {
+            if (x_fp8) {
+              std::memcpy(out.recv_x.as<uint8_t>() + at * row_bytes,
+                          in.x.as<const uint8_t>() + token * hidden, row_bytes);
+              std::memcpy(out.recv_x_scales.as<float>() + at * num_scales,
+                          in.x_scales.as<const float>() + token * num_scales, num_scales * sizeof(float));
+            } else if (options.use_fp8) {
               for (int64_t block = 0; block < num_scales; ++block) {
                 const uint16_t* values = x_row + block * kScaleBlock;
                 scales[block] = common::fp8_block_scale(common::block_amax(values, kScaleBlock), round_scale);

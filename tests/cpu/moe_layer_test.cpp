@@ -445,17 +445,5 @@ TEST_F(MoeLayerRefuses, CallsWithBadTensorsWriteNothing) {
   EXPECT_TRUE(expert_major::all_poison(out)) << "a refused call wrote its output";
 }
 
-TEST_F(MoeLayerRefuses, Fp8InputIsRefusedByNameUntilTheDispatchCarriesIt) {
-  MoeLayer layer(*buffer_, fp8_.weights(), options_);
-  MoeArgs args = layer_args(data_);
-  Tensor fp8_x = Tensor::empty(DType::fp8_e4m3, {4, 256});
-  Tensor scales = Tensor::empty(DType::f32, {4, 2});
-  args.x = fp8_x;
-  args.x_scales = scales;
-  const std::string message = expert_major::refused<Unsupported>([&] { layer.forward(args); });
-  EXPECT_TRUE(contains(message, "x: fp8_e4m3 input (with x_scales) is not supported by the MoE layer yet"))
-      << message;
-}
-
 }  // namespace
 }  // namespace switchyard::testing

@@ -330,3 +330,55 @@ def test_deep_ep_wait_recv_cost_stats_name_the_late_rank(ranks):
         x, topk_idx, topk_weights = inputs[rank]
         np.testing.assert_array_equal(
             combined_x, reference.expert_major_combine(x, topk_idx, topk_weights, num_experts, num_ranks))
+
+
+def precast_fp8_job(rank, num_ranks, allgather, num_experts):
+    """symmetric_dispatch of fp8 rows the caller cast (x_scales given, and as the tuple (x, x_scales)), and the
+    refusals: use_fp8=False and round_scale by name; the low_latency engine refuses fp8 x (Unsupported)."""
+    rng = np.random.default_rng([SEED, rank, 8])
+    x, scales, topk_idx, _ = reference.draw_inputs(rng, tokens_of(rank), HIDDEN, TOPK, num_experts, fp8=True)
+    buffer = make_buffer(allgather)
+    given = outputs(buffer.symmetric_dispatch(x, topk_idx, MAX_TOKENS, num_experts, use_fp8=True, x_scales=scales))
+    as_tuple = outputs(buffer.symmetric_dispatch((x, scales), topk_idx, MAX_TOKENS, num_experts, use_fp8=True))
+    messages = []
+    for call, error in (
+        (lambda: buffer.symmetric_dispatch(x, topk_idx, MAX_TOKENS, num_experts, x_scales=scales),
+         switchyard.InvalidArgument),
+        (lambda: buffer.symmetric_dispatch((x, scales), topk_idx, MAX_TOKENS, num_experts, use_fp8=True,
+                                           round_scale=True), switchyard.InvalidArgument),
+        (lambda: buffer.low_latency_dispatch(x, topk_idx, MAX_TOKENS, num_experts, use_fp8=True),
+         switchyard.Unsupported),
+    ):
+        with pytest.raises(error) as refused:
+            call()
+        messages.append(str(refused.value))
+    buffer.destroy()
+    return given, as_tuple, messages
+
+
+@pytest.mark.parametrize("num_ranks", [1, 2])
+def test_symmetric_dispatch_carries_precast_fp8_rows_bitwise(ranks, num_ranks):
+    num_experts = 4 * num_ranks
+    inputs = []
+    for rank in range(num_ranks):
+        rng = np.random.default_rng([SEED, rank, 8])
+        x, scales, topk_idx, _ = reference.draw_inputs(rng, tokens_of(rank), HIDDEN, TOPK, num_experts, fp8=True)
+        inputs.append((x, scales, topk_idx))
+    results = ranks(num_ranks).run(precast_fp8_job, [(num_experts,)] * num_ranks)
+    for dest, (given, as_tuple, messages) in enumerate(results):
+        rows = reference.expert_major_dispatch([idx for _, _, idx in inputs], num_experts, dest)
+        assert given["recv_x"].dtype == np.uint8 and given["recv_x_scales"].dtype == np.float32
+        for l, expert_rows in enumerate(rows):
+            count = len(expert_rows)
+            assert given["recv_count"][l] == count
+            want_x = np.array([inputs[s][0][t] for s, t, _ in expert_rows], np.uint8).reshape(count, HIDDEN)
+            want_scales = np.array([inputs[s][1][t] for s, t, _ in expert_rows], np.float32).reshape(count, -1)
+            for got in (given, as_tuple):
+                np.testing.assert_array_equal(got["recv_x"][l, :count], want_x)
+                # The caller's scale bits (negative ones included), not a cast's.
+                np.testing.assert_array_equal(got["recv_x_scales"][l, :count].view(np.uint32),
+                                              want_scales.view(np.uint32))
+                np.testing.assert_array_equal(got["src_info"][l, :count], [t for _, t, _ in expert_rows])
+        assert messages[0].startswith("use_fp8: expected true with fp8_e4m3 x"), messages[0]
+        assert messages[1].startswith("round_scale: expected false with fp8_e4m3 x"), messages[1]
+        assert messages[2].startswith("x: fp8_e4m3 input") and "symmetric engine" in messages[2], messages[2]

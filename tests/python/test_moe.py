@@ -96,6 +96,49 @@ def test_layer_matches_the_reference_bitwise(ranks, num_ranks, topk, tokens, fp8
             assert error <= 0.02 * np.abs(exact).max() + 1e-6, error
 
 
+def precast_job(rank, num_ranks, allgather, num_experts, topk, tokens):
+    """fp8 weights fed fp8 x that the caller cast (arbitrary e4m3 bits and f32 scales): x_scales given, and as the
+    tuple (x, x_scales); then the layer with bf16 weights refuses fp8 x by name."""
+    _, topk_idx, topk_weights, w1, w2, w1_scales, w2_scales = rank_data(num_ranks, num_experts, topk, True,
+                                                                       tokens)[rank]
+    x, scales = precast_x(rank, tokens)
+    buffer = make_buffer(allgather, num_experts, topk)
+    moe = switchyard.MoE(buffer, w1, w2, w1_scales=w1_scales, w2_scales=w2_scales, num_experts=num_experts,
+                         max_tokens_per_rank=MAX_TOKENS)
+    y = moe(x, topk_idx, topk_weights, x_scales=scales).copy()
+    as_tuple = moe((x, scales), topk_idx, topk_weights).copy()
+    bf16_w1, bf16_w2 = draw_weights(np.random.default_rng(rank), num_experts // num_ranks, False)[:2]
+    bf16_moe = switchyard.MoE(buffer, bf16_w1, bf16_w2, num_experts=num_experts, max_tokens_per_rank=MAX_TOKENS)
+    with pytest.raises(switchyard.InvalidArgument) as refused:
+        bf16_moe((x, scales), topk_idx, topk_weights)
+    buffer.destroy()
+    return y, as_tuple, str(refused.value)
+
+
+def precast_x(rank, tokens):
+    """Arbitrary finite e4m3 bits and positive f32 scales per 128 channels: no cast gives these scales."""
+    rng = np.random.default_rng([SEED, rank, 99])
+    bits = rng.integers(0, 0x7F, size=(tokens[rank], HIDDEN), dtype=np.uint8)
+    bits |= rng.integers(0, 2, size=bits.shape, dtype=np.uint8) << 7
+    return bits, rng.uniform(2.0**-9, 2.0**-4, (tokens[rank], HIDDEN // 128)).astype(np.float32)
+
+
+@pytest.mark.parametrize("num_ranks,topk,tokens", [(1, 1, [5]), (2, 2, [6, 0])], ids=["r1_k1", "r2_one_rank_empty"])
+def test_precast_fp8_x_matches_the_reference_bitwise(ranks, num_ranks, topk, tokens):
+    num_experts = 4 * num_ranks
+    results = ranks(num_ranks).run(precast_job, [(num_experts, topk, tokens)] * num_ranks)
+    data = rank_data(num_ranks, num_experts, topk, True, tokens)
+    columns = list(zip(*data))
+    xs, scales = zip(*(precast_x(rank, tokens) for rank in range(num_ranks)))
+    expected = _C._testing.moe_reference(list(xs), *columns[1:5], list(columns[5]), list(columns[6]), num_experts,
+                                         x_scales=list(scales))
+    for rank, (y, as_tuple, refused) in enumerate(results):
+        assert y.dtype == np.uint16 and y.shape == (tokens[rank], HIDDEN)
+        np.testing.assert_array_equal(y, expected[rank])
+        np.testing.assert_array_equal(as_tuple, y)
+        assert "x: expected bf16 with bf16 weights (fp8 x needs fp8 weights)" in refused, refused
+
+
 def refusals_job(rank, num_ranks, allgather):
     x, topk_idx, topk_weights, w1, w2, _, _ = rank_data(1, 4, 2, False, [4])[0]
     buffer = make_buffer(allgather, 4, 2)
@@ -152,4 +195,32 @@ def test_torch_tensors_in_and_out(ranks):
     data = rank_data(1, 4, 2, False, [6])
     columns = list(zip(*data))
     expected = _C._testing.moe_reference(*columns[:5], [], [], 4)
+    np.testing.assert_array_equal(y, expected[0])
+
+
+def torch_precast_job(rank, num_ranks, allgather):
+    import torch
+
+    _, topk_idx, topk_weights, w1, w2, w1_scales, w2_scales = rank_data(1, 4, 2, True, [6])[0]
+    x, scales = precast_x(0, [6])
+    buffer = make_buffer(allgather, 4, 2)
+
+    def fp8(bits):
+        return torch.from_numpy(bits).view(torch.float8_e4m3fn)
+
+    moe = switchyard.MoE(buffer, fp8(w1), fp8(w2), w1_scales=torch.from_numpy(w1_scales),
+                         w2_scales=torch.from_numpy(w2_scales), num_experts=4, max_tokens_per_rank=MAX_TOKENS)
+    y = moe((fp8(x), torch.from_numpy(scales)), torch.from_numpy(topk_idx), torch.from_numpy(topk_weights))
+    assert isinstance(y, torch.Tensor) and y.dtype == torch.bfloat16 and tuple(y.shape) == (6, HIDDEN)
+    buffer.destroy()
+    return y.view(torch.int16).numpy().view(np.uint16).copy()
+
+
+def test_torch_precast_fp8_x(ranks):
+    """torch's float8_e4m3fn x with its f32 scales (the tuple form): the reference's y, bit for bit."""
+    pytest.importorskip("torch")
+    y = ranks(1).run(torch_precast_job)[0]
+    columns = list(zip(*rank_data(1, 4, 2, True, [6])))
+    expected = _C._testing.moe_reference([precast_x(0, [6])[0]], *columns[1:5], list(columns[5]), list(columns[6]),
+                                         4, x_scales=[precast_x(0, [6])[1]])
     np.testing.assert_array_equal(y, expected[0])

@@ -41,15 +41,17 @@ struct Call {
 
 // ---- dispatch -----------------------------------------------------------------------------------
 
-// Publishes this rank's tokens in its own input buffer (cast to fp8 here, once per routed token;
-// not at all with `zero_copy`, where the receivers read x in place), and writes into each target's workspace,
+// Publishes this rank's tokens in its own input buffer (cast to fp8 here, once per routed token; copied
+// as given, with the caller's scales, when x is fp8 already (`x_scales` defined); not at all with
+// `zero_copy`, where the receivers read x in place), and writes into each target's workspace,
 // through map(), every (token, slot) routed to each of its experts in (token, slot) order, then the count of
 // every expert (zero included). With `positions` (the pull combine's, [N, K]) it also keeps each pair's
 // position there, -1 for no expert. Only `targets` are written to: a slot routed to another rank's
 // expert is dropped (as if its id were -1), and so is every slot when this rank is masked itself.
 void dispatch_publisher(const Call& call, const Participants& targets,
                         const common::SymmetricToken& token_layout, bool use_fp8, bool round_scale,
-                        bool zero_copy, const TensorView& x, const TensorView& topk_idx, int32_t* positions) {
+                        bool zero_copy, const TensorView& x, const TensorView& x_scales,
+                        const TensorView& topk_idx, int32_t* positions) {
   const common::SymHeap& heap = *call.heap;
   const common::SymmetricLayout& layout = call.layout;
   const int64_t num_tokens = x.shape[0];
@@ -69,7 +71,14 @@ void dispatch_publisher(const Call& call, const Participants& targets,
     if (positions) std::fill(positions + token * topk, positions + (token + 1) * topk, -1);
     if (std::none_of(token_ids, token_ids + topk, sent)) continue;
     const uint16_t* row = rows + token * call.hidden;
-    if (use_fp8) {
+    if (x_scales.defined()) {
+      // Rows the caller cast (use_fp8 with fp8 x): their bytes and scales, bit for bit.
+      std::memcpy(token_layout.row(published), x.as<const uint8_t>() + token * token_layout.row_bytes,
+                  token_layout.row_bytes);
+      std::memcpy(token_layout.scales(published),
+                  x_scales.as<const float>() + token * token_layout.num_scales,
+                  token_layout.num_scales * sizeof(float));
+    } else if (use_fp8) {
       common::cast_row_to_fp8(row, call.hidden, round_scale, token_layout.row(published),
                               token_layout.scales(published));
     } else if (!zero_copy) {
@@ -282,8 +291,9 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
     handle->begin = Tensor::empty(DType::i32, {plan.num_experts});
   }
 
-  // fp8 keeps the publish: the cast there halves the bytes every receiver pulls. A heap-resident x is
-  // read in place on any path: every peer maps this heap.
+  // fp8 keeps the publish: the cast there halves the bytes every receiver pulls (pre-cast fp8 rows are
+  // published too, their scales beside them). A heap-resident x is read in place on any path: every peer
+  // maps this heap.
   const bool x_in_heap = plan.x_heap_offset >= 0;
   const bool zero_copy = !plan.use_fp8 && (x_in_heap || dispatch_path_ == SymmetricDispatch::zero_copy);
   const InPlaceCall sources_call{&heap_.view(), plan.layout, call.sequence, plan.config.timeout_seconds,
@@ -293,7 +303,8 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   announce_source(sources_call, rows, static_cast<int64_t>(plan.hidden) * 2, plan.signature);
   const Participants targets(call.masking, call.rank, num_ranks);
   dispatch_publisher(call, targets, token_layout, plan.use_fp8, plan.round_scale, zero_copy, args.x,
-                     args.topk_idx, pull ? handle->position.as<int32_t>() : nullptr);
+                     plan.x_fp8 ? args.x_scales : TensorView(), args.topk_idx,
+                     pull ? handle->position.as<int32_t>() : nullptr);
   try {
     barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), call.masking,
                              plan.config.timeout_seconds, "symmetric dispatch");

@@ -2,7 +2,8 @@
 // common/symmetric_protocol.hpp; grid and warp roles in cuda/symmetric/kernels.hpp):
 //   1. publish: block 0 writes this rank's source record (x's address when zero-copy, else 0); this
 //      rank's rows go into its input buffer (bf16 publish: the TMA pipeline; fp8: the helper warps
-//      cast them; bf16 zero-copy: nothing, the receivers read x in place), and block 0's helper warps
+//      cast them, or copy rows the caller cast with their scales; bf16 zero-copy: nothing, the
+//      receivers read x in place), and block 0's helper warps
 //      route its tokens into the experts' ranks' workspaces (cuda/symmetric/routing.cuh);
 //   2. the cross-rank barrier (device/cross_rank_barrier.cuh);
 //   3. pull: every block walks its share of the rows routed here, peers interleaved
@@ -161,6 +162,46 @@ __device__ void publish_fp8_rows(const KernelContext& context, const SymmetricDi
         if (half_lane == 0) scales[block] = scale;
       }
     }
+    int64_t* ids = launch.token.topk_idx(published);
+    for (int slot = lane; slot < launch.topk; slot += 32)
+      ids[slot] = __ldg(launch.topk_idx + token * launch.topk + slot);
+  }
+}
+
+// Pre-cast fp8 publish (ExpertMajorDispatchArgs::x_scales): one warp per token copies the caller's row
+// (16-byte vectors, several in flight), its scales and its top-k ids into the published token, bit for
+// bit. A role of its own rather than a branch inside publish_fp8_rows: nothing is cast, so it needs
+// neither the half-warp per 128-channel block nor the amax shuffles, only a straight copy, and the cast
+// path stays as it was.
+__device__ void publish_precast_rows(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                                     const DispatchCall& call, int copier, int num_copiers) {
+  // NOTES: 2 loads of 16 bytes in flight per lane (every warp of the grid copies its own tokens): deeper
+  // raised the whole kernel's registers (ptxas, sm_90a: 72 without this role and with 2; 84 with 4; 96
+  // with warp_copy's 8), which every other role would then carry.
+  constexpr int kUnroll = 2;
+  const int lane = lane_id();
+  const int num_scales = static_cast<int>(launch.token.num_scales);
+  // row_bytes = hidden, a multiple of 128; x and the input buffer are 16-byte aligned.
+  const int vectors = static_cast<int>(call.row_bytes / sizeof(int4));
+  const uint8_t* x = reinterpret_cast<const uint8_t*>(launch.x);
+  for (int64_t token = copier; token < launch.num_tokens; token += num_copiers) {
+    uint8_t* published = launch.layout.input_token(context.heap.base, call.half, token);
+    const int4* row = reinterpret_cast<const int4*>(x + token * call.row_bytes);
+    int4* out = reinterpret_cast<int4*>(launch.token.row(published));
+    for (int first = lane; first < vectors; first += 32 * kUnroll) {
+      int4 values[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (first + 32 * u < vectors) values[u] = ptx::ld_weak_nc_v4(row + first + 32 * u);
+      }
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        if (first + 32 * u < vectors) out[first + 32 * u] = values[u];
+      }
+    }
+    float* scales = launch.token.scales(published);
+    const float* token_scales = launch.x_scales + token * num_scales;
+    for (int block = lane; block < num_scales; block += 32) scales[block] = __ldg(token_scales + block);
     int64_t* ids = launch.token.topk_idx(published);
     for (int slot = lane; slot < launch.topk; slot += 32)
       ids[slot] = __ldg(launch.topk_idx + token * launch.topk + slot);
@@ -508,10 +549,14 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   } else if (blockIdx.x == 0 && warp >= kFirstHelperWarp) {
     // Block 0's helpers beyond the routing warps.
   } else if (call.fp8) {
-    // Casters: block 0's pipeline warps, and every warp of the other blocks.
+    // Casters (or copiers of pre-cast rows): block 0's pipeline warps, and every warp of the other blocks.
     const int caster = blockIdx.x == 0 ? warp : kFirstHelperWarp + (blockIdx.x - 1) * kSymmetricWarps + warp;
     const int casters = kFirstHelperWarp + (grid.blocks - 1) * kSymmetricWarps;
-    publish_fp8_rows(context, launch, call, caster, casters);
+    if (launch.x_scales != nullptr) {
+      publish_precast_rows(context, launch, call, caster, casters);
+    } else {
+      publish_fp8_rows(context, launch, call, caster, casters);
+    }
   } else if (launch.zero_copy) {
     // Nothing to copy: the receivers read x in place (no reader of the published top-k ids either).
   } else if (warp == kProducerWarp) {

@@ -302,6 +302,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   kernel.state = state_;
   kernel.grid = grid;
   kernel.x = args.x.as<const uint16_t>();
+  kernel.x_scales = plan.x_fp8 ? args.x_scales.as<const float>() : nullptr;  // pre-cast rows: copied
   kernel.x_row_stride = static_cast<int64_t>(plan.hidden) * 2;  // x is contiguous (core checks it)
   kernel.zero_copy = zero_copy;
   if (zero_copy)

@@ -86,7 +86,10 @@ struct SymmetricDispatchLaunch {
   SymmetricDeviceState* state;
   SymmetricGrid grid;
   // This rank's tokens.
-  const uint16_t* x;     // bf16 [N, H]
+  const uint16_t* x;  // bf16 [N, H]; with x_scales, the bytes of fp8_e4m3 [N, H] (pre-cast rows)
+  // The caller's f32 [N, H / 128] scales of pre-cast fp8 x (ExpertMajorDispatchArgs::x_scales), copied
+  // into the published tokens with their rows (no cast); null otherwise.
+  const float* x_scales;
   int64_t x_row_stride;  // bytes from one row of x to the next
   // Zero-copy (Config::symmetric_dispatch, or x heap-resident; bf16 only): x is not published, the
   // receivers pull its rows in place, and the kernel ends only when they are done
