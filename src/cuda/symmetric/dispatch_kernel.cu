@@ -1,10 +1,11 @@
 // The CUDA `symmetric` dispatch, one kernel (DESIGN.md, "Symmetric engine"; the protocol in
 // common/symmetric_protocol.hpp; grid and warp roles in cuda/symmetric/kernels.hpp):
 //   1. publish: block 0 writes this rank's source record (x's address when zero-copy, else 0); this
-//      rank's rows go into its input buffer (bf16 publish: the TMA pipeline; fp8: the helper warps
-//      cast them, or copy rows the caller cast with their scales; bf16 zero-copy: nothing, the
-//      receivers read x in place), and block 0's helper warps
-//      route its tokens into the experts' ranks' workspaces (cuda/symmetric/routing.cuh);
+//      rank's rows go into its input buffer (bf16 publish: the TMA pipeline; fp8: every warp, after
+//      the routing, casts them, or copies rows the caller cast with their scales; bf16 zero-copy:
+//      nothing, the receivers read x in place), and helper warps (block 0's with the bf16 publish,
+//      every block's otherwise) route its tokens into the experts' ranks' workspaces
+//      (cuda/symmetric/routing.cuh);
 //   2. the cross-rank barrier (device/cross_rank_barrier.cuh);
 //   3. pull: every block walks its share of the rows routed here, peers interleaved
 //      (cuda/symmetric/tables.cuh), and TMA-loads each from its source's input buffer at the mapped
@@ -522,8 +523,9 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
 
   // 1. Publish.
   if (blockIdx.x == 0 && threadIdx.x == 0) announce_source(context, launch, sequence, call.half);
-  // Routing: block 0's helper warps, or every block's when nothing else runs before the barrier
-  // (zero-copy: launch.routing_blocks, cuda/symmetric/routing.cuh).
+  // Routing: block 0's helper warps (bf16 publish), or every block's (zero-copy and fp8:
+  // launch.routing_blocks, cuda/symmetric/routing.cuh), whose grid sync between count and place every
+  // thread of every block takes part in; fp8 rows are cast after it.
   const GridBarrier rank_grid{&launch.state->grid_arrivals, static_cast<uint32_t>(grid.blocks)};
   const RoutingExchange exchange{launch.routing_exchange, launch.routing_blocks};
   const int routing_warp = warp - kFirstHelperWarp;
@@ -544,19 +546,19 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
                  &refused_by_routing);
     if (routing_warp == 0 && lane_id() == 0) stamp(stamps, stamping, kPhaseRouted);
   }
-  if (routes || exchange.routing_blocks > 1) {
-    // Routed (or, with routing in every block, nothing else to do before the barrier).
-  } else if (blockIdx.x == 0 && warp >= kFirstHelperWarp) {
-    // Block 0's helpers beyond the routing warps.
-  } else if (call.fp8) {
-    // Casters (or copiers of pre-cast rows): block 0's pipeline warps, and every warp of the other blocks.
-    const int caster = blockIdx.x == 0 ? warp : kFirstHelperWarp + (blockIdx.x - 1) * kSymmetricWarps + warp;
-    const int casters = kFirstHelperWarp + (grid.blocks - 1) * kSymmetricWarps;
+  if (call.fp8) {
+    // Casters (or copiers of pre-cast rows): every warp of every block, once the rows are routed.
+    const int caster = static_cast<int>(blockIdx.x) * kSymmetricWarps + warp;
+    const int casters = grid.blocks * kSymmetricWarps;
     if (launch.x_scales != nullptr) {
       publish_precast_rows(context, launch, call, caster, casters);
     } else {
       publish_fp8_rows(context, launch, call, caster, casters);
     }
+  } else if (routes || exchange.routing_blocks > 1) {
+    // Routed (or, with routing in every block, nothing else to do before the barrier).
+  } else if (blockIdx.x == 0 && warp >= kFirstHelperWarp) {
+    // Block 0's helpers beyond the routing warps.
   } else if (launch.zero_copy) {
     // Nothing to copy: the receivers read x in place (no reader of the published top-k ids either).
   } else if (warp == kProducerWarp) {

@@ -244,9 +244,12 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   // read in place on any path (every peer maps this heap), where a receiving block can hold its sources.
   const bool x_in_heap = plan.x_heap_offset >= 0 && zero_copy_fits_;
   const bool zero_copy = !plan.use_fp8 && (x_in_heap || dispatch_path_ == SymmetricDispatch::zero_copy);
-  // With nothing to publish every block routes (bench/NOTES.md, session 5: block 0 alone took ~110 us
-  // for 4096 tokens of top-8, while every other block waited at the barrier).
-  const int routing_blocks = zero_copy ? grid.blocks : 1;
+  // Every block routes where nothing else needs the blocks during the routing: with nothing to publish
+  // (bench/NOTES.md, session 5: block 0 alone took ~110 us for 4096 tokens of top-8, while every other
+  // block waited at the barrier), and with fp8, whose cast (or copy) every warp does after the routing
+  // (session 14: block 0 alone took 918 us for 32768 tokens of top-8, the casts long done). Only the bf16
+  // publish keeps block 0 alone: its TMA pipeline runs in every block from the start.
+  const int routing_blocks = zero_copy || plan.use_fp8 ? grid.blocks : 1;
   const size_t exchange_bytes = align128(static_cast<size_t>(routing_blocks) *
                                          (static_cast<size_t>(plan.num_experts) + 1) * sizeof(int32_t));
   // The handle's own copies of the caller's out_layout_range / out_src_info, which are borrowed for

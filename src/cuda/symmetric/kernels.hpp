@@ -9,7 +9,8 @@
 // Warp roles (one function per role in the .cu files):
 //   warp 0  pipeline producer: TMA loads into a ring of shared-memory stages;
 //   warp 1  pipeline consumer: TMA stores out of the stages (plus per-row extras);
-//   warps 2..15 helpers: dispatch routing (block 0), fp8 casts, outputs, the combine reduction.
+//   warps 2..15 helpers: dispatch routing (block 0 with the bf16 publish, else every block), outputs,
+//           the combine reduction; with fp8 every warp casts, after the routing.
 // The pull combine has no pipeline: every warp reduces, and its blocks spin only briefly (for the peers'
 // records at the start, and in the last block for their done words), but it runs on the same grid.
 #include <cuda_runtime.h>
