@@ -44,8 +44,8 @@ OUT=${OUT:-$repo_root/out/gpu-python-check}
 mkdir -p "$OUT"
 install_mode=${SWITCHYARD_PY_INSTALL:-pip}
 # The GPU tests, and the CPU suite's tests that need torch (they skip in CI, which has no torch).
-tests=${SWITCHYARD_PY_TESTS:-"tests/python/test_cuda_tensors.py tests/python/test_cuda_ranks.py
-  tests/python/test_moe.py::test_torch_tensors_in_and_out tests/python/test_moe.py::test_torch_precast_fp8_x"}
+torch_cpu_tests="tests/python/test_moe.py::test_torch_tensors_in_and_out tests/python/test_moe.py::test_torch_precast_fp8_x"
+tests=${SWITCHYARD_PY_TESTS:-"tests/python/test_cuda_tensors.py tests/python/test_cuda_ranks.py $torch_cpu_tests"}
 read -r -a extra_pytest_args <<<"${SWITCHYARD_PY_PYTEST_ARGS:-}"
 pytest_timeout=${SWITCHYARD_PY_TIMEOUT:-300}
 declare -a SUMMARY=()
