@@ -8,6 +8,7 @@
 #include "common/low_latency_protocol.hpp"
 #include "core/normal_handle.hpp"
 #include "core/normal_sizing.hpp"
+#include "cuda/normal/dispatch_outputs.hpp"
 #include "cuda/normal/kernels.hpp"
 #include "cuda/normal/routing_copy.hpp"
 #include "device/cuda_check.hpp"
@@ -33,16 +34,6 @@ int prepare_internode_kernels(int device) {
 }
 
 namespace {
-
-Tensor device_output(const TensorView& given, DType dtype, int64_t rows, int64_t cols, int device,
-                     cudaStream_t allocation_stream, const char* name) {
-  if (!given.defined()) return Tensor::empty(dtype, {rows, cols}, Device::cuda, device, allocation_stream);
-  if (given.shape[0] != rows) {
-    throw InvalidArgument(std::string(name) + ": expected " + std::to_string(rows) +
-                          " rows (tokens received), got " + given.describe());
-  }
-  return Tensor::borrow(given);
-}
 
 NvlCombineMessage nvl_combine_message(int hidden, int topk, bool has_weights) {
   NvlCombineMessage message{};
@@ -219,40 +210,12 @@ DispatchResult InternodeEngine::dispatch(const detail::DispatchPlan& plan, Kerne
   launch_internode_notify(context, links, notify, stream);
   if (!plan.cached && plan.num_worst_tokens == 0) {
     // The one host synchronisation of a non-worst-case dispatch: the output sizes.
-    SY_CUDA_CHECK(cudaMemcpyAsync(pinned_counts_, handle->recv_token_count.data(), sizeof(int32_t),
-                                  cudaMemcpyDeviceToHost, stream));
-    SY_CUDA_CHECK(cudaMemcpyAsync(pinned_counts_ + 1, handle->recv_expert_counts.data(),
-                                  sizeof(int32_t) * plan.local_experts, cudaMemcpyDeviceToHost, stream));
-    SY_CUDA_CHECK(cudaStreamSynchronize(stream));
-    env.throw_pending_device_error();
-    handle->num_recv_tokens = pinned_counts_[0];
-    handle->num_recv_tokens_per_expert.assign(pinned_counts_ + 1, pinned_counts_ + 1 + plan.local_experts);
+    receive_dispatch_counts(*handle, plan.local_experts, pinned_counts_, stream, env);
   }
 
+  DispatchResult result = dispatch_outputs(plan, *handle, device_, env.allocation_stream);
   const bool worst_case = plan.num_worst_tokens > 0;
-  if (!worst_case && handle->num_recv_tokens < 0) {
-    throw InvalidArgument(
-        "cached_handle: expected a handle whose counts reached the host (a dispatch without "
-        "num_worst_tokens), got a worst-case one; pass num_worst_tokens again");
-  }
   const int64_t rows = worst_case ? plan.num_worst_tokens : handle->num_recv_tokens;
-  const cudaStream_t outputs = env.allocation_stream;
-  DispatchResult result;
-  result.recv_x =
-      device_output(args.out_recv_x, plan.dtype, rows, plan.hidden, device_, outputs, "out_recv_x");
-  if (plan.has_scales) {
-    result.recv_x_scales =
-        device_output(args.out_recv_x_scales, DType::f32, rows, plan.hidden / common::kScaleBlock, device_,
-                      outputs, "out_recv_x_scales");
-  }
-  if (plan.topk > 0) {
-    result.recv_topk_idx = device_output(args.out_recv_topk_idx, DType::i64, rows, plan.topk, device_,
-                                         outputs, "out_recv_topk_idx");
-  }
-  if (plan.has_weights) {
-    result.recv_topk_weights = device_output(args.out_recv_topk_weights, DType::f32, rows, plan.topk, device_,
-                                             outputs, "out_recv_topk_weights");
-  }
 
   InternodeDispatchLaunch launch{};
   launch.shape = shape;

@@ -4,26 +4,11 @@
 
 #include "common/host_device.hpp"
 #include "core/normal_sizing.hpp"
+#include "cuda/normal/dispatch_outputs.hpp"
 #include "cuda/normal/routing_copy.hpp"
 #include "device/cuda_check.hpp"
 
 namespace switchyard::cuda {
-
-namespace {
-
-// A caller's output of `rows` rows, or a new one on the call's allocation stream.
-Tensor device_output(const TensorView& given, DType dtype, int64_t rows, int64_t cols, int device,
-                     cudaStream_t stream, const char* name) {
-  if (!given.defined())
-    return Tensor::empty(dtype, {rows, cols}, Device::cuda, device, stream);  // stream-ordered
-  if (given.shape[0] != rows) {
-    throw InvalidArgument(std::string(name) + ": expected " + std::to_string(rows) +
-                          " rows (tokens received), got " + given.describe());
-  }
-  return Tensor::borrow(given);
-}
-
-}  // namespace
 
 NormalEngine::NormalEngine(const BufferOptions& options, detail::BufferId owner)
     : options_(options), device_(options.device), owner_(owner) {
@@ -149,42 +134,14 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan, KernelCo
     launch_dispatch_notify(context, notify, stream);
     if (plan.num_worst_tokens == 0) {
       // The one host synchronisation of a non-worst-case dispatch: the output sizes.
-      int32_t* counts = pinned_counts(plan.local_experts + 1);
-      SY_CUDA_CHECK(cudaMemcpyAsync(counts, handle->recv_token_count.data(), sizeof(int32_t),
-                                    cudaMemcpyDeviceToHost, stream));
-      SY_CUDA_CHECK(cudaMemcpyAsync(counts + 1, handle->recv_expert_counts.data(),
-                                    sizeof(int32_t) * plan.local_experts, cudaMemcpyDeviceToHost, stream));
-      SY_CUDA_CHECK(cudaStreamSynchronize(stream));
-      env.throw_pending_device_error();
-      handle->num_recv_tokens = counts[0];
-      handle->num_recv_tokens_per_expert.assign(counts + 1, counts + 1 + plan.local_experts);
+      receive_dispatch_counts(*handle, plan.local_experts, pinned_counts(plan.local_experts + 1), stream,
+                              env);
     }
   }
 
+  DispatchResult result = dispatch_outputs(plan, *handle, device_, env.allocation_stream);
   const bool worst_case = plan.num_worst_tokens > 0;
-  if (!worst_case && handle->num_recv_tokens < 0) {
-    throw InvalidArgument(
-        "cached_handle: expected a handle whose counts reached the host (a dispatch without "
-        "num_worst_tokens), got a worst-case one; pass num_worst_tokens again");
-  }
   const int64_t rows = worst_case ? plan.num_worst_tokens : handle->num_recv_tokens;
-  const cudaStream_t outputs = env.allocation_stream;
-  DispatchResult result;
-  result.recv_x =
-      device_output(args.out_recv_x, plan.dtype, rows, plan.hidden, device_, outputs, "out_recv_x");
-  if (plan.has_scales) {
-    result.recv_x_scales =
-        device_output(args.out_recv_x_scales, DType::f32, rows, plan.hidden / common::kScaleBlock, device_,
-                      outputs, "out_recv_x_scales");
-  }
-  if (plan.topk > 0) {
-    result.recv_topk_idx = device_output(args.out_recv_topk_idx, DType::i64, rows, plan.topk, device_,
-                                         outputs, "out_recv_topk_idx");
-  }
-  if (plan.has_weights) {
-    result.recv_topk_weights = device_output(args.out_recv_topk_weights, DType::f32, rows, plan.topk, device_,
-                                             outputs, "out_recv_topk_weights");
-  }
 
   DispatchLaunch launch{};
   launch.message = detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);

@@ -1,0 +1,28 @@
+#pragma once
+// What a `normal` dispatch does on the host between its notify kernel and its dispatch kernel, the same
+// on one node (cuda/normal/) and across nodes (cuda/internode/): read the received counts back (the
+// call's one host synchronisation) and make the outputs those counts size.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "core/backend.hpp"
+#include "core/normal_handle.hpp"
+#include "cuda/backend/call_env.hpp"
+
+namespace switchyard::cuda {
+
+// The rows this rank receives and their split over its local experts, from the handle's device counts
+// (written by the notify kernel on `stream`) into `pinned` (page-locked, at least 1 + local_experts
+// ints) and then into the handle's host fields. Waits for the stream; raises a device error an earlier
+// kernel recorded.
+void receive_dispatch_counts(detail::NormalHandleData& handle, int local_experts, int32_t* pinned,
+                             cudaStream_t stream, const CallEnv& env);
+
+// recv_x (and recv_x_scales, recv_topk_idx, recv_topk_weights where the call has them): the caller's,
+// checked for their rows, or new ones on `allocation_stream`. Rows: num_worst_tokens, else the
+// handle's count (a worst-case handle, whose counts never reached the host, is refused).
+DispatchResult dispatch_outputs(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,
+                                int device, cudaStream_t allocation_stream);
+
+}  // namespace switchyard::cuda
