@@ -43,6 +43,11 @@ void raise_as_python(const std::exception_ptr& thrown);
 // As raise_as_python, and anything else becomes MemoryError or RuntimeError: for C entry points, from
 // which no C++ exception may escape (layout_entry.h).
 void raise_any_as_python(const std::exception_ptr& thrown) noexcept;
+// get_dispatch_layout's outputs in one i32 buffer of num_ranks + num_nodes + num_experts counts, back to
+// back (per rank, per node, per expert), beside is_token_in_rank: the format of get_dispatch_layout_into
+// (normal.cpp) and of switchyard._torch_ops's entry (layout_entry.cpp).
+DispatchLayoutOutputs layout_outputs_in(int32_t* counts, const Topology& topology, int64_t num_experts,
+                                        const TensorView& is_token_in_rank, Device device, int device_index);
 // The capsule of switchyard._torch_ops's get_dispatch_layout (layout_entry.h, layout_entry.cpp).
 void bind_layout_entry(BufferClass& buffer);
 BufferClass bind_buffer(nb::module_& m);

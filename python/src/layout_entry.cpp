@@ -32,16 +32,12 @@ int layout_into(void* buffer, const SwitchyardLayoutCall* call) {
       throw InvalidArgument("num_experts: expected a positive 32-bit count, got " +
                             std::to_string(call->num_experts));
     }
-    const int64_t ranks = self.topology().num_ranks, nodes = self.topology().num_nodes();
     const TensorView topk(const_cast<int64_t*>(call->topk_idx), DType::i64, {call->num_tokens, call->topk},
                           device, index);
-    DispatchLayoutOutputs out;
-    out.num_tokens_per_rank = TensorView(call->counts, DType::i32, {ranks}, device, index);
-    out.num_tokens_per_node = TensorView(call->counts + ranks, DType::i32, {nodes}, device, index);
-    out.num_tokens_per_expert =
-        TensorView(call->counts + ranks + nodes, DType::i32, {call->num_experts}, device, index);
-    out.is_token_in_rank =
-        TensorView(call->is_token_in_rank, DType::boolean, {call->num_tokens, ranks}, device, index);
+    const TensorView is_token_in_rank(call->is_token_in_rank, DType::boolean,
+                                      {call->num_tokens, self.topology().num_ranks}, device, index);
+    const DispatchLayoutOutputs out =
+        layout_outputs_in(call->counts, self.topology(), call->num_experts, is_token_in_rank, device, index);
     self.get_dispatch_layout(topk, static_cast<int>(call->num_experts), out,
                              static_cast<Stream>(call->stream));
     return 0;
@@ -76,9 +72,8 @@ void bind_layout_entry(BufferClass& buffer) {
         owned->owner = object.inc_ref().ptr();
         return nb::capsule(owned, SWITCHYARD_LAYOUT_ENTRY_NAME, &release);
       },
-      "A capsule (layout_entry.h) through which switchyard._torch_ops runs get_dispatch_layout into tensors "
-      "it "
-      "allocates; it keeps this Buffer alive.");
+      "A capsule (layout_entry.h) through which switchyard._torch_ops runs get_dispatch_layout into "
+      "tensors it allocates; it keeps this Buffer alive.");
 }
 
 }  // namespace switchyard::python

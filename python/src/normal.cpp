@@ -105,15 +105,10 @@ void get_dispatch_layout_into(PyBuffer& self, nb::handle topk_idx, int num_exper
                           "back), got " +
                           counts_view.describe());
   }
-  const auto part = [&](int64_t offset, int64_t size) {
-    return TensorView(counts_view.as<int32_t>() + offset, DType::i32, {size}, counts_view.device,
-                      counts_view.device_index);
-  };
-  DispatchLayoutOutputs out;
-  out.num_tokens_per_rank = part(0, ranks);
-  out.num_tokens_per_node = part(ranks, nodes);
-  out.num_tokens_per_expert = part(ranks + nodes, num_experts);
-  out.is_token_in_rank = to_view(is_token_in_rank, "is_token_in_rank", keep, placement, true);
+  const DispatchLayoutOutputs out =
+      layout_outputs_in(counts_view.as<int32_t>(), self.topology(), num_experts,
+                        to_view(is_token_in_rank, "is_token_in_rank", keep, placement, true),
+                        counts_view.device, counts_view.device_index);
   self.get_dispatch_layout(topk_view, num_experts, out, to_stream(stream));
 }
 
@@ -196,6 +191,18 @@ nb::tuple combine(PyBuffer& self, nb::handle x, nb::handle topk_weights, const D
 }
 
 }  // namespace
+
+DispatchLayoutOutputs layout_outputs_in(int32_t* counts, const Topology& topology, int64_t num_experts,
+                                        const TensorView& is_token_in_rank, Device device, int device_index) {
+  const int64_t ranks = topology.num_ranks, nodes = topology.num_nodes();
+  DispatchLayoutOutputs out;
+  out.num_tokens_per_rank = TensorView(counts, DType::i32, {ranks}, device, device_index);
+  out.num_tokens_per_node = TensorView(counts + ranks, DType::i32, {nodes}, device, device_index);
+  out.num_tokens_per_expert =
+      TensorView(counts + ranks + nodes, DType::i32, {num_experts}, device, device_index);
+  out.is_token_in_rank = is_token_in_rank;
+  return out;
+}
 
 void bind_normal(nb::module_&, BufferClass& buffer) {
   buffer

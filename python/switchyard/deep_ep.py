@@ -536,9 +536,9 @@ class Buffer:
                 _record_event(topk_idx, async_finish))
 
     def _torch_layout(self, topk_idx, num_experts) -> Optional[DispatchLayout]:
-        """Where switchyard._torch_ops is not built (get_dispatch_layout takes it first; it does the same
-        in C++, at DeepEP's host cost): get_dispatch_layout into tensors that torch allocates (one for the three counts, back to back,
-        and is_token_in_rank), as DeepEP's binding does; None where this path does not apply: anything
+        """Where switchyard._torch_ops is not built (get_dispatch_layout takes it first: it does the same
+        in C++, at DeepEP's host cost): get_dispatch_layout into tensors that torch allocates from Python
+        (one for the three counts, back to back, and is_token_in_rank); None where this path does not apply: anything
         but a contiguous int64 CUDA tensor [N, K] on the Buffer's device, or a num_experts the general
         path must refuse. The general path converts each tensor by DLPack both ways, which cost several
         times the call's own host time (bench/NOTES.md, session 13)."""
