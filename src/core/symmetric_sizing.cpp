@@ -26,10 +26,11 @@ common::SymmetricLayout symmetric_layout(const Topology& topology, const BufferS
   layout.topk = sizing.topk;
   layout.max_tokens_per_rank = sizing.symmetric_max_tokens_per_rank;
   layout.hidden = sizing.hidden;
-  // fp8 rows are smaller but carry scales: the token stride holds either.
-  size_t token = std::max(symmetric_token(sizing.hidden, false, sizing.topk).bytes(),
-                          symmetric_token(sizing.hidden, true, sizing.topk).bytes());
-  layout.token_bytes = static_cast<uint32_t>(token);
+  // fp8 rows are smaller but carry scales: the token stride holds either. NOTES (session 15): every
+  // token starts on a 128-byte line, so that the receivers' TMA loads of a row start on one.
+  const size_t token = std::max(symmetric_token(sizing.hidden, false, sizing.topk).bytes(),
+                                symmetric_token(sizing.hidden, true, sizing.topk).bytes());
+  layout.token_bytes = static_cast<uint32_t>(common::align_up(token, common::kSymmetricAreaAlignment));
   layout.combine_row_bytes = static_cast<uint32_t>(
       common::align_up(static_cast<size_t>(sizing.hidden) * 2, common::kSymmetricAlignment));
   layout.heap_input_tokens = sizing.symmetric_heap_input ? sizing.symmetric_max_tokens_per_rank : 0;

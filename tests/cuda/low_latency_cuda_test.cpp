@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "cuda/device_fp8_cast_check.hpp"
 #include "cuda/device_tensors.hpp"
 #include "cuda/expert_major_round_trip.hpp"
 #include "cuda/freed_outputs_round_trip.hpp"
-#include "cuda/low_latency_fp8_cast_check.hpp"
 #include "cuda/low_latency_modes.hpp"
 #include "cuda/rank_device.hpp"
 #include "support/expert_major_gtest.hpp"
@@ -565,7 +565,7 @@ TEST(CudaLowLatencyWaitCost, ALateRankShowsOnEveryOtherRankInDispatchAndCombine)
 
 // ---- the fp8 cast -------------------------------------------------------------------------------
 
-TEST(CudaLowLatencyFp8Cast, HardwareCastEqualsTheSharedCastOnEveryFloat) {
+TEST(CudaDeviceFp8Cast, HardwareCastEqualsTheSharedCastOnEveryFloat) {
   SWITCHYARD_REQUIRE_GPU();
   // NOTES: the cast is a property of the GPU model, not of a rank: device 0 stands for all.
   check_cuda(cudaSetDevice(0), "cudaSetDevice");

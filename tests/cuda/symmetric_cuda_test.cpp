@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <ostream>
@@ -954,6 +955,32 @@ TEST(SymmetricCudaCoResidency, RefusesMoreRanksOnAGpuThanItsSmsHoldBlocks) {
   }
 }
 
+TEST(SymmetricCudaGrid, StoreReadLagOverrideIsReadFromTheEnvironmentAndBadValuesAreNamed) {
+  // Pure arithmetic: no GPU needed.
+  const char* saved = std::getenv("SWITCHYARD_SYMMETRIC_STORE_READ_LAG");
+  const std::string kept = saved != nullptr ? saved : "";
+  unsetenv("SWITCHYARD_SYMMETRIC_STORE_READ_LAG");
+  EXPECT_EQ(cuda::store_read_lag_from_environment(), 0u);
+  setenv("SWITCHYARD_SYMMETRIC_STORE_READ_LAG", "6", 1);
+  EXPECT_EQ(cuda::store_read_lag_from_environment(), 6u);
+  for (const char* bad : {"0", "17", "4x", "-1", "lots"}) {
+    setenv("SWITCHYARD_SYMMETRIC_STORE_READ_LAG", bad, 1);
+    try {
+      cuda::store_read_lag_from_environment();
+      ADD_FAILURE() << "expected InvalidArgument for '" << bad << "'";
+    } catch (const InvalidArgument& error) {
+      const std::string what = error.what();
+      EXPECT_EQ(what.rfind("SWITCHYARD_SYMMETRIC_STORE_READ_LAG: expected an integer 1..16", 0), 0u) << what;
+      EXPECT_NE(what.find(std::string("got '") + bad + "'"), std::string::npos) << what;
+    }
+  }
+  if (saved != nullptr) {
+    setenv("SWITCHYARD_SYMMETRIC_STORE_READ_LAG", kept.c_str(), 1);
+  } else {
+    unsetenv("SWITCHYARD_SYMMETRIC_STORE_READ_LAG");
+  }
+}
+
 TEST(SymmetricCudaGrid, DeepSeekRowsGetManyStagesAndHugeExpertCountsAreRefusedByName) {
   // Pure arithmetic: no GPU needed. DeepSeek-V3 on 8 ranks: 14 KiB bf16 rows, 256 experts.
   const cuda::SymmetricGrid dispatch = cuda::symmetric_grid(16, 8, 32, 7168 * 2, 0, true);
@@ -964,6 +991,14 @@ TEST(SymmetricCudaGrid, DeepSeekRowsGetManyStagesAndHugeExpertCountsAreRefusedBy
   // fp8: the scales travel in the row's stage.
   const cuda::SymmetricGrid fp8 = cuda::symmetric_grid(16, 8, 32, 7168, 56 * 4, true);
   EXPECT_GE(fp8.stage_bytes, 7168u + 56 * 4);
+  // Half the stages keep stores reading shared memory by default, the other half loads; an explicit lag
+  // stays below the stages.
+  EXPECT_EQ(dispatch.store_read_lag, cuda::default_store_read_lag(dispatch.stages));
+  EXPECT_EQ(fp8.store_read_lag, static_cast<uint32_t>((fp8.stages - 1) / 2));
+  EXPECT_GE(fp8.store_read_lag, 2u * dispatch.store_read_lag - 1);
+  EXPECT_EQ(cuda::symmetric_grid(16, 8, 32, 7168, 56 * 4, true, 3).store_read_lag, 3u);
+  EXPECT_EQ(cuda::symmetric_grid(16, 2, 2, 40960, 0, false, cuda::kMaxStoreReadLag).store_read_lag,
+            static_cast<uint32_t>(cuda::symmetric_grid(16, 2, 2, 40960, 0, false).stages - 1));
   // Rows longer than a piece travel in pieces.
   EXPECT_EQ(cuda::symmetric_grid(16, 2, 2, 40960, 0, false).piece_bytes, cuda::kMaxPieceBytes);
   try {

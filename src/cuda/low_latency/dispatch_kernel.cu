@@ -175,14 +175,14 @@ __device__ void cast_row_to_fp8(const LowLatencyDispatchLaunch& launch, const in
     const uint32_t i = base + lane;
     const bool active = i < vectors;
     const int4 values = active ? bf16_row[i] : make_int4(0, 0, 0, 0);
-    float amax = low_latency::amax_of_eight(values);
+    float amax = amax_of_eight(values);
 #pragma unroll
     for (int offset = 8; offset >= 1; offset /= 2) {
       amax = fmaxf(amax, __shfl_xor_sync(low_latency::kFullWarp, amax, offset));
     }
     const float scale = common::fp8_block_scale(amax, launch.round_scale);
     if (active) {
-      fp8_row[i] = low_latency::cast_eight_to_fp8(values, 1.0f / scale);
+      fp8_row[i] = cast_eight_to_fp8(values, 1.0f / scale);
       if (i % 16 == 0) scales[i / 16] = scale;
     }
   }

@@ -2,7 +2,8 @@
 // The layer's activation between its GEMMs (docs/MOE.md rounding points 3 and 4): per received row of
 // h [L, C, 2I] (fp32: gate channels [0, I), up channels [I, 2I)), a = swiglu(gate, up) in fp32 with
 // common::swiglu, then rounded to bf16, or requantised per 128 channels to e4m3 with an f32 scale by
-// common::requantise_block_to_fp8's arithmetic. One warp per row; rows at or past min(count, C) are
+// common::requantise_block_to_fp8's arithmetic (the
+// hardware cast, device/fp8_cast.cuh). One warp per row; rows at or past min(count, C) are
 // left alone (the combine never reads them).
 #include <cuda_runtime.h>
 
@@ -10,6 +11,7 @@
 
 #include "common/moe_layout.hpp"
 #include "common/moe_numerics.hpp"
+#include "device/fp8_cast.cuh"
 
 namespace switchyard::cuda::moe_kernels {
 
@@ -68,11 +70,7 @@ __global__ void swiglu_to_fp8_kernel(SwigluArgs args) {
     for (int offset = 16; offset > 0; offset /= 2)
       amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
     const float scale = common::fp8_block_scale(amax, false);
-    const float inverse = 1.0f / scale;
-    uint32_t packed = 0;
-    for (int i = 0; i < 4; ++i)
-      packed |= static_cast<uint32_t>(common::float_to_fp8_e4m3(v[i] * inverse)) << (8 * i);
-    *reinterpret_cast<uint32_t*>(a + c) = packed;
+    *reinterpret_cast<uint32_t*>(a + c) = fp8x4_e4m3(v, 1.0f / scale);
     if (lane == 0) scales[block] = scale;
   }
 }

@@ -155,7 +155,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   const int warp = static_cast<int>(threadIdx.x / 32);
   const SymmetricGrid& grid = launch.grid;
   const Pipeline pipe{&pipeline_shared, dynamic_shared + grid.table_bytes, grid.stage_bytes,
-                      static_cast<uint32_t>(grid.stages)};
+                      static_cast<uint32_t>(grid.stages), grid.store_read_lag};
   if (threadIdx.x == 0) {
     // Every block reads the count before the barrier; block 0 advances it only after.
     call_of_block = launch.state->calls + 1;

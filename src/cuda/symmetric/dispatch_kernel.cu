@@ -35,6 +35,7 @@
 #include "cuda/symmetric/tables.cuh"
 #include "device/cross_rank_barrier.cuh"
 #include "device/cuda_check.hpp"
+#include "device/fp8_cast.cuh"
 #include "device/rank_mask.cuh"
 #include "device/warp_group.cuh"
 
@@ -113,7 +114,8 @@ struct PublishTopk {
 };
 
 // fp8 publish: one warp per token casts its row per 128 channels (a half-warp per block, 8 channels
-// per lane), with the same arithmetic as common/fp8_cast.hpp, and writes row, scales and top-k ids.
+// per lane), with common/fp8_cast.hpp's arithmetic (the hardware cast, device/fp8_cast.cuh), and writes
+// row, scales and top-k ids.
 __device__ void publish_fp8_rows(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                  const DispatchCall& call, int caster, int num_casters) {
   // NOTES: 4 loads of 16 bytes in flight per lane (8 blocks of 128 channels per warp).
@@ -140,26 +142,15 @@ __device__ void publish_fp8_rows(const KernelContext& context, const SymmetricDi
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
         const int block = first + 2 * u + lane / 16;
-        const uint16_t* channels = reinterpret_cast<const uint16_t*>(&values[u]);
-        float amax = 0.0f;
-#pragma unroll
-        for (int i = 0; i < 8; ++i)
-          amax = fmaxf(amax, common::bf16_to_float(static_cast<uint16_t>(channels[i] & 0x7fffu)));
-          // The half-warp's 128 channels (xor offsets below 16 stay within the half).
+        float amax = amax_of_eight(values[u]);
+        // The half-warp's 128 channels (xor offsets below 16 stay within the half).
 #pragma unroll
         for (int offset = 8; offset > 0; offset /= 2)
           amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
         if (block >= num_blocks) continue;
         const float scale = common::fp8_block_scale(amax, launch.round_scale);
-        const float inverse = 1.0f / scale;
-        uint32_t casted[2] = {0, 0};
-#pragma unroll
-        for (int i = 0; i < 8; ++i) {
-          const uint32_t value = common::float_to_fp8_e4m3(common::bf16_to_float(channels[i]) * inverse);
-          casted[i / 4] |= value << (8 * (i % 4));
-        }
         *reinterpret_cast<uint2*>(fp8_row + block * common::kFp8CastBlock + half_lane * 8) =
-            make_uint2(casted[0], casted[1]);
+            cast_eight_to_fp8(values[u], 1.0f / scale);
         if (half_lane == 0) scales[block] = scale;
       }
     }
@@ -388,7 +379,15 @@ struct PullScales {
       }
     } else {
       float* out = static_cast<float*>(launch.recv_x_scales) + descriptor.row * num_scales;
-      for (int index = lane; index < num_scales; index += 32) out[index] = scales[index];
+      // 16-byte stores where the row of scales allows them (DeepSeek's 56 scales: 14 lanes, one store
+      // each); the stage's scales are 16-aligned (they follow a 16-byte multiple of row bytes).
+      if (num_scales % 4 == 0 && (reinterpret_cast<uintptr_t>(out) & 15u) == 0) {
+        const float4* from = reinterpret_cast<const float4*>(scales);
+        float4* to = reinterpret_cast<float4*>(out);
+        for (int index = lane; index < num_scales / 4; index += 32) to[index] = from[index];
+      } else {
+        for (int index = lane; index < num_scales; index += 32) out[index] = scales[index];
+      }
     }
   }
 };
@@ -491,7 +490,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   const int warp = static_cast<int>(threadIdx.x / 32);
   const SymmetricGrid& grid = launch.grid;
   const Pipeline pipe{&pipeline_shared, dynamic_shared + grid.table_bytes, grid.stage_bytes,
-                      static_cast<uint32_t>(grid.stages)};
+                      static_cast<uint32_t>(grid.stages), grid.store_read_lag};
   if (threadIdx.x == 0) {
     // Every block reads the count before the barrier; block 0 advances it only after.
     call_of_block = launch.state->calls + 1;

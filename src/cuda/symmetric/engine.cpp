@@ -83,8 +83,27 @@ int symmetric_blocks_per_rank(int sm_count, int blocks_per_sm, int ranks_on_devi
   return blocks;
 }
 
+uint32_t default_store_read_lag(int stages) {
+  // NOTES (session 15): half the stages keep stores reading, the other half loads in flight.
+  const int lag = (stages - 1) / 2;
+  return static_cast<uint32_t>(std::clamp(lag, 1, static_cast<int>(kMaxStoreReadLag)));
+}
+
+uint32_t store_read_lag_from_environment() {
+  const char* text = std::getenv("SWITCHYARD_SYMMETRIC_STORE_READ_LAG");
+  if (text == nullptr || *text == '\0') return 0;
+  char* end = nullptr;
+  const long value = std::strtol(text, &end, 10);
+  if (*end != '\0' || value < 1 || value > static_cast<long>(kMaxStoreReadLag)) {
+    throw InvalidArgument("SWITCHYARD_SYMMETRIC_STORE_READ_LAG: expected an integer 1.." +
+                          std::to_string(kMaxStoreReadLag) + " (stores in flight per block), got '" + text +
+                          "'");
+  }
+  return static_cast<uint32_t>(value);
+}
+
 SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint32_t row_bytes,
-                             uint32_t scale_bytes, bool routing) {
+                             uint32_t scale_bytes, bool routing, uint32_t store_read_lag) {
   const int num_experts = num_ranks * local_experts;
   const size_t budget_ints = kSymmetricTableBudget / sizeof(int32_t);
   const size_t table_ints = symmetric_table_ints(num_ranks, local_experts);
@@ -116,6 +135,8 @@ SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint3
                       std::to_string(room) +
                       " bytes of shared memory; the scales of this hidden size do not fit");
   }
+  const uint32_t lag = store_read_lag > 0 ? store_read_lag : default_store_read_lag(grid.stages);
+  grid.store_read_lag = std::min(lag, static_cast<uint32_t>(grid.stages - 1));
   return grid;
 }
 
@@ -164,6 +185,7 @@ void SymmetricEngine::prepare(int device, int sm_count) {
   blocks_per_sm_ = symmetric_blocks_per_sm();
   SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&state_), sizeof(SymmetricDeviceState)));
   SY_CUDA_CHECK(cudaMemset(state_, 0, sizeof(SymmetricDeviceState)));
+  store_read_lag_ = store_read_lag_from_environment();
   const char* stamps = std::getenv("SWITCHYARD_SYMMETRIC_STAMPS");
   if (stamps != nullptr && std::string(stamps) == "1") {
     SY_CUDA_CHECK(
@@ -213,8 +235,9 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   const common::SymmetricToken token = detail::symmetric_token(plan.hidden, plan.use_fp8, plan.topk);
   const uint32_t scale_bytes =
       static_cast<uint32_t>(common::align_up(token.num_scales * sizeof(float), common::kSymmetricAlignment));
-  const SymmetricGrid grid = symmetric_grid(blocks_per_rank(launch.ranks_on_device), num_ranks,
-                                            plan.local_experts, token.row_bytes, scale_bytes, true);
+  const SymmetricGrid grid =
+      symmetric_grid(blocks_per_rank(launch.ranks_on_device), num_ranks, plan.local_experts, token.row_bytes,
+                     scale_bytes, true, store_read_lag_);
   expect_aligned(args.x.data, "x", "rows are read with TMA and 16-byte loads");
   if (args.out_recv_x.defined())
     expect_aligned(args.out_recv_x.data, "out_recv_x", "rows are stored with TMA");
@@ -360,7 +383,7 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
   }
   if (pull) detail::check_pull_reaches_y(plan, pointers_shared_);
   const SymmetricGrid grid = symmetric_grid(blocks_per_rank(launch.ranks_on_device), num_ranks,
-                                            handle.local_experts, row_bytes, 0, false);
+                                            handle.local_experts, row_bytes, 0, false, store_read_lag_);
   expect_aligned(plan.y, "x", "expert rows are read with TMA and 16-byte loads");
   if (args.out_combined_x.defined()) {
     expect_aligned(args.out_combined_x.data, "out_combined_x", "rows are written with 16-byte stores");

@@ -57,6 +57,7 @@ class SymmetricEngine {
   int device_ = 0;
   int sm_count_ = 0;
   int blocks_per_sm_ = 0;
+  uint32_t store_read_lag_ = 0;  // 0: default_store_read_lag (store_read_lag_from_environment)
   SymmetricDeviceState* state_ = nullptr;
   // Phase stamps of sampled dispatches (SWITCHYARD_SYMMETRIC_STAMPS=1), printed by the destructor.
   DispatchStampRecord* stamps_ = nullptr;
@@ -72,8 +73,16 @@ class SymmetricEngine {
 
 // The layout of a call's blocks: per-call tables and TMA stages in kSymmetricSharedBytes. `routing`:
 // the dispatch's routing warps need (routing_warps + 1) * E counters. Throws Unsupported naming
-// num_experts or hidden when they do not fit.
+// num_experts or hidden when they do not fit. `store_read_lag`: 0 for the default (default_store_read_lag),
+// else 1..kMaxStoreReadLag (capped below the stages).
 SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint32_t row_bytes,
-                             uint32_t scale_bytes, bool routing);
+                             uint32_t scale_bytes, bool routing, uint32_t store_read_lag = 0);
+
+// The consumer's store-read lag for `stages` stages when nobody set one.
+uint32_t default_store_read_lag(int stages);
+
+// SWITCHYARD_SYMMETRIC_STORE_READ_LAG (a tuning override; unset or empty: 0, the default). Throws
+// InvalidArgument naming the variable for anything but an integer 1..kMaxStoreReadLag.
+uint32_t store_read_lag_from_environment();
 
 }  // namespace switchyard::cuda

@@ -39,6 +39,9 @@ constexpr uint32_t kMaxPieceBytes = 32 * 1024;
 // NOTES: 32 stages cover small rows (hidden 128 bf16 is 256 bytes) with enough bytes in flight;
 // large rows are bounded by shared memory instead.
 constexpr int kMaxPipelineStages = 32;
+// The most stores a consumer keeps reading shared memory before it frees their stages
+// (SymmetricGrid::store_read_lag; the PTX wait is written out for each count up to this).
+constexpr uint32_t kMaxStoreReadLag = 16;
 // A source rank writes this as every count of a call it refused (bad top-k ids, or more rows for
 // one expert than max_tokens_per_rank): every rank then leaves its outputs untouched.
 constexpr int32_t kRefusedCount = INT32_MIN;
@@ -69,6 +72,10 @@ struct SymmetricGrid {
   uint32_t piece_bytes;  // row bytes per stage (rows longer than this travel in pieces)
   uint32_t table_bytes;  // shared memory before the stages: per-call tables (128-aligned)
   int routing_warps;     // helper warps per routing block that route this rank's tokens (dispatch)
+  // Stores the consumer keeps reading shared memory before it frees their stages: with a small lag a
+  // block has few stores in flight and moves a fixed number of rows per store latency, whatever their
+  // bytes (fp8 rows at half bf16's bytes per second); with a large one few loads (1..stages - 1).
+  uint32_t store_read_lag;
 };
 
 // Phase stamps of one block in one dispatch (cuda/symmetric/stamps.cuh; a measurement aid).

@@ -18,35 +18,27 @@
 
 namespace switchyard::cuda {
 
-// NOTES: the consumer keeps up to this many stores reading shared memory before it frees their
-// stages: waiting for the newest store each time would serialise store issue. 1..4 (wait_store_reads
-// is written out for each). A tuning knob (issue 5, plan Step 4), not measured yet: 4 keeps two more
-// 14 KiB stores in flight per block (DeepSeek rows: ~13 stages, so ~8 loads still in flight); predicted
-// +1-3 % of dispatch copy efficiency at 4096 tokens (e 0.85 -> 0.86-0.88), nothing at 128.
-constexpr uint32_t kStoreReadLag = 2;
-static_assert(kStoreReadLag >= 1 && kStoreReadLag <= 4, "kStoreReadLag: 1..4");
-
+// The consumer keeps up to Pipeline::store_read_lag stores reading shared memory before it frees their
+// stages (waiting for the newest store each time would serialise store issue); the host picks it per
+// call (symmetric_grid, kMaxStoreReadLag in kernels.hpp).
 // NOTES: whether the dispatch's pull stores recv_x with an L2 evict_first policy (written once, not read
 // again by the kernel), so that the rows being pulled keep L2 to themselves. A tuning knob (plan Step
 // 4), off until measured: predicted neutral to +2 % at 4096 tokens (8 ranks read each source row ~7.5
 // times on one GPU, so L2 hits on x matter), nothing at 128.
 constexpr bool kEvictFirstPullStores = false;
 
-// Waits until at most `pending` (1..4) of the newest store groups still read shared memory.
+// Waits until at most `pending` (1..kMaxStoreReadLag) of the newest store groups still read shared
+// memory (the PTX wait takes its count as an immediate).
+template <int kPending = static_cast<int>(kMaxStoreReadLag)>
 __device__ __forceinline__ void wait_store_reads(uint32_t pending) {
-  switch (pending) {
-    case 1:
-      ptx::bulk_wait_group_read<1>();
-      break;
-    case 2:
-      ptx::bulk_wait_group_read<2>();
-      break;
-    case 3:
-      ptx::bulk_wait_group_read<3>();
-      break;
-    default:
-      ptx::bulk_wait_group_read<4>();
-      break;
+  if constexpr (kPending <= 1) {
+    ptx::bulk_wait_group_read<1>();
+  } else {
+    if (pending >= static_cast<uint32_t>(kPending)) {
+      ptx::bulk_wait_group_read<kPending>();
+    } else {
+      wait_store_reads<kPending - 1>(pending);
+    }
   }
 }
 
@@ -74,6 +66,7 @@ struct Pipeline {
   uint8_t* stages;  // dynamic shared memory, 128-byte aligned
   uint32_t stage_bytes;
   uint32_t num_stages;
+  uint32_t store_read_lag;  // 1..kMaxStoreReadLag, below num_stages (SymmetricGrid::store_read_lag)
 
   __device__ __forceinline__ uint8_t* stage(uint32_t index) const {
     return stages + static_cast<size_t>(index) * stage_bytes;
@@ -143,8 +136,15 @@ struct PipelineProducer {
     // Release (the descriptor) and the byte count the loads below complete.
     ptx::mbarrier_arrive_expect_tx(full, bytes + scale_bytes);
     uint8_t* buffer = pipe.stage(stage);
-    ptx::tma_load_1d(buffer, source, bytes, full);
-    if (scale_bytes > 0) ptx::tma_load_1d(buffer + bytes, scales, scale_bytes, full);
+    // Scales that follow the piece at the source (a published fp8 token's, SymmetricToken) come in the
+    // same load: one TMA operation per row instead of two.
+    if (scale_bytes > 0 &&
+        static_cast<const uint8_t*>(scales) == static_cast<const uint8_t*>(source) + bytes) {
+      ptx::tma_load_1d(buffer, source, bytes + scale_bytes, full);
+    } else {
+      ptx::tma_load_1d(buffer, source, bytes, full);
+      if (scale_bytes > 0) ptx::tma_load_1d(buffer + bytes, scales, scale_bytes, full);
+    }
     return true;
   }
 
@@ -207,10 +207,11 @@ struct PipelineConsumer {
         ptx::tma_store_commit();
       }
       if (descriptor.flags & kStageRowEnd) extras(descriptor, buffer);
-      // The lanes' reads of the stage happen before it is freed (up to kStoreReadLag stages later;
+      // The lanes' reads of the stage happen before it is freed (up to store_read_lag stages later;
       // fewer with fewer stages: the producer waits for the oldest stage while we wait for it).
       __syncwarp();
-      const uint32_t lag = pipe.num_stages - 1 < kStoreReadLag ? pipe.num_stages - 1 : kStoreReadLag;
+      const uint32_t lag =
+          pipe.num_stages - 1 < pipe.store_read_lag ? pipe.num_stages - 1 : pipe.store_read_lag;
       if (lane == 0 && consumed - freed > lag) {
         wait_store_reads(lag);
         free_stage();

@@ -1,7 +1,8 @@
-// The CUDA low_latency engine's hardware fp8 cast against the shared software cast
-// (common::float_to_fp8_e4m3, which the CPU engine and the reference use), on every float.
-#include "cuda/low_latency/device.cuh"
-#include "cuda/low_latency_fp8_cast_check.hpp"
+// The device toolkit's hardware fp8 cast against the shared software cast (common::float_to_fp8_e4m3,
+// which the CPU engines and the reference use), on every float.
+#include "common/numeric.hpp"
+#include "cuda/device_fp8_cast_check.hpp"
+#include "device/fp8_cast.cuh"
 
 namespace switchyard::testing {
 
@@ -16,7 +17,7 @@ __global__ void compare_casts(unsigned long long* mismatches, unsigned int* firs
     const uint32_t bits = static_cast<uint32_t>(pair * 2);
     const float low = common::bits_to_float(bits);
     const float high = common::bits_to_float(bits + 1);
-    const uint32_t hardware = cuda::low_latency::fp8x2_e4m3(low, high);
+    const uint32_t hardware = cuda::fp8x2_e4m3(low, high);
     const uint32_t software = static_cast<uint32_t>(common::float_to_fp8_e4m3(low)) |
                               (static_cast<uint32_t>(common::float_to_fp8_e4m3(high)) << 8);
     if (hardware != software) {

@@ -1,6 +1,7 @@
 #pragma once
-// A device-side check for the GPU tests: does the CUDA low_latency engine's fp8 cast agree with the
-// shared software cast on every float? (Implemented in low_latency_fp8_cast_check.cu.)
+// A device-side check for the GPU tests: does the device toolkit's hardware fp8 cast
+// (device/fp8_cast.cuh, which every engine's kernels use) agree with the shared software cast on every
+// float? (Implemented in device_fp8_cast_check.cu.)
 #include <cstdint>
 #include <stdexcept>
 #include <string>
