@@ -39,12 +39,14 @@ struct Events {
 };
 
 // The layer's two grouped GEMMs again, on workspace of the bench's own, with M_g set on the host: the
-// same kernels and shapes with nothing else in the stream.
+// same kernels and shapes with nothing else in the stream. Their A operands hold synthetic activations
+// (fill_activations_on_device), not zeros: on zeros the tensor cores draw less power and the GEMMs run
+// faster than on the layer's rows, which would flatter "alone" (zero_operands() times that case too).
 struct GemmsAlone {
   Tensor a1, a1_scales, d1, a2, a2_scales, d2;
   std::unique_ptr<cuda::GroupedGemm> gemm1, gemm2;
 
-  GemmsAlone(const MoeBenchOptions& o, const MoeWeights& w, int64_t capacity, int device,
+  GemmsAlone(const MoeBenchOptions& o, const MoeWeights& w, int64_t capacity, int rank, int device,
              cudaStream_t stream) {
     const bool fp8 = o.weights == DType::fp8_e4m3;
     const int64_t local = o.local_experts(), hidden = o.hidden, inter = o.intermediate;
@@ -57,6 +59,14 @@ struct GemmsAlone {
     d1 = zeroed(DType::f32, {local, capacity, 2 * inter});
     a2 = zeroed(o.weights, {local, capacity, inter});
     d2 = zeroed(DType::bf16, {local, capacity, hidden});
+    if (fp8) {
+      a1_scales = zeroed(DType::f32, {local, capacity, hidden / 128});
+      a2_scales = zeroed(DType::f32, {local, capacity, inter / 128});
+    }
+    fill_activations_on_device(a1, a1_scales, WeightTensor::gemm1_a, WeightTensor::gemm1_a_scales, o.seed,
+                               rank, stream);
+    fill_activations_on_device(a2, a2_scales, WeightTensor::gemm2_a, WeightTensor::gemm2_a_scales, o.seed,
+                               rank, stream);
     // The layer's own construction (cuda/moe/experts.hpp) over this workspace.
     detail::MoeExpertsPlan plan;
     plan.weights = common::MoeWeightLayout{static_cast<int>(hidden), static_cast<int>(inter)};
@@ -72,14 +82,19 @@ struct GemmsAlone {
     plan.activations = a2.data();
     plan.out = d2.as<uint16_t>();
     if (fp8) {
-      a1_scales = zeroed(DType::f32, {local, capacity, hidden / 128});
-      a2_scales = zeroed(DType::f32, {local, capacity, inter / 128});
       plan.recv_x_scales = a1_scales.as<const float>();
       plan.activation_scales = a2_scales.as<float>();
     }
     cuda::MoeGroupedGemms gemms = cuda::make_moe_grouped_gemms(plan, stream);
     gemm1 = std::move(gemms.gemm1);
     gemm2 = std::move(gemms.gemm2);
+  }
+
+  // The A operands (and their scales) all zeros: the case the bench timed before session 15.
+  void zero_operands(cudaStream_t stream) {
+    for (const Tensor* t : {&a1, &a1_scales, &a2, &a2_scales}) {
+      if (t->numel() > 0) SY_CUDA_CHECK(cudaMemsetAsync(t->data(), 0, t->nbytes(), stream));
+    }
   }
 
   void set_rows(const std::vector<int32_t>& rows, const MoeBenchOptions& o, cudaStream_t stream) {
@@ -228,15 +243,19 @@ std::string run_moe_rank(const MoeBenchOptions& o, const std::vector<workload::R
 
     // The same GEMMs alone, every rank at once as in the layer: first this call's rows per local
     // expert, then every expert at full capacity (the plain grouped GEMM's throughput).
-    GemmsAlone alone(o, w, capacity, device, stream);
+    GemmsAlone alone(o, w, capacity, rank, device, stream);
     const std::vector<int64_t> rows_all = rows_per_expert(data, o.experts);
     std::vector<int32_t> rows_mine, rows_full(static_cast<size_t>(local), static_cast<int32_t>(capacity));
     for (int64_t g = 0; g < local; ++g) {
       rows_mine.push_back(
           static_cast<int32_t>(std::min(capacity, rows_all[static_cast<size_t>(rank * local + g)])));
     }
+    // Last, this call's rows again on zeroed operands: what "alone" measured before session 15.
     for (const auto& [name, rows_of] :
-         {std::pair<const char*, const std::vector<int32_t>*>{"alone", &rows_mine}, {"full", &rows_full}}) {
+         {std::pair<const char*, const std::vector<int32_t>*>{"alone", &rows_mine},
+          {"full", &rows_full},
+          {"alone_zeros", &rows_mine}}) {
+      if (std::string(name) == "alone_zeros") alone.zero_operands(stream);
       alone.set_rows(*rows_of, o, stream);
       std::vector<double> first, second;
       for (int i = 0; i < o.warmup + o.iters; ++i) {

@@ -57,6 +57,21 @@ void fill_weights_on_device(const MoeWeights& weights, const common::MoeWeightLa
   SY_CUDA_CHECK_LAUNCH();
 }
 
+void fill_activations_on_device(const TensorView& a, const TensorView& scales, WeightTensor which,
+                                WeightTensor which_scales, uint64_t seed, int rank, void* stream_pointer) {
+  const cudaStream_t stream = static_cast<cudaStream_t>(stream_pointer);
+  constexpr int kBlocks = 1024, kThreads = 256;
+  const uint64_t count = static_cast<uint64_t>(a.numel());
+  if (a.dtype == DType::fp8_e4m3) {
+    fill_e4m3<<<kBlocks, kThreads, 0, stream>>>(a.as<uint8_t>(), count, seed, rank, which);
+    fill_scales<<<kBlocks, kThreads, 0, stream>>>(scales.as<float>(), static_cast<uint64_t>(scales.numel()),
+                                                  seed, rank, which_scales, 1.0f);
+  } else {
+    fill_bf16<<<kBlocks, kThreads, 0, stream>>>(a.as<uint16_t>(), count, seed, rank, which, 1.0f);
+  }
+  SY_CUDA_CHECK_LAUNCH();
+}
+
 void fill_expert_on_host(const MoeWeights& weights, const common::MoeWeightLayout& layout, int local,
                          bool fp8, uint64_t seed, int rank) {
   const float w1_scale = 1.0f / std::sqrt(static_cast<float>(layout.hidden));

@@ -15,7 +15,18 @@
 
 namespace switchyard::moe_bench {
 
-enum class WeightTensor : uint32_t { w1 = 1, w2 = 2, w1_scales = 3, w2_scales = 4 };
+// The weights, and the operands of the GEMMs the bench times alone (synthetic activations: A of GEMM 1
+// and of GEMM 2, and their scales), each its own stream of numbers.
+enum class WeightTensor : uint32_t {
+  w1 = 1,
+  w2 = 2,
+  w1_scales = 3,
+  w2_scales = 4,
+  gemm1_a = 5,
+  gemm2_a = 6,
+  gemm1_a_scales = 7,
+  gemm2_a_scales = 8
+};
 
 SY_HD uint64_t mix64(uint64_t x) {
   x += 0x9e3779b97f4a7c15ull;
@@ -54,6 +65,13 @@ SY_HD float synthetic_scale(uint64_t seed, int rank, WeightTensor scales, uint64
 // Fills one rank's W1, W2 (and scales) on the device, on `stream`.
 void fill_weights_on_device(const MoeWeights& weights, const common::MoeWeightLayout& layout,
                             int local_experts, bool fp8, uint64_t seed, int rank, void* stream);
+
+// Fills a GEMM's A operand (and its per-row, per-128-K scales when fp8) with synthetic activations on
+// the device, on `stream`: the numbers a cast row holds (bf16: u, |u| < 1; fp8: e4m3(u * 416) with
+// scales (0.5 + v / 2) / 448), never zeros, so that the GEMMs timed alone draw the power the layer's do
+// (tensor cores on zeros run cooler and faster). `scales` is empty for bf16.
+void fill_activations_on_device(const TensorView& a, const TensorView& scales, WeightTensor which,
+                                WeightTensor which_scales, uint64_t seed, int rank, void* stream);
 
 // Fills expert `local` of one rank's host tensors (full shape; the other experts are not touched).
 void fill_expert_on_host(const MoeWeights& weights, const common::MoeWeightLayout& layout, int local,
