@@ -13,6 +13,23 @@
 
 namespace switchyard::detail {
 
+std::shared_ptr<ExpertMajorHandleData> make_expert_major_handle(const ExpertMajorDispatchPlan& plan,
+                                                                BufferId owner, Engine engine) {
+  auto handle = std::make_shared<ExpertMajorHandleData>();
+  handle->owner = owner;
+  handle->engine = engine;
+  handle->rank = plan.rank;
+  handle->topology = plan.topology;
+  handle->num_experts = plan.num_experts;
+  handle->local_experts = plan.local_experts;
+  handle->topk = plan.topk;
+  handle->hidden = plan.hidden;
+  handle->max_tokens_per_rank = plan.max_tokens_per_rank;
+  handle->expert_capacity = plan.expert_capacity;
+  handle->num_tokens = plan.num_tokens;
+  return handle;
+}
+
 void check_low_latency_region(const BufferOptions& options, const char* what) {
   if (options.sizing.low_latency_max_tokens_per_rank <= 0) {
     throw InvalidArgument(std::string(what) +

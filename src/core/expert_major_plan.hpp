@@ -1,6 +1,8 @@
 #pragma once
 // The expert-major engines' calls (`low_latency` and `symmetric`): every argument checked on the
 // host against the engine's region of the heap, then a plan the backend runs as it is.
+#include <memory>
+
 #include "common/low_latency_protocol.hpp"
 #include "common/symmetric_protocol.hpp"
 #include "core/backend.hpp"
@@ -16,6 +18,11 @@ void check_symmetric_region(const BufferOptions& options, const char* what);
 // The data of `handle`, which must come from an `engine`_dispatch of the Buffer `owner`.
 const ExpertMajorHandleData& low_latency_handle(const LowLatencyHandle* handle, Engine engine,
                                                 detail::BufferId owner);
+
+// A dispatch's handle as every expert-major engine on every backend starts it: who made it, for which
+// engine's combine, and the call's shape (expert_capacity resolved). Each engine adds its own tables.
+std::shared_ptr<ExpertMajorHandleData> make_expert_major_handle(const ExpertMajorDispatchPlan& plan,
+                                                                BufferId owner, Engine engine);
 
 // Each checks the engine's own refusals first, then the arguments shared by both engines.
 LowLatencyDispatchPlan plan_low_latency_dispatch(const LowLatencyDispatchArgs& args,

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/fp8_cast.hpp"
+#include "core/expert_major_plan.hpp"
 
 namespace switchyard::cpu {
 
@@ -41,18 +42,7 @@ ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatc
   const int64_t rows = plan.expert_capacity;  // per local expert (R * max unless the call set one)
   const int num_scales = plan.use_fp8 ? plan.hidden / common::kFp8CastBlock : 0;
 
-  auto handle = std::make_shared<detail::ExpertMajorHandleData>();
-  handle->owner = owner;
-  handle->engine = engine;
-  handle->rank = plan.rank;
-  handle->topology = plan.topology;
-  handle->num_experts = plan.num_experts;
-  handle->local_experts = plan.local_experts;
-  handle->topk = plan.topk;
-  handle->hidden = plan.hidden;
-  handle->max_tokens_per_rank = plan.max_tokens_per_rank;
-  handle->expert_capacity = plan.expert_capacity;
-  handle->num_tokens = plan.num_tokens;
+  auto handle = detail::make_expert_major_handle(plan, owner, engine);
   handle->topk_idx = Tensor::empty(DType::i64, {plan.num_tokens, plan.topk});
   if (args.topk_idx.nbytes() > 0)
     std::memcpy(handle->topk_idx.data(), args.topk_idx.data, args.topk_idx.nbytes());
