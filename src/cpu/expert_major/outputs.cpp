@@ -67,4 +67,15 @@ ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatc
   return out;
 }
 
+LowLatencyDispatchResult dispatch_result(const ExpertMajorOutputs& out) {
+  LowLatencyDispatchResult result;
+  result.recv_x = out.recv_x;
+  result.recv_x_scales = out.recv_x_scales;
+  result.recv_count = out.recv_count;
+  result.layout_range = out.layout_range;
+  result.src_info = out.src_info;
+  result.handle = LowLatencyHandle(out.handle);
+  return result;
+}
+
 }  // namespace switchyard::cpu

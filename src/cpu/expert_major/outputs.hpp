@@ -76,6 +76,9 @@ void reduce_weighted_slots(const int64_t* topk_idx, const float* topk_weights, i
 ExpertMajorOutputs prepare_expert_major_outputs(const detail::ExpertMajorDispatchPlan& plan,
                                                 detail::BufferId owner, Engine engine);
 
+// What the dispatch returns: the outputs and the handle (no hook; the low_latency engine adds its own).
+LowLatencyDispatchResult dispatch_result(const ExpertMajorOutputs& out);
+
 // Once the receive half has filled `out`: the routing the handle keeps for the combine (layout_range,
 // src_info). Outputs the library allocated are shared with the result; the caller's out_* are copied,
 // since the caller may reuse or free them before the combine.

@@ -366,17 +366,10 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
       args.wait_recv_cost_stats.defined() ? args.wait_recv_cost_stats.as<int64_t>() : nullptr;
 
   DispatchOutputs out = prepare_expert_major_outputs(plan, owner_, Engine::low_latency);
-  const std::shared_ptr<detail::ExpertMajorHandleData>& handle = out.handle;
 
   dispatch_sender(call, args.x, args.topk_idx);
 
-  LowLatencyDispatchResult result;
-  result.recv_x = out.recv_x;
-  result.recv_x_scales = out.recv_x_scales;
-  result.recv_count = out.recv_count;
-  result.layout_range = out.layout_range;
-  result.src_info = out.src_info;
-  result.handle = LowLatencyHandle(handle);
+  LowLatencyDispatchResult result = dispatch_result(out);
   if (args.return_recv_hook) {
     result.hook = [call, out] { dispatch_receiver(call, out); };
   } else {

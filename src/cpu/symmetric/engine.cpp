@@ -342,13 +342,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
                                                         overflow.expert / plan.local_experts, overflow.rows));
   }
 
-  LowLatencyDispatchResult result;
-  result.recv_x = out.recv_x;
-  result.recv_x_scales = out.recv_x_scales;
-  result.recv_count = out.recv_count;
-  result.layout_range = out.layout_range;
-  result.src_info = out.src_info;
-  result.handle = LowLatencyHandle(handle);
+  LowLatencyDispatchResult result = dispatch_result(out);
   return result;
 }
 
