@@ -50,18 +50,22 @@ struct GemmsAlone {
              cudaStream_t stream) {
     const bool fp8 = o.weights == DType::fp8_e4m3;
     const int64_t local = o.local_experts(), hidden = o.hidden, inter = o.intermediate;
+    const auto empty = [&](DType dtype, std::initializer_list<int64_t> dims) {
+      return Tensor::empty(dtype, dims, Device::cuda, device, stream);
+    };
     const auto zeroed = [&](DType dtype, std::initializer_list<int64_t> dims) {
-      Tensor t = Tensor::empty(dtype, dims, Device::cuda, device, stream);
+      Tensor t = empty(dtype, dims);
       SY_CUDA_CHECK(cudaMemsetAsync(t.data(), 0, t.nbytes(), stream));
       return t;
     };
-    a1 = zeroed(o.weights, {local, capacity, hidden});
+    // The A operands are filled whole below; the outputs start zeroed.
+    a1 = empty(o.weights, {local, capacity, hidden});
     d1 = zeroed(DType::f32, {local, capacity, 2 * inter});
-    a2 = zeroed(o.weights, {local, capacity, inter});
+    a2 = empty(o.weights, {local, capacity, inter});
     d2 = zeroed(DType::bf16, {local, capacity, hidden});
     if (fp8) {
-      a1_scales = zeroed(DType::f32, {local, capacity, hidden / 128});
-      a2_scales = zeroed(DType::f32, {local, capacity, inter / 128});
+      a1_scales = empty(DType::f32, {local, capacity, hidden / 128});
+      a2_scales = empty(DType::f32, {local, capacity, inter / 128});
     }
     fill_activations_on_device(a1, a1_scales, WeightTensor::gemm1_a, WeightTensor::gemm1_a_scales, o.seed,
                                rank, stream);

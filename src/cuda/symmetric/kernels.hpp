@@ -72,9 +72,8 @@ struct SymmetricGrid {
   uint32_t piece_bytes;  // row bytes per stage (rows longer than this travel in pieces)
   uint32_t table_bytes;  // shared memory before the stages: per-call tables (128-aligned)
   int routing_warps;     // helper warps per routing block that route this rank's tokens (dispatch)
-  // Stores the consumer keeps reading shared memory before it frees their stages: with a small lag a
-  // block has few stores in flight and moves a fixed number of rows per store latency, whatever their
-  // bytes (fp8 rows at half bf16's bytes per second); with a large one few loads (1..stages - 1).
+  // Stores the consumer keeps reading shared memory before it frees their stages (1..stages - 1): the
+  // rest of the stages are loads in flight. NOTES (session 15): 2, 6 and 12 gave the same pull time.
   uint32_t store_read_lag;
 };
 
