@@ -11,6 +11,7 @@
 
 #include "common/fp8_cast.hpp"
 #include "common/host_device.hpp"
+#include "core/expert_major_plan.hpp"
 #include "core/low_latency_sizing.hpp"
 #include "device/cuda_check.hpp"
 
@@ -155,17 +156,8 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   const int64_t rows = num_ranks * plan.max_tokens_per_rank;
   const int num_scales = plan.use_fp8 ? plan.hidden / common::kFp8CastBlock : 0;
 
-  auto handle = std::make_shared<detail::ExpertMajorHandleData>();
-  handle->owner = owner_;
-  handle->engine = Engine::low_latency;
-  handle->rank = plan.rank;
-  handle->topology = plan.topology;
-  handle->num_experts = plan.num_experts;
-  handle->local_experts = plan.local_experts;
-  handle->topk = plan.topk;
-  handle->hidden = plan.hidden;
-  handle->max_tokens_per_rank = plan.max_tokens_per_rank;
-  handle->num_tokens = plan.num_tokens;
+  // expert_capacity is R * max_tokens_per_rank here (the engine refuses another), the rows of its tables.
+  auto handle = detail::make_expert_major_handle(plan, owner_, Engine::low_latency);
   // NOTES: no copy of topk_idx: it is on the device, where core does not compare combine's with it.
   // The handle's tables, carved from one allocation (each stream-ordered allocation more per call
   // delays the last of the ranks as threads, whose allocations serialise in the driver): src_slot, and

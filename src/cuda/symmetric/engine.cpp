@@ -243,18 +243,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   if (args.out_recv_x.defined())
     expect_aligned(args.out_recv_x.data, "out_recv_x", "rows are stored with TMA");
 
-  auto handle = std::make_shared<detail::ExpertMajorHandleData>();
-  handle->owner = launch.owner;
-  handle->engine = Engine::symmetric;
-  handle->rank = plan.rank;
-  handle->topology = plan.topology;
-  handle->num_experts = plan.num_experts;
-  handle->local_experts = plan.local_experts;
-  handle->topk = plan.topk;
-  handle->hidden = plan.hidden;
-  handle->max_tokens_per_rank = plan.max_tokens_per_rank;
-  handle->expert_capacity = plan.expert_capacity;
-  handle->num_tokens = plan.num_tokens;
+  auto handle = detail::make_expert_major_handle(plan, launch.owner, Engine::symmetric);
   // The handle's device tables, carved from one allocation: ranks as threads allocate at the same
   // moment and their stream-ordered allocations serialise in the driver, so each one more per call
   // delays the last rank's launch (bench/NOTES.md, session 5).
