@@ -13,6 +13,7 @@
 #include "common/host_device.hpp"
 #include "core/expert_major_plan.hpp"
 #include "core/low_latency_sizing.hpp"
+#include "cuda/expert_major/outputs.hpp"
 #include "device/cuda_check.hpp"
 
 namespace switchyard::cuda {
@@ -26,12 +27,6 @@ namespace {
 // kLowLatencyMaxHidden is 161 KiB (an fp8 dispatch sender: two 32 KiB expert tables, the 33 KiB
 // message and the 64 KiB bf16 row); an H200 block may have 227 KiB.
 constexpr int kMaxSharedBytes = 192 * 1024;
-
-Tensor output(const TensorView& given, DType dtype, std::initializer_list<int64_t> dims, int device,
-              cudaStream_t allocation_stream) {
-  if (given.defined()) return Tensor::borrow(given);
-  return Tensor::empty(dtype, dims, Device::cuda, device, allocation_stream);
-}
 
 void expect_aligned(const void* data, const char* name) {
   if (reinterpret_cast<uintptr_t>(data) % 16 != 0) {
@@ -154,7 +149,6 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   const int num_ranks = plan.topology.num_ranks;
   const int64_t local = plan.local_experts;
   const int64_t rows = num_ranks * plan.max_tokens_per_rank;
-  const int num_scales = plan.use_fp8 ? plan.hidden / common::kFp8CastBlock : 0;
 
   // expert_capacity is R * max_tokens_per_rank here (the engine refuses another), the rows of its tables.
   auto handle = detail::make_expert_major_handle(plan, owner_, Engine::low_latency);
@@ -174,20 +168,7 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
       Device::cuda, device_, allocation_stream);
   handle->src_slot = Tensor::part_of(tables, 0, DType::i32, {local, rows});
 
-  LowLatencyDispatchResult result;
-  result.recv_x = output(args.out_recv_x, plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16,
-                         {local, rows, plan.hidden}, device_, allocation_stream);
-  if (plan.use_ue8m0) {
-    result.recv_x_scales = output(args.out_recv_x_scales, DType::i32,
-                                  {local, rows, common::ue8m0_words(num_scales)}, device_, allocation_stream);
-  } else if (plan.use_fp8) {
-    result.recv_x_scales =
-        output(args.out_recv_x_scales, DType::f32, {local, rows, num_scales}, device_, allocation_stream);
-  }
-  result.recv_count = output(args.out_recv_count, DType::i32, {local}, device_, allocation_stream);
-  result.layout_range =
-      output(args.out_layout_range, DType::i32, {local, num_ranks, 2}, device_, allocation_stream);
-  result.src_info = output(args.out_src_info, DType::i32, {local, rows}, device_, allocation_stream);
+  LowLatencyDispatchResult result = expert_major_dispatch_outputs(plan, device_, allocation_stream);
   // What the combine routes by: the outputs themselves, or the handle's own copies of the caller's,
   // which the receive kernel writes beside them (LowLatencyDispatchLaunch::kept_layout_range).
   handle->layout_range = kept_layout_range_bytes > 0
@@ -252,8 +233,8 @@ LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombin
   if (args.out_combined_x.defined()) expect_aligned(args.out_combined_x.data, "out_combined_x");
 
   LowLatencyCombineResult result;
-  result.combined_x =
-      output(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden}, device_, allocation_stream);
+  result.combined_x = output_or_allocate(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden},
+                                         device_, allocation_stream);
 
   LowLatencyCombineLaunch launch{};
   launch.layout = plan.layout;

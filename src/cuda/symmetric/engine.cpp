@@ -14,6 +14,7 @@
 #include "core/expert_major_plan.hpp"
 #include "core/symmetric_path.hpp"
 #include "core/symmetric_sizing.hpp"
+#include "cuda/expert_major/outputs.hpp"
 #include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
 
@@ -34,13 +35,6 @@ void expect_aligned(const void* pointer, const char* name, const char* why) {
                           "pointer (" +
                           why + "), got " + std::to_string(reinterpret_cast<uintptr_t>(pointer)));
   }
-}
-
-// The caller's preallocated output, or a fresh one on the call's allocation stream.
-Tensor output(const TensorView& given, DType dtype, std::initializer_list<int64_t> dims, int device,
-              cudaStream_t alloc_stream) {
-  if (given.defined()) return Tensor::borrow(given);
-  return Tensor::empty(dtype, dims, Device::cuda, device, alloc_stream);
 }
 
 }  // namespace
@@ -287,22 +281,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
                                     {plan.num_experts});
   }
 
-  LowLatencyDispatchResult result;
-  result.recv_x = output(args.out_recv_x, plan.use_fp8 ? DType::fp8_e4m3 : DType::bf16,
-                         {local, rows, plan.hidden}, device_, launch.alloc_stream);
-  const int num_scales = static_cast<int>(token.num_scales);
-  if (plan.use_ue8m0) {
-    result.recv_x_scales =
-        output(args.out_recv_x_scales, DType::i32, {local, rows, common::ue8m0_words(num_scales)}, device_,
-               launch.alloc_stream);
-  } else if (plan.use_fp8) {
-    result.recv_x_scales =
-        output(args.out_recv_x_scales, DType::f32, {local, rows, num_scales}, device_, launch.alloc_stream);
-  }
-  result.recv_count = output(args.out_recv_count, DType::i32, {local}, device_, launch.alloc_stream);
-  result.layout_range =
-      output(args.out_layout_range, DType::i32, {local, num_ranks, 2}, device_, launch.alloc_stream);
-  result.src_info = output(args.out_src_info, DType::i32, {local, rows}, device_, launch.alloc_stream);
+  LowLatencyDispatchResult result = expert_major_dispatch_outputs(plan, device_, launch.alloc_stream);
   handle->layout_range = kept_layout_range_bytes > 0
                              ? Tensor::part_of(tables, tables_before_kept, DType::i32,
                                                {local, static_cast<int64_t>(num_ranks), 2})
@@ -380,8 +359,8 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
   }
 
   LowLatencyCombineResult result;
-  result.combined_x = output(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden}, device_,
-                             launch.alloc_stream);
+  result.combined_x = output_or_allocate(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden},
+                                         device_, launch.alloc_stream);
 
   SymmetricCombineLaunch kernel{};
   kernel.layout = plan.layout;
