@@ -981,6 +981,79 @@ TEST(SymmetricCudaGrid, StoreReadLagOverrideIsReadFromTheEnvironmentAndBadValues
   }
 }
 
+TEST(SymmetricCudaGrid, PullOverrideIsReadFromTheEnvironmentAndBadValuesAreNamed) {
+  // Pure parsing: no GPU needed. The suite runs as it is (warps for fp8, TMA for bf16) and with
+  // SWITCHYARD_SYMMETRIC_PULL=warps and =tma (scripts/gpu-check.sh), so both pulls are checked bitwise
+  // in both dtypes.
+  const char* saved = std::getenv("SWITCHYARD_SYMMETRIC_PULL");
+  const std::string kept = saved != nullptr ? saved : "";
+  unsetenv("SWITCHYARD_SYMMETRIC_PULL");
+  EXPECT_EQ(cuda::symmetric_pull_from_environment(), cuda::SymmetricPull::automatic);
+  EXPECT_TRUE(cuda::symmetric_pull_by_warps(cuda::SymmetricPull::automatic, true));
+  EXPECT_FALSE(cuda::symmetric_pull_by_warps(cuda::SymmetricPull::automatic, false));
+  EXPECT_TRUE(cuda::symmetric_pull_by_warps(cuda::SymmetricPull::warps, false));
+  EXPECT_FALSE(cuda::symmetric_pull_by_warps(cuda::SymmetricPull::tma, true));
+  setenv("SWITCHYARD_SYMMETRIC_PULL", "warps", 1);
+  EXPECT_EQ(cuda::symmetric_pull_from_environment(), cuda::SymmetricPull::warps);
+  setenv("SWITCHYARD_SYMMETRIC_PULL", "tma", 1);
+  EXPECT_EQ(cuda::symmetric_pull_from_environment(), cuda::SymmetricPull::tma);
+  for (const char* bad : {"warp", "TMA", "1"}) {
+    setenv("SWITCHYARD_SYMMETRIC_PULL", bad, 1);
+    try {
+      cuda::symmetric_pull_from_environment();
+      ADD_FAILURE() << "expected InvalidArgument for '" << bad << "'";
+    } catch (const InvalidArgument& error) {
+      const std::string what = error.what();
+      EXPECT_EQ(what.rfind("SWITCHYARD_SYMMETRIC_PULL: expected tma or warps", 0), 0u) << what;
+      EXPECT_NE(what.find(std::string("got '") + bad + "'"), std::string::npos) << what;
+    }
+  }
+  if (saved != nullptr) {
+    setenv("SWITCHYARD_SYMMETRIC_PULL", kept.c_str(), 1);
+  } else {
+    unsetenv("SWITCHYARD_SYMMETRIC_PULL");
+  }
+}
+
+TEST(SymmetricCudaGrid, PieceBytesOverrideSplitsRowsAndBadValuesAreNamed) {
+  // Pure arithmetic: no GPU needed.
+  const char* saved = std::getenv("SWITCHYARD_SYMMETRIC_PIECE_BYTES");
+  const std::string kept = saved != nullptr ? saved : "";
+  unsetenv("SWITCHYARD_SYMMETRIC_PIECE_BYTES");
+  EXPECT_EQ(cuda::piece_bytes_from_environment(), 0u);
+  setenv("SWITCHYARD_SYMMETRIC_PIECE_BYTES", "3584", 1);
+  EXPECT_EQ(cuda::piece_bytes_from_environment(), 3584u);
+  for (const char* bad : {"0", "1000", "1032x", "40000", "3585", "-16"}) {
+    setenv("SWITCHYARD_SYMMETRIC_PIECE_BYTES", bad, 1);
+    try {
+      cuda::piece_bytes_from_environment();
+      ADD_FAILURE() << "expected InvalidArgument for '" << bad << "'";
+    } catch (const InvalidArgument& error) {
+      const std::string what = error.what();
+      EXPECT_EQ(
+          what.rfind("SWITCHYARD_SYMMETRIC_PIECE_BYTES: expected an integer 1024..32768 and a multiple of 16",
+                     0),
+          0u)
+          << what;
+      EXPECT_NE(what.find(std::string("got '") + bad + "'"), std::string::npos) << what;
+    }
+  }
+  if (saved != nullptr) {
+    setenv("SWITCHYARD_SYMMETRIC_PIECE_BYTES", kept.c_str(), 1);
+  } else {
+    unsetenv("SWITCHYARD_SYMMETRIC_PIECE_BYTES");
+  }
+  // An fp8 DeepSeek row in two pieces: stages sized for half a row and the scales, so about twice as many.
+  const cuda::SymmetricGrid whole = cuda::symmetric_grid(16, 8, 32, 7168, 56 * 4, true);
+  const cuda::SymmetricGrid halves = cuda::symmetric_grid(16, 8, 32, 7168, 56 * 4, true, 0, 3584);
+  EXPECT_EQ(whole.piece_bytes, 7168u);
+  EXPECT_EQ(halves.piece_bytes, 3584u);
+  EXPECT_GE(halves.stage_bytes, 3584u + 56 * 4);
+  EXPECT_GT(halves.stages, whole.stages);
+  // A piece larger than the row is the row.
+  EXPECT_EQ(cuda::symmetric_grid(16, 8, 32, 2048, 0, true, 0, 4096).piece_bytes, 2048u);
+}
+
 TEST(SymmetricCudaGrid, DeepSeekRowsGetManyStagesAndHugeExpertCountsAreRefusedByName) {
   // Pure arithmetic: no GPU needed. DeepSeek-V3 on 8 ranks: 14 KiB bf16 rows, 256 experts.
   const cuda::SymmetricGrid dispatch = cuda::symmetric_grid(16, 8, 32, 7168 * 2, 0, true);

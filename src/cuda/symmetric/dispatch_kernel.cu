@@ -9,8 +9,9 @@
 //   2. the cross-rank barrier (device/cross_rank_barrier.cuh);
 //   3. pull: every block walks its share of the rows routed here, peers interleaved
 //      (cuda/symmetric/tables.cuh), and TMA-loads each from its source's input buffer at the mapped
-//      address, then TMA-stores it into the expert-major output; the helper warps write recv_count,
-//      layout_range and src_info past the received rows. With an expert_capacity C, only each
+//      address, then TMA-stores it into the expert-major output (or, with SymmetricPull::warps, every
+//      warp copies its share of the block's rows with 16-byte loads and stores); the helper warps write
+//      recv_count, layout_range and src_info past the received rows. With an expert_capacity C, only each
 //      expert's first C rows are pulled, and block 0's helpers first look for an expert of any rank
 //      that received more (every rank finds the same one, and records it as a CapacityError);
 //   4. release (cuda/symmetric/release.cuh): every block counts itself out once its loads are
@@ -291,56 +292,66 @@ __device__ bool load_sources(const KernelContext& context, const SymmetricDispat
   return mismatched == 0;
 }
 
+// One row routed here from `source`: its j-th (in expert order) of `rows`. Writes its src_info (and the
+// handle's kept copy) and src_slot, and returns the output row and where the row is (`published`: the
+// token's start in the source's input buffer, or in its x); false for a route out of range (reported).
+struct PullRow {
+  int64_t row;
+  const uint8_t* published;
+};
+
+__device__ __forceinline__ bool look_up_pull_row(const KernelContext& context,
+                                                 const SymmetricDispatchLaunch& launch,
+                                                 const DispatchCall& call, const RowTables& tables,
+                                                 const SourceRows& sources, int source, int32_t j,
+                                                 PullRow& out) {
+  const common::SymHeap& heap = context.heap;
+  const common::SymmetricLayout& layout = launch.layout;
+  const int local = tables.expert_of(source, j);
+  const int32_t position = j - tables.first_row_of(source, local);
+  const common::SymmetricRoute route = *layout.route(heap.base, call.half, local, source, position);
+  if (route.token < 0 || route.token >= launch.max_tokens_per_rank || route.slot < 0 ||
+      route.slot >= launch.topk) {
+    const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1, source};
+    record_wait_failure(context, site, launch.max_tokens_per_rank, route.token, 0, false);
+    return false;
+  }
+  out.row = local * launch.capacity + tables.begin[local * call.num_ranks + source] + position;
+  launch.src_info[out.row] = route.token;
+  if (launch.kept_src_info) launch.kept_src_info[out.row] = route.token;
+  launch.src_slot[out.row] = route.slot;
+  const uint8_t* source_x = sources.x[source];  // null: its rows are published
+  out.published =
+      source_x != nullptr
+          ? source_x + route.token * sources.row_stride[source]
+          : launch.token.row(heap.map(layout.input_token(heap.base, call.half, route.token), source));
+  return true;
+}
+
 // Producer: this block's share of every source's rows, sources interleaved. Lanes look up 32 rows at
 // once (route, output row, src_info, src_slot); lane 0 loads them.
 __device__ void pull_producer(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                               const DispatchCall& call, const RowTables& tables, const SourceRows& sources,
                               PipelineProducer& producer) {
   const int lane = lane_id();
-  const common::SymHeap& heap = context.heap;
-  const common::SymmetricLayout& layout = launch.layout;
-  const int64_t rows_per_expert = launch.capacity;
   // The sources' generic-proxy writes, acquired at the barrier, are read below by TMA (async proxy).
   ptx::fence_proxy_async_global();
   for (int step = 0; step < call.num_ranks; ++step) {
     const int source = walk_peer(step, context.rank, call.num_ranks);
     const int32_t rows = tables.rows_of(source);
-    const uint8_t* source_x = sources.x[source];  // null: its rows are published
-    const int64_t source_stride = sources.row_stride[source];
     for (int64_t base = walk_first_row(source, call.blocks); base < rows;
          base += 32 * static_cast<int64_t>(call.blocks)) {
       const int64_t j = base + static_cast<int64_t>(lane) * call.blocks;
-      bool valid = j < rows;
-      int64_t row = 0;
-      const uint8_t* published = nullptr;  // the row to load
-      if (valid) {
-        const int local = tables.expert_of(source, static_cast<int32_t>(j));
-        const int32_t position = static_cast<int32_t>(j) - tables.first_row_of(source, local);
-        const common::SymmetricRoute route = *layout.route(heap.base, call.half, local, source, position);
-        if (route.token < 0 || route.token >= launch.max_tokens_per_rank || route.slot < 0 ||
-            route.slot >= launch.topk) {
-          const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
-                              source};
-          record_wait_failure(context, site, launch.max_tokens_per_rank, route.token, 0, false);
-          valid = false;
-        } else {
-          row = local * rows_per_expert + tables.begin[local * call.num_ranks + source] + position;
-          launch.src_info[row] = route.token;
-          if (launch.kept_src_info) launch.kept_src_info[row] = route.token;
-          launch.src_slot[row] = route.slot;
-          published =
-              source_x != nullptr
-                  ? source_x + route.token * source_stride
-                  : launch.token.row(heap.map(layout.input_token(heap.base, call.half, route.token), source));
-        }
-      }
+      PullRow found{0, nullptr};
+      const bool valid = j < rows && look_up_pull_row(context, launch, call, tables, sources, source,
+                                                      static_cast<int32_t>(j), found);
       const uint32_t mask = __ballot_sync(0xffffffffu, valid);
       int failed = 0;
       for (int i = 0; i < 32; ++i) {
         if (((mask >> i) & 1u) == 0) continue;
-        const int64_t row_i = __shfl_sync(0xffffffffu, row, i);
+        const int64_t row_i = __shfl_sync(0xffffffffu, found.row, i);
         const uint8_t* published_i = reinterpret_cast<const uint8_t*>(
-            __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(published), i));
+            __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(found.published), i));
         if (lane == 0 && !failed) {
           // `published_i` is the row (the token's start in an input buffer: row_offset() is 0); fp8
           // rows are always published, with their scales next to them.
@@ -356,39 +367,96 @@ __device__ void pull_producer(const KernelContext& context, const SymmetricDispa
   if (lane == 0) producer.finish(context);
 }
 
-// Consumer extras (pull, fp8): the row's scales, from the stage into recv_x_scales (f32, or UE8M0
-// bytes packed four to a word).
+// A row's fp8 scales into recv_x_scales (f32, or UE8M0 bytes packed four to a word), by the warp's lanes;
+// `scales` is 16-byte aligned (a stage's, or a published token's).
+__device__ __forceinline__ void write_row_scales(const SymmetricDispatchLaunch& launch, int64_t row,
+                                                 const float* scales) {
+  const int num_scales = static_cast<int>(launch.token.num_scales);
+  const int lane = lane_id();
+  if (launch.use_ue8m0) {
+    const int words = common::ue8m0_words(num_scales);
+    int32_t* out = static_cast<int32_t*>(launch.recv_x_scales) + row * words;
+    for (int word = lane; word < words; word += 32) {
+      uint32_t packed = 0;
+      for (int byte = 0; byte < common::kUe8m0PerWord; ++byte) {
+        const int index = word * common::kUe8m0PerWord + byte;
+        if (index < num_scales)
+          packed |= static_cast<uint32_t>(common::ue8m0_exponent(scales[index])) << (8 * byte);
+      }
+      out[word] = static_cast<int32_t>(packed);
+    }
+  } else {
+    float* out = static_cast<float*>(launch.recv_x_scales) + row * num_scales;
+    // 16-byte stores where the row of scales allows them (DeepSeek's 56 scales: 14 lanes, one store
+    // each).
+    if (num_scales % 4 == 0 && (reinterpret_cast<uintptr_t>(out) & 15u) == 0) {
+      const float4* from = reinterpret_cast<const float4*>(scales);
+      float4* to = reinterpret_cast<float4*>(out);
+      for (int index = lane; index < num_scales / 4; index += 32) to[index] = from[index];
+    } else {
+      for (int index = lane; index < num_scales; index += 32) out[index] = scales[index];
+    }
+  }
+}
+
+// Copier (SymmetricPull::warps): warp `copier` of `copiers` in this block takes every copiers-th of the
+// block's rows (the rows the producer would walk, in the same order) and copies each whole row with
+// 16-byte loads and stores, kRowVectors per lane in flight, then its scales. No pipeline: every warp is
+// an independent stream of rows, where the TMA pipeline has one per block.
+__device__ void pull_copier(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                            const DispatchCall& call, const RowTables& tables, const SourceRows& sources,
+                            int copier, int copiers) {
+  // NOTES (session 16): 8 vectors of 16 bytes per lane (4 KiB per warp) in flight; the kernel's register
+  // budget (one 512-thread block per SM) bounds it.
+  constexpr int kRowVectors = 8;
+  const int lane = lane_id();
+  const int vectors = static_cast<int>(call.row_bytes / sizeof(int4));  // rows are 16-byte multiples
+  const int64_t stride = static_cast<int64_t>(call.blocks) * copiers;
+  for (int step = 0; step < call.num_ranks; ++step) {
+    const int source = walk_peer(step, context.rank, call.num_ranks);
+    const int32_t rows = tables.rows_of(source);
+    const int64_t first = walk_first_row(source, call.blocks) + static_cast<int64_t>(copier) * call.blocks;
+    for (int64_t base = first; base < rows; base += 32 * stride) {
+      const int64_t j = base + static_cast<int64_t>(lane) * stride;
+      PullRow found{0, nullptr};
+      const bool valid = j < rows && look_up_pull_row(context, launch, call, tables, sources, source,
+                                                      static_cast<int32_t>(j), found);
+      const uint32_t mask = __ballot_sync(0xffffffffu, valid);
+      for (int i = 0; i < 32; ++i) {
+        if (((mask >> i) & 1u) == 0) continue;
+        const int64_t row = __shfl_sync(0xffffffffu, found.row, i);
+        const int4* from = reinterpret_cast<const int4*>(
+            __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(found.published), i));
+        int4* to = reinterpret_cast<int4*>(launch.recv_x + row * call.row_bytes);
+        // Plain loads: the rows were written during this kernel (before the barrier, whose acquire
+        // orders them), so the non-coherent path is not allowed.
+        for (int at = lane; at < vectors; at += 32 * kRowVectors) {
+          int4 values[kRowVectors];
+#pragma unroll
+          for (int u = 0; u < kRowVectors; ++u) {
+            if (at + 32 * u < vectors) values[u] = from[at + 32 * u];
+          }
+#pragma unroll
+          for (int u = 0; u < kRowVectors; ++u) {
+            if (at + 32 * u < vectors) to[at + 32 * u] = values[u];
+          }
+        }
+        if (call.fp8) {
+          write_row_scales(launch, row,
+                           launch.token.scales(const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(from))));
+        }
+      }
+    }
+  }
+}
+
+// Consumer extras (pull, fp8): the row's scales, from the stage into recv_x_scales.
 struct PullScales {
   const SymmetricDispatchLaunch& launch;
   __device__ __forceinline__ void operator()(const StageDescriptor& descriptor, const uint8_t* stage) const {
     if ((descriptor.flags & kStageScales) == 0) return;
-    const float* scales = reinterpret_cast<const float*>(stage + descriptor.bytes);
-    const int num_scales = static_cast<int>(launch.token.num_scales);
-    const int lane = lane_id();
-    if (launch.use_ue8m0) {
-      const int words = common::ue8m0_words(num_scales);
-      int32_t* out = static_cast<int32_t*>(launch.recv_x_scales) + descriptor.row * words;
-      for (int word = lane; word < words; word += 32) {
-        uint32_t packed = 0;
-        for (int byte = 0; byte < common::kUe8m0PerWord; ++byte) {
-          const int index = word * common::kUe8m0PerWord + byte;
-          if (index < num_scales)
-            packed |= static_cast<uint32_t>(common::ue8m0_exponent(scales[index])) << (8 * byte);
-        }
-        out[word] = static_cast<int32_t>(packed);
-      }
-    } else {
-      float* out = static_cast<float*>(launch.recv_x_scales) + descriptor.row * num_scales;
-      // 16-byte stores where the row of scales allows them (DeepSeek's 56 scales: 14 lanes, one store
-      // each); the stage's scales are 16-aligned (they follow a 16-byte multiple of row bytes).
-      if (num_scales % 4 == 0 && (reinterpret_cast<uintptr_t>(out) & 15u) == 0) {
-        const float4* from = reinterpret_cast<const float4*>(scales);
-        float4* to = reinterpret_cast<float4*>(out);
-        for (int index = lane; index < num_scales / 4; index += 32) to[index] = from[index];
-      } else {
-        for (int index = lane; index < num_scales; index += 32) out[index] = scales[index];
-      }
-    }
+    // The stage's scales are 16-aligned (they follow a 16-byte multiple of row bytes).
+    write_row_scales(launch, descriptor.row, reinterpret_cast<const float*>(stage + descriptor.bytes));
   }
 };
 
@@ -474,6 +542,21 @@ __device__ void write_layout(const SymmetricDispatchLaunch& launch, const Dispat
       if (kept) kept[row] = -1;
     }
   }
+}
+
+// The helper warps' part of the pull: the overflow search and the pull combine's begins (block 0), and
+// every block's share of src_info past the received rows.
+__device__ void helpers_after_barrier(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                                      const DispatchCall& call, const PeerBits& participants,
+                                      const RowTables& tables) {
+  if (blockIdx.x == 0 && launch.capacity < call.num_ranks * launch.max_tokens_per_rank) {
+    find_overflow(context, launch, call, participants);
+  }
+  if (blockIdx.x == 0 && launch.begin != nullptr) {
+    write_pull_begins(context, launch, call.half, participants,
+                      static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32, kHelperWarps * 32);
+  }
+  write_layout(launch, call, tables);
 }
 
 __global__ void __launch_bounds__(kSymmetricThreads, 1)
@@ -582,7 +665,16 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     __shared__ SourceRows sources;
     const RowTables tables = RowTables::carve(table, call.num_ranks, launch.local_experts);
     const bool sourced = load_sources(context, launch, sequence, call.half, participants, sources);
-    if (load_pull_tables(context, launch, call, participants, tables) && sourced) {
+    const bool pulls = load_pull_tables(context, launch, call, participants, tables) && sourced;
+    if (pulls && launch.pull_by_warps) {
+      // Every warp copies rows; the helpers first do their tables (light), then join.
+      if (warp >= kFirstHelperWarp) helpers_after_barrier(context, launch, call, participants, tables);
+      pull_copier(context, launch, call, tables, sources, warp, kSymmetricWarps);
+      if (warp == kProducerWarp && lane_id() == 0) {
+        stamp(stamps, stamping, kPhaseIssued);
+        stamp(stamps, stamping, kPhaseDrained);
+      }
+    } else if (pulls) {
       if (warp == kProducerWarp) {
         pull_producer(context, launch, call, tables, sources, producer);
         if (lane_id() == 0) stamp(stamps, stamping, kPhaseIssued);
@@ -591,14 +683,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
         consumer.run_phase(context, PullScales{launch});
         if (lane_id() == 0) stamp(stamps, stamping, kPhaseDrained);
       } else {
-        if (blockIdx.x == 0 && launch.capacity < call.num_ranks * launch.max_tokens_per_rank) {
-          find_overflow(context, launch, call, participants);
-        }
-        if (blockIdx.x == 0 && launch.begin != nullptr) {
-          write_pull_begins(context, launch, call.half, participants,
-                            static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32, kHelperWarps * 32);
-        }
-        write_layout(launch, call, tables);
+        helpers_after_barrier(context, launch, call, participants, tables);
       }
     }
   }

@@ -84,21 +84,54 @@ uint32_t default_store_read_lag(int stages) {
   return static_cast<uint32_t>(std::clamp(lag, 1, static_cast<int>(kMaxStoreReadLag)));
 }
 
-uint32_t store_read_lag_from_environment() {
-  const char* text = std::getenv("SWITCHYARD_SYMMETRIC_STORE_READ_LAG");
+namespace {
+
+// A tuning override from the environment: unset or empty gives 0 (the default); anything but an integer
+// in [low, high] (and, with `multiple`, a multiple of it) is refused naming the variable.
+uint32_t tuning_from_environment(const char* name, long low, long high, long multiple, const char* what) {
+  const char* text = std::getenv(name);
   if (text == nullptr || *text == '\0') return 0;
   char* end = nullptr;
   const long value = std::strtol(text, &end, 10);
-  if (*end != '\0' || value < 1 || value > static_cast<long>(kMaxStoreReadLag)) {
-    throw InvalidArgument("SWITCHYARD_SYMMETRIC_STORE_READ_LAG: expected an integer 1.." +
-                          std::to_string(kMaxStoreReadLag) + " (stores in flight per block), got '" + text +
-                          "'");
+  if (*end != '\0' || value < low || value > high || (multiple > 1 && value % multiple != 0)) {
+    throw InvalidArgument(std::string(name) + ": expected an integer " + std::to_string(low) + ".." +
+                          std::to_string(high) +
+                          (multiple > 1 ? " and a multiple of " + std::to_string(multiple) : std::string()) +
+                          " (" + what + "), got '" + text + "'");
   }
   return static_cast<uint32_t>(value);
 }
 
+}  // namespace
+
+uint32_t store_read_lag_from_environment() {
+  return tuning_from_environment("SWITCHYARD_SYMMETRIC_STORE_READ_LAG", 1, kMaxStoreReadLag, 1,
+                                 "stores in flight per block");
+}
+
+SymmetricPull symmetric_pull_from_environment() {
+  const char* text = std::getenv("SWITCHYARD_SYMMETRIC_PULL");
+  if (text == nullptr || *text == '\0') return SymmetricPull::automatic;
+  const std::string value = text;
+  if (value == "tma") return SymmetricPull::tma;
+  if (value == "warps") return SymmetricPull::warps;
+  throw InvalidArgument(
+      "SWITCHYARD_SYMMETRIC_PULL: expected tma or warps (how the dispatch's pull moves rows), got '" + value +
+      "'");
+}
+
+bool symmetric_pull_by_warps(SymmetricPull pull, bool fp8) {
+  return pull == SymmetricPull::warps || (pull == SymmetricPull::automatic && fp8);
+}
+
+uint32_t piece_bytes_from_environment() {
+  return tuning_from_environment("SWITCHYARD_SYMMETRIC_PIECE_BYTES", kMinPieceBytes, kMaxPieceBytes, 16,
+                                 "row bytes per TMA stage");
+}
+
 SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint32_t row_bytes,
-                             uint32_t scale_bytes, bool routing, uint32_t store_read_lag) {
+                             uint32_t scale_bytes, bool routing, uint32_t store_read_lag,
+                             uint32_t piece_bytes) {
   const int num_experts = num_ranks * local_experts;
   const size_t budget_ints = kSymmetricTableBudget / sizeof(int32_t);
   const size_t table_ints = symmetric_table_ints(num_ranks, local_experts);
@@ -120,7 +153,7 @@ SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint3
                       std::to_string(num_experts));
   }
   grid.table_bytes = static_cast<uint32_t>(align128(ints * sizeof(int32_t)));
-  grid.piece_bytes = std::min(row_bytes, kMaxPieceBytes);
+  grid.piece_bytes = std::min(row_bytes, piece_bytes > 0 ? piece_bytes : kMaxPieceBytes);
   grid.stage_bytes = static_cast<uint32_t>(align128(static_cast<size_t>(grid.piece_bytes) + scale_bytes));
   const uint32_t room = kSymmetricSharedBytes - grid.table_bytes;
   grid.stages = static_cast<int>(std::min<uint32_t>(kMaxPipelineStages, room / grid.stage_bytes));
@@ -181,6 +214,8 @@ void SymmetricEngine::prepare(int device, int sm_count) {
   SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&state_), sizeof(SymmetricDeviceState)));
   SY_CUDA_CHECK(cudaMemset(state_, 0, sizeof(SymmetricDeviceState)));
   store_read_lag_ = store_read_lag_from_environment();
+  piece_bytes_ = piece_bytes_from_environment();
+  pull_ = symmetric_pull_from_environment();
   const char* stamps = std::getenv("SWITCHYARD_SYMMETRIC_STAMPS");
   if (stamps != nullptr && std::string(stamps) == "1") {
     SY_CUDA_CHECK(
@@ -232,7 +267,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
       static_cast<uint32_t>(common::align_up(token.num_scales * sizeof(float), common::kSymmetricAlignment));
   const SymmetricGrid grid =
       symmetric_grid(blocks_per_rank(launch.ranks_on_device), num_ranks, plan.local_experts, token.row_bytes,
-                     scale_bytes, true, store_read_lag_);
+                     scale_bytes, true, store_read_lag_, piece_bytes_);
   expect_aligned(args.x.data, "x", "rows are read with TMA and 16-byte loads");
   if (args.out_recv_x.defined())
     expect_aligned(args.out_recv_x.data, "out_recv_x", "rows are stored with TMA");
@@ -300,6 +335,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   kernel.x_scales = plan.x_fp8 ? args.x_scales.as<const float>() : nullptr;  // pre-cast rows: copied
   kernel.x_row_stride = static_cast<int64_t>(plan.hidden) * 2;  // x is contiguous (core checks it)
   kernel.zero_copy = zero_copy;
+  kernel.pull_by_warps = symmetric_pull_by_warps(pull_, plan.use_fp8);
   if (zero_copy)
     kernel.x_rows = common::symmetric_rows_in_place(x_in_heap ? plan.x_heap_offset : -1, args.x.data);
   kernel.signature = plan.signature;
@@ -351,8 +387,9 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
         "positions (config.symmetric_combine changed between dispatch and combine?)");
   }
   if (pull) detail::check_pull_reaches_y(plan, pointers_shared_);
-  const SymmetricGrid grid = symmetric_grid(blocks_per_rank(launch.ranks_on_device), num_ranks,
-                                            handle.local_experts, row_bytes, 0, false, store_read_lag_);
+  const SymmetricGrid grid =
+      symmetric_grid(blocks_per_rank(launch.ranks_on_device), num_ranks, handle.local_experts, row_bytes, 0,
+                     false, store_read_lag_, piece_bytes_);
   expect_aligned(plan.y, "x", "expert rows are read with TMA and 16-byte loads");
   if (args.out_combined_x.defined()) {
     expect_aligned(args.out_combined_x.data, "out_combined_x", "rows are written with 16-byte stores");

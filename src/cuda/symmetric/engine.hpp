@@ -12,6 +12,16 @@
 
 namespace switchyard::cuda {
 
+// How the dispatch's pull moves rows: through the block's TMA pipeline (one producer, one consumer), or
+// by every warp of the block copying whole rows with 16-byte loads and stores. NOTES (session 16, one
+// H200): the TMA pipeline is bound per operation for short rows (an fp8 row in two operations took 2.1x
+// as long), and the warps pull fp8 rows 13-15 % faster (1 and 8 ranks); bf16 rows, bound by HBM either
+// way, are 2 % slower by warps. So automatic: warps for fp8 rows, TMA for bf16.
+enum class SymmetricPull { automatic, tma, warps };
+
+// Whether a call pulls its rows by warps.
+bool symmetric_pull_by_warps(SymmetricPull pull, bool fp8);
+
 class SymmetricEngine {
  public:
   SymmetricEngine() = default;
@@ -58,6 +68,8 @@ class SymmetricEngine {
   int sm_count_ = 0;
   int blocks_per_sm_ = 0;
   uint32_t store_read_lag_ = 0;  // 0: default_store_read_lag (store_read_lag_from_environment)
+  uint32_t piece_bytes_ = 0;     // 0: whole rows up to kMaxPieceBytes (piece_bytes_from_environment)
+  SymmetricPull pull_ = SymmetricPull::automatic;  // symmetric_pull_from_environment
   SymmetricDeviceState* state_ = nullptr;
   // Phase stamps of sampled dispatches (SWITCHYARD_SYMMETRIC_STAMPS=1), printed by the destructor.
   DispatchStampRecord* stamps_ = nullptr;
@@ -74,9 +86,11 @@ class SymmetricEngine {
 // The layout of a call's blocks: per-call tables and TMA stages in kSymmetricSharedBytes. `routing`:
 // the dispatch's routing warps need (routing_warps + 1) * E counters. Throws Unsupported naming
 // num_experts or hidden when they do not fit. `store_read_lag`: 0 for the default (default_store_read_lag),
-// else 1..kMaxStoreReadLag (capped below the stages).
+// else 1..kMaxStoreReadLag (capped below the stages). `piece_bytes`: 0 for whole rows up to
+// kMaxPieceBytes, else the row bytes per stage (a multiple of 16, kMinPieceBytes..kMaxPieceBytes).
 SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint32_t row_bytes,
-                             uint32_t scale_bytes, bool routing, uint32_t store_read_lag = 0);
+                             uint32_t scale_bytes, bool routing, uint32_t store_read_lag = 0,
+                             uint32_t piece_bytes = 0);
 
 // The consumer's store-read lag for `stages` stages when nobody set one.
 uint32_t default_store_read_lag(int stages);
@@ -84,5 +98,14 @@ uint32_t default_store_read_lag(int stages);
 // SWITCHYARD_SYMMETRIC_STORE_READ_LAG (a tuning override; unset or empty: 0, the default). Throws
 // InvalidArgument naming the variable for anything but an integer 1..kMaxStoreReadLag.
 uint32_t store_read_lag_from_environment();
+
+// SWITCHYARD_SYMMETRIC_PIECE_BYTES (a tuning override, NOTES session 16: rows in several TMA operations
+// tell a per-operation cost from a per-row one; unset or empty: 0, whole rows). Throws InvalidArgument
+// naming the variable for anything but a multiple of 16 in kMinPieceBytes..kMaxPieceBytes.
+uint32_t piece_bytes_from_environment();
+
+// SWITCHYARD_SYMMETRIC_PULL=tma|warps (a tuning override; unset or empty: automatic). Throws
+// InvalidArgument naming the variable otherwise.
+SymmetricPull symmetric_pull_from_environment();
 
 }  // namespace switchyard::cuda

@@ -36,6 +36,9 @@ constexpr uint32_t kSymmetricTableBudget = kSymmetricSharedBytes / 2;
 // NOTES: a stage holds a whole DeepSeek row (7168 bf16 = 14 KiB) and up to 32 KiB (GPU.md: 32 KiB
 // TMA tiles reach 3.9 TB/s); longer rows travel in pieces.
 constexpr uint32_t kMaxPieceBytes = 32 * 1024;
+// The smallest piece a tuning override may ask for (piece_bytes_from_environment): below it a row would
+// need more stages than a block has.
+constexpr uint32_t kMinPieceBytes = 1024;
 // NOTES: 32 stages cover small rows (hidden 128 bf16 is 256 bytes) with enough bytes in flight;
 // large rows are bounded by shared memory instead.
 constexpr int kMaxPipelineStages = 32;
@@ -136,6 +139,9 @@ struct SymmetricDispatchLaunch {
   int32_t* routing_exchange;
   // [kSymmetricStampSamples][kSymmetricStampBlocks], or null: stamps off (SWITCHYARD_SYMMETRIC_STAMPS).
   DispatchStampRecord* stamps;
+  // How the pull moves rows (SymmetricPull, SWITCHYARD_SYMMETRIC_PULL): the TMA pipeline, or every warp
+  // copying whole rows with 16-byte loads and stores.
+  bool pull_by_warps;
 };
 void launch_symmetric_dispatch(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                cudaStream_t stream);
