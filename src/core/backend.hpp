@@ -157,7 +157,8 @@ class BackendImpl {
   // with the layer (throws Unsupported, naming why, where the backend cannot run it, so that a MoeLayer
   // is refused when it is made, not at its first call), run per call on the call's resolved stream.
   virtual std::unique_ptr<MoeExperts> make_moe_experts(const MoeExpertsPlan& plan) = 0;
-  virtual void run_moe_experts(MoeExperts& experts, Stream stream, void* const* marks) = 0;
+  // `call.stream` is the caller's Stream, which the backend resolves.
+  virtual void run_moe_experts(MoeExperts& experts, const MoeExpertsCall& call) = 0;
 
   // Waits for this rank's work on `stream` and raises any error a kernel recorded.
   virtual void synchronize(Stream stream) = 0;

@@ -366,10 +366,10 @@ class Buffer::Impl {
   }
   const common::SymmetricLayout& symmetric_layout() const { return symmetric_layout_; }
   detail::BackendImpl& backend() const { return *backend_; }
-  void run_moe_experts(detail::MoeExperts& experts, Stream stream, void* const* marks) {
+  void run_moe_experts(detail::MoeExperts& experts, const detail::MoeExpertsCall& call) {
     check_usable("MoeLayer::forward");
     guarded([&] {
-      backend_->run_moe_experts(experts, stream, marks);
+      backend_->run_moe_experts(experts, call);
       return 0;
     });
   }
@@ -590,8 +590,8 @@ Tensor BufferAccess::allocate(Buffer& buffer, DType dtype, std::initializer_list
 std::unique_ptr<MoeExperts> BufferAccess::make_moe_experts(Buffer& buffer, const MoeExpertsPlan& plan) {
   return buffer.impl_->backend().make_moe_experts(plan);
 }
-void BufferAccess::run_moe_experts(Buffer& buffer, MoeExperts& experts, Stream stream, void* const* marks) {
-  buffer.impl_->run_moe_experts(experts, stream, marks);
+void BufferAccess::run_moe_experts(Buffer& buffer, MoeExperts& experts, const MoeExpertsCall& call) {
+  buffer.impl_->run_moe_experts(experts, call);
 }
 
 }  // namespace detail

@@ -22,7 +22,7 @@ struct BufferAccess {
   static Tensor allocate(Buffer& buffer, DType dtype, std::initializer_list<int64_t> dims);
   // The MoE layer's expert phase on the buffer's backend (BackendImpl::make_moe_experts).
   static std::unique_ptr<MoeExperts> make_moe_experts(Buffer& buffer, const MoeExpertsPlan& plan);
-  static void run_moe_experts(Buffer& buffer, MoeExperts& experts, Stream stream, void* const* marks);
+  static void run_moe_experts(Buffer& buffer, MoeExperts& experts, const MoeExpertsCall& call);
 };
 
 }  // namespace switchyard::detail

@@ -93,7 +93,12 @@ class MoeLayer::Impl {
     dispatch.stream = args.stream;
     LowLatencyDispatchResult received = buffer_.symmetric_dispatch(dispatch);
 
-    detail::BufferAccess::run_moe_experts(buffer_, *experts_, args.stream, phase_marks_);
+    detail::MoeExpertsCall call;
+    call.stream = args.stream;
+    call.marks = phase_marks_;
+    call.expected_rows_per_expert = detail::moe_expected_rows_per_expert(
+        args.x.size(0), args.topk_idx.size(1), plan_.num_ranks, plan_.num_experts);
+    detail::BufferAccess::run_moe_experts(buffer_, *experts_, call);
 
     LowLatencyCombineArgs combine;
     combine.x = space_.out;

@@ -161,4 +161,10 @@ void check_moe_call(const MoeArgs& args, const MoeLayerPlan& layer, Device devic
   }
 }
 
+int64_t moe_expected_rows_per_expert(int64_t num_tokens, int64_t topk, int num_ranks, int num_experts) {
+  if (num_experts <= 0) return 0;
+  const int64_t rows = num_tokens * topk * num_ranks;
+  return (rows + num_experts - 1) / num_experts;
+}
+
 }  // namespace switchyard::detail

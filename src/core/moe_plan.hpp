@@ -63,14 +63,27 @@ struct MoeExpertsPlan {
   common::SymmetricLayout symmetric;    // the Buffer's symmetric region (the CUDA path's barrier)
 };
 
+// One call of a layer's expert phase: the call's stream, resolved by the backend (a cudaStream_t on
+// CUDA; ignored on the CPU); optionally `marks`, four cudaEvent_t recorded on it before GEMM 1, after
+// GEMM 1, after SwiGLU and after GEMM 2 (the bench's phase times; CPU: unused); and the rows each expert
+// can expect (expected_rows_per_expert), from which CUDA picks its GEMMs' tile (the actual counts stay
+// on the device).
+struct MoeExpertsCall {
+  void* stream = nullptr;
+  void* const* marks = nullptr;
+  int64_t expected_rows_per_expert = 0;
+};
+
+// The rows an expert can expect from a call of `num_tokens` tokens with `topk` slots on each of
+// `num_ranks` ranks, routed evenly over `num_experts` (rounded up).
+int64_t moe_expected_rows_per_expert(int64_t num_tokens, int64_t topk, int num_ranks, int num_experts);
+
 // A backend's expert phase for one layer, made once with the layer (its pointers are the layer's for
-// its life) and run once per call. run() takes the call's stream, resolved by the backend (a
-// cudaStream_t on CUDA; ignored on the CPU), and optionally `marks`: four cudaEvent_t recorded on it
-// before GEMM 1, after GEMM 1, after SwiGLU and after GEMM 2 (the bench's phase times; CPU: unused).
+// its life) and run once per call.
 class MoeExperts {
  public:
   virtual ~MoeExperts() = default;
-  virtual void run(void* stream, void* const* marks) = 0;
+  virtual void run(const MoeExpertsCall& call) = 0;
 };
 
 // Internal access to a layer for the bench (tools/moe_bench): its phase marks (MoeExperts::run), kept

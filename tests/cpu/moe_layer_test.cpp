@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "core/moe_plan.hpp"
 #include "support/expert_major_cases.hpp"
 #include "support/expert_major_gtest.hpp"
 #include "support/refusal.hpp"
@@ -209,6 +210,15 @@ INSTANTIATE_TEST_SUITE_P(EdgeCases, MoeLayerMatchesReference, ::testing::ValuesI
 // A Buffer with the symmetric engine's heap-resident tensors: the layer's GEMM 2 writes its outputs
 // there, so the pull combine runs with ranks in separate processes (HeapSharing::processes: no plain
 // pointer reaches a peer), and x may be the heap input (read in place). Bitwise the reference, twice.
+TEST(MoeLayerExpectedRows, EvenRoutingRoundedUpPicksTheGemmTileOfTheCall) {
+  // DeepSeek-V3 decode and prefill on 8 ranks: what the CUDA path picks its GEMMs' tile from.
+  EXPECT_EQ(detail::moe_expected_rows_per_expert(128, 8, 8, 256), 32);
+  EXPECT_EQ(detail::moe_expected_rows_per_expert(4096, 8, 8, 256), 1024);
+  EXPECT_EQ(detail::moe_expected_rows_per_expert(3, 1, 1, 2), 2);  // rounded up
+  EXPECT_EQ(detail::moe_expected_rows_per_expert(0, 8, 8, 256), 0);
+  EXPECT_EQ(detail::moe_expected_rows_per_expert(128, 8, 8, 0), 0);
+}
+
 TEST(MoeLayerHeapTensors, PullCombineAcrossProcessesFromTheHeapMatchesTheReference) {
   for (DType dtype : {DType::bf16, DType::fp8_e4m3}) {
     const MoeCase m =

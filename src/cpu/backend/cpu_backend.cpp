@@ -95,8 +95,8 @@ class CpuBackend final : public detail::BackendImpl {
   std::unique_ptr<detail::MoeExperts> make_moe_experts(const detail::MoeExpertsPlan& plan) override {
     return std::make_unique<CpuMoeExperts>(plan);
   }
-  void run_moe_experts(detail::MoeExperts& experts, Stream, void* const*) override {
-    experts.run(nullptr, nullptr);
+  void run_moe_experts(detail::MoeExperts& experts, const detail::MoeExpertsCall& call) override {
+    experts.run(call);
   }
   // CPU calls complete before they return.
   void synchronize(Stream) override {}

@@ -46,7 +46,7 @@ void run_expert(const detail::MoeExpertsPlan& plan, int local, int64_t rows, std
 
 }  // namespace
 
-void CpuMoeExperts::run(void*, void* const*) {
+void CpuMoeExperts::run(const detail::MoeExpertsCall&) {
   const detail::MoeExpertsPlan& plan = plan_;
   std::vector<float> out_f32;  // reused across experts
   for (int local = 0; local < plan.workspace.local_experts; ++local) {

@@ -9,7 +9,8 @@ namespace switchyard::cpu {
 class CpuMoeExperts final : public detail::MoeExperts {
  public:
   explicit CpuMoeExperts(const detail::MoeExpertsPlan& plan) : plan_(plan) {}
-  void run(void* stream, void* const* marks) override;  // on the calling rank's thread; both ignored
+  // On the calling rank's thread; the call's stream, marks and expected rows are not used.
+  void run(const detail::MoeExpertsCall& call) override;
 
  private:
   detail::MoeExpertsPlan plan_;

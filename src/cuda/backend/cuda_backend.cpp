@@ -202,9 +202,11 @@ class CudaBackend final : public detail::BackendImpl {
       symmetric_.barrier(layout, expert_major_call_context(), stream);
     });
   }
-  void run_moe_experts(detail::MoeExperts& experts, Stream stream, void* const* marks) override {
+  void run_moe_experts(detail::MoeExperts& experts, const detail::MoeExpertsCall& call) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));
-    experts.run(resolve(stream), marks);
+    detail::MoeExpertsCall resolved = call;
+    resolved.stream = resolve(static_cast<Stream>(call.stream));
+    experts.run(resolved);
   }
 
   void update_mask(int rank, bool masked, Stream stream) override {

@@ -1,15 +1,22 @@
+#include <cstdlib>
 #include <mutex>
 #include <set>
+#include <string>
 #include <utility>
 
+#include "common/moe_fused_schedule.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/moe/experts.hpp"
 #include "cuda/moe/swiglu_kernel.cuh"
 #include "device/cuda_check.hpp"
+#include "switchyard/errors.hpp"
 
 namespace switchyard::cuda {
 
 namespace {
+
+// Rows per expert that pick m128 (any count past BLOCK_M 64).
+constexpr int64_t kMoeManyRows = 1 << 20;
 
 // {M_g, N, K} of both GEMMs for every local expert g: M_g = min(recv_count[g], C). The dispatch refuses
 // a call whose rows overflow C (CapacityError) before this runs; the bound keeps a count past C from
@@ -41,7 +48,29 @@ void prepare_moe_kernels(int device) {
   prepare_grouped_gemms();
 }
 
-MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaStream_t stream) {
+bool moe_gemm_tiles_from_environment(MoeGemmTiles& tiles) {
+  const char* text = std::getenv("SWITCHYARD_MOE_GEMM_TILES");
+  if (text == nullptr || *text == '\0') return false;
+  const std::string value = text;
+  const size_t comma = value.find(',');
+  if (comma == std::string::npos) {
+    throw InvalidArgument("SWITCHYARD_MOE_GEMM_TILES: expected '<gemm 1 tile>,<gemm 2 tile>', got '" + value +
+                          "'");
+  }
+  tiles.gemm1 = grouped_gemm_tile_from_name(value.substr(0, comma), "SWITCHYARD_MOE_GEMM_TILES (gemm 1)");
+  tiles.gemm2 = grouped_gemm_tile_from_name(value.substr(comma + 1), "SWITCHYARD_MOE_GEMM_TILES (gemm 2)");
+  return true;
+}
+
+MoeGemmTiles moe_gemm_tiles_for(int64_t expected_rows_per_expert) {
+  if (common::moe_fused_block_m(expected_rows_per_expert) == common::kMoeFusedSmallBlockM) {
+    return MoeGemmTiles{GroupedGemmTile::m64_pingpong, GroupedGemmTile::m64_pingpong};
+  }
+  return MoeGemmTiles{GroupedGemmTile::m128, GroupedGemmTile::m128};
+}
+
+MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaStream_t stream,
+                                       MoeGemmTiles tiles) {
   const common::MoeWeightLayout& w = plan.weights;
   const common::MoeWorkspaceLayout& space = plan.workspace;
   const int hidden = space.hidden, intermediate = space.intermediate;
@@ -78,34 +107,47 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
     gemm2.b_scales_group_stride = w.w2_scales_row(1, 0) - w.w2_scales_row(0, 0);
   }
   MoeGroupedGemms gemms;
-  gemms.gemm1 =
-      make_grouped_gemm(plan.fp8 ? GroupedGemmKind::fp8_to_f32 : GroupedGemmKind::bf16_to_f32, gemm1, stream);
+  // The bf16 kernels come in one tile.
+  if (!plan.fp8) tiles = MoeGemmTiles{};
+  gemms.gemm1 = make_grouped_gemm(plan.fp8 ? GroupedGemmKind::fp8_to_f32 : GroupedGemmKind::bf16_to_f32,
+                                  gemm1, stream, tiles.gemm1);
   gemms.gemm2 = make_grouped_gemm(plan.fp8 ? GroupedGemmKind::fp8_to_bf16 : GroupedGemmKind::bf16_to_bf16,
-                                  gemm2, stream);
+                                  gemm2, stream, tiles.gemm2);
   return gemms;
 }
 
 CudaMoeExperts::CudaMoeExperts(const detail::MoeExpertsPlan& plan, cudaStream_t stream,
                                std::function<void(cudaStream_t)> barrier)
     : plan_(plan), barrier_(std::move(barrier)) {
-  MoeGroupedGemms gemms = make_moe_grouped_gemms(plan, stream);
-  gemm1_ = std::move(gemms.gemm1);
-  gemm2_ = std::move(gemms.gemm2);
+  MoeGemmTiles tiles;
+  if (moe_gemm_tiles_from_environment(tiles) || !plan.fp8) {
+    many_rows_ = make_moe_grouped_gemms(plan, stream, tiles);
+  } else {
+    few_rows_ = make_moe_grouped_gemms(plan, stream, moe_gemm_tiles_for(0));
+    many_rows_ = make_moe_grouped_gemms(plan, stream, moe_gemm_tiles_for(kMoeManyRows));
+  }
 }
 
-void CudaMoeExperts::run(void* stream_pointer, void* const* marks) {
-  const cudaStream_t stream = static_cast<cudaStream_t>(stream_pointer);
+void CudaMoeExperts::run(const detail::MoeExpertsCall& call) {
+  const cudaStream_t stream = static_cast<cudaStream_t>(call.stream);
   const auto mark = [&](int index) {
-    if (marks) SY_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(marks[index]), stream));
+    if (call.marks) SY_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(call.marks[index]), stream));
   };
+  // Every tile gives the same bits (tests/cuda/moe_grouped_gemm_tile_test.cpp): the pick changes speed only.
+  const MoeGroupedGemms& gemms =
+      few_rows_.gemm1 && moe_gemm_tiles_for(call.expected_rows_per_expert).gemm1 != GroupedGemmTile::m128
+          ? few_rows_
+          : many_rows_;
+  GroupedGemm* const gemm1 = gemms.gemm1.get();
+  GroupedGemm* const gemm2 = gemms.gemm2.get();
   const common::MoeWorkspaceLayout& space = plan_.workspace;
   const int groups = space.local_experts;
   write_problem_shapes<<<1, 256, 0, stream>>>(plan_.recv_count, groups, space.capacity,
-                                              gemm1_->problem_shapes(), 2 * space.intermediate, space.hidden,
-                                              gemm2_->problem_shapes(), space.hidden, space.intermediate);
+                                              gemm1->problem_shapes(), 2 * space.intermediate, space.hidden,
+                                              gemm2->problem_shapes(), space.hidden, space.intermediate);
   SY_CUDA_CHECK_LAUNCH();
   mark(0);
-  gemm1_->run(stream);
+  gemm1->run(stream);
   mark(1);
 
   moe_kernels::SwigluArgs swiglu{space,
@@ -124,7 +166,7 @@ void CudaMoeExperts::run(void* stream_pointer, void* const* marks) {
   }
   SY_CUDA_CHECK_LAUNCH();
   mark(2);
-  gemm2_->run(stream);
+  gemm2->run(stream);
   mark(3);
   // NOTES: every call, not only where ranks share a GPU: a rank does not know whether its peers do, and
   // all ranks must number their barriers alike. Its cost (one barrier's latency) counts in the combine.

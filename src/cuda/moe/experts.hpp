@@ -33,20 +33,41 @@ struct MoeGroupedGemms {
   std::unique_ptr<GroupedGemm> gemm1;
   std::unique_ptr<GroupedGemm> gemm2;
 };
-MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaStream_t stream);
+
+// The CUTLASS tiles of the two GEMMs (fp8 only; the bf16 recipe's kernels come in m128 alone).
+struct MoeGemmTiles {
+  GroupedGemmTile gemm1 = GroupedGemmTile::m128;
+  GroupedGemmTile gemm2 = GroupedGemmTile::m128;
+};
+
+// SWITCHYARD_MOE_GEMM_TILES="<gemm 1 tile>,<gemm 2 tile>" (a tuning override, e.g. "m64_pingpong,m128",
+// for every call; InvalidArgument naming the variable otherwise); false where unset or empty.
+bool moe_gemm_tiles_from_environment(MoeGemmTiles& tiles);
+
+// The fp8 layer's tiles for a call whose experts expect `expected_rows_per_expert` rows: BLOCK_M as the
+// fused kernel picks it (common/moe_fused_schedule.hpp), 64 (m64_pingpong) for few rows, else m128.
+// NOTES (session 16, one H200, DeepSeek-V3 shape, 8 ranks): at 32 rows per expert (128 tokens per rank)
+// m64_pingpong's GEMMs take 3542 us against m128's 4622 (the layer 3108 us against 3876); at ~1000
+// (4096 tokens) 41266 against 28911.
+MoeGemmTiles moe_gemm_tiles_for(int64_t expected_rows_per_expert);
+
+MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaStream_t stream,
+                                       MoeGemmTiles tiles = {});
 
 class CudaMoeExperts final : public detail::MoeExperts {
  public:
   // Builds both grouped GEMMs' per-expert arrays on `stream` (the buffer's), once for the layer.
+  // fp8: both tiles' GEMMs (moe_gemm_tiles_for), each call running the one its expected rows pick;
+  // bf16, or a tiles override from the environment: one pair for every call.
   CudaMoeExperts(const detail::MoeExpertsPlan& plan, cudaStream_t stream,
                  std::function<void(cudaStream_t)> barrier);
-  void run(void* stream, void* const* marks) override;
+  void run(const detail::MoeExpertsCall& call) override;
 
  private:
   detail::MoeExpertsPlan plan_;
   std::function<void(cudaStream_t)> barrier_;
-  std::unique_ptr<GroupedGemm> gemm1_;
-  std::unique_ptr<GroupedGemm> gemm2_;
+  MoeGroupedGemms few_rows_;   // the small-BLOCK_M tiles (fp8 only, without an override)
+  MoeGroupedGemms many_rows_;  // m128, or the override's tiles, or bf16's
 };
 
 }  // namespace switchyard::cuda

@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 namespace switchyard::cuda {
 
@@ -22,6 +23,23 @@ enum class GroupedGemmKind {
 };
 const char* grouped_gemm_kind_name(GroupedGemmKind kind);
 bool grouped_gemm_is_fp8(GroupedGemmKind kind);
+
+// The CUTLASS kernel's tile (fp8 kinds; the bf16 kinds have m128 only). Every tile gives the same bits
+// (the K blocks are summed in one order whatever the tile); they differ in speed by shape (NOTES,
+// session 16: the sweep in switchyard-moe-bench --gemm-tiles).
+enum class GroupedGemmTile {
+  m128,            // cooperative: two consumer warpgroups on one 128 x 128 tile (K 128 a stage)
+  m128_cluster2m,  // m128 in clusters of 2 along M: the weights' tile multicast to both
+  m128_cluster2n,  // m128 in clusters of 2 along N: the rows' tile multicast to both
+  m64_pingpong,    // pingpong: each consumer warpgroup its own 64 x 128 tile, epilogues overlapped
+};
+constexpr GroupedGemmTile kGroupedGemmTiles[] = {GroupedGemmTile::m128, GroupedGemmTile::m128_cluster2m,
+                                                 GroupedGemmTile::m128_cluster2n,
+                                                 GroupedGemmTile::m64_pingpong};
+const char* grouped_gemm_tile_name(GroupedGemmTile tile);
+// The tile named `name` (grouped_gemm_tile_name's spelling); throws InvalidArgument naming `what`, the
+// names, and what was given.
+GroupedGemmTile grouped_gemm_tile_from_name(const std::string& name, const char* what);
 
 // Row-major, dense operands of `groups` experts; group g's tensors start at base + g * group_stride
 // (elements of the operand's own type). Scales (fp8 kinds only): A's [rows, K / 128] per group, B's
@@ -52,13 +70,14 @@ class GroupedGemm {
   virtual void run(cudaStream_t stream) = 0;
 };
 
-// Allocates the per-group pointer and stride arrays and the kernel's workspace on the current device
-// and initialises the kernel's parameters once. Throws Unsupported where the build has no CUTLASS or the
-// kernel cannot implement the operands (alignment), naming why.
-// Loads every kind's kernel and sets its shared-memory attribute (nothing without CUTLASS).
+// Loads every (kind, tile)'s kernel and sets its shared-memory attribute (nothing without CUTLASS).
 void prepare_grouped_gemms();
 
+// Allocates the per-group pointer and stride arrays and the kernel's workspace on the current device
+// and initialises the kernel's parameters once. Throws Unsupported where the build has no CUTLASS, the
+// kind has no such tile, or the kernel cannot implement the operands (alignment), naming why.
 std::unique_ptr<GroupedGemm> make_grouped_gemm(GroupedGemmKind kind, const GroupedGemmOperands& operands,
-                                               cudaStream_t stream);
+                                               cudaStream_t stream,
+                                               GroupedGemmTile tile = GroupedGemmTile::m128);
 
 }  // namespace switchyard::cuda

@@ -1,16 +1,9 @@
-// The grouped GEMM kind fp8_to_bf16 (grouped_gemm.hpp), instantiated on its own: one CUTLASS kernel per file.
+// The grouped GEMM kind fp8_to_bf16 in the m128 tile (grouped_gemm.hpp), instantiated on its own: one
+// CUTLASS kernel per file.
 #include "cuda/moe/grouped_gemm_kernel.cuh"
-#include "cuda/moe/grouped_gemm_kinds.hpp"
 
 namespace switchyard::cuda::grouped_gemm_detail {
 
-std::unique_ptr<GroupedGemm> make_fp8_to_bf16(const GroupedGemmOperands& operands, cudaStream_t stream) {
-  return std::make_unique<Runner<Fp8BlockwiseKernel<cutlass::bfloat16_t>>>(GroupedGemmKind::fp8_to_bf16,
-                                                                           operands, stream);
-}
-
-void prepare_fp8_to_bf16() {
-  Runner<Fp8BlockwiseKernel<cutlass::bfloat16_t>>::prepare();
-}
+SWITCHYARD_GROUPED_GEMM_INSTANCE(fp8_to_bf16, m128)
 
 }  // namespace switchyard::cuda::grouped_gemm_detail

@@ -21,6 +21,7 @@
 
 #include "core/device_memory.hpp"
 #include "cuda/moe/grouped_gemm.hpp"
+#include "cuda/moe/grouped_gemm_kinds.hpp"
 #include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
 
@@ -57,27 +58,58 @@ struct Bf16Kernel {
   static constexpr bool kFp8 = false;
 };
 
+// The fp8 kernels' tiles (GroupedGemmTile, grouped_gemm.hpp): tile and cluster shapes and the schedules.
+template <GroupedGemmTile kTile>
+struct Fp8Tile;
+template <>
+struct Fp8Tile<GroupedGemmTile::m128> {  // two consumer warpgroups share a 128-row tile
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_128>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise;
+  using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
+};
+template <>
+struct Fp8Tile<GroupedGemmTile::m128_cluster2m> : Fp8Tile<GroupedGemmTile::m128> {
+  // Two CTAs on neighbouring M blocks of one expert: B's tile (the weights) is loaded once for both.
+  using ClusterShape = cute::Shape<cute::_2, cute::_1, cute::_1>;
+};
+template <>
+struct Fp8Tile<GroupedGemmTile::m128_cluster2n> : Fp8Tile<GroupedGemmTile::m128> {
+  // Two CTAs on neighbouring N blocks: A's tile (the rows) is loaded once for both.
+  using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
+};
+template <>
+struct Fp8Tile<GroupedGemmTile::m64_pingpong> {
+  // Each consumer warpgroup its own 64-row tile, one's epilogue under the other's mainloop.
+  using TileShape = cute::Shape<cute::_64, cute::_128, cute::_128>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise;
+  using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
+};
+
 // e4m3 x e4m3 with DeepSeek-V3's block scales: A one f32 scale per row and 128 K (granularity 1 x 128),
 // B one per 128 x 128 block, both K-major (how the dispatch and the checkpoint store them). The
 // mainloop promotes each 128-K block's WGMMA partial sum into the fp32 accumulator with the product of
-// the two scales (DeepGEMM's SM90 recipe, docs/MOE.md rounding point 2).
-template <class ElementD>
+// the two scales (DeepGEMM's SM90 recipe, docs/MOE.md rounding point 2). Every tile computes the same
+// per-element sums in the same order (K blocks in order, one promotion each), so the tile changes the
+// speed, never the bits (tests/cuda/moe_grouped_gemm_tile_test.cpp).
+template <class ElementD, GroupedGemmTile kTile>
 struct Fp8BlockwiseKernel {
-  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_128>;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using TileShape = typename Fp8Tile<kTile>::TileShape;
+  using ClusterShape = typename Fp8Tile<kTile>::ClusterShape;
   using ScaleConfig =
       cutlass::detail::Sm90BlockwiseScaleConfig<1, 128, 128, cute::GMMA::Major::K, cute::GMMA::Major::K>;
   using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
   using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
   using CollectiveEpilogue =
-      Epilogue<TileShape, ClusterShape, cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative, ElementD>;
+      Epilogue<TileShape, ClusterShape, typename Fp8Tile<kTile>::EpilogueSchedule, ElementD>;
   using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
       cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::float_e4m3_t,
       cute::tuple<RowMajor*, LayoutSFA*>, 16, cutlass::float_e4m3_t, cute::tuple<ColumnMajor*, LayoutSFB*>,
       16, float, TileShape, ClusterShape,
       cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
           sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise>::CollectiveOp;
+      typename Fp8Tile<kTile>::KernelSchedule>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = true;
 };
@@ -232,5 +264,41 @@ class Runner final : public GroupedGemm {
   DeviceArray a_, b_, d_, sfa_, sfb_, stride_a_, stride_b_, stride_d_, shapes_, layout_sfa_, layout_sfb_,
       workspace_;
 };
+
+// The kernel of a (kind, tile): bf16 kinds come in the m128 tile only (grouped_gemm.cpp refuses others).
+template <GroupedGemmKind kKind, GroupedGemmTile kTile>
+struct KernelConfig;
+template <GroupedGemmTile kTile>
+struct KernelConfig<GroupedGemmKind::bf16_to_f32, kTile> {
+  using type = Bf16Kernel<float>;
+};
+template <GroupedGemmTile kTile>
+struct KernelConfig<GroupedGemmKind::bf16_to_bf16, kTile> {
+  using type = Bf16Kernel<cutlass::bfloat16_t>;
+};
+template <GroupedGemmTile kTile>
+struct KernelConfig<GroupedGemmKind::fp8_to_f32, kTile> {
+  using type = Fp8BlockwiseKernel<float, kTile>;
+};
+template <GroupedGemmTile kTile>
+struct KernelConfig<GroupedGemmKind::fp8_to_bf16, kTile> {
+  using type = Fp8BlockwiseKernel<cutlass::bfloat16_t, kTile>;
+};
+
+template <GroupedGemmKind kKind, GroupedGemmTile kTile>
+std::unique_ptr<GroupedGemm> make_kernel(const GroupedGemmOperands& operands, cudaStream_t stream) {
+  return std::make_unique<Runner<typename KernelConfig<kKind, kTile>::type>>(kKind, operands, stream);
+}
+
+template <GroupedGemmKind kKind, GroupedGemmTile kTile>
+void prepare_kernel() {
+  Runner<typename KernelConfig<kKind, kTile>::type>::prepare();
+}
+
+// One (kind, tile)'s kernel, instantiated in the grouped_gemm_<kind>[_<tile>].cu that includes this.
+#define SWITCHYARD_GROUPED_GEMM_INSTANCE(kind, tile)                                               \
+  template std::unique_ptr<GroupedGemm> make_kernel<GroupedGemmKind::kind, GroupedGemmTile::tile>( \
+      const GroupedGemmOperands&, cudaStream_t);                                                   \
+  template void prepare_kernel<GroupedGemmKind::kind, GroupedGemmTile::tile>();
 
 }  // namespace switchyard::cuda::grouped_gemm_detail
