@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/numeric.hpp"
+#include "cuda/moe/grouped_gemm.hpp"
 #include "forked_ranks.hpp"
 #include "moe_rank.hpp"
 #include "moe_shape.hpp"
@@ -42,6 +43,8 @@ constexpr const char* kDescription =
     "  alone      the layer's two grouped GEMMs on this call's rows, alone (every rank at once), on\n"
     "             synthetic activations (as the layer's rows, never zeros); 'on zeros' is the same on\n"
     "             zeroed operands, which run cooler and faster (shown, not used as the baseline)\n"
+    "  tiles      (--gemm-tiles) the fp8 GEMMs alone in every CUTLASS tile, each checked bitwise against\n"
+    "             m128's outputs (the layer's tiles: SWITCHYARD_MOE_GEMM_TILES=<gemm 1>,<gemm 2>)\n"
     "check: --check-tokens tokens per rank against reference::moe_layer, within docs/MOE.md's tolerance.\n"
     "The last line is the verdict; exit 0 when the check passed, 1 when it failed, 2 on a usage error.";
 
@@ -278,6 +281,31 @@ int run(const MoeBenchOptions& o) {
   std::printf(
       "  on zeros %10.1f us   the same GEMMs on zeroed operands (%.0f%% of the time on synthetic rows)\n",
       gemms_on_zeros, 100.0 * gemms_on_zeros / gemms_alone);
+  nlohmann::json tiles_report;
+  bool tiles_bitwise = true;
+  if (o.gemm_tiles && ranks.front().contains("tile_digests")) {
+    std::printf(
+        "tiles      the fp8 GEMMs alone on this call's rows, by CUTLASS tile, interleaved in every round "
+        "(slowest rank's median):\n");
+    const std::string base = cuda::grouped_gemm_tile_name(cuda::GroupedGemmTile::m128);
+    for (cuda::GroupedGemmTile tile : cuda::kGroupedGemmTiles) {
+      const std::string name = cuda::grouped_gemm_tile_name(tile);
+      const double first = slowest_median(ranks, {"tile_" + name + "_gemm1_us"});
+      const double second = slowest_median(ranks, {"tile_" + name + "_gemm2_us"});
+      int differing_ranks = 0;
+      for (const nlohmann::json& rank : ranks) {
+        differing_ranks += rank["tile_digests"][name] != rank["tile_digests"][base];
+      }
+      tiles_bitwise = tiles_bitwise && differing_ranks == 0;
+      std::printf("  %-15s gemm 1 %9.1f us  gemm 2 %9.1f us  both %9.1f us  %s\n", name.c_str(), first,
+                  second, first + second,
+                  differing_ranks == 0
+                      ? "bitwise = m128"
+                      : ("DIFFERS from m128 on " + std::to_string(differing_ranks) + " ranks").c_str());
+      tiles_report[name] = {
+          {"gemm1_us", first}, {"gemm2_us", second}, {"bitwise_m128", differing_ranks == 0}};
+    }
+  }
   std::printf(
       "check      %s: %d tokens/rank within the tolerance of the reference, largest |dy| / S %.3g (tau "
       "%.3g)%s%s\n",
@@ -315,13 +343,18 @@ int run(const MoeBenchOptions& o) {
                              {"gemms_in_layer_us", gemms_in_layer},
                              {"gemms_in_layer_speed_of_alone", gemms_alone / gemms_in_layer},
                              {"layer_over_gemms_alone", layer / gemms_alone},
+                             {"gemm_tiles", tiles_report},
                              {"check", check.passed ? "pass" : "fail"},
                              {"check_worst_over_s", check.worst},
                              {"per_rank", per_rank_timings(ranks)}};
     std::ofstream(o.json) << report.dump(1) << "\n";
   }
-  std::printf("verdict: %s\n", check.passed ? "pass" : ("FAIL: " + check.why).c_str());
-  return check.passed ? 0 : 1;
+  if (!tiles_bitwise) std::printf("tiles      FAIL: a CUTLASS tile's outputs differ from m128's\n");
+  const bool passed = check.passed && tiles_bitwise;
+  std::printf("verdict: %s\n", passed         ? "pass"
+                               : check.passed ? "FAIL: the GEMM tiles differ"
+                                              : ("FAIL: " + check.why).c_str());
+  return passed ? 0 : 1;
 }
 
 }  // namespace
@@ -361,6 +394,10 @@ int main(int argc, char** argv) {
                  "on: x in Buffer::symmetric_input and the expert outputs in the heap, with the pull combine "
                  "(also as processes) | off (default)")
       ->check(CLI::IsMember({"on", "off"}));
+  app.add_flag(
+      "--gemm-tiles", o.gemm_tiles,
+      "also time the fp8 GEMMs alone in every CUTLASS tile on this call's rows, each checked bitwise "
+      "against the m128 tile's outputs");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {

@@ -4,14 +4,18 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
+#include <string>
+#include <utility>
 
 #include "core/moe_plan.hpp"
 #include "cuda/moe/experts.hpp"
 #include "cuda/moe/grouped_gemm.hpp"
 #include "device/cuda_check.hpp"
 #include "device/pageable_copy.hpp"
+#include "device_compare.hpp"
 #include "hbm_bandwidth.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/moe.hpp"
@@ -44,6 +48,7 @@ struct Events {
 // faster than on the layer's rows, which would flatter "alone" (zero_operands() times that case too).
 struct GemmsAlone {
   Tensor a1, a1_scales, d1, a2, a2_scales, d2;
+  detail::MoeExpertsPlan plan;
   std::unique_ptr<cuda::GroupedGemm> gemm1, gemm2;
 
   GemmsAlone(const MoeBenchOptions& o, const MoeWeights& w, int64_t capacity, int rank, int device,
@@ -72,7 +77,6 @@ struct GemmsAlone {
     fill_activations_on_device(a2, a2_scales, WeightTensor::gemm2_a, WeightTensor::gemm2_a_scales, o.seed,
                                rank, stream);
     // The layer's own construction (cuda/moe/experts.hpp) over this workspace.
-    detail::MoeExpertsPlan plan;
     plan.weights = common::MoeWeightLayout{static_cast<int>(hidden), static_cast<int>(inter)};
     plan.workspace = common::MoeWorkspaceLayout{static_cast<int>(local), capacity, static_cast<int>(hidden),
                                                 static_cast<int>(inter)};
@@ -89,9 +93,21 @@ struct GemmsAlone {
       plan.recv_x_scales = a1_scales.as<const float>();
       plan.activation_scales = a2_scales.as<float>();
     }
-    cuda::MoeGroupedGemms gemms = cuda::make_moe_grouped_gemms(plan, stream);
+    // The tiles the layer's calls pick (CudaMoeExperts): the override, else by the rows each expert can
+    // expect from a call of o.tokens tokens.
+    cuda::MoeGemmTiles tiles;
+    if (!cuda::moe_gemm_tiles_from_environment(tiles) && fp8) {
+      tiles = cuda::moe_gemm_tiles_for(
+          detail::moe_expected_rows_per_expert(o.tokens, o.topk, o.ranks, o.experts));
+    }
+    cuda::MoeGroupedGemms gemms = cuda::make_moe_grouped_gemms(plan, stream, tiles);
     gemm1 = std::move(gemms.gemm1);
     gemm2 = std::move(gemms.gemm2);
+  }
+
+  // The same two GEMMs in other CUTLASS tiles, over the same operands and outputs.
+  cuda::MoeGroupedGemms in_tiles(cuda::MoeGemmTiles tiles, cudaStream_t stream) const {
+    return cuda::make_moe_grouped_gemms(plan, stream, tiles);
   }
 
   // The A operands (and their scales) all zeros: the case the bench timed before session 15.
@@ -102,15 +118,25 @@ struct GemmsAlone {
   }
 
   void set_rows(const std::vector<int32_t>& rows, const MoeBenchOptions& o, cudaStream_t stream) {
+    set_rows_of(*gemm1, *gemm2, rows, o, stream);
+  }
+
+  static void set_rows_of(cuda::GroupedGemm& first, cuda::GroupedGemm& second,
+                          const std::vector<int32_t>& rows, const MoeBenchOptions& o, cudaStream_t stream) {
     std::vector<int32_t> s1, s2;
     for (int32_t m : rows) {
       s1.insert(s1.end(), {m, 2 * o.intermediate, o.hidden});
       s2.insert(s2.end(), {m, o.hidden, o.intermediate});
     }
-    SY_CUDA_CHECK(cuda::copy_pageable(gemm1->problem_shapes(), s1.data(), s1.size() * 4,
+    SY_CUDA_CHECK(cuda::copy_pageable(first.problem_shapes(), s1.data(), s1.size() * 4,
                                       cudaMemcpyHostToDevice, stream));
-    SY_CUDA_CHECK(cuda::copy_pageable(gemm2->problem_shapes(), s2.data(), s2.size() * 4,
+    SY_CUDA_CHECK(cuda::copy_pageable(second.problem_shapes(), s2.data(), s2.size() * 4,
                                       cudaMemcpyHostToDevice, stream));
+  }
+
+  void zero_outputs(cudaStream_t stream) {
+    SY_CUDA_CHECK(cudaMemsetAsync(d1.data(), 0, d1.nbytes(), stream));
+    SY_CUDA_CHECK(cudaMemsetAsync(d2.data(), 0, d2.nbytes(), stream));
   }
 };
 
@@ -254,29 +280,72 @@ std::string run_moe_rank(const MoeBenchOptions& o, const std::vector<workload::R
       rows_mine.push_back(
           static_cast<int32_t>(std::min(capacity, rows_all[static_cast<size_t>(rank * local + g)])));
     }
-    // Last, this call's rows again on zeroed operands: what "alone" measured before session 15.
-    for (const auto& [name, rows_of] :
-         {std::pair<const char*, const std::vector<int32_t>*>{"alone", &rows_mine},
-          {"full", &rows_full},
-          {"alone_zeros", &rows_mine}}) {
-      if (std::string(name) == "alone_zeros") alone.zero_operands(stream);
-      alone.set_rows(*rows_of, o, stream);
+    // One call of both GEMMs, every rank at once: their microseconds.
+    const auto time_pair = [&](cuda::GroupedGemm& gemm1, cuda::GroupedGemm& gemm2) {
+      group.barrier();
+      SY_CUDA_CHECK(cudaEventRecord(events.events[0], stream));
+      gemm1.run(stream);
+      SY_CUDA_CHECK(cudaEventRecord(events.events[1], stream));
+      gemm2.run(stream);
+      SY_CUDA_CHECK(cudaEventRecord(events.events[2], stream));
+      SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+      return std::make_pair(events.us(0, 1), events.us(1, 2));
+    };
+    // Warm-up calls first, then the timed calls' microseconds into out[<name>_gemm1_us] and
+    // out[<name>_gemm2_us].
+    const auto time_alone = [&](GemmsAlone& gemms, const std::vector<int32_t>& rows_of,
+                                const std::string& name) {
+      gemms.set_rows(rows_of, o, stream);
       std::vector<double> first, second;
       for (int i = 0; i < o.warmup + o.iters; ++i) {
-        group.barrier();
-        SY_CUDA_CHECK(cudaEventRecord(events.events[0], stream));
-        alone.gemm1->run(stream);
-        SY_CUDA_CHECK(cudaEventRecord(events.events[1], stream));
-        alone.gemm2->run(stream);
-        SY_CUDA_CHECK(cudaEventRecord(events.events[2], stream));
-        SY_CUDA_CHECK(cudaStreamSynchronize(stream));
+        const auto [us1, us2] = time_pair(*gemms.gemm1, *gemms.gemm2);
         if (i < o.warmup) continue;
-        first.push_back(events.us(0, 1));
-        second.push_back(events.us(1, 2));
+        first.push_back(us1);
+        second.push_back(us2);
       }
-      out[std::string(name) + "_gemm1_us"] = first;
-      out[std::string(name) + "_gemm2_us"] = second;
+      out[name + "_gemm1_us"] = first;
+      out[name + "_gemm2_us"] = second;
+    };
+    time_alone(alone, rows_mine, "alone");
+    time_alone(alone, rows_full, "full");
+    if (o.gemm_tiles && fp8) {
+      // Every CUTLASS tile on this call's rows, over alone's operands and outputs. Bits first: each tile
+      // from zeroed outputs, the digest of h and o (equal to m128's: the tile changes no bit). Then the
+      // times, the tiles interleaved in every round, so that the GPU's clocks, which fall as it heats
+      // under back-to-back GEMMs, weigh on every tile alike.
+      std::vector<std::pair<cuda::GroupedGemmTile, cuda::MoeGroupedGemms>> tiled;
+      nlohmann::json digests;
+      for (cuda::GroupedGemmTile tile : cuda::kGroupedGemmTiles) {
+        tiled.emplace_back(tile, alone.in_tiles(cuda::MoeGemmTiles{tile, tile}, stream));
+        cuda::MoeGroupedGemms& gemms = tiled.back().second;
+        GemmsAlone::set_rows_of(*gemms.gemm1, *gemms.gemm2, rows_mine, o, stream);
+        alone.zero_outputs(stream);
+        gemms.gemm1->run(stream);
+        gemms.gemm2->run(stream);
+        digests[cuda::grouped_gemm_tile_name(tile)] = {
+            device_digest(alone.d1.data(), alone.d1.nbytes(), stream),
+            device_digest(alone.d2.data(), alone.d2.nbytes(), stream)};
+      }
+      out["tile_digests"] = digests;
+      std::map<std::string, std::vector<double>> first, second;
+      for (int i = 0; i < o.warmup + o.iters; ++i) {
+        for (auto& [tile, gemms] : tiled) {
+          const auto [us1, us2] = time_pair(*gemms.gemm1, *gemms.gemm2);
+          if (i < o.warmup) continue;
+          const std::string name = cuda::grouped_gemm_tile_name(tile);
+          first[name].push_back(us1);
+          second[name].push_back(us2);
+        }
+      }
+      for (const auto& [name, times] : first) {
+        out["tile_" + name + "_gemm1_us"] = times;
+        out["tile_" + name + "_gemm2_us"] = second[name];
+      }
+      progress("tiles");
     }
+    // Last, this call's rows again on zeroed operands: what "alone" measured before session 15.
+    alone.zero_operands(stream);
+    time_alone(alone, rows_mine, "alone_zeros");
     progress("alone");
     group.barrier();
   }

@@ -31,6 +31,9 @@ struct MoeBenchOptions {
   // the layer's expert outputs in the heap output, with the pull combine, which across processes reads
   // only those.
   bool heap_tensors = false;
+  // --gemm-tiles: the fp8 GEMMs alone in every CUTLASS tile (cuda::GroupedGemmTile), each checked bitwise
+  // against m128's outputs.
+  bool gemm_tiles = false;
   std::string json;
 
   int local_experts() const { return experts / ranks; }
