@@ -955,93 +955,88 @@ TEST(SymmetricCudaCoResidency, RefusesMoreRanksOnAGpuThanItsSmsHoldBlocks) {
   }
 }
 
-TEST(SymmetricCudaGrid, StoreReadLagOverrideIsReadFromTheEnvironmentAndBadValuesAreNamed) {
-  // Pure arithmetic: no GPU needed.
-  const char* saved = std::getenv("SWITCHYARD_SYMMETRIC_STORE_READ_LAG");
-  const std::string kept = saved != nullptr ? saved : "";
-  unsetenv("SWITCHYARD_SYMMETRIC_STORE_READ_LAG");
-  EXPECT_EQ(cuda::store_read_lag_from_environment(), 0u);
-  setenv("SWITCHYARD_SYMMETRIC_STORE_READ_LAG", "6", 1);
-  EXPECT_EQ(cuda::store_read_lag_from_environment(), 6u);
-  for (const char* bad : {"0", "17", "4x", "-1", "lots"}) {
-    setenv("SWITCHYARD_SYMMETRIC_STORE_READ_LAG", bad, 1);
-    try {
-      cuda::store_read_lag_from_environment();
-      ADD_FAILURE() << "expected InvalidArgument for '" << bad << "'";
-    } catch (const InvalidArgument& error) {
-      const std::string what = error.what();
-      EXPECT_EQ(what.rfind("SWITCHYARD_SYMMETRIC_STORE_READ_LAG: expected an integer 1..16", 0), 0u) << what;
-      EXPECT_NE(what.find(std::string("got '") + bad + "'"), std::string::npos) << what;
+// Sets an environment variable for a scope, and puts back what it was.
+class ScopedEnvironment {
+ public:
+  explicit ScopedEnvironment(const char* name) : name_(name) {
+    const char* saved = std::getenv(name);
+    had_ = saved != nullptr;
+    if (had_) saved_ = saved;
+    unsetenv(name);
+  }
+  ~ScopedEnvironment() {
+    if (had_) {
+      setenv(name_, saved_.c_str(), 1);
+    } else {
+      unsetenv(name_);
     }
   }
-  if (saved != nullptr) {
-    setenv("SWITCHYARD_SYMMETRIC_STORE_READ_LAG", kept.c_str(), 1);
-  } else {
-    unsetenv("SWITCHYARD_SYMMETRIC_STORE_READ_LAG");
+  void set(const char* value) const { setenv(name_, value, 1); }
+
+ private:
+  const char* name_;
+  bool had_ = false;
+  std::string saved_;
+};
+
+// Each of `bad` set as the variable makes `read` throw InvalidArgument starting with `starts` and naming
+// what was given.
+template <class Read>
+void expect_refused_by_name(const ScopedEnvironment& variable, std::initializer_list<const char*> bad,
+                            const std::string& starts, Read read) {
+  for (const char* value : bad) {
+    variable.set(value);
+    try {
+      read();
+      ADD_FAILURE() << "expected InvalidArgument for '" << value << "'";
+    } catch (const InvalidArgument& error) {
+      const std::string what = error.what();
+      EXPECT_EQ(what.rfind(starts, 0), 0u) << what;
+      EXPECT_NE(what.find(std::string("got '") + value + "'"), std::string::npos) << what;
+    }
   }
+}
+
+TEST(SymmetricCudaGrid, StoreReadLagOverrideIsReadFromTheEnvironmentAndBadValuesAreNamed) {
+  // Pure arithmetic: no GPU needed.
+  const ScopedEnvironment variable("SWITCHYARD_SYMMETRIC_STORE_READ_LAG");
+  EXPECT_EQ(cuda::store_read_lag_from_environment(), 0u);
+  variable.set("6");
+  EXPECT_EQ(cuda::store_read_lag_from_environment(), 6u);
+  expect_refused_by_name(variable, {"0", "17", "4x", "-1", "lots"},
+                         "SWITCHYARD_SYMMETRIC_STORE_READ_LAG: expected an integer 1..16",
+                         [] { cuda::store_read_lag_from_environment(); });
 }
 
 TEST(SymmetricCudaGrid, PullOverrideIsReadFromTheEnvironmentAndBadValuesAreNamed) {
   // Pure parsing: no GPU needed. The suite runs as it is (warps for fp8, TMA for bf16) and with
   // SWITCHYARD_SYMMETRIC_PULL=warps and =tma (scripts/gpu-check.sh), so both pulls are checked bitwise
   // in both dtypes.
-  const char* saved = std::getenv("SWITCHYARD_SYMMETRIC_PULL");
-  const std::string kept = saved != nullptr ? saved : "";
-  unsetenv("SWITCHYARD_SYMMETRIC_PULL");
+  const ScopedEnvironment variable("SWITCHYARD_SYMMETRIC_PULL");
   EXPECT_EQ(cuda::symmetric_pull_from_environment(), cuda::SymmetricPull::automatic);
   EXPECT_TRUE(cuda::symmetric_pull_by_warps(cuda::SymmetricPull::automatic, true));
   EXPECT_FALSE(cuda::symmetric_pull_by_warps(cuda::SymmetricPull::automatic, false));
   EXPECT_TRUE(cuda::symmetric_pull_by_warps(cuda::SymmetricPull::warps, false));
   EXPECT_FALSE(cuda::symmetric_pull_by_warps(cuda::SymmetricPull::tma, true));
-  setenv("SWITCHYARD_SYMMETRIC_PULL", "warps", 1);
+  variable.set("warps");
   EXPECT_EQ(cuda::symmetric_pull_from_environment(), cuda::SymmetricPull::warps);
-  setenv("SWITCHYARD_SYMMETRIC_PULL", "tma", 1);
+  variable.set("tma");
   EXPECT_EQ(cuda::symmetric_pull_from_environment(), cuda::SymmetricPull::tma);
-  for (const char* bad : {"warp", "TMA", "1"}) {
-    setenv("SWITCHYARD_SYMMETRIC_PULL", bad, 1);
-    try {
-      cuda::symmetric_pull_from_environment();
-      ADD_FAILURE() << "expected InvalidArgument for '" << bad << "'";
-    } catch (const InvalidArgument& error) {
-      const std::string what = error.what();
-      EXPECT_EQ(what.rfind("SWITCHYARD_SYMMETRIC_PULL: expected tma or warps", 0), 0u) << what;
-      EXPECT_NE(what.find(std::string("got '") + bad + "'"), std::string::npos) << what;
-    }
-  }
-  if (saved != nullptr) {
-    setenv("SWITCHYARD_SYMMETRIC_PULL", kept.c_str(), 1);
-  } else {
-    unsetenv("SWITCHYARD_SYMMETRIC_PULL");
-  }
+  expect_refused_by_name(variable, {"warp", "TMA", "1"}, "SWITCHYARD_SYMMETRIC_PULL: expected tma or warps",
+                         [] { cuda::symmetric_pull_from_environment(); });
 }
 
 TEST(SymmetricCudaGrid, PieceBytesOverrideSplitsRowsAndBadValuesAreNamed) {
   // Pure arithmetic: no GPU needed.
-  const char* saved = std::getenv("SWITCHYARD_SYMMETRIC_PIECE_BYTES");
-  const std::string kept = saved != nullptr ? saved : "";
-  unsetenv("SWITCHYARD_SYMMETRIC_PIECE_BYTES");
-  EXPECT_EQ(cuda::piece_bytes_from_environment(), 0u);
-  setenv("SWITCHYARD_SYMMETRIC_PIECE_BYTES", "3584", 1);
-  EXPECT_EQ(cuda::piece_bytes_from_environment(), 3584u);
-  for (const char* bad : {"0", "1000", "1032x", "40000", "3585", "-16"}) {
-    setenv("SWITCHYARD_SYMMETRIC_PIECE_BYTES", bad, 1);
-    try {
-      cuda::piece_bytes_from_environment();
-      ADD_FAILURE() << "expected InvalidArgument for '" << bad << "'";
-    } catch (const InvalidArgument& error) {
-      const std::string what = error.what();
-      EXPECT_EQ(
-          what.rfind("SWITCHYARD_SYMMETRIC_PIECE_BYTES: expected an integer 1024..32768 and a multiple of 16",
-                     0),
-          0u)
-          << what;
-      EXPECT_NE(what.find(std::string("got '") + bad + "'"), std::string::npos) << what;
-    }
-  }
-  if (saved != nullptr) {
-    setenv("SWITCHYARD_SYMMETRIC_PIECE_BYTES", kept.c_str(), 1);
-  } else {
-    unsetenv("SWITCHYARD_SYMMETRIC_PIECE_BYTES");
+  {
+    const ScopedEnvironment variable("SWITCHYARD_SYMMETRIC_PIECE_BYTES");
+    EXPECT_EQ(cuda::piece_bytes_from_environment(), 0u);
+    variable.set("3584");
+    EXPECT_EQ(cuda::piece_bytes_from_environment(), 3584u);
+    expect_refused_by_name(
+        variable, {"0", "1000", "1032x", "40000", "3585", "-16"},
+        "SWITCHYARD_SYMMETRIC_PIECE_BYTES: expected an integer 1024..32768 and a multiple of 16",
+        [] { cuda::piece_bytes_from_environment(); });
   }
   // An fp8 DeepSeek row in two pieces: stages sized for half a row and the scales, so about twice as many.
   const cuda::SymmetricGrid whole = cuda::symmetric_grid(16, 8, 32, 7168, 56 * 4, true);
