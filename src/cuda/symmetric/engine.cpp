@@ -270,7 +270,7 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
                      scale_bytes, true, store_read_lag_, piece_bytes_);
   expect_aligned(args.x.data, "x", "rows are read with TMA and 16-byte loads");
   if (args.out_recv_x.defined())
-    expect_aligned(args.out_recv_x.data, "out_recv_x", "rows are stored with TMA");
+    expect_aligned(args.out_recv_x.data, "out_recv_x", "rows are stored with TMA and 16-byte stores");
 
   auto handle = detail::make_expert_major_handle(plan, launch.owner, Engine::symmetric);
   // The handle's device tables, carved from one allocation: ranks as threads allocate at the same
