@@ -201,8 +201,9 @@ fi
 if has_stage moe; then
   MOE_BIN="$BUILD/tools/moe_bench/switchyard-moe-bench"
   for tokens in ${SWITCHYARD_MOE_TOKENS:-128 4096}; do
+    # --gemm-tiles: every CUTLASS tile of the fp8 GEMMs timed alone beside the one the layer picks, bitwise.
     run_logged "moe bench threads $tokens tokens" "moe-threads-$tokens.log" timeout 300 "$MOE_BIN" --tokens "$tokens" \
-      --json "$OUT/moe-threads-$tokens.json"
+      --gemm-tiles --json "$OUT/moe-threads-$tokens.json"
   done
   start_mps
   for tokens in ${SWITCHYARD_MOE_TOKENS:-128 4096}; do
