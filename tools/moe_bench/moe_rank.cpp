@@ -15,7 +15,7 @@
 #include "cuda/moe/grouped_gemm.hpp"
 #include "device/cuda_check.hpp"
 #include "device/pageable_copy.hpp"
-#include "device_compare.hpp"
+#include "device_digest.hpp"
 #include "hbm_bandwidth.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/moe.hpp"

@@ -21,7 +21,6 @@ namespace switchyard::cuda {
 // The consumer keeps up to Pipeline::store_read_lag stores reading shared memory before it frees their
 // stages (waiting for the newest store each time would serialise store issue); the host picks it per
 // call (symmetric_grid, kMaxStoreReadLag in kernels.hpp).
-
 // NOTES: whether the dispatch's pull stores recv_x with an L2 evict_first policy (written once, not read
 // again by the kernel), so that the rows being pulled keep L2 to themselves. A tuning knob (plan Step
 // 4), off until measured: predicted neutral to +2 % at 4096 tokens (8 ranks read each source row ~7.5

@@ -1,5 +1,5 @@
 #include "device/cuda_check.hpp"
-#include "device_compare.hpp"
+#include "device_digest.hpp"
 
 namespace switchyard::moe_bench {
 
