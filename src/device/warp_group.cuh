@@ -33,25 +33,4 @@ __device__ __forceinline__ int lane_id() {
   return static_cast<int>(threadIdx.x % 32);
 }
 
-// A warp copies `bytes` (a multiple of 16, both sides 16-byte aligned) with 16-byte accesses,
-// several loads in flight per lane before the stores. `kReadOnly` inputs use the non-coherent path.
-template <bool kReadOnly>
-__device__ __forceinline__ void warp_copy(void* destination, const void* source, uint32_t bytes) {
-  constexpr int kUnroll = 8;
-  int4* out = static_cast<int4*>(destination);
-  const int4* in = static_cast<const int4*>(source);
-  const uint32_t count = bytes / 16;
-  const int lane = lane_id();
-  uint32_t i = lane;
-  for (; i + 32 * (kUnroll - 1) < count; i += 32 * kUnroll) {
-    int4 values[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      values[u] = kReadOnly ? ptx::ld_weak_nc_v4(in + i + 32 * u) : in[i + 32 * u];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) out[i + 32 * u] = values[u];
-  }
-  for (; i < count; i += 32) out[i] = kReadOnly ? ptx::ld_weak_nc_v4(in + i) : in[i];
-}
-
 }  // namespace switchyard::cuda

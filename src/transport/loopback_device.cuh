@@ -8,7 +8,8 @@
 // kMaxPendingPuts, and land in random order: when the list is full, now and then on a later put,
 // all of one peer's before a signal to that peer, and all at flush(). A held-back put reads its
 // source only when it lands, which is why a source may not be rewritten before flush().
-#include "device/warp_group.cuh"
+#include "device/ptx.cuh"
+#include "device/warp_copy.cuh"
 #include "transport/device_transport.cuh"
 #include "transport/loopback_device.hpp"
 
@@ -121,7 +122,8 @@ class WarpSession<LoopbackDevice> {
       constexpr size_t kPiece = size_t{1} << 30;
       for (size_t done = 0; done < put.bytes; done += kPiece) {
         const size_t piece = put.bytes - done < kPiece ? put.bytes - done : kPiece;
-        cuda::warp_copy<false>(destination + done, source + done, static_cast<uint32_t>(piece));
+        cuda::warp_copy<cuda::CopyLoad::plain, 8>(destination + done, source + done,
+                                                  static_cast<uint32_t>(piece));
       }
     } else {
       for (size_t i = warp_lane(); i < put.bytes; i += 32) destination[i] = source[i];

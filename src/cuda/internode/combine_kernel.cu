@@ -12,6 +12,7 @@
 #include "cuda/internode/combine_forwarder.cuh"
 #include "cuda/internode/device.cuh"
 #include "device/cuda_check.hpp"
+#include "device/warp_copy.cuh"
 #include "transport/loopback_device.cuh"
 
 namespace switchyard::cuda {
@@ -63,7 +64,8 @@ __device__ void nvl_sender(const KernelContext& context, const InternodeCombineL
         continue;
       }
       const int64_t row = first_row + static_cast<int64_t>(i);
-      warp_copy<true>(message.row(slot), launch.y + row * message.row_bytes, message.row_bytes);
+      warp_copy<CopyLoad::read_only, 8>(message.row(slot), launch.y + row * message.row_bytes,
+                                        message.row_bytes);
       if (message.has_weights) {
         for (int k = lane_id(); k < topk; k += 32)
           message.topk_weights(slot)[k] = __ldg(launch.y_topk_weights + row * topk + k);

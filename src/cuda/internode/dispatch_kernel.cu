@@ -9,6 +9,7 @@
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/internode/device.cuh"
 #include "device/cuda_check.hpp"
+#include "device/warp_copy.cuh"
 #include "transport/loopback_device.cuh"
 
 namespace switchyard::cuda {
@@ -47,8 +48,8 @@ __device__ void write_rdma_message(const KernelContext& context, const Internode
                                    int32_t token, int node, uint8_t* slot) {
   const common::InternodeDispatchMessage& message = launch.rdma_message;
   const int lane = lane_id();
-  warp_copy<true>(message.row(slot), launch.x + static_cast<int64_t>(token) * message.row_bytes,
-                  message.row_bytes);
+  warp_copy<CopyLoad::read_only, 8>(
+      message.row(slot), launch.x + static_cast<int64_t>(token) * message.row_bytes, message.row_bytes);
   for (uint32_t i = lane; i < message.num_scales; i += 32) {
     message.scales(slot)[i] = __ldg(launch.x_scales + static_cast<int64_t>(token) * message.num_scales + i);
   }
@@ -138,7 +139,7 @@ __device__ void write_nvl_message(const InternodeDispatchLaunch& launch, const u
   const common::InternodeDispatchMessage& in = launch.rdma_message;
   const common::DispatchMessage& out = launch.message;
   const int lane = lane_id();
-  warp_copy<false>(out.row(slot), in.row(rdma_slot), out.row_bytes);
+  warp_copy<CopyLoad::plain, 8>(out.row(slot), in.row(rdma_slot), out.row_bytes);
   for (uint32_t i = lane; i < out.num_scales; i += 32) out.scales(slot)[i] = in.scales(rdma_slot)[i];
   const int topk = static_cast<int>(out.topk);
   const int64_t first_expert = static_cast<int64_t>(destination) * launch.local_experts;
@@ -256,7 +257,8 @@ __device__ void dispatch_forwarder(const KernelContext& context,
 __device__ __forceinline__ void copy_out(const InternodeDispatchLaunch& launch, uint8_t* slot, int64_t row) {
   const common::DispatchMessage& message = launch.message;
   const int lane = lane_id();
-  warp_copy<false>(launch.recv_x + row * message.row_bytes, message.row(slot), message.row_bytes);
+  warp_copy<CopyLoad::plain, 8>(launch.recv_x + row * message.row_bytes, message.row(slot),
+                                message.row_bytes);
   for (uint32_t i = lane; i < message.num_scales; i += 32) {
     launch.recv_x_scales[row * message.num_scales + i] = message.scales(slot)[i];
   }

@@ -33,8 +33,8 @@ namespace {
 
 using low_latency::ExpertMajorTable;
 using low_latency::kAcrossNodes;
+using low_latency::kCopyDepth;
 using low_latency::Session;
-using low_latency::Source;
 
 constexpr int kSendWarps = 16;
 constexpr int kSendThreads = kSendWarps * 32;
@@ -109,8 +109,8 @@ __device__ void put_row_across_nodes(const KernelContext& context, const LowLate
   } else {
     // The combine buffer holds [L, R * max, H'] rows of this call's shape, as y does.
     source = layout.staging_offset() + static_cast<size_t>(row) * row_bytes;
-    low_latency::warp_copy<Source::read_only_global>(context.heap.base + source,
-                                                     launch.y + row * launch.hidden, row_bytes);
+    warp_copy<CopyLoad::read_only, kCopyDepth>(context.heap.base + source, launch.y + row * launch.hidden,
+                                               row_bytes);
     __syncwarp();
   }
   session.put_signal(home, layout.combine_row_offset(half, slot, token), source, row_bytes,
@@ -179,7 +179,7 @@ __device__ __forceinline__ void combine_send(const KernelContext& context,
     if constexpr (kLogfmt) {
       low_latency::pack_logfmt_row(target, launch.y + row * launch.hidden, launch.hidden);
     } else {
-      low_latency::warp_copy<Source::read_only_global>(target, launch.y + row * launch.hidden, row_bytes);
+      warp_copy<CopyLoad::read_only, kCopyDepth>(target, launch.y + row * launch.hidden, row_bytes);
     }
   }
   // The puts' sources (the combine buffer) may be rewritten by the next combine's send kernel.

@@ -1,5 +1,5 @@
 #pragma once
-// Device pieces shared by the `low_latency` kernels: 16-byte copies, the fp8 cast, the bounded
+// Device pieces shared by the `low_latency` kernels: the 16-byte copies' depth, the fp8 cast, the bounded
 // wait for a signal word, the send kernels' completion count, and the expert-major row table.
 #include <cuda_runtime.h>
 
@@ -11,6 +11,7 @@
 #include "device/fp8_cast.cuh"
 #include "device/ptx.cuh"
 #include "device/rank_mask.cuh"
+#include "device/warp_copy.cuh"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda::low_latency {
@@ -35,6 +36,8 @@ __device__ __forceinline__ uint32_t load_state_word(const uint32_t* word) {
   return *reinterpret_cast<const volatile uint32_t*>(word);
 }
 
+// LogFMT's 16-byte loads (cuda/low_latency/logfmt.cuh), by what they read; the engine's row copies
+// pick theirs with device/warp_copy.cuh's CopyLoad.
 enum class Source { read_only_global, written_by_peer, shared };
 
 template <Source kSource>
@@ -44,36 +47,11 @@ __device__ __forceinline__ int4 load_v4(const int4* pointer) {
   return *pointer;  // shared memory (generic addressing)
 }
 
-// A warp copies `bytes` (a multiple of 16, both sides 16-byte aligned) with 16-byte accesses.
-// NOTES: 4 loads in flight per lane (2 KiB per warp) before the stores: with 256 warps per rank
-// and 8 ranks that is 4 MiB in flight, above HBM bandwidth times latency; 8 would spill at the
-// kernels' 64-register cap (kMinBlocksPerSm).
-template <Source kSource>
-__device__ __forceinline__ void warp_copy(void* destination, const void* source, uint32_t bytes) {
-  constexpr int kUnroll = 4;
-  // NOTES: pointers that step, rather than a 32-bit index, let the unrolled accesses use immediate
-  // offsets (an index that may wrap cannot be folded), which keeps the copy in few registers.
-  const int lane = lane_id();
-  const int4* in = static_cast<const int4*>(source) + lane;
-  int4* out = static_cast<int4*>(destination) + lane;
-  int remaining = static_cast<int>(bytes / 16) - lane;  // this lane's vectors are at 0, 32, 64, ...
-  for (; remaining > 32 * (kUnroll - 1); remaining -= 32 * kUnroll, in += 32 * kUnroll, out += 32 * kUnroll) {
-    int4 values[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) values[u] = load_v4<kSource>(in + 32 * u);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) out[32 * u] = values[u];
-  }
-  int4 values[kUnroll];
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    if (32 * u < remaining) values[u] = load_v4<kSource>(in + 32 * u);
-  }
-#pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    if (32 * u < remaining) out[32 * u] = values[u];
-  }
-}
+// The 16-byte loads each lane of the engine's warp copies (device/warp_copy.cuh) keeps in flight.
+// NOTES: 4 (2 KiB per warp) before the stores: with 256 warps per rank and 8 ranks that is 4 MiB in
+// flight, above HBM bandwidth times latency; 8 would spill at the kernels' 64-register cap
+// (kMinBlocksPerSm).
+constexpr int kCopyDepth = 4;
 
 // ---- fp8 ----------------------------------------------------------------------------------------
 // (The hardware cast, fp8x2_e4m3, cast_eight_to_fp8 and amax_of_eight, is device/fp8_cast.cuh's.)

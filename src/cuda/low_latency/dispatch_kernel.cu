@@ -30,8 +30,8 @@ namespace {
 
 using low_latency::ExpertMajorTable;
 using low_latency::kAcrossNodes;
+using low_latency::kCopyDepth;
 using low_latency::Session;
-using low_latency::Source;
 
 constexpr int kSendWarps = 8;
 constexpr int kSendThreads = kSendWarps * 32;
@@ -261,7 +261,7 @@ __device__ void send_slots(const KernelContext& context, const LowLatencyDispatc
         context.heap.map(launch.layout.dispatch_slot(context.heap.base, half, expert % launch.local_experts,
                                                      context.rank, slot_position[slot]),
                          destination);
-    low_latency::warp_copy<Source::shared>(message, staging, message_bytes);
+    warp_copy<CopyLoad::shared, kCopyDepth>(message, staging, message_bytes);
     if (lane_id() == 0) {
       *reinterpret_cast<int4*>(launch.message.src_token(message)) =
           make_int4(static_cast<int32_t>(token), slot, 0, 0);
@@ -488,8 +488,8 @@ __device__ void mark_unused_rows(const LowLatencyDispatchLaunch& launch, const E
 __device__ void copy_out(const LowLatencyDispatchLaunch& launch, const uint8_t* slot, int64_t row) {
   const common::LowLatencyDispatchMessage& message = launch.message;
   uint8_t* mutable_slot = const_cast<uint8_t*>(slot);
-  low_latency::warp_copy<Source::written_by_peer>(launch.recv_x + row * message.row_bytes,
-                                                  message.row(mutable_slot), message.row_bytes);
+  warp_copy<CopyLoad::no_allocate, kCopyDepth>(launch.recv_x + row * message.row_bytes,
+                                               message.row(mutable_slot), message.row_bytes);
   const int lane = lane_id();
   const int num_scales = static_cast<int>(message.num_scales);
   const float* scales = message.scales(mutable_slot);

@@ -7,6 +7,7 @@
 #include "device/bf16x8.cuh"
 #include "device/bounded_wait.cuh"
 #include "device/cuda_check.hpp"
+#include "device/warp_copy.cuh"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda {
@@ -46,7 +47,8 @@ __device__ void combine_sender(const KernelContext& context, const CombineLaunch
     for (uint64_t i = round_begin + group.warp_in_group; i < round_end; i += group.size) {
       const int64_t row = first_row + static_cast<int64_t>(i);
       uint8_t* slot = ring.slot(i);
-      warp_copy<true>(message.row(slot), launch.y + row * message.row_bytes, message.row_bytes);
+      warp_copy<CopyLoad::read_only, 8>(message.row(slot), launch.y + row * message.row_bytes,
+                                        message.row_bytes);
       if (message.has_weights) {
         for (int k = lane_id(); k < topk; k += 32)
           message.topk_weights(slot)[k] = __ldg(launch.y_topk_weights + row * topk + k);

@@ -5,6 +5,7 @@
 #include "cuda/normal/kernels.hpp"
 #include "device/bounded_wait.cuh"
 #include "device/cuda_check.hpp"
+#include "device/warp_copy.cuh"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda {
@@ -34,8 +35,8 @@ __device__ __forceinline__ uint32_t staging_bytes_per_warp(uint32_t row_bytes, i
 __device__ __forceinline__ void write_message(const KernelContext& context, const DispatchLaunch& launch,
                                               int destination, int32_t token, uint8_t* slot) {
   const common::DispatchMessage& message = launch.message;
-  warp_copy<true>(message.row(slot), launch.x + static_cast<int64_t>(token) * message.row_bytes,
-                  message.row_bytes);
+  warp_copy<CopyLoad::read_only, 8>(
+      message.row(slot), launch.x + static_cast<int64_t>(token) * message.row_bytes, message.row_bytes);
   const int lane = lane_id();
   for (uint32_t i = lane; i < message.num_scales; i += 32) {
     message.scales(slot)[i] = __ldg(launch.x_scales + static_cast<int64_t>(token) * message.num_scales + i);

@@ -38,6 +38,7 @@
 #include "device/cuda_check.hpp"
 #include "device/fp8_cast.cuh"
 #include "device/rank_mask.cuh"
+#include "device/warp_copy.cuh"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda {
@@ -170,28 +171,16 @@ __device__ void publish_precast_rows(const KernelContext& context, const Symmetr
                                      const DispatchCall& call, int copier, int num_copiers) {
   // NOTES: 2 loads of 16 bytes in flight per lane (every warp of the grid copies its own tokens): deeper
   // raised the whole kernel's registers (ptxas, sm_90a: 72 without this role and with 2; 84 with 4; 96
-  // with warp_copy's 8), which every other role would then carry.
-  constexpr int kUnroll = 2;
+  // with 8), which every other role would then carry.
+  constexpr int kCopyDepth = 2;
   const int lane = lane_id();
   const int num_scales = static_cast<int>(launch.token.num_scales);
   // row_bytes = hidden, a multiple of 128; x and the input buffer are 16-byte aligned.
-  const int vectors = static_cast<int>(call.row_bytes / sizeof(int4));
   const uint8_t* x = reinterpret_cast<const uint8_t*>(launch.x);
   for (int64_t token = copier; token < launch.num_tokens; token += num_copiers) {
     uint8_t* published = launch.layout.input_token(context.heap.base, call.half, token);
-    const int4* row = reinterpret_cast<const int4*>(x + token * call.row_bytes);
-    int4* out = reinterpret_cast<int4*>(launch.token.row(published));
-    for (int first = lane; first < vectors; first += 32 * kUnroll) {
-      int4 values[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (first + 32 * u < vectors) values[u] = ptx::ld_weak_nc_v4(row + first + 32 * u);
-      }
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        if (first + 32 * u < vectors) out[first + 32 * u] = values[u];
-      }
-    }
+    warp_copy<CopyLoad::read_only, kCopyDepth>(launch.token.row(published), x + token * call.row_bytes,
+                                               call.row_bytes);
     float* scales = launch.token.scales(published);
     const float* token_scales = launch.x_scales + token * num_scales;
     for (int block = lane; block < num_scales; block += 32) scales[block] = __ldg(token_scales + block);
@@ -328,43 +317,62 @@ __device__ __forceinline__ bool look_up_pull_row(const KernelContext& context,
   return true;
 }
 
-// Producer: this block's share of every source's rows, sources interleaved. Lanes look up 32 rows at
-// once (route, output row, src_info, src_slot); lane 0 loads them.
+// The rows that the producer and the copiers walk: every source's, sources interleaved (walk_peer),
+// of each source the rows j = walk_first_row(source, blocks) + first_offset + k * stride. Lanes look up
+// 32 rows at once (route, output row, src_info, src_slot: look_up_pull_row); then every lane calls
+// `action(row, published)` for each row found, in order, with the same arguments in every lane. An
+// action that returns false is not called again in its lane, and the walk stops after that batch of 32
+// rows: returns false; true once every row is walked.
+template <typename Action>
+__device__ __forceinline__ bool walk_pull_rows(const KernelContext& context,
+                                               const SymmetricDispatchLaunch& launch,
+                                               const DispatchCall& call, const RowTables& tables,
+                                               const SourceRows& sources, int64_t first_offset,
+                                               int64_t stride, Action&& action) {
+  const int lane = lane_id();
+  bool going = true;
+  for (int step = 0; step < call.num_ranks; ++step) {
+    const int source = walk_peer(step, context.rank, call.num_ranks);
+    const int32_t rows = tables.rows_of(source);
+    for (int64_t base = walk_first_row(source, call.blocks) + first_offset; base < rows;
+         base += 32 * stride) {
+      const int64_t j = base + static_cast<int64_t>(lane) * stride;
+      PullRow found{0, nullptr};
+      const bool valid = j < rows && look_up_pull_row(context, launch, call, tables, sources, source,
+                                                      static_cast<int32_t>(j), found);
+      const uint32_t mask = __ballot_sync(0xffffffffu, valid);
+      for (int i = 0; i < 32; ++i) {
+        if (((mask >> i) & 1u) == 0) continue;
+        const int64_t row = __shfl_sync(0xffffffffu, found.row, i);
+        const uint8_t* published = reinterpret_cast<const uint8_t*>(
+            __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(found.published), i));
+        if (going) going = action(row, published);
+      }
+      // The stop is voted once per batch, not per row: the row loop has no vote of its own.
+      if (__any_sync(0xffffffffu, !going)) return false;
+    }
+  }
+  return true;
+}
+
+// Producer: this block's share of every source's rows (walk_pull_rows); lane 0 loads them.
 __device__ void pull_producer(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                               const DispatchCall& call, const RowTables& tables, const SourceRows& sources,
                               PipelineProducer& producer) {
   const int lane = lane_id();
   // The sources' generic-proxy writes, acquired at the barrier, are read below by TMA (async proxy).
   ptx::fence_proxy_async_global();
-  for (int step = 0; step < call.num_ranks; ++step) {
-    const int source = walk_peer(step, context.rank, call.num_ranks);
-    const int32_t rows = tables.rows_of(source);
-    for (int64_t base = walk_first_row(source, call.blocks); base < rows;
-         base += 32 * static_cast<int64_t>(call.blocks)) {
-      const int64_t j = base + static_cast<int64_t>(lane) * call.blocks;
-      PullRow found{0, nullptr};
-      const bool valid = j < rows && look_up_pull_row(context, launch, call, tables, sources, source,
-                                                      static_cast<int32_t>(j), found);
-      const uint32_t mask = __ballot_sync(0xffffffffu, valid);
-      int failed = 0;
-      for (int i = 0; i < 32; ++i) {
-        if (((mask >> i) & 1u) == 0) continue;
-        const int64_t row_i = __shfl_sync(0xffffffffu, found.row, i);
-        const uint8_t* published_i = reinterpret_cast<const uint8_t*>(
-            __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(found.published), i));
-        if (lane == 0 && !failed) {
-          // `published_i` is the row (the token's start in an input buffer: row_offset() is 0); fp8
-          // rows are always published, with their scales next to them.
-          failed = !push_row(producer, context, published_i, launch.recv_x + row_i * call.row_bytes,
-                             call.row_bytes, launch.grid.piece_bytes, row_i,
-                             call.fp8 ? launch.token.scales(const_cast<uint8_t*>(published_i)) : nullptr,
-                             call.scale_bytes);
-        }
-      }
-      if (__shfl_sync(0xffffffffu, failed, 0)) return;
-    }
-  }
-  if (lane == 0) producer.finish(context);
+  const bool walked = walk_pull_rows(
+      context, launch, call, tables, sources, 0, call.blocks, [&](int64_t row, const uint8_t* published) {
+        if (lane != 0) return true;
+        // `published` is the row (the token's start in an input buffer: row_offset() is 0); fp8 rows are
+        // always published, with their scales next to them.
+        return push_row(producer, context, published, launch.recv_x + row * call.row_bytes, call.row_bytes,
+                        launch.grid.piece_bytes, row,
+                        call.fp8 ? launch.token.scales(const_cast<uint8_t*>(published)) : nullptr,
+                        call.scale_bytes);
+      });
+  if (walked && lane == 0) producer.finish(context);
 }
 
 // A row's fp8 scales into recv_x_scales (f32, or UE8M0 bytes packed four to a word), by the warp's lanes;
@@ -401,53 +409,24 @@ __device__ __forceinline__ void write_row_scales(const SymmetricDispatchLaunch& 
 
 // Copier (SymmetricPull::warps): warp `copier` of `copiers` in this block takes every copiers-th of the
 // block's rows (the rows the producer would walk, in the same order) and copies each whole row with
-// 16-byte loads and stores, kRowVectors per lane in flight, then its scales. No pipeline: every warp is
-// an independent stream of rows, where the TMA pipeline has one per block.
+// 16-byte loads and stores (device/warp_copy.cuh), then its scales. No pipeline: every warp is an
+// independent stream of rows, where the TMA pipeline has one per block.
 __device__ void pull_copier(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                             const DispatchCall& call, const RowTables& tables, const SourceRows& sources,
                             int copier, int copiers) {
   // NOTES (session 16): 8 vectors of 16 bytes per lane (4 KiB per warp) in flight; the kernel's register
   // budget (one 512-thread block per SM) bounds it.
-  constexpr int kRowVectors = 8;
-  const int lane = lane_id();
-  const int vectors = static_cast<int>(call.row_bytes / sizeof(int4));  // rows are 16-byte multiples
-  const int64_t stride = static_cast<int64_t>(call.blocks) * copiers;
-  for (int step = 0; step < call.num_ranks; ++step) {
-    const int source = walk_peer(step, context.rank, call.num_ranks);
-    const int32_t rows = tables.rows_of(source);
-    const int64_t first = walk_first_row(source, call.blocks) + static_cast<int64_t>(copier) * call.blocks;
-    for (int64_t base = first; base < rows; base += 32 * stride) {
-      const int64_t j = base + static_cast<int64_t>(lane) * stride;
-      PullRow found{0, nullptr};
-      const bool valid = j < rows && look_up_pull_row(context, launch, call, tables, sources, source,
-                                                      static_cast<int32_t>(j), found);
-      const uint32_t mask = __ballot_sync(0xffffffffu, valid);
-      for (int i = 0; i < 32; ++i) {
-        if (((mask >> i) & 1u) == 0) continue;
-        const int64_t row = __shfl_sync(0xffffffffu, found.row, i);
-        const int4* from = reinterpret_cast<const int4*>(
-            __shfl_sync(0xffffffffu, reinterpret_cast<uintptr_t>(found.published), i));
-        int4* to = reinterpret_cast<int4*>(launch.recv_x + row * call.row_bytes);
-        // Plain loads: the rows were written during this kernel (before the barrier, whose acquire
-        // orders them), so the non-coherent path is not allowed.
-        for (int at = lane; at < vectors; at += 32 * kRowVectors) {
-          int4 values[kRowVectors];
-#pragma unroll
-          for (int u = 0; u < kRowVectors; ++u) {
-            if (at + 32 * u < vectors) values[u] = from[at + 32 * u];
-          }
-#pragma unroll
-          for (int u = 0; u < kRowVectors; ++u) {
-            if (at + 32 * u < vectors) to[at + 32 * u] = values[u];
-          }
-        }
-        if (call.fp8) {
-          write_row_scales(launch, row,
-                           launch.token.scales(const_cast<uint8_t*>(reinterpret_cast<const uint8_t*>(from))));
-        }
-      }
-    }
-  }
+  constexpr int kCopyDepth = 8;
+  walk_pull_rows(context, launch, call, tables, sources, static_cast<int64_t>(copier) * call.blocks,
+                 static_cast<int64_t>(call.blocks) * copiers, [&](int64_t row, const uint8_t* published) {
+                   // Plain loads: the rows were written during this kernel (before the barrier, whose
+                   // acquire orders them), so the non-coherent path is not allowed.
+                   warp_copy<CopyLoad::plain, kCopyDepth>(launch.recv_x + row * call.row_bytes, published,
+                                                          call.row_bytes);
+                   if (call.fp8)
+                     write_row_scales(launch, row, launch.token.scales(const_cast<uint8_t*>(published)));
+                   return true;
+                 });
 }
 
 // Consumer extras (pull, fp8): the row's scales, from the stage into recv_x_scales.
