@@ -15,8 +15,9 @@ namespace switchyard::cuda {
 
 namespace {
 
-// Rows per expert that pick m128 (any count past BLOCK_M 64).
-constexpr int64_t kMoeManyRows = 1 << 20;
+// The fp8 layer's tiles for few rows per expert and for many (moe_gemm_tiles_for).
+constexpr MoeGemmTiles kFewRowsTiles{GroupedGemmTile::m64_pingpong, GroupedGemmTile::m64_pingpong};
+constexpr MoeGemmTiles kManyRowsTiles{GroupedGemmTile::m128, GroupedGemmTile::m128};
 
 // {M_g, N, K} of both GEMMs for every local expert g: M_g = min(recv_count[g], C). The dispatch refuses
 // a call whose rows overflow C (CapacityError) before this runs; the bound keeps a count past C from
@@ -62,11 +63,12 @@ bool moe_gemm_tiles_from_environment(MoeGemmTiles& tiles) {
   return true;
 }
 
+bool moe_few_rows(int64_t expected_rows_per_expert) {
+  return common::moe_fused_block_m(expected_rows_per_expert) == common::kMoeFusedSmallBlockM;
+}
+
 MoeGemmTiles moe_gemm_tiles_for(int64_t expected_rows_per_expert) {
-  if (common::moe_fused_block_m(expected_rows_per_expert) == common::kMoeFusedSmallBlockM) {
-    return MoeGemmTiles{GroupedGemmTile::m64_pingpong, GroupedGemmTile::m64_pingpong};
-  }
-  return MoeGemmTiles{GroupedGemmTile::m128, GroupedGemmTile::m128};
+  return moe_few_rows(expected_rows_per_expert) ? kFewRowsTiles : kManyRowsTiles;
 }
 
 MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaStream_t stream,
@@ -123,8 +125,8 @@ CudaMoeExperts::CudaMoeExperts(const detail::MoeExpertsPlan& plan, cudaStream_t 
   if (moe_gemm_tiles_from_environment(tiles) || !plan.fp8) {
     many_rows_ = make_moe_grouped_gemms(plan, stream, tiles);
   } else {
-    few_rows_ = make_moe_grouped_gemms(plan, stream, moe_gemm_tiles_for(0));
-    many_rows_ = make_moe_grouped_gemms(plan, stream, moe_gemm_tiles_for(kMoeManyRows));
+    few_rows_ = make_moe_grouped_gemms(plan, stream, kFewRowsTiles);
+    many_rows_ = make_moe_grouped_gemms(plan, stream, kManyRowsTiles);
   }
 }
 
@@ -135,9 +137,7 @@ void CudaMoeExperts::run(const detail::MoeExpertsCall& call) {
   };
   // Every tile gives the same bits (tests/cuda/moe_grouped_gemm_tile_test.cpp): the pick changes speed only.
   const MoeGroupedGemms& gemms =
-      few_rows_.gemm1 && moe_gemm_tiles_for(call.expected_rows_per_expert).gemm1 != GroupedGemmTile::m128
-          ? few_rows_
-          : many_rows_;
+      few_rows_.gemm1 && moe_few_rows(call.expected_rows_per_expert) ? few_rows_ : many_rows_;
   GroupedGemm* const gemm1 = gemms.gemm1.get();
   GroupedGemm* const gemm2 = gemms.gemm2.get();
   const common::MoeWorkspaceLayout& space = plan_.workspace;

@@ -44,8 +44,12 @@ struct MoeGemmTiles {
 // for every call; InvalidArgument naming the variable otherwise); false where unset or empty.
 bool moe_gemm_tiles_from_environment(MoeGemmTiles& tiles);
 
-// The fp8 layer's tiles for a call whose experts expect `expected_rows_per_expert` rows: BLOCK_M as the
-// fused kernel picks it (common/moe_fused_schedule.hpp), 64 (m64_pingpong) for few rows, else m128.
+// Whether a call's experts, expecting `expected_rows_per_expert` rows, have few rows: the fused kernel
+// would pick its small BLOCK_M for them (common/moe_fused_schedule.hpp).
+bool moe_few_rows(int64_t expected_rows_per_expert);
+
+// The fp8 layer's tiles for a call whose experts expect `expected_rows_per_expert` rows: 64
+// (m64_pingpong) for few rows (moe_few_rows), else m128.
 // NOTES (session 16, one H200, DeepSeek-V3 shape, 8 ranks): at 32 rows per expert (128 tokens per rank)
 // m64_pingpong's GEMMs take 3542 us against m128's 4622 (the layer 3108 us against 3876); at ~1000
 // (4096 tokens) 41266 against 28911.
@@ -57,7 +61,8 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
 class CudaMoeExperts final : public detail::MoeExperts {
  public:
   // Builds both grouped GEMMs' per-expert arrays on `stream` (the buffer's), once for the layer.
-  // fp8: both tiles' GEMMs (moe_gemm_tiles_for), each call running the one its expected rows pick;
+  // fp8: a pair for few rows and one for many (moe_gemm_tiles_for), each call running the one that
+  // moe_few_rows picks for its expected rows;
   // bf16, or a tiles override from the environment: one pair for every call.
   CudaMoeExperts(const detail::MoeExpertsPlan& plan, cudaStream_t stream,
                  std::function<void(cudaStream_t)> barrier);
