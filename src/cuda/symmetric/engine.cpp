@@ -187,10 +187,12 @@ void print_stamps(const DispatchStampRecord* device_records, int rank) {
   for (size_t index = 0; index < records.size(); ++index) {
     const DispatchStampRecord& record = records[index];
     if (record.sequence == 0) continue;
-    std::fprintf(stderr, "symstamp %llu %d %zu", static_cast<unsigned long long>(record.sequence), rank,
-                 index % kSymmetricStampBlocks);
-    for (uint64_t at : record.at) std::fprintf(stderr, " %llu", static_cast<unsigned long long>(at));
-    std::fprintf(stderr, "\n");
+    // One write per line: ranks as processes share stderr, and lines written in pieces interleave.
+    std::string line = "symstamp " + std::to_string(record.sequence) + " " + std::to_string(rank) + " " +
+                       std::to_string(index % kSymmetricStampBlocks);
+    for (uint64_t at : record.at) line += " " + std::to_string(at);
+    line += "\n";
+    std::fputs(line.c_str(), stderr);
   }
 }
 

@@ -1,0 +1,27 @@
+#pragma once
+// The probe's one kernel: warps copy rows between two tables of addresses, as the symmetric engine's
+// pull (every warp a stream of whole rows, 16-byte loads and stores, 8 in flight per lane) does.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace switchyard::peer_probe {
+
+// Row i goes from from[i] to to[i]; both tables are device arrays of `rows` addresses, each row
+// `row_bytes` long (a multiple of 16, 16-byte aligned at both ends).
+struct RowCopyJob {
+  const uint8_t* const* from;
+  uint8_t* const* to;
+  int64_t rows;
+  uint32_t row_bytes;
+};
+
+// Launches the copy on `stream` with `blocks` blocks of `threads` threads (a multiple of 32), each
+// holding `shared_bytes` of dynamic shared memory it does not use (to occupy SMs as an engine does).
+cudaError_t launch_row_copy(const RowCopyJob& job, int blocks, int threads, int shared_bytes,
+                            cudaStream_t stream);
+
+// Lets the kernel take `shared_bytes` of dynamic shared memory (above 48 KiB needs the opt-in).
+cudaError_t set_row_copy_shared_bytes(int shared_bytes);
+
+}  // namespace switchyard::peer_probe
