@@ -48,6 +48,7 @@ struct Options {
   int threads = 512;
   int shared_kib = 0;  // dynamic shared memory per block (unused): the engine's occupancy, one block per SM
   std::string own_memory = "malloc";  // malloc, or pool: this rank's rows from the stream-ordered pool
+  bool owner_writes = false;  // each owner rewrites its shared span before every copy (as a publish does)
   int iters = 10;
   int warmup = 2;
   uint64_t seed = 17;
@@ -173,6 +174,14 @@ nlohmann::json run_rank(const Options& o, Group& group) {
           const RowCopyJob job{m.from, m.to, o.rows, o.row_bytes};
           std::vector<double> times;
           for (int iter = 0; iter < o.warmup + o.iters; ++iter) {
+            if (o.owner_writes) {
+              // As the engine's sources publish their rows just before the peers pull them: the span is
+              // freshly written (dirty in L2 where it fits) by its owner's process.
+              check(cudaMemsetAsync(m.shared, (rank + iter) & 0xff, static_cast<size_t>(span_mib) * kMiB,
+                                    stream),
+                    "cudaMemsetAsync(shared span)");
+              check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+            }
             group.barrier();
             check(cudaEventRecord(start, stream), "cudaEventRecord");
             check(launch_row_copy(job, blocks, o.threads, shared_bytes, stream), "the row copy's launch");
@@ -238,12 +247,12 @@ int run(const Options& o, const std::string& json_path) {
       throw Error("a rank failed: " + ranks.back()["error"].get<std::string>());
   }
   std::printf(
-      "switchyard-peer-probe: %d ranks as %s, %lld rows of %u bytes per rank, %d blocks of %d threads, %d "
-      "KiB "
-      "of shared memory each, own rows from %s\n",
+      "switchyard-peer-probe: %d ranks as %s, %lld rows of %u bytes per rank, %d blocks of %d threads, "
+      "%d KiB of shared memory each, own rows from %s%s\n",
       o.ranks, o.ranks_as.c_str(), static_cast<long long>(o.rows), o.row_bytes,
       ranks.front()["blocks"].get<int>(), o.threads, o.shared_kib,
-      o.own_memory == "pool" ? "the stream-ordered pool" : "cudaMalloc");
+      o.own_memory == "pool" ? "the stream-ordered pool" : "cudaMalloc",
+      o.owner_writes ? ", spans rewritten by their owners before every copy" : "");
   std::printf("%-9s %-6s %-5s %-10s %10s %10s %12s\n", "span_mib", "dir", "owner", "order", "slowest_us",
               "median_us", "GB/s_moved");
   nlohmann::json report = {{"ranks", o.ranks},
@@ -322,6 +331,8 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 227));
   app.add_option("--own-memory", o.own_memory, "malloc or pool: where this rank's own rows live")
       ->check(CLI::IsMember({"malloc", "pool"}));
+  app.add_flag("--owner-writes", o.owner_writes,
+               "each owner rewrites its span before every copy (a publish)");
   app.add_option("--iters", o.iters, "timed iterations")->check(CLI::Range(1, 100000));
   app.add_option("--warmup", o.warmup, "untimed iterations first")->check(CLI::Range(0, 100000));
   app.add_option("--json", json_path, "also write the results here");
