@@ -48,6 +48,9 @@ struct Options {
   int threads = 512;
   int shared_kib = 0;  // dynamic shared memory per block (unused): the engine's occupancy, one block per SM
   std::string own_memory = "malloc";  // malloc, or pool: this rank's rows from the stream-ordered pool
+  // > 0: this rank's rows sit at distinct random rows of an own region of this many MiB (as the
+  // dispatch's recv_x rows sit at their experts' places within the capacity), not one after another.
+  int64_t own_span_mib = 0;
   bool owner_writes = false;  // each owner rewrites its shared span before every copy (as a publish does)
   int iters = 10;
   int warmup = 2;
@@ -89,7 +92,18 @@ nlohmann::json run_rank(const Options& o, Group& group) {
 
   const int64_t max_span_mib = *std::max_element(o.spans_mib.begin(), o.spans_mib.end());
   const size_t span_bytes = static_cast<size_t>(max_span_mib) * kMiB;
-  const size_t own_bytes = static_cast<size_t>(o.rows) * o.row_bytes;
+  const size_t own_bytes =
+      std::max(static_cast<size_t>(o.rows) * o.row_bytes, static_cast<size_t>(o.own_span_mib) * kMiB);
+  // Where each of this rank's rows sits in its own region: in order, or at distinct random rows.
+  std::vector<int64_t> own_slot(static_cast<size_t>(o.rows));
+  for (int64_t i = 0; i < o.rows; ++i) own_slot[i] = i;
+  if (o.own_span_mib > 0) {
+    std::vector<int64_t> slots(own_bytes / o.row_bytes);
+    for (size_t k = 0; k < slots.size(); ++k) slots[k] = static_cast<int64_t>(k);
+    std::mt19937_64 shuffle(o.seed + 7919u * static_cast<uint64_t>(rank));
+    std::shuffle(slots.begin(), slots.end(), shuffle);
+    for (int64_t i = 0; i < o.rows; ++i) own_slot[i] = slots[static_cast<size_t>(i)];
+  }
   RankMemory m;
   check(cudaMalloc(&m.shared, span_bytes), "cudaMalloc(shared buffer)");
   cudaStream_t stream = nullptr;
@@ -164,7 +178,7 @@ nlohmann::json run_rank(const Options& o, Group& group) {
             // r x rows), so that no two ranks read the same rows.
             const int64_t at = c.order == "random" ? pick(random) : (rank * o.rows + i) % span_rows;
             uint8_t* in_buffer = m.mapped[owner_rank] + at * o.row_bytes;
-            uint8_t* own = m.own_rows + i * o.row_bytes;
+            uint8_t* own = m.own_rows + own_slot[i] * o.row_bytes;
             from[i] = c.direction == "read" ? in_buffer : own;
             to[i] = c.direction == "read" ? own : in_buffer;
           }
@@ -248,10 +262,11 @@ int run(const Options& o, const std::string& json_path) {
   }
   std::printf(
       "switchyard-peer-probe: %d ranks as %s, %lld rows of %u bytes per rank, %d blocks of %d threads, "
-      "%d KiB of shared memory each, own rows from %s%s\n",
+      "%d KiB of shared memory each, own rows from %s (own span %lld MiB: 0 = in order)%s\n",
       o.ranks, o.ranks_as.c_str(), static_cast<long long>(o.rows), o.row_bytes,
       ranks.front()["blocks"].get<int>(), o.threads, o.shared_kib,
       o.own_memory == "pool" ? "the stream-ordered pool" : "cudaMalloc",
+      static_cast<long long>(o.own_span_mib),
       o.owner_writes ? ", spans rewritten by their owners before every copy" : "");
   std::printf("%-9s %-6s %-5s %-10s %10s %10s %12s\n", "span_mib", "dir", "owner", "order", "slowest_us",
               "median_us", "GB/s_moved");
@@ -331,6 +346,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(0, 227));
   app.add_option("--own-memory", o.own_memory, "malloc or pool: where this rank's own rows live")
       ->check(CLI::IsMember({"malloc", "pool"}));
+  app.add_option("--own-span-mib", o.own_span_mib,
+                 "> 0: this rank's rows at distinct random rows of an own region this large (MiB)")
+      ->check(CLI::Range(int64_t{0}, int64_t{16384}));
   app.add_flag("--owner-writes", o.owner_writes,
                "each owner rewrites its span before every copy (a publish)");
   app.add_option("--iters", o.iters, "timed iterations")->check(CLI::Range(1, 100000));
