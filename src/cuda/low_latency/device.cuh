@@ -36,17 +36,6 @@ __device__ __forceinline__ uint32_t load_state_word(const uint32_t* word) {
   return *reinterpret_cast<const volatile uint32_t*>(word);
 }
 
-// LogFMT's 16-byte loads (cuda/low_latency/logfmt.cuh), by what they read; the engine's row copies
-// pick theirs with device/warp_copy.cuh's CopyLoad.
-enum class Source { read_only_global, written_by_peer, shared };
-
-template <Source kSource>
-__device__ __forceinline__ int4 load_v4(const int4* pointer) {
-  if constexpr (kSource == Source::read_only_global) return ptx::ld_weak_nc_v4(pointer);
-  if constexpr (kSource == Source::written_by_peer) return ptx::ld_weak_no_allocate_v4(pointer);
-  return *pointer;  // shared memory (generic addressing)
-}
-
 // The 16-byte loads each lane of the engine's warp copies (device/warp_copy.cuh) keeps in flight.
 // NOTES: 4 (2 KiB per warp) before the stores: with 256 warps per rank and 8 ranks that is 4 MiB in
 // flight, above HBM bandwidth times latency; 8 would spill at the kernels' 64-register cap

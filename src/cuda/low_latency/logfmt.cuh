@@ -11,6 +11,7 @@
 #include "common/numeric.hpp"
 #include "cuda/low_latency/device.cuh"
 #include "device/ptx.cuh"
+#include "device/warp_copy.cuh"
 #include "device/warp_group.cuh"
 
 namespace switchyard::cuda::low_latency {
@@ -82,7 +83,7 @@ __device__ __forceinline__ uint32_t pack_logfmt_row(uint8_t* target, const uint1
     int4 values = make_int4(0, 0, 0, 0);
     common::LogfmtBlock params;
     if (present) {
-      values = load_v4<Source::read_only_global>(in + block * 16 + chunk);
+      values = copy_load_v4<CopyLoad::read_only>(in + block * 16 + chunk);
       params = half_warp_logfmt_block(values);
     }
     const uint32_t cast = __ballot_sync(kFullWarp, present && params.cast);
