@@ -38,8 +38,9 @@ __device__ __forceinline__ uint32_t load_state_word(const uint32_t* word) {
 
 // The 16-byte loads each lane of the engine's warp copies (device/warp_copy.cuh) keeps in flight.
 // NOTES: 4 (2 KiB per warp) before the stores: with 256 warps per rank and 8 ranks that is 4 MiB in
-// flight, above HBM bandwidth times latency; 8 would spill at the kernels' 64-register cap
-// (kMinBlocksPerSm).
+// flight, above HBM bandwidth times latency. (8 spilled with the engine's old copy at the kernels'
+// 64-register cap, kMinBlocksPerSm; with the shared copy ptxas fits 8 without spills in the single-node
+// kernels, session 17, but whether deeper is faster has not been timed.)
 constexpr int kCopyDepth = 4;
 
 // ---- fp8 ----------------------------------------------------------------------------------------
