@@ -89,6 +89,7 @@ suite_bin() { echo "$BUILD/tests/cuda/switchyard_cuda_$1_test"; }
 PROCESS_BIN="$BUILD/tests/cuda/switchyard_cuda_process_ranks_test"
 KILLED_BIN="$BUILD/tests/cuda/switchyard_cuda_killed_rank_test"
 BENCH_BIN="$BUILD/tools/bench/switchyard-bench"
+PROBE_BIN="$BUILD/tools/peer_probe/switchyard-peer-probe"
 
 if has_stage tests; then
   for suite in "${GPU_SUITES[@]}"; do
@@ -135,6 +136,13 @@ if has_stage processes; then
         "$PROCESS_BIN" --ranks "$ranks" --ranks-per-node "$per_node" --engine "$engine"
     done
   done
+  # The control for every processes-against-threads gap above and in the bench: rows copied through
+  # peers' IPC mappings as processes, against the same as threads (bench/NOTES.md, session 17).
+  PROBE_ARGS=(--ranks 8 --span-mib 64 512 --order random --shared-kib 200 --own-memory pool --own-span-mib 1024)
+  run_logged "peer probe, 8 processes (MPS)" peer-probe-processes.log timeout 90 "$PROBE_BIN" "${PROBE_ARGS[@]}" \
+    --ranks-as processes --json "$OUT/peer-probe-processes.json"
+  run_logged "peer probe, 8 threads" peer-probe-threads.log timeout 60 "$PROBE_BIN" "${PROBE_ARGS[@]}" \
+    --ranks-as threads --json "$OUT/peer-probe-threads.json"
   # A rank killed mid-call: the survivors time out naming it, keep a usable context and round-trip
   # again over a new Buffer of their own.
   for engine in normal low_latency symmetric; do

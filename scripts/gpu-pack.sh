@@ -18,7 +18,8 @@ out=build/gpu-carry
 mkdir -p "$out"
 binaries=()
 for path in "$build"/tests/cuda/switchyard_*_test "$build"/tests/bench/*_cuda_test \
-  "$build"/tools/bench/switchyard-bench "$build"/tools/soak/switchyard-soak "$build"/tools/moe_bench/switchyard-moe-bench; do
+  "$build"/tools/bench/switchyard-bench "$build"/tools/soak/switchyard-soak "$build"/tools/moe_bench/switchyard-moe-bench \
+  "$build"/tools/peer_probe/switchyard-peer-probe; do
   [[ -x $path ]] && binaries+=("${path#"$build"/}")
 done
 [[ ${#binaries[@]} -gt 0 ]] || { echo "gpu-pack: no binaries under $build" >&2; exit 2; }
