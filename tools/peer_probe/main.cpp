@@ -51,7 +51,14 @@ struct Options {
   // > 0: this rank's rows sit at distinct random rows of an own region of this many MiB (as the
   // dispatch's recv_x rows sit at their experts' places within the capacity), not one after another.
   int64_t own_span_mib = 0;
-  bool owner_writes = false;  // each owner rewrites its shared span before every copy (as a publish does)
+  bool owner_writes = false;
+  // table: every row's source address from a table this rank uploads; peer-written: from a route record
+  // (owner, row) that the previous rank writes into this rank's shared buffer before every copy, through
+  // its mapping, as the engine's sources route their tokens into the receivers' heaps.
+  std::string routes = "table";
+  // Bytes added to every shared buffer's allocation (KiB): whether the allocation's size, not the rows
+  // read, changes what its mappings cost (a size off the large-page multiples).
+  int64_t shared_extra_kib = 0;  // each owner rewrites its shared span before every copy (as a publish does)
   int iters = 10;
   int warmup = 2;
   uint64_t seed = 17;
@@ -105,7 +112,10 @@ nlohmann::json run_rank(const Options& o, Group& group) {
     for (int64_t i = 0; i < o.rows; ++i) own_slot[i] = slots[static_cast<size_t>(i)];
   }
   RankMemory m;
-  check(cudaMalloc(&m.shared, span_bytes), "cudaMalloc(shared buffer)");
+  // The route records' area follows the span (peer-written routes only).
+  const size_t route_bytes = o.routes == "peer-written" ? static_cast<size_t>(o.rows) * sizeof(int2) : 0;
+  check(cudaMalloc(&m.shared, span_bytes + route_bytes + static_cast<size_t>(o.shared_extra_kib) * 1024),
+        "cudaMalloc(shared buffer)");
   cudaStream_t stream = nullptr;
   check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
   // The engines' outputs (recv_x) come from the stream-ordered pool; cudaMalloc is the control.
@@ -169,14 +179,27 @@ nlohmann::json run_rank(const Options& o, Group& group) {
           const Case c{span_mib, direction, owner, order};
           const int64_t span_rows = static_cast<int64_t>(span_mib * kMiB / o.row_bytes);
           if (span_rows < 1) throw Error("--span-mib " + std::to_string(span_mib) + " holds no row");
-          // The same draw in every rank (seeded by rank): rows of a peer's buffer at random rows.
-          std::mt19937_64 random(o.seed * 1000003u + static_cast<uint64_t>(rank));
-          std::uniform_int_distribution<int64_t> pick(0, span_rows - 1);
+          // Reader q's rows: (owner, row in the owner's span), drawn with q's seed, so that any rank can
+          // make them (the peer-written routes are written by q's previous rank).
+          const auto routes_of = [&](int q) {
+            std::vector<int2> routes(static_cast<size_t>(o.rows));
+            std::mt19937_64 random(o.seed * 1000003u + static_cast<uint64_t>(q));
+            std::uniform_int_distribution<int64_t> pick(0, span_rows - 1);
+            for (int64_t i = 0; i < o.rows; ++i) {
+              const int owner_rank = c.owner == "self" ? q : static_cast<int>((q + i) % o.ranks);
+              // Sequential: q's rows in order from its own place in the span (rank q starts at q x rows),
+              // so that no two ranks read the same rows.
+              const int64_t at = c.order == "random" ? pick(random) : (q * o.rows + i) % span_rows;
+              routes[static_cast<size_t>(i)] = make_int2(owner_rank, static_cast<int>(at));
+            }
+            return routes;
+          };
+          const std::vector<int2> mine = routes_of(rank);
+          const int routed_reader = (rank + 1) % o.ranks;  // whose routes this rank writes
+          const std::vector<int2> routes_written = routes_of(routed_reader);
           for (int64_t i = 0; i < o.rows; ++i) {
-            const int owner_rank = c.owner == "self" ? rank : static_cast<int>((rank + i) % o.ranks);
-            // Sequential: this rank's rows in order from its own place in the span (rank r starts at
-            // r x rows), so that no two ranks read the same rows.
-            const int64_t at = c.order == "random" ? pick(random) : (rank * o.rows + i) % span_rows;
+            const int owner_rank = mine[static_cast<size_t>(i)].x;
+            const int64_t at = mine[static_cast<size_t>(i)].y;
             uint8_t* in_buffer = m.mapped[owner_rank] + at * o.row_bytes;
             uint8_t* own = m.own_rows + own_slot[i] * o.row_bytes;
             from[i] = c.direction == "read" ? in_buffer : own;
@@ -185,7 +208,14 @@ nlohmann::json run_rank(const Options& o, Group& group) {
           check(cudaMemcpy(m.from, from.data(), o.rows * sizeof(void*), cudaMemcpyHostToDevice),
                 "table upload");
           check(cudaMemcpy(m.to, to.data(), o.rows * sizeof(void*), cudaMemcpyHostToDevice), "table upload");
-          const RowCopyJob job{m.from, m.to, o.rows, o.row_bytes};
+          const bool routed = o.routes == "peer-written";
+          RowCopyJob job{routed ? nullptr : m.from,
+                         m.to,
+                         o.rows,
+                         o.row_bytes,
+                         reinterpret_cast<const int2*>(m.shared + span_bytes),
+                         {}};
+          for (int r = 0; r < o.ranks; ++r) job.owners[r] = m.mapped[r];
           std::vector<double> times;
           for (int iter = 0; iter < o.warmup + o.iters; ++iter) {
             if (o.owner_writes) {
@@ -194,6 +224,13 @@ nlohmann::json run_rank(const Options& o, Group& group) {
               check(cudaMemsetAsync(m.shared, (rank + iter) & 0xff, static_cast<size_t>(span_mib) * kMiB,
                                     stream),
                     "cudaMemsetAsync(shared span)");
+              check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+            }
+            if (routed) {
+              // The next rank's route records, into its shared buffer through this rank's mapping.
+              check(cudaMemcpyAsync(m.mapped[routed_reader] + span_bytes, routes_written.data(), route_bytes,
+                                    cudaMemcpyHostToDevice, stream),
+                    "the route records' upload into a peer");
               check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
             }
             group.barrier();
@@ -262,11 +299,11 @@ int run(const Options& o, const std::string& json_path) {
   }
   std::printf(
       "switchyard-peer-probe: %d ranks as %s, %lld rows of %u bytes per rank, %d blocks of %d threads, "
-      "%d KiB of shared memory each, own rows from %s (own span %lld MiB: 0 = in order)%s\n",
+      "%d KiB of shared memory each, own rows from %s (own span %lld MiB: 0 = in order), %s routes%s\n",
       o.ranks, o.ranks_as.c_str(), static_cast<long long>(o.rows), o.row_bytes,
       ranks.front()["blocks"].get<int>(), o.threads, o.shared_kib,
       o.own_memory == "pool" ? "the stream-ordered pool" : "cudaMalloc",
-      static_cast<long long>(o.own_span_mib),
+      static_cast<long long>(o.own_span_mib), o.routes.c_str(),
       o.owner_writes ? ", spans rewritten by their owners before every copy" : "");
   std::printf("%-9s %-6s %-5s %-10s %10s %10s %12s\n", "span_mib", "dir", "owner", "order", "slowest_us",
               "median_us", "GB/s_moved");
@@ -349,6 +386,13 @@ int main(int argc, char** argv) {
   app.add_option("--own-span-mib", o.own_span_mib,
                  "> 0: this rank's rows at distinct random rows of an own region this large (MiB)")
       ->check(CLI::Range(int64_t{0}, int64_t{16384}));
+  app.add_option("--routes", o.routes,
+                 "table: row addresses from a table of this rank's; peer-written: (owner, row) records that "
+                 "the previous rank writes into this rank's buffer before every copy (reads only)")
+      ->check(CLI::IsMember({"table", "peer-written"}));
+  app.add_option("--shared-extra-kib", o.shared_extra_kib,
+                 "KiB added to every shared buffer's allocation (its size off the large-page multiples)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
   app.add_flag("--owner-writes", o.owner_writes,
                "each owner rewrites its span before every copy (a publish)");
   app.add_option("--iters", o.iters, "timed iterations")->check(CLI::Range(1, 100000));
@@ -359,6 +403,9 @@ int main(int argc, char** argv) {
     if (o.row_bytes % 16 != 0)
       throw CLI::ValidationError("--row-bytes",
                                  "expected a multiple of 16, got " + std::to_string(o.row_bytes));
+    if (o.routes == "peer-written" &&
+        std::find(o.directions.begin(), o.directions.end(), "write") != o.directions.end())
+      throw CLI::ValidationError("--routes", "expected --direction read with peer-written routes, got write");
     if (o.threads % 32 != 0)
       throw CLI::ValidationError("--threads", "expected a multiple of 32, got " + std::to_string(o.threads));
   } catch (const CLI::ParseError& error) {

@@ -14,7 +14,14 @@ __global__ void copy_rows(RowCopyJob job) {
   const int64_t first = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
   const int vectors = static_cast<int>(job.row_bytes / 16);
   for (int64_t row = first; row < job.rows; row += warps) {
-    const int4* in = reinterpret_cast<const int4*>(job.from[row]);
+    const uint8_t* source = nullptr;
+    if (job.from != nullptr) {
+      source = job.from[row];
+    } else {
+      const int2 route = job.routes[row];
+      source = job.owners[route.x] + static_cast<int64_t>(route.y) * job.row_bytes;
+    }
+    const int4* in = reinterpret_cast<const int4*>(source);
     int4* out = reinterpret_cast<int4*>(job.to[row]);
     for (int at = lane; at < vectors; at += 32 * kDepth) {
       int4 values[kDepth];
