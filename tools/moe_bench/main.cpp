@@ -17,7 +17,7 @@
 
 #include "common/numeric.hpp"
 #include "cuda/moe/grouped_gemm.hpp"
-#include "forked_ranks.hpp"
+#include "json_ranks.hpp"
 #include "moe_rank.hpp"
 #include "moe_shape.hpp"
 #include "switchyard/buffer.hpp"
@@ -200,29 +200,9 @@ int run(const MoeBenchOptions& o) {
   const int64_t most = *std::max_element(rows.begin(), rows.end());
   const int64_t capacity = o.capacity > 0 ? o.capacity : std::max<int64_t>(1, most);
 
-  std::vector<std::string> answers(static_cast<size_t>(o.ranks));
-  if (o.ranks_as == RanksAs::threads) {
-    run_ranks(o.ranks, [&](Group& group) {
-      answers[static_cast<size_t>(group.rank())] = run_moe_rank(o, data, capacity, group);
-    });
-  } else {
-    answers = bench::run_forked_ranks(
-        o.ranks, o.timeout_seconds + 600.0,
-        [&](Group& group) { return run_moe_rank(o, data, capacity, group); },
-        [](std::exception_ptr failure) -> std::string {
-          try {
-            std::rethrow_exception(failure);
-          } catch (const std::exception& error) {
-            return nlohmann::json{{"error", error.what()}}.dump();
-          }
-        });
-  }
-  std::vector<nlohmann::json> ranks;
-  for (const std::string& answer : answers) {
-    ranks.push_back(nlohmann::json::parse(answer));
-    if (ranks.back().contains("error"))
-      throw Error("a rank failed: " + ranks.back()["error"].get<std::string>());
-  }
+  const std::vector<nlohmann::json> ranks =
+      bench::run_json_ranks(o.ranks, o.ranks_as == RanksAs::processes, o.timeout_seconds + 600.0,
+                            [&](Group& group) { return run_moe_rank(o, data, capacity, group); });
 
   // Work and bytes, per GPU.
   std::map<int, double> touched_bytes, flops_on;

@@ -19,7 +19,7 @@
 #include <string>
 #include <vector>
 
-#include "forked_ranks.hpp"
+#include "json_ranks.hpp"
 #include "row_copy.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/group.hpp"
@@ -277,26 +277,8 @@ double median(std::vector<double> values) {
 }
 
 int run(const Options& o, const std::string& json_path) {
-  std::vector<std::string> answers(static_cast<size_t>(o.ranks));
-  if (o.ranks_as == "threads") {
-    run_ranks(o.ranks, [&](Group& group) { answers[group.rank()] = run_rank(o, group).dump(); });
-  } else {
-    answers = bench::run_forked_ranks(
-        o.ranks, 600.0, [&](Group& group) { return run_rank(o, group).dump(); },
-        [](std::exception_ptr failure) -> std::string {
-          try {
-            std::rethrow_exception(failure);
-          } catch (const std::exception& error) {
-            return nlohmann::json{{"error", error.what()}}.dump();
-          }
-        });
-  }
-  std::vector<nlohmann::json> ranks;
-  for (const std::string& answer : answers) {
-    ranks.push_back(nlohmann::json::parse(answer));
-    if (ranks.back().contains("error"))
-      throw Error("a rank failed: " + ranks.back()["error"].get<std::string>());
-  }
+  const std::vector<nlohmann::json> ranks = bench::run_json_ranks(
+      o.ranks, o.ranks_as == "processes", 600.0, [&](Group& group) { return run_rank(o, group).dump(); });
   std::printf(
       "switchyard-peer-probe: %d ranks as %s, %lld rows of %u bytes per rank, %d blocks of %d threads, "
       "%d KiB of shared memory each, own rows from %s (own span %lld MiB: 0 = in order), %s routes%s\n",
