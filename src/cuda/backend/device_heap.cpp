@@ -55,6 +55,11 @@ uint64_t* connection_slot(uint8_t* allocation, int source) {
 
 }  // namespace
 
+size_t heap_allocation_bytes(size_t heap_bytes) {
+  const size_t needed = detail::kHeapIdentityBytes + heap_bytes;
+  return (needed + kHeapAllocationGranule - 1) / kHeapAllocationGranule * kHeapAllocationGranule;
+}
+
 DeviceHeap::DeviceHeap(size_t bytes, int rank, int num_ranks, int device, HeapSharing sharing)
     : bytes_(bytes),
       rank_(rank),
@@ -65,7 +70,7 @@ DeviceHeap::DeviceHeap(size_t bytes, int rank, int num_ranks, int device, HeapSh
       opened_(num_ranks, nullptr),
       peer_host_identity_(num_ranks, nullptr) {
   SY_CUDA_CHECK(cudaSetDevice(device_));
-  const size_t allocation = detail::kHeapIdentityBytes + bytes_;
+  const size_t allocation = heap_allocation_bytes(bytes_);
   void* pointer = nullptr;
   SY_CUDA_CHECK(cudaMalloc(&pointer, allocation));
   allocation_ = static_cast<uint8_t*>(pointer);

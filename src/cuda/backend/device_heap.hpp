@@ -2,6 +2,7 @@
 // The CUDA backend's symmetric heap: one cudaMalloc region per rank. Peers in this process use the
 // pointer (with peer access enabled when they sit on another GPU); peers in other processes open a
 // CUDA IPC handle.
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -10,6 +11,15 @@
 #include "switchyard/buffer.hpp"
 
 namespace switchyard::cuda {
+
+// The heap's allocation (identity page and heap) is a whole number of the GPU's large pages (2 MiB on
+// Hopper and Ampere). Measured (bench/NOTES.md, session 18): 8 processes reading random rows of each
+// other's 512 MiB allocations through CUDA IPC took 6.4x as long when the allocations were 256 KiB or
+// 1 MiB past a 2 MiB multiple as when they were on one; the owner, and threads sharing one address
+// space, read at full speed either way. The symmetric dispatch as 8 processes went 7324 -> 1456 us.
+constexpr size_t kHeapAllocationGranule = size_t{2} << 20;
+// Bytes to allocate for a heap of `heap_bytes` behind its identity page.
+size_t heap_allocation_bytes(size_t heap_bytes);
 
 class DeviceHeap {
  public:
