@@ -111,7 +111,11 @@ if has_stage tests; then
   fi
 fi
 
+PROBE_ARGS=(--ranks 8 --span-mib 64 512 --order random --shared-kib 200 --own-memory pool --own-span-mib 1024)
 if has_stage processes; then
+  # The peer probe's threads control runs before MPS starts: threads under MPS read noisily (session 18).
+  run_logged "peer probe, 8 threads" peer-probe-threads.log timeout 60 "$PROBE_BIN" "${PROBE_ARGS[@]}" \
+    --ranks-as threads --json "$OUT/peer-probe-threads.json"
   start_mps
   for engine in normal low_latency symmetric; do
     for ranks in 2 4 8; do
@@ -141,14 +145,11 @@ if has_stage processes; then
   # Buffers of exactly the span (whole 2 MiB pages, as the heap is allocated) read at the threads'
   # speed; 256 KiB more was 6.4x slower as processes in session 18, the driver behaviour the heap's
   # allocation avoids: a run where the two agree says the driver changed.
-  PROBE_ARGS=(--ranks 8 --span-mib 64 512 --order random --shared-kib 200 --own-memory pool --own-span-mib 1024)
   run_logged "peer probe, 8 processes (MPS)" peer-probe-processes.log timeout 90 "$PROBE_BIN" "${PROBE_ARGS[@]}" \
     --ranks-as processes --json "$OUT/peer-probe-processes.json"
   run_logged "peer probe, 8 processes, buffers 256 KiB off the 2 MiB pages (MPS)" peer-probe-processes-off-pages.log \
     timeout 90 "$PROBE_BIN" "${PROBE_ARGS[@]}" --ranks-as processes --shared-extra-kib 256 \
     --json "$OUT/peer-probe-processes-off-pages.json"
-  run_logged "peer probe, 8 threads" peer-probe-threads.log timeout 60 "$PROBE_BIN" "${PROBE_ARGS[@]}" \
-    --ranks-as threads --json "$OUT/peer-probe-threads.json"
   # A rank killed mid-call: the survivors time out naming it, keep a usable context and round-trip
   # again over a new Buffer of their own.
   for engine in normal low_latency symmetric; do
