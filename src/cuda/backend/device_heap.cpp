@@ -5,6 +5,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "common/host_device.hpp"
 #include "core/heap_identity.hpp"
 #include "core/heap_registry.hpp"
 #include "device/cuda_check.hpp"
@@ -56,8 +57,7 @@ uint64_t* connection_slot(uint8_t* allocation, int source) {
 }  // namespace
 
 size_t heap_allocation_bytes(size_t heap_bytes) {
-  const size_t needed = detail::kHeapIdentityBytes + heap_bytes;
-  return (needed + kHeapAllocationGranule - 1) / kHeapAllocationGranule * kHeapAllocationGranule;
+  return common::align_up(detail::kHeapIdentityBytes + heap_bytes, kHeapAllocationGranule);
 }
 
 DeviceHeap::DeviceHeap(size_t bytes, int rank, int num_ranks, int device, HeapSharing sharing)
