@@ -38,14 +38,32 @@ namespace detail {
 struct MoeLayerAccess;  // the bench's phase marks (core/moe_plan.hpp)
 }
 
+// How w1's 2I rows hold the gate and up projections (w1_scales' block rows follow their rows).
+enum class MoeGateUp : int {
+  halves = 0,  // rows [0, I) the gate projection, rows [I, 2I) the up projection: DeepSeek-V3's checkpoint
+  // 128-row blocks alternating: gate rows [0, 128), up rows [0, 128), gate rows [128, 256), ...
+  // (interleave_gate_up makes it from halves). The same bits of y as halves; on CUDA with fp8 weights it
+  // lets GEMM 1 apply SwiGLU and the requantisation in its epilogue, so h never reaches memory
+  // (docs/MOE.md, "The fused SwiGLU epilogue").
+  interleaved = 1,
+};
+
 // One rank's experts (L = num_experts / num_ranks local experts, hidden H, intermediate I).
 struct MoeWeights {
-  // [L, 2I, H], bf16 or fp8_e4m3: rows [0, I) are the gate projection, rows [I, 2I) the up projection.
+  // [L, 2I, H], bf16 or fp8_e4m3: the gate and up projections, laid out as gate_up says.
   TensorView w1;
   TensorView w1_scales;  // f32 [L, 2I / 128, H / 128]: fp8 only, one per 128 x 128 block of w1
   TensorView w2;         // [L, H, I], w1's dtype
   TensorView w2_scales;  // f32 [L, H / 128, I / 128]: fp8 only
+  MoeGateUp gate_up = MoeGateUp::halves;
 };
+
+// Copies `halves` (w1 [L, 2I, H] in MoeGateUp::halves, bf16 or fp8_e4m3, I a multiple of 128; or its
+// w1_scales, f32 [L, 2I / 128, H / 128]) into `out` (same dtype, shape and device, not overlapping it) in
+// MoeGateUp::interleaved. CPU tensors are copied before it returns; CUDA tensors on `stream` (a
+// cudaStream_t; nullptr: the legacy default stream), asynchronously. Throws InvalidArgument naming the
+// argument, what was expected and what was given, before writing anything.
+void interleave_gate_up(const TensorView& halves, const TensorView& out, Stream stream = nullptr);
 
 struct MoeLayerOptions {
   int num_experts = 0;  // E, a multiple of the ranks; the same on every rank

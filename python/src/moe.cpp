@@ -24,7 +24,7 @@ namespace {
 class PyMoeLayer {
  public:
   PyMoeLayer(nb::handle buffer_object, nb::handle w1, nb::handle w2, nb::handle w1_scales,
-             nb::handle w2_scales, const MoeLayerOptions& options)
+             nb::handle w2_scales, const MoeLayerOptions& options, const std::string& gate_up)
       : buffer_object_(nb::borrow(buffer_object)) {
     PyBuffer& buffer = nb::cast<PyBuffer&>(buffer_object);
     CallScope scope(buffer);
@@ -33,6 +33,13 @@ class PyMoeLayer {
     weights.w2 = to_view(w2, "w2", weights_alive_, buffer.placement());
     weights.w1_scales = to_view(w1_scales, "w1_scales", weights_alive_, buffer.placement());
     weights.w2_scales = to_view(w2_scales, "w2_scales", weights_alive_, buffer.placement());
+    if (gate_up == "halves") {
+      weights.gate_up = MoeGateUp::halves;
+    } else if (gate_up == "interleaved") {
+      weights.gate_up = MoeGateUp::interleaved;
+    } else {
+      throw InvalidArgument("gate_up: expected 'halves' or 'interleaved', got '" + gate_up + "'");
+    }
     layer_ = std::make_unique<MoeLayer>(buffer, weights, options);
   }
 
@@ -94,11 +101,11 @@ void bind_moe(nb::module_& m) {
       .def(
           "__init__",
           [](PyMoeLayer* self, nb::handle buffer, nb::handle w1, nb::handle w2, nb::handle w1_scales,
-             nb::handle w2_scales, const MoeLayerOptions& options) {
-            new (self) PyMoeLayer(buffer, w1, w2, w1_scales, w2_scales, options);
+             nb::handle w2_scales, const MoeLayerOptions& options, const std::string& gate_up) {
+            new (self) PyMoeLayer(buffer, w1, w2, w1_scales, w2_scales, options, gate_up);
           },
           nb::arg("buffer"), nb::arg("w1"), nb::arg("w2"), nb::arg("w1_scales").none(),
-          nb::arg("w2_scales").none(), nb::arg("options"))
+          nb::arg("w2_scales").none(), nb::arg("options"), nb::arg("gate_up") = "halves")
       .def("forward", &PyMoeLayer::forward, nb::arg("x"), nb::arg("topk_idx"), nb::arg("topk_weights"),
            nb::arg("x_scales").none(), nb::arg("out").none(), nb::arg("stream") = 0,
            nb::arg("framework") = "numpy", "-> y, bf16 [N, H]")

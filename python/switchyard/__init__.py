@@ -26,7 +26,7 @@ from . import _C
 from ._buffer import (Buffer, CombineResult, DispatchLayout, DispatchResult, LowLatencyCombineResult,
                       LowLatencyDispatchResult)
 from ._groups import Group, as_group
-from ._moe import MoE
+from ._moe import MoE, interleave_gate_up
 
 Config = _C.Config
 CallTuning = _C.CallTuning
@@ -38,4 +38,5 @@ __version__ = _C.__version__
 __all__ = [
     "Buffer", "CallTuning", "CapacityError", "CombineResult", "Config", "DispatchHandle", "DispatchLayout", "DispatchResult", "Error", "Group",
     "InvalidArgument", "LowLatencyCombineResult", "LowLatencyDispatchResult", "LowLatencyHandle", "MoE", "SystemError", "TimeoutError", "Unsupported", "as_group", "cuda_available",
+    "interleave_gate_up",
 ]

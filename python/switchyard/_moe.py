@@ -5,7 +5,29 @@ from . import _C
 from ._errors import InvalidArgument
 from ._tensors import exported, framework_of, stream_of
 
-__all__ = ["MoE"]
+__all__ = ["MoE", "interleave_gate_up"]
+
+
+def interleave_gate_up(w1):
+    """w1 [L, 2I, H] (rows [0, I) gate, [I, 2I) up), or its scales [L, 2I / 128, H / 128], as a new
+    contiguous array with gate and up interleaved in 128-row blocks (one scale row per block): gate block 0,
+    up block 0, gate block 1, ... (MoE(..., gate_up="interleaved")). torch tensors stay on their device;
+    numpy arrays work too. The same function switchyard::interleave_gate_up is in C++."""
+    if getattr(w1, "ndim", None) != 3:
+        raise InvalidArgument(f"w1: expected a 3-d array [L, 2I, H] or its scales, got {getattr(w1, 'shape', w1)!r}")
+    scales = str(w1.dtype) in ("float32", "torch.float32")
+    block = 1 if scales else 128
+    experts, rows, cols = (int(d) for d in w1.shape)
+    if rows % (2 * block) != 0:
+        raise InvalidArgument(
+            f"w1: expected dimension 1 a multiple of {2 * block} (I in whole 128-row blocks), got {tuple(w1.shape)}")
+    blocks = rows // (2 * block)
+    swapped = w1.reshape(experts, 2, blocks, block, cols).swapaxes(1, 2)  # torch and numpy alike
+    if hasattr(swapped, "clone"):  # torch: one copy, always a new tensor
+        copied = swapped.clone() if swapped.is_contiguous() else swapped.contiguous()
+    else:
+        copied = swapped.copy()
+    return copied.reshape(experts, rows, cols)
 
 
 class MoE:
@@ -25,10 +47,14 @@ class MoE:
     expert_capacity: rows per local expert (0: num_ranks * max_tokens_per_rank); an expert that receives
     more raises switchyard.CapacityError on every rank. activation_clamp > 0: gate = min(gate, c),
     up = clamp(up, -c, c) before silu(gate) * up.
+    gate_up: w1's layout, "halves" (above) or "interleaved": 128-row blocks alternating gate, up
+    (interleave_gate_up makes it, scales included). The same y bit for bit; on CUDA with fp8 weights GEMM 1
+    then applies SwiGLU in its epilogue and h never reaches memory (docs/MOE.md).
     """
 
     def __init__(self, buffer, w1, w2, *, num_experts: int, max_tokens_per_rank: int, w1_scales=None,
-                 w2_scales=None, expert_capacity: int = 0, activation_clamp: float = 0.0):
+                 w2_scales=None, expert_capacity: int = 0, activation_clamp: float = 0.0,
+                 gate_up: str = "halves"):
         buffer._check_alive()
         self.buffer = buffer  # the layer uses the Buffer's heap: it must outlive the layer
         options = _C.MoeLayerOptions(int(num_experts), int(max_tokens_per_rank), int(expert_capacity),
@@ -39,7 +65,7 @@ class MoE:
             return exported(tensor, name, stream)
 
         self._native = _C.MoeLayer(buffer._native, arg(w1, "w1"), arg(w2, "w2"), arg(w1_scales, "w1_scales"),
-                                   arg(w2_scales, "w2_scales"), options)
+                                   arg(w2_scales, "w2_scales"), options, gate_up)
         # The weights' exports must live as long as the layer that reads them; the C++ side keeps the
         # arrays it was given, and these are the objects behind them.
         self._weights = (w1, w2, w1_scales, w2_scales)

@@ -3,7 +3,8 @@
 // kernels: where a local expert's weight rows and block scales are, and where the rows of its
 // received tokens, activations and outputs are in the layer's workspace.
 //
-//   W1        [L, 2I, H]           rows [0, I) gate, [I, 2I) up; bf16 or e4m3
+//   W1        [L, 2I, H]           rows [0, I) gate, [I, 2I) up (MoeGateUp::halves), or 128-row blocks
+//                                  alternating gate, up (MoeGateUp::interleaved); bf16 or e4m3
 //   W1 scales [L, 2I/128, H/128]   f32, fp8 only: one per 128 x 128 block
 //   W2        [L, H, I]
 //   W2 scales [L, H/128, I/128]
@@ -21,19 +22,47 @@ namespace switchyard::common {
 // checkpoint format, DeepGEMM's SM90 convention).
 constexpr int kMoeScaleBlock = 128;
 
+// How W1's 2I rows (and its scale block rows with them) hold the gate and up projections.
+enum class MoeGateUp : int {
+  halves = 0,  // rows [0, I) gate, [I, 2I) up: DeepSeek-V3's checkpoint
+  // 128-row blocks alternating: gate block 0, up block 0, gate block 1, ... The fused SwiGLU GEMM's layout
+  // (cuda/moe/swiglu_epilogue.cuh): a 256-row tile of W1 holds a gate block and its up block. Scale blocks
+  // stay whole, so the checkpoint's scales move with their rows.
+  interleaved = 1,
+};
+
+// The layout of the public switchyard::MoeGateUp's value (the same numbers); checked by the layer first.
+SY_HD MoeGateUp moe_gate_up(int value) {
+  return value == static_cast<int>(MoeGateUp::interleaved) ? MoeGateUp::interleaved : MoeGateUp::halves;
+}
+
 struct MoeWeightLayout {
   int hidden;        // H
   int intermediate;  // I
+  MoeGateUp gate_up = MoeGateUp::halves;
 
   SY_HD int64_t w1_rows() const { return 2 * static_cast<int64_t>(intermediate); }
-  // Row n of expert l's W1 (n < I: gate channel n; else up channel n - I).
-  SY_HD int64_t w1_row(int local, int64_t row) const { return (local * w1_rows() + row) * hidden; }
+  // Where W1's logical row n (n < I: gate channel n; else up channel n - I) is stored: also the column of
+  // h = x W1^T (GEMM 1 computes h in stored order) that holds it.
+  SY_HD int64_t w1_stored_row(int64_t n) const {
+    if (gate_up == MoeGateUp::halves) return n;
+    const int64_t up = n >= intermediate ? 1 : 0;
+    const int64_t channel = n - up * intermediate;
+    return (channel / kMoeScaleBlock) * 2 * kMoeScaleBlock + up * kMoeScaleBlock + channel % kMoeScaleBlock;
+  }
+  SY_HD int64_t gate_column(int64_t channel) const { return w1_stored_row(channel); }
+  SY_HD int64_t up_column(int64_t channel) const { return w1_stored_row(intermediate + channel); }
+  // Logical row n of expert l's W1 (w1_stored_row places it).
+  SY_HD int64_t w1_row(int local, int64_t row) const {
+    return (local * w1_rows() + w1_stored_row(row)) * hidden;
+  }
   SY_HD int64_t w2_row(int local, int64_t row) const {
     return (local * static_cast<int64_t>(hidden) + row) * intermediate;
   }
-  // The hidden / 128 scales of the block row that holds W1 row n, one per 128 input channels.
+  // The hidden / 128 scales of the block row that holds logical W1 row n, one per 128 input channels.
   SY_HD int64_t w1_scales_row(int local, int64_t row) const {
-    return (local * (w1_rows() / kMoeScaleBlock) + row / kMoeScaleBlock) * (hidden / kMoeScaleBlock);
+    return (local * (w1_rows() / kMoeScaleBlock) + w1_stored_row(row) / kMoeScaleBlock) *
+           (hidden / kMoeScaleBlock);
   }
   SY_HD int64_t w2_scales_row(int local, int64_t row) const {
     return (local * static_cast<int64_t>(hidden / kMoeScaleBlock) + row / kMoeScaleBlock) *

@@ -109,6 +109,16 @@ MoeLayerPlan plan_moe_layer(const MoeWeights& weights, const MoeLayerOptions& op
                                        "I (half of dimension 1)", w1);
   plan.hidden = checked_channels(w1.shape[2], multiple, layout.hidden, "weights.w1",
                                  "H (dimension 2, at most BufferSizing::hidden)", w1);
+  if (weights.gate_up != MoeGateUp::halves && weights.gate_up != MoeGateUp::interleaved) {
+    throw InvalidArgument("weights.gate_up: expected MoeGateUp::halves or MoeGateUp::interleaved, got " +
+                          text(static_cast<int>(weights.gate_up)));
+  }
+  if (weights.gate_up == MoeGateUp::interleaved && plan.intermediate % kMoeScaleBlock != 0) {
+    throw InvalidArgument(
+        "weights.gate_up: MoeGateUp::interleaved expects I (half of weights.w1's dimension 1) "
+        "a multiple of 128 (whole 128-row blocks), got I = " +
+        text(plan.intermediate));
+  }
   const int64_t local = plan.local_experts, hidden = plan.hidden, intermediate = plan.intermediate;
   expect_weight(weights.w2, "weights.w2", w1.dtype, {local, hidden, intermediate},
                 "[L, H, I] of weights.w1's L, H and I", buffer);

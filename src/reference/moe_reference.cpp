@@ -182,7 +182,12 @@ std::vector<Tensor> moe_layer(const std::vector<RankInputs>& inputs, const std::
       expect_shape(w.w2_scales, name + ".w2_scales",
                    {local_experts, hidden / kMoeScaleBlock, intermediate / kMoeScaleBlock});
     }
-    experts.push_back({&w, {hidden, intermediate}, fp8});
+    const bool interleaved = w.gate_up == MoeGateUp::interleaved;
+    if (interleaved && intermediate % kMoeScaleBlock != 0) {
+      throw InvalidArgument(name + ".gate_up: MoeGateUp::interleaved expects I a multiple of 128, got I = " +
+                            std::to_string(intermediate));
+    }
+    experts.push_back({&w, {hidden, intermediate, common::moe_gate_up(static_cast<int>(w.gate_up))}, fp8});
   }
 
   std::vector<Tensor> outputs(num_ranks);

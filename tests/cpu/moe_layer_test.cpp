@@ -205,6 +205,105 @@ std::vector<MoeCase> reference_cases() {
 INSTANTIATE_TEST_SUITE_P(EdgeCases, MoeLayerMatchesReference, ::testing::ValuesIn(reference_cases()),
                          [](const ::testing::TestParamInfo<MoeCase>& info) { return info.param.c.name; });
 
+// ---- W1 with gate and up interleaved -------------------------------------------------------------------
+
+// The rank's weights with W1 (and its scales) copied into MoeGateUp::interleaved by interleave_gate_up.
+workload::MoeExpertWeights interleaved_copy(const workload::MoeExpertWeights& halves) {
+  workload::MoeExpertWeights out = halves;
+  const TensorView w1 = halves.w1;
+  out.w1 = Tensor::empty(w1.dtype, {w1.shape[0], w1.shape[1], w1.shape[2]});
+  interleave_gate_up(halves.w1, out.w1);
+  if (halves.w1_scales.defined()) {
+    const TensorView s = halves.w1_scales;
+    out.w1_scales = Tensor::empty(s.dtype, {s.shape[0], s.shape[1], s.shape[2]});
+    interleave_gate_up(halves.w1_scales, out.w1_scales);
+  }
+  return out;
+}
+
+class MoeLayerInterleaved : public ::testing::TestWithParam<MoeCase> {};
+
+// The same layer with W1 in MoeGateUp::interleaved gives the reference's bits (computed on the halves):
+// I = 256, so the two layouts differ (gate block 1 and up block 0 trade places).
+TEST_P(MoeLayerInterleaved, GivesTheBitsOfTheHalvesLayout) {
+  const uint64_t seed = seed_for("moe_interleaved/" + GetParam().c.name);
+  const Expected e = expected_for(GetParam(), seed);
+  const MoeCase& m = e.m;
+  Failures failures;
+  expert_major::with_buffers(m.c, Regions::symmetric, [&](Group& group, Buffer& buffer) {
+    const int rank = group.rank();
+    const workload::MoeExpertWeights copy = interleaved_copy(e.weights[rank]);
+    if (std::memcmp(copy.w1.data(), e.weights[rank].w1.data(), copy.w1.nbytes()) == 0) {
+      failures.add(rank, "the interleaved W1 equals the halves: the case cannot tell the layouts apart");
+    }
+    MoeWeights weights = copy.weights();
+    weights.gate_up = MoeGateUp::interleaved;
+    MoeLayer layer(buffer, weights, layer_options(m));
+    compare_y(layer.forward(layer_args(e.data[rank])).y, e.y[rank], "y (W1 interleaved) vs reference", rank,
+              failures);
+  });
+  expert_major::expect_none(failures, seed);
+}
+
+std::vector<MoeCase> interleaved_cases() {
+  std::vector<MoeCase> cases;
+  for (DType dtype : {DType::bf16, DType::fp8_e4m3}) {
+    const std::string recipe = dtype == DType::bf16 ? "bf16" : "fp8";
+    MoeCase m = moe_case(recipe + "_r2_i256", 2, {6, 5}, 8, 2, 4, dtype);
+    m.intermediate = 256;
+    cases.push_back(m);
+    cases.push_back(with_clamp(m, 0.25f));
+    cases.back().c.name = recipe + "_r2_i256_clamped";
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(GateUp, MoeLayerInterleaved, ::testing::ValuesIn(interleaved_cases()),
+                         [](const ::testing::TestParamInfo<MoeCase>& info) { return info.param.c.name; });
+
+// interleave_gate_up moves whole 128-row blocks (one scale row per block): gate block b to slot 2b, up
+// block b to slot 2b + 1.
+TEST(InterleaveGateUp, MovesWholeBlocksOfRowsAndOfScales) {
+  const workload::MoeExpertWeights halves =
+      workload::generate_moe_weights(2, 128, 256, DType::fp8_e4m3, 5, 0);
+  const workload::MoeExpertWeights copy = interleaved_copy(halves);
+  const int64_t row = 128, block = 128 * row, expert = 4 * block;  // bytes: H = 128 fp8, 2I = 512 rows
+  for (int64_t l = 0; l < 2; ++l) {
+    for (int64_t b = 0; b < 2; ++b) {
+      for (int up = 0; up < 2; ++up) {
+        const uint8_t* from =
+            static_cast<const uint8_t*>(halves.w1.data()) + l * expert + (2 * up + b) * block;
+        const uint8_t* to = static_cast<const uint8_t*>(copy.w1.data()) + l * expert + (2 * b + up) * block;
+        EXPECT_EQ(std::memcmp(from, to, block), 0)
+            << "expert " << l << (up ? " up" : " gate") << " block " << b;
+        const float* s_from = halves.w1_scales.as<const float>() + l * 4 + 2 * up + b;
+        const float* s_to = copy.w1_scales.as<const float>() + l * 4 + 2 * b + up;
+        EXPECT_EQ(*s_from, *s_to) << "scale of expert " << l << (up ? " up" : " gate") << " block " << b;
+      }
+    }
+  }
+}
+
+TEST(InterleaveGateUp, RefusesBadTensorsByNameAndWritesNothing) {
+  const workload::MoeExpertWeights halves = workload::generate_moe_weights(2, 128, 256, DType::bf16, 5, 0);
+  Tensor out = expert_major::poisoned(DType::bf16, {2, 512, 128});
+  const Tensor before = expert_major::host_copy(out);
+  const auto refusal = [&](const TensorView& in, const TensorView& to) {
+    return invalid_argument_message([&] { interleave_gate_up(in, to); });
+  };
+  EXPECT_TRUE(contains(refusal(TensorView(), out), "halves: expected w1 [L, 2I, H]"));
+  Tensor i64 = Tensor::empty(DType::i64, {2, 512, 128});
+  EXPECT_TRUE(contains(refusal(i64, out), "halves: expected w1 [L, 2I, H] (bf16 or fp8_e4m3)"));
+  const workload::MoeExpertWeights odd = workload::generate_moe_weights(2, 128, 64, DType::bf16, 5, 0);
+  EXPECT_TRUE(contains(refusal(odd.w1, out), "halves: expected dimension 1 (2I) a multiple of 256"));
+  Tensor small = Tensor::empty(DType::bf16, {2, 256, 128});
+  EXPECT_TRUE(contains(refusal(halves.w1, small), "out: expected a tensor like halves"));
+  Tensor fp8 = Tensor::empty(DType::fp8_e4m3, {2, 512, 128});
+  EXPECT_TRUE(contains(refusal(halves.w1, fp8), "out: expected a tensor like halves"));
+  EXPECT_TRUE(contains(refusal(halves.w1, halves.w1), "out: expected memory apart from halves'"));
+  EXPECT_EQ(std::memcmp(out.data(), before.data(), out.nbytes()), 0) << "a refused copy wrote into out";
+}
+
 // ---- the heap-resident tensors ---------------------------------------------------------------------
 
 // A Buffer with the symmetric engine's heap-resident tensors: the layer's GEMM 2 writes its outputs
@@ -357,6 +456,16 @@ TEST_F(MoeLayerRefuses, WeightsOfTheWrongDtypeShapeOrDevice) {
   w.w2.device = Device::cuda;
   EXPECT_TRUE(
       contains(construction(w), "weights.w2: expected a tensor on cpu, got bf16[4, 256, 128] on cuda:0"));
+}
+
+TEST_F(MoeLayerRefuses, InterleavedGateUpNeedsWholeBlocks) {
+  const workload::MoeExpertWeights narrow = workload::generate_moe_weights(4, 256, 32, DType::bf16, 7, 0);
+  MoeWeights w = narrow.weights();
+  w.gate_up = MoeGateUp::interleaved;
+  EXPECT_TRUE(contains(construction(w), "weights.gate_up: MoeGateUp::interleaved expects I"));
+  EXPECT_TRUE(contains(construction(w), "got I = 32"));
+  w.gate_up = static_cast<MoeGateUp>(7);
+  EXPECT_TRUE(contains(construction(w), "weights.gate_up: expected MoeGateUp::halves or"));
 }
 
 TEST_F(MoeLayerRefuses, ScalesThatDoNotMatchTheRecipe) {

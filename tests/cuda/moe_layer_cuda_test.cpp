@@ -197,6 +197,26 @@ TEST_P(MoeLayerCuda, WithinToleranceOfTheReferenceAndBitwiseRunToRun) {
           bitwise(to_host(layer.forward(args).y, stream), first, rank, "y of a later call vs the first",
                   failures);
         }
+        // The same weights with W1 in MoeGateUp::interleaved (copied on the device by interleave_gate_up):
+        // the same bits; with fp8 weights that is GEMM 1 with SwiGLU in its epilogue against the separate
+        // kernels. Made after every rank's calls, before any rank's next (switchyard/moe.hpp).
+        DeviceWeights interleaved = weights;
+        interleaved.w1 = poisoned_device(
+            weights.w1.dtype(), {weights.w1.size(0), weights.w1.size(1), weights.w1.size(2)}, device, stream);
+        interleave_gate_up(weights.w1, interleaved.w1, stream);
+        if (weights.w1_scales.defined()) {
+          interleaved.w1_scales = poisoned_device(
+              DType::f32, {weights.w1_scales.size(0), weights.w1_scales.size(1), weights.w1_scales.size(2)},
+              device, stream);
+          interleave_gate_up(weights.w1_scales, interleaved.w1_scales, stream);
+        }
+        MoeWeights view = interleaved.view();
+        view.gate_up = MoeGateUp::interleaved;
+        group.barrier();
+        MoeLayer fused(buffer, view, layer_options(m));
+        group.barrier();
+        bitwise(to_host(fused.forward(args).y, stream), first, rank, "y with W1 interleaved vs halves",
+                failures);
       },
       kTestTimeoutSeconds);
   std::printf("[ moe     ] %s: largest |y - y_ref| / S = %.3g (tau %.3g)\n", m.c.name.c_str(), report.worst,

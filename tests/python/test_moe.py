@@ -12,9 +12,9 @@ HIDDEN, INTERMEDIATE, MAX_TOKENS = 128, 128, 8
 SEED = 21
 
 
-def draw_weights(rng, local_experts, fp8):
+def draw_weights(rng, local_experts, fp8, intermediate=INTERMEDIATE):
     """w1 [L, 2I, H], w2 [L, H, I] as bits (bf16: uint16; fp8: uint8 with f32 [.., /128, /128] scales)."""
-    shapes = [(local_experts, 2 * INTERMEDIATE, HIDDEN), (local_experts, HIDDEN, INTERMEDIATE)]
+    shapes = [(local_experts, 2 * intermediate, HIDDEN), (local_experts, HIDDEN, intermediate)]
     if not fp8:
         return [reference.f32_to_bf16(rng.uniform(-1, 1, shape) / np.sqrt(shape[2])) for shape in shapes] + [None, None]
     weights = []
@@ -26,13 +26,13 @@ def draw_weights(rng, local_experts, fp8):
     return weights + scales
 
 
-def rank_data(num_ranks, num_experts, topk, fp8, tokens):
+def rank_data(num_ranks, num_experts, topk, fp8, tokens, intermediate=INTERMEDIATE):
     """Every rank's inputs and weights, the same on every process."""
     data = []
     for rank in range(num_ranks):
         rng = np.random.default_rng([SEED, rank, topk, int(fp8)])
         x, _, topk_idx, topk_weights = reference.draw_inputs(rng, tokens[rank], HIDDEN, topk, num_experts)
-        data.append((x, topk_idx, topk_weights, *draw_weights(rng, num_experts // num_ranks, fp8)))
+        data.append((x, topk_idx, topk_weights, *draw_weights(rng, num_experts // num_ranks, fp8, intermediate)))
     return data
 
 
@@ -94,6 +94,49 @@ def test_layer_matches_the_reference_bitwise(ranks, num_ranks, topk, tokens, fp8
             exact = float64_layer(data, num_ranks, num_experts, rank)
             error = np.abs(reference.bf16_to_f32(y) - exact).max()
             assert error <= 0.02 * np.abs(exact).max() + 1e-6, error
+
+
+def interleaved_job(rank, num_ranks, allgather, num_experts, topk, fp8, tokens):
+    x, topk_idx, topk_weights, w1, w2, w1_scales, w2_scales = rank_data(num_ranks, num_experts, topk, fp8, tokens,
+                                                                       intermediate=256)[rank]
+    buffer = make_buffer(allgather, num_experts, topk)
+    moe = switchyard.MoE(buffer, switchyard.interleave_gate_up(w1), w2,
+                         w1_scales=None if w1_scales is None else switchyard.interleave_gate_up(w1_scales),
+                         w2_scales=w2_scales, num_experts=num_experts, max_tokens_per_rank=MAX_TOKENS,
+                         gate_up="interleaved")
+    y = moe(x, topk_idx, topk_weights).copy()
+    buffer.destroy()
+    return y
+
+
+@pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
+def test_interleaved_gate_up_gives_the_bits_of_the_halves(ranks, fp8):
+    """W1 (and its scales) through switchyard.interleave_gate_up, the layer told gate_up="interleaved": the
+    reference's y of the original halves, bit for bit (I = 256, so the layouts differ)."""
+    num_ranks, num_experts, topk, tokens = 2, 8, 2, [6, 5]
+    results = ranks(num_ranks).run(interleaved_job, [(num_experts, topk, fp8, tokens)] * num_ranks)
+    data = rank_data(num_ranks, num_experts, topk, fp8, tokens, intermediate=256)
+    columns = list(zip(*data))
+    expected = _C._testing.moe_reference(*columns[:5], [s for s in columns[5] if s is not None],
+                                         [s for s in columns[6] if s is not None], num_experts)
+    for rank, y in enumerate(results):
+        np.testing.assert_array_equal(y, expected[rank])
+
+
+def test_interleave_gate_up_moves_whole_blocks():
+    w1 = np.arange(2 * 512 * 4, dtype=np.uint16).reshape(2, 512, 4)  # L 2, I 256: blocks of 128 rows
+    out = switchyard.interleave_gate_up(w1)
+    assert out.shape == w1.shape and out.dtype == w1.dtype and not np.shares_memory(out, w1)
+    for expert in range(2):
+        for block, source in enumerate([0, 2, 1, 3]):  # gate 0, up 0, gate 1, up 1
+            np.testing.assert_array_equal(out[expert, 128 * block:128 * (block + 1)],
+                                          w1[expert, 128 * source:128 * (source + 1)])
+    scales = np.arange(2 * 4 * 2, dtype=np.float32).reshape(2, 4, 2)  # one row per block
+    np.testing.assert_array_equal(switchyard.interleave_gate_up(scales)[0], scales[0][[0, 2, 1, 3]])
+    with pytest.raises(switchyard.InvalidArgument, match="w1: expected dimension 1 a multiple of 256"):
+        switchyard.interleave_gate_up(np.zeros((1, 384, 4), dtype=np.uint16))
+    with pytest.raises(switchyard.InvalidArgument, match="w1: expected a 3-d array"):
+        switchyard.interleave_gate_up(np.zeros((512, 4), dtype=np.uint16))
 
 
 def precast_job(rank, num_ranks, allgather, num_experts, topk, tokens):

@@ -79,7 +79,7 @@ Check check_rows(const MoeBenchOptions& o, const std::vector<workload::RankData>
                  const std::vector<nlohmann::json>& ranks) {
   const bool fp8 = o.weights == DType::fp8_e4m3;
   const int64_t local = o.local_experts(), hidden = o.hidden, inter = o.intermediate;
-  const common::MoeWeightLayout layout{o.hidden, o.intermediate};
+  const common::MoeWeightLayout layout = o.weight_layout();
   // Full-shape host weights, of which only the used experts are ever written (the pages of the rest
   // are never touched, so never allocated).
   std::vector<Tensor> storage;
@@ -92,7 +92,7 @@ Check check_rows(const MoeBenchOptions& o, const std::vector<workload::RankData>
       s1 = Tensor::empty(DType::f32, {local, 2 * inter / 128, hidden / 128});
       s2 = Tensor::empty(DType::f32, {local, hidden / 128, inter / 128});
     }
-    weights.push_back({w1, s1, w2, s2});
+    weights.push_back({w1, s1, w2, s2, o.gate_up});
     storage.insert(storage.end(), {w1, w2, s1, s2});
   }
   std::vector<Tensor> inputs_storage;
@@ -188,11 +188,22 @@ int run(const MoeBenchOptions& o) {
   if (o.weights == DType::fp8_e4m3 && (o.hidden % 128 != 0 || o.intermediate % 128 != 0)) {
     throw InvalidArgument("--hidden, --intermediate: expected multiples of 128 with fp8 weights");
   }
-  std::printf("moe-bench: %d ranks as %s, %lld tokens/rank, H %d, I %d, %d experts, top-%d, %s weights%s\n",
-              o.ranks, o.ranks_as == RanksAs::threads ? "threads" : "processes",
-              static_cast<long long>(o.tokens), o.hidden, o.intermediate, o.experts, o.topk,
-              o.weights == DType::fp8_e4m3 ? "fp8" : "bf16",
-              o.heap_tensors ? ", x and expert outputs in the heap (pull combine)" : "");
+  if (o.gate_up == MoeGateUp::interleaved && o.intermediate % 128 != 0) {
+    throw InvalidArgument("--gate-up interleaved: expected --intermediate a multiple of 128, got " +
+                          std::to_string(o.intermediate));
+  }
+  if (o.gemm_tiles && o.gate_up == MoeGateUp::interleaved && o.weights == DType::fp8_e4m3) {
+    throw InvalidArgument(
+        "--gemm-tiles: expected --gate-up halves (the GEMM 1 with the SwiGLU epilogue comes in "
+        "the m128 and m64_pingpong tiles only), got --gate-up interleaved");
+  }
+  std::printf(
+      "moe-bench: %d ranks as %s, %lld tokens/rank, H %d, I %d, %d experts, top-%d, %s weights, W1 gate/up "
+      "%s%s\n",
+      o.ranks, o.ranks_as == RanksAs::threads ? "threads" : "processes", static_cast<long long>(o.tokens),
+      o.hidden, o.intermediate, o.experts, o.topk, o.weights == DType::fp8_e4m3 ? "fp8" : "bf16",
+      o.gate_up == MoeGateUp::interleaved ? "interleaved" : "halves",
+      o.heap_tensors ? ", x and expert outputs in the heap (pull combine)" : "");
   std::fflush(stdout);
   // Drawn once, before any fork or CUDA call: forked ranks inherit it.
   const std::vector<workload::RankData> data = workload::generate(o.shape(), o.seed);
@@ -374,6 +385,12 @@ int main(int argc, char** argv) {
                  "on: x in Buffer::symmetric_input and the expert outputs in the heap, with the pull combine "
                  "(also as processes) | off (default)")
       ->check(CLI::IsMember({"on", "off"}));
+  std::string gate_up = "interleaved";
+  app.add_option("--gate-up", gate_up,
+                 "W1's layout: interleaved (128-row gate and up blocks alternating; with fp8 weights GEMM 1 "
+                 "applies SwiGLU in its epilogue) | halves (the checkpoint's: gate rows, then up rows; the "
+                 "separate SwiGLU kernel) (default interleaved)")
+      ->check(CLI::IsMember({"interleaved", "halves"}));
   app.add_flag(
       "--gemm-tiles", o.gemm_tiles,
       "also time the fp8 GEMMs alone in every CUTLASS tile on this call's rows, each checked bitwise "
@@ -385,6 +402,7 @@ int main(int argc, char** argv) {
   }
   o.ranks_as = ranks_as == "threads" ? RanksAs::threads : RanksAs::processes;
   o.heap_tensors = heap == "on";
+  o.gate_up = gate_up == "halves" ? switchyard::MoeGateUp::halves : switchyard::MoeGateUp::interleaved;
   // Ranks as threads each need a hardware queue of the GPU's context
   // (src/cuda/backend/device_connections.hpp), set before the first CUDA call; not for processes (MPS clients
   // asking for 32 fail to start).

@@ -77,7 +77,7 @@ struct GemmsAlone {
     fill_activations_on_device(a2, a2_scales, WeightTensor::gemm2_a, WeightTensor::gemm2_a_scales, o.seed,
                                rank, stream);
     // The layer's own construction (cuda/moe/experts.hpp) over this workspace.
-    plan.weights = common::MoeWeightLayout{static_cast<int>(hidden), static_cast<int>(inter)};
+    plan.weights = o.weight_layout();
     plan.workspace = common::MoeWorkspaceLayout{static_cast<int>(local), capacity, static_cast<int>(hidden),
                                                 static_cast<int>(inter)};
     plan.fp8 = fp8;
@@ -199,8 +199,8 @@ std::string run_moe_rank(const MoeBenchOptions& o, const std::vector<workload::R
       w2_scales =
           Tensor::empty(scale_dtype, {local, hidden / 128, inter / 128}, Device::cuda, device, stream);
     }
-    w = {w1, w1_scales, w2, w2_scales};
-    fill_weights_on_device(w, {o.hidden, o.intermediate}, static_cast<int>(local), fp8, o.seed, rank, stream);
+    w = {w1, w1_scales, w2, w2_scales, o.gate_up};
+    fill_weights_on_device(w, o.weight_layout(), static_cast<int>(local), fp8, o.seed, rank, stream);
 
     MoeLayerOptions layer_options;
     layer_options.num_experts = o.experts;

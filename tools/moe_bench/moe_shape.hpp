@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "common/moe_layout.hpp"
+#include "switchyard/moe.hpp"
 #include "switchyard/tensor.hpp"
 #include "workload/workload.hpp"
 
@@ -34,7 +36,14 @@ struct MoeBenchOptions {
   // --gemm-tiles: the fp8 GEMMs alone in every CUTLASS tile (cuda::GroupedGemmTile), each checked bitwise
   // against m128's outputs.
   bool gemm_tiles = false;
+  // --gate-up: W1's layout (switchyard::MoeGateUp). interleaved (the default) lets the fp8 layer's GEMM 1
+  // apply SwiGLU in its epilogue; halves is the checkpoint's layout, through the separate SwiGLU kernel.
+  MoeGateUp gate_up = MoeGateUp::interleaved;
   std::string json;
+
+  common::MoeWeightLayout weight_layout() const {
+    return {hidden, intermediate, common::moe_gate_up(static_cast<int>(gate_up))};
+  }
 
   int local_experts() const { return experts / ranks; }
   workload::Shape shape() const;

@@ -16,6 +16,9 @@ namespace {
 std::shared_ptr<void> allocate_cuda_bytes(size_t, int, void*) {
   no_cuda();
 }
+void copy_cuda_rows(void*, size_t, const void*, size_t, size_t, size_t, int, void*) {
+  no_cuda();
+}
 bool cuda_backend_available() {
   return false;
 }

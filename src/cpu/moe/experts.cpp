@@ -29,7 +29,7 @@ void run_expert(const detail::MoeExpertsPlan& plan, int local, int64_t rows, std
     uint8_t* a = static_cast<uint8_t*>(plan.activations) + space.activation_row(local, 0);
     float* a_scales = plan.activation_scales + space.activation_scales_row(local, 0);
     gemm_fp8_blockwise(x, x_scales, rows, w1, w1_scales, two_i, hidden, h);
-    swiglu_to_fp8(h, rows, intermediate, plan.activation_clamp, a, a_scales);
+    swiglu_to_fp8(weights, h, rows, plan.activation_clamp, a, a_scales);
     gemm_fp8_blockwise(a, a_scales, rows, w2, w2_scales, hidden, intermediate, out_f32.data());
   } else {
     const uint16_t* w1 = static_cast<const uint16_t*>(plan.w1) + weights.w1_row(local, 0);
@@ -37,7 +37,7 @@ void run_expert(const detail::MoeExpertsPlan& plan, int local, int64_t rows, std
     const uint16_t* x = static_cast<const uint16_t*>(plan.recv_x) + space.hidden_row(local, 0);
     uint16_t* a = static_cast<uint16_t*>(plan.activations) + space.activation_row(local, 0);
     gemm_bf16(x, rows, w1, two_i, hidden, h);
-    swiglu_to_bf16(h, rows, intermediate, plan.activation_clamp, a);
+    swiglu_to_bf16(weights, h, rows, plan.activation_clamp, a);
     gemm_bf16(a, rows, w2, hidden, intermediate, out_f32.data());
   }
   uint16_t* out = plan.out + space.hidden_row(local, 0);

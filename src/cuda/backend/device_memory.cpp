@@ -186,6 +186,13 @@ std::shared_ptr<void> allocate_cuda_bytes(size_t bytes, int device_index, void* 
   });
 }
 
+void copy_cuda_rows(void* destination, size_t destination_pitch, const void* source, size_t source_pitch,
+                    size_t width, size_t height, int device_index, void* stream) {
+  const DeviceScope scope(device_index);
+  SY_CUDA_CHECK(cudaMemcpy2DAsync(destination, destination_pitch, source, source_pitch, width, height,
+                                  cudaMemcpyDeviceToDevice, static_cast<cudaStream_t>(stream)));
+}
+
 bool cuda_backend_available() {
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess) {

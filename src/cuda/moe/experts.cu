@@ -7,7 +7,7 @@
 #include "common/moe_fused_schedule.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/moe/experts.hpp"
-#include "cuda/moe/swiglu_kernel.cuh"
+#include "cuda/moe/swiglu_kernel.hpp"
 #include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
 
@@ -44,8 +44,7 @@ void prepare_moe_kernels(int device) {
   const std::lock_guard<std::mutex> lock(mutex);
   if (!prepared.insert(device).second) return;
   preload_kernel(write_problem_shapes);
-  preload_kernel(moe_kernels::swiglu_to_bf16_kernel);
-  preload_kernel(moe_kernels::swiglu_to_fp8_kernel);
+  moe_kernels::preload_swiglu_kernels();
   prepare_grouped_gemms();
 }
 
@@ -78,7 +77,10 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
   const int hidden = space.hidden, intermediate = space.intermediate;
   const int64_t capacity = space.capacity;
 
-  GroupedGemmOperands gemm1;  // h = recv_x . W1^T
+  // W1 in MoeGateUp::interleaved with fp8 weights: GEMM 1 applies SwiGLU and the requantisation in its
+  // epilogue and writes a directly (swiglu_epilogue.cuh).
+  const bool fused = plan.fp8 && w.gate_up == common::MoeGateUp::interleaved;
+  GroupedGemmOperands gemm1;  // h = recv_x . W1^T (fused: a = swiglu(recv_x . W1^T))
   gemm1.groups = space.local_experts;
   gemm1.n = 2 * intermediate;
   gemm1.k = hidden;
@@ -86,8 +88,13 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
   gemm1.a_group_stride = capacity * hidden;
   gemm1.b = plan.w1;
   gemm1.b_group_stride = w.w1_row(1, 0) - w.w1_row(0, 0);
-  gemm1.d = plan.gate_up;
-  gemm1.d_group_stride = capacity * 2 * intermediate;
+  if (fused) {
+    gemm1.swiglu = GroupedGemmSwigluOutputs{space, plan.activation_clamp,
+                                            static_cast<uint8_t*>(plan.activations), plan.activation_scales};
+  } else {
+    gemm1.d = plan.gate_up;
+    gemm1.d_group_stride = capacity * 2 * intermediate;
+  }
   GroupedGemmOperands gemm2;  // o = a . W2^T
   gemm2.groups = space.local_experts;
   gemm2.n = hidden;
@@ -111,7 +118,10 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
   MoeGroupedGemms gemms;
   // The bf16 kernels come in one tile.
   if (!plan.fp8) tiles = MoeGemmTiles{};
-  gemms.gemm1 = make_grouped_gemm(plan.fp8 ? GroupedGemmKind::fp8_to_f32 : GroupedGemmKind::bf16_to_f32,
+  gemms.gemm1_applies_swiglu = fused;
+  gemms.gemm1 = make_grouped_gemm(fused      ? GroupedGemmKind::fp8_swiglu_to_fp8
+                                  : plan.fp8 ? GroupedGemmKind::fp8_to_f32
+                                             : GroupedGemmKind::bf16_to_f32,
                                   gemm1, stream, tiles.gemm1);
   gemms.gemm2 = make_grouped_gemm(plan.fp8 ? GroupedGemmKind::fp8_to_bf16 : GroupedGemmKind::bf16_to_bf16,
                                   gemm2, stream, tiles.gemm2);
@@ -150,21 +160,14 @@ void CudaMoeExperts::run(const detail::MoeExpertsCall& call) {
   gemm1->run(stream);
   mark(1);
 
-  moe_kernels::SwigluArgs swiglu{space,
-                                 plan_.gate_up,
-                                 plan_.recv_count,
-                                 plan_.activation_clamp,
-                                 plan_.activations,
-                                 plan_.activation_scales};
-  const dim3 grid(
-      static_cast<unsigned>((space.capacity + moe_kernels::kSwigluWarps - 1) / moe_kernels::kSwigluWarps),
-      static_cast<unsigned>(groups));
-  if (plan_.fp8) {
-    moe_kernels::swiglu_to_fp8_kernel<<<grid, 32 * moe_kernels::kSwigluWarps, 0, stream>>>(swiglu);
-  } else {
-    moe_kernels::swiglu_to_bf16_kernel<<<grid, 32 * moe_kernels::kSwigluWarps, 0, stream>>>(swiglu);
+  // With W1 interleaved (fp8), GEMM 1's epilogue has written a: the SwiGLU phase is inside GEMM 1.
+  if (!gemms.gemm1_applies_swiglu) {
+    const moe_kernels::SwigluArgs swiglu{plan_.weights,          space,
+                                         plan_.gate_up,          plan_.recv_count,
+                                         plan_.activation_clamp, plan_.activations,
+                                         plan_.activation_scales};
+    moe_kernels::launch_swiglu(swiglu, plan_.fp8, stream);
   }
-  SY_CUDA_CHECK_LAUNCH();
   mark(2);
   gemm2->run(stream);
   mark(3);

@@ -3,7 +3,9 @@
 // symmetric dispatch and combine, as four kernels on the call's stream:
 //   1. problem shapes: M_g = min(recv_count[g], C) for both grouped GEMMs (read on the device only);
 //   2. GEMM 1: h [L, C, 2I] fp32 = recv_x . W1^T (CUTLASS grouped, cuda/moe/grouped_gemm.hpp);
-//   3. SwiGLU: a = silu(gate) * up, rounded to bf16 or requantised to e4m3 per 128 channels;
+//   3. SwiGLU: a = silu(gate) * up, rounded to bf16 or requantised to e4m3 per 128 channels; with fp8
+//      weights in MoeGateUp::interleaved, GEMM 1's epilogue does this and h is never written
+//      (cuda/moe/swiglu_epilogue.cuh);
 //   4. GEMM 2: o [L, C, H] bf16 = a . W2^T;
 //   5. a cross-rank barrier of one block per rank (`barrier`, the symmetric engine's): no rank's
 //      combine grid may spin on SMs that a peer sharing the GPU still needs for its GEMMs
@@ -32,6 +34,9 @@ void prepare_moe_kernels(int device);
 struct MoeGroupedGemms {
   std::unique_ptr<GroupedGemm> gemm1;
   std::unique_ptr<GroupedGemm> gemm2;
+  // fp8 weights in MoeGateUp::interleaved: GEMM 1 writes a (SwiGLU and the requantisation in its epilogue),
+  // and no SwiGLU kernel runs.
+  bool gemm1_applies_swiglu = false;
 };
 
 // The CUTLASS tiles of the two GEMMs (fp8 only; the bf16 recipe's kernels come in m128 alone).

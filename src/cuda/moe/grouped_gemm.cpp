@@ -20,12 +20,15 @@ const char* grouped_gemm_kind_name(GroupedGemmKind kind) {
       return "fp8 blockwise -> f32";
     case GroupedGemmKind::fp8_to_bf16:
       return "fp8 blockwise -> bf16";
+    case GroupedGemmKind::fp8_swiglu_to_fp8:
+      return "fp8 blockwise -> swiglu -> fp8";
   }
   return "unknown";
 }
 
 bool grouped_gemm_is_fp8(GroupedGemmKind kind) {
-  return kind == GroupedGemmKind::fp8_to_f32 || kind == GroupedGemmKind::fp8_to_bf16;
+  return kind == GroupedGemmKind::fp8_to_f32 || kind == GroupedGemmKind::fp8_to_bf16 ||
+         kind == GroupedGemmKind::fp8_swiglu_to_fp8;
 }
 
 const char* grouped_gemm_tile_name(GroupedGemmTile tile) {
@@ -58,7 +61,7 @@ namespace {
 using namespace grouped_gemm_detail;
 
 // Calls f.template operator()<kind, tile>() for the (kind, tile) given at run time; false where the kind
-// has no kernel in that tile (the bf16 kinds come in m128 only).
+// has no kernel in that tile (the bf16 kinds come in m128 only, fp8_swiglu_to_fp8 in m128 and m64_pingpong).
 template <class F>
 bool with_kernel(GroupedGemmKind kind, GroupedGemmTile tile, F&& f) {
   const auto fp8_tiles = [&](auto kind_constant) {
@@ -92,6 +95,16 @@ bool with_kernel(GroupedGemmKind kind, GroupedGemmTile tile, F&& f) {
       return fp8_tiles(std::integral_constant<GroupedGemmKind, GroupedGemmKind::fp8_to_f32>{});
     case GroupedGemmKind::fp8_to_bf16:
       return fp8_tiles(std::integral_constant<GroupedGemmKind, GroupedGemmKind::fp8_to_bf16>{});
+    case GroupedGemmKind::fp8_swiglu_to_fp8:
+      if (tile == GroupedGemmTile::m128) {
+        f.template operator()<GroupedGemmKind::fp8_swiglu_to_fp8, GroupedGemmTile::m128>();
+        return true;
+      }
+      if (tile == GroupedGemmTile::m64_pingpong) {
+        f.template operator()<GroupedGemmKind::fp8_swiglu_to_fp8, GroupedGemmTile::m64_pingpong>();
+        return true;
+      }
+      return false;
   }
   return false;
 }
@@ -118,8 +131,9 @@ struct MakeKernel {
 
 void prepare_grouped_gemms() {
 #if defined(SWITCHYARD_WITH_CUTLASS)
-  for (GroupedGemmKind kind : {GroupedGemmKind::bf16_to_f32, GroupedGemmKind::bf16_to_bf16,
-                               GroupedGemmKind::fp8_to_f32, GroupedGemmKind::fp8_to_bf16}) {
+  for (GroupedGemmKind kind :
+       {GroupedGemmKind::bf16_to_f32, GroupedGemmKind::bf16_to_bf16, GroupedGemmKind::fp8_to_f32,
+        GroupedGemmKind::fp8_to_bf16, GroupedGemmKind::fp8_swiglu_to_fp8}) {
     for (GroupedGemmTile tile : kGroupedGemmTiles) {
       with_kernel(kind, tile, PrepareKernel{});
     }
@@ -134,7 +148,10 @@ std::unique_ptr<GroupedGemm> make_grouped_gemm(GroupedGemmKind kind, const Group
   const bool made = with_kernel(kind, tile, MakeKernel{operands, stream, gemm});
   if (!made) {
     throw Unsupported(std::string("MoeLayer: the grouped GEMM ") + grouped_gemm_kind_name(kind) +
-                      " comes in the m128 tile only; got tile " + grouped_gemm_tile_name(tile));
+                      (kind == GroupedGemmKind::fp8_swiglu_to_fp8
+                           ? " comes in the m128 and m64_pingpong tiles only"
+                           : " comes in the m128 tile only") +
+                      "; got tile " + grouped_gemm_tile_name(tile));
   }
   return gemm;
 #else

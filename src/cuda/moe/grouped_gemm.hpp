@@ -13,6 +13,8 @@
 #include <memory>
 #include <string>
 
+#include "common/moe_layout.hpp"
+
 namespace switchyard::cuda {
 
 enum class GroupedGemmKind {
@@ -20,6 +22,11 @@ enum class GroupedGemmKind {
   bf16_to_bf16,  // GEMM 2: D = o, rounded to bf16 once (round to nearest even)
   fp8_to_f32,    // e4m3 A with one f32 scale per row and 128 K, e4m3 B with one per 128 x 128 block
   fp8_to_bf16,
+  // GEMM 1 of the fp8 layer with SwiGLU and the requantisation in its epilogue (swiglu_epilogue.cuh):
+  // B is W1 with gate and up interleaved in 128-row blocks (common::MoeGateUp::interleaved), and the
+  // kernel writes a (e4m3) and its scales where GroupedGemmOperands::swiglu says, never h. m128 and
+  // m64_pingpong tiles, each N 256 wide (a gate block and its up block).
+  fp8_swiglu_to_fp8,
 };
 const char* grouped_gemm_kind_name(GroupedGemmKind kind);
 bool grouped_gemm_is_fp8(GroupedGemmKind kind);
@@ -41,6 +48,16 @@ const char* grouped_gemm_tile_name(GroupedGemmTile tile);
 // names, and what was given.
 GroupedGemmTile grouped_gemm_tile_from_name(const std::string& name, const char* what);
 
+// Where fp8_swiglu_to_fp8 writes: a [L, C, I] e4m3 and its scales [L, C, I / 128] (the layout's
+// activation rows, as the separate SwiGLU kernel writes them), and the clamp of docs/MOE.md rounding
+// point 3. The groups are the layout's local experts.
+struct GroupedGemmSwigluOutputs {
+  common::MoeWorkspaceLayout space{};
+  float clamp = 0.0f;
+  uint8_t* activations = nullptr;
+  float* activation_scales = nullptr;
+};
+
 // Row-major, dense operands of `groups` experts; group g's tensors start at base + g * group_stride
 // (elements of the operand's own type). Scales (fp8 kinds only): A's [rows, K / 128] per group, B's
 // [N / 128, K / 128] per group, both row-major (K fastest), as the dispatch and the checkpoint lay them.
@@ -58,6 +75,7 @@ struct GroupedGemmOperands {
   int64_t a_scales_group_stride = 0;
   const float* b_scales = nullptr;
   int64_t b_scales_group_stride = 0;
+  GroupedGemmSwigluOutputs swiglu;  // fp8_swiglu_to_fp8 only (d is unused there)
 };
 
 class GroupedGemm {

@@ -20,8 +20,10 @@
 #include <vector>
 
 #include "core/device_memory.hpp"
+#include "cuda/moe/fp8_promotion.cuh"
 #include "cuda/moe/grouped_gemm.hpp"
 #include "cuda/moe/grouped_gemm_kinds.hpp"
+#include "cuda/moe/swiglu_epilogue.cuh"
 #include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
 
@@ -56,6 +58,7 @@ struct Bf16Kernel {
       cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperative>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = false;
+  static constexpr bool kSwiglu = false;
 };
 
 // The fp8 kernels' tiles (GroupedGemmTile, grouped_gemm.hpp): tile and cluster shapes and the schedules.
@@ -112,6 +115,44 @@ struct Fp8BlockwiseKernel {
       typename Fp8Tile<kTile>::KernelSchedule>::CollectiveOp;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = true;
+  static constexpr bool kSwiglu = false;
+};
+
+// GEMM 1 with SwiGLU in its epilogue (fp8_swiglu_to_fp8): Fp8BlockwiseKernel's mainloop on a tile 256
+// wide in N (a gate block and its up block), and SwigluFp8Epilogue instead of the fp32 store. Needs no
+// shared memory for the epilogue, so the mainloop takes every stage that fits.
+template <GroupedGemmTile kTile>
+struct Fp8SwigluTile;
+template <>
+struct Fp8SwigluTile<GroupedGemmTile::m128> {
+  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_128>;
+  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise;
+};
+template <>
+struct Fp8SwigluTile<GroupedGemmTile::m64_pingpong> {
+  using TileShape = cute::Shape<cute::_64, cute::_256, cute::_128>;
+  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise;
+};
+
+template <GroupedGemmTile kTile>
+struct Fp8SwigluKernel {
+  using TileShape = typename Fp8SwigluTile<kTile>::TileShape;
+  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using ScaleConfig = typename Fp8BlockwiseKernel<float, GroupedGemmTile::m128>::ScaleConfig;
+  using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
+  using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
+  using CollectiveEpilogue =
+      cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluFp8Epilogue>;
+  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::float_e4m3_t,
+      cute::tuple<RowMajor*, LayoutSFA*>, 16, cutlass::float_e4m3_t, cute::tuple<ColumnMajor*, LayoutSFB*>,
+      16, float, TileShape, ClusterShape,
+      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
+          sizeof(typename CollectiveEpilogue::SharedStorage))>,
+      typename Fp8SwigluTile<kTile>::KernelSchedule>::CollectiveOp;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+  static constexpr bool kFp8 = true;
+  static constexpr bool kSwiglu = true;
 };
 
 // Device memory the runner owns; stream-ordered where the stream allows (core/device_memory.hpp), so
@@ -215,12 +256,16 @@ class Runner final : public GroupedGemm {
       args.mainloop.layout_SFB = layout_sfb_.template as<LayoutSFB>();
       SY_CUDA_CHECK(cudaStreamSynchronize(stream));  // layout_sfa and layout_sfb are the copies' sources
     }
-    args.epilogue.thread.alpha = 1.0f;
-    args.epilogue.thread.beta = 0.0f;
-    args.epilogue.ptr_C = nullptr;
-    args.epilogue.dC = nullptr;
-    args.epilogue.ptr_D = d_.template as<ElementD*>();
-    args.epilogue.dD = stride_d_.template as<StrideD>();
+    if constexpr (Config::kSwiglu) {
+      args.epilogue = op.swiglu;
+    } else {
+      args.epilogue.thread.alpha = 1.0f;
+      args.epilogue.thread.beta = 0.0f;
+      args.epilogue.ptr_C = nullptr;
+      args.epilogue.dC = nullptr;
+      args.epilogue.ptr_D = d_.template as<ElementD*>();
+      args.epilogue.dD = stride_d_.template as<StrideD>();
+    }
     args.hw_info = cutlass::KernelHardwareInfo::make_kernel_hardware_info<Kernel>(device);
 
     const cutlass::Status status = gemm_.can_implement(args);
@@ -265,7 +310,8 @@ class Runner final : public GroupedGemm {
       workspace_;
 };
 
-// The kernel of a (kind, tile): bf16 kinds come in the m128 tile only (grouped_gemm.cpp refuses others).
+// The kernel of a (kind, tile): bf16 kinds come in the m128 tile only, fp8_swiglu_to_fp8 in m128 and
+// m64_pingpong (grouped_gemm.cpp refuses others).
 template <GroupedGemmKind kKind, GroupedGemmTile kTile>
 struct KernelConfig;
 template <GroupedGemmTile kTile>
@@ -283,6 +329,10 @@ struct KernelConfig<GroupedGemmKind::fp8_to_f32, kTile> {
 template <GroupedGemmTile kTile>
 struct KernelConfig<GroupedGemmKind::fp8_to_bf16, kTile> {
   using type = Fp8BlockwiseKernel<cutlass::bfloat16_t, kTile>;
+};
+template <GroupedGemmTile kTile>
+struct KernelConfig<GroupedGemmKind::fp8_swiglu_to_fp8, kTile> {
+  using type = Fp8SwigluKernel<kTile>;
 };
 
 template <GroupedGemmKind kKind, GroupedGemmTile kTile>

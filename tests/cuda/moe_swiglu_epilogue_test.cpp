@@ -1,0 +1,247 @@
+// GEMM 1 with SwiGLU and the requantisation in its epilogue (GroupedGemmKind::fp8_swiglu_to_fp8, both of
+// its tiles) gives the bits of the separate path: the fp8 GEMM writing h in fp32, then the SwiGLU kernel
+// (cuda/moe/swiglu_kernel.hpp) on it, W1 in MoeGateUp::interleaved for both. Groups with 0, 1, 63, 64, 65,
+// 200 and 256 rows (partial and empty tiles), two 256-wide N tiles, with and without a clamp. Rows past a
+// group's count keep their poison: the epilogue writes only rows the GEMM computed.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/moe_layout.hpp"
+#include "cuda/moe/grouped_gemm.hpp"
+#include "cuda/moe/swiglu_kernel.hpp"
+#include "cuda/rank_device.hpp"
+#include "device/cuda_check.hpp"
+
+namespace switchyard::testing {
+namespace {
+
+constexpr int kIntermediate = 256;  // two requantisation blocks: two N tiles of the fused GEMM
+constexpr int kN = 2 * kIntermediate;
+constexpr int kK = 512;
+constexpr int kCapacity = 256;
+const std::vector<int32_t> kRows = {0, 1, 63, 64, 65, 200, 256};
+constexpr uint8_t kPoison = 0xab;
+
+struct DeviceBuffer {
+  void* pointer = nullptr;
+  explicit DeviceBuffer(size_t bytes, uint8_t fill = 0) {
+    SY_CUDA_CHECK(cudaMalloc(&pointer, bytes));
+    SY_CUDA_CHECK(cudaMemset(pointer, fill, bytes));
+  }
+  ~DeviceBuffer() { cudaFree(pointer); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+template <class T>
+void upload(const DeviceBuffer& to, const std::vector<T>& from) {
+  SY_CUDA_CHECK(cudaMemcpy(to.pointer, from.data(), from.size() * sizeof(T), cudaMemcpyHostToDevice));
+}
+template <class T>
+std::vector<T> download(const DeviceBuffer& from, size_t count) {
+  std::vector<T> values(count);
+  SY_CUDA_CHECK(cudaMemcpy(values.data(), from.pointer, count * sizeof(T), cudaMemcpyDeviceToHost));
+  return values;
+}
+
+// Random finite e4m3 bytes (never the NaNs) and positive scales around 1; W1's rows read as interleaved.
+struct Operands {
+  int groups = static_cast<int>(kRows.size());
+  std::vector<uint8_t> x, w1;
+  std::vector<float> x_scales, w1_scales;
+  explicit Operands(uint64_t seed) {
+    std::mt19937_64 random(seed);
+    const auto fp8 = [&] {
+      uint8_t bits;
+      do bits = static_cast<uint8_t>(random());
+      while ((bits & 0x7f) == 0x7f);
+      return bits;
+    };
+    std::uniform_real_distribution<float> scale(0.25f, 2.0f);
+    x.resize(static_cast<size_t>(groups) * kCapacity * kK);
+    w1.resize(static_cast<size_t>(groups) * kN * kK);
+    x_scales.resize(static_cast<size_t>(groups) * kCapacity * (kK / 128));
+    w1_scales.resize(static_cast<size_t>(groups) * (kN / 128) * (kK / 128));
+    for (uint8_t& v : x) v = fp8();
+    for (uint8_t& v : w1) v = fp8();
+    for (float& v : x_scales) v = scale(random);
+    for (float& v : w1_scales) v = scale(random);
+  }
+};
+
+struct Activations {
+  std::vector<uint8_t> a;
+  std::vector<float> scales;
+};
+
+class SwigluGemm {
+ public:
+  explicit SwigluGemm(const Operands& op)
+      : op_(op),
+        x_(op.x.size()),
+        w1_(op.w1.size()),
+        x_scales_(op.x_scales.size() * 4),
+        w1_scales_(op.w1_scales.size() * 4),
+        counts_(kRows.size() * 4) {
+    upload(x_, op.x);
+    upload(w1_, op.w1);
+    upload(x_scales_, op.x_scales);
+    upload(w1_scales_, op.w1_scales);
+    upload(counts_, kRows);
+    SY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  }
+  ~SwigluGemm() { cudaStreamDestroy(stream_); }
+
+  common::MoeWorkspaceLayout space() const { return {op_.groups, kCapacity, kK, kIntermediate}; }
+
+  // The separate path: h in fp32 by fp8_to_f32 (m128), then swiglu_to_fp8_kernel.
+  Activations separate(float clamp) {
+    DeviceBuffer h(static_cast<size_t>(op_.groups) * kCapacity * kN * 4);
+    std::unique_ptr<cuda::GroupedGemm> gemm =
+        make(cuda::GroupedGemmKind::fp8_to_f32, cuda::GroupedGemmTile::m128, h.pointer, {});
+    gemm->run(stream_);
+    DeviceBuffer a(a_bytes(), kPoison), scales(scale_count() * 4, kPoison);
+    cuda::moe_kernels::SwigluArgs args{
+        common::MoeWeightLayout{kK, kIntermediate, common::MoeGateUp::interleaved},
+        space(),
+        static_cast<const float*>(h.pointer),
+        static_cast<const int32_t*>(counts_.pointer),
+        clamp,
+        a.pointer,
+        static_cast<float*>(scales.pointer)};
+    cuda::moe_kernels::launch_swiglu(args, true, stream_);
+    SY_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    return {download<uint8_t>(a, a_bytes()), download<float>(scales, scale_count())};
+  }
+
+  // GEMM 1 with the SwiGLU epilogue in `tile`.
+  Activations fused(cuda::GroupedGemmTile tile, float clamp) {
+    DeviceBuffer a(a_bytes(), kPoison), scales(scale_count() * 4, kPoison);
+    std::unique_ptr<cuda::GroupedGemm> gemm =
+        make(cuda::GroupedGemmKind::fp8_swiglu_to_fp8, tile, nullptr,
+             cuda::GroupedGemmSwigluOutputs{space(), clamp, static_cast<uint8_t*>(a.pointer),
+                                            static_cast<float*>(scales.pointer)});
+    gemm->run(stream_);
+    SY_CUDA_CHECK(cudaStreamSynchronize(stream_));
+    SY_CUDA_CHECK(cudaGetLastError());
+    return {download<uint8_t>(a, a_bytes()), download<float>(scales, scale_count())};
+  }
+
+ private:
+  size_t a_bytes() const { return static_cast<size_t>(op_.groups) * kCapacity * kIntermediate; }
+  size_t scale_count() const { return static_cast<size_t>(op_.groups) * kCapacity * (kIntermediate / 128); }
+
+  std::unique_ptr<cuda::GroupedGemm> make(cuda::GroupedGemmKind kind, cuda::GroupedGemmTile tile, void* d,
+                                          const cuda::GroupedGemmSwigluOutputs& swiglu) {
+    cuda::GroupedGemmOperands operands;
+    operands.groups = op_.groups;
+    operands.n = kN;
+    operands.k = kK;
+    operands.a = x_.pointer;
+    operands.a_group_stride = int64_t{kCapacity} * kK;
+    operands.b = w1_.pointer;
+    operands.b_group_stride = int64_t{kN} * kK;
+    operands.d = d;
+    operands.d_group_stride = d ? int64_t{kCapacity} * kN : 0;
+    operands.a_scales = static_cast<const float*>(x_scales_.pointer);
+    operands.a_scales_group_stride = int64_t{kCapacity} * (kK / 128);
+    operands.b_scales = static_cast<const float*>(w1_scales_.pointer);
+    operands.b_scales_group_stride = int64_t{kN / 128} * (kK / 128);
+    operands.swiglu = swiglu;
+    std::unique_ptr<cuda::GroupedGemm> gemm = cuda::make_grouped_gemm(kind, operands, stream_, tile);
+    std::vector<int32_t> shapes;
+    for (int32_t m : kRows) shapes.insert(shapes.end(), {m, kN, kK});
+    SY_CUDA_CHECK(cudaMemcpyAsync(gemm->problem_shapes(), shapes.data(), shapes.size() * 4,
+                                  cudaMemcpyHostToDevice, stream_));
+    SY_CUDA_CHECK(cudaStreamSynchronize(stream_));  // `shapes` is the copy's source
+    return gemm;
+  }
+
+  const Operands& op_;
+  DeviceBuffer x_, w1_, x_scales_, w1_scales_, counts_;
+  cudaStream_t stream_ = nullptr;
+};
+
+// Where two results differ: "" when they agree on every byte (written rows and poisoned ones alike).
+std::string first_difference(const Activations& got, const Activations& want) {
+  for (size_t i = 0; i < want.a.size(); ++i) {
+    if (got.a[i] != want.a[i]) {
+      const size_t row = i / kIntermediate;
+      return "a differs at group " + std::to_string(row / kCapacity) + " row " +
+             std::to_string(row % kCapacity) + " channel " + std::to_string(i % kIntermediate) + ": " +
+             std::to_string(got.a[i]) + " vs " + std::to_string(want.a[i]);
+    }
+  }
+  for (size_t i = 0; i < want.scales.size(); ++i) {
+    if (std::memcmp(&got.scales[i], &want.scales[i], 4) != 0) {
+      const size_t row = i / (kIntermediate / 128);
+      return "a scale differs at group " + std::to_string(row / kCapacity) + " row " +
+             std::to_string(row % kCapacity) + " block " + std::to_string(i % (kIntermediate / 128));
+    }
+  }
+  return "";
+}
+
+class MoeSwigluEpilogue : public ::testing::TestWithParam<float> {};
+
+TEST_P(MoeSwigluEpilogue, EveryTileGivesTheSeparatePathsBits) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU tests are skipped, not passed";
+  const float clamp = GetParam();
+  const Operands op(20261203);
+  SwigluGemm gemm(op);
+  const Activations want = gemm.separate(clamp);
+
+  // The separate path itself: every computed row written (no poison left), every row past M_g untouched.
+  for (size_t g = 0; g < kRows.size(); ++g) {
+    for (int r = 0; r < kCapacity; ++r) {
+      const uint8_t* row = want.a.data() + (g * kCapacity + r) * kIntermediate;
+      float scale;
+      std::memcpy(&scale, &want.scales[(g * kCapacity + r) * (kIntermediate / 128)], 4);
+      uint32_t scale_bits;
+      std::memcpy(&scale_bits, &scale, 4);
+      if (r >= kRows[g]) {
+        ASSERT_EQ(row[0], kPoison) << "group " << g << " row " << r << " is past M_g but was written";
+        ASSERT_EQ(scale_bits, 0xababababu);
+      } else {
+        ASSERT_GT(scale, 0.0f) << "group " << g << " row " << r << " has no scale";
+      }
+    }
+  }
+
+  for (cuda::GroupedGemmTile tile : {cuda::GroupedGemmTile::m128, cuda::GroupedGemmTile::m64_pingpong}) {
+    const Activations got = gemm.fused(tile, clamp);
+    EXPECT_EQ(first_difference(got, want), "") << cuda::grouped_gemm_tile_name(tile) << ", clamp " << clamp;
+    // Run to run.
+    EXPECT_EQ(first_difference(gemm.fused(tile, clamp), got), "") << cuda::grouped_gemm_tile_name(tile);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Clamps, MoeSwigluEpilogue, ::testing::Values(0.0f, 3000.0f),
+                         [](const auto& info) { return info.param == 0.0f ? "no_clamp" : "clamped"; });
+
+TEST(MoeSwigluEpilogueTiles, ClusterTilesAreRefusedByName) {
+  if (!cuda_available()) GTEST_SKIP() << "no CUDA device: GPU tests are skipped, not passed";
+  cuda::GroupedGemmOperands operands;
+  operands.groups = 1;
+  operands.n = kN;
+  operands.k = kK;
+  try {
+    cuda::make_grouped_gemm(cuda::GroupedGemmKind::fp8_swiglu_to_fp8, operands, nullptr,
+                            cuda::GroupedGemmTile::m128_cluster2m);
+    ADD_FAILURE() << "expected Unsupported";
+  } catch (const std::exception& error) {
+    EXPECT_NE(std::string(error.what()).find("comes in the m128 and m64_pingpong tiles only"),
+              std::string::npos)
+        << error.what();
+  }
+}
+
+}  // namespace
+}  // namespace switchyard::testing
