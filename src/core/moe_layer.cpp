@@ -40,10 +40,7 @@ MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan
   space.recv_count = BufferAccess::allocate(buffer, DType::i32, {local});
   space.layout_range = BufferAccess::allocate(buffer, DType::i32, {local, plan.num_ranks, 2});
   space.src_info = BufferAccess::allocate(buffer, DType::i32, {local, rows});
-  // h, GEMM 1's fp32 output, except where GEMM 1 applies SwiGLU in its epilogue and never writes it
-  // (550 MB per rank at DeepSeek-V3's shape and 4096 tokens).
-  space.gate_up = BufferAccess::allocate(
-      buffer, DType::f32, {local, plan.gemm1_writes_h(context.device) ? rows : 0, 2 * intermediate});
+  space.gate_up = BufferAccess::allocate(buffer, DType::f32, {local, rows, 2 * intermediate});
   space.activations = BufferAccess::allocate(buffer, dtype, {local, rows, intermediate});
   if (heap_output_fits(layout, plan)) {
     // GEMM 2 writes o straight into the heap-resident expert outputs, which every home reads in place

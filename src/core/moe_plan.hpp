@@ -29,12 +29,6 @@ struct MoeLayerPlan {
   common::MoeWeightLayout weight_layout() const {
     return {hidden, intermediate, common::moe_gate_up(static_cast<int>(weights.gate_up))};
   }
-  // Whether the expert phase on `device` writes h [L, C, 2I] (fp32) between GEMM 1 and SwiGLU: everywhere
-  // but CUDA with fp8 weights in MoeGateUp::interleaved, whose GEMM 1 applies SwiGLU and the
-  // requantisation in its epilogue (cuda/moe/swiglu_epilogue.cuh).
-  bool gemm1_writes_h(Device device) const {
-    return !(device == Device::cuda && fp8 && weights.gate_up == MoeGateUp::interleaved);
-  }
   common::MoeWorkspaceLayout workspace_layout() const {
     return {local_experts, expert_capacity, hidden, intermediate};
   }

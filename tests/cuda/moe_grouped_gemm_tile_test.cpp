@@ -12,7 +12,6 @@
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -20,6 +19,7 @@
 #include "cuda/moe/grouped_gemm.hpp"
 #include "cuda/rank_device.hpp"
 #include "device/cuda_check.hpp"
+#include "grouped_gemm_operands.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
 
@@ -31,45 +31,9 @@ constexpr int kK = 512;  // 4 scale blocks
 constexpr int kCapacity = 256;
 const std::vector<int32_t> kRows = {0, 1, 63, 64, 65, 200, 256};
 
-struct DeviceBuffer {
-  void* pointer = nullptr;
-  explicit DeviceBuffer(size_t bytes) {
-    SY_CUDA_CHECK(cudaMalloc(&pointer, bytes));
-    SY_CUDA_CHECK(cudaMemset(pointer, 0, bytes));
-  }
-  ~DeviceBuffer() { cudaFree(pointer); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
-template <class T>
-void upload(const DeviceBuffer& to, const std::vector<T>& from) {
-  SY_CUDA_CHECK(cudaMemcpy(to.pointer, from.data(), from.size() * sizeof(T), cudaMemcpyHostToDevice));
-}
-
-// Random finite e4m3 bytes (never 0x7f or 0xff, the NaNs) and positive scales around 1.
-struct Operands {
+struct Operands : Fp8Operands {
   int groups = static_cast<int>(kRows.size());
-  std::vector<uint8_t> a, b;
-  std::vector<float> a_scales, b_scales;
-  explicit Operands(uint64_t seed) {
-    std::mt19937_64 random(seed);
-    const auto fp8 = [&] {
-      uint8_t bits;
-      do bits = static_cast<uint8_t>(random());
-      while ((bits & 0x7f) == 0x7f);
-      return bits;
-    };
-    std::uniform_real_distribution<float> scale(0.25f, 2.0f);
-    a.resize(static_cast<size_t>(groups) * kCapacity * kK);
-    b.resize(static_cast<size_t>(groups) * kN * kK);
-    a_scales.resize(static_cast<size_t>(groups) * kCapacity * (kK / 128));
-    b_scales.resize(static_cast<size_t>(groups) * (kN / 128) * (kK / 128));
-    for (uint8_t& v : a) v = fp8();
-    for (uint8_t& v : b) v = fp8();
-    for (float& v : a_scales) v = scale(random);
-    for (float& v : b_scales) v = scale(random);
-  }
+  explicit Operands(uint64_t seed) : Fp8Operands(seed, static_cast<int>(kRows.size()), kCapacity, kN, kK) {}
 };
 
 // D of one kind and tile, as 32-bit words (fp32 D) or 16-bit ones widened (bf16 D).

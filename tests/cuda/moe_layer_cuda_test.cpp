@@ -21,6 +21,7 @@
 #include "cuda/rank_device.hpp"
 #include "support/expert_major_cases.hpp"
 #include "support/expert_major_gtest.hpp"
+#include "support/scoped_environment.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/moe.hpp"
@@ -174,6 +175,10 @@ TEST_P(MoeLayerCuda, WithinToleranceOfTheReferenceAndBitwiseRunToRun) {
   const MoeCase& m = e.m;
   Failures failures;
   Report report;
+  // The interleaved layer below takes GEMM 1's SwiGLU epilogue (read when a layer is made; the halves
+  // layer never takes it).
+  const ScopedEnvironment epilogue("SWITCHYARD_MOE_SWIGLU_EPILOGUE");
+  epilogue.set("on");
   with_gpu_ranks(
       m.c, Regions::symmetric,
       [&](Group& group, Buffer& buffer, cudaStream_t stream) {
@@ -198,8 +203,9 @@ TEST_P(MoeLayerCuda, WithinToleranceOfTheReferenceAndBitwiseRunToRun) {
                   failures);
         }
         // The same weights with W1 in MoeGateUp::interleaved (copied on the device by interleave_gate_up):
-        // the same bits; with fp8 weights that is GEMM 1 with SwiGLU in its epilogue against the separate
-        // kernels. Made after every rank's calls, before any rank's next (switchyard/moe.hpp).
+        // the same bits; with fp8 weights the suite opts in to GEMM 1's SwiGLU epilogue (main, below), so
+        // that is the epilogue against the separate kernels. Made after every rank's calls, before any
+        // rank's next (switchyard/moe.hpp).
         DeviceWeights interleaved = weights;
         interleaved.w1 = poisoned_device(
             weights.w1.dtype(), {weights.w1.size(0), weights.w1.size(1), weights.w1.size(2)}, device, stream);

@@ -1,23 +1,27 @@
 // GEMM 1 with SwiGLU and the requantisation in its epilogue (GroupedGemmKind::fp8_swiglu_to_fp8, both of
-// its tiles) gives the bits of the separate path: the fp8 GEMM writing h in fp32, then the SwiGLU kernel
-// (cuda/moe/swiglu_kernel.hpp) on it, W1 in MoeGateUp::interleaved for both. Groups with 0, 1, 63, 64, 65,
-// 200 and 256 rows (partial and empty tiles), two 256-wide N tiles, with and without a clamp. Rows past a
-// group's count keep their poison: the epilogue writes only rows the GEMM computed.
+// its tiles; the layer takes it with SWITCHYARD_MOE_SWIGLU_EPILOGUE=on) gives the bits of the separate path:
+// the fp8 GEMM writing h in fp32, then the SwiGLU kernel (cuda/moe/swiglu_kernel.hpp) on it, W1 in
+// MoeGateUp::interleaved for both. Groups with 0, 1, 63, 64, 65, 200 and 256 rows (partial and empty tiles),
+// two 256-wide N tiles, with and without a clamp. Rows past a group's count keep their poison: the epilogue
+// writes only rows the GEMM computed.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <cstring>
 #include <memory>
-#include <random>
 #include <string>
 #include <vector>
 
 #include "common/moe_layout.hpp"
+#include "cuda/moe/experts.hpp"
 #include "cuda/moe/grouped_gemm.hpp"
 #include "cuda/moe/swiglu_kernel.hpp"
 #include "cuda/rank_device.hpp"
 #include "device/cuda_check.hpp"
+#include "grouped_gemm_operands.hpp"
+#include "support/scoped_environment.hpp"
+#include "switchyard/errors.hpp"
 
 namespace switchyard::testing {
 namespace {
@@ -29,51 +33,10 @@ constexpr int kCapacity = 256;
 const std::vector<int32_t> kRows = {0, 1, 63, 64, 65, 200, 256};
 constexpr uint8_t kPoison = 0xab;
 
-struct DeviceBuffer {
-  void* pointer = nullptr;
-  explicit DeviceBuffer(size_t bytes, uint8_t fill = 0) {
-    SY_CUDA_CHECK(cudaMalloc(&pointer, bytes));
-    SY_CUDA_CHECK(cudaMemset(pointer, fill, bytes));
-  }
-  ~DeviceBuffer() { cudaFree(pointer); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
-template <class T>
-void upload(const DeviceBuffer& to, const std::vector<T>& from) {
-  SY_CUDA_CHECK(cudaMemcpy(to.pointer, from.data(), from.size() * sizeof(T), cudaMemcpyHostToDevice));
-}
-template <class T>
-std::vector<T> download(const DeviceBuffer& from, size_t count) {
-  std::vector<T> values(count);
-  SY_CUDA_CHECK(cudaMemcpy(values.data(), from.pointer, count * sizeof(T), cudaMemcpyDeviceToHost));
-  return values;
-}
-
-// Random finite e4m3 bytes (never the NaNs) and positive scales around 1; W1's rows read as interleaved.
-struct Operands {
+// x (A) and W1 (B, its rows read as interleaved).
+struct Operands : Fp8Operands {
   int groups = static_cast<int>(kRows.size());
-  std::vector<uint8_t> x, w1;
-  std::vector<float> x_scales, w1_scales;
-  explicit Operands(uint64_t seed) {
-    std::mt19937_64 random(seed);
-    const auto fp8 = [&] {
-      uint8_t bits;
-      do bits = static_cast<uint8_t>(random());
-      while ((bits & 0x7f) == 0x7f);
-      return bits;
-    };
-    std::uniform_real_distribution<float> scale(0.25f, 2.0f);
-    x.resize(static_cast<size_t>(groups) * kCapacity * kK);
-    w1.resize(static_cast<size_t>(groups) * kN * kK);
-    x_scales.resize(static_cast<size_t>(groups) * kCapacity * (kK / 128));
-    w1_scales.resize(static_cast<size_t>(groups) * (kN / 128) * (kK / 128));
-    for (uint8_t& v : x) v = fp8();
-    for (uint8_t& v : w1) v = fp8();
-    for (float& v : x_scales) v = scale(random);
-    for (float& v : w1_scales) v = scale(random);
-  }
+  explicit Operands(uint64_t seed) : Fp8Operands(seed, static_cast<int>(kRows.size()), kCapacity, kN, kK) {}
 };
 
 struct Activations {
@@ -85,15 +48,15 @@ class SwigluGemm {
  public:
   explicit SwigluGemm(const Operands& op)
       : op_(op),
-        x_(op.x.size()),
-        w1_(op.w1.size()),
-        x_scales_(op.x_scales.size() * 4),
-        w1_scales_(op.w1_scales.size() * 4),
+        x_(op.a.size()),
+        w1_(op.b.size()),
+        x_scales_(op.a_scales.size() * 4),
+        w1_scales_(op.b_scales.size() * 4),
         counts_(kRows.size() * 4) {
-    upload(x_, op.x);
-    upload(w1_, op.w1);
-    upload(x_scales_, op.x_scales);
-    upload(w1_scales_, op.w1_scales);
+    upload(x_, op.a);
+    upload(w1_, op.b);
+    upload(x_scales_, op.a_scales);
+    upload(w1_scales_, op.b_scales);
     upload(counts_, kRows);
     SY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
@@ -239,6 +202,26 @@ TEST(MoeSwigluEpilogueTiles, ClusterTilesAreRefusedByName) {
   } catch (const std::exception& error) {
     EXPECT_NE(std::string(error.what()).find("comes in the m128 and m64_pingpong tiles only"),
               std::string::npos)
+        << error.what();
+  }
+}
+
+// The opt-in is read by name: on, off, unset (off); anything else refused naming the variable.
+TEST(MoeSwigluEpilogueOptIn, OnOffOrUnsetAndAnythingElseIsRefusedByName) {
+  const ScopedEnvironment variable("SWITCHYARD_MOE_SWIGLU_EPILOGUE");
+  EXPECT_FALSE(cuda::moe_swiglu_epilogue_from_environment());
+  variable.set("on");
+  EXPECT_TRUE(cuda::moe_swiglu_epilogue_from_environment());
+  variable.set("off");
+  EXPECT_FALSE(cuda::moe_swiglu_epilogue_from_environment());
+  variable.set("yes");
+  try {
+    cuda::moe_swiglu_epilogue_from_environment();
+    ADD_FAILURE() << "expected InvalidArgument";
+  } catch (const InvalidArgument& error) {
+    EXPECT_NE(
+        std::string(error.what()).find("SWITCHYARD_MOE_SWIGLU_EPILOGUE: expected 'on' or 'off', got 'yes'"),
+        std::string::npos)
         << error.what();
   }
 }

@@ -30,6 +30,7 @@
 #include "cuda/symmetric/kernels.hpp"
 #include "support/expert_major_gtest.hpp"
 #include "support/normal_round_trip.hpp"
+#include "support/scoped_environment.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
@@ -954,30 +955,6 @@ TEST(SymmetricCudaCoResidency, RefusesMoreRanksOnAGpuThanItsSmsHoldBlocks) {
     EXPECT_NE(std::string(error.what()).find("does not fit on an SM"), std::string::npos) << error.what();
   }
 }
-
-// Sets an environment variable for a scope, and puts back what it was.
-class ScopedEnvironment {
- public:
-  explicit ScopedEnvironment(const char* name) : name_(name) {
-    const char* saved = std::getenv(name);
-    had_ = saved != nullptr;
-    if (had_) saved_ = saved;
-    unsetenv(name);
-  }
-  ~ScopedEnvironment() {
-    if (had_) {
-      setenv(name_, saved_.c_str(), 1);
-    } else {
-      unsetenv(name_);
-    }
-  }
-  void set(const char* value) const { setenv(name_, value, 1); }
-
- private:
-  const char* name_;
-  bool had_ = false;
-  std::string saved_;
-};
 
 // Each of `bad` set as the variable makes `read` throw InvalidArgument starting with `starts` and naming
 // what was given.

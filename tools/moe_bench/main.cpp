@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/numeric.hpp"
+#include "cuda/moe/experts.hpp"
 #include "cuda/moe/grouped_gemm.hpp"
 #include "json_ranks.hpp"
 #include "moe_rank.hpp"
@@ -202,7 +203,9 @@ int run(const MoeBenchOptions& o) {
       "%s%s\n",
       o.ranks, o.ranks_as == RanksAs::threads ? "threads" : "processes", static_cast<long long>(o.tokens),
       o.hidden, o.intermediate, o.experts, o.topk, o.weights == DType::fp8_e4m3 ? "fp8" : "bf16",
-      o.gate_up == MoeGateUp::interleaved ? "interleaved" : "halves",
+      o.gate_up == MoeGateUp::halves                 ? "halves"
+      : cuda::moe_swiglu_epilogue_from_environment() ? "interleaved, GEMM 1 with the SwiGLU epilogue"
+                                                     : "interleaved",
       o.heap_tensors ? ", x and expert outputs in the heap (pull combine)" : "");
   std::fflush(stdout);
   // Drawn once, before any fork or CUDA call: forked ranks inherit it.
@@ -385,11 +388,12 @@ int main(int argc, char** argv) {
                  "on: x in Buffer::symmetric_input and the expert outputs in the heap, with the pull combine "
                  "(also as processes) | off (default)")
       ->check(CLI::IsMember({"on", "off"}));
-  std::string gate_up = "interleaved";
-  app.add_option("--gate-up", gate_up,
-                 "W1's layout: interleaved (128-row gate and up blocks alternating; with fp8 weights GEMM 1 "
-                 "applies SwiGLU in its epilogue) | halves (the checkpoint's: gate rows, then up rows; the "
-                 "separate SwiGLU kernel) (default interleaved)")
+  std::string gate_up = "halves";
+  app.add_option(
+         "--gate-up", gate_up,
+         "W1's layout: halves (the checkpoint's: gate rows, then up rows; the default) | interleaved "
+         "(128-row gate and up blocks alternating; with fp8 weights and SWITCHYARD_MOE_SWIGLU_EPILOGUE=on "
+         "GEMM 1 applies SwiGLU in its epilogue)")
       ->check(CLI::IsMember({"interleaved", "halves"}));
   app.add_flag(
       "--gemm-tiles", o.gemm_tiles,

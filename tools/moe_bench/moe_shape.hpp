@@ -36,9 +36,9 @@ struct MoeBenchOptions {
   // --gemm-tiles: the fp8 GEMMs alone in every CUTLASS tile (cuda::GroupedGemmTile), each checked bitwise
   // against m128's outputs.
   bool gemm_tiles = false;
-  // --gate-up: W1's layout (switchyard::MoeGateUp). interleaved (the default) lets the fp8 layer's GEMM 1
-  // apply SwiGLU in its epilogue; halves is the checkpoint's layout, through the separate SwiGLU kernel.
-  MoeGateUp gate_up = MoeGateUp::interleaved;
+  // --gate-up: W1's layout (switchyard::MoeGateUp): halves (the checkpoint's, the default) or interleaved,
+  // which with SWITCHYARD_MOE_SWIGLU_EPILOGUE=on lets the fp8 layer's GEMM 1 apply SwiGLU in its epilogue.
+  MoeGateUp gate_up = MoeGateUp::halves;
   std::string json;
 
   common::MoeWeightLayout weight_layout() const {

@@ -62,6 +62,15 @@ bool moe_gemm_tiles_from_environment(MoeGemmTiles& tiles) {
   return true;
 }
 
+bool moe_swiglu_epilogue_from_environment() {
+  const char* text = std::getenv("SWITCHYARD_MOE_SWIGLU_EPILOGUE");
+  if (text == nullptr || *text == '\0') return false;
+  const std::string value = text;
+  if (value == "on") return true;
+  if (value == "off") return false;
+  throw InvalidArgument("SWITCHYARD_MOE_SWIGLU_EPILOGUE: expected 'on' or 'off', got '" + value + "'");
+}
+
 bool moe_few_rows(int64_t expected_rows_per_expert) {
   return common::moe_fused_block_m(expected_rows_per_expert) == common::kMoeFusedSmallBlockM;
 }
@@ -77,9 +86,10 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
   const int hidden = space.hidden, intermediate = space.intermediate;
   const int64_t capacity = space.capacity;
 
-  // W1 in MoeGateUp::interleaved with fp8 weights: GEMM 1 applies SwiGLU and the requantisation in its
-  // epilogue and writes a directly (swiglu_epilogue.cuh).
-  const bool fused = plan.fp8 && w.gate_up == common::MoeGateUp::interleaved;
+  // W1 in MoeGateUp::interleaved with fp8 weights, opted in: GEMM 1 applies SwiGLU and the requantisation
+  // in its epilogue and writes a directly (swiglu_epilogue.cuh).
+  const bool fused =
+      plan.fp8 && w.gate_up == common::MoeGateUp::interleaved && moe_swiglu_epilogue_from_environment();
   GroupedGemmOperands gemm1;  // h = recv_x . W1^T (fused: a = swiglu(recv_x . W1^T))
   gemm1.groups = space.local_experts;
   gemm1.n = 2 * intermediate;
@@ -160,7 +170,7 @@ void CudaMoeExperts::run(const detail::MoeExpertsCall& call) {
   gemm1->run(stream);
   mark(1);
 
-  // With W1 interleaved (fp8), GEMM 1's epilogue has written a: the SwiGLU phase is inside GEMM 1.
+  // With the SwiGLU epilogue, GEMM 1 has written a: the SwiGLU phase is inside GEMM 1.
   if (!gemms.gemm1_applies_swiglu) {
     const moe_kernels::SwigluArgs swiglu{plan_.weights,          space,
                                          plan_.gate_up,          plan_.recv_count,

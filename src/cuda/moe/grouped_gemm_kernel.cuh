@@ -90,6 +90,21 @@ struct Fp8Tile<GroupedGemmTile::m64_pingpong> {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
 };
 
+// The scales' layouts: A one per row and 128 K, B one per 128 x 128 block, both K-major.
+using Fp8ScaleConfig =
+    cutlass::detail::Sm90BlockwiseScaleConfig<1, 128, 128, cute::GMMA::Major::K, cute::GMMA::Major::K>;
+using Fp8LayoutSFA = decltype(Fp8ScaleConfig::deduce_layoutSFA());
+using Fp8LayoutSFB = decltype(Fp8ScaleConfig::deduce_layoutSFB());
+
+// The blockwise fp8 mainloop of a tile and schedule, its stages fitted beside `EpilogueSharedStorage`.
+template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSharedStorage>
+using Fp8BlockwiseMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
+    cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::float_e4m3_t,
+    cute::tuple<RowMajor*, Fp8LayoutSFA*>, 16, cutlass::float_e4m3_t,
+    cute::tuple<ColumnMajor*, Fp8LayoutSFB*>, 16, float, TileShape, ClusterShape,
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(EpilogueSharedStorage))>,
+    KernelSchedule>::CollectiveOp;
+
 // e4m3 x e4m3 with DeepSeek-V3's block scales: A one f32 scale per row and 128 K (granularity 1 x 128),
 // B one per 128 x 128 block, both K-major (how the dispatch and the checkpoint store them). The
 // mainloop promotes each 128-K block's WGMMA partial sum into the fp32 accumulator with the product of
@@ -100,19 +115,14 @@ template <class ElementD, GroupedGemmTile kTile>
 struct Fp8BlockwiseKernel {
   using TileShape = typename Fp8Tile<kTile>::TileShape;
   using ClusterShape = typename Fp8Tile<kTile>::ClusterShape;
-  using ScaleConfig =
-      cutlass::detail::Sm90BlockwiseScaleConfig<1, 128, 128, cute::GMMA::Major::K, cute::GMMA::Major::K>;
-  using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
-  using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
+  using ScaleConfig = Fp8ScaleConfig;
+  using LayoutSFA = Fp8LayoutSFA;
+  using LayoutSFB = Fp8LayoutSFB;
   using CollectiveEpilogue =
       Epilogue<TileShape, ClusterShape, typename Fp8Tile<kTile>::EpilogueSchedule, ElementD>;
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::float_e4m3_t,
-      cute::tuple<RowMajor*, LayoutSFA*>, 16, cutlass::float_e4m3_t, cute::tuple<ColumnMajor*, LayoutSFB*>,
-      16, float, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      typename Fp8Tile<kTile>::KernelSchedule>::CollectiveOp;
+  using CollectiveMainloop =
+      Fp8BlockwiseMainloop<TileShape, ClusterShape, typename Fp8Tile<kTile>::KernelSchedule,
+                           typename CollectiveEpilogue::SharedStorage>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = true;
   static constexpr bool kSwiglu = false;
@@ -138,18 +148,14 @@ template <GroupedGemmTile kTile>
 struct Fp8SwigluKernel {
   using TileShape = typename Fp8SwigluTile<kTile>::TileShape;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-  using ScaleConfig = typename Fp8BlockwiseKernel<float, GroupedGemmTile::m128>::ScaleConfig;
-  using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
-  using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
+  using ScaleConfig = Fp8ScaleConfig;
+  using LayoutSFA = Fp8LayoutSFA;
+  using LayoutSFB = Fp8LayoutSFB;
   using CollectiveEpilogue =
       cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluFp8Epilogue>;
-  using CollectiveMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
-      cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::float_e4m3_t,
-      cute::tuple<RowMajor*, LayoutSFA*>, 16, cutlass::float_e4m3_t, cute::tuple<ColumnMajor*, LayoutSFB*>,
-      16, float, TileShape, ClusterShape,
-      cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(
-          sizeof(typename CollectiveEpilogue::SharedStorage))>,
-      typename Fp8SwigluTile<kTile>::KernelSchedule>::CollectiveOp;
+  using CollectiveMainloop =
+      Fp8BlockwiseMainloop<TileShape, ClusterShape, typename Fp8SwigluTile<kTile>::KernelSchedule,
+                           typename CollectiveEpilogue::SharedStorage>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = true;
   static constexpr bool kSwiglu = true;
