@@ -238,14 +238,14 @@ class Buffer::Impl {
     check_usable("dispatch");
     check_unmasked("dispatch");
     detail::DispatchPlan plan = detail::plan_dispatch(args, normal_plan_context());
-    return guarded([&] { return backend_->normal_dispatch(plan); });
+    return guarded([&] { return unit(&detail::EngineTable::normal, Engine::normal).dispatch(plan); });
   }
 
   CombineResult combine(const CombineArgs& args) {
     check_usable("combine");
     check_unmasked("combine");
     detail::CombinePlan plan = detail::plan_combine(args, normal_plan_context());
-    return guarded([&] { return backend_->normal_combine(plan); });
+    return guarded([&] { return unit(&detail::EngineTable::normal, Engine::normal).combine(plan); });
   }
 
   LowLatencyDispatchResult low_latency_dispatch(const LowLatencyDispatchArgs& args) {
@@ -253,7 +253,8 @@ class Buffer::Impl {
     check_low_latency_ready("low_latency_dispatch");
     detail::LowLatencyDispatchPlan plan =
         detail::plan_low_latency_dispatch(args, plan_context(), low_latency_layout_);
-    LowLatencyDispatchResult result = guarded([&] { return backend_->low_latency_dispatch(plan); });
+    LowLatencyDispatchResult result =
+        guarded([&] { return unit(&detail::EngineTable::low_latency, Engine::low_latency).dispatch(plan); });
     if (result.hook) result.hook = guarded_hook(std::move(result.hook));
     return result;
   }
@@ -263,7 +264,8 @@ class Buffer::Impl {
     check_low_latency_ready("low_latency_combine");
     detail::LowLatencyCombinePlan plan = detail::plan_low_latency_combine(
         args, plan_context(), low_latency_layout_, low_latency_layout_.staging(backend_->heap_base()));
-    LowLatencyCombineResult result = guarded([&] { return backend_->low_latency_combine(plan); });
+    LowLatencyCombineResult result =
+        guarded([&] { return unit(&detail::EngineTable::low_latency, Engine::low_latency).combine(plan); });
     if (result.hook) result.hook = guarded_hook(std::move(result.hook));
     return result;
   }
@@ -273,7 +275,7 @@ class Buffer::Impl {
     detail::check_symmetric_region(options_, "symmetric_dispatch");
     detail::SymmetricDispatchPlan plan =
         detail::plan_symmetric_dispatch(args, plan_context(), symmetric_layout_, backend_->heap_base());
-    return guarded([&] { return backend_->symmetric_dispatch(plan); });
+    return guarded([&] { return unit(&detail::EngineTable::symmetric, Engine::symmetric).dispatch(plan); });
   }
 
   LowLatencyCombineResult symmetric_combine(const LowLatencyCombineArgs& args) {
@@ -281,7 +283,7 @@ class Buffer::Impl {
     detail::check_symmetric_region(options_, "symmetric_combine");
     detail::SymmetricCombinePlan plan =
         detail::plan_symmetric_combine(args, plan_context(), symmetric_layout_, backend_->heap_base());
-    return guarded([&] { return backend_->symmetric_combine(plan); });
+    return guarded([&] { return unit(&detail::EngineTable::symmetric, Engine::symmetric).combine(plan); });
   }
 
   TensorView symmetric_input(int64_t num_tokens, int hidden) {
@@ -345,12 +347,12 @@ class Buffer::Impl {
 
   SymmetricCombine symmetric_combine_path() const {
     check_usable("symmetric_combine_path");
-    return backend_->symmetric_combine_path();
+    return unit(&detail::EngineTable::symmetric, Engine::symmetric).combine_path();
   }
 
   SymmetricDispatch symmetric_dispatch_path() const {
     check_usable("symmetric_dispatch_path");
-    return backend_->symmetric_dispatch_path();
+    return unit(&detail::EngineTable::symmetric, Engine::symmetric).dispatch_path();
   }
 
   const BufferOptions& options() const { return options_; }
@@ -375,6 +377,17 @@ class Buffer::Impl {
   }
 
  private:
+  // The engine the backend registered for `engine` (core/engine.hpp).
+  template <class Unit>
+  Unit& unit(Unit* detail::EngineTable::*slot, Engine engine) const {
+    Unit* registered = backend_->engines().*slot;
+    if (!registered) {
+      throw Unsupported(std::string("engine ") + engine_name(engine) + ": the " +
+                        backend_name(options_.backend) + " backend does not run it");
+    }
+    return *registered;
+  }
+
   // After a timeout the peers' state is unknown; the buffer refuses further work.
   template <typename Fn>
   auto guarded(Fn&& fn) -> decltype(fn()) {

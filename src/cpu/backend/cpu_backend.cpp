@@ -27,6 +27,10 @@ class CpuBackend final : public detail::BackendImpl {
     // Across nodes, `normal` is the hierarchical engine.
     if (!options_.topology.is_single_node())
       internode_ = std::make_unique<InternodeEngine>(heap_, info.owner, options_.transport);
+    // The engines (core/engine.hpp): this backend's one registration point.
+    engines_.normal = internode_ ? static_cast<detail::NormalUnit*>(internode_.get()) : &normal_;
+    engines_.low_latency = &low_latency_;
+    engines_.symmetric = &symmetric_;
   }
 
   Device device() const override { return Device::cpu; }
@@ -66,29 +70,7 @@ class CpuBackend final : public detail::BackendImpl {
     DispatchLayout layout = compute_dispatch_layout(topk_idx, num_experts, options_.topology);
     return out ? copy_into(layout, *out) : layout;
   }
-  DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override {
-    if (internode_) return internode_->dispatch(plan);
-    return normal_.dispatch(plan);
-  }
-  CombineResult normal_combine(const detail::CombinePlan& plan) override {
-    if (internode_) return internode_->combine(plan);
-    return normal_.combine(plan);
-  }
-  LowLatencyDispatchResult low_latency_dispatch(const detail::LowLatencyDispatchPlan& plan) override {
-    return low_latency_.dispatch(plan);
-  }
-  LowLatencyCombineResult low_latency_combine(const detail::LowLatencyCombinePlan& plan) override {
-    return low_latency_.combine(plan);
-  }
   uint8_t* heap_base() override { return heap_.base(); }
-  LowLatencyDispatchResult symmetric_dispatch(const detail::SymmetricDispatchPlan& plan) override {
-    return symmetric_.dispatch(plan);
-  }
-  LowLatencyCombineResult symmetric_combine(const detail::SymmetricCombinePlan& plan) override {
-    return symmetric_.combine(plan);
-  }
-  SymmetricCombine symmetric_combine_path() const override { return symmetric_.combine_path(); }
-  SymmetricDispatch symmetric_dispatch_path() const override { return symmetric_.dispatch_path(); }
   void update_mask(int rank, bool masked, Stream) override { mask_.set(rank, masked); }
   Tensor query_mask(Stream) override { return mask_.snapshot(); }
   void clean_mask(Stream) override { mask_.clear(); }

@@ -8,21 +8,21 @@
 #include <memory>
 
 #include "common/internode_protocol.hpp"
-#include "core/backend.hpp"
+#include "core/engine.hpp"
 #include "cpu/backend/host_heap.hpp"
 #include "cpu/normal/call.hpp"
 #include "transport/loopback.hpp"
 
 namespace switchyard::cpu {
 
-class InternodeEngine {
+class InternodeEngine final : public detail::NormalUnit {
  public:
   // `transport`: the Buffer's (BufferOptions::transport, loopback here), read at the first call.
   InternodeEngine(HostHeap& heap, detail::BufferId owner, const TransportOptions& transport)
       : calls_(heap, owner), transport_options_(transport) {}
 
-  DispatchResult dispatch(const detail::DispatchPlan& plan);
-  CombineResult combine(const detail::CombinePlan& plan);
+  DispatchResult dispatch(const detail::DispatchPlan& plan) override;
+  CombineResult combine(const detail::CombinePlan& plan) override;
 
  private:
   // Zeroes this rank's rings and RDMA counters, then waits for every rank to have done the same.

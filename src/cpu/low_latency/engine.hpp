@@ -13,23 +13,23 @@
 #include <memory>
 
 #include "common/rank_mask.hpp"
-#include "core/backend.hpp"
+#include "core/engine.hpp"
 #include "cpu/backend/host_heap.hpp"
 
 namespace switchyard::cpu {
 
 class LowLatencyLink;
 
-class LowLatencyEngine {
+class LowLatencyEngine final : public detail::LowLatencyUnit {
  public:
   // `mask`: this rank's view of masked peers (common/rank_mask.hpp), owned by the backend; `transport`:
   // the Buffer's (BufferOptions::transport), for calls across nodes.
   LowLatencyEngine(HostHeap& heap, detail::BufferId owner, common::RankMaskView mask,
                    const TransportOptions& transport);
-  ~LowLatencyEngine();
+  ~LowLatencyEngine() override;
 
-  LowLatencyDispatchResult dispatch(const detail::LowLatencyDispatchPlan& plan);
-  LowLatencyCombineResult combine(const detail::LowLatencyCombinePlan& plan);
+  LowLatencyDispatchResult dispatch(const detail::LowLatencyDispatchPlan& plan) override;
+  LowLatencyCombineResult combine(const detail::LowLatencyCombinePlan& plan) override;
 
  private:
   // Made on the first call (the heap is connected by then).

@@ -9,27 +9,27 @@
 #include <cstdint>
 
 #include "common/rank_mask.hpp"
-#include "core/backend.hpp"
+#include "core/engine.hpp"
 #include "cpu/backend/host_heap.hpp"
 #include "cpu/symmetric/barrier.hpp"
 
 namespace switchyard::cpu {
 
-class SymmetricEngine {
+class SymmetricEngine final : public detail::SymmetricUnit {
  public:
   // `mask`: this rank's view of masked peers (common/rank_mask.hpp), owned by the backend.
   SymmetricEngine(HostHeap& heap, detail::BufferId owner, common::RankMaskView mask)
       : heap_(heap), owner_(owner), mask_(mask) {}
 
-  LowLatencyDispatchResult dispatch(const detail::SymmetricDispatchPlan& plan);
-  LowLatencyCombineResult combine(const detail::SymmetricCombinePlan& plan);
+  LowLatencyDispatchResult dispatch(const detail::SymmetricDispatchPlan& plan) override;
+  LowLatencyCombineResult combine(const detail::SymmetricCombinePlan& plan) override;
 
   // At connect: the combine path (push or pull, resolved), the same on every rank.
   void set_combine_path(SymmetricCombine path) { combine_path_ = path; }
-  SymmetricCombine combine_path() const { return combine_path_; }
+  SymmetricCombine combine_path() const override { return combine_path_; }
   // At connect: where the dispatch pulls bf16 rows from (publish or zero_copy, resolved).
   void set_dispatch_path(SymmetricDispatch path) { dispatch_path_ = path; }
-  SymmetricDispatch dispatch_path() const { return dispatch_path_; }
+  SymmetricDispatch dispatch_path() const override { return dispatch_path_; }
   // At connect: whether peers' plain x and y pointers reach (ranks as threads); otherwise only the
   // heap-resident tensors are read in place.
   void set_pointers_shared(bool shared) { pointers_shared_ = shared; }

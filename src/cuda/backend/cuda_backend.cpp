@@ -11,6 +11,7 @@
 #include "core/expert_capacity.hpp"
 #include "core/handle_format.hpp"
 #include "core/normal_sizing.hpp"
+#include "cuda/backend/call_services.hpp"
 #include "cuda/backend/device_connections.hpp"
 #include "cuda/backend/device_heap.hpp"
 #include "cuda/backend/nccl_gin_choice.hpp"
@@ -31,14 +32,15 @@ constexpr int kMaxCudaRanks = 32;
 
 }  // namespace
 
-class CudaBackend final : public detail::BackendImpl {
+class CudaBackend final : public detail::BackendImpl, private CallServices {
  public:
   explicit CudaBackend(const detail::BackendCreateInfo& info)
       : options_(*info.options),
         device_(info.options->device),
         heap_(info.heap_bytes, info.options->rank, info.options->topology.num_ranks, info.options->device,
               info.options->sharing),
-        owner_(info.owner) {
+        owner_(info.owner),
+        symmetric_(services(), info.owner) {
     if (options_.topology.num_ranks > kMaxCudaRanks) {
       throw Unsupported("topology.num_ranks: the CUDA normal engine supports up to " +
                         std::to_string(kMaxCudaRanks) + " ranks in one load/store domain, got " +
@@ -62,14 +64,19 @@ class CudaBackend final : public detail::BackendImpl {
     mask_ = std::make_unique<DeviceRankMask>(options_.topology.num_ranks, device_);
     // The engines prepare their kernels once, before any rank launches: changing a kernel's
     // attributes later could wait for its running instances, i.e. for peers that wait for us.
-    normal_ = std::make_unique<NormalEngine>(options_, owner_);
+    normal_ = std::make_unique<NormalEngine>(options_, owner_, services());
     symmetric_.prepare(device_, sm_count_);
     prepare_moe_kernels(device_);
-    low_latency_ = std::make_unique<LowLatencyEngine>(options_, heap_, sm_count_, owner_);
+    low_latency_ = std::make_unique<LowLatencyEngine>(options_, heap_, sm_count_, owner_, services());
     // Across nodes, `normal` is the hierarchical engine (its kernels are prepared here too).
     if (!options_.topology.is_single_node()) {
-      internode_ = std::make_unique<InternodeEngine>(options_, info.heap_bytes, sm_count_, owner_);
+      internode_ =
+          std::make_unique<InternodeEngine>(options_, info.heap_bytes, sm_count_, owner_, services());
     }
+    // The engines (core/engine.hpp): this backend's one registration point.
+    engines_.normal = internode_ ? static_cast<detail::NormalUnit*>(internode_.get()) : normal_.get();
+    engines_.low_latency = low_latency_.get();
+    engines_.symmetric = &symmetric_;
     // Stream-ordered allocations come from the device's default pool. By default the pool returns
     // free memory to the driver at every synchronisation, and unmapping can wait for the whole
     // device, i.e. for peers that wait for us: keep it.
@@ -146,54 +153,8 @@ class CudaBackend final : public detail::BackendImpl {
                            call_env(stream), out);
   }
 
-  DispatchResult normal_dispatch(const detail::DispatchPlan& plan) override {
-    SY_CUDA_CHECK(cudaSetDevice(device_));
-    ++call_index_;
-    throw_pending_device_error();
-    const cudaStream_t stream = resolve(plan.args.stream);
-    const KernelContext context = normal_call_context(plan.config);
-    if (internode_) return internode_->dispatch(plan, context, call_env(stream));
-    return normal_->dispatch(plan, context, call_env(stream));
-  }
-
-  CombineResult normal_combine(const detail::CombinePlan& plan) override {
-    SY_CUDA_CHECK(cudaSetDevice(device_));
-    ++call_index_;
-    throw_pending_device_error();
-    const cudaStream_t stream = resolve(plan.args.stream);
-    const KernelContext context = normal_call_context(plan.config);
-    if (internode_) return internode_->combine(plan, context, call_env(stream));
-    return normal_->combine(plan, context, call_env(stream));
-  }
-
-  LowLatencyDispatchResult low_latency_dispatch(const detail::LowLatencyDispatchPlan& plan) override {
-    SY_CUDA_CHECK(cudaSetDevice(device_));
-    const KernelContext context = expert_major_call_context();
-    const cudaStream_t stream = resolve(plan.args.stream);
-    return low_latency_->dispatch(plan, context, stream, alloc_stream(stream));
-  }
-  LowLatencyCombineResult low_latency_combine(const detail::LowLatencyCombinePlan& plan) override {
-    SY_CUDA_CHECK(cudaSetDevice(device_));
-    const KernelContext context = expert_major_call_context();
-    const cudaStream_t stream = resolve(plan.args.stream);
-    return low_latency_->combine(plan, context, stream, alloc_stream(stream));
-  }
   uint8_t* heap_base() override { return heap_.view().base; }
-  LowLatencyDispatchResult symmetric_dispatch(const detail::SymmetricDispatchPlan& plan) override {
-    SY_CUDA_CHECK(cudaSetDevice(device_));
-    const cudaStream_t stream = resolve(plan.args.stream);
-    return symmetric_.dispatch(plan, expert_major_call_context(),
-                               {stream, alloc_stream(stream), heap_.ranks_on_this_device(), owner_});
-  }
-  LowLatencyCombineResult symmetric_combine(const detail::SymmetricCombinePlan& plan) override {
-    SY_CUDA_CHECK(cudaSetDevice(device_));
-    const cudaStream_t stream = resolve(plan.args.stream);
-    return symmetric_.combine(plan, expert_major_call_context(),
-                              {stream, alloc_stream(stream), heap_.ranks_on_this_device(), owner_});
-  }
 
-  SymmetricCombine symmetric_combine_path() const override { return symmetric_.combine_path(); }
-  SymmetricDispatch symmetric_dispatch_path() const override { return symmetric_.dispatch_path(); }
   // The unfused path (cuda/moe/experts.hpp): CUTLASS grouped GEMMs and the SwiGLU kernel.
   std::unique_ptr<detail::MoeExperts> make_moe_experts(const detail::MoeExpertsPlan& plan) override {
     SY_CUDA_CHECK(cudaSetDevice(device_));
@@ -230,6 +191,22 @@ class CudaBackend final : public detail::BackendImpl {
   }
 
  private:
+  // What the engines ask when a call starts; private, so that only this backend hands it out.
+  CallServices& services() { return *this; }
+  // CallServices:
+  CallStart begin_normal_call(Stream stream_handle, const Config& call) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    const cudaStream_t stream = resolve(stream_handle);
+    ++call_index_;
+    throw_pending_device_error();
+    return {normal_call_context(call), call_env(stream)};
+  }
+  CallStart begin_expert_major_call(Stream stream_handle) override {
+    SY_CUDA_CHECK(cudaSetDevice(device_));
+    const cudaStream_t stream = resolve(stream_handle);
+    return {expert_major_call_context(), call_env(stream)};
+  }
+
   // The stream of a call: the caller's, which must belong to this buffer's GPU (a kernel launched on
   // another GPU's stream would run there, on memory it cannot reach), or the buffer's own.
   cudaStream_t resolve(Stream stream) const {

@@ -46,8 +46,8 @@ NvlCombineMessage nvl_combine_message(int hidden, int topk, bool has_weights) {
 }  // namespace
 
 InternodeEngine::InternodeEngine(const BufferOptions& options, size_t heap_bytes, int sm_count,
-                                 detail::BufferId owner)
-    : options_(options), device_(options.device), sm_count_(sm_count), owner_(owner) {
+                                 detail::BufferId owner, CallServices& services)
+    : options_(options), device_(options.device), sm_count_(sm_count), owner_(owner), services_(services) {
   // The normal region is the heap's front, as core/buffer.cpp lays the heap out.
   const size_t tail_bytes = low_latency_heap_bytes(options.topology, options.sizing) +
                             symmetric_heap_bytes(options.topology, options.sizing);
@@ -119,8 +119,18 @@ void refuse_host_synchronising_capture(cudaStream_t stream) {
 
 }  // namespace
 
-DispatchResult InternodeEngine::dispatch(const detail::DispatchPlan& plan, KernelContext context,
-                                         const InternodeCallEnv& env) {
+DispatchResult InternodeEngine::dispatch(const detail::DispatchPlan& plan) {
+  const CallStart call = services_.begin_normal_call(plan.args.stream, plan.config);
+  return run_dispatch(plan, call.context, call.env);
+}
+
+CombineResult InternodeEngine::combine(const detail::CombinePlan& plan) {
+  const CallStart call = services_.begin_normal_call(plan.args.stream, plan.config);
+  return run_combine(plan, call.context, call.env);
+}
+
+DispatchResult InternodeEngine::run_dispatch(const detail::DispatchPlan& plan, KernelContext context,
+                                             const CallEnv& env) {
   const Topology& topology = plan.topology;
   const int num_ranks = topology.num_ranks;
   const int num_channels = plan.config.num_channels;
@@ -248,8 +258,8 @@ DispatchResult InternodeEngine::dispatch(const detail::DispatchPlan& plan, Kerne
   return result;
 }
 
-CombineResult InternodeEngine::combine(const detail::CombinePlan& plan, KernelContext context,
-                                       const InternodeCallEnv& env) {
+CombineResult InternodeEngine::run_combine(const detail::CombinePlan& plan, KernelContext context,
+                                           const CallEnv& env) {
   const Topology& topology = plan.topology;
   const int num_channels = plan.config.num_channels;
   check_call(topology, num_channels, env.sharing_ranks);

@@ -79,12 +79,13 @@ void prepare_low_latency_kernels(int device) {
 }
 
 LowLatencyEngine::LowLatencyEngine(const BufferOptions& options, const DeviceHeap& heap, int sm_count,
-                                   detail::BufferId owner)
+                                   detail::BufferId owner, CallServices& services)
     : device_(options.device),
       transport_(options.transport),
       heap_(heap),
       sm_count_(sm_count),
-      owner_(owner) {
+      owner_(owner),
+      services_(services) {
   prepare_low_latency_kernels(device_);
   SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&state_), sizeof(LowLatencyDeviceState)));
   const LowLatencyDeviceState zero{};
@@ -129,9 +130,19 @@ LowLatencyGrid LowLatencyEngine::grid() const {
   return grid;
 }
 
-LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDispatchPlan& plan,
-                                                    const KernelContext& context, cudaStream_t stream,
-                                                    cudaStream_t allocation_stream) {
+LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDispatchPlan& plan) {
+  const CallStart call = services_.begin_expert_major_call(plan.args.stream);
+  return run_dispatch(plan, call.context, call.env.stream, call.env.allocation_stream);
+}
+
+LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombinePlan& plan) {
+  const CallStart call = services_.begin_expert_major_call(plan.args.stream);
+  return run_combine(plan, call.context, call.env.stream, call.env.allocation_stream);
+}
+
+LowLatencyDispatchResult LowLatencyEngine::run_dispatch(const detail::LowLatencyDispatchPlan& plan,
+                                                        const KernelContext& context, cudaStream_t stream,
+                                                        cudaStream_t allocation_stream) {
   const LowLatencyDispatchArgs& args = plan.args;
   if (plan.num_experts > kLowLatencyMaxExperts) {
     throw Unsupported(
@@ -224,9 +235,9 @@ LowLatencyDispatchResult LowLatencyEngine::dispatch(const detail::LowLatencyDisp
   return result;
 }
 
-LowLatencyCombineResult LowLatencyEngine::combine(const detail::LowLatencyCombinePlan& plan,
-                                                  const KernelContext& context, cudaStream_t stream,
-                                                  cudaStream_t allocation_stream) {
+LowLatencyCombineResult LowLatencyEngine::run_combine(const detail::LowLatencyCombinePlan& plan,
+                                                      const KernelContext& context, cudaStream_t stream,
+                                                      cudaStream_t allocation_stream) {
   const LowLatencyCombineArgs& args = plan.args;
   const detail::ExpertMajorHandleData& handle = *plan.handle;
   expect_aligned(plan.y, args.zero_copy ? "x (the combine buffer)" : "x");

@@ -18,7 +18,8 @@
 // combine does not survive such a call.
 #include <cuda_runtime.h>
 
-#include "core/backend.hpp"
+#include "core/engine.hpp"
+#include "cuda/backend/call_services.hpp"
 #include "cuda/backend/device_heap.hpp"
 #include "cuda/low_latency/kernels.hpp"
 #include "device/kernel_context.hpp"
@@ -26,24 +27,27 @@
 
 namespace switchyard::cuda {
 
-class LowLatencyEngine {
+class LowLatencyEngine final : public detail::LowLatencyUnit {
  public:
   // Allocates the device state; prepares the kernels (once per device). The current device must be
-  // the buffer's.
-  LowLatencyEngine(const BufferOptions& options, const DeviceHeap& heap, int sm_count,
-                   detail::BufferId owner);
-  ~LowLatencyEngine();
+  // the buffer's. `services`: the backend's, which outlives the engine.
+  LowLatencyEngine(const BufferOptions& options, const DeviceHeap& heap, int sm_count, detail::BufferId owner,
+                   CallServices& services);
+  ~LowLatencyEngine() override;
   LowLatencyEngine(const LowLatencyEngine&) = delete;
   LowLatencyEngine& operator=(const LowLatencyEngine&) = delete;
 
-  // `context`: a new call's (KernelContext of the backend); `allocation_stream`: where outputs the
-  // library allocates are stream-ordered (nullptr: plain allocations).
-  LowLatencyDispatchResult dispatch(const detail::LowLatencyDispatchPlan& plan, const KernelContext& context,
-                                    cudaStream_t stream, cudaStream_t allocation_stream);
-  LowLatencyCombineResult combine(const detail::LowLatencyCombinePlan& plan, const KernelContext& context,
-                                  cudaStream_t stream, cudaStream_t allocation_stream);
+  LowLatencyDispatchResult dispatch(const detail::LowLatencyDispatchPlan& plan) override;
+  LowLatencyCombineResult combine(const detail::LowLatencyCombinePlan& plan) override;
 
  private:
+  // `context`: a new call's (KernelContext of the backend); `allocation_stream`: where outputs the
+  // library allocates are stream-ordered (nullptr: plain allocations).
+  LowLatencyDispatchResult run_dispatch(const detail::LowLatencyDispatchPlan& plan,
+                                        const KernelContext& context, cudaStream_t stream,
+                                        cudaStream_t allocation_stream);
+  LowLatencyCombineResult run_combine(const detail::LowLatencyCombinePlan& plan, const KernelContext& context,
+                                      cudaStream_t stream, cudaStream_t allocation_stream);
   LowLatencyGrid grid() const;
   // The transport to other nodes (its delays read from the environment at the first call, as the
   // other engines read theirs).
@@ -54,6 +58,7 @@ class LowLatencyEngine {
   const DeviceHeap& heap_;
   int sm_count_;
   detail::BufferId owner_;
+  CallServices& services_;
   LowLatencyDeviceState* state_ = nullptr;
   // A combine hook reduces with a copy of topk_idx and topk_weights taken at the call (the caller
   // may reuse its tensors meanwhile). One pending hook at a time (core enforces it), so one copy.

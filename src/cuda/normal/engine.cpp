@@ -10,8 +10,8 @@
 
 namespace switchyard::cuda {
 
-NormalEngine::NormalEngine(const BufferOptions& options, detail::BufferId owner)
-    : options_(options), device_(options.device), owner_(owner) {
+NormalEngine::NormalEngine(const BufferOptions& options, detail::BufferId owner, CallServices& services)
+    : options_(options), device_(options.device), owner_(owner), services_(services) {
   // Once, before any rank launches: changing a kernel's attributes later could wait for its running
   // instances, i.e. for peers that wait for us.
   prepare_normal_kernels(device_);
@@ -81,8 +81,18 @@ DispatchLayout NormalEngine::layout(const TensorView& topk_idx, int num_experts,
   return layout;
 }
 
-DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan, KernelContext context,
-                                      const CallEnv& env) {
+DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
+  const CallStart call = services_.begin_normal_call(plan.args.stream, plan.config);
+  return run_dispatch(plan, call.context, call.env);
+}
+
+CombineResult NormalEngine::combine(const detail::CombinePlan& plan) {
+  const CallStart call = services_.begin_normal_call(plan.args.stream, plan.config);
+  return run_combine(plan, call.context, call.env);
+}
+
+DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, KernelContext context,
+                                          const CallEnv& env) {
   const cudaStream_t stream = env.stream;
   const int num_ranks = plan.topology.num_ranks;
   const int num_channels = plan.config.num_channels;
@@ -170,8 +180,8 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan, KernelCo
   return result;
 }
 
-CombineResult NormalEngine::combine(const detail::CombinePlan& plan, KernelContext context,
-                                    const CallEnv& env) {
+CombineResult NormalEngine::run_combine(const detail::CombinePlan& plan, KernelContext context,
+                                        const CallEnv& env) {
   const detail::NormalHandleData& handle = *plan.handle;
   const CombineArgs& args = plan.args;
   context.layout = detail::combine_heap_layout(plan);

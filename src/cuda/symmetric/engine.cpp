@@ -258,8 +258,22 @@ int SymmetricEngine::blocks_per_rank(int ranks_on_device) const {
   return symmetric_blocks_per_rank(sm_count_, blocks_per_sm_, ranks_on_device, device_);
 }
 
-LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispatchPlan& plan,
-                                                   KernelContext context, const Launch& launch) {
+SymmetricEngine::Launch SymmetricEngine::launch_of(const CallStart& call) const {
+  return {call.env.stream, call.env.allocation_stream, call.env.sharing_ranks, owner_};
+}
+
+LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispatchPlan& plan) {
+  const CallStart call = services_.begin_expert_major_call(plan.args.stream);
+  return run_dispatch(plan, call.context, launch_of(call));
+}
+
+LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombinePlan& plan) {
+  const CallStart call = services_.begin_expert_major_call(plan.args.stream);
+  return run_combine(plan, call.context, launch_of(call));
+}
+
+LowLatencyDispatchResult SymmetricEngine::run_dispatch(const detail::SymmetricDispatchPlan& plan,
+                                                       KernelContext context, const Launch& launch) {
   const LowLatencyDispatchArgs& args = plan.args;
   const int num_ranks = plan.topology.num_ranks;
   const int64_t local = plan.local_experts;
@@ -376,8 +390,8 @@ LowLatencyDispatchResult SymmetricEngine::dispatch(const detail::SymmetricDispat
   return result;
 }
 
-LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombinePlan& plan,
-                                                 KernelContext context, const Launch& launch) {
+LowLatencyCombineResult SymmetricEngine::run_combine(const detail::SymmetricCombinePlan& plan,
+                                                     KernelContext context, const Launch& launch) {
   const LowLatencyCombineArgs& args = plan.args;
   const detail::ExpertMajorHandleData& handle = *plan.handle;
   const int num_ranks = plan.topology.num_ranks;

@@ -6,7 +6,8 @@
 // on the device.
 #include <cuda_runtime.h>
 
-#include "core/backend.hpp"
+#include "core/engine.hpp"
+#include "cuda/backend/call_services.hpp"
 #include "cuda/symmetric/kernels.hpp"
 #include "device/kernel_context.hpp"
 
@@ -22,10 +23,11 @@ enum class SymmetricPull { automatic, tma, warps };
 // Whether a call pulls its rows by warps.
 bool symmetric_pull_by_warps(SymmetricPull pull, bool fp8);
 
-class SymmetricEngine {
+class SymmetricEngine final : public detail::SymmetricUnit {
  public:
-  SymmetricEngine() = default;
-  ~SymmetricEngine();
+  // `services`: the backend's, which outlives the engine; `owner`: the Buffer, recorded in handles.
+  SymmetricEngine(CallServices& services, detail::BufferId owner) : services_(services), owner_(owner) {}
+  ~SymmetricEngine() override;
   SymmetricEngine(const SymmetricEngine&) = delete;
   SymmetricEngine& operator=(const SymmetricEngine&) = delete;
 
@@ -41,9 +43,16 @@ class SymmetricEngine {
   // `heap_output`: the buffer has heap-resident expert outputs (forcing pull is accepted anywhere then).
   void connect(const Config& config, HeapSharing sharing, int num_ranks, int ranks_on_device,
                bool heap_output);
-  SymmetricCombine combine_path() const { return combine_path_; }
-  SymmetricDispatch dispatch_path() const { return dispatch_path_; }
+  SymmetricCombine combine_path() const override { return combine_path_; }
+  SymmetricDispatch dispatch_path() const override { return dispatch_path_; }
 
+  LowLatencyDispatchResult dispatch(const detail::SymmetricDispatchPlan& plan) override;
+  LowLatencyCombineResult combine(const detail::SymmetricCombinePlan& plan) override;
+  // A barrier of all ranks on `stream`, one block per rank, in the sequence of the calls' barriers
+  // (every rank must make it at the same point of its calls): the MoE layer's, before its combine.
+  void barrier(const common::SymmetricLayout& layout, KernelContext context, cudaStream_t stream);
+
+ private:
   // Where a call runs: `stream` for the kernel, `alloc_stream` for its outputs (null: plain
   // allocations), and how many ranks' grids share this GPU.
   struct Launch {
@@ -53,17 +62,16 @@ class SymmetricEngine {
     detail::BufferId owner;  // recorded in handles
   };
 
-  LowLatencyDispatchResult dispatch(const detail::SymmetricDispatchPlan& plan, KernelContext context,
-                                    const Launch& launch);
-  LowLatencyCombineResult combine(const detail::SymmetricCombinePlan& plan, KernelContext context,
-                                  const Launch& launch);
-  // A barrier of all ranks on `stream`, one block per rank, in the sequence of the calls' barriers
-  // (every rank must make it at the same point of its calls): the MoE layer's, before its combine.
-  void barrier(const common::SymmetricLayout& layout, KernelContext context, cudaStream_t stream);
-
- private:
+  LowLatencyDispatchResult run_dispatch(const detail::SymmetricDispatchPlan& plan, KernelContext context,
+                                        const Launch& launch);
+  LowLatencyCombineResult run_combine(const detail::SymmetricCombinePlan& plan, KernelContext context,
+                                      const Launch& launch);
+  // Where a call that `call` started runs.
+  Launch launch_of(const CallStart& call) const;
   int blocks_per_rank(int ranks_on_device) const;
 
+  CallServices& services_;
+  detail::BufferId owner_;
   int device_ = 0;
   int sm_count_ = 0;
   int blocks_per_sm_ = 0;

@@ -1,0 +1,107 @@
+#pragma once
+// The plans core hands an engine: one call's arguments, validated on the host, with the shapes, the
+// heap region's layout and the signature every rank's call must share. Engines never see bad input.
+#include <cstdint>
+
+#include "common/low_latency_protocol.hpp"
+#include "common/symmetric_protocol.hpp"
+#include "core/expert_major_handle.hpp"
+#include "core/normal_handle.hpp"
+#include "switchyard/buffer.hpp"
+
+namespace switchyard::detail {
+
+// A validated `normal` dispatch.
+struct DispatchPlan {
+  int rank = 0;
+  Topology topology;
+  Config config;
+  int64_t num_tokens = 0;  // N
+  int hidden = 0;          // H
+  DType dtype = DType::bf16;
+  bool has_scales = false;   // fp8: x_scales [N, H / 128]
+  int topk = 0;              // K; 0 when topk_idx is omitted (cached dispatch)
+  bool has_weights = false;  // topk_weights given
+  int num_experts = 0;
+  int local_experts = 0;
+  int expert_alignment = 1;
+  int64_t num_worst_tokens = 0;
+  const NormalHandleData* cached = nullptr;  // replay this routing
+  const DispatchLayout* layout = nullptr;    // precomputed layout, or null
+  DispatchArgs args;                         // the caller's tensors (outputs may be undefined)
+  uint64_t signature = 0;                    // same on every rank for a matching call
+};
+
+// A validated `normal` combine.
+struct CombinePlan {
+  int rank = 0;
+  Topology topology;
+  Config config;
+  int hidden = 0;
+  bool has_weights = false;
+  int topk = 0;
+  const NormalHandleData* handle = nullptr;
+  CombineArgs args;
+  uint64_t signature = 0;
+};
+
+// A validated expert-major dispatch (the `low_latency` and `symmetric` engines share the interface).
+struct ExpertMajorDispatchPlan {
+  int rank = 0;
+  Topology topology;
+  Config config;
+  int64_t num_tokens = 0;  // N
+  int hidden = 0;          // H
+  int topk = 0;            // K
+  int num_experts = 0;
+  int local_experts = 0;
+  int64_t max_tokens_per_rank = 0;
+  // Rows per local expert in the outputs: args.expert_capacity, or R * max_tokens_per_rank for 0.
+  int64_t expert_capacity = 0;
+  bool use_fp8 = false;
+  bool round_scale = false;  // true also with use_ue8m0
+  bool use_ue8m0 = false;
+  // x arrived as fp8_e4m3 with the caller's x_scales (symmetric only, use_fp8): its rows and scales are
+  // carried as given, never cast.
+  bool x_fp8 = false;
+  // What every rank's call must agree on (core/call_signature.hpp): the engines publish it to their
+  // peers and refuse a call whose peers' differ.
+  uint64_t signature = 0;
+  LowLatencyDispatchArgs args;  // the caller's tensors (outputs may be undefined)
+};
+
+// A validated expert-major combine.
+struct ExpertMajorCombinePlan {
+  int rank = 0;
+  Topology topology;
+  Config config;
+  int hidden = 0;  // H' of the expert outputs
+  const ExpertMajorHandleData* handle = nullptr;
+  // The expert outputs bf16 [L, C, H']: args.x, or with zero_copy the staging area (C = R * max).
+  const uint16_t* y = nullptr;
+  uint64_t signature = 0;  // as the dispatch's
+  LowLatencyCombineArgs args;
+};
+
+// A validated `low_latency` dispatch and combine.
+struct LowLatencyDispatchPlan : ExpertMajorDispatchPlan {
+  common::LowLatencyLayout layout;  // the region in every rank's heap
+};
+struct LowLatencyCombinePlan : ExpertMajorCombinePlan {
+  common::LowLatencyLayout layout;
+};
+
+// A validated `symmetric` dispatch and combine (no hooks, no zero copy).
+struct SymmetricDispatchPlan : ExpertMajorDispatchPlan {
+  common::SymmetricLayout layout;  // the region in every rank's heap
+  // Where x lies in this rank's heap when it is the heap-resident input (Buffer::symmetric_input): its
+  // offset from the heap base, which every peer can follow; -1 otherwise.
+  int64_t x_heap_offset = -1;
+};
+struct SymmetricCombinePlan : ExpertMajorCombinePlan {
+  common::SymmetricLayout layout;
+  // Likewise for y and the heap-resident expert outputs (Buffer::symmetric_expert_output).
+  int64_t y_heap_offset = -1;
+};
+
+}  // namespace switchyard::detail
