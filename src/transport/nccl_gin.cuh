@@ -33,17 +33,17 @@ class WarpSession<NcclGinDevice> {
   __device__ __forceinline__ void put_signal(int peer, size_t dst_offset, size_t src_offset, size_t bytes,
                                              SignalId signal, uint64_t add) {
     gin_.put(world(), peer, transport_.window, dst_offset, transport_.window, src_offset, bytes,
-             ncclGin_SignalAdd{signal, add}, ncclGin_None{}, ncclCoopWarp{});
+             ncclGin_SignalAdd{gin_signal(signal), add}, ncclGin_None{}, ncclCoopWarp{});
   }
 
   __device__ __forceinline__ void signal(int peer, SignalId signal, uint64_t add) {
-    gin_.signal(world(), peer, ncclGin_SignalAdd{signal, add}, ncclCoopWarp{});
+    gin_.signal(world(), peer, ncclGin_SignalAdd{gin_signal(signal), add}, ncclCoopWarp{});
   }
 
   __device__ __forceinline__ void flush() { gin_.flush(ncclCoopWarp{}); }
 
   __device__ __forceinline__ uint64_t read_signal(SignalId signal) const {
-    return gin_.readSignal(signal);  // NOTES: all 64 bits, acquire (NCCL's defaults)
+    return gin_.readSignal(gin_signal(signal));  // NOTES: all 64 bits, acquire (NCCL's defaults)
   }
 
   __device__ __forceinline__ bool wait_signal(const cuda::KernelContext& context, SignalId signal,
@@ -53,14 +53,14 @@ class WarpSession<NcclGinDevice> {
   }
 
   __device__ __forceinline__ void reset_signal(SignalId signal) {
-    if (warp_lane() == 0) gin_.resetSignal(signal);
+    if (warp_lane() == 0) gin_.resetSignal(gin_signal(signal));
     __syncwarp();
   }
 
   // NOTES: resetSignal is a per-thread call (reset_signal above issues it from one lane), so the
   // lanes share the ids.
   __device__ __forceinline__ void reset_signals(SignalId first, uint32_t count) {
-    for (uint32_t i = warp_lane(); i < count; i += 32) gin_.resetSignal(first + i);
+    for (uint32_t i = warp_lane(); i < count; i += 32) gin_.resetSignal(gin_signal(first + i));
     __syncwarp();
   }
 
@@ -71,6 +71,9 @@ class WarpSession<NcclGinDevice> {
 
  private:
   __device__ __forceinline__ ncclTeam world() const { return ncclTeamWorld(transport_.comm); }
+  __device__ __forceinline__ ncclGinSignal_t gin_signal(SignalId signal) const {
+    return static_cast<ncclGinSignal_t>(transport_.first_signal + signal);
+  }
 
   const NcclGinDevice& transport_;
   ncclGin gin_;

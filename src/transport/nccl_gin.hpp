@@ -34,6 +34,10 @@ struct NcclGinOptions {
 struct NcclGinDevice {
   ncclDevComm comm;
   ncclWindow_t window;  // the heap
+  // Where this transport's signals start among the communicator's GIN signals: an engine that runs several
+  // transports over one communicator (the hierarchical engine's RDMA counters and its barrier words)
+  // gives each its own range; signal i of the session is GIN signal first_signal + i.
+  uint32_t first_signal = 0;
 };
 #endif
 

@@ -11,6 +11,7 @@
 #include "device/cuda_check.hpp"
 #include "device/warp_copy.cuh"
 #include "transport/loopback_device.cuh"
+#include "transport/nccl_gin.cuh"
 
 namespace switchyard::cuda {
 
@@ -359,5 +360,14 @@ void launch_internode_dispatch(const KernelContext& context, const InternodeTran
 template void launch_internode_dispatch<transport::LoopbackDevice>(
     const KernelContext&, const InternodeTransports<transport::LoopbackDevice>&,
     const InternodeDispatchLaunch&, cudaStream_t);
+
+// nccl_gin: the same kernels over NCCL's GIN device session (transport/nccl_gin.cuh), compiled wherever the
+// build has NCCL's device API so that the kernels keep to the transport's interface; the host does not
+// launch them yet (cuda/backend/nccl_gin_choice.cpp refuses the transport: docs/ARCHITECTURE.md, "Not yet").
+#if SWITCHYARD_WITH_NCCL_GIN
+template void launch_internode_dispatch<transport::NcclGinDevice>(
+    const KernelContext&, const InternodeTransports<transport::NcclGinDevice>&,
+    const InternodeDispatchLaunch&, cudaStream_t);
+#endif
 
 }  // namespace switchyard::cuda

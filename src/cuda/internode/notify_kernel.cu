@@ -5,6 +5,7 @@
 #include "cuda/internode/device.cuh"
 #include "device/cuda_check.hpp"
 #include "transport/loopback_device.cuh"
+#include "transport/nccl_gin.cuh"
 
 namespace switchyard::cuda {
 
@@ -226,5 +227,14 @@ void launch_internode_notify(const KernelContext& context, const InternodeTransp
 template void launch_internode_notify<transport::LoopbackDevice>(
     const KernelContext&, const InternodeTransports<transport::LoopbackDevice>&, const InternodeNotifyLaunch&,
     cudaStream_t);
+
+// nccl_gin: the same kernels over NCCL's GIN device session (transport/nccl_gin.cuh), compiled wherever the
+// build has NCCL's device API so that the kernels keep to the transport's interface; the host does not
+// launch them yet (cuda/backend/nccl_gin_choice.cpp refuses the transport: docs/ARCHITECTURE.md, "Not yet").
+#if SWITCHYARD_WITH_NCCL_GIN
+template void launch_internode_notify<transport::NcclGinDevice>(
+    const KernelContext&, const InternodeTransports<transport::NcclGinDevice>&, const InternodeNotifyLaunch&,
+    cudaStream_t);
+#endif
 
 }  // namespace switchyard::cuda

@@ -26,6 +26,7 @@
 #include "device/bf16x8.cuh"
 #include "device/cuda_check.hpp"
 #include "device/ptx.cuh"
+#include "transport/nccl_gin.cuh"
 
 namespace switchyard::cuda {
 
@@ -427,6 +428,21 @@ template void launch_low_latency_combine_receive<transport::LoopbackDevice>(cons
                                                                             const transport::LoopbackDevice&,
                                                                             const LowLatencyGrid&,
                                                                             cudaStream_t);
+
+// nccl_gin: the same kernels over NCCL's GIN device session (transport/nccl_gin.cuh), compiled wherever the
+// build has NCCL's device API so that the kernels keep to the transport's interface; the host does not
+// launch them yet (cuda/backend/nccl_gin_choice.cpp refuses the transport: docs/ARCHITECTURE.md, "Not yet").
+#if SWITCHYARD_WITH_NCCL_GIN
+template void launch_low_latency_combine_send<transport::NcclGinDevice>(const KernelContext&,
+                                                                        const LowLatencyCombineLaunch&,
+                                                                        const transport::NcclGinDevice&,
+                                                                        const LowLatencyGrid&, cudaStream_t);
+template void launch_low_latency_combine_receive<transport::NcclGinDevice>(const KernelContext&,
+                                                                           const LowLatencyCombineLaunch&,
+                                                                           const transport::NcclGinDevice&,
+                                                                           const LowLatencyGrid&,
+                                                                           cudaStream_t);
+#endif
 
 namespace {
 
