@@ -41,10 +41,6 @@ const char* grouped_gemm_tile_name(GroupedGemmTile tile) {
       return "m128_cluster2n";
     case GroupedGemmTile::m64_pingpong:
       return "m64_pingpong";
-    case GroupedGemmTile::m128_n192:
-      return "m128_n192";
-    case GroupedGemmTile::m128_n160:
-      return "m128_n160";
   }
   return "unknown";
 }
@@ -82,12 +78,6 @@ bool with_kernel(GroupedGemmKind kind, GroupedGemmTile tile, F&& f) {
         return true;
       case GroupedGemmTile::m64_pingpong:
         f.template operator()<k, GroupedGemmTile::m64_pingpong>();
-        return true;
-      case GroupedGemmTile::m128_n192:
-        f.template operator()<k, GroupedGemmTile::m128_n192>();
-        return true;
-      case GroupedGemmTile::m128_n160:
-        f.template operator()<k, GroupedGemmTile::m128_n160>();
         return true;
     }
     return false;

@@ -39,15 +39,10 @@ enum class GroupedGemmTile {
   m128_cluster2m,  // m128 in clusters of 2 along M: the weights' tile multicast to both
   m128_cluster2n,  // m128 in clusters of 2 along N: the rows' tile multicast to both
   m64_pingpong,    // pingpong: each consumer warpgroup its own 64 x 128 tile, epilogues overlapped
-  // Cooperative tiles wider in N: more WGMMA work per 128-K promotion and fewer shared-memory bytes per
-  // FLOP. B's scales are repeated per 64 (n192) or 32 (n160) rows on the device before each run, since
-  // CUTLASS's blockwise mainloop needs scale blocks that divide the tile.
-  m128_n192,
-  m128_n160,
 };
-constexpr GroupedGemmTile kGroupedGemmTiles[] = {
-    GroupedGemmTile::m128,         GroupedGemmTile::m128_cluster2m, GroupedGemmTile::m128_cluster2n,
-    GroupedGemmTile::m64_pingpong, GroupedGemmTile::m128_n192,      GroupedGemmTile::m128_n160};
+constexpr GroupedGemmTile kGroupedGemmTiles[] = {GroupedGemmTile::m128, GroupedGemmTile::m128_cluster2m,
+                                                 GroupedGemmTile::m128_cluster2n,
+                                                 GroupedGemmTile::m64_pingpong};
 const char* grouped_gemm_tile_name(GroupedGemmTile tile);
 // The tile named `name` (grouped_gemm_tile_name's spelling); throws InvalidArgument naming `what`, the
 // names, and what was given.

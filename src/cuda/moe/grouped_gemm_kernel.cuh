@@ -7,7 +7,6 @@
 #include <cutlass/epilogue/thread/linear_combination.h>
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
 
-#include <algorithm>
 #include <cute/tensor.hpp>
 #include <cutlass/detail/blockwise_scale_layout.hpp>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
@@ -60,7 +59,6 @@ struct Bf16Kernel {
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = false;
   static constexpr bool kSwiglu = false;
-  static constexpr int kScaleRowsB = 128;  // no scales: nothing to repeat
 };
 
 // The fp8 kernels' tiles (GroupedGemmTile, grouped_gemm.hpp): tile and cluster shapes and the schedules.
@@ -72,8 +70,6 @@ struct Fp8Tile<GroupedGemmTile::m128> {  // two consumer warpgroups share a 128-
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise;
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedCooperative;
-  // Rows of B per scale the kernel reads: the checkpoint's 128, unless the tile's N is no multiple of it.
-  static constexpr int kScaleRowsB = 128;
 };
 template <>
 struct Fp8Tile<GroupedGemmTile::m128_cluster2m> : Fp8Tile<GroupedGemmTile::m128> {
@@ -92,36 +88,20 @@ struct Fp8Tile<GroupedGemmTile::m64_pingpong> {
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
   using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise;
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
-  static constexpr int kScaleRowsB = 128;
-};
-template <>
-struct Fp8Tile<GroupedGemmTile::m128_n192> : Fp8Tile<GroupedGemmTile::m128> {
-  // Each consumer warpgroup 64 x 192: 96 accumulators and 96 partial sums per thread.
-  using TileShape = cute::Shape<cute::_128, cute::_192, cute::_128>;
-  static constexpr int kScaleRowsB = 64;
-};
-template <>
-struct Fp8Tile<GroupedGemmTile::m128_n160> : Fp8Tile<GroupedGemmTile::m128> {
-  using TileShape = cute::Shape<cute::_128, cute::_160, cute::_128>;
-  static constexpr int kScaleRowsB = 32;
 };
 
-// The scales' layouts: A one per row and 128 K, B one per `kScaleRowsB` rows and 128 K (the checkpoint's
-// 128 x 128 blocks, or those repeated for a tile that 128 does not divide), both K-major.
-template <int kScaleRowsB>
-using Fp8ScaleConfigFor = cutlass::detail::Sm90BlockwiseScaleConfig<1, kScaleRowsB, 128, cute::GMMA::Major::K,
-                                                                    cute::GMMA::Major::K>;
-using Fp8ScaleConfig = Fp8ScaleConfigFor<128>;
+// The scales' layouts: A one per row and 128 K, B one per 128 x 128 block, both K-major.
+using Fp8ScaleConfig =
+    cutlass::detail::Sm90BlockwiseScaleConfig<1, 128, 128, cute::GMMA::Major::K, cute::GMMA::Major::K>;
 using Fp8LayoutSFA = decltype(Fp8ScaleConfig::deduce_layoutSFA());
 using Fp8LayoutSFB = decltype(Fp8ScaleConfig::deduce_layoutSFB());
 
 // The blockwise fp8 mainloop of a tile and schedule, its stages fitted beside `EpilogueSharedStorage`.
-template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSharedStorage,
-          class ScaleConfig = Fp8ScaleConfig>
+template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSharedStorage>
 using Fp8BlockwiseMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::float_e4m3_t,
-    cute::tuple<RowMajor*, decltype(ScaleConfig::deduce_layoutSFA())*>, 16, cutlass::float_e4m3_t,
-    cute::tuple<ColumnMajor*, decltype(ScaleConfig::deduce_layoutSFB())*>, 16, float, TileShape, ClusterShape,
+    cute::tuple<RowMajor*, Fp8LayoutSFA*>, 16, cutlass::float_e4m3_t,
+    cute::tuple<ColumnMajor*, Fp8LayoutSFB*>, 16, float, TileShape, ClusterShape,
     cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(EpilogueSharedStorage))>,
     KernelSchedule>::CollectiveOp;
 
@@ -135,15 +115,14 @@ template <class ElementD, GroupedGemmTile kTile>
 struct Fp8BlockwiseKernel {
   using TileShape = typename Fp8Tile<kTile>::TileShape;
   using ClusterShape = typename Fp8Tile<kTile>::ClusterShape;
-  static constexpr int kScaleRowsB = Fp8Tile<kTile>::kScaleRowsB;
-  using ScaleConfig = Fp8ScaleConfigFor<kScaleRowsB>;
-  using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
-  using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
+  using ScaleConfig = Fp8ScaleConfig;
+  using LayoutSFA = Fp8LayoutSFA;
+  using LayoutSFB = Fp8LayoutSFB;
   using CollectiveEpilogue =
       Epilogue<TileShape, ClusterShape, typename Fp8Tile<kTile>::EpilogueSchedule, ElementD>;
   using CollectiveMainloop =
       Fp8BlockwiseMainloop<TileShape, ClusterShape, typename Fp8Tile<kTile>::KernelSchedule,
-                           typename CollectiveEpilogue::SharedStorage, ScaleConfig>;
+                           typename CollectiveEpilogue::SharedStorage>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = true;
   static constexpr bool kSwiglu = false;
@@ -169,7 +148,6 @@ template <GroupedGemmTile kTile>
 struct Fp8SwigluKernel {
   using TileShape = typename Fp8SwigluTile<kTile>::TileShape;
   using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
-  static constexpr int kScaleRowsB = 128;
   using ScaleConfig = Fp8ScaleConfig;
   using LayoutSFA = Fp8LayoutSFA;
   using LayoutSFB = Fp8LayoutSFB;
@@ -207,25 +185,6 @@ DeviceArray upload(const std::vector<T>& values, int device, cudaStream_t stream
   return array;
 }
 
-// B's scales for a tile that the checkpoint's 128-row scale blocks do not divide: each group's [N / 128,
-// K / 128] scales repeated `kRepeat` times along N into [N / 128 * kRepeat, K / 128] (the same values, so
-// the same products and bits as m128's). Run before every GEMM rather than once, so that weights the
-// caller rewrites in place are never paired with stale scales; at DeepSeek-V3's shape it moves under 1 MB.
-template <int kRepeat>
-__global__ void repeat_scale_rows(const float* __restrict__ from, int64_t from_group_stride,
-                                  float* __restrict__ to, int groups, int coarse_rows, int k_blocks) {
-  const int64_t fine_rows = int64_t{coarse_rows} * kRepeat;
-  const int64_t total = int64_t{groups} * fine_rows * k_blocks;
-  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t k_block = i % k_blocks;
-    const int64_t row = i / k_blocks;
-    const int64_t group = row / fine_rows;
-    const int64_t coarse = (row % fine_rows) / kRepeat;
-    to[i] = from[group * from_group_stride + coarse * k_blocks + k_block];
-  }
-}
-
 template <class Config>
 class Runner final : public GroupedGemm {
   using Kernel = typename Config::Kernel;
@@ -250,7 +209,6 @@ class Runner final : public GroupedGemm {
     std::vector<const ElementB*> b(groups);
     std::vector<ElementD*> d(groups);
     std::vector<const float*> sfa(groups), sfb(groups);
-    if constexpr (Config::kFp8 && kScaleRepeat > 1) prepare_repeated_scales(op, device, stream);
     // Strides depend only on a row's length (K for A and B, N for D), never on M: M_g can change from
     // call to call on the device while these stay as uploaded.
     std::vector<StrideA> stride_a(groups,
@@ -266,8 +224,7 @@ class Runner final : public GroupedGemm {
       d[g] = static_cast<ElementD*>(op.d) + g * op.d_group_stride;
       if constexpr (Config::kFp8) {
         sfa[g] = op.a_scales + g * op.a_scales_group_stride;
-        sfb[g] = kScaleRepeat > 1 ? repeated_scales_.template as<const float>() + g * repeated_group_stride_
-                                  : op.b_scales + g * op.b_scales_group_stride;
+        sfb[g] = op.b_scales + g * op.b_scales_group_stride;
       }
     }
     a_ = upload(a, device, stream);
@@ -337,51 +294,15 @@ class Runner final : public GroupedGemm {
     const void* kernel = reinterpret_cast<const void*>(&cutlass::device_kernel<Kernel>);
     cudaFuncAttributes attributes{};
     SY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
-    if constexpr (Config::kFp8 && kScaleRepeat > 1) {
-      SY_CUDA_CHECK(cudaFuncGetAttributes(&attributes,
-                                          reinterpret_cast<const void*>(&repeat_scale_rows<kScaleRepeat>)));
-    }
     const int shared_bytes = static_cast<int>(Kernel::SharedStorageSize);
     if (shared_bytes >= (48 << 10)) {
       SY_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes));
     }
   }
 
-  void run(cudaStream_t stream) override {
-    if constexpr (Config::kFp8 && kScaleRepeat > 1) {
-      constexpr int kThreads = 256;
-      const int64_t total = int64_t{scale_groups_} * scale_coarse_rows_ * kScaleRepeat * scale_k_blocks_;
-      const int blocks = static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, 1024));
-      repeat_scale_rows<kScaleRepeat><<<blocks, kThreads, 0, stream>>>(
-          scale_source_, scale_source_group_stride_, repeated_scales_.template as<float>(), scale_groups_,
-          scale_coarse_rows_, scale_k_blocks_);
-      SY_CUDA_CHECK(cudaGetLastError());
-    }
-    check(gemm_.run(stream), "run");
-  }
+  void run(cudaStream_t stream) override { check(gemm_.run(stream), "run"); }
 
  private:
-  // How many times each of B's 128-row scales repeats for this kernel (1: the checkpoint's scales as they
-  // are).
-  static constexpr int kScaleRepeat = 128 / Config::kScaleRowsB;
-
-  // The repeated scales' buffer: every group's [N / kScaleRowsB, K / 128], then one tile's worth of zeros,
-  // which the last group's partial N tile may read past its rows (those columns are never stored).
-  void prepare_repeated_scales(const GroupedGemmOperands& op, int device, cudaStream_t stream) {
-    static_assert(128 % Config::kScaleRowsB == 0, "B's scale rows must divide the checkpoint's 128");
-    scale_source_ = op.b_scales;
-    scale_source_group_stride_ = op.b_scales_group_stride;
-    scale_groups_ = op.groups;
-    scale_coarse_rows_ = op.n / 128;
-    scale_k_blocks_ = op.k / 128;
-    repeated_group_stride_ = int64_t{scale_coarse_rows_} * kScaleRepeat * scale_k_blocks_;
-    const int64_t tile_rows = cute::size<1>(typename Config::TileShape{}) / Config::kScaleRowsB;
-    const size_t bytes =
-        static_cast<size_t>(repeated_group_stride_ * op.groups + tile_rows * scale_k_blocks_) * sizeof(float);
-    repeated_scales_ = DeviceArray(bytes, device, stream);
-    SY_CUDA_CHECK(cudaMemsetAsync(repeated_scales_.get(), 0, bytes, stream));
-  }
-
   void check(cutlass::Status status, const char* what) const {
     if (status != cutlass::Status::kSuccess) {
       throw Error(std::string("MoeLayer: CUTLASS grouped GEMM ") + grouped_gemm_kind_name(kind_) + " " +
@@ -391,12 +312,6 @@ class Runner final : public GroupedGemm {
 
   GroupedGemmKind kind_;
   Gemm gemm_;
-  // kScaleRepeat > 1: where run() reads B's scales from, and the shape it repeats them in.
-  const float* scale_source_ = nullptr;
-  int64_t scale_source_group_stride_ = 0;
-  int scale_groups_ = 0, scale_coarse_rows_ = 0, scale_k_blocks_ = 0;
-  int64_t repeated_group_stride_ = 0;
-  DeviceArray repeated_scales_;
   DeviceArray a_, b_, d_, sfa_, sfb_, stride_a_, stride_b_, stride_d_, shapes_, layout_sfa_, layout_sfb_,
       workspace_;
 };
