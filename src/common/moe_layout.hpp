@@ -26,8 +26,8 @@ constexpr int kMoeScaleBlock = 128;
 enum class MoeGateUp : int {
   halves = 0,  // rows [0, I) gate, [I, 2I) up: DeepSeek-V3's checkpoint
   // 128-row blocks alternating: gate block 0, up block 0, gate block 1, ... The fused SwiGLU GEMM's layout
-  // (cuda/moe/swiglu_epilogue.cuh): a 256-row tile of W1 holds a gate block and its up block. Scale blocks
-  // stay whole, so the checkpoint's scales move with their rows.
+  // (cuda/moe/swiglu_epilogue.cuh): the two 128-row tiles of a cluster pair are a gate block and its up
+  // block. Scale blocks stay whole, so the checkpoint's scales move with their rows.
   interleaved = 1,
 };
 

@@ -211,4 +211,47 @@ __device__ __forceinline__ uint32_t lanemask_lt() {
   return mask;
 }
 
+// ---- clusters: a peer CTA's shared memory (distributed shared memory) ----
+// This CTA's rank in its cluster.
+__device__ __forceinline__ uint32_t cluster_cta_rank() {
+  uint32_t rank;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(rank));
+  return rank;
+}
+
+// The shared::cluster address of `smem_address` (this CTA's shared window) in the CTA of rank `cta`.
+__device__ __forceinline__ uint32_t map_shared_to_cta(uint32_t smem_address, uint32_t cta) {
+  uint32_t mapped;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(mapped) : "r"(smem_address), "r"(cta));
+  return mapped;
+}
+
+// A weak 16-byte store into a cluster peer's shared memory; published by a release arrival below.
+__device__ __forceinline__ void st_shared_cluster_v4_f32(uint32_t cluster_address, float x, float y, float z,
+                                                         float w) {
+  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(cluster_address), "f"(x), "f"(y),
+               "f"(z), "f"(w)
+               : "memory");
+}
+
+// Arrives on an mbarrier of a cluster peer (its address from map_shared_to_cta), releasing this thread's
+// earlier writes to the peer at cluster scope.
+__device__ __forceinline__ void mbarrier_arrive_release_cluster(uint32_t cluster_barrier_address) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_barrier_address)
+               : "memory");
+}
+
+// mbarrier_try_wait_parity with acquire at cluster scope: a completed phase makes the writes that the
+// arriving peers released (mbarrier_arrive_release_cluster) visible to this thread.
+__device__ __forceinline__ bool mbarrier_try_wait_parity_acquire_cluster(uint64_t* barrier, uint32_t phase) {
+  uint32_t done;
+  asm volatile(
+      "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
+      " selp.u32 %0, 1, 0, p;\n}"
+      : "=r"(done)
+      : "r"(smem_address(barrier)), "r"(phase)
+      : "memory");
+  return done != 0;
+}
+
 }  // namespace switchyard::cuda::ptx

@@ -87,9 +87,10 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
   const int64_t capacity = space.capacity;
 
   // W1 in MoeGateUp::interleaved with fp8 weights, opted in: GEMM 1 applies SwiGLU and the requantisation
-  // in its epilogue and writes a directly (swiglu_epilogue.cuh).
-  const bool fused =
-      plan.fp8 && w.gate_up == common::MoeGateUp::interleaved && moe_swiglu_epilogue_from_environment();
+  // in its epilogue and writes a directly (swiglu_epilogue.cuh). Its kernel comes in the m128 tile; a
+  // GEMM 1 in another tile (the few-rows pair) keeps the separate SwiGLU kernel, with the same bits.
+  const bool fused = plan.fp8 && w.gate_up == common::MoeGateUp::interleaved &&
+                     tiles.gemm1 == GroupedGemmTile::m128 && moe_swiglu_epilogue_from_environment();
   GroupedGemmOperands gemm1;  // h = recv_x . W1^T (fused: a = swiglu(recv_x . W1^T))
   gemm1.groups = space.local_experts;
   gemm1.n = 2 * intermediate;

@@ -51,9 +51,9 @@ bool moe_gemm_tiles_from_environment(MoeGemmTiles& tiles);
 
 // SWITCHYARD_MOE_SWIGLU_EPILOGUE=on: with fp8 weights in MoeGateUp::interleaved, GEMM 1 applies SwiGLU and
 // the requantisation in its epilogue (GroupedGemmKind::fp8_swiglu_to_fp8) instead of writing h for the
-// SwiGLU kernel; the same bits. Off by default: its 256-wide tiles need 256 accumulator registers per
-// thread with the blockwise promotion and spill (bench/NOTES.md, session 19: the layer 51.6 ms against 27.1
-// at 4096 tokens). on|off (unset: off); InvalidArgument naming the variable otherwise.
+// SwiGLU kernel; the same bits. Calls on the m128 tiles only (few-row calls keep the separate kernel). Off
+// by default: its epilogue runs between two tiles' mainloops, and GEMM 1 takes 1.27x as long
+// (bench/NOTES.md, session 21). on|off (unset: off); InvalidArgument naming the variable otherwise.
 bool moe_swiglu_epilogue_from_environment();
 
 // Whether a call's experts, expecting `expected_rows_per_expert` rows, have few rows: the fused kernel

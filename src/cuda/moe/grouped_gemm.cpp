@@ -61,7 +61,7 @@ namespace {
 using namespace grouped_gemm_detail;
 
 // Calls f.template operator()<kind, tile>() for the (kind, tile) given at run time; false where the kind
-// has no kernel in that tile (the bf16 kinds come in m128 only, fp8_swiglu_to_fp8 in m128 and m64_pingpong).
+// has no kernel in that tile (the bf16 kinds and fp8_swiglu_to_fp8 come in m128 only).
 template <class F>
 bool with_kernel(GroupedGemmKind kind, GroupedGemmTile tile, F&& f) {
   const auto fp8_tiles = [&](auto kind_constant) {
@@ -96,15 +96,9 @@ bool with_kernel(GroupedGemmKind kind, GroupedGemmTile tile, F&& f) {
     case GroupedGemmKind::fp8_to_bf16:
       return fp8_tiles(std::integral_constant<GroupedGemmKind, GroupedGemmKind::fp8_to_bf16>{});
     case GroupedGemmKind::fp8_swiglu_to_fp8:
-      if (tile == GroupedGemmTile::m128) {
-        f.template operator()<GroupedGemmKind::fp8_swiglu_to_fp8, GroupedGemmTile::m128>();
-        return true;
-      }
-      if (tile == GroupedGemmTile::m64_pingpong) {
-        f.template operator()<GroupedGemmKind::fp8_swiglu_to_fp8, GroupedGemmTile::m64_pingpong>();
-        return true;
-      }
-      return false;
+      if (tile != GroupedGemmTile::m128) return false;
+      f.template operator()<GroupedGemmKind::fp8_swiglu_to_fp8, GroupedGemmTile::m128>();
+      return true;
   }
   return false;
 }
@@ -148,10 +142,7 @@ std::unique_ptr<GroupedGemm> make_grouped_gemm(GroupedGemmKind kind, const Group
   const bool made = with_kernel(kind, tile, MakeKernel{operands, stream, gemm});
   if (!made) {
     throw Unsupported(std::string("MoeLayer: the grouped GEMM ") + grouped_gemm_kind_name(kind) +
-                      (kind == GroupedGemmKind::fp8_swiglu_to_fp8
-                           ? " comes in the m128 and m64_pingpong tiles only"
-                           : " comes in the m128 tile only") +
-                      "; got tile " + grouped_gemm_tile_name(tile));
+                      " comes in the m128 tile only; got tile " + grouped_gemm_tile_name(tile));
   }
   return gemm;
 #else

@@ -24,8 +24,8 @@ enum class GroupedGemmKind {
   fp8_to_bf16,
   // GEMM 1 of the fp8 layer with SwiGLU and the requantisation in its epilogue (swiglu_epilogue.cuh):
   // B is W1 with gate and up interleaved in 128-row blocks (common::MoeGateUp::interleaved), and the
-  // kernel writes a (e4m3) and its scales where GroupedGemmOperands::swiglu says, never h. m128 and
-  // m64_pingpong tiles, each N 256 wide (a gate block and its up block).
+  // kernel writes a (e4m3) and its scales where GroupedGemmOperands::swiglu says, never h. The m128 tile
+  // only, in clusters of two CTAs along N (a gate tile and its up tile trading halves).
   fp8_swiglu_to_fp8,
 };
 const char* grouped_gemm_kind_name(GroupedGemmKind kind);

@@ -20,7 +20,6 @@
 #include <vector>
 
 #include "core/device_memory.hpp"
-#include "cuda/moe/fp8_promotion.cuh"
 #include "cuda/moe/grouped_gemm.hpp"
 #include "cuda/moe/grouped_gemm_kinds.hpp"
 #include "cuda/moe/swiglu_epilogue.cuh"
@@ -128,34 +127,21 @@ struct Fp8BlockwiseKernel {
   static constexpr bool kSwiglu = false;
 };
 
-// GEMM 1 with SwiGLU in its epilogue (fp8_swiglu_to_fp8): Fp8BlockwiseKernel's mainloop on a tile 256
-// wide in N (a gate block and its up block), and SwigluFp8Epilogue instead of the fp32 store. Needs no
-// shared memory for the epilogue, so the mainloop takes every stage that fits.
-template <GroupedGemmTile kTile>
-struct Fp8SwigluTile;
-template <>
-struct Fp8SwigluTile<GroupedGemmTile::m128> {
-  using TileShape = cute::Shape<cute::_128, cute::_256, cute::_128>;
-  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise;
-};
-template <>
-struct Fp8SwigluTile<GroupedGemmTile::m64_pingpong> {
-  using TileShape = cute::Shape<cute::_64, cute::_256, cute::_128>;
-  using KernelSchedule = cutlass::gemm::KernelPtrArrayTmaWarpSpecializedPingpongFP8Blockwise;
-};
-
-template <GroupedGemmTile kTile>
+// GEMM 1 with SwiGLU in its epilogue (fp8_swiglu_to_fp8, m128 only): Fp8BlockwiseKernel's m128 mainloop
+// in clusters of two CTAs along N (a gate tile and its up tile, x's tile multicast to both), and
+// SwigluPairEpilogue (swiglu_epilogue.cuh), which trades half tiles between the two through distributed
+// shared memory instead of storing h. Its 32 KiB exchange takes the place of the fp32 epilogue's staging.
 struct Fp8SwigluKernel {
-  using TileShape = typename Fp8SwigluTile<kTile>::TileShape;
-  using ClusterShape = cute::Shape<cute::_1, cute::_1, cute::_1>;
+  using TileShape = cute::Shape<cute::_128, cute::_128, cute::_128>;
+  using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
   using ScaleConfig = Fp8ScaleConfig;
   using LayoutSFA = Fp8LayoutSFA;
   using LayoutSFB = Fp8LayoutSFB;
-  using CollectiveEpilogue =
-      cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluFp8Epilogue>;
+  using CollectiveEpilogue = SwigluPairEpilogue;
   using CollectiveMainloop =
-      Fp8BlockwiseMainloop<TileShape, ClusterShape, typename Fp8SwigluTile<kTile>::KernelSchedule,
-                           typename CollectiveEpilogue::SharedStorage>;
+      Fp8BlockwiseMainloop<TileShape, ClusterShape,
+                           cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise,
+                           typename CollectiveEpilogue::TensorStorage>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = true;
   static constexpr bool kSwiglu = true;
@@ -316,8 +302,8 @@ class Runner final : public GroupedGemm {
       workspace_;
 };
 
-// The kernel of a (kind, tile): bf16 kinds come in the m128 tile only, fp8_swiglu_to_fp8 in m128 and
-// m64_pingpong (grouped_gemm.cpp refuses others).
+// The kernel of a (kind, tile): the bf16 kinds and fp8_swiglu_to_fp8 come in the m128 tile only
+// (grouped_gemm.cpp refuses others).
 template <GroupedGemmKind kKind, GroupedGemmTile kTile>
 struct KernelConfig;
 template <GroupedGemmTile kTile>
@@ -336,9 +322,9 @@ template <GroupedGemmTile kTile>
 struct KernelConfig<GroupedGemmKind::fp8_to_bf16, kTile> {
   using type = Fp8BlockwiseKernel<cutlass::bfloat16_t, kTile>;
 };
-template <GroupedGemmTile kTile>
-struct KernelConfig<GroupedGemmKind::fp8_swiglu_to_fp8, kTile> {
-  using type = Fp8SwigluKernel<kTile>;
+template <>
+struct KernelConfig<GroupedGemmKind::fp8_swiglu_to_fp8, GroupedGemmTile::m128> {
+  using type = Fp8SwigluKernel;
 };
 
 template <GroupedGemmKind kKind, GroupedGemmTile kTile>

@@ -1,20 +1,33 @@
 #pragma once
 // GEMM 1's epilogue for the fp8 layer with W1's gate and up rows interleaved in 128-row blocks
 // (common::MoeGateUp::interleaved): SwiGLU and the requantisation to e4m3 run on the accumulators, so
-// h never leaves the registers. The separate path writes h in fp32 ([L, C, 2I]: 550 MB per rank at
+// h never leaves the chip. The separate path writes h in fp32 ([L, C, 2I]: 550 MB per rank at
 // DeepSeek-V3's 4096 tokens) and reads it back in swiglu_to_fp8_kernel; this writes a (1 byte per
 // channel) and its scales, the same bits (docs/MOE.md rounding points 3 and 4; the suite checks the two
 // paths against each other).
 //
-// Why the interleave: an N tile of 256 columns then holds gate block b in columns [0, 128) and up block b
-// in [128, 256), so every thread's accumulators hold gate and up of the same channels (a WGMMA thread
-// holds the same columns of both halves), and the 128 channels of one requantisation block are one
-// tile's row: their amax is the max over the 4 lanes of a quad that hold the row. The weights' 128 x 128
-// scale blocks stay whole, which the blockwise mainloop needs.
+// Why a cluster pair: one tile holding a gate block and its up block would be 256 wide, and CUTLASS's
+// blockwise fp8 mainloop keeps two accumulator sets per thread (the sum and each 128-K block's partial),
+// which at 256 columns spill (session 19: 1.9x slower). So the tiles stay 128 x 128, in clusters of two
+// CTAs along N: with the interleave, the cluster's even N tile is gate block b and its odd one up block b
+// (the same rows of x, which the mainloop multicasts to both). The two CTAs trade halves through
+// distributed shared memory: the gate CTA's first consumer warpgroup (tile rows 0-63) receives the up
+// CTA's rows 0-63, the up CTA's second warpgroup (rows 64-127) receives the gate CTA's rows 64-127, and
+// each receiver computes a for its 64 rows x 128 channels: a whole requantisation block per row, so a
+// row's amax is the max over the 4 lanes of a quad that hold it, as in the separate kernel.
+//
+// The sender and the receiver are the same thread index of the same warpgroup in the two CTAs, so they
+// hold the same (row, column) coordinates: value i of sender thread t goes to exchange[i / 4][t] (16-byte
+// stores, consecutive threads consecutive addresses). Two mbarriers per CTA: `full` (the partner's 128
+// senders arrived: the data are here) and `read` (the partner's 128 receivers copied them out). A sender
+// waits for `read` before it returns, so it never overwrites data not yet read and no CTA leaves the
+// kernel while its partner may still touch its shared memory. The partner runs the same tiles in lockstep
+// (CUTLASS's scheduler hands a cluster its tiles together), so these waits end unless the kernel faults;
+// like CUTLASS's own pipeline waits, they are not bounded.
 //
 // A CUTLASS collective epilogue in the operator() form that detail::Sm90TmaWarpSpecializedAdapter wraps
-// for the warp-specialised kernels (as CUTLASS's DefaultEpilogueArray is): no shared memory, so the
-// mainloop keeps every stage.
+// for the warp-specialised kernels (as CUTLASS's DefaultEpilogueArray is); SwigluPairEpilogue below adds
+// the barriers' initialisation, which must precede the kernel's cluster-wide start barrier.
 #include <cutlass/cutlass.h>
 
 #include <cstdint>
@@ -27,8 +40,20 @@
 #include "common/moe_numerics.hpp"
 #include "cuda/moe/grouped_gemm.hpp"
 #include "device/fp8_cast.cuh"
+#include "device/ptx.cuh"
 
 namespace switchyard::cuda::grouped_gemm_detail {
+
+// The exchange's shape: a 128 x 128 tile over two consumer warpgroups of 128 threads, 64 values each.
+constexpr int kSwigluPairThreads = 128;
+constexpr int kSwigluPairValues = common::kMoeScaleBlock * common::kMoeScaleBlock / (2 * kSwigluPairThreads);
+
+// Shared memory of one CTA of the pair: the half tile it receives, and its two barriers.
+struct SwigluPairStorage {
+  float4 exchange[kSwigluPairValues / 4][kSwigluPairThreads];  // 32 KiB
+  alignas(8) uint64_t full;
+  alignas(8) uint64_t read;
+};
 
 class SwigluFp8Epilogue {
  public:
@@ -47,7 +72,7 @@ class SwigluFp8Epilogue {
   using GmemTiledCopyC = void;
   using GmemTiledCopyD = void;
 
-  struct SharedStorage {};
+  using SharedStorage = SwigluPairStorage;
   using TensorMapStorage = SharedStorage;
 
   using Arguments = GroupedGemmSwigluOutputs;
@@ -66,7 +91,8 @@ class SwigluFp8Epilogue {
                                               cutlass::CudaHostAdapter* = nullptr) {
     return cutlass::Status::kSuccess;
   }
-  // N must be whole 256-column tiles (128 gate and 128 up channels): the layer's I is a multiple of 128.
+  // N must be whole pairs of 128-column tiles (a gate block and its up block): the layer's I is a
+  // multiple of 128.
   template <class ProblemShape>
   static bool can_implement(ProblemShape const&, Arguments const& args) {
     return args.activations != nullptr && args.activation_scales != nullptr &&
@@ -82,33 +108,69 @@ class SwigluFp8Epilogue {
   CUTLASS_DEVICE void operator()(ProblemShapeMNKL problem_shape_mnkl, BlockShapeMNK blk_shape_mnk,
                                  BlockCoordMNKL blk_coord_mnkl,
                                  cute::Tensor<FrgEngine, FrgLayout> const& accumulators, TiledMma tiled_mma,
-                                 ResidueMNK, int thread_idx, char*) {
+                                 ResidueMNK, int thread_idx, char* smem) {
     using namespace cute;
-    static_assert(size<1>(BlockShapeMNK{}) == 2 * common::kMoeScaleBlock,
-                  "the tile's N is one gate block and its up block");
-    // One WGMMA atom along M per warpgroup: each thread holds 2 rows (r and r + 8 of its warp's 16), and
-    // the N mode is the outermost of the fragment, so the first half of the flat fragment is the gate
-    // columns [0, 128) and the second half the same rows and columns + 128 (the up columns), in order.
+    static_assert(size<0>(BlockShapeMNK{}) == 2 * 64 && size<1>(BlockShapeMNK{}) == common::kMoeScaleBlock,
+                  "a 128 x 128 tile: two warpgroups of 64 rows, one requantisation block wide");
     static_assert(size<1>(FrgLayout{}) == 1, "one MMA atom along M per warpgroup");
     constexpr int kValues = decltype(size(accumulators))::value;
-    constexpr int kHalf = kValues / 2;
+    static_assert(kValues == kSwigluPairValues, "the exchange holds one warpgroup's accumulators");
+    SwigluPairStorage& storage = *reinterpret_cast<SwigluPairStorage*>(smem);
+
+    const auto [m_coord, n_coord, k_coord, l_coord] = blk_coord_mnkl;
+    const int tile_n = static_cast<int>(n_coord);
+    const bool gate_tile = tile_n % 2 == 0;  // with the interleave: even N tiles gate, odd ones up
+    const int warpgroup = thread_idx / kSwigluPairThreads;
+    const int lane_in_group = thread_idx % kSwigluPairThreads;
+    const uint32_t partner = ptx::cluster_cta_rank() ^ 1u;
+    const uint32_t phase = tiles_ & 1u;
+    ++tiles_;
+
+    // The gate CTA computes rows 0-63 (warpgroup 0), the up CTA rows 64-127 (warpgroup 1).
+    if (warpgroup != (gate_tile ? 0 : 1)) {
+      const uint32_t slot = ptx::smem_address(&storage.exchange[0][lane_in_group]);
+      const uint32_t remote = ptx::map_shared_to_cta(slot, partner);
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 0; i < kValues; i += 4) {
+        ptx::st_shared_cluster_v4_f32(remote + (i / 4) * kSwigluPairThreads * sizeof(float4), accumulators(i),
+                                      accumulators(i + 1), accumulators(i + 2), accumulators(i + 3));
+      }
+      ptx::mbarrier_arrive_release_cluster(ptx::map_shared_to_cta(ptx::smem_address(&storage.full), partner));
+      while (!ptx::mbarrier_try_wait_parity_acquire_cluster(&storage.read, phase)) {
+      }
+      return;
+    }
+
+    while (!ptx::mbarrier_try_wait_parity_acquire_cluster(&storage.full, phase)) {
+    }
+    float other[kValues];
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < kValues; i += 4) {
+      const float4 v = storage.exchange[i / 4][lane_in_group];
+      other[i] = v.x;
+      other[i + 1] = v.y;
+      other[i + 2] = v.z;
+      other[i + 3] = v.w;
+    }
+    ptx::mbarrier_arrive_release_cluster(ptx::map_shared_to_cta(ptx::smem_address(&storage.read), partner));
 
     const int rows = get<0>(problem_shape_mnkl);
-    const auto [m_coord, n_coord, k_coord, l_coord] = blk_coord_mnkl;
     const int local = static_cast<int>(l_coord);
-    const int block = static_cast<int>(n_coord);  // the requantisation block: a channels [128 b, 128 b + 128)
+    const int block = tile_n / 2;  // the requantisation block: a channels [128 b, 128 b + 128)
 
-    // Tile-local (row, column) of each accumulator.
+    // Tile-local (row, column) of each accumulator: each thread holds 2 rows (r and r + 8 of its warp's 16).
     Tensor tile_coords = make_identity_tensor(take<0, 2>(blk_shape_mnk));
     Tensor thread_coords = tiled_mma.get_thread_slice(thread_idx).partition_C(tile_coords);
     const int row0 = get<0>(thread_coords(0));
 
-    float a[kHalf];
+    float a[kValues];
     float amax[2] = {0.0f, 0.0f};  // this thread's two rows: row0 and the other
     int slot_row[2] = {row0, row0};
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < kHalf; ++i) {
-      a[i] = common::swiglu(accumulators(i), accumulators(i + kHalf), params_.clamp);
+    for (int i = 0; i < kValues; ++i) {
+      const float gate = gate_tile ? accumulators(i) : other[i];
+      const float up = gate_tile ? other[i] : accumulators(i);
+      a[i] = common::swiglu(gate, up, params_.clamp);
       const int slot = get<0>(thread_coords(i)) == row0 ? 0 : 1;
       slot_row[slot] = get<0>(thread_coords(i));
       amax[slot] = fmaxf(amax[slot], fabsf(a[i]));
@@ -132,7 +194,7 @@ class SwigluFp8Epilogue {
     // Adjacent pairs of the fragment are adjacent columns of one row (a WGMMA thread's 2 consecutive
     // values): one 2-byte store each.
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < kHalf; i += 2) {
+    for (int i = 0; i < kValues; i += 2) {
       const int row = tile_row0 + get<0>(thread_coords(i));
       if (row >= rows) continue;
       const int slot = get<0>(thread_coords(i)) == row0 ? 0 : 1;
@@ -153,6 +215,42 @@ class SwigluFp8Epilogue {
 
  private:
   Params params_;
+  uint32_t tiles_ = 0;  // tiles this thread's epilogue has run: the barriers' phase
+};
+
+// The collective epilogue the kernel holds: CUTLASS's adapter, plus the barriers' initialisation. The
+// kernel constructs its epilogue in every thread before the cluster-wide barrier that publishes every
+// pipeline's initialisation, so the partner's first arrival finds these initialised.
+//
+// The adapter would also reserve its operator's SharedStorage a second time as tensor-map storage (32 KiB
+// the mainloop's stages need); this epilogue has no tensor maps, so that storage is empty here and the
+// members that take it are the adapter's no-ops over the empty type.
+class SwigluPairEpilogue
+    : public cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluFp8Epilogue> {
+  using Base = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluFp8Epilogue>;
+
+ public:
+  struct TensorMapStorage {};
+
+  CUTLASS_DEVICE SwigluPairEpilogue(Params const& params, TensorStorage& storage) : Base(params, storage) {
+    if (threadIdx.x == 0) {
+      ptx::mbarrier_init(&storage.full, kSwigluPairThreads);
+      ptx::mbarrier_init(&storage.read, kSwigluPairThreads);
+      ptx::fence_mbarrier_init();
+    }
+  }
+
+  CUTLASS_DEVICE auto load_init(Params const&, TensorMapStorage&, int32_t, int32_t) {
+    return cute::make_tuple(nullptr);
+  }
+  CUTLASS_DEVICE auto store_init(Params const&, TensorMapStorage&, int32_t, int32_t, int32_t) {
+    return cute::make_tuple(nullptr);
+  }
+  template <bool IsLoad, class ProblemShapeMNKL>
+  CUTLASS_DEVICE void tensormaps_perform_update(TensorMapStorage&, Params const&, cute::TmaDescriptor const*,
+                                                ProblemShapeMNKL, int32_t, int32_t) {}
+  template <bool IsLoad>
+  CUTLASS_DEVICE void tensormaps_cp_fence_release(TensorMapStorage&, cute::TmaDescriptor const*, int32_t) {}
 };
 
 }  // namespace switchyard::cuda::grouped_gemm_detail
