@@ -83,9 +83,8 @@ declare -A SANITIZER_FILTER=(
   [low_latency_internode]=''  # likewise: every case has ranks on two nodes
   [hostile_calls]='CudaHeapHandles*'  # the mismatched calls need several ranks waiting on each other
   [rank_mask]='*Small_R1*'
-  # Small_R1_fp8 runs its interleaved layer through GEMM 1's SwiGLU epilogue, whose stores to the partner
-  # CTA racecheck reports as "a block that might have already exited" (bench/NOTES.md, session 21: the tool
-  # does not follow the exchange's mbarrier handshake; memcheck and synccheck are clean): known, open.
+  # Small_R1_fp8 runs its interleaved layer through GEMM 1's SwiGLU epilogue (cluster pairs trading half
+  # tiles by st.async): racecheck clean there (bench/NOTES.md, session 21, call 6).
   [moe_layer]='*Small_R1*'
 )
 suite_bin() { echo "$BUILD/tests/cuda/switchyard_cuda_$1_test"; }

@@ -226,12 +226,16 @@ __device__ __forceinline__ uint32_t map_shared_to_cta(uint32_t smem_address, uin
   return mapped;
 }
 
-// A weak 16-byte store into a cluster peer's shared memory; published by a release arrival below.
-__device__ __forceinline__ void st_shared_cluster_v4_f32(uint32_t cluster_address, float x, float y, float z,
-                                                         float w) {
-  asm volatile("st.shared::cluster.v4.f32 [%0], {%1, %2, %3, %4};" ::"r"(cluster_address), "f"(x), "f"(y),
-               "f"(z), "f"(w)
-               : "memory");
+// A 16-byte asynchronous store into a cluster peer's shared memory that completes its 16 bytes on
+// `cluster_barrier`, an mbarrier in the same peer (both addresses from map_shared_to_cta): the peer's
+// threads that see the barrier's phase complete see the data, as with a TMA load, without a fence here.
+__device__ __forceinline__ void st_async_cluster_v4_f32(uint32_t cluster_address, float x, float y, float z,
+                                                        float w, uint32_t cluster_barrier) {
+  asm volatile(
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
+          cluster_address),
+      "f"(x), "f"(y), "f"(z), "f"(w), "r"(cluster_barrier)
+      : "memory");
 }
 
 // Arrives on an mbarrier of a cluster peer (its address from map_shared_to_cta), releasing this thread's

@@ -18,9 +18,11 @@
 //
 // The sender and the receiver are the same thread index of the same warpgroup in the two CTAs, so they
 // hold the same (row, column) coordinates: value i of sender thread t goes to exchange[i / 4][t] (16-byte
-// stores, consecutive threads consecutive addresses). Two mbarriers per CTA: `full` (the partner's 128
-// senders arrived: the data are here) and `read` (the partner's 128 receivers copied them out). A sender
-// waits for `read` before it returns, so it never overwrites data not yet read and no CTA leaves the
+// stores, consecutive threads consecutive addresses). Two mbarriers per CTA: `full`, which the stores
+// themselves complete (st.async, each counting its bytes on it, as TMA loads do: no fence in the sender)
+// and one receiver arms with the tile's 32 KiB, so its phase completes when the data are here; and `read`,
+// where the partner's 128 receivers arrive (release, cluster scope) once they have copied the data out. A
+// sender waits for `read` before it returns, so it never overwrites data not yet read and no CTA leaves the
 // kernel while its partner may still touch its shared memory. The partner runs the same tiles in lockstep
 // (CUTLASS's scheduler hands a cluster its tiles together), so these waits end unless the kernel faults;
 // like CUTLASS's own pipeline waits, they are not bounded.
@@ -130,18 +132,22 @@ class SwigluFp8Epilogue {
     if (warpgroup != (gate_tile ? 0 : 1)) {
       const uint32_t slot = ptx::smem_address(&storage.exchange[0][lane_in_group]);
       const uint32_t remote = ptx::map_shared_to_cta(slot, partner);
+      const uint32_t remote_full = ptx::map_shared_to_cta(ptx::smem_address(&storage.full), partner);
       CUTLASS_PRAGMA_UNROLL
       for (int i = 0; i < kValues; i += 4) {
-        ptx::st_shared_cluster_v4_f32(remote + (i / 4) * kSwigluPairThreads * sizeof(float4), accumulators(i),
-                                      accumulators(i + 1), accumulators(i + 2), accumulators(i + 3));
+        ptx::st_async_cluster_v4_f32(remote + (i / 4) * kSwigluPairThreads * sizeof(float4), accumulators(i),
+                                     accumulators(i + 1), accumulators(i + 2), accumulators(i + 3),
+                                     remote_full);
       }
-      ptx::mbarrier_arrive_release_cluster(ptx::map_shared_to_cta(ptx::smem_address(&storage.full), partner));
       while (!ptx::mbarrier_try_wait_parity_acquire_cluster(&storage.read, phase)) {
       }
       return;
     }
 
-    while (!ptx::mbarrier_try_wait_parity_acquire_cluster(&storage.full, phase)) {
+    // One receiver announces the phase's bytes (before or after they land: the transaction count may run
+    // ahead of the expectation); the phase completes when all 32 KiB are here.
+    if (lane_in_group == 0) ptx::mbarrier_arrive_expect_tx(&storage.full, sizeof(storage.exchange));
+    while (!ptx::mbarrier_try_wait_parity(&storage.full, phase)) {
     }
     float other[kValues];
     CUTLASS_PRAGMA_UNROLL
@@ -234,7 +240,7 @@ class SwigluPairEpilogue
 
   CUTLASS_DEVICE SwigluPairEpilogue(Params const& params, TensorStorage& storage) : Base(params, storage) {
     if (threadIdx.x == 0) {
-      ptx::mbarrier_init(&storage.full, kSwigluPairThreads);
+      ptx::mbarrier_init(&storage.full, 1);  // the receiver's arrival with the phase's byte count
       ptx::mbarrier_init(&storage.read, kSwigluPairThreads);
       ptx::fence_mbarrier_init();
     }
