@@ -262,6 +262,14 @@ int run(const MoeBenchOptions& o) {
       "  dispatch %10.1f us\n  gemm 1   %10.1f us\n  swiglu   %10.1f us\n  gemm 2   %10.1f us\n"
       "  combine  %10.1f us\n",
       dispatch, gemm1, swiglu, gemm2, combine);
+  if (o.ranks > gpus) {
+    // Each phase is a pair of events on the rank's own stream: with ranks sharing a GPU, a rank's phase
+    // also spans the other ranks' kernels running beside it, so the phases sum to more than the layer.
+    std::printf(
+        "  (phases: %d ranks share each GPU, so each phase spans the others' work too; --ranks 1 with "
+        "--tokens %lld gives the same rows' phase split)\n",
+        o.ranks / std::max(1, gpus), static_cast<long long>(o.tokens) * o.ranks / std::max(1, gpus));
+  }
   std::printf("weights    %10.1f us   bound (HBM read %.0f GB/s measured): layer = %.2fx the bound\n",
               weight_bound, hbm_gbps, layer / weight_bound);
   std::printf(
