@@ -1,6 +1,7 @@
-# Sourced by the per-call scripts under bench/results/*/scripts: runs one named step of a device call
-# with a time limit inside the call's budget, keeps its log under $base, prints its exit status and
-# the lines that matter (STEP_FILTER, an extended regex), and refreshes the tarball the call brings back.
+# Sourced by the per-call scripts under bench/results/*/scripts (scripts/device-call.sh does their common
+# set-up and sources this): runs one named step of a device call with a time limit inside the call's
+# budget, keeps its log under $base, prints its exit status and the lines that matter (STEP_FILTER, an
+# extended regex), and refreshes the tarball the call brings back.
 #
 #   base=$PWD/out/c1; BUDGET=540; STEP_TAR=c1; source scripts/device-step.sh
 #   step probe 40 ./switchyard-peer-probe --ranks 8 ...
