@@ -414,9 +414,9 @@ __device__ __forceinline__ void write_row_scales(const SymmetricDispatchLaunch& 
 __device__ void pull_copier(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                             const DispatchCall& call, const RowTables& tables, const SourceRows& sources,
                             int copier, int copiers) {
-  // NOTES (session 22): 14 vectors of 16 bytes per lane (7 KiB per warp) in flight: an fp8 row of
-  // DeepSeek-V3's 7168 channels in one pass, where 8 took two round trips and its scales a third (the
-  // profile: 70 % of the warps' stalls waiting on loads, DRAM at 70 % of its peak).
+  // NOTES: 14 vectors of 16 bytes per lane (7 KiB per warp) in flight: an fp8 row of DeepSeek-V3's 7168
+  // channels in one pass, where depth 8 took two round trips and the scales a third. The kernel's register
+  // budget bounds it (one 512-thread block per SM: at most 128 a thread; 107 at this depth).
   constexpr int kCopyDepth = 14;
   const int lane = lane_id();
   const int num_scales = static_cast<int>(launch.token.num_scales);

@@ -14,9 +14,8 @@
 namespace switchyard::cuda {
 
 // NOTES: a lane reduces 8 channels (one 16-byte load per slot), a warp 256 (a chunk); slots are loaded
-// 8 at a time, for two chunks at once, so that 16 loads per lane are in flight (session 22: with one
-// chunk and a slot lookup per chunk, the pull combine issued ~700 instructions per chunk and kept its
-// DRAM at 58 %).
+// 8 at a time, for two chunks at once, so that 16 loads per lane are in flight (with one chunk and a slot
+// lookup per chunk, the pull combine issued ~700 instructions per chunk and kept DRAM at 58 % busy).
 constexpr int kChannelsPerLane = 8;
 constexpr int kChannelsPerChunk = 32 * kChannelsPerLane;
 constexpr int kSlotBatch = 8;
