@@ -36,15 +36,30 @@ SY_HD float dot_fp8_blockwise(const uint8_t* x, const float* x_scales, const uin
   return sum;
 }
 
+// Rounding point 2: each element of h (GEMM 1's fp32 sum) stored in bf16, round to nearest even, as the
+// GEMMs' epilogues round; SwiGLU reads it back as fp32. Returns the rounded value as fp32.
+SY_HD float round_h(float sum) {
+  return bf16_to_float(float_to_bf16(sum));
+}
+
 // silu(gate) * up in fp32, with the optional clamp (clamp > 0): gate = min(gate, clamp),
-// up = clamp(up, -clamp, clamp). silu(g) = g / (1 + exp(-g)); expf is the one function whose bits a
-// CUDA kernel need not share (its tolerance covers it).
+// up = clamp(up, -clamp, clamp). silu(g) = g / (1 + exp(-g)); its exp and division are the one place
+// whose bits a CUDA kernel need not share with the CPU (the tolerance covers it).
 SY_HD float swiglu(float gate, float up, float clamp) {
   if (clamp > 0.0f) {
     gate = gate < clamp ? gate : clamp;
     up = up < -clamp ? -clamp : (up > clamp ? clamp : up);
   }
+#if defined(__CUDA_ARCH__)
+  // On the GPU: the hardware's exp2 and reciprocal (ex2.approx, rcp.approx: about 2 ulp each), every GPU
+  // path alike (the SwiGLU kernel, GEMM 1's SwiGLU epilogue), so they keep one another's bits. IEEE
+  // division and the precise expf cost ~30 instructions an element, which made the SwiGLU kernel
+  // issue-bound once h came in bf16 (bench/NOTES.md, session 23); the tolerance covers the difference.
+  // gate / inf (exp overflowing for a very negative gate) still gives -0 (x * rcp(inf)).
+  const float silu = __fdividef(gate, 1.0f + __expf(-gate));
+#else
   const float silu = gate / (1.0f + expf(-gate));
+#endif
   return silu * up;
 }
 

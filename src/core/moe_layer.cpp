@@ -40,7 +40,7 @@ MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan
   space.recv_count = BufferAccess::allocate(buffer, DType::i32, {local});
   space.layout_range = BufferAccess::allocate(buffer, DType::i32, {local, plan.num_ranks, 2});
   space.src_info = BufferAccess::allocate(buffer, DType::i32, {local, rows});
-  space.gate_up = BufferAccess::allocate(buffer, DType::f32, {local, rows, 2 * intermediate});
+  space.gate_up = BufferAccess::allocate(buffer, DType::bf16, {local, rows, 2 * intermediate});
   space.activations = BufferAccess::allocate(buffer, dtype, {local, rows, intermediate});
   if (heap_output_fits(layout, plan)) {
     // GEMM 2 writes o straight into the heap-resident expert outputs, which every home reads in place
@@ -145,7 +145,7 @@ class MoeLayer::Impl {
     experts.recv_x = space_.recv_x.data();
     experts.recv_x_scales = space_.recv_x_scales.as<const float>();
     experts.recv_count = space_.recv_count.as<const int32_t>();
-    experts.gate_up = space_.gate_up.as<float>();
+    experts.gate_up = space_.gate_up.as<uint16_t>();
     experts.activations = space_.activations.data();
     experts.activation_scales = space_.activation_scales.as<float>();
     experts.out = space_.out.as<uint16_t>();

@@ -58,7 +58,7 @@ struct MoeExpertsPlan {
   const void* recv_x = nullptr;  // [L, C, H]
   const float* recv_x_scales = nullptr;
   const int32_t* recv_count = nullptr;  // [L]
-  float* gate_up = nullptr;             // h [L, C, 2I], fp32
+  uint16_t* gate_up = nullptr;          // h [L, C, 2I], bf16 (docs/MOE.md rounding point 2)
   void* activations = nullptr;          // a [L, C, I]
   float* activation_scales = nullptr;   // [L, C, I / 128], fp8 only
   uint16_t* out = nullptr;              // o [L, C, H], bf16

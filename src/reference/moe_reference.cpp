@@ -45,11 +45,25 @@ struct Experts {
   bool fp8;
 };
 
+// |gate * up| after the clamp of rounding point 3: how far a moves, relative to one bf16 ulp of h, when
+// the rounding of gate or up lands on the other side (docs/MOE.md, "Tolerance of the GPU path"), weighted
+// by 2^-5 / tau so that the bound tau * S holds 2^-5 |gate * up| for it in either recipe (it needs
+// 2.11 * 2^-7).
+double weighted_clamped_product(float gate, float up, float clamp, bool fp8) {
+  if (clamp > 0.0f) {
+    gate = std::min(gate, clamp);
+    up = std::max(-clamp, std::min(up, clamp));
+  }
+  const double weight = 0.03125 / moe_tolerance(fp8 ? DType::fp8_e4m3 : DType::bf16);
+  return weight * std::fabs(static_cast<double>(gate) * static_cast<double>(up));
+}
+
 // The layer's output row of one (token, expert) pair: o = bf16(a W2^T), a = act(silu(gate) * up),
-// [gate, up] = x W1^T. x_fp8 / x_scales: the token cast per 128 channels (fp8 recipe only).
+// [gate, up] = bf16(x W1^T). x_fp8 / x_scales: the token cast per 128 channels (fp8 recipe only).
 // With `magnitude` (H values), also the row's scale of docs/MOE.md's tolerance:
-// sum_n (|a_n| + 2^-6 s_n) |W2[m, n]| over the dequantised W2, s_n the requantisation scale of a's block
-// (0 in the bf16 recipe), in double.
+// sum_n (|a_n| + (2^-5 / tau) |gate_n up_n| + 2^-6 s_n) |W2[m, n]| over the dequantised W2, gate and up
+// clamped, s_n the
+// requantisation scale of a's block (0 in the bf16 recipe), in double.
 void expert_row(const Experts& experts, int local, const uint16_t* x, const uint8_t* x_fp8,
                 const float* x_scales, float clamp, std::vector<float>& h, std::vector<uint16_t>& o,
                 std::vector<double>* magnitude) {
@@ -57,13 +71,18 @@ void expert_row(const Experts& experts, int local, const uint16_t* x, const uint
   const int hidden = layout.hidden, intermediate = layout.intermediate;
   const MoeWeights& w = *experts.weights;
   for (int64_t n = 0; n < layout.w1_rows(); ++n) {
-    h[n] = experts.fp8 ? common::dot_fp8_blockwise(
-                             x_fp8, x_scales, w.w1.as<const uint8_t>() + layout.w1_row(local, n),
-                             w.w1_scales.as<const float>() + layout.w1_scales_row(local, n), hidden)
-                       : common::dot_bf16(x, w.w1.as<const uint16_t>() + layout.w1_row(local, n), hidden);
+    h[n] = common::round_h(
+        experts.fp8 ? common::dot_fp8_blockwise(
+                          x_fp8, x_scales, w.w1.as<const uint8_t>() + layout.w1_row(local, n),
+                          w.w1_scales.as<const float>() + layout.w1_scales_row(local, n), hidden)
+                    : common::dot_bf16(x, w.w1.as<const uint16_t>() + layout.w1_row(local, n), hidden));
   }
   std::vector<float> a(intermediate);
-  for (int n = 0; n < intermediate; ++n) a[n] = common::swiglu(h[n], h[intermediate + n], clamp);
+  std::vector<double> product(magnitude ? intermediate : 0);
+  for (int n = 0; n < intermediate; ++n) {
+    a[n] = common::swiglu(h[n], h[intermediate + n], clamp);
+    if (magnitude) product[n] = weighted_clamped_product(h[n], h[intermediate + n], clamp, experts.fp8);
+  }
   if (experts.fp8) {
     std::vector<uint8_t> a_fp8(intermediate);
     std::vector<float> a_scales(intermediate / kMoeScaleBlock);
@@ -78,7 +97,7 @@ void expert_row(const Experts& experts, int local, const uint16_t* x, const uint
         double sum = 0.0;
         for (int n = 0; n < intermediate; ++n) {
           const double unit = std::ldexp(static_cast<double>(a_scales[n / kMoeScaleBlock]), -6);
-          sum += (std::fabs(static_cast<double>(a[n])) + unit) *
+          sum += (std::fabs(static_cast<double>(a[n])) + product[n] + unit) *
                  std::fabs(static_cast<double>(common::fp8_e4m3_to_float(w2[n])) *
                            w2_scales[n / kMoeScaleBlock]);
         }
@@ -98,7 +117,7 @@ void expert_row(const Experts& experts, int local, const uint16_t* x, const uint
         const uint16_t* w2 = w.w2.as<const uint16_t>() + layout.w2_row(local, m);
         double sum = 0.0;
         for (int n = 0; n < intermediate; ++n) {
-          sum += std::fabs(static_cast<double>(a[n])) *
+          sum += (std::fabs(static_cast<double>(a[n])) + product[n]) *
                  std::fabs(static_cast<double>(common::bf16_to_float(w2[n])));
         }
         (*magnitude)[m] = sum;
@@ -114,8 +133,9 @@ void expert_row(const Experts& experts, int local, const uint16_t* x, const uint
 }  // namespace
 
 float moe_tolerance(DType weight_dtype) {
-  // docs/MOE.md, "Tolerance": bf16 6 * 2^-8 (a flip of a's bf16 rounding, o's and y's) plus margin;
-  // fp8 2 * 2^-4 (a flip of a's e4m3 rounding) plus the bf16 terms and margin.
+  // docs/MOE.md, "Tolerance": bf16 6 * 2^-8 of |a| (a flip of a's bf16 rounding, o's and y's) and
+  // 2.11 * 2^-7 of |gate up| (a flip of h's bf16 rounding) plus margin; fp8 2 * 2^-4 of |a| (a flip of a's
+  // e4m3 rounding) plus the bf16 terms and margin.
   return weight_dtype == DType::fp8_e4m3 ? 0.125f + 0.03125f : 0.03125f;
 }
 

@@ -43,6 +43,15 @@ TEST(MoeNumerics, Fp8DotScalesEachBlocksPartialSumOnce) {
             64.0f * 6.0f + 64.0f * 0.25f);
 }
 
+TEST(MoeNumerics, HIsRoundedToBf16NearestEven) {
+  EXPECT_EQ(common::round_h(1.0f), 1.0f);
+  EXPECT_EQ(common::round_h(1.0f + 0x1p-8f), 1.0f) << "a tie goes to the even neighbour";
+  EXPECT_EQ(common::round_h(1.0f + 3 * 0x1p-8f), 1.0f + 0x1p-6f) << "a tie goes to the even neighbour";
+  EXPECT_EQ(common::round_h(1.0f + 0x1p-8f + 0x1p-20f), 1.0f + 0x1p-7f);
+  EXPECT_EQ(common::round_h(-1.0f - 0x1p-7f - 0x1p-9f), -1.0f - 0x1p-7f);
+  EXPECT_TRUE(std::isnan(common::round_h(std::nanf(""))));
+}
+
 TEST(MoeNumerics, SwigluIsSiluOfGateTimesUpWithTheOptionalClamp) {
   EXPECT_EQ(common::swiglu(0.0f, 5.0f, 0.0f), 0.0f);
   EXPECT_FLOAT_EQ(common::swiglu(1.0f, 2.0f, 0.0f), 2.0f / (1.0f + std::exp(-1.0f)));
@@ -72,7 +81,7 @@ TEST(MoeNumerics, RequantisationIsTheDispatchCastOnFp32Values) {
 // ---- the reference against an independent evaluation in double ---------------------------------------
 
 // The layer's recipe evaluated in double (sums in double, so in effect in another order than the
-// reference's fp32), rounding a, o and y where the recipe does. `drop_slot`: a slot left out of every
+// reference's fp32), rounding h, a, o and y where the recipe does. `drop_slot`: a slot left out of every
 // token's sum (-1: none), to show that the tolerance catches a wrong output.
 std::vector<Tensor> double_evaluation(const std::vector<workload::RankData>& data,
                                       const std::vector<workload::MoeExpertWeights>& weights, int num_experts,
@@ -119,6 +128,9 @@ std::vector<Tensor> double_evaluation(const std::vector<workload::RankData>& dat
             gate += x[k] * weight(w.w1, w.w1_scales, local, n, k);
             up += x[k] * weight(w.w1, w.w1_scales, local, intermediate + n, k);
           }
+          // h is stored in bf16 (rounding point 2).
+          gate = bf16_to_float(float_to_bf16(static_cast<float>(gate)));
+          up = bf16_to_float(float_to_bf16(static_cast<float>(up)));
           if (clamp > 0) {
             gate = std::fmin(gate, clamp);
             up = std::fmax(-clamp, std::fmin(up, clamp));
@@ -161,7 +173,8 @@ TEST_P(MoeTolerance, AnotherSummationOrderIsWithinItAndAWrongOutputIsNot) {
   workload::Shape shape;
   shape.topology = Topology::single_node(2);
   // NOTES: large enough that some element of y rounds differently in the two orders (in bf16).
-  shape.tokens_per_rank_list = {16, 12};
+  // With h rounded to bf16 (which absorbs most of GEMM 1's order), 28 tokens left y bit-identical.
+  shape.tokens_per_rank_list = {64, 48};
   shape.hidden = 512;
   shape.topk = 2;
   shape.num_experts = 4;

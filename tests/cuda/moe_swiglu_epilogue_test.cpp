@@ -1,6 +1,6 @@
 // GEMM 1 with SwiGLU and the requantisation in its epilogue (GroupedGemmKind::fp8_swiglu_to_fp8: m128 tiles
 // in cluster pairs trading halves through distributed shared memory; the layer takes it with
-// SWITCHYARD_MOE_SWIGLU_EPILOGUE=on) gives the bits of the separate path: the fp8 GEMM writing h in fp32,
+// SWITCHYARD_MOE_SWIGLU_EPILOGUE=on) gives the bits of the separate path: the fp8 GEMM writing h in bf16,
 // then the SwiGLU kernel (cuda/moe/swiglu_kernel.hpp) on it, W1 in MoeGateUp::interleaved for both. Groups
 // with 0, 1, 63, 64, 65, 200, 256, 1000 and 1024 rows (partial and empty tiles), four requantisation blocks
 // (two cluster pairs per row of tiles: 96 pairs of tiles, more than an H200's 66 clusters, so every pair of
@@ -66,17 +66,17 @@ class SwigluGemm {
 
   common::MoeWorkspaceLayout space() const { return {op_.groups, kCapacity, kK, kIntermediate}; }
 
-  // The separate path: h in fp32 by fp8_to_f32 (m128), then swiglu_to_fp8_kernel.
+  // The separate path: h in bf16 by fp8_to_bf16 (m128), then swiglu_to_fp8_kernel.
   Activations separate(float clamp) {
-    DeviceBuffer h(static_cast<size_t>(op_.groups) * kCapacity * kN * 4);
+    DeviceBuffer h(static_cast<size_t>(op_.groups) * kCapacity * kN * 2);
     std::unique_ptr<cuda::GroupedGemm> gemm =
-        make(cuda::GroupedGemmKind::fp8_to_f32, cuda::GroupedGemmTile::m128, h.pointer, {});
+        make(cuda::GroupedGemmKind::fp8_to_bf16, cuda::GroupedGemmTile::m128, h.pointer, {});
     gemm->run(stream_);
     DeviceBuffer a(a_bytes(), kPoison), scales(scale_count() * 4, kPoison);
     cuda::moe_kernels::SwigluArgs args{
         common::MoeWeightLayout{kK, kIntermediate, common::MoeGateUp::interleaved},
         space(),
-        static_cast<const float*>(h.pointer),
+        static_cast<const uint16_t*>(h.pointer),
         static_cast<const int32_t*>(counts_.pointer),
         clamp,
         a.pointer,

@@ -65,7 +65,7 @@ struct GemmsAlone {
     };
     // The A operands are filled whole below; the outputs start zeroed.
     a1 = empty(o.weights, {local, capacity, hidden});
-    d1 = zeroed(DType::f32, {local, capacity, 2 * inter});
+    d1 = zeroed(DType::bf16, {local, capacity, 2 * inter});
     a2 = empty(o.weights, {local, capacity, inter});
     d2 = zeroed(DType::bf16, {local, capacity, hidden});
     if (fp8) {
@@ -86,7 +86,7 @@ struct GemmsAlone {
     plan.w2 = w.w2.data;
     plan.w2_scales = w.w2_scales.as<const float>();
     plan.recv_x = a1.data();
-    plan.gate_up = d1.as<float>();
+    plan.gate_up = d1.as<uint16_t>();
     plan.activations = a2.data();
     plan.out = d2.as<uint16_t>();
     if (fp8) {

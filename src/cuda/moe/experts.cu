@@ -91,7 +91,7 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
   // GEMM 1 in another tile (the few-rows pair) keeps the separate SwiGLU kernel, with the same bits.
   const bool fused = plan.fp8 && w.gate_up == common::MoeGateUp::interleaved &&
                      tiles.gemm1 == GroupedGemmTile::m128 && moe_swiglu_epilogue_from_environment();
-  GroupedGemmOperands gemm1;  // h = recv_x . W1^T (fused: a = swiglu(recv_x . W1^T))
+  GroupedGemmOperands gemm1;  // h = bf16(recv_x . W1^T) (fused: a = swiglu(h), h in registers)
   gemm1.groups = space.local_experts;
   gemm1.n = 2 * intermediate;
   gemm1.k = hidden;
@@ -131,8 +131,8 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
   if (!plan.fp8) tiles = MoeGemmTiles{};
   gemms.gemm1_applies_swiglu = fused;
   gemms.gemm1 = make_grouped_gemm(fused      ? GroupedGemmKind::fp8_swiglu_to_fp8
-                                  : plan.fp8 ? GroupedGemmKind::fp8_to_f32
-                                             : GroupedGemmKind::bf16_to_f32,
+                                  : plan.fp8 ? GroupedGemmKind::fp8_to_bf16
+                                             : GroupedGemmKind::bf16_to_bf16,
                                   gemm1, stream, tiles.gemm1);
   gemms.gemm2 = make_grouped_gemm(plan.fp8 ? GroupedGemmKind::fp8_to_bf16 : GroupedGemmKind::bf16_to_bf16,
                                   gemm2, stream, tiles.gemm2);

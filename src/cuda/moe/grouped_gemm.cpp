@@ -12,12 +12,8 @@ namespace switchyard::cuda {
 
 const char* grouped_gemm_kind_name(GroupedGemmKind kind) {
   switch (kind) {
-    case GroupedGemmKind::bf16_to_f32:
-      return "bf16 -> f32";
     case GroupedGemmKind::bf16_to_bf16:
       return "bf16 -> bf16";
-    case GroupedGemmKind::fp8_to_f32:
-      return "fp8 blockwise -> f32";
     case GroupedGemmKind::fp8_to_bf16:
       return "fp8 blockwise -> bf16";
     case GroupedGemmKind::fp8_swiglu_to_fp8:
@@ -27,8 +23,7 @@ const char* grouped_gemm_kind_name(GroupedGemmKind kind) {
 }
 
 bool grouped_gemm_is_fp8(GroupedGemmKind kind) {
-  return kind == GroupedGemmKind::fp8_to_f32 || kind == GroupedGemmKind::fp8_to_bf16 ||
-         kind == GroupedGemmKind::fp8_swiglu_to_fp8;
+  return kind == GroupedGemmKind::fp8_to_bf16 || kind == GroupedGemmKind::fp8_swiglu_to_fp8;
 }
 
 const char* grouped_gemm_tile_name(GroupedGemmTile tile) {
@@ -83,16 +78,10 @@ bool with_kernel(GroupedGemmKind kind, GroupedGemmTile tile, F&& f) {
     return false;
   };
   switch (kind) {
-    case GroupedGemmKind::bf16_to_f32:
-      if (tile != GroupedGemmTile::m128) return false;
-      f.template operator()<GroupedGemmKind::bf16_to_f32, GroupedGemmTile::m128>();
-      return true;
     case GroupedGemmKind::bf16_to_bf16:
       if (tile != GroupedGemmTile::m128) return false;
       f.template operator()<GroupedGemmKind::bf16_to_bf16, GroupedGemmTile::m128>();
       return true;
-    case GroupedGemmKind::fp8_to_f32:
-      return fp8_tiles(std::integral_constant<GroupedGemmKind, GroupedGemmKind::fp8_to_f32>{});
     case GroupedGemmKind::fp8_to_bf16:
       return fp8_tiles(std::integral_constant<GroupedGemmKind, GroupedGemmKind::fp8_to_bf16>{});
     case GroupedGemmKind::fp8_swiglu_to_fp8:
@@ -126,8 +115,7 @@ struct MakeKernel {
 void prepare_grouped_gemms() {
 #if defined(SWITCHYARD_WITH_CUTLASS)
   for (GroupedGemmKind kind :
-       {GroupedGemmKind::bf16_to_f32, GroupedGemmKind::bf16_to_bf16, GroupedGemmKind::fp8_to_f32,
-        GroupedGemmKind::fp8_to_bf16, GroupedGemmKind::fp8_swiglu_to_fp8}) {
+       {GroupedGemmKind::bf16_to_bf16, GroupedGemmKind::fp8_to_bf16, GroupedGemmKind::fp8_swiglu_to_fp8}) {
     for (GroupedGemmTile tile : kGroupedGemmTiles) {
       with_kernel(kind, tile, PrepareKernel{});
     }

@@ -17,11 +17,11 @@
 
 namespace switchyard::cuda {
 
+// Both GEMMs of the layer round D to bf16 once, to nearest even (docs/MOE.md rounding points 2 and 6): GEMM 1
+// gives h, GEMM 2 gives o.
 enum class GroupedGemmKind {
-  bf16_to_f32,   // bf16 A and B, fp32 D: the layer's GEMM 1 (h stays fp32, docs/MOE.md rounding point 2)
-  bf16_to_bf16,  // GEMM 2: D = o, rounded to bf16 once (round to nearest even)
-  fp8_to_f32,    // e4m3 A with one f32 scale per row and 128 K, e4m3 B with one per 128 x 128 block
-  fp8_to_bf16,
+  bf16_to_bf16,  // bf16 A and B, fp32 accumulation, bf16 D
+  fp8_to_bf16,   // e4m3 A with one f32 scale per row and 128 K, e4m3 B with one per 128 x 128 block
   // GEMM 1 of the fp8 layer with SwiGLU and the requantisation in its epilogue (swiglu_epilogue.cuh):
   // B is W1 with gate and up interleaved in 128-row blocks (common::MoeGateUp::interleaved), and the
   // kernel writes a (e4m3) and its scales where GroupedGemmOperands::swiglu says, never h. The m128 tile

@@ -307,16 +307,8 @@ class Runner final : public GroupedGemm {
 template <GroupedGemmKind kKind, GroupedGemmTile kTile>
 struct KernelConfig;
 template <GroupedGemmTile kTile>
-struct KernelConfig<GroupedGemmKind::bf16_to_f32, kTile> {
-  using type = Bf16Kernel<float>;
-};
-template <GroupedGemmTile kTile>
 struct KernelConfig<GroupedGemmKind::bf16_to_bf16, kTile> {
   using type = Bf16Kernel<cutlass::bfloat16_t>;
-};
-template <GroupedGemmTile kTile>
-struct KernelConfig<GroupedGemmKind::fp8_to_f32, kTile> {
-  using type = Fp8BlockwiseKernel<float, kTile>;
 };
 template <GroupedGemmTile kTile>
 struct KernelConfig<GroupedGemmKind::fp8_to_bf16, kTile> {

@@ -1,10 +1,10 @@
 #pragma once
 // GEMM 1's epilogue for the fp8 layer with W1's gate and up rows interleaved in 128-row blocks
 // (common::MoeGateUp::interleaved): SwiGLU and the requantisation to e4m3 run on the accumulators, so
-// h never leaves the chip. The separate path writes h in fp32 ([L, C, 2I]: 550 MB per rank at
-// DeepSeek-V3's 4096 tokens) and reads it back in swiglu_to_fp8_kernel; this writes a (1 byte per
-// channel) and its scales, the same bits (docs/MOE.md rounding points 3 and 4; the suite checks the two
-// paths against each other).
+// h never leaves the chip. The separate path writes h in bf16 ([L, C, 2I]: 275 MB per rank at
+// DeepSeek-V3's 4096 tokens) and reads it back in swiglu_to_fp8_kernel; this rounds the accumulators to
+// bf16 in registers as that path's store does, and writes a (1 byte per channel) and its scales, the same
+// bits (docs/MOE.md rounding points 3 and 4; the suite checks the two paths against each other).
 //
 // Why a cluster pair: one tile holding a gate block and its up block would be 256 wide, and CUTLASS's
 // blockwise fp8 mainloop keeps two accumulator sets per thread (the sum and each 128-K block's partial),
@@ -174,8 +174,9 @@ class SwigluFp8Epilogue {
     int slot_row[2] = {row0, row0};
     CUTLASS_PRAGMA_UNROLL
     for (int i = 0; i < kValues; ++i) {
-      const float gate = gate_tile ? accumulators(i) : other[i];
-      const float up = gate_tile ? other[i] : accumulators(i);
+      // h in bf16 (docs/MOE.md rounding point 2), as the separate path stores it.
+      const float gate = common::round_h(gate_tile ? accumulators(i) : other[i]);
+      const float up = common::round_h(gate_tile ? other[i] : accumulators(i));
       a[i] = common::swiglu(gate, up, params_.clamp);
       const int slot = get<0>(thread_coords(i)) == row0 ? 0 : 1;
       slot_row[slot] = get<0>(thread_coords(i));

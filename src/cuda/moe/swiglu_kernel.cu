@@ -22,39 +22,80 @@ __global__ void swiglu_to_bf16_kernel(SwigluArgs args) {
   const int64_t r = swiglu_row(args, local);
   if (r < 0) return;
   const int intermediate = args.space.intermediate;
-  const float* h = args.gate_up + args.space.row(local, r) * 2 * intermediate;
+  const uint16_t* h = args.gate_up + args.space.row(local, r) * 2 * intermediate;
   uint16_t* a = static_cast<uint16_t*>(args.activations) + args.space.activation_row(local, r);
   for (int c = threadIdx.x % 32; c < intermediate; c += 32) {
-    a[c] = common::float_to_bf16(
-        common::swiglu(h[args.weights.gate_column(c)], h[args.weights.up_column(c)], args.clamp));
+    a[c] = common::float_to_bf16(common::swiglu(common::bf16_to_float(h[args.weights.gate_column(c)]),
+                                                common::bf16_to_float(h[args.weights.up_column(c)]),
+                                                args.clamp));
   }
 }
 
-// Each lane holds 4 of a block's 128 channels (4 consecutive channels are 4 consecutive columns of h in
-// either layout: blocks stay whole); the warp's amax is the block's (max is exact in any order, and fmaxf
-// drops a NaN as the CPU's comparison does).
+// Eight bf16 values (one 16-byte load) as floats.
+__device__ __forceinline__ void unpack_bf16x8(const uint4& packed, float (&out)[8]) {
+  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = __uint_as_float(words[i] << 16);
+    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
+  }
+}
+
+// A step is 256 channels: two requantisation blocks, one per half warp, each lane 8 consecutive channels
+// (one 16-byte load of gate and one of up: 8 consecutive channels are 8 consecutive columns of h in either
+// W1 layout, blocks stay whole). The phase is HBM-bound (h's bf16 read is most of its bytes), so each
+// lane first issues the loads of kSwigluSteps steps and only then computes: 2 x 16 x kSwigluSteps bytes
+// in flight per lane rather than one step's.
+constexpr int kSwigluStepChannels = 256;
+constexpr int kSwigluSteps = 4;
+
+// One step's block: silu(gate) * up of the lane's 8 channels, the half warp's amax (max is exact in any
+// order, and fmaxf drops a NaN as the CPU's comparison does), the scale and the e4m3 bytes. Lanes past
+// I (an odd number of blocks) compute on zeros and store nothing; the shuffles stay within each half.
+__device__ __forceinline__ void requantise_step(const SwigluArgs& args, const uint4& gate, const uint4& up,
+                                                int c, uint8_t* a, float* scales) {
+  float g[8], u[8], v[8];
+  unpack_bf16x8(gate, g);
+  unpack_bf16x8(up, u);
+  float amax = 0.0f;
+  for (int i = 0; i < 8; ++i) {
+    v[i] = common::swiglu(g[i], u[i], args.clamp);
+    amax = fmaxf(amax, fabsf(v[i]));
+  }
+  for (int offset = 8; offset > 0; offset /= 2)
+    amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+  if (c >= args.space.intermediate) return;
+  const float scale = common::fp8_block_scale(amax, false);
+  const float inverse = 1.0f / scale;
+  const float low[4] = {v[0], v[1], v[2], v[3]}, high[4] = {v[4], v[5], v[6], v[7]};
+  *reinterpret_cast<uint2*>(a + c) = make_uint2(fp8x4_e4m3(low, inverse), fp8x4_e4m3(high, inverse));
+  if (c % common::kMoeScaleBlock == 0) scales[c / common::kMoeScaleBlock] = scale;
+}
+
 __global__ void swiglu_to_fp8_kernel(SwigluArgs args) {
   const int local = blockIdx.y;
   const int64_t r = swiglu_row(args, local);
   if (r < 0) return;
   const int intermediate = args.space.intermediate;
   const int lane = threadIdx.x % 32;
-  const float* h = args.gate_up + args.space.row(local, r) * 2 * intermediate;
+  const uint16_t* h = args.gate_up + args.space.row(local, r) * 2 * intermediate;
   uint8_t* a = static_cast<uint8_t*>(args.activations) + args.space.activation_row(local, r);
   float* scales = args.activation_scales + args.space.activation_scales_row(local, r);
-  for (int block = 0; block < intermediate / common::kMoeScaleBlock; ++block) {
-    const int c = block * common::kMoeScaleBlock + lane * 4;
-    const float4 g = *reinterpret_cast<const float4*>(h + args.weights.gate_column(c));
-    const float4 u = *reinterpret_cast<const float4*>(h + args.weights.up_column(c));
-    const float v[4] = {common::swiglu(g.x, u.x, args.clamp), common::swiglu(g.y, u.y, args.clamp),
-                        common::swiglu(g.z, u.z, args.clamp), common::swiglu(g.w, u.w, args.clamp)};
-    float amax = 0.0f;
-    for (int i = 0; i < 4; ++i) amax = fmaxf(amax, fabsf(v[i]));
-    for (int offset = 16; offset > 0; offset /= 2)
-      amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-    const float scale = common::fp8_block_scale(amax, false);
-    *reinterpret_cast<uint32_t*>(a + c) = fp8x4_e4m3(v, 1.0f / scale);
-    if (lane == 0) scales[block] = scale;
+  for (int first = 0; first < intermediate; first += kSwigluSteps * kSwigluStepChannels) {
+    uint4 gate[kSwigluSteps], up[kSwigluSteps];
+#pragma unroll
+    for (int step = 0; step < kSwigluSteps; ++step) {
+      const int c = first + step * kSwigluStepChannels + lane * 8;
+      gate[step] = up[step] = make_uint4(0, 0, 0, 0);
+      if (c < intermediate) {
+        gate[step] = __ldcs(reinterpret_cast<const uint4*>(h + args.weights.gate_column(c)));
+        up[step] = __ldcs(reinterpret_cast<const uint4*>(h + args.weights.up_column(c)));
+      }
+    }
+#pragma unroll
+    for (int step = 0; step < kSwigluSteps; ++step) {
+      if (first + step * kSwigluStepChannels >= intermediate) break;  // warp-uniform
+      requantise_step(args, gate[step], up[step], first + step * kSwigluStepChannels + lane * 8, a, scales);
+    }
   }
 }
 

@@ -1,6 +1,6 @@
 #pragma once
 // The layer's activation between its GEMMs (docs/MOE.md rounding points 3 and 4): per received row of
-// h [L, C, 2I] (fp32, in W1's stored row order: gate and up halves, or 128-channel blocks interleaved,
+// h [L, C, 2I] (bf16, in W1's stored row order: gate and up halves, or 128-channel blocks interleaved,
 // common::MoeWeightLayout::gate_column), a = swiglu(gate, up) in fp32 with
 // common::swiglu, then rounded to bf16, or requantised per 128 channels to e4m3 with an f32 scale by
 // common::requantise_block_to_fp8's arithmetic (the
@@ -19,7 +19,7 @@ constexpr int kSwigluWarps = 4;  // rows per block
 struct SwigluArgs {
   common::MoeWeightLayout weights;
   common::MoeWorkspaceLayout space;
-  const float* gate_up;  // h
+  const uint16_t* gate_up;  // h, bf16
   const int32_t* recv_count;
   float clamp;
   void* activations;         // a: uint16_t (bf16) or uint8_t (e4m3)

@@ -1,9 +1,0 @@
-// The grouped GEMM kind bf16_to_f32 in the m128 tile (grouped_gemm.hpp), instantiated on its own: one
-// CUTLASS kernel per file.
-#include "cuda/moe/grouped_gemm_kernel.cuh"
-
-namespace switchyard::cuda::grouped_gemm_detail {
-
-SWITCHYARD_GROUPED_GEMM_INSTANCE(bf16_to_f32, m128)
-
-}  // namespace switchyard::cuda::grouped_gemm_detail
