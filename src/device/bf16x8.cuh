@@ -19,6 +19,17 @@ __device__ __forceinline__ void add_bf16x8(float (&sum)[8], int4 packed) {
   }
 }
 
+// Eight bf16 channels as fp32 (the MoE layer's SwiGLU reads h this way).
+__device__ __forceinline__ void unpack_bf16x8(float (&out)[8], int4 packed) {
+  const uint32_t words[4] = {static_cast<uint32_t>(packed.x), static_cast<uint32_t>(packed.y),
+                             static_cast<uint32_t>(packed.z), static_cast<uint32_t>(packed.w)};
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    out[2 * i] = common::bf16_to_float(static_cast<uint16_t>(words[i] & 0xffffu));
+    out[2 * i + 1] = common::bf16_to_float(static_cast<uint16_t>(words[i] >> 16));
+  }
+}
+
 // The fp32 start of eight channels of a combine sum: bias0 + bias1 at 16-byte chunk `chunk` of the
 // token's [H] bias rows, +0.0 for an absent (null) one (common/combine_bias.hpp).
 __device__ __forceinline__ void start_bf16x8(float (&sum)[8], const uint16_t* bias0_row,

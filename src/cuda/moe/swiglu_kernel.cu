@@ -2,6 +2,7 @@
 #include "common/moe_numerics.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/moe/swiglu_kernel.hpp"
+#include "device/bf16x8.cuh"
 #include "device/cuda_check.hpp"
 #include "device/fp8_cast.cuh"
 
@@ -31,15 +32,6 @@ __global__ void swiglu_to_bf16_kernel(SwigluArgs args) {
   }
 }
 
-// Eight bf16 values (one 16-byte load) as floats.
-__device__ __forceinline__ void unpack_bf16x8(const uint4& packed, float (&out)[8]) {
-  const uint32_t words[4] = {packed.x, packed.y, packed.z, packed.w};
-  for (int i = 0; i < 4; ++i) {
-    out[2 * i] = __uint_as_float(words[i] << 16);
-    out[2 * i + 1] = __uint_as_float(words[i] & 0xffff0000u);
-  }
-}
-
 // A step is 256 channels: two requantisation blocks, one per half warp, each lane 8 consecutive channels
 // (one 16-byte load of gate and one of up: 8 consecutive channels are 8 consecutive columns of h in either
 // W1 layout, blocks stay whole). The phase is HBM-bound (h's bf16 read is most of its bytes), so each
@@ -51,11 +43,11 @@ constexpr int kSwigluSteps = 4;
 // One step's block: silu(gate) * up of the lane's 8 channels, the half warp's amax (max is exact in any
 // order, and fmaxf drops a NaN as the CPU's comparison does), the scale and the e4m3 bytes. Lanes past
 // I (an odd number of blocks) compute on zeros and store nothing; the shuffles stay within each half.
-__device__ __forceinline__ void requantise_step(const SwigluArgs& args, const uint4& gate, const uint4& up,
+__device__ __forceinline__ void requantise_step(const SwigluArgs& args, const int4& gate, const int4& up,
                                                 int c, uint8_t* a, float* scales) {
   float g[8], u[8], v[8];
-  unpack_bf16x8(gate, g);
-  unpack_bf16x8(up, u);
+  unpack_bf16x8(g, gate);
+  unpack_bf16x8(u, up);
   float amax = 0.0f;
   for (int i = 0; i < 8; ++i) {
     v[i] = common::swiglu(g[i], u[i], args.clamp);
@@ -81,14 +73,14 @@ __global__ void swiglu_to_fp8_kernel(SwigluArgs args) {
   uint8_t* a = static_cast<uint8_t*>(args.activations) + args.space.activation_row(local, r);
   float* scales = args.activation_scales + args.space.activation_scales_row(local, r);
   for (int first = 0; first < intermediate; first += kSwigluSteps * kSwigluStepChannels) {
-    uint4 gate[kSwigluSteps], up[kSwigluSteps];
+    int4 gate[kSwigluSteps], up[kSwigluSteps];
 #pragma unroll
     for (int step = 0; step < kSwigluSteps; ++step) {
       const int c = first + step * kSwigluStepChannels + lane * 8;
-      gate[step] = up[step] = make_uint4(0, 0, 0, 0);
+      gate[step] = up[step] = make_int4(0, 0, 0, 0);
       if (c < intermediate) {
-        gate[step] = __ldcs(reinterpret_cast<const uint4*>(h + args.weights.gate_column(c)));
-        up[step] = __ldcs(reinterpret_cast<const uint4*>(h + args.weights.up_column(c)));
+        gate[step] = __ldcs(reinterpret_cast<const int4*>(h + args.weights.gate_column(c)));
+        up[step] = __ldcs(reinterpret_cast<const int4*>(h + args.weights.up_column(c)));
       }
     }
 #pragma unroll
