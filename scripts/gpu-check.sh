@@ -83,8 +83,8 @@ declare -A SANITIZER_FILTER=(
   [low_latency_internode]=''  # likewise: every case has ranks on two nodes
   [hostile_calls]='CudaHeapHandles*'  # the mismatched calls need several ranks waiting on each other
   [rank_mask]='*Small_R1*'
-  # Small_R1_fp8 runs its interleaved layer through GEMM 1's SwiGLU epilogue (cluster pairs trading half
-  # tiles by st.async): racecheck clean there (bench/NOTES.md, session 21, call 6).
+  # Small_R1_fp8 runs its interleaved layer through GEMM 1's SwiGLU epilogue (cluster pairs trading each
+  # row's amax by st.async).
   [moe_layer]='*Small_R1*'
 )
 suite_bin() { echo "$BUILD/tests/cuda/switchyard_cuda_$1_test"; }

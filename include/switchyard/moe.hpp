@@ -41,10 +41,11 @@ struct MoeLayerAccess;  // the bench's phase marks (core/moe_plan.hpp)
 // How w1's 2I rows hold the gate and up projections (w1_scales' block rows follow their rows).
 enum class MoeGateUp : int {
   halves = 0,  // rows [0, I) the gate projection, rows [I, 2I) the up projection: DeepSeek-V3's checkpoint
-  // 128-row blocks alternating: gate rows [0, 128), up rows [0, 128), gate rows [128, 256), ...
-  // (interleave_gate_up makes it from halves). The same bits of y as halves; on CUDA with fp8 weights it
-  // lets GEMM 1 apply SwiGLU and the requantisation in its epilogue, so h never reaches memory
-  // (docs/MOE.md, "The fused SwiGLU epilogue").
+  // 64-row blocks alternating: gate rows [0, 64), up rows [0, 64), gate rows [64, 128), ...; w1_scales'
+  // rows (one per 128 rows of a projection) alternate likewise: gate 0, up 0, gate 1, ...
+  // (interleave_gate_up makes both from halves; I a multiple of 128). The same bits of y as halves; on CUDA
+  // with fp8 weights GEMM 1 applies SwiGLU and the requantisation in its epilogue, so h never reaches
+  // memory (docs/MOE.md, "The SwiGLU epilogue").
   interleaved = 1,
 };
 
@@ -60,9 +61,9 @@ struct MoeWeights {
 
 // Copies `halves` (w1 [L, 2I, H] in MoeGateUp::halves, bf16 or fp8_e4m3, I a multiple of 128; or its
 // w1_scales, f32 [L, 2I / 128, H / 128]) into `out` (same dtype, shape and device, not overlapping it) in
-// MoeGateUp::interleaved. CPU tensors are copied before it returns; CUDA tensors on `stream` (a
-// cudaStream_t; nullptr: the legacy default stream), asynchronously. Throws InvalidArgument naming the
-// argument, what was expected and what was given, before writing anything.
+// MoeGateUp::interleaved: w1 in 64-row blocks, its scales in single rows. CPU tensors are copied before it
+// returns; CUDA tensors on `stream` (a cudaStream_t; nullptr: the legacy default stream), asynchronously.
+// Throws InvalidArgument naming the argument, what was expected and what was given, before writing anything.
 void interleave_gate_up(const TensorView& halves, const TensorView& out, Stream stream = nullptr);
 
 struct MoeLayerOptions {

@@ -10,17 +10,20 @@ __all__ = ["MoE", "interleave_gate_up"]
 
 def interleave_gate_up(w1):
     """w1 [L, 2I, H] (rows [0, I) gate, [I, 2I) up), or its scales [L, 2I / 128, H / 128], as a new
-    contiguous array with gate and up interleaved in 128-row blocks (one scale row per block): gate block 0,
-    up block 0, gate block 1, ... (MoE(..., gate_up="interleaved")). torch tensors stay on their device;
-    numpy arrays work too. The same function switchyard::interleave_gate_up is in C++."""
+    contiguous array with gate and up interleaved (MoE(..., gate_up="interleaved")): w1 in 64-row blocks
+    (gate rows [0, 64), up rows [0, 64), gate rows [64, 128), ...), its scales in single rows (gate scale
+    row 0, up scale row 0, ...: each covers 128 rows of one projection). I must be a multiple of 128.
+    torch tensors stay on their device; numpy arrays work too. The same function
+    switchyard::interleave_gate_up is in C++."""
     if getattr(w1, "ndim", None) != 3:
         raise InvalidArgument(f"w1: expected a 3-d array [L, 2I, H] or its scales, got {getattr(w1, 'shape', w1)!r}")
     scales = str(w1.dtype) in ("float32", "torch.float32")
-    block = 1 if scales else 128
+    block = 1 if scales else 64
+    multiple = 2 if scales else 256
     experts, rows, cols = (int(d) for d in w1.shape)
-    if rows % (2 * block) != 0:
+    if rows % multiple != 0:
         raise InvalidArgument(
-            f"w1: expected dimension 1 a multiple of {2 * block} (I in whole 128-row blocks), got {tuple(w1.shape)}")
+            f"w1: expected dimension 1 a multiple of {multiple} (I in whole 128-row blocks), got {tuple(w1.shape)}")
     blocks = rows // (2 * block)
     swapped = w1.reshape(experts, 2, blocks, block, cols).swapaxes(1, 2)  # torch and numpy alike
     if hasattr(swapped, "clone"):  # torch: one copy, always a new tensor
@@ -47,8 +50,8 @@ class MoE:
     expert_capacity: rows per local expert (0: num_ranks * max_tokens_per_rank); an expert that receives
     more raises switchyard.CapacityError on every rank. activation_clamp > 0: gate = min(gate, c),
     up = clamp(up, -c, c) before silu(gate) * up.
-    gate_up: w1's layout, "halves" (above) or "interleaved": 128-row blocks alternating gate, up
-    (interleave_gate_up makes it, scales included). The same y bit for bit; on CUDA with fp8 weights GEMM 1
+    gate_up: w1's layout, "halves" (above) or "interleaved": 64-row blocks alternating gate, up, with the
+    scales' rows alternating likewise (interleave_gate_up makes both). The same y bit for bit; on CUDA with fp8 weights GEMM 1
     then applies SwiGLU in its epilogue and h never reaches memory (docs/MOE.md).
     """
 

@@ -3,9 +3,10 @@
 // kernels: where a local expert's weight rows and block scales are, and where the rows of its
 // received tokens, activations and outputs are in the layer's workspace.
 //
-//   W1        [L, 2I, H]           rows [0, I) gate, [I, 2I) up (MoeGateUp::halves), or 128-row blocks
+//   W1        [L, 2I, H]           rows [0, I) gate, [I, 2I) up (MoeGateUp::halves), or 64-row blocks
 //                                  alternating gate, up (MoeGateUp::interleaved); bf16 or e4m3
-//   W1 scales [L, 2I/128, H/128]   f32, fp8 only: one per 128 x 128 block
+//   W1 scales [L, 2I/128, H/128]   f32, fp8 only: one per 128 x 128 block of the gate or the up
+//                                  projection; rows in halves order, or alternating gate, up
 //   W2        [L, H, I]
 //   W2 scales [L, H/128, I/128]
 //   recv x    [L, C, H]            the symmetric dispatch's outputs (bf16 or e4m3, scales [L, C, H/128])
@@ -25,11 +26,16 @@ constexpr int kMoeScaleBlock = 128;
 // How W1's 2I rows (and its scale block rows with them) hold the gate and up projections.
 enum class MoeGateUp : int {
   halves = 0,  // rows [0, I) gate, [I, 2I) up: DeepSeek-V3's checkpoint
-  // 128-row blocks alternating: gate block 0, up block 0, gate block 1, ... The fused SwiGLU GEMM's layout
-  // (cuda/moe/swiglu_epilogue.cuh): the two 128-row tiles of a cluster pair are a gate block and its up
-  // block. Scale blocks stay whole, so the checkpoint's scales move with their rows.
+  // 64-row blocks alternating: gate rows [0, 64), up rows [0, 64), gate rows [64, 128), ... The fused
+  // SwiGLU GEMM's layout (cuda/moe/swiglu_epilogue.cuh): one 128-row tile of W1 holds 64 gate channels and
+  // the same 64 up channels, so one thread's accumulators hold both of a channel. The scale rows (one per
+  // 128 rows of a projection) alternate gate, up: scale row 2b + u covers channels [128 b, 128 b + 128) of
+  // the gate (u = 0) or up (u = 1) projection.
   interleaved = 1,
 };
+
+// Rows of one gate or up block of W1 in MoeGateUp::interleaved.
+constexpr int kMoeGateUpBlock = 64;
 
 // The layout of the public switchyard::MoeGateUp's value (the same numbers); checked by the layer first.
 SY_HD MoeGateUp moe_gate_up(int value) {
@@ -48,7 +54,15 @@ struct MoeWeightLayout {
     if (gate_up == MoeGateUp::halves) return n;
     const int64_t up = n >= intermediate ? 1 : 0;
     const int64_t channel = n - up * intermediate;
-    return (channel / kMoeScaleBlock) * 2 * kMoeScaleBlock + up * kMoeScaleBlock + channel % kMoeScaleBlock;
+    return (channel / kMoeGateUpBlock) * 2 * kMoeGateUpBlock + up * kMoeGateUpBlock +
+           channel % kMoeGateUpBlock;
+  }
+  // The scale row (of 2I / 128) of stored W1 row s (a column of h): halves s / 128; interleaved, 64-row
+  // block j = s / 64 holds channels of 128-channel block j / 4 of projection j % 2, whose scale row is
+  // 2 (j / 4) + j % 2.
+  SY_HD int64_t w1_scale_row_of_stored(int64_t s) const {
+    if (gate_up == MoeGateUp::halves) return s / kMoeScaleBlock;
+    return (s / (4 * kMoeGateUpBlock)) * 2 + (s / kMoeGateUpBlock) % 2;
   }
   SY_HD int64_t gate_column(int64_t channel) const { return w1_stored_row(channel); }
   SY_HD int64_t up_column(int64_t channel) const { return w1_stored_row(intermediate + channel); }
@@ -61,7 +75,7 @@ struct MoeWeightLayout {
   }
   // The hidden / 128 scales of the block row that holds logical W1 row n, one per 128 input channels.
   SY_HD int64_t w1_scales_row(int local, int64_t row) const {
-    return (local * (w1_rows() / kMoeScaleBlock) + w1_stored_row(row) / kMoeScaleBlock) *
+    return (local * (w1_rows() / kMoeScaleBlock) + w1_scale_row_of_stored(w1_stored_row(row))) *
            (hidden / kMoeScaleBlock);
   }
   SY_HD int64_t w2_scales_row(int local, int64_t row) const {

@@ -1,6 +1,7 @@
 // interleave_gate_up (switchyard/moe.hpp): W1, or its block scales, from MoeGateUp::halves to
-// MoeGateUp::interleaved. Per expert, two strided copies: the gate half's 128-row blocks into the even
-// block slots, the up half's into the odd ones (one scale row stands for 128 weight rows).
+// MoeGateUp::interleaved. Per expert, two strided copies: the gate half's blocks into the even block slots,
+// the up half's into the odd ones. W1 moves in 64-row blocks; its scales in single rows (one scale row
+// stands for 128 rows of one projection).
 #include <cstring>
 #include <string>
 
@@ -24,11 +25,12 @@ void interleave_gate_up(const TensorView& halves, const TensorView& out, Stream 
         "(f32), got " +
         halves.describe());
   }
-  // Rows of one block: 128 weight rows, or the one scale row that stands for them.
-  const int64_t block_rows = scales ? 1 : common::kMoeScaleBlock;
-  if (halves.shape[1] % (2 * block_rows) != 0) {
+  // Rows of one block: 64 weight rows, or one scale row. I must be whole 128-row scale blocks either way.
+  const int64_t block_rows = scales ? 1 : common::kMoeGateUpBlock;
+  const int64_t multiple = scales ? 2 : 2 * common::kMoeScaleBlock;
+  if (halves.shape[1] % multiple != 0) {
     throw InvalidArgument(std::string("halves: expected dimension 1 (") + (scales ? "2I / 128" : "2I") +
-                          ") a multiple of " + std::to_string(2 * block_rows) +
+                          ") a multiple of " + std::to_string(multiple) +
                           " (I in whole 128-row blocks), got " + halves.describe());
   }
   if (!out.defined() || out.data == nullptr || out.dtype != halves.dtype || out.ndim != 3 ||

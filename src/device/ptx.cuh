@@ -226,36 +226,15 @@ __device__ __forceinline__ uint32_t map_shared_to_cta(uint32_t smem_address, uin
   return mapped;
 }
 
-// A 16-byte asynchronous store into a cluster peer's shared memory that completes its 16 bytes on
+// A 4-byte asynchronous store into a cluster peer's shared memory that completes its 4 bytes on
 // `cluster_barrier`, an mbarrier in the same peer (both addresses from map_shared_to_cta): the peer's
 // threads that see the barrier's phase complete see the data, as with a TMA load, without a fence here.
-__device__ __forceinline__ void st_async_cluster_v4_f32(uint32_t cluster_address, float x, float y, float z,
-                                                        float w, uint32_t cluster_barrier) {
+__device__ __forceinline__ void st_async_cluster_f32(uint32_t cluster_address, float x,
+                                                     uint32_t cluster_barrier) {
   asm volatile(
-      "st.async.shared::cluster.mbarrier::complete_tx::bytes.v4.f32 [%0], {%1, %2, %3, %4}, [%5];" ::"r"(
-          cluster_address),
-      "f"(x), "f"(y), "f"(z), "f"(w), "r"(cluster_barrier)
+      "st.async.shared::cluster.mbarrier::complete_tx::bytes.f32 [%0], %1, [%2];" ::"r"(cluster_address),
+      "f"(x), "r"(cluster_barrier)
       : "memory");
-}
-
-// Arrives on an mbarrier of a cluster peer (its address from map_shared_to_cta), releasing this thread's
-// earlier writes to the peer at cluster scope.
-__device__ __forceinline__ void mbarrier_arrive_release_cluster(uint32_t cluster_barrier_address) {
-  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" ::"r"(cluster_barrier_address)
-               : "memory");
-}
-
-// mbarrier_try_wait_parity with acquire at cluster scope: a completed phase makes the writes that the
-// arriving peers released (mbarrier_arrive_release_cluster) visible to this thread.
-__device__ __forceinline__ bool mbarrier_try_wait_parity_acquire_cluster(uint64_t* barrier, uint32_t phase) {
-  uint32_t done;
-  asm volatile(
-      "{\n .reg .pred p;\n mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-      " selp.u32 %0, 1, 0, p;\n}"
-      : "=r"(done)
-      : "r"(smem_address(barrier)), "r"(phase)
-      : "memory");
-  return done != 0;
 }
 
 }  // namespace switchyard::cuda::ptx

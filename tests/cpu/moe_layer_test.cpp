@@ -261,21 +261,25 @@ std::vector<MoeCase> interleaved_cases() {
 INSTANTIATE_TEST_SUITE_P(GateUp, MoeLayerInterleaved, ::testing::ValuesIn(interleaved_cases()),
                          [](const ::testing::TestParamInfo<MoeCase>& info) { return info.param.c.name; });
 
-// interleave_gate_up moves whole 128-row blocks (one scale row per block): gate block b to slot 2b, up
-// block b to slot 2b + 1.
+// interleave_gate_up moves W1 in 64-row blocks (gate block b to slot 2b, up block b to slot 2b + 1) and its
+// scales in single rows (each covers 128 rows of one projection) alike.
 TEST(InterleaveGateUp, MovesWholeBlocksOfRowsAndOfScales) {
   const workload::MoeExpertWeights halves =
       workload::generate_moe_weights(2, 128, 256, DType::fp8_e4m3, 5, 0);
   const workload::MoeExpertWeights copy = interleaved_copy(halves);
-  const int64_t row = 128, block = 128 * row, expert = 4 * block;  // bytes: H = 128 fp8, 2I = 512 rows
+  const int64_t row = 128, block = 64 * row, expert = 8 * block;  // bytes: H = 128 fp8, 2I = 512 rows
   for (int64_t l = 0; l < 2; ++l) {
-    for (int64_t b = 0; b < 2; ++b) {
+    for (int64_t b = 0; b < 4; ++b) {
       for (int up = 0; up < 2; ++up) {
         const uint8_t* from =
-            static_cast<const uint8_t*>(halves.w1.data()) + l * expert + (2 * up + b) * block;
+            static_cast<const uint8_t*>(halves.w1.data()) + l * expert + (4 * up + b) * block;
         const uint8_t* to = static_cast<const uint8_t*>(copy.w1.data()) + l * expert + (2 * b + up) * block;
         EXPECT_EQ(std::memcmp(from, to, block), 0)
             << "expert " << l << (up ? " up" : " gate") << " block " << b;
+      }
+    }
+    for (int64_t b = 0; b < 2; ++b) {
+      for (int up = 0; up < 2; ++up) {
         const float* s_from = halves.w1_scales.as<const float>() + l * 4 + 2 * up + b;
         const float* s_to = copy.w1_scales.as<const float>() + l * 4 + 2 * b + up;
         EXPECT_EQ(*s_from, *s_to) << "scale of expert " << l << (up ? " up" : " gate") << " block " << b;

@@ -21,7 +21,6 @@
 #include "cuda/rank_device.hpp"
 #include "support/expert_major_cases.hpp"
 #include "support/expert_major_gtest.hpp"
-#include "support/scoped_environment.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/moe.hpp"
@@ -175,14 +174,9 @@ TEST_P(MoeLayerCuda, WithinToleranceOfTheReferenceAndBitwiseRunToRun) {
   const MoeCase& m = e.m;
   Failures failures;
   Report report;
-  // The interleaved layer below takes GEMM 1's SwiGLU epilogue (read when a layer is made; the halves
-  // layer never takes it). The epilogue's kernel comes in the m128 tile, which these few rows per expert
-  // would not pick, so both layers here take m128 (every tile gives the same bits: the tile test; the
-  // per-call pick runs in the suite's other cases).
-  const ScopedEnvironment epilogue("SWITCHYARD_MOE_SWIGLU_EPILOGUE");
-  epilogue.set("on");
-  const ScopedEnvironment tiles("SWITCHYARD_MOE_GEMM_TILES");
-  tiles.set("m128,m128");
+  // With fp8 weights the interleaved layer below takes GEMM 1's SwiGLU epilogue (in the m128 tile, whatever
+  // the rows), the halves layer the separate kernels in the tiles its calls pick: every tile gives the
+  // same bits (the tile test), so the two layers' y must agree bit for bit.
   with_gpu_ranks(
       m.c, Regions::symmetric,
       [&](Group& group, Buffer& buffer, cudaStream_t stream) {
@@ -207,9 +201,8 @@ TEST_P(MoeLayerCuda, WithinToleranceOfTheReferenceAndBitwiseRunToRun) {
                   failures);
         }
         // The same weights with W1 in MoeGateUp::interleaved (copied on the device by interleave_gate_up):
-        // the same bits; with fp8 weights the suite opts in to GEMM 1's SwiGLU epilogue (main, below), so
-        // that is the epilogue against the separate kernels. Made after every rank's calls, before any
-        // rank's next (switchyard/moe.hpp).
+        // the same bits; with fp8 weights that is GEMM 1's SwiGLU epilogue against the separate kernels.
+        // Made after every rank's calls, before any rank's next (switchyard/moe.hpp).
         DeviceWeights interleaved = weights;
         interleaved.w1 = poisoned_device(
             weights.w1.dtype(), {weights.w1.size(0), weights.w1.size(1), weights.w1.size(2)}, device, stream);

@@ -1,10 +1,11 @@
 // GEMM 1 with SwiGLU and the requantisation in its epilogue (GroupedGemmKind::fp8_swiglu_to_fp8: m128 tiles
-// in cluster pairs trading halves through distributed shared memory; the layer takes it with
-// SWITCHYARD_MOE_SWIGLU_EPILOGUE=on) gives the bits of the separate path: the fp8 GEMM writing h in bf16,
-// then the SwiGLU kernel (cuda/moe/swiglu_kernel.hpp) on it, W1 in MoeGateUp::interleaved for both. Groups
-// with 0, 1, 63, 64, 65, 200, 256, 1000 and 1024 rows (partial and empty tiles), four requantisation blocks
-// (two cluster pairs per row of tiles: 96 pairs of tiles, more than an H200's 66 clusters, so every pair of
-// CTAs runs several tiles and the exchange's barriers go through both phases), with and without a clamp.
+// of 64 gate and 64 up rows of W1 in MoeGateUp::interleaved, in cluster pairs trading each row's amax; the
+// layer takes it whenever its fp8 W1 is interleaved) gives the bits of the separate path on the same
+// weights in the checkpoint's layout: the fp8 GEMM writing h in bf16 (W1 in halves, the checkpoint's
+// scales), then the SwiGLU kernel (cuda/moe/swiglu_kernel.hpp) on it. Groups with 0, 1, 63, 64, 65, 200,
+// 256, 1000 and 1024 rows (partial and empty tiles), four requantisation blocks (four cluster pairs per row
+// of tiles: 96 pairs of tiles, more than an H200's 66 clusters, so every pair of CTAs runs several tiles
+// and the exchange's two buffers and their barriers go through both phases), with and without a clamp.
 // Rows past a group's count keep their poison: the epilogue writes only rows the GEMM computed.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -22,7 +23,6 @@
 #include "cuda/rank_device.hpp"
 #include "device/cuda_check.hpp"
 #include "grouped_gemm_operands.hpp"
-#include "support/scoped_environment.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::testing {
@@ -35,10 +35,26 @@ constexpr int kCapacity = 1024;
 const std::vector<int32_t> kRows = {0, 1, 63, 64, 65, 200, 256, 1000, 1024};
 constexpr uint8_t kPoison = 0xab;
 
-// x (A) and W1 (B, its rows read as interleaved).
+// x (A) and W1 (B) in the checkpoint's layout (MoeGateUp::halves), and W1 with its scales moved into
+// MoeGateUp::interleaved by the layout's own mapping (logical row n to w1_stored_row(n), its scale row
+// with it).
 struct Operands : Fp8Operands {
   int groups = static_cast<int>(kRows.size());
-  explicit Operands(uint64_t seed) : Fp8Operands(seed, static_cast<int>(kRows.size()), kCapacity, kN, kK) {}
+  std::vector<uint8_t> b_interleaved;
+  std::vector<float> b_scales_interleaved;
+  explicit Operands(uint64_t seed) : Fp8Operands(seed, static_cast<int>(kRows.size()), kCapacity, kN, kK) {
+    const common::MoeWeightLayout halves{kK, kIntermediate, common::MoeGateUp::halves};
+    const common::MoeWeightLayout interleaved{kK, kIntermediate, common::MoeGateUp::interleaved};
+    b_interleaved.resize(b.size());
+    b_scales_interleaved.resize(b_scales.size());
+    for (int g = 0; g < groups; ++g) {
+      for (int64_t n = 0; n < kN; ++n) {
+        std::memcpy(&b_interleaved[interleaved.w1_row(g, n)], &b[halves.w1_row(g, n)], kK);
+        std::memcpy(&b_scales_interleaved[interleaved.w1_scales_row(g, n)],
+                    &b_scales[halves.w1_scales_row(g, n)], (kK / 128) * sizeof(float));
+      }
+    }
+  }
 };
 
 struct Activations {
@@ -52,13 +68,17 @@ class SwigluGemm {
       : op_(op),
         x_(op.a.size()),
         w1_(op.b.size()),
+        w1_interleaved_(op.b.size()),
         x_scales_(op.a_scales.size() * 4),
         w1_scales_(op.b_scales.size() * 4),
+        w1_scales_interleaved_(op.b_scales.size() * 4),
         counts_(kRows.size() * 4) {
     upload(x_, op.a);
     upload(w1_, op.b);
+    upload(w1_interleaved_, op.b_interleaved);
     upload(x_scales_, op.a_scales);
     upload(w1_scales_, op.b_scales);
+    upload(w1_scales_interleaved_, op.b_scales_interleaved);
     upload(counts_, kRows);
     SY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   }
@@ -66,33 +86,33 @@ class SwigluGemm {
 
   common::MoeWorkspaceLayout space() const { return {op_.groups, kCapacity, kK, kIntermediate}; }
 
-  // The separate path: h in bf16 by fp8_to_bf16 (m128), then swiglu_to_fp8_kernel.
+  // The separate path on W1 in halves: h in bf16 by fp8_to_bf16 (m128), then swiglu_to_fp8_kernel.
   Activations separate(float clamp) {
     DeviceBuffer h(static_cast<size_t>(op_.groups) * kCapacity * kN * 2);
     std::unique_ptr<cuda::GroupedGemm> gemm =
-        make(cuda::GroupedGemmKind::fp8_to_bf16, cuda::GroupedGemmTile::m128, h.pointer, {});
+        make(cuda::GroupedGemmKind::fp8_to_bf16, cuda::GroupedGemmTile::m128, h.pointer, {}, false);
     gemm->run(stream_);
     DeviceBuffer a(a_bytes(), kPoison), scales(scale_count() * 4, kPoison);
-    cuda::moe_kernels::SwigluArgs args{
-        common::MoeWeightLayout{kK, kIntermediate, common::MoeGateUp::interleaved},
-        space(),
-        static_cast<const uint16_t*>(h.pointer),
-        static_cast<const int32_t*>(counts_.pointer),
-        clamp,
-        a.pointer,
-        static_cast<float*>(scales.pointer)};
+    cuda::moe_kernels::SwigluArgs args{common::MoeWeightLayout{kK, kIntermediate, common::MoeGateUp::halves},
+                                       space(),
+                                       static_cast<const uint16_t*>(h.pointer),
+                                       static_cast<const int32_t*>(counts_.pointer),
+                                       clamp,
+                                       a.pointer,
+                                       static_cast<float*>(scales.pointer)};
     cuda::moe_kernels::launch_swiglu(args, true, stream_);
     SY_CUDA_CHECK(cudaStreamSynchronize(stream_));
     return {download<uint8_t>(a, a_bytes()), download<float>(scales, scale_count())};
   }
 
-  // GEMM 1 with the SwiGLU epilogue in `tile`.
+  // GEMM 1 with the SwiGLU epilogue in `tile`, on W1 interleaved.
   Activations fused(cuda::GroupedGemmTile tile, float clamp) {
     DeviceBuffer a(a_bytes(), kPoison), scales(scale_count() * 4, kPoison);
     std::unique_ptr<cuda::GroupedGemm> gemm =
         make(cuda::GroupedGemmKind::fp8_swiglu_to_fp8, tile, nullptr,
              cuda::GroupedGemmSwigluOutputs{space(), clamp, static_cast<uint8_t*>(a.pointer),
-                                            static_cast<float*>(scales.pointer)});
+                                            static_cast<float*>(scales.pointer)},
+             true);
     gemm->run(stream_);
     SY_CUDA_CHECK(cudaStreamSynchronize(stream_));
     SY_CUDA_CHECK(cudaGetLastError());
@@ -104,20 +124,21 @@ class SwigluGemm {
   size_t scale_count() const { return static_cast<size_t>(op_.groups) * kCapacity * (kIntermediate / 128); }
 
   std::unique_ptr<cuda::GroupedGemm> make(cuda::GroupedGemmKind kind, cuda::GroupedGemmTile tile, void* d,
-                                          const cuda::GroupedGemmSwigluOutputs& swiglu) {
+                                          const cuda::GroupedGemmSwigluOutputs& swiglu, bool interleaved) {
     cuda::GroupedGemmOperands operands;
     operands.groups = op_.groups;
     operands.n = kN;
     operands.k = kK;
     operands.a = x_.pointer;
     operands.a_group_stride = int64_t{kCapacity} * kK;
-    operands.b = w1_.pointer;
+    operands.b = interleaved ? w1_interleaved_.pointer : w1_.pointer;
     operands.b_group_stride = int64_t{kN} * kK;
     operands.d = d;
     operands.d_group_stride = d ? int64_t{kCapacity} * kN : 0;
     operands.a_scales = static_cast<const float*>(x_scales_.pointer);
     operands.a_scales_group_stride = int64_t{kCapacity} * (kK / 128);
-    operands.b_scales = static_cast<const float*>(w1_scales_.pointer);
+    operands.b_scales =
+        static_cast<const float*>(interleaved ? w1_scales_interleaved_.pointer : w1_scales_.pointer);
     operands.b_scales_group_stride = int64_t{kN / 128} * (kK / 128);
     operands.swiglu = swiglu;
     std::unique_ptr<cuda::GroupedGemm> gemm = cuda::make_grouped_gemm(kind, operands, stream_, tile);
@@ -130,7 +151,7 @@ class SwigluGemm {
   }
 
   const Operands& op_;
-  DeviceBuffer x_, w1_, x_scales_, w1_scales_, counts_;
+  DeviceBuffer x_, w1_, w1_interleaved_, x_scales_, w1_scales_, w1_scales_interleaved_, counts_;
   cudaStream_t stream_ = nullptr;
 };
 
@@ -208,26 +229,6 @@ TEST(MoeSwigluEpilogueTiles, OtherTilesAreRefusedByName) {
                 std::string::npos)
           << error.what();
     }
-  }
-}
-
-// The opt-in is read by name: on, off, unset (off); anything else refused naming the variable.
-TEST(MoeSwigluEpilogueOptIn, OnOffOrUnsetAndAnythingElseIsRefusedByName) {
-  const ScopedEnvironment variable("SWITCHYARD_MOE_SWIGLU_EPILOGUE");
-  EXPECT_FALSE(cuda::moe_swiglu_epilogue_from_environment());
-  variable.set("on");
-  EXPECT_TRUE(cuda::moe_swiglu_epilogue_from_environment());
-  variable.set("off");
-  EXPECT_FALSE(cuda::moe_swiglu_epilogue_from_environment());
-  variable.set("yes");
-  try {
-    cuda::moe_swiglu_epilogue_from_environment();
-    ADD_FAILURE() << "expected InvalidArgument";
-  } catch (const InvalidArgument& error) {
-    EXPECT_NE(
-        std::string(error.what()).find("SWITCHYARD_MOE_SWIGLU_EPILOGUE: expected 'on' or 'off', got 'yes'"),
-        std::string::npos)
-        << error.what();
   }
 }
 

@@ -124,14 +124,14 @@ def test_interleaved_gate_up_gives_the_bits_of_the_halves(ranks, fp8):
 
 
 def test_interleave_gate_up_moves_whole_blocks():
-    w1 = np.arange(2 * 512 * 4, dtype=np.uint16).reshape(2, 512, 4)  # L 2, I 256: blocks of 128 rows
+    w1 = np.arange(2 * 512 * 4, dtype=np.uint16).reshape(2, 512, 4)  # L 2, I 256: blocks of 64 rows
     out = switchyard.interleave_gate_up(w1)
     assert out.shape == w1.shape and out.dtype == w1.dtype and not np.shares_memory(out, w1)
     for expert in range(2):
-        for block, source in enumerate([0, 2, 1, 3]):  # gate 0, up 0, gate 1, up 1
-            np.testing.assert_array_equal(out[expert, 128 * block:128 * (block + 1)],
-                                          w1[expert, 128 * source:128 * (source + 1)])
-    scales = np.arange(2 * 4 * 2, dtype=np.float32).reshape(2, 4, 2)  # one row per block
+        for block, source in enumerate([0, 4, 1, 5, 2, 6, 3, 7]):  # gate 0, up 0, gate 1, up 1, ...
+            np.testing.assert_array_equal(out[expert, 64 * block:64 * (block + 1)],
+                                          w1[expert, 64 * source:64 * (source + 1)])
+    scales = np.arange(2 * 4 * 2, dtype=np.float32).reshape(2, 4, 2)  # one row per 128 rows of a projection
     np.testing.assert_array_equal(switchyard.interleave_gate_up(scales)[0], scales[0][[0, 2, 1, 3]])
     with pytest.raises(switchyard.InvalidArgument, match="w1: expected dimension 1 a multiple of 256"):
         switchyard.interleave_gate_up(np.zeros((1, 384, 4), dtype=np.uint16))

@@ -195,17 +195,17 @@ int run(const MoeBenchOptions& o) {
   }
   if (o.gemm_tiles && o.gate_up == MoeGateUp::interleaved && o.weights == DType::fp8_e4m3) {
     throw InvalidArgument(
-        "--gemm-tiles: expected --gate-up halves (the GEMM 1 with the SwiGLU epilogue comes in "
-        "the m128 and m64_pingpong tiles only), got --gate-up interleaved");
+        "--gemm-tiles: expected --gate-up halves (with fp8 weights the interleaved W1's GEMM 1 is the "
+        "SwiGLU epilogue's, in the m128 tile only), got --gate-up interleaved");
   }
   std::printf(
       "moe-bench: %d ranks as %s, %lld tokens/rank, H %d, I %d, %d experts, top-%d, %s weights, W1 gate/up "
       "%s%s\n",
       o.ranks, o.ranks_as == RanksAs::threads ? "threads" : "processes", static_cast<long long>(o.tokens),
       o.hidden, o.intermediate, o.experts, o.topk, o.weights == DType::fp8_e4m3 ? "fp8" : "bf16",
-      o.gate_up == MoeGateUp::halves                 ? "halves"
-      : cuda::moe_swiglu_epilogue_from_environment() ? "interleaved, GEMM 1 with the SwiGLU epilogue"
-                                                     : "interleaved",
+      o.gate_up == MoeGateUp::halves ? "halves"
+      : o.weights == DType::fp8_e4m3 ? "interleaved, GEMM 1 with the SwiGLU epilogue"
+                                     : "interleaved",
       o.heap_tensors ? ", x and expert outputs in the heap (pull combine)" : "");
   std::fflush(stdout);
   // Drawn once, before any fork or CUDA call: forked ranks inherit it.
@@ -397,11 +397,10 @@ int main(int argc, char** argv) {
                  "(also as processes) | off (default)")
       ->check(CLI::IsMember({"on", "off"}));
   std::string gate_up = "halves";
-  app.add_option(
-         "--gate-up", gate_up,
-         "W1's layout: halves (the checkpoint's: gate rows, then up rows; the default) | interleaved "
-         "(128-row gate and up blocks alternating; with fp8 weights and SWITCHYARD_MOE_SWIGLU_EPILOGUE=on "
-         "GEMM 1 applies SwiGLU in its epilogue)")
+  app.add_option("--gate-up", gate_up,
+                 "W1's layout: halves (the checkpoint's: gate rows, then up rows; the default) | interleaved "
+                 "(64-row gate and up blocks alternating; with fp8 weights GEMM 1 applies SwiGLU and the "
+                 "requantisation in its epilogue)")
       ->check(CLI::IsMember({"interleaved", "halves"}));
   app.add_flag(
       "--gemm-tiles", o.gemm_tiles,

@@ -37,7 +37,7 @@ struct MoeBenchOptions {
   // against m128's outputs.
   bool gemm_tiles = false;
   // --gate-up: W1's layout (switchyard::MoeGateUp): halves (the checkpoint's, the default) or interleaved,
-  // which with SWITCHYARD_MOE_SWIGLU_EPILOGUE=on lets the fp8 layer's GEMM 1 apply SwiGLU in its epilogue.
+  // with which the fp8 layer's GEMM 1 applies SwiGLU in its epilogue.
   MoeGateUp gate_up = MoeGateUp::halves;
   std::string json;
 

@@ -34,7 +34,7 @@ void run_expert(const detail::MoeExpertsPlan& plan, int local, int64_t rows, std
     const float* x_scales = plan.recv_x_scales + space.hidden_scales_row(local, 0);
     uint8_t* a = static_cast<uint8_t*>(plan.activations) + space.activation_row(local, 0);
     float* a_scales = plan.activation_scales + space.activation_scales_row(local, 0);
-    gemm_fp8_blockwise(x, x_scales, rows, w1, w1_scales, two_i, hidden, sums.data());
+    gemm_fp8_blockwise(x, x_scales, rows, w1, w1_scales, two_i, hidden, sums.data(), &weights);
     round_h();
     swiglu_to_fp8(weights, h, rows, plan.activation_clamp, a, a_scales);
     gemm_fp8_blockwise(a, a_scales, rows, w2, w2_scales, hidden, intermediate, out_f32.data());

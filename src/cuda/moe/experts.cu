@@ -62,15 +62,6 @@ bool moe_gemm_tiles_from_environment(MoeGemmTiles& tiles) {
   return true;
 }
 
-bool moe_swiglu_epilogue_from_environment() {
-  const char* text = std::getenv("SWITCHYARD_MOE_SWIGLU_EPILOGUE");
-  if (text == nullptr || *text == '\0') return false;
-  const std::string value = text;
-  if (value == "on") return true;
-  if (value == "off") return false;
-  throw InvalidArgument("SWITCHYARD_MOE_SWIGLU_EPILOGUE: expected 'on' or 'off', got '" + value + "'");
-}
-
 bool moe_few_rows(int64_t expected_rows_per_expert) {
   return common::moe_fused_block_m(expected_rows_per_expert) == common::kMoeFusedSmallBlockM;
 }
@@ -86,11 +77,12 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
   const int hidden = space.hidden, intermediate = space.intermediate;
   const int64_t capacity = space.capacity;
 
-  // W1 in MoeGateUp::interleaved with fp8 weights, opted in: GEMM 1 applies SwiGLU and the requantisation
-  // in its epilogue and writes a directly (swiglu_epilogue.cuh). Its kernel comes in the m128 tile; a
-  // GEMM 1 in another tile (the few-rows pair) keeps the separate SwiGLU kernel, with the same bits.
-  const bool fused = plan.fp8 && w.gate_up == common::MoeGateUp::interleaved &&
-                     tiles.gemm1 == GroupedGemmTile::m128 && moe_swiglu_epilogue_from_environment();
+  // W1 in MoeGateUp::interleaved with fp8 weights: GEMM 1 applies SwiGLU and the requantisation in its
+  // epilogue and writes a directly (swiglu_epilogue.cuh), whatever the rows. Its kernel comes in the m128
+  // tile alone (the pair's exchange is written for it), so `tiles.gemm1` does not apply; the interleaved
+  // W1's 128-row tiles hold two scale blocks, which only that kernel reads.
+  const bool fused = plan.fp8 && w.gate_up == common::MoeGateUp::interleaved;
+  if (fused) tiles.gemm1 = GroupedGemmTile::m128;
   GroupedGemmOperands gemm1;  // h = bf16(recv_x . W1^T) (fused: a = swiglu(h), h in registers)
   gemm1.groups = space.local_experts;
   gemm1.n = 2 * intermediate;

@@ -2,10 +2,9 @@
 // The CUDA backend's MoE expert phase (docs/MOE.md, "The unfused CUDA path"), between the layer's
 // symmetric dispatch and combine, as four kernels on the call's stream:
 //   1. problem shapes: M_g = min(recv_count[g], C) for both grouped GEMMs (read on the device only);
-//   2. GEMM 1: h [L, C, 2I] fp32 = recv_x . W1^T (CUTLASS grouped, cuda/moe/grouped_gemm.hpp);
-//   3. SwiGLU: a = silu(gate) * up, rounded to bf16 or requantised to e4m3 per 128 channels (or, opted in
-//      with fp8 weights in MoeGateUp::interleaved, in GEMM 1's epilogue:
-//      moe_swiglu_epilogue_from_environment);
+//   2. GEMM 1: h [L, C, 2I] bf16 = recv_x . W1^T (CUTLASS grouped, cuda/moe/grouped_gemm.hpp);
+//   3. SwiGLU: a = silu(gate) * up, rounded to bf16 or requantised to e4m3 per 128 channels (or, with fp8
+//      weights in MoeGateUp::interleaved, in GEMM 1's epilogue: swiglu_epilogue.cuh);
 //   4. GEMM 2: o [L, C, H] bf16 = a . W2^T;
 //   5. a cross-rank barrier of one block per rank (`barrier`, the symmetric engine's): no rank's
 //      combine grid may spin on SMs that a peer sharing the GPU still needs for its GEMMs
@@ -34,8 +33,8 @@ void prepare_moe_kernels(int device);
 struct MoeGroupedGemms {
   std::unique_ptr<GroupedGemm> gemm1;
   std::unique_ptr<GroupedGemm> gemm2;
-  // fp8 weights in MoeGateUp::interleaved with the SwiGLU epilogue opted in: GEMM 1 writes a (SwiGLU and
-  // the requantisation in its epilogue), and no SwiGLU kernel runs.
+  // fp8 weights in MoeGateUp::interleaved: GEMM 1 writes a (SwiGLU and the requantisation in its
+  // epilogue), and no SwiGLU kernel runs.
   bool gemm1_applies_swiglu = false;
 };
 
@@ -48,13 +47,6 @@ struct MoeGemmTiles {
 // SWITCHYARD_MOE_GEMM_TILES="<gemm 1 tile>,<gemm 2 tile>" (a tuning override, e.g. "m64_pingpong,m128",
 // for every call; InvalidArgument naming the variable otherwise); false where unset or empty.
 bool moe_gemm_tiles_from_environment(MoeGemmTiles& tiles);
-
-// SWITCHYARD_MOE_SWIGLU_EPILOGUE=on: with fp8 weights in MoeGateUp::interleaved, GEMM 1 applies SwiGLU and
-// the requantisation in its epilogue (GroupedGemmKind::fp8_swiglu_to_fp8) instead of writing h for the
-// SwiGLU kernel; the same bits. Calls on the m128 tiles only (few-row calls keep the separate kernel). Off
-// by default: its epilogue runs between two tiles' mainloops, and GEMM 1 takes 1.27x as long
-// (bench/NOTES.md, session 21). on|off (unset: off); InvalidArgument naming the variable otherwise.
-bool moe_swiglu_epilogue_from_environment();
 
 // Whether a call's experts, expecting `expected_rows_per_expert` rows, have few rows: the fused kernel
 // would pick its small BLOCK_M for them (common/moe_fused_schedule.hpp).

@@ -23,9 +23,10 @@ enum class GroupedGemmKind {
   bf16_to_bf16,  // bf16 A and B, fp32 accumulation, bf16 D
   fp8_to_bf16,   // e4m3 A with one f32 scale per row and 128 K, e4m3 B with one per 128 x 128 block
   // GEMM 1 of the fp8 layer with SwiGLU and the requantisation in its epilogue (swiglu_epilogue.cuh):
-  // B is W1 with gate and up interleaved in 128-row blocks (common::MoeGateUp::interleaved), and the
-  // kernel writes a (e4m3) and its scales where GroupedGemmOperands::swiglu says, never h. The m128 tile
-  // only, in clusters of two CTAs along N (a gate tile and its up tile trading halves).
+  // B is W1 with gate and up interleaved in 64-row blocks and its scales' rows alternating gate, up
+  // (common::MoeGateUp::interleaved), and the kernel writes a (e4m3) and its scales where
+  // GroupedGemmOperands::swiglu says, never h. The m128 tile only, in clusters of two CTAs along N (the two
+  // halves of a requantisation block, trading each row's amax).
   fp8_swiglu_to_fp8,
 };
 const char* grouped_gemm_kind_name(GroupedGemmKind kind);

@@ -7,6 +7,7 @@
 #include <cutlass/epilogue/thread/linear_combination.h>
 #include <cutlass/gemm/device/gemm_universal_adapter.h>
 
+#include <algorithm>
 #include <cute/tensor.hpp>
 #include <cutlass/detail/blockwise_scale_layout.hpp>
 #include <cutlass/epilogue/collective/collective_builder.hpp>
@@ -58,6 +59,7 @@ struct Bf16Kernel {
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = false;
   static constexpr bool kSwiglu = false;
+  static constexpr int kScaleRowsB = 128;  // no scales
 };
 
 // The fp8 kernels' tiles (GroupedGemmTile, grouped_gemm.hpp): tile and cluster shapes and the schedules.
@@ -89,18 +91,22 @@ struct Fp8Tile<GroupedGemmTile::m64_pingpong> {
   using EpilogueSchedule = cutlass::epilogue::PtrArrayTmaWarpSpecializedPingpong;
 };
 
-// The scales' layouts: A one per row and 128 K, B one per 128 x 128 block, both K-major.
-using Fp8ScaleConfig =
-    cutlass::detail::Sm90BlockwiseScaleConfig<1, 128, 128, cute::GMMA::Major::K, cute::GMMA::Major::K>;
+// The scales' layouts: A one per row and 128 K, B one per `kScaleRowsB` rows and 128 K (the checkpoint's
+// 128 x 128 blocks, or W1's repeated per 64 rows for the SwiGLU GEMM's tiles), both K-major.
+template <int kScaleRowsB>
+using Fp8ScaleConfigFor = cutlass::detail::Sm90BlockwiseScaleConfig<1, kScaleRowsB, 128, cute::GMMA::Major::K,
+                                                                    cute::GMMA::Major::K>;
+using Fp8ScaleConfig = Fp8ScaleConfigFor<128>;
 using Fp8LayoutSFA = decltype(Fp8ScaleConfig::deduce_layoutSFA());
 using Fp8LayoutSFB = decltype(Fp8ScaleConfig::deduce_layoutSFB());
 
 // The blockwise fp8 mainloop of a tile and schedule, its stages fitted beside `EpilogueSharedStorage`.
-template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSharedStorage>
+template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSharedStorage,
+          class ScaleConfig = Fp8ScaleConfig>
 using Fp8BlockwiseMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::float_e4m3_t,
-    cute::tuple<RowMajor*, Fp8LayoutSFA*>, 16, cutlass::float_e4m3_t,
-    cute::tuple<ColumnMajor*, Fp8LayoutSFB*>, 16, float, TileShape, ClusterShape,
+    cute::tuple<RowMajor*, decltype(ScaleConfig::deduce_layoutSFA())*>, 16, cutlass::float_e4m3_t,
+    cute::tuple<ColumnMajor*, decltype(ScaleConfig::deduce_layoutSFB())*>, 16, float, TileShape, ClusterShape,
     cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(EpilogueSharedStorage))>,
     KernelSchedule>::CollectiveOp;
 
@@ -125,23 +131,27 @@ struct Fp8BlockwiseKernel {
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = true;
   static constexpr bool kSwiglu = false;
+  static constexpr int kScaleRowsB = 128;
 };
 
 // GEMM 1 with SwiGLU in its epilogue (fp8_swiglu_to_fp8, m128 only): Fp8BlockwiseKernel's m128 mainloop
-// in clusters of two CTAs along N (a gate tile and its up tile, x's tile multicast to both), and
-// SwigluPairEpilogue (swiglu_epilogue.cuh), which trades half tiles between the two through distributed
-// shared memory instead of storing h. Its 32 KiB exchange takes the place of the fp32 epilogue's staging.
+// over W1 in MoeGateUp::interleaved (each tile 64 gate and 64 up rows), in clusters of two CTAs along N
+// (the two halves of a requantisation block, x's tile multicast to both), and SwigluPairEpilogue
+// (swiglu_epilogue.cuh), which trades one amax per row between the two instead of storing h. A tile holds
+// two of W1's scale blocks along N (gate and up), so the kernel reads W1's scales repeated per 64 rows
+// (Runner::run writes them) and fp8_promotion.cuh keeps the 128-wide tile's rounding.
 struct Fp8SwigluKernel {
   using TileShape = cute::Shape<cute::_128, cute::_128, cute::_128>;
   using ClusterShape = cute::Shape<cute::_1, cute::_2, cute::_1>;
-  using ScaleConfig = Fp8ScaleConfig;
-  using LayoutSFA = Fp8LayoutSFA;
-  using LayoutSFB = Fp8LayoutSFB;
+  static constexpr int kScaleRowsB = common::kMoeGateUpBlock;
+  using ScaleConfig = Fp8ScaleConfigFor<kScaleRowsB>;
+  using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
+  using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
   using CollectiveEpilogue = SwigluPairEpilogue;
   using CollectiveMainloop =
       Fp8BlockwiseMainloop<TileShape, ClusterShape,
                            cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise,
-                           typename CollectiveEpilogue::TensorStorage>;
+                           typename CollectiveEpilogue::TensorStorage, ScaleConfig>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = true;
   static constexpr bool kSwiglu = true;
@@ -171,6 +181,28 @@ DeviceArray upload(const std::vector<T>& values, int device, cudaStream_t stream
   return array;
 }
 
+// W1's scales for the SwiGLU GEMM's tiles: [2I / 128, K / 128] in MoeGateUp::interleaved's scale order
+// (gate block b at row 2b, up block b at 2b + 1) to one row per interleaved block of W1, kBlocksPerScale
+// (2: 64-row blocks) to a 128-row scale block: block j holds channels of 128-block j / (2 kBlocksPerScale)
+// of projection j % 2 (MoeWeightLayout::w1_scale_row_of_stored). The same values, so the same products and
+// bits as the separate path's. Run before every GEMM rather than once, so that weights the caller
+// rewrites in place are never paired with stale scales; at DeepSeek-V3's shape it moves under 1 MB.
+template <int kBlocksPerScale>
+__global__ void repeat_interleaved_w1_scales(const float* __restrict__ from, int64_t from_group_stride,
+                                             float* __restrict__ to, int groups, int fine_rows,
+                                             int k_blocks) {
+  const int64_t total = int64_t{groups} * fine_rows * k_blocks;
+  for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    const int64_t k_block = i % k_blocks;
+    const int64_t row = i / k_blocks;
+    const int64_t group = row / fine_rows;
+    const int64_t fine = row % fine_rows;
+    const int64_t coarse = (fine / (2 * kBlocksPerScale)) * 2 + fine % 2;
+    to[i] = from[group * from_group_stride + coarse * k_blocks + k_block];
+  }
+}
+
 template <class Config>
 class Runner final : public GroupedGemm {
   using Kernel = typename Config::Kernel;
@@ -195,6 +227,7 @@ class Runner final : public GroupedGemm {
     std::vector<const ElementB*> b(groups);
     std::vector<ElementD*> d(groups);
     std::vector<const float*> sfa(groups), sfb(groups);
+    if constexpr (kRepeatScales) prepare_repeated_scales(op, device, stream);
     // Strides depend only on a row's length (K for A and B, N for D), never on M: M_g can change from
     // call to call on the device while these stay as uploaded.
     std::vector<StrideA> stride_a(groups,
@@ -210,7 +243,8 @@ class Runner final : public GroupedGemm {
       d[g] = static_cast<ElementD*>(op.d) + g * op.d_group_stride;
       if constexpr (Config::kFp8) {
         sfa[g] = op.a_scales + g * op.a_scales_group_stride;
-        sfb[g] = op.b_scales + g * op.b_scales_group_stride;
+        sfb[g] = kRepeatScales ? repeated_scales_.template as<const float>() + g * repeated_group_stride_
+                               : op.b_scales + g * op.b_scales_group_stride;
       }
     }
     a_ = upload(a, device, stream);
@@ -280,15 +314,49 @@ class Runner final : public GroupedGemm {
     const void* kernel = reinterpret_cast<const void*>(&cutlass::device_kernel<Kernel>);
     cudaFuncAttributes attributes{};
     SY_CUDA_CHECK(cudaFuncGetAttributes(&attributes, kernel));
+    if constexpr (kRepeatScales) {
+      SY_CUDA_CHECK(cudaFuncGetAttributes(
+          &attributes, reinterpret_cast<const void*>(&repeat_interleaved_w1_scales<kBlocksPerScale>)));
+    }
     const int shared_bytes = static_cast<int>(Kernel::SharedStorageSize);
     if (shared_bytes >= (48 << 10)) {
       SY_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, shared_bytes));
     }
   }
 
-  void run(cudaStream_t stream) override { check(gemm_.run(stream), "run"); }
+  void run(cudaStream_t stream) override {
+    if constexpr (kRepeatScales) {
+      constexpr int kThreads = 256;
+      const int64_t total = int64_t{scale_groups_} * scale_fine_rows_ * scale_k_blocks_;
+      const int blocks = static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, 1024));
+      if (blocks > 0) {
+        repeat_interleaved_w1_scales<kBlocksPerScale><<<blocks, kThreads, 0, stream>>>(
+            scale_source_, scale_source_group_stride_, repeated_scales_.template as<float>(), scale_groups_,
+            scale_fine_rows_, scale_k_blocks_);
+        SY_CUDA_CHECK(cudaGetLastError());
+      }
+    }
+    check(gemm_.run(stream), "run");
+  }
 
  private:
+  // Whether B's scales are W1's, repeated per 64 rows before each run (the SwiGLU GEMM).
+  static constexpr bool kRepeatScales = Config::kFp8 && Config::kScaleRowsB != 128;
+  static constexpr int kBlocksPerScale = 128 / Config::kScaleRowsB;
+
+  // The repeated scales' buffer: every group's [N / 64, K / 128].
+  void prepare_repeated_scales(const GroupedGemmOperands& op, int device, cudaStream_t stream) {
+    static_assert(Config::kScaleRowsB == common::kMoeGateUpBlock, "W1's scales repeat per interleaved block");
+    scale_source_ = op.b_scales;
+    scale_source_group_stride_ = op.b_scales_group_stride;
+    scale_groups_ = op.groups;
+    scale_fine_rows_ = op.n / Config::kScaleRowsB;
+    scale_k_blocks_ = op.k / 128;
+    repeated_group_stride_ = int64_t{scale_fine_rows_} * scale_k_blocks_;
+    const size_t bytes = static_cast<size_t>(repeated_group_stride_ * op.groups) * sizeof(float);
+    repeated_scales_ = DeviceArray(bytes, device, stream);
+  }
+
   void check(cutlass::Status status, const char* what) const {
     if (status != cutlass::Status::kSuccess) {
       throw Error(std::string("MoeLayer: CUTLASS grouped GEMM ") + grouped_gemm_kind_name(kind_) + " " +
@@ -298,6 +366,12 @@ class Runner final : public GroupedGemm {
 
   GroupedGemmKind kind_;
   Gemm gemm_;
+  // kRepeatScales: where run() reads W1's scales from, and the shape it repeats them in.
+  const float* scale_source_ = nullptr;
+  int64_t scale_source_group_stride_ = 0;
+  int scale_groups_ = 0, scale_fine_rows_ = 0, scale_k_blocks_ = 0;
+  int64_t repeated_group_stride_ = 0;
+  DeviceArray repeated_scales_;
   DeviceArray a_, b_, d_, sfa_, sfb_, stride_a_, stride_b_, stride_d_, shapes_, layout_sfa_, layout_sfb_,
       workspace_;
 };

@@ -1,31 +1,32 @@
 #pragma once
-// GEMM 1's epilogue for the fp8 layer with W1's gate and up rows interleaved in 128-row blocks
+// GEMM 1's epilogue for the fp8 layer with W1's gate and up rows interleaved in 64-row blocks
 // (common::MoeGateUp::interleaved): SwiGLU and the requantisation to e4m3 run on the accumulators, so
 // h never leaves the chip. The separate path writes h in bf16 ([L, C, 2I]: 275 MB per rank at
 // DeepSeek-V3's 4096 tokens) and reads it back in swiglu_to_fp8_kernel; this rounds the accumulators to
 // bf16 in registers as that path's store does, and writes a (1 byte per channel) and its scales, the same
 // bits (docs/MOE.md rounding points 3 and 4; the suite checks the two paths against each other).
 //
-// Why a cluster pair: one tile holding a gate block and its up block would be 256 wide, and CUTLASS's
-// blockwise fp8 mainloop keeps two accumulator sets per thread (the sum and each 128-K block's partial),
-// which at 256 columns spill (session 19: 1.9x slower). So the tiles stay 128 x 128, in clusters of two
-// CTAs along N: with the interleave, the cluster's even N tile is gate block b and its odd one up block b
-// (the same rows of x, which the mainloop multicasts to both). The two CTAs trade halves through
-// distributed shared memory: the gate CTA's first consumer warpgroup (tile rows 0-63) receives the up
-// CTA's rows 0-63, the up CTA's second warpgroup (rows 64-127) receives the gate CTA's rows 64-127, and
-// each receiver computes a for its 64 rows x 128 channels: a whole requantisation block per row, so a
-// row's amax is the max over the 4 lanes of a quad that hold it, as in the separate kernel.
+// With the interleave, 128-wide N tile t holds gate channels [64 t, 64 t + 64) in its columns 0-63 and the
+// same up channels in columns 64-127, and WGMMA's accumulator layout puts column c and c + 64 in one
+// thread (value i and i + 32 of its fragment): each thread computes a for its own values, with no data
+// from another thread. What one tile cannot do alone is the requantisation: a block of 128 a channels
+// spans tiles 2b and 2b + 1. Those run as a cluster of two CTAs along N (CUTLASS's scheduler hands a
+// cluster its tiles together, and x's tile is multicast to both), and the pair trades one float per row:
+// each CTA's amax over its 64 channels (a quad's shuffle), 512 bytes a tile, by st.async into the
+// partner's shared memory, completing on the partner's mbarrier (as TMA loads do: no fence in the
+// sender). Both then hold max(mine, partner's), the row's amax over its 128 channels, so both compute
+// the same scale; each writes its 64 bytes of a row, and the even tile writes the scale.
 //
-// The sender and the receiver are the same thread index of the same warpgroup in the two CTAs, so they
-// hold the same (row, column) coordinates: value i of sender thread t goes to exchange[i / 4][t] (16-byte
-// stores, consecutive threads consecutive addresses). Two mbarriers per CTA: `full`, which the stores
-// themselves complete (st.async, each counting its bytes on it, as TMA loads do: no fence in the sender)
-// and one receiver arms with the tile's 32 KiB, so its phase completes when the data are here; and `read`,
-// where the partner's 128 receivers arrive (release, cluster scope) once they have copied the data out. A
-// sender waits for `read` before it returns, so it never overwrites data not yet read and no CTA leaves the
-// kernel while its partner may still touch its shared memory. The partner runs the same tiles in lockstep
-// (CUTLASS's scheduler hands a cluster its tiles together), so these waits end unless the kernel faults;
-// like CUTLASS's own pipeline waits, they are not bounded.
+// No sender waits for its reader. The exchange is double-buffered by tile parity, and a CTA sends tile
+// t + 2's amax only after it has received the partner's tile t + 1, which the partner sends after it
+// has read tile t's (the same quad reads a row's value and later sends that row's next one). A CTA leaves
+// the kernel only after receiving its last tile's amax, so no st.async ever targets a CTA that has left.
+// Like CUTLASS's own pipeline waits, the wait for the partner's amax is not bounded: the partner runs the
+// same tiles in lockstep, so it ends unless the kernel faults.
+//
+// Session 21's pair traded whole half tiles (32 KiB, with a release/acquire handshake) in 128-row
+// blocks, and GEMM 1 took 1.27x as long (bench/NOTES.md): this one trades 1/64 of those bytes, and
+// neither CTA waits for its partner to read.
 //
 // A CUTLASS collective epilogue in the operator() form that detail::Sm90TmaWarpSpecializedAdapter wraps
 // for the warp-specialised kernels (as CUTLASS's DefaultEpilogueArray is); SwigluPairEpilogue below adds
@@ -40,21 +41,21 @@
 #include "common/fp8_cast.hpp"
 #include "common/moe_layout.hpp"
 #include "common/moe_numerics.hpp"
+#include "cuda/moe/fp8_promotion.cuh"
 #include "cuda/moe/grouped_gemm.hpp"
 #include "device/fp8_cast.cuh"
 #include "device/ptx.cuh"
 
 namespace switchyard::cuda::grouped_gemm_detail {
 
-// The exchange's shape: a 128 x 128 tile over two consumer warpgroups of 128 threads, 64 values each.
-constexpr int kSwigluPairThreads = 128;
-constexpr int kSwigluPairValues = common::kMoeScaleBlock * common::kMoeScaleBlock / (2 * kSwigluPairThreads);
+// The exchange: a 128 x 128 tile over two consumer warpgroups, 64 accumulators a thread.
+constexpr int kSwigluTileRows = 128;
+constexpr int kSwigluValues = 64;
 
-// Shared memory of one CTA of the pair: the half tile it receives, and its two barriers.
+// Shared memory of one CTA of the pair: the partner's per-row amax, by tile parity, and its barriers.
 struct SwigluPairStorage {
-  float4 exchange[kSwigluPairValues / 4][kSwigluPairThreads];  // 32 KiB
-  alignas(8) uint64_t full;
-  alignas(8) uint64_t read;
+  float partner_amax[2][kSwigluTileRows];
+  alignas(8) uint64_t full[2];
 };
 
 class SwigluFp8Epilogue {
@@ -93,8 +94,7 @@ class SwigluFp8Epilogue {
                                               cutlass::CudaHostAdapter* = nullptr) {
     return cutlass::Status::kSuccess;
   }
-  // N must be whole pairs of 128-column tiles (a gate block and its up block): the layer's I is a
-  // multiple of 128.
+  // N must be whole pairs of 128-column tiles (a requantisation block): the layer's I is a multiple of 128.
   template <class ProblemShape>
   static bool can_implement(ProblemShape const&, Arguments const& args) {
     return args.activations != nullptr && args.activation_scales != nullptr &&
@@ -112,117 +112,105 @@ class SwigluFp8Epilogue {
                                  cute::Tensor<FrgEngine, FrgLayout> const& accumulators, TiledMma tiled_mma,
                                  ResidueMNK, int thread_idx, char* smem) {
     using namespace cute;
-    static_assert(size<0>(BlockShapeMNK{}) == 2 * 64 && size<1>(BlockShapeMNK{}) == common::kMoeScaleBlock,
-                  "a 128 x 128 tile: two warpgroups of 64 rows, one requantisation block wide");
-    static_assert(size<1>(FrgLayout{}) == 1, "one MMA atom along M per warpgroup");
-    constexpr int kValues = decltype(size(accumulators))::value;
-    static_assert(kValues == kSwigluPairValues, "the exchange holds one warpgroup's accumulators");
+    static_assert(size<0>(BlockShapeMNK{}) == kSwigluTileRows &&
+                      size<1>(BlockShapeMNK{}) == 2 * common::kMoeGateUpBlock,
+                  "a 128 x 128 tile: two warpgroups of 64 rows, 64 gate and 64 up columns");
+    static_assert(cute::is_same_v<FrgLayout, fp8_promotion::Fragments<128, 64>::AccumLayout>,
+                  "one warpgroup's m64n128 accumulators, the fragment fp8_promotion.cuh specialises: value "
+                  "i is column 8 (i / 4) + 2 (lane % 4) + i % 2, so value i + 32 is column + 64");
+    constexpr int kHalf = kSwigluValues / 2;  // the gate values; value i + kHalf is the same channel's up
     SwigluPairStorage& storage = *reinterpret_cast<SwigluPairStorage*>(smem);
 
     const auto [m_coord, n_coord, k_coord, l_coord] = blk_coord_mnkl;
     const int tile_n = static_cast<int>(n_coord);
-    const bool gate_tile = tile_n % 2 == 0;  // with the interleave: even N tiles gate, odd ones up
-    const int warpgroup = thread_idx / kSwigluPairThreads;
-    const int lane_in_group = thread_idx % kSwigluPairThreads;
-    const uint32_t partner = ptx::cluster_cta_rank() ^ 1u;
-    const uint32_t phase = tiles_ & 1u;
+    const uint32_t buffer = tiles_ & 1u;
+    const uint32_t phase = (tiles_ >> 1) & 1u;
     ++tiles_;
-
-    // The gate CTA computes rows 0-63 (warpgroup 0), the up CTA rows 64-127 (warpgroup 1).
-    if (warpgroup != (gate_tile ? 0 : 1)) {
-      const uint32_t slot = ptx::smem_address(&storage.exchange[0][lane_in_group]);
-      const uint32_t remote = ptx::map_shared_to_cta(slot, partner);
-      const uint32_t remote_full = ptx::map_shared_to_cta(ptx::smem_address(&storage.full), partner);
-      CUTLASS_PRAGMA_UNROLL
-      for (int i = 0; i < kValues; i += 4) {
-        ptx::st_async_cluster_v4_f32(remote + (i / 4) * kSwigluPairThreads * sizeof(float4), accumulators(i),
-                                     accumulators(i + 1), accumulators(i + 2), accumulators(i + 3),
-                                     remote_full);
-      }
-      while (!ptx::mbarrier_try_wait_parity_acquire_cluster(&storage.read, phase)) {
-      }
-      return;
-    }
-
-    // One receiver announces the phase's bytes (before or after they land: the transaction count may run
-    // ahead of the expectation); the phase completes when all 32 KiB are here.
-    if (lane_in_group == 0) ptx::mbarrier_arrive_expect_tx(&storage.full, sizeof(storage.exchange));
-    while (!ptx::mbarrier_try_wait_parity(&storage.full, phase)) {
-    }
-    float other[kValues];
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < kValues; i += 4) {
-      const float4 v = storage.exchange[i / 4][lane_in_group];
-      other[i] = v.x;
-      other[i + 1] = v.y;
-      other[i + 2] = v.z;
-      other[i + 3] = v.w;
-    }
-    ptx::mbarrier_arrive_release_cluster(ptx::map_shared_to_cta(ptx::smem_address(&storage.read), partner));
-
-    const int rows = get<0>(problem_shape_mnkl);
-    const int local = static_cast<int>(l_coord);
-    const int block = tile_n / 2;  // the requantisation block: a channels [128 b, 128 b + 128)
 
     // Tile-local (row, column) of each accumulator: each thread holds 2 rows (r and r + 8 of its warp's 16).
     Tensor tile_coords = make_identity_tensor(take<0, 2>(blk_shape_mnk));
     Tensor thread_coords = tiled_mma.get_thread_slice(thread_idx).partition_C(tile_coords);
     const int row0 = get<0>(thread_coords(0));
 
-    float a[kValues];
+    float a[kHalf];
     float amax[2] = {0.0f, 0.0f};  // this thread's two rows: row0 and the other
     int slot_row[2] = {row0, row0};
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < kValues; ++i) {
+    for (int i = 0; i < kHalf; ++i) {
       // h in bf16 (docs/MOE.md rounding point 2), as the separate path stores it.
-      const float gate = common::round_h(gate_tile ? accumulators(i) : other[i]);
-      const float up = common::round_h(gate_tile ? other[i] : accumulators(i));
-      a[i] = common::swiglu(gate, up, params_.clamp);
+      a[i] = common::swiglu(common::round_h(accumulators(i)), common::round_h(accumulators(i + kHalf)),
+                            params_.clamp);
       const int slot = get<0>(thread_coords(i)) == row0 ? 0 : 1;
       slot_row[slot] = get<0>(thread_coords(i));
       amax[slot] = fmaxf(amax[slot], fabsf(a[i]));
     }
-    // The quad (lanes 4q .. 4q + 3) holds a row's 128 channels; max is exact in any order, and fmaxf drops
-    // a NaN as the separate kernel and the CPU do.
+    // The quad (lanes 4q .. 4q + 3) holds a row's 64 channels of this tile; max is exact in any order, and
+    // fmaxf drops a NaN as the separate kernel and the CPU do.
     CUTLASS_PRAGMA_UNROLL
     for (int slot = 0; slot < 2; ++slot) {
       amax[slot] = fmaxf(amax[slot], __shfl_xor_sync(0xffffffffu, amax[slot], 1));
       amax[slot] = fmaxf(amax[slot], __shfl_xor_sync(0xffffffffu, amax[slot], 2));
     }
+
+    // Trade the rows' amax with the partner (tile tile_n ^ 1 of the same rows).
+    const bool quad_leader = thread_idx % 4 == 0;
+    if (quad_leader) {
+      const uint32_t partner = ptx::cluster_cta_rank() ^ 1u;
+      const uint32_t remote_full = ptx::map_shared_to_cta(ptx::smem_address(&storage.full[buffer]), partner);
+      CUTLASS_PRAGMA_UNROLL
+      for (int slot = 0; slot < 2; ++slot) {
+        const uint32_t remote =
+            ptx::map_shared_to_cta(ptx::smem_address(&storage.partner_amax[buffer][slot_row[slot]]), partner);
+        ptx::st_async_cluster_f32(remote, amax[slot], remote_full);
+      }
+    }
+    // One thread announces the phase's bytes (before or after they land: the transaction count may run
+    // ahead of the expectation); the phase completes when all 128 rows' values are here.
+    if (thread_idx == 0) {
+      ptx::mbarrier_arrive_expect_tx(&storage.full[buffer], sizeof(storage.partner_amax[buffer]));
+    }
+    while (!ptx::mbarrier_try_wait_parity(&storage.full[buffer], phase)) {
+    }
     float scale[2], inverse[2];
     CUTLASS_PRAGMA_UNROLL
     for (int slot = 0; slot < 2; ++slot) {
+      amax[slot] = fmaxf(amax[slot], storage.partner_amax[buffer][slot_row[slot]]);
       scale[slot] = common::fp8_block_scale(amax[slot], false);
       inverse[slot] = 1.0f / scale[slot];
     }
 
-    const int tile_row0 = static_cast<int>(m_coord) * size<0>(BlockShapeMNK{});
+    const int rows = get<0>(problem_shape_mnkl);
+    const int local = static_cast<int>(l_coord);
+    const int tile_row0 = static_cast<int>(m_coord) * kSwigluTileRows;
+    const int channel0 = tile_n * common::kMoeGateUpBlock;  // this tile's a channels [64 t, 64 t + 64)
     const common::MoeWorkspaceLayout& space = params_.space;
     // Adjacent pairs of the fragment are adjacent columns of one row (a WGMMA thread's 2 consecutive
     // values): one 2-byte store each.
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < kValues; i += 2) {
+    for (int i = 0; i < kHalf; i += 2) {
       const int row = tile_row0 + get<0>(thread_coords(i));
       if (row >= rows) continue;
       const int slot = get<0>(thread_coords(i)) == row0 ? 0 : 1;
-      const int channel = block * common::kMoeScaleBlock + get<1>(thread_coords(i));
+      const int channel = channel0 + get<1>(thread_coords(i));
       const uint32_t pair = fp8x2_e4m3(a[i] * inverse[slot], a[i + 1] * inverse[slot]);
       *reinterpret_cast<uint16_t*>(params_.activations + space.activation_row(local, row) + channel) =
           static_cast<uint16_t>(pair);
     }
-    if (thread_idx % 4 == 0) {
+    // Both tiles of the pair hold the block's scale; the even one writes it.
+    if (quad_leader && tile_n % 2 == 0) {
       CUTLASS_PRAGMA_UNROLL
       for (int slot = 0; slot < 2; ++slot) {
         const int row = tile_row0 + slot_row[slot];
-        if (row < rows)
-          params_.activation_scales[space.activation_scales_row(local, row) + block] = scale[slot];
+        if (row < rows) {
+          params_.activation_scales[space.activation_scales_row(local, row) + tile_n / 2] = scale[slot];
+        }
       }
     }
   }
 
  private:
   Params params_;
-  uint32_t tiles_ = 0;  // tiles this thread's epilogue has run: the barriers' phase
+  uint32_t tiles_ = 0;  // tiles this thread's epilogue has run: the exchange's buffer and its barrier's phase
 };
 
 // The collective epilogue the kernel holds: CUTLASS's adapter, plus the barriers' initialisation. The
@@ -241,8 +229,9 @@ class SwigluPairEpilogue
 
   CUTLASS_DEVICE SwigluPairEpilogue(Params const& params, TensorStorage& storage) : Base(params, storage) {
     if (threadIdx.x == 0) {
-      ptx::mbarrier_init(&storage.full, 1);  // the receiver's arrival with the phase's byte count
-      ptx::mbarrier_init(&storage.read, kSwigluPairThreads);
+      // One arrival a phase: the receiver's, with the phase's byte count.
+      ptx::mbarrier_init(&storage.full[0], 1);
+      ptx::mbarrier_init(&storage.full[1], 1);
       ptx::fence_mbarrier_init();
     }
   }
