@@ -127,22 +127,22 @@ class SwigluFp8Epilogue {
     const uint32_t phase = (tiles_ >> 1) & 1u;
     ++tiles_;
 
-    // Tile-local (row, column) of each accumulator: each thread holds 2 rows (r and r + 8 of its warp's 16).
+    // The thread's first value's tile-local (row, column). By the fragment's layout (asserted above), value
+    // i = v0 + 2 v1 + 4 j sits at row row0 + 8 v1 and column col0 + 8 j + v0: the thread's two rows are its
+    // two slots, slot (i / 2) % 2, known at compile time for every i.
     Tensor tile_coords = make_identity_tensor(take<0, 2>(blk_shape_mnk));
     Tensor thread_coords = tiled_mma.get_thread_slice(thread_idx).partition_C(tile_coords);
     const int row0 = get<0>(thread_coords(0));
+    const int col0 = get<1>(thread_coords(0));
+    const int slot_row[2] = {row0, row0 + 8};
 
     float a[kHalf];
-    float amax[2] = {0.0f, 0.0f};  // this thread's two rows: row0 and the other
-    int slot_row[2] = {row0, row0};
-    CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < kHalf; ++i) {
-      // h in bf16 (docs/MOE.md rounding point 2), as the separate path stores it.
-      a[i] = common::swiglu(common::round_h(accumulators(i)), common::round_h(accumulators(i + kHalf)),
-                            params_.clamp);
-      const int slot = get<0>(thread_coords(i)) == row0 ? 0 : 1;
-      slot_row[slot] = get<0>(thread_coords(i));
-      amax[slot] = fmaxf(amax[slot], fabsf(a[i]));
+    float amax[2] = {0.0f, 0.0f};
+    // The clamp's test once, not per value (common::swiglu folds it away for a constant 0).
+    if (params_.clamp > 0.0f) {
+      activate(accumulators, params_.clamp, a, amax);
+    } else {
+      activate(accumulators, 0.0f, a, amax);
     }
     // The quad (lanes 4q .. 4q + 3) holds a row's 64 channels of this tile; max is exact in any order, and
     // fmaxf drops a NaN as the separate kernel and the CPU do.
@@ -182,19 +182,20 @@ class SwigluFp8Epilogue {
     const int rows = get<0>(problem_shape_mnkl);
     const int local = static_cast<int>(l_coord);
     const int tile_row0 = static_cast<int>(m_coord) * kSwigluTileRows;
-    const int channel0 = tile_n * common::kMoeGateUpBlock;  // this tile's a channels [64 t, 64 t + 64)
+    const int channel0 = tile_n * common::kMoeGateUpBlock + col0;  // value 0's a channel
     const common::MoeWorkspaceLayout& space = params_.space;
     // Adjacent pairs of the fragment are adjacent columns of one row (a WGMMA thread's 2 consecutive
-    // values): one 2-byte store each.
+    // values): one 2-byte store each, value i's at its row's channel0 + 8 (i / 4).
     CUTLASS_PRAGMA_UNROLL
-    for (int i = 0; i < kHalf; i += 2) {
-      const int row = tile_row0 + get<0>(thread_coords(i));
+    for (int slot = 0; slot < 2; ++slot) {
+      const int row = tile_row0 + slot_row[slot];
       if (row >= rows) continue;
-      const int slot = get<0>(thread_coords(i)) == row0 ? 0 : 1;
-      const int channel = channel0 + get<1>(thread_coords(i));
-      const uint32_t pair = fp8x2_e4m3(a[i] * inverse[slot], a[i + 1] * inverse[slot]);
-      *reinterpret_cast<uint16_t*>(params_.activations + space.activation_row(local, row) + channel) =
-          static_cast<uint16_t>(pair);
+      uint8_t* out = params_.activations + space.activation_row(local, row) + channel0;
+      CUTLASS_PRAGMA_UNROLL
+      for (int i = 2 * slot; i < kHalf; i += 4) {
+        const uint32_t pair = fp8x2_e4m3(a[i] * inverse[slot], a[i + 1] * inverse[slot]);
+        *reinterpret_cast<uint16_t*>(out + 8 * (i / 4)) = static_cast<uint16_t>(pair);
+      }
     }
     // Both tiles of the pair hold the block's scale; the even one writes it.
     if (quad_leader && tile_n % 2 == 0) {
@@ -209,6 +210,20 @@ class SwigluFp8Epilogue {
   }
 
  private:
+  // a = swiglu(gate, up) of the thread's kHalf channels (h rounded to bf16 first, docs/MOE.md rounding point
+  // 2, as the separate path stores it) and each slot's amax.
+  template <class Accumulators>
+  CUTLASS_DEVICE static void activate(Accumulators const& accumulators, float clamp,
+                                      float (&a)[kSwigluValues / 2], float (&amax)[2]) {
+    constexpr int kHalf = kSwigluValues / 2;
+    CUTLASS_PRAGMA_UNROLL
+    for (int i = 0; i < kHalf; ++i) {
+      a[i] =
+          common::swiglu(common::round_h(accumulators(i)), common::round_h(accumulators(i + kHalf)), clamp);
+      amax[(i / 2) % 2] = fmaxf(amax[(i / 2) % 2], fabsf(a[i]));
+    }
+  }
+
   Params params_;
   uint32_t tiles_ = 0;  // tiles this thread's epilogue has run: the exchange's buffer and its barrier's phase
 };
