@@ -232,9 +232,9 @@ class SwigluFp8Epilogue {
 // kernel constructs its epilogue in every thread before the cluster-wide barrier that publishes every
 // pipeline's initialisation, so the partner's first arrival finds these initialised.
 //
-// The adapter would also reserve its operator's SharedStorage a second time as tensor-map storage (32 KiB
-// the mainloop's stages need); this epilogue has no tensor maps, so that storage is empty here and the
-// members that take it are the adapter's no-ops over the empty type.
+// The adapter would also reserve its operator's SharedStorage a second time as tensor-map storage (shared
+// memory the mainloop's stages could use); this epilogue has no tensor maps, so that storage is empty here
+// and the members that take it are the adapter's no-ops over the empty type.
 class SwigluPairEpilogue
     : public cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluFp8Epilogue> {
   using Base = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluFp8Epilogue>;
