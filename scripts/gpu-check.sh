@@ -98,8 +98,9 @@ if has_stage tests; then
     run_logged "gpu tests $suite (threads)" "tests-$suite.log" timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} \
       "$(suite_bin "$suite")" --gtest_brief=1
   done
-  # The symmetric dispatch's pulls forced each way (SWITCHYARD_SYMMETRIC_PULL; by default fp8 rows go
-  # by warps and bf16 rows by TMA), bitwise in both dtypes too.
+  # The symmetric dispatch's pulls forced each way (SWITCHYARD_SYMMETRIC_PULL; by default fp8 rows are
+  # pushed where every rank is a thread on one GPU, else pulled by warps, and bf16 rows go by TMA), bitwise
+  # in both dtypes too.
   for pull in warps tma; do
     run_logged "gpu tests symmetric, $pull pull (threads)" "tests-symmetric-$pull-pull.log" \
       env SWITCHYARD_SYMMETRIC_PULL=$pull timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$(suite_bin symmetric)" --gtest_brief=1

@@ -112,6 +112,11 @@ struct BufferSizing {
   // Each reserves its bytes in every rank's heap (the region needs symmetric_max_tokens_per_rank > 0).
   bool symmetric_heap_input = false;                  // x: bf16 [symmetric_max_tokens_per_rank, hidden]
   int64_t symmetric_heap_output_rows_per_expert = 0;  // y: bf16 [num_experts / R, rows, hidden]; 0: none
+  // fp8 dispatch outputs that every source writes into (the CUDA engine's fp8 push, also across processes
+  // and GPUs): e4m3 recv_x [num_experts / R, rows, hidden] and f32 scales [num_experts / R, rows,
+  // hidden / 128]. A symmetric_dispatch whose out_recv_x and out_recv_x_scales are views of them (the MoE
+  // layer's, when they fit its capacity) is pushed instead of pulled. 0: none.
+  int64_t symmetric_heap_receive_rows_per_expert = 0;
 };
 
 // Bytes of symmetric heap the `normal` engine needs per rank for calls up to `sizing`.

@@ -5,7 +5,11 @@
 //
 // Dispatch is one stage: every source publishes its inputs in its own input buffer and writes,
 // through map(), each target's workspace (per-expert counts and (token, slot) indices); a barrier;
-// then every receiver pulls its rows from the sources' input buffers. Combine is one stage: every
+// then every receiver pulls its rows from the sources' input buffers. The fp8 push (CUDA, where the
+// receivers' outputs are reachable) publishes nothing: after the barrier each source reads every target's
+// counts, knows where its rows start among each expert's, and writes each token's row, cast once, straight
+// into every receiver's outputs; a receiver returns once every source has released the call into its done
+// word (as after a zero-copy call), so that no source writes into its outputs any more. Combine is one stage: every
 // expert row is pushed into its home rank's combine buffer at [slot][token]; a barrier; every home
 // reduces locally.
 //
@@ -22,6 +26,8 @@
 //   [heap input]                            optional: x that the caller fills in place, bf16 [max, hidden]
 //   [heap output]                           optional: y that the caller fills in place, bf16 [L, rows,
 //   hidden]
+//   [heap receive]                          optional: fp8 recv_x [L, rows, hidden], then its f32 scales
+//                                           [L, rows, hidden / 128], which the sources push into
 // Every rank numbers its symmetric calls (dispatch or combine) alike from 1, and call c uses half
 // c % 2. A rank can start call c + 2 (and overwrite half c % 2) only after passing call c + 1's
 // barrier, which every rank reaches only after finishing call c (its pulls or its reduction).
@@ -175,7 +181,14 @@ struct SymmetricSourceRecord {
   // before it reads any row.
   uint64_t signature;
   SymmetricRowsAt x_at;
-  uint32_t reserved;
+  // The fp8 push (cuda/symmetric/push.cuh): where this rank's expert-major outputs are, for every source
+  // to write its rows into after the barrier: recv_x [L, C, H] e4m3 and its f32 scales [L, C, H / 128], at
+  // addresses or offsets into this rank's heap as recv_at says (input_buffer: this rank takes no pushes),
+  // and C. Written with the rest of the record before the barrier.
+  SymmetricRowsAt recv_at;
+  uint64_t recv_x;
+  uint64_t recv_x_scales;
+  int64_t recv_capacity;
 };
 
 // Byte offsets of everything in the symmetric region, from the buffer's capacities. Pure
@@ -191,6 +204,9 @@ struct SymmetricLayout {
   uint32_t combine_row_bytes;   // stride of combine rows: hidden * 2, aligned
   int64_t heap_input_tokens;    // rows of the heap-resident x (bf16 [rows, hidden]); 0: none
   int64_t heap_output_rows;  // rows per local expert of the heap-resident y (bf16 [L, rows, hidden]); 0: none
+  // rows per local expert of the heap-resident fp8 dispatch outputs (e4m3 [L, rows, hidden], then f32
+  // scales [L, rows, hidden / 128]), which the sources push into; 0: none
+  int64_t heap_receive_rows;
 
   SY_HD int num_experts() const { return local_experts * num_ranks; }
 
@@ -246,7 +262,22 @@ struct SymmetricLayout {
                     kSymmetricAreaAlignment);
   }
 
-  SY_HD size_t region_bytes() const { return heap_output_offset() + heap_output_bytes() - region_offset; }
+  SY_HD size_t heap_receive_offset() const { return heap_output_offset() + heap_output_bytes(); }
+  SY_HD size_t heap_receive_bytes() const {
+    return align_up(static_cast<size_t>(local_experts) * static_cast<size_t>(heap_receive_rows) *
+                        static_cast<size_t>(hidden),
+                    kSymmetricAreaAlignment);
+  }
+  SY_HD size_t heap_receive_scales_offset() const { return heap_receive_offset() + heap_receive_bytes(); }
+  SY_HD size_t heap_receive_scales_bytes() const {
+    return align_up(static_cast<size_t>(local_experts) * static_cast<size_t>(heap_receive_rows) *
+                        static_cast<size_t>(hidden / 128) * sizeof(float),
+                    kSymmetricAreaAlignment);
+  }
+
+  SY_HD size_t region_bytes() const {
+    return heap_receive_scales_offset() + heap_receive_scales_bytes() - region_offset;
+  }
   SY_HD size_t end_offset() const { return region_offset + region_bytes(); }
 
   // In `heap` (a rank's base): the barrier counter that `source` adds into.

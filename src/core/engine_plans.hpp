@@ -97,6 +97,10 @@ struct SymmetricDispatchPlan : ExpertMajorDispatchPlan {
   // Where x lies in this rank's heap when it is the heap-resident input (Buffer::symmetric_input): its
   // offset from the heap base, which every peer can follow; -1 otherwise.
   int64_t x_heap_offset = -1;
+  // Likewise for out_recv_x and out_recv_x_scales in the heap-resident fp8 dispatch outputs
+  // (BufferSizing::symmetric_heap_receive_rows_per_expert), which sources of any process can push into.
+  int64_t recv_x_heap_offset = -1;
+  int64_t recv_scales_heap_offset = -1;
 };
 struct SymmetricCombinePlan : ExpertMajorCombinePlan {
   common::SymmetricLayout layout;

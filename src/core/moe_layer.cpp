@@ -28,6 +28,13 @@ bool heap_output_fits(const common::SymmetricLayout& layout, const detail::MoeLa
          layout.local_experts >= plan.local_experts;
 }
 
+// Whether the Buffer's heap receive area (BufferSizing::symmetric_heap_receive_rows_per_expert) holds the
+// layer's fp8 recv_x [L, C, H] and its scales: the dispatch then pushes into them from any process.
+bool heap_receive_fits(const common::SymmetricLayout& layout, const detail::MoeLayerPlan& plan) {
+  return plan.fp8 && layout.heap_receive_rows >= plan.expert_capacity && layout.hidden >= plan.hidden &&
+         layout.local_experts >= plan.local_experts;
+}
+
 MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan,
                                 const detail::PlanContext& context) {
   using detail::BufferAccess;
@@ -36,7 +43,23 @@ MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan
   const common::SymmetricLayout& layout = BufferAccess::symmetric_layout(buffer);
   const DType dtype = plan.weight_dtype();
   MoeWorkspace space;
-  space.recv_x = BufferAccess::allocate(buffer, dtype, {local, rows, hidden});
+  const int device_index = context.device == Device::cuda ? context.options.device : 0;
+  if (heap_receive_fits(layout, plan)) {
+    // Every source pushes its fp8 rows straight into them (cuda/symmetric/push.cuh). The Buffer outlives
+    // the layer.
+    uint8_t* base = BufferAccess::heap_base(buffer);
+    space.recv_x = Tensor::borrow(TensorView(base + layout.heap_receive_offset(), dtype, {local, rows, hidden},
+                                             context.device, device_index));
+    space.recv_x_scales =
+        Tensor::borrow(TensorView(base + layout.heap_receive_scales_offset(), DType::f32,
+                                  {local, rows, hidden / common::kMoeScaleBlock}, context.device, device_index));
+  } else {
+    space.recv_x = BufferAccess::allocate(buffer, dtype, {local, rows, hidden});
+    if (plan.fp8) {
+      space.recv_x_scales =
+          BufferAccess::allocate(buffer, DType::f32, {local, rows, hidden / common::kMoeScaleBlock});
+    }
+  }
   space.recv_count = BufferAccess::allocate(buffer, DType::i32, {local});
   space.layout_range = BufferAccess::allocate(buffer, DType::i32, {local, plan.num_ranks, 2});
   space.src_info = BufferAccess::allocate(buffer, DType::i32, {local, rows});
@@ -46,14 +69,11 @@ MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan
     // GEMM 2 writes o straight into the heap-resident expert outputs, which every home reads in place
     // (the pull combine, across processes too). The Buffer outlives the layer.
     space.out = Tensor::borrow(TensorView(BufferAccess::heap_base(buffer) + layout.heap_output_offset(),
-                                          DType::bf16, {local, rows, hidden}, context.device,
-                                          context.device == Device::cuda ? context.options.device : 0));
+                                          DType::bf16, {local, rows, hidden}, context.device, device_index));
   } else {
     space.out = BufferAccess::allocate(buffer, DType::bf16, {local, rows, hidden});
   }
   if (plan.fp8) {
-    space.recv_x_scales =
-        BufferAccess::allocate(buffer, DType::f32, {local, rows, hidden / common::kMoeScaleBlock});
     space.activation_scales =
         BufferAccess::allocate(buffer, DType::f32, {local, rows, intermediate / common::kMoeScaleBlock});
   }

@@ -35,19 +35,25 @@ common::SymmetricLayout symmetric_layout(const Topology& topology, const BufferS
       common::align_up(static_cast<size_t>(sizing.hidden) * 2, common::kSymmetricAlignment));
   layout.heap_input_tokens = sizing.symmetric_heap_input ? sizing.symmetric_max_tokens_per_rank : 0;
   layout.heap_output_rows = sizing.symmetric_heap_output_rows_per_expert;
+  layout.heap_receive_rows = sizing.symmetric_heap_receive_rows_per_expert;
   return layout;
 }
 
 void check_symmetric_heap_tensors(const Topology& topology, const BufferSizing& sizing) {
   const int64_t max_tokens = sizing.symmetric_max_tokens_per_rank;
-  if ((sizing.symmetric_heap_input || sizing.symmetric_heap_output_rows_per_expert != 0) && max_tokens <= 0) {
+  if ((sizing.symmetric_heap_input || sizing.symmetric_heap_output_rows_per_expert != 0 ||
+       sizing.symmetric_heap_receive_rows_per_expert != 0) &&
+      max_tokens <= 0) {
     throw InvalidArgument(
         std::string(
-            "sizing: symmetric_heap_input / symmetric_heap_output_rows_per_expert reserve tensors in the "
+            "sizing: symmetric_heap_input / symmetric_heap_output_rows_per_expert / "
+            "symmetric_heap_receive_rows_per_expert reserve tensors in the "
             "symmetric region: expected symmetric_max_tokens_per_rank > 0 with them, got ") +
         std::to_string(max_tokens) + " with symmetric_heap_input=" +
-        (sizing.symmetric_heap_input ? "true" : "false") + " and symmetric_heap_output_rows_per_expert=" +
-        std::to_string(sizing.symmetric_heap_output_rows_per_expert));
+        (sizing.symmetric_heap_input ? "true" : "false") + ", symmetric_heap_output_rows_per_expert=" +
+        std::to_string(sizing.symmetric_heap_output_rows_per_expert) +
+        " and symmetric_heap_receive_rows_per_expert=" +
+        std::to_string(sizing.symmetric_heap_receive_rows_per_expert));
   }
   // An expert receives at most every rank's max_tokens_per_rank rows: more rows would never be read.
   const int64_t most_rows =
@@ -57,6 +63,12 @@ void check_symmetric_heap_tensors(const Topology& topology, const BufferSizing& 
     throw InvalidArgument("sizing.symmetric_heap_output_rows_per_expert: expected 0.." +
                           std::to_string(most_rows) + " (ranks x symmetric_max_tokens_per_rank), got " +
                           std::to_string(sizing.symmetric_heap_output_rows_per_expert));
+  }
+  if (sizing.symmetric_heap_receive_rows_per_expert < 0 ||
+      sizing.symmetric_heap_receive_rows_per_expert > most_rows) {
+    throw InvalidArgument("sizing.symmetric_heap_receive_rows_per_expert: expected 0.." +
+                          std::to_string(most_rows) + " (ranks x symmetric_max_tokens_per_rank), got " +
+                          std::to_string(sizing.symmetric_heap_receive_rows_per_expert));
   }
 }
 

@@ -986,20 +986,25 @@ TEST(SymmetricCudaGrid, StoreReadLagOverrideIsReadFromTheEnvironmentAndBadValues
 }
 
 TEST(SymmetricCudaGrid, PullOverrideIsReadFromTheEnvironmentAndBadValuesAreNamed) {
-  // Pure parsing: no GPU needed. The suite runs as it is (warps for fp8, TMA for bf16) and with
-  // SWITCHYARD_SYMMETRIC_PULL=warps and =tma (scripts/gpu-check.sh), so both pulls are checked bitwise
-  // in both dtypes.
+  // Pure parsing: no GPU needed. The suite runs as it is (fp8 pushed where every rank is a thread on one
+  // GPU, else pulled by warps; bf16 pulled by TMA) and with SWITCHYARD_SYMMETRIC_PULL=warps and =tma
+  // (scripts/gpu-check.sh), so the push and both pulls are checked bitwise.
   const ScopedEnvironment variable("SWITCHYARD_SYMMETRIC_PULL");
   EXPECT_EQ(cuda::symmetric_pull_from_environment(), cuda::SymmetricPull::automatic);
   EXPECT_TRUE(cuda::symmetric_pull_by_warps(cuda::SymmetricPull::automatic, true));
   EXPECT_FALSE(cuda::symmetric_pull_by_warps(cuda::SymmetricPull::automatic, false));
   EXPECT_TRUE(cuda::symmetric_pull_by_warps(cuda::SymmetricPull::warps, false));
   EXPECT_FALSE(cuda::symmetric_pull_by_warps(cuda::SymmetricPull::tma, true));
+  // push: fp8 calls that cannot push are pulled as automatic pulls them.
+  EXPECT_TRUE(cuda::symmetric_pull_by_warps(cuda::SymmetricPull::push, true));
+  EXPECT_FALSE(cuda::symmetric_pull_by_warps(cuda::SymmetricPull::push, false));
+  variable.set("push");
+  EXPECT_EQ(cuda::symmetric_pull_from_environment(), cuda::SymmetricPull::push);
   variable.set("warps");
   EXPECT_EQ(cuda::symmetric_pull_from_environment(), cuda::SymmetricPull::warps);
   variable.set("tma");
   EXPECT_EQ(cuda::symmetric_pull_from_environment(), cuda::SymmetricPull::tma);
-  expect_refused_by_name(variable, {"warp", "TMA", "1"}, "SWITCHYARD_SYMMETRIC_PULL: expected tma or warps",
+  expect_refused_by_name(variable, {"warp", "TMA", "1"}, "SWITCHYARD_SYMMETRIC_PULL: expected tma, warps or push",
                          [] { cuda::symmetric_pull_from_environment(); });
 }
 

@@ -393,8 +393,8 @@ int main(int argc, char** argv) {
   app.add_option("--json", o.json, "write the results as JSON");
   std::string heap = "off";
   app.add_option("--heap", heap,
-                 "on: x in Buffer::symmetric_input and the expert outputs in the heap, with the pull combine "
-                 "(also as processes) | off (default)")
+                 "on: x in Buffer::symmetric_input, the expert outputs and (fp8) the dispatch's outputs in the "
+                 "heap, with the pull combine and the fp8 push (also as processes) | off (default)")
       ->check(CLI::IsMember({"on", "off"}));
   std::string gate_up = "halves";
   app.add_option("--gate-up", gate_up,

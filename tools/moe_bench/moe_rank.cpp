@@ -182,6 +182,8 @@ std::string run_moe_rank(const MoeBenchOptions& o, const std::vector<workload::R
     if (o.heap_tensors) {
       options.sizing.symmetric_heap_input = true;
       options.sizing.symmetric_heap_output_rows_per_expert = capacity;
+      // fp8: the dispatch pushes every row into the receivers' heap (cuda/symmetric/push.cuh).
+      if (fp8) options.sizing.symmetric_heap_receive_rows_per_expert = capacity;
       options.config.symmetric_combine = SymmetricCombine::pull;
     }
     Buffer buffer(options);

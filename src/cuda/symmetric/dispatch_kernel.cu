@@ -30,6 +30,7 @@
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/symmetric/kernels.hpp"
 #include "cuda/symmetric/pipeline.cuh"
+#include "cuda/symmetric/push.cuh"
 #include "cuda/symmetric/release.cuh"
 #include "cuda/symmetric/routing.cuh"
 #include "cuda/symmetric/stamps.cuh"
@@ -99,6 +100,10 @@ __device__ void announce_source(const KernelContext& context, const SymmetricDis
   record->x_at = launch.x_rows.at;
   record->row_stride = launch.x_row_stride;
   record->signature = launch.signature;
+  record->recv_at = launch.push ? launch.recv_rows.at : common::SymmetricRowsAt::input_buffer;
+  record->recv_x = launch.recv_rows.where;
+  record->recv_x_scales = launch.recv_scales;
+  record->recv_capacity = launch.capacity;
   record->sequence = sequence;
 }
 
@@ -233,6 +238,7 @@ __device__ bool load_pull_tables(const KernelContext& context, const SymmetricDi
 struct SourceRows {
   const uint8_t* x[kMaxZeroCopyRanks];
   int64_t row_stride[kMaxZeroCopyRanks];
+  PushTargets push;  // with launch.push: every receiver's outputs (each source is a receiver too)
 };
 
 __device__ bool load_sources(const KernelContext& context, const SymmetricDispatchLaunch& launch,
@@ -243,6 +249,7 @@ __device__ bool load_sources(const KernelContext& context, const SymmetricDispat
   const common::SymHeap& heap = context.heap;
   for (int source = threadIdx.x; source < context.num_ranks; source += blockDim.x) {
     sources.x[source] = nullptr;
+    if (launch.push) sources.push.recv_x[source] = nullptr;
     if (!participants.in(source)) continue;  // none of its rows is pulled (its memory may be gone)
     const volatile common::SymmetricSourceRecord* record =
         heap.map(launch.layout.source_record(heap.base, half), source);
@@ -270,6 +277,17 @@ __device__ bool load_sources(const KernelContext& context, const SymmetricDispat
                             source};
         record_wait_failure(context, site, static_cast<int64_t>(heap.bytes), static_cast<int64_t>(record->x),
                             0, false);
+      }
+      atomicExch(&mismatched, 1);
+      continue;
+    }
+    // The push writes into every receiver's outputs: an announcement it cannot follow refuses the call.
+    if (launch.push && !load_push_target(heap, launch, record, source, sources.push)) {
+      if (blockIdx.x == 0) {
+        const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
+                            source};
+        record_wait_failure(context, site, launch.capacity, static_cast<int64_t>(record->recv_capacity), 0,
+                            false);
       }
       atomicExch(&mismatched, 1);
       continue;
@@ -622,7 +640,9 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
                  &refused_by_routing);
     if (routing_warp == 0 && lane_id() == 0) stamp(stamps, stamping, kPhaseRouted);
   }
-  if (call.fp8) {
+  if (launch.push) {
+    // Nothing to publish: every warp pushes this rank's tokens after the barrier.
+  } else if (call.fp8) {
     // Casters (or copiers of pre-cast rows): every warp of every block, once the rows are routed.
     const int caster = static_cast<int>(blockIdx.x) * kSymmetricWarps + warp;
     const int casters = grid.blocks * kSymmetricWarps;
@@ -660,7 +680,22 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     const RowTables tables = RowTables::carve(table, call.num_ranks, launch.local_experts);
     const bool sourced = load_sources(context, launch, sequence, call.half, participants, sources);
     const bool pulls = load_pull_tables(context, launch, call, participants, tables) && sourced;
-    if (pulls && launch.pull_by_warps) {
+    if (pulls && launch.push) {
+      // Every warp pushes this rank's tokens into their receivers, then walks the rows pushed here for
+      // their src_info and src_slot (no copy); the helpers first do their tables.
+      int32_t* begins = table + symmetric_table_ints(call.num_ranks, launch.local_experts);
+      load_push_begins(context, launch, call.half, participants, begins);
+      if (warp >= kFirstHelperWarp) helpers_after_barrier(context, launch, call, participants, tables);
+      push_rows(launch, participants, sources.push, begins, static_cast<int>(blockIdx.x) * kSymmetricWarps + warp,
+                call.blocks * kSymmetricWarps);
+      walk_pull_rows(context, launch, call, tables, sources, static_cast<int64_t>(warp) * call.blocks,
+                     static_cast<int64_t>(call.blocks) * kSymmetricWarps,
+                     [](int64_t, const uint8_t*) { return true; });
+      if (warp == kProducerWarp && lane_id() == 0) {
+        stamp(stamps, stamping, kPhaseIssued);
+        stamp(stamps, stamping, kPhaseDrained);
+      }
+    } else if (pulls && launch.pull_by_warps) {
       // Every warp copies rows; the helpers first do their tables (light), then join.
       if (warp >= kFirstHelperWarp) helpers_after_barrier(context, launch, call, participants, tables);
       pull_copier(context, launch, call, tables, sources, warp, kSymmetricWarps);
@@ -684,7 +719,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
 
   // 4. Release: every block, whatever happened above, so that no peer waits for our done words and we
   // never end while a peer still reads our x.
-  release_call(context, launch.state, launch.layout, sequence, launch.zero_copy,
+  // Peers read our x in place (zero-copy), or write into our outputs (push): wait for their done words.
+  release_call(context, launch.state, launch.layout, sequence, launch.zero_copy || launch.push,
                common::WaitRole::symmetric_dispatch, common::WaitTarget::source_done, false);
   if (threadIdx.x == 0) {
     stamp(stamps, stamping, kPhaseReleased);

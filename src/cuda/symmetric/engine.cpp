@@ -23,6 +23,9 @@ namespace switchyard::cuda {
 namespace {
 
 constexpr size_t kRowAlignment = common::kSymmetricAlignment;  // TMA and 16-byte vector accesses
+// Mixed into a pushed call's signature (SymmetricDispatchLaunch::signature), so that a rank that pulls and
+// one that pushes the same call see different shapes and refuse it, rather than wait for rows never sent.
+constexpr uint64_t kPushSignature = 0x9e3779b97f4a7c15ull;
 
 size_t align128(size_t bytes) {
   return common::align_up(bytes, 128);
@@ -115,13 +118,15 @@ SymmetricPull symmetric_pull_from_environment() {
   const std::string value = text;
   if (value == "tma") return SymmetricPull::tma;
   if (value == "warps") return SymmetricPull::warps;
+  if (value == "push") return SymmetricPull::push;
   throw InvalidArgument(
-      "SWITCHYARD_SYMMETRIC_PULL: expected tma or warps (how the dispatch's pull moves rows), got '" + value +
+      "SWITCHYARD_SYMMETRIC_PULL: expected tma, warps or push (how the dispatch moves rows), got '" + value +
       "'");
 }
 
 bool symmetric_pull_by_warps(SymmetricPull pull, bool fp8) {
-  return pull == SymmetricPull::warps || (pull == SymmetricPull::automatic && fp8);
+  return pull == SymmetricPull::warps ||
+         ((pull == SymmetricPull::automatic || pull == SymmetricPull::push) && fp8);
 }
 
 uint32_t piece_bytes_from_environment() {
@@ -134,7 +139,8 @@ SymmetricGrid symmetric_grid(int blocks, int num_ranks, int local_experts, uint3
                              uint32_t piece_bytes) {
   const int num_experts = num_ranks * local_experts;
   const size_t budget_ints = kSymmetricTableBudget / sizeof(int32_t);
-  const size_t table_ints = symmetric_table_ints(num_ranks, local_experts);
+  const size_t table_ints = routing ? symmetric_dispatch_table_ints(num_ranks, local_experts)
+                                    : symmetric_table_ints(num_ranks, local_experts);
   SymmetricGrid grid{};
   grid.blocks = blocks;
   grid.routing_warps = 0;
@@ -293,10 +299,21 @@ LowLatencyDispatchResult SymmetricEngine::run_dispatch(const detail::SymmetricDi
   // moment and their stream-ordered allocations serialise in the driver, so each one more per call
   // delays the last rank's launch (bench/NOTES.md, session 5).
   const bool pull = combine_path_ == SymmetricCombine::pull;
+  // The fp8 push (cuda/symmetric/push.cuh): every receiver's outputs must be reachable by every source, and
+  // a receiving block keeps one per rank. Reachable: any outputs at plain addresses where every rank is a
+  // thread of this process on one GPU (alike on every rank, whoever allocated them), else outputs in the
+  // heap receive area (any process, any GPU; every rank must pass them there, or the call is refused at
+  // the signature check). The library's own per-call outputs are stream-ordered allocations that peers'
+  // kernels then write, ordered by the kernel's barrier and done words (bench/NOTES.md, session 25:
+  // compute-sanitizer's memcheck, which cannot see that order, reports those writes).
+  const bool recv_in_heap = plan.recv_x_heap_offset >= 0 && plan.recv_scales_heap_offset >= 0;
+  const bool push = plan.use_fp8 && !plan.use_ue8m0 && zero_copy_fits_ && (pointers_shared_ || recv_in_heap) &&
+                    (pull_ == SymmetricPull::automatic || pull_ == SymmetricPull::push);
   const size_t src_slot_bytes = align128(static_cast<size_t>(local * rows) * sizeof(int32_t));
   const size_t overflow_bytes = align128(4 * sizeof(int32_t));
+  // Each pair's position among this rank's rows for its expert: the pull combine's, and the push's.
   const size_t position_bytes =
-      pull ? align128(static_cast<size_t>(plan.num_tokens * plan.topk) * sizeof(int32_t)) : 0;
+      pull || push ? align128(static_cast<size_t>(plan.num_tokens * plan.topk) * sizeof(int32_t)) : 0;
   const size_t begin_bytes = pull ? align128(static_cast<size_t>(plan.num_experts) * sizeof(int32_t)) : 0;
   // fp8 keeps the publish: the cast there halves the bytes every receiver pulls. A heap-resident x is
   // read in place on any path (every peer maps this heap), where a receiving block can hold its sources.
@@ -354,7 +371,15 @@ LowLatencyDispatchResult SymmetricEngine::run_dispatch(const detail::SymmetricDi
   kernel.pull_by_warps = symmetric_pull_by_warps(pull_, plan.use_fp8);
   if (zero_copy)
     kernel.x_rows = common::symmetric_rows_in_place(x_in_heap ? plan.x_heap_offset : -1, args.x.data);
-  kernel.signature = plan.signature;
+  // Ranks that disagree on the push (its conditions are per rank) refuse the call at the signature check.
+  kernel.signature = push ? plan.signature ^ kPushSignature : plan.signature;
+  kernel.push = push;
+  if (push) {
+    kernel.recv_rows =
+        common::symmetric_rows_in_place(recv_in_heap ? plan.recv_x_heap_offset : -1, result.recv_x.data());
+    kernel.recv_scales = recv_in_heap ? static_cast<uint64_t>(plan.recv_scales_heap_offset)
+                                      : reinterpret_cast<uint64_t>(result.recv_x_scales.data());
+  }
   kernel.routing_blocks = routing_blocks;
   kernel.routing_exchange =
       tables.as<int32_t>() +
@@ -378,7 +403,11 @@ LowLatencyDispatchResult SymmetricEngine::run_dispatch(const detail::SymmetricDi
   kernel.kept_layout_range = kept_layout_range_bytes > 0 ? handle->layout_range.as<int32_t>() : nullptr;
   kernel.kept_src_info = kept_src_info_bytes > 0 ? handle->src_info.as<int32_t>() : nullptr;
   kernel.overflow = handle->overflow.as<int32_t>();
-  kernel.position = pull ? handle->position.as<int32_t>() : nullptr;
+  kernel.position = pull   ? handle->position.as<int32_t>()
+                    : push ? Tensor::part_of(tables, src_slot_bytes + overflow_bytes, DType::i32,
+                                             {plan.num_tokens, plan.topk})
+                                 .as<int32_t>()
+                           : nullptr;
   kernel.begin = pull ? handle->begin.as<int32_t>() : nullptr;
   kernel.stamps = stamps_;
   stamped_rank_ = plan.rank;

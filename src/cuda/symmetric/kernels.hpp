@@ -55,6 +55,11 @@ SY_HD constexpr size_t symmetric_table_ints(int num_ranks, int local_experts) {
   return 2 * static_cast<size_t>(local_experts) * num_ranks +
          static_cast<size_t>(num_ranks) * (local_experts + 1) + local_experts;
 }
+// The dispatch's tables: the row tables, then the push's begins [E] (where this rank's rows start among
+// each expert's, cuda/symmetric/push.cuh).
+SY_HD constexpr size_t symmetric_dispatch_table_ints(int num_ranks, int local_experts) {
+  return symmetric_table_ints(num_ranks, local_experts) + static_cast<size_t>(local_experts) * num_ranks;
+}
 
 // One rank's counters, in its device memory, advanced by the kernels themselves so that replayed
 // CUDA graphs continue the sequence (a host argument would be frozen at capture).
@@ -142,6 +147,14 @@ struct SymmetricDispatchLaunch {
   // How the pull moves rows (SymmetricPull, SWITCHYARD_SYMMETRIC_PULL): the TMA pipeline, or every warp
   // copying whole rows with 16-byte loads and stores.
   bool pull_by_warps;
+  // The fp8 push (cuda/symmetric/push.cuh; fp8 with f32 scales, every rank's outputs reachable): nothing is
+  // published; after the barrier every warp casts (or copies) this rank's tokens once each and writes them
+  // into their receivers' recv_x and recv_x_scales, which each receiver announces in its source record as
+  // `recv_rows` and `recv_scales` (addresses, or offsets into its heap). Needs `position`; the kernel ends
+  // only when every source has released the call into our done words.
+  bool push;
+  common::SymmetricRows recv_rows;
+  uint64_t recv_scales;
 };
 void launch_symmetric_dispatch(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                cudaStream_t stream);
