@@ -158,7 +158,8 @@ BufferClass bind_buffer(nb::module_& m) {
       .def_rw("symmetric_max_tokens_per_rank", &BufferSizing::symmetric_max_tokens_per_rank)
       .def_rw("symmetric_heap_input", &BufferSizing::symmetric_heap_input)
       .def_rw("symmetric_heap_output_rows_per_expert", &BufferSizing::symmetric_heap_output_rows_per_expert)
-      .def_rw("symmetric_heap_receive_rows_per_expert", &BufferSizing::symmetric_heap_receive_rows_per_expert);
+      .def_rw("symmetric_heap_receive_rows_per_expert",
+              &BufferSizing::symmetric_heap_receive_rows_per_expert);
 
   m.def("cuda_available", &cuda_available,
         "True when this build has the CUDA backend and a device is visible.");

@@ -9,8 +9,8 @@
 // receivers' outputs are reachable) publishes nothing: after the barrier each source reads every target's
 // counts, knows where its rows start among each expert's, and writes each token's row, cast once, straight
 // into every receiver's outputs; a receiver returns once every source has released the call into its done
-// word (as after a zero-copy call), so that no source writes into its outputs any more. Combine is one stage: every
-// expert row is pushed into its home rank's combine buffer at [slot][token]; a barrier; every home
+// word (as after a zero-copy call), so that no source writes into its outputs any more. Combine is one stage:
+// every expert row is pushed into its home rank's combine buffer at [slot][token]; a barrier; every home
 // reduces locally.
 //
 // The region follows the `low_latency` engine's, at the same offset on every rank; its layout is

@@ -414,13 +414,13 @@ SymmetricDispatchPlan plan_symmetric_dispatch(const LowLatencyDispatchArgs& args
   plan_expert_major_dispatch(args, symmetric_capacity(layout), buffer, plan);
   plan.x_heap_offset = heap_area_offset(args.x.data, args.x.nbytes(), heap_base, layout.heap_input_offset(),
                                         layout.heap_input_bytes(), "x", "Buffer::symmetric_input");
-  plan.recv_x_heap_offset =
-      heap_area_offset(args.out_recv_x.data, args.out_recv_x.nbytes(), heap_base, layout.heap_receive_offset(),
-                       layout.heap_receive_bytes(), "out_recv_x", "the heap receive area");
-  plan.recv_scales_heap_offset = heap_area_offset(
-      args.out_recv_x_scales.data, args.out_recv_x_scales.nbytes(), heap_base,
-      layout.heap_receive_scales_offset(), layout.heap_receive_scales_bytes(), "out_recv_x_scales",
-      "the heap receive area's scales");
+  plan.recv_x_heap_offset = heap_area_offset(args.out_recv_x.data, args.out_recv_x.nbytes(), heap_base,
+                                             layout.heap_receive_offset(), layout.heap_receive_bytes(),
+                                             "out_recv_x", "the heap receive area");
+  plan.recv_scales_heap_offset =
+      heap_area_offset(args.out_recv_x_scales.data, args.out_recv_x_scales.nbytes(), heap_base,
+                       layout.heap_receive_scales_offset(), layout.heap_receive_scales_bytes(),
+                       "out_recv_x_scales", "the heap receive area's scales");
   return plan;
 }
 

@@ -48,11 +48,11 @@ MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan
     // Every source pushes its fp8 rows straight into them (cuda/symmetric/push.cuh). The Buffer outlives
     // the layer.
     uint8_t* base = BufferAccess::heap_base(buffer);
-    space.recv_x = Tensor::borrow(TensorView(base + layout.heap_receive_offset(), dtype, {local, rows, hidden},
-                                             context.device, device_index));
-    space.recv_x_scales =
-        Tensor::borrow(TensorView(base + layout.heap_receive_scales_offset(), DType::f32,
-                                  {local, rows, hidden / common::kMoeScaleBlock}, context.device, device_index));
+    space.recv_x = Tensor::borrow(TensorView(base + layout.heap_receive_offset(), dtype,
+                                             {local, rows, hidden}, context.device, device_index));
+    space.recv_x_scales = Tensor::borrow(TensorView(base + layout.heap_receive_scales_offset(), DType::f32,
+                                                    {local, rows, hidden / common::kMoeScaleBlock},
+                                                    context.device, device_index));
   } else {
     space.recv_x = BufferAccess::allocate(buffer, dtype, {local, rows, hidden});
     if (plan.fp8) {

@@ -45,10 +45,9 @@ void check_symmetric_heap_tensors(const Topology& topology, const BufferSizing& 
        sizing.symmetric_heap_receive_rows_per_expert != 0) &&
       max_tokens <= 0) {
     throw InvalidArgument(
-        std::string(
-            "sizing: symmetric_heap_input / symmetric_heap_output_rows_per_expert / "
-            "symmetric_heap_receive_rows_per_expert reserve tensors in the "
-            "symmetric region: expected symmetric_max_tokens_per_rank > 0 with them, got ") +
+        std::string("sizing: symmetric_heap_input / symmetric_heap_output_rows_per_expert / "
+                    "symmetric_heap_receive_rows_per_expert reserve tensors in the "
+                    "symmetric region: expected symmetric_max_tokens_per_rank > 0 with them, got ") +
         std::to_string(max_tokens) + " with symmetric_heap_input=" +
         (sizing.symmetric_heap_input ? "true" : "false") + ", symmetric_heap_output_rows_per_expert=" +
         std::to_string(sizing.symmetric_heap_output_rows_per_expert) +

@@ -1004,7 +1004,8 @@ TEST(SymmetricCudaGrid, PullOverrideIsReadFromTheEnvironmentAndBadValuesAreNamed
   EXPECT_EQ(cuda::symmetric_pull_from_environment(), cuda::SymmetricPull::warps);
   variable.set("tma");
   EXPECT_EQ(cuda::symmetric_pull_from_environment(), cuda::SymmetricPull::tma);
-  expect_refused_by_name(variable, {"warp", "TMA", "1"}, "SWITCHYARD_SYMMETRIC_PULL: expected tma, warps or push",
+  expect_refused_by_name(variable, {"warp", "TMA", "1"},
+                         "SWITCHYARD_SYMMETRIC_PULL: expected tma, warps or push",
                          [] { cuda::symmetric_pull_from_environment(); });
 }
 

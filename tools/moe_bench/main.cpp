@@ -392,9 +392,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--json", o.json, "write the results as JSON");
   std::string heap = "off";
-  app.add_option("--heap", heap,
-                 "on: x in Buffer::symmetric_input, the expert outputs and (fp8) the dispatch's outputs in the "
-                 "heap, with the pull combine and the fp8 push (also as processes) | off (default)")
+  app.add_option(
+         "--heap", heap,
+         "on: x in Buffer::symmetric_input, the expert outputs and (fp8) the dispatch's outputs in the "
+         "heap, with the pull combine and the fp8 push (also as processes) | off (default)")
       ->check(CLI::IsMember({"on", "off"}));
   std::string gate_up = "halves";
   app.add_option("--gate-up", gate_up,

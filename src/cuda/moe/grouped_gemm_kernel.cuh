@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "common/moe_layout.hpp"
 #include "core/device_memory.hpp"
 #include "cuda/moe/grouped_gemm.hpp"
 #include "cuda/moe/grouped_gemm_kinds.hpp"
@@ -182,15 +183,20 @@ DeviceArray upload(const std::vector<T>& values, int device, cudaStream_t stream
 }
 
 // W1's scales for the SwiGLU GEMM's tiles: [2I / 128, K / 128] in MoeGateUp::interleaved's scale order
-// (gate block b at row 2b, up block b at 2b + 1) to one row per interleaved block of W1, kBlocksPerScale
-// (2: 64-row blocks) to a 128-row scale block: block j holds channels of 128-block j / (2 kBlocksPerScale)
-// of projection j % 2 (MoeWeightLayout::w1_scale_row_of_stored). The same values, so the same products and
-// bits as the separate path's. Run before every GEMM rather than once, so that weights the caller
-// rewrites in place are never paired with stale scales; at DeepSeek-V3's shape it moves under 1 MB.
+// (gate block b at row 2b, up block b at 2b + 1) to one row per interleaved block of W1 (64 rows,
+// common::kMoeGateUpBlock; kBlocksPerScale of them to a 128-row scale block): the row the weight layout
+// itself names for the block's first stored row (MoeWeightLayout::w1_scale_row_of_stored, which the CPU
+// path and the reference read through). The same values, so the same products and bits as the separate
+// path's. Run before every GEMM rather than once, so that weights the caller rewrites in place are never
+// paired with stale scales; at DeepSeek-V3's shape it moves under 1 MB.
 template <int kBlocksPerScale>
 __global__ void repeat_interleaved_w1_scales(const float* __restrict__ from, int64_t from_group_stride,
                                              float* __restrict__ to, int groups, int fine_rows,
                                              int k_blocks) {
+  static_assert(kBlocksPerScale * common::kMoeGateUpBlock == common::kMoeScaleBlock,
+                "a fine row of scales is one interleaved block of W1");
+  common::MoeWeightLayout layout{};
+  layout.gate_up = common::MoeGateUp::interleaved;
   const int64_t total = int64_t{groups} * fine_rows * k_blocks;
   for (int64_t i = int64_t{blockIdx.x} * blockDim.x + threadIdx.x; i < total;
        i += int64_t{gridDim.x} * blockDim.x) {
@@ -198,7 +204,7 @@ __global__ void repeat_interleaved_w1_scales(const float* __restrict__ from, int
     const int64_t row = i / k_blocks;
     const int64_t group = row / fine_rows;
     const int64_t fine = row % fine_rows;
-    const int64_t coarse = (fine / (2 * kBlocksPerScale)) * 2 + fine % 2;
+    const int64_t coarse = layout.w1_scale_row_of_stored(fine * common::kMoeGateUpBlock);
     to[i] = from[group * from_group_stride + coarse * k_blocks + k_block];
   }
 }

@@ -686,8 +686,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
       int32_t* begins = table + symmetric_table_ints(call.num_ranks, launch.local_experts);
       load_push_begins(context, launch, call.half, participants, begins);
       if (warp >= kFirstHelperWarp) helpers_after_barrier(context, launch, call, participants, tables);
-      push_rows(launch, participants, sources.push, begins, static_cast<int>(blockIdx.x) * kSymmetricWarps + warp,
-                call.blocks * kSymmetricWarps);
+      push_rows(launch, participants, sources.push, begins,
+                static_cast<int>(blockIdx.x) * kSymmetricWarps + warp, call.blocks * kSymmetricWarps);
       walk_pull_rows(context, launch, call, tables, sources, static_cast<int64_t>(warp) * call.blocks,
                      static_cast<int64_t>(call.blocks) * kSymmetricWarps,
                      [](int64_t, const uint8_t*) { return true; });

@@ -307,7 +307,8 @@ LowLatencyDispatchResult SymmetricEngine::run_dispatch(const detail::SymmetricDi
   // kernels then write, ordered by the kernel's barrier and done words (bench/NOTES.md, session 25:
   // compute-sanitizer's memcheck, which cannot see that order, reports those writes).
   const bool recv_in_heap = plan.recv_x_heap_offset >= 0 && plan.recv_scales_heap_offset >= 0;
-  const bool push = plan.use_fp8 && !plan.use_ue8m0 && zero_copy_fits_ && (pointers_shared_ || recv_in_heap) &&
+  const bool push = plan.use_fp8 && !plan.use_ue8m0 && zero_copy_fits_ &&
+                    (pointers_shared_ || recv_in_heap) &&
                     (pull_ == SymmetricPull::automatic || pull_ == SymmetricPull::push);
   const size_t src_slot_bytes = align128(static_cast<size_t>(local * rows) * sizeof(int32_t));
   const size_t overflow_bytes = align128(4 * sizeof(int32_t));

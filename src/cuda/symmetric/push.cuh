@@ -44,9 +44,10 @@ struct PushTargets {
 // One receiver's announcement from its source record, checked before it is followed: the capacity must be
 // the call's, and heap offsets must lie inside its heap (a corrupt or hostile record is never written
 // through). Returns false (nothing set) for a record that fails.
-__device__ __forceinline__ bool load_push_target(const common::SymHeap& heap, const SymmetricDispatchLaunch& launch,
-                                                 const volatile common::SymmetricSourceRecord* record, int target,
-                                                 PushTargets& targets) {
+__device__ __forceinline__ bool load_push_target(const common::SymHeap& heap,
+                                                 const SymmetricDispatchLaunch& launch,
+                                                 const volatile common::SymmetricSourceRecord* record,
+                                                 int target, PushTargets& targets) {
   const common::SymmetricRowsAt at = record->recv_at;
   const uint64_t recv_x = record->recv_x, recv_scales = record->recv_x_scales;
   if (record->recv_capacity != launch.capacity || at == common::SymmetricRowsAt::input_buffer) return false;
@@ -66,8 +67,8 @@ __device__ __forceinline__ bool load_push_target(const common::SymHeap& heap, co
 
 // Whole block, after the barrier: begins[e] = the rows that participating sources before this rank route
 // to expert e, from the expert's rank's workspace (0 for a rank that does not take part). Ends synchronised.
-__device__ void load_push_begins(const KernelContext& context, const SymmetricDispatchLaunch& launch, int half,
-                                 const PeerBits& participants, int32_t* begins) {
+__device__ void load_push_begins(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                                 int half, const PeerBits& participants, int32_t* begins) {
   const common::SymHeap& heap = context.heap;
   for (int expert = threadIdx.x; expert < launch.num_experts; expert += blockDim.x) {
     const int target = expert / launch.local_experts;
@@ -93,8 +94,8 @@ struct PushDestination {
 
 __device__ __forceinline__ PushDestination push_destination(const SymmetricDispatchLaunch& launch,
                                                             const PeerBits& participants,
-                                                            const PushTargets& targets,
-                                                            const int32_t* begins, int64_t token, int slot) {
+                                                            const PushTargets& targets, const int32_t* begins,
+                                                            int64_t token, int slot) {
   PushDestination out;
   if (slot >= launch.topk) return out;
   const int64_t pair = token * launch.topk + slot;
@@ -109,17 +110,22 @@ __device__ __forceinline__ PushDestination push_destination(const SymmetricDispa
   if (row >= launch.capacity) return out;
   const int64_t index = local * launch.capacity + row;
   out.row = reinterpret_cast<unsigned long long>(targets.recv_x[target] + index * launch.token.row_bytes);
-  out.scales = reinterpret_cast<unsigned long long>(targets.recv_scales[target] + index * launch.token.num_scales);
+  out.scales =
+      reinterpret_cast<unsigned long long>(targets.recv_scales[target] + index * launch.token.num_scales);
   return out;
 }
 
 // Casts one bf16 token (common/fp8_cast.hpp's arithmetic, as the publish) and writes it to every slot in
 // `slots` (a warp-uniform lane mask of `destination`s). Each lane casts 16 channels of a 128-channel block
-// (8 lanes a block, 4 blocks a pass), so that every store is 16 bytes.
+// (8 lanes a block, 4 blocks a pass), so that every store is 16 bytes; a round casts all its passes, then
+// fetches each slot's destination once and stores every pass there.
 __device__ __forceinline__ void push_cast_row(const SymmetricDispatchLaunch& launch, int64_t token,
                                               const PushDestination& destination, uint32_t slots) {
-  // NOTES: two passes of 4 blocks in flight: 4 loads of 16 bytes per lane, as the publish's cast.
-  constexpr int kPasses = 2;
+  // NOTES (session 25): Nsight Compute on the first version (2 passes a round, each slot's destination
+  // shuffled in every pass): 800 us at one rank, DRAM 59 %, schedulers idle 75 % of cycles, the stalls
+  // mostly on the loads (5.5 cycles an instruction) and the shuffles (4.9). 4 passes a round keep 8 loads
+  // of 16 bytes per lane in flight and shuffle each destination once per 16 blocks, not per 4.
+  constexpr int kPasses = 4;
   constexpr int kBlocksPerPass = 4;
   const int lane = lane_id();
   const int lane_in_block = lane % 8;
@@ -138,24 +144,30 @@ __device__ __forceinline__ void push_cast_row(const SymmetricDispatchLaunch& lau
         values[pass][1] = ptx::ld_weak_nc_v4(from + 1);
       }
     }
+    uint4 bytes[kPasses];
+    float scales[kPasses];
 #pragma unroll
     for (int pass = 0; pass < kPasses; ++pass) {
-      const int block = first + pass * kBlocksPerPass + lane / 8;
       float amax = fmaxf(amax_of_eight(values[pass][0]), amax_of_eight(values[pass][1]));
       // The 8 lanes of the block (xor offsets below 8 stay within them).
 #pragma unroll
-      for (int offset = 4; offset > 0; offset /= 2) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
-      const float scale = common::fp8_block_scale(amax, launch.round_scale);
-      const uint2 low = cast_eight_to_fp8(values[pass][0], 1.0f / scale);
-      const uint2 high = cast_eight_to_fp8(values[pass][1], 1.0f / scale);
-      const uint4 bytes = make_uint4(low.x, low.y, high.x, high.y);
-      for (uint32_t left = slots; left != 0; left &= left - 1) {
-        const int slot_lane = __ffs(left) - 1;
-        uint8_t* to = reinterpret_cast<uint8_t*>(__shfl_sync(0xffffffffu, destination.row, slot_lane));
-        float* scales = reinterpret_cast<float*>(__shfl_sync(0xffffffffu, destination.scales, slot_lane));
+      for (int offset = 4; offset > 0; offset /= 2)
+        amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, offset));
+      scales[pass] = common::fp8_block_scale(amax, launch.round_scale);
+      const uint2 low = cast_eight_to_fp8(values[pass][0], 1.0f / scales[pass]);
+      const uint2 high = cast_eight_to_fp8(values[pass][1], 1.0f / scales[pass]);
+      bytes[pass] = make_uint4(low.x, low.y, high.x, high.y);
+    }
+    for (uint32_t left = slots; left != 0; left &= left - 1) {
+      const int slot_lane = __ffs(left) - 1;
+      uint8_t* to = reinterpret_cast<uint8_t*>(__shfl_sync(0xffffffffu, destination.row, slot_lane));
+      float* to_scales = reinterpret_cast<float*>(__shfl_sync(0xffffffffu, destination.scales, slot_lane));
+#pragma unroll
+      for (int pass = 0; pass < kPasses; ++pass) {
+        const int block = first + pass * kBlocksPerPass + lane / 8;
         if (block >= num_blocks) continue;
-        *reinterpret_cast<uint4*>(to + block * common::kFp8CastBlock + lane_in_block * 16) = bytes;
-        if (lane_in_block == 0) scales[block] = scale;
+        *reinterpret_cast<uint4*>(to + block * common::kFp8CastBlock + lane_in_block * 16) = bytes[pass];
+        if (lane_in_block == 0) to_scales[block] = scales[pass];
       }
     }
   }
