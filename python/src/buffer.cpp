@@ -135,7 +135,8 @@ BufferClass bind_buffer(nb::module_& m) {
           "__init__",
           [](BufferSizing* self, int64_t max_tokens_per_rank, int hidden, int topk, int num_experts,
              int64_t low_latency_max_tokens_per_rank, int64_t symmetric_max_tokens_per_rank,
-             bool symmetric_heap_input, int64_t symmetric_heap_output_rows_per_expert) {
+             bool symmetric_heap_input, int64_t symmetric_heap_output_rows_per_expert,
+             int64_t symmetric_heap_receive_rows_per_expert) {
             new (self) BufferSizing();
             self->max_tokens_per_rank = max_tokens_per_rank;
             self->hidden = hidden;
@@ -145,11 +146,13 @@ BufferClass bind_buffer(nb::module_& m) {
             self->symmetric_max_tokens_per_rank = symmetric_max_tokens_per_rank;
             self->symmetric_heap_input = symmetric_heap_input;
             self->symmetric_heap_output_rows_per_expert = symmetric_heap_output_rows_per_expert;
+            self->symmetric_heap_receive_rows_per_expert = symmetric_heap_receive_rows_per_expert;
           },
           nb::arg("max_tokens_per_rank") = 4096, nb::arg("hidden") = 7168, nb::arg("topk") = 8,
           nb::arg("num_experts") = 256, nb::arg("low_latency_max_tokens_per_rank") = 0,
           nb::arg("symmetric_max_tokens_per_rank") = 0, nb::arg("symmetric_heap_input") = false,
-          nb::arg("symmetric_heap_output_rows_per_expert") = 0)
+          nb::arg("symmetric_heap_output_rows_per_expert") = 0,
+          nb::arg("symmetric_heap_receive_rows_per_expert") = 0)
       .def_rw("max_tokens_per_rank", &BufferSizing::max_tokens_per_rank)
       .def_rw("hidden", &BufferSizing::hidden)
       .def_rw("topk", &BufferSizing::topk)

@@ -150,7 +150,8 @@ class Buffer:
                  max_tokens_per_rank: int = 4096, hidden: int = 7168, topk: int = 8, num_experts: int = 256,
                  heap_bytes: int = 0, rank: Optional[int] = None, low_latency_max_tokens_per_rank: int = 0,
                  symmetric_max_tokens_per_rank: int = 0, symmetric_heap_input: bool = False,
-                 symmetric_heap_output_rows_per_expert: int = 0, transport: str = "loopback",
+                 symmetric_heap_output_rows_per_expert: int = 0, symmetric_heap_receive_rows_per_expert: int = 0,
+                 transport: str = "loopback",
                  loopback_max_delay_us: Optional[int] = None, loopback_seed: Optional[int] = None,
                  nccl_comm=None):
         """backend: 'cpu', 'cuda' or 'auto' (cuda when available). sharing: 'processes' (one process
@@ -160,7 +161,9 @@ class Buffer:
         low_latency / symmetric engine, for calls with max_tokens_per_rank up to that (and up to
         hidden, topk, num_experts); 0 (default): that engine is not available on this Buffer.
         symmetric_heap_input / symmetric_heap_output_rows_per_expert reserve the symmetric engine's
-        heap-resident tensors (symmetric_input(), symmetric_expert_output()).
+        heap-resident tensors (symmetric_input(), symmetric_expert_output()); symmetric_heap_receive_rows_per_expert
+        the fp8 dispatch outputs that sources of any process write into (the CUDA push; switchyard.MoE keeps
+        its fp8 recv_x there when it fits its capacity).
         transport: how ranks on other nodes are reached: 'loopback' (emulated in one machine;
         loopback_max_delay_us / loopback_seed delay and reorder its operations, else the environment's
         SWITCHYARD_LOOPBACK_DELAY_US / _SEED) or 'nccl_gin' (NCCL's device API over nccl_comm: an
@@ -183,7 +186,8 @@ class Buffer:
                                  low_latency_max_tokens_per_rank=low_latency_max_tokens_per_rank,
                                  symmetric_max_tokens_per_rank=symmetric_max_tokens_per_rank,
                                  symmetric_heap_input=symmetric_heap_input,
-                                 symmetric_heap_output_rows_per_expert=symmetric_heap_output_rows_per_expert)
+                                 symmetric_heap_output_rows_per_expert=symmetric_heap_output_rows_per_expert,
+                                 symmetric_heap_receive_rows_per_expert=symmetric_heap_receive_rows_per_expert)
         if not isinstance(transport, str):
             raise InvalidArgument(f"transport: expected 'loopback' or 'nccl_gin', got {type(transport).__name__}")
         loopback_max_delay_us = _optional_unsigned(loopback_max_delay_us, "loopback_max_delay_us", 32)

@@ -323,6 +323,7 @@ TEST(MoeLayerExpectedRows, EvenRoutingRoundedUpPicksTheGemmTileOfTheCall) {
 }
 
 TEST(MoeLayerHeapTensors, PullCombineAcrossProcessesFromTheHeapMatchesTheReference) {
+  // Every heap tensor the layer uses: x (round 1), the expert outputs, and with fp8 the dispatch's outputs.
   for (DType dtype : {DType::bf16, DType::fp8_e4m3}) {
     const MoeCase m =
         moe_case(dtype == DType::bf16 ? "heap_bf16_r4" : "heap_fp8_r4", 4, {5, 3, 6, 0}, 6, 2, 8, dtype);
@@ -336,6 +337,9 @@ TEST(MoeLayerHeapTensors, PullCombineAcrossProcessesFromTheHeapMatchesTheReferen
       options.config.symmetric_combine = SymmetricCombine::pull;
       options.sizing.symmetric_heap_input = true;
       options.sizing.symmetric_heap_output_rows_per_expert = expert_major::rows_per_expert(m.c);
+      // fp8: the layer's recv_x and scales in the heap receive area (where the CUDA dispatch pushes them).
+      if (dtype == DType::fp8_e4m3)
+        options.sizing.symmetric_heap_receive_rows_per_expert = expert_major::rows_per_expert(m.c);
       Buffer buffer(options);
       buffer.connect(group.allgather(buffer.local_handle()));
       if (buffer.symmetric_combine_path() != SymmetricCombine::pull)

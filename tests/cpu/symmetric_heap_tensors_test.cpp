@@ -282,6 +282,34 @@ TEST(SymmetricHeapTensorErrors, TheHeapTensorsGrowTheRegionByTheirBytesOnly) {
             symmetric_heap_bytes(plain.topology, plain.sizing) + input + output);
 }
 
+// The heap receive area (BufferSizing::symmetric_heap_receive_rows_per_expert: the fp8 push's outputs across
+// processes) is checked like the other heap tensors, and reserves e4m3 rows and their f32 scales only.
+TEST(SymmetricHeapTensorErrors, TheHeapReceiveAreaIsCheckedNamingTheFieldAndGrowsTheRegionByItsBytes) {
+  Case c = make("heap_receive", 2, {4, 4}, 4, 2, 8, 256);
+  for (int64_t rows : {int64_t{-1}, int64_t{9}}) {  // 2 ranks x 4 tokens: at most 8 rows reach an expert
+    BufferOptions options = heap_options(c, 0, HeapSharing::threads, false, 0);
+    options.sizing.symmetric_heap_receive_rows_per_expert = rows;
+    std::string message = refused<InvalidArgument>([&] { Buffer buffer(options); });
+    EXPECT_EQ(message.rfind("sizing.symmetric_heap_receive_rows_per_expert: expected 0..8", 0), 0u)
+        << message;
+    EXPECT_NE(message.find("got " + std::to_string(rows)), std::string::npos) << message;
+  }
+  BufferOptions without_region = heap_options(c, 0, HeapSharing::threads, false, 0);
+  without_region.sizing.symmetric_heap_receive_rows_per_expert = 4;
+  without_region.sizing.symmetric_max_tokens_per_rank = 0;
+  const std::string message = refused<InvalidArgument>([&] { Buffer buffer(without_region); });
+  EXPECT_EQ(message.rfind("sizing:", 0), 0u) << message;
+  EXPECT_NE(message.find("symmetric_heap_receive_rows_per_expert=4"), std::string::npos) << message;
+
+  const BufferOptions plain = heap_options(c, 0, HeapSharing::threads, false, 0);
+  BufferOptions receiving = plain;
+  receiving.sizing.symmetric_heap_receive_rows_per_expert = 8;
+  const size_t rows = 4 * 8;                                             // [8 experts / 2 ranks, 8 rows]
+  const size_t bytes = rows * 256 + rows * (256 / 128) * sizeof(float);  // e4m3 rows, then f32 scales
+  EXPECT_EQ(symmetric_heap_bytes(receiving.topology, receiving.sizing),
+            symmetric_heap_bytes(plain.topology, plain.sizing) + bytes);
+}
+
 TEST(SymmetricHeapTensorErrors, ViewsAndTensorsOutsideThemAreRefusedNamingTheArgument) {
   Case c = make("heap_views", 1, {1}, 4, 2, 4, 128);  // one token: no expert gets more than one row
   const uint64_t seed = testing::seed_for("symmetric_heap/views");

@@ -43,10 +43,18 @@ def make_buffer(allgather, num_experts, topk):
                              symmetric_max_tokens_per_rank=MAX_TOKENS)
 
 
-def layer_job(rank, num_ranks, allgather, num_experts, topk, fp8, tokens):
+def layer_job(rank, num_ranks, allgather, num_experts, topk, fp8, tokens, heap=False):
     x, topk_idx, topk_weights, w1, w2, w1_scales, w2_scales = rank_data(num_ranks, num_experts, topk, fp8,
                                                                        tokens)[rank]
-    buffer = make_buffer(allgather, num_experts, topk)
+    if heap:  # every heap-resident tensor the layer uses: its expert outputs and (fp8) its dispatch outputs
+        config = switchyard.Config(timeout_seconds=20)
+        buffer = switchyard.Buffer(allgather, backend="cpu", sharing="processes", config=config,
+                                   max_tokens_per_rank=1, hidden=HIDDEN, topk=topk, num_experts=num_experts,
+                                   symmetric_max_tokens_per_rank=MAX_TOKENS,
+                                   symmetric_heap_output_rows_per_expert=num_ranks * MAX_TOKENS,
+                                   symmetric_heap_receive_rows_per_expert=num_ranks * MAX_TOKENS)
+    else:
+        buffer = make_buffer(allgather, num_experts, topk)
     moe = switchyard.MoE(buffer, w1, w2, w1_scales=w1_scales, w2_scales=w2_scales, num_experts=num_experts,
                          max_tokens_per_rank=MAX_TOKENS)
     assert (moe.hidden, moe.intermediate, moe.weight_dtype) == (HIDDEN, INTERMEDIATE, "fp8_e4m3" if fp8 else "bf16")
@@ -79,9 +87,10 @@ def float64_layer(data, num_ranks, num_experts, rank):
 @pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
 @pytest.mark.parametrize("num_ranks,topk,tokens", [(1, 2, [6]), (2, 1, [5, 0]), (2, 3, [7, 4])],
                          ids=["r1_k2", "r2_k1_one_rank_empty", "r2_k3"])
-def test_layer_matches_the_reference_bitwise(ranks, num_ranks, topk, tokens, fp8):
+@pytest.mark.parametrize("heap", [False, True], ids=["workspace", "heap"])
+def test_layer_matches_the_reference_bitwise(ranks, num_ranks, topk, tokens, fp8, heap):
     num_experts = 4 * num_ranks
-    results = ranks(num_ranks).run(layer_job, [(num_experts, topk, fp8, tokens)] * num_ranks)
+    results = ranks(num_ranks).run(layer_job, [(num_experts, topk, fp8, tokens, heap)] * num_ranks)
     data = rank_data(num_ranks, num_experts, topk, fp8, tokens)
     columns = list(zip(*data))
     expected = _C._testing.moe_reference(*columns[:5], [s for s in columns[5] if s is not None],
