@@ -307,12 +307,22 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
         throw InvalidArgument("topk_idx: expected expert ids in [-1, " + std::to_string(error.expected) +
                               "), got " + std::to_string(error.observed) + " (found on the device by " +
                               message.str() + ")");
-      case common::WaitTarget::call_signature:
-        throw InvalidArgument(std::string(common::wait_role_engine(error.role)) +
-                              ": expected every rank to call with the same shape; rank " +
-                              std::to_string(error.peer) + "'s call differs from rank " +
-                              std::to_string(error.rank) + "'s (found on the device by " + message.str() +
-                              ")");
+      case common::WaitTarget::call_signature: {
+        // The symmetric dispatch's shape includes whether it pushes (cuda/symmetric/push.cuh), which across
+        // processes follows where each rank's outputs are: name the arguments that decide it.
+        const bool dispatch = error.role == static_cast<int32_t>(common::WaitRole::symmetric_dispatch);
+        throw InvalidArgument(
+            std::string(common::wait_role_engine(error.role)) +
+            ": expected every rank to call with the same shape; rank " + std::to_string(error.peer) +
+            "'s call differs from rank " + std::to_string(error.rank) + "'s (found on the device by " +
+            message.str() + ")" +
+            (dispatch
+                 ? std::string("; an fp8 dispatch across processes pushes when its out_recv_x and "
+                               "out_recv_x_scales lie in the heap receive area "
+                               "(BufferSizing::symmetric_heap_receive_rows_per_expert): on every rank, or on "
+                               "none")
+                 : std::string()));
+      }
       case common::WaitTarget::expert_capacity: {
         const std::string what =
             detail::expert_capacity_message(error.expected, error.channel, error.peer, error.observed);
