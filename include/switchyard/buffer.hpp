@@ -194,6 +194,13 @@ struct CombineResult {
   Tensor combined_topk_weights;  // f32 [N, K], when topk_weights was given
 };
 
+// The symmetric engine's heap receive area as views (Buffer::symmetric_receive): an fp8 dispatch's
+// out_recv_x and out_recv_x_scales in this rank's heap. L = BufferSizing::num_experts / R.
+struct SymmetricReceiveViews {
+  TensorView recv_x;         // fp8_e4m3 [L, expert_capacity, hidden]
+  TensorView recv_x_scales;  // f32 [L, expert_capacity, hidden / 128]
+};
+
 class Buffer {
  public:
   explicit Buffer(const BufferOptions& options);
@@ -245,8 +252,9 @@ class Buffer {
   // always publish. Config::symmetric_dispatch chooses; `auto` resolves at connect, alike on every rank.
   SymmetricDispatch symmetric_dispatch_path() const;
   // The symmetric engine's heap-resident tensors (BufferSizing::symmetric_heap_input,
-  // symmetric_heap_output_rows_per_expert): views of this rank's heap, on the buffer's device, valid while
-  // the Buffer lives. Every peer maps this heap, so tensors written here are read in place on every path:
+  // symmetric_heap_output_rows_per_expert, symmetric_heap_receive_rows_per_expert): views of this rank's
+  // heap, on the buffer's device, valid while the Buffer lives. Every peer maps this heap, so tensors
+  // written here are read (or written) in place on every path:
   //   symmetric_input: bf16 [num_tokens, hidden]. A symmetric_dispatch whose x is this view (or a leading
   //     part of it) pulls its bf16 rows from there, with no publish copy, whatever symmetric_dispatch_path()
   //     says, also across processes and GPUs; it returns once no peer reads them (x may then be refilled).
@@ -254,9 +262,19 @@ class Buffer {
   //     the dispatch's). The pull combine reads y from there; with ranks in separate processes or on several
   //     GPUs, Config::symmetric_combine = pull needs it (every combine's x must be this view) and auto keeps
   //     push. The combine returns once no peer reads it.
-  // One of each per buffer: a view is rewritten by whoever writes it next, the caller included.
+  //   symmetric_receive: fp8_e4m3 recv_x [L, C, hidden] and f32 recv_x_scales [L, C, hidden / 128] (L =
+  //     num_experts / R of the sizing; C = expert_capacity, 0: R * symmetric_max_tokens_per_rank, as a
+  //     dispatch's 0 with max_tokens_per_rank at that capacity; hidden a multiple of 128, 0: sizing.hidden).
+  //     Passed as out_recv_x and out_recv_x_scales of an fp8 symmetric_dispatch (use_fp8, f32 scales: not
+  //     use_ue8m0) on every rank, with that dispatch's C and hidden, they let every source write its rows
+  //     straight into them (the CUDA engine's push), also with ranks in separate processes and on several
+  //     GPUs; elsewhere the dispatch pulls into them as into any outputs. A dispatch with fewer experts
+  //     than the sizing's passes a leading part (its L experts).
+  // One of each per buffer: a view is rewritten by whoever writes it next, the caller included (a second
+  // dispatch into the receive views rewrites the first one's rows).
   TensorView symmetric_input(int64_t num_tokens, int hidden);
   TensorView symmetric_expert_output(const LowLatencyHandle& handle, int hidden = 0);
+  SymmetricReceiveViews symmetric_receive(int64_t expert_capacity, int hidden = 0);
 
   // Rank masks (DeepEP's enable_shrink): this rank's view of which peers have left. A masked rank
   // takes no part in this buffer's low_latency and symmetric calls: its experts receive nothing,

@@ -114,8 +114,9 @@ struct BufferSizing {
   int64_t symmetric_heap_output_rows_per_expert = 0;  // y: bf16 [num_experts / R, rows, hidden]; 0: none
   // fp8 dispatch outputs that every source writes into (the CUDA engine's fp8 push, also across processes
   // and GPUs): e4m3 recv_x [num_experts / R, rows, hidden] and f32 scales [num_experts / R, rows,
-  // hidden / 128]. A symmetric_dispatch whose out_recv_x and out_recv_x_scales are views of them (the MoE
-  // layer's, when they fit its capacity) is pushed instead of pulled. 0: none.
+  // hidden / 128]. A symmetric_dispatch whose out_recv_x and out_recv_x_scales are views of them
+  // (Buffer::symmetric_receive; the MoE layer's, when they fit its capacity) is pushed instead of pulled.
+  // 0: none.
   int64_t symmetric_heap_receive_rows_per_expert = 0;
 };
 

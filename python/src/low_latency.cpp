@@ -45,7 +45,8 @@ nb::object make_hook(std::function<void()> hook, nb::handle buffer, std::shared_
 nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handle topk_idx,
                   int64_t max_tokens_per_rank, int num_experts, bool use_fp8, bool round_scale,
                   bool use_ue8m0, bool return_recv_hook, int64_t expert_capacity, uintptr_t stream,
-                  const std::string& framework, nb::handle wait_recv_cost_stats, nb::handle x_scales) {
+                  const std::string& framework, nb::handle wait_recv_cost_stats, nb::handle x_scales,
+                  nb::handle out_recv_x, nb::handle out_recv_x_scales) {
   PyBuffer& self = nb::cast<PyBuffer&>(self_object);
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
@@ -65,6 +66,10 @@ nb::dict dispatch(Engine engine, nb::handle self_object, nb::handle x, nb::handl
   // Added to when the receive half runs: kept alive with the inputs until the hook (if any) has run.
   args.wait_recv_cost_stats =
       to_view(wait_recv_cost_stats, "wait_recv_cost_stats", *keep, self.placement(), true);
+  // Optional preallocated outputs (e.g. Buffer.symmetric_receive's views, which the sources push into);
+  // written when the receive half runs: kept alive with the inputs until the hook (if any) has run.
+  args.out_recv_x = to_view(out_recv_x, "out_recv_x", *keep, self.placement(), true);
+  args.out_recv_x_scales = to_view(out_recv_x_scales, "out_recv_x_scales", *keep, self.placement(), true);
   args.stream = to_stream(stream);
   LowLatencyDispatchResult result;
   {
@@ -151,16 +156,18 @@ void bind_low_latency(nb::module_& m, BufferClass& buffer) {
         [engine](nb::handle self, nb::handle x, nb::handle topk_idx, int64_t max_tokens_per_rank,
                  int num_experts, bool use_fp8, bool round_scale, bool use_ue8m0, bool return_recv_hook,
                  int64_t expert_capacity, uintptr_t stream, const std::string& framework,
-                 nb::handle wait_recv_cost_stats, nb::handle x_scales) {
+                 nb::handle wait_recv_cost_stats, nb::handle x_scales, nb::handle out_recv_x,
+                 nb::handle out_recv_x_scales) {
           return dispatch(engine, self, x, topk_idx, max_tokens_per_rank, num_experts, use_fp8, round_scale,
                           use_ue8m0, return_recv_hook, expert_capacity, stream, framework,
-                          wait_recv_cost_stats, x_scales);
+                          wait_recv_cost_stats, x_scales, out_recv_x, out_recv_x_scales);
         },
         nb::arg("x"), nb::arg("topk_idx"), nb::arg("max_tokens_per_rank"), nb::arg("num_experts"),
         nb::arg("use_fp8") = false, nb::arg("round_scale") = false, nb::arg("use_ue8m0") = false,
         nb::arg("return_recv_hook") = false, nb::arg("expert_capacity") = 0, nb::arg("stream") = 0,
         nb::arg("framework") = "numpy", nb::arg("wait_recv_cost_stats").none() = nb::none(),
-        nb::arg("x_scales").none() = nb::none(),
+        nb::arg("x_scales").none() = nb::none(), nb::arg("out_recv_x").none() = nb::none(),
+        nb::arg("out_recv_x_scales").none() = nb::none(),
         "-> dict(recv_x, recv_x_scales, recv_count, layout_range, src_info, handle, hook)");
     buffer.def(
         ll ? "low_latency_combine" : "symmetric_combine",
@@ -209,6 +216,19 @@ void bind_low_latency(nb::module_& m, BufferClass& buffer) {
       },
       nb::arg("handle"), nb::arg("hidden") = 0, nb::arg("framework") = "numpy",
       "bf16 [L, C, hidden]: the heap-resident expert outputs that symmetric_combine reads in place");
+  buffer.def(
+      "symmetric_receive",
+      [](nb::handle self, int64_t expert_capacity, int hidden, const std::string& framework) {
+        PyBuffer& buffer_ref = nb::cast<PyBuffer&>(self);
+        CallScope scope(buffer_ref);
+        const SymmetricReceiveViews views = buffer_ref.symmetric_receive(expert_capacity, hidden);
+        const OutputStyle style = parse_output_style(framework);
+        return nb::make_tuple(to_python(Tensor::borrow(views.recv_x), style, self),
+                              to_python(Tensor::borrow(views.recv_x_scales), style, self));
+      },
+      nb::arg("expert_capacity"), nb::arg("hidden") = 0, nb::arg("framework") = "numpy",
+      "(fp8 e4m3 [L, C, hidden], f32 [L, C, hidden / 128]): the heap receive area, symmetric_dispatch's "
+      "out_recv_x and out_recv_x_scales that every source writes into (the fp8 push)");
 }
 
 }  // namespace switchyard::python

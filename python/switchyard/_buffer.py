@@ -162,8 +162,8 @@ class Buffer:
         hidden, topk, num_experts); 0 (default): that engine is not available on this Buffer.
         symmetric_heap_input / symmetric_heap_output_rows_per_expert reserve the symmetric engine's
         heap-resident tensors (symmetric_input(), symmetric_expert_output()); symmetric_heap_receive_rows_per_expert
-        the fp8 dispatch outputs that sources of any process write into (the CUDA push; switchyard.MoE keeps
-        its fp8 recv_x there when it fits its capacity).
+        the fp8 dispatch outputs that sources of any process write into (symmetric_receive(); the CUDA push;
+        switchyard.MoE keeps its fp8 recv_x there when it fits its capacity).
         transport: how ranks on other nodes are reached: 'loopback' (emulated in one machine;
         loopback_max_delay_us / loopback_seed delay and reorder its operations, else the environment's
         SWITCHYARD_LOOPBACK_DELAY_US / _SEED) or 'nccl_gin' (NCCL's device API over nccl_comm: an
@@ -412,7 +412,8 @@ class Buffer:
 
     def symmetric_dispatch(self, x, topk_idx, max_tokens_per_rank: int, num_experts: int, *, use_fp8: bool = False,
                            round_scale: bool = False, use_ue8m0: bool = False, return_recv_hook: bool = False,
-                           expert_capacity: int = 0, x_scales=None, stream=None) -> LowLatencyDispatchResult:
+                           expert_capacity: int = 0, x_scales=None, out_recv_x=None, out_recv_x_scales=None,
+                           stream=None) -> LowLatencyDispatchResult:
         """low_latency_dispatch on the `symmetric` engine (one pull stage after a barrier): the same
         arguments and outputs, bit for bit. Needs symmetric_max_tokens_per_rank >= max_tokens_per_rank.
         Its handles are for symmetric_combine only. return_recv_hook=True raises Unsupported.
@@ -425,14 +426,19 @@ class Buffer:
         expert_capacity: rows per local expert C of recv_x, recv_x_scales and src_info ([L, C, ...]);
         0 means R * max_tokens_per_rank. recv_count and layout_range keep the true counts. An expert
         that receives more than C rows keeps its first C, and every rank raises CapacityError (on cuda
-        at the next call or synchronize()); the combine of such a dispatch is refused. Same on every rank."""
+        at the next call or synchronize()); the combine of such a dispatch is refused. Same on every rank.
+
+        out_recv_x, out_recv_x_scales: preallocated outputs ([L, C, H] and its scales; returned as given).
+        With use_fp8 (f32 scales), symmetric_receive()'s views passed here on every rank let every source
+        write its rows straight into them, also with ranks in separate processes."""
         if isinstance(x, tuple):
             if x_scales is not None:
                 raise InvalidArgument("x_scales: given twice (x is already a tuple (x, x_scales))")
             x, x_scales = x
         return self._expert_major_dispatch("symmetric_dispatch", x, topk_idx, max_tokens_per_rank, num_experts,
                                            use_fp8, round_scale, use_ue8m0, return_recv_hook, expert_capacity, stream,
-                                           x_scales=x_scales)
+                                           x_scales=x_scales, out_recv_x=out_recv_x,
+                                           out_recv_x_scales=out_recv_x_scales)
 
     def symmetric_combine(self, x, topk_idx, topk_weights, handle: "_C.LowLatencyHandle", *, zero_copy: bool = False,
                           return_recv_hook: bool = False, out=None, bias0=None, bias1=None,
@@ -461,16 +467,32 @@ class Buffer:
         self._check_alive()
         return self._native.symmetric_expert_output(handle, int(hidden), framework or self._expert_major_framework)
 
+    def symmetric_receive(self, expert_capacity: int, hidden: int = 0, *, framework: Optional[str] = None):
+        """(recv_x, recv_x_scales) in this rank's heap (needs symmetric_heap_receive_rows_per_expert >= C):
+        fp8 e4m3 [L, C, hidden] (uint8 bits with numpy) and f32 [L, C, hidden / 128], L = num_experts / R of
+        the Buffer's sizing, C = expert_capacity (0: R * symmetric_max_tokens_per_rank), hidden a multiple of
+        128 (0: the sizing's). Pass them as symmetric_dispatch's out_recv_x and out_recv_x_scales of an fp8
+        call (use_fp8, not use_ue8m0) with that C and hidden on every rank: every source then writes its rows
+        straight into them (the push), also with ranks in separate processes and on several GPUs. A dispatch
+        of fewer experts takes the first L of each. One per Buffer: the next such dispatch rewrites them."""
+        self._check_alive()
+        return self._native.symmetric_receive(int(expert_capacity), int(hidden),
+                                              framework or self._expert_major_framework)
+
     def _expert_major_dispatch(self, method, x, topk_idx, max_tokens_per_rank, num_experts, use_fp8, round_scale,
                                use_ue8m0, return_recv_hook, expert_capacity, stream, wait_recv_cost_stats=None,
-                               x_scales=None):
+                               x_scales=None, out_recv_x=None, out_recv_x_scales=None):
         self._check_alive()
         call = _Call(self, x, stream)
         raw = getattr(self._native, method)(call(x, "x"), call(topk_idx, "topk_idx"), int(max_tokens_per_rank),
                                             int(num_experts), bool(use_fp8), bool(round_scale), bool(use_ue8m0),
                                             bool(return_recv_hook), int(expert_capacity), call.stream,
                                             call.framework, call(wait_recv_cost_stats, "wait_recv_cost_stats"),
-                                            call(x_scales, "x_scales"))
+                                            call(x_scales, "x_scales"), call(out_recv_x, "out_recv_x"),
+                                            call(out_recv_x_scales, "out_recv_x_scales"))
+        for name, given in (("recv_x", out_recv_x), ("recv_x_scales", out_recv_x_scales)):
+            if given is not None:
+                raw[name] = given
         self._expert_major_framework = call.framework
         return LowLatencyDispatchResult(**raw)
 

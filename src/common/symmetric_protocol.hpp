@@ -44,7 +44,9 @@
 // Buffer::symmetric_input, symmetric_expert_output) are the zero-copy dispatch's x and the pull combine's y
 // at a heap offset instead of an address: a record then says so (SymmetricRowsAt::heap) and a reader adds
 // the offset to its own mapping of that rank's heap. Every rank maps every peer's heap, so both paths then
-// work with ranks in separate processes and on several GPUs, where plain pointers do not reach.
+// work with ranks in separate processes and on several GPUs, where plain pointers do not reach. The heap
+// receive area (BufferSizing::symmetric_heap_receive_rows_per_expert; Buffer::symmetric_receive) is the
+// same for the fp8 push's outputs: a receiver announces it at a heap offset, and sources write into it.
 //
 // Every dispatch's source record also carries the call's shape digest: after the barrier each receiver
 // compares every source's with its own, and all ranks refuse a call on which they disagree, before

@@ -301,6 +301,13 @@ class Buffer::Impl {
                                                 data, hidden);
   }
 
+  SymmetricReceiveViews symmetric_receive(int64_t expert_capacity, int hidden) {
+    check_usable("symmetric_receive");
+    detail::check_symmetric_region(options_, "symmetric_receive");
+    return detail::symmetric_receive_views(plan_context(), symmetric_layout_, backend_->heap_base(),
+                                           expert_capacity, hidden);
+  }
+
   TensorView low_latency_combine_buffer(const LowLatencyHandle& handle) {
     check_usable("low_latency_combine_buffer");
     detail::check_low_latency_region(options_, "low_latency_combine_buffer");
@@ -542,6 +549,9 @@ TensorView Buffer::symmetric_input(int64_t num_tokens, int hidden) {
 }
 TensorView Buffer::symmetric_expert_output(const LowLatencyHandle& handle, int hidden) {
   return impl_->symmetric_expert_output(handle, hidden);
+}
+SymmetricReceiveViews Buffer::symmetric_receive(int64_t expert_capacity, int hidden) {
+  return impl_->symmetric_receive(expert_capacity, hidden);
 }
 SymmetricCombine Buffer::symmetric_combine_path() const {
   return impl_->symmetric_combine_path();

@@ -98,7 +98,8 @@ struct SymmetricDispatchPlan : ExpertMajorDispatchPlan {
   // offset from the heap base, which every peer can follow; -1 otherwise.
   int64_t x_heap_offset = -1;
   // Likewise for out_recv_x and out_recv_x_scales in the heap-resident fp8 dispatch outputs
-  // (BufferSizing::symmetric_heap_receive_rows_per_expert), which sources of any process can push into.
+  // (BufferSizing::symmetric_heap_receive_rows_per_expert, Buffer::symmetric_receive), which sources of any
+  // process can push into.
   int64_t recv_x_heap_offset = -1;
   int64_t recv_scales_heap_offset = -1;
 };

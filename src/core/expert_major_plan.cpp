@@ -416,11 +416,11 @@ SymmetricDispatchPlan plan_symmetric_dispatch(const LowLatencyDispatchArgs& args
                                         layout.heap_input_bytes(), "x", "Buffer::symmetric_input");
   plan.recv_x_heap_offset = heap_area_offset(args.out_recv_x.data, args.out_recv_x.nbytes(), heap_base,
                                              layout.heap_receive_offset(), layout.heap_receive_bytes(),
-                                             "out_recv_x", "the heap receive area");
+                                             "out_recv_x", "Buffer::symmetric_receive (its recv_x)");
   plan.recv_scales_heap_offset =
       heap_area_offset(args.out_recv_x_scales.data, args.out_recv_x_scales.nbytes(), heap_base,
                        layout.heap_receive_scales_offset(), layout.heap_receive_scales_bytes(),
-                       "out_recv_x_scales", "the heap receive area's scales");
+                       "out_recv_x_scales", "Buffer::symmetric_receive (its recv_x_scales)");
   return plan;
 }
 
@@ -496,6 +496,48 @@ TensorView symmetric_expert_output_view(const PlanContext& buffer, const common:
   return TensorView(heap_base + layout.heap_output_offset(), DType::bf16,
                     {handle.local_experts, rows, hidden}, buffer.device,
                     buffer.device == Device::cuda ? buffer.options.device : 0);
+}
+
+SymmetricReceiveViews symmetric_receive_views(const PlanContext& buffer,
+                                              const common::SymmetricLayout& layout, uint8_t* heap_base,
+                                              int64_t expert_capacity, int hidden) {
+  if (layout.heap_receive_rows <= 0) {
+    throw InvalidArgument(
+        "symmetric_receive: expected a buffer sized with "
+        "BufferSizing::symmetric_heap_receive_rows_per_expert "
+        "> 0, got one sized without it");
+  }
+  // As a dispatch resolves its expert_capacity, at the region's max_tokens_per_rank.
+  const int64_t all_rows = static_cast<int64_t>(layout.num_ranks) * layout.max_tokens_per_rank;
+  if (expert_capacity < 0 || expert_capacity > all_rows) {
+    throw InvalidArgument("expert_capacity: expected 0 (num_ranks * sizing.symmetric_max_tokens_per_rank = " +
+                          std::to_string(all_rows) + " rows per local expert) or 1.." +
+                          std::to_string(all_rows) + ", got " + std::to_string(expert_capacity));
+  }
+  const int64_t rows = expert_capacity == 0 ? all_rows : expert_capacity;
+  if (rows > layout.heap_receive_rows) {
+    throw InvalidArgument("expert_capacity: expected at most " + std::to_string(layout.heap_receive_rows) +
+                          " rows per local expert (sizing.symmetric_heap_receive_rows_per_expert), got " +
+                          (expert_capacity == 0 ? "0 (" + std::to_string(all_rows) + " rows)"
+                                                : std::to_string(expert_capacity)));
+  }
+  const int given = hidden;
+  if (hidden == 0) hidden = layout.hidden;
+  if (hidden < 1 || hidden > layout.hidden || hidden % common::kScaleBlock != 0) {
+    throw InvalidArgument(
+        "hidden: expected a multiple of " + std::to_string(common::kScaleBlock) +
+        " (one f32 scale per 128 channels) in 1.." + std::to_string(layout.hidden) +
+        " (sizing.hidden), or 0 for sizing.hidden, got " +
+        (given == 0 ? "0 (sizing.hidden " + std::to_string(layout.hidden) + ")" : std::to_string(given)));
+  }
+  const int device_index = buffer.device == Device::cuda ? buffer.options.device : 0;
+  SymmetricReceiveViews views;
+  views.recv_x = TensorView(heap_base + layout.heap_receive_offset(), DType::fp8_e4m3,
+                            {layout.local_experts, rows, hidden}, buffer.device, device_index);
+  views.recv_x_scales =
+      TensorView(heap_base + layout.heap_receive_scales_offset(), DType::f32,
+                 {layout.local_experts, rows, hidden / common::kScaleBlock}, buffer.device, device_index);
+  return views;
 }
 
 void check_pull_reaches_y(const SymmetricCombinePlan& plan, bool pointers_shared) {

@@ -39,12 +39,18 @@ SymmetricDispatchPlan plan_symmetric_dispatch(const LowLatencyDispatchArgs& args
 SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args, const PlanContext& buffer,
                                             const common::SymmetricLayout& layout, const uint8_t* heap_base);
 
-// The heap-resident tensors' views (Buffer::symmetric_input, Buffer::symmetric_expert_output), checked
-// against the sizing; `handle` is a symmetric dispatch's of this buffer.
+// The heap-resident tensors' views (Buffer::symmetric_input, Buffer::symmetric_expert_output,
+// Buffer::symmetric_receive), checked against the sizing; `handle` is a symmetric dispatch's of this buffer.
 TensorView symmetric_input_view(const PlanContext& buffer, const common::SymmetricLayout& layout,
                                 uint8_t* heap_base, int64_t num_tokens, int hidden);
 TensorView symmetric_expert_output_view(const PlanContext& buffer, const common::SymmetricLayout& layout,
                                         uint8_t* heap_base, const ExpertMajorHandleData& handle, int hidden);
+// The heap receive area's views for `expert_capacity` rows per local expert (0: num_ranks *
+// symmetric_max_tokens_per_rank) of `hidden` channels (0: sizing.hidden), for every local expert of the
+// sizing (the MoE layer narrows them to its own).
+SymmetricReceiveViews symmetric_receive_views(const PlanContext& buffer,
+                                              const common::SymmetricLayout& layout, uint8_t* heap_base,
+                                              int64_t expert_capacity, int hidden);
 
 // The pull combine reads every rank's y where it is: through a plain pointer only when `pointers_shared`
 // (ranks as threads of one process, on one device), else only the heap-resident expert outputs.

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "core/buffer_access.hpp"
+#include "core/expert_major_plan.hpp"
 #include "core/moe_plan.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/moe.hpp"
@@ -45,14 +46,15 @@ MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan
   MoeWorkspace space;
   const int device_index = context.device == Device::cuda ? context.options.device : 0;
   if (heap_receive_fits(layout, plan)) {
-    // Every source pushes its fp8 rows straight into them (cuda/symmetric/push.cuh). The Buffer outlives
-    // the layer.
-    uint8_t* base = BufferAccess::heap_base(buffer);
-    space.recv_x = Tensor::borrow(TensorView(base + layout.heap_receive_offset(), dtype,
-                                             {local, rows, hidden}, context.device, device_index));
-    space.recv_x_scales = Tensor::borrow(TensorView(base + layout.heap_receive_scales_offset(), DType::f32,
-                                                    {local, rows, hidden / common::kMoeScaleBlock},
-                                                    context.device, device_index));
+    // Every source pushes its fp8 rows straight into them (cuda/symmetric/push.cuh):
+    // Buffer::symmetric_receive's views, narrowed to the layer's experts (a leading part). The Buffer
+    // outlives the layer.
+    SymmetricReceiveViews views = detail::symmetric_receive_views(
+        context, layout, BufferAccess::heap_base(buffer), rows, static_cast<int>(hidden));
+    views.recv_x.shape[0] = local;
+    views.recv_x_scales.shape[0] = local;
+    space.recv_x = Tensor::borrow(views.recv_x);
+    space.recv_x_scales = Tensor::borrow(views.recv_x_scales);
   } else {
     space.recv_x = BufferAccess::allocate(buffer, dtype, {local, rows, hidden});
     if (plan.fp8) {

@@ -1,12 +1,14 @@
 // The `symmetric` engine's heap-resident tensors (BufferSizing::symmetric_heap_input,
-// symmetric_heap_output_rows_per_expert; Buffer::symmetric_input, Buffer::symmetric_expert_output): a
-// dispatch whose x lives there is read in place by every peer, and a pull combine reads y there, also with
-// ranks in separate processes (HeapSharing::processes: every rank maps its peers' heaps at addresses of its
-// own, so a plain pointer reaches no peer, as between processes). Bitwise against the reference, with the
-// source record checked to announce the heap offset; the inputs may be refilled as soon as a call returns;
-// bad sizings, views and tensors are refused by name.
+// symmetric_heap_output_rows_per_expert, symmetric_heap_receive_rows_per_expert; Buffer::symmetric_input,
+// Buffer::symmetric_expert_output, Buffer::symmetric_receive): a dispatch whose x lives there is read in
+// place by every peer, a pull combine reads y there, and an fp8 dispatch writes its outputs into the receive
+// area, also with ranks in separate processes (HeapSharing::processes: every rank maps its peers' heaps at
+// addresses of its own, so a plain pointer reaches no peer, as between processes). Bitwise against the
+// reference, with the source record checked to announce the heap offset; the inputs may be refilled as soon
+// as a call returns; bad sizings, views and tensors are refused by name.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <ostream>
@@ -201,6 +203,126 @@ TEST(SymmetricHeapTensorsMixed, RanksWithAndWithoutTheHeapInputMatchTheReference
   expect_none(failures, seed);
 }
 
+// ---- the heap receive area (Buffer::symmetric_receive) ----------------------------------------------
+
+BufferOptions receive_options(const Case& c, int rank, HeapSharing sharing, int64_t receive_rows) {
+  BufferOptions options = heap_options(c, rank, sharing, true, rows_per_expert(c));
+  options.sizing.symmetric_heap_receive_rows_per_expert = receive_rows;
+  return options;
+}
+
+// The views are the receive area, right after the expert outputs in the symmetric region: e4m3 rows, then
+// f32 scales, of every local expert of the sizing; a smaller capacity or hidden gives a leading part of
+// each (same addresses, smaller shapes), and writes through a view land in the heap.
+TEST(SymmetricHeapReceive, ViewsAreTheReceiveAreaAfterTheExpertOutputs) {
+  Case c = make("heap_receive_views", 2, {4, 4}, 4, 2, 8, 256);  // L = 4 local experts, R * max = 8 rows
+  Failures failures;
+  run_ranks(c.ranks, [&](Group& group) {
+    const int rank = group.rank();
+    const BufferOptions options = receive_options(c, rank, HeapSharing::threads, 8);
+    Buffer buffer(options);
+    buffer.connect(group.allgather(buffer.local_handle()));
+    const common::SymmetricLayout layout = detail::symmetric_layout(options.topology, options.sizing, 0);
+    // The heap input's view starts at its area: the region's address follows from it.
+    const uint8_t* region =
+        static_cast<const uint8_t*>(buffer.symmetric_input(0, c.hidden).data) - layout.heap_input_offset();
+    const auto expect = [&](bool ok, const std::string& what) {
+      if (!ok) failures.add(rank, what);
+    };
+    const SymmetricReceiveViews whole = buffer.symmetric_receive(0);  // C = R * max, hidden = sizing's
+    expect(whole.recv_x.dtype == DType::fp8_e4m3 && whole.recv_x.ndim == 3 && whole.recv_x.shape[0] == 4 &&
+               whole.recv_x.shape[1] == 8 && whole.recv_x.shape[2] == 256 &&
+               whole.recv_x.device == Device::cpu,
+           "recv_x: " + whole.recv_x.describe());
+    expect(whole.recv_x_scales.dtype == DType::f32 && whole.recv_x_scales.ndim == 3 &&
+               whole.recv_x_scales.shape[0] == 4 && whole.recv_x_scales.shape[1] == 8 &&
+               whole.recv_x_scales.shape[2] == 2 && whole.recv_x_scales.device == Device::cpu,
+           "recv_x_scales: " + whole.recv_x_scales.describe());
+    const uint8_t* recv_x = static_cast<const uint8_t*>(whole.recv_x.data);
+    const uint8_t* scales = static_cast<const uint8_t*>(whole.recv_x_scales.data);
+    expect(layout.heap_receive_offset() == layout.heap_output_offset() + layout.heap_output_bytes() &&
+               layout.heap_output_bytes() >= size_t{4 * 8 * 256 * 2},
+           "the receive area does not follow the expert outputs");
+    expect(recv_x == region + layout.heap_receive_offset(), "recv_x is not at the receive area");
+    expect(scales == region + layout.heap_receive_scales_offset(), "recv_x_scales is not at their area");
+    expect(recv_x + whole.recv_x.nbytes() <= scales, "recv_x runs into the scales");
+    expect(scales + whole.recv_x_scales.nbytes() <= region + layout.region_bytes(),
+           "recv_x_scales run past the symmetric region");
+
+    const SymmetricReceiveViews part = buffer.symmetric_receive(3, 128);
+    expect(part.recv_x.data == whole.recv_x.data && part.recv_x_scales.data == whole.recv_x_scales.data,
+           "a smaller view does not start where the whole one does");
+    expect(part.recv_x.shape[0] == 4 && part.recv_x.shape[1] == 3 && part.recv_x.shape[2] == 128 &&
+               part.recv_x_scales.shape[1] == 3 && part.recv_x_scales.shape[2] == 1,
+           "part: " + part.recv_x.describe() + ", " + part.recv_x_scales.describe());
+    expect(buffer.symmetric_receive(8, 0).recv_x.shape[2] == 256, "hidden 0 is not sizing.hidden");
+
+    std::memset(whole.recv_x.data, 0x3C, whole.recv_x.nbytes());
+    std::memset(whole.recv_x_scales.data, 0x5A, whole.recv_x_scales.nbytes());
+    const SymmetricReceiveViews again = buffer.symmetric_receive(0);
+    expect(again.recv_x.as<const uint8_t>()[whole.recv_x.nbytes() - 1] == 0x3C &&
+               again.recv_x_scales.as<const uint8_t>()[0] == 0x5A,
+           "writes through the views do not stay in the heap");
+    group.barrier();
+  });
+  expect_none(failures, 0);
+}
+
+class SymmetricHeapReceive : public ::testing::TestWithParam<HeapSharing> {};
+
+INSTANTIATE_TEST_SUITE_P(Sharings, SymmetricHeapReceive,
+                         ::testing::Values(HeapSharing::threads, HeapSharing::processes),
+                         [](const auto& info) {
+                           return std::string(info.param == HeapSharing::threads ? "threads" : "processes");
+                         });
+
+// fp8 dispatches (f32 scales, with and without round_scale; the full capacity and the smallest that fits)
+// whose out_recv_x and out_recv_x_scales are every rank's receive views, poisoned before each call: three
+// rounds on one buffer (each dispatch rewrites the area), every output bitwise the reference's, and the
+// round trip's combine too. Rank 2 sends nothing.
+TEST_P(SymmetricHeapReceive, Fp8DispatchesIntoTheReceiveViewsMatchTheReferenceBitwise) {
+  const HeapSharing sharing = GetParam();
+  const std::string sharing_name = sharing == HeapSharing::threads ? "threads" : "processes";
+  const Case base = make("heap_receive_" + sharing_name, 4, {7, 5, 0, 7}, 7, 3, 8, 256);
+  const uint64_t seed = testing::seed_for("symmetric_heap/receive/" + sharing_name);
+  const std::vector<workload::RankData> drawn = workload::generate(shape_of(base), seed);
+  const int64_t fitting = std::max<int64_t>(1, max_expert_rows(drawn, base.num_experts));
+  for (const Case& c : {with_fp8(base, false, false), with_capacity(with_fp8(base, true, false), fitting)}) {
+    SCOPED_TRACE("round_scale " + std::to_string(c.fp8.round_scale) + ", expert_capacity " +
+                 std::to_string(c.capacity));
+    const Expected expected = expected_from(c, drawn);
+    Failures failures;
+    run_ranks(c.ranks, [&](Group& group) {
+      const int rank = group.rank();
+      // The area holds every row that could arrive: R * max.
+      Buffer buffer(receive_options(c, rank, sharing, c.ranks * c.max_tokens));
+      buffer.connect(group.allgather(buffer.local_handle()));
+      const workload::RankData& data = expected.data[rank];
+      for (int round = 0; round < 3; ++round) {
+        const SymmetricReceiveViews views = buffer.symmetric_receive(c.capacity);
+        workload::poison(views.recv_x);
+        workload::poison(views.recv_x_scales);
+        PoisonedOutputs out = poisoned_outputs(c, data.x.size(0));
+        LowLatencyDispatchArgs args = dispatch_args(c, data);
+        out.attach(args);
+        args.out_recv_x = views.recv_x;
+        args.out_recv_x_scales = views.recv_x_scales;
+        LowLatencyDispatchResult dispatched = buffer.symmetric_dispatch(args);
+        const std::string label = "the reference (round " + std::to_string(round) + ")";
+        if (dispatched.recv_x.data() != views.recv_x.data ||
+            dispatched.recv_x_scales.data() != views.recv_x_scales.data)
+          failures.add(rank, "the dispatch's recv_x / recv_x_scales are not the receive views");
+        check_dispatch(dispatched, expected.dispatched[rank], label, rank, failures);
+        LowLatencyCombineResult combined =
+            buffer.symmetric_combine(combine_args(data, dispatched.handle, expected.ys[rank]));
+        compare(combined.combined_x, expected.combined[rank], "combined_x vs " + label, rank, failures);
+      }
+      group.barrier();
+    });
+    expect_none(failures, seed);
+  }
+}
+
 // A reader follows a peer's heap offset only when the announced rows lie inside the peer's heap (the
 // CPU and CUDA readers alike): edges, and spans that would wrap around.
 TEST(SymmetricHeapSpan, FitsOnlyInsideTheHeap) {
@@ -356,6 +478,99 @@ TEST(SymmetricHeapTensorErrors, ViewsAndTensorsOutsideThemAreRefusedNamingTheArg
   EXPECT_EQ(buffer.symmetric_expert_output(dispatched.handle).shape[1], 2);
   message = refused<InvalidArgument>([&] { buffer.symmetric_expert_output(dispatched.handle, 129); });
   EXPECT_EQ(message.rfind("hidden: expected 1..128", 0), 0u) << message;
+}
+
+// Buffer::symmetric_receive refuses, naming the argument, what it expected and what it got: a buffer sized
+// without the receive area (or not connected), a capacity outside 0..R * max or above the area's rows (0
+// resolving to R * max included), and a hidden outside 1..sizing.hidden or not a multiple of 128 (0
+// resolving to a sizing.hidden that is not).
+TEST(SymmetricHeapTensorErrors, ReceiveViewsAreCheckedNamingTheArgument) {
+  Case c = make("heap_receive_errors", 2, {4, 4}, 4, 2, 8, 256);  // R * max = 8 rows per local expert
+  {
+    Buffer buffer(receive_options(c, 0, HeapSharing::threads, 6));
+    std::string message = refused<InvalidArgument>([&] { buffer.symmetric_receive(0); });
+    EXPECT_EQ(message.rfind("symmetric_receive: expected a connected buffer", 0), 0u) << message;
+  }
+  Case one = make("heap_receive_errors", 1, {4}, 4, 2, 4, 256);  // one rank: R * max = 4
+  {
+    Buffer buffer(receive_options(one, 0, HeapSharing::threads, 0));
+    buffer.connect({buffer.local_handle()});
+    const std::string message = refused<InvalidArgument>([&] { buffer.symmetric_receive(0); });
+    EXPECT_EQ(
+        message.rfind("symmetric_receive: expected a buffer sized with "
+                      "BufferSizing::symmetric_heap_receive_rows_per_expert > 0, got one sized without it",
+                      0),
+        0u)
+        << message;
+  }
+  Buffer buffer(receive_options(one, 0, HeapSharing::threads, 3));
+  buffer.connect({buffer.local_handle()});
+  for (int64_t capacity : {int64_t{-1}, int64_t{5}}) {
+    const std::string message = refused<InvalidArgument>([&] { buffer.symmetric_receive(capacity); });
+    EXPECT_EQ(message.rfind("expert_capacity: expected 0 (num_ranks * sizing.symmetric_max_tokens_per_rank = "
+                            "4 rows per local expert) or 1..4, got " +
+                                std::to_string(capacity),
+                            0),
+              0u)
+        << message;
+  }
+  std::string message = refused<InvalidArgument>([&] { buffer.symmetric_receive(4); });
+  EXPECT_EQ(message.rfind("expert_capacity: expected at most 3 rows per local expert "
+                          "(sizing.symmetric_heap_receive_rows_per_expert), got 4",
+                          0),
+            0u)
+      << message;
+  message = refused<InvalidArgument>([&] { buffer.symmetric_receive(0); });
+  EXPECT_EQ(message.rfind("expert_capacity: expected at most 3 rows per local expert "
+                          "(sizing.symmetric_heap_receive_rows_per_expert), got 0 (4 rows)",
+                          0),
+            0u)
+      << message;
+  EXPECT_EQ(buffer.symmetric_receive(3).recv_x.shape[1], 3);
+  for (int hidden : {-1, 64, 200, 384}) {
+    message = refused<InvalidArgument>([&] { buffer.symmetric_receive(3, hidden); });
+    EXPECT_EQ(message.rfind("hidden: expected a multiple of 128 (one f32 scale per 128 channels) in 1..256 "
+                            "(sizing.hidden), or 0 for sizing.hidden, got " +
+                                std::to_string(hidden),
+                            0),
+              0u)
+        << message;
+  }
+  EXPECT_EQ(buffer.symmetric_receive(3, 128).recv_x.shape[2], 128);
+
+  // out_recv_x starting inside the receive area but running past its end (into the scales) is refused
+  // naming it and the view, before anything is written.
+  const Case fp8 = with_capacity(with_fp8(one, false, false), 3);
+  const Expected expected = expected_for(fp8, testing::seed_for("symmetric_heap/receive_errors"));
+  const SymmetricReceiveViews views = buffer.symmetric_receive(3);
+  LowLatencyDispatchArgs args = dispatch_args(fp8, expected.data[0]);
+  TensorView shifted = views.recv_x;
+  shifted.data = static_cast<uint8_t*>(views.recv_x_scales.data) - 256;
+  args.out_recv_x = shifted;
+  args.out_recv_x_scales = views.recv_x_scales;
+  message = refused<InvalidArgument>([&] { buffer.symmetric_dispatch(args); });
+  EXPECT_EQ(message.rfind("out_recv_x: expected a tensor inside the heap-resident area that "
+                          "Buffer::symmetric_receive (its recv_x) returns",
+                          0),
+            0u)
+      << message;
+
+  // 0 resolves to sizing.hidden, which must then be a multiple of 128 too.
+  Buffer odd(receive_options(make("heap_receive_odd", 1, {4}, 4, 2, 4, 200), 0, HeapSharing::threads, 4));
+  odd.connect({odd.local_handle()});
+  message = refused<InvalidArgument>([&] { odd.symmetric_receive(0); });
+  EXPECT_EQ(message.rfind("hidden: expected a multiple of 128", 0), 0u) << message;
+  EXPECT_NE(message.find("in 1..200 (sizing.hidden), or 0 for sizing.hidden, got 0 (sizing.hidden 200)"),
+            std::string::npos)
+      << message;
+  EXPECT_EQ(odd.symmetric_receive(0, 128).recv_x_scales.shape[2], 1);
+
+  // A buffer without the symmetric region refuses it as the other views do.
+  BufferOptions without_region = buffer_options(one, 0, Regions::low_latency);
+  Buffer low_latency_only(without_region);
+  low_latency_only.connect({low_latency_only.local_handle()});
+  message = refused<InvalidArgument>([&] { low_latency_only.symmetric_receive(0); });
+  EXPECT_EQ(message.rfind("symmetric_receive:", 0), 0u) << message;
 }
 
 }  // namespace

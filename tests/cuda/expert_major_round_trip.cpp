@@ -6,8 +6,12 @@
 #include <stdexcept>
 #include <thread>
 
+#include "common/symmetric_protocol.hpp"
+#include "core/buffer_access.hpp"
 #include "cuda/device_tensors.hpp"
 #include "cuda/rank_device.hpp"
+#include "cuda/symmetric/engine.hpp"
+#include "device/pageable_copy.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::testing {
@@ -76,6 +80,34 @@ bool all_poison_on_device(const TensorView& device_tensor, cudaStream_t stream) 
   return all_poison(to_host(device_tensor, stream));
 }
 
+std::string check_push_announced(Buffer& buffer, const SymmetricReceiveViews& views, int64_t rows,
+                                 cudaStream_t stream) {
+  const cuda::SymmetricPull pull = cuda::symmetric_pull_from_environment();
+  if (pull != cuda::SymmetricPull::automatic && pull != cuda::SymmetricPull::push) return "";
+  const common::SymmetricLayout& layout = detail::BufferAccess::symmetric_layout(buffer);
+  uint8_t* heap = detail::BufferAccess::heap_base(buffer);
+  common::SymmetricSourceRecord records[common::kSymmetricHalves];
+  for (int half = 0; half < common::kSymmetricHalves; ++half) {
+    check_cuda(cuda::copy_pageable(&records[half], layout.source_record(heap, half), sizeof(records[half]),
+                                   cudaMemcpyDeviceToHost, stream),
+               "reading the source record");
+  }
+  const common::SymmetricSourceRecord& record =
+      records[0].sequence > records[1].sequence ? records[0] : records[1];
+  const uint64_t recv_x = static_cast<uint64_t>(static_cast<const uint8_t*>(views.recv_x.data) - heap);
+  const uint64_t scales = static_cast<uint64_t>(static_cast<const uint8_t*>(views.recv_x_scales.data) - heap);
+  if (record.recv_at == common::SymmetricRowsAt::heap && record.recv_x == recv_x &&
+      record.recv_x_scales == scales && record.recv_capacity == rows) {
+    return "";
+  }
+  return "the dispatch (call " + std::to_string(record.sequence) +
+         ") did not announce the push into the heap receive area: recv_at " +
+         std::to_string(static_cast<uint32_t>(record.recv_at)) + ", recv_x " + std::to_string(record.recv_x) +
+         " (expected heap offset " + std::to_string(recv_x) + "), recv_x_scales " +
+         std::to_string(record.recv_x_scales) + " (expected " + std::to_string(scales) + "), capacity " +
+         std::to_string(record.recv_capacity) + " (expected " + std::to_string(rows) + ")";
+}
+
 }  // namespace expert_major
 
 // ---- the process-per-rank round trip ------------------------------------------------------------------
@@ -114,6 +146,8 @@ struct CallOnDevice {
   DeviceInputs in;
   Tensor y;
   PoisonedOutputs out;
+  // With ExpertMajorCall::heap_receive: the dispatch's recv_x and recv_x_scales (poisoned before it).
+  SymmetricReceiveViews receive;
   LowLatencyDispatchResult dispatched;
 };
 
@@ -140,6 +174,18 @@ void dispatch_call(Buffer& buffer, const ExpertMajorCall& call, const Case& c, C
   }
   args.return_recv_hook = call.hooks;
   on_device.out.attach(args);
+  if (call.heap_receive) {
+    // Every source pushes its rows straight into this rank's heap receive area (across processes too);
+    // poisoned on the stream, so that a row nobody wrote shows as 0xA5 bytes. The dispatch's rows per
+    // expert and hidden.
+    on_device.receive = buffer.symmetric_receive(expert_major::rows_per_expert(c), c.hidden);
+    for (const TensorView* view : {&on_device.receive.recv_x, &on_device.receive.recv_x_scales}) {
+      expert_major::check_cuda(cudaMemsetAsync(view->data, expert_major::kPoison, view->nbytes(), stream),
+                               "poisoning the heap receive area");
+    }
+    args.out_recv_x = on_device.receive.recv_x;
+    args.out_recv_x_scales = on_device.receive.recv_x_scales;
+  }
   on_device.dispatched = expert_major::dispatch_with(call.engine, buffer, args);
   if (call.hooks) run_hook(on_device.dispatched.hook, "dispatch", buffer.rank());
 }
@@ -174,11 +220,19 @@ ExpertMajorExpected expert_major_expected(const ExpertMajorCall& call, const Top
 
 std::vector<ExpertMajorRun> run_expert_major_on_device(Buffer& buffer, const ExpertMajorCall& call,
                                                        const std::vector<const workload::RankData*>& data,
-                                                       const std::vector<TensorView>& ys,
-                                                       cudaStream_t stream) {
+                                                       const std::vector<TensorView>& ys, cudaStream_t stream,
+                                                       std::vector<std::string>* failures) {
   if (ys.size() != data.size()) {
     throw InvalidArgument("ys: expected one per call (" + std::to_string(data.size()) + "), got " +
                           std::to_string(ys.size()));
+  }
+  if (call.heap_receive &&
+      (call.engine != Engine::symmetric || !call.fp8.use_fp8 || call.fp8.use_ue8m0 || call.hooks)) {
+    throw InvalidArgument(
+        "heap_receive: expected a symmetric fp8 call with f32 scales (use_fp8, not use_ue8m0) and no hooks, "
+        "got " +
+        std::string(engine_name(call.engine)) + (call.fp8.use_fp8 ? " fp8" : " bf16") +
+        (call.fp8.use_ue8m0 ? " ue8m0" : "") + (call.hooks ? " with hooks" : ""));
   }
   std::vector<CallOnDevice> calls;
   std::vector<Case> cases;
@@ -186,11 +240,26 @@ std::vector<ExpertMajorRun> run_expert_major_on_device(Buffer& buffer, const Exp
     cases.push_back(case_of(call, buffer.topology().num_ranks, data[i]->x.size(1)));
     calls.push_back(upload_call(cases[i], *data[i], ys[i], device_of(buffer), stream));
   }
-  for (size_t i = 0; i < calls.size(); ++i) dispatch_call(buffer, call, cases[i], calls[i], stream);
-  buffer.synchronize(stream);
   std::vector<ExpertMajorRun> runs;
-  for (const CallOnDevice& on_device : calls)
-    runs.push_back(expert_major::download(on_device.dispatched, stream));
+  if (call.heap_receive) {
+    // One receive area per buffer: a dispatch's outputs come down before the next dispatch rewrites them
+    // (peers push into it only after this rank has reached that dispatch's barrier).
+    for (size_t i = 0; i < calls.size(); ++i) {
+      dispatch_call(buffer, call, cases[i], calls[i], stream);
+      buffer.synchronize(stream);
+      runs.push_back(expert_major::download(calls[i].dispatched, stream));
+      const std::string announced = expert_major::check_push_announced(
+          buffer, calls[i].receive, expert_major::rows_per_expert(cases[i]), stream);
+      if (!announced.empty() && failures != nullptr)
+        failures->push_back(std::string(engine_name(call.engine)) + " fp8 call " + std::to_string(i) + ": " +
+                            announced);
+    }
+  } else {
+    for (size_t i = 0; i < calls.size(); ++i) dispatch_call(buffer, call, cases[i], calls[i], stream);
+    buffer.synchronize(stream);
+    for (const CallOnDevice& on_device : calls)
+      runs.push_back(expert_major::download(on_device.dispatched, stream));
+  }
   // NOTES: combines in the reverse order of their dispatches, as the thread suites do: the first
   // dispatch's handle must still hold its routing after the later calls.
   std::vector<Tensor> combined(calls.size());

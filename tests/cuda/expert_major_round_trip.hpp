@@ -68,6 +68,13 @@ Outputs download(const DispatchView& on_device, cudaStream_t stream);
 // Whether every byte of a device tensor is still kPoison.
 bool all_poison_on_device(const TensorView& device_tensor, cudaStream_t stream);
 
+// Empty when this rank's latest symmetric dispatch announced `views` (Buffer::symmetric_receive's, `rows`
+// per local expert) for the sources' fp8 push: its source record (the half with the later sequence, read
+// from this rank's heap after the work queued on `stream`) says recv_at heap, at the views' offsets, with
+// capacity `rows`. Else what it announced. Also empty where SWITCHYARD_SYMMETRIC_PULL forces a pull.
+std::string check_push_announced(Buffer& buffer, const SymmetricReceiveViews& views, int64_t rows,
+                                 cudaStream_t stream);
+
 }  // namespace expert_major
 
 // ---- the process-per-rank round trip ------------------------------------------------------------------
@@ -84,6 +91,12 @@ struct ExpertMajorCall {
   // Buffer::symmetric_expert_output before each combine, and the calls given those views (the buffer
   // needs BufferSizing::symmetric_heap_input and symmetric_heap_output_rows_per_expert).
   bool heap_tensors = false;
+  // symmetric fp8 (f32 scales) only: each dispatch's out_recv_x and out_recv_x_scales are the heap receive
+  // area's views (Buffer::symmetric_receive, poisoned before the dispatch), so that every source pushes its
+  // rows straight into them, also across processes; each dispatch is checked to have announced the push.
+  // The buffer needs BufferSizing::symmetric_heap_receive_rows_per_expert >= R * max_tokens_per_rank. The
+  // area is one per buffer: each call is dispatched and its outputs downloaded before the next dispatch.
+  bool heap_receive = false;
 };
 
 // What every rank should get, from all ranks' inputs.
@@ -98,11 +111,13 @@ using ExpertMajorRun = expert_major::Outputs;
 // Dispatches every data[i] on this rank, back to back (consecutive calls alternate the buffer's
 // halves, so two calls cover both), then combines them in the reverse order. ys[i] is this rank's
 // expert outputs for data[i] (host, bf16 [L, R * max, H]). Every output is a poisoned tensor passed
-// in. Synchronises `stream`.
+// in. With call.heap_receive the dispatches are not in flight together: each one's outputs come down
+// before the next dispatch, and a dispatch that did not announce the push adds a line to `failures`
+// (when given). Synchronises `stream`.
 std::vector<ExpertMajorRun> run_expert_major_on_device(Buffer& buffer, const ExpertMajorCall& call,
                                                        const std::vector<const workload::RankData*>& data,
-                                                       const std::vector<TensorView>& ys,
-                                                       cudaStream_t stream);
+                                                       const std::vector<TensorView>& ys, cudaStream_t stream,
+                                                       std::vector<std::string>* failures = nullptr);
 
 // Appends one line per mismatch with the reference to `failures`, each naming the rank and `label`.
 // recv_x and its scales are compared on received rows only (the rest is unspecified).

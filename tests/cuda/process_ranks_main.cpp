@@ -1,10 +1,11 @@
 // The CUDA engines with one process per rank (HeapSharing::processes: CUDA IPC handles), as they are
 // deployed: `--ranks R [--ranks-per-node P] [--engine normal|low_latency|symmetric] [--heap-tensors on]`
 // (default: one node, normal; --heap-tensors on, symmetric only: every call's x and y through the
-// heap-resident tensors, with the pull combine forced, which across processes reads only those). With P < R
-// the ranks form R / P nodes: normal is the hierarchical engine and low_latency puts to other nodes, both
-// over the loopback device transport on the IPC-mapped heaps, once with its delays and reordering off and
-// once on; symmetric is refused (one load/store domain only). The round trips are
+// heap-resident tensors, with the pull combine forced, which across processes reads only those, and the fp8
+// calls' outputs in the heap receive area (Buffer::symmetric_receive), which every source pushes into). With
+// P < R the ranks form R / P nodes: normal is the hierarchical engine and low_latency puts to other nodes,
+// both over the loopback device transport on the IPC-mapped heaps, once with its delays and reordering off
+// and once on; symmetric is refused (one load/store domain only). The round trips are
 // cuda/process_round_trips.hpp, shared with the mpirun test (tests/mpi/cuda_engines_mpi_test.cpp). On one GPU
 // this wants MPS (scripts/gpu-check.sh starts it); the symmetric engine needs it, since its kernels keep
 // every block resident and barrier across ranks. The parent never touches CUDA (a CUDA context does not
@@ -147,7 +148,10 @@ int parent(int ranks, int ranks_per_node, Engine engine, bool heap_tensors) {
   }
   std::cout << (result == 0 ? "pass" : "FAIL") << ": " << ranks << " processes (" << ranks / ranks_per_node
             << " nodes x " << ranks_per_node << " ranks), " << engine_name(engine) << " engine"
-            << (heap_tensors ? ", heap-resident tensors and the pull combine" : "") << "\n";
+            << (heap_tensors
+                    ? ", heap-resident tensors, the pull combine and the fp8 push into the receive views"
+                    : "")
+            << "\n";
   return result;
 }
 

@@ -62,6 +62,8 @@ std::vector<ExpertMajorRound> expert_major_rounds(Engine engine, const workload:
   bf16.num_experts = shape.num_experts;
   ExpertMajorCall fp8 = bf16, hooks = bf16;
   fp8.fp8.use_fp8 = true;
+  // The fp8 push into every receiver's heap receive area (Buffer::symmetric_receive), across processes.
+  fp8.heap_receive = heap_tensors;
   hooks.hooks = true;
   std::vector<ExpertMajorRound> rounds = {{"bf16", bf16, 2}, {"fp8", fp8, 2}};
   if (engine == Engine::low_latency) rounds.push_back({"hooks", hooks, 1});
@@ -88,7 +90,7 @@ void run_expert_major(Buffer& buffer, Engine engine, const workload::Shape& shap
       mine.push_back(&data[call][rank]);
       ys.push_back(expected[call].ys[rank]);
     }
-    auto runs = run_expert_major_on_device(buffer, round.call, mine, ys, stream);
+    auto runs = run_expert_major_on_device(buffer, round.call, mine, ys, stream, failures);
     for (int call = 0; call < round.calls; ++call) {
       const std::string label =
           std::string(engine_name(engine)) + " " + round.name + " call " + std::to_string(call);
@@ -155,6 +157,7 @@ BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape, b
   if (heap_tensors) {
     sizing.symmetric_heap_input = true;
     sizing.symmetric_heap_output_rows_per_expert = shape.topology.num_ranks * shape.tokens_per_rank;
+    sizing.symmetric_heap_receive_rows_per_expert = shape.topology.num_ranks * shape.tokens_per_rank;
   }
   return sizing;
 }

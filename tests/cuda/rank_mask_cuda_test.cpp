@@ -3,7 +3,8 @@
 // equal to the reference on the survivors' routing; a masked rank that keeps calling gets nothing and
 // rejoins after clean_mask; a timeout masks the silent peer (silent from the dispatch, or from the
 // combine on). Also the mask read by a replayed CUDA graph. The symmetric engine on each of its combine
-// paths (push, pull) after each of its dispatch sources (publish, zero_copy). The CPU suite
+// paths (push, pull) after each of its dispatch sources (publish, zero_copy), and with fp8 rows, which
+// ranks as threads of one GPU push into their receivers (cuda/symmetric/push.cuh). The CPU suite
 // (tests/cpu/rank_mask_test.cpp) has the same scenarios. Skipped without a GPU.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -61,6 +62,7 @@ struct Variant {
   Engine engine;
   SymmetricCombine combine = SymmetricCombine::automatic;
   SymmetricDispatch dispatch = SymmetricDispatch::automatic;
+  bool fp8 = false;  // e4m3 rows with f32 scales: the symmetric engine's fp8 push on one GPU
 };
 
 std::string variant_name(const Variant& v) {
@@ -68,6 +70,7 @@ std::string variant_name(const Variant& v) {
   if (v.engine != Engine::symmetric) return name;
   name += std::string("_") + symmetric_combine_name(v.combine);
   if (v.dispatch == SymmetricDispatch::zero_copy) name += "_zero_copy";
+  if (v.fp8) name += "_fp8";
   return name;
 }
 
@@ -76,6 +79,7 @@ void PrintTo(const Variant& v, std::ostream* out) {
 }
 
 Case with_variant(Case c, const Variant& v) {
+  if (v.fp8) c = with_fp8(c, false, false);
   return with_symmetric_dispatch(with_symmetric_combine(c, v.combine), v.dispatch);
 }
 
@@ -317,7 +321,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Variant{Engine::symmetric, SymmetricCombine::push, SymmetricDispatch::publish},
                       Variant{Engine::symmetric, SymmetricCombine::push, SymmetricDispatch::zero_copy},
                       Variant{Engine::symmetric, SymmetricCombine::pull, SymmetricDispatch::publish},
-                      Variant{Engine::symmetric, SymmetricCombine::pull, SymmetricDispatch::zero_copy}),
+                      Variant{Engine::symmetric, SymmetricCombine::pull, SymmetricDispatch::zero_copy},
+                      Variant{Engine::symmetric, SymmetricCombine::push, SymmetricDispatch::publish, true},
+                      Variant{Engine::symmetric, SymmetricCombine::pull, SymmetricDispatch::publish, true}),
     [](const auto& info) { return variant_name(info.param); });
 
 }  // namespace

@@ -289,6 +289,67 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCudaHeapTensors,
                          })),
                          [](const auto& info) { return info.param.name; });
 
+// The heap receive area (Buffer::symmetric_receive): every rank's fp8 dispatch (f32 scales) writes into its
+// receive views, poisoned on the stream before each call, so that every source pushes its rows straight into
+// them through the heap mappings (the push each dispatch's source record must announce, as across processes:
+// the process test's --heap-tensors on runs that). Three rounds on one buffer, each dispatch rewriting the
+// area after the previous one's outputs came down; every output against the reference and the CPU engine,
+// and each round's combine.
+class SymmetricCudaHeapReceive : public ::testing::TestWithParam<Case> {};
+
+TEST_P(SymmetricCudaHeapReceive, Fp8DispatchesIntoTheReceiveViewsMatchTheReferenceBitwise) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case& c = GetParam();
+  const uint64_t seed = seed_for("symmetric_cuda_heap_receive/" + c.name);
+  SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed));
+  const Expected expected = expected_for(c, seed);
+  const std::vector<Outputs> cpu = run_cpu_engine(Engine::symmetric, c, expected);
+  Failures failures;
+  run_ranks(c.ranks, [&](Group& group) {
+    const int rank = group.rank();
+    BufferOptions options = options_of(c, rank);
+    options.sizing.symmetric_heap_receive_rows_per_expert = rows_per_expert(c);
+    GpuRank gpu(options, group);
+    const cudaStream_t stream = gpu.stream;
+    const workload::RankData& data = expected.data[rank];
+    const DeviceInputs in = upload_inputs(data, gpu.device, stream);
+    const Tensor y = to_device(expected.ys[rank], gpu.device, stream);
+    for (int round = 0; round < 3; ++round) {
+      const PoisonedOutputs out = poisoned_device_outputs(c, data.x.size(0), gpu.device, stream);
+      const SymmetricReceiveViews views = gpu.buffer->symmetric_receive(c.capacity, c.hidden);
+      for (const TensorView* view : {&views.recv_x, &views.recv_x_scales}) {
+        check_cuda(cudaMemsetAsync(view->data, kPoison, view->nbytes(), stream), "poison the receive views");
+      }
+      LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
+      out.attach(args);
+      args.out_recv_x = views.recv_x;
+      args.out_recv_x_scales = views.recv_x_scales;
+      LowLatencyDispatchResult dispatched = gpu.buffer->symmetric_dispatch(args);
+      gpu.buffer->synchronize(stream);
+      Outputs got = download(dispatched, stream);
+      const std::string label = " (round " + std::to_string(round) + ")";
+      const std::string announced = check_push_announced(*gpu.buffer, views, rows_per_expert(c), stream);
+      if (!announced.empty()) failures.add(rank, announced + label);
+      LowLatencyCombineArgs cargs = combine_args(in.topk_idx, in.topk_weights, dispatched.handle, y, stream);
+      out.attach(cargs);
+      LowLatencyCombineResult combined = gpu.buffer->symmetric_combine(cargs);
+      gpu.buffer->synchronize(stream);
+      got.combined_x = to_host(combined.combined_x, stream);
+      check_outputs(got, reference_outputs(expected, rank), "reference" + label, rank, failures);
+      check_outputs(got, cpu[rank], "cpu engine" + label, rank, failures);
+    }
+    group.barrier();
+  });
+  expect_none(failures, seed);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, SymmetricCudaHeapReceive,
+    ::testing::Values(with_fp8(make("R2_heap_receive_fp8", 2, {40, 33}, 40, 4, 8, 512), false, false),
+                      with_fp8(make("R4_heap_receive_fp8_round_scale", 4, {30, 24, 0, 11}, 32, 4, 16, 1024),
+                               true, false)),
+    [](const auto& info) { return info.param.name; });
+
 // Combine biases (docs/deep_ep.md, "Combine bias"): the accumulator starts at bias0 + bias1, then the
 // weighted slots; bias0, bias1 alone and both, against the reference and the CPU engine.
 class SymmetricCudaBiasedCombine : public ::testing::TestWithParam<Case> {};

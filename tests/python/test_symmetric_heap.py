@@ -1,7 +1,9 @@
 """The symmetric engine's heap-resident tensors from Python (Buffer.symmetric_input,
-Buffer.symmetric_expert_output), CPU backend, ranks as processes: a dispatch from the heap input and a
-pull combine from the heap output give the bits of the ordinary calls, the arrays are views of the heap
-(writes land there), and a pull combine across processes with expert outputs elsewhere is refused by name."""
+Buffer.symmetric_expert_output, Buffer.symmetric_receive), CPU backend, ranks as processes: a dispatch from
+the heap input and a pull combine from the heap output give the bits of the ordinary calls, the arrays are
+views of the heap (writes land there), a pull combine across processes with expert outputs elsewhere is
+refused by name, and an fp8 dispatch into the heap receive area gives the bits of the same dispatch into
+ordinary outputs; bad receive views are refused by name."""
 import numpy as np
 import pytest
 
@@ -80,3 +82,89 @@ def test_sizing_without_a_region_is_refused_by_name():
     with pytest.raises(switchyard.InvalidArgument, match="symmetric_max_tokens_per_rank > 0"):
         switchyard.Buffer(lambda mine: [mine], backend="cpu", sharing="threads", max_tokens_per_rank=1, hidden=HIDDEN,
                           topk=TOPK, num_experts=4, symmetric_heap_input=True)
+
+
+def received_fp8(recv):
+    """recv_x and its scales on the rows dispatch defines (below each expert's recv_count), and the routing."""
+    counts = [int(count) for count in recv.recv_count]
+    return dict(recv_x=[recv.recv_x[l, :n].copy() for l, n in enumerate(counts)],
+                recv_x_scales=[recv.recv_x_scales[l, :n].copy() for l, n in enumerate(counts)],
+                recv_count=recv.recv_count.copy(), layout_range=recv.layout_range.copy(),
+                src_info=recv.src_info.copy())
+
+
+def make_receive_buffer(allgather, num_ranks, receive_rows, sharing="processes"):
+    return switchyard.Buffer(allgather, backend="cpu", sharing=sharing, config=switchyard.Config(timeout_seconds=20),
+                             max_tokens_per_rank=1, hidden=HIDDEN, topk=TOPK, num_experts=EXPERTS_PER_RANK * num_ranks,
+                             symmetric_max_tokens_per_rank=MAX_TOKENS,
+                             symmetric_heap_receive_rows_per_expert=receive_rows)
+
+
+def receive_job(rank, num_ranks, allgather):
+    num_experts = EXPERTS_PER_RANK * num_ranks
+    x, topk_idx, _ = rank_inputs(rank, num_experts)
+    rows = num_ranks * MAX_TOKENS
+    buffer = make_receive_buffer(allgather, num_ranks, rows)
+    results = {}
+    # The full capacity (0: R * max), and one row less (no expert receives that many here).
+    for capacity in (0, rows - 1):
+        plain = buffer.symmetric_dispatch(x, topk_idx, MAX_TOKENS, num_experts, use_fp8=True, expert_capacity=capacity)
+        recv_x, recv_x_scales = buffer.symmetric_receive(capacity)
+        capacity_rows = capacity or rows
+        assert recv_x.shape == (EXPERTS_PER_RANK, capacity_rows, HIDDEN) and recv_x.dtype == np.uint8
+        assert recv_x_scales.shape == (EXPERTS_PER_RANK, capacity_rows, HIDDEN // 128)
+        assert recv_x_scales.dtype == np.float32
+        # Views of the heap: writes land there, and another call's arrays share them.
+        recv_x[:] = 0xA5
+        recv_x_scales.view(np.uint8)[:] = 0xA5
+        again_x, again_scales = buffer.symmetric_receive(capacity)
+        assert np.shares_memory(recv_x, again_x) and np.shares_memory(recv_x_scales, again_scales)
+        assert (again_x == 0xA5).all()
+        recv = buffer.symmetric_dispatch(x, topk_idx, MAX_TOKENS, num_experts, use_fp8=True, expert_capacity=capacity,
+                                         out_recv_x=recv_x, out_recv_x_scales=recv_x_scales)
+        assert recv.recv_x is recv_x and recv.recv_x_scales is recv_x_scales
+        results[capacity] = dict(plain=received_fp8(plain), heap=received_fp8(recv))
+    buffer.destroy()
+    return results
+
+
+@pytest.mark.parametrize("num_ranks", [1, 2])
+def test_fp8_dispatch_into_the_receive_views_gives_the_ordinary_bits(ranks, num_ranks):
+    results = ranks(num_ranks).run(receive_job)
+    for result in results:
+        for capacity, both in result.items():
+            plain, heap = both["plain"], both["heap"]
+            for name in ("recv_count", "layout_range", "src_info"):
+                np.testing.assert_array_equal(heap[name], plain[name], err_msg=f"{name}, capacity {capacity}")
+            assert sum(len(rows) for rows in plain["recv_x"]) > 0
+            for name in ("recv_x", "recv_x_scales"):
+                assert len(heap[name]) == len(plain[name])
+                for heap_rows, plain_rows in zip(heap[name], plain[name]):
+                    np.testing.assert_array_equal(heap_rows, plain_rows, err_msg=f"{name}, capacity {capacity}")
+
+
+def test_receive_views_are_refused_by_name():
+    num_ranks, rows = 1, 6  # R * max = 8 rows per local expert; the area holds 6
+    without = make_receive_buffer(lambda mine: [mine], num_ranks, 0, sharing="threads")
+    with pytest.raises(switchyard.InvalidArgument, match="^symmetric_receive: expected a buffer sized with "
+                                                         "BufferSizing::symmetric_heap_receive_rows_per_expert > 0"):
+        without.symmetric_receive(0)
+    without.destroy()
+    buffer = make_receive_buffer(lambda mine: [mine], num_ranks, rows, sharing="threads")
+    with pytest.raises(switchyard.InvalidArgument,
+                       match=r"^expert_capacity: expected 0 \(num_ranks \* sizing.symmetric_max_tokens_per_rank = 8 "
+                             r"rows per local expert\) or 1..8, got -1"):
+        buffer.symmetric_receive(-1)
+    for capacity, got in ((7, "7"), (0, r"0 \(8 rows\)")):
+        with pytest.raises(switchyard.InvalidArgument,
+                           match=r"^expert_capacity: expected at most 6 rows per local expert "
+                                 r"\(sizing.symmetric_heap_receive_rows_per_expert\), got " + got):
+            buffer.symmetric_receive(capacity)
+    for hidden in (64, 2 * HIDDEN, -128):
+        with pytest.raises(switchyard.InvalidArgument,
+                           match=rf"^hidden: expected a multiple of 128 .* in 1..{HIDDEN} \(sizing.hidden\), "
+                                 rf"or 0 for sizing.hidden, got {hidden}"):
+            buffer.symmetric_receive(rows, hidden)
+    recv_x, recv_x_scales = buffer.symmetric_receive(rows, HIDDEN)
+    assert recv_x.shape == (EXPERTS_PER_RANK, rows, HIDDEN) and recv_x_scales.shape == (EXPERTS_PER_RANK, rows, 1)
+    buffer.destroy()

@@ -28,6 +28,7 @@
 #include "common/fp8_cast.hpp"
 #include "common/symmetric_protocol.hpp"
 #include "cuda/symmetric/kernels.hpp"
+#include "cuda/symmetric/routing.cuh"
 #include "device/fp8_cast.cuh"
 #include "device/ptx.cuh"
 #include "device/rank_mask.cuh"
@@ -65,22 +66,12 @@ __device__ __forceinline__ bool load_push_target(const common::SymHeap& heap,
   return true;
 }
 
-// Whole block, after the barrier: begins[e] = the rows that participating sources before this rank route
-// to expert e, from the expert's rank's workspace (0 for a rank that does not take part). Ends synchronised.
+// Whole block, after the barrier: begins[e] = rows_before_this_rank(e) (cuda/symmetric/routing.cuh), in
+// shared memory. Ends synchronised.
 __device__ void load_push_begins(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                  int half, const PeerBits& participants, int32_t* begins) {
-  const common::SymHeap& heap = context.heap;
   for (int expert = threadIdx.x; expert < launch.num_experts; expert += blockDim.x) {
-    const int target = expert / launch.local_experts;
-    const int local = expert % launch.local_experts;
-    int32_t rows = 0;
-    for (int source = 0; source < context.rank && participants.in(target); ++source) {
-      if (!participants.in(source)) continue;
-      // A count out of range is its target's to report (load_pull_tables); it adds nothing here.
-      const int32_t count = *heap.map(launch.layout.count(heap.base, half, local, source), target);
-      if (count > 0 && count <= launch.max_tokens_per_rank) rows += count;
-    }
-    begins[expert] = rows;
+    begins[expert] = rows_before_this_rank(context, launch, half, participants, expert);
   }
   __syncthreads();
 }

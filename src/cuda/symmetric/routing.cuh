@@ -216,24 +216,32 @@ __device__ void place_routes(const KernelContext& context, const SymmetricDispat
   }
 }
 
+// After the barrier: the rows that participating sources before this rank route to `expert`, read from
+// the expert's rank's workspace through map() (every source wrote its counts there before arriving);
+// 0 for the experts of a rank that does not take part (their slots are dropped, its memory never read).
+// Both the pull combine's begins and the fp8 push's (cuda/symmetric/push.cuh) are this.
+__device__ __forceinline__ int32_t rows_before_this_rank(const KernelContext& context,
+                                                         const SymmetricDispatchLaunch& launch, int half,
+                                                         const PeerBits& participants, int expert) {
+  const common::SymHeap& heap = context.heap;
+  const int target = expert / launch.local_experts;
+  const int local = expert % launch.local_experts;
+  int32_t rows = 0;
+  for (int source = 0; source < context.rank && participants.in(target); ++source) {
+    if (!participants.in(source)) continue;
+    // A count out of range is its target's to report (load_pull_tables); it adds nothing here.
+    const int32_t count = *heap.map(launch.layout.count(heap.base, half, local, source), target);
+    if (count > 0 && count <= launch.max_tokens_per_rank) rows += count;
+  }
+  return rows;
+}
+
 // After the barrier, block 0's helper warps (`helper` 0..helpers-1), for the pull combine: begin[e] =
-// the rows that participating sources before this rank route to expert e, read from the expert's
-// rank's workspace through map() (every source wrote its counts there before arriving); 0 for the
-// experts of a rank that does not take part (their slots are dropped, its memory never read).
+// rows_before_this_rank(e), so that the home finds the row of (token, slot) in the expert's rank's y.
 __device__ void write_pull_begins(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                   int half, const PeerBits& participants, int helper, int helpers) {
-  const common::SymHeap& heap = context.heap;
   for (int expert = helper; expert < launch.num_experts; expert += helpers) {
-    const int target = expert / launch.local_experts;
-    const int local = expert % launch.local_experts;
-    int32_t rows = 0;
-    for (int source = 0; source < context.rank && participants.in(target); ++source) {
-      if (!participants.in(source)) continue;
-      // A count out of range is its target's to report (load_pull_tables); it adds nothing here.
-      const int32_t count = *heap.map(launch.layout.count(heap.base, half, local, source), target);
-      if (count > 0 && count <= launch.max_tokens_per_rank) rows += count;
-    }
-    launch.begin[expert] = rows;
+    launch.begin[expert] = rows_before_this_rank(context, launch, half, participants, expert);
   }
 }
 
