@@ -53,14 +53,18 @@ SY_HD float round_h(float sum) {
 #endif
 }
 
-// silu(gate) * up in fp32, with the optional clamp (clamp > 0): gate = min(gate, clamp),
-// up = clamp(up, -clamp, clamp). silu(g) = g / (1 + exp(-g)); its exp and division are the one place
-// whose bits a CUDA kernel need not share with the CPU (the tolerance covers it).
-SY_HD float swiglu(float gate, float up, float clamp) {
+// Rounding point 3's optional clamp (clamp > 0): gate = min(gate, clamp), up = clamp(up, -clamp, clamp).
+SY_HD void clamp_gate_up(float& gate, float& up, float clamp) {
   if (clamp > 0.0f) {
     gate = gate < clamp ? gate : clamp;
     up = up < -clamp ? -clamp : (up > clamp ? clamp : up);
   }
+}
+
+// silu(gate) * up in fp32, after clamp_gate_up. silu(g) = g / (1 + exp(-g)); its exp and division are the
+// one place whose bits a CUDA kernel need not share with the CPU (the tolerance covers it).
+SY_HD float swiglu(float gate, float up, float clamp) {
+  clamp_gate_up(gate, up, clamp);
 #if defined(__CUDA_ARCH__)
   // On the GPU: the hardware's exp2 and reciprocal (ex2.approx, rcp.approx: about 2 ulp each), every GPU
   // path alike (the SwiGLU kernel, GEMM 1's SwiGLU epilogue), so they keep one another's bits. IEEE

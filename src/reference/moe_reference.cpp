@@ -50,10 +50,7 @@ struct Experts {
 // by 2^-5 / tau so that the bound tau * S holds 2^-5 |gate * up| for it in either recipe (it needs
 // 2.11 * 2^-7).
 double weighted_clamped_product(float gate, float up, float clamp, bool fp8) {
-  if (clamp > 0.0f) {
-    gate = std::min(gate, clamp);
-    up = std::max(-clamp, std::min(up, clamp));
-  }
+  common::clamp_gate_up(gate, up, clamp);
   const double weight = 0.03125 / moe_tolerance(fp8 ? DType::fp8_e4m3 : DType::bf16);
   return weight * std::fabs(static_cast<double>(gate) * static_cast<double>(up));
 }
