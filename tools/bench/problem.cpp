@@ -476,16 +476,22 @@ void check_fits_in_memory(const BenchOptions& options) {
         "grow with --experts x --ll-tokens)",
         available / kGiB, options.topology.num_ranks, heap_bytes / kGiB);
   } else {
+    // The symmetric engine's outputs at the default expert capacity (every token of every rank, R x N rows
+    // per expert) are what outgrows memory at prefill sizes: name the flag that shrinks them.
+    const bool full_capacity = options.runs(BenchEngine::symmetric) && options.expert_capacity == 0;
     std::snprintf(
         message, sizeof(message),
         "--tokens: expected a run that fits in host memory (%.1f GiB here), got %lld tokens per rank%s on "
-        "%d ranks (needs about %.1f GiB)",
+        "%d ranks (needs about %.1f GiB)%s",
         available / kGiB, static_cast<long long>(options.tokens_per_rank),
         low_latency ? (" (--ll-tokens " + std::to_string(options.ll_tokens_per_rank) +
                        ", --symmetric-tokens " + std::to_string(options.symmetric_tokens_per_rank) + ")")
                           .c_str()
                     : "",
-        options.topology.num_ranks, (data_bytes + heap_bytes) / kGiB);
+        options.topology.num_ranks, (data_bytes + heap_bytes) / kGiB,
+        full_capacity ? "; --expert-capacity auto sizes the symmetric engine's outputs for the routing "
+                        "(R x N rows per expert by default)"
+                      : "");
   }
   throw UsageError(message);
 }
