@@ -46,8 +46,39 @@ constexpr const char* kDescription =
     "             zeroed operands, which run cooler and faster (shown, not used as the baseline)\n"
     "  tiles      (--gemm-tiles) the fp8 GEMMs alone in every CUTLASS tile, each checked bitwise against\n"
     "             m128's outputs (the layer's tiles: SWITCHYARD_MOE_GEMM_TILES=<gemm 1>,<gemm 2>)\n"
+    "  timeline   (--timeline, ranks as threads) each rank's phase marks in the timed call whose last\n"
+    "             rank finished at the median, in us from rank 0's start of that call: where the ranks'\n"
+    "             phases sit against each other on one GPU (ranks on other GPUs are left out)\n"
     "check: --check-tokens tokens per rank against reference::moe_layer, within docs/MOE.md's tolerance.\n"
     "The last line is the verdict; exit 0 when the check passed, 1 when it failed, 2 on a usage error.";
+
+// --timeline: the timed call whose last rank finished at the median over the calls, each rank's marks of it
+// (start, the four phase marks, end) in us from rank 0's start.
+void print_timeline(const std::vector<nlohmann::json>& ranks) {
+  std::vector<std::pair<double, size_t>> finishes;  // (last rank's end, call)
+  for (const nlohmann::json& rank : ranks) {
+    if (!rank.contains("timeline_us")) continue;
+    const nlohmann::json& calls = rank["timeline_us"];
+    finishes.resize(std::max(finishes.size(), calls.size()), {0.0, 0});
+    for (size_t call = 0; call < calls.size(); ++call) {
+      finishes[call].first = std::max(finishes[call].first, calls[call][5].get<double>());
+      finishes[call].second = call;
+    }
+  }
+  if (finishes.empty()) return;
+  std::sort(finishes.begin(), finishes.end());
+  const size_t call = finishes[finishes.size() / 2].second;
+  std::printf("timeline   call %zu of the timed calls, us from rank 0's start:\n", call);
+  std::printf("  rank      start   dispatch     gemm 1     swiglu     gemm 2        end\n");
+  for (const nlohmann::json& rank : ranks) {
+    if (!rank.contains("timeline_us")) continue;
+    const nlohmann::json& marks = rank["timeline_us"][call];
+    const double origin = ranks.front()["timeline_us"][call][0].get<double>();
+    std::printf("  %4d", rank["rank"].get<int>());
+    for (const nlohmann::json& mark : marks) std::printf(" %10.1f", mark.get<double>() - origin);
+    std::printf("\n");
+  }
+}
 
 double median(std::vector<double> values) {
   if (values.empty()) return 0.0;
@@ -198,6 +229,11 @@ int run(const MoeBenchOptions& o) {
         "--gemm-tiles: expected --gate-up halves (with fp8 weights the interleaved W1's GEMM 1 is the "
         "SwiGLU epilogue's, in the m128 tile only), got --gate-up interleaved");
   }
+  if (o.timeline && o.ranks_as != RanksAs::threads) {
+    throw InvalidArgument(
+        "--timeline: expected --ranks-as threads (the marks are events of one process), got --ranks-as "
+        "processes");
+  }
   std::printf(
       "moe-bench: %d ranks as %s, %lld tokens/rank, H %d, I %d, %d experts, top-%d, %s weights, W1 gate/up "
       "%s%s\n",
@@ -283,6 +319,7 @@ int run(const MoeBenchOptions& o) {
   std::printf(
       "  on zeros %10.1f us   the same GEMMs on zeroed operands (%.0f%% of the time on synthetic rows)\n",
       gemms_on_zeros, 100.0 * gemms_on_zeros / gemms_alone);
+  if (o.timeline) print_timeline(ranks);
   nlohmann::json tiles_report;
   bool tiles_bitwise = true;
   if (o.gemm_tiles && ranks.front().contains("tile_digests")) {
@@ -405,6 +442,8 @@ int main(int argc, char** argv) {
                  "(64-row gate and up blocks alternating; with fp8 weights GEMM 1 applies SwiGLU and the "
                  "requantisation in its epilogue)")
       ->check(CLI::IsMember({"interleaved", "halves"}));
+  app.add_flag("--timeline", o.timeline,
+               "also print every rank's phase marks of one timed call on a common origin (ranks as threads)");
   app.add_flag(
       "--gemm-tiles", o.gemm_tiles,
       "also time the fp8 GEMMs alone in every CUTLASS tile on this call's rows, each checked bitwise "

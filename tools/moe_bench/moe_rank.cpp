@@ -251,7 +251,25 @@ std::string run_moe_rank(const MoeBenchOptions& o, const std::vector<workload::R
     void* marks[4] = {events.events[1], events.events[2], events.events[3], events.events[4]};
     detail::MoeLayerAccess::set_phase_marks(layer, marks);
     std::vector<double> layer_us, dispatch_us, gemm1_us, swiglu_us, gemm2_us, combine_us;
+    // --timeline: one origin event per timed call, recorded by rank 0 and complete before the barrier that
+    // starts the call, so every rank on rank 0's GPU reads its marks of that call against it
+    // (cudaEventElapsedTime across streams of one device). Shared by the rank threads through the
+    // barriers: written by rank 0 before the first and after the last.
+    static std::vector<cudaEvent_t> origins;
+    const bool timeline = o.timeline && device == 0;
+    nlohmann::json timeline_us = nlohmann::json::array();
+    if (o.timeline) {
+      if (rank == 0) {
+        origins.assign(static_cast<size_t>(o.iters), nullptr);
+        for (cudaEvent_t& origin : origins) SY_CUDA_CHECK(cudaEventCreate(&origin));
+      }
+      group.barrier();
+    }
     for (int i = 0; i < o.iters; ++i) {
+      if (o.timeline && rank == 0) {
+        SY_CUDA_CHECK(cudaEventRecord(origins[static_cast<size_t>(i)], stream));
+        SY_CUDA_CHECK(cudaEventSynchronize(origins[static_cast<size_t>(i)]));
+      }
       group.barrier();
       SY_CUDA_CHECK(cudaEventRecord(events.events[0], stream));
       layer.forward(args);
@@ -263,6 +281,23 @@ std::string run_moe_rank(const MoeBenchOptions& o, const std::vector<workload::R
       swiglu_us.push_back(events.us(2, 3));
       gemm2_us.push_back(events.us(3, 4));
       combine_us.push_back(events.us(4, 5));
+      if (timeline) {
+        std::vector<double> marks;
+        for (cudaEvent_t mark : events.events) {
+          float ms = 0.0f;
+          SY_CUDA_CHECK(cudaEventElapsedTime(&ms, origins[static_cast<size_t>(i)], mark));
+          marks.push_back(1e3 * ms);
+        }
+        timeline_us.push_back(marks);
+      }
+    }
+    if (o.timeline) {
+      group.barrier();  // every rank has read the origins
+      if (rank == 0) {
+        for (cudaEvent_t origin : origins) cudaEventDestroy(origin);
+        origins.clear();
+      }
+      if (timeline) out["timeline_us"] = timeline_us;
     }
     detail::MoeLayerAccess::set_phase_marks(layer, nullptr);
     progress("timed");

@@ -38,6 +38,9 @@ struct MoeBenchOptions {
   // --gemm-tiles: the fp8 GEMMs alone in every CUTLASS tile (cuda::GroupedGemmTile), each checked bitwise
   // against m128's outputs.
   bool gemm_tiles = false;
+  // --timeline (ranks as threads, ranks on the GPU of rank 0): every rank's phase marks of each timed call
+  // against one origin per call, so the ranks' phases line up on one GPU's clock.
+  bool timeline = false;
   // --gate-up: W1's layout (switchyard::MoeGateUp): halves (the checkpoint's, the default) or interleaved,
   // with which the fp8 layer's GEMM 1 applies SwiGLU in its epilogue.
   MoeGateUp gate_up = MoeGateUp::halves;
