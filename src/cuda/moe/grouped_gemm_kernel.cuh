@@ -101,36 +101,19 @@ using Fp8ScaleConfig = Fp8ScaleConfigFor<128>;
 using Fp8LayoutSFA = decltype(Fp8ScaleConfig::deduce_layoutSFA());
 using Fp8LayoutSFB = decltype(Fp8ScaleConfig::deduce_layoutSFB());
 
-// The blockwise fp8 mainloop of a tile and schedule. CUTLASS's blockwise builder takes its stage count only
-// as a shared-memory carveout (as many stages as fit beside it): by default the epilogue's storage, i.e.
-// every stage that fits; Fp8CarveoutForStages pins a count instead.
+// The blockwise fp8 mainloop of a tile and schedule, its stages fitted beside `EpilogueSharedStorage`.
+// Every stage that fits (6 for the m128 tiles), although fewer read less: GEMM 1 at one rank with 32768
+// tokens read 41 GB from DRAM at 6 stages, 28 at 5 and 9.4 (its operands once) at 4, and ran 10 % faster
+// cold at 4. In steady state 4 stages were 5-11 % slower (the tile sweep, the layer at 512-2048 and 128
+// tokens x 8) and level at 4096 x 8, so the count stays (bench/NOTES.md, session 27).
 template <class TileShape, class ClusterShape, class KernelSchedule, class EpilogueSharedStorage,
-          class ScaleConfig = Fp8ScaleConfig,
-          int kCarveoutBytes = static_cast<int>(sizeof(EpilogueSharedStorage))>
+          class ScaleConfig = Fp8ScaleConfig>
 using Fp8BlockwiseMainloop = typename cutlass::gemm::collective::CollectiveBuilder<
     cutlass::arch::Sm90, cutlass::arch::OpClassTensorOp, cutlass::float_e4m3_t,
     cute::tuple<RowMajor*, decltype(ScaleConfig::deduce_layoutSFA())*>, 16, cutlass::float_e4m3_t,
     cute::tuple<ColumnMajor*, decltype(ScaleConfig::deduce_layoutSFB())*>, 16, float, TileShape, ClusterShape,
-    cutlass::gemm::collective::StageCountAutoCarveout<kCarveoutBytes>, KernelSchedule>::CollectiveOp;
-
-// The carveout that leaves exactly `kStages` stages of the blockwise fp8 mainloop on `TileShape` (one f32 A
-// scale per row, one B scale per `kScaleRowsB` rows): CUTLASS's arithmetic in
-// compute_stage_count_with_blockwise_scale (a stage is the A and B tiles and their scales, rounded up to 128
-// bytes, plus its pipeline barrier; the stages are the whole ones left beside the carveout), less half a
-// stage for what the builder sets aside for the kernel itself (the pointer-array kernels' tensormaps and
-// scheduler pipeline, a few hundred bytes). The kernels that use it static_assert the count they got, so a
-// change in CUTLASS's arithmetic stops the build.
-template <class TileShape, int kScaleRowsB, int kStages>
-constexpr int Fp8CarveoutForStages() {
-  constexpr int kAlign = 128;
-  constexpr int m = cute::size<0>(TileShape{}), n = cute::size<1>(TileShape{}),
-                k = cute::size<2>(TileShape{});
-  constexpr int tiles_and_scales = m * k + n * k + 4 * m + 4 * (n / kScaleRowsB);  // e4m3 tiles, f32 scales
-  constexpr int stage = (tiles_and_scales + kAlign - 1) / kAlign * kAlign +
-                        static_cast<int>(sizeof(typename cutlass::PipelineTmaAsync<1>::SharedStorage));
-  constexpr int capacity = cutlass::gemm::collective::detail::sm90_smem_capacity_bytes / kAlign * kAlign;
-  return (capacity - kStages * stage - stage / 2) / kAlign * kAlign;
-}
+    cutlass::gemm::collective::StageCountAutoCarveout<static_cast<int>(sizeof(EpilogueSharedStorage))>,
+    KernelSchedule>::CollectiveOp;
 
 // e4m3 x e4m3 with DeepSeek-V3's block scales: A one f32 scale per row and 128 K (granularity 1 x 128),
 // B one per 128 x 128 block, both K-major (how the dispatch and the checkpoint store them). The
@@ -170,23 +153,10 @@ struct Fp8SwigluKernel {
   using LayoutSFA = decltype(ScaleConfig::deduce_layoutSFA());
   using LayoutSFB = decltype(ScaleConfig::deduce_layoutSFB());
   using CollectiveEpilogue = SwigluPairEpilogue;
-  // 4 stages, not the 6 that fit. With 6, GEMM 1 read 40-54 GB from DRAM at one rank (32768 tokens; its
-  // operands are 9.3 GB, so each row and weight tile was fetched ~4 times), whatever the tile order, the
-  // grid, L2 eviction hints or where A lived; with 5, 28 GB; with 4, 9.4 GB: its operands once. The kernel
-  // took 13.3 ms instead of 14.9 on a cold GPU, the layer at one rank 2.5 % less in steady state; at 4096 x
-  // 8, where the GPU sits at its power limit, the change is within the rounds' spread. 3 stages starve the
-  // tensor cores (+27 %). Our reading, not measured: with fewer K blocks in flight per CTA, the CTAs that
-  // share a tile stay close enough in K for L2 to serve the later ones (bench/NOTES.md, session 27).
-  static constexpr int kMainloopStages = 4;
-  static constexpr int kCarveout = Fp8CarveoutForStages<TileShape, kScaleRowsB, kMainloopStages>();
-  static_assert(kCarveout >= static_cast<int>(sizeof(typename CollectiveEpilogue::TensorStorage)),
-                "the epilogue's shared memory fits beside the mainloop's stages");
   using CollectiveMainloop =
       Fp8BlockwiseMainloop<TileShape, ClusterShape,
                            cutlass::gemm::KernelPtrArrayTmaWarpSpecializedCooperativeFP8Blockwise,
-                           typename CollectiveEpilogue::TensorStorage, ScaleConfig, kCarveout>;
-  static_assert(CollectiveMainloop::DispatchPolicy::Stages == kMainloopStages,
-                "Fp8CarveoutForStages leaves the stage count it names");
+                           typename CollectiveEpilogue::TensorStorage, ScaleConfig>;
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = true;
   static constexpr bool kSwiglu = true;
