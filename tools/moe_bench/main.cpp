@@ -68,14 +68,14 @@ void print_timeline(const std::vector<nlohmann::json>& ranks) {
   if (finishes.empty()) return;
   std::sort(finishes.begin(), finishes.end());
   const size_t call = finishes[finishes.size() / 2].second;
+  const double origin = ranks.front()["timeline_us"][call][0].get<double>();  // rank 0's start
   std::printf("timeline   call %zu of the timed calls, us from rank 0's start:\n", call);
   std::printf("  rank      start   dispatch     gemm 1     swiglu     gemm 2        end\n");
   for (const nlohmann::json& rank : ranks) {
     if (!rank.contains("timeline_us")) continue;
-    const nlohmann::json& marks = rank["timeline_us"][call];
-    const double origin = ranks.front()["timeline_us"][call][0].get<double>();
     std::printf("  %4d", rank["rank"].get<int>());
-    for (const nlohmann::json& mark : marks) std::printf(" %10.1f", mark.get<double>() - origin);
+    for (const nlohmann::json& mark : rank["timeline_us"][call])
+      std::printf(" %10.1f", mark.get<double>() - origin);
     std::printf("\n");
   }
 }

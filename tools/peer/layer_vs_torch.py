@@ -36,24 +36,33 @@ def run_json(command, json_path, what):
         return json.load(results)
 
 
+def count(minimum):
+    """An argparse type: an integer >= minimum, or an error that says what was expected and given."""
+    def parse(text):
+        value = int(text)
+        if value < minimum:
+            what = "a positive count" if minimum == 1 else f"a count >= {minimum}"
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+    parse.__name__ = "count"  # argparse names the type in its refusal: "invalid count value: 'x'"
+    return parse
+
+
 def main():
     here = os.path.dirname(os.path.abspath(__file__))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--moe-bench", required=True, help="the switchyard-moe-bench binary")
     parser.add_argument("--torch-script", default=os.path.join(here, "torch_grouped_gemm.py"))
-    parser.add_argument("--tokens", type=int, default=4096, help="tokens per rank (default 4096)")
-    parser.add_argument("--ranks", type=int, default=8)
+    parser.add_argument("--tokens", type=count(1), default=4096, help="tokens per rank (default 4096)")
+    parser.add_argument("--ranks", type=count(1), default=8)
     parser.add_argument("--ranks-as", choices=["threads", "processes"], default="threads")
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--warmup", type=int, default=3, help="untimed calls on both sides (default 3)")
-    parser.add_argument("--iters", type=int, default=10, help="timed calls on both sides (default 10)")
+    parser.add_argument("--rounds", type=count(1), default=5)
+    parser.add_argument("--warmup", type=count(0), default=3, help="untimed calls on both sides (default 3)")
+    parser.add_argument("--iters", type=count(1), default=10, help="timed calls on both sides (default 10)")
     parser.add_argument("--gate-up", choices=["interleaved", "halves"], default="interleaved")
     parser.add_argument("--json", help="write every round's figures here")
     parser.add_argument("bench_args", nargs="*", help="more arguments for moe-bench (after --)")
     args = parser.parse_args()
-    for name in ("rounds", "warmup", "iters", "tokens", "ranks"):
-        if getattr(args, name) < (0 if name == "warmup" else 1):
-            parser.error(f"--{name.replace('_', '-')}: expected a positive count, got {getattr(args, name)}")
 
     protocol = ["--warmup", str(args.warmup), "--iters", str(args.iters)]
     rounds = []
