@@ -50,17 +50,17 @@ __device__ __forceinline__ bool rank_aborted(const KernelContext& context) {
 // end early, since a peer that got further than us may still be reading it.
 enum class OnRankFailure { give_up, keep_waiting };
 
-// Spins until *word >= target (acquire). Returns false on timeout or, unless told to keep waiting,
-// when another wait of this rank already failed. A timeout is recorded (the rank's first failure wins).
-__device__ __forceinline__ bool wait_at_least(const KernelContext& context, const uint64_t* word,
-                                              uint64_t target, const WaitSite& site,
-                                              OnRankFailure on_failure = OnRankFailure::give_up) {
-  uint64_t observed = common::ld_acquire_sys(word);
+// Spins until load() >= target. Returns false on timeout or, unless told to keep waiting, when
+// another wait of this rank already failed. A timeout is recorded (the rank's first failure wins).
+template <typename Load>
+__device__ __forceinline__ bool wait_until_at_least(const KernelContext& context, Load load, uint64_t target,
+                                                    const WaitSite& site, OnRankFailure on_failure) {
+  uint64_t observed = load();
   if (observed >= target) return true;
   const uint64_t start = ptx::globaltimer_ns();
   // NOTES: the clock and abort flag are read every 64 polls; a poll is a few hundred ns.
   for (uint32_t polls = 1;; ++polls) {
-    observed = common::ld_acquire_sys(word);
+    observed = load();
     if (observed >= target) return true;
     if ((polls & 63) == 0) {
       if (on_failure == OnRankFailure::give_up && rank_aborted(context)) return false;
@@ -72,6 +72,23 @@ __device__ __forceinline__ bool wait_at_least(const KernelContext& context, cons
       }
     }
   }
+}
+
+// Spins until *word >= target (acquire, system scope: a word a peer writes).
+__device__ __forceinline__ bool wait_at_least(const KernelContext& context, const uint64_t* word,
+                                              uint64_t target, const WaitSite& site,
+                                              OnRankFailure on_failure = OnRankFailure::give_up) {
+  return wait_until_at_least(
+      context, [word] { return common::ld_acquire_sys(word); }, target, site, on_failure);
+}
+
+// Spins until the shared-memory *word >= target (acquire, CTA scope: a word another warp of this
+// block keeps, e.g. its copy of a peer's tail). Bounded like wait_at_least, and recorded under `site`.
+__device__ __forceinline__ bool wait_shared_at_least(const KernelContext& context, const uint64_t* word,
+                                                     uint64_t target, const WaitSite& site) {
+  return wait_until_at_least(
+      context, [word] { return ptx::atom_load_acquire_cta_shared_u64(word); }, target, site,
+      OnRankFailure::give_up);
 }
 
 }  // namespace switchyard::cuda

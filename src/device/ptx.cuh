@@ -14,6 +14,23 @@ __device__ __forceinline__ uint32_t smem_address(const void* pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }
 
+// ---- a block's warps handing progress to each other through shared memory (CTA scope) ----
+// NOTES: atomics rather than ld.acquire / st.release: compute-sanitizer's racecheck reports a plain (even
+// acquire) load of a word another warp stores as a hazard; atomic accesses are not hazards to it.
+__device__ __forceinline__ uint64_t atom_load_acquire_cta_shared_u64(const uint64_t* address) {
+  uint64_t value;
+  asm volatile("atom.acquire.cta.shared::cta.or.b64 %0, [%1], 0;"
+               : "=l"(value)
+               : "r"(smem_address(address))
+               : "memory");
+  return value;
+}
+
+__device__ __forceinline__ void atom_store_release_cta_shared_u64(uint64_t* address, uint64_t value) {
+  asm volatile("atom.release.cta.shared::cta.exch.b64 _, [%0], %1;" ::"r"(smem_address(address)), "l"(value)
+               : "memory");
+}
+
 // ---- mbarrier (completion of TMA loads) ----
 __device__ __forceinline__ void mbarrier_init(uint64_t* barrier, uint32_t arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_address(barrier)), "r"(arrivals)

@@ -7,7 +7,8 @@
 
 namespace switchyard::cuda {
 
-// A block has at most 32 warps; with G > 1 there are at most 8 groups, so ids 1..8 never clash with
+// A block has at most 32 warps, and the engines aim at 16 or 24: with G > 1 there are at most 12 groups
+// (24 warps in pairs), so ids 1..12 stay within the 16 named barriers and never clash with
 // __syncthreads' id 0.
 struct WarpGroup {
   int index;          // the peer it serves

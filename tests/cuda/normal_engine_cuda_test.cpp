@@ -74,6 +74,10 @@ std::vector<CudaCase> cases() {
   list.push_back({"R8_tiny_rings_wrap", make_shape(8, 100, 256, 4, 32, DType::bf16), config_with(2, 2, 1)});
   list.push_back(
       {"R3_small_rings_wrap", make_shape(3, 150, 512, 6, 12, DType::fp8_e4m3), config_with(3, 5, 2)});
+  // More ranks than the combine block's 24 warps: a sender warp serves several home ranks, and the
+  // receiver's coordinator a lane per rank (32, every lane). One channel each: 64 blocks on one GPU.
+  list.push_back(
+      {"R32_more_ranks_than_warps", make_shape(32, 48, 256, 4, 64, DType::bf16), config_with(1, 4, 2)});
   CudaCase zero{"R2_zero_tokens_on_rank1", make_shape(2, 0, 512, 4, 8, DType::bf16), standard};
   zero.shape.tokens_per_rank_list = {40, 0};
   list.push_back(zero);

@@ -1,6 +1,7 @@
 // The CUDA `normal` combine: per channel a sender block (expert side: each received row goes back
-// to its home rank's ring, a warp group per home rank) and a receiver block (home side: a warp per
-// token reduces the token's rows in DESIGN.md's fixed order and stores the result with TMA bulk stores).
+// to its home rank's ring, a warp group per home rank) and a receiver block (home side: a coordinator
+// warp tracks the rings, and each other warp reduces its own tokens' rows in DESIGN.md's fixed order
+// and stores the result with TMA bulk stores).
 #include "common/numeric.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/normal/kernels.hpp"
@@ -15,18 +16,25 @@ namespace switchyard::cuda {
 namespace {
 
 constexpr int kMaxWarps = 32;
-constexpr int kMaxRanksPerBlock = 128;
+// 24 warps, as DeepEP's combine: 23 reducing warps in the receiver, 3 sender warps per home rank at 8.
+constexpr int kTargetWarps = 24;
+constexpr int kMaxRanks = 32;  // the CUDA backend's limit (kMaxCudaRanks): a coordinator lane per rank
 
 struct CombineShared {
   int group_abort[kMaxWarps];
-  int block_abort;
-  uint64_t consumed[kMaxRanksPerBlock];  // per expert rank: slots of its ring already reduced
+  // Receiver: per expert rank, its ring's tail as the coordinator last read it.
+  uint64_t tail[kMaxRanks];
+  // Receiver: per reducing warp, the next token it will reduce (it has reduced all of its tokens
+  // before that one); ~0 once it has left.
+  uint64_t next_token[kMaxWarps];
+  // Receiver: per reducing warp, where its token's row lies in each holding rank's ring.
+  const int4* token_rows[kMaxWarps][kMaxRanks];
 };
 
-// Sender role: a group of warps returns this channel's rows for one home rank, a chunk per round.
-__device__ void combine_sender(const KernelContext& context, const CombineLaunch& launch,
-                               CombineShared& shared, int channel, const WarpGroup& group) {
-  const int home = group.index;
+// Sender role, for one home rank: a group of warps returns this channel's rows that came from `home`,
+// a chunk per round. False when a wait failed (the group leaves the kernel).
+__device__ bool combine_sender_to(const KernelContext& context, const CombineLaunch& launch,
+                                  CombineShared& shared, int channel, const WarpGroup& group, int home) {
   const int index = home * context.num_channels + channel;
   const int64_t first_row = launch.recv_channel_start[index];
   const uint64_t total = static_cast<uint64_t>(launch.recv_channel_start[index + 1] - first_row);
@@ -43,7 +51,7 @@ __device__ void combine_sender(const KernelContext& context, const CombineLaunch
       shared.group_abort[home] = room ? 0 : 1;
     }
     group.sync();
-    if (shared.group_abort[home]) return;
+    if (shared.group_abort[home]) return false;
     for (uint64_t i = round_begin + group.warp_in_group; i < round_end; i += group.size) {
       const int64_t row = first_row + static_cast<int64_t>(i);
       uint8_t* slot = ring.slot(i);
@@ -59,6 +67,16 @@ __device__ void combine_sender(const KernelContext& context, const CombineLaunch
       ptx::fence_acq_rel_sys();
       common::st_release_sys(ring.tail(), round_end);
     }
+  }
+  return true;
+}
+
+// Sender role: group g serves home ranks g, g + groups, ... (one each unless R > kTargetWarps).
+__device__ void combine_sender(const KernelContext& context, const CombineLaunch& launch,
+                               CombineShared& shared, int channel, const WarpGroup& group) {
+  const int groups = static_cast<int>(blockDim.x / 32) / group.size;
+  for (int home = group.index; home < context.num_ranks; home += groups) {
+    if (!combine_sender_to(context, launch, shared, channel, group, home)) return;
   }
 }
 
@@ -107,8 +125,9 @@ __device__ __forceinline__ void wait_output_piece_free(const OutputStaging& stag
 // ascending from +0, rounded to bf16; then fp32 over node partials ascending, rounded once. With one
 // node there is no partial: the ranks' rows go straight into the final sum. The final sum starts at
 // bias0 + bias1 (+0 without biases).
+// `rows_of_rank`: this warp's table of the token's row per rank (filled here).
 __device__ void reduce_token(const KernelContext& context, const CombineLaunch& launch, int channel,
-                             int64_t token, OutputStaging& staging) {
+                             int64_t token, OutputStaging& staging, const int4** rows_of_rank) {
   const int num_ranks = context.num_ranks;
   const common::CombineMessage& message = launch.message;
   const uint32_t chunks = message.row_bytes / 16;
@@ -121,6 +140,14 @@ __device__ void reduce_token(const KernelContext& context, const CombineLaunch& 
   const uint16_t* bias0_row = launch.bias0 ? launch.bias0 + token * row_elements : nullptr;
   const uint16_t* bias1_row = launch.bias1 ? launch.bias1 + token * row_elements : nullptr;
   const bool one_node = launch.ranks_per_node >= num_ranks;
+  // NOTES: looked up once per token. The chunk loop used to load the rank's slot and recompute its ring
+  // before every 16-byte row load, a dependent load in front of each: with the table the combine at 4096
+  // tokens went 3.06 -> 2.30 ms at 8 processes and 1.25 -> 0.93 ms at 4 (bench/NOTES.md, session 28).
+  if (lane < num_ranks && ((holders >> lane) & 1u)) {
+    const uint8_t* slot = context.layout.ring(context.heap.base, channel, lane).slot(slots[lane]);
+    rows_of_rank[lane] = reinterpret_cast<const int4*>(message.row(const_cast<uint8_t*>(slot)));
+  }
+  __syncwarp();
   for (uint32_t piece_begin = 0; piece_begin < chunks; piece_begin += kOutputPieceChunks) {
     const uint32_t piece_chunks = min(kOutputPieceChunks, chunks - piece_begin);
     wait_output_piece_free(staging);
@@ -147,8 +174,7 @@ __device__ void reduce_token(const KernelContext& context, const CombineLaunch& 
             if (pending == 0) break;
             const int rank = node_first + __ffs(pending) - 1;
             pending &= pending - 1u;
-            const uint8_t* slot = context.layout.ring(context.heap.base, channel, rank).slot(slots[rank]);
-            rows[j] = reinterpret_cast<const int4*>(message.row(const_cast<uint8_t*>(slot)))[chunk];
+            rows[j] = rows_of_rank[rank][chunk];
             count = j + 1;
           }
 #pragma unroll
@@ -187,92 +213,119 @@ __device__ void reduce_token(const KernelContext& context, const CombineLaunch& 
   }
 }
 
-// Receiver role: the block walks this channel's tokens in batches of one token per warp. A warp
-// waits until each of its token's rows has arrived, then reduces. After each batch the block frees
-// the slots it consumed. NOTES: a batch never needs more slots of one ring than the sender can fill
-// before the batch frees any (batch <= ring_slots - chunk + 1, chosen by the host).
-__device__ void combine_receiver(const KernelContext& context, const CombineLaunch& launch,
-                                 CombineShared& shared, int channel, int batch_tokens) {
-  const int num_ranks = context.num_ranks;
-  const int warp = threadIdx.x / 32;
-  const int lane = lane_id();
-  const int64_t begin = common::channel_begin(launch.num_tokens, context.num_channels, channel);
-  const int64_t end = common::channel_begin(launch.num_tokens, context.num_channels, channel + 1);
-  for (int rank = threadIdx.x; rank < num_ranks; rank += blockDim.x) shared.consumed[rank] = 0;
-  if (threadIdx.x == 0) shared.block_abort = 0;
-  extern __shared__ int4 output_pieces[];
-  OutputStaging staging{output_pieces + warp * 2 * kOutputPieceChunks, 0};
-  // Lane 0 issued this warp's TMA stores: they must be complete before the kernel ends.
-  auto finish_stores = [&] {
-    if (lane == 0) ptx::tma_store_wait_all();
-  };
-  __syncthreads();
+// The receiver block is split as DeepEP's is. Warp 0 coordinates; warps 1..W-1 reduce, warp w taking
+// tokens begin + w - 1, then every (W - 1)th. A reducing warp waits only for its own token's rows and
+// never for the other warps.
+// NOTES: it replaced warps that took one token each of a batch and met at a block barrier after every
+// batch. Measured as processes at 4096 tokens (bench/NOTES.md, session 28), the split alone left 8 ranks
+// where they were and 4 ranks ~10 % faster; most of the gain came from reduce_token's row table.
 
-  for (int64_t batch = begin; batch < end; batch += batch_tokens) {
-    const int64_t token = batch + warp;
-    if (warp < batch_tokens && token < end) {
-      bool ready = true;
-      if (lane == 0) {
-        const bool* in_rank = launch.is_token_in_rank + token * num_ranks;
-        for (int rank = 0; rank < num_ranks && ready; ++rank) {
-          if (!in_rank[rank]) continue;
-          const uint64_t needed = static_cast<uint64_t>(launch.send_slot[token * num_ranks + rank]) + 1;
-          const common::Ring ring = context.layout.ring(context.heap.base, channel, rank);
-          const WaitSite site{common::WaitRole::combine_receiver, common::WaitTarget::ring_data, channel,
-                              rank};
-          ready = wait_at_least(context, ring.tail(), needed, site);
-        }
-        if (!ready) shared.block_abort = 1;
-      }
-      ready = __shfl_sync(0xffffffffu, ready ? 1 : 0, 0) != 0;
-      __syncwarp();  // lane 0's acquire of the tails orders the other lanes' reads of the rows
-      if (ready) reduce_token(context, launch, channel, token, staging);
+// Coordinator, lane r for expert rank r: keeps the block's copy of rank r's ring tail fresh, and frees
+// rank r's slots up to the first token that some warp has not reduced yet. Returns once every reducing
+// warp has left (done, or given up after a failed wait).
+__device__ void combine_coordinator(const KernelContext& context, const CombineLaunch& launch,
+                                    CombineShared& shared, int channel, int64_t begin, int64_t end,
+                                    int reducing_warps) {
+  const int num_ranks = context.num_ranks;
+  const int rank = lane_id();
+  if (rank >= num_ranks) return;
+  const common::Ring ring = context.layout.ring(context.heap.base, channel, rank);
+  int64_t accounted = begin;  // tokens before this one have given their slots of rank's ring to `head`
+  uint64_t head = 0, published = 0;
+  for (;;) {
+    uint64_t reduced = ~uint64_t{0};  // every token before this one is reduced
+    for (int warp = 1; warp <= reducing_warps; ++warp)
+      reduced = min(reduced, ptx::atom_load_acquire_cta_shared_u64(&shared.next_token[warp]));
+    const int64_t reduced_end = reduced >= static_cast<uint64_t>(end) ? end : static_cast<int64_t>(reduced);
+    for (; accounted < reduced_end; ++accounted) {
+      const int32_t slot = launch.send_slot[accounted * num_ranks + rank];
+      if (slot >= 0) head = static_cast<uint64_t>(slot) + 1;
     }
-    __syncthreads();
-    if (shared.block_abort) {
-      finish_stores();
-      return;
+    if (head > published) {
+      // The reducing warps' reads of these slots happen before (their release, our acquire above).
+      common::st_release_sys(ring.head(), head);
+      published = head;
     }
-    // Free the slots of this batch: for each expert rank, up to its last token in the batch.
-    const int64_t batch_end = min(end, batch + batch_tokens);
-    for (int rank = threadIdx.x; rank < num_ranks; rank += blockDim.x) {
-      for (int64_t t = batch_end - 1; t >= batch; --t) {
-        const int32_t slot = launch.send_slot[t * num_ranks + rank];
-        if (slot >= 0) {
-          shared.consumed[rank] = static_cast<uint64_t>(slot) + 1;
-          common::st_release_sys(context.layout.ring(context.heap.base, channel, rank).head(),
-                                 shared.consumed[rank]);
-          break;
-        }
-      }
-    }
+    if (reduced_end >= end) return;
+    ptx::atom_store_release_cta_shared_u64(&shared.tail[rank], common::ld_acquire_sys(ring.tail()));
   }
-  finish_stores();
 }
 
-__global__ void combine_kernel(KernelContext context, CombineLaunch launch, int warps_per_group,
-                               int batch_tokens) {
+// Reducing warp `warp` (1..reducing_warps): its tokens of this channel, each once its rows are in.
+__device__ void combine_reducer(const KernelContext& context, const CombineLaunch& launch,
+                                CombineShared& shared, int channel, int64_t begin, int64_t end, int warp,
+                                int reducing_warps, OutputStaging& staging) {
+  const int num_ranks = context.num_ranks;
+  const int lane = lane_id();
+  for (int64_t token = begin + warp - 1; token < end; token += reducing_warps) {
+    bool ready = true;
+    if (lane < num_ranks) {
+      const int32_t slot = launch.send_slot[token * num_ranks + lane];
+      if (slot >= 0) {
+        const WaitSite site{common::WaitRole::combine_receiver, common::WaitTarget::ring_data, channel, lane};
+        ready = wait_shared_at_least(context, &shared.tail[lane], static_cast<uint64_t>(slot) + 1, site);
+      }
+    }
+    // Each waiting lane's acquire orders the whole warp's reads of the rows (__all_sync synchronises it).
+    if (!__all_sync(0xffffffffu, ready)) break;
+    reduce_token(context, launch, channel, token, staging, shared.token_rows[warp]);
+    __syncwarp();  // every lane has read its part of the rows before lane 0 hands the slots back
+    if (lane == 0)
+      ptx::atom_store_release_cta_shared_u64(&shared.next_token[warp],
+                                             static_cast<uint64_t>(token + reducing_warps));
+  }
+  if (lane == 0) {
+    ptx::atom_store_release_cta_shared_u64(&shared.next_token[warp], ~uint64_t{0});
+    ptx::tma_store_wait_all();  // lane 0 issued this warp's TMA stores: complete before the kernel ends
+  }
+}
+
+__device__ void combine_receiver(const KernelContext& context, const CombineLaunch& launch,
+                                 CombineShared& shared, int channel) {
+  const int warps = static_cast<int>(blockDim.x / 32);
+  const int warp = static_cast<int>(threadIdx.x / 32);
+  const int64_t begin = common::channel_begin(launch.num_tokens, context.num_channels, channel);
+  const int64_t end = common::channel_begin(launch.num_tokens, context.num_channels, channel + 1);
+  for (int rank = threadIdx.x; rank < context.num_ranks; rank += blockDim.x) shared.tail[rank] = 0;
+  for (int w = threadIdx.x; w < warps; w += blockDim.x)
+    shared.next_token[w] = static_cast<uint64_t>(begin + w - 1);
+  __syncthreads();
+  if (warp == 0) {
+    combine_coordinator(context, launch, shared, channel, begin, end, warps - 1);
+    return;
+  }
+  extern __shared__ int4 output_pieces[];
+  OutputStaging staging{output_pieces + warp * 2 * kOutputPieceChunks, 0};
+  combine_reducer(context, launch, shared, channel, begin, end, warp, warps - 1, staging);
+}
+
+// NOTES: bounded so that 24 warps fit an SM's 65536 registers: unbounded, ptxas gave it 94-96.
+__global__ void __launch_bounds__(kTargetWarps * 32, 1)
+    combine_kernel(KernelContext context, CombineLaunch launch, int warps_per_group) {
   __shared__ CombineShared shared;
   const int channel = blockIdx.x / 2;
   if (blockIdx.x % 2 == 0) {
     combine_sender(context, launch, shared, channel, warp_group_of_this_warp(warps_per_group));
   } else {
-    combine_receiver(context, launch, shared, channel, batch_tokens);
+    combine_receiver(context, launch, shared, channel);
   }
 }
 
 }  // namespace
 
 void launch_combine(const KernelContext& context, const CombineLaunch& launch, cudaStream_t stream) {
-  const int warps = normal_warps_per_block(context.num_ranks);
-  const int warps_per_group = warps / context.num_ranks;
-  const int slack = static_cast<int>(context.layout.ring_slots) - static_cast<int>(context.chunk_tokens) + 1;
-  const int batch_tokens = slack < warps ? slack : warps;
+  const int warps = normal_combine_warps_per_block(context.num_ranks);
+  const int warps_per_group = warps >= context.num_ranks ? warps / context.num_ranks : 1;
   const size_t shared_bytes =
       static_cast<size_t>(warps) * 2 * kOutputPieceBytes;  // receivers' output staging
-  combine_kernel<<<2 * context.num_channels, warps * 32, shared_bytes, stream>>>(
-      context, launch, warps_per_group, batch_tokens);
+  combine_kernel<<<2 * context.num_channels, warps * 32, shared_bytes, stream>>>(context, launch,
+                                                                                 warps_per_group);
   SY_CUDA_CHECK_LAUNCH();
+}
+
+int normal_combine_warps_per_block(int num_ranks) {
+  if (num_ranks >= kTargetWarps) return kTargetWarps;  // a sender warp serves several home ranks
+  return num_ranks * (kTargetWarps / num_ranks);
 }
 
 void prepare_combine_kernel() {
