@@ -118,6 +118,16 @@ __device__ __forceinline__ int4 ld_weak_nc_v4(const int4* pointer) {
   return value;
 }
 
+// Read-only data through the non-coherent path, allocated in L1: a row that the block's other warps
+// read again soon (a token the dispatch sends to several ranks, one warp group per rank).
+__device__ __forceinline__ int4 ld_nc_v4(const int4* pointer) {
+  int4 value;
+  asm volatile("ld.global.nc.v4.s32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(value.x), "=r"(value.y), "=r"(value.z), "=r"(value.w)
+               : "l"(pointer));
+  return value;
+}
+
 __device__ __forceinline__ void fence_acq_rel_sys() {
   asm volatile("fence.acq_rel.sys;" ::: "memory");
 }

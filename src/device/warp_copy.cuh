@@ -16,6 +16,8 @@ enum class CopyLoad {
   // The non-coherent path, not allocated in L1 (ptx::ld_weak_nc_v4): only for global memory that no
   // one writes during the kernel (the caller's inputs), which that path may otherwise serve stale.
   read_only,
+  // read_only, allocated in L1 (ptx::ld_nc_v4): inputs that other warps of the block read again soon.
+  read_only_shared_by_warps,
   // Coherent, not allocated in L1 (ptx::ld_weak_no_allocate_v4): rows a peer wrote before the signal
   // the caller acquired, read once, so they do not evict what the kernel reads again.
   no_allocate,
@@ -27,6 +29,8 @@ template <CopyLoad kLoad>
 __device__ __forceinline__ int4 copy_load_v4(const int4* pointer) {
   if constexpr (kLoad == CopyLoad::read_only) {
     return ptx::ld_weak_nc_v4(pointer);
+  } else if constexpr (kLoad == CopyLoad::read_only_shared_by_warps) {
+    return ptx::ld_nc_v4(pointer);
   } else if constexpr (kLoad == CopyLoad::no_allocate) {
     return ptx::ld_weak_no_allocate_v4(pointer);
   } else {

@@ -35,7 +35,10 @@ __device__ __forceinline__ uint32_t staging_bytes_per_warp(uint32_t row_bytes, i
 __device__ __forceinline__ void write_message(const KernelContext& context, const DispatchLaunch& launch,
                                               int destination, int32_t token, uint8_t* slot) {
   const common::DispatchMessage& message = launch.message;
-  warp_copy<CopyLoad::read_only, 8>(
+  // NOTES: through L1: a token goes to ~5 of 8 ranks, and the sender block's group for each of them reads
+  // the same row at about the same time. Around L1 (CopyLoad::read_only) each group fetched it again:
+  // the dispatch at 4096 tokens took 5-7 % longer (bench/NOTES.md, session 28, call 7).
+  warp_copy<CopyLoad::read_only_shared_by_warps, 8>(
       message.row(slot), launch.x + static_cast<int64_t>(token) * message.row_bytes, message.row_bytes);
   const int lane = lane_id();
   for (uint32_t i = lane; i < message.num_scales; i += 32) {
