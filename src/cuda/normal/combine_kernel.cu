@@ -266,7 +266,8 @@ __device__ void combine_reducer(const KernelContext& context, const CombineLaunc
         ready = wait_shared_at_least(context, &shared.tail[lane], static_cast<uint64_t>(slot) + 1, site);
       }
     }
-    // Each waiting lane's acquire orders the whole warp's reads of the rows (__all_sync synchronises it).
+    // The waiting lanes' acquires come before every lane's reads of the rows: reduce_token meets at a
+    // __syncwarp (after its row table) before it reads them.
     if (!__all_sync(0xffffffffu, ready)) break;
     reduce_token(context, launch, channel, token, staging, shared.token_rows[warp]);
     __syncwarp();  // every lane has read its part of the rows before lane 0 hands the slots back
