@@ -20,6 +20,13 @@ constexpr int kMaxWarps = 32;
 constexpr int kTargetWarps = 24;
 constexpr int kMaxRanks = 32;  // the CUDA backend's limit (kMaxCudaRanks): a coordinator lane per rank
 
+// Warps per combine block for R ranks: a multiple of R up to 24 (so each home rank has as many sender
+// warps), else 24, where a sender warp serves several home ranks.
+int combine_warps_per_block(int num_ranks) {
+  if (num_ranks >= kTargetWarps) return kTargetWarps;
+  return num_ranks * (kTargetWarps / num_ranks);
+}
+
 struct CombineShared {
   int group_abort[kMaxWarps];
   // Receiver: per expert rank, its ring's tail as the coordinator last read it.
@@ -227,27 +234,38 @@ __device__ void combine_coordinator(const KernelContext& context, const CombineL
                                     CombineShared& shared, int channel, int64_t begin, int64_t end,
                                     int reducing_warps) {
   const int num_ranks = context.num_ranks;
-  const int rank = lane_id();
-  if (rank >= num_ranks) return;
-  const common::Ring ring = context.layout.ring(context.heap.base, channel, rank);
+  const int lane = lane_id();
+  const int rank = lane;  // lanes at or above num_ranks only help with the minimum below
+  const bool owns_ring = rank < num_ranks;
+  const common::Ring ring = context.layout.ring(context.heap.base, channel, owns_ring ? rank : 0);
   int64_t accounted = begin;  // tokens before this one have given their slots of rank's ring to `head`
   uint64_t head = 0, published = 0;
   for (;;) {
-    uint64_t reduced = ~uint64_t{0};  // every token before this one is reduced
-    for (int warp = 1; warp <= reducing_warps; ++warp)
+    // Every token before `reduced` is reduced: the minimum of the reducing warps' next tokens, one
+    // shared-memory load per lane and a warp-wide minimum (every lane needs the same value).
+    uint64_t reduced = ~uint64_t{0};
+    for (int warp = 1 + lane; warp <= reducing_warps; warp += 32)
       reduced = min(reduced, ptx::atom_load_acquire_cta_shared_u64(&shared.next_token[warp]));
+    for (int offset = 16; offset > 0; offset /= 2)
+      reduced = min(reduced, __shfl_xor_sync(0xffffffffu, reduced, offset));
+    // The lanes that loaded other warps' words make them this lane's too: the shuffle orders them
+    // (a warp-synchronous exchange), and each load was an acquire.
+    __syncwarp();
     const int64_t reduced_end = reduced >= static_cast<uint64_t>(end) ? end : static_cast<int64_t>(reduced);
-    for (; accounted < reduced_end; ++accounted) {
-      const int32_t slot = launch.send_slot[accounted * num_ranks + rank];
-      if (slot >= 0) head = static_cast<uint64_t>(slot) + 1;
-    }
-    if (head > published) {
-      // The reducing warps' reads of these slots happen before (their release, our acquire above).
-      common::st_release_sys(ring.head(), head);
-      published = head;
+    if (owns_ring) {
+      for (; accounted < reduced_end; ++accounted) {
+        const int32_t slot = launch.send_slot[accounted * num_ranks + rank];
+        if (slot >= 0) head = static_cast<uint64_t>(slot) + 1;
+      }
+      if (head > published) {
+        // The reducing warps' reads of these slots happen before (their release, the acquire above).
+        common::st_release_sys(ring.head(), head);
+        published = head;
+      }
     }
     if (reduced_end >= end) return;
-    ptx::atom_store_release_cta_shared_u64(&shared.tail[rank], common::ld_acquire_sys(ring.tail()));
+    if (owns_ring)
+      ptx::atom_store_release_cta_shared_u64(&shared.tail[rank], common::ld_acquire_sys(ring.tail()));
   }
 }
 
@@ -315,18 +333,13 @@ __global__ void __launch_bounds__(kTargetWarps * 32, 1)
 }  // namespace
 
 void launch_combine(const KernelContext& context, const CombineLaunch& launch, cudaStream_t stream) {
-  const int warps = normal_combine_warps_per_block(context.num_ranks);
+  const int warps = combine_warps_per_block(context.num_ranks);
   const int warps_per_group = warps >= context.num_ranks ? warps / context.num_ranks : 1;
   const size_t shared_bytes =
       static_cast<size_t>(warps) * 2 * kOutputPieceBytes;  // receivers' output staging
   combine_kernel<<<2 * context.num_channels, warps * 32, shared_bytes, stream>>>(context, launch,
                                                                                  warps_per_group);
   SY_CUDA_CHECK_LAUNCH();
-}
-
-int normal_combine_warps_per_block(int num_ranks) {
-  if (num_ranks >= kTargetWarps) return kTargetWarps;  // a sender warp serves several home ranks
-  return num_ranks * (kTargetWarps / num_ranks);
 }
 
 void prepare_combine_kernel() {

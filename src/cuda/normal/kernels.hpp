@@ -86,10 +86,8 @@ void launch_combine(const KernelContext& context, const CombineLaunch& launch, c
 // shared-memory attributes: once per device; idempotent, thread-safe. See kernel_preload.hpp.
 void prepare_normal_kernels(int device);
 
-// Warps per block of the dispatch kernel for R ranks (a multiple of R), and of the combine kernel (a
-// multiple of R up to 24 warps, else 24).
+// Warps per block of the dispatch kernel for R ranks (a multiple of R).
 int normal_warps_per_block(int num_ranks);
-int normal_combine_warps_per_block(int num_ranks);
 // Max blocks of the dispatch/combine kernels that can be resident per SM (for the co-residency check).
 int normal_blocks_per_sm(int num_ranks, int row_bytes);
 
