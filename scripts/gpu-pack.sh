@@ -11,10 +11,17 @@
 # On the GPU machine (carry build/gpu-carry): SWITCHYARD_GPU_PREBUILT=build/gpu-carry/binaries.tar.gz
 # bash scripts/gpu-check.sh unpacks it into its build folder instead of building. Both machines are
 # x86-64 with CUDA 13; the binaries need only libcudart and libnccl, which the GPU image has.
+#
+# For a device call's carry (64 MiB at most), a stripped tarball that also stages the Python package
+# (python/switchyard/*.py with the build's _C and _torch_ops modules, as pkg/switchyard: put $B/pkg on
+# PYTHONPATH there):
+#
+#   SWITCHYARD_PACK_OUT=build/gpu-carry29/c1.tar.gz SWITCHYARD_PACK_PYTHON=1 bash scripts/gpu-pack.sh build/gpu-local
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build/gpu-local}
-out=build/gpu-carry
+tarball=${SWITCHYARD_PACK_OUT:-build/gpu-carry/binaries.tar.gz}
+out=$(dirname "$tarball")
 mkdir -p "$out"
 binaries=()
 for path in "$build"/tests/cuda/switchyard_*_test "$build"/tests/bench/*_cuda_test \
@@ -23,6 +30,26 @@ for path in "$build"/tests/cuda/switchyard_*_test "$build"/tests/bench/*_cuda_te
   [[ -x $path ]] && binaries+=("${path#"$build"/}")
 done
 [[ ${#binaries[@]} -gt 0 ]] || { echo "gpu-pack: no binaries under $build" >&2; exit 2; }
-tar -C "$build" -cf - "${binaries[@]}" | gzip -9 >"$out/binaries.tar.gz"
+staging=$(mktemp -d)
+trap 'rm -rf "$staging"' EXIT
+for path in "${binaries[@]}"; do
+  mkdir -p "$staging/$(dirname "$path")"
+  cp "$build/$path" "$staging/$path"
+  [[ -n ${SWITCHYARD_PACK_PYTHON:-} ]] && strip --strip-unneeded "$staging/$path"
+done
+if [[ -n ${SWITCHYARD_PACK_PYTHON:-} ]]; then
+  mkdir -p "$staging/pkg/switchyard"
+  cp python/switchyard/*.py "$staging/pkg/switchyard/"
+  modules=("$build"/python/switchyard/_C*.so "$build"/python/_C*.so "$build"/python/switchyard/_torch_ops*.so
+           "$build"/python/_torch_ops*.so)
+  found=0
+  for module in "${modules[@]}"; do
+    [[ -f $module ]] || continue
+    cp "$module" "$staging/pkg/switchyard/" && strip --strip-unneeded "$staging/pkg/switchyard/$(basename "$module")"
+    found=$((found + 1))
+  done
+  [[ $found -gt 0 ]] || { echo "gpu-pack: no _C module under $build/python (configure with -DSWITCHYARD_BUILD_PYTHON=ON)" >&2; exit 2; }
+fi
+tar -C "$staging" -cf - . | gzip -9 >"$tarball"
 echo "gpu-pack: ${#binaries[@]} binaries from $build ($(git rev-parse --short HEAD)$(git diff --quiet || echo +dirty))" \
-  "-> $out/binaries.tar.gz ($(du -h "$out/binaries.tar.gz" | cut -f1))"
+  "-> $tarball ($(du -h "$tarball" | cut -f1))"

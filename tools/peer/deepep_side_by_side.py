@@ -19,6 +19,9 @@ pass a barrier with their GPU idle). Two methods:
   device  a sleep kernel holds the stream while the host enqueues the call, so the events bracket
           the GPU's work only. A call that waits for the GPU on the host (dispatch without a handle
           reads the receive counts) still shows the host's work after that wait.
+  host    in the device method's iterations, the wall time of the call on the host (its enqueue, with
+          the stream held busy): issue 20's host cost, which must not exceed DeepEP's for the same call.
+          A call that waits for the GPU on the host includes that wait (the sleep as well).
 """
 import argparse
 import importlib
@@ -139,34 +142,39 @@ class Clock:
         dist.barrier(group=self.group)
 
     def once(self, fn, method):
-        """-> (microseconds, whether the host's enqueue was hidden behind the sleep, or None)."""
+        """-> (microseconds, whether the host's enqueue was hidden behind the sleep or None, the host's
+        wall time of the call in the device method or None)."""
         self._start_together()
         if not self.cuda:
             if method == "device":
-                return None, None
+                return None, None, None
             begin = time.perf_counter()
             fn()
-            return (time.perf_counter() - begin) * 1e6, None
+            return (time.perf_counter() - begin) * 1e6, None, None
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         if method == "device":
             torch.cuda._sleep(self.sleep_cycles)
         start.record()
+        begin = time.perf_counter()
         fn()
+        host_us = (time.perf_counter() - begin) * 1e6 if method == "device" else None
         # Still pending when the host has enqueued the call: the sleep covered the host's work.
         hidden = (not start.query()) if method == "device" else None
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) * 1000.0, hidden
+        return start.elapsed_time(end) * 1000.0, hidden, host_us
 
     def median(self, fn, method, warmup, iters):
         for _ in range(warmup):
             self.once(fn, method)
         samples = [self.once(fn, method) for _ in range(iters)]
-        times = [t for t, _ in samples if t is not None]
-        hidden = [h for _, h in samples if h is not None]
+        times = [t for t, _, _ in samples if t is not None]
+        hidden = [h for _, h, _ in samples if h is not None]
+        host = [u for _, _, u in samples if u is not None]
         return {"median_us": statistics.median(times) if times else None,
                 "min_us": min(times) if times else None,
-                "host_hidden": (sum(hidden) / len(hidden)) if hidden else None}
+                "host_hidden": (sum(hidden) / len(hidden)) if hidden else None,
+                "host_median_us": statistics.median(host) if host else None}
 
 
 # ---- one library at one token count ----------------------------------------------------------
@@ -283,6 +291,10 @@ def rank_main(local_rank, args, port):
 
 # ---- the report (parent process) -----------------------------------------------------------------
 def mean_over_ranks(records, tokens, library, case, method):
+    if method == "host":  # recorded in the device method's iterations
+        values = [r["runs"][str(tokens)]["figures"][library][case]["device"]["host_median_us"] for r in records]
+        values = [v for v in values if v is not None]
+        return sum(values) / len(values) if values else None
     values = [r["runs"][str(tokens)]["figures"][library][case][method]["median_us"] for r in records]
     values = [v for v in values if v is not None]
     return sum(values) / len(values) if values else None
@@ -303,19 +315,24 @@ def report(args, records):
         print(f"\n== {args.num_processes} ranks, {tokens} tokens per rank, hidden {args.hidden}, top-{args.topk} of "
               f"{args.num_experts} experts, {args.num_sms} SMs per rank, backend {args.backend} "
               f"(us: mean over ranks of per-rank medians of {args.iters})")
-        print(f"{'call':<22}| {'DeepEP call':>11} {'device':>9} | {'switchyard call':>15} {'device':>9} | "
-              f"{'ratio sy/DeepEP (' + ratio_method + ')':>24}")
+        print(f"{'call':<22}| {'DeepEP call':>11} {'device':>9} {'host':>7} | {'switchyard call':>15} "
+              f"{'device':>9} {'host':>7} | {'ratio sy/DeepEP (' + ratio_method + ')':>24} {'host ratio':>10}")
         rows = {}
         for case in CASES:
             figure = {(lib, method): mean_over_ranks(records, tokens, lib, case, method)
-                      for lib in args.libraries for method in METHODS}
+                      for lib in args.libraries for method in METHODS + ("host",)}
             theirs, ours = figure.get(("deepep", ratio_method)), figure.get(("switchyard", ratio_method))
             ratio = ours / theirs if both and ours is not None and theirs else None
+            host_theirs, host_ours = figure.get(("deepep", "host")), figure.get(("switchyard", "host"))
+            host_ratio = host_ours / host_theirs if both and host_ours is not None and host_theirs else None
             rows[case] = {f"{lib} {method}": value for (lib, method), value in figure.items()}
             rows[case]["ratio"] = ratio
+            rows[case]["host ratio"] = host_ratio
             print(f"{case:<22}| {fmt(figure.get(('deepep', 'call')), '11.1f')} "
-                  f"{fmt(figure.get(('deepep', 'device')))} | {fmt(figure.get(('switchyard', 'call')), '15.1f')} "
-                  f"{fmt(figure.get(('switchyard', 'device')))} | {fmt(ratio, '24.2f')}")
+                  f"{fmt(figure.get(('deepep', 'device')))} {fmt(figure.get(('deepep', 'host')), '7.1f')} | "
+                  f"{fmt(figure.get(('switchyard', 'call')), '15.1f')} "
+                  f"{fmt(figure.get(('switchyard', 'device')))} {fmt(figure.get(('switchyard', 'host')), '7.1f')} | "
+                  f"{fmt(ratio, '24.2f')} {fmt(host_ratio, '10.2f')}")
         ok &= print_checks(args, records, tokens)
         summary[str(tokens)] = {"rows": rows, "ratio_method": ratio_method,
                                 "verdict": verdict(args, tokens, rows, ratio_method) if both else None}
@@ -367,6 +384,13 @@ def verdict(args, tokens, rows, ratio_method):
         call_ratio = f"; call {ours / theirs:.2f}x" if ratio_method != "call" and ours and theirs else ""
         print(f"issue 20 target at {tokens} tokens ({case}: switchyard <= {target:.1f}x DeepEP, {ratio_method}): "
               + (f"met ({ratio:.2f}x{call_ratio})" if met else f"NOT MET ({fmt(ratio, '.2f').strip()}x{call_ratio})"))
+        # Deliverable 6: the host's cost of the same call, no more than DeepEP's.
+        host_ratio = rows[case].get("host ratio")
+        if host_ratio is not None:
+            host_met = host_ratio <= 1.0
+            result[case].update({"host_ratio": host_ratio, "host_met": host_met})
+            print(f"issue 20 host cost at {tokens} tokens ({case}: switchyard <= DeepEP): "
+                  + (f"met ({host_ratio:.2f}x)" if host_met else f"NOT MET ({host_ratio:.2f}x)"))
     return result
 
 
