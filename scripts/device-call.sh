@@ -13,7 +13,8 @@ base=$PWD/out/$CALL
 B=$PWD/build/g-$CALL
 mkdir -p "$base" "$B"
 trap 'echo quit | nvidia-cuda-mps-control >/dev/null 2>&1; tar -C out -czf "$OUT/$CALL-logs.tar.gz" "$CALL" 2>/dev/null; true' EXIT
-for tarball in ${CARRY:-}; do tar -C "$B" -xzf "$tarball" || echo "device-call.sh: could not unpack $tarball"; done
+# tar finds the compression (gzip or xz) itself.
+for tarball in ${CARRY:-}; do tar -C "$B" -xf "$tarball" || echo "device-call.sh: could not unpack $tarball"; done
 STEP_TAR=$CALL
 BUDGET=${BUDGET:-540}
 start_mps() {

@@ -16,7 +16,7 @@
 # (python/switchyard/*.py with the build's _C and _torch_ops modules, as pkg/switchyard: put $B/pkg on
 # PYTHONPATH there):
 #
-#   SWITCHYARD_PACK_OUT=build/gpu-carry29/c1.tar.gz SWITCHYARD_PACK_PYTHON=1 bash scripts/gpu-pack.sh build/gpu-local
+#   SWITCHYARD_PACK_OUT=build/gpu-carry29/c1.tar.xz SWITCHYARD_PACK_PYTHON=1 bash scripts/gpu-pack.sh build/gpu-local
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 build=${1:-build/gpu-local}
@@ -29,6 +29,13 @@ for path in "$build"/tests/cuda/switchyard_*_test "$build"/tests/bench/*_cuda_te
   "$build"/tools/peer_probe/switchyard-peer-probe; do
   [[ -x $path ]] && binaries+=("${path#"$build"/}")
 done
+# SWITCHYARD_PACK_ONLY: a regex on the paths to keep (each binary links the library's kernels, ~4-5 MB
+# compressed, so a carry of 64 MiB holds about a dozen).
+if [[ -n ${SWITCHYARD_PACK_ONLY:-} ]]; then
+  kept=()
+  for path in "${binaries[@]}"; do [[ $path =~ $SWITCHYARD_PACK_ONLY ]] && kept+=("$path"); done
+  binaries=("${kept[@]}")
+fi
 [[ ${#binaries[@]} -gt 0 ]] || { echo "gpu-pack: no binaries under $build" >&2; exit 2; }
 staging=$(mktemp -d)
 trap 'rm -rf "$staging"' EXIT
@@ -50,6 +57,10 @@ if [[ -n ${SWITCHYARD_PACK_PYTHON:-} ]]; then
   done
   [[ $found -gt 0 ]] || { echo "gpu-pack: no _C module under $build/python (configure with -DSWITCHYARD_BUILD_PYTHON=ON)" >&2; exit 2; }
 fi
-tar -C "$staging" -cf - . | gzip -9 >"$tarball"
+# .tar.xz: a quarter smaller than gzip for these binaries (their kernels' fatbins), a minute slower here.
+case $tarball in
+  *.xz) tar -C "$staging" -cf - . | xz -T2 -6 >"$tarball" ;;
+  *) tar -C "$staging" -cf - . | gzip -9 >"$tarball" ;;
+esac
 echo "gpu-pack: ${#binaries[@]} binaries from $build ($(git rev-parse --short HEAD)$(git diff --quiet || echo +dirty))" \
   "-> $tarball ($(du -h "$tarball" | cut -f1))"

@@ -4,7 +4,7 @@
 # shuffle minimum); the processes stage of scripts/gpu-check.sh; issue 20's side by side with DeepEP V1
 # at 8 and 4 processes, now with each library's host time per call (deliverable 6).
 cd "$(dirname "$0")/../../../.."
-CALL=c1; CARRY="build/gpu-carry29/c1.tar.gz"; BUDGET=560
+CALL=c1; CARRY="build/gpu-carry29/c1.tar.xz"; BUDGET=560
 STEP_FILTER="rror|verdict|PASSED|FAILED|MISMATCH|target|host cost|^combine|^cached|^layout|ran |pass|FAIL"
 source scripts/device-call.sh
 export PYTHONPATH=$B/pkg
