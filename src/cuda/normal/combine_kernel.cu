@@ -234,38 +234,27 @@ __device__ void combine_coordinator(const KernelContext& context, const CombineL
                                     CombineShared& shared, int channel, int64_t begin, int64_t end,
                                     int reducing_warps) {
   const int num_ranks = context.num_ranks;
-  const int lane = lane_id();
-  const int rank = lane;  // lanes at or above num_ranks only help with the minimum below
-  const bool owns_ring = rank < num_ranks;
-  const common::Ring ring = context.layout.ring(context.heap.base, channel, owns_ring ? rank : 0);
+  const int rank = lane_id();
+  if (rank >= num_ranks) return;
+  const common::Ring ring = context.layout.ring(context.heap.base, channel, rank);
   int64_t accounted = begin;  // tokens before this one have given their slots of rank's ring to `head`
   uint64_t head = 0, published = 0;
   for (;;) {
-    // Every token before `reduced` is reduced: the minimum of the reducing warps' next tokens, one
-    // shared-memory load per lane and a warp-wide minimum (every lane needs the same value).
-    uint64_t reduced = ~uint64_t{0};
-    for (int warp = 1 + lane; warp <= reducing_warps; warp += 32)
+    uint64_t reduced = ~uint64_t{0};  // every token before this one is reduced
+    for (int warp = 1; warp <= reducing_warps; ++warp)
       reduced = min(reduced, ptx::atom_load_acquire_cta_shared_u64(&shared.next_token[warp]));
-    for (int offset = 16; offset > 0; offset /= 2)
-      reduced = min(reduced, __shfl_xor_sync(0xffffffffu, reduced, offset));
-    // The lanes that loaded other warps' words make them this lane's too: the shuffle orders them
-    // (a warp-synchronous exchange), and each load was an acquire.
-    __syncwarp();
     const int64_t reduced_end = reduced >= static_cast<uint64_t>(end) ? end : static_cast<int64_t>(reduced);
-    if (owns_ring) {
-      for (; accounted < reduced_end; ++accounted) {
-        const int32_t slot = launch.send_slot[accounted * num_ranks + rank];
-        if (slot >= 0) head = static_cast<uint64_t>(slot) + 1;
-      }
-      if (head > published) {
-        // The reducing warps' reads of these slots happen before (their release, the acquire above).
-        common::st_release_sys(ring.head(), head);
-        published = head;
-      }
+    for (; accounted < reduced_end; ++accounted) {
+      const int32_t slot = launch.send_slot[accounted * num_ranks + rank];
+      if (slot >= 0) head = static_cast<uint64_t>(slot) + 1;
+    }
+    if (head > published) {
+      // The reducing warps' reads of these slots happen before (their release, our acquire above).
+      common::st_release_sys(ring.head(), head);
+      published = head;
     }
     if (reduced_end >= end) return;
-    if (owns_ring)
-      ptx::atom_store_release_cta_shared_u64(&shared.tail[rank], common::ld_acquire_sys(ring.tail()));
+    ptx::atom_store_release_cta_shared_u64(&shared.tail[rank], common::ld_acquire_sys(ring.tail()));
   }
 }
 
