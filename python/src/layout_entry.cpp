@@ -1,6 +1,7 @@
-// The capsule behind switchyard._torch_ops (layout_entry.h): get_dispatch_layout into addresses that
-// _torch_ops took from tensors it allocated with at::empty and checked itself (dtype, shape, device,
-// contiguity), so that a torch caller pays for neither DLPack nor reading tensor attributes from Python.
+// The capsule behind switchyard._torch_ops (layout_entry.h): get_dispatch_layout, the cached dispatch and
+// the combine into addresses that _torch_ops took from tensors it allocated with at::empty and checked
+// itself (dtype, shape, device, contiguity), so that a torch caller pays for neither DLPack nor reading
+// tensor attributes from Python. The Buffer checks every call as it checks the bindings' (normal.cpp).
 // The capsule holds the Buffer's Python object: the entry's Buffer lives while anyone holds the capsule.
 #include "layout_entry.h"
 
@@ -9,6 +10,8 @@
 #include <string>
 
 #include "bindings.hpp"
+#include "common/normal_protocol.hpp"
+#include "core/normal_handle.hpp"
 #include "core/plan_context.hpp"
 #include "switchyard/errors.hpp"
 
@@ -21,25 +24,143 @@ struct OwnedEntry {
   PyObject* owner;  // a strong reference to the PyBuffer's Python object
 };
 
+// Where the entry's tensors live: the Buffer's CUDA device, or the host.
+struct EntryDevice {
+  Device device;
+  int index;
+};
+
+EntryDevice device_of(const PyBuffer& self) {
+  const Placement& placement = self.placement();
+  return placement.cuda ? EntryDevice{Device::cuda, placement.device} : EntryDevice{Device::cpu, 0};
+}
+
+TensorView view_of(const void* data, DType dtype, int64_t rows, int64_t cols, const EntryDevice& where) {
+  return TensorView(const_cast<void*>(data), dtype, {rows, cols}, where.device, where.index);
+}
+
+CallTuning tuning_of(const SwitchyardCallTuning& tuning) {
+  return CallTuning{tuning.num_channels, tuning.ring_slots, tuning.chunk_tokens};
+}
+
+// The handle a call replays: a borrowed switchyard._C.DispatchHandle, unpacked by nanobind (the GIL is held).
+const DispatchHandle& handle_of(PyObject* object) {
+  if (object == nullptr || !nb::isinstance<DispatchHandle>(nb::handle(object))) {
+    throw InvalidArgument(
+        std::string("handle: expected a switchyard._C.DispatchHandle (a dispatch's handle), got ") +
+        (object == nullptr ? "NULL" : nb::inst_name(nb::handle(object)).c_str()));
+  }
+  return nb::cast<const DispatchHandle&>(nb::handle(object));
+}
+
+DType x_dtype_of(int32_t code) {
+  if (code == SWITCHYARD_ENTRY_DTYPE_BF16) return DType::bf16;
+  if (code == SWITCHYARD_ENTRY_DTYPE_FP8_E4M3) return DType::fp8_e4m3;
+  throw InvalidArgument(
+      "x_dtype: expected SWITCHYARD_ENTRY_DTYPE_BF16 or SWITCHYARD_ENTRY_DTYPE_FP8_E4M3, got " +
+      std::to_string(code));
+}
+
 int layout_into(void* buffer, const SwitchyardLayoutCall* call) {
   try {
     PyBuffer& self = *static_cast<PyBuffer*>(buffer);
     CallScope scope(self);
-    const Placement& placement = self.placement();
-    const Device device = placement.cuda ? Device::cuda : Device::cpu;
-    const int index = placement.cuda ? placement.device : 0;
+    const EntryDevice where = device_of(self);
     if (call->num_experts < 1 || call->num_experts > INT32_MAX) {
       throw InvalidArgument("num_experts: expected a positive 32-bit count, got " +
                             std::to_string(call->num_experts));
     }
     const TensorView topk(const_cast<int64_t*>(call->topk_idx), DType::i64, {call->num_tokens, call->topk},
-                          device, index);
+                          where.device, where.index);
     const TensorView is_token_in_rank(call->is_token_in_rank, DType::boolean,
-                                      {call->num_tokens, self.topology().num_ranks}, device, index);
-    const DispatchLayoutOutputs out =
-        layout_outputs_in(call->counts, self.topology(), call->num_experts, is_token_in_rank, device, index);
+                                      {call->num_tokens, self.topology().num_ranks}, where.device,
+                                      where.index);
+    const DispatchLayoutOutputs out = layout_outputs_in(call->counts, self.topology(), call->num_experts,
+                                                        is_token_in_rank, where.device, where.index);
     self.get_dispatch_layout(topk, static_cast<int>(call->num_experts), out,
                              static_cast<Stream>(call->stream));
+    return 0;
+  } catch (...) {
+    raise_any_as_python(std::current_exception());
+    return -1;
+  }
+}
+
+int handle_shape(PyObject* object, SwitchyardHandleShape* shape) {
+  try {
+    const DispatchHandle& handle = handle_of(object);
+    if (!handle.valid()) throw InvalidArgument("handle: expected a handle from dispatch, got an empty one");
+    shape->num_tokens = handle.num_tokens();
+    shape->num_recv_tokens = handle.num_recv_tokens();
+    shape->num_worst_tokens = handle.data().num_worst_tokens;
+    return 0;
+  } catch (...) {
+    raise_any_as_python(std::current_exception());
+    return -1;
+  }
+}
+
+// The fp8 scales as the call gives them.
+TensorView x_scales_of(const SwitchyardCachedDispatchCall& call, const EntryDevice& where) {
+  if (call.x_scales_column_major != 0) {
+    throw InvalidArgument(
+        "x_scales_column_major: expected 0 (row-major scales [num_tokens, hidden / 128]), got " +
+        std::to_string(call.x_scales_column_major) + ": column-major scales are not taken yet");
+  }
+  return view_of(call.x_scales, DType::f32, call.num_tokens, call.hidden / common::kScaleBlock, where);
+}
+
+int cached_dispatch_into(void* buffer, const SwitchyardCachedDispatchCall* call) {
+  try {
+    PyBuffer& self = *static_cast<PyBuffer*>(buffer);
+    const DispatchHandle& handle = handle_of(call->handle);
+    CallScope scope(self);
+    const EntryDevice where = device_of(self);
+    const DType dtype = x_dtype_of(call->x_dtype);
+    const bool fp8 = dtype == DType::fp8_e4m3;
+    DispatchArgs args;
+    args.x = view_of(call->x, dtype, call->num_tokens, call->hidden, where);
+    if (fp8) args.x_scales = x_scales_of(*call, where);
+    args.cached_handle = &handle;
+    args.num_worst_tokens = call->num_worst_tokens;
+    args.tuning = tuning_of(call->tuning);
+    args.out_recv_x = view_of(call->recv_x, dtype, call->num_recv_rows, call->hidden, where);
+    if (fp8)
+      args.out_recv_x_scales = view_of(call->recv_x_scales, DType::f32, call->num_recv_rows,
+                                       call->hidden / common::kScaleBlock, where);
+    args.stream = static_cast<Stream>(call->stream);
+    nb::gil_scoped_release release;  // as the binding: ranks as threads of this process run meanwhile
+    self.dispatch(args);
+    return 0;
+  } catch (...) {
+    raise_any_as_python(std::current_exception());
+    return -1;
+  }
+}
+
+int combine_into(void* buffer, const SwitchyardCombineCall* call) {
+  try {
+    PyBuffer& self = *static_cast<PyBuffer*>(buffer);
+    const DispatchHandle& handle = handle_of(call->handle);
+    CallScope scope(self);
+    const EntryDevice where = device_of(self);
+    CombineArgs args;
+    args.x = view_of(call->x, DType::bf16, call->num_rows, call->hidden, where);
+    args.handle = &handle;
+    args.tuning = tuning_of(call->tuning);
+    if (call->has_bias0)
+      args.bias0 = view_of(call->bias0, DType::bf16, call->num_tokens, call->hidden, where);
+    if (call->has_bias1)
+      args.bias1 = view_of(call->bias1, DType::bf16, call->num_tokens, call->hidden, where);
+    args.out_combined_x = view_of(call->combined_x, DType::bf16, call->num_tokens, call->hidden, where);
+    if (call->topk > 0) {
+      args.topk_weights = view_of(call->topk_weights, DType::f32, call->num_rows, call->topk, where);
+      args.out_combined_topk_weights =
+          view_of(call->combined_topk_weights, DType::f32, call->num_tokens, call->topk, where);
+    }
+    args.stream = static_cast<Stream>(call->stream);
+    nb::gil_scoped_release release;  // as the binding: ranks as threads of this process run meanwhile
+    self.combine(args);
     return 0;
   } catch (...) {
     raise_any_as_python(std::current_exception());
@@ -69,11 +190,14 @@ void bind_layout_entry(BufferClass& buffer) {
         owned->entry.max_num_experts = detail::kMaxExperts;
         owned->entry.buffer = &self;
         owned->entry.layout_into = &layout_into;
+        owned->entry.handle_shape = &handle_shape;
+        owned->entry.cached_dispatch_into = &cached_dispatch_into;
+        owned->entry.combine_into = &combine_into;
         owned->owner = object.inc_ref().ptr();
         return nb::capsule(owned, SWITCHYARD_LAYOUT_ENTRY_NAME, &release);
       },
-      "A capsule (layout_entry.h) through which switchyard._torch_ops runs get_dispatch_layout into "
-      "tensors it allocates; it keeps this Buffer alive.");
+      "A capsule (layout_entry.h) through which switchyard._torch_ops runs get_dispatch_layout, the cached "
+      "dispatch and the combine into tensors it allocates; it keeps this Buffer alive.");
 }
 
 }  // namespace switchyard::python

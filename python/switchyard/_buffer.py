@@ -199,8 +199,8 @@ class Buffer:
                                  device, sharing, config if config is not None else _C.Config(), sizing, heap_bytes,
                                  transport, loopback_max_delay_us, loopback_seed, int(nccl_comm or 0))
         self._native.connect(self.group.allgather(self._native.local_handle()))
-        # switchyard._torch_ops's way into get_dispatch_layout (python/src/layout_entry.h): a capsule that
-        # keeps the native Buffer alive, so destroy() drops it with the Buffer.
+        # switchyard._torch_ops's way into get_dispatch_layout, the cached dispatch and the combine
+        # (python/src/layout_entry.h): a capsule that keeps the native Buffer alive, so destroy() drops it.
         self._layout_entry = self._native.layout_entry() if self._native.backend == "cuda" else None
 
     # ---- properties -----------------------------------------------------------------------------

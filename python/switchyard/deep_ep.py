@@ -88,8 +88,9 @@ _torch_ops_module: Any = _TORCH_OPS_UNSET
 
 
 def _torch_ops():
-    """switchyard._torch_ops (get_dispatch_layout with its outputs allocated by torch in C++), when it was
-    built and against the torch now imported; else None, and the Python paths serve. Looked up once."""
+    """switchyard._torch_ops (get_dispatch_layout, the cached dispatch and the combine, with their outputs
+    allocated by torch in C++), when it was built and against the torch now imported; else None, and the
+    Python paths serve. Looked up once."""
     global _torch_ops_module
     torch = _torch()
     if _torch_ops_module is _TORCH_OPS_UNSET and torch is not None:  # decided once torch is imported
@@ -267,6 +268,13 @@ def _unpack_bias(bias):
     return bias, None
 
 
+def _tuning_fields(tuning: Optional[_C.CallTuning]):
+    """A call's tuning as switchyard._torch_ops takes it: None (the Buffer's), or its three ints."""
+    if tuning is None:
+        return None
+    return tuning.num_channels, tuning.ring_slots, tuning.chunk_tokens
+
+
 def _native_dispatch_handle(handle, method: str) -> _C.DispatchHandle:
     """switchyard's handle inside DeepEP's tuple (or switchyard's own handle, as it is)."""
     if isinstance(handle, DispatchHandle):
@@ -363,8 +371,9 @@ class Buffer:
             resolved, backend=backend, sharing=sharing, ranks_per_node=min(self.group_size, NUM_MAX_NVL_PEERS),
             config=config, heap_bytes=heap_bytes)
         self._last_layout: Optional[Tuple[Any, DispatchLayout]] = None
-        # get_dispatch_layout's path for torch tensors (_torch_layout): the Buffer's device, and the
-        # cheapest way to the current stream that this torch has.
+        # get_dispatch_layout's path for torch tensors (_torch_layout): the Buffer's device; and
+        # switchyard._torch_ops, which takes torch CUDA tensors on it (get_dispatch_layout, _torch_cached_dispatch,
+        # _torch_combine).
         self._layout_device = self.switchyard_buffer.device if self.switchyard_buffer.backend == "cuda" else None
         self._num_nodes = self.group_size // self.switchyard_buffer.ranks_per_node
         self._torch_ops = _torch_ops() if self._layout_device is not None else None
@@ -584,12 +593,15 @@ class Buffer:
             native = _native_dispatch_handle(handle, "dispatch")
             if topk_idx is not None or topk_weights is not None:
                 raise InvalidArgument("topk_idx, topk_weights: expected None with a cached handle (as in DeepEP)")
-            tuning = self._tuning(config, "cached dispatch", x.shape[1], *getattr(handle, "call_shape", (1, 0)))
-            result = self.switchyard_buffer.dispatch(x, x_scales=x_scales, handle=native,
-                                                     expert_alignment=expert_alignment,
-                                                     num_worst_tokens=num_worst_tokens, tuning=tuning,
-                                                     device_counts=False)
-            recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
+            tuning = None if config is None else self._tuning(config, "cached dispatch", x.shape[1],
+                                                              *getattr(handle, "call_shape", (1, 0)))
+            recv_x = self._torch_cached_dispatch(x, x_scales, native, num_worst_tokens, tuning)
+            if recv_x is None:
+                result = self.switchyard_buffer.dispatch(x, x_scales=x_scales, handle=native,
+                                                         expert_alignment=expert_alignment,
+                                                         num_worst_tokens=num_worst_tokens, tuning=tuning,
+                                                         device_counts=False)
+                recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
             return recv_x, None, None, None, None, _record_event(x, async_finish)
 
         if num_tokens_per_expert is None:
@@ -643,10 +655,35 @@ class Buffer:
         """
         bias0, bias1 = _unpack_bias(bias)
         native = _native_dispatch_handle(handle, "combine")
-        tuning = self._tuning(config, "combine", x.shape[1], *getattr(handle, "call_shape", (1, 0)))
+        tuning = None if config is None else self._tuning(config, "combine", x.shape[1],
+                                                          *getattr(handle, "call_shape", (1, 0)))
         self._wait_previous(previous_event)
-        result = self.switchyard_buffer.combine(x, native, topk_weights, bias0=bias0, bias1=bias1, tuning=tuning)
-        return result.combined_x, result.combined_topk_weights, _record_event(x, async_finish)
+        combined = self._torch_combine(x, native, topk_weights, bias0, bias1, tuning)
+        if combined is None:
+            result = self.switchyard_buffer.combine(x, native, topk_weights, bias0=bias0, bias1=bias1, tuning=tuning)
+            combined = result.combined_x, result.combined_topk_weights
+        return combined[0], combined[1], _record_event(x, async_finish)
+
+    # NOTES: switchyard._torch_ops's cached dispatch and combine allocate their outputs with at::empty and read
+    # their inputs as at::Tensors in C++, as DeepEP's binding does; the general path converts by DLPack both
+    # ways and looks the stream up from Python, which cost get_dispatch_layout several times DeepEP's host time
+    # (bench/NOTES.md, session 14). Both run on torch's current stream and give the same bits. A call the module
+    # does not take (another dtype, device or layout, a strided tensor, NumPy) is answered None and goes to the
+    # general path, which names any error.
+    def _torch_cached_dispatch(self, x, x_scales, native, num_worst_tokens, tuning):
+        """recv_x (the tuple (recv_x, recv_x_scales) for fp8) through switchyard._torch_ops; None where it
+        does not apply."""
+        ops, entry = self._torch_ops, self.switchyard_buffer._layout_entry
+        if ops is None or entry is None:
+            return None
+        return ops.cached_dispatch(entry, x, x_scales, native, num_worst_tokens, _tuning_fields(tuning))
+
+    def _torch_combine(self, x, native, topk_weights, bias0, bias1, tuning):
+        """(combined_x, combined_topk_weights) through switchyard._torch_ops; None where it does not apply."""
+        ops, entry = self._torch_ops, self.switchyard_buffer._layout_entry
+        if ops is None or entry is None:
+            return None
+        return ops.combine(entry, x, native, topk_weights, bias0, bias1, _tuning_fields(tuning))
 
     # ---- low-latency mode -----------------------------------------------------------------------
     def _low_latency(self, method: str, max_tokens: int, hidden: int, topk: int, num_experts: int) -> _NativeBuffer:

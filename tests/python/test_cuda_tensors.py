@@ -301,12 +301,17 @@ def layout_parts(layout):
     return dict(zip(names, layout))
 
 
-def test_torch_ops_layout_matches_the_general_path_bitwise_and_leaves_other_inputs_to_it(device):
+def torch_ops_or_skip():
     ops = deep_ep._torch_ops()
     if os.environ.get("SWITCHYARD_EXPECT_TORCH_OPS") == "1":  # the GPU scripts build it: it must load
         assert ops is not None, "switchyard._torch_ops was built against this torch but did not load"
     if ops is None:
         pytest.skip("switchyard._torch_ops is not built against this torch")
+    return ops
+
+
+def test_torch_ops_layout_matches_the_general_path_bitwise_and_leaves_other_inputs_to_it(device):
+    ops = torch_ops_or_skip()
     num_experts = 64
     buffer = deep_ep.Buffer(solo, backend="cuda", sharing="threads", timeout_seconds=torch_support.TIMEOUT_SECONDS,
                             num_nvl_bytes=deep_ep.Config().get_nvl_buffer_size_hint(HIDDEN * 2, 1, topk=TOPK,
@@ -360,6 +365,143 @@ def test_torch_ops_layout_matches_the_general_path_bitwise_and_leaves_other_inpu
     assert_same({name: (got, want[name]) for name, got in layout_parts(held).items()}, "through a held entry")
     del entry, held
     gc.collect()
+
+
+# ---- deep_ep's cached dispatch and combine through switchyard._torch_ops -----------------------------------
+def general_cached_dispatch(buffer, x, scales, native, num_worst_tokens=0):
+    result = buffer.switchyard_buffer.dispatch(x, x_scales=scales, handle=native, num_worst_tokens=num_worst_tokens,
+                                               device_counts=False)
+    return result.recv_x, result.recv_x_scales
+
+
+def general_combine(buffer, y, native, weights, bias0, bias1):
+    result = buffer.switchyard_buffer.combine(y, native, weights, bias0=bias0, bias1=bias1)
+    return result.combined_x, result.combined_topk_weights
+
+
+def refuse_the_general_path(buffer, monkeypatch):
+    """deep_ep's calls from here on must take switchyard._torch_ops: the general path fails the test."""
+
+    def general(*args, **kwargs):
+        raise AssertionError("deep_ep took the general path")
+
+    monkeypatch.setattr(buffer.switchyard_buffer, "dispatch", general)
+    monkeypatch.setattr(buffer.switchyard_buffer, "combine", general)
+
+
+def named(pairs):
+    return {f"{name}[{index}]": (got, want) for name, (gots, wants) in pairs.items()
+            for index, (got, want) in enumerate(zip(gots, wants))}
+
+
+def test_torch_ops_cached_dispatch_and_combine_match_the_general_path_bitwise_and_leave_other_inputs_to_it(
+        device, monkeypatch):
+    ops = torch_ops_or_skip()
+    buffer = deep_ep.Buffer(solo, backend="cuda", sharing="threads", timeout_seconds=torch_support.TIMEOUT_SECONDS,
+                            num_nvl_bytes=deep_ep.Config().get_nvl_buffer_size_hint(HIDDEN * 2, 1, topk=TOPK,
+                                                                                    num_experts=NUM_EXPERTS))
+    entry = buffer.switchyard_buffer._layout_entry
+    x, _, topk_idx, topk_weights = inputs(device)
+    x_fp8, scales, _, _ = inputs(device, seed=SEED + 1, fp8=True)
+    per_rank, _, per_expert, in_rank, _ = buffer.get_dispatch_layout(topk_idx, NUM_EXPERTS)
+    layout = dict(num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert)
+    recv_x, recv_topk_idx, recv_weights, _, handle, _ = buffer.dispatch(x, topk_idx=topk_idx,
+                                                                        topk_weights=topk_weights, **layout)
+    native, received = handle.native, recv_x.shape[0]
+    worst_tokens = received + 7
+    *_, worst_handle, _ = buffer.dispatch(x, topk_idx=topk_idx, topk_weights=topk_weights,
+                                          num_worst_tokens=worst_tokens, **layout)
+    y = expert(recv_x, recv_topk_idx)
+    generator = torch.Generator(device=device).manual_seed(SEED)
+    bias0, bias1 = (torch.randn((NUM_TOKENS, HIDDEN), generator=generator, device=device).to(torch.bfloat16)
+                    for _ in range(2))
+    column_major_scales = scales.T.contiguous().T  # as DeepEP's per_token_cast_to_fp8 makes them
+    tuned = deep_ep.Config(deep_ep.Buffer.num_sms, 4, 128, 6, 128)  # not the recommended one: a CallTuning
+
+    want = {"bf16": general_cached_dispatch(buffer, x, None, native),
+            "fp8": general_cached_dispatch(buffer, x_fp8, scales, native),
+            "worst": general_cached_dispatch(buffer, x, None, worst_handle.native, worst_tokens)}
+    combines = {"plain": (None, None, None), "weights": (recv_weights, None, None),
+                "weights, bias0": (recv_weights, bias0, None), "weights, both biases": (recv_weights, bias0, bias1),
+                "bias1": (None, None, bias1)}
+    for name, (weights, b0, b1) in combines.items():
+        want[f"combine {name}"] = general_combine(buffer, y, native, weights, b0, b1)
+
+    got = {"bf16": (ops.cached_dispatch(entry, x, None, native, 0, None), None),
+           "fp8": ops.cached_dispatch(entry, x_fp8, scales, native, 0, None),
+           "worst": (ops.cached_dispatch(entry, x, None, worst_handle.native, worst_tokens, None), None)}
+    for name, (weights, b0, b1) in combines.items():
+        got[f"combine {name}"] = ops.combine(entry, y, native, weights, b0, b1, None)
+    # Worst-case rows past the received ones are unspecified: only the received ones are compared.
+    got["worst"], want["worst"] = (got["worst"][0][:received], None), (want["worst"][0][:received], None)
+    assert_same(named({name: (got[name], want[name]) for name in want}),
+                f"_torch_ops against the general path, seed {SEED}")
+
+    # deep_ep takes that path for such calls (column-major fp8 scales once copied row-major; a per-call config).
+    refuse_the_general_path(buffer, monkeypatch)
+    via_deep_ep = {
+        "bf16": (buffer.dispatch(x, handle=handle)[0], None),
+        "fp8": buffer.dispatch((x_fp8, column_major_scales), handle=handle)[0],
+        "worst": (buffer.dispatch(x, handle=worst_handle, num_worst_tokens=worst_tokens)[0][:received], None),
+        "bf16 tuned": (buffer.dispatch(x, handle=handle, config=tuned)[0], None),
+        "combine plain": buffer.combine(y, handle)[:2],
+        "combine weights": buffer.combine(y, handle, recv_weights)[:2],
+        "combine weights, bias0": buffer.combine(y, handle, recv_weights, bias=bias0)[:2],
+        "combine weights, both biases": buffer.combine(y, handle, recv_weights, bias=(bias0, bias1), config=tuned)[:2],
+        "combine bias1": buffer.combine(y, handle, bias=(None, bias1))[:2],
+    }
+    want["bf16 tuned"] = want["bf16"]
+    assert_same(named({name: (via_deep_ep[name], want[name]) for name in via_deep_ep}), f"deep_ep, seed {SEED}")
+    monkeypatch.undo()
+
+    # Enqueued on torch's current stream: y written there behind a sleep is what the combine reads.
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        late_y = torch.full_like(y, float("nan"))
+        torch.cuda._sleep(SLEEP_CYCLES)
+        late_y.copy_(y)
+        on_side = ops.combine(entry, late_y, native, recv_weights, None, None, None)
+    side.synchronize()
+    assert_same(named({"on a side stream": (on_side, want["combine weights"])}), "combine on a side stream")
+
+    # Inputs this path does not take: None, and deep_ep's general path converts or refuses them.
+    strided = x.t().contiguous().t()
+    for other_x, other_scales in ((strided, None), (x.cpu(), None), (x.view(torch.int16), None), (x, scales),
+                                  (x_fp8, column_major_scales), (x_fp8, None), (x_fp8, scales.double()),
+                                  (x_fp8, scales[:, :1].contiguous()), (x.view(torch.int16).cpu().numpy(), None)):
+        assert ops.cached_dispatch(entry, other_x, other_scales, native, 0, None) is None, (
+            f"x {getattr(other_x, 'dtype', None)} {getattr(other_x, 'device', None)}, scales "
+            f"{None if other_scales is None else (other_scales.dtype, other_scales.stride())}")
+    for tuning in (switchyard.CallTuning(), (0, 0), (0, 0, 1 << 40), [0, 0, 0]):
+        assert ops.cached_dispatch(entry, x, None, native, 0, tuning) is None, tuning
+        assert ops.combine(entry, y, native, None, None, None, tuning) is None, tuning
+    assert ops.cached_dispatch(entry, x, None, native, 0.0, None) is None
+    # A worst-case handle's cached dispatch without num_worst_tokens: no rows to allocate.
+    assert ops.cached_dispatch(entry, x, None, worst_handle.native, 0, None) is None
+    for other_y, weights, b0, b1 in ((y.t().contiguous().t(), None, None, None), (y.cpu(), None, None, None),
+                                     (y.float(), None, None, None), (y, recv_weights.double(), None, None),
+                                     (y, recv_weights[1:], None, None), (y, recv_weights.cpu(), None, None),
+                                     (y, None, bias0[1:], None), (y, None, None, bias1.float()),
+                                     (y, None, bias0[:, : HIDDEN // 2], None)):
+        assert ops.combine(entry, other_y, native, weights, b0, b1, None) is None, (
+            other_y.dtype, other_y.device, getattr(weights, "shape", None), getattr(b0, "shape", None))
+
+    # The call's own refusals are switchyard's errors, naming the argument.
+    with pytest.raises(switchyard.InvalidArgument, match="^handle:"):
+        ops.cached_dispatch(entry, x, None, handle, 0, None)  # DeepEP's tuple, not its .native
+    with pytest.raises(switchyard.InvalidArgument, match="^handle:"):
+        ops.combine(entry, y, object(), None, None, None, None)
+    with pytest.raises(switchyard.InvalidArgument, match="^x: expected"):
+        ops.cached_dispatch(entry, x[1:], None, native, 0, None)
+    with pytest.raises(switchyard.InvalidArgument, match="^x: expected"):
+        ops.combine(entry, y[1:], native, None, None, None, None)
+    with pytest.raises(switchyard.InvalidArgument, match="^tuning.num_channels:"):
+        ops.combine(entry, y, native, None, None, None, (native.num_channels + 1, 0, 0))
+    with pytest.raises(ValueError):  # not the capsule it expects
+        ops.combine(object(), y, native, None, None, None, None)
+    with pytest.raises(TypeError):
+        ops.cached_dispatch(entry, x, None, native, 0)
+    buffer.destroy()
 
 
 # ---- every engine against the CPU backend, bit for bit ---------------------------------------------

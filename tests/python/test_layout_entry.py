@@ -1,17 +1,21 @@
 """The C entry behind switchyard._torch_ops (python/src/layout_entry.h), called here through ctypes on the
-CPU backend: its fields, its outputs bitwise against get_dispatch_layout, its refusals (a Python exception,
-nothing written), and the Buffer it keeps alive. _torch_ops itself needs torch and a GPU
-(test_cuda_tensors.py); this checks the half of the contract that _C keeps, in CI."""
+CPU backend: its fields, its outputs bitwise against get_dispatch_layout, the cached dispatch and the
+combine, its refusals (a Python exception, nothing written), and the Buffer it keeps alive. _torch_ops
+itself needs torch and a GPU (test_cuda_tensors.py); this checks the half of the contract that _C keeps,
+in CI."""
 import ctypes
 import sys
 
 import numpy as np
 import pytest
 
+import reference
 import switchyard
 
 HIDDEN, TOPK, SEED = 256, 3, 11
 ENTRY_NAME = b"switchyard._C.layout_entry"
+ENTRY_VERSION = 2
+DTYPE_BF16, DTYPE_FP8_E4M3 = 0, 1
 
 
 class LayoutCall(ctypes.Structure):
@@ -20,14 +24,44 @@ class LayoutCall(ctypes.Structure):
                 ("is_token_in_rank", ctypes.c_void_p)]
 
 
+class CallTuning(ctypes.Structure):
+    _fields_ = [("num_channels", ctypes.c_int32), ("ring_slots", ctypes.c_int32), ("chunk_tokens", ctypes.c_int32)]
+
+
+class HandleShape(ctypes.Structure):
+    _fields_ = [("num_tokens", ctypes.c_int64), ("num_recv_tokens", ctypes.c_int64),
+                ("num_worst_tokens", ctypes.c_int64)]
+
+
+class CachedDispatchCall(ctypes.Structure):
+    _fields_ = [("handle", ctypes.py_object), ("x", ctypes.c_void_p), ("x_dtype", ctypes.c_int32),
+                ("x_scales_column_major", ctypes.c_int32), ("x_scales", ctypes.c_void_p),
+                ("num_tokens", ctypes.c_int64), ("hidden", ctypes.c_int64), ("num_worst_tokens", ctypes.c_int64),
+                ("tuning", CallTuning), ("stream", ctypes.c_void_p), ("recv_x", ctypes.c_void_p),
+                ("recv_x_scales", ctypes.c_void_p), ("num_recv_rows", ctypes.c_int64)]
+
+
+class CombineCall(ctypes.Structure):
+    _fields_ = [("handle", ctypes.py_object), ("x", ctypes.c_void_p), ("num_rows", ctypes.c_int64),
+                ("hidden", ctypes.c_int64), ("topk_weights", ctypes.c_void_p), ("topk", ctypes.c_int64),
+                ("bias0", ctypes.c_void_p), ("bias1", ctypes.c_void_p), ("has_bias0", ctypes.c_int32),
+                ("has_bias1", ctypes.c_int32), ("num_tokens", ctypes.c_int64), ("tuning", CallTuning),
+                ("stream", ctypes.c_void_p), ("combined_x", ctypes.c_void_p),
+                ("combined_topk_weights", ctypes.c_void_p)]
+
+
 # PYFUNCTYPE: called with the GIL held, and a set Python exception is raised when the call returns.
 LAYOUT_INTO = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(LayoutCall))
+HANDLE_SHAPE = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(HandleShape))
+CACHED_DISPATCH_INTO = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(CachedDispatchCall))
+COMBINE_INTO = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(CombineCall))
 
 
 class LayoutEntry(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("cuda", ctypes.c_int32), ("device", ctypes.c_int32),
                 ("num_ranks", ctypes.c_int32), ("num_nodes", ctypes.c_int32), ("max_num_experts", ctypes.c_int32),
-                ("buffer", ctypes.c_void_p), ("layout_into", LAYOUT_INTO)]
+                ("buffer", ctypes.c_void_p), ("layout_into", LAYOUT_INTO), ("handle_shape", HANDLE_SHAPE),
+                ("cached_dispatch_into", CACHED_DISPATCH_INTO), ("combine_into", COMBINE_INTO)]
 
 
 def entry_of(capsule):
@@ -86,7 +120,7 @@ def test_the_layout_entry_fills_the_callers_memory_as_get_dispatch_layout_and_re
     results = ranks(num_ranks).run(layout_entry_job, [(SEED, num_experts)] * num_ranks)
     for rank, (want, fields, status, counts, in_rank, refusals, again) in enumerate(results):
         per_rank, per_node, per_expert, want_in_rank = want
-        assert fields == (1, 0, num_ranks, 1, 1 << 16), f"rank {rank}: entry fields {fields}"
+        assert fields == (ENTRY_VERSION, 0, num_ranks, 1, 1 << 16), f"rank {rank}: entry fields {fields}"
         assert status == 0
         np.testing.assert_array_equal(counts, np.concatenate([per_rank, per_node, per_expert]), err_msg=f"rank {rank}")
         np.testing.assert_array_equal(in_rank, want_in_rank, err_msg=f"rank {rank}")
@@ -101,3 +135,162 @@ def test_the_layout_entry_fills_the_callers_memory_as_get_dispatch_layout_and_re
         assert again_status == 0
         np.testing.assert_array_equal(again_counts, counts, err_msg=f"rank {rank}: after the Buffer's last reference")
         np.testing.assert_array_equal(again_in_rank, in_rank, err_msg=f"rank {rank}: after the Buffer's last reference")
+
+
+# ---- the cached dispatch and the combine (entry version 2) ------------------------------------------
+FILL = 123  # what the caller's outputs hold before a call: still there after a refused one
+
+
+def filled(shape, dtype):
+    return np.full(shape, FILL, dtype)
+
+
+def address(array):
+    return None if array is None else array.ctypes.data
+
+
+def untouched(*arrays):
+    return all(array is None or bool((array == FILL).all()) for array in arrays)
+
+
+def shape_of(entry, handle):
+    shape = HandleShape()
+    entry.handle_shape(handle, ctypes.byref(shape))
+    return shape
+
+
+def cached_dispatch_outputs(x, scales, rows):
+    recv_scales = None if scales is None else filled((rows, x.shape[1] // 128), np.float32)
+    return filled((rows, x.shape[1]), x.dtype), recv_scales
+
+
+def call_cached_dispatch(entry, handle, x, scales, outputs, num_worst_tokens=0, tuning=(0, 0, 0),
+                         x_scales_column_major=0):
+    recv_x, recv_scales = outputs
+    call = CachedDispatchCall(handle, address(x), DTYPE_BF16 if scales is None else DTYPE_FP8_E4M3,
+                              x_scales_column_major, address(scales), x.shape[0], x.shape[1], num_worst_tokens,
+                              CallTuning(*tuning), None, address(recv_x), address(recv_scales), recv_x.shape[0])
+    return entry.cached_dispatch_into(entry.buffer, ctypes.byref(call))
+
+
+def combine_outputs(num_tokens, weights):
+    return filled((num_tokens, HIDDEN), np.uint16), None if weights is None else filled((num_tokens, TOPK), np.float32)
+
+
+def call_combine(entry, handle, y, weights, biases, outputs, tuning=(0, 0, 0)):
+    combined_x, combined_weights = outputs
+    bias0, bias1 = biases
+    call = CombineCall(handle, address(y), y.shape[0], y.shape[1], address(weights),
+                       0 if weights is None else weights.shape[1], address(bias0), address(bias1), bias0 is not None,
+                       bias1 is not None, combined_x.shape[0], CallTuning(*tuning), None, address(combined_x),
+                       address(combined_weights))
+    return entry.combine_into(entry.buffer, ctypes.byref(call))
+
+
+def refusal(call, *outputs):
+    """(the message of the switchyard.InvalidArgument that `call` raised, whether `outputs` kept their fill)."""
+    try:
+        call()
+    except switchyard.InvalidArgument as error:
+        return str(error), untouched(*outputs)
+    return "no error", untouched(*outputs)
+
+
+def normal_entry_job(rank, num_ranks, allgather, seed, num_experts):
+    rng = np.random.default_rng([seed, rank])
+    num_tokens = 19 + 4 * rank
+    x, _, topk_idx, topk_weights = reference.draw_inputs(rng, num_tokens, HIDDEN, TOPK, num_experts)
+    x_fp8, scales, _, _ = reference.draw_inputs(rng, num_tokens, HIDDEN, TOPK, num_experts, fp8=True)
+    biases = tuple(reference.f32_to_bf16(rng.standard_normal((num_tokens, HIDDEN)).astype(np.float32)) for _ in "01")
+    buffer = switchyard.Buffer(allgather, backend="cpu", sharing="processes", hidden=HIDDEN, topk=TOPK,
+                               num_experts=num_experts, config=switchyard.Config(timeout_seconds=20))
+    recv = buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts)
+    handle, rows = recv.handle, recv.num_recv_tokens
+    capsule = buffer.native.layout_entry()
+    entry = entry_of(capsule)
+    shape = shape_of(entry, handle)
+    out = {"shape": ((shape.num_tokens, shape.num_recv_tokens, shape.num_worst_tokens), (num_tokens, rows, 0))}
+
+    # Cached dispatches, bf16 and fp8 with row-major scales, against the general path's of the same inputs.
+    for name, (rows_x, rows_scales) in (("bf16", (x, None)), ("fp8", (x_fp8, scales))):
+        want = buffer.dispatch(rows_x, x_scales=rows_scales, handle=handle)
+        outputs = cached_dispatch_outputs(rows_x, rows_scales, rows)
+        status = call_cached_dispatch(entry, handle, rows_x, rows_scales, outputs)
+        out[f"cached {name}"] = (status, list(zip(outputs, (want.recv_x, want.recv_x_scales))))
+    worst_tokens = rows + 5
+    worst = buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts, num_worst_tokens=worst_tokens)
+    worst_shape = shape_of(entry, worst.handle)
+    want = buffer.dispatch(x, handle=worst.handle, num_worst_tokens=worst_tokens)
+    outputs = cached_dispatch_outputs(x, None, worst_tokens)
+    status = call_cached_dispatch(entry, worst.handle, x, None, outputs, num_worst_tokens=worst_tokens)
+    out["cached worst-case"] = (status, [(outputs[0][:rows], want.recv_x[:rows])])
+    out["worst-case shape"] = ((worst_shape.num_tokens, worst_shape.num_worst_tokens), (num_tokens, worst_tokens))
+
+    # Combines with and without weights and biases, against the general path's.
+    y = reference.expert(recv.recv_x, recv.recv_topk_idx)
+    for name, weights, (bias0, bias1) in (("plain", None, (None, None)),
+                                          ("weights", recv.recv_topk_weights, (None, None)),
+                                          ("weights and biases", recv.recv_topk_weights, biases),
+                                          ("bias1 alone", None, (None, biases[1]))):
+        want = buffer.combine(y, handle, weights, bias0=bias0, bias1=bias1)
+        outputs = combine_outputs(num_tokens, weights)
+        status = call_combine(entry, handle, y, weights, (bias0, bias1), outputs)
+        out[f"combine {name}"] = (status, list(zip(outputs, want)))
+
+    # Refused alike on every rank, before any peer is waited for: a Python exception naming the argument,
+    # and the outputs as they were.
+    cached = cached_dispatch_outputs(x_fp8, scales, rows)
+    combined = combine_outputs(num_tokens, recv.recv_topk_weights)
+    channels = handle.num_channels
+    refusals = {
+        "shape of no handle": refusal(lambda: shape_of(entry, buffer.native)),
+        "cached dispatch of no handle": refusal(lambda: call_cached_dispatch(entry, object(), x_fp8, scales, cached),
+                                                *cached),
+        "cached dispatch of a token more": refusal(
+            lambda: call_cached_dispatch(entry, handle, np.vstack([x_fp8, x_fp8[:1]]), np.vstack([scales, scales[:1]]),
+                                         cached), *cached),
+        "column-major scales": refusal(
+            lambda: call_cached_dispatch(entry, handle, x_fp8, scales, cached, x_scales_column_major=1), *cached),
+        "cached dispatch of other channels": refusal(
+            lambda: call_cached_dispatch(entry, handle, x_fp8, scales, cached, tuning=(channels + 1, 0, 0)), *cached),
+        "combine of no handle": refusal(
+            lambda: call_combine(entry, recv, y, recv.recv_topk_weights, biases, combined), *combined),
+        "combine of a row short": refusal(
+            lambda: call_combine(entry, handle, y[1:], recv.recv_topk_weights[1:], biases, combined), *combined),
+    }
+    allgather(b"done")  # every rank is done with its peers before any capsule (and so its heap) goes
+    del entry, capsule
+    return out, refusals
+
+
+EXPECTED_REFUSALS = {
+    "shape of no handle": "handle:",
+    "cached dispatch of no handle": "handle:",
+    "cached dispatch of a token more": "x:",
+    "column-major scales": "x_scales_column_major:",
+    "cached dispatch of other channels": "tuning.num_channels:",
+    "combine of no handle": "handle:",
+    "combine of a row short": "x:",
+}
+
+
+@pytest.mark.parametrize("num_ranks", [1, 2])
+def test_the_entry_dispatches_cached_and_combines_as_the_general_path_bitwise_and_refuses_by_name(ranks, num_ranks):
+    results = ranks(num_ranks).run(normal_entry_job, [(SEED, 8)] * num_ranks)
+    for rank, (out, refusals) in enumerate(results):
+        context = f"rank {rank}, seed {SEED}"
+        for name in ("shape", "worst-case shape"):
+            got, want = out.pop(name)
+            assert got == want, f"{context}: {name}"
+        for name, (status, pairs) in out.items():
+            assert status == 0, f"{context}: {name}"
+            for got, want in pairs:
+                assert (got is None) == (want is None), f"{context}: {name}"
+                if got is not None:
+                    assert got.dtype == want.dtype and got.shape == want.shape, f"{context}: {name}"
+                    np.testing.assert_array_equal(got.view(np.uint8), np.ascontiguousarray(want).view(np.uint8),
+                                                  err_msg=f"{context}: {name}")
+        for name, prefix in EXPECTED_REFUSALS.items():
+            message, kept = refusals[name]
+            assert message.startswith(prefix), f"{context}: {name}: {message}"
+            assert kept, f"{context}: {name}: a refused call wrote its outputs"

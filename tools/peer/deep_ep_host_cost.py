@@ -1,7 +1,8 @@
 """The host cost of switchyard.deep_ep's normal-mode calls, one rank on one GPU (a gloo group of one), with
 the stream idle before each call: layout, dispatch after it, cached dispatch (bf16, and fp8 with DeepEP's
-column-major scales) and combine, each as a median over repeats; then, per call, cProfile's entries by their
-own time, which say where the Python side of the time goes. Issue 20 holds every call's host time against
+column-major scales) and combine, each as a median over repeats, through switchyard._torch_ops (where it is
+built) and without it (deep_ep's general path); then, per call, cProfile's entries by their own time, which
+say where the Python side of the time goes. Issue 20 holds every call's host time against
 DeepEP's (bench/NOTES.md, session 13). Run on the GPU machine with switchyard installed:
 
     python3 tools/peer/deep_ep_host_cost.py [--tokens 128] [--repeats 200]
@@ -67,9 +68,17 @@ def main():
         "combine": lambda: buffer.combine(recv_x, handle, recv_weights),
     }
     print(f"switchyard.deep_ep host time per call, {args.tokens} tokens, hidden {HIDDEN}, top-{TOPK} of "
-          f"{NUM_EXPERTS}, one rank, stream idle before each (median of {args.repeats}):")
+          f"{NUM_EXPERTS}, one rank, stream idle before each (median of {args.repeats}), us:")
+    ops = buffer._torch_ops  # None where switchyard._torch_ops is not built against this torch
+    paths = {"_torch_ops": ops, "general": None} if ops is not None else {"general (no _torch_ops)": None}
+    print(f"  {'':24s}" + "".join(f" {label:>24s}" for label in paths))
     for name, call in calls.items():
-        print(f"  {name:24s} {median_host_us(call, args.repeats):8.1f} us", flush=True)
+        times = []
+        for module in paths.values():
+            buffer._torch_ops = module  # deep_ep's switch between the two paths
+            times.append(median_host_us(call, args.repeats))
+        buffer._torch_ops = ops
+        print(f"  {name:24s}" + "".join(f" {time:24.1f}" for time in times), flush=True)
     for name, call in calls.items():
         profile = cProfile.Profile()
         profile.enable()

@@ -1,0 +1,145 @@
+// switchyard._torch_ops.cached_dispatch and .combine: the normal engine's calls that replay a dispatch's
+// handle, into tensors allocated here (module.cpp says why), as DeepEP's binding does. Their rows come
+// from the handle (the entry's handle_shape); switchyard's Buffer checks the rest as it checks every call.
+#include <Python.h>
+// clang-format off: torch's Python headers after Python.h
+#include <ATen/ops/empty.h>
+#include <torch/csrc/autograd/python_variable.h>
+// clang-format on
+
+#include <cstdint>
+#include <exception>
+
+#include "torch_ops.hpp"
+
+namespace switchyard_torch_ops {
+
+namespace {
+
+// fp8 rows carry one f32 scale per this many channels (switchyard's and DeepEP's block).
+constexpr int64_t kScaleBlock = 128;
+
+// The fp8 scales this path takes: f32 [num_tokens, hidden / 128], row-major (x_scales_column_major = 0).
+// DeepEP's column-major scales reach it already copied row-major (switchyard.deep_ep._row_major).
+const at::Tensor* qualifying_scales(const SwitchyardLayoutEntry& entry, PyObject* object,
+                                    const at::Tensor& x) {
+  const at::Tensor* scales = qualifying(entry, object, at::kFloat);
+  if (scales == nullptr || x.size(1) % kScaleBlock != 0 || scales->size(0) != x.size(0) ||
+      scales->size(1) != x.size(1) / kScaleBlock) {
+    return nullptr;
+  }
+  return scales;
+}
+
+// The rows of a cached dispatch's outputs: the call's num_worst_tokens, else what the handle received; -1
+// where the handle never learnt it (the general path names that).
+int64_t cached_dispatch_rows(const SwitchyardHandleShape& shape, int64_t num_worst_tokens) {
+  return num_worst_tokens > 0 ? num_worst_tokens : shape.num_recv_tokens;
+}
+
+// Biases this path takes: bf16 [num_tokens, hidden] of the handle's tokens, or None.
+bool qualifying_bias(const at::Tensor* bias, int64_t num_tokens, int64_t hidden) {
+  return bias == nullptr || (bias->size(0) == num_tokens && bias->size(1) == hidden);
+}
+
+}  // namespace
+
+// cached_dispatch(entry, x, x_scales, handle, num_worst_tokens, tuning) -> recv_x for bf16 x,
+// (recv_x, recv_x_scales) for fp8 x (float8_e4m3fn) with row-major f32 scales; None where the call does
+// not qualify. handle: the dispatch's switchyard._C.DispatchHandle; tuning: as tuning_of takes it.
+// Enqueued on torch's current stream of the entry's device.
+PyObject* cached_dispatch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!expect_arguments(nargs, 6, "cached_dispatch(entry, x, x_scales, handle, num_worst_tokens, tuning)")) {
+    return nullptr;
+  }
+  const SwitchyardLayoutEntry* entry = entry_of(args[0]);
+  if (entry == nullptr) return nullptr;
+  SwitchyardCachedDispatchCall call{};
+  if (!int64_of(args[4], call.num_worst_tokens) || !tuning_of(args[5], call.tuning)) Py_RETURN_NONE;
+  try {
+    const bool fp8 = args[2] != Py_None;
+    const at::Tensor* x = qualifying(*entry, args[1], fp8 ? at::kFloat8_e4m3fn : at::kBFloat16);
+    if (x == nullptr) Py_RETURN_NONE;
+    const at::Tensor* scales = fp8 ? qualifying_scales(*entry, args[2], *x) : nullptr;
+    if (fp8 && scales == nullptr) Py_RETURN_NONE;
+    SwitchyardHandleShape shape;
+    if (entry->handle_shape(args[3], &shape) != 0) return nullptr;  // its exception is set
+    const int64_t rows = cached_dispatch_rows(shape, call.num_worst_tokens);
+    if (rows < 0) Py_RETURN_NONE;
+    const int64_t hidden = x->size(1);
+    at::Tensor recv_x = at::empty({rows, hidden}, x->options());
+    at::Tensor recv_x_scales =
+        fp8 ? at::empty({rows, hidden / kScaleBlock}, scales->options()) : at::Tensor();
+    call.handle = args[3];
+    call.x = x->const_data_ptr();
+    call.x_dtype = fp8 ? SWITCHYARD_ENTRY_DTYPE_FP8_E4M3 : SWITCHYARD_ENTRY_DTYPE_BF16;
+    call.x_scales_column_major = 0;
+    call.x_scales = fp8 ? scales->const_data_ptr<float>() : nullptr;
+    call.num_tokens = x->size(0);
+    call.hidden = hidden;
+    call.stream = current_stream(*entry);
+    call.recv_x = recv_x.mutable_data_ptr();
+    call.recv_x_scales = fp8 ? recv_x_scales.mutable_data_ptr<float>() : nullptr;
+    call.num_recv_rows = rows;
+    if (entry->cached_dispatch_into(entry->buffer, &call) != 0) return nullptr;  // its exception is set
+    if (!fp8) return THPVariable_Wrap(recv_x);
+    return tuple_of({THPVariable_Wrap(recv_x), THPVariable_Wrap(recv_x_scales)});
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+    return nullptr;
+  }
+}
+
+// combine(entry, x, handle, topk_weights, bias0, bias1, tuning) -> (combined_x, combined_topk_weights, or
+// None without topk_weights); None where the call does not qualify. x: bf16 [M, H]; topk_weights: f32
+// [M, K] or None; bias0, bias1: bf16 [N, H] or None (switchyard.deep_ep._unpack_bias made them).
+// Enqueued on torch's current stream of the entry's device.
+PyObject* combine(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
+  if (!expect_arguments(nargs, 7, "combine(entry, x, handle, topk_weights, bias0, bias1, tuning)")) {
+    return nullptr;
+  }
+  const SwitchyardLayoutEntry* entry = entry_of(args[0]);
+  if (entry == nullptr) return nullptr;
+  SwitchyardCombineCall call{};
+  if (!tuning_of(args[6], call.tuning)) Py_RETURN_NONE;
+  try {
+    const at::Tensor* x = qualifying(*entry, args[1], at::kBFloat16);
+    const at::Tensor *weights = nullptr, *bias0 = nullptr, *bias1 = nullptr;
+    if (x == nullptr || !optional_qualifying(*entry, args[3], at::kFloat, &weights) ||
+        !optional_qualifying(*entry, args[4], at::kBFloat16, &bias0) ||
+        !optional_qualifying(*entry, args[5], at::kBFloat16, &bias1)) {
+      Py_RETURN_NONE;
+    }
+    const int64_t rows = x->size(0), hidden = x->size(1);
+    if (weights != nullptr && (weights->size(0) != rows || weights->size(1) < 1)) Py_RETURN_NONE;
+    SwitchyardHandleShape shape;
+    if (entry->handle_shape(args[2], &shape) != 0) return nullptr;  // its exception is set
+    const int64_t tokens = shape.num_tokens;
+    if (!qualifying_bias(bias0, tokens, hidden) || !qualifying_bias(bias1, tokens, hidden)) Py_RETURN_NONE;
+    at::Tensor combined_x = at::empty({tokens, hidden}, x->options());
+    at::Tensor combined_topk_weights =
+        weights != nullptr ? at::empty({tokens, weights->size(1)}, weights->options()) : at::Tensor();
+    call.handle = args[2];
+    call.x = static_cast<const uint16_t*>(x->const_data_ptr());
+    call.num_rows = rows;
+    call.hidden = hidden;
+    call.topk_weights = weights != nullptr ? weights->const_data_ptr<float>() : nullptr;
+    call.topk = weights != nullptr ? weights->size(1) : 0;
+    call.bias0 = bias0 != nullptr ? static_cast<const uint16_t*>(bias0->const_data_ptr()) : nullptr;
+    call.bias1 = bias1 != nullptr ? static_cast<const uint16_t*>(bias1->const_data_ptr()) : nullptr;
+    call.has_bias0 = bias0 != nullptr;
+    call.has_bias1 = bias1 != nullptr;
+    call.num_tokens = tokens;
+    call.stream = current_stream(*entry);
+    call.combined_x = static_cast<uint16_t*>(combined_x.mutable_data_ptr());
+    call.combined_topk_weights =
+        weights != nullptr ? combined_topk_weights.mutable_data_ptr<float>() : nullptr;
+    if (entry->combine_into(entry->buffer, &call) != 0) return nullptr;  // its exception is set
+    return tuple_of({THPVariable_Wrap(combined_x), wrap_or_none(combined_topk_weights)});
+  } catch (const std::exception& error) {
+    PyErr_SetString(PyExc_RuntimeError, error.what());
+    return nullptr;
+  }
+}
+
+}  // namespace switchyard_torch_ops
