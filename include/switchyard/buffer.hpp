@@ -131,8 +131,12 @@ class DispatchHandle {
 };
 
 struct DispatchArgs {
-  TensorView x;             // bf16 [N, H], or fp8_e4m3 [N, H] with x_scales
-  TensorView x_scales;      // f32 [N, H / 128], fp8 only
+  TensorView x;         // bf16 [N, H], or fp8_e4m3 [N, H] with x_scales
+  TensorView x_scales;  // f32 [N, H / 128], fp8 only; or its transpose, see x_scales_column_major
+  // The fp8 scales as DeepEP's users pass them, column-major: x_scales is then given as its transpose,
+  // f32 [H / 128, N] (contiguous), and the scale of token t's block b is x_scales[b * N + t]. Read in
+  // place (no copy). recv_x_scales stays row-major [M, H / 128] either way. Only with fp8 x.
+  bool x_scales_column_major = false;
   TensorView topk_idx;      // i64 [N, K], -1 = no expert; may be omitted with a cached handle or a layout
   TensorView topk_weights;  // f32 [N, K]; optional, only with topk_idx
   int num_experts = 0;      // may be omitted (0) with a cached handle

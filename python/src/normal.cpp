@@ -117,7 +117,7 @@ nb::dict dispatch(PyBuffer& self, nb::handle x, nb::handle x_scales, nb::handle 
                   std::optional<DispatchHandle> cached_handle, int64_t num_worst_tokens,
                   nb::handle out_recv_x, nb::handle out_recv_x_scales, nb::handle out_recv_topk_idx,
                   nb::handle out_recv_topk_weights, uintptr_t stream, const std::string& framework,
-                  std::optional<CallTuning> tuning, bool device_counts) {
+                  std::optional<CallTuning> tuning, bool device_counts, bool x_scales_column_major) {
   const OutputStyle style = parse_output_style(framework);
   CallScope scope(self);
   const Placement& placement = self.placement();
@@ -125,6 +125,7 @@ nb::dict dispatch(PyBuffer& self, nb::handle x, nb::handle x_scales, nb::handle 
   DispatchArgs args;
   args.x = to_view(x, "x", keep, placement);
   args.x_scales = to_view(x_scales, "x_scales", keep, placement);
+  args.x_scales_column_major = x_scales_column_major;
   args.topk_idx = to_view(topk_idx, "topk_idx", keep, placement);
   args.topk_weights = to_view(topk_weights, "topk_weights", keep, placement);
   args.num_experts = num_experts;
@@ -219,7 +220,8 @@ void bind_normal(nb::module_&, BufferClass& buffer) {
            nb::arg("layout").none(), nb::arg("cached_handle").none(), nb::arg("num_worst_tokens"),
            nb::arg("out_recv_x").none(), nb::arg("out_recv_x_scales").none(),
            nb::arg("out_recv_topk_idx").none(), nb::arg("out_recv_topk_weights").none(), nb::arg("stream"),
-           nb::arg("framework"), nb::arg("tuning").none() = nb::none(), nb::arg("device_counts") = true)
+           nb::arg("framework"), nb::arg("tuning").none() = nb::none(), nb::arg("device_counts") = true,
+           nb::arg("x_scales_column_major") = false)
       .def("combine", &combine, nb::arg("x"), nb::arg("topk_weights").none(), nb::arg("handle"),
            nb::arg("out_combined_x").none(), nb::arg("out_combined_topk_weights").none(), nb::arg("stream"),
            nb::arg("framework"), nb::arg("bias0").none() = nb::none(), nb::arg("bias1").none() = nb::none(),

@@ -6,7 +6,7 @@ from typing import Any, Callable, List, Optional
 from . import _C
 from ._errors import Error, InvalidArgument
 from ._groups import as_group
-from ._tensors import exported, framework_of, stream_of
+from ._tensors import exported, framework_of, stream_of, transposed_if_column_major
 
 __all__ = ["Buffer", "DispatchLayout", "DispatchResult", "CombineResult", "LowLatencyDispatchResult",
            "LowLatencyCombineResult"]
@@ -283,7 +283,8 @@ class Buffer:
         """Sends each token to the ranks holding its experts (the `normal` engine, rank-major).
 
         x: bf16 [N, H] (uint16 bits with numpy), or fp8 e4m3 [N, H] (uint8 bits with numpy) with
-        x_scales f32 [N, H / 128]; x may also be the tuple (x_fp8, x_scales).
+        x_scales f32 [N, H / 128], row-major or column-major (DeepEP's layout, read in place without a
+        copy); x may also be the tuple (x_fp8, x_scales). recv_x_scales is row-major [M, H / 128].
         topk_idx: int64 [N, K], -1 = no expert; topk_weights: f32 [N, K], optional.
         layout: from get_dispatch_layout on the same topk_idx (computed here when None). Without
         topk_idx the layout alone routes (DeepEP's topk_idx=None): token t goes to every rank with
@@ -307,6 +308,7 @@ class Buffer:
             if x_scales is not None:
                 raise InvalidArgument("x_scales: given twice (x is already a tuple (x, x_scales))")
             x, x_scales = x
+        x_scales, x_scales_column_major = transposed_if_column_major(x_scales)
         call = _Call(self, x, stream)
         layout_tensors = None
         if layout is not None:
@@ -317,7 +319,7 @@ class Buffer:
             int(num_experts), int(expert_alignment), layout_tensors, handle, int(num_worst_tokens),
             call(out_recv_x, "out_recv_x"), call(out_recv_x_scales, "out_recv_x_scales"),
             call(out_recv_topk_idx, "out_recv_topk_idx"), call(out_recv_topk_weights, "out_recv_topk_weights"),
-            call.stream, call.framework, tuning, device_counts)
+            call.stream, call.framework, tuning, device_counts, x_scales_column_major)
         for name, given in (("recv_x", out_recv_x), ("recv_x_scales", out_recv_x_scales),
                             ("recv_topk_idx", out_recv_topk_idx), ("recv_topk_weights", out_recv_topk_weights)):
             if given is not None:

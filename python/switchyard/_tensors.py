@@ -4,7 +4,8 @@ import sys
 
 from ._errors import InvalidArgument
 
-__all__ = ["framework_of", "stream_of", "exported", "is_tensor", "OWN_STREAM", "LEGACY_DEFAULT_STREAM"]
+__all__ = ["framework_of", "stream_of", "exported", "is_tensor", "is_row_major", "transposed_if_column_major",
+           "OWN_STREAM", "LEGACY_DEFAULT_STREAM"]
 
 # switchyard's `stream` argument: 0 is the Buffer's own stream (a non-blocking stream no framework
 # knows), any other value a cudaStream_t.
@@ -120,3 +121,28 @@ def exported(tensor, name, stream, on_current_stream=False):
 
 def is_tensor(value):
     return hasattr(value, "__dlpack__") or hasattr(value, "__array_interface__")
+
+
+def is_row_major(tensor):
+    """Whether `tensor` (torch, numpy or cupy) is row-major contiguous, as the library reads tensors;
+    True for anything else (the library checks those itself)."""
+    if framework_of(tensor) == "torch":
+        return tensor.is_contiguous()
+    flags = getattr(tensor, "flags", None)
+    return flags is None or bool(flags["C_CONTIGUOUS"])
+
+
+def transposed_if_column_major(tensor):
+    """(tensor.T, True) for a 2-D column-major tensor of torch, numpy or cupy (strides (1, rows): its
+    memory is the row-major transpose, as DeepEP's users pass fp8 scales, `x_scales.T.contiguous().T`);
+    else (tensor, False). The transpose is a view: nothing is copied. A tensor that is row-major too
+    (one row or one column) counts as row-major."""
+    if tensor is None or len(getattr(tensor, "shape", ())) != 2 or is_row_major(tensor):
+        return tensor, False
+    if framework_of(tensor) == "torch":
+        transposed = tensor.t()
+        return (transposed, True) if transposed.is_contiguous() else (tensor, False)
+    flags = getattr(tensor, "flags", None)
+    if flags is not None and flags["F_CONTIGUOUS"]:
+        return tensor.T, True
+    return tensor, False

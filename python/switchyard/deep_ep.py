@@ -37,8 +37,9 @@ Differences from DeepEP, all of them deliberate:
   DeepEP packs it, (begin << 32) | count. Both carry switchyard's handle as `.native`, which is what
   combine and cached dispatch read: editing the tuple's entries does not change the routing. Across
   nodes (more than 8 ranks) the handle is the same 6-tuple, not DeepEP's internode tuple.
-- fp8 scales may be in any layout DeepEP takes (its per_token_cast_to_fp8 makes column-major ones):
-  other than row-major, they are copied to row-major on the call's stream first.
+- fp8 scales may be in any layout DeepEP takes: row-major and column-major ones (its
+  per_token_cast_to_fp8 makes those) are read in place; others are copied to row-major on the call's
+  stream first. recv_x_scales is row-major, as DeepEP makes it.
 - Dispatch without topk_idx is routed by is_token_in_rank alone, as in DeepEP: recv_topk_idx and
   recv_topk_weights are None, num_recv_tokens_per_expert_list sums what the sources'
   num_tokens_per_expert claim for this rank's experts, and the combine that follows is the plain sum
@@ -71,7 +72,7 @@ from ._buffer import DispatchLayout
 from ._deep_ep_handles import (RANK_PREFIX_UNKNOWN, DispatchHandle, LowLatencyHandle, empty_layout_range, normal_handle,
                                pack_layout_range)
 from ._errors import InvalidArgument, Unsupported
-from ._tensors import framework_of
+from ._tensors import framework_of, is_row_major, transposed_if_column_major
 
 __all__ = ["Buffer", "Config", "EventOverlap", "DispatchHandle", "LowLatencyHandle", "topk_idx_t"]
 
@@ -285,20 +286,18 @@ def _native_dispatch_handle(handle, method: str) -> _C.DispatchHandle:
                           f"(a deep_ep.DispatchHandle tuple), got {type(handle).__name__}")
 
 
-def _row_major(tensor):
-    """`tensor` in row-major order: DeepEP takes fp8 scales in any layout (its per_token_cast_to_fp8
-    makes column-major ones), switchyard's engines read them row-major. A copy only when needed, made
-    by the tensor's framework on its current stream (the stream the call runs on)."""
-    if tensor is None:
-        return None
+def _scales_in_a_read_layout(tensor):
+    """`tensor` in a layout switchyard's dispatch reads in place: row-major, or column-major (DeepEP's
+    per_token_cast_to_fp8 makes those, `x_scales.T.contiguous().T`), both as they are. DeepEP takes any
+    strides: others (a strided slice, say) are copied row-major by the tensor's framework on its current
+    stream (the stream the call runs on)."""
+    if tensor is None or is_row_major(tensor) or transposed_if_column_major(tensor)[1]:
+        return tensor
     torch = _torch()
     if torch is not None and isinstance(tensor, torch.Tensor):
-        return tensor if tensor.is_contiguous() else tensor.contiguous()
-    flags = getattr(tensor, "flags", None)
-    if flags is not None and not flags["C_CONTIGUOUS"]:
-        module = sys.modules[type(tensor).__module__.split(".", 1)[0]]  # numpy or cupy
-        return module.ascontiguousarray(tensor)
-    return tensor
+        return tensor.contiguous()
+    module = sys.modules[type(tensor).__module__.split(".", 1)[0]]  # numpy or cupy
+    return module.ascontiguousarray(tensor)
 
 
 class Buffer:
@@ -587,7 +586,7 @@ class Buffer:
         fixed-size outputs and no host synchronisation (num_recv_tokens_per_expert_list is empty).
         """
         x, x_scales = x if isinstance(x, tuple) else (x, None)
-        x_scales = _row_major(x_scales)
+        x_scales = _scales_in_a_read_layout(x_scales)
         self._wait_previous(previous_event)
         if handle is not None:
             native = _native_dispatch_handle(handle, "dispatch")

@@ -4,6 +4,7 @@
 #include <cstdint>
 
 #include "common/low_latency_protocol.hpp"
+#include "common/scales_layout.hpp"
 #include "common/symmetric_protocol.hpp"
 #include "core/expert_major_handle.hpp"
 #include "core/normal_handle.hpp"
@@ -19,7 +20,7 @@ struct DispatchPlan {
   int64_t num_tokens = 0;  // N
   int hidden = 0;          // H
   DType dtype = DType::bf16;
-  bool has_scales = false;   // fp8: x_scales [N, H / 128]
+  bool has_scales = false;   // fp8: x_scales, laid out as scales_layout says
   int topk = 0;              // K; 0 when topk_idx is omitted (cached dispatch)
   bool has_weights = false;  // topk_weights given
   int num_experts = 0;
@@ -29,6 +30,7 @@ struct DispatchPlan {
   const NormalHandleData* cached = nullptr;  // replay this routing
   const DispatchLayout* layout = nullptr;    // precomputed layout, or null
   DispatchArgs args;                         // the caller's tensors (outputs may be undefined)
+  common::ScalesLayout scales_layout;        // where args.x_scales holds token t's block b (fp8)
   uint64_t signature = 0;                    // same on every rank for a matching call
 };
 

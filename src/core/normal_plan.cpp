@@ -153,11 +153,24 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
           "x: expected hidden a multiple of 128 for fp8 (one scale per 128 channels), got " + x.describe());
     }
     expect_tensor(args.x_scales, "x_scales", DType::f32, 2, device);
-    expect_dim(args.x_scales, "x_scales", 0, plan.num_tokens, "num_tokens of x");
-    expect_dim(args.x_scales, "x_scales", 1, plan.hidden / common::kScaleBlock, "hidden / 128");
+    const int64_t num_scales = plan.hidden / common::kScaleBlock;
+    if (args.x_scales_column_major) {
+      // Given as its transpose [H / 128, N]: the memory of DeepEP's column-major scales.
+      expect_dim(args.x_scales, "x_scales", 0, num_scales,
+                 "hidden / 128: x_scales_column_major gives the transpose");
+      expect_dim(args.x_scales, "x_scales", 1, plan.num_tokens,
+                 "num_tokens of x: x_scales_column_major gives the transpose");
+    } else {
+      expect_dim(args.x_scales, "x_scales", 0, plan.num_tokens, "num_tokens of x");
+      expect_dim(args.x_scales, "x_scales", 1, num_scales, "hidden / 128");
+    }
     plan.has_scales = true;
+    plan.scales_layout = {plan.num_tokens, static_cast<uint32_t>(num_scales), args.x_scales_column_major};
   } else {
     expect_undefined(args.x_scales, "x_scales", "x is bf16; scales come only with fp8");
+    if (args.x_scales_column_major) {
+      throw InvalidArgument("x_scales_column_major: expected false with bf16 x (it has no scales), got true");
+    }
   }
 
   if (args.cached_handle) {

@@ -280,6 +280,22 @@ TEST(DispatchErrors, Fp8WithoutScalesIsRefused) {
                           {"x_scales"});
 }
 
+// x_scales_column_major takes the scales' transpose [H / 128, N]: row-major [N, H / 128] scales with the
+// flag are refused (here N = 4, H / 128 = 2), naming x_scales and the flag.
+TEST(DispatchErrors, ColumnMajorScalesOfTheRowMajorShapeAreRefused) {
+  workload::Shape shape = small_shape();
+  shape.dtype = DType::fp8_e4m3;
+  expect_dispatch_refused(
+      shape, [](SingleRankCall&, DispatchArgs& args) { args.x_scales_column_major = true; }, {"x_scales"},
+      "x_scales_column_major");
+}
+
+TEST(DispatchErrors, ColumnMajorScalesWithBf16XAreRefused) {
+  expect_dispatch_refused(
+      small_shape(), [](SingleRankCall&, DispatchArgs& args) { args.x_scales_column_major = true; },
+      {"x_scales_column_major"}, "bf16");
+}
+
 TEST(DispatchErrors, TokensBeyondBufferSizingAreRefused) {
   workload::Shape shape = small_shape();
   auto buffer = [&] {

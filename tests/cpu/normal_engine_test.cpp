@@ -737,5 +737,81 @@ TEST(NormalEngine, BuffersCanBeRecreatedAndGiveTheSameResults) {
   }
 }
 
+// ---- column-major fp8 scales (DispatchArgs::x_scales_column_major) -------------------------------------
+// DeepEP's users pass fp8 scales column-major; the dispatch reads them in place, given as their transpose.
+// The same dispatch given the row-major scales is the oracle: every output equal bit for bit, and both the
+// reference's. Scales read as row-major ones (the flag ignored) come out transposed, or are refused.
+class NormalEngineColumnMajorScalesTest : public ::testing::TestWithParam<EngineCase> {};
+
+// `cached`: the dispatch whose scales are compared is a cached one, replaying a column-major dispatch.
+void check_column_major_scales(const EngineCase& c, bool cached) {
+  const uint64_t seed = testing::seed_for(c.name + "/column_major_scales");
+  SCOPED_TRACE(describe(c, seed) + (cached ? " cached dispatch" : " dispatch"));
+  const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
+  const Expected expected = testing::compute_expected(c.shape, data, c.expert_alignment);
+  RoundTripOptions row_major;
+  row_major.expert_alignment = c.expert_alignment;
+  RoundTripOptions column_major = row_major;
+  column_major.scales_column_major = true;
+  const int num_ranks = c.shape.topology.num_ranks;
+  std::vector<RankRun> by_rows(num_ranks), by_columns(num_ranks);
+  std::string unsupported;
+  ASSERT_TRUE(run_on_ranks(
+      c,
+      [&](Buffer& buffer, int rank) {
+        if (!cached) {
+          by_rows[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, row_major);
+          by_columns[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, column_major);
+          return;
+        }
+        const RankRun first = testing::run_round_trip(buffer, c.shape, data[rank], expected, column_major);
+        by_rows[rank] =
+            testing::run_cached_round_trip(buffer, c.shape, data[rank], expected, row_major, first, true);
+        by_columns[rank] =
+            testing::run_cached_round_trip(buffer, c.shape, data[rank], expected, column_major, first, true);
+      },
+      &unsupported))
+      << unsupported;
+  std::vector<std::string> failures;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
+    testing::check_identical(by_columns[rank], by_rows[rank], rows, &failures);
+    testing::check_dispatch(by_columns[rank], c.shape, expected, rank, column_major, true, &failures);
+    testing::check_combine(by_columns[rank], c.shape, expected, rank, c.shape.with_weights, &failures);
+  }
+  report(failures);
+}
+
+TEST_P(NormalEngineColumnMajorScalesTest, DispatchGivesTheBitsOfRowMajorScales) {
+  check_column_major_scales(GetParam(), false);
+}
+
+TEST_P(NormalEngineColumnMajorScalesTest, CachedDispatchGivesTheBitsOfRowMajorScales) {
+  check_column_major_scales(GetParam(), true);
+}
+
+// fp8 only; H / 128 scale blocks (B) below, equal to and above the tokens per rank (N).
+std::vector<EngineCase> column_major_scales_cases() {
+  return {
+      {"r1_h256", make_shape(single(1), {9}, 256, 4, 8, fp8)},
+      // One token: both layouts are the same memory.
+      {"r1_one_token", make_shape(single(1), {1}, 512, 2, 4, fp8)},
+      {"r2_zero_tokens", make_shape(single(2), {0}, 384, 4, 8, fp8)},
+      // B = N: a transposed read has the right shape and the wrong scales.
+      {"r2_blocks_equal_tokens", make_shape(single(2), {4}, 512, 3, 8, fp8)},
+      {"r2_h7168", make_shape(single(2), {6}, 7168, 8, 16, fp8)},
+      {"r3_one_rank_without_tokens", make_shape(single(3), {5, 0, 7}, 256, 4, 12, fp8)},
+      {"r4_wrap", make_shape(single(4), {16}, 384, 4, 16, fp8), ring_config(1, 3, 2)},
+      {"r4_no_weights_alignment_4", make_shape(single(4), {8}, 1024, 6, 16, fp8, false), default_config(), 4},
+      {"r8_h2048", make_shape(single(8), {12}, 2048, 8, 64, fp8)},
+      {"r8_many_tokens_skewed", make_shape(single(8), {40}, 256, 8, 32, fp8, true, Routing::skewed)},
+      {"r4_two_nodes", make_shape(Topology{4, 2}, {12}, 512, 4, 16, fp8)},
+      {"r8_four_nodes_wrap", make_shape(Topology{8, 2}, {5}, 384, 4, 16, fp8), ring_config(2, 2, 1)},
+  };
+}
+
+INSTANTIATE_TEST_SUITE_P(Fp8, NormalEngineColumnMajorScalesTest,
+                         ::testing::ValuesIn(column_major_scales_cases()), case_name);
+
 }  // namespace
 }  // namespace switchyard

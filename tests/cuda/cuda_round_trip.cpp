@@ -10,16 +10,21 @@ namespace switchyard::testing {
 DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
                         const Expected& expected, int expert_alignment, cudaStream_t stream,
                         const DispatchHandle* cached, DispatchHandle* handle_out,
-                        const CallTuning& dispatch_tuning, const CallTuning& combine_tuning) {
+                        const CallTuning& dispatch_tuning, const CallTuning& combine_tuning,
+                        bool scales_column_major) {
   const int rank = buffer.rank();
   const int device = device_of(buffer);
   const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
-  Tensor x = to_device(data.x, device, stream), scales = to_device(data.x_scales, device, stream);
+  const bool column_major = scales_column_major && data.x_scales.defined();
+  Tensor x = to_device(data.x, device, stream);
+  const Tensor host_scales = column_major ? transpose_scales(data.x_scales) : data.x_scales;
+  Tensor scales = to_device(host_scales, device, stream);
   Tensor topk_idx = to_device(data.topk_idx, device, stream);
   Tensor topk_weights = to_device(data.topk_weights, device, stream);
   DispatchArgs args;
   args.x = x;
   args.x_scales = scales;
+  args.x_scales_column_major = column_major;
   args.topk_idx = topk_idx;
   args.topk_weights = topk_weights;
   args.num_experts = shape.num_experts;

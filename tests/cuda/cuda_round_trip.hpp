@@ -21,10 +21,13 @@ struct DeviceRun {
 // On the rank's device (device_of(buffer)), ordered on `stream`, which must belong to that device.
 // With `cached`, the dispatch replays that handle's routing; `handle_out` receives the new handle.
 // `dispatch_tuning` and `combine_tuning`: the calls' CallTuning (all 0: the Buffer's).
+// `scales_column_major`: fp8 scales go up as their transpose (transpose_scales), column-major as DeepEP's
+// users pass them (DispatchArgs::x_scales_column_major).
 DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
                         const Expected& expected, int expert_alignment, cudaStream_t stream,
                         const DispatchHandle* cached = nullptr, DispatchHandle* handle_out = nullptr,
-                        const CallTuning& dispatch_tuning = {}, const CallTuning& combine_tuning = {});
+                        const CallTuning& dispatch_tuning = {}, const CallTuning& combine_tuning = {},
+                        bool scales_column_major = false);
 
 // A dispatch without top-k (DeepEP's topk_idx=None) routed by get_dispatch_layout's layout on the
 // device, then a combine without weights; `expected` from compute_expected_without_topk.

@@ -42,6 +42,9 @@ struct InternodeCase {
   Config config;
   int expert_alignment = 1;
   bool delays = false;
+  // fp8: the round trips of the first test take their scales column-major
+  // (DispatchArgs::x_scales_column_major).
+  bool scales_column_major = false;
 };
 
 void PrintTo(const InternodeCase& c, std::ostream* out) {
@@ -90,6 +93,8 @@ std::vector<InternodeCase> cases() {
       {"n2x4_bf16_one_slot_one_channel_9_experts",
        make_shape(2, 4, 8, 128, 4, 9, bf16, true, Routing::skewed), ring_config(1, 1, 1)},
       {"n2x4_fp8_alignment_4", make_shape(2, 4, 64, 256, 6, 2, fp8), ring_config(3, 5, 3), 4},
+      {"n2x2_fp8_column_major_scales", make_shape(2, 2, 48, 384, 4, 4, fp8), ring_config(2, 4, 2), 1, false,
+       true},
       {"n2x4_bf16_h7168_defaults", make_shape(2, 4, 256, 7168, 8, 4, bf16), defaults},
       {"n2x4_fp8_h7168_defaults", make_shape(2, 4, 192, 7168, 8, 4, fp8), defaults},
       {"n3x2_bf16_skewed", make_shape(3, 2, 72, 128, 4, 2, bf16, true, Routing::skewed),
@@ -151,7 +156,8 @@ std::string describe(const InternodeCase& c, uint64_t seed) {
   out << "case " << c.name << ": seed=0x" << std::hex << seed << std::dec << " (SWITCHYARD_TEST_SEED=0x"
       << std::hex << base_seed() << std::dec << ") " << c.shape.describe() << " config={"
       << c.config.to_string() << "} expert_alignment=" << c.expert_alignment << " loopback delays "
-      << (c.delays ? std::string(kLoopbackDelayMicroseconds) + " us" : std::string("off"));
+      << (c.delays ? std::string(kLoopbackDelayMicroseconds) + " us" : std::string("off"))
+      << (c.scales_column_major ? " column-major scales" : "");
   return out.str();
 }
 
@@ -196,15 +202,16 @@ TEST_P(CudaInternodeTest, DispatchAndNodeGroupedCombineMatchReferenceBitwiseRepe
     DispatchHandle handle;
     // NOTES: the ranks start each round trip together (see normal_engine_cuda_test.cpp).
     group.barrier();
-    DeviceRun first =
-        run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, nullptr, &handle);
+    DeviceRun first = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
+                                    nullptr, &handle, {}, {}, c.scales_column_major);
     compare_with_reference(first, c.shape, expected, rank, &failures[rank]);
     group.barrier();
-    DeviceRun second = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream);
+    DeviceRun second = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
+                                     nullptr, nullptr, {}, {}, c.scales_column_major);
     compare_with_reference(second, c.shape, expected, rank, &failures[rank]);
     group.barrier();
-    DeviceRun cached =
-        run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, &handle);
+    DeviceRun cached = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
+                                     &handle, nullptr, {}, {}, c.scales_column_major);
     compare_with_reference(cached, c.shape, expected, rank, &failures[rank]);
   });
   report(failures);

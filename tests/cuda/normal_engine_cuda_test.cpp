@@ -26,6 +26,8 @@ struct CudaCase {
   workload::Shape shape;
   Config config;
   int expert_alignment = 1;
+  // fp8: every dispatch takes its scales column-major (DispatchArgs::x_scales_column_major).
+  bool scales_column_major = false;
 };
 
 workload::Shape make_shape(int ranks, int64_t tokens, int hidden, int topk, int experts, DType dtype,
@@ -61,6 +63,11 @@ std::vector<CudaCase> cases() {
   }
   list.push_back({"R4_fp8_h7168", make_shape(4, 160, 7168, 8, 64, DType::fp8_e4m3), standard});
   list.push_back({"R8_fp8_h2048_aligned", make_shape(8, 96, 2048, 8, 64, DType::fp8_e4m3), standard, 16});
+  // DeepEP's column-major scales, read in place: the reference's bits (the row-major cases' oracle).
+  list.push_back({"R4_fp8_h7168_column_major_scales", make_shape(4, 160, 7168, 8, 64, DType::fp8_e4m3),
+                  standard, 1, true});
+  list.push_back({"R8_fp8_h2048_column_major_scales_aligned", make_shape(8, 96, 2048, 8, 64, DType::fp8_e4m3),
+                  standard, 16, true});
   list.push_back({"R4_k1", make_shape(4, 128, 1024, 1, 16, DType::bf16), standard});
   list.push_back({"R4_k9", make_shape(4, 128, 1024, 9, 32, DType::bf16), standard});
   list.push_back({"R2_h128", make_shape(2, 300, 128, 4, 8, DType::bf16), standard});
@@ -144,16 +151,17 @@ TEST_P(CudaNormalEngineTest, DispatchAndCombineMatchReferenceBitwiseAndRepeat) {
       // now avoid (device/pageable_copy.hpp); the barrier stays as a guard. Real deployments (a
       // process per GPU, or MPS) have no shared context.
       group.barrier();
-      DeviceRun first =
-          run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, nullptr, &handle);
+      DeviceRun first = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
+                                      nullptr, &handle, {}, {}, c.scales_column_major);
       compare_with_reference(first, c.shape, expected, rank, &failures[rank]);
       // Determinism: the same inputs again give the same bits; and a cached dispatch replays the routing.
       group.barrier();
-      DeviceRun second = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream);
+      DeviceRun second = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
+                                       nullptr, nullptr, {}, {}, c.scales_column_major);
       compare_with_reference(second, c.shape, expected, rank, &failures[rank]);
       group.barrier();
-      DeviceRun cached =
-          run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, &handle);
+      DeviceRun cached = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
+                                       &handle, nullptr, {}, {}, c.scales_column_major);
       compare_with_reference(cached, c.shape, expected, rank, &failures[rank]);
     }
     cudaStreamDestroy(stream);

@@ -72,8 +72,24 @@ def framework_round_trip_job(rank, num_ranks, allgather, num_experts):
                 recomputed=recomputed)
 
 
-def fp8_job(rank, num_ranks, allgather, num_experts):
+def scales_in_layout(scales, layout):
+    """f32 [N, B] scales with the same values in `layout`: row_major; column_major, as DeepEP's users pass
+    them (x_scales.T.contiguous().T: strides (1, N)); strided, a slice of a wider array (neither)."""
+    if layout == "row_major":
+        return scales
+    if layout == "column_major":
+        return scales.T.copy().T
+    wide = np.zeros((scales.shape[0], 2 * scales.shape[1]), np.float32)
+    wide[:, ::2] = scales
+    return wide[:, ::2]
+
+
+def fp8_job(rank, num_ranks, allgather, num_experts, layout="row_major"):
     x, scales, topk_idx, topk_weights = rank_inputs(rank, num_experts, fp8=True)
+    scales = scales_in_layout(scales, layout)
+    assert scales.flags["C_CONTIGUOUS"] == (layout == "row_major")
+    # Row- and column-major scales are read in place; only other strides are copied first.
+    assert (deep_ep._scales_in_a_read_layout(scales) is scales) == (layout != "strided")
     buffer = make_buffer(allgather, num_ranks, num_experts)
     per_rank, _, per_expert, in_rank, _ = buffer.get_dispatch_layout(topk_idx, num_experts)
     (recv_x, recv_scales), recv_idx, _, counts, handle, _ = buffer.dispatch(
@@ -219,13 +235,16 @@ def test_dispatch_without_topk_routes_by_is_token_in_rank_and_combine_sums(ranks
         np.testing.assert_array_equal(result["copied_combined"], combined[rank][0], err_msg=context)
 
 
-def test_fp8_tuple_dispatch_and_cached_dispatch(ranks):
+@pytest.mark.parametrize("layout", ["row_major", "column_major", "strided"])
+def test_fp8_tuple_dispatch_and_cached_dispatch(ranks, layout):
     num_ranks, num_experts = 2, 8
     inputs = [rank_inputs(r, num_experts, fp8=True) for r in range(num_ranks)]
     expected = reference.dispatch(inputs, num_experts, expert_alignment=2)
     for rank, (recv_x, recv_scales, recv_idx, counts, cached_x, cached_scales) in enumerate(
-            ranks(num_ranks).run(fp8_job, [(num_experts,)] * num_ranks)):
+            ranks(num_ranks).run(fp8_job, [(num_experts, layout)] * num_ranks)):
         np.testing.assert_array_equal(recv_x, expected[rank]["recv_x"])
+        # Row-major [M, H / 128] whatever the input's layout, as DeepEP returns them.
+        assert recv_scales.flags["C_CONTIGUOUS"]
         np.testing.assert_array_equal(recv_scales, expected[rank]["recv_x_scales"])
         np.testing.assert_array_equal(recv_idx, expected[rank]["recv_topk_idx"])
         assert counts == expected[rank]["num_recv_tokens_per_expert"]

@@ -46,6 +46,28 @@ void expect_same_storage(const Tensor& result, const Tensor& passed, int rank, c
 
 }  // namespace
 
+Tensor transpose_scales(const TensorView& scales) {
+  const int64_t num_tokens = scales.shape[0], num_scales = scales.shape[1];
+  Tensor transposed = Tensor::empty(DType::f32, {num_scales, num_tokens});
+  const float* from = scales.as<const float>();
+  float* to = transposed.as<float>();
+  for (int64_t token = 0; token < num_tokens; ++token) {
+    for (int64_t block = 0; block < num_scales; ++block)
+      to[block * num_tokens + token] = from[token * num_scales + block];
+  }
+  return transposed;
+}
+
+void set_x_scales(DispatchArgs& args, const workload::RankData& data, bool column_major, Tensor& storage) {
+  if (!column_major || !data.x_scales.defined()) {
+    args.x_scales = data.x_scales;
+    return;
+  }
+  storage = transpose_scales(data.x_scales);
+  args.x_scales = storage;
+  args.x_scales_column_major = true;
+}
+
 Tensor i32_tensor(const std::vector<int>& values) {
   Tensor tensor = Tensor::empty(DType::i32, {static_cast<int64_t>(values.size())});
   if (!values.empty()) std::memcpy(tensor.data(), values.data(), values.size() * sizeof(int));
@@ -200,7 +222,8 @@ RankRun run_round_trip(Buffer& buffer, const workload::Shape& shape, const workl
   run.layout = buffer.get_dispatch_layout(data.topk_idx, shape.num_experts);
   DispatchArgs args;
   args.x = data.x;
-  args.x_scales = data.x_scales;
+  Tensor column_major_scales;
+  set_x_scales(args, data, options.scales_column_major, column_major_scales);
   args.topk_idx = data.topk_idx;
   args.topk_weights = data.topk_weights;
   args.num_experts = shape.num_experts;
@@ -223,7 +246,8 @@ RankRun run_round_trip_without_topk(Buffer& buffer, const workload::Shape& shape
   run.layout = buffer.get_dispatch_layout(data.topk_idx, shape.num_experts);
   DispatchArgs args;
   args.x = data.x;
-  args.x_scales = data.x_scales;
+  Tensor column_major_scales;
+  set_x_scales(args, data, options.scales_column_major, column_major_scales);
   args.num_experts = shape.num_experts;
   args.expert_alignment = options.expert_alignment;
   args.layout = &run.layout;  // the routing: no topk_idx
@@ -243,7 +267,8 @@ RankRun run_cached_round_trip(Buffer& buffer, const workload::Shape& shape, cons
   RankRun run;
   DispatchArgs args;
   args.x = data.x;
-  args.x_scales = data.x_scales;
+  Tensor column_major_scales;
+  set_x_scales(args, data, options.scales_column_major, column_major_scales);
   if (with_topk) {
     args.topk_idx = data.topk_idx;
     args.topk_weights = data.topk_weights;

@@ -23,7 +23,18 @@ struct RoundTripOptions {
   // Each call's CallTuning (all 0: the Buffer's); the cached dispatch takes dispatch_tuning.
   CallTuning dispatch_tuning;
   CallTuning combine_tuning;
+  // fp8: every dispatch (the cached one too) takes its scales column-major, as DeepEP's users pass
+  // them (DispatchArgs::x_scales_column_major, the transpose from transpose_scales).
+  bool scales_column_major = false;
 };
+
+// f32 scales [N, B] as their transpose [B, N], contiguous: the memory of DeepEP's column-major scales
+// (x_scales.T.contiguous().T), as DispatchArgs::x_scales_column_major takes them. On the host.
+Tensor transpose_scales(const TensorView& scales);
+
+// args.x_scales from `data`: its row-major scales, or with `column_major` their transpose (kept in
+// `storage`, which must outlive the call) and x_scales_column_major set. Nothing for bf16 x.
+void set_x_scales(DispatchArgs& args, const workload::RankData& data, bool column_major, Tensor& storage);
 
 // A home rank's combine biases (CombineArgs::bias0 / bias1), undefined where not passed.
 struct RankBiases {

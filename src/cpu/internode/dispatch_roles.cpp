@@ -37,8 +37,7 @@ void RdmaDispatchSender::write_message(int64_t token, const common::RankMask& ma
   const common::InternodeDispatchMessage& message = context_.rdma_message;
   std::memcpy(message.row(slot), intranode.x + token * message.row_bytes, message.row_bytes);
   if (message.num_scales) {
-    std::memcpy(message.scales(slot), intranode.x_scales + token * message.num_scales,
-                message.num_scales * sizeof(float));
+    common::copy_token_scales(intranode.x_scales, intranode.x_scales_layout, token, message.scales(slot));
   }
   const int topk = static_cast<int>(message.topk);
   int32_t* ids = message.topk_idx(slot);

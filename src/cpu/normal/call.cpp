@@ -191,6 +191,7 @@ DispatchCall NormalCalls::start_dispatch(const detail::DispatchPlan& plan,
   context.num_tokens = plan.num_tokens;
   context.x = args.x.as<const uint8_t>();
   context.x_scales = plan.has_scales ? args.x_scales.as<const float>() : nullptr;
+  context.x_scales_layout = plan.scales_layout;
   context.topk_idx = plan.topk > 0 ? args.topk_idx.as<const int64_t>() : nullptr;
   context.topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
   context.is_token_in_rank = in_rank;

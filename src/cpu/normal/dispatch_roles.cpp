@@ -17,8 +17,7 @@ void DispatchSender::write_message(int destination, int64_t token, uint8_t* slot
   const common::DispatchMessage& message = context_.message;
   std::memcpy(message.row(slot), context_.x + token * message.row_bytes, message.row_bytes);
   if (message.num_scales) {
-    std::memcpy(message.scales(slot), context_.x_scales + token * message.num_scales,
-                message.num_scales * sizeof(float));
+    common::copy_token_scales(context_.x_scales, context_.x_scales_layout, token, message.scales(slot));
   }
   const int topk = static_cast<int>(message.topk);
   if (topk > 0) {

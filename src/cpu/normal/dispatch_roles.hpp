@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "common/normal_protocol.hpp"
+#include "common/scales_layout.hpp"
 #include "common/sym_heap.hpp"
 
 namespace switchyard::cpu {
@@ -20,11 +21,12 @@ struct DispatchContext {
   uint32_t chunk_tokens;
   // Send side.
   int64_t num_tokens;
-  const uint8_t* x;                 // [N, row_bytes]
-  const float* x_scales;            // [N, num_scales] or null
-  const int64_t* topk_idx;          // [N, K] or null (cached dispatch without routing)
-  const float* topk_weights;        // [N, K] or null
-  const uint8_t* is_token_in_rank;  // [N, R]
+  const uint8_t* x;                      // [N, row_bytes]
+  const float* x_scales;                 // laid out as x_scales_layout says, or null
+  common::ScalesLayout x_scales_layout;  // [N, num_scales] row-major, or its transpose
+  const int64_t* topk_idx;               // [N, K] or null (cached dispatch without routing)
+  const float* topk_weights;             // [N, K] or null
+  const uint8_t* is_token_in_rank;       // [N, R]
   // Receive side.
   const int32_t* recv_channel_start;  // [R * C + 1]
   uint8_t* recv_x;                    // [M, row_bytes]

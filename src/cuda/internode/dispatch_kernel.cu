@@ -52,7 +52,7 @@ __device__ void write_rdma_message(const KernelContext& context, const Internode
   warp_copy<CopyLoad::read_only, 8>(
       message.row(slot), launch.x + static_cast<int64_t>(token) * message.row_bytes, message.row_bytes);
   for (uint32_t i = lane; i < message.num_scales; i += 32) {
-    message.scales(slot)[i] = __ldg(launch.x_scales + static_cast<int64_t>(token) * message.num_scales + i);
+    message.scales(slot)[i] = __ldg(launch.x_scales + launch.x_scales_layout.index(token, i));
   }
   const int topk = static_cast<int>(message.topk);
   for (int k = lane; k < topk; k += 32) {

@@ -17,6 +17,7 @@
 
 #include "common/internode_protocol.hpp"
 #include "common/normal_protocol.hpp"
+#include "common/scales_layout.hpp"
 #include "device/kernel_context.hpp"
 
 namespace switchyard::cuda {
@@ -99,7 +100,8 @@ struct InternodeDispatchLaunch {
   int local_experts;
   // Send side.
   const uint8_t* x;
-  const float* x_scales;
+  const float* x_scales;  // laid out as x_scales_layout says (row- or column-major), or null
+  common::ScalesLayout x_scales_layout;
   const int64_t* topk_idx;
   const float* topk_weights;
   const bool* is_token_in_rank;

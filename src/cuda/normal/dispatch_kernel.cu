@@ -42,7 +42,7 @@ __device__ __forceinline__ void write_message(const KernelContext& context, cons
       message.row(slot), launch.x + static_cast<int64_t>(token) * message.row_bytes, message.row_bytes);
   const int lane = lane_id();
   for (uint32_t i = lane; i < message.num_scales; i += 32) {
-    message.scales(slot)[i] = __ldg(launch.x_scales + static_cast<int64_t>(token) * message.num_scales + i);
+    message.scales(slot)[i] = __ldg(launch.x_scales + launch.x_scales_layout.index(token, i));
   }
   const int topk = static_cast<int>(message.topk);
   const int64_t first_expert = static_cast<int64_t>(destination) * launch.local_experts;

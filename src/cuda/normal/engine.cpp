@@ -158,6 +158,7 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
   launch.local_experts = plan.local_experts;
   launch.x = args.x.as<const uint8_t>();
   launch.x_scales = plan.has_scales ? args.x_scales.as<const float>() : nullptr;
+  launch.x_scales_layout = plan.scales_layout;
   launch.topk_idx = plan.topk > 0 ? args.topk_idx.as<const int64_t>() : nullptr;
   launch.topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
   launch.num_tokens = plan.num_tokens;

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "common/normal_protocol.hpp"
+#include "common/scales_layout.hpp"
 #include "device/kernel_context.hpp"
 
 namespace switchyard::cuda {
@@ -46,7 +47,8 @@ struct DispatchLaunch {
   int local_experts;
   // Send side.
   const uint8_t* x;
-  const float* x_scales;
+  const float* x_scales;  // laid out as x_scales_layout says (row- or column-major), or null
+  common::ScalesLayout x_scales_layout;
   const int64_t* topk_idx;
   const float* topk_weights;
   int64_t num_tokens;
