@@ -100,14 +100,16 @@ int handle_shape(PyObject* object, SwitchyardHandleShape* shape) {
   }
 }
 
-// The fp8 scales as the call gives them.
+// The fp8 scales as the call gives them: row-major [num_tokens, hidden / 128], or their row-major
+// transpose (DispatchArgs::x_scales_column_major).
 TensorView x_scales_of(const SwitchyardCachedDispatchCall& call, const EntryDevice& where) {
-  if (call.x_scales_column_major != 0) {
-    throw InvalidArgument(
-        "x_scales_column_major: expected 0 (row-major scales [num_tokens, hidden / 128]), got " +
-        std::to_string(call.x_scales_column_major) + ": column-major scales are not taken yet");
-  }
-  return view_of(call.x_scales, DType::f32, call.num_tokens, call.hidden / common::kScaleBlock, where);
+  const int64_t blocks = call.hidden / common::kScaleBlock;
+  if (call.x_scales_column_major == 0)
+    return view_of(call.x_scales, DType::f32, call.num_tokens, blocks, where);
+  if (call.x_scales_column_major == 1)
+    return view_of(call.x_scales, DType::f32, blocks, call.num_tokens, where);
+  throw InvalidArgument("x_scales_column_major: expected 0 (row-major scales) or 1 (their transpose), got " +
+                        std::to_string(call.x_scales_column_major));
 }
 
 int cached_dispatch_into(void* buffer, const SwitchyardCachedDispatchCall* call) {
@@ -120,7 +122,10 @@ int cached_dispatch_into(void* buffer, const SwitchyardCachedDispatchCall* call)
     const bool fp8 = dtype == DType::fp8_e4m3;
     DispatchArgs args;
     args.x = view_of(call->x, dtype, call->num_tokens, call->hidden, where);
-    if (fp8) args.x_scales = x_scales_of(*call, where);
+    if (fp8) {
+      args.x_scales = x_scales_of(*call, where);
+      args.x_scales_column_major = call->x_scales_column_major == 1;
+    }
     args.cached_handle = &handle;
     args.num_worst_tokens = call->num_worst_tokens;
     args.tuning = tuning_of(call->tuning);

@@ -60,9 +60,8 @@ typedef struct SwitchyardCachedDispatchCall {
   PyObject* handle; /* borrowed: the switchyard._C.DispatchHandle of the dispatch replayed */
   const void* x;    /* x_dtype [num_tokens, hidden] */
   int32_t x_dtype;  /* SWITCHYARD_ENTRY_DTYPE_BF16 or SWITCHYARD_ENTRY_DTYPE_FP8_E4M3 */
-  /* 0: x_scales is f32 [num_tokens, hidden / 128]. 1 would give them as the row-major transpose
-     [hidden / 128, num_tokens] (DeepEP's column-major scales): refused (InvalidArgument) until the
-     engine takes that layout (DispatchArgs::x_scales_column_major). */
+  /* 0: x_scales is f32 [num_tokens, hidden / 128]. 1: their row-major transpose [hidden / 128,
+     num_tokens] (DeepEP's column-major scales, DispatchArgs::x_scales_column_major). */
   int32_t x_scales_column_major;
   const float* x_scales; /* fp8: as x_scales_column_major says; bf16: not read (NULL) */
   int64_t num_tokens;

@@ -19,16 +19,27 @@ namespace {
 // fp8 rows carry one f32 scale per this many channels (switchyard's and DeepEP's block).
 constexpr int64_t kScaleBlock = 128;
 
-// The fp8 scales this path takes: f32 [num_tokens, hidden / 128], row-major (x_scales_column_major = 0).
-// DeepEP's column-major scales reach it already copied row-major (switchyard.deep_ep._row_major).
-const at::Tensor* qualifying_scales(const SwitchyardLayoutEntry& entry, PyObject* object,
-                                    const at::Tensor& x) {
-  const at::Tensor* scales = qualifying(entry, object, at::kFloat);
-  if (scales == nullptr || x.size(1) % kScaleBlock != 0 || scales->size(0) != x.size(0) ||
-      scales->size(1) != x.size(1) / kScaleBlock) {
-    return nullptr;
+// The fp8 scales this path takes: f32 [num_tokens, hidden / 128] on the entry's device, row-major, or
+// column-major as DeepEP's users make them (`x_scales.T.contiguous().T`: strides (1, num_tokens), read in
+// place through DispatchArgs::x_scales_column_major). nullptr for anything else (the general path's).
+struct Scales {
+  const at::Tensor* tensor = nullptr;
+  bool column_major = false;
+};
+
+Scales qualifying_scales(const SwitchyardLayoutEntry& entry, PyObject* object, const at::Tensor& x) {
+  if (x.size(1) % kScaleBlock != 0 || !THPVariable_Check(object)) return {};
+  const at::Tensor& scales = THPVariable_Unpack(object);
+  if (scales.dim() != 2 || scales.size(0) != x.size(0) || scales.size(1) != x.size(1) / kScaleBlock)
+    return {};
+  if (qualifying(entry, object, at::kFloat) != nullptr) return {&scales, false};
+  // The transpose's checks are qualifying's: device, dtype, and contiguous in its own (row-major) order.
+  const bool transposed_contiguous = scales.stride(0) == 1 && scales.stride(1) == scales.size(0);
+  if (!entry.cuda || !scales.is_cuda() || scales.get_device() != entry.device ||
+      scales.scalar_type() != at::kFloat || !transposed_contiguous) {
+    return {};
   }
-  return scales;
+  return {&scales, true};
 }
 
 // The rows of a cached dispatch's outputs: the call's num_worst_tokens, else what the handle received; -1
@@ -45,7 +56,8 @@ bool qualifying_bias(const at::Tensor* bias, int64_t num_tokens, int64_t hidden)
 }  // namespace
 
 // cached_dispatch(entry, x, x_scales, handle, num_worst_tokens, tuning) -> recv_x for bf16 x,
-// (recv_x, recv_x_scales) for fp8 x (float8_e4m3fn) with row-major f32 scales; None where the call does
+// (recv_x, recv_x_scales) for fp8 x (float8_e4m3fn) with f32 scales (row- or column-major, as
+// qualifying_scales takes them); None where the call does
 // not qualify. handle: the dispatch's switchyard._C.DispatchHandle; tuning: as tuning_of takes it.
 // Enqueued on torch's current stream of the entry's device.
 PyObject* cached_dispatch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
@@ -60,7 +72,8 @@ PyObject* cached_dispatch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     const bool fp8 = args[2] != Py_None;
     const at::Tensor* x = qualifying(*entry, args[1], fp8 ? at::kFloat8_e4m3fn : at::kBFloat16);
     if (x == nullptr) Py_RETURN_NONE;
-    const at::Tensor* scales = fp8 ? qualifying_scales(*entry, args[2], *x) : nullptr;
+    const Scales read = fp8 ? qualifying_scales(*entry, args[2], *x) : Scales{};
+    const at::Tensor* scales = read.tensor;
     if (fp8 && scales == nullptr) Py_RETURN_NONE;
     SwitchyardHandleShape shape;
     if (entry->handle_shape(args[3], &shape) != 0) return nullptr;  // its exception is set
@@ -73,7 +86,7 @@ PyObject* cached_dispatch(PyObject*, PyObject* const* args, Py_ssize_t nargs) {
     call.handle = args[3];
     call.x = x->const_data_ptr();
     call.x_dtype = fp8 ? SWITCHYARD_ENTRY_DTYPE_FP8_E4M3 : SWITCHYARD_ENTRY_DTYPE_BF16;
-    call.x_scales_column_major = 0;
+    call.x_scales_column_major = read.column_major ? 1 : 0;
     call.x_scales = fp8 ? scales->const_data_ptr<float>() : nullptr;
     call.num_tokens = x->size(0);
     call.hidden = hidden;

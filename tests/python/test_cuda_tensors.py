@@ -427,8 +427,10 @@ def test_torch_ops_cached_dispatch_and_combine_match_the_general_path_bitwise_an
     for name, (weights, b0, b1) in combines.items():
         want[f"combine {name}"] = general_combine(buffer, y, native, weights, b0, b1)
 
+    want["fp8, column-major scales"] = want["fp8"]
     got = {"bf16": (ops.cached_dispatch(entry, x, None, native, 0, None), None),
            "fp8": ops.cached_dispatch(entry, x_fp8, scales, native, 0, None),
+           "fp8, column-major scales": ops.cached_dispatch(entry, x_fp8, column_major_scales, native, 0, None),
            "worst": (ops.cached_dispatch(entry, x, None, worst_handle.native, worst_tokens, None), None)}
     for name, (weights, b0, b1) in combines.items():
         got[f"combine {name}"] = ops.combine(entry, y, native, weights, b0, b1, None)
@@ -437,7 +439,7 @@ def test_torch_ops_cached_dispatch_and_combine_match_the_general_path_bitwise_an
     assert_same(named({name: (got[name], want[name]) for name in want}),
                 f"_torch_ops against the general path, seed {SEED}")
 
-    # deep_ep takes that path for such calls (column-major fp8 scales once copied row-major; a per-call config).
+    # deep_ep takes that path for such calls (column-major fp8 scales read in place; a per-call config).
     refuse_the_general_path(buffer, monkeypatch)
     via_deep_ep = {
         "bf16": (buffer.dispatch(x, handle=handle)[0], None),
@@ -467,7 +469,7 @@ def test_torch_ops_cached_dispatch_and_combine_match_the_general_path_bitwise_an
     # Inputs this path does not take: None, and deep_ep's general path converts or refuses them.
     strided = x.t().contiguous().t()
     for other_x, other_scales in ((strided, None), (x.cpu(), None), (x.view(torch.int16), None), (x, scales),
-                                  (x_fp8, column_major_scales), (x_fp8, None), (x_fp8, scales.double()),
+                                  (x_fp8, scales.repeat(1, 2)[:, ::2]), (x_fp8, None), (x_fp8, scales.double()),
                                   (x_fp8, scales[:, :1].contiguous()), (x.view(torch.int16).cpu().numpy(), None)):
         assert ops.cached_dispatch(entry, other_x, other_scales, native, 0, None) is None, (
             f"x {getattr(other_x, 'dtype', None)} {getattr(other_x, 'device', None)}, scales "

@@ -217,6 +217,12 @@ def normal_entry_job(rank, num_ranks, allgather, seed, num_experts):
         outputs = cached_dispatch_outputs(rows_x, rows_scales, rows)
         status = call_cached_dispatch(entry, handle, rows_x, rows_scales, outputs)
         out[f"cached {name}"] = (status, list(zip(outputs, (want.recv_x, want.recv_x_scales))))
+        if rows_scales is not None:  # DeepEP's column-major scales: their transpose, read in place
+            outputs = cached_dispatch_outputs(rows_x, rows_scales, rows)
+            status = call_cached_dispatch(entry, handle, rows_x, np.ascontiguousarray(rows_scales.T), outputs,
+                                          x_scales_column_major=1)
+            out[f"cached {name}, column-major scales"] = (status, list(zip(outputs, (want.recv_x,
+                                                                                   want.recv_x_scales))))
     worst_tokens = rows + 5
     worst = buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts, num_worst_tokens=worst_tokens)
     worst_shape = shape_of(entry, worst.handle)
@@ -249,8 +255,8 @@ def normal_entry_job(rank, num_ranks, allgather, seed, num_experts):
         "cached dispatch of a token more": refusal(
             lambda: call_cached_dispatch(entry, handle, np.vstack([x_fp8, x_fp8[:1]]), np.vstack([scales, scales[:1]]),
                                          cached), *cached),
-        "column-major scales": refusal(
-            lambda: call_cached_dispatch(entry, handle, x_fp8, scales, cached, x_scales_column_major=1), *cached),
+        "scales in no layout": refusal(
+            lambda: call_cached_dispatch(entry, handle, x_fp8, scales, cached, x_scales_column_major=2), *cached),
         "cached dispatch of other channels": refusal(
             lambda: call_cached_dispatch(entry, handle, x_fp8, scales, cached, tuning=(channels + 1, 0, 0)), *cached),
         "combine of no handle": refusal(
@@ -267,7 +273,7 @@ EXPECTED_REFUSALS = {
     "shape of no handle": "handle:",
     "cached dispatch of no handle": "handle:",
     "cached dispatch of a token more": "x:",
-    "column-major scales": "x_scales_column_major:",
+    "scales in no layout": "x_scales_column_major:",
     "cached dispatch of other channels": "tuning.num_channels:",
     "combine of no handle": "handle:",
     "combine of a row short": "x:",
