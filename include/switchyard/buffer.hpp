@@ -198,6 +198,12 @@ struct CombineResult {
   Tensor combined_topk_weights;  // f32 [N, K], when topk_weights was given
 };
 
+// The normal engine's heap-resident dispatch input as views (Buffer::normal_input).
+struct NormalInputViews {
+  TensorView x;         // bf16 or fp8_e4m3 [num_tokens, hidden]
+  TensorView x_scales;  // f32 [num_tokens, hidden / 128] for fp8; undefined for bf16
+};
+
 // The symmetric engine's heap receive area as views (Buffer::symmetric_receive): an fp8 dispatch's
 // out_recv_x and out_recv_x_scales in this rank's heap. L = BufferSizing::num_experts / R.
 struct SymmetricReceiveViews {
@@ -277,6 +283,13 @@ class Buffer {
   // One of each per buffer: a view is rewritten by whoever writes it next, the caller included (a second
   // dispatch into the receive views rewrites the first one's rows).
   TensorView symmetric_input(int64_t num_tokens, int hidden);
+  // The normal engine's heap-resident dispatch input (BufferSizing::normal_heap_input_tokens > 0;
+  // docs/normal-in-place.md): x [num_tokens, hidden] of `dtype` (bf16, or fp8_e4m3 with row-major x_scales
+  // [num_tokens, hidden / 128]) in this rank's heap, valid while the Buffer lives. On such a Buffer every
+  // `normal` dispatch takes these views as its x and x_scales (the caller writes its tokens there first),
+  // and a receiver reads a source's rows from the source's heap where the backend can. The dispatch returns
+  // once no peer reads them any more, so the caller may refill the views after it (on CUDA: on its stream).
+  NormalInputViews normal_input(int64_t num_tokens, int hidden, DType dtype = DType::bf16);
   TensorView symmetric_expert_output(const LowLatencyHandle& handle, int hidden = 0);
   SymmetricReceiveViews symmetric_receive(int64_t expert_capacity, int hidden = 0);
 

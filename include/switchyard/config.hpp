@@ -118,6 +118,12 @@ struct BufferSizing {
   // (Buffer::symmetric_receive; the MoE layer's, when they fit its capacity) is pushed instead of pulled.
   // 0: none.
   int64_t symmetric_heap_receive_rows_per_expert = 0;
+  // The `normal` engine's dispatch input in every rank's heap (docs/normal-in-place.md): rows for x of up
+  // to this many tokens and `hidden` channels, bf16, or fp8 with its scales (Buffer::normal_input). When it
+  // is > 0, every `normal` dispatch on the Buffer takes its x (and x_scales) from those views, and the
+  // receivers read each source's rows in place where the backend can (the CPU backend; CUDA still copies
+  // them through its rings), instead of the source pushing them. One node only. 0: none.
+  int64_t normal_heap_input_tokens = 0;
 };
 
 // Bytes of symmetric heap the `normal` engine needs per rank for calls up to `sizing`.

@@ -151,6 +151,30 @@ struct NormalHeapLayout {
   }
 };
 
+// The heap-resident dispatch input (BufferSizing::normal_heap_input_tokens; docs/normal-in-place.md): a
+// rank's x rows at `offset` of its heap and, for fp8, their scales after the largest fp8 x, at offsets that
+// depend on the Buffer's sizing only, so that a receiver finds token t of source s in s's heap without being
+// told. The caller writes x there (Buffer::normal_input) and the dispatch reads it in place.
+struct NormalInputLayout {
+  size_t offset;       // from the heap's base
+  int64_t max_tokens;  // rows; 0: no such region
+  int max_hidden;      // channels of the largest row
+
+  SY_HD bool present() const { return max_tokens > 0; }
+  SY_HD size_t x_offset() const { return offset; }
+  // fp8 x [N, H] takes N * H bytes, its scales f32 [N, H / 128] follow the largest fp8 x.
+  SY_HD size_t scales_offset() const {
+    return offset + align_up(static_cast<size_t>(max_tokens) * max_hidden, kFieldAlignment);
+  }
+  SY_HD size_t bytes() const {
+    if (!present()) return 0;
+    const size_t bf16 = static_cast<size_t>(max_tokens) * max_hidden * 2;
+    const size_t fp8 =
+        scales_offset() - offset + static_cast<size_t>(max_tokens) * (max_hidden / kScaleBlock) * 4;
+    return align_up(bf16 > fp8 ? bf16 : fp8, kCounterStride);
+  }
+};
+
 // Channel c owns source tokens [channel_begin(c), channel_begin(c + 1)): contiguous ranges, so that
 // a channel's tokens for one destination land contiguously in rank-major order.
 SY_HD int64_t channel_begin(int64_t num_tokens, int num_channels, int channel) {

@@ -124,20 +124,35 @@ class Buffer::Impl {
                             std::to_string(kMaxLowLatencyTokens) + ", got " +
                             std::to_string(sizing.symmetric_max_tokens_per_rank));
     }
-    // The heap: the normal region, then the low-latency region, then the symmetric region (so all
-    // engines can share a Buffer).
+    if (sizing.normal_heap_input_tokens < 0 || sizing.normal_heap_input_tokens > sizing.max_tokens_per_rank) {
+      throw InvalidArgument("sizing.normal_heap_input_tokens: expected 0..max_tokens_per_rank (" +
+                            std::to_string(sizing.max_tokens_per_rank) + "), got " +
+                            std::to_string(sizing.normal_heap_input_tokens));
+    }
+    if (sizing.normal_heap_input_tokens > 0 && !options_.topology.is_single_node()) {
+      throw InvalidArgument(
+          "sizing.normal_heap_input_tokens: expected 0 across nodes (a peer on another node cannot read this "
+          "heap in place), got " +
+          std::to_string(sizing.normal_heap_input_tokens) + " with topology " +
+          options_.topology.to_string());
+    }
+    // The heap: the normal region, then the low-latency region, then the symmetric region, then the normal
+    // engine's heap-resident input (so all engines can share a Buffer).
     const size_t low_latency_bytes = low_latency_heap_bytes(options_.topology, sizing);
     const size_t symmetric_bytes = symmetric_heap_bytes(options_.topology, sizing);
-    const size_t tail_bytes = low_latency_bytes + symmetric_bytes;
+    common::NormalInputLayout input{0, sizing.normal_heap_input_tokens, sizing.hidden};
+    const size_t tail_bytes = low_latency_bytes + symmetric_bytes + input.bytes();
     if (options_.heap_bytes) {
       heap_bytes_ = options_.heap_bytes;
       if (heap_bytes_ < tail_bytes) {
         throw InvalidArgument(
-            "heap_bytes: expected at least low_latency_heap_bytes() + symmetric_heap_bytes() = " +
+            "heap_bytes: expected at least low_latency_heap_bytes() + symmetric_heap_bytes() + the normal "
+            "engine's heap input = " +
             std::to_string(tail_bytes) + " for sizing.low_latency_max_tokens_per_rank " +
             std::to_string(sizing.low_latency_max_tokens_per_rank) +
-            " and sizing.symmetric_max_tokens_per_rank " +
-            std::to_string(sizing.symmetric_max_tokens_per_rank) + ", got " + std::to_string(heap_bytes_));
+            ", sizing.symmetric_max_tokens_per_rank " + std::to_string(sizing.symmetric_max_tokens_per_rank) +
+            " and sizing.normal_heap_input_tokens " + std::to_string(sizing.normal_heap_input_tokens) +
+            ", got " + std::to_string(heap_bytes_));
       }
       normal_region_bytes_ = tail_bytes == 0
                                  ? heap_bytes_
@@ -151,6 +166,8 @@ class Buffer::Impl {
     low_latency_layout_ = detail::low_latency_layout(options_.topology, sizing, normal_region_bytes_);
     symmetric_layout_ =
         detail::symmetric_layout(options_.topology, sizing, normal_region_bytes_ + low_latency_bytes);
+    input.offset = normal_region_bytes_ + low_latency_bytes + symmetric_bytes;
+    normal_input_layout_ = input;
     detail::BackendCreateInfo info{&options_, heap_bytes_, id_};
     backend_ =
         options_.backend == Backend::cpu ? detail::make_cpu_backend(info) : detail::make_cuda_backend(info);
@@ -284,6 +301,11 @@ class Buffer::Impl {
     detail::SymmetricCombinePlan plan =
         detail::plan_symmetric_combine(args, plan_context(), symmetric_layout_, backend_->heap_base());
     return guarded([&] { return unit(&detail::EngineTable::symmetric, Engine::symmetric).combine(plan); });
+  }
+
+  NormalInputViews normal_input(int64_t num_tokens, int hidden, DType dtype) {
+    check_usable("normal_input");
+    return detail::normal_input_views(normal_plan_context(), num_tokens, hidden, dtype);
   }
 
   TensorView symmetric_input(int64_t num_tokens, int hidden) {
@@ -488,7 +510,7 @@ class Buffer::Impl {
   detail::PlanContext plan_context() const { return {options_, backend_->device(), id_}; }
   detail::NormalPlanContext normal_plan_context() const {
     return {plan_context(), backend_->num_channels(), backend_->max_num_channels(), normal_region_bytes_,
-            heap_bytes_};
+            heap_bytes_,    normal_input_layout_,     backend_->heap_base()};
   }
 
   const detail::BufferId id_ = detail::next_buffer_id();  // recorded in every handle this buffer makes
@@ -496,9 +518,10 @@ class Buffer::Impl {
       std::make_shared<const int>(0);  // expires with the buffer (hooks)
   BufferOptions options_;
   size_t heap_bytes_ = 0;
-  size_t normal_region_bytes_ = 0;                 // the normal engine's part: [0, normal_region_bytes_)
-  common::LowLatencyLayout low_latency_layout_{};  // then this
-  common::SymmetricLayout symmetric_layout_{};     // then this, at the end
+  size_t normal_region_bytes_ = 0;                   // the normal engine's part: [0, normal_region_bytes_)
+  common::LowLatencyLayout low_latency_layout_{};    // then this
+  common::SymmetricLayout symmetric_layout_{};       // then this
+  common::NormalInputLayout normal_input_layout_{};  // then this, at the end
   std::unique_ptr<detail::BackendImpl> backend_;
   bool connected_ = false;
   bool failed_ = false;
@@ -544,6 +567,10 @@ LowLatencyDispatchResult Buffer::symmetric_dispatch(const LowLatencyDispatchArgs
 LowLatencyCombineResult Buffer::symmetric_combine(const LowLatencyCombineArgs& args) {
   return impl_->symmetric_combine(args);
 }
+NormalInputViews Buffer::normal_input(int64_t num_tokens, int hidden, DType dtype) {
+  return impl_->normal_input(num_tokens, hidden, dtype);
+}
+
 TensorView Buffer::symmetric_input(int64_t num_tokens, int hidden) {
   return impl_->symmetric_input(num_tokens, hidden);
 }

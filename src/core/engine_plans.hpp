@@ -32,6 +32,10 @@ struct DispatchPlan {
   DispatchArgs args;                         // the caller's tensors (outputs may be undefined)
   common::ScalesLayout scales_layout;        // where args.x_scales holds token t's block b (fp8)
   uint64_t signature = 0;                    // same on every rank for a matching call
+  // x (and its scales) are the Buffer's heap-resident input (BufferSizing::normal_heap_input_tokens): a
+  // backend may let the receivers read the rows in place (docs/normal-in-place.md).
+  bool x_in_heap = false;
+  common::NormalInputLayout input{};  // where every rank keeps that input, with x_in_heap
 };
 
 // A validated `normal` combine.

@@ -21,6 +21,40 @@ void check_tokens(int64_t num_tokens, const NormalPlanContext& buffer) {
   }
 }
 
+// On a Buffer with a heap-resident dispatch input every dispatch takes its x (and fp8 scales) from there:
+// a receiver reads a source's row at an address it computes from the source's token index, so anything
+// else would be read as garbage (or not at all) by every peer. Refused here, before anything is written.
+void check_heap_input(const DispatchPlan& plan, const NormalPlanContext& buffer) {
+  const common::NormalInputLayout& input = buffer.input;
+  const uint8_t* x_view = buffer.heap_base + input.x_offset();
+  if (plan.args.x.data != x_view) {
+    throw InvalidArgument(
+        "x: expected Buffer::normal_input's view (the Buffer is sized with "
+        "BufferSizing::normal_heap_input_tokens "
+        "= " +
+        std::to_string(input.max_tokens) + ": every dispatch reads x from its heap), got " +
+        plan.args.x.describe() + " elsewhere");
+  }
+  if (plan.hidden > input.max_hidden) {
+    throw InvalidArgument("x: expected hidden <= " + std::to_string(input.max_hidden) +
+                          " (sizing.hidden, the heap input's rows), got " + plan.args.x.describe());
+  }
+  if (plan.num_tokens > input.max_tokens) {
+    throw InvalidArgument("x: expected at most " + std::to_string(input.max_tokens) +
+                          " tokens (sizing.normal_heap_input_tokens), got " + plan.args.x.describe());
+  }
+  if (!plan.has_scales) return;
+  if (plan.args.x_scales_column_major) {
+    throw InvalidArgument(
+        "x_scales_column_major: expected false with x in the heap (Buffer::normal_input's x_scales view is "
+        "row-major), got true");
+  }
+  if (plan.args.x_scales.data != buffer.heap_base + input.scales_offset()) {
+    throw InvalidArgument("x_scales: expected Buffer::normal_input's x_scales view (x is in the heap), got " +
+                          plan.args.x_scales.describe() + " elsewhere");
+  }
+}
+
 // `needed`: normal_call_bytes of the call (the intranode layout, plus the RDMA region).
 void check_heap(size_t needed, const char* what, int hidden, const CallTuning& tuning,
                 const NormalPlanContext& buffer) {
@@ -259,11 +293,51 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
     }
   }
   check_dispatch_outputs(plan, device);
+  if (buffer.input.present()) {
+    check_heap_input(plan, buffer);
+    plan.x_in_heap = true;
+    plan.input = buffer.input;
+  }
   check_heap(normal_call_bytes(plan), "dispatch", plan.hidden, args.tuning, buffer);
   plan.signature = call_signature(1, plan.hidden, static_cast<int>(plan.dtype), plan.topk, plan.has_weights,
                                   plan.num_experts, plan.expert_alignment, plan.cached != nullptr,
                                   plan.num_worst_tokens > 0, plan.config.num_channels);
   return plan;
+}
+
+NormalInputViews normal_input_views(const NormalPlanContext& buffer, int64_t num_tokens, int hidden,
+                                    DType dtype) {
+  const common::NormalInputLayout& input = buffer.input;
+  if (!input.present()) {
+    throw InvalidArgument(
+        "normal_input: expected a buffer sized with BufferSizing::normal_heap_input_tokens > 0, got one "
+        "sized "
+        "without it");
+  }
+  if (num_tokens < 0 || num_tokens > input.max_tokens) {
+    throw InvalidArgument("num_tokens: expected 0.." + std::to_string(input.max_tokens) +
+                          " (sizing.normal_heap_input_tokens), got " + std::to_string(num_tokens));
+  }
+  if (hidden < 1 || hidden > input.max_hidden) {
+    throw InvalidArgument("hidden: expected 1.." + std::to_string(input.max_hidden) +
+                          " (sizing.hidden), got " + std::to_string(hidden));
+  }
+  if (dtype != DType::bf16 && dtype != DType::fp8_e4m3) {
+    throw InvalidArgument(std::string("dtype: expected bf16 or fp8_e4m3, got ") + dtype_name(dtype));
+  }
+  if (dtype == DType::fp8_e4m3 && hidden % common::kScaleBlock != 0) {
+    throw InvalidArgument("hidden: expected a multiple of 128 for fp8 (one scale per 128 channels), got " +
+                          std::to_string(hidden));
+  }
+  uint8_t* base = const_cast<uint8_t*>(buffer.heap_base);
+  const int index = buffer.device == Device::cuda ? buffer.options.device : 0;
+  NormalInputViews views;
+  views.x = TensorView(base + input.x_offset(), dtype, {num_tokens, hidden}, buffer.device, index);
+  if (dtype == DType::fp8_e4m3) {
+    views.x_scales = TensorView(base + input.scales_offset(), DType::f32,
+                                {num_tokens, hidden / common::kScaleBlock}, buffer.device, index);
+  }
+  return views;
 }
 
 CombinePlan plan_combine(const CombineArgs& args, const NormalPlanContext& buffer) {

@@ -3,6 +3,7 @@
 // footprint checked against the normal region, and a signature that every rank's call must match.
 #include <cstddef>
 
+#include "common/normal_protocol.hpp"
 #include "core/backend.hpp"
 #include "core/plan_context.hpp"
 
@@ -14,7 +15,14 @@ struct NormalPlanContext : PlanContext {
   int max_num_channels;        // the most a call's CallTuning may ask for
   size_t normal_region_bytes;  // the normal engine's part of the heap: [0, normal_region_bytes)
   size_t heap_bytes;           // the whole heap, named in the message of a call too large for it
+  common::NormalInputLayout
+      input;                 // the heap-resident dispatch input (BufferSizing::normal_heap_input_tokens)
+  const uint8_t* heap_base;  // this rank's heap, where `input` lives
 };
+
+// Buffer::normal_input's views of this rank's heap-resident dispatch input.
+NormalInputViews normal_input_views(const NormalPlanContext& buffer, int64_t num_tokens, int hidden,
+                                    DType dtype);
 
 DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& buffer);
 CombinePlan plan_combine(const CombineArgs& args, const NormalPlanContext& buffer);

@@ -68,6 +68,24 @@ void set_x_scales(DispatchArgs& args, const workload::RankData& data, bool colum
   args.x_scales_column_major = true;
 }
 
+void set_x(DispatchArgs& args, Buffer& buffer, const workload::RankData& data,
+           const RoundTripOptions& options, Tensor& storage) {
+  if (!options.x_in_heap) {
+    args.x = data.x;
+    set_x_scales(args, data, options.scales_column_major, storage);
+    return;
+  }
+  const NormalInputViews views =
+      buffer.normal_input(data.x.size(0), static_cast<int>(data.x.size(1)), data.x.dtype());
+  if (data.x.nbytes() > 0) std::memcpy(views.x.data, data.x.data(), data.x.nbytes());
+  args.x = views.x;
+  if (data.x_scales.defined()) {
+    if (data.x_scales.nbytes() > 0)
+      std::memcpy(views.x_scales.data, data.x_scales.data(), data.x_scales.nbytes());
+    args.x_scales = views.x_scales;
+  }
+}
+
 Tensor i32_tensor(const std::vector<int>& values) {
   Tensor tensor = Tensor::empty(DType::i32, {static_cast<int64_t>(values.size())});
   if (!values.empty()) std::memcpy(tensor.data(), values.data(), values.size() * sizeof(int));
@@ -221,9 +239,8 @@ RankRun run_round_trip(Buffer& buffer, const workload::Shape& shape, const workl
   RankRun run;
   run.layout = buffer.get_dispatch_layout(data.topk_idx, shape.num_experts);
   DispatchArgs args;
-  args.x = data.x;
   Tensor column_major_scales;
-  set_x_scales(args, data, options.scales_column_major, column_major_scales);
+  set_x(args, buffer, data, options, column_major_scales);
   args.topk_idx = data.topk_idx;
   args.topk_weights = data.topk_weights;
   args.num_experts = shape.num_experts;
@@ -245,9 +262,8 @@ RankRun run_round_trip_without_topk(Buffer& buffer, const workload::Shape& shape
   RankRun run;
   run.layout = buffer.get_dispatch_layout(data.topk_idx, shape.num_experts);
   DispatchArgs args;
-  args.x = data.x;
   Tensor column_major_scales;
-  set_x_scales(args, data, options.scales_column_major, column_major_scales);
+  set_x(args, buffer, data, options, column_major_scales);
   args.num_experts = shape.num_experts;
   args.expert_alignment = options.expert_alignment;
   args.layout = &run.layout;  // the routing: no topk_idx
@@ -266,9 +282,8 @@ RankRun run_cached_round_trip(Buffer& buffer, const workload::Shape& shape, cons
                               bool with_topk) {
   RankRun run;
   DispatchArgs args;
-  args.x = data.x;
   Tensor column_major_scales;
-  set_x_scales(args, data, options.scales_column_major, column_major_scales);
+  set_x(args, buffer, data, options, column_major_scales);
   if (with_topk) {
     args.topk_idx = data.topk_idx;
     args.topk_weights = data.topk_weights;

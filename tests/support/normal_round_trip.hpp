@@ -26,6 +26,10 @@ struct RoundTripOptions {
   // fp8: every dispatch (the cached one too) takes its scales column-major, as DeepEP's users pass
   // them (DispatchArgs::x_scales_column_major, the transpose from transpose_scales).
   bool scales_column_major = false;
+  // Every dispatch (the cached one too) takes x and its scales from the Buffer's heap-resident input
+  // (Buffer::normal_input; the Buffer sized with BufferSizing::normal_heap_input_tokens), copied there
+  // first: the receivers read them in place. Host backends only.
+  bool x_in_heap = false;
 };
 
 // f32 scales [N, B] as their transpose [B, N], contiguous: the memory of DeepEP's column-major scales
@@ -35,6 +39,11 @@ Tensor transpose_scales(const TensorView& scales);
 // args.x_scales from `data`: its row-major scales, or with `column_major` their transpose (kept in
 // `storage`, which must outlive the call) and x_scales_column_major set. Nothing for bf16 x.
 void set_x_scales(DispatchArgs& args, const workload::RankData& data, bool column_major, Tensor& storage);
+
+// args.x and args.x_scales as `options` asks: the rank's own tensors (the scales perhaps column-major, kept
+// in `storage`), or with x_in_heap copies in `buffer`'s heap-resident input (Buffer::normal_input).
+void set_x(DispatchArgs& args, Buffer& buffer, const workload::RankData& data,
+           const RoundTripOptions& options, Tensor& storage);
 
 // A home rank's combine biases (CombineArgs::bias0 / bias1), undefined where not passed.
 struct RankBiases {

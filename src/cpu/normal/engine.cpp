@@ -36,7 +36,8 @@ void drive_channel(Sender& sender, Receiver& receiver, int rank, const char* ope
 }  // namespace
 
 DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
-  const common::NormalHeapLayout layout = detail::dispatch_heap_layout(plan);
+  // With x in the heap the rings carry routing only and the receivers read the rows in place.
+  const common::NormalHeapLayout layout = detail::dispatch_heap_layout(plan, plan.x_in_heap);
   const Tensor is_token_in_rank = dispatch_routing(plan);
   calls_.zero_rings(layout);
   calls_.arrive_and_wait(layout, plan.config, "dispatch");
@@ -46,6 +47,8 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
     DispatchReceiver receiver(call.context, channel);
     drive_channel(sender, receiver, plan.rank, "dispatch", channel, plan.config.timeout_seconds, abort);
   });
+  // Rows read in place: every peer is done reading this rank's input before the caller may refill it.
+  if (plan.x_in_heap) calls_.arrive_and_wait(layout, plan.config, "dispatch");
   return finish_dispatch(plan, call);
 }
 

@@ -1,0 +1,270 @@
+// The `normal` engine's heap-resident dispatch input (BufferSizing::normal_heap_input_tokens,
+// Buffer::normal_input; docs/normal-in-place.md): every dispatch takes x (and fp8 scales) from the Buffer's
+// heap, the rings carry routing only and each receiver reads the rows from its sources' heaps in place.
+// Ranks as threads with their heaps shared as threads and as processes (every rank maps its peers' heaps
+// at addresses of its own, as between processes), bitwise against the reference: dispatch, cached
+// dispatch, and rounds that refill the input right after a dispatch returns. Bad sizings, views and
+// inputs are refused by name.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstring>
+#include <functional>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "support/normal_round_trip.hpp"
+#include "support/refusal.hpp"
+#include "support/test_seed.hpp"
+#include "switchyard/buffer.hpp"
+#include "switchyard/errors.hpp"
+#include "switchyard/group.hpp"
+#include "workload/workload.hpp"
+
+namespace switchyard {
+namespace {
+
+using testing::Expected;
+using testing::RankRun;
+using testing::RoundTripOptions;
+using workload::Routing;
+using workload::Shape;
+
+// NOTES: far above what any case needs, yet a hung engine fails well before ctest's per-test TIMEOUT.
+constexpr double kTestTimeoutSeconds = 20.0;
+
+struct HeapInputCase {
+  std::string name;
+  Shape shape;
+  HeapSharing sharing = HeapSharing::threads;
+  int ring_slots = Config::kDefaultRingSlots;
+  int chunk_tokens = Config::kDefaultChunkTokens;
+};
+
+void PrintTo(const HeapInputCase& c, std::ostream* out) {
+  *out << c.name << " (" << c.shape.describe() << ")";
+}
+
+Shape make_shape(int num_ranks, std::vector<int64_t> tokens, int hidden, int topk, int num_experts, DType dtype,
+                 bool with_weights = true, Routing routing = Routing::random) {
+  Shape shape;
+  shape.topology = Topology::single_node(num_ranks);
+  if (tokens.size() == 1) {
+    shape.tokens_per_rank = tokens[0];
+  } else {
+    shape.tokens_per_rank_list = std::move(tokens);
+  }
+  shape.hidden = hidden;
+  shape.topk = topk;
+  shape.num_experts = num_experts;
+  shape.dtype = dtype;
+  shape.with_weights = with_weights;
+  shape.routing = routing;
+  return shape;
+}
+
+// Every case's largest call fills the input exactly (testing::sizing_for's tokens; one where no rank has a
+// token, as a Buffer without an input has none).
+BufferSizing heap_input_sizing(const Shape& shape) {
+  BufferSizing sizing = testing::sizing_for(shape);
+  sizing.max_tokens_per_rank = std::max<int64_t>(1, sizing.max_tokens_per_rank);
+  sizing.normal_heap_input_tokens = sizing.max_tokens_per_rank;
+  return sizing;
+}
+
+// Runs `body(buffer, rank)` on every rank (threads), each with a connected Buffer that has a heap input.
+void run_on_ranks(const HeapInputCase& c, const std::function<void(Buffer&, int)>& body) {
+  run_ranks(c.shape.topology.num_ranks, [&](Group& group) {
+    BufferOptions options;
+    options.topology = c.shape.topology;
+    options.rank = group.rank();
+    options.backend = Backend::cpu;
+    options.sharing = c.sharing;
+    options.config.ring_slots = c.ring_slots;
+    options.config.chunk_tokens = c.chunk_tokens;
+    options.config.timeout_seconds = kTestTimeoutSeconds;
+    options.sizing = heap_input_sizing(c.shape);
+    Buffer buffer(options);
+    buffer.connect(group.allgather(buffer.local_handle()));
+    body(buffer, group.rank());
+  });
+}
+
+void report(const std::vector<std::string>& failures) {
+  for (const std::string& failure : failures) ADD_FAILURE() << failure;
+}
+
+class NormalHeapInputTest : public ::testing::TestWithParam<HeapInputCase> {};
+
+// Two rounds on one Buffer, each a layout + dispatch from the heap input, the synthetic expert and a
+// combine, then a cached dispatch of the same tokens: the second round's tokens are other ones, written
+// into the input as soon as the first round's calls returned (a receiver still reading would see them).
+TEST_P(NormalHeapInputTest, DispatchesFromTheHeapMatchTheReferenceBitwise) {
+  const HeapInputCase& c = GetParam();
+  const int num_ranks = c.shape.topology.num_ranks;
+  struct Round {
+    uint64_t seed;
+    std::vector<workload::RankData> data;
+    Expected expected;
+  };
+  std::vector<Round> rounds;
+  for (const char* name : {"/first", "/second"}) {
+    Round round;
+    round.seed = testing::seed_for("normal_heap_input/" + c.name + name);
+    round.data = workload::generate(c.shape, round.seed);
+    round.expected = testing::compute_expected(c.shape, round.data, 1);
+    rounds.push_back(std::move(round));
+  }
+  RoundTripOptions options;
+  options.x_in_heap = true;
+  std::vector<std::vector<RankRun>> runs(rounds.size(), std::vector<RankRun>(num_ranks));
+  std::vector<std::vector<RankRun>> cached(rounds.size(), std::vector<RankRun>(num_ranks));
+  run_on_ranks(c, [&](Buffer& buffer, int rank) {
+    for (size_t r = 0; r < rounds.size(); ++r) {
+      const Round& round = rounds[r];
+      runs[r][rank] = testing::run_round_trip(buffer, c.shape, round.data[rank], round.expected, options);
+      cached[r][rank] = testing::run_cached_round_trip(buffer, c.shape, round.data[rank], round.expected, options,
+                                                       runs[r][rank], true);
+    }
+  });
+  std::vector<std::string> failures;
+  for (size_t r = 0; r < rounds.size(); ++r) {
+    const Round& round = rounds[r];
+    for (int rank = 0; rank < num_ranks; ++rank) {
+      const std::string where = "round " + std::to_string(r) + " seed " + std::to_string(round.seed) + ": ";
+      std::vector<std::string> found;
+      testing::check_layout(runs[r][rank], round.expected, rank, &found);
+      testing::check_dispatch(runs[r][rank], c.shape, round.expected, rank, options, true, &found);
+      testing::check_combine(runs[r][rank], c.shape, round.expected, rank, c.shape.with_weights, &found);
+      const int64_t rows = static_cast<int64_t>(round.expected.dispatched[rank].recv_src_rank.size());
+      testing::check_identical(cached[r][rank], runs[r][rank], rows, &found);
+      for (const std::string& failure : found) failures.push_back(where + failure);
+    }
+  }
+  report(failures);
+}
+
+std::vector<HeapInputCase> heap_input_cases() {
+  constexpr DType bf16 = DType::bf16, fp8 = DType::fp8_e4m3;
+  std::vector<HeapInputCase> cases = {
+      {"r1_bf16", make_shape(1, {16}, 256, 4, 8, bf16)},
+      {"r2_fp8", make_shape(2, {9}, 512, 4, 8, fp8)},
+      {"r2_zero_tokens", make_shape(2, {0}, 256, 2, 4, bf16)},
+      {"r3_one_rank_without_tokens", make_shape(3, {5, 0, 7}, 256, 4, 12, fp8)},
+      // Rings of 2 slots: the routing-only messages wrap many times per call.
+      {"r4_wrap", make_shape(4, {24}, 384, 4, 16, bf16), HeapSharing::threads, 2, 1},
+      {"r4_no_weights", make_shape(4, {8}, 1024, 6, 16, bf16, false)},
+      {"r8_h7168_fp8", make_shape(8, {6}, 7168, 8, 64, fp8)},
+      {"r8_skewed", make_shape(8, {40}, 256, 8, 32, bf16, true, Routing::skewed)},
+  };
+  // The same with every rank's heap mapped at addresses of its own, as between processes.
+  const size_t count = cases.size();
+  for (size_t i = 0; i < count; ++i) {
+    HeapInputCase processes = cases[i];
+    processes.name += "_processes";
+    processes.sharing = HeapSharing::processes;
+    cases.push_back(processes);
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, NormalHeapInputTest, ::testing::ValuesIn(heap_input_cases()),
+                         [](const ::testing::TestParamInfo<HeapInputCase>& info) { return info.param.name; });
+
+// ---- refusals ------------------------------------------------------------------------------------------
+
+BufferOptions one_rank_options(int64_t input_tokens) {
+  BufferOptions options;
+  options.topology = Topology::single_node(1);
+  options.backend = Backend::cpu;
+  options.config.timeout_seconds = kTestTimeoutSeconds;
+  options.sizing.max_tokens_per_rank = 16;
+  options.sizing.hidden = 256;
+  options.sizing.topk = 2;
+  options.sizing.num_experts = 4;
+  options.sizing.normal_heap_input_tokens = input_tokens;
+  return options;
+}
+
+TEST(NormalHeapInput, BadSizingsAreRefusedNamingTheField) {
+  BufferOptions too_many = one_rank_options(17);
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { Buffer buffer(too_many); }),
+                                "sizing.normal_heap_input_tokens: expected 0..max_tokens_per_rank (16), got 17"));
+  BufferOptions negative = one_rank_options(-1);
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { Buffer buffer(negative); }),
+                                "sizing.normal_heap_input_tokens"));
+  BufferOptions across_nodes = one_rank_options(4);
+  across_nodes.topology = Topology{2, 1};
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { Buffer buffer(across_nodes); }),
+                                "sizing.normal_heap_input_tokens: expected 0 across nodes"));
+}
+
+TEST(NormalHeapInput, ViewsOutsideTheInputAreRefused) {
+  Buffer without(one_rank_options(0));
+  without.connect({without.local_handle()});
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { without.normal_input(1, 256); }),
+                                "normal_input: expected a buffer sized with BufferSizing::normal_heap_input_tokens"));
+  Buffer buffer(one_rank_options(8));
+  buffer.connect({buffer.local_handle()});
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.normal_input(9, 256); }),
+                                "num_tokens: expected 0..8"));
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.normal_input(8, 512); }),
+                                "hidden: expected 1..256"));
+  EXPECT_TRUE(testing::contains(
+      testing::invalid_argument_message([&] { buffer.normal_input(8, 64, DType::fp8_e4m3); }),
+      "hidden: expected a multiple of 128 for fp8"));
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.normal_input(8, 256, DType::f32); }),
+                                "dtype: expected bf16 or fp8_e4m3"));
+  // bf16 and fp8 views of one input share its memory; fp8's scales lie after the largest fp8 x.
+  const NormalInputViews bf16 = buffer.normal_input(8, 256);
+  const NormalInputViews fp8 = buffer.normal_input(8, 256, DType::fp8_e4m3);
+  EXPECT_EQ(bf16.x.data, fp8.x.data);
+  EXPECT_FALSE(bf16.x_scales.defined());
+  ASSERT_TRUE(fp8.x_scales.defined());
+  EXPECT_GE(static_cast<uint8_t*>(fp8.x_scales.data), static_cast<uint8_t*>(fp8.x.data) + 8 * 256);
+  EXPECT_EQ(fp8.x_scales.shape[0], 8);
+  EXPECT_EQ(fp8.x_scales.shape[1], 2);
+}
+
+// A dispatch on a Buffer with a heap input whose x (or scales) are elsewhere: refused before anything is
+// written or waited for (one rank, so a wrongly accepted call would run rather than hang).
+TEST(NormalHeapInput, DispatchesFromElsewhereAreRefusedNamingTheArgument) {
+  Buffer buffer(one_rank_options(8));
+  buffer.connect({buffer.local_handle()});
+  const NormalInputViews bf16 = buffer.normal_input(4, 256);
+  const NormalInputViews fp8 = buffer.normal_input(4, 256, DType::fp8_e4m3);
+  Tensor own_x = Tensor::empty(DType::bf16, {4, 256});
+  std::memset(own_x.data(), 0, own_x.nbytes());
+  Tensor topk = Tensor::empty(DType::i64, {4, 2});
+  for (int i = 0; i < 8; ++i) topk.as<int64_t>()[i] = i % 4;
+  Tensor own_scales = Tensor::empty(DType::f32, {4, 2});
+  DispatchArgs args;
+  args.topk_idx = topk;
+  args.num_experts = 4;
+  args.x = own_x;
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.dispatch(args); }),
+                                "x: expected Buffer::normal_input's view"));
+  // A part of the view that does not start where it does.
+  args.x = TensorView(static_cast<uint16_t*>(bf16.x.data) + 256, DType::bf16, {4, 256});
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.dispatch(args); }),
+                                "x: expected Buffer::normal_input's view"));
+  args.x = fp8.x;
+  args.x_scales = own_scales;
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.dispatch(args); }),
+                                "x_scales: expected Buffer::normal_input's x_scales view"));
+  args.x_scales = TensorView(fp8.x_scales.data, DType::f32, {2, 4});
+  args.x_scales_column_major = true;
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.dispatch(args); }),
+                                "x_scales_column_major: expected false with x in the heap"));
+  // The views themselves go through.
+  args.x = bf16.x;
+  args.x_scales = TensorView();
+  args.x_scales_column_major = false;
+  std::memset(bf16.x.data, 0, bf16.x.nbytes());
+  const DispatchResult result = buffer.dispatch(args);
+  EXPECT_EQ(result.num_recv_tokens, 4);
+}
+
+}  // namespace
+}  // namespace switchyard
