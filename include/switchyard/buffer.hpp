@@ -204,6 +204,12 @@ struct NormalInputViews {
   TensorView x_scales;  // f32 [num_tokens, hidden / 128] for fp8; undefined for bf16
 };
 
+// The normal engine's heap-resident combine input as views (Buffer::normal_combine_input).
+struct NormalCombineInputViews {
+  TensorView x;             // bf16 [rows, hidden]: the expert outputs, one per received row
+  TensorView topk_weights;  // f32 [rows, K] (K the dispatch's); undefined for a dispatch without top-k
+};
+
 // The symmetric engine's heap receive area as views (Buffer::symmetric_receive): an fp8 dispatch's
 // out_recv_x and out_recv_x_scales in this rank's heap. L = BufferSizing::num_experts / R.
 struct SymmetricReceiveViews {
@@ -290,6 +296,13 @@ class Buffer {
   // and a receiver reads a source's rows from the source's heap where the backend can. The dispatch returns
   // once no peer reads them any more, so the caller may refill the views after it (on CUDA: on its stream).
   NormalInputViews normal_input(int64_t num_tokens, int hidden, DType dtype = DType::bf16);
+  // The normal engine's heap-resident combine input (BufferSizing::normal_heap_combine_rows > 0;
+  // docs/normal-in-place.md), for the combine of `handle`'s dispatch: x bf16 [rows, hidden] (rows: the
+  // dispatch's received rows, or its num_worst_tokens; hidden 0: sizing.hidden) and topk_weights f32
+  // [rows, K] in this rank's heap. On such a Buffer every `normal` combine takes these views as its x (and
+  // topk_weights, when it passes weights): the caller writes its expert outputs there, and each home rank
+  // reads its tokens' rows in place where the backend can. The combine returns once no peer reads them.
+  NormalCombineInputViews normal_combine_input(const DispatchHandle& handle, int hidden = 0);
   TensorView symmetric_expert_output(const LowLatencyHandle& handle, int hidden = 0);
   SymmetricReceiveViews symmetric_receive(int64_t expert_capacity, int hidden = 0);
 

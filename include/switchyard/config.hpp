@@ -124,6 +124,13 @@ struct BufferSizing {
   // receivers read each source's rows in place where the backend can (the CPU backend; CUDA still copies
   // them through its rings), instead of the source pushing them. One node only. 0: none.
   int64_t normal_heap_input_tokens = 0;
+  // The `normal` engine's combine input in every rank's heap (docs/normal-in-place.md): the expert outputs
+  // of up to this many received rows, bf16 [rows, hidden], and their f32 top-k weights [rows, topk]
+  // (Buffer::normal_combine_input). When it is > 0, every `normal` combine on the Buffer takes its x (and
+  // topk_weights) from those views, and each home rank reads its tokens' rows from the expert ranks' heaps
+  // in place where the backend can (the CPU backend; CUDA still sends them through its rings). At most
+  // num_ranks * max_tokens_per_rank. One node only. 0: none.
+  int64_t normal_heap_combine_rows = 0;
 };
 
 // Bytes of symmetric heap the `normal` engine needs per rank for calls up to `sizing`.

@@ -175,6 +175,38 @@ struct NormalInputLayout {
   }
 };
 
+// The heap-resident combine input (BufferSizing::normal_heap_combine_rows; docs/normal-in-place.md): an
+// expert rank's outputs y, in its receive order, and their top-k weights, at offsets that depend on the
+// Buffer's sizing only; then the table through which every expert rank d tells this (home) rank where its
+// rows start in d's receive order, entry [d * max_channels + c] for channel c. A home reads token t's row of
+// d in place at that start plus t's slot in (c, d).
+struct NormalCombineInputLayout {
+  size_t offset;     // from the heap's base
+  int64_t max_rows;  // rows of y; 0: no such region
+  int max_hidden;    // channels of a row
+  int max_topk;      // K of the weights
+  int num_ranks;     // R: rows of the table
+  int max_channels;  // its columns: any call's channel count fits
+
+  SY_HD bool present() const { return max_rows > 0; }
+  SY_HD size_t y_offset() const { return offset; }
+  SY_HD size_t weights_offset() const {
+    return y_offset() + align_up(static_cast<size_t>(max_rows) * max_hidden * 2, kCounterStride);
+  }
+  SY_HD size_t first_rows_offset() const {
+    return weights_offset() + align_up(static_cast<size_t>(max_rows) * max_topk * 4, kCounterStride);
+  }
+  SY_HD int32_t* first_rows(uint8_t* heap, int expert_rank) const {
+    return reinterpret_cast<int32_t*>(heap + first_rows_offset()) +
+           static_cast<size_t>(expert_rank) * max_channels;
+  }
+  SY_HD size_t bytes() const {
+    if (!present()) return 0;
+    return first_rows_offset() - offset +
+           align_up(static_cast<size_t>(num_ranks) * max_channels * sizeof(int32_t), kCounterStride);
+  }
+};
+
 // Channel c owns source tokens [channel_begin(c), channel_begin(c + 1)): contiguous ranges, so that
 // a channel's tokens for one destination land contiguously in rank-major order.
 SY_HD int64_t channel_begin(int64_t num_tokens, int num_channels, int channel) {

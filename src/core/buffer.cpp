@@ -140,8 +140,24 @@ class Buffer::Impl {
     // engine's heap-resident input (so all engines can share a Buffer).
     const size_t low_latency_bytes = low_latency_heap_bytes(options_.topology, sizing);
     const size_t symmetric_bytes = symmetric_heap_bytes(options_.topology, sizing);
+    const int64_t most_rows = static_cast<int64_t>(options_.topology.num_ranks) * sizing.max_tokens_per_rank;
+    if (sizing.normal_heap_combine_rows < 0 || sizing.normal_heap_combine_rows > most_rows) {
+      throw InvalidArgument("sizing.normal_heap_combine_rows: expected 0..num_ranks * max_tokens_per_rank (" +
+                            std::to_string(most_rows) + "), got " +
+                            std::to_string(sizing.normal_heap_combine_rows));
+    }
+    if (sizing.normal_heap_combine_rows > 0 && !options_.topology.is_single_node()) {
+      throw InvalidArgument(
+          "sizing.normal_heap_combine_rows: expected 0 across nodes (a home rank on another node cannot read "
+          "this heap in place), got " +
+          std::to_string(sizing.normal_heap_combine_rows) + " with topology " +
+          options_.topology.to_string());
+    }
     common::NormalInputLayout input{0, sizing.normal_heap_input_tokens, sizing.hidden};
-    const size_t tail_bytes = low_latency_bytes + symmetric_bytes + input.bytes();
+    common::NormalCombineInputLayout combine_input{
+        0,           sizing.normal_heap_combine_rows, sizing.hidden,
+        sizing.topk, options_.topology.num_ranks,     Config::kMaxChannels};
+    const size_t tail_bytes = low_latency_bytes + symmetric_bytes + input.bytes() + combine_input.bytes();
     if (options_.heap_bytes) {
       heap_bytes_ = options_.heap_bytes;
       if (heap_bytes_ < tail_bytes) {
@@ -168,6 +184,8 @@ class Buffer::Impl {
         detail::symmetric_layout(options_.topology, sizing, normal_region_bytes_ + low_latency_bytes);
     input.offset = normal_region_bytes_ + low_latency_bytes + symmetric_bytes;
     normal_input_layout_ = input;
+    combine_input.offset = input.offset + input.bytes();
+    normal_combine_input_layout_ = combine_input;
     detail::BackendCreateInfo info{&options_, heap_bytes_, id_};
     backend_ =
         options_.backend == Backend::cpu ? detail::make_cpu_backend(info) : detail::make_cuda_backend(info);
@@ -306,6 +324,11 @@ class Buffer::Impl {
   NormalInputViews normal_input(int64_t num_tokens, int hidden, DType dtype) {
     check_usable("normal_input");
     return detail::normal_input_views(normal_plan_context(), num_tokens, hidden, dtype);
+  }
+
+  NormalCombineInputViews normal_combine_input(const DispatchHandle& handle, int hidden) {
+    check_usable("normal_combine_input");
+    return detail::normal_combine_input_views(normal_plan_context(), handle, hidden);
   }
 
   TensorView symmetric_input(int64_t num_tokens, int hidden) {
@@ -510,7 +533,7 @@ class Buffer::Impl {
   detail::PlanContext plan_context() const { return {options_, backend_->device(), id_}; }
   detail::NormalPlanContext normal_plan_context() const {
     return {plan_context(), backend_->num_channels(), backend_->max_num_channels(), normal_region_bytes_,
-            heap_bytes_,    normal_input_layout_,     backend_->heap_base()};
+            heap_bytes_,    normal_input_layout_,     normal_combine_input_layout_, backend_->heap_base()};
   }
 
   const detail::BufferId id_ = detail::next_buffer_id();  // recorded in every handle this buffer makes
@@ -521,7 +544,8 @@ class Buffer::Impl {
   size_t normal_region_bytes_ = 0;                   // the normal engine's part: [0, normal_region_bytes_)
   common::LowLatencyLayout low_latency_layout_{};    // then this
   common::SymmetricLayout symmetric_layout_{};       // then this
-  common::NormalInputLayout normal_input_layout_{};  // then this, at the end
+  common::NormalInputLayout normal_input_layout_{};  // then this
+  common::NormalCombineInputLayout normal_combine_input_layout_{};  // then this, at the end
   std::unique_ptr<detail::BackendImpl> backend_;
   bool connected_ = false;
   bool failed_ = false;
@@ -569,6 +593,10 @@ LowLatencyCombineResult Buffer::symmetric_combine(const LowLatencyCombineArgs& a
 }
 NormalInputViews Buffer::normal_input(int64_t num_tokens, int hidden, DType dtype) {
   return impl_->normal_input(num_tokens, hidden, dtype);
+}
+
+NormalCombineInputViews Buffer::normal_combine_input(const DispatchHandle& handle, int hidden) {
+  return impl_->normal_combine_input(handle, hidden);
 }
 
 TensorView Buffer::symmetric_input(int64_t num_tokens, int hidden) {

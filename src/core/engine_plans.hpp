@@ -49,6 +49,11 @@ struct CombinePlan {
   const NormalHandleData* handle = nullptr;
   CombineArgs args;
   uint64_t signature = 0;
+  // x (and topk_weights) are the Buffer's heap-resident combine input
+  // (BufferSizing::normal_heap_combine_rows): a backend may let each home rank read the rows in place
+  // (docs/normal-in-place.md).
+  bool y_in_heap = false;
+  common::NormalCombineInputLayout combine_input{};  // where every rank keeps that input, with y_in_heap
 };
 
 // A validated expert-major dispatch (the `low_latency` and `symmetric` engines share the interface).

@@ -55,6 +55,37 @@ void check_heap_input(const DispatchPlan& plan, const NormalPlanContext& buffer)
   }
 }
 
+// On a Buffer with a heap-resident combine input every combine takes its x (and weights) from there: each
+// home rank reads an expert rank's rows at addresses it computes, so anything else would be read as garbage
+// by every peer. Refused here, before anything is written.
+void check_combine_input(const CombinePlan& plan, const NormalPlanContext& buffer) {
+  const common::NormalCombineInputLayout& input = buffer.combine_input;
+  if (plan.args.x.data != buffer.heap_base + input.y_offset()) {
+    throw InvalidArgument(
+        "x: expected Buffer::normal_combine_input's x view (the Buffer is sized with "
+        "BufferSizing::normal_heap_combine_rows = " +
+        std::to_string(input.max_rows) + ": every combine reads x from its heap), got " +
+        plan.args.x.describe() + " elsewhere");
+  }
+  if (plan.args.x.shape[0] > input.max_rows || plan.hidden > input.max_hidden) {
+    throw InvalidArgument("x: expected at most " + std::to_string(input.max_rows) + " rows of at most " +
+                          std::to_string(input.max_hidden) +
+                          " channels (sizing.normal_heap_combine_rows, sizing.hidden), got " +
+                          plan.args.x.describe());
+  }
+  if (!plan.has_weights) return;
+  if (plan.topk > input.max_topk) {
+    throw InvalidArgument("topk_weights: expected at most " + std::to_string(input.max_topk) +
+                          " columns (sizing.topk, the heap input's), got " +
+                          plan.args.topk_weights.describe());
+  }
+  if (plan.args.topk_weights.data != buffer.heap_base + input.weights_offset()) {
+    throw InvalidArgument(
+        "topk_weights: expected Buffer::normal_combine_input's topk_weights view (x is in the heap), got " +
+        plan.args.topk_weights.describe() + " elsewhere");
+  }
+}
+
 // `needed`: normal_call_bytes of the call (the intranode layout, plus the RDMA region).
 void check_heap(size_t needed, const char* what, int hidden, const CallTuning& tuning,
                 const NormalPlanContext& buffer) {
@@ -340,6 +371,46 @@ NormalInputViews normal_input_views(const NormalPlanContext& buffer, int64_t num
   return views;
 }
 
+NormalCombineInputViews normal_combine_input_views(const NormalPlanContext& buffer,
+                                                   const DispatchHandle& handle, int hidden) {
+  const common::NormalCombineInputLayout& input = buffer.combine_input;
+  if (!input.present()) {
+    throw InvalidArgument(
+        "normal_combine_input: expected a buffer sized with BufferSizing::normal_heap_combine_rows > 0, got "
+        "one "
+        "sized without it");
+  }
+  if (!handle.valid()) throw InvalidArgument("handle: expected a handle from dispatch, got an empty one");
+  const NormalHandleData& data = handle.data();
+  if (data.owner != buffer.owner) {
+    throw InvalidArgument("handle: expected a handle made by this Buffer, got one from another Buffer");
+  }
+  const int64_t rows = data.num_worst_tokens > 0 ? data.num_worst_tokens : data.num_recv_tokens;
+  if (rows < 0 || rows > input.max_rows) {
+    throw InvalidArgument("handle: expected a dispatch of at most " + std::to_string(input.max_rows) +
+                          " received rows (sizing.normal_heap_combine_rows), got " + std::to_string(rows));
+  }
+  if (data.topk > input.max_topk) {
+    throw InvalidArgument("handle: expected a dispatch of at most " + std::to_string(input.max_topk) +
+                          " top-k slots (sizing.topk, the heap input's weights), got " +
+                          std::to_string(data.topk));
+  }
+  if (hidden == 0) hidden = input.max_hidden;
+  if (hidden < 1 || hidden > input.max_hidden) {
+    throw InvalidArgument("hidden: expected 1.." + std::to_string(input.max_hidden) +
+                          " (sizing.hidden) or 0, got " + std::to_string(hidden));
+  }
+  uint8_t* base = const_cast<uint8_t*>(buffer.heap_base);
+  const int index = buffer.device == Device::cuda ? buffer.options.device : 0;
+  NormalCombineInputViews views;
+  views.x = TensorView(base + input.y_offset(), DType::bf16, {rows, hidden}, buffer.device, index);
+  if (data.topk > 0) {
+    views.topk_weights =
+        TensorView(base + input.weights_offset(), DType::f32, {rows, data.topk}, buffer.device, index);
+  }
+  return views;
+}
+
 CombinePlan plan_combine(const CombineArgs& args, const NormalPlanContext& buffer) {
   const Device device = buffer.device;
   CombinePlan plan;
@@ -392,6 +463,11 @@ CombinePlan plan_combine(const CombineArgs& args, const NormalPlanContext& buffe
   // of the signature that every rank's call must match.
   expect_optional_bias(args.bias0, "bias0", handle.num_tokens, plan.hidden, device);
   expect_optional_bias(args.bias1, "bias1", handle.num_tokens, plan.hidden, device);
+  if (buffer.combine_input.present()) {
+    check_combine_input(plan, buffer);
+    plan.y_in_heap = true;
+    plan.combine_input = buffer.combine_input;
+  }
   check_heap(normal_call_bytes(plan), "combine", plan.hidden, args.tuning, buffer);
   plan.signature = call_signature(2, plan.hidden, plan.topk, plan.has_weights, plan.config.num_channels);
   return plan;

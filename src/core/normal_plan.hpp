@@ -15,14 +15,19 @@ struct NormalPlanContext : PlanContext {
   int max_num_channels;        // the most a call's CallTuning may ask for
   size_t normal_region_bytes;  // the normal engine's part of the heap: [0, normal_region_bytes)
   size_t heap_bytes;           // the whole heap, named in the message of a call too large for it
-  common::NormalInputLayout
-      input;                 // the heap-resident dispatch input (BufferSizing::normal_heap_input_tokens)
-  const uint8_t* heap_base;  // this rank's heap, where `input` lives
+  // The heap-resident dispatch input (BufferSizing::normal_heap_input_tokens) and combine input
+  // (BufferSizing::normal_heap_combine_rows), in this rank's heap at heap_base.
+  common::NormalInputLayout input;
+  common::NormalCombineInputLayout combine_input;
+  const uint8_t* heap_base;
 };
 
 // Buffer::normal_input's views of this rank's heap-resident dispatch input.
 NormalInputViews normal_input_views(const NormalPlanContext& buffer, int64_t num_tokens, int hidden,
                                     DType dtype);
+// Buffer::normal_combine_input's views for `handle`'s dispatch (hidden 0: the sizing's).
+NormalCombineInputViews normal_combine_input_views(const NormalPlanContext& buffer,
+                                                   const DispatchHandle& handle, int hidden);
 
 DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& buffer);
 CombinePlan plan_combine(const CombineArgs& args, const NormalPlanContext& buffer);

@@ -1,9 +1,11 @@
-// The `normal` engine's heap-resident dispatch input (BufferSizing::normal_heap_input_tokens,
-// Buffer::normal_input; docs/normal-in-place.md): every dispatch takes x (and fp8 scales) from the Buffer's
-// heap, the rings carry routing only and each receiver reads the rows from its sources' heaps in place.
-// Ranks as threads with their heaps shared as threads and as processes (every rank maps its peers' heaps
-// at addresses of its own, as between processes), bitwise against the reference: dispatch, cached
-// dispatch, and rounds that refill the input right after a dispatch returns. Bad sizings, views and
+// The `normal` engine's heap-resident inputs (docs/normal-in-place.md): with BufferSizing::
+// normal_heap_input_tokens every dispatch takes x (and fp8 scales) from the Buffer's heap
+// (Buffer::normal_input), the rings carry routing only and each receiver reads the rows from its sources'
+// heaps in place; with normal_heap_combine_rows every combine takes the expert outputs (and weights) from
+// the heap (Buffer::normal_combine_input) and each home rank reads its tokens' rows from the expert ranks'
+// heaps. Ranks as threads with their heaps shared as threads and as processes (every rank maps its peers'
+// heaps at addresses of its own, as between processes), bitwise against the reference: dispatch, cached
+// dispatch, combine, and rounds that refill the inputs right after a call returns. Bad sizings, views and
 // inputs are refused by name.
 #include <gtest/gtest.h>
 
@@ -40,14 +42,16 @@ struct HeapInputCase {
   HeapSharing sharing = HeapSharing::threads;
   int ring_slots = Config::kDefaultRingSlots;
   int chunk_tokens = Config::kDefaultChunkTokens;
+  bool dispatch_input = true;  // BufferSizing::normal_heap_input_tokens > 0
+  bool combine_input = true;   // BufferSizing::normal_heap_combine_rows > 0
 };
 
 void PrintTo(const HeapInputCase& c, std::ostream* out) {
   *out << c.name << " (" << c.shape.describe() << ")";
 }
 
-Shape make_shape(int num_ranks, std::vector<int64_t> tokens, int hidden, int topk, int num_experts, DType dtype,
-                 bool with_weights = true, Routing routing = Routing::random) {
+Shape make_shape(int num_ranks, std::vector<int64_t> tokens, int hidden, int topk, int num_experts,
+                 DType dtype, bool with_weights = true, Routing routing = Routing::random) {
   Shape shape;
   shape.topology = Topology::single_node(num_ranks);
   if (tokens.size() == 1) {
@@ -64,12 +68,15 @@ Shape make_shape(int num_ranks, std::vector<int64_t> tokens, int hidden, int top
   return shape;
 }
 
-// Every case's largest call fills the input exactly (testing::sizing_for's tokens; one where no rank has a
-// token, as a Buffer without an input has none).
-BufferSizing heap_input_sizing(const Shape& shape) {
-  BufferSizing sizing = testing::sizing_for(shape);
+// Every case's largest call fills the dispatch input exactly (testing::sizing_for's tokens; one where no rank
+// has a token, as a Buffer without an input has none), and the combine input holds the most rows a rank
+// can receive.
+BufferSizing heap_input_sizing(const HeapInputCase& c) {
+  BufferSizing sizing = testing::sizing_for(c.shape);
   sizing.max_tokens_per_rank = std::max<int64_t>(1, sizing.max_tokens_per_rank);
-  sizing.normal_heap_input_tokens = sizing.max_tokens_per_rank;
+  if (c.dispatch_input) sizing.normal_heap_input_tokens = sizing.max_tokens_per_rank;
+  if (c.combine_input)
+    sizing.normal_heap_combine_rows = c.shape.topology.num_ranks * sizing.max_tokens_per_rank;
   return sizing;
 }
 
@@ -84,7 +91,7 @@ void run_on_ranks(const HeapInputCase& c, const std::function<void(Buffer&, int)
     options.config.ring_slots = c.ring_slots;
     options.config.chunk_tokens = c.chunk_tokens;
     options.config.timeout_seconds = kTestTimeoutSeconds;
-    options.sizing = heap_input_sizing(c.shape);
+    options.sizing = heap_input_sizing(c);
     Buffer buffer(options);
     buffer.connect(group.allgather(buffer.local_handle()));
     body(buffer, group.rank());
@@ -97,10 +104,11 @@ void report(const std::vector<std::string>& failures) {
 
 class NormalHeapInputTest : public ::testing::TestWithParam<HeapInputCase> {};
 
-// Two rounds on one Buffer, each a layout + dispatch from the heap input, the synthetic expert and a
-// combine, then a cached dispatch of the same tokens: the second round's tokens are other ones, written
-// into the input as soon as the first round's calls returned (a receiver still reading would see them).
-TEST_P(NormalHeapInputTest, DispatchesFromTheHeapMatchTheReferenceBitwise) {
+// Two rounds on one Buffer, each a layout + dispatch, the synthetic expert and a combine, then a cached
+// dispatch of the same tokens and its combine, with x and y in the heap as the case says: the second round's
+// tokens are other ones, written into the inputs as soon as the first round's calls returned (a peer still
+// reading would see them).
+TEST_P(NormalHeapInputTest, RoundTripsThroughTheHeapMatchTheReferenceBitwise) {
   const HeapInputCase& c = GetParam();
   const int num_ranks = c.shape.topology.num_ranks;
   struct Round {
@@ -117,15 +125,16 @@ TEST_P(NormalHeapInputTest, DispatchesFromTheHeapMatchTheReferenceBitwise) {
     rounds.push_back(std::move(round));
   }
   RoundTripOptions options;
-  options.x_in_heap = true;
+  options.x_in_heap = c.dispatch_input;
+  options.y_in_heap = c.combine_input;
   std::vector<std::vector<RankRun>> runs(rounds.size(), std::vector<RankRun>(num_ranks));
   std::vector<std::vector<RankRun>> cached(rounds.size(), std::vector<RankRun>(num_ranks));
   run_on_ranks(c, [&](Buffer& buffer, int rank) {
     for (size_t r = 0; r < rounds.size(); ++r) {
       const Round& round = rounds[r];
       runs[r][rank] = testing::run_round_trip(buffer, c.shape, round.data[rank], round.expected, options);
-      cached[r][rank] = testing::run_cached_round_trip(buffer, c.shape, round.data[rank], round.expected, options,
-                                                       runs[r][rank], true);
+      cached[r][rank] = testing::run_cached_round_trip(buffer, c.shape, round.data[rank], round.expected,
+                                                       options, runs[r][rank], true);
     }
   });
   std::vector<std::string> failures;
@@ -139,6 +148,7 @@ TEST_P(NormalHeapInputTest, DispatchesFromTheHeapMatchTheReferenceBitwise) {
       testing::check_combine(runs[r][rank], c.shape, round.expected, rank, c.shape.with_weights, &found);
       const int64_t rows = static_cast<int64_t>(round.expected.dispatched[rank].recv_src_rank.size());
       testing::check_identical(cached[r][rank], runs[r][rank], rows, &found);
+      testing::check_combine(cached[r][rank], c.shape, round.expected, rank, c.shape.with_weights, &found);
       for (const std::string& failure : found) failures.push_back(where + failure);
     }
   }
@@ -158,6 +168,13 @@ std::vector<HeapInputCase> heap_input_cases() {
       {"r8_h7168_fp8", make_shape(8, {6}, 7168, 8, 64, fp8)},
       {"r8_skewed", make_shape(8, {40}, 256, 8, 32, bf16, true, Routing::skewed)},
   };
+  // One heap input at a time: the other call goes through the rings.
+  HeapInputCase dispatch_only{"r4_dispatch_input_only", make_shape(4, {12}, 512, 4, 16, fp8)};
+  dispatch_only.combine_input = false;
+  HeapInputCase combine_only{"r4_combine_input_only", make_shape(4, {12}, 512, 4, 16, bf16)};
+  combine_only.dispatch_input = false;
+  cases.push_back(dispatch_only);
+  cases.push_back(combine_only);
   // The same with every rank's heap mapped at addresses of its own, as between processes.
   const size_t count = cases.size();
   for (size_t i = 0; i < count; ++i) {
@@ -189,8 +206,9 @@ BufferOptions one_rank_options(int64_t input_tokens) {
 
 TEST(NormalHeapInput, BadSizingsAreRefusedNamingTheField) {
   BufferOptions too_many = one_rank_options(17);
-  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { Buffer buffer(too_many); }),
-                                "sizing.normal_heap_input_tokens: expected 0..max_tokens_per_rank (16), got 17"));
+  EXPECT_TRUE(
+      testing::contains(testing::invalid_argument_message([&] { Buffer buffer(too_many); }),
+                        "sizing.normal_heap_input_tokens: expected 0..max_tokens_per_rank (16), got 17"));
   BufferOptions negative = one_rank_options(-1);
   EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { Buffer buffer(negative); }),
                                 "sizing.normal_heap_input_tokens"));
@@ -203,8 +221,9 @@ TEST(NormalHeapInput, BadSizingsAreRefusedNamingTheField) {
 TEST(NormalHeapInput, ViewsOutsideTheInputAreRefused) {
   Buffer without(one_rank_options(0));
   without.connect({without.local_handle()});
-  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { without.normal_input(1, 256); }),
-                                "normal_input: expected a buffer sized with BufferSizing::normal_heap_input_tokens"));
+  EXPECT_TRUE(
+      testing::contains(testing::invalid_argument_message([&] { without.normal_input(1, 256); }),
+                        "normal_input: expected a buffer sized with BufferSizing::normal_heap_input_tokens"));
   Buffer buffer(one_rank_options(8));
   buffer.connect({buffer.local_handle()});
   EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.normal_input(9, 256); }),
@@ -214,8 +233,9 @@ TEST(NormalHeapInput, ViewsOutsideTheInputAreRefused) {
   EXPECT_TRUE(testing::contains(
       testing::invalid_argument_message([&] { buffer.normal_input(8, 64, DType::fp8_e4m3); }),
       "hidden: expected a multiple of 128 for fp8"));
-  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.normal_input(8, 256, DType::f32); }),
-                                "dtype: expected bf16 or fp8_e4m3"));
+  EXPECT_TRUE(
+      testing::contains(testing::invalid_argument_message([&] { buffer.normal_input(8, 256, DType::f32); }),
+                        "dtype: expected bf16 or fp8_e4m3"));
   // bf16 and fp8 views of one input share its memory; fp8's scales lie after the largest fp8 x.
   const NormalInputViews bf16 = buffer.normal_input(8, 256);
   const NormalInputViews fp8 = buffer.normal_input(8, 256, DType::fp8_e4m3);
@@ -264,6 +284,91 @@ TEST(NormalHeapInput, DispatchesFromElsewhereAreRefusedNamingTheArgument) {
   std::memset(bf16.x.data, 0, bf16.x.nbytes());
   const DispatchResult result = buffer.dispatch(args);
   EXPECT_EQ(result.num_recv_tokens, 4);
+}
+
+TEST(NormalHeapCombineInput, BadSizingsAndViewsAreRefusedNamingTheField) {
+  BufferOptions too_many = one_rank_options(0);
+  too_many.sizing.normal_heap_combine_rows = 17;  // one rank of at most 16 tokens
+  EXPECT_TRUE(
+      testing::contains(testing::invalid_argument_message([&] { Buffer buffer(too_many); }),
+                        "sizing.normal_heap_combine_rows: expected 0..num_ranks * max_tokens_per_rank (16), "
+                        "got 17"));
+  BufferOptions across_nodes = one_rank_options(0);
+  across_nodes.topology = Topology{2, 1};
+  across_nodes.sizing.normal_heap_combine_rows = 4;
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { Buffer buffer(across_nodes); }),
+                                "sizing.normal_heap_combine_rows: expected 0 across nodes"));
+
+  Buffer without(one_rank_options(0));
+  without.connect({without.local_handle()});
+  EXPECT_TRUE(testing::contains(
+      testing::invalid_argument_message([&] { without.normal_combine_input(DispatchHandle()); }),
+      "normal_combine_input: expected a buffer sized with BufferSizing::normal_heap_combine_rows"));
+  BufferOptions options = one_rank_options(0);
+  options.sizing.normal_heap_combine_rows = 3;
+  Buffer buffer(options);
+  buffer.connect({buffer.local_handle()});
+  EXPECT_TRUE(testing::contains(
+      testing::invalid_argument_message([&] { buffer.normal_combine_input(DispatchHandle()); }),
+      "handle: expected a handle from dispatch"));
+  Tensor x = Tensor::empty(DType::bf16, {4, 256});
+  std::memset(x.data(), 0, x.nbytes());
+  Tensor topk = Tensor::empty(DType::i64, {4, 2});
+  for (int i = 0; i < 8; ++i) topk.as<int64_t>()[i] = i % 4;
+  DispatchArgs dispatch;
+  dispatch.x = x;
+  dispatch.topk_idx = topk;
+  dispatch.num_experts = 4;
+  const DispatchResult received = buffer.dispatch(dispatch);  // 4 rows: more than the input holds
+  EXPECT_TRUE(testing::contains(
+      testing::invalid_argument_message([&] { buffer.normal_combine_input(received.handle); }),
+      "handle: expected a dispatch of at most 3 received rows"));
+}
+
+// A combine on a Buffer with a combine input whose x (or weights) are elsewhere: refused before anything is
+// written or waited for.
+TEST(NormalHeapCombineInput, CombinesFromElsewhereAreRefusedNamingTheArgument) {
+  BufferOptions options = one_rank_options(0);
+  options.sizing.normal_heap_combine_rows = 16;
+  Buffer buffer(options);
+  buffer.connect({buffer.local_handle()});
+  Tensor x = Tensor::empty(DType::bf16, {4, 256});
+  std::memset(x.data(), 0, x.nbytes());
+  Tensor topk = Tensor::empty(DType::i64, {4, 2});
+  Tensor weights = Tensor::empty(DType::f32, {4, 2});
+  for (int i = 0; i < 8; ++i) {
+    topk.as<int64_t>()[i] = i % 4;
+    weights.as<float>()[i] = 0.5f;
+  }
+  DispatchArgs dispatch;
+  dispatch.x = x;
+  dispatch.topk_idx = topk;
+  dispatch.topk_weights = weights;
+  dispatch.num_experts = 4;
+  const DispatchResult received = buffer.dispatch(dispatch);
+  const NormalCombineInputViews views = buffer.normal_combine_input(received.handle);
+  ASSERT_TRUE(views.topk_weights.defined());
+  EXPECT_EQ(views.x.shape[0], 4);
+  EXPECT_EQ(views.x.shape[1], 256);
+  EXPECT_EQ(views.topk_weights.shape[1], 2);
+  CombineArgs args;
+  args.handle = &received.handle;
+  args.x = received.recv_x;
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.combine(args); }),
+                                "x: expected Buffer::normal_combine_input's x view"));
+  args.x = views.x;
+  args.topk_weights = received.recv_topk_weights;
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.combine(args); }),
+                                "topk_weights: expected Buffer::normal_combine_input's topk_weights view"));
+  // The views themselves go through: each token's rows summed (both of its experts are on this rank, so it
+  // came once), weights likewise.
+  std::memcpy(views.x.data, received.recv_x.data(), received.recv_x.nbytes());
+  std::memcpy(views.topk_weights.data, received.recv_topk_weights.data(),
+              received.recv_topk_weights.nbytes());
+  args.topk_weights = views.topk_weights;
+  const CombineResult combined = buffer.combine(args);
+  EXPECT_EQ(std::memcmp(combined.combined_x.data(), x.data(), x.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(combined.combined_topk_weights.data(), weights.data(), weights.nbytes()), 0);
 }
 
 }  // namespace

@@ -211,6 +211,17 @@ void run_combine(RankRun& run, Buffer& buffer, const workload::Shape& shape, con
   CombineArgs args;
   args.x = run.y;
   if (with_weights) args.topk_weights = run.dispatch.recv_topk_weights;
+  if (options.y_in_heap) {
+    // The expert outputs (and weights) written where the home ranks read them in place.
+    const NormalCombineInputViews views = buffer.normal_combine_input(run.dispatch.handle, shape.hidden);
+    if (run.y.nbytes() > 0) std::memcpy(views.x.data, run.y.data(), run.y.nbytes());
+    args.x = views.x;
+    if (with_weights) {
+      const Tensor& weights = run.dispatch.recv_topk_weights;
+      if (weights.nbytes() > 0) std::memcpy(views.topk_weights.data, weights.data(), weights.nbytes());
+      args.topk_weights = views.topk_weights;
+    }
+  }
   args.handle = &run.dispatch.handle;
   args.tuning = options.combine_tuning;
   if (!expected.biases.empty()) {

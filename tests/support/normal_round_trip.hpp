@@ -30,6 +30,10 @@ struct RoundTripOptions {
   // (Buffer::normal_input; the Buffer sized with BufferSizing::normal_heap_input_tokens), copied there
   // first: the receivers read them in place. Host backends only.
   bool x_in_heap = false;
+  // Every combine takes its x (and weights) from the Buffer's heap-resident combine input
+  // (Buffer::normal_combine_input; BufferSizing::normal_heap_combine_rows), copied there first: each home
+  // rank reads the rows in place. Host backends only.
+  bool y_in_heap = false;
 };
 
 // f32 scales [N, B] as their transpose [B, N], contiguous: the memory of DeepEP's column-major scales

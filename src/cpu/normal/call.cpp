@@ -272,6 +272,8 @@ CombineContext combine_context(const common::SymHeap& heap, const detail::Combin
   context.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
   context.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;
   context.bias1 = args.bias1.defined() ? args.bias1.as<const uint16_t>() : nullptr;
+  context.rows_in_place = plan.y_in_heap;  // one node only (the Buffer refuses the input across nodes)
+  context.input = plan.y_in_heap ? plan.combine_input : common::NormalCombineInputLayout{};
   return context;
 }
 

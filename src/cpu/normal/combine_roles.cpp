@@ -18,12 +18,22 @@ void write_combine_message(const CombineContext& context, int64_t row, uint8_t* 
   }
 }
 
+void publish_first_rows(const CombineContext& context) {
+  for (int home = 0; home < context.num_ranks; ++home) {
+    int32_t* table = context.input.first_rows(context.heap->peer_base(home), context.rank);
+    for (int channel = 0; channel < context.num_channels; ++channel)
+      table[channel] = context.recv_channel_start[home * context.num_channels + channel];
+  }
+}
+
 CombineSender::CombineSender(const CombineContext& context, int channel)
     : context_(context), channel_(channel) {
   homes_.resize(context.num_ranks);
   for (int home = 0; home < context.num_ranks; ++home) {
     int index = home * context.num_channels + channel;
-    homes_[home] = Home{context.recv_channel_start[index], context.recv_channel_start[index + 1], 0, 0, 0};
+    // Rows read in place by their home ranks: nothing to send.
+    const int64_t end = context.recv_channel_start[index + 1];
+    homes_[home] = Home{context.rows_in_place ? end : context.recv_channel_start[index], end, 0, 0, 0};
   }
 }
 
@@ -84,12 +94,18 @@ CombineReceiver::CombineReceiver(const CombineContext& context, int channel)
   token_ = common::channel_begin(context.num_tokens, context.num_channels, channel);
   end_ = common::channel_begin(context.num_tokens, context.num_channels, channel + 1);
   experts_.assign(context.num_ranks, Expert{0, 0, 0});
+  if (context.rows_in_place) {
+    first_rows_.resize(context.num_ranks);
+    for (int expert_rank = 0; expert_rank < context.num_ranks; ++expert_rank)
+      first_rows_[expert_rank] = context.input.first_rows(context.heap->base, expert_rank)[channel];
+  }
   size_t hidden = context.message.row_bytes / 2;
   node_sum_.resize(hidden);
   total_.resize(hidden);
 }
 
 bool CombineReceiver::rows_ready(const uint8_t* in_rank) {
+  if (context_.rows_in_place) return true;  // written before the combine's first barrier
   for (int expert_rank = 0; expert_rank < context_.num_ranks; ++expert_rank) {
     if (!in_rank[expert_rank]) continue;
     Expert& state = experts_[expert_rank];
@@ -102,6 +118,22 @@ bool CombineReceiver::rows_ready(const uint8_t* in_rank) {
     }
   }
   return true;
+}
+
+CombineReceiver::RowSource CombineReceiver::row_of(int expert_rank, uint64_t sequence) const {
+  const common::CombineMessage& message = context_.message;
+  if (!context_.rows_in_place) {
+    uint8_t* slot = context_.layout.ring(context_.heap->base, channel_, expert_rank).slot(sequence);
+    return {reinterpret_cast<const uint16_t*>(message.row(slot)),
+            message.has_weights ? message.topk_weights(slot) : nullptr};
+  }
+  // The expert rank's row in its receive order: its range of (this rank, this channel), then the token's
+  // place in it.
+  const uint8_t* heap = context_.heap->peer_base(expert_rank);
+  const int64_t row = first_rows_[expert_rank] + static_cast<int64_t>(sequence);
+  const auto* rows = reinterpret_cast<const uint16_t*>(heap + context_.input.y_offset());
+  const auto* weights = reinterpret_cast<const float*>(heap + context_.input.weights_offset());
+  return {rows + row * (message.row_bytes / 2), message.has_weights ? weights + row * message.topk : nullptr};
 }
 
 // DESIGN.md's order: fp32 over each node's ranks ascending (from +0), rounded to bf16 once per
@@ -133,12 +165,10 @@ void CombineReceiver::reduce_token(const uint8_t* in_rank) {
       if (!in_rank[expert_rank]) continue;
       any = true;
       Expert& state = experts_[expert_rank];
-      uint8_t* slot = context_.layout.ring(context_.heap->base, channel_, expert_rank).slot(state.consumed);
-      const uint16_t* row = reinterpret_cast<const uint16_t*>(message.row(slot));
-      for (size_t h = 0; h < hidden; ++h) node_sum_[h] += common::bf16_to_float(row[h]);
+      const RowSource source = row_of(expert_rank, state.consumed);
+      for (size_t h = 0; h < hidden; ++h) node_sum_[h] += common::bf16_to_float(source.row[h]);
       if (weights_out) {
-        const float* weights = message.topk_weights(slot);
-        for (int k = 0; k < topk; ++k) weights_out[k] += weights[k];
+        for (int k = 0; k < topk; ++k) weights_out[k] += source.weights[k];
       }
       ++state.consumed;
     }
@@ -154,6 +184,7 @@ void CombineReceiver::reduce_token(const uint8_t* in_rank) {
 }
 
 void CombineReceiver::release_heads(bool all) {
+  if (context_.rows_in_place) return;  // no rings
   for (int expert_rank = 0; expert_rank < context_.num_ranks; ++expert_rank) {
     Expert& state = experts_[expert_rank];
     if (state.consumed > state.published &&

@@ -28,7 +28,16 @@ struct CombineContext {
   // bf16 [N, H] each, or null: where each token's final fp32 sum starts (common/combine_bias.hpp).
   const uint16_t* bias0;
   const uint16_t* bias1;
+  // y in the heap (CombinePlan::y_in_heap): nothing travels through the rings; each home reads its tokens'
+  // rows (and weights) from the expert ranks' heaps in place, where input.first_rows says each (expert
+  // rank, channel) range starts (docs/normal-in-place.md).
+  bool rows_in_place;
+  common::NormalCombineInputLayout input;
 };
+
+// With y in the heap, before the combine's first barrier: tells every home rank where its rows start in
+// this rank's receive order, per channel (NormalCombineInputLayout::first_rows in the home's heap).
+void publish_first_rows(const CombineContext& context);
 
 // Writes expert-output row `row` of this rank (and its weights, if any) into a combine ring slot.
 void write_combine_message(const CombineContext& context, int64_t row, uint8_t* slot);
@@ -61,6 +70,13 @@ class CombineReceiver {
   struct Expert {
     uint64_t consumed, published, tail;
   };
+  // Where the row (and weights) of `expert_rank`'s `sequence`-th token of this channel are: a ring slot, or
+  // with rows in place the expert rank's heap.
+  struct RowSource {
+    const uint16_t* row;
+    const float* weights;  // null without weights
+  };
+  RowSource row_of(int expert_rank, uint64_t sequence) const;
   bool rows_ready(const uint8_t* in_rank);
   void reduce_token(const uint8_t* in_rank);
   void release_heads(bool all);
@@ -69,6 +85,7 @@ class CombineReceiver {
   int channel_;
   int64_t token_, end_;
   std::vector<Expert> experts_;
+  std::vector<int64_t> first_rows_;      // rows in place: where this channel's rows start on each rank
   std::vector<float> node_sum_, total_;  // fp32 accumulators, [H]
   int waiting_rank_ = -1;
 };

@@ -55,14 +55,18 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
 CombineResult NormalEngine::combine(const detail::CombinePlan& plan) {
   const common::NormalHeapLayout layout = detail::combine_heap_layout(plan);
   CombineResult result = start_combine(plan);
-  calls_.zero_rings(layout);
-  calls_.arrive_and_wait(layout, plan.config, "combine");
   const CombineContext context = combine_context(calls_.heap(), plan, layout, result);
+  calls_.zero_rings(layout);
+  // Rows read in place: each home learns where its rows start on every expert rank before the barrier.
+  if (plan.y_in_heap) publish_first_rows(context);
+  calls_.arrive_and_wait(layout, plan.config, "combine");
   run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
     CombineSender sender(context, channel);
     CombineReceiver receiver(context, channel);
     drive_channel(sender, receiver, plan.rank, "combine", channel, plan.config.timeout_seconds, abort);
   });
+  // Rows read in place: every home is done reading this rank's rows before the caller may refill them.
+  if (plan.y_in_heap) calls_.arrive_and_wait(layout, plan.config, "combine");
   return result;
 }
 
