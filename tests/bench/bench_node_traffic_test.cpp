@@ -106,6 +106,21 @@ TEST(BenchNodeTraffic, NormalDesignBytesAreTheSumOfEachRolesPasses) {
   EXPECT_NE(uncounted.why_not.find("across nodes"), std::string::npos) << uncounted.why_not;
 }
 
+TEST(BenchNodeTraffic, NormalInPlaceDesignBytesReadEachRowOnceWhereItLies) {
+  Traffic traffic = hand_traffic(13, 1600);
+  const int64_t x = 1600, d = 1000, c = 800, rows = 13, tokens = 8;
+  const DesignTraffic design = design_traffic(BenchEngine::normal, traffic, /*single_node=*/true,
+                                              std::nullopt, std::nullopt, /*normal_rows_in_place=*/true);
+  ASSERT_TRUE(design.dispatch_bytes && design.combine_bytes) << design.why_not;
+  // Each receiver reads the source's row in place and writes recv_x; each home reads each row once.
+  EXPECT_EQ(*design.dispatch_bytes, rows * (x + d));
+  EXPECT_EQ(*design.combine_bytes, rows * c + tokens * c);
+  EXPECT_NE(design.passes.find("in place"), std::string::npos) << design.passes;
+  // Through the rings: the staged passes.
+  EXPECT_EQ(*design_traffic(BenchEngine::normal, traffic, true, std::nullopt).dispatch_bytes,
+            rows * (x + 3 * d));
+}
+
 TEST(BenchNodeTraffic, LowLatencyDesignBytesAddThePutsReadsAndTheStagingCopies) {
   Traffic traffic = hand_traffic(13, 1600);  // bf16 x, cast to an fp8 row of 1000 bytes by the engine
   traffic.direct_nodes = direct_node_traffic(hand_routing(), kTwoByTwo, kExperts, true);

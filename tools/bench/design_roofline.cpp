@@ -15,6 +15,19 @@ DesignTraffic staged(const Traffic& traffic) {
   return design;
 }
 
+// The normal engine with its heap-resident inputs read in place (docs/normal-in-place.md): each receiver
+// reads a source's row where the source wrote it and writes recv_x; each home reads its tokens' rows where
+// the expert ranks wrote them and writes one output row per token.
+DesignTraffic in_place(const Traffic& traffic) {
+  DesignTraffic design;
+  design.dispatch_bytes = traffic.delivered_rows * (traffic.input_row_bytes + traffic.dispatch_row_bytes);
+  design.combine_bytes =
+      traffic.delivered_rows * traffic.combine_row_bytes + traffic.source_tokens * traffic.combine_row_bytes;
+  design.passes =
+      "in place: dispatch 2 per row (read x in place, write recv_x), combine 1 per row + the output";
+  return design;
+}
+
 // The hierarchical normal engine (cuda/internode/, and the CPU twin in cpu/internode/), per role. Every
 // (token, destination node) pair, the token's own node included, goes through the RDMA sender and a put: the
 // kernels have a sender group and a forwarder group per node, and the own node's put lands in the rank's own
@@ -82,10 +95,11 @@ void symmetric_dispatch_design(const Traffic& traffic, std::optional<SymmetricDi
 
 DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool single_node,
                              std::optional<SymmetricCombine> symmetric_combine,
-                             std::optional<SymmetricDispatch> symmetric_dispatch) {
+                             std::optional<SymmetricDispatch> symmetric_dispatch, bool normal_rows_in_place) {
   DesignTraffic design;
   switch (engine) {
     case BenchEngine::normal:
+      if (single_node && normal_rows_in_place) return in_place(traffic);
       if (single_node) return staged(traffic);
       if (!traffic.nodes) {
         design.why_not = "not counted across nodes (the rows by link were not counted)";

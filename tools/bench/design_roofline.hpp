@@ -53,8 +53,13 @@ struct DesignTraffic {
 // `symmetric_combine`: the symmetric engine's combine path as its Buffer reported it (push or pull);
 // unset for the other engines, or when no Buffer connected (the combine is then not counted).
 // `symmetric_dispatch`: its dispatch source likewise (publish or zero_copy); unset counts the publish.
+// `normal_rows_in_place`: the normal engine reads x and y in place from its heap-resident inputs
+// (--normal-heap on, on a backend that does: docs/normal-in-place.md): dispatch rows x (x + d) (each receiver
+// reads the source's row in place and writes recv_x; the routing-only ring messages are not counted), combine
+// rows x c (each home reads the expert's row in place) + tokens x c.
 DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool single_node,
                              std::optional<SymmetricCombine> symmetric_combine,
-                             std::optional<SymmetricDispatch> symmetric_dispatch = std::nullopt);
+                             std::optional<SymmetricDispatch> symmetric_dispatch = std::nullopt,
+                             bool normal_rows_in_place = false);
 
 }  // namespace switchyard::bench

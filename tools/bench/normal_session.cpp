@@ -11,6 +11,10 @@
 // recv_x; each set gets its own device copy of that y, reused by every later iteration of the set.
 // As the sets hold the same inputs, y is also exactly what each set's dispatch delivers.
 //
+// --normal-heap on: x (and its scales) are copied into the Buffer's heap-resident input in prepare(), and
+// each iteration's y (and the dispatch's weights) into its combine input in expert(), both untimed, as the
+// layers around the calls would write them there (docs/normal-in-place.md).
+//
 // Timed phases use preallocated outputs and no host <-> device copies; the previous iteration's
 // results are released in prepare(), before the barrier, so no device memory is freed inside a phase.
 // A non-worst-case dispatch still synchronises the host once for the counts and allocates its
@@ -78,15 +82,22 @@ class NormalSession final : public EngineSession {
     dispatched_ = DispatchResult();
     combined_ = CombineResult();
     layout_ = DispatchLayout();
-    layout_ = context_.buffer->get_dispatch_layout(inputs_for(iteration).topk_idx,
-                                                   context_.options->num_experts, context_.stream);
+    const InputSet& inputs = inputs_for(iteration);
+    layout_ =
+        context_.buffer->get_dispatch_layout(inputs.topk_idx, context_.options->num_experts, context_.stream);
+    if (context_.options->normal_heap) {
+      heap_input_ =
+          context_.buffer->normal_input(inputs.x.size(0), context_.options->hidden, inputs.x.dtype());
+      copy_into(heap_input_.x, inputs.x, context_.stream);
+      if (inputs.x_scales.defined()) copy_into(heap_input_.x_scales, inputs.x_scales, context_.stream);
+    }
   }
 
   void dispatch(int iteration) override {
     const InputSet& inputs = inputs_for(iteration);
     DispatchArgs args;
-    args.x = inputs.x;
-    args.x_scales = inputs.x_scales;
+    args.x = context_.options->normal_heap ? heap_input_.x : inputs.x;
+    args.x_scales = context_.options->normal_heap ? heap_input_.x_scales : inputs.x_scales;
     args.topk_idx = inputs.topk_idx;
     args.topk_weights = inputs.topk_weights;
     args.num_experts = context_.options->num_experts;
@@ -103,6 +114,14 @@ class NormalSession final : public EngineSession {
   // of this file); each set's check iteration places a copy on the backend, which every later
   // iteration of the set reuses.
   void expert(int iteration) override {
+    make_expert_output(iteration);
+    if (!context_.options->normal_heap) return;
+    heap_combine_input_ = context_.buffer->normal_combine_input(dispatched_.handle, context_.options->hidden);
+    copy_into(heap_combine_input_.x, expert_outputs_[input_set_of(iteration)], context_.stream);
+    copy_into(heap_combine_input_.topk_weights, dispatched_.recv_topk_weights, context_.stream);
+  }
+
+  void make_expert_output(int iteration) {
     Tensor& y = expert_outputs_[input_set_of(iteration)];
     if (y.defined()) return;
     if (!host_expert_output_.defined()) {
@@ -118,8 +137,9 @@ class NormalSession final : public EngineSession {
 
   void combine(int iteration) override {
     CombineArgs args;
-    args.x = expert_outputs_[input_set_of(iteration)];
-    args.topk_weights = dispatched_.recv_topk_weights;
+    const bool heap = context_.options->normal_heap;
+    args.x = heap ? heap_combine_input_.x : TensorView(expert_outputs_[input_set_of(iteration)]);
+    args.topk_weights = heap ? heap_combine_input_.topk_weights : TensorView(dispatched_.recv_topk_weights);
     args.handle = &dispatched_.handle;
     args.out_combined_x = out_combined_x_;
     args.out_combined_topk_weights = out_combined_topk_weights_;
@@ -217,6 +237,8 @@ class NormalSession final : public EngineSession {
   DispatchLayout layout_;
   DispatchResult dispatched_;
   CombineResult combined_;
+  NormalInputViews heap_input_;  // --normal-heap on: the Buffer's views, refilled per call
+  NormalCombineInputViews heap_combine_input_;
 };
 
 }  // namespace

@@ -83,6 +83,7 @@ struct CommandLine {
   std::optional<std::string> symmetric_combine;
   std::optional<std::string> symmetric_dispatch;
   std::optional<std::string> symmetric_heap;  // on | off
+  std::optional<std::string> normal_heap;     // on | off
 };
 
 // Where a default came from, so that the output can say so.
@@ -121,6 +122,9 @@ struct BenchOptions {
   // --symmetric-heap on: the symmetric engine's x and y live in its heap-resident tensors
   // (Buffer::symmetric_input, symmetric_expert_output), read in place on any topology.
   bool symmetric_heap = false;
+  // --normal-heap on: the normal engine's x and expert outputs live in its heap-resident inputs
+  // (Buffer::normal_input, normal_combine_input), which the peers read in place (docs/normal-in-place.md).
+  bool normal_heap = false;
   int hidden = kDeepSeekV3Shape.hidden;
   int topk = kDeepSeekV3Shape.topk;
   int num_experts = kDeepSeekV3Shape.experts;

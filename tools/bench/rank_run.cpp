@@ -55,6 +55,11 @@ BufferOptions bench_buffer_options(const BenchOptions& options, BenchEngine engi
       buffer.sizing.symmetric_heap_output_rows_per_expert = symmetric_rows_per_expert;
     }
   }
+  if (engine == BenchEngine::normal && options.normal_heap) {
+    // Room for every rank's tokens, and for the most rows one rank can receive.
+    buffer.sizing.normal_heap_input_tokens = buffer.sizing.max_tokens_per_rank;
+    buffer.sizing.normal_heap_combine_rows = options.topology.num_ranks * buffer.sizing.max_tokens_per_rank;
+  }
   buffer.sizing.hidden = options.hidden;
   buffer.sizing.topk = options.topk;
   buffer.sizing.num_experts = options.num_experts;

@@ -139,6 +139,12 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
   std::string channels = config.num_channels == kAutoChannels ? "auto" : std::to_string(config.num_channels);
   std::fprintf(out, "config: channels %s, ring slots %d, chunk tokens %d, timeout %g s\n", channels.c_str(),
                config.ring_slots, config.chunk_tokens, config.timeout_seconds);
+  if (options.normal_heap) {
+    std::fprintf(
+        out,
+        "normal heap inputs: on (x and the expert outputs in the heap, read in place where the backend "
+        "does: docs/normal-in-place.md)\n");
+  }
   std::fprintf(out, "devices: %s\n", options.devices.describe().c_str());
   std::fprintf(out, "ranks as %s (%s)\n", ranks_as_name(options.ranks_as),
                options.notes.ranks_as_source.c_str());

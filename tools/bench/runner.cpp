@@ -170,8 +170,11 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
   // its Buffers connected (rank 0's; every rank resolves it alike).
   auto count_design = [&](std::optional<SymmetricCombine> combine_path,
                           std::optional<SymmetricDispatch> dispatch_path) {
-    const DesignTraffic design =
-        design_traffic(engine, traffic, options.topology.is_single_node(), combine_path, dispatch_path);
+    // NOTES: the CPU backend reads the normal engine's heap inputs in place; CUDA still copies them through
+    // its rings (docs/normal-in-place.md, step 2 onwards).
+    const bool normal_in_place = options.normal_heap && options.backend == Backend::cpu;
+    const DesignTraffic design = design_traffic(engine, traffic, options.topology.is_single_node(),
+                                                combine_path, dispatch_path, normal_in_place);
     result.design_dispatch_bytes = design.dispatch_bytes;
     result.design_combine_bytes = design.combine_bytes;
     result.design_passes = design.passes;
