@@ -133,6 +133,12 @@ if has_stage processes; then
       "processes-symmetric-heap-np$ranks.log" timeout 90 \
       "$PROCESS_BIN" --ranks "$ranks" --engine symmetric --heap-tensors on
   done
+  # The normal engine's heap-resident inputs, read in place across processes (docs/normal-in-place.md).
+  for ranks in 2 4 8; do
+    run_logged "gpu processes normal np$ranks, heap inputs in place (MPS)" \
+      "processes-normal-heap-np$ranks.log" timeout 90 \
+      "$PROCESS_BIN" --ranks "$ranks" --engine normal --heap-tensors on
+  done
   # Across nodes (2 x 2 and 2 x 4, the loopback transport over the IPC-mapped heaps, its delays off
   # then on): the hierarchical normal engine and low_latency. Symmetric needs one node.
   for engine in normal low_latency; do

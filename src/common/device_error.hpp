@@ -47,6 +47,9 @@ enum class WaitTarget : int32_t {
   pull_done = 11,    // a peer's done word (the symmetric pull combine: the peer to finish reading our y)
   source_done =
       12,  // a peer's done word (the zero-copy symmetric dispatch: the peer to finish reading our x)
+  // Not a wait: a peer's ring message named a token outside its heap-resident input (the normal dispatch
+  // in place; expected = the input's rows, observed = the token).
+  source_row = 13,
 };
 
 // The engine a role belongs to, for messages ("cuda low_latency, dispatch receiver").
@@ -146,6 +149,8 @@ SY_HD const char* wait_target_name(int32_t target) {
       return "the done word (the peer to finish reading this rank's expert outputs y)";
     case WaitTarget::source_done:
       return "the done word (the peer to finish reading this rank's tokens x)";
+    case WaitTarget::source_row:
+      return "a token inside the peer's heap input (its ring message named one outside)";
   }
   return "unknown";
 }

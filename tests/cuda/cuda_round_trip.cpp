@@ -2,20 +2,34 @@
 
 #include "cuda/device_tensors.hpp"
 #include "cuda/rank_device.hpp"
+#include "switchyard/errors.hpp"
 
 namespace switchyard::testing {
 
 // One rank's round trip on the GPU; every output comes back to the host for comparison.
 
+namespace {
+
+// `from` (on the device) into `view` (a Buffer's heap-resident view, the same bytes), ordered on `stream`.
+void copy_to_view(const TensorView& view, const Tensor& from, cudaStream_t stream) {
+  if (from.nbytes() == 0) return;
+  if (cudaMemcpyAsync(view.data, from.data(), from.nbytes(), cudaMemcpyDeviceToDevice, stream) !=
+      cudaSuccess) {
+    throw SystemError("copy_to_view: cudaMemcpyAsync failed");
+  }
+}
+
+}  // namespace
+
 DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
                         const Expected& expected, int expert_alignment, cudaStream_t stream,
                         const DispatchHandle* cached, DispatchHandle* handle_out,
                         const CallTuning& dispatch_tuning, const CallTuning& combine_tuning,
-                        bool scales_column_major) {
+                        bool scales_column_major, bool heap_inputs) {
   const int rank = buffer.rank();
   const int device = device_of(buffer);
   const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
-  const bool column_major = scales_column_major && data.x_scales.defined();
+  const bool column_major = scales_column_major && data.x_scales.defined() && !heap_inputs;
   Tensor x = to_device(data.x, device, stream);
   const Tensor host_scales = column_major ? transpose_scales(data.x_scales) : data.x_scales;
   Tensor scales = to_device(host_scales, device, stream);
@@ -25,6 +39,15 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
   args.x = x;
   args.x_scales = scales;
   args.x_scales_column_major = column_major;
+  if (heap_inputs) {
+    const NormalInputViews views = buffer.normal_input(data.x.size(0), shape.hidden, shape.dtype);
+    copy_to_view(views.x, x, stream);
+    args.x = views.x;
+    if (scales.defined()) {
+      copy_to_view(views.x_scales, scales, stream);
+      args.x_scales = views.x_scales;
+    }
+  }
   args.topk_idx = topk_idx;
   args.topk_weights = topk_weights;
   args.num_experts = shape.num_experts;
@@ -61,6 +84,15 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
   combine_args.x = y;
   combine_args.tuning = combine_tuning;
   if (shape.with_weights) combine_args.topk_weights = dispatched.recv_topk_weights;
+  if (heap_inputs) {
+    const NormalCombineInputViews views = buffer.normal_combine_input(dispatched.handle, shape.hidden);
+    copy_to_view(views.x, y, stream);
+    combine_args.x = views.x;
+    if (shape.with_weights) {
+      copy_to_view(views.topk_weights, dispatched.recv_topk_weights, stream);
+      combine_args.topk_weights = views.topk_weights;
+    }
+  }
   combine_args.handle = &dispatched.handle;
   combine_args.stream = stream;
   // The combine biases that `expected` was computed with, if any.

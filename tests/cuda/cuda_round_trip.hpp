@@ -23,11 +23,14 @@ struct DeviceRun {
 // `dispatch_tuning` and `combine_tuning`: the calls' CallTuning (all 0: the Buffer's).
 // `scales_column_major`: fp8 scales go up as their transpose (transpose_scales), column-major as DeepEP's
 // users pass them (DispatchArgs::x_scales_column_major).
+// `heap_inputs`: x (with row-major scales) and the expert outputs (with the weights) are copied into the
+// Buffer's heap-resident inputs (Buffer::normal_input, normal_combine_input; the Buffer sized for them), and
+// the calls take those views: the peers read the rows in place (docs/normal-in-place.md).
 DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
                         const Expected& expected, int expert_alignment, cudaStream_t stream,
                         const DispatchHandle* cached = nullptr, DispatchHandle* handle_out = nullptr,
                         const CallTuning& dispatch_tuning = {}, const CallTuning& combine_tuning = {},
-                        bool scales_column_major = false);
+                        bool scales_column_major = false, bool heap_inputs = false);
 
 // A dispatch without top-k (DeepEP's topk_idx=None) routed by get_dispatch_layout's layout on the
 // device, then a combine without weights; `expected` from compute_expected_without_topk.

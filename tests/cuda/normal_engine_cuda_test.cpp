@@ -28,6 +28,8 @@ struct CudaCase {
   int expert_alignment = 1;
   // fp8: every dispatch takes its scales column-major (DispatchArgs::x_scales_column_major).
   bool scales_column_major = false;
+  // x and the expert outputs in the Buffer's heap-resident inputs, read in place (docs/normal-in-place.md).
+  bool heap_inputs = false;
 };
 
 workload::Shape make_shape(int ranks, int64_t tokens, int hidden, int topk, int experts, DType dtype,
@@ -68,6 +70,14 @@ std::vector<CudaCase> cases() {
                   standard, 1, true});
   list.push_back({"R8_fp8_h2048_column_major_scales_aligned", make_shape(8, 96, 2048, 8, 64, DType::fp8_e4m3),
                   standard, 16, true});
+  // The heap-resident inputs, read in place by the peers: bf16 and fp8, rings that wrap, a rank without
+  // tokens.
+  list.push_back(
+      {"R8_bf16_h7168_heap_inputs", make_shape(8, 192, 7168, 8, 64, DType::bf16), standard, 1, false, true});
+  list.push_back({"R4_fp8_h7168_heap_inputs", make_shape(4, 160, 7168, 8, 64, DType::fp8_e4m3), standard, 1,
+                  false, true});
+  list.push_back({"R4_bf16_heap_inputs_wrap", make_shape(4, 128, 1024, 4, 16, DType::bf16),
+                  config_with(2, 4, 2), 1, false, true});
   list.push_back({"R4_k1", make_shape(4, 128, 1024, 1, 16, DType::bf16), standard});
   list.push_back({"R4_k9", make_shape(4, 128, 1024, 9, 32, DType::bf16), standard});
   list.push_back({"R2_h128", make_shape(2, 300, 128, 4, 8, DType::bf16), standard});
@@ -91,6 +101,9 @@ std::vector<CudaCase> cases() {
   list.push_back({"R2_zero_tokens", make_shape(2, 0, 512, 4, 8, DType::bf16), standard});
   // Small enough for compute-sanitizer (scripts/gpu-check.sh runs the Small_ cases under it).
   list.push_back({"Small_R1_fp8", make_shape(1, 40, 256, 4, 8, DType::fp8_e4m3), config_with(2, 4, 2)});
+  // compute-sanitizer's case of the in-place paths (one rank: its peer reads are of its own heap).
+  list.push_back({"Small_R1_fp8_heap_inputs", make_shape(1, 40, 256, 4, 8, DType::fp8_e4m3),
+                  config_with(2, 4, 2), 1, false, true});
   list.push_back({"Small_R2_bf16", make_shape(2, 40, 256, 4, 8, DType::bf16), config_with(2, 4, 2)});
   return list;
 }
@@ -120,6 +133,10 @@ BufferOptions options_for(const CudaCase& c, int rank) {
   options.device = device_for_rank(rank, c.shape.topology.num_ranks);
   options.config = c.config;
   options.sizing = sizing_for(c.shape);
+  if (c.heap_inputs) {
+    options.sizing.normal_heap_input_tokens = options.sizing.max_tokens_per_rank;
+    options.sizing.normal_heap_combine_rows = c.shape.topology.num_ranks * options.sizing.max_tokens_per_rank;
+  }
   return options;
 }
 
@@ -152,16 +169,16 @@ TEST_P(CudaNormalEngineTest, DispatchAndCombineMatchReferenceBitwiseAndRepeat) {
       // process per GPU, or MPS) have no shared context.
       group.barrier();
       DeviceRun first = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
-                                      nullptr, &handle, {}, {}, c.scales_column_major);
+                                      nullptr, &handle, {}, {}, c.scales_column_major, c.heap_inputs);
       compare_with_reference(first, c.shape, expected, rank, &failures[rank]);
       // Determinism: the same inputs again give the same bits; and a cached dispatch replays the routing.
       group.barrier();
       DeviceRun second = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
-                                       nullptr, nullptr, {}, {}, c.scales_column_major);
+                                       nullptr, nullptr, {}, {}, c.scales_column_major, c.heap_inputs);
       compare_with_reference(second, c.shape, expected, rank, &failures[rank]);
       group.barrier();
       DeviceRun cached = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
-                                       &handle, nullptr, {}, {}, c.scales_column_major);
+                                       &handle, nullptr, {}, {}, c.scales_column_major, c.heap_inputs);
       compare_with_reference(cached, c.shape, expected, rank, &failures[rank]);
     }
     cudaStreamDestroy(stream);

@@ -1,8 +1,9 @@
 // The CUDA engines with one process per rank (HeapSharing::processes: CUDA IPC handles), as they are
 // deployed: `--ranks R [--ranks-per-node P] [--engine normal|low_latency|symmetric] [--heap-tensors on]`
-// (default: one node, normal; --heap-tensors on, symmetric only: every call's x and y through the
-// heap-resident tensors, with the pull combine forced, which across processes reads only those, and the fp8
-// calls' outputs in the heap receive area (Buffer::symmetric_receive), which every source pushes into). With
+// (default: one node, normal; --heap-tensors on, symmetric: every call's x and y through the heap-resident
+// tensors, with the pull combine forced, which across processes reads only those, and the fp8 calls' outputs
+// in the heap receive area (Buffer::symmetric_receive), which every source pushes into; normal, one node:
+// x and the expert outputs through its heap-resident inputs, read in place, docs/normal-in-place.md). With
 // P < R the ranks form R / P nodes: normal is the hierarchical engine and low_latency puts to other nodes,
 // both over the loopback device transport on the IPC-mapped heaps, once with its delays and reordering off
 // and once on; symmetric is refused (one load/store domain only). The round trips are
@@ -58,7 +59,7 @@ void run_pass(const testing::ProcessPass& pass, int pass_index, int rank, const 
   options.sharing = HeapSharing::processes;
   options.sizing = testing::process_ranks_sizing(engine, shape, heap_tensors);
   options.config.timeout_seconds = 20;
-  if (heap_tensors) options.config.symmetric_combine = SymmetricCombine::pull;
+  if (heap_tensors && engine == Engine::symmetric) options.config.symmetric_combine = SymmetricCombine::pull;
   // The stream below is made on the current device: the rank's.
   testing::expert_major::check_cuda(cudaSetDevice(options.device), "cudaSetDevice");
   // Read by the buffer at its first call across nodes: alive until the pass is over.
@@ -201,9 +202,9 @@ Arguments parse_arguments(int argc, char** argv) {
                             option + "'");
     }
   }
-  if (arguments.heap_tensors && arguments.engine != Engine::symmetric) {
+  if (arguments.heap_tensors && arguments.engine == Engine::low_latency) {
     throw InvalidArgument(
-        std::string("--heap-tensors: expected it with --engine symmetric only, got --engine ") +
+        std::string("--heap-tensors: expected it with --engine symmetric or normal, got --engine ") +
         engine_name(arguments.engine));
   }
   if (arguments.ranks == 0) throw InvalidArgument("--ranks: expected the number of ranks, got no --ranks");

@@ -32,14 +32,15 @@ void require_node_grouping_visible(const workload::Shape& shape, const std::vect
 
 // The normal engine: two round trips on one buffer.
 void run_normal(Buffer& buffer, const workload::Shape& shape, cudaStream_t stream,
-                std::vector<std::string>* failures) {
+                std::vector<std::string>* failures, bool heap_inputs) {
   auto data = workload::generate(shape, seed_for("process_ranks"));
   Expected expected = compute_expected(shape, data, 1);
   if (!shape.topology.is_single_node() && shape.topology.ranks_per_node > 1) {
     require_node_grouping_visible(shape, data, expected, failures);
   }
   for (int repeat = 0; repeat < 2; ++repeat) {
-    DeviceRun run = run_on_device(buffer, shape, data[buffer.rank()], expected, 1, stream);
+    DeviceRun run = run_on_device(buffer, shape, data[buffer.rank()], expected, 1, stream, nullptr, nullptr,
+                                  {}, {}, false, heap_inputs);
     compare_with_reference(run, shape, expected, buffer.rank(), failures);
   }
 }
@@ -144,7 +145,14 @@ uint64_t process_loopback_seed(Engine engine) {
 }
 
 BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape, bool heap_tensors) {
-  if (engine == Engine::normal) return sizing_for(shape);
+  if (engine == Engine::normal) {
+    BufferSizing sizing = sizing_for(shape);
+    if (heap_tensors) {  // the heap-resident inputs, read in place across processes (docs/normal-in-place.md)
+      sizing.normal_heap_input_tokens = sizing.max_tokens_per_rank;
+      sizing.normal_heap_combine_rows = shape.topology.num_ranks * sizing.max_tokens_per_rank;
+    }
+    return sizing;
+  }
   BufferSizing sizing;
   sizing.max_tokens_per_rank = 1;  // the normal engine is not used
   sizing.hidden = shape.hidden;
@@ -164,12 +172,12 @@ BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape, b
 
 void run_process_round_trips(Buffer& buffer, Engine engine, const workload::Shape& shape, cudaStream_t stream,
                              std::vector<std::string>* failures, bool heap_tensors) {
-  if (heap_tensors && engine != Engine::symmetric) {
-    throw InvalidArgument(std::string("heap_tensors: expected the symmetric engine, got ") +
+  if (heap_tensors && engine == Engine::low_latency) {
+    throw InvalidArgument(std::string("heap_tensors: expected the symmetric or normal engine, got ") +
                           engine_name(engine));
   }
   if (engine == Engine::normal)
-    run_normal(buffer, shape, stream, failures);
+    run_normal(buffer, shape, stream, failures, heap_tensors);
   else
     run_expert_major(buffer, engine, shape, stream, failures, heap_tensors);
 }

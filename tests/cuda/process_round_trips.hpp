@@ -49,7 +49,9 @@ BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape, b
 // This rank's round trips of `engine` on a connected buffer, ordered on `stream` (of the rank's
 // device), each compared bit for bit with the reference for the shape's topology (across nodes,
 // normal's combine is the node-grouped reduction of DESIGN.md); appends one line per mismatch.
-//   normal:      two round trips on one buffer; across nodes of several ranks each, also a check that
+//   normal:      two round trips on one buffer (with `heap_tensors`, x and the expert outputs through the
+//                heap-resident inputs, read in place; one node; process_ranks_sizing(..., true)); across
+//                nodes of several ranks each, also a check that
 //                the inputs tell the node-grouped combine from a one-node one (else a flat engine
 //                would pass);
 //   low_latency: two bf16 calls in flight (both halves of the double buffer), two fp8 calls, and one

@@ -128,6 +128,25 @@ __device__ __forceinline__ void wait_output_piece_free(const OutputStaging& stag
   __syncwarp();
 }
 
+// Where `rank`'s row of a token of `channel` is, the token's ring index on that rank being `slot`: in the
+// ring slot, or with rows in place in the expert rank's heap-resident combine input, at the start of its
+// range of (this rank, channel) plus `slot` (docs/normal-in-place.md). Returns the row; *weights gets its
+// top-k weights (meaningful only with weights).
+__device__ __forceinline__ const uint8_t* combine_row(const KernelContext& context,
+                                                      const CombineLaunch& launch, int channel, int rank,
+                                                      int32_t slot, const float** weights) {
+  const common::CombineMessage& message = launch.message;
+  if (!launch.rows_in_place) {
+    uint8_t* ring_slot = context.layout.ring(context.heap.base, channel, rank).slot(slot);
+    *weights = message.topk_weights(ring_slot);
+    return message.row(ring_slot);
+  }
+  const int64_t row = static_cast<int64_t>(launch.input.first_rows(context.heap.base, rank)[channel]) + slot;
+  const uint8_t* heap = context.heap.peer_base(rank);
+  *weights = reinterpret_cast<const float*>(heap + launch.input.weights_offset()) + row * message.topk;
+  return heap + launch.input.y_offset() + row * message.row_bytes;
+}
+
 // One warp reduces token `token`, whose rows are all present: per node, fp32 over its ranks
 // ascending from +0, rounded to bf16; then fp32 over node partials ascending, rounded once. With one
 // node there is no partial: the ranks' rows go straight into the final sum. The final sum starts at
@@ -151,8 +170,9 @@ __device__ void reduce_token(const KernelContext& context, const CombineLaunch& 
   // before every 16-byte row load, a dependent load in front of each: with the table the combine at 4096
   // tokens went 3.06 -> 2.30 ms at 8 processes and 1.25 -> 0.93 ms at 4 (bench/NOTES.md, session 28).
   if (lane < num_ranks && ((holders >> lane) & 1u)) {
-    const uint8_t* slot = context.layout.ring(context.heap.base, channel, lane).slot(slots[lane]);
-    rows_of_rank[lane] = reinterpret_cast<const int4*>(message.row(const_cast<uint8_t*>(slot)));
+    const float* unused_weights;
+    rows_of_rank[lane] = reinterpret_cast<const int4*>(
+        combine_row(context, launch, channel, lane, slots[lane], &unused_weights));
   }
   __syncwarp();
   for (uint32_t piece_begin = 0; piece_begin < chunks; piece_begin += kOutputPieceChunks) {
@@ -212,8 +232,9 @@ __device__ void reduce_token(const KernelContext& context, const CombineLaunch& 
       float sum = 0.0f;
       for (int rank = 0; rank < num_ranks; ++rank) {
         if (!in_rank[rank]) continue;
-        const uint8_t* slot = context.layout.ring(context.heap.base, channel, rank).slot(slots[rank]);
-        sum += message.topk_weights(const_cast<uint8_t*>(slot))[k];
+        const float* weights;
+        combine_row(context, launch, channel, rank, slots[rank], &weights);
+        sum += weights[k];
       }
       launch.combined_topk_weights[token * topk + k] = sum;
     }
@@ -266,7 +287,8 @@ __device__ void combine_reducer(const KernelContext& context, const CombineLaunc
   const int lane = lane_id();
   for (int64_t token = begin + warp - 1; token < end; token += reducing_warps) {
     bool ready = true;
-    if (lane < num_ranks) {
+    // Rows in place were all written before the combine's opening barrier: nothing to wait for.
+    if (lane < num_ranks && !launch.rows_in_place) {
       const int32_t slot = launch.send_slot[token * num_ranks + lane];
       if (slot >= 0) {
         const WaitSite site{common::WaitRole::combine_receiver, common::WaitTarget::ring_data, channel, lane};
@@ -299,7 +321,8 @@ __device__ void combine_receiver(const KernelContext& context, const CombineLaun
     shared.next_token[w] = static_cast<uint64_t>(begin + w - 1);
   __syncthreads();
   if (warp == 0) {
-    combine_coordinator(context, launch, shared, channel, begin, end, warps - 1);
+    // Rows in place: no ring to track or free.
+    if (!launch.rows_in_place) combine_coordinator(context, launch, shared, channel, begin, end, warps - 1);
     return;
   }
   extern __shared__ int4 output_pieces[];
@@ -313,7 +336,9 @@ __global__ void __launch_bounds__(kTargetWarps * 32, 1)
   __shared__ CombineShared shared;
   const int channel = blockIdx.x / 2;
   if (blockIdx.x % 2 == 0) {
-    combine_sender(context, launch, shared, channel, warp_group_of_this_warp(warps_per_group));
+    // Rows in place: the home ranks read them where this rank's caller wrote them; nothing to send.
+    if (!launch.rows_in_place)
+      combine_sender(context, launch, shared, channel, warp_group_of_this_warp(warps_per_group));
   } else {
     combine_receiver(context, launch, shared, channel);
   }

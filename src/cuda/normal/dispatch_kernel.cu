@@ -91,20 +91,48 @@ __device__ void dispatch_sender(const KernelContext& context, const DispatchLaun
   }
 }
 
+// Where the row of the message in `slot` (from `source`) and its scales are: the slot itself, or with rows in
+// place the source's heap-resident input (docs/normal-in-place.md). Null when the message names a token
+// outside that input (a corrupt ring): recorded as the receiver's failure, nothing is read.
+struct MessageRow {
+  const uint8_t* row;
+  const float* scales;
+};
+__device__ __forceinline__ MessageRow message_row(const KernelContext& context, const DispatchLaunch& launch,
+                                                  uint8_t* slot, int source, int channel) {
+  const common::DispatchMessage& message = launch.message;
+  if (!launch.rows_in_place) return {message.row(slot), message.scales(slot)};
+  const int64_t token = *message.src_token(slot);
+  if (token < 0 || token >= launch.input.max_tokens) {
+    if (lane_id() == 0) {
+      const WaitSite site{common::WaitRole::dispatch_receiver, common::WaitTarget::source_row, channel,
+                          source};
+      record_wait_failure(context, site, launch.input.max_tokens, token, 0, /*abort_rank=*/false);
+    }
+    return {nullptr, nullptr};
+  }
+  const uint8_t* heap = context.heap.peer_base(source);
+  return {heap + launch.input.x_offset() + token * launch.row_bytes,
+          reinterpret_cast<const float*>(heap + launch.input.scales_offset()) + token * launch.num_scales};
+}
+
 // Copies one message out of `slot` into receive row `row`: the row by TMA through this warp's
 // staging buffer (load, then store), the small fields by the lanes.
-__device__ __forceinline__ void copy_out(const DispatchLaunch& launch, uint8_t* slot, int64_t row,
+__device__ __forceinline__ void copy_out(const KernelContext& context, const DispatchLaunch& launch,
+                                         uint8_t* slot, int64_t row, int source, int channel,
                                          uint8_t* staging, uint32_t staging_bytes, uint64_t* tma_barrier,
                                          uint32_t& phase) {
   const common::DispatchMessage& message = launch.message;
   const int lane = lane_id();
-  uint8_t* destination = launch.recv_x + row * message.row_bytes;
-  for (uint32_t offset = 0; offset < message.row_bytes; offset += staging_bytes) {
-    const uint32_t bytes = min(staging_bytes, message.row_bytes - offset);
+  const uint32_t row_bytes = launch.row_bytes;
+  const MessageRow from = message_row(context, launch, slot, source, channel);
+  uint8_t* destination = launch.recv_x + row * row_bytes;
+  for (uint32_t offset = 0; from.row != nullptr && offset < row_bytes; offset += staging_bytes) {
+    const uint32_t bytes = min(staging_bytes, row_bytes - offset);
     if (lane == 0) {
       ptx::tma_store_wait_read();  // the previous piece has left the staging buffer
       ptx::mbarrier_arrive_expect_tx(tma_barrier, bytes);
-      ptx::tma_load_1d(staging, message.row(slot) + offset, bytes, tma_barrier);
+      ptx::tma_load_1d(staging, from.row + offset, bytes, tma_barrier);
       while (!ptx::mbarrier_try_wait_parity(tma_barrier, phase)) {
       }
       ptx::tma_store_1d(destination + offset, staging, bytes);
@@ -112,8 +140,8 @@ __device__ __forceinline__ void copy_out(const DispatchLaunch& launch, uint8_t* 
     }
     phase ^= 1;
   }
-  for (uint32_t i = lane; i < message.num_scales; i += 32) {
-    launch.recv_x_scales[row * message.num_scales + i] = message.scales(slot)[i];
+  for (uint32_t i = lane; from.scales != nullptr && i < launch.num_scales; i += 32) {
+    launch.recv_x_scales[row * launch.num_scales + i] = from.scales[i];
   }
   const int topk = static_cast<int>(message.topk);
   for (int k = lane; k < topk; k += 32) {
@@ -147,8 +175,8 @@ __device__ void dispatch_receiver(const KernelContext& context, const DispatchLa
     // The peer's generic-proxy stores, acquired through the tail, are read below by TMA (async proxy).
     ptx::fence_proxy_async_global();
     for (uint64_t i = round_begin + group.warp_in_group; i < round_end; i += group.size) {
-      copy_out(launch, ring.slot(i), first_row + static_cast<int64_t>(i), staging, staging_bytes, tma_barrier,
-               phase);
+      copy_out(context, launch, ring.slot(i), first_row + static_cast<int64_t>(i), source, channel, staging,
+               staging_bytes, tma_barrier, phase);
     }
     group.sync();
     if (group.leader()) common::st_release_sys(ring.head(), round_end);
@@ -190,7 +218,7 @@ __global__ void dispatch_kernel(KernelContext context, DispatchLaunch launch, in
     return;
   }
   const int warps = blockDim.x / 32;
-  const uint32_t staging_bytes = staging_bytes_per_warp(launch.message.row_bytes, warps);
+  const uint32_t staging_bytes = staging_bytes_per_warp(launch.row_bytes, warps);
   if (lane_id() == 0) {
     ptx::mbarrier_init(&shared.tma_barrier[threadIdx.x / 32], 1);
     ptx::fence_mbarrier_init();

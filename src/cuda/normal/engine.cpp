@@ -96,7 +96,9 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
   const cudaStream_t stream = env.stream;
   const int num_ranks = plan.topology.num_ranks;
   const int num_channels = plan.config.num_channels;
-  context.layout = detail::dispatch_heap_layout(plan);
+  // With x in the heap the rings carry routing only and the receivers read the rows in place
+  // (docs/normal-in-place.md).
+  context.layout = detail::dispatch_heap_layout(plan, plan.x_in_heap);
   const DispatchArgs& args = plan.args;
 
   std::shared_ptr<detail::NormalHandleData> handle = detail::new_normal_handle(plan, owner_);
@@ -154,7 +156,13 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
   const int64_t rows = worst_case ? plan.num_worst_tokens : handle->num_recv_tokens;
 
   DispatchLaunch launch{};
-  launch.message = detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
+  const common::DispatchMessage full =
+      detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
+  launch.message = detail::dispatch_ring_message(plan, plan.x_in_heap);
+  launch.row_bytes = full.row_bytes;
+  launch.num_scales = full.num_scales;
+  launch.rows_in_place = plan.x_in_heap;
+  launch.input = plan.input;
   launch.local_experts = plan.local_experts;
   launch.x = args.x.as<const uint8_t>();
   launch.x_scales = plan.has_scales ? args.x_scales.as<const float>() : nullptr;
@@ -172,6 +180,8 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
   launch.recv_src_token = handle->recv_src_token.as<int32_t>();
   launch.num_output_rows = rows;
   launch_dispatch(context, launch, stream);
+  // Rows read in place: every peer is done reading this rank's input before the caller's next write to it.
+  if (plan.x_in_heap) launch_end_call(context, stream);
 
   result.num_recv_tokens = worst_case ? -1 : handle->num_recv_tokens;
   if (!worst_case) result.num_recv_tokens_per_expert = handle->num_recv_tokens_per_expert;
@@ -195,10 +205,18 @@ CombineResult NormalEngine::run_combine(const detail::CombinePlan& plan, KernelC
                                        ? Tensor::borrow(args.out_combined_topk_weights)
                                        : allocate(env, DType::f32, {handle.num_tokens, plan.topk});
   }
-  launch_begin_call(context, env.stream);
+  if (plan.y_in_heap) {
+    // Each home rank learns where its rows start in this rank's receive order before the barrier.
+    launch_begin_combine_in_place(context, handle.recv_channel_start.as<const int32_t>(), plan.combine_input,
+                                  env.stream);
+  } else {
+    launch_begin_call(context, env.stream);
+  }
   CombineLaunch launch{};
   launch.message = detail::combine_message(plan.hidden, plan.topk, plan.has_weights);
   launch.ranks_per_node = plan.topology.ranks_per_node;
+  launch.rows_in_place = plan.y_in_heap;
+  launch.input = plan.combine_input;
   launch.y = args.x.as<const uint8_t>();
   launch.y_topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
   launch.recv_channel_start = handle.recv_channel_start.as<const int32_t>();
@@ -210,6 +228,8 @@ CombineResult NormalEngine::run_combine(const detail::CombinePlan& plan, KernelC
   launch.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;
   launch.bias1 = args.bias1.defined() ? args.bias1.as<const uint16_t>() : nullptr;
   launch_combine(context, launch, env.stream);
+  // Rows read in place: every home is done reading this rank's rows before the caller's next write to them.
+  if (plan.y_in_heap) launch_end_call(context, env.stream);
   return result;
 }
 

@@ -23,6 +23,16 @@ void launch_layout(const KernelContext& context, const LayoutLaunch& launch, cud
 // Zeroes this rank's rings and waits for all ranks: the opening of a call that needs no counts.
 void launch_begin_call(const KernelContext& context, cudaStream_t stream);
 
+// The opening of a combine whose rows are read in place (docs/normal-in-place.md): as launch_begin_call,
+// and before the barrier tells every home rank where its rows start in this rank's receive order
+// (`recv_channel_start` [R * C + 1], the dispatch's; written into `input.first_rows` of each home's heap).
+void launch_begin_combine_in_place(const KernelContext& context, const int32_t* recv_channel_start,
+                                   const common::NormalCombineInputLayout& input, cudaStream_t stream);
+
+// Waits for all ranks: the end of a call whose rows peers read in place, so that the caller's next write
+// to them (after the call on its stream) cannot race a peer's read.
+void launch_end_call(const KernelContext& context, cudaStream_t stream);
+
 struct NotifyLaunch {
   const bool* is_token_in_rank;  // [N, R]
   const int64_t* topk_idx;       // [N, K]
@@ -43,8 +53,14 @@ struct NotifyLaunch {
 void launch_dispatch_notify(const KernelContext& context, const NotifyLaunch& launch, cudaStream_t stream);
 
 struct DispatchLaunch {
-  common::DispatchMessage message;
+  common::DispatchMessage message;  // what the rings carry (routing only when rows_in_place)
   int local_experts;
+  // The token's row: hidden * element size, and hidden / 128 scales for fp8 (else 0).
+  uint32_t row_bytes, num_scales;
+  // x is the heap-resident input (DispatchPlan::x_in_heap): the receivers read each row, and its scales,
+  // from the source's heap at `input` (docs/normal-in-place.md).
+  bool rows_in_place;
+  common::NormalInputLayout input;
   // Send side.
   const uint8_t* x;
   const float* x_scales;  // laid out as x_scales_layout says (row- or column-major), or null
@@ -68,6 +84,10 @@ void launch_dispatch(const KernelContext& context, const DispatchLaunch& launch,
 struct CombineLaunch {
   common::CombineMessage message;
   int ranks_per_node;
+  // y is the heap-resident combine input (CombinePlan::y_in_heap): nothing is sent; each home reads its
+  // tokens' rows and weights from the expert ranks' heaps at `input` (docs/normal-in-place.md).
+  bool rows_in_place;
+  common::NormalCombineInputLayout input;
   // Send side (expert rank).
   const uint8_t* y;
   const float* y_topk_weights;

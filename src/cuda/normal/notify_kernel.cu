@@ -24,6 +24,22 @@ __global__ void begin_call_kernel(KernelContext context) {
   block_barrier_all_ranks(context);
 }
 
+__global__ void begin_combine_in_place_kernel(KernelContext context, const int32_t* recv_channel_start,
+                                              common::NormalCombineInputLayout input) {
+  reset_own_rings(context);
+  const int num_channels = context.num_channels;
+  for (int index = threadIdx.x; index < context.num_ranks * num_channels; index += blockDim.x) {
+    const int home = index / num_channels;
+    input.first_rows(context.heap.peer_base(home), context.rank)[index % num_channels] =
+        recv_channel_start[index];
+  }
+  block_barrier_all_ranks(context);  // its fence orders the table's writes before our arrival
+}
+
+__global__ void end_call_kernel(KernelContext context) {
+  block_barrier_all_ranks(context);
+}
+
 // Counts (pass 1) or lists (pass 2) each destination's tokens per channel, a warp per
 // (destination, channel), 32 tokens per ballot.
 __device__ void scan_channel_tokens(const KernelContext& context, const NotifyLaunch& launch, int32_t* counts,
@@ -172,6 +188,8 @@ void prepare_normal_kernels(int device) {
   if (!prepared.insert(device).second) return;
   [] {
     preload_kernel(begin_call_kernel);
+    preload_kernel(begin_combine_in_place_kernel);
+    preload_kernel(end_call_kernel);
     preload_kernel(dispatch_notify_kernel);
     SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_notify_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kNotifySharedBytes)));
@@ -183,6 +201,17 @@ void prepare_normal_kernels(int device) {
 
 void launch_begin_call(const KernelContext& context, cudaStream_t stream) {
   begin_call_kernel<<<1, kBeginThreads, 0, stream>>>(context);
+  SY_CUDA_CHECK_LAUNCH();
+}
+
+void launch_begin_combine_in_place(const KernelContext& context, const int32_t* recv_channel_start,
+                                   const common::NormalCombineInputLayout& input, cudaStream_t stream) {
+  begin_combine_in_place_kernel<<<1, kBeginThreads, 0, stream>>>(context, recv_channel_start, input);
+  SY_CUDA_CHECK_LAUNCH();
+}
+
+void launch_end_call(const KernelContext& context, cudaStream_t stream) {
+  end_call_kernel<<<1, kBeginThreads, 0, stream>>>(context);
   SY_CUDA_CHECK_LAUNCH();
 }
 
