@@ -120,16 +120,15 @@ struct BufferSizing {
   int64_t symmetric_heap_receive_rows_per_expert = 0;
   // The `normal` engine's dispatch input in every rank's heap (docs/normal-in-place.md): rows for x of up
   // to this many tokens and `hidden` channels, bf16, or fp8 with its scales (Buffer::normal_input). When it
-  // is > 0, every `normal` dispatch on the Buffer takes its x (and x_scales) from those views, and the
-  // receivers read each source's rows in place where the backend can (the CPU backend; CUDA still copies
-  // them through its rings), instead of the source pushing them. One node only. 0: none.
+  // is > 0, every `normal` dispatch on the Buffer takes its x (and x_scales) from those views, the rings
+  // carry each token's routing only, and the receivers read each source's rows in place. One node only.
+  // 0: none.
   int64_t normal_heap_input_tokens = 0;
   // The `normal` engine's combine input in every rank's heap (docs/normal-in-place.md): the expert outputs
   // of up to this many received rows, bf16 [rows, hidden], and their f32 top-k weights [rows, topk]
   // (Buffer::normal_combine_input). When it is > 0, every `normal` combine on the Buffer takes its x (and
   // topk_weights) from those views, and each home rank reads its tokens' rows from the expert ranks' heaps
-  // in place where the backend can (the CPU backend; CUDA still sends them through its rings). At most
-  // num_ranks * max_tokens_per_rank. One node only. 0: none.
+  // in place (nothing is sent). At most num_ranks * max_tokens_per_rank. One node only. 0: none.
   int64_t normal_heap_combine_rows = 0;
 };
 

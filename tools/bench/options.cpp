@@ -276,9 +276,8 @@ const FlagHelp kFlags[] = {
      "on: x and the expert outputs live in the engine's heap-resident\n"
      "inputs (Buffer::normal_input, normal_combine_input), copied there\n"
      "untimed before each call as the layer before would write them; the\n"
-     "receivers read the rows in place where the backend does (the CPU;\n"
-     "CUDA still copies through its rings: docs/normal-in-place.md).\n"
-     "One node only. Default off"},
+     "receivers and home ranks read the rows in place\n"
+     "(docs/normal-in-place.md). One node only. Default off"},
     {"Output", "--json", "FILE", "write the results as JSON"},
     {"Output", "--dump", "DIR",
      "write every input and output of the check iteration as .npy files,\n"

@@ -170,9 +170,8 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
   // its Buffers connected (rank 0's; every rank resolves it alike).
   auto count_design = [&](std::optional<SymmetricCombine> combine_path,
                           std::optional<SymmetricDispatch> dispatch_path) {
-    // NOTES: the CPU backend reads the normal engine's heap inputs in place; CUDA still copies them through
-    // its rings (docs/normal-in-place.md, step 2 onwards).
-    const bool normal_in_place = options.normal_heap && options.backend == Backend::cpu;
+    // Both backends read the normal engine's heap-resident inputs in place (docs/normal-in-place.md).
+    const bool normal_in_place = options.normal_heap;
     const DesignTraffic design = design_traffic(engine, traffic, options.topology.is_single_node(),
                                                 combine_path, dispatch_path, normal_in_place);
     result.design_dispatch_bytes = design.dispatch_bytes;
