@@ -136,7 +136,8 @@ BufferClass bind_buffer(nb::module_& m) {
           [](BufferSizing* self, int64_t max_tokens_per_rank, int hidden, int topk, int num_experts,
              int64_t low_latency_max_tokens_per_rank, int64_t symmetric_max_tokens_per_rank,
              bool symmetric_heap_input, int64_t symmetric_heap_output_rows_per_expert,
-             int64_t symmetric_heap_receive_rows_per_expert) {
+             int64_t symmetric_heap_receive_rows_per_expert, int64_t normal_heap_input_tokens,
+             int64_t normal_heap_combine_rows) {
             new (self) BufferSizing();
             self->max_tokens_per_rank = max_tokens_per_rank;
             self->hidden = hidden;
@@ -147,12 +148,15 @@ BufferClass bind_buffer(nb::module_& m) {
             self->symmetric_heap_input = symmetric_heap_input;
             self->symmetric_heap_output_rows_per_expert = symmetric_heap_output_rows_per_expert;
             self->symmetric_heap_receive_rows_per_expert = symmetric_heap_receive_rows_per_expert;
+            self->normal_heap_input_tokens = normal_heap_input_tokens;
+            self->normal_heap_combine_rows = normal_heap_combine_rows;
           },
           nb::arg("max_tokens_per_rank") = 4096, nb::arg("hidden") = 7168, nb::arg("topk") = 8,
           nb::arg("num_experts") = 256, nb::arg("low_latency_max_tokens_per_rank") = 0,
           nb::arg("symmetric_max_tokens_per_rank") = 0, nb::arg("symmetric_heap_input") = false,
           nb::arg("symmetric_heap_output_rows_per_expert") = 0,
-          nb::arg("symmetric_heap_receive_rows_per_expert") = 0)
+          nb::arg("symmetric_heap_receive_rows_per_expert") = 0, nb::arg("normal_heap_input_tokens") = 0,
+          nb::arg("normal_heap_combine_rows") = 0)
       .def_rw("max_tokens_per_rank", &BufferSizing::max_tokens_per_rank)
       .def_rw("hidden", &BufferSizing::hidden)
       .def_rw("topk", &BufferSizing::topk)
@@ -161,8 +165,9 @@ BufferClass bind_buffer(nb::module_& m) {
       .def_rw("symmetric_max_tokens_per_rank", &BufferSizing::symmetric_max_tokens_per_rank)
       .def_rw("symmetric_heap_input", &BufferSizing::symmetric_heap_input)
       .def_rw("symmetric_heap_output_rows_per_expert", &BufferSizing::symmetric_heap_output_rows_per_expert)
-      .def_rw("symmetric_heap_receive_rows_per_expert",
-              &BufferSizing::symmetric_heap_receive_rows_per_expert);
+      .def_rw("symmetric_heap_receive_rows_per_expert", &BufferSizing::symmetric_heap_receive_rows_per_expert)
+      .def_rw("normal_heap_input_tokens", &BufferSizing::normal_heap_input_tokens)
+      .def_rw("normal_heap_combine_rows", &BufferSizing::normal_heap_combine_rows);
 
   m.def("cuda_available", &cuda_available,
         "True when this build has the CUDA backend and a device is visible.");

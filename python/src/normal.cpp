@@ -225,7 +225,38 @@ void bind_normal(nb::module_&, BufferClass& buffer) {
       .def("combine", &combine, nb::arg("x"), nb::arg("topk_weights").none(), nb::arg("handle"),
            nb::arg("out_combined_x").none(), nb::arg("out_combined_topk_weights").none(), nb::arg("stream"),
            nb::arg("framework"), nb::arg("bias0").none() = nb::none(), nb::arg("bias1").none() = nb::none(),
-           nb::arg("tuning").none() = nb::none());
+           nb::arg("tuning").none() = nb::none())
+      .def(
+          "normal_input",
+          [](nb::handle self, int64_t num_tokens, int hidden, bool fp8, const std::string& framework) {
+            PyBuffer& buffer_ref = nb::cast<PyBuffer&>(self);
+            CallScope scope(buffer_ref);
+            const NormalInputViews views =
+                buffer_ref.normal_input(num_tokens, hidden, fp8 ? DType::fp8_e4m3 : DType::bf16);
+            const OutputStyle style = parse_output_style(framework);
+            // Views of the heap: each array keeps the Buffer alive.
+            nb::object x = to_python(Tensor::borrow(views.x), style, self);
+            if (!fp8) return nb::make_tuple(x, nb::none());
+            return nb::make_tuple(x, to_python(Tensor::borrow(views.x_scales), style, self));
+          },
+          nb::arg("num_tokens"), nb::arg("hidden"), nb::arg("fp8") = false, nb::arg("framework") = "numpy",
+          "(x, x_scales or None): the heap-resident dispatch input (bf16 [N, H], or fp8 e4m3 [N, H] with f32 "
+          "[N, H / 128]) that every dispatch of a Buffer sized with normal_heap_input_tokens takes")
+      .def(
+          "normal_combine_input",
+          [](nb::handle self, const DispatchHandle& handle, int hidden, const std::string& framework) {
+            PyBuffer& buffer_ref = nb::cast<PyBuffer&>(self);
+            CallScope scope(buffer_ref);
+            const NormalCombineInputViews views = buffer_ref.normal_combine_input(handle, hidden);
+            const OutputStyle style = parse_output_style(framework);
+            nb::object x = to_python(Tensor::borrow(views.x), style, self);
+            if (!views.topk_weights.defined()) return nb::make_tuple(x, nb::none());
+            return nb::make_tuple(x, to_python(Tensor::borrow(views.topk_weights), style, self));
+          },
+          nb::arg("handle"), nb::arg("hidden") = 0, nb::arg("framework") = "numpy",
+          "(x, topk_weights or None): the heap-resident combine input for `handle`'s dispatch (bf16 [rows, "
+          "H], "
+          "f32 [rows, K]) that every combine of a Buffer sized with normal_heap_combine_rows takes");
 }
 
 }  // namespace switchyard::python

@@ -151,6 +151,7 @@ class Buffer:
                  heap_bytes: int = 0, rank: Optional[int] = None, low_latency_max_tokens_per_rank: int = 0,
                  symmetric_max_tokens_per_rank: int = 0, symmetric_heap_input: bool = False,
                  symmetric_heap_output_rows_per_expert: int = 0, symmetric_heap_receive_rows_per_expert: int = 0,
+                 normal_heap_input_tokens: int = 0, normal_heap_combine_rows: int = 0,
                  transport: str = "loopback",
                  loopback_max_delay_us: Optional[int] = None, loopback_seed: Optional[int] = None,
                  nccl_comm=None):
@@ -164,6 +165,9 @@ class Buffer:
         heap-resident tensors (symmetric_input(), symmetric_expert_output()); symmetric_heap_receive_rows_per_expert
         the fp8 dispatch outputs that sources of any process write into (symmetric_receive(); the CUDA push;
         switchyard.MoE keeps its fp8 recv_x there when it fits its capacity).
+        normal_heap_input_tokens / normal_heap_combine_rows reserve the normal engine's heap-resident inputs
+        (normal_input(), normal_combine_input(); docs/normal-in-place.md): then every dispatch / combine of this
+        Buffer takes its x from them, and the peers read the rows in place. One node only.
         transport: how ranks on other nodes are reached: 'loopback' (emulated in one machine;
         loopback_max_delay_us / loopback_seed delay and reorder its operations, else the environment's
         SWITCHYARD_LOOPBACK_DELAY_US / _SEED) or 'nccl_gin' (NCCL's device API over nccl_comm: an
@@ -187,7 +191,9 @@ class Buffer:
                                  symmetric_max_tokens_per_rank=symmetric_max_tokens_per_rank,
                                  symmetric_heap_input=symmetric_heap_input,
                                  symmetric_heap_output_rows_per_expert=symmetric_heap_output_rows_per_expert,
-                                 symmetric_heap_receive_rows_per_expert=symmetric_heap_receive_rows_per_expert)
+                                 symmetric_heap_receive_rows_per_expert=symmetric_heap_receive_rows_per_expert,
+                                 normal_heap_input_tokens=normal_heap_input_tokens,
+                                 normal_heap_combine_rows=normal_heap_combine_rows)
         if not isinstance(transport, str):
             raise InvalidArgument(f"transport: expected 'loopback' or 'nccl_gin', got {type(transport).__name__}")
         loopback_max_delay_us = _optional_unsigned(loopback_max_delay_us, "loopback_max_delay_us", 32)
@@ -449,6 +455,27 @@ class Buffer:
         zero_copy=True and return_recv_hook=True raise Unsupported."""
         return self._expert_major_combine("symmetric_combine", x, topk_idx, topk_weights, handle, zero_copy,
                                           return_recv_hook, out, stream, bias0, bias1)
+
+    def normal_input(self, num_tokens: int, hidden: int, *, fp8: bool = False, framework: Optional[str] = None):
+        """(x, x_scales) in this rank's heap (needs normal_heap_input_tokens >= num_tokens): bf16 [num_tokens,
+        hidden] and None, or with fp8 e4m3 [num_tokens, hidden] (uint8 bits with numpy) and f32 [num_tokens,
+        hidden / 128]. On such a Buffer every dispatch takes these views as its x and x_scales: write the tokens
+        here first; the receivers read them in place (docs/normal-in-place.md). The dispatch returns once no
+        peer reads them, so they may be rewritten right after it. The arrays keep the Buffer's memory alive.
+        framework: as low_latency_combine_buffer's."""
+        self._check_alive()
+        return self._native.normal_input(int(num_tokens), int(hidden), bool(fp8),
+                                         framework or self._expert_major_framework)
+
+    def normal_combine_input(self, handle: "_C.DispatchHandle", hidden: int = 0, *,
+                             framework: Optional[str] = None):
+        """(x, topk_weights) in this rank's heap for `handle`'s dispatch (needs normal_heap_combine_rows >= its
+        rows): bf16 [rows, hidden] (hidden 0: the sizing's) and f32 [rows, K] (None for a dispatch without
+        top-k). On such a Buffer every combine takes these views as its x (and topk_weights, when given): write
+        the expert outputs here; each home rank reads its tokens' rows in place. The combine returns once no
+        peer reads them."""
+        self._check_alive()
+        return self._native.normal_combine_input(handle, int(hidden), framework or self._expert_major_framework)
 
     def symmetric_input(self, num_tokens: int, hidden: int, *, framework: Optional[str] = None):
         """bf16 [num_tokens, hidden] in this rank's heap (needs symmetric_heap_input=True). Write the
