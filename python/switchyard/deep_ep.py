@@ -314,7 +314,8 @@ class Buffer:
                  num_qps_per_rank: int = 24, allow_nvlink_for_low_latency_mode: bool = True,
                  allow_mnnvl: bool = False, use_fabric: bool = False, explicitly_destroy: bool = False,
                  enable_shrink: bool = False, comm=None, *, backend: str = "auto", sharing: str = "processes",
-                 switchyard_config: Optional[_C.Config] = None, timeout_seconds: Optional[float] = None):
+                 switchyard_config: Optional[_C.Config] = None, timeout_seconds: Optional[float] = None,
+                 switchyard_heap_inputs: int = 0):
         """group: a torch.distributed ProcessGroup, as in DeepEP; also an mpi4py communicator or a
         callable allgather(bytes) -> list[bytes] (switchyard.as_group). `comm` (an mpi4py
         communicator) is used in place of group when group is None.
@@ -328,7 +329,12 @@ class Buffer:
         configure DeepEP's RDMA, which switchyard's transports do not need; they have no effect, nor has
         allow_mnnvl (switchyard crosses nodes through its transport). use_fabric=True raises Unsupported.
         Switchyard extensions: backend ('auto', 'cpu' or 'cuda'), sharing ('processes' or 'threads'),
-        switchyard_config (the engine's tuning; default: switchyard's), timeout_seconds.
+        switchyard_config (the engine's tuning; default: switchyard's), timeout_seconds, and
+        switchyard_heap_inputs: > 0 gives the Buffer heap-resident dispatch and combine inputs for up to that
+        many tokens per rank (docs/normal-in-place.md): every dispatch and combine then takes its x from
+        get_dispatch_input_buffer() / get_combine_input_buffer(), and the peers read the rows in place (two
+        passes over memory per row instead of four). The heap is then sized by switchyard (num_nvl_bytes and
+        num_rdma_bytes only say that it is used); one node only.
         """
         # allow_mnnvl lets DeepEP use NVLink across nodes where the hardware has it (multi-node NVLink);
         # switchyard crosses nodes through its transport, so allowing it changes nothing. use_fabric
@@ -366,9 +372,19 @@ class Buffer:
         # One heap holds both of DeepEP's buffers: the NVLink stage, then (across nodes) the RDMA region.
         # 0 sizes it for DeepSeek-V3 shapes.
         heap_bytes = int(num_nvl_bytes) + int(num_rdma_bytes) if num_nvl_bytes else 0
+        heap_inputs = int(switchyard_heap_inputs)
+        if heap_inputs < 0:
+            raise InvalidArgument(f"switchyard_heap_inputs: expected 0 (none) or the tokens per rank the heap inputs "
+                                  f"hold, got {switchyard_heap_inputs}")
+        inputs = {}
+        if heap_inputs:
+            # Sized by switchyard: the rings for DeepSeek-V3 shapes up to these tokens, then the inputs.
+            heap_bytes = 0
+            inputs = dict(max_tokens_per_rank=heap_inputs, normal_heap_input_tokens=heap_inputs,
+                          normal_heap_combine_rows=self.group_size * heap_inputs)
         self.switchyard_buffer = _NativeBuffer(
             resolved, backend=backend, sharing=sharing, ranks_per_node=min(self.group_size, NUM_MAX_NVL_PEERS),
-            config=config, heap_bytes=heap_bytes)
+            config=config, heap_bytes=heap_bytes, **inputs)
         self._last_layout: Optional[Tuple[Any, DispatchLayout]] = None
         # get_dispatch_layout's path for torch tensors (_torch_layout): the Buffer's device; and
         # switchyard._torch_ops, which takes torch CUDA tensors on it (get_dispatch_layout, _torch_cached_dispatch,
@@ -814,6 +830,31 @@ class Buffer:
         """Nothing to clean: switchyard's low-latency region is separate from the normal engine's, and its
         signals carry the call's sequence number and are never reset, so stale memory never matches."""
         return None
+
+    # ---- switchyard's heap-resident inputs (switchyard_heap_inputs) -----------------------------------
+    def _heap_framework(self, framework: Optional[str]) -> str:
+        if framework is not None:
+            return framework
+        return "torch" if _torch() is not None else "numpy"
+
+    def get_dispatch_input_buffer(self, num_tokens: int, hidden: int, fp8: bool = False,
+                                  framework: Optional[str] = None):
+        """(x, x_scales) in this rank's heap (a switchyard extension; needs switchyard_heap_inputs >= num_tokens):
+        bf16 [num_tokens, hidden] and None, or with fp8 float8_e4m3fn [num_tokens, hidden] and f32 [num_tokens,
+        hidden / 128] (row-major; uint8 bits with numpy). Write the tokens here and pass them to dispatch (as x,
+        or the tuple (x, x_scales)): the receivers read them in place. They may be rewritten once dispatch has
+        returned (on CUDA: on the stream it ran on). framework: 'torch' (default where torch is imported) or
+        'numpy'."""
+        return self.switchyard_buffer.normal_input(num_tokens, hidden, fp8=fp8,
+                                                   framework=self._heap_framework(framework))
+
+    def get_combine_input_buffer(self, handle, hidden: int = 0, framework: Optional[str] = None):
+        """(x, topk_weights) in this rank's heap for `handle`'s dispatch (a switchyard extension; needs
+        switchyard_heap_inputs): bf16 [rows, hidden] for the expert outputs, in dispatch's receive order, and
+        f32 [rows, K] for their weights (None for a dispatch without top-k). Write them here and pass them to
+        combine (x, and topk_weights when weights are combined): each home rank reads its rows in place."""
+        native = _native_dispatch_handle(handle, "get_combine_input_buffer")
+        return self.switchyard_buffer.normal_combine_input(native, hidden, framework=self._heap_framework(framework))
 
     def get_next_low_latency_combine_buffer(self, handle):
         """bf16 [L, R * max, H] in this rank's heap: write the experts' outputs here, then

@@ -343,3 +343,53 @@ def test_unsupported_options_raise_naming_the_option(solo):
     allowed = deep_ep.Buffer(lambda mine: [mine], backend="cpu", allow_mnnvl=True, low_latency_mode=True)
     allowed.low_latency_dispatch(x, topk_idx, 32, 4, use_fp8=False)
     allowed.destroy()
+
+
+def heap_inputs_job(rank, num_ranks, allgather, num_experts):
+    """The same calls through an ordinary Buffer and through one with switchyard's heap-resident inputs
+    (switchyard_heap_inputs): x and the expert outputs written into get_dispatch_input_buffer() /
+    get_combine_input_buffer(); a dispatch, a cached dispatch in fp8 and two combines."""
+    x, _, topk_idx, topk_weights = rank_inputs(rank, num_experts)
+    x_fp8, scales, _, _ = rank_inputs(rank, num_experts, fp8=True)
+    results = {}
+    for in_heap in (False, True):
+        buffer = deep_ep.Buffer(allgather, backend="cpu", timeout_seconds=20,
+                                switchyard_heap_inputs=64 if in_heap else 0)
+        rows_x, rows_fp8, rows_scales = x, x_fp8, scales
+        if in_heap:
+            rows_x, no_scales = buffer.get_dispatch_input_buffer(len(x), HIDDEN, framework="numpy")
+            assert no_scales is None
+            rows_x[:] = x
+        layout = buffer.get_dispatch_layout(topk_idx, num_experts)
+        recv_x, recv_topk_idx, recv_weights, _, handle, _ = buffer.dispatch(
+            rows_x, num_tokens_per_rank=layout[0], is_token_in_rank=layout[3], num_tokens_per_expert=layout[2],
+            topk_idx=topk_idx, topk_weights=topk_weights)
+        y = reference.expert(recv_x, recv_topk_idx)
+        weights = recv_weights
+        if in_heap:
+            heap_y, heap_weights = buffer.get_combine_input_buffer(handle, HIDDEN, framework="numpy")
+            heap_y[:] = y
+            heap_weights[:] = recv_weights
+            y, weights = heap_y, heap_weights
+            with pytest.raises(switchyard.InvalidArgument, match="^topk_weights: expected Buffer::normal_combine_input"):
+                buffer.combine(y, handle, topk_weights=recv_weights)
+        combined, combined_weights, _ = buffer.combine(y, handle, topk_weights=weights)
+        if in_heap:
+            rows_fp8, rows_scales = buffer.get_dispatch_input_buffer(len(x), HIDDEN, fp8=True, framework="numpy")
+            rows_fp8[:] = x_fp8
+            rows_scales[:] = scales
+        (cached_fp8, cached_scales), *_ = buffer.dispatch((rows_fp8, rows_scales), handle=handle)
+        results[in_heap] = dict(recv_x=np.array(recv_x), recv_topk_idx=np.array(recv_topk_idx),
+                                combined=np.array(combined), combined_weights=np.array(combined_weights),
+                                cached_fp8=np.array(cached_fp8), cached_scales=np.array(cached_scales))
+        buffer.destroy()
+    return results
+
+
+@pytest.mark.parametrize("num_ranks", [1, 3])
+def test_heap_inputs_give_the_bits_of_ordinary_calls(ranks, num_ranks):
+    num_experts = 4 * num_ranks
+    results = ranks(num_ranks).run(heap_inputs_job, [(num_experts,)] * num_ranks)
+    for rank, result in enumerate(results):
+        for name, value in result[False].items():
+            np.testing.assert_array_equal(result[True][name], value, err_msg=f"rank {rank}: {name}")

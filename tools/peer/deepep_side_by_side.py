@@ -54,6 +54,10 @@ def parse_args(argv=None):
     parser.add_argument("--backend", choices=("cuda", "cpu"), default="cuda",
                         help="cpu: switchyard's CPU backend, host timing only (DeepEP needs CUDA)")
     parser.add_argument("--libraries", nargs="+", choices=tuple(LIBRARIES), default=list(LIBRARIES))
+    parser.add_argument("--switchyard-heap-inputs", action="store_true",
+                        help="switchyard's x and expert outputs in its heap-resident inputs (switchyard_heap_inputs; "
+                             "docs/normal-in-place.md), written there before each case's iterations, untimed, as "
+                             "the layer before would; the peers read the rows in place")
     parser.add_argument("--warmup", type=int, default=10, help="untimed iterations per call and method")
     parser.add_argument("--iters", type=int, default=30, help="timed iterations per call and method")
     parser.add_argument("--sleep-us", type=float, default=1000.0, help="the device method's sleep before each call")
@@ -110,7 +114,37 @@ def make_buffer(library, module, group, args):
     config = switchyard.Config()
     if args.backend == "cuda":
         config.num_channels = args.num_sms // 2
-    return module.Buffer(group, 0, backend=args.backend, switchyard_config=config, explicitly_destroy=True)
+    heap_inputs = max(args.tokens) if args.switchyard_heap_inputs else 0
+    return module.Buffer(group, 0, backend=args.backend, switchyard_config=config, explicitly_destroy=True,
+                         switchyard_heap_inputs=heap_inputs)
+
+
+class HeapInputs:
+    """switchyard with --switchyard-heap-inputs: the call's inputs as views of its heap-resident inputs, and
+    the writes that put them there (outside the timed calls, as the layer before would write them). bf16 and
+    fp8 x share the input's memory, so each case writes the one it dispatches before it runs."""
+
+    def __init__(self, buffer, inputs, args):
+        self.buffer, self.inputs, self.hidden = buffer, inputs, args.hidden
+        tokens = inputs["x"].shape[0]
+        self.x, _ = buffer.get_dispatch_input_buffer(tokens, args.hidden)
+        self.x_fp8 = buffer.get_dispatch_input_buffer(tokens, args.hidden, fp8=True)
+        self.y = None
+
+    def calls_inputs(self):
+        return dict(self.inputs, x=self.x, x_fp8=self.x_fp8)
+
+    def write_bf16(self):
+        self.x.copy_(self.inputs["x"])
+
+    def write_fp8(self):
+        self.x_fp8[0].copy_(self.inputs["x_fp8"][0])
+        self.x_fp8[1].copy_(self.inputs["x_fp8"][1])  # DeepEP's column-major scales into the row-major view
+
+    def write_y(self, handle, recv_x):
+        self.y, _ = self.buffer.get_combine_input_buffer(handle, self.hidden)
+        self.y.copy_(recv_x)
+        return self.y
 
 
 # ---- timing --------------------------------------------------------------------------------------
@@ -178,15 +212,20 @@ class Clock:
 
 
 # ---- one library at one token count ----------------------------------------------------------
-def reference_outputs(buffer, inputs, num_experts):
-    """One untimed pass: the handle the cached calls and combine use, and the outputs compared."""
+def reference_outputs(buffer, inputs, num_experts, heap=None):
+    """One untimed pass: the handle the cached calls and combine use, and the outputs compared. `heap`: the
+    HeapInputs the calls read (inputs are then its views)."""
     per_rank, per_rdma_rank, per_expert, in_rank, _ = buffer.get_dispatch_layout(inputs["topk_idx"], num_experts)
+    if heap is not None:
+        heap.write_bf16()
     recv_x, recv_topk_idx, recv_topk_weights, counts, handle, _ = buffer.dispatch(
         inputs["x"], num_tokens_per_rank=per_rank, num_tokens_per_rdma_rank=per_rdma_rank,
         is_token_in_rank=in_rank, num_tokens_per_expert=per_expert, topk_idx=inputs["topk_idx"],
         topk_weights=inputs["topk_weights"])
+    if heap is not None:
+        heap.write_fp8()
     recv_fp8, recv_scales = buffer.dispatch(inputs["x_fp8"], handle=handle)[0]
-    combined = buffer.combine(recv_x, handle)[0]
+    combined = buffer.combine(recv_x if heap is None else heap.write_y(handle, recv_x), handle)[0]
     outputs = {"num_tokens_per_rank": per_rank, "num_tokens_per_expert": per_expert, "is_token_in_rank": in_rank,
                "recv_x": recv_x, "recv_topk_idx": recv_topk_idx, "recv_topk_weights": recv_topk_weights,
                "num_recv_tokens_per_expert": torch.tensor(counts), "recv_x_fp8": recv_fp8.view(torch.uint8),
@@ -195,6 +234,7 @@ def reference_outputs(buffer, inputs, num_experts):
 
 
 def calls(buffer, inputs, num_experts, handle, recv_x):
+    """Each case's call; with heap inputs `inputs` are HeapInputs's views and recv_x the combine's view."""
     def layout():
         return buffer.get_dispatch_layout(inputs["topk_idx"], num_experts)
 
@@ -219,10 +259,18 @@ def combine_of_dispatch_ok(inputs, outputs):
     return bool(torch.equal(outputs["combined_x"], expected))
 
 
-def bench_library(buffer, inputs, args, clock):
-    outputs, handle = reference_outputs(buffer, inputs, args.num_experts)
+def bench_library(buffer, inputs, args, clock, heap=None):
+    outputs, handle = reference_outputs(buffer, inputs if heap is None else heap.calls_inputs(), args.num_experts,
+                                        heap)
     figures = {}
-    for case, fn in calls(buffer, inputs, args.num_experts, handle, outputs["recv_x"]).items():
+    combine_x = outputs["recv_x"] if heap is None else heap.y
+    # With heap inputs, the rows each case dispatches are written into the input before its iterations.
+    prepare = {"layout+dispatch": heap.write_bf16, "cached dispatch bf16": heap.write_bf16,
+               "cached dispatch fp8": heap.write_fp8} if heap is not None else {}
+    call_inputs = inputs if heap is None else heap.calls_inputs()
+    for case, fn in calls(buffer, call_inputs, args.num_experts, handle, combine_x).items():
+        if case in prepare:
+            prepare[case]()
         figures[case] = {method: clock.median(fn, method, args.warmup, args.iters) for method in METHODS}
     return figures, outputs
 
@@ -271,7 +319,9 @@ def rank_main(local_rank, args, port):
         outputs = {}
         for name in args.libraries:
             dist.barrier(group=group)
-            run["figures"][name], outputs[name] = bench_library(buffers[name], inputs, args, clock)
+            heap = (HeapInputs(buffers[name], inputs, args)
+                    if name == "switchyard" and args.switchyard_heap_inputs else None)
+            run["figures"][name], outputs[name] = bench_library(buffers[name], inputs, args, clock, heap)
             run["self_check"][name] = combine_of_dispatch_ok(inputs, outputs[name])
         if len(outputs) == 2:
             run["compare"] = compare(outputs["switchyard"], outputs["deepep"])
@@ -313,7 +363,8 @@ def report(args, records):
     ratio_method = "device" if args.backend == "cuda" else "call"
     for tokens in args.tokens:
         print(f"\n== {args.num_processes} ranks, {tokens} tokens per rank, hidden {args.hidden}, top-{args.topk} of "
-              f"{args.num_experts} experts, {args.num_sms} SMs per rank, backend {args.backend} "
+              f"{args.num_experts} experts, {args.num_sms} SMs per rank, backend {args.backend}"
+              f"{', switchyard heap inputs (read in place)' if args.switchyard_heap_inputs else ''} "
               f"(us: mean over ranks of per-rank medians of {args.iters})")
         print(f"{'call':<22}| {'DeepEP call':>11} {'device':>9} {'host':>7} | {'switchyard call':>15} "
               f"{'device':>9} {'host':>7} | {'ratio sy/DeepEP (' + ratio_method + ')':>24} {'host ratio':>10}")
