@@ -155,6 +155,35 @@ TEST_P(NormalHeapInputTest, RoundTripsThroughTheHeapMatchTheReferenceBitwise) {
   report(failures);
 }
 
+// Worst-case mode (fixed-size outputs, no host synchronisation) from the heap: the combine input holds the
+// padded rows, the received ones read in place.
+TEST_P(NormalHeapInputTest, WorstCaseRoundTripsThroughTheHeapMatchTheReferenceBitwise) {
+  const HeapInputCase& c = GetParam();
+  const int num_ranks = c.shape.topology.num_ranks;
+  const uint64_t seed = testing::seed_for("normal_heap_input_worst/" + c.name);
+  const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
+  const Expected expected = testing::compute_expected(c.shape, data, 1);
+  RoundTripOptions options;
+  options.x_in_heap = c.dispatch_input;
+  options.y_in_heap = c.combine_input;
+  int64_t most = 0;
+  for (const auto& dispatched : expected.dispatched)
+    most = std::max<int64_t>(most, static_cast<int64_t>(dispatched.recv_src_rank.size()));
+  // Padded past every rank's rows, within what the combine input holds.
+  options.num_worst_tokens = std::min<int64_t>(most + 3, heap_input_sizing(c).normal_heap_combine_rows);
+  if (!c.combine_input) options.num_worst_tokens = most + 3;
+  std::vector<RankRun> runs(num_ranks);
+  run_on_ranks(c, [&](Buffer& buffer, int rank) {
+    runs[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
+  });
+  std::vector<std::string> failures;
+  for (int rank = 0; rank < num_ranks; ++rank) {
+    testing::check_dispatch(runs[rank], c.shape, expected, rank, options, true, &failures);
+    testing::check_combine(runs[rank], c.shape, expected, rank, c.shape.with_weights, &failures);
+  }
+  report(failures);
+}
+
 std::vector<HeapInputCase> heap_input_cases() {
   constexpr DType bf16 = DType::bf16, fp8 = DType::fp8_e4m3;
   std::vector<HeapInputCase> cases = {
