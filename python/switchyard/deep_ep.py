@@ -276,6 +276,21 @@ def _tuning_fields(tuning: Optional[_C.CallTuning]):
     return tuning.num_channels, tuning.ring_slots, tuning.chunk_tokens
 
 
+def _heap_inputs_shape(value) -> Tuple[int, int]:
+    """deep_ep.Buffer's switchyard_heap_inputs as (tokens per rank, hidden): 0 (none), N (hidden 7168, the
+    DeepSeek-V3 rows), or (N, hidden)."""
+    expected = "0 (none), the tokens per rank the heap inputs hold, or (tokens, hidden)"
+    tokens, hidden = (value, 7168) if not isinstance(value, (tuple, list)) else (tuple(value) + (None, None))[:2]
+    if isinstance(value, (tuple, list)) and len(value) != 2:
+        raise InvalidArgument(f"switchyard_heap_inputs: expected {expected}, got {value!r}")
+    for part in (tokens, hidden):
+        if isinstance(part, bool) or not isinstance(part, int) or part < 0:
+            raise InvalidArgument(f"switchyard_heap_inputs: expected {expected}, got {value!r}")
+    if tokens > 0 and hidden < 1:
+        raise InvalidArgument(f"switchyard_heap_inputs: expected a hidden of at least 1, got {value!r}")
+    return tokens, hidden
+
+
 def _native_dispatch_handle(handle, method: str) -> _C.DispatchHandle:
     """switchyard's handle inside DeepEP's tuple (or switchyard's own handle, as it is)."""
     if isinstance(handle, DispatchHandle):
@@ -315,7 +330,7 @@ class Buffer:
                  allow_mnnvl: bool = False, use_fabric: bool = False, explicitly_destroy: bool = False,
                  enable_shrink: bool = False, comm=None, *, backend: str = "auto", sharing: str = "processes",
                  switchyard_config: Optional[_C.Config] = None, timeout_seconds: Optional[float] = None,
-                 switchyard_heap_inputs: int = 0):
+                 switchyard_heap_inputs=0):
         """group: a torch.distributed ProcessGroup, as in DeepEP; also an mpi4py communicator or a
         callable allgather(bytes) -> list[bytes] (switchyard.as_group). `comm` (an mpi4py
         communicator) is used in place of group when group is None.
@@ -331,7 +346,8 @@ class Buffer:
         Switchyard extensions: backend ('auto', 'cpu' or 'cuda'), sharing ('processes' or 'threads'),
         switchyard_config (the engine's tuning; default: switchyard's), timeout_seconds, and
         switchyard_heap_inputs: > 0 gives the Buffer heap-resident dispatch and combine inputs for up to that
-        many tokens per rank (docs/normal-in-place.md): every dispatch and combine then takes its x from
+        many tokens per rank of hidden 7168, or (tokens, hidden) for other rows (docs/normal-in-place.md): every
+        dispatch and combine then takes its x from
         get_dispatch_input_buffer() / get_combine_input_buffer(), and the peers read the rows in place (two
         passes over memory per row instead of four). The heap is then sized by switchyard (num_nvl_bytes and
         num_rdma_bytes only say that it is used); one node only.
@@ -372,15 +388,12 @@ class Buffer:
         # One heap holds both of DeepEP's buffers: the NVLink stage, then (across nodes) the RDMA region.
         # 0 sizes it for DeepSeek-V3 shapes.
         heap_bytes = int(num_nvl_bytes) + int(num_rdma_bytes) if num_nvl_bytes else 0
-        heap_inputs = int(switchyard_heap_inputs)
-        if heap_inputs < 0:
-            raise InvalidArgument(f"switchyard_heap_inputs: expected 0 (none) or the tokens per rank the heap inputs "
-                                  f"hold, got {switchyard_heap_inputs}")
+        heap_inputs, heap_hidden = _heap_inputs_shape(switchyard_heap_inputs)
         inputs = {}
         if heap_inputs:
-            # Sized by switchyard: the rings for DeepSeek-V3 shapes up to these tokens, then the inputs.
+            # Sized by switchyard: the rings for rows of that hidden, up to these tokens, then the inputs.
             heap_bytes = 0
-            inputs = dict(max_tokens_per_rank=heap_inputs, normal_heap_input_tokens=heap_inputs,
+            inputs = dict(max_tokens_per_rank=heap_inputs, hidden=heap_hidden, normal_heap_input_tokens=heap_inputs,
                           normal_heap_combine_rows=self.group_size * heap_inputs)
         self.switchyard_buffer = _NativeBuffer(
             resolved, backend=backend, sharing=sharing, ranks_per_node=min(self.group_size, NUM_MAX_NVL_PEERS),

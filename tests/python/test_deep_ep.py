@@ -393,3 +393,25 @@ def test_heap_inputs_give_the_bits_of_ordinary_calls(ranks, num_ranks):
     for rank, result in enumerate(results):
         for name, value in result[False].items():
             np.testing.assert_array_equal(result[True][name], value, err_msg=f"rank {rank}: {name}")
+
+
+def heap_inputs_shape_job(rank, num_ranks, allgather):
+    """switchyard_heap_inputs as (tokens, hidden): rows wider than DeepSeek-V3's; bad values refused by name."""
+    buffer = deep_ep.Buffer(allgather, backend="cpu", timeout_seconds=20, switchyard_heap_inputs=(4, 8192))
+    x, scales = buffer.get_dispatch_input_buffer(4, 8192, fp8=True, framework="numpy")
+    shapes = (x.shape, scales.shape)
+    with pytest.raises(switchyard.InvalidArgument, match="^hidden: expected 1..8192"):
+        buffer.get_dispatch_input_buffer(4, 8320, framework="numpy")
+    buffer.destroy()
+    refused = []
+    for value in (-1, (4,), (4, 0), (4, 128, 1), "4", True, (4, 2.5)):
+        with pytest.raises(switchyard.InvalidArgument, match="^switchyard_heap_inputs: expected"):
+            deep_ep.Buffer(allgather, backend="cpu", switchyard_heap_inputs=value)
+        refused.append(repr(value))
+    return shapes, refused
+
+
+def test_heap_inputs_take_a_hidden_and_refuse_bad_values(ranks):
+    (shapes, refused), = ranks(1).run(heap_inputs_shape_job)
+    assert shapes == ((4, 8192), (4, 64))
+    assert len(refused) == 7
