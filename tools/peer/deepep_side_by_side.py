@@ -114,7 +114,7 @@ def make_buffer(library, module, group, args):
     config = switchyard.Config()
     if args.backend == "cuda":
         config.num_channels = args.num_sms // 2
-    heap_inputs = max(args.tokens) if args.switchyard_heap_inputs else 0
+    heap_inputs = (max(args.tokens), args.hidden) if args.switchyard_heap_inputs else 0
     return module.Buffer(group, 0, backend=args.backend, switchyard_config=config, explicitly_destroy=True,
                          switchyard_heap_inputs=heap_inputs)
 
