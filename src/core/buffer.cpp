@@ -124,35 +124,15 @@ class Buffer::Impl {
                             std::to_string(kMaxLowLatencyTokens) + ", got " +
                             std::to_string(sizing.symmetric_max_tokens_per_rank));
     }
-    if (sizing.normal_heap_input_tokens < 0 || sizing.normal_heap_input_tokens > sizing.max_tokens_per_rank) {
-      throw InvalidArgument("sizing.normal_heap_input_tokens: expected 0..max_tokens_per_rank (" +
-                            std::to_string(sizing.max_tokens_per_rank) + "), got " +
-                            std::to_string(sizing.normal_heap_input_tokens));
-    }
-    if (sizing.normal_heap_input_tokens > 0 && !options_.topology.is_single_node()) {
-      throw InvalidArgument(
-          "sizing.normal_heap_input_tokens: expected 0 across nodes (a peer on another node cannot read this "
-          "heap in place), got " +
-          std::to_string(sizing.normal_heap_input_tokens) + " with topology " +
-          options_.topology.to_string());
-    }
+    check_normal_heap_input_sizing("sizing.normal_heap_input_tokens", sizing.normal_heap_input_tokens,
+                                   sizing.max_tokens_per_rank, "max_tokens_per_rank");
     // The heap: the normal region, then the low-latency region, then the symmetric region, then the normal
     // engine's heap-resident input (so all engines can share a Buffer).
     const size_t low_latency_bytes = low_latency_heap_bytes(options_.topology, sizing);
     const size_t symmetric_bytes = symmetric_heap_bytes(options_.topology, sizing);
-    const int64_t most_rows = static_cast<int64_t>(options_.topology.num_ranks) * sizing.max_tokens_per_rank;
-    if (sizing.normal_heap_combine_rows < 0 || sizing.normal_heap_combine_rows > most_rows) {
-      throw InvalidArgument("sizing.normal_heap_combine_rows: expected 0..num_ranks * max_tokens_per_rank (" +
-                            std::to_string(most_rows) + "), got " +
-                            std::to_string(sizing.normal_heap_combine_rows));
-    }
-    if (sizing.normal_heap_combine_rows > 0 && !options_.topology.is_single_node()) {
-      throw InvalidArgument(
-          "sizing.normal_heap_combine_rows: expected 0 across nodes (a home rank on another node cannot read "
-          "this heap in place), got " +
-          std::to_string(sizing.normal_heap_combine_rows) + " with topology " +
-          options_.topology.to_string());
-    }
+    check_normal_heap_input_sizing("sizing.normal_heap_combine_rows", sizing.normal_heap_combine_rows,
+                                   options_.topology.num_ranks * sizing.max_tokens_per_rank,
+                                   "num_ranks * max_tokens_per_rank");
     common::NormalInputLayout input{0, sizing.normal_heap_input_tokens, sizing.hidden};
     common::NormalCombineInputLayout combine_input{
         0,           sizing.normal_heap_combine_rows, sizing.hidden,
@@ -163,11 +143,12 @@ class Buffer::Impl {
       if (heap_bytes_ < tail_bytes) {
         throw InvalidArgument(
             "heap_bytes: expected at least low_latency_heap_bytes() + symmetric_heap_bytes() + the normal "
-            "engine's heap input = " +
+            "engine's heap inputs = " +
             std::to_string(tail_bytes) + " for sizing.low_latency_max_tokens_per_rank " +
             std::to_string(sizing.low_latency_max_tokens_per_rank) +
             ", sizing.symmetric_max_tokens_per_rank " + std::to_string(sizing.symmetric_max_tokens_per_rank) +
-            " and sizing.normal_heap_input_tokens " + std::to_string(sizing.normal_heap_input_tokens) +
+            ", sizing.normal_heap_input_tokens " + std::to_string(sizing.normal_heap_input_tokens) +
+            " and sizing.normal_heap_combine_rows " + std::to_string(sizing.normal_heap_combine_rows) +
             ", got " + std::to_string(heap_bytes_));
       }
       normal_region_bytes_ = tail_bytes == 0
@@ -189,6 +170,22 @@ class Buffer::Impl {
     detail::BackendCreateInfo info{&options_, heap_bytes_, id_};
     backend_ =
         options_.backend == Backend::cpu ? detail::make_cpu_backend(info) : detail::make_cuda_backend(info);
+  }
+
+  // The normal engine's heap-resident inputs (docs/normal-in-place.md): 0..`most` rows, and none across
+  // nodes, where a peer on another node cannot read this heap in place.
+  void check_normal_heap_input_sizing(const char* field, int64_t value, int64_t most,
+                                      const char* most_text) const {
+    if (value < 0 || value > most) {
+      throw InvalidArgument(std::string(field) + ": expected 0.." + most_text + " (" + std::to_string(most) +
+                            "), got " + std::to_string(value));
+    }
+    if (value > 0 && !options_.topology.is_single_node()) {
+      throw InvalidArgument(std::string(field) +
+                            ": expected 0 across nodes (a peer on another node cannot read " +
+                            "this heap in place), got " + std::to_string(value) + " with topology " +
+                            options_.topology.to_string());
+    }
   }
 
   Bytes local_handle() const {

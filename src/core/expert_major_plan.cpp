@@ -470,7 +470,7 @@ TensorView symmetric_input_view(const PlanContext& buffer, const common::Symmetr
                           std::to_string(hidden));
   }
   return TensorView(heap_base + layout.heap_input_offset(), DType::bf16, {num_tokens, hidden}, buffer.device,
-                    buffer.device == Device::cuda ? buffer.options.device : 0);
+                    buffer.device_index());
 }
 
 TensorView symmetric_expert_output_view(const PlanContext& buffer, const common::SymmetricLayout& layout,
@@ -494,8 +494,7 @@ TensorView symmetric_expert_output_view(const PlanContext& buffer, const common:
                           " (sizing.hidden), or 0 for the dispatch's, got " + std::to_string(hidden));
   }
   return TensorView(heap_base + layout.heap_output_offset(), DType::bf16,
-                    {handle.local_experts, rows, hidden}, buffer.device,
-                    buffer.device == Device::cuda ? buffer.options.device : 0);
+                    {handle.local_experts, rows, hidden}, buffer.device, buffer.device_index());
 }
 
 SymmetricReceiveViews symmetric_receive_views(const PlanContext& buffer,
@@ -530,7 +529,7 @@ SymmetricReceiveViews symmetric_receive_views(const PlanContext& buffer,
         " (sizing.hidden), or 0 for sizing.hidden, got " +
         (given == 0 ? "0 (sizing.hidden " + std::to_string(layout.hidden) + ")" : std::to_string(given)));
   }
-  const int device_index = buffer.device == Device::cuda ? buffer.options.device : 0;
+  const int device_index = buffer.device_index();
   SymmetricReceiveViews views;
   views.recv_x = TensorView(heap_base + layout.heap_receive_offset(), DType::fp8_e4m3,
                             {layout.local_experts, rows, hidden}, buffer.device, device_index);

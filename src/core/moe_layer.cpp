@@ -44,7 +44,7 @@ MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan
   const common::SymmetricLayout& layout = BufferAccess::symmetric_layout(buffer);
   const DType dtype = plan.weight_dtype();
   MoeWorkspace space;
-  const int device_index = context.device == Device::cuda ? context.options.device : 0;
+  const int device_index = context.device_index();
   if (heap_receive_fits(layout, plan)) {
     // Every source pushes its fp8 rows straight into them (cuda/symmetric/push.cuh):
     // Buffer::symmetric_receive's views, narrowed to the layer's experts (a leading part). The Buffer

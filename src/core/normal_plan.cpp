@@ -30,8 +30,7 @@ void check_heap_input(const DispatchPlan& plan, const NormalPlanContext& buffer)
   if (plan.args.x.data != x_view) {
     throw InvalidArgument(
         "x: expected Buffer::normal_input's view (the Buffer is sized with "
-        "BufferSizing::normal_heap_input_tokens "
-        "= " +
+        "BufferSizing::normal_heap_input_tokens = " +
         std::to_string(input.max_tokens) + ": every dispatch reads x from its heap), got " +
         plan.args.x.describe() + " elsewhere");
   }
@@ -342,8 +341,7 @@ NormalInputViews normal_input_views(const NormalPlanContext& buffer, int64_t num
   if (!input.present()) {
     throw InvalidArgument(
         "normal_input: expected a buffer sized with BufferSizing::normal_heap_input_tokens > 0, got one "
-        "sized "
-        "without it");
+        "sized without it");
   }
   if (num_tokens < 0 || num_tokens > input.max_tokens) {
     throw InvalidArgument("num_tokens: expected 0.." + std::to_string(input.max_tokens) +
@@ -361,7 +359,7 @@ NormalInputViews normal_input_views(const NormalPlanContext& buffer, int64_t num
                           std::to_string(hidden));
   }
   uint8_t* base = const_cast<uint8_t*>(buffer.heap_base);
-  const int index = buffer.device == Device::cuda ? buffer.options.device : 0;
+  const int index = buffer.device_index();
   NormalInputViews views;
   views.x = TensorView(base + input.x_offset(), dtype, {num_tokens, hidden}, buffer.device, index);
   if (dtype == DType::fp8_e4m3) {
@@ -377,8 +375,7 @@ NormalCombineInputViews normal_combine_input_views(const NormalPlanContext& buff
   if (!input.present()) {
     throw InvalidArgument(
         "normal_combine_input: expected a buffer sized with BufferSizing::normal_heap_combine_rows > 0, got "
-        "one "
-        "sized without it");
+        "one sized without it");
   }
   if (!handle.valid()) throw InvalidArgument("handle: expected a handle from dispatch, got an empty one");
   const NormalHandleData& data = handle.data();
@@ -401,7 +398,7 @@ NormalCombineInputViews normal_combine_input_views(const NormalPlanContext& buff
                           " (sizing.hidden) or 0, got " + std::to_string(hidden));
   }
   uint8_t* base = const_cast<uint8_t*>(buffer.heap_base);
-  const int index = buffer.device == Device::cuda ? buffer.options.device : 0;
+  const int index = buffer.device_index();
   NormalCombineInputViews views;
   views.x = TensorView(base + input.y_offset(), DType::bf16, {rows, hidden}, buffer.device, index);
   if (data.topk > 0) {

@@ -16,6 +16,9 @@ struct PlanContext {
   const BufferOptions& options;
   Device device;           // where the backend computes; every tensor must be there
   detail::BufferId owner;  // the Buffer; handles it did not make are refused
+
+  // The device ordinal of views the Buffer hands out of its heap: its CUDA device, 0 on the host.
+  int device_index() const { return device == Device::cuda ? options.device : 0; }
 };
 
 // NOTES: the largest hidden a call takes; below it the heap's size arithmetic (32-bit row and slot

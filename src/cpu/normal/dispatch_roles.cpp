@@ -111,8 +111,11 @@ void DispatchReceiver::copy_out(const uint8_t* slot_const, int64_t row, int sour
   uint8_t* slot = const_cast<uint8_t*>(slot_const);
   const common::DispatchMessage& message = context_.message;
   const uint32_t row_bytes = context_.row_bytes, num_scales = context_.num_scales;
+  // Where the row and its scales are: the slot, or with rows in place the source's heap
+  // (docs/normal-in-place.md).
+  const uint8_t* from_row = message.row(slot);
+  const float* from_scales = message.scales(slot);
   if (context_.rows_in_place) {
-    // The row and its scales, read where the source keeps them (docs/normal-in-place.md).
     const uint8_t* source_heap = context_.heap->peer_base(source);
     const int64_t token = *message.src_token(slot);
     // The index comes from the peer: a corrupt one must not send this read outside the peer's input.
@@ -122,19 +125,13 @@ void DispatchReceiver::copy_out(const uint8_t* slot_const, int64_t row, int sour
                         ", outside its heap input of " + std::to_string(context_.input.max_tokens) +
                         " rows (a corrupt ring message)");
     }
-    std::memcpy(context_.recv_x + row * row_bytes,
-                source_heap + context_.input.x_offset() + token * row_bytes, row_bytes);
-    if (context_.recv_x_scales) {
-      const auto* scales = reinterpret_cast<const float*>(source_heap + context_.input.scales_offset());
-      std::memcpy(context_.recv_x_scales + row * num_scales, scales + token * num_scales,
-                  num_scales * sizeof(float));
-    }
-  } else {
-    std::memcpy(context_.recv_x + row * row_bytes, message.row(slot), row_bytes);
-    if (context_.recv_x_scales) {
-      std::memcpy(context_.recv_x_scales + row * num_scales, message.scales(slot),
-                  num_scales * sizeof(float));
-    }
+    from_row = source_heap + context_.input.x_offset() + token * row_bytes;
+    from_scales =
+        reinterpret_cast<const float*>(source_heap + context_.input.scales_offset()) + token * num_scales;
+  }
+  std::memcpy(context_.recv_x + row * row_bytes, from_row, row_bytes);
+  if (context_.recv_x_scales) {
+    std::memcpy(context_.recv_x_scales + row * num_scales, from_scales, num_scales * sizeof(float));
   }
   const int topk = static_cast<int>(message.topk);
   if (context_.recv_topk_idx) {
