@@ -327,6 +327,7 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
     check_heap_input(plan, buffer);
     plan.x_in_heap = true;
     plan.input = buffer.input;
+    plan.gather_in_place = plan.cached != nullptr && plan.topk == 0;
   }
   check_heap(normal_call_bytes(plan), "dispatch", plan.hidden, args.tuning, buffer);
   plan.signature = call_signature(1, plan.hidden, static_cast<int>(plan.dtype), plan.topk, plan.has_weights,

@@ -129,12 +129,17 @@ TEST_P(NormalHeapInputTest, RoundTripsThroughTheHeapMatchTheReferenceBitwise) {
   options.y_in_heap = c.combine_input;
   std::vector<std::vector<RankRun>> runs(rounds.size(), std::vector<RankRun>(num_ranks));
   std::vector<std::vector<RankRun>> cached(rounds.size(), std::vector<RankRun>(num_ranks));
+  // DeepEP's cached dispatch (no topk_idx): with x in the heap it pulls every row by the handle's receive
+  // order, without rings (DispatchPlan::gather_in_place).
+  std::vector<std::vector<RankRun>> gathered(rounds.size(), std::vector<RankRun>(num_ranks));
   run_on_ranks(c, [&](Buffer& buffer, int rank) {
     for (size_t r = 0; r < rounds.size(); ++r) {
       const Round& round = rounds[r];
       runs[r][rank] = testing::run_round_trip(buffer, c.shape, round.data[rank], round.expected, options);
       cached[r][rank] = testing::run_cached_round_trip(buffer, c.shape, round.data[rank], round.expected,
                                                        options, runs[r][rank], true);
+      gathered[r][rank] = testing::run_cached_round_trip(buffer, c.shape, round.data[rank], round.expected,
+                                                         options, runs[r][rank], false);
     }
   });
   std::vector<std::string> failures;
@@ -149,6 +154,8 @@ TEST_P(NormalHeapInputTest, RoundTripsThroughTheHeapMatchTheReferenceBitwise) {
       const int64_t rows = static_cast<int64_t>(round.expected.dispatched[rank].recv_src_rank.size());
       testing::check_identical(cached[r][rank], runs[r][rank], rows, &found);
       testing::check_combine(cached[r][rank], c.shape, round.expected, rank, c.shape.with_weights, &found);
+      testing::check_identical_rows(gathered[r][rank], runs[r][rank], rows, &found);
+      testing::check_combine(gathered[r][rank], c.shape, round.expected, rank, false, &found);
       for (const std::string& failure : found) failures.push_back(where + failure);
     }
   }

@@ -25,7 +25,7 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
                         const Expected& expected, int expert_alignment, cudaStream_t stream,
                         const DispatchHandle* cached, DispatchHandle* handle_out,
                         const CallTuning& dispatch_tuning, const CallTuning& combine_tuning,
-                        bool scales_column_major, bool heap_inputs) {
+                        bool scales_column_major, bool heap_inputs, bool with_topk) {
   const int rank = buffer.rank();
   const int device = device_of(buffer);
   const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
@@ -48,8 +48,10 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
       args.x_scales = views.x_scales;
     }
   }
-  args.topk_idx = topk_idx;
-  args.topk_weights = topk_weights;
+  if (with_topk) {
+    args.topk_idx = topk_idx;
+    args.topk_weights = topk_weights;
+  }
   args.num_experts = shape.num_experts;
   args.expert_alignment = expert_alignment;
   args.cached_handle = cached;
@@ -63,9 +65,11 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
     out_scales = poisoned_device(DType::f32, {rows, shape.hidden / 128}, device, stream);
     args.out_recv_x_scales = out_scales;
   }
-  out_idx = poisoned_device(DType::i64, {rows, shape.topk}, device, stream);
-  args.out_recv_topk_idx = out_idx;
-  if (shape.with_weights) {
+  if (with_topk) {
+    out_idx = poisoned_device(DType::i64, {rows, shape.topk}, device, stream);
+    args.out_recv_topk_idx = out_idx;
+  }
+  if (with_topk && shape.with_weights) {
     out_weights = poisoned_device(DType::f32, {rows, shape.topk}, device, stream);
     args.out_recv_topk_weights = out_weights;
   }
@@ -83,12 +87,13 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
   CombineArgs combine_args;
   combine_args.x = y;
   combine_args.tuning = combine_tuning;
-  if (shape.with_weights) combine_args.topk_weights = dispatched.recv_topk_weights;
+  const bool with_weights = with_topk && shape.with_weights;
+  if (with_weights) combine_args.topk_weights = dispatched.recv_topk_weights;
   if (heap_inputs) {
     const NormalCombineInputViews views = buffer.normal_combine_input(dispatched.handle, shape.hidden);
     copy_to_view(views.x, y, stream);
     combine_args.x = views.x;
-    if (shape.with_weights) {
+    if (with_weights) {
       copy_to_view(views.topk_weights, dispatched.recv_topk_weights, stream);
       combine_args.topk_weights = views.topk_weights;
     }

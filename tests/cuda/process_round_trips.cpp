@@ -30,7 +30,8 @@ void require_node_grouping_visible(const workload::Shape& shape, const std::vect
                       "so this run cannot check the order across nodes; pick another SWITCHYARD_TEST_SEED");
 }
 
-// The normal engine: two round trips on one buffer.
+// The normal engine: two round trips on one buffer, then cached dispatches of the first one's routing,
+// with topk_idx and without (DeepEP's; in place, the ring-free gather).
 void run_normal(Buffer& buffer, const workload::Shape& shape, cudaStream_t stream,
                 std::vector<std::string>* failures, bool heap_inputs) {
   auto data = workload::generate(shape, seed_for("process_ranks"));
@@ -38,10 +39,16 @@ void run_normal(Buffer& buffer, const workload::Shape& shape, cudaStream_t strea
   if (!shape.topology.is_single_node() && shape.topology.ranks_per_node > 1) {
     require_node_grouping_visible(shape, data, expected, failures);
   }
+  DispatchHandle handle;
   for (int repeat = 0; repeat < 2; ++repeat) {
-    DeviceRun run = run_on_device(buffer, shape, data[buffer.rank()], expected, 1, stream, nullptr, nullptr,
-                                  {}, {}, false, heap_inputs);
+    DeviceRun run = run_on_device(buffer, shape, data[buffer.rank()], expected, 1, stream, nullptr,
+                                  repeat == 0 ? &handle : nullptr, {}, {}, false, heap_inputs);
     compare_with_reference(run, shape, expected, buffer.rank(), failures);
+  }
+  for (const bool with_topk : {true, false}) {
+    DeviceRun run = run_on_device(buffer, shape, data[buffer.rank()], expected, 1, stream, &handle, nullptr,
+                                  {}, {}, false, heap_inputs, with_topk);
+    compare_with_reference(run, shape, expected, buffer.rank(), failures, with_topk);
   }
 }
 

@@ -1,7 +1,7 @@
 """The normal engine's heap-resident inputs from Python (Buffer.normal_input, Buffer.normal_combine_input;
 docs/normal-in-place.md), CPU backend, ranks as processes: a dispatch whose x (bf16, and fp8 with its scales)
-is written into the heap input and a combine whose expert outputs and weights are written into the heap
-combine input give the bits of the same calls on an ordinary Buffer; the arrays are views of the heap (writes
+is written into the heap input, a cached dispatch of it without topk_idx, and a combine whose expert outputs and
+weights are written into the heap combine input give the bits of the same calls on an ordinary Buffer; the arrays are views of the heap (writes
 land there); on such a Buffer an x or y elsewhere is refused by name, as are views the sizing cannot hold."""
 import numpy as np
 import pytest
@@ -55,7 +55,11 @@ def round_trip(buffer, x, scales, topk_idx, topk_weights, num_experts, in_heap):
         heap_weights[:] = weights
         y, weights = heap_y, heap_weights
     combined = buffer.combine(y, recv.handle, weights)
+    # DeepEP's cached dispatch (the handle, no topk_idx): in the heap, pulled without rings.
+    cached = buffer.dispatch(x, handle=recv.handle, x_scales=scales)
     return {"recv_x": np.array(recv.recv_x), "recv_x_scales": None if scales is None else np.array(recv.recv_x_scales),
+            "cached_recv_x": np.array(cached.recv_x),
+            "cached_recv_x_scales": None if scales is None else np.array(cached.recv_x_scales),
             "recv_topk_idx": np.array(recv.recv_topk_idx), "recv_topk_weights": np.array(recv.recv_topk_weights),
             "combined_x": np.array(combined.combined_x),
             "combined_topk_weights": np.array(combined.combined_topk_weights)}

@@ -7,6 +7,14 @@ namespace switchyard::testing {
 
 namespace {
 
+// `second`'s tensor equals `first`'s bit for bit (its first `rows` rows; -1: all).
+void expect_identical(const Tensor& second, const Tensor& first, int64_t rows, const std::string& what,
+                      std::vector<std::string>* failures) {
+  std::string why;
+  if (!workload::bitwise_equal(second, first, &why, rows))
+    failures->push_back("second run's " + what + ": " + why);
+}
+
 Tensor poisoned(DType dtype, std::initializer_list<int64_t> dims) {
   Tensor tensor = Tensor::empty(dtype, dims);
   workload::poison(tensor);
@@ -422,19 +430,25 @@ void check_combine(const RankRun& run, const workload::Shape& shape, const Expec
   }
 }
 
+void check_identical_rows(const RankRun& second, const RankRun& first, int64_t compared_rows,
+                          std::vector<std::string>* failures) {
+  expect_identical(second.dispatch.recv_x, first.dispatch.recv_x, compared_rows, "recv_x", failures);
+  expect_identical(second.dispatch.recv_x_scales, first.dispatch.recv_x_scales, compared_rows,
+                   "recv_x_scales", failures);
+  expect_identical(second.dispatch.handle.recv_src_token(), first.dispatch.handle.recv_src_token(),
+                   compared_rows, "handle's recv_src_token", failures);
+}
+
 void check_identical(const RankRun& second, const RankRun& first, int64_t compared_rows,
                      std::vector<std::string>* failures) {
-  auto same = [&](const Tensor& a, const Tensor& b, int64_t rows, const std::string& what) {
-    std::string why;
-    if (!workload::bitwise_equal(a, b, &why, rows)) failures->push_back("second run's " + what + ": " + why);
-  };
-  same(second.dispatch.recv_x, first.dispatch.recv_x, compared_rows, "recv_x");
-  same(second.dispatch.recv_x_scales, first.dispatch.recv_x_scales, compared_rows, "recv_x_scales");
-  same(second.dispatch.recv_topk_idx, first.dispatch.recv_topk_idx, -1, "recv_topk_idx");
-  same(second.dispatch.recv_topk_weights, first.dispatch.recv_topk_weights, -1, "recv_topk_weights");
-  same(second.combine.combined_x, first.combine.combined_x, -1, "combined_x");
-  same(second.combine.combined_topk_weights, first.combine.combined_topk_weights, -1,
-       "combined_topk_weights");
+  check_identical_rows(second, first, compared_rows, failures);
+  expect_identical(second.dispatch.recv_topk_idx, first.dispatch.recv_topk_idx, -1, "recv_topk_idx",
+                   failures);
+  expect_identical(second.dispatch.recv_topk_weights, first.dispatch.recv_topk_weights, -1,
+                   "recv_topk_weights", failures);
+  expect_identical(second.combine.combined_x, first.combine.combined_x, -1, "combined_x", failures);
+  expect_identical(second.combine.combined_topk_weights, first.combine.combined_topk_weights, -1,
+                   "combined_topk_weights", failures);
 }
 
 }  // namespace switchyard::testing

@@ -124,6 +124,10 @@ void check_dispatch(const RankRun& run, const workload::Shape& shape, const Expe
                     const RoundTripOptions& options, bool with_topk, std::vector<std::string>* failures);
 void check_combine(const RankRun& run, const workload::Shape& shape, const Expected& expected, int rank,
                    bool with_weights, std::vector<std::string>* failures);
+// The rows `second` received (recv_x, its scales, the handle's recv_src_token) equal `first`'s, bit for bit:
+// for a cached dispatch without topk_idx, whose other outputs are absent.
+void check_identical_rows(const RankRun& second, const RankRun& first, int64_t compared_rows,
+                          std::vector<std::string>* failures);
 // Every output of `second` equals `first`, bit for bit.
 void check_identical(const RankRun& second, const RankRun& first, int64_t compared_rows,
                      std::vector<std::string>* failures);

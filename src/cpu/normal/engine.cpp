@@ -4,6 +4,7 @@
 #include "cpu/normal/engine.hpp"
 
 #include "core/normal_sizing.hpp"
+#include "cpu/normal/cached_gather.hpp"
 #include "cpu/normal/call.hpp"
 #include "cpu/normal/channel_role.hpp"
 #include "cpu/normal/channel_workers.hpp"
@@ -39,10 +40,15 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
   // With x in the heap the rings carry routing only and the receivers read the rows in place.
   const common::NormalHeapLayout layout = detail::dispatch_heap_layout(plan, plan.x_in_heap);
   const Tensor is_token_in_rank = dispatch_routing(plan);
-  calls_.zero_rings(layout);
+  // A cached dispatch in place has its receive order from the handle: no ring is used, so none is reset.
+  if (!plan.gather_in_place) calls_.zero_rings(layout);
   calls_.arrive_and_wait(layout, plan.config, "dispatch");
   DispatchCall call = calls_.start_dispatch(plan, layout, is_token_in_rank, nullptr);
   run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
+    if (plan.gather_in_place) {
+      gather_cached_rows(call.context, plan.cached->recv_src_token.as<const int32_t>(), channel);
+      return;
+    }
     DispatchSender sender(call.context, channel);
     DispatchReceiver receiver(call.context, channel);
     drive_channel(sender, receiver, plan.rank, "dispatch", channel, plan.config.timeout_seconds, abort);

@@ -5,6 +5,7 @@
 #include "cuda/normal/kernels.hpp"
 #include "device/bounded_wait.cuh"
 #include "device/cuda_check.hpp"
+#include "device/staged_row_copy.cuh"
 #include "device/warp_copy.cuh"
 #include "device/warp_group.cuh"
 
@@ -120,26 +121,12 @@ __device__ __forceinline__ MessageRow message_row(const KernelContext& context, 
 // staging buffer (load, then store), the small fields by the lanes.
 __device__ __forceinline__ void copy_out(const KernelContext& context, const DispatchLaunch& launch,
                                          uint8_t* slot, int64_t row, int source, int channel,
-                                         uint8_t* staging, uint32_t staging_bytes, uint64_t* tma_barrier,
-                                         uint32_t& phase) {
+                                         StagedRowCopy& row_copy) {
   const common::DispatchMessage& message = launch.message;
   const int lane = lane_id();
   const uint32_t row_bytes = launch.row_bytes;
   const MessageRow from = message_row(context, launch, slot, source, channel);
-  uint8_t* destination = launch.recv_x + row * row_bytes;
-  for (uint32_t offset = 0; from.row != nullptr && offset < row_bytes; offset += staging_bytes) {
-    const uint32_t bytes = min(staging_bytes, row_bytes - offset);
-    if (lane == 0) {
-      ptx::tma_store_wait_read();  // the previous piece has left the staging buffer
-      ptx::mbarrier_arrive_expect_tx(tma_barrier, bytes);
-      ptx::tma_load_1d(staging, from.row + offset, bytes, tma_barrier);
-      while (!ptx::mbarrier_try_wait_parity(tma_barrier, phase)) {
-      }
-      ptx::tma_store_1d(destination + offset, staging, bytes);
-      ptx::tma_store_commit();
-    }
-    phase ^= 1;
-  }
+  if (from.row != nullptr) row_copy.copy(launch.recv_x + row * row_bytes, from.row, row_bytes);
   for (uint32_t i = lane; from.scales != nullptr && i < launch.num_scales; i += 32) {
     launch.recv_x_scales[row * launch.num_scales + i] = from.scales[i];
   }
@@ -156,15 +143,13 @@ __device__ __forceinline__ void copy_out(const KernelContext& context, const Dis
 // Receiver role: a group of warps drains one source's ring on this channel, a chunk per round.
 __device__ void dispatch_receiver(const KernelContext& context, const DispatchLaunch& launch,
                                   DispatchShared& shared, int channel, const WarpGroup& group,
-                                  uint8_t* staging, uint32_t staging_bytes) {
+                                  StagedRowCopy row_copy) {
   const int source = group.index;
   const int index = source * context.num_channels + channel;
   const int64_t first_row = launch.recv_channel_start[index];
   const uint64_t total = static_cast<uint64_t>(launch.recv_channel_start[index + 1] - first_row);
   const common::Ring ring = context.layout.ring(context.heap.base, channel, source);
   const WaitSite site{common::WaitRole::dispatch_receiver, common::WaitTarget::ring_data, channel, source};
-  uint64_t* tma_barrier = &shared.tma_barrier[threadIdx.x / 32];
-  uint32_t phase = 0;
 
   for (uint64_t round_begin = 0; round_begin < total; round_begin += context.chunk_tokens) {
     const uint64_t round_end = min(total, round_begin + context.chunk_tokens);
@@ -175,8 +160,7 @@ __device__ void dispatch_receiver(const KernelContext& context, const DispatchLa
     // The peer's generic-proxy stores, acquired through the tail, are read below by TMA (async proxy).
     ptx::fence_proxy_async_global();
     for (uint64_t i = round_begin + group.warp_in_group; i < round_end; i += group.size) {
-      copy_out(context, launch, ring.slot(i), first_row + static_cast<int64_t>(i), source, channel, staging,
-               staging_bytes, tma_barrier, phase);
+      copy_out(context, launch, ring.slot(i), first_row + static_cast<int64_t>(i), source, channel, row_copy);
     }
     group.sync();
     if (group.leader()) common::st_release_sys(ring.head(), round_end);
@@ -224,8 +208,9 @@ __global__ void dispatch_kernel(KernelContext context, DispatchLaunch launch, in
     ptx::fence_mbarrier_init();
   }
   __syncwarp();
-  uint8_t* staging = dynamic_shared + static_cast<size_t>(threadIdx.x / 32) * staging_bytes;
-  dispatch_receiver(context, launch, shared, channel, group, staging, staging_bytes);
+  const StagedRowCopy row_copy{dynamic_shared + static_cast<size_t>(threadIdx.x / 32) * staging_bytes,
+                               staging_bytes, &shared.tma_barrier[threadIdx.x / 32], 0};
+  dispatch_receiver(context, launch, shared, channel, group, row_copy);
   pad_worst_case_rows(context, launch, channel);
 }
 

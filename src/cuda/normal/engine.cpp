@@ -91,6 +91,40 @@ CombineResult NormalEngine::combine(const detail::CombinePlan& plan) {
   return run_combine(plan, call.context, call.env);
 }
 
+namespace {
+
+// The ring dispatch's launch: `full` is the message a row would take whole (its row and scale sizes).
+DispatchLaunch dispatch_launch(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,
+                               const DispatchResult& result, const common::DispatchMessage& full,
+                               int64_t rows) {
+  const DispatchArgs& args = plan.args;
+  DispatchLaunch launch{};
+  launch.message = detail::dispatch_ring_message(plan, plan.x_in_heap);
+  launch.row_bytes = full.row_bytes;
+  launch.num_scales = full.num_scales;
+  launch.rows_in_place = plan.x_in_heap;
+  launch.input = plan.input;
+  launch.local_experts = plan.local_experts;
+  launch.x = args.x.as<const uint8_t>();
+  launch.x_scales = plan.has_scales ? args.x_scales.as<const float>() : nullptr;
+  launch.x_scales_layout = plan.scales_layout;
+  launch.topk_idx = plan.topk > 0 ? args.topk_idx.as<const int64_t>() : nullptr;
+  launch.topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
+  launch.num_tokens = plan.num_tokens;
+  launch.send_list = handle.send_list.as<const int32_t>();
+  launch.send_channel_prefix = handle.send_channel_prefix.as<const int32_t>();
+  launch.recv_channel_start = handle.recv_channel_start.as<const int32_t>();
+  launch.recv_x = result.recv_x.as<uint8_t>();
+  launch.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
+  launch.recv_topk_idx = plan.topk > 0 ? result.recv_topk_idx.as<int64_t>() : nullptr;
+  launch.recv_topk_weights = plan.has_weights ? result.recv_topk_weights.as<float>() : nullptr;
+  launch.recv_src_token = handle.recv_src_token.as<int32_t>();
+  launch.num_output_rows = rows;
+  return launch;
+}
+
+}  // namespace
+
 DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, KernelContext context,
                                           const CallEnv& env) {
   const cudaStream_t stream = env.stream;
@@ -155,31 +189,23 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
   const bool worst_case = plan.num_worst_tokens > 0;
   const int64_t rows = worst_case ? plan.num_worst_tokens : handle->num_recv_tokens;
 
-  DispatchLaunch launch{};
   const common::DispatchMessage full =
       detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
-  launch.message = detail::dispatch_ring_message(plan, plan.x_in_heap);
-  launch.row_bytes = full.row_bytes;
-  launch.num_scales = full.num_scales;
-  launch.rows_in_place = plan.x_in_heap;
-  launch.input = plan.input;
-  launch.local_experts = plan.local_experts;
-  launch.x = args.x.as<const uint8_t>();
-  launch.x_scales = plan.has_scales ? args.x_scales.as<const float>() : nullptr;
-  launch.x_scales_layout = plan.scales_layout;
-  launch.topk_idx = plan.topk > 0 ? args.topk_idx.as<const int64_t>() : nullptr;
-  launch.topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
-  launch.num_tokens = plan.num_tokens;
-  launch.send_list = handle->send_list.as<const int32_t>();
-  launch.send_channel_prefix = handle->send_channel_prefix.as<const int32_t>();
-  launch.recv_channel_start = handle->recv_channel_start.as<const int32_t>();
-  launch.recv_x = result.recv_x.as<uint8_t>();
-  launch.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
-  launch.recv_topk_idx = plan.topk > 0 ? result.recv_topk_idx.as<int64_t>() : nullptr;
-  launch.recv_topk_weights = plan.has_weights ? result.recv_topk_weights.as<float>() : nullptr;
-  launch.recv_src_token = handle->recv_src_token.as<int32_t>();
-  launch.num_output_rows = rows;
-  launch_dispatch(context, launch, stream);
+  if (plan.gather_in_place) {
+    CachedGatherLaunch gather{};
+    gather.input = plan.input;
+    gather.row_bytes = full.row_bytes;
+    gather.num_scales = full.num_scales;
+    gather.recv_channel_start = handle->recv_channel_start.as<const int32_t>();
+    gather.cached_recv_src_token = plan.cached->recv_src_token.as<const int32_t>();
+    gather.recv_x = result.recv_x.as<uint8_t>();
+    gather.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
+    gather.recv_src_token = handle->recv_src_token.as<int32_t>();
+    gather.num_output_rows = rows;
+    launch_cached_gather(context, gather, stream);
+  } else {
+    launch_dispatch(context, dispatch_launch(plan, *handle, result, full, rows), stream);
+  }
   // Rows read in place: every peer is done reading this rank's input before the caller's next write to it.
   if (plan.x_in_heap) launch_end_call(context, stream);
 

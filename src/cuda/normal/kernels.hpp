@@ -81,6 +81,22 @@ struct DispatchLaunch {
 };
 void launch_dispatch(const KernelContext& context, const DispatchLaunch& launch, cudaStream_t stream);
 
+// A cached dispatch with x in the heap (DispatchPlan::gather_in_place; docs/normal-in-place.md): every
+// received row is pulled from its source's heap by the cached handle's receive order, with no rings. Runs
+// between launch_begin_call (every source's x is written) and launch_end_call (no peer still reads it).
+struct CachedGatherLaunch {
+  common::NormalInputLayout input;       // where every source keeps its x and scales
+  uint32_t row_bytes, num_scales;        // hidden * element size; hidden / 128 for fp8, else 0
+  const int32_t* recv_channel_start;     // [R * C + 1], the cached handle's
+  const int32_t* cached_recv_src_token;  // [M]: the source token of each received row
+  uint8_t* recv_x;
+  float* recv_x_scales;     // or null (bf16)
+  int32_t* recv_src_token;  // [num_output_rows]: the new handle's
+  int64_t num_output_rows;  // M, or num_worst_tokens (padded)
+};
+void launch_cached_gather(const KernelContext& context, const CachedGatherLaunch& launch,
+                          cudaStream_t stream);
+
 struct CombineLaunch {
   common::CombineMessage message;
   int ranks_per_node;

@@ -179,6 +179,7 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
 void prepare_dispatch_kernel();
 void prepare_combine_kernel();
 void prepare_layout_kernel();
+void prepare_cached_gather_kernel();
 
 void prepare_normal_kernels(int device) {
   // Loading and attributes belong to a device's context: once per device (a process may drive several).
@@ -196,6 +197,7 @@ void prepare_normal_kernels(int device) {
     prepare_dispatch_kernel();
     prepare_combine_kernel();
     prepare_layout_kernel();
+    prepare_cached_gather_kernel();
   }();
 }
 
