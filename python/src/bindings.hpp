@@ -23,6 +23,9 @@ class PyBuffer : private CallerDevice, public Buffer {
   ~PyBuffer();
   const Placement& placement() const { return placement_; }
   bool is_cuda() const { return placement_.cuda; }
+  // The stream of the last call, made through the package or through switchyard._torch_ops's entry
+  // (layout_entry.cpp): what synchronize() without a stream waits for. Kept here so both ways agree.
+  uintptr_t last_stream = 0;
 
  private:
   Placement placement_;

@@ -260,6 +260,9 @@ BufferClass bind_buffer(nb::module_& m) {
                    "The normal engine's channels by default (buffer.hpp).")
       .def_prop_ro("max_num_channels", &Buffer::max_num_channels,
                    "The most channels a call's CallTuning may ask for (known once connected on CUDA).")
+      .def_rw("last_stream", &PyBuffer::last_stream,
+              "The stream of the last call (the package's or switchyard._torch_ops's): synchronize()'s "
+              "default.")
       .def(
           "synchronize",
           [](PyBuffer& self, uintptr_t stream) {

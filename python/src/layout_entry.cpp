@@ -77,6 +77,7 @@ int layout_into(void* buffer, const SwitchyardLayoutCall* call) {
                                       where.index);
     const DispatchLayoutOutputs out = layout_outputs_in(call->counts, self.topology(), call->num_experts,
                                                         is_token_in_rank, where.device, where.index);
+    self.last_stream = reinterpret_cast<uintptr_t>(call->stream);
     self.get_dispatch_layout(topk, static_cast<int>(call->num_experts), out,
                              static_cast<Stream>(call->stream));
     return 0;
@@ -134,6 +135,7 @@ int cached_dispatch_into(void* buffer, const SwitchyardCachedDispatchCall* call)
       args.out_recv_x_scales = view_of(call->recv_x_scales, DType::f32, call->num_recv_rows,
                                        call->hidden / common::kScaleBlock, where);
     args.stream = static_cast<Stream>(call->stream);
+    self.last_stream = reinterpret_cast<uintptr_t>(call->stream);
     nb::gil_scoped_release release;  // as the binding: ranks as threads of this process run meanwhile
     self.dispatch(args);
     return 0;
@@ -164,6 +166,7 @@ int combine_into(void* buffer, const SwitchyardCombineCall* call) {
           view_of(call->combined_topk_weights, DType::f32, call->num_tokens, call->topk, where);
     }
     args.stream = static_cast<Stream>(call->stream);
+    self.last_stream = reinterpret_cast<uintptr_t>(call->stream);
     nb::gil_scoped_release release;  // as the binding: ranks as threads of this process run meanwhile
     self.combine(args);
     return 0;

@@ -174,7 +174,6 @@ class Buffer:
         ncclComm_t address, or None to take the communicator of `group` when it is a torch NCCL process
         group). Unused within one node.
         device: the CUDA device (default: torch's current device when torch is imported, else 0)."""
-        self._last_stream = 0  # the stream of the last call, which synchronize() waits for
         self._expert_major_framework = "numpy"  # low_latency_combine_buffer's default
         self.group = as_group(group, rank)
         backend = _default_backend(backend)
@@ -560,6 +559,16 @@ class Buffer:
 
     def _mask_stream(self, stream):
         return stream_of(None, stream) if stream is not None else self._last_stream
+
+    # The stream of the last call, which synchronize() and the masks wait for by default. Kept by the native
+    # Buffer, which switchyard._torch_ops's calls (deep_ep's fast paths) also update.
+    @property
+    def _last_stream(self) -> int:
+        return self._native.last_stream
+
+    @_last_stream.setter
+    def _last_stream(self, stream: int):
+        self._native.last_stream = stream
 
     # ---- lifetime -------------------------------------------------------------------------------
     def synchronize(self, stream=None):

@@ -90,8 +90,8 @@ _torch_ops_module: Any = _TORCH_OPS_UNSET
 
 def _torch_ops():
     """switchyard._torch_ops (get_dispatch_layout, the cached dispatch and the combine, with their outputs
-    allocated by torch in C++), when it was built and against the torch now imported; else None, and the
-    Python paths serve. Looked up once."""
+    allocated by torch in C++), when it was built against the torch now imported and reads the entry this _C
+    makes; else None, and the Python paths serve. Looked up once."""
     global _torch_ops_module
     torch = _torch()
     if _torch_ops_module is _TORCH_OPS_UNSET and torch is not None:  # decided once torch is imported
@@ -99,7 +99,9 @@ def _torch_ops():
             from . import _torch_ops as ops
         except ImportError:  # not built (no torch at build time), or built against another torch
             ops = None
-        _torch_ops_module = ops if ops is not None and ops.TORCH_VERSION == torch.__version__ else None
+        usable = (ops is not None and ops.TORCH_VERSION == torch.__version__
+                  and getattr(ops, "ENTRY_VERSION", None) == _C.LAYOUT_ENTRY_VERSION)
+        _torch_ops_module = ops if usable else None
     return None if _torch_ops_module is _TORCH_OPS_UNSET else _torch_ops_module
 
 

@@ -300,3 +300,58 @@ def test_the_entry_dispatches_cached_and_combines_as_the_general_path_bitwise_an
             message, kept = refusals[name]
             assert message.startswith(prefix), f"{context}: {name}: {message}"
             assert kept, f"{context}: {name}: a refused call wrote its outputs"
+
+
+def last_stream_job(rank, num_ranks, allgather):
+    """The stream a call ran on, as synchronize() without a stream reads it: the package's calls and the
+    entry's (switchyard._torch_ops's) both set it."""
+    num_experts = 4 * num_ranks
+    topk_idx = np.random.default_rng([SEED, rank]).integers(-1, num_experts, size=(9, TOPK), dtype=np.int64)
+    buffer = switchyard.Buffer(allgather, backend="cpu", sharing="processes", hidden=HIDDEN, topk=TOPK,
+                               num_experts=num_experts, config=switchyard.Config(timeout_seconds=20))
+    seen = []
+    buffer.get_dispatch_layout(topk_idx, num_experts, stream=0x5150)  # the package's call
+    seen.append(buffer._last_stream)
+    capsule = buffer.native.layout_entry()
+    entry = entry_of(capsule)
+    counts = np.zeros(num_ranks + 1 + num_experts, np.int32)
+    in_rank = np.zeros((topk_idx.shape[0], num_ranks), np.bool_)
+    call = LayoutCall(topk_idx.ctypes.data, topk_idx.shape[0], TOPK, num_experts, 0x7e57, counts.ctypes.data,
+                      in_rank.ctypes.data)
+    status = entry.layout_into(entry.buffer, ctypes.byref(call))  # the entry's call, on another stream
+    seen.append(buffer._last_stream)
+    buffer.synchronize()  # the CPU backend's calls are complete; this only must not fail
+    allgather(b"done")
+    del entry, capsule
+    buffer.destroy()
+    return status, seen
+
+
+@pytest.mark.parametrize("num_ranks", [1, 2])
+def test_the_entrys_calls_set_the_stream_synchronize_waits_for(ranks, num_ranks):
+    for rank, (status, seen) in enumerate(ranks(num_ranks).run(last_stream_job)):
+        assert status == 0
+        assert seen == [0x5150, 0x7e57], f"rank {rank}: last streams {seen}"
+
+
+def test_the_c_module_names_the_entry_version_it_makes():
+    assert switchyard._C.LAYOUT_ENTRY_VERSION == ENTRY_VERSION
+
+
+def test_deep_ep_leaves_a_torch_ops_module_of_another_entry_version_alone(monkeypatch):
+    """A switchyard._torch_ops left from an older build (another entry version) is not used: deep_ep's calls
+    take the general path instead of failing in the module."""
+    from switchyard import deep_ep
+
+    fake_torch = type(sys)("torch")
+    fake_torch.__version__ = "9.9.9"
+    monkeypatch.setattr(deep_ep, "_torch", lambda: fake_torch)
+    for entry_version, usable in ((ENTRY_VERSION - 1, False), (None, False), (ENTRY_VERSION, True)):
+        ops = type(sys)("switchyard._torch_ops")
+        ops.TORCH_VERSION = "9.9.9"
+        if entry_version is not None:
+            ops.ENTRY_VERSION = entry_version
+        monkeypatch.setitem(sys.modules, "switchyard._torch_ops", ops)
+        monkeypatch.setattr(switchyard, "_torch_ops", ops, raising=False)
+        monkeypatch.setattr(deep_ep, "_torch_ops_module", deep_ep._TORCH_OPS_UNSET)
+        assert (deep_ep._torch_ops() is ops) == usable, f"entry version {entry_version}"
