@@ -150,7 +150,8 @@ SY_HD const char* wait_target_name(int32_t target) {
     case WaitTarget::source_done:
       return "the done word (the peer to finish reading this rank's tokens x)";
     case WaitTarget::source_row:
-      return "a token inside the peer's heap input (its ring message named one outside)";
+      return "a row inside the peer's heap input (a ring message, cached handle or published range named one "
+             "outside)";
   }
   return "unknown";
 }

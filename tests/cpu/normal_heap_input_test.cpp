@@ -407,5 +407,64 @@ TEST(NormalHeapCombineInput, CombinesFromElsewhereAreRefusedNamingTheArgument) {
   EXPECT_EQ(std::memcmp(combined.combined_topk_weights.data(), weights.data(), weights.nbytes()), 0);
 }
 
+// Ranks that combine with the handles of different dispatches. Each expert rank publishes where its rows for
+// a home start (by its own handle's receive order); a home whose own handle sent it more rows than fit from
+// there would read past that rank's combine input. The home refuses, naming the ranks, and reads nothing; its
+// peer, left alone at the closing barrier, times out naming it. Here, with expert e on rank e and one
+// channel: dispatch A sends rank 0's 8 tokens and rank 1's token 0 to rank 0 (9 rows there: rank 1's start
+// at row 8), dispatch B sends each rank's 8 tokens to the other; rank 0 combines A, rank 1 combines B, whose
+// 8 rows on rank 0 would be rows 8..15 of an input of 10.
+TEST(NormalHeapCombineInput, ACombineWithAnotherDispatchsHandleIsNotReadPastThePeersInput) {
+  constexpr int64_t kTokens = 8;
+  std::vector<std::string> outcomes(2);
+  run_ranks(2, [&](Group& group) {
+    const int rank = group.rank();
+    BufferOptions options;
+    options.topology = Topology::single_node(2);
+    options.rank = rank;
+    options.backend = Backend::cpu;
+    options.config.num_channels = 1;
+    options.config.timeout_seconds = 2.0;
+    options.sizing.max_tokens_per_rank = kTokens;
+    options.sizing.hidden = 256;
+    options.sizing.topk = 1;
+    options.sizing.num_experts = 2;
+    options.sizing.normal_heap_combine_rows = 10;
+    Buffer buffer(options);
+    buffer.connect(group.allgather(buffer.local_handle()));
+    Tensor x = Tensor::empty(DType::bf16, {kTokens, 256});
+    std::memset(x.data(), 0, x.nbytes());
+    auto dispatch_to = [&](const std::function<int64_t(int64_t)>& expert_of) {
+      Tensor topk = Tensor::empty(DType::i64, {kTokens, 1});
+      for (int64_t t = 0; t < kTokens; ++t) topk.as<int64_t>()[t] = expert_of(t);
+      DispatchArgs args;
+      args.x = x;
+      args.topk_idx = topk;
+      args.num_experts = 2;
+      return buffer.dispatch(args);
+    };
+    const DispatchResult a = dispatch_to([&](int64_t t) { return rank == 0 || t == 0 ? 0 : 1; });
+    const DispatchResult b = dispatch_to([&](int64_t) { return 1 - rank; });
+    const DispatchResult& mine = rank == 0 ? a : b;
+    const NormalCombineInputViews views = buffer.normal_combine_input(mine.handle);
+    std::memcpy(views.x.data, mine.recv_x.data(), mine.recv_x.nbytes());
+    CombineArgs args;
+    args.handle = &mine.handle;
+    args.x = views.x;
+    try {
+      buffer.combine(args);
+      outcomes[rank] = "returned";
+    } catch (const Error& error) {
+      outcomes[rank] = error.what();
+    }
+  });
+  EXPECT_TRUE(testing::contains(outcomes[1],
+                                "rank 1's receiver on channel 0 found its 8 rows on rank 0 at [8, 16), "
+                                "outside that rank's heap combine input of 10 rows"))
+      << outcomes[1];
+  EXPECT_TRUE(testing::contains(outcomes[0], "waiting for rank(s) 1")) << outcomes[0];
+  EXPECT_NE(outcomes[0], "returned");
+}
+
 }  // namespace
 }  // namespace switchyard

@@ -6,6 +6,7 @@
 
 #include "common/combine_bias.hpp"
 #include "common/numeric.hpp"
+#include "switchyard/errors.hpp"
 
 namespace switchyard::cpu {
 
@@ -98,10 +99,31 @@ CombineReceiver::CombineReceiver(const CombineContext& context, int channel)
     first_rows_.resize(context.num_ranks);
     for (int expert_rank = 0; expert_rank < context.num_ranks; ++expert_rank)
       first_rows_[expert_rank] = context.input.first_rows(context.heap->base, expert_rank)[channel];
+    check_first_rows();
   }
   size_t hidden = context.message.row_bytes / 2;
   node_sum_.resize(hidden);
   total_.resize(hidden);
+}
+
+void CombineReceiver::check_first_rows() const {
+  // Each expert rank wrote where this channel's rows for us start; with our count of the tokens we sent
+  // it on this channel, the range must lie in its heap combine input. A peer whose call differs (another
+  // handle) or a corrupt table would otherwise send the reads past it.
+  for (int expert_rank = 0; expert_rank < context_.num_ranks; ++expert_rank) {
+    int64_t count = 0;
+    for (int64_t token = token_; token < end_; ++token)
+      count += context_.is_token_in_rank[token * context_.num_ranks + expert_rank] ? 1 : 0;
+    const int64_t first = first_rows_[expert_rank];
+    if (count > 0 && (first < 0 || first + count > context_.input.max_rows)) {
+      throw SystemError("combine: rank " + std::to_string(context_.rank) + "'s receiver on channel " +
+                        std::to_string(channel_) + " found its " + std::to_string(count) + " rows on rank " +
+                        std::to_string(expert_rank) + " at [" + std::to_string(first) + ", " +
+                        std::to_string(first + count) + "), outside that rank's heap combine input of " +
+                        std::to_string(context_.input.max_rows) +
+                        " rows (the ranks' combines differ, or its table is corrupt); nothing was read");
+    }
+  }
 }
 
 bool CombineReceiver::rows_ready(const uint8_t* in_rank) {

@@ -77,6 +77,8 @@ class CombineReceiver {
     const float* weights;  // null without weights
   };
   RowSource row_of(int expert_rank, uint64_t sequence) const;
+  // Rows in place: every expert rank's range for this channel lies in its heap combine input, or SystemError.
+  void check_first_rows() const;
   bool rows_ready(const uint8_t* in_rank);
   void reduce_token(const uint8_t* in_rank);
   void release_heads(bool all);

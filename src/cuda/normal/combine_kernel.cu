@@ -36,6 +36,8 @@ struct CombineShared {
   uint64_t next_token[kMaxWarps];
   // Receiver: per reducing warp, where its token's row lies in each holding rank's ring.
   const int4* token_rows[kMaxWarps][kMaxRanks];
+  // Receiver, rows in place: some expert rank's published range lies outside its combine input.
+  int bad_range;
 };
 
 // Sender role, for one home rank: a group of warps returns this channel's rows that came from `home`,
@@ -241,6 +243,21 @@ __device__ void reduce_token(const KernelContext& context, const CombineLaunch& 
   }
 }
 
+// Rows in place: expert rank `rank` published where this channel's rows for us start; with the number of
+// tokens we sent it on this channel, the range must lie in its heap combine input. A peer whose call
+// differs (another handle) or a corrupt table would otherwise send the reads past it: recorded as this
+// receiver's failure.
+__device__ __forceinline__ bool published_range_fits(const KernelContext& context,
+                                                     const CombineLaunch& launch, int channel, int rank) {
+  const int32_t* prefix = launch.send_channel_prefix + rank * (context.num_channels + 1);
+  const int64_t count = prefix[channel + 1] - prefix[channel];
+  const int64_t first = launch.input.first_rows(context.heap.base, rank)[channel];
+  if (count == 0 || (first >= 0 && first + count <= launch.input.max_rows)) return true;
+  const WaitSite site{common::WaitRole::combine_receiver, common::WaitTarget::source_row, channel, rank};
+  record_wait_failure(context, site, launch.input.max_rows, first + count, 0);
+  return false;
+}
+
 // The receiver block is split as DeepEP's is. Warp 0 coordinates; warps 1..W-1 reduce, warp w taking
 // tokens begin + w - 1, then every (W - 1)th. A reducing warp waits only for its own token's rows and
 // never for the other warps.
@@ -319,7 +336,15 @@ __device__ void combine_receiver(const KernelContext& context, const CombineLaun
   for (int rank = threadIdx.x; rank < context.num_ranks; rank += blockDim.x) shared.tail[rank] = 0;
   for (int w = threadIdx.x; w < warps; w += blockDim.x)
     shared.next_token[w] = static_cast<uint64_t>(begin + w - 1);
+  if (threadIdx.x == 0) shared.bad_range = 0;
   __syncthreads();
+  if (launch.rows_in_place) {
+    for (int rank = threadIdx.x; rank < context.num_ranks; rank += blockDim.x) {
+      if (!published_range_fits(context, launch, channel, rank)) atomicExch(&shared.bad_range, 1);
+    }
+    __syncthreads();
+    if (shared.bad_range) return;  // recorded; nothing is read or written for this channel
+  }
   if (warp == 0) {
     // Rows in place: no ring to track or free.
     if (!launch.rows_in_place) combine_coordinator(context, launch, shared, channel, begin, end, warps - 1);

@@ -249,6 +249,7 @@ CombineResult NormalEngine::run_combine(const detail::CombinePlan& plan, KernelC
   launch.num_tokens = handle.num_tokens;
   launch.is_token_in_rank = handle.is_token_in_rank.as<const bool>();
   launch.send_slot = handle.send_slot.as<const int32_t>();
+  launch.send_channel_prefix = handle.send_channel_prefix.as<const int32_t>();
   launch.combined_x = result.combined_x.as<uint16_t>();
   launch.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
   launch.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;

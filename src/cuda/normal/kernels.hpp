@@ -112,6 +112,9 @@ struct CombineLaunch {
   int64_t num_tokens;
   const bool* is_token_in_rank;
   const int32_t* send_slot;
+  // [R, C + 1]: where each channel starts among the tokens sent to each rank (rows in place: how many rows
+  // a channel reads from each expert rank, to check the range that rank published).
+  const int32_t* send_channel_prefix;
   uint16_t* combined_x;
   float* combined_topk_weights;
   // bf16 [N, H] each, or null: where each token's final fp32 sum starts (common/combine_bias.hpp).
