@@ -115,8 +115,9 @@ struct NormalHeapLayout {
   uint32_t ring_slots;
   uint32_t slot_bytes;
 
+  // Per source: its barrier arrival count, then two stamps of the calls it opened (call_stamp below).
   SY_HD size_t barrier_offset() const { return 0; }
-  SY_HD size_t barrier_bytes() const { return align_up(num_ranks * sizeof(uint64_t), kCounterStride); }
+  SY_HD size_t barrier_bytes() const { return align_up(3 * num_ranks * sizeof(uint64_t), kCounterStride); }
 
   SY_HD size_t notify_record_bytes() const {
     return align_up(sizeof(uint64_t) + (num_channels + local_experts) * sizeof(int32_t), kCounterStride);
@@ -135,6 +136,13 @@ struct NormalHeapLayout {
   SY_HD uint64_t* barrier_word(uint8_t* heap, int source) const {
     return reinterpret_cast<uint64_t*>(heap + barrier_offset()) + source;
   }
+  // Peer `source` writes here in our heap the stamp of the call it opens with its barrier number `epoch`
+  // (call_stamp), before it arrives; we compare it with our own call's after the barrier. Two words, by the
+  // barrier's parity: a peer can be one barrier ahead of us (writing the next call's stamp while we read
+  // this one) but never two, since it cannot pass a barrier before we arrive at it.
+  SY_HD uint64_t* call_stamp_word(uint8_t* heap, int source, uint64_t epoch) const {
+    return reinterpret_cast<uint64_t*>(heap + barrier_offset()) + num_ranks + 2 * source + (epoch & 1);
+  }
   SY_HD NotifyRecord notify_record(uint8_t* heap, int source) const {
     uint8_t* record = heap + notify_offset() + notify_record_bytes() * source;
     int32_t* counts = reinterpret_cast<int32_t*>(record + sizeof(uint64_t));
@@ -150,6 +158,16 @@ struct NormalHeapLayout {
     return Ring{reinterpret_cast<RingControl*>(base), base + sizeof(RingControl), ring_slots, slot_bytes};
   }
 };
+
+// What a rank opening a call with barrier number `epoch` stamps into its peers' heaps: the call's signature
+// (core/call_signature.hpp) mixed with the barrier's number, so that a stamp left by an earlier call never
+// matches (splitmix64's finaliser; never 0, so a zeroed word never matches either).
+SY_HD uint64_t call_stamp(uint64_t signature, uint64_t epoch) {
+  uint64_t z = signature + epoch * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return (z ^ (z >> 31)) | 1;
+}
 
 // The heap-resident dispatch input (BufferSizing::normal_heap_input_tokens; docs/normal-in-place.md): a
 // rank's x rows at `offset` of its heap and, for fp8, their scales after the largest fp8 x, at offsets that

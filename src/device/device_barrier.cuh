@@ -7,17 +7,24 @@
 namespace switchyard::cuda {
 
 // Every thread of the block calls this; returns false (in every thread) if some peer never arrived.
-__device__ __forceinline__ bool block_barrier_all_ranks(const KernelContext& context) {
+// `signature` (non-zero: a call's opening barrier, the plan's call signature): every peer must be opening a
+// call with the same one (NormalHeapLayout::call_stamp_word), or false, the first peer that is not recorded
+// as a call_signature failure (the host raises InvalidArgument).
+__device__ __forceinline__ bool block_barrier_all_ranks(const KernelContext& context,
+                                                        uint64_t signature = 0) {
   __shared__ uint64_t epoch_of_block;
   __syncthreads();
   if (threadIdx.x == 0) epoch_of_block = ++*context.barrier_epoch;
   __syncthreads();
   const uint64_t epoch = epoch_of_block;
+  const uint64_t stamp = common::call_stamp(signature, epoch);
   bool arrived = true;
   uint64_t* my_word = context.layout.barrier_word(context.heap.base, context.rank);
+  uint64_t* my_stamp = context.layout.call_stamp_word(context.heap.base, context.rank, epoch);
   for (int peer = threadIdx.x; peer < context.num_ranks; peer += blockDim.x) {
-    // NOTES: the fence makes the block's earlier writes (ring resets, notify records), ordered
-    // before us by __syncthreads, visible system-wide before the peer sees our arrival.
+    if (signature != 0) *context.heap.map(my_stamp, peer) = stamp;
+    // NOTES: the fence makes the block's earlier writes (ring resets, notify records, the stamp), ordered
+    // before us by __syncthreads or program order, visible system-wide before the peer sees our arrival.
     ptx::fence_acq_rel_sys();
     common::st_release_sys(context.heap.map(my_word, peer), epoch);
   }
@@ -25,6 +32,13 @@ __device__ __forceinline__ bool block_barrier_all_ranks(const KernelContext& con
     WaitSite site{common::WaitRole::barrier, common::WaitTarget::peer_arrival, -1, peer};
     arrived =
         wait_at_least(context, context.layout.barrier_word(context.heap.base, peer), epoch, site) && arrived;
+    // The peer wrote its stamp before the release of its arrival, which the wait acquired.
+    const uint64_t theirs = *context.layout.call_stamp_word(context.heap.base, peer, epoch);
+    if (arrived && signature != 0 && theirs != stamp) {
+      const WaitSite mismatch{common::WaitRole::barrier, common::WaitTarget::call_signature, -1, peer};
+      record_wait_failure(context, mismatch, static_cast<int64_t>(stamp), static_cast<int64_t>(theirs), 0);
+      arrived = false;
+    }
   }
   return __syncthreads_and(arrived) != 0;
 }

@@ -4,9 +4,12 @@
 // low_latency waited for signals that never came.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <mutex>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -14,6 +17,7 @@
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
+#include "switchyard/group.hpp"
 #include "workload/workload.hpp"
 
 namespace switchyard {
@@ -127,6 +131,151 @@ TEST(MismatchedCombines, LogfmtOnOneRankOnlyIsRefusedOnEveryRank) {
   expect_refused_on_every_rank(outcomes, seconds, "expected every rank to call with the same shape",
                                "combined_x");
 }
+
+// The normal engine's cached dispatch and combine carry no counts to compare, so every call's opening
+// barrier compares the calls instead (NormalHeapLayout::call_stamp_word): rank 0 making another call than
+// the others (another kind, or the same kind in another mode) is refused on every rank, before the timeout,
+// writing nothing. Before the stamps such pairs waited for the timeout or, in place, returned rows that no
+// rank asked for. With the inputs in the heap, too (the ring-free paths).
+enum class NormalMismatch {
+  cached_dispatch_beside_combine,
+  cached_dispatch_with_topk_on_one_rank,
+  weights_on_one_rank
+};
+
+struct NormalMismatchCase {
+  NormalMismatch mismatch;
+  bool in_heap;
+};
+
+std::string normal_mismatch_label(const NormalMismatchCase& c) {
+  static const char* const kNames[] = {"cached_dispatch_beside_combine",
+                                       "cached_dispatch_with_topk_on_one_rank", "weights_on_one_rank"};
+  return std::string(kNames[static_cast<int>(c.mismatch)]) + (c.in_heap ? "_in_heap" : "");
+}
+
+void PrintTo(const NormalMismatchCase& c, std::ostream* out) {
+  *out << normal_mismatch_label(c);
+}
+
+class MismatchedNormalCalls : public ::testing::TestWithParam<NormalMismatchCase> {};
+
+TEST_P(MismatchedNormalCalls, IsRefusedOnEveryRankWritingNothing) {
+  const NormalMismatchCase c = GetParam();
+  constexpr int kRanks = 3;
+  constexpr int64_t kTokens = 6;
+  constexpr int kHidden = 256, kTopk = 2, kExperts = 6;
+  std::mutex mutex;
+  std::vector<Outcome> outcomes(kRanks);
+  double seconds = 0;
+  run_ranks(kRanks, [&](Group& group) {
+    const int rank = group.rank();
+    BufferOptions options;
+    options.topology = Topology::single_node(kRanks);
+    options.rank = rank;
+    options.backend = Backend::cpu;
+    options.config.timeout_seconds = kTimeoutSeconds;
+    options.sizing.max_tokens_per_rank = kTokens;
+    options.sizing.hidden = kHidden;
+    options.sizing.topk = kTopk;
+    options.sizing.num_experts = kExperts;
+    if (c.in_heap) {
+      options.sizing.normal_heap_input_tokens = kTokens;
+      options.sizing.normal_heap_combine_rows = kRanks * kTokens;
+    }
+    Buffer buffer(options);
+    buffer.connect(group.allgather(buffer.local_handle()));
+    Tensor x = Tensor::empty(DType::bf16, {kTokens, kHidden});
+    for (int64_t i = 0; i < kTokens * kHidden; ++i)
+      x.as<uint16_t>()[i] = static_cast<uint16_t>(0x3f80 + i % 7);
+    Tensor topk = Tensor::empty(DType::i64, {kTokens, kTopk});
+    Tensor weights = Tensor::empty(DType::f32, {kTokens, kTopk});
+    for (int64_t i = 0; i < kTokens * kTopk; ++i) {
+      topk.as<int64_t>()[i] = (rank + i) % kExperts;
+      weights.as<float>()[i] = 0.25f;
+    }
+    TensorView x_in = x;
+    if (c.in_heap) {
+      const NormalInputViews views = buffer.normal_input(kTokens, kHidden, DType::bf16);
+      std::memcpy(views.x.data, x.data(), x.nbytes());
+      x_in = views.x;
+    }
+    DispatchArgs dispatch;
+    dispatch.x = x_in;
+    dispatch.topk_idx = topk;
+    dispatch.topk_weights = weights;
+    dispatch.num_experts = kExperts;
+    const DispatchResult first = buffer.dispatch(dispatch);
+    CombineArgs combine;
+    combine.handle = &first.handle;
+    combine.x = first.recv_x;
+    combine.topk_weights = first.recv_topk_weights;
+    if (c.in_heap) {
+      const NormalCombineInputViews views = buffer.normal_combine_input(first.handle);
+      std::memcpy(views.x.data, first.recv_x.data(), first.recv_x.nbytes());
+      std::memcpy(views.topk_weights.data, first.recv_topk_weights.data(), first.recv_topk_weights.nbytes());
+      combine.x = views.x;
+      combine.topk_weights = views.topk_weights;
+    }
+    Tensor poisoned_rows = Tensor::empty(DType::bf16, {first.recv_x.size(0), kHidden});
+    Tensor poisoned_combined = Tensor::empty(DType::bf16, {kTokens, kHidden});
+    std::memset(poisoned_rows.data(), 0xA5, poisoned_rows.nbytes());
+    std::memset(poisoned_combined.data(), 0xA5, poisoned_combined.nbytes());
+    DispatchArgs cached;
+    cached.x = x_in;
+    cached.cached_handle = &first.handle;
+    cached.out_recv_x = poisoned_rows;
+    combine.out_combined_x = poisoned_combined;
+    Tensor poisoned_topk, poisoned_weights;
+    group.barrier();
+    const auto start = std::chrono::steady_clock::now();
+    Outcome outcome;
+    switch (c.mismatch) {
+      case NormalMismatch::cached_dispatch_beside_combine:
+        outcome =
+            outcome_of([&] { rank == 0 ? (void)buffer.dispatch(cached) : (void)buffer.combine(combine); });
+        break;
+      case NormalMismatch::cached_dispatch_with_topk_on_one_rank:
+        if (rank == 0) {
+          cached.topk_idx = topk;
+          poisoned_topk = Tensor::empty(DType::i64, {first.recv_x.size(0), kTopk});
+          std::memset(poisoned_topk.data(), 0xA5, poisoned_topk.nbytes());
+          cached.out_recv_topk_idx = poisoned_topk;
+        }
+        outcome = outcome_of([&] { buffer.dispatch(cached); });
+        break;
+      case NormalMismatch::weights_on_one_rank:
+        if (rank != 0) combine.topk_weights = TensorView();
+        outcome = outcome_of([&] { buffer.combine(combine); });
+        break;
+    }
+    const double taken = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    outcome.outputs_untouched = em::all_poison(poisoned_rows) && em::all_poison(poisoned_combined) &&
+                                (!poisoned_topk.defined() || em::all_poison(poisoned_topk));
+    std::lock_guard<std::mutex> lock(mutex);
+    outcomes[rank] = outcome;
+    seconds = std::max(seconds, taken);
+  });
+  expect_refused_on_every_rank(outcomes, seconds, "expected every rank to call with the same shape",
+                               "recv_x, recv_topk_idx or combined_x");
+}
+
+std::vector<NormalMismatchCase> normal_mismatch_cases() {
+  std::vector<NormalMismatchCase> cases;
+  for (NormalMismatch mismatch :
+       {NormalMismatch::cached_dispatch_beside_combine, NormalMismatch::cached_dispatch_with_topk_on_one_rank,
+        NormalMismatch::weights_on_one_rank}) {
+    for (bool in_heap : {false, true}) cases.push_back(NormalMismatchCase{mismatch, in_heap});
+  }
+  return cases;
+}
+
+std::string normal_mismatch_name(const ::testing::TestParamInfo<NormalMismatchCase>& info) {
+  return normal_mismatch_label(info.param);
+}
+
+INSTANTIATE_TEST_SUITE_P(Mismatches, MismatchedNormalCalls, ::testing::ValuesIn(normal_mismatch_cases()),
+                         normal_mismatch_name);
 
 INSTANTIATE_TEST_SUITE_P(Engines, MismatchedCalls, ::testing::Values(Engine::low_latency, Engine::symmetric),
                          [](const ::testing::TestParamInfo<Engine>& info) {

@@ -128,6 +128,11 @@ void NormalCalls::arrive_and_wait(const common::NormalHeapLayout& layout, const 
   barrier_.arrive_and_wait(heap_.view(), layout, config.timeout_seconds, operation, link, ranks_per_node);
 }
 
+void NormalCalls::open_call(const common::NormalHeapLayout& layout, const Config& config,
+                            const char* operation, uint64_t signature) {
+  barrier_.arrive_and_wait(heap_.view(), layout, config.timeout_seconds, operation, nullptr, 0, signature);
+}
+
 Tensor dispatch_routing(const detail::DispatchPlan& plan) {
   if (plan.cached) return plan.cached->is_token_in_rank;  // the handle's own, never written again
   if (plan.layout) {

@@ -43,6 +43,10 @@ class NormalCalls {
   // Waits for every rank to arrive (HeapBarrier::arrive_and_wait: `link` reaches the other nodes).
   void arrive_and_wait(const common::NormalHeapLayout& layout, const Config& config, const char* operation,
                        transport::Transport* link = nullptr, int ranks_per_node = 0);
+  // The opening barrier of a call on one node: as arrive_and_wait, and every rank must open a call with
+  // `signature` (the plan's), or InvalidArgument on every rank that sees another.
+  void open_call(const common::NormalHeapLayout& layout, const Config& config, const char* operation,
+                 uint64_t signature);
   // After the first barrier: makes the handle, exchanges the counts with every rank (notify, ended
   // by a barrier) unless the plan is cached, checks that every rank called with the same shape,
   // allocates the outputs and fills the roles' context. The record for a rank of another node is

@@ -42,7 +42,7 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
   const Tensor is_token_in_rank = dispatch_routing(plan);
   // A cached dispatch in place has its receive order from the handle: no ring is used, so none is reset.
   if (!plan.gather_in_place) calls_.zero_rings(layout);
-  calls_.arrive_and_wait(layout, plan.config, "dispatch");
+  calls_.open_call(layout, plan.config, "dispatch", plan.signature);
   DispatchCall call = calls_.start_dispatch(plan, layout, is_token_in_rank, nullptr);
   run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
     if (plan.gather_in_place) {
@@ -65,7 +65,7 @@ CombineResult NormalEngine::combine(const detail::CombinePlan& plan) {
   calls_.zero_rings(layout);
   // Rows read in place: each home learns where its rows start on every expert rank before the barrier.
   if (plan.y_in_heap) publish_first_rows(context);
-  calls_.arrive_and_wait(layout, plan.config, "combine");
+  calls_.open_call(layout, plan.config, "combine", plan.signature);
   run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
     CombineSender sender(context, channel);
     CombineReceiver receiver(context, channel);

@@ -339,6 +339,9 @@ __device__ void combine_receiver(const KernelContext& context, const CombineLaun
   if (threadIdx.x == 0) shared.bad_range = 0;
   __syncthreads();
   if (launch.rows_in_place) {
+    // Nothing to wait for in place, so nothing else would stop a rank whose opening failed (the ranks'
+    // calls mismatched) from reading its peers' heaps.
+    if (rank_aborted(context)) return;
     for (int rank = threadIdx.x; rank < context.num_ranks; rank += blockDim.x) {
       if (!published_range_fits(context, launch, channel, rank)) atomicExch(&shared.bad_range, 1);
     }

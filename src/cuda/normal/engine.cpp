@@ -145,7 +145,7 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
                                 : static_cast<int64_t>(num_ranks) * options_.sizing.max_tokens_per_rank;
   handle->recv_src_token = allocate(env, DType::i32, {source_row_capacity});
   if (plan.cached) {
-    launch_begin_call(context, stream);
+    launch_begin_call(context, plan.signature, stream);
   } else {
     if (plan.layout) {
       // The caller's layout is borrowed for this call only; combine and cached dispatches read the copy.
@@ -234,9 +234,9 @@ CombineResult NormalEngine::run_combine(const detail::CombinePlan& plan, KernelC
   if (plan.y_in_heap) {
     // Each home rank learns where its rows start in this rank's receive order before the barrier.
     launch_begin_combine_in_place(context, handle.recv_channel_start.as<const int32_t>(), plan.combine_input,
-                                  env.stream);
+                                  plan.signature, env.stream);
   } else {
-    launch_begin_call(context, env.stream);
+    launch_begin_call(context, plan.signature, env.stream);
   }
   CombineLaunch launch{};
   launch.message = detail::combine_message(plan.hidden, plan.topk, plan.has_weights);

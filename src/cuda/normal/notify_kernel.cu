@@ -19,13 +19,13 @@ constexpr int kBeginThreads = 256;
 // 16384 experts); set once in prepare_normal_kernels.
 constexpr size_t kNotifySharedBytes = 128 * 1024;
 
-__global__ void begin_call_kernel(KernelContext context) {
+__global__ void begin_call_kernel(KernelContext context, uint64_t signature) {
   reset_own_rings(context);
-  block_barrier_all_ranks(context);
+  block_barrier_all_ranks(context, signature);
 }
 
 __global__ void begin_combine_in_place_kernel(KernelContext context, const int32_t* recv_channel_start,
-                                              common::NormalCombineInputLayout input) {
+                                              common::NormalCombineInputLayout input, uint64_t signature) {
   reset_own_rings(context);
   const int num_channels = context.num_channels;
   for (int index = threadIdx.x; index < context.num_ranks * num_channels; index += blockDim.x) {
@@ -33,7 +33,7 @@ __global__ void begin_combine_in_place_kernel(KernelContext context, const int32
     input.first_rows(context.heap.peer_base(home), context.rank)[index % num_channels] =
         recv_channel_start[index];
   }
-  block_barrier_all_ranks(context);  // its fence orders the table's writes before our arrival
+  block_barrier_all_ranks(context, signature);  // its fence orders the table's writes before our arrival
 }
 
 __global__ void end_call_kernel(KernelContext context) {
@@ -80,11 +80,12 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
   int32_t* channel_counts = shared_counts;                            // [R * C], destination-major
   int32_t* expert_counts = shared_counts + num_ranks * num_channels;  // [E]
 
-  // 1. Open the call: our rings are empty, and every rank has finished its previous call.
+  // 1. Open the call: our rings are empty, every rank has finished its previous call, and every rank is
+  //    opening this same call.
   reset_own_rings(context);
   for (int i = threadIdx.x; i < num_ranks * num_channels; i += blockDim.x) channel_counts[i] = 0;
   for (int i = threadIdx.x; i < num_experts; i += blockDim.x) expert_counts[i] = 0;
-  if (!block_barrier_all_ranks(context)) return;
+  if (!block_barrier_all_ranks(context, launch.signature)) return;
 
   // 2. Count what goes where, and list each destination's tokens for the senders and for combine.
   scan_channel_tokens(context, launch, channel_counts, false);
@@ -201,14 +202,16 @@ void prepare_normal_kernels(int device) {
   }();
 }
 
-void launch_begin_call(const KernelContext& context, cudaStream_t stream) {
-  begin_call_kernel<<<1, kBeginThreads, 0, stream>>>(context);
+void launch_begin_call(const KernelContext& context, uint64_t signature, cudaStream_t stream) {
+  begin_call_kernel<<<1, kBeginThreads, 0, stream>>>(context, signature);
   SY_CUDA_CHECK_LAUNCH();
 }
 
 void launch_begin_combine_in_place(const KernelContext& context, const int32_t* recv_channel_start,
-                                   const common::NormalCombineInputLayout& input, cudaStream_t stream) {
-  begin_combine_in_place_kernel<<<1, kBeginThreads, 0, stream>>>(context, recv_channel_start, input);
+                                   const common::NormalCombineInputLayout& input, uint64_t signature,
+                                   cudaStream_t stream) {
+  begin_combine_in_place_kernel<<<1, kBeginThreads, 0, stream>>>(context, recv_channel_start, input,
+                                                                 signature);
   SY_CUDA_CHECK_LAUNCH();
 }
 
