@@ -169,6 +169,12 @@ SY_HD uint64_t call_stamp(uint64_t signature, uint64_t epoch) {
   return (z ^ (z >> 31)) | 1;
 }
 
+// The signature a call on a dispatch's routing stamps: its own, mixed with the routing's epoch
+// (NormalHandleData::routing_epoch), so that calls on the routings of different dispatches differ.
+SY_HD uint64_t routed_signature(uint64_t signature, uint64_t routing_epoch) {
+  return call_stamp(signature, routing_epoch);
+}
+
 // The heap-resident dispatch input (BufferSizing::normal_heap_input_tokens; docs/normal-in-place.md): a
 // rank's x rows at `offset` of its heap and, for fp8, their scales after the largest fp8 x, at offsets that
 // depend on the Buffer's sizing only, so that a receiver finds token t of source s in s's heap without being

@@ -22,6 +22,7 @@ std::shared_ptr<NormalHandleData> new_normal_handle(const DispatchPlan& plan, de
     handle->num_recv_tokens_per_expert = cached->num_recv_tokens_per_expert;
     handle->recv_expert_counts = cached->recv_expert_counts;
     handle->recv_token_count = cached->recv_token_count;
+    handle->routing_epoch = cached->routing_epoch;
     handle->send_list = cached->send_list;
     handle->send_channel_prefix = cached->send_channel_prefix;
     handle->send_slot = cached->send_slot;

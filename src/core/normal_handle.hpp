@@ -38,6 +38,12 @@ struct NormalHandleData {
   std::vector<int> num_recv_tokens_per_expert;  // host copy, aligned; empty in worst case
   Tensor recv_expert_counts;                    // i32 [local_experts], aligned
   Tensor recv_token_count;                      // i32 [1]
+  // i64 [1], on the backend's device: the number of the barrier that opened the dispatch that made this
+  // routing, the same on every rank of that dispatch (one node; the hierarchical engines leave it 0). A
+  // cached dispatch's handle shares its cached handle's. Mixed into the opening stamps of the cached
+  // dispatches and combines that use the handle (common::routed_signature), so that ranks holding handles
+  // of different dispatches are refused rather than combined.
+  Tensor routing_epoch;
 
   // Send side, CUDA only (the CPU engine scans is_token_in_rank instead).
   Tensor send_list;            // i32 [R, N]: per destination, the tokens it gets, in order

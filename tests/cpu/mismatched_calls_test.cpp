@@ -137,10 +137,13 @@ TEST(MismatchedCombines, LogfmtOnOneRankOnlyIsRefusedOnEveryRank) {
 // the others (another kind, or the same kind in another mode) is refused on every rank, before the timeout,
 // writing nothing. Before the stamps such pairs waited for the timeout or, in place, returned rows that no
 // rank asked for. With the inputs in the heap, too (the ring-free paths).
+// The last case combines with the handles of two dispatches of the same routing: alike in every shape, told
+// apart only by the dispatch each handle came from (NormalHandleData::routing_epoch).
 enum class NormalMismatch {
   cached_dispatch_beside_combine,
   cached_dispatch_with_topk_on_one_rank,
-  weights_on_one_rank
+  weights_on_one_rank,
+  combine_on_another_dispatchs_handle
 };
 
 struct NormalMismatchCase {
@@ -150,7 +153,8 @@ struct NormalMismatchCase {
 
 std::string normal_mismatch_label(const NormalMismatchCase& c) {
   static const char* const kNames[] = {"cached_dispatch_beside_combine",
-                                       "cached_dispatch_with_topk_on_one_rank", "weights_on_one_rank"};
+                                       "cached_dispatch_with_topk_on_one_rank", "weights_on_one_rank",
+                                       "combine_on_another_dispatchs_handle"};
   return std::string(kNames[static_cast<int>(c.mismatch)]) + (c.in_heap ? "_in_heap" : "");
 }
 
@@ -205,7 +209,11 @@ TEST_P(MismatchedNormalCalls, IsRefusedOnEveryRankWritingNothing) {
     dispatch.topk_idx = topk;
     dispatch.topk_weights = weights;
     dispatch.num_experts = kExperts;
-    const DispatchResult first = buffer.dispatch(dispatch);
+    const DispatchResult earlier = buffer.dispatch(dispatch);
+    const DispatchResult later = buffer.dispatch(dispatch);
+    const bool earlier_on_this_rank =
+        c.mismatch == NormalMismatch::combine_on_another_dispatchs_handle && rank == 0;
+    const DispatchResult& first = earlier_on_this_rank ? earlier : later;
     CombineArgs combine;
     combine.handle = &first.handle;
     combine.x = first.recv_x;
@@ -248,6 +256,9 @@ TEST_P(MismatchedNormalCalls, IsRefusedOnEveryRankWritingNothing) {
         if (rank != 0) combine.topk_weights = TensorView();
         outcome = outcome_of([&] { buffer.combine(combine); });
         break;
+      case NormalMismatch::combine_on_another_dispatchs_handle:
+        outcome = outcome_of([&] { buffer.combine(combine); });
+        break;
     }
     const double taken = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     outcome.outputs_untouched = em::all_poison(poisoned_rows) && em::all_poison(poisoned_combined) &&
@@ -264,7 +275,7 @@ std::vector<NormalMismatchCase> normal_mismatch_cases() {
   std::vector<NormalMismatchCase> cases;
   for (NormalMismatch mismatch :
        {NormalMismatch::cached_dispatch_beside_combine, NormalMismatch::cached_dispatch_with_topk_on_one_rank,
-        NormalMismatch::weights_on_one_rank}) {
+        NormalMismatch::weights_on_one_rank, NormalMismatch::combine_on_another_dispatchs_handle}) {
     for (bool in_heap : {false, true}) cases.push_back(NormalMismatchCase{mismatch, in_heap});
   }
   return cases;

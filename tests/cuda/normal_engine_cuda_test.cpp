@@ -683,84 +683,92 @@ TEST(CudaNormalEngineErrors, ExpertIdOutOfRangeOnDeviceIsInvalidArgumentAndWrite
   }
 }
 
-// Rank 0 makes a cached dispatch while the others combine, with the same handle: the opening barrier
-// compares the calls' stamps (NormalHeapLayout::call_stamp_word), so every rank refuses with an
-// InvalidArgument at synchronize, before the timeout, writing neither recv_x nor combined_x. Ordinary inputs
-// and heap-resident ones (whose ring-free paths would otherwise return rows nobody asked for).
-TEST(CudaNormalEngineErrors, ACachedDispatchBesideACombineIsRefusedOnEveryRank) {
+// Rank 0 makes a cached dispatch while the others combine, with the same handle; or every rank combines,
+// rank 0 on the handle of an earlier dispatch of the same routing (alike in every shape). The opening
+// barrier compares the calls' stamps (NormalHeapLayout::call_stamp_word, with the handle's routing epoch), so
+// every rank refuses with an InvalidArgument at synchronize, before the timeout, writing neither recv_x nor
+// combined_x. Ordinary inputs and heap-resident ones (whose ring-free paths would otherwise return rows
+// nobody asked for).
+TEST(CudaNormalEngineErrors, CallsThatDifferAcrossRanksAreRefusedOnEveryRank) {
   SWITCHYARD_REQUIRE_GPU();
-  for (const bool heap_inputs : {false, true}) {
-    SCOPED_TRACE(heap_inputs ? "heap inputs" : "ordinary inputs");
-    CudaCase c{"mismatch", make_shape(3, 24, 256, 4, 12, DType::bf16), config_with(2, 16, 4)};
-    c.config.timeout_seconds = 30;
-    c.heap_inputs = heap_inputs;
-    const uint64_t seed = seed_for("normal_mismatch");
-    auto data = workload::generate(c.shape, seed);
-    Expected expected = compute_expected(c.shape, data, 1);
-    const int ranks = c.shape.topology.num_ranks;
-    std::vector<std::string> messages(ranks);
-    std::vector<char> untouched(ranks, 0);
-    const auto start = std::chrono::steady_clock::now();
-    run_ranks(ranks, [&](Group& group) {
-      const int rank = group.rank();
-      const int device = device_for_rank(rank, ranks);
-      check_cuda(cudaSetDevice(device), "cudaSetDevice");
-      cudaStream_t stream;
-      check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-      {
-        Buffer buffer(options_for(c, rank));
-        buffer.connect(group.allgather(buffer.local_handle()));
-        DispatchHandle handle;
-        run_on_device(buffer, c.shape, data[rank], expected, 1, stream, nullptr, &handle, {}, {}, false,
-                      heap_inputs);
-        const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
-        Tensor x = to_device(data[rank].x, device, stream);
-        Tensor y = poisoned_device(DType::bf16, {rows, c.shape.hidden}, device, stream);
-        DispatchArgs cached;
-        cached.x = x;
-        CombineArgs combine;
-        combine.x = y;
-        if (heap_inputs) {
-          cached.x = buffer.normal_input(data[rank].x.size(0), c.shape.hidden, DType::bf16).x;
-          combine.x = buffer.normal_combine_input(handle, c.shape.hidden).x;
-        }
-        cached.cached_handle = &handle;
-        cached.stream = stream;
-        Tensor recv_x = poisoned_device(DType::bf16, {rows, c.shape.hidden}, device, stream);
-        cached.out_recv_x = recv_x;
-        combine.handle = &handle;
-        combine.stream = stream;
-        Tensor combined_x =
-            poisoned_device(DType::bf16, {data[rank].x.size(0), c.shape.hidden}, device, stream);
-        combine.out_combined_x = combined_x;
-        group.barrier();
-        std::string message = "no exception";
-        try {
-          if (rank == 0) {
-            buffer.dispatch(cached);
-          } else {
-            buffer.combine(combine);
+  for (const bool heap_inputs : {false, true})
+    for (const bool other_handle : {false, true}) {
+      SCOPED_TRACE(
+          std::string(heap_inputs ? "heap inputs" : "ordinary inputs") +
+          (other_handle ? ", combines on different handles" : ", a cached dispatch beside combines"));
+      CudaCase c{"mismatch", make_shape(3, 24, 256, 4, 12, DType::bf16), config_with(2, 16, 4)};
+      c.config.timeout_seconds = 30;
+      c.heap_inputs = heap_inputs;
+      const uint64_t seed = seed_for("normal_mismatch");
+      auto data = workload::generate(c.shape, seed);
+      Expected expected = compute_expected(c.shape, data, 1);
+      const int ranks = c.shape.topology.num_ranks;
+      std::vector<std::string> messages(ranks);
+      std::vector<char> untouched(ranks, 0);
+      const auto start = std::chrono::steady_clock::now();
+      run_ranks(ranks, [&](Group& group) {
+        const int rank = group.rank();
+        const int device = device_for_rank(rank, ranks);
+        check_cuda(cudaSetDevice(device), "cudaSetDevice");
+        cudaStream_t stream;
+        check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+        {
+          Buffer buffer(options_for(c, rank));
+          buffer.connect(group.allgather(buffer.local_handle()));
+          DispatchHandle earlier, handle;
+          run_on_device(buffer, c.shape, data[rank], expected, 1, stream, nullptr, &earlier, {}, {}, false,
+                        heap_inputs);
+          run_on_device(buffer, c.shape, data[rank], expected, 1, stream, nullptr, &handle, {}, {}, false,
+                        heap_inputs);
+          if (other_handle && rank == 0) handle = earlier;
+          const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
+          Tensor x = to_device(data[rank].x, device, stream);
+          Tensor y = poisoned_device(DType::bf16, {rows, c.shape.hidden}, device, stream);
+          DispatchArgs cached;
+          cached.x = x;
+          CombineArgs combine;
+          combine.x = y;
+          if (heap_inputs) {
+            cached.x = buffer.normal_input(data[rank].x.size(0), c.shape.hidden, DType::bf16).x;
+            combine.x = buffer.normal_combine_input(handle, c.shape.hidden).x;
           }
-          buffer.synchronize(stream);
-        } catch (const InvalidArgument& error) {
-          message = error.what();
-        } catch (const std::exception& error) {
-          message = std::string("not an InvalidArgument: ") + error.what();
+          cached.cached_handle = &handle;
+          cached.stream = stream;
+          Tensor recv_x = poisoned_device(DType::bf16, {rows, c.shape.hidden}, device, stream);
+          cached.out_recv_x = recv_x;
+          combine.handle = &handle;
+          combine.stream = stream;
+          Tensor combined_x =
+              poisoned_device(DType::bf16, {data[rank].x.size(0), c.shape.hidden}, device, stream);
+          combine.out_combined_x = combined_x;
+          group.barrier();
+          std::string message = "no exception";
+          try {
+            if (rank == 0 && !other_handle) {
+              buffer.dispatch(cached);
+            } else {
+              buffer.combine(combine);
+            }
+            buffer.synchronize(stream);
+          } catch (const InvalidArgument& error) {
+            message = error.what();
+          } catch (const std::exception& error) {
+            message = std::string("not an InvalidArgument: ") + error.what();
+          }
+          messages[rank] = message;
+          untouched[rank] = expert_major::all_poison_on_device(recv_x, stream) &&
+                            expert_major::all_poison_on_device(combined_x, stream);
         }
-        messages[rank] = message;
-        untouched[rank] = expert_major::all_poison_on_device(recv_x, stream) &&
-                          expert_major::all_poison_on_device(combined_x, stream);
+        cudaStreamDestroy(stream);
+      });
+      const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      EXPECT_LT(seconds, 20.0) << "the refusal waited for a timeout";
+      for (int rank = 0; rank < ranks; ++rank) {
+        SCOPED_TRACE("rank " + std::to_string(rank) + ": " + messages[rank]);
+        EXPECT_NE(messages[rank].find("expected every rank to call with the same shape"), std::string::npos);
+        EXPECT_TRUE(untouched[rank]) << "recv_x or combined_x was written";
       }
-      cudaStreamDestroy(stream);
-    });
-    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_LT(seconds, 20.0) << "the refusal waited for a timeout";
-    for (int rank = 0; rank < ranks; ++rank) {
-      SCOPED_TRACE("rank " + std::to_string(rank) + ": " + messages[rank]);
-      EXPECT_NE(messages[rank].find("expected every rank to call with the same shape"), std::string::npos);
-      EXPECT_TRUE(untouched[rank]) << "recv_x or combined_x was written";
     }
-  }
 }
 
 }  // namespace

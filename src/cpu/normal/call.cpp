@@ -156,7 +156,12 @@ DispatchCall NormalCalls::start_dispatch(const detail::DispatchPlan& plan,
   call.handle = detail::new_normal_handle(plan, owner_);
   detail::NormalHandleData& handle = *call.handle;
   handle.is_token_in_rank = is_token_in_rank;
-  if (!plan.cached) exchange_counts(heap, barrier_, plan, layout, in_rank, link, handle);
+  if (!plan.cached) {
+    // The routing is this call's: named by the barrier that opened it, the same number on every rank.
+    handle.routing_epoch = Tensor::empty(DType::i64, {1});
+    handle.routing_epoch.as<int64_t>()[0] = static_cast<int64_t>(barrier_.epoch());
+    exchange_counts(heap, barrier_, plan, layout, in_rank, link, handle);
+  }
 
   call.num_recv = handle.num_recv_tokens;
   const bool worst_case = plan.num_worst_tokens > 0;

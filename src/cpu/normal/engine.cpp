@@ -34,6 +34,12 @@ void drive_channel(Sender& sender, Receiver& receiver, int rank, const char* ope
   }
 }
 
+// The routing's epoch (NormalHandleData::routing_epoch), on the host here.
+uint64_t routing_epoch_of(const detail::NormalHandleData& handle) {
+  return handle.routing_epoch.defined() ? static_cast<uint64_t>(handle.routing_epoch.as<const int64_t>()[0])
+                                        : 0;
+}
+
 }  // namespace
 
 DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
@@ -42,7 +48,9 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
   const Tensor is_token_in_rank = dispatch_routing(plan);
   // A cached dispatch in place has its receive order from the handle: no ring is used, so none is reset.
   if (!plan.gather_in_place) calls_.zero_rings(layout);
-  calls_.open_call(layout, plan.config, "dispatch", plan.signature);
+  calls_.open_call(layout, plan.config, "dispatch",
+                   plan.cached ? common::routed_signature(plan.signature, routing_epoch_of(*plan.cached))
+                               : plan.signature);
   DispatchCall call = calls_.start_dispatch(plan, layout, is_token_in_rank, nullptr);
   run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
     if (plan.gather_in_place) {
@@ -65,7 +73,8 @@ CombineResult NormalEngine::combine(const detail::CombinePlan& plan) {
   calls_.zero_rings(layout);
   // Rows read in place: each home learns where its rows start on every expert rank before the barrier.
   if (plan.y_in_heap) publish_first_rows(context);
-  calls_.open_call(layout, plan.config, "combine", plan.signature);
+  calls_.open_call(layout, plan.config, "combine",
+                   common::routed_signature(plan.signature, routing_epoch_of(*plan.handle)));
   run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
     CombineSender sender(context, channel);
     CombineReceiver receiver(context, channel);

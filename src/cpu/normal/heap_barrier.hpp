@@ -25,6 +25,9 @@ class HeapBarrier {
                        transport::Transport* transport = nullptr, int ranks_per_node = 0,
                        uint64_t signature = 0);
 
+  // The number of this rank's last barrier (the same on every rank once they have all passed it).
+  uint64_t epoch() const { return epoch_; }
+
  private:
   uint64_t epoch_ = 0;
 };

@@ -93,6 +93,12 @@ CombineResult NormalEngine::combine(const detail::CombinePlan& plan) {
 
 namespace {
 
+// The handle's routing epoch on the device (NormalHandleData::routing_epoch), or null for a handle without
+// one (the hierarchical engine's).
+const int64_t* routing_epoch_of(const detail::NormalHandleData& handle) {
+  return handle.routing_epoch.defined() ? handle.routing_epoch.as<const int64_t>() : nullptr;
+}
+
 // The ring dispatch's launch: `full` is the message a row would take whole (its row and scale sizes).
 DispatchLaunch dispatch_launch(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,
                                const DispatchResult& result, const common::DispatchMessage& full,
@@ -145,7 +151,7 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
                                 : static_cast<int64_t>(num_ranks) * options_.sizing.max_tokens_per_rank;
   handle->recv_src_token = allocate(env, DType::i32, {source_row_capacity});
   if (plan.cached) {
-    launch_begin_call(context, plan.signature, stream);
+    launch_begin_call(context, plan.signature, routing_epoch_of(*plan.cached), stream);
   } else {
     if (plan.layout) {
       // The caller's layout is borrowed for this call only; combine and cached dispatches read the copy.
@@ -158,6 +164,7 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
     handle->recv_channel_start = allocate(env, DType::i32, {num_ranks * num_channels + 1});
     handle->recv_expert_counts = allocate(env, DType::i32, {plan.local_experts});
     handle->recv_token_count = allocate(env, DType::i32, {1});
+    handle->routing_epoch = allocate(env, DType::i64, {1});
     handle->send_list = allocate(env, DType::i32, {num_ranks, plan.num_tokens});
     handle->send_channel_prefix = allocate(env, DType::i32, {num_ranks, num_channels + 1});
     handle->send_slot = allocate(env, DType::i32, {plan.num_tokens, num_ranks});
@@ -174,6 +181,7 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
     notify.recv_channel_start = handle->recv_channel_start.as<int32_t>();
     notify.recv_expert_counts = handle->recv_expert_counts.as<int32_t>();
     notify.recv_token_count = handle->recv_token_count.as<int32_t>();
+    notify.routing_epoch = handle->routing_epoch.as<int64_t>();
     notify.send_list = handle->send_list.as<int32_t>();
     notify.send_channel_prefix = handle->send_channel_prefix.as<int32_t>();
     notify.send_slot = handle->send_slot.as<int32_t>();
@@ -234,9 +242,9 @@ CombineResult NormalEngine::run_combine(const detail::CombinePlan& plan, KernelC
   if (plan.y_in_heap) {
     // Each home rank learns where its rows start in this rank's receive order before the barrier.
     launch_begin_combine_in_place(context, handle.recv_channel_start.as<const int32_t>(), plan.combine_input,
-                                  plan.signature, env.stream);
+                                  plan.signature, routing_epoch_of(handle), env.stream);
   } else {
-    launch_begin_call(context, plan.signature, env.stream);
+    launch_begin_call(context, plan.signature, routing_epoch_of(handle), env.stream);
   }
   CombineLaunch launch{};
   launch.message = detail::combine_message(plan.hidden, plan.topk, plan.has_weights);

@@ -21,15 +21,18 @@ struct LayoutLaunch {
 void launch_layout(const KernelContext& context, const LayoutLaunch& launch, cudaStream_t stream);
 
 // Zeroes this rank's rings and waits for all ranks: the opening of a call that needs no counts. Every rank
-// must open a call with the same `signature` (the plan's), or the call fails as mismatched.
-void launch_begin_call(const KernelContext& context, uint64_t signature, cudaStream_t stream);
+// must open a call with the same `signature` (the plan's) on the same routing (`routing_epoch`, the handle's
+// NormalHandleData::routing_epoch on the device, mixed in by common::routed_signature), or the call fails
+// as mismatched.
+void launch_begin_call(const KernelContext& context, uint64_t signature, const int64_t* routing_epoch,
+                       cudaStream_t stream);
 
 // The opening of a combine whose rows are read in place (docs/normal-in-place.md): as launch_begin_call,
 // and before the barrier tells every home rank where its rows start in this rank's receive order
 // (`recv_channel_start` [R * C + 1], the dispatch's; written into `input.first_rows` of each home's heap).
 void launch_begin_combine_in_place(const KernelContext& context, const int32_t* recv_channel_start,
                                    const common::NormalCombineInputLayout& input, uint64_t signature,
-                                   cudaStream_t stream);
+                                   const int64_t* routing_epoch, cudaStream_t stream);
 
 // Waits for all ranks: the end of a call whose rows peers read in place, so that the caller's next write
 // to them (after the call on its stream) cannot race a peer's read.
@@ -44,6 +47,7 @@ struct NotifyLaunch {
   int topk, local_experts, expert_alignment;
   uint64_t signature;
   // Outputs (the handle).
+  int64_t* routing_epoch;        // [1]: the number of the barrier that opens this dispatch
   int32_t* recv_channel_start;   // [R * C + 1]
   int32_t* recv_expert_counts;   // [local_experts], aligned
   int32_t* recv_token_count;     // [1]

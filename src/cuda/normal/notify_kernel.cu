@@ -19,13 +19,20 @@ constexpr int kBeginThreads = 256;
 // 16384 experts); set once in prepare_normal_kernels.
 constexpr size_t kNotifySharedBytes = 128 * 1024;
 
-__global__ void begin_call_kernel(KernelContext context, uint64_t signature) {
+// The signature a call on a handle's routing opens with (launch_begin_call).
+__device__ __forceinline__ uint64_t opening_signature(uint64_t signature, const int64_t* routing_epoch) {
+  return routing_epoch ? common::routed_signature(signature, static_cast<uint64_t>(*routing_epoch))
+                       : signature;
+}
+
+__global__ void begin_call_kernel(KernelContext context, uint64_t signature, const int64_t* routing_epoch) {
   reset_own_rings(context);
-  block_barrier_all_ranks(context, signature);
+  block_barrier_all_ranks(context, opening_signature(signature, routing_epoch));
 }
 
 __global__ void begin_combine_in_place_kernel(KernelContext context, const int32_t* recv_channel_start,
-                                              common::NormalCombineInputLayout input, uint64_t signature) {
+                                              common::NormalCombineInputLayout input, uint64_t signature,
+                                              const int64_t* routing_epoch) {
   reset_own_rings(context);
   const int num_channels = context.num_channels;
   for (int index = threadIdx.x; index < context.num_ranks * num_channels; index += blockDim.x) {
@@ -33,7 +40,8 @@ __global__ void begin_combine_in_place_kernel(KernelContext context, const int32
     input.first_rows(context.heap.peer_base(home), context.rank)[index % num_channels] =
         recv_channel_start[index];
   }
-  block_barrier_all_ranks(context, signature);  // its fence orders the table's writes before our arrival
+  // Its fence orders the table's writes before our arrival.
+  block_barrier_all_ranks(context, opening_signature(signature, routing_epoch));
 }
 
 __global__ void end_call_kernel(KernelContext context) {
@@ -86,6 +94,8 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
   for (int i = threadIdx.x; i < num_ranks * num_channels; i += blockDim.x) channel_counts[i] = 0;
   for (int i = threadIdx.x; i < num_experts; i += blockDim.x) expert_counts[i] = 0;
   if (!block_barrier_all_ranks(context, launch.signature)) return;
+  // The routing this call makes is named by that barrier's number, the same on every rank.
+  if (threadIdx.x == 0) *launch.routing_epoch = static_cast<int64_t>(*context.barrier_epoch);
 
   // 2. Count what goes where, and list each destination's tokens for the senders and for combine.
   scan_channel_tokens(context, launch, channel_counts, false);
@@ -202,16 +212,17 @@ void prepare_normal_kernels(int device) {
   }();
 }
 
-void launch_begin_call(const KernelContext& context, uint64_t signature, cudaStream_t stream) {
-  begin_call_kernel<<<1, kBeginThreads, 0, stream>>>(context, signature);
+void launch_begin_call(const KernelContext& context, uint64_t signature, const int64_t* routing_epoch,
+                       cudaStream_t stream) {
+  begin_call_kernel<<<1, kBeginThreads, 0, stream>>>(context, signature, routing_epoch);
   SY_CUDA_CHECK_LAUNCH();
 }
 
 void launch_begin_combine_in_place(const KernelContext& context, const int32_t* recv_channel_start,
                                    const common::NormalCombineInputLayout& input, uint64_t signature,
-                                   cudaStream_t stream) {
+                                   const int64_t* routing_epoch, cudaStream_t stream) {
   begin_combine_in_place_kernel<<<1, kBeginThreads, 0, stream>>>(context, recv_channel_start, input,
-                                                                 signature);
+                                                                 signature, routing_epoch);
   SY_CUDA_CHECK_LAUNCH();
 }
 
