@@ -3,6 +3,11 @@
 # after session 28's shared-header changes and session 29's CUDA code that never ran (the column-major fp8
 # scales, the normal engine's heap-resident inputs read in place), then the processes stage of
 # scripts/gpu-check.sh, the normal engine's new --heap-tensors process runs included.
+# Session 30 (no GPU either) added to what these suites run: the cached dispatch in place without rings
+# (cached_gather_kernel: every normal case's cached dispatch without topk_idx, and the process runs' cached
+# dispatches), the opening stamps of every normal call (CallsThatDifferAcrossRanksAreRefusedOnEveryRank) and
+# the in-place combine's range check. A failure in every normal case at once points at the stamps
+# (device/device_barrier.cuh) first.
 # Build here first: bash scripts/gpu-local-build.sh, then
 #   SWITCHYARD_PACK_ONLY='(normal_engine|low_latency|symmetric|device_transport|internode|hostile_calls|rank_mask|moe_layer|process_ranks|nccl_kernels)_' \
 #   SWITCHYARD_PACK_OUT=build/gpu-carry29/c1.tar.xz SWITCHYARD_PACK_PYTHON=1 bash scripts/gpu-pack.sh build/gpu-local
