@@ -120,9 +120,9 @@ struct BufferSizing {
   int64_t symmetric_heap_receive_rows_per_expert = 0;
   // The `normal` engine's dispatch input in every rank's heap (docs/normal-in-place.md): rows for x of up
   // to this many tokens and `hidden` channels, bf16, or fp8 with its scales (Buffer::normal_input). When it
-  // is > 0, every `normal` dispatch on the Buffer takes its x (and x_scales) from those views, the rings
-  // carry each token's routing only, and the receivers read each source's rows in place. One node only.
-  // 0: none.
+  // is > 0, every `normal` dispatch on the Buffer takes its x (and x_scales) from those views, each source
+  // leaves its routing (send lists, topk_idx and weights, K <= `topk`) beside them, and the receivers pull
+  // the rows and the routing in place, without rings. One node only. 0: none.
   int64_t normal_heap_input_tokens = 0;
   // The `normal` engine's combine input in every rank's heap (docs/normal-in-place.md): the expert outputs
   // of up to this many received rows, bf16 [rows, hidden], and their f32 top-k weights [rows, topk]

@@ -179,10 +179,17 @@ SY_HD uint64_t routed_signature(uint64_t signature, uint64_t routing_epoch) {
 // rank's x rows at `offset` of its heap and, for fp8, their scales after the largest fp8 x, at offsets that
 // depend on the Buffer's sizing only, so that a receiver finds token t of source s in s's heap without being
 // told. The caller writes x there (Buffer::normal_input) and the dispatch reads it in place.
+//
+// After the rows, the routing each dispatch leaves there for its receivers to pull by (no ring carries it):
+// per destination its send list, the tokens it gets channel by channel (so entry i is row
+// first_row(source) + i of the destination's receive order), and the call's topk_idx and topk_weights as
+// given ([N, K], K <= max_topk).
 struct NormalInputLayout {
   size_t offset;       // from the heap's base
   int64_t max_tokens;  // rows; 0: no such region
   int max_hidden;      // channels of the largest row
+  int max_topk;        // the routing's K (sizing.topk)
+  int num_ranks;       // R: the send lists
 
   SY_HD bool present() const { return max_tokens > 0; }
   SY_HD size_t x_offset() const { return offset; }
@@ -190,12 +197,33 @@ struct NormalInputLayout {
   SY_HD size_t scales_offset() const {
     return offset + align_up(static_cast<size_t>(max_tokens) * max_hidden, kFieldAlignment);
   }
-  SY_HD size_t bytes() const {
-    if (!present()) return 0;
+  SY_HD size_t rows_bytes() const {
     const size_t bf16 = static_cast<size_t>(max_tokens) * max_hidden * 2;
     const size_t fp8 =
         scales_offset() - offset + static_cast<size_t>(max_tokens) * (max_hidden / kScaleBlock) * 4;
     return align_up(bf16 > fp8 ? bf16 : fp8, kCounterStride);
+  }
+  // i32 [R][max_tokens]: row `destination` is that rank's send list.
+  SY_HD size_t send_lists_offset() const { return offset + rows_bytes(); }
+  SY_HD int32_t* send_list(uint8_t* heap, int destination) const {
+    return reinterpret_cast<int32_t*>(heap + send_lists_offset()) +
+           static_cast<size_t>(destination) * max_tokens;
+  }
+  SY_HD const int32_t* send_list(const uint8_t* heap, int destination) const {
+    return reinterpret_cast<const int32_t*>(heap + send_lists_offset()) +
+           static_cast<size_t>(destination) * max_tokens;
+  }
+  // i64 [N, K] and f32 [N, K], packed by the call's K.
+  SY_HD size_t topk_idx_offset() const {
+    return send_lists_offset() + align_up(static_cast<size_t>(num_ranks) * max_tokens * 4, kCounterStride);
+  }
+  SY_HD size_t topk_weights_offset() const {
+    return topk_idx_offset() + align_up(static_cast<size_t>(max_tokens) * max_topk * 8, kCounterStride);
+  }
+  SY_HD size_t bytes() const {
+    if (!present()) return 0;
+    return topk_weights_offset() - offset +
+           align_up(static_cast<size_t>(max_tokens) * max_topk * 4, kCounterStride);
   }
 };
 

@@ -133,7 +133,8 @@ class Buffer::Impl {
     check_normal_heap_input_sizing("sizing.normal_heap_combine_rows", sizing.normal_heap_combine_rows,
                                    options_.topology.num_ranks * sizing.max_tokens_per_rank,
                                    "num_ranks * max_tokens_per_rank");
-    common::NormalInputLayout input{0, sizing.normal_heap_input_tokens, sizing.hidden};
+    common::NormalInputLayout input{0, sizing.normal_heap_input_tokens, sizing.hidden, sizing.topk,
+                                    options_.topology.num_ranks};
     common::NormalCombineInputLayout combine_input{
         0,           sizing.normal_heap_combine_rows, sizing.hidden,
         sizing.topk, options_.topology.num_ranks,     Config::kMaxChannels};

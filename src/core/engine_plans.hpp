@@ -36,11 +36,11 @@ struct DispatchPlan {
   // backend may let the receivers read the rows in place (docs/normal-in-place.md).
   bool x_in_heap = false;
   common::NormalInputLayout input{};  // where every rank keeps that input, with x_in_heap
-  // x in the heap, a cached handle and no topk_idx (DeepEP's cached dispatch): the handle has the whole
-  // receive order, so each receiver pulls its rows from the sources' heaps by it, with no rings at all
-  // (docs/normal-in-place.md, "The cached dispatch"). Every rank decides alike: the call signature
-  // covers `cached` and `topk`, and the heap sizing is the same on every rank.
-  bool gather_in_place = false;
+  // x in the heap, a cached handle and no topk_idx (DeepEP's cached dispatch): the receivers pull their rows
+  // by their own handle's receive order, and the sources leave no routing in their heaps (every other
+  // dispatch in place pulls by the routing its sources leave there; docs/normal-in-place.md). Every rank
+  // decides alike: the call signature covers `cached` and `topk`.
+  bool gather_by_handle = false;
 };
 
 // A validated `normal` combine.

@@ -42,6 +42,13 @@ void check_heap_input(const DispatchPlan& plan, const NormalPlanContext& buffer)
     throw InvalidArgument("x: expected at most " + std::to_string(input.max_tokens) +
                           " tokens (sizing.normal_heap_input_tokens), got " + plan.args.x.describe());
   }
+  if (plan.topk > input.max_topk) {
+    throw InvalidArgument(
+        "topk_idx: expected at most " + std::to_string(input.max_topk) +
+        " columns (sizing.topk: with x in the heap the routing is left there for the receivers), "
+        "got " +
+        plan.args.topk_idx.describe());
+  }
   if (!plan.has_scales) return;
   if (plan.args.x_scales_column_major) {
     throw InvalidArgument(
@@ -327,7 +334,7 @@ DispatchPlan plan_dispatch(const DispatchArgs& args, const NormalPlanContext& bu
     check_heap_input(plan, buffer);
     plan.x_in_heap = true;
     plan.input = buffer.input;
-    plan.gather_in_place = plan.cached != nullptr && plan.topk == 0;
+    plan.gather_by_handle = plan.cached != nullptr && plan.topk == 0;
   }
   check_heap(normal_call_bytes(plan), "dispatch", plan.hidden, args.tuning, buffer);
   plan.signature = call_signature(1, plan.hidden, static_cast<int>(plan.dtype), plan.topk, plan.has_weights,

@@ -84,17 +84,9 @@ size_t normal_call_bytes(const CombinePlan& plan) {
   return combine_internode_layout(plan).end();
 }
 
-common::DispatchMessage dispatch_ring_message(const DispatchPlan& plan, bool rows_in_place) {
-  common::DispatchMessage message = dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
-  if (rows_in_place) {
-    message.row_bytes = 0;
-    message.num_scales = 0;
-  }
-  return message;
-}
-
-common::NormalHeapLayout dispatch_heap_layout(const DispatchPlan& plan, bool rows_in_place) {
-  const common::DispatchMessage message = dispatch_ring_message(plan, rows_in_place);
+common::NormalHeapLayout dispatch_heap_layout(const DispatchPlan& plan) {
+  const common::DispatchMessage message =
+      dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
   return make_layout(plan.topology, plan.config, plan.local_experts, message.bytes());
 }
 

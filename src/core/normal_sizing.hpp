@@ -10,12 +10,9 @@ namespace switchyard::detail {
 common::DispatchMessage dispatch_message(int hidden, DType dtype, int topk, bool has_weights);
 common::CombineMessage combine_message(int hidden, int topk, bool has_weights);
 
-// The message a dispatch's rings carry: the whole token, or (rows_in_place: the receivers read the rows
-// from the sources' heap-resident input, docs/normal-in-place.md) its routing only.
-common::DispatchMessage dispatch_ring_message(const DispatchPlan& plan, bool rows_in_place);
-
-// The heap layout of a dispatch whose rings carry dispatch_ring_message(plan, rows_in_place).
-common::NormalHeapLayout dispatch_heap_layout(const DispatchPlan& plan, bool rows_in_place = false);
+// The heap layout of a dispatch (its rings carry whole tokens; a dispatch in place uses only its barrier
+// and notify words, docs/normal-in-place.md).
+common::NormalHeapLayout dispatch_heap_layout(const DispatchPlan& plan);
 common::NormalHeapLayout combine_heap_layout(const CombinePlan& plan);
 
 // Across nodes (ranks_per_node < num_ranks): the token that crosses the network in dispatch, and

@@ -1,12 +1,12 @@
 // The `normal` engine's heap-resident inputs (docs/normal-in-place.md): with BufferSizing::
 // normal_heap_input_tokens every dispatch takes x (and fp8 scales) from the Buffer's heap
-// (Buffer::normal_input), the rings carry routing only and each receiver reads the rows from its sources'
-// heaps in place; with normal_heap_combine_rows every combine takes the expert outputs (and weights) from
-// the heap (Buffer::normal_combine_input) and each home rank reads its tokens' rows from the expert ranks'
-// heaps. Ranks as threads with their heaps shared as threads and as processes (every rank maps its peers'
-// heaps at addresses of its own, as between processes), bitwise against the reference: dispatch, cached
-// dispatch, combine, and rounds that refill the inputs right after a call returns. Bad sizings, views and
-// inputs are refused by name.
+// (Buffer::normal_input), each source leaves its routing beside its rows and each receiver pulls both from
+// its sources' heaps, without rings; with normal_heap_combine_rows every combine takes the expert outputs
+// (and weights) from the heap (Buffer::normal_combine_input) and each home rank reads its tokens' rows from
+// the expert ranks' heaps. Ranks as threads with their heaps shared as threads and as processes (every rank
+// maps its peers' heaps at addresses of its own, as between processes), bitwise against the reference:
+// dispatch, cached dispatch, combine, and rounds that refill the inputs right after a call returns. Bad
+// sizings, views and inputs are refused by name.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -16,6 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "common/normal_protocol.hpp"
+#include "common/sym_heap.hpp"
+#include "core/normal_sizing.hpp"
+#include "cpu/normal/combine_roles.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/refusal.hpp"
 #include "support/test_seed.hpp"
@@ -130,7 +134,7 @@ TEST_P(NormalHeapInputTest, RoundTripsThroughTheHeapMatchTheReferenceBitwise) {
   std::vector<std::vector<RankRun>> runs(rounds.size(), std::vector<RankRun>(num_ranks));
   std::vector<std::vector<RankRun>> cached(rounds.size(), std::vector<RankRun>(num_ranks));
   // DeepEP's cached dispatch (no topk_idx): with x in the heap it pulls every row by the handle's receive
-  // order, without rings (DispatchPlan::gather_in_place).
+  // order (DispatchPlan::gather_by_handle).
   std::vector<std::vector<RankRun>> gathered(rounds.size(), std::vector<RankRun>(num_ranks));
   run_on_ranks(c, [&](Buffer& buffer, int rank) {
     for (size_t r = 0; r < rounds.size(); ++r) {
@@ -313,6 +317,16 @@ TEST(NormalHeapInput, DispatchesFromElsewhereAreRefusedNamingTheArgument) {
   args.x_scales_column_major = true;
   EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.dispatch(args); }),
                                 "x_scales_column_major: expected false with x in the heap"));
+  // More top-k columns than the heap keeps for the receivers to pull the routing by (sizing.topk = 2).
+  args.x = bf16.x;
+  args.x_scales = TensorView();
+  args.x_scales_column_major = false;
+  Tensor wide_topk = Tensor::empty(DType::i64, {4, 3});
+  for (int i = 0; i < 12; ++i) wide_topk.as<int64_t>()[i] = i % 4;
+  args.topk_idx = wide_topk;
+  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.dispatch(args); }),
+                                "topk_idx: expected at most 2 columns (sizing.topk"));
+  args.topk_idx = topk;
   // The views themselves go through.
   args.x = bf16.x;
   args.x_scales = TensorView();
@@ -407,63 +421,46 @@ TEST(NormalHeapCombineInput, CombinesFromElsewhereAreRefusedNamingTheArgument) {
   EXPECT_EQ(std::memcmp(combined.combined_topk_weights.data(), weights.data(), weights.nbytes()), 0);
 }
 
-// Ranks that combine with the handles of different dispatches. Each expert rank publishes where its rows for
-// a home start (by its own handle's receive order); a home whose own handle sent it more rows than fit from
-// there would read past that rank's combine input. The home refuses, naming the ranks, and reads nothing; its
-// peer, left alone at the closing barrier, times out naming it. Here, with expert e on rank e and one
-// channel: dispatch A sends rank 0's 8 tokens and rank 1's token 0 to rank 0 (9 rows there: rank 1's start
-// at row 8), dispatch B sends each rank's 8 tokens to the other; rank 0 combines A, rank 1 combines B, whose
-// 8 rows on rank 0 would be rows 8..15 of an input of 10.
-TEST(NormalHeapCombineInput, ACombineWithAnotherDispatchsHandleIsNotReadPastThePeersInput) {
-  constexpr int64_t kTokens = 8;
-  std::vector<std::string> outcomes(2);
-  run_ranks(2, [&](Group& group) {
-    const int rank = group.rank();
-    BufferOptions options;
-    options.topology = Topology::single_node(2);
-    options.rank = rank;
-    options.backend = Backend::cpu;
-    options.config.num_channels = 1;
-    options.config.timeout_seconds = 2.0;
-    options.sizing.max_tokens_per_rank = kTokens;
-    options.sizing.hidden = 256;
-    options.sizing.topk = 1;
-    options.sizing.num_experts = 2;
-    options.sizing.normal_heap_combine_rows = 10;
-    Buffer buffer(options);
-    buffer.connect(group.allgather(buffer.local_handle()));
-    Tensor x = Tensor::empty(DType::bf16, {kTokens, 256});
-    std::memset(x.data(), 0, x.nbytes());
-    auto dispatch_to = [&](const std::function<int64_t(int64_t)>& expert_of) {
-      Tensor topk = Tensor::empty(DType::i64, {kTokens, 1});
-      for (int64_t t = 0; t < kTokens; ++t) topk.as<int64_t>()[t] = expert_of(t);
-      DispatchArgs args;
-      args.x = x;
-      args.topk_idx = topk;
-      args.num_experts = 2;
-      return buffer.dispatch(args);
-    };
-    const DispatchResult a = dispatch_to([&](int64_t t) { return rank == 0 || t == 0 ? 0 : 1; });
-    const DispatchResult b = dispatch_to([&](int64_t) { return 1 - rank; });
-    const DispatchResult& mine = rank == 0 ? a : b;
-    const NormalCombineInputViews views = buffer.normal_combine_input(mine.handle);
-    std::memcpy(views.x.data, mine.recv_x.data(), mine.recv_x.nbytes());
-    CombineArgs args;
-    args.handle = &mine.handle;
-    args.x = views.x;
-    try {
-      buffer.combine(args);
-      outcomes[rank] = "returned";
-    } catch (const Error& error) {
-      outcomes[rank] = error.what();
-    }
-  });
-  EXPECT_TRUE(testing::contains(outcomes[1],
+// What a home takes from its peers on trust is checked before any read. Ranks on the handles of different
+// dispatches are refused at the opening barrier already (tests/cpu/mismatched_calls_test.cpp), so this writes
+// the table by hand, as a corrupt peer would: rank 0 says rank 1's 8 rows on its one channel start at row 8
+// of its 10-row combine input. Rank 1's receiver refuses before reading; a range that fits is taken.
+TEST(NormalHeapCombineInput, APublishedRangeOutsideThePeersInputIsRefusedBeforeAnyRead) {
+  constexpr int kTokens = 8, kHidden = 256;
+  const common::NormalCombineInputLayout input{0, 10, kHidden, 1, 2, 1};
+  std::vector<uint8_t> heap0(input.bytes()), heap1(input.bytes());
+  common::SymHeap view;  // rank 1's
+  view.base = heap1.data();
+  view.bytes = heap1.size();
+  view.rank = 1;
+  view.num_ranks = 2;
+  view.peer_offset[0] = reinterpret_cast<intptr_t>(heap0.data()) - reinterpret_cast<intptr_t>(heap1.data());
+  std::vector<uint8_t> in_rank(kTokens * 2, 0);
+  for (int token = 0; token < kTokens; ++token) in_rank[token * 2] = 1;  // every token's row is on rank 0
+  cpu::CombineContext context{};
+  context.heap = &view;
+  context.message = detail::combine_message(kHidden, 1, false);
+  context.rank = 1;
+  context.num_ranks = 2;
+  context.ranks_per_node = 2;
+  context.num_channels = 1;
+  context.num_tokens = kTokens;
+  context.is_token_in_rank = in_rank.data();
+  context.rows_in_place = true;
+  context.input = input;
+  input.first_rows(heap1.data(), 0)[0] = 8;
+  std::string message;
+  try {
+    cpu::CombineReceiver receiver(context, 0);
+  } catch (const SystemError& error) {
+    message = error.what();
+  }
+  EXPECT_TRUE(testing::contains(message,
                                 "rank 1's receiver on channel 0 found its 8 rows on rank 0 at [8, 16), "
                                 "outside that rank's heap combine input of 10 rows"))
-      << outcomes[1];
-  EXPECT_TRUE(testing::contains(outcomes[0], "waiting for rank(s) 1")) << outcomes[0];
-  EXPECT_NE(outcomes[0], "returned");
+      << message;
+  input.first_rows(heap1.data(), 0)[0] = 2;
+  EXPECT_NO_THROW(cpu::CombineReceiver(context, 0));
 }
 
 }  // namespace

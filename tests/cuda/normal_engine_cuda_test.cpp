@@ -182,7 +182,7 @@ TEST_P(CudaNormalEngineTest, DispatchAndCombineMatchReferenceBitwiseAndRepeat) {
       DeviceRun cached = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
                                        &handle, nullptr, {}, {}, c.scales_column_major, c.heap_inputs);
       compare_with_reference(cached, c.shape, expected, rank, &failures[rank]);
-      // DeepEP's cached dispatch, without topk_idx: in place, the ring-free gather (gather_in_place).
+      // DeepEP's cached dispatch, without topk_idx: in place, pulled by the handle (gather_by_handle).
       group.barrier();
       DeviceRun rows_only = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
                                           &handle, nullptr, {}, {}, c.scales_column_major, c.heap_inputs,

@@ -192,13 +192,10 @@ DispatchCall NormalCalls::start_dispatch(const detail::DispatchPlan& plan,
   context = DispatchContext{};
   context.heap = &heap;
   context.layout = layout;
-  const common::DispatchMessage full =
-      detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
-  context.rows_in_place = plan.x_in_heap;  // one node only (the Buffer refuses the input across nodes)
-  context.message = detail::dispatch_ring_message(plan, context.rows_in_place);
-  context.input = plan.x_in_heap ? plan.input : common::NormalInputLayout{};
-  context.row_bytes = full.row_bytes;
-  context.num_scales = full.num_scales;
+  context.message = detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
+  context.input = plan.x_in_heap ? plan.input : common::NormalInputLayout{};  // one node only
+  context.row_bytes = context.message.row_bytes;
+  context.num_scales = context.message.num_scales;
   context.rank = plan.rank;
   context.num_ranks = plan.topology.num_ranks;
   context.num_channels = plan.config.num_channels;

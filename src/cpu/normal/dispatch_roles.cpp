@@ -107,31 +107,13 @@ DispatchReceiver::DispatchReceiver(const DispatchContext& context, int channel)
   }
 }
 
-void DispatchReceiver::copy_out(const uint8_t* slot_const, int64_t row, int source) const {
+void DispatchReceiver::copy_out(const uint8_t* slot_const, int64_t row) const {
   uint8_t* slot = const_cast<uint8_t*>(slot_const);
   const common::DispatchMessage& message = context_.message;
   const uint32_t row_bytes = context_.row_bytes, num_scales = context_.num_scales;
-  // Where the row and its scales are: the slot, or with rows in place the source's heap
-  // (docs/normal-in-place.md).
-  const uint8_t* from_row = message.row(slot);
-  const float* from_scales = message.scales(slot);
-  if (context_.rows_in_place) {
-    const uint8_t* source_heap = context_.heap->peer_base(source);
-    const int64_t token = *message.src_token(slot);
-    // The index comes from the peer: a corrupt one must not send this read outside the peer's input.
-    if (token < 0 || token >= context_.input.max_tokens) {
-      throw SystemError("dispatch: rank " + std::to_string(context_.rank) + "'s receiver got token " +
-                        std::to_string(token) + " from rank " + std::to_string(source) +
-                        ", outside its heap input of " + std::to_string(context_.input.max_tokens) +
-                        " rows (a corrupt ring message)");
-    }
-    from_row = source_heap + context_.input.x_offset() + token * row_bytes;
-    from_scales =
-        reinterpret_cast<const float*>(source_heap + context_.input.scales_offset()) + token * num_scales;
-  }
-  std::memcpy(context_.recv_x + row * row_bytes, from_row, row_bytes);
+  std::memcpy(context_.recv_x + row * row_bytes, message.row(slot), row_bytes);
   if (context_.recv_x_scales) {
-    std::memcpy(context_.recv_x_scales + row * num_scales, from_scales, num_scales * sizeof(float));
+    std::memcpy(context_.recv_x_scales + row * num_scales, message.scales(slot), num_scales * sizeof(float));
   }
   const int topk = static_cast<int>(message.topk);
   if (context_.recv_topk_idx) {
@@ -156,7 +138,7 @@ bool DispatchReceiver::step() {
       // Release slots every chunk so a sender blocked on a full ring resumes early.
       uint64_t batch_end = std::min<uint64_t>(tail, state.received + context_.chunk_tokens);
       for (; state.received < batch_end; ++state.received) {
-        copy_out(ring.slot(state.received), state.first_row + static_cast<int64_t>(state.received), source);
+        copy_out(ring.slot(state.received), state.first_row + static_cast<int64_t>(state.received));
       }
       common::st_release_sys(ring.head(), state.received);
     }

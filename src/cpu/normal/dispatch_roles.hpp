@@ -34,12 +34,11 @@ struct DispatchContext {
   int64_t* recv_topk_idx;             // [M, K] or null
   float* recv_topk_weights;           // [M, K] or null
   int32_t* recv_src_token;            // [M]
-  // x in the heap (DispatchPlan::x_in_heap): the rings carry each token's routing only (`message` has no
-  // row and no scales) and the receiver copies the row, and its scales, from the source's heap in place.
-  bool rows_in_place;
-  common::NormalInputLayout input;  // where a source's rows are, in its heap
-  uint32_t row_bytes;               // hidden * element size
-  uint32_t num_scales;              // hidden / 128 for fp8, else 0
+  // x in the heap (DispatchPlan::x_in_heap): no ring is used; the receivers pull the rows and their routing
+  // from here in their sources' heaps (cpu/normal/in_place_gather.hpp).
+  common::NormalInputLayout input;
+  uint32_t row_bytes;   // hidden * element size
+  uint32_t num_scales;  // hidden / 128 for fp8, else 0
 };
 
 class DispatchSender {
@@ -77,7 +76,7 @@ class DispatchReceiver {
     uint64_t expected;  // tokens it will send on this channel
     uint64_t received;  // tokens copied out (and released through head)
   };
-  void copy_out(const uint8_t* slot, int64_t row, int source) const;
+  void copy_out(const uint8_t* slot, int64_t row) const;
 
   const DispatchContext& context_;
   int channel_;

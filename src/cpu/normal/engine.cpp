@@ -4,12 +4,12 @@
 #include "cpu/normal/engine.hpp"
 
 #include "core/normal_sizing.hpp"
-#include "cpu/normal/cached_gather.hpp"
 #include "cpu/normal/call.hpp"
 #include "cpu/normal/channel_role.hpp"
 #include "cpu/normal/channel_workers.hpp"
 #include "cpu/normal/combine_roles.hpp"
 #include "cpu/normal/dispatch_roles.hpp"
+#include "cpu/normal/in_place_gather.hpp"
 
 namespace switchyard::cpu {
 
@@ -43,18 +43,22 @@ uint64_t routing_epoch_of(const detail::NormalHandleData& handle) {
 }  // namespace
 
 DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
-  // With x in the heap the rings carry routing only and the receivers read the rows in place.
-  const common::NormalHeapLayout layout = detail::dispatch_heap_layout(plan, plan.x_in_heap);
+  const common::NormalHeapLayout layout = detail::dispatch_heap_layout(plan);
   const Tensor is_token_in_rank = dispatch_routing(plan);
-  // A cached dispatch in place has its receive order from the handle: no ring is used, so none is reset.
-  if (!plan.gather_in_place) calls_.zero_rings(layout);
+  // With x in the heap no ring is used: the sources leave their routing beside their rows, before the first
+  // barrier, and the receivers pull both (docs/normal-in-place.md).
+  if (!plan.x_in_heap) calls_.zero_rings(layout);
+  if (plan.x_in_heap && !plan.gather_by_handle) {
+    leave_routing(calls_.heap(), plan, is_token_in_rank.as<const uint8_t>());
+  }
   calls_.open_call(layout, plan.config, "dispatch",
                    plan.cached ? common::routed_signature(plan.signature, routing_epoch_of(*plan.cached))
                                : plan.signature);
   DispatchCall call = calls_.start_dispatch(plan, layout, is_token_in_rank, nullptr);
   run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
-    if (plan.gather_in_place) {
-      gather_cached_rows(call.context, plan.cached->recv_src_token.as<const int32_t>(), channel);
+    if (plan.x_in_heap) {
+      gather_rows(call.context,
+                  plan.gather_by_handle ? plan.cached->recv_src_token.as<const int32_t>() : nullptr, channel);
       return;
     }
     DispatchSender sender(call.context, channel);

@@ -92,43 +92,15 @@ __device__ void dispatch_sender(const KernelContext& context, const DispatchLaun
   }
 }
 
-// Where the row of the message in `slot` (from `source`) and its scales are: the slot itself, or with rows in
-// place the source's heap-resident input (docs/normal-in-place.md). Null when the message names a token
-// outside that input (a corrupt ring): recorded as the receiver's failure, nothing is read.
-struct MessageRow {
-  const uint8_t* row;
-  const float* scales;
-};
-__device__ __forceinline__ MessageRow message_row(const KernelContext& context, const DispatchLaunch& launch,
-                                                  uint8_t* slot, int source, int channel) {
-  const common::DispatchMessage& message = launch.message;
-  if (!launch.rows_in_place) return {message.row(slot), message.scales(slot)};
-  const int64_t token = *message.src_token(slot);
-  if (token < 0 || token >= launch.input.max_tokens) {
-    if (lane_id() == 0) {
-      const WaitSite site{common::WaitRole::dispatch_receiver, common::WaitTarget::source_row, channel,
-                          source};
-      record_wait_failure(context, site, launch.input.max_tokens, token, 0, /*abort_rank=*/false);
-    }
-    return {nullptr, nullptr};
-  }
-  const uint8_t* heap = context.heap.peer_base(source);
-  return {heap + launch.input.x_offset() + token * launch.row_bytes,
-          reinterpret_cast<const float*>(heap + launch.input.scales_offset()) + token * launch.num_scales};
-}
-
 // Copies one message out of `slot` into receive row `row`: the row by TMA through this warp's
 // staging buffer (load, then store), the small fields by the lanes.
-__device__ __forceinline__ void copy_out(const KernelContext& context, const DispatchLaunch& launch,
-                                         uint8_t* slot, int64_t row, int source, int channel,
+__device__ __forceinline__ void copy_out(const DispatchLaunch& launch, uint8_t* slot, int64_t row,
                                          StagedRowCopy& row_copy) {
   const common::DispatchMessage& message = launch.message;
   const int lane = lane_id();
-  const uint32_t row_bytes = launch.row_bytes;
-  const MessageRow from = message_row(context, launch, slot, source, channel);
-  if (from.row != nullptr) row_copy.copy(launch.recv_x + row * row_bytes, from.row, row_bytes);
-  for (uint32_t i = lane; from.scales != nullptr && i < launch.num_scales; i += 32) {
-    launch.recv_x_scales[row * launch.num_scales + i] = from.scales[i];
+  row_copy.copy(launch.recv_x + row * launch.row_bytes, message.row(slot), launch.row_bytes);
+  for (uint32_t i = lane; i < launch.num_scales; i += 32) {
+    launch.recv_x_scales[row * launch.num_scales + i] = message.scales(slot)[i];
   }
   const int topk = static_cast<int>(message.topk);
   for (int k = lane; k < topk; k += 32) {
@@ -160,7 +132,7 @@ __device__ void dispatch_receiver(const KernelContext& context, const DispatchLa
     // The peer's generic-proxy stores, acquired through the tail, are read below by TMA (async proxy).
     ptx::fence_proxy_async_global();
     for (uint64_t i = round_begin + group.warp_in_group; i < round_end; i += group.size) {
-      copy_out(context, launch, ring.slot(i), first_row + static_cast<int64_t>(i), source, channel, row_copy);
+      copy_out(launch, ring.slot(i), first_row + static_cast<int64_t>(i), row_copy);
     }
     group.sync();
     if (group.leader()) common::st_release_sys(ring.head(), round_end);

@@ -99,17 +99,61 @@ const int64_t* routing_epoch_of(const detail::NormalHandleData& handle) {
   return handle.routing_epoch.defined() ? handle.routing_epoch.as<const int64_t>() : nullptr;
 }
 
-// The ring dispatch's launch: `full` is the message a row would take whole (its row and scale sizes).
+// x in the heap: this rank's routing, left in its heap input for its receivers to pull by
+// (common::NormalInputLayout): its topk_idx and weights as given, and for a cached dispatch the cached
+// handle's send lists (a fresh dispatch's notify writes them there itself). Stream-ordered before the
+// barrier that lets the receivers read them.
+void leave_routing(const detail::DispatchPlan& plan, const KernelContext& context, cudaStream_t stream) {
+  const common::NormalInputLayout& input = plan.input;
+  uint8_t* heap = context.heap.base;
+  const size_t slots = static_cast<size_t>(plan.num_tokens) * plan.topk;
+  if (slots == 0) return;
+  SY_CUDA_CHECK(cudaMemcpyAsync(heap + input.topk_idx_offset(), plan.args.topk_idx.data,
+                                slots * sizeof(int64_t), cudaMemcpyDeviceToDevice, stream));
+  if (plan.has_weights) {
+    SY_CUDA_CHECK(cudaMemcpyAsync(heap + input.topk_weights_offset(), plan.args.topk_weights.data,
+                                  slots * sizeof(float), cudaMemcpyDeviceToDevice, stream));
+  }
+  if (plan.cached) {
+    const size_t row = static_cast<size_t>(plan.num_tokens) * sizeof(int32_t);
+    SY_CUDA_CHECK(cudaMemcpy2DAsync(
+        input.send_list(heap, 0), static_cast<size_t>(input.max_tokens) * sizeof(int32_t),
+        plan.cached->send_list.data(), row, row, plan.topology.num_ranks, cudaMemcpyDeviceToDevice, stream));
+  }
+}
+
+// The in-place dispatch's pull (docs/normal-in-place.md).
+GatherLaunch gather_launch(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,
+                           const DispatchResult& result, const common::DispatchMessage& message,
+                           int64_t rows) {
+  GatherLaunch gather{};
+  gather.input = plan.input;
+  gather.row_bytes = message.row_bytes;
+  gather.num_scales = message.num_scales;
+  gather.topk = plan.topk;
+  gather.local_experts = plan.local_experts;
+  gather.has_weights = plan.has_weights;
+  gather.recv_channel_start = handle.recv_channel_start.as<const int32_t>();
+  gather.cached_recv_src_token =
+      plan.gather_by_handle ? plan.cached->recv_src_token.as<const int32_t>() : nullptr;
+  gather.recv_x = result.recv_x.as<uint8_t>();
+  gather.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
+  gather.recv_topk_idx = plan.topk > 0 ? result.recv_topk_idx.as<int64_t>() : nullptr;
+  gather.recv_topk_weights = plan.has_weights ? result.recv_topk_weights.as<float>() : nullptr;
+  gather.recv_src_token = handle.recv_src_token.as<int32_t>();
+  gather.num_output_rows = rows;
+  return gather;
+}
+
+// The ring dispatch's launch.
 DispatchLaunch dispatch_launch(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,
-                               const DispatchResult& result, const common::DispatchMessage& full,
+                               const DispatchResult& result, const common::DispatchMessage& message,
                                int64_t rows) {
   const DispatchArgs& args = plan.args;
   DispatchLaunch launch{};
-  launch.message = detail::dispatch_ring_message(plan, plan.x_in_heap);
-  launch.row_bytes = full.row_bytes;
-  launch.num_scales = full.num_scales;
-  launch.rows_in_place = plan.x_in_heap;
-  launch.input = plan.input;
+  launch.message = message;
+  launch.row_bytes = message.row_bytes;
+  launch.num_scales = message.num_scales;
   launch.local_experts = plan.local_experts;
   launch.x = args.x.as<const uint8_t>();
   launch.x_scales = plan.has_scales ? args.x_scales.as<const float>() : nullptr;
@@ -136,9 +180,9 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
   const cudaStream_t stream = env.stream;
   const int num_ranks = plan.topology.num_ranks;
   const int num_channels = plan.config.num_channels;
-  // With x in the heap the rings carry routing only and the receivers read the rows in place
-  // (docs/normal-in-place.md).
-  context.layout = detail::dispatch_heap_layout(plan, plan.x_in_heap);
+  // With x in the heap no ring is used: the receivers pull the rows, and the routing each source leaves
+  // beside them, in place (docs/normal-in-place.md).
+  context.layout = detail::dispatch_heap_layout(plan);
   const DispatchArgs& args = plan.args;
 
   std::shared_ptr<detail::NormalHandleData> handle = detail::new_normal_handle(plan, owner_);
@@ -150,6 +194,7 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
       : plan.cached             ? plan.cached->num_recv_tokens
                                 : static_cast<int64_t>(num_ranks) * options_.sizing.max_tokens_per_rank;
   handle->recv_src_token = allocate(env, DType::i32, {source_row_capacity});
+  if (plan.x_in_heap && !plan.gather_by_handle) leave_routing(plan, context, stream);
   if (plan.cached) {
     launch_begin_call(context, plan.signature, routing_epoch_of(*plan.cached), stream);
   } else {
@@ -185,6 +230,8 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
     notify.send_list = handle->send_list.as<int32_t>();
     notify.send_channel_prefix = handle->send_channel_prefix.as<int32_t>();
     notify.send_slot = handle->send_slot.as<int32_t>();
+    notify.heap_send_lists = plan.x_in_heap ? plan.input.send_list(context.heap.base, 0) : nullptr;
+    notify.heap_send_list_stride = plan.input.max_tokens;
     launch_dispatch_notify(context, notify, stream);
     if (plan.num_worst_tokens == 0) {
       // The one host synchronisation of a non-worst-case dispatch: the output sizes.
@@ -197,25 +244,15 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
   const bool worst_case = plan.num_worst_tokens > 0;
   const int64_t rows = worst_case ? plan.num_worst_tokens : handle->num_recv_tokens;
 
-  const common::DispatchMessage full =
+  const common::DispatchMessage message =
       detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
-  if (plan.gather_in_place) {
-    CachedGatherLaunch gather{};
-    gather.input = plan.input;
-    gather.row_bytes = full.row_bytes;
-    gather.num_scales = full.num_scales;
-    gather.recv_channel_start = handle->recv_channel_start.as<const int32_t>();
-    gather.cached_recv_src_token = plan.cached->recv_src_token.as<const int32_t>();
-    gather.recv_x = result.recv_x.as<uint8_t>();
-    gather.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
-    gather.recv_src_token = handle->recv_src_token.as<int32_t>();
-    gather.num_output_rows = rows;
-    launch_cached_gather(context, gather, stream);
+  if (plan.x_in_heap) {
+    launch_gather(context, gather_launch(plan, *handle, result, message, rows), stream);
+    // Rows read in place: every peer is done reading this rank's input before the caller's next write to it.
+    launch_end_call(context, stream);
   } else {
-    launch_dispatch(context, dispatch_launch(plan, *handle, result, full, rows), stream);
+    launch_dispatch(context, dispatch_launch(plan, *handle, result, message, rows), stream);
   }
-  // Rows read in place: every peer is done reading this rank's input before the caller's next write to it.
-  if (plan.x_in_heap) launch_end_call(context, stream);
 
   result.num_recv_tokens = worst_case ? -1 : handle->num_recv_tokens;
   if (!worst_case) result.num_recv_tokens_per_expert = handle->num_recv_tokens_per_expert;

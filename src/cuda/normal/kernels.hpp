@@ -54,19 +54,19 @@ struct NotifyLaunch {
   int32_t* send_list;            // [R, N]: per destination, its tokens in order
   int32_t* send_channel_prefix;  // [R, C + 1]: per destination, where each channel starts in send_list
   int32_t* send_slot;            // [N, R]: ring index of token t within (its channel, destination), or -1
+  // x in the heap: the send lists again, in this rank's heap input (NormalInputLayout::send_list, rows of
+  // heap_send_list_stride), for the receivers to pull by; else null.
+  int32_t* heap_send_lists;
+  int64_t heap_send_list_stride;
 };
 // Resets rings, exchanges counts with every rank (two barriers) and builds the handle's matrices.
 void launch_dispatch_notify(const KernelContext& context, const NotifyLaunch& launch, cudaStream_t stream);
 
 struct DispatchLaunch {
-  common::DispatchMessage message;  // what the rings carry (routing only when rows_in_place)
+  common::DispatchMessage message;  // what the rings carry
   int local_experts;
   // The token's row: hidden * element size, and hidden / 128 scales for fp8 (else 0).
   uint32_t row_bytes, num_scales;
-  // x is the heap-resident input (DispatchPlan::x_in_heap): the receivers read each row, and its scales,
-  // from the source's heap at `input` (docs/normal-in-place.md).
-  bool rows_in_place;
-  common::NormalInputLayout input;
   // Send side.
   const uint8_t* x;
   const float* x_scales;  // laid out as x_scales_layout says (row- or column-major), or null
@@ -87,21 +87,27 @@ struct DispatchLaunch {
 };
 void launch_dispatch(const KernelContext& context, const DispatchLaunch& launch, cudaStream_t stream);
 
-// A cached dispatch with x in the heap (DispatchPlan::gather_in_place; docs/normal-in-place.md): every
-// received row is pulled from its source's heap by the cached handle's receive order, with no rings. Runs
-// between launch_begin_call (every source's x is written) and launch_end_call (no peer still reads it).
-struct CachedGatherLaunch {
-  common::NormalInputLayout input;       // where every source keeps its x and scales
-  uint32_t row_bytes, num_scales;        // hidden * element size; hidden / 128 for fp8, else 0
-  const int32_t* recv_channel_start;     // [R * C + 1], the cached handle's
-  const int32_t* cached_recv_src_token;  // [M]: the source token of each received row
+// A dispatch with x in the heap (DispatchPlan::x_in_heap; docs/normal-in-place.md) uses no ring: every
+// received row is pulled from its source's heap. By the routing the sources left there (their send lists
+// for this rank, written by the notify or copied from a cached handle, and their topk_idx and weights), or,
+// for a cached dispatch without topk_idx (DispatchPlan::gather_by_handle), by the cached handle's own
+// receive order. Runs after the opening barrier (every source's x and routing are written) and before
+// launch_end_call (no peer still reads them when the caller refills x).
+struct GatherLaunch {
+  common::NormalInputLayout input;  // where every source keeps its x, scales and routing
+  uint32_t row_bytes, num_scales;   // hidden * element size; hidden / 128 for fp8, else 0
+  int topk, local_experts;          // topk 0: no routing is pulled
+  bool has_weights;
+  const int32_t* recv_channel_start;     // [R * C + 1]
+  const int32_t* cached_recv_src_token;  // [M]: by the handle (gather_by_handle), else null
   uint8_t* recv_x;
-  float* recv_x_scales;     // or null (bf16)
-  int32_t* recv_src_token;  // [num_output_rows]: the new handle's
-  int64_t num_output_rows;  // M, or num_worst_tokens (padded)
+  float* recv_x_scales;      // or null (bf16)
+  int64_t* recv_topk_idx;    // [rows, K] or null
+  float* recv_topk_weights;  // [rows, K] or null
+  int32_t* recv_src_token;   // [num_output_rows]: the new handle's
+  int64_t num_output_rows;   // M, or num_worst_tokens (padded)
 };
-void launch_cached_gather(const KernelContext& context, const CachedGatherLaunch& launch,
-                          cudaStream_t stream);
+void launch_gather(const KernelContext& context, const GatherLaunch& launch, cudaStream_t stream);
 
 struct CombineLaunch {
   common::CombineMessage message;

@@ -70,8 +70,14 @@ __device__ void scan_channel_tokens(const KernelContext& context, const NotifyLa
       if (fill && token < end) {
         const int32_t position = found + __popc(mask & ((1u << lane) - 1u));
         launch.send_slot[token * num_ranks + destination] = in_rank ? position : -1;
-        if (in_rank)
+        if (in_rank) {
           launch.send_list[destination * launch.num_tokens + base + position] = static_cast<int32_t>(token);
+          // x in the heap: the receivers pull by this copy (written before the barrier after the scan).
+          if (launch.heap_send_lists) {
+            launch.heap_send_lists[destination * launch.heap_send_list_stride + base + position] =
+                static_cast<int32_t>(token);
+          }
+        }
       }
       found += __popc(mask);
     }
@@ -190,7 +196,7 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
 void prepare_dispatch_kernel();
 void prepare_combine_kernel();
 void prepare_layout_kernel();
-void prepare_cached_gather_kernel();
+void prepare_gather_kernel();
 
 void prepare_normal_kernels(int device) {
   // Loading and attributes belong to a device's context: once per device (a process may drive several).
@@ -208,7 +214,7 @@ void prepare_normal_kernels(int device) {
     prepare_dispatch_kernel();
     prepare_combine_kernel();
     prepare_layout_kernel();
-    prepare_cached_gather_kernel();
+    prepare_gather_kernel();
   }();
 }
 

@@ -1,6 +1,7 @@
-// The cached dispatch in place (docs/normal-in-place.md, "The cached dispatch"): the handle already
-// holds the receive order, so the whole grid pulls rows from the sources' heaps, a warp per row, with no
-// sender and no ring. The same SMs as the ring dispatch (two blocks per channel), all of them pulling.
+// The `normal` dispatch in place (docs/normal-in-place.md): no sender and no ring. The whole grid pulls
+// the received rows from the sources' heaps, a warp per row: the row and its scales by TMA through the
+// warp's staging buffer, its routing (the source's topk_idx and weights, as this rank sees them) by the
+// lanes. The same SMs as the ring dispatch (two blocks per channel), all of them pulling.
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/normal/kernels.hpp"
 #include "device/bounded_wait.cuh"
@@ -42,29 +43,58 @@ __device__ __forceinline__ int source_of_row(const int32_t* recv_channel_start, 
   return low;
 }
 
+// An index from a peer (or, by the handle, from this Buffer's own handle) that would send a read outside
+// that peer's heap input: recorded as the receiver's failure, and nothing is read.
+__device__ __forceinline__ bool index_in_input(const KernelContext& context, const GatherLaunch& launch,
+                                               int64_t index, int source) {
+  if (index >= 0 && index < launch.input.max_tokens) return true;
+  if (lane_id() == 0) {
+    const WaitSite site{common::WaitRole::dispatch_receiver, common::WaitTarget::source_row, -1, source};
+    record_wait_failure(context, site, launch.input.max_tokens, index, 0);
+  }
+  return false;
+}
+
+// Row `row`'s routing as this rank sees it: its local expert ids, or -1 (weight 0) for other ranks' slots.
+__device__ __forceinline__ void gather_routing(const KernelContext& context, const GatherLaunch& launch,
+                                               const uint8_t* heap, int64_t token, int64_t row) {
+  const int topk = launch.topk;
+  const auto* topk_idx =
+      reinterpret_cast<const int64_t*>(heap + launch.input.topk_idx_offset()) + token * topk;
+  const auto* weights =
+      reinterpret_cast<const float*>(heap + launch.input.topk_weights_offset()) + token * topk;
+  const int64_t first_expert = static_cast<int64_t>(context.rank) * launch.local_experts;
+  for (int k = lane_id(); k < topk; k += 32) {
+    const int64_t expert = topk_idx[k];
+    const bool local = expert >= first_expert && expert < first_expert + launch.local_experts;
+    launch.recv_topk_idx[row * topk + k] = local ? expert - first_expert : -1;
+    if (launch.recv_topk_weights) launch.recv_topk_weights[row * topk + k] = local ? weights[k] : 0.0f;
+  }
+}
+
 // Gather role: every warp of the grid takes rows warp_index, warp_index + warps, ... of the receive
-// order and copies each from its source's heap.
-__device__ void gather_rows(const KernelContext& context, const CachedGatherLaunch& launch, int64_t received,
+// order and copies each, and its routing, from its source's heap.
+__device__ void gather_rows(const KernelContext& context, const GatherLaunch& launch, int64_t received,
                             StagedRowCopy& row_copy) {
   const int lane = lane_id();
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   const int64_t warp_index = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
-  // The sources wrote their x with generic-proxy stores before the opening barrier; the bulk loads below
-  // read it through the async proxy.
+  // The sources wrote their x (and routing) with generic-proxy stores before the barrier this call passed;
+  // the bulk loads below read them through the async proxy.
   ptx::fence_proxy_async_global();
   for (int64_t row = warp_index; row < received; row += warps) {
     const int source = source_of_row(launch.recv_channel_start, context.num_ranks, context.num_channels, row);
-    const int64_t token = launch.cached_recv_src_token[row];
-    // The handle is this Buffer's own, but a read outside the source's input would copy whatever the
-    // heap holds there: recorded as the receiver's failure, and not read.
-    if (token < 0 || token >= launch.input.max_tokens) {
-      if (lane == 0) {
-        const WaitSite site{common::WaitRole::dispatch_receiver, common::WaitTarget::source_row, -1, source};
-        record_wait_failure(context, site, launch.input.max_tokens, token, 0, /*abort_rank=*/false);
-      }
-      continue;
-    }
     const uint8_t* heap = context.heap.peer_base(source);
+    int64_t token;
+    if (launch.cached_recv_src_token) {
+      token = launch.cached_recv_src_token[row];
+    } else {
+      // Entry i of the source's send list for this rank is its i-th row here.
+      const int64_t entry = row - launch.recv_channel_start[source * context.num_channels];
+      if (!index_in_input(context, launch, entry, source)) continue;
+      token = launch.input.send_list(heap, context.rank)[entry];
+    }
+    if (!index_in_input(context, launch, token, source)) continue;
     row_copy.copy(launch.recv_x + row * launch.row_bytes,
                   heap + launch.input.x_offset() + token * launch.row_bytes, launch.row_bytes);
     const float* scales =
@@ -72,12 +102,26 @@ __device__ void gather_rows(const KernelContext& context, const CachedGatherLaun
     for (uint32_t i = lane; launch.recv_x_scales != nullptr && i < launch.num_scales; i += 32) {
       launch.recv_x_scales[row * launch.num_scales + i] = scales[i];
     }
+    if (launch.topk > 0) gather_routing(context, launch, heap, token, row);
     if (lane == 0) launch.recv_src_token[row] = static_cast<int32_t>(token);
   }
   if (lane == 0) ptx::tma_store_wait_all();
 }
 
-__global__ void cached_gather_kernel(KernelContext context, CachedGatherLaunch launch) {
+// Worst-case mode: rows past the received ones come from nowhere and route nowhere.
+__device__ void pad_worst_case_rows(const GatherLaunch& launch, int64_t received) {
+  const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t row = received + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+       row < launch.num_output_rows; row += threads) {
+    launch.recv_src_token[row] = -1;
+    for (int k = 0; k < launch.topk; ++k) {
+      if (launch.recv_topk_idx) launch.recv_topk_idx[row * launch.topk + k] = -1;
+      if (launch.recv_topk_weights) launch.recv_topk_weights[row * launch.topk + k] = 0.0f;
+    }
+  }
+}
+
+__global__ void gather_kernel(KernelContext context, GatherLaunch launch) {
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
   __shared__ uint64_t tma_barrier[kGatherWarps];
   // The opening found the ranks' calls mismatched (or a peer failed): nothing to pull that anyone expects.
@@ -101,28 +145,22 @@ __global__ void cached_gather_kernel(KernelContext context, CachedGatherLaunch l
   StagedRowCopy row_copy{dynamic_shared + static_cast<size_t>(warp) * staging_bytes, staging_bytes,
                          &tma_barrier[warp], 0};
   gather_rows(context, launch, received, row_copy);
-  // Worst-case mode: rows past the received ones come from nowhere.
-  for (int64_t row = received + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       row < launch.num_output_rows; row += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    launch.recv_src_token[row] = -1;
-  }
+  pad_worst_case_rows(launch, received);
 }
 
 }  // namespace
 
-void prepare_cached_gather_kernel() {
-  preload_kernel(cached_gather_kernel);
-  SY_CUDA_CHECK(cudaFuncSetAttribute(cached_gather_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+void prepare_gather_kernel() {
+  preload_kernel(gather_kernel);
+  SY_CUDA_CHECK(cudaFuncSetAttribute(gather_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                      static_cast<int>(kStagingBudgetBytes)));
 }
 
-void launch_cached_gather(const KernelContext& context, const CachedGatherLaunch& launch,
-                          cudaStream_t stream) {
+void launch_gather(const KernelContext& context, const GatherLaunch& launch, cudaStream_t stream) {
   // The ring dispatch's grid (two blocks per channel), so the tuning's SM count holds for both.
   const size_t shared_bytes =
       static_cast<size_t>(kGatherWarps) * gather_staging_bytes(launch.row_bytes, kGatherWarps);
-  cached_gather_kernel<<<2 * context.num_channels, kGatherWarps * 32, shared_bytes, stream>>>(context,
-                                                                                              launch);
+  gather_kernel<<<2 * context.num_channels, kGatherWarps * 32, shared_bytes, stream>>>(context, launch);
   SY_CUDA_CHECK_LAUNCH();
 }
 
