@@ -7,7 +7,8 @@
 
 namespace switchyard::cpu {
 
-void leave_routing(const common::SymHeap& heap, const detail::DispatchPlan& plan, const uint8_t* is_token_in_rank) {
+void leave_routing(const common::SymHeap& heap, const detail::DispatchPlan& plan,
+                   const uint8_t* is_token_in_rank) {
   const common::NormalInputLayout& input = plan.input;
   const int num_ranks = plan.topology.num_ranks, num_channels = plan.config.num_channels;
   for (int destination = 0; destination < num_ranks; ++destination) {
@@ -17,14 +18,16 @@ void leave_routing(const common::SymHeap& heap, const detail::DispatchPlan& plan
     // source's rows.
     for (int channel = 0; channel < num_channels; ++channel) {
       const int64_t end = common::channel_begin(plan.num_tokens, num_channels, channel + 1);
-      for (int64_t token = common::channel_begin(plan.num_tokens, num_channels, channel); token < end; ++token) {
+      for (int64_t token = common::channel_begin(plan.num_tokens, num_channels, channel); token < end;
+           ++token) {
         if (is_token_in_rank[token * num_ranks + destination]) list[position++] = static_cast<int32_t>(token);
       }
     }
   }
   const size_t slots = static_cast<size_t>(plan.num_tokens) * plan.topk;
   if (plan.topk > 0) std::memcpy(heap.base + input.topk_idx_offset(), plan.args.topk_idx.data, slots * 8);
-  if (plan.has_weights) std::memcpy(heap.base + input.topk_weights_offset(), plan.args.topk_weights.data, slots * 4);
+  if (plan.has_weights)
+    std::memcpy(heap.base + input.topk_weights_offset(), plan.args.topk_weights.data, slots * 4);
 }
 
 namespace {
@@ -52,9 +55,11 @@ void gather_rows(const DispatchContext& context, const int32_t* cached_recv_src_
     const float* scales = reinterpret_cast<const float*>(source_heap + context.input.scales_offset());
     const int32_t* send_list = context.input.send_list(source_heap, context.rank);
     const auto* topk_idx = reinterpret_cast<const int64_t*>(source_heap + context.input.topk_idx_offset());
-    const auto* topk_weights = reinterpret_cast<const float*>(source_heap + context.input.topk_weights_offset());
+    const auto* topk_weights =
+        reinterpret_cast<const float*>(source_heap + context.input.topk_weights_offset());
     const int64_t first_row = context.recv_channel_start[source * context.num_channels];
-    for (int64_t row = context.recv_channel_start[index]; row < context.recv_channel_start[index + 1]; ++row) {
+    for (int64_t row = context.recv_channel_start[index]; row < context.recv_channel_start[index + 1];
+         ++row) {
       int64_t token;
       if (cached_recv_src_token) {
         token = cached_recv_src_token[row];
@@ -73,7 +78,8 @@ void gather_rows(const DispatchContext& context, const int32_t* cached_recv_src_
         const int64_t expert = topk_idx[token * topk + k];
         const bool local = expert >= first_expert && expert < first_expert + context.local_experts;
         context.recv_topk_idx[row * topk + k] = local ? expert - first_expert : -1;
-        if (context.recv_topk_weights) context.recv_topk_weights[row * topk + k] = local ? topk_weights[token * topk + k] : 0.0f;
+        if (context.recv_topk_weights)
+          context.recv_topk_weights[row * topk + k] = local ? topk_weights[token * topk + k] : 0.0f;
       }
       context.recv_src_token[row] = static_cast<int32_t>(token);
     }

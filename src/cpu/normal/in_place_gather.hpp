@@ -15,7 +15,8 @@ namespace switchyard::cpu {
 
 // Writes this rank's send lists (from `is_token_in_rank`, [N, R]) and its topk_idx and topk_weights into
 // its heap input (common::NormalInputLayout).
-void leave_routing(const common::SymHeap& heap, const detail::DispatchPlan& plan, const uint8_t* is_token_in_rank);
+void leave_routing(const common::SymHeap& heap, const detail::DispatchPlan& plan,
+                   const uint8_t* is_token_in_rank);
 
 // Pulls the rows of `channel` from every source: row r of (source s, channel) is entry
 // r - first_row(s) of s's send list for this rank, or with `cached_recv_src_token` token

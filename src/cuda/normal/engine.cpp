@@ -99,11 +99,12 @@ const int64_t* routing_epoch_of(const detail::NormalHandleData& handle) {
   return handle.routing_epoch.defined() ? handle.routing_epoch.as<const int64_t>() : nullptr;
 }
 
-// x in the heap: this rank's routing, left in its heap input for its receivers to pull by
-// (common::NormalInputLayout): its topk_idx and weights as given, and for a cached dispatch the cached
-// handle's send lists (a fresh dispatch's notify writes them there itself). Stream-ordered before the
-// barrier that lets the receivers read them.
-void leave_routing(const detail::DispatchPlan& plan, const KernelContext& context, cudaStream_t stream) {
+// x in the heap, a cached dispatch with topk_idx: this rank's routing, left in its heap input for its
+// receivers to pull by (common::NormalInputLayout): the cached handle's send lists and this call's topk_idx
+// and weights as given (a fresh dispatch's notify writes them there itself). Stream-ordered before the
+// opening barrier.
+void leave_cached_routing(const detail::DispatchPlan& plan, const KernelContext& context,
+                          cudaStream_t stream) {
   const common::NormalInputLayout& input = plan.input;
   uint8_t* heap = context.heap.base;
   const size_t slots = static_cast<size_t>(plan.num_tokens) * plan.topk;
@@ -114,12 +115,10 @@ void leave_routing(const detail::DispatchPlan& plan, const KernelContext& contex
     SY_CUDA_CHECK(cudaMemcpyAsync(heap + input.topk_weights_offset(), plan.args.topk_weights.data,
                                   slots * sizeof(float), cudaMemcpyDeviceToDevice, stream));
   }
-  if (plan.cached) {
-    const size_t row = static_cast<size_t>(plan.num_tokens) * sizeof(int32_t);
-    SY_CUDA_CHECK(cudaMemcpy2DAsync(
-        input.send_list(heap, 0), static_cast<size_t>(input.max_tokens) * sizeof(int32_t),
-        plan.cached->send_list.data(), row, row, plan.topology.num_ranks, cudaMemcpyDeviceToDevice, stream));
-  }
+  const size_t row = static_cast<size_t>(plan.num_tokens) * sizeof(int32_t);
+  SY_CUDA_CHECK(cudaMemcpy2DAsync(
+      input.send_list(heap, 0), static_cast<size_t>(input.max_tokens) * sizeof(int32_t),
+      plan.cached->send_list.data(), row, row, plan.topology.num_ranks, cudaMemcpyDeviceToDevice, stream));
 }
 
 // The in-place dispatch's pull (docs/normal-in-place.md).
@@ -194,7 +193,7 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
       : plan.cached             ? plan.cached->num_recv_tokens
                                 : static_cast<int64_t>(num_ranks) * options_.sizing.max_tokens_per_rank;
   handle->recv_src_token = allocate(env, DType::i32, {source_row_capacity});
-  if (plan.x_in_heap && !plan.gather_by_handle) leave_routing(plan, context, stream);
+  if (plan.cached && plan.x_in_heap && !plan.gather_by_handle) leave_cached_routing(plan, context, stream);
   if (plan.cached) {
     launch_begin_call(context, plan.signature, routing_epoch_of(*plan.cached), stream);
   } else {
@@ -230,8 +229,16 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
     notify.send_list = handle->send_list.as<int32_t>();
     notify.send_channel_prefix = handle->send_channel_prefix.as<int32_t>();
     notify.send_slot = handle->send_slot.as<int32_t>();
-    notify.heap_send_lists = plan.x_in_heap ? plan.input.send_list(context.heap.base, 0) : nullptr;
-    notify.heap_send_list_stride = plan.input.max_tokens;
+    if (plan.x_in_heap) {
+      uint8_t* heap = context.heap.base;
+      notify.heap_send_lists = plan.input.send_list(heap, 0);
+      notify.heap_send_list_stride = plan.input.max_tokens;
+      notify.heap_topk_idx =
+          plan.topk > 0 ? reinterpret_cast<int64_t*>(heap + plan.input.topk_idx_offset()) : nullptr;
+      notify.heap_topk_weights =
+          plan.has_weights ? reinterpret_cast<float*>(heap + plan.input.topk_weights_offset()) : nullptr;
+      notify.topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
+    }
     launch_dispatch_notify(context, notify, stream);
     if (plan.num_worst_tokens == 0) {
       // The one host synchronisation of a non-worst-case dispatch: the output sizes.

@@ -54,10 +54,14 @@ struct NotifyLaunch {
   int32_t* send_list;            // [R, N]: per destination, its tokens in order
   int32_t* send_channel_prefix;  // [R, C + 1]: per destination, where each channel starts in send_list
   int32_t* send_slot;            // [N, R]: ring index of token t within (its channel, destination), or -1
-  // x in the heap: the send lists again, in this rank's heap input (NormalInputLayout::send_list, rows of
-  // heap_send_list_stride), for the receivers to pull by; else null.
+  // x in the heap: the routing again, in this rank's heap input for the receivers to pull by
+  // (common::NormalInputLayout), written before the barrier that follows the scan; else null. The send lists
+  // in rows of heap_send_list_stride, topk_idx and topk_weights ([N, K]) as given.
   int32_t* heap_send_lists;
   int64_t heap_send_list_stride;
+  int64_t* heap_topk_idx;
+  float* heap_topk_weights;
+  const float* topk_weights;  // [N, K], with heap_topk_weights
 };
 // Resets rings, exchanges counts with every rank (two barriers) and builds the handle's matrices.
 void launch_dispatch_notify(const KernelContext& context, const NotifyLaunch& launch, cudaStream_t stream);

@@ -108,6 +108,9 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
   const int64_t num_slots = launch.num_tokens * launch.topk;
   for (int64_t i = threadIdx.x; i < num_slots; i += blockDim.x) {
     const int64_t expert = launch.topk_idx[i];
+    // x in the heap: the routing the receivers pull by, copied as given (the scan reads it anyway).
+    if (launch.heap_topk_idx) launch.heap_topk_idx[i] = expert;
+    if (launch.heap_topk_weights) launch.heap_topk_weights[i] = launch.topk_weights[i];
     if (expert >= 0 && expert < num_experts) {
       atomicAdd(&expert_counts[expert], 1);
     } else if (expert != -1) {
