@@ -393,10 +393,12 @@ class Buffer:
         heap_inputs, heap_hidden = _heap_inputs_shape(switchyard_heap_inputs)
         inputs = {}
         if heap_inputs:
-            # Sized by switchyard: the rings for rows of that hidden, up to these tokens, then the inputs.
+            # Sized by switchyard: the rings for rows of that hidden, up to these tokens, then the inputs. The
+            # inputs keep each call's routing (topk_idx and weights) for the peers to pull by: room for any k
+            # switchyard takes (32), as DeepEP's calls take any k.
             heap_bytes = 0
-            inputs = dict(max_tokens_per_rank=heap_inputs, hidden=heap_hidden, normal_heap_input_tokens=heap_inputs,
-                          normal_heap_combine_rows=self.group_size * heap_inputs)
+            inputs = dict(max_tokens_per_rank=heap_inputs, hidden=heap_hidden, topk=32,
+                          normal_heap_input_tokens=heap_inputs, normal_heap_combine_rows=self.group_size * heap_inputs)
         self.switchyard_buffer = _NativeBuffer(
             resolved, backend=backend, sharing=sharing, ranks_per_node=min(self.group_size, NUM_MAX_NVL_PEERS),
             config=config, heap_bytes=heap_bytes, **inputs)
