@@ -98,16 +98,18 @@ __device__ __forceinline__ void copy_out(const DispatchLaunch& launch, uint8_t* 
                                          StagedRowCopy& row_copy) {
   const common::DispatchMessage& message = launch.message;
   const int lane = lane_id();
-  row_copy.copy(launch.recv_x + row * launch.row_bytes, message.row(slot), launch.row_bytes);
+  row_copy.copy(launch.received.recv_x + row * launch.row_bytes, message.row(slot), launch.row_bytes);
   for (uint32_t i = lane; i < launch.num_scales; i += 32) {
-    launch.recv_x_scales[row * launch.num_scales + i] = message.scales(slot)[i];
+    launch.received.recv_x_scales[row * launch.num_scales + i] = message.scales(slot)[i];
   }
   const int topk = static_cast<int>(message.topk);
   for (int k = lane; k < topk; k += 32) {
-    if (launch.recv_topk_idx) launch.recv_topk_idx[row * topk + k] = message.topk_idx(slot)[k];
-    if (launch.recv_topk_weights) launch.recv_topk_weights[row * topk + k] = message.topk_weights(slot)[k];
+    if (launch.received.recv_topk_idx)
+      launch.received.recv_topk_idx[row * topk + k] = message.topk_idx(slot)[k];
+    if (launch.received.recv_topk_weights)
+      launch.received.recv_topk_weights[row * topk + k] = message.topk_weights(slot)[k];
   }
-  if (lane == 0) launch.recv_src_token[row] = *message.src_token(slot);
+  if (lane == 0) launch.received.recv_src_token[row] = *message.src_token(slot);
   // The slot's small fields were read by the lanes; the row by the TMA load that lane 0 waited for.
   __syncwarp();
 }
@@ -118,8 +120,8 @@ __device__ void dispatch_receiver(const KernelContext& context, const DispatchLa
                                   StagedRowCopy row_copy) {
   const int source = group.index;
   const int index = source * context.num_channels + channel;
-  const int64_t first_row = launch.recv_channel_start[index];
-  const uint64_t total = static_cast<uint64_t>(launch.recv_channel_start[index + 1] - first_row);
+  const int64_t first_row = launch.received.recv_channel_start[index];
+  const uint64_t total = static_cast<uint64_t>(launch.received.recv_channel_start[index + 1] - first_row);
   const common::Ring ring = context.layout.ring(context.heap.base, channel, source);
   const WaitSite site{common::WaitRole::dispatch_receiver, common::WaitTarget::ring_data, channel, source};
 
@@ -142,14 +144,15 @@ __device__ void dispatch_receiver(const KernelContext& context, const DispatchLa
 
 // Worst-case mode: rows past the received ones route nowhere.
 __device__ void pad_worst_case_rows(const KernelContext& context, const DispatchLaunch& launch, int channel) {
-  const int64_t received = launch.recv_channel_start[context.num_ranks * context.num_channels];
+  const int64_t received = launch.received.recv_channel_start[context.num_ranks * context.num_channels];
   const int topk = static_cast<int>(launch.message.topk);
   for (int64_t row = received + channel * static_cast<int64_t>(blockDim.x) + threadIdx.x;
-       row < launch.num_output_rows; row += static_cast<int64_t>(blockDim.x) * context.num_channels) {
-    launch.recv_src_token[row] = -1;
+       row < launch.received.num_output_rows;
+       row += static_cast<int64_t>(blockDim.x) * context.num_channels) {
+    launch.received.recv_src_token[row] = -1;
     for (int k = 0; k < topk; ++k) {
-      if (launch.recv_topk_idx) launch.recv_topk_idx[row * topk + k] = -1;
-      if (launch.recv_topk_weights) launch.recv_topk_weights[row * topk + k] = 0.0f;
+      if (launch.received.recv_topk_idx) launch.received.recv_topk_idx[row * topk + k] = -1;
+      if (launch.received.recv_topk_weights) launch.received.recv_topk_weights[row * topk + k] = 0.0f;
     }
   }
 }
@@ -160,12 +163,12 @@ __global__ void dispatch_kernel(KernelContext context, DispatchLaunch launch, in
   const int channel = blockIdx.x / 2;
   const bool is_sender = (blockIdx.x % 2) == 0;
   const WarpGroup group = warp_group_of_this_warp(warps_per_group);
-  const int64_t received = launch.recv_channel_start[context.num_ranks * context.num_channels];
-  if (received > launch.num_output_rows) {
+  const int64_t received = launch.received.recv_channel_start[context.num_ranks * context.num_channels];
+  if (received > launch.received.num_output_rows) {
     // Worst-case outputs too small: write nothing; peers waiting on us time out and say so.
     if (threadIdx.x == 0 && blockIdx.x == 1) {
       WaitSite site{common::WaitRole::dispatch_receiver, common::WaitTarget::capacity, -1, -1};
-      record_wait_failure(context, site, launch.num_output_rows, received, 0);
+      record_wait_failure(context, site, launch.received.num_output_rows, received, 0);
     }
     return;
   }

@@ -121,6 +121,20 @@ void leave_cached_routing(const detail::DispatchPlan& plan, const KernelContext&
       plan.cached->send_list.data(), row, row, plan.topology.num_ranks, cudaMemcpyDeviceToDevice, stream));
 }
 
+// Where the dispatch's received rows go: `result`'s outputs of `rows` rows, in `handle`'s receive order.
+ReceivedRows received_rows(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,
+                           const DispatchResult& result, int64_t rows) {
+  ReceivedRows received{};
+  received.recv_channel_start = handle.recv_channel_start.as<const int32_t>();
+  received.recv_x = result.recv_x.as<uint8_t>();
+  received.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
+  received.recv_topk_idx = plan.topk > 0 ? result.recv_topk_idx.as<int64_t>() : nullptr;
+  received.recv_topk_weights = plan.has_weights ? result.recv_topk_weights.as<float>() : nullptr;
+  received.recv_src_token = handle.recv_src_token.as<int32_t>();
+  received.num_output_rows = rows;
+  return received;
+}
+
 // The in-place dispatch's pull (docs/normal-in-place.md).
 GatherLaunch gather_launch(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,
                            const DispatchResult& result, const common::DispatchMessage& message,
@@ -132,15 +146,9 @@ GatherLaunch gather_launch(const detail::DispatchPlan& plan, const detail::Norma
   gather.topk = plan.topk;
   gather.local_experts = plan.local_experts;
   gather.has_weights = plan.has_weights;
-  gather.recv_channel_start = handle.recv_channel_start.as<const int32_t>();
   gather.cached_recv_src_token =
       plan.gather_by_handle ? plan.cached->recv_src_token.as<const int32_t>() : nullptr;
-  gather.recv_x = result.recv_x.as<uint8_t>();
-  gather.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
-  gather.recv_topk_idx = plan.topk > 0 ? result.recv_topk_idx.as<int64_t>() : nullptr;
-  gather.recv_topk_weights = plan.has_weights ? result.recv_topk_weights.as<float>() : nullptr;
-  gather.recv_src_token = handle.recv_src_token.as<int32_t>();
-  gather.num_output_rows = rows;
+  gather.received = received_rows(plan, handle, result, rows);
   return gather;
 }
 
@@ -162,13 +170,7 @@ DispatchLaunch dispatch_launch(const detail::DispatchPlan& plan, const detail::N
   launch.num_tokens = plan.num_tokens;
   launch.send_list = handle.send_list.as<const int32_t>();
   launch.send_channel_prefix = handle.send_channel_prefix.as<const int32_t>();
-  launch.recv_channel_start = handle.recv_channel_start.as<const int32_t>();
-  launch.recv_x = result.recv_x.as<uint8_t>();
-  launch.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
-  launch.recv_topk_idx = plan.topk > 0 ? result.recv_topk_idx.as<int64_t>() : nullptr;
-  launch.recv_topk_weights = plan.has_weights ? result.recv_topk_weights.as<float>() : nullptr;
-  launch.recv_src_token = handle.recv_src_token.as<int32_t>();
-  launch.num_output_rows = rows;
+  launch.received = received_rows(plan, handle, result, rows);
   return launch;
 }
 

@@ -67,8 +67,9 @@ __device__ __forceinline__ void gather_routing(const KernelContext& context, con
   for (int k = lane_id(); k < topk; k += 32) {
     const int64_t expert = topk_idx[k];
     const bool local = expert >= first_expert && expert < first_expert + launch.local_experts;
-    launch.recv_topk_idx[row * topk + k] = local ? expert - first_expert : -1;
-    if (launch.recv_topk_weights) launch.recv_topk_weights[row * topk + k] = local ? weights[k] : 0.0f;
+    launch.received.recv_topk_idx[row * topk + k] = local ? expert - first_expert : -1;
+    if (launch.received.recv_topk_weights)
+      launch.received.recv_topk_weights[row * topk + k] = local ? weights[k] : 0.0f;
   }
 }
 
@@ -83,27 +84,28 @@ __device__ void gather_rows(const KernelContext& context, const GatherLaunch& la
   // the bulk loads below read them through the async proxy.
   ptx::fence_proxy_async_global();
   for (int64_t row = warp_index; row < received; row += warps) {
-    const int source = source_of_row(launch.recv_channel_start, context.num_ranks, context.num_channels, row);
+    const int source =
+        source_of_row(launch.received.recv_channel_start, context.num_ranks, context.num_channels, row);
     const uint8_t* heap = context.heap.peer_base(source);
     int64_t token;
     if (launch.cached_recv_src_token) {
       token = launch.cached_recv_src_token[row];
     } else {
       // Entry i of the source's send list for this rank is its i-th row here.
-      const int64_t entry = row - launch.recv_channel_start[source * context.num_channels];
+      const int64_t entry = row - launch.received.recv_channel_start[source * context.num_channels];
       if (!index_in_input(context, launch, entry, source)) continue;
       token = launch.input.send_list(heap, context.rank)[entry];
     }
     if (!index_in_input(context, launch, token, source)) continue;
-    row_copy.copy(launch.recv_x + row * launch.row_bytes,
+    row_copy.copy(launch.received.recv_x + row * launch.row_bytes,
                   heap + launch.input.x_offset() + token * launch.row_bytes, launch.row_bytes);
     const float* scales =
         reinterpret_cast<const float*>(heap + launch.input.scales_offset()) + token * launch.num_scales;
-    for (uint32_t i = lane; launch.recv_x_scales != nullptr && i < launch.num_scales; i += 32) {
-      launch.recv_x_scales[row * launch.num_scales + i] = scales[i];
+    for (uint32_t i = lane; launch.received.recv_x_scales != nullptr && i < launch.num_scales; i += 32) {
+      launch.received.recv_x_scales[row * launch.num_scales + i] = scales[i];
     }
     if (launch.topk > 0) gather_routing(context, launch, heap, token, row);
-    if (lane == 0) launch.recv_src_token[row] = static_cast<int32_t>(token);
+    if (lane == 0) launch.received.recv_src_token[row] = static_cast<int32_t>(token);
   }
   if (lane == 0) ptx::tma_store_wait_all();
 }
@@ -112,11 +114,11 @@ __device__ void gather_rows(const KernelContext& context, const GatherLaunch& la
 __device__ void pad_worst_case_rows(const GatherLaunch& launch, int64_t received) {
   const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t row = received + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       row < launch.num_output_rows; row += threads) {
-    launch.recv_src_token[row] = -1;
+       row < launch.received.num_output_rows; row += threads) {
+    launch.received.recv_src_token[row] = -1;
     for (int k = 0; k < launch.topk; ++k) {
-      if (launch.recv_topk_idx) launch.recv_topk_idx[row * launch.topk + k] = -1;
-      if (launch.recv_topk_weights) launch.recv_topk_weights[row * launch.topk + k] = 0.0f;
+      if (launch.received.recv_topk_idx) launch.received.recv_topk_idx[row * launch.topk + k] = -1;
+      if (launch.received.recv_topk_weights) launch.received.recv_topk_weights[row * launch.topk + k] = 0.0f;
     }
   }
 }
@@ -126,12 +128,12 @@ __global__ void gather_kernel(KernelContext context, GatherLaunch launch) {
   __shared__ uint64_t tma_barrier[kGatherWarps];
   // The opening found the ranks' calls mismatched (or a peer failed): nothing to pull that anyone expects.
   if (rank_aborted(context)) return;
-  const int64_t received = launch.recv_channel_start[context.num_ranks * context.num_channels];
-  if (received > launch.num_output_rows) {
+  const int64_t received = launch.received.recv_channel_start[context.num_ranks * context.num_channels];
+  if (received > launch.received.num_output_rows) {
     // Worst-case outputs too small: write nothing (the ring dispatch refuses the same way).
     if (threadIdx.x == 0 && blockIdx.x == 0) {
       const WaitSite site{common::WaitRole::dispatch_receiver, common::WaitTarget::capacity, -1, -1};
-      record_wait_failure(context, site, launch.num_output_rows, received, 0);
+      record_wait_failure(context, site, launch.received.num_output_rows, received, 0);
     }
     return;
   }

@@ -66,6 +66,18 @@ struct NotifyLaunch {
 // Resets rings, exchanges counts with every rank (two barriers) and builds the handle's matrices.
 void launch_dispatch_notify(const KernelContext& context, const NotifyLaunch& launch, cudaStream_t stream);
 
+// Where a dispatch puts what it receives, in the receive order: the ring dispatch's and the in-place
+// gather's.
+struct ReceivedRows {
+  const int32_t* recv_channel_start;  // [R * C + 1]: where each (source, channel) range starts
+  uint8_t* recv_x;
+  float* recv_x_scales;      // or null (bf16)
+  int64_t* recv_topk_idx;    // [rows, K] or null
+  float* recv_topk_weights;  // [rows, K] or null
+  int32_t* recv_src_token;   // the new handle's
+  int64_t num_output_rows;   // rows of the outputs: M, or num_worst_tokens (padded)
+};
+
 struct DispatchLaunch {
   common::DispatchMessage message;  // what the rings carry
   int local_experts;
@@ -80,14 +92,7 @@ struct DispatchLaunch {
   int64_t num_tokens;
   const int32_t* send_list;
   const int32_t* send_channel_prefix;
-  // Receive side.
-  const int32_t* recv_channel_start;
-  uint8_t* recv_x;
-  float* recv_x_scales;
-  int64_t* recv_topk_idx;
-  float* recv_topk_weights;
-  int32_t* recv_src_token;
-  int64_t num_output_rows;  // rows of the outputs: M, or num_worst_tokens (padded)
+  ReceivedRows received;
 };
 void launch_dispatch(const KernelContext& context, const DispatchLaunch& launch, cudaStream_t stream);
 
@@ -102,14 +107,8 @@ struct GatherLaunch {
   uint32_t row_bytes, num_scales;   // hidden * element size; hidden / 128 for fp8, else 0
   int topk, local_experts;          // topk 0: no routing is pulled
   bool has_weights;
-  const int32_t* recv_channel_start;     // [R * C + 1]
   const int32_t* cached_recv_src_token;  // [M]: by the handle (gather_by_handle), else null
-  uint8_t* recv_x;
-  float* recv_x_scales;      // or null (bf16)
-  int64_t* recv_topk_idx;    // [rows, K] or null
-  float* recv_topk_weights;  // [rows, K] or null
-  int32_t* recv_src_token;   // [num_output_rows]: the new handle's
-  int64_t num_output_rows;   // M, or num_worst_tokens (padded)
+  ReceivedRows received;
 };
 void launch_gather(const KernelContext& context, const GatherLaunch& launch, cudaStream_t stream);
 
