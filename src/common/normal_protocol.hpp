@@ -117,7 +117,9 @@ struct NormalHeapLayout {
 
   // Per source: its barrier arrival count, then two stamps of the calls it opened (call_stamp below).
   SY_HD size_t barrier_offset() const { return 0; }
-  SY_HD size_t barrier_bytes() const { return align_up(3 * num_ranks * sizeof(uint64_t), kCounterStride); }
+  SY_HD size_t barrier_bytes() const {
+    return align_up(3 * static_cast<size_t>(num_ranks) * sizeof(uint64_t), kCounterStride);
+  }
 
   SY_HD size_t notify_record_bytes() const {
     return align_up(sizeof(uint64_t) + (num_channels + local_experts) * sizeof(int32_t), kCounterStride);
@@ -141,7 +143,8 @@ struct NormalHeapLayout {
   // barrier's parity: a peer can be one barrier ahead of us (writing the next call's stamp while we read
   // this one) but never two, since it cannot pass a barrier before we arrive at it.
   SY_HD uint64_t* call_stamp_word(uint8_t* heap, int source, uint64_t epoch) const {
-    return reinterpret_cast<uint64_t*>(heap + barrier_offset()) + num_ranks + 2 * source + (epoch & 1);
+    return reinterpret_cast<uint64_t*>(heap + barrier_offset()) + static_cast<size_t>(num_ranks) +
+           2 * static_cast<size_t>(source) + (epoch & 1);
   }
   SY_HD NotifyRecord notify_record(uint8_t* heap, int source) const {
     uint8_t* record = heap + notify_offset() + notify_record_bytes() * source;

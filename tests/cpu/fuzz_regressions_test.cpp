@@ -40,6 +40,22 @@ std::unique_ptr<Buffer> connected_single_rank() {
   return buffer;
 }
 
+// ---- sizes ------------------------------------------------------------------------------------------
+
+TEST(FuzzedSizes, TheNormalHeapOfTwoBillionRanksIsSizedWithoutIntOverflow) {
+  // Found by switchyard_fuzz_calls (corpus/calls/crash-9bcfee69...): the barrier area's three words per rank
+  // were counted in int, and 3 * 1995896566 ranks overflowed (UBSan: signed integer overflow) while the
+  // fuzzer sized a Buffer before making it. Counted in size_t, the size is simply very large.
+  const Topology topology = Topology::single_node(1995896566);
+  size_t bytes = 0;
+  try {
+    bytes = normal_heap_bytes(topology, Config{}, small_sizing());
+  } catch (const Error&) {
+    return;  // refusing such a topology by name is as good
+  }
+  EXPECT_GT(bytes, size_t{3} * 1995896566 * sizeof(uint64_t));
+}
+
 // ---- tensor views -----------------------------------------------------------------------------------
 
 TEST(FuzzedViews, AShapeWhoseByteCountOverflowsInt64IsRefusedNotMultipliedOut) {

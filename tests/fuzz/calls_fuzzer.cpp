@@ -2,7 +2,8 @@
 // nothing is written and nothing hangs. From the input: a short sequence of Buffer calls
 // (get_dispatch_layout, dispatch fresh and cached, combine, low_latency and symmetric dispatch and
 // combine, hooks, low_latency_combine_buffer, the symmetric heap-resident tensors
-// (symmetric_input, symmetric_expert_output), synchronize, rank masks, the Buffer constructor itself, and
+// (symmetric_input, symmetric_expert_output), the normal engine's heap inputs (normal_input,
+// normal_combine_input), synchronize, rank masks, the Buffer constructor itself, and
 // Tensor::part_of), with their shapes, dtypes, sizes, flags, handles and tensor contents, on
 // 1-rank buffers connected to themselves. Each call must return or throw a switchyard::Error
 // (fuzz_outcome.hpp), and one refused with InvalidArgument must not have written its outputs.
@@ -37,7 +38,8 @@ struct FuzzedBuffer {
   std::unique_ptr<Buffer> buffer;
 };
 
-FuzzedBuffer make_buffer(int hidden, int64_t expert_major_tokens, Config config, bool heap_tensors) {
+FuzzedBuffer make_buffer(int hidden, int64_t expert_major_tokens, Config config, bool heap_tensors,
+                         bool normal_heap_inputs = false) {
   BufferOptions options;
   options.topology = Topology::single_node(1);
   options.sizing.max_tokens_per_rank = 32;
@@ -49,6 +51,9 @@ FuzzedBuffer make_buffer(int hidden, int64_t expert_major_tokens, Config config,
   // The symmetric engine's heap-resident tensors (one rank: an expert receives at most max rows).
   options.sizing.symmetric_heap_input = heap_tensors;
   options.sizing.symmetric_heap_output_rows_per_expert = heap_tensors ? expert_major_tokens : 0;
+  // The normal engine in place (docs/normal-in-place.md): every dispatch and combine must take the views.
+  options.sizing.normal_heap_input_tokens = normal_heap_inputs ? options.sizing.max_tokens_per_rank : 0;
+  options.sizing.normal_heap_combine_rows = normal_heap_inputs ? options.sizing.max_tokens_per_rank : 0;
   config.timeout_seconds = kTimeoutSeconds;
   options.config = config;
   FuzzedBuffer made{options.sizing, std::make_unique<Buffer>(options)};
@@ -57,8 +62,8 @@ FuzzedBuffer make_buffer(int hidden, int64_t expert_major_tokens, Config config,
 }
 
 // Made once, reused by every input: the default pipeline configuration on the automatic symmetric
-// paths (zero-copy dispatch, pull combine), and one channel with a 4-slot ring (the ring wraps) on
-// the publish and push paths.
+// paths (zero-copy dispatch, pull combine), one channel with a 4-slot ring (the ring wraps) on the
+// publish and push paths, and the normal engine in place.
 std::vector<FuzzedBuffer>& buffers() {
   static std::vector<FuzzedBuffer> made = [] {
     std::vector<FuzzedBuffer> list;
@@ -70,6 +75,7 @@ std::vector<FuzzedBuffer>& buffers() {
     wrapping.symmetric_combine = SymmetricCombine::push;
     wrapping.symmetric_dispatch = SymmetricDispatch::publish;
     list.push_back(make_buffer(256, 8, wrapping, false));
+    list.push_back(make_buffer(256, 8, Config{}, false, true));
     return list;
   }();
   return made;
@@ -255,9 +261,35 @@ class Session {
     args.out_recv_topk_idx = draw_.output(DType::i64, {rows, k});
     args.out_recv_topk_weights = draw_.output(DType::f32, {rows, k});
     args.stream = stream();
+    const NormalInputDraw heap = normal_input_draw(n, h);
     call("dispatch", mark, [&] {
+      take_normal_input(heap, dtype, args);
       normal_.push_back({buffer_.dispatch(args), dtype, n, h, k, args.num_worst_tokens, experts});
     });
+  }
+
+  // x from the normal engine's heap input (a Buffer sized for it): of the call's shape, or of any other
+  // (refused by name); `use` false: x where it was drawn (refused by name on such a Buffer).
+  struct NormalInputDraw {
+    bool use;
+    int64_t tokens, hidden;
+  };
+  NormalInputDraw normal_input_draw(int64_t n, int64_t h) {
+    const bool use = sizing_.normal_heap_input_tokens > 0 && input_.ConsumeIntegral<uint8_t>() < 224;
+    // draw_.size(): mostly the call's, sometimes one off, 0, small or any int64.
+    return {use, draw_.size(n), draw_.size(h)};
+  }
+  void take_normal_input(const NormalInputDraw& heap, DType dtype, DispatchArgs& args) {
+    if (!heap.use) return;
+    const NormalInputViews views = buffer_.normal_input(heap.tokens, static_cast<int>(heap.hidden), dtype);
+    if (same_shape(views.x, args.x)) std::memcpy(views.x.data, args.x.data, views.x.nbytes());
+    args.x = views.x;
+    if (views.x_scales.defined() && args.x_scales.defined()) {
+      if (same_shape(views.x_scales, args.x_scales)) {
+        std::memcpy(views.x_scales.data, args.x_scales.data, views.x_scales.nbytes());
+      }
+      args.x_scales = views.x_scales;
+    }
   }
 
   int expert_alignment() {
@@ -336,7 +368,9 @@ class Session {
     args.out_recv_x = draw_.output(dtype, {rows, h});
     args.out_recv_topk_idx = draw_.output(DType::i64, {rows, earlier->topk});
     args.stream = stream();
+    const NormalInputDraw heap = normal_input_draw(n, h);
     call("cached dispatch", mark, [&] {
+      take_normal_input(heap, dtype, args);
       normal_.push_back(
           {buffer_.dispatch(args), dtype, n, h, earlier->topk, args.num_worst_tokens, earlier->num_experts});
     });
@@ -357,7 +391,24 @@ class Session {
     args.out_combined_x = draw_.output(DType::bf16, {earlier->num_tokens, h});
     args.out_combined_topk_weights = draw_.output(DType::f32, {earlier->num_tokens, k});
     args.stream = stream();
-    call("combine", mark, [&] { buffer_.combine(args); });
+    // y (and the weights) from the normal engine's heap combine input, for the handle's dispatch (or another
+    // hidden), on a Buffer sized for it.
+    const bool heap = sizing_.normal_heap_combine_rows > 0 && input_.ConsumeIntegral<uint8_t>() < 224;
+    const int heap_hidden = input_.ConsumeBool() ? 0 : static_cast<int>(hidden(false));
+    call("combine", mark, [&] {
+      if (heap && args.handle) {
+        const NormalCombineInputViews views = buffer_.normal_combine_input(*args.handle, heap_hidden);
+        if (same_shape(views.x, args.x)) std::memcpy(views.x.data, args.x.data, views.x.nbytes());
+        args.x = views.x;
+        if (views.topk_weights.defined() && args.topk_weights.defined()) {
+          if (same_shape(views.topk_weights, args.topk_weights)) {
+            std::memcpy(views.topk_weights.data, args.topk_weights.data, views.topk_weights.nbytes());
+          }
+          args.topk_weights = views.topk_weights;
+        }
+      }
+      buffer_.combine(args);
+    });
   }
 
   int64_t expert_major_tokens() const {
