@@ -2,6 +2,8 @@
 // every region a peer writes or reads in place lies inside its layout's bytes, apart from every other one,
 // and aligned as the bulk copies that read it need. Checked over a grid of shapes, against the arithmetic
 // of each region's own size rather than against the offsets' formulas.
+#include "common/normal_protocol.hpp"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,8 +11,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-
-#include "common/normal_protocol.hpp"
 
 namespace switchyard::common {
 namespace {
@@ -21,13 +21,16 @@ struct Region {
 };
 
 // Regions sorted by start: each ends where (or before) the next begins, the last inside `total`.
-void expect_disjoint_within(std::vector<Region> regions, size_t base, size_t total, const std::string& where) {
-  std::sort(regions.begin(), regions.end(), [](const Region& a, const Region& b) { return a.begin < b.begin; });
+void expect_disjoint_within(std::vector<Region> regions, size_t base, size_t total,
+                            const std::string& where) {
+  std::sort(regions.begin(), regions.end(),
+            [](const Region& a, const Region& b) { return a.begin < b.begin; });
   for (size_t i = 0; i < regions.size(); ++i) {
     const Region& r = regions[i];
     EXPECT_GE(r.begin, base) << where << ": " << r.name << " starts before its layout";
     if (i + 1 < regions.size()) {
-      EXPECT_LE(r.begin + r.bytes, regions[i + 1].begin) << where << ": " << r.name << " runs into " << regions[i + 1].name;
+      EXPECT_LE(r.begin + r.bytes, regions[i + 1].begin)
+          << where << ": " << r.name << " runs into " << regions[i + 1].name;
     }
     EXPECT_LE(r.begin + r.bytes, base + total) << where << ": " << r.name << " runs past the layout's bytes";
   }
@@ -43,15 +46,17 @@ TEST(NormalInputLayout, RowsScalesSendListsAndRoutingAreDisjointAlignedAndInside
                                     " topk " + std::to_string(topk) + " ranks " + std::to_string(ranks);
           const size_t n = static_cast<size_t>(tokens);
           // x as bf16 (the larger), fp8 scales after the largest fp8 x, then the routing.
-          expect_disjoint_within({{"x (bf16)", input.x_offset(), n * hidden * 2},
-                                  {"send lists", input.send_lists_offset(), static_cast<size_t>(ranks) * n * 4},
-                                  {"topk_idx", input.topk_idx_offset(), n * topk * 8},
-                                  {"topk_weights", input.topk_weights_offset(), n * topk * 4}},
-                                 input.offset, input.bytes(), where);
-          expect_disjoint_within({{"x (fp8)", input.x_offset(), n * hidden},
-                                  {"scales", input.scales_offset(), n * (hidden / kScaleBlock) * 4},
-                                  {"send lists", input.send_lists_offset(), static_cast<size_t>(ranks) * n * 4}},
-                                 input.offset, input.bytes(), where);
+          expect_disjoint_within(
+              {{"x (bf16)", input.x_offset(), n * hidden * 2},
+               {"send lists", input.send_lists_offset(), static_cast<size_t>(ranks) * n * 4},
+               {"topk_idx", input.topk_idx_offset(), n * topk * 8},
+               {"topk_weights", input.topk_weights_offset(), n * topk * 4}},
+              input.offset, input.bytes(), where);
+          expect_disjoint_within(
+              {{"x (fp8)", input.x_offset(), n * hidden},
+               {"scales", input.scales_offset(), n * (hidden / kScaleBlock) * 4},
+               {"send lists", input.send_lists_offset(), static_cast<size_t>(ranks) * n * 4}},
+              input.offset, input.bytes(), where);
           // Rows and scales are read by bulk copies: 16-byte aligned. Each send list starts its own row.
           EXPECT_EQ(input.scales_offset() % kFieldAlignment, 0u) << where;
           EXPECT_EQ(input.send_lists_offset() % kFieldAlignment, 0u) << where;
@@ -72,15 +77,19 @@ TEST(NormalHeapLayout, EveryBarrierWordAndStampLiesInTheBarrierAreaApart) {
     const NormalHeapLayout layout{ranks, 4, 2, 16, 256};
     std::vector<Region> words;
     uint8_t* base = nullptr;
-    auto offset_of = [&](const uint64_t* word) { return static_cast<size_t>(reinterpret_cast<uintptr_t>(word)); };
+    auto offset_of = [&](const uint64_t* word) {
+      return static_cast<size_t>(reinterpret_cast<uintptr_t>(word));
+    };
     for (int source = 0; source < ranks; ++source) {
-      words.push_back({"barrier word " + std::to_string(source), offset_of(layout.barrier_word(base, source)), 8});
+      words.push_back(
+          {"barrier word " + std::to_string(source), offset_of(layout.barrier_word(base, source)), 8});
       for (uint64_t epoch : {uint64_t{6}, uint64_t{7}}) {
         words.push_back({"stamp " + std::to_string(source) + "/" + std::to_string(epoch % 2),
                          offset_of(layout.call_stamp_word(base, source, epoch)), 8});
       }
     }
-    expect_disjoint_within(words, layout.barrier_offset(), layout.barrier_bytes(), "ranks " + std::to_string(ranks));
+    expect_disjoint_within(words, layout.barrier_offset(), layout.barrier_bytes(),
+                           "ranks " + std::to_string(ranks));
     // Consecutive barriers use different stamp words; barriers two apart, the same one.
     EXPECT_NE(layout.call_stamp_word(base, 0, 6), layout.call_stamp_word(base, 0, 7));
     EXPECT_EQ(layout.call_stamp_word(base, 0, 6), layout.call_stamp_word(base, 0, 8));

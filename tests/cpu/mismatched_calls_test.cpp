@@ -149,13 +149,15 @@ enum class NormalMismatch {
 struct NormalMismatchCase {
   NormalMismatch mismatch;
   bool in_heap;
+  bool two_nodes = false;  // 4 ranks on 2 nodes: the hierarchical engine, stamps put across nodes
 };
 
 std::string normal_mismatch_label(const NormalMismatchCase& c) {
   static const char* const kNames[] = {"cached_dispatch_beside_combine",
                                        "cached_dispatch_with_topk_on_one_rank", "weights_on_one_rank",
                                        "combine_on_another_dispatchs_handle"};
-  return std::string(kNames[static_cast<int>(c.mismatch)]) + (c.in_heap ? "_in_heap" : "");
+  return std::string(kNames[static_cast<int>(c.mismatch)]) + (c.in_heap ? "_in_heap" : "") +
+         (c.two_nodes ? "_two_nodes" : "");
 }
 
 void PrintTo(const NormalMismatchCase& c, std::ostream* out) {
@@ -166,16 +168,16 @@ class MismatchedNormalCalls : public ::testing::TestWithParam<NormalMismatchCase
 
 TEST_P(MismatchedNormalCalls, IsRefusedOnEveryRankWritingNothing) {
   const NormalMismatchCase c = GetParam();
-  constexpr int kRanks = 3;
+  const int kRanks = c.two_nodes ? 4 : 3;
   constexpr int64_t kTokens = 6;
-  constexpr int kHidden = 256, kTopk = 2, kExperts = 6;
+  constexpr int kHidden = 256, kTopk = 2, kExperts = 12;  // a multiple of 3 and of 4 ranks
   std::mutex mutex;
   std::vector<Outcome> outcomes(kRanks);
   double seconds = 0;
   run_ranks(kRanks, [&](Group& group) {
     const int rank = group.rank();
     BufferOptions options;
-    options.topology = Topology::single_node(kRanks);
+    options.topology = c.two_nodes ? Topology{kRanks, 2} : Topology::single_node(kRanks);
     options.rank = rank;
     options.backend = Backend::cpu;
     options.config.timeout_seconds = kTimeoutSeconds;
@@ -277,6 +279,7 @@ std::vector<NormalMismatchCase> normal_mismatch_cases() {
        {NormalMismatch::cached_dispatch_beside_combine, NormalMismatch::cached_dispatch_with_topk_on_one_rank,
         NormalMismatch::weights_on_one_rank, NormalMismatch::combine_on_another_dispatchs_handle}) {
     for (bool in_heap : {false, true}) cases.push_back(NormalMismatchCase{mismatch, in_heap});
+    cases.push_back(NormalMismatchCase{mismatch, false, true});  // in place is one node only
   }
   return cases;
 }

@@ -18,6 +18,7 @@
 
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
+#include "cuda/expert_major_round_trip.hpp"
 #include "cuda/rank_device.hpp"
 #include "cuda/released_layout_round_trip.hpp"
 #include "support/loopback_delays.hpp"
@@ -573,6 +574,60 @@ TEST(CudaInternodeGraph, HostSynchronisingDispatchCaptureIsRefusedClearly) {
 
 // A rank of the other node never calls dispatch: every other rank gets a TimeoutError naming itself
 // and the missing rank, within about the configured timeout, and nothing hangs.
+// Every rank combines with a handle of the same routing, rank 0 with an earlier dispatch's: alike in every
+// shape, told apart only by the routing epoch mixed into the opening stamps, which reach the other node by a
+// put ahead of the barrier's signal. Every rank refuses with an InvalidArgument at synchronize, before the
+// timeout, writing nothing.
+TEST(CudaInternodeErrors, CombinesOnHandlesOfDifferentDispatchesAreRefusedOnEveryRank) {
+  SWITCHYARD_REQUIRE_GPU();
+  InternodeCase c{"n2x2_mismatch", make_shape(2, 2, 24, 256, 4, 2, DType::bf16), ring_config(2, 4, 2)};
+  c.config.timeout_seconds = 30;
+  const uint64_t seed = seed_for("cuda/internode/mismatch");
+  SCOPED_TRACE(describe(c, seed));
+  const auto data = workload::generate(c.shape, seed);
+  const Expected expected = compute_expected(c.shape, data, c.expert_alignment);
+  const int ranks = c.shape.topology.num_ranks;
+  std::vector<std::string> messages(ranks);
+  std::vector<char> untouched(ranks, 0);
+  const auto start = std::chrono::steady_clock::now();
+  run_case(c, seed, [&](Buffer& buffer, Group& group, cudaStream_t stream) {
+    const int rank = group.rank();
+    const int device = device_of(buffer);
+    DispatchHandle earlier, later;
+    group.barrier();
+    run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, nullptr, &earlier);
+    group.barrier();
+    run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, nullptr, &later);
+    const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
+    Tensor y = poisoned_device(DType::bf16, {rows, c.shape.hidden}, device, stream);
+    Tensor combined_x = poisoned_device(DType::bf16, {data[rank].x.size(0), c.shape.hidden}, device, stream);
+    CombineArgs combine;
+    combine.x = y;
+    combine.handle = rank == 0 ? &earlier : &later;
+    combine.out_combined_x = combined_x;
+    combine.stream = stream;
+    group.barrier();
+    std::string message = "no exception";
+    try {
+      buffer.combine(combine);
+      buffer.synchronize(stream);
+    } catch (const InvalidArgument& error) {
+      message = error.what();
+    } catch (const std::exception& error) {
+      message = std::string("not an InvalidArgument: ") + error.what();
+    }
+    messages[rank] = message;
+    untouched[rank] = testing::expert_major::all_poison_on_device(combined_x, stream);
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 20.0) << "the refusal waited for a timeout";
+  for (int rank = 0; rank < ranks; ++rank) {
+    SCOPED_TRACE("rank " + std::to_string(rank) + ": " + messages[rank]);
+    EXPECT_NE(messages[rank].find("expected every rank to call with the same shape"), std::string::npos);
+    EXPECT_TRUE(untouched[rank]) << "combined_x was written";
+  }
+}
+
 TEST(CudaInternodeErrors, ARankThatNeverArrivesEndsInTimeoutErrorOnTheOthers) {
   SWITCHYARD_REQUIRE_GPU();
   constexpr double kShortTimeoutSeconds = 1.0;

@@ -28,7 +28,7 @@ transport::Transport* InternodeEngine::transport() {
 
 void InternodeEngine::begin_call(const common::NormalHeapLayout& layout,
                                  const common::InternodeHeapLayout& rdma, const Topology& topology,
-                                 const Config& config, const char* operation) {
+                                 const Config& config, const char* operation, uint64_t signature) {
   const common::SymHeap& heap = calls_.heap();
   calls_.zero_rings(layout);
   for (int channel = 0; channel < rdma.num_channels; ++channel) {
@@ -39,7 +39,7 @@ void InternodeEngine::begin_call(const common::NormalHeapLayout& layout,
       common::st_release_sys(&counters->send_head, 0);
     }
   }
-  calls_.arrive_and_wait(layout, config, operation, transport(), topology.ranks_per_node);
+  calls_.open_call(layout, config, operation, signature, transport(), topology.ranks_per_node);
 }
 
 void InternodeEngine::end_call(const Config& config, int rank, const char* operation) {
@@ -54,7 +54,9 @@ DispatchResult InternodeEngine::dispatch(const detail::DispatchPlan& plan) {
   const common::NormalHeapLayout layout = detail::dispatch_heap_layout(plan);
   const Tensor is_token_in_rank = dispatch_routing(plan);
   const common::InternodeHeapLayout rdma = detail::dispatch_internode_layout(plan);
-  begin_call(layout, rdma, plan.topology, plan.config, "dispatch");
+  begin_call(layout, rdma, plan.topology, plan.config, "dispatch",
+             plan.cached ? common::routed_signature(plan.signature, routing_epoch_of(*plan.cached))
+                         : plan.signature);
   transport::Transport* link = transport();
   DispatchCall call = calls_.start_dispatch(plan, layout, is_token_in_rank, link);
 
@@ -99,7 +101,8 @@ CombineResult InternodeEngine::combine(const detail::CombinePlan& plan) {
                           " channels, got one without "
                           "the forwarder's record");
   }
-  begin_call(layout, rdma, plan.topology, plan.config, "combine");
+  begin_call(layout, rdma, plan.topology, plan.config, "combine",
+             common::routed_signature(plan.signature, routing_epoch_of(handle)));
   const CombineContext context = combine_context(heap, plan, layout, result);
 
   transport::Transport* link = transport();

@@ -25,9 +25,10 @@ class InternodeEngine final : public detail::NormalUnit {
   CombineResult combine(const detail::CombinePlan& plan) override;
 
  private:
-  // Zeroes this rank's rings and RDMA counters, then waits for every rank to have done the same.
+  // Zeroes this rank's rings and RDMA counters, then waits for every rank to have done the same and to be
+  // opening a call of `signature` (NormalCalls::open_call).
   void begin_call(const common::NormalHeapLayout& layout, const common::InternodeHeapLayout& rdma,
-                  const Topology& topology, const Config& config, const char* operation);
+                  const Topology& topology, const Config& config, const char* operation, uint64_t signature);
   // Waits until every transport operation of this call has landed, so none reaches a peer after
   // it has moved on (every one is also awaited by its destination within the call).
   void end_call(const Config& config, int rank, const char* operation);

@@ -129,8 +129,15 @@ void NormalCalls::arrive_and_wait(const common::NormalHeapLayout& layout, const 
 }
 
 void NormalCalls::open_call(const common::NormalHeapLayout& layout, const Config& config,
-                            const char* operation, uint64_t signature) {
-  barrier_.arrive_and_wait(heap_.view(), layout, config.timeout_seconds, operation, nullptr, 0, signature);
+                            const char* operation, uint64_t signature, transport::Transport* link,
+                            int ranks_per_node) {
+  barrier_.arrive_and_wait(heap_.view(), layout, config.timeout_seconds, operation, link, ranks_per_node,
+                           signature);
+}
+
+uint64_t routing_epoch_of(const detail::NormalHandleData& handle) {
+  return handle.routing_epoch.defined() ? static_cast<uint64_t>(handle.routing_epoch.as<const int64_t>()[0])
+                                        : 0;
 }
 
 Tensor dispatch_routing(const detail::DispatchPlan& plan) {

@@ -16,6 +16,10 @@
 
 namespace switchyard::cpu {
 
+// The epoch of a handle's routing (NormalHandleData::routing_epoch), 0 for a handle without one: what a
+// cached dispatch or a combine on it mixes into its opening stamp (common::routed_signature).
+uint64_t routing_epoch_of(const detail::NormalHandleData& handle);
+
 // Send-side routing of a dispatch, for its handle to own: the cached handle's, a copy of the caller's
 // layout, or computed here.
 Tensor dispatch_routing(const detail::DispatchPlan& plan);
@@ -43,10 +47,11 @@ class NormalCalls {
   // Waits for every rank to arrive (HeapBarrier::arrive_and_wait: `link` reaches the other nodes).
   void arrive_and_wait(const common::NormalHeapLayout& layout, const Config& config, const char* operation,
                        transport::Transport* link = nullptr, int ranks_per_node = 0);
-  // The opening barrier of a call on one node: as arrive_and_wait, and every rank must open a call with
-  // `signature` (the plan's), or InvalidArgument on every rank that sees another.
+  // The opening barrier of a call: as arrive_and_wait, and every rank must open a call with `signature`
+  // (the plan's, routed by its handle's epoch where it has one), or InvalidArgument on every rank that sees
+  // another.
   void open_call(const common::NormalHeapLayout& layout, const Config& config, const char* operation,
-                 uint64_t signature);
+                 uint64_t signature, transport::Transport* link = nullptr, int ranks_per_node = 0);
   // After the first barrier: makes the handle, exchanges the counts with every rank (notify, ended
   // by a barrier) unless the plan is cached, checks that every rank called with the same shape,
   // allocates the outputs and fills the roles' context. The record for a rank of another node is

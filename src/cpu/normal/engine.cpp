@@ -34,12 +34,6 @@ void drive_channel(Sender& sender, Receiver& receiver, int rank, const char* ope
   }
 }
 
-// The routing's epoch (NormalHandleData::routing_epoch), on the host here.
-uint64_t routing_epoch_of(const detail::NormalHandleData& handle) {
-  return handle.routing_epoch.defined() ? static_cast<uint64_t>(handle.routing_epoch.as<const int64_t>()[0])
-                                        : 0;
-}
-
 }  // namespace
 
 DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {

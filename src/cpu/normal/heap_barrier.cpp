@@ -15,8 +15,15 @@ void HeapBarrier::arrive_and_wait(const common::SymHeap& heap, const common::Nor
     return transport && peer / ranks_per_node != heap.rank / ranks_per_node;
   };
   const uint64_t stamp = common::call_stamp(signature, epoch_);
+  uint64_t* my_stamp = layout.call_stamp_word(heap.base, heap.rank, epoch_);
   for (int peer = 0; signature != 0 && peer < heap.num_ranks; ++peer) {
-    if (!on_other_node(peer)) *heap.map(layout.call_stamp_word(heap.base, heap.rank, epoch_), peer) = stamp;
+    if (on_other_node(peer)) {
+      // Put ahead of the arrival signal below: the transport delivers the two to a peer in order.
+      transport->put(peer, static_cast<size_t>(reinterpret_cast<uint8_t*>(my_stamp) - heap.base), &stamp,
+                     sizeof(stamp));
+    } else {
+      *heap.map(my_stamp, peer) = stamp;
+    }
   }
   for (int peer = 0; peer < heap.num_ranks; ++peer) {
     if (on_other_node(peer)) {
@@ -43,8 +50,8 @@ void HeapBarrier::arrive_and_wait(const common::SymHeap& heap, const common::Nor
     }
   }
   for (int peer = 0; signature != 0 && peer < heap.num_ranks; ++peer) {
-    // Written before the peer's release of its arrival, which the wait above acquired.
-    if (!on_other_node(peer) && *layout.call_stamp_word(heap.base, peer, epoch_) != stamp) {
+    // Written (or put) before the peer's arrival, which the wait above acquired.
+    if (*layout.call_stamp_word(heap.base, peer, epoch_) != stamp) {
       throw InvalidArgument(
           std::string(operation) +
           ": expected every rank to call with the same shape (the same call, hidden, dtype, k, "

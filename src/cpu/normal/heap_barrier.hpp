@@ -17,9 +17,9 @@ class HeapBarrier {
   // `operation` names the call in a timeout message ("dispatch", "combine").
   // With a transport, peers outside this rank's node (of `ranks_per_node`) get a signal add instead
   // of a store: across nodes there are only puts and signals. Both leave the arrival count.
-  // `signature` (non-zero: a call's opening barrier): every rank on this rank's node must be opening a
-  // call with the same signature (call_stamp), or InvalidArgument naming the first that is not, on every
-  // rank that sees it. Peers on other nodes are not compared.
+  // `signature` (non-zero: a call's opening barrier): every rank must be opening a call with the same
+  // signature (call_stamp; put ahead of the signal to a peer of another node), or InvalidArgument naming the
+  // first that is not, on every rank that sees it.
   void arrive_and_wait(const common::SymHeap& heap, const common::NormalHeapLayout& layout,
                        double timeout_seconds, const char* operation,
                        transport::Transport* transport = nullptr, int ranks_per_node = 0,

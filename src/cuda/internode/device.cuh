@@ -18,14 +18,30 @@ __device__ __forceinline__ bool same_node(int rank, int peer, int ranks_per_node
 // both kinds of word count the same barriers. `before_remote_arrival(session, peer)` runs
 // (warp-collective) before our signal to a remote peer, in the same session: what it puts lands
 // before the peer sees us arrive. Returns false in every thread if some peer never arrived.
+// `signature` (non-zero: a call's opening barrier): every peer must be opening a call with the same one
+// (NormalHeapLayout::call_stamp_word: stored into the peers of our node, put ahead of the signal to the
+// others), or false, each peer that is not recorded as a call_signature failure (as
+// block_barrier_all_ranks does on one node).
 template <typename Transport, typename BeforeRemoteArrival>
 __device__ bool internode_barrier(const KernelContext& context, const Transport& barrier_transport,
-                                  int ranks_per_node, const BeforeRemoteArrival& before_remote_arrival) {
+                                  int ranks_per_node, const BeforeRemoteArrival& before_remote_arrival,
+                                  uint64_t signature = 0) {
   __shared__ uint64_t epoch_of_block;
   __syncthreads();
-  if (threadIdx.x == 0) epoch_of_block = ++*context.barrier_epoch;
+  if (threadIdx.x == 0) {
+    epoch_of_block = ++*context.barrier_epoch;
+    // Our own word for us: the source of the puts to the other nodes (no peer writes it).
+    if (signature != 0) {
+      *context.layout.call_stamp_word(context.heap.base, context.rank, epoch_of_block) =
+          common::call_stamp(signature, epoch_of_block);
+    }
+  }
   __syncthreads();
   const uint64_t epoch = epoch_of_block;
+  const uint64_t stamp = common::call_stamp(signature, epoch);
+  uint64_t* my_stamp = context.layout.call_stamp_word(context.heap.base, context.rank, epoch);
+  const size_t my_stamp_offset =
+      static_cast<size_t>(reinterpret_cast<uint8_t*>(my_stamp) - context.heap.base);
   const int warp = static_cast<int>(threadIdx.x / 32);
   const int warps = static_cast<int>(blockDim.x / 32);
   uint64_t* my_word = context.layout.barrier_word(context.heap.base, context.rank);
@@ -33,14 +49,16 @@ __device__ bool internode_barrier(const KernelContext& context, const Transport&
   for (int peer = warp; peer < context.num_ranks; peer += warps) {
     if (same_node(context.rank, peer, ranks_per_node)) {
       if (lane_id() == 0) {
-        // NOTES: the block's earlier writes (resets, records), ordered before us by __syncthreads,
-        // become visible system-wide before the peer sees our arrival.
+        if (signature != 0) *context.heap.map(my_stamp, peer) = stamp;
+        // NOTES: the block's earlier writes (resets, records, the stamp), ordered before us by
+        // __syncthreads or program order, become visible system-wide before the peer sees our arrival.
         ptx::fence_acq_rel_sys();
         common::st_release_sys(context.heap.map(my_word, peer), epoch);
       }
       __syncwarp();
     } else {
       before_remote_arrival(session, peer);
+      if (signature != 0) session.put(peer, my_stamp_offset, my_stamp_offset, sizeof(uint64_t));
       session.signal(peer, static_cast<transport::SignalId>(context.rank), 1);
     }
   }
@@ -56,6 +74,15 @@ __device__ bool internode_barrier(const KernelContext& context, const Transport&
       __syncwarp();
     } else {
       arrived = session.wait_signal(context, static_cast<transport::SignalId>(peer), epoch, site) && arrived;
+    }
+    // The peer stored or put its stamp ahead of the arrival the wait acquired.
+    if (signature != 0 && lane_id() == 0 && arrived) {
+      const uint64_t theirs = *context.layout.call_stamp_word(context.heap.base, peer, epoch);
+      if (theirs != stamp) {
+        const WaitSite mismatch{common::WaitRole::barrier, common::WaitTarget::call_signature, -1, peer};
+        record_wait_failure(context, mismatch, static_cast<int64_t>(stamp), static_cast<int64_t>(theirs), 0);
+        arrived = false;
+      }
     }
   }
   return __syncthreads_and(arrived) != 0;

@@ -175,8 +175,11 @@ DispatchResult InternodeEngine::run_dispatch(const detail::DispatchPlan& plan, K
   notify.num_tokens = plan.num_tokens;
   notify.node_send_list = node_send_list.as<int32_t>();
   notify.node_send_channel_prefix = node_send_channel_prefix.as<int32_t>();
+  notify.signature = plan.signature;
   if (plan.cached) {
     notify.fresh = 0;
+    notify.routing_epoch =
+        plan.cached->routing_epoch.defined() ? plan.cached->routing_epoch.as<const int64_t>() : nullptr;
   } else {
     if (plan.layout) {
       // The caller's layout is borrowed for this call only; combine and cached dispatches read the copy.
@@ -204,14 +207,15 @@ DispatchResult InternodeEngine::run_dispatch(const detail::DispatchPlan& plan, K
     handle->recv_channel_start = allocate(env.allocation_stream, DType::i32, {num_ranks * num_channels + 1});
     handle->recv_expert_counts = allocate(env.allocation_stream, DType::i32, {plan.local_experts});
     handle->recv_token_count = allocate(env.allocation_stream, DType::i32, {1});
+    handle->routing_epoch = allocate(env.allocation_stream, DType::i64, {1});
     notify.fresh = 1;
+    notify.new_routing_epoch = handle->routing_epoch.as<int64_t>();
     notify.topk_idx = args.topk_idx.as<const int64_t>();
     notify.num_tokens_per_expert =
         args.topk_idx.defined() ? nullptr : plan.layout->num_tokens_per_expert.as<const int32_t>();
     notify.topk = plan.topk;
     notify.local_experts = plan.local_experts;
     notify.expert_alignment = plan.expert_alignment;
-    notify.signature = plan.signature;
     notify.recv_channel_start = handle->recv_channel_start.as<int32_t>();
     notify.recv_expert_counts = handle->recv_expert_counts.as<int32_t>();
     notify.recv_token_count = handle->recv_token_count.as<int32_t>();
@@ -305,6 +309,8 @@ CombineResult InternodeEngine::run_combine(const detail::CombinePlan& plan, Kern
   InternodeNotifyLaunch opening{};
   opening.shape = shape;
   opening.fresh = 0;
+  opening.signature = plan.signature;
+  opening.routing_epoch = handle.routing_epoch.defined() ? handle.routing_epoch.as<const int64_t>() : nullptr;
   launch_internode_notify(context, links, opening, stream);
 
   InternodeCombineLaunch launch{};

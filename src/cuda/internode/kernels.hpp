@@ -87,7 +87,12 @@ struct InternodeNotifyLaunch {
   // [E]: without topk_idx (topk 0), the caller's per-expert counts (its layout), sent instead.
   const int32_t* num_tokens_per_expert;
   int topk, local_experts, expert_alignment;
+  // Every call: the plan's signature, which the opening barrier compares across ranks; a cached dispatch or
+  // a combine mixes in its handle's routing epoch (`routing_epoch`, on the device; null for none).
   uint64_t signature;
+  const int64_t* routing_epoch;
+  // A fresh dispatch: where its handle's routing epoch goes (the opening barrier's number).
+  int64_t* new_routing_epoch;
   int32_t* recv_channel_start;  // [R * C + 1]
   int32_t* recv_expert_counts;  // [local_experts], aligned
   int32_t* recv_token_count;    // [1]

@@ -115,7 +115,12 @@ __global__ void __launch_bounds__(kNotifyThreads, 2)
                  launch.node_send_list);
   }
   if (!launch.fresh) {
-    internode_barrier(context, transports.barrier, ranks_per_node, [](auto&, int) {});
+    const uint64_t signature =
+        launch.routing_epoch
+            ? common::routed_signature(launch.signature, static_cast<uint64_t>(*launch.routing_epoch))
+            : launch.signature;
+    internode_barrier(
+        context, transports.barrier, ranks_per_node, [](auto&, int) {}, signature);
     return;
   }
 
@@ -135,7 +140,11 @@ __global__ void __launch_bounds__(kNotifyThreads, 2)
     for (int i = threadIdx.x; i < num_experts; i += blockDim.x)
       expert_counts[i] = launch.num_tokens_per_expert[i];
   }
-  if (!internode_barrier(context, transports.barrier, ranks_per_node, [](auto&, int) {})) return;
+  if (!internode_barrier(
+          context, transports.barrier, ranks_per_node, [](auto&, int) {}, launch.signature))
+    return;
+  // The routing this call makes is named by that barrier's number, the same on every rank.
+  if (threadIdx.x == 0) *launch.new_routing_epoch = static_cast<int64_t>(*context.barrier_epoch);
 
   // 4. Records: stored into the heaps of our node's ranks; staged and put to the others', each put
   // ahead of our arrival signal to that rank (same session), so the barrier delivers them.
