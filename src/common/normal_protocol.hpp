@@ -262,6 +262,23 @@ struct NormalCombineInputLayout {
   }
 };
 
+// The source of receive row `row` in a receive order whose (source, channel) ranges start at
+// `recv_channel_start` ([R * C + 1], source-major): the last source whose first range starts at or before
+// the row (a source without rows starts where the next one does, and is never the answer). Binary search:
+// the in-place gather asks it once per row.
+SY_HD int source_of_row(const int32_t* recv_channel_start, int num_ranks, int num_channels, int64_t row) {
+  int low = 0, high = num_ranks - 1;
+  while (low < high) {
+    const int middle = (low + high + 1) / 2;
+    if (recv_channel_start[static_cast<int64_t>(middle) * num_channels] <= row) {
+      low = middle;
+    } else {
+      high = middle - 1;
+    }
+  }
+  return low;
+}
+
 // Channel c owns source tokens [channel_begin(c), channel_begin(c + 1)): contiguous ranges, so that
 // a channel's tokens for one destination land contiguously in rank-major order.
 SY_HD int64_t channel_begin(int64_t num_tokens, int num_channels, int channel) {

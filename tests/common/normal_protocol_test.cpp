@@ -97,6 +97,29 @@ TEST(NormalHeapLayout, EveryBarrierWordAndStampLiesInTheBarrierAreaApart) {
   }
 }
 
+TEST(SourceOfRow, IsTheSourceWhoseRangesHoldTheRowWithEmptySourcesAnywhere) {
+  // Per source, rows per channel; sources without rows first, in the middle and last.
+  const std::vector<std::vector<int32_t>> counts = {{0, 0}, {3, 0}, {0, 0}, {1, 4}, {0, 2}, {0, 0}};
+  for (size_t ranks = 1; ranks <= counts.size(); ++ranks) {
+    const int channels = 2;
+    std::vector<int32_t> start;
+    std::vector<int> owner;  // the source of each row, by walking the ranges
+    int32_t running = 0;
+    for (size_t source = 0; source < ranks; ++source) {
+      for (int channel = 0; channel < channels; ++channel) {
+        start.push_back(running);
+        for (int32_t i = 0; i < counts[source][channel]; ++i) owner.push_back(static_cast<int>(source));
+        running += counts[source][channel];
+      }
+    }
+    start.push_back(running);
+    for (int64_t row = 0; row < running; ++row) {
+      EXPECT_EQ(source_of_row(start.data(), static_cast<int>(ranks), channels, row), owner[row])
+          << ranks << " ranks, row " << row;
+    }
+  }
+}
+
 TEST(CallStamp, DependsOnTheSignatureAndTheBarrierAndIsNeverZero) {
   EXPECT_NE(call_stamp(17, 5), call_stamp(17, 6)) << "a stamp left by an earlier barrier must not match";
   EXPECT_NE(call_stamp(17, 5), call_stamp(18, 5)) << "another call must not match";

@@ -27,22 +27,6 @@ __host__ __device__ __forceinline__ uint32_t gather_staging_bytes(uint32_t row_b
   return row < budget ? row : budget;
 }
 
-// The source of receive row `row`: ranges of (source, channel) lie source by source in the receive
-// order, so it is the last source whose first range starts at or before it.
-__device__ __forceinline__ int source_of_row(const int32_t* recv_channel_start, int num_ranks,
-                                             int num_channels, int64_t row) {
-  int low = 0, high = num_ranks - 1;
-  while (low < high) {
-    const int middle = (low + high + 1) / 2;
-    if (recv_channel_start[middle * num_channels] <= row) {
-      low = middle;
-    } else {
-      high = middle - 1;
-    }
-  }
-  return low;
-}
-
 // An index from a peer (or, by the handle, from this Buffer's own handle) that would send a read outside
 // that peer's heap input: recorded as the receiver's failure, and nothing is read.
 __device__ __forceinline__ bool index_in_input(const KernelContext& context, const GatherLaunch& launch,
@@ -84,8 +68,8 @@ __device__ void gather_rows(const KernelContext& context, const GatherLaunch& la
   // the bulk loads below read them through the async proxy.
   ptx::fence_proxy_async_global();
   for (int64_t row = warp_index; row < received; row += warps) {
-    const int source =
-        source_of_row(launch.received.recv_channel_start, context.num_ranks, context.num_channels, row);
+    const int source = common::source_of_row(launch.received.recv_channel_start, context.num_ranks,
+                                             context.num_channels, row);
     const uint8_t* heap = context.heap.peer_base(source);
     int64_t token;
     if (launch.cached_recv_src_token) {
