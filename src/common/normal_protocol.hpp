@@ -262,6 +262,14 @@ struct NormalCombineInputLayout {
   }
 };
 
+// Global expert id `expert` as rank `rank` (of `local_experts` experts) receives it: its local id, or -1
+// for another rank's expert (and for -1); the slot's weight goes with it, or 0 with -1. What a ring
+// message carries and what the in-place gather writes.
+SY_HD int64_t local_expert_id(int64_t expert, int rank, int local_experts) {
+  const int64_t first = static_cast<int64_t>(rank) * local_experts;
+  return expert >= first && expert < first + local_experts ? expert - first : -1;
+}
+
 // The source of receive row `row` in a receive order whose (source, channel) ranges start at
 // `recv_channel_start` ([R * C + 1], source-major): the last source whose first range starts at or before
 // the row (a source without rows starts where the next one does, and is never the answer). Binary search:

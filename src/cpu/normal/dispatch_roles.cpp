@@ -27,12 +27,11 @@ void DispatchSender::write_message(int destination, int64_t token, uint8_t* slot
     // Routing as the destination sees it: its local expert id, or -1 (weight 0) for other ranks' slots.
     int32_t* local_ids = message.topk_idx(slot);
     float* weights = message.has_weights ? message.topk_weights(slot) : nullptr;
-    const int64_t first_expert = static_cast<int64_t>(destination) * context_.local_experts;
     for (int k = 0; k < topk; ++k) {
-      int64_t expert = context_.topk_idx[token * topk + k];
-      bool local = expert >= first_expert && expert < first_expert + context_.local_experts;
-      local_ids[k] = local ? static_cast<int32_t>(expert - first_expert) : -1;
-      if (weights) weights[k] = local ? context_.topk_weights[token * topk + k] : 0.0f;
+      const int64_t local =
+          common::local_expert_id(context_.topk_idx[token * topk + k], destination, context_.local_experts);
+      local_ids[k] = static_cast<int32_t>(local);
+      if (weights) weights[k] = local >= 0 ? context_.topk_weights[token * topk + k] : 0.0f;
     }
   }
   *message.src_token(slot) = static_cast<int32_t>(token);

@@ -47,7 +47,6 @@ void check_index(const DispatchContext& context, const char* what, int64_t index
 void gather_rows(const DispatchContext& context, const int32_t* cached_recv_src_token, int channel) {
   const uint32_t row_bytes = context.row_bytes, num_scales = context.num_scales;
   const int topk = static_cast<int>(context.message.topk);
-  const int64_t first_expert = static_cast<int64_t>(context.rank) * context.local_experts;
   for (int source = 0; source < context.num_ranks; ++source) {
     const int index = source * context.num_channels + channel;
     uint8_t* source_heap = context.heap->peer_base(source);
@@ -75,11 +74,11 @@ void gather_rows(const DispatchContext& context, const int32_t* cached_recv_src_
       }
       for (int k = 0; k < topk; ++k) {
         // Routing as this rank sees it: its local expert id, or -1 (weight 0) for other ranks' slots.
-        const int64_t expert = topk_idx[token * topk + k];
-        const bool local = expert >= first_expert && expert < first_expert + context.local_experts;
-        context.recv_topk_idx[row * topk + k] = local ? expert - first_expert : -1;
+        const int64_t local =
+            common::local_expert_id(topk_idx[token * topk + k], context.rank, context.local_experts);
+        context.recv_topk_idx[row * topk + k] = local;
         if (context.recv_topk_weights)
-          context.recv_topk_weights[row * topk + k] = local ? topk_weights[token * topk + k] : 0.0f;
+          context.recv_topk_weights[row * topk + k] = local >= 0 ? topk_weights[token * topk + k] : 0.0f;
       }
       context.recv_src_token[row] = static_cast<int32_t>(token);
     }

@@ -46,14 +46,13 @@ __device__ __forceinline__ void write_message(const KernelContext& context, cons
     message.scales(slot)[i] = __ldg(launch.x_scales + launch.x_scales_layout.index(token, i));
   }
   const int topk = static_cast<int>(message.topk);
-  const int64_t first_expert = static_cast<int64_t>(destination) * launch.local_experts;
   for (int k = lane; k < topk; k += 32) {
-    const int64_t expert = __ldg(launch.topk_idx + static_cast<int64_t>(token) * topk + k);
-    const bool local = expert >= first_expert && expert < first_expert + launch.local_experts;
-    message.topk_idx(slot)[k] = local ? static_cast<int32_t>(expert - first_expert) : -1;
+    const int64_t local = common::local_expert_id(
+        __ldg(launch.topk_idx + static_cast<int64_t>(token) * topk + k), destination, launch.local_experts);
+    message.topk_idx(slot)[k] = static_cast<int32_t>(local);
     if (message.has_weights) {
       message.topk_weights(slot)[k] =
-          local ? __ldg(launch.topk_weights + static_cast<int64_t>(token) * topk + k) : 0.0f;
+          local >= 0 ? __ldg(launch.topk_weights + static_cast<int64_t>(token) * topk + k) : 0.0f;
     }
   }
   if (lane == 0) *message.src_token(slot) = token;

@@ -47,13 +47,11 @@ __device__ __forceinline__ void gather_routing(const KernelContext& context, con
       reinterpret_cast<const int64_t*>(heap + launch.input.topk_idx_offset()) + token * topk;
   const auto* weights =
       reinterpret_cast<const float*>(heap + launch.input.topk_weights_offset()) + token * topk;
-  const int64_t first_expert = static_cast<int64_t>(context.rank) * launch.local_experts;
   for (int k = lane_id(); k < topk; k += 32) {
-    const int64_t expert = topk_idx[k];
-    const bool local = expert >= first_expert && expert < first_expert + launch.local_experts;
-    launch.received.recv_topk_idx[row * topk + k] = local ? expert - first_expert : -1;
+    const int64_t local = common::local_expert_id(topk_idx[k], context.rank, launch.local_experts);
+    launch.received.recv_topk_idx[row * topk + k] = local;
     if (launch.received.recv_topk_weights)
-      launch.received.recv_topk_weights[row * topk + k] = local ? weights[k] : 0.0f;
+      launch.received.recv_topk_weights[row * topk + k] = local >= 0 ? weights[k] : 0.0f;
   }
 }
 
