@@ -167,7 +167,8 @@ class Buffer:
         switchyard.MoE keeps its fp8 recv_x there when it fits its capacity).
         normal_heap_input_tokens / normal_heap_combine_rows reserve the normal engine's heap-resident inputs
         (normal_input(), normal_combine_input(); docs/normal-in-place.md): then every dispatch / combine of this
-        Buffer takes its x from them, and the peers read the rows in place. One node only.
+        Buffer takes its x from them, and the peers read the rows in place, with the routing each dispatch
+        leaves beside them (topk_idx of at most `topk` columns). One node only.
         transport: how ranks on other nodes are reached: 'loopback' (emulated in one machine;
         loopback_max_delay_us / loopback_seed delay and reorder its operations, else the environment's
         SWITCHYARD_LOOPBACK_DELAY_US / _SEED) or 'nccl_gin' (NCCL's device API over nccl_comm: an
