@@ -145,7 +145,6 @@ GatherLaunch gather_launch(const detail::DispatchPlan& plan, const detail::Norma
   gather.num_scales = message.num_scales;
   gather.topk = plan.topk;
   gather.local_experts = plan.local_experts;
-  gather.has_weights = plan.has_weights;
   gather.cached_recv_src_token =
       plan.gather_by_handle ? plan.cached->recv_src_token.as<const int32_t>() : nullptr;
   gather.received = received_rows(plan, handle, result, rows);

@@ -105,8 +105,7 @@ void launch_dispatch(const KernelContext& context, const DispatchLaunch& launch,
 struct GatherLaunch {
   common::NormalInputLayout input;  // where every source keeps its x, scales and routing
   uint32_t row_bytes, num_scales;   // hidden * element size; hidden / 128 for fp8, else 0
-  int topk, local_experts;          // topk 0: no routing is pulled
-  bool has_weights;
+  int topk, local_experts;          // topk 0: no routing is pulled (weights: where recv_topk_weights is set)
   const int32_t* cached_recv_src_token;  // [M]: by the handle (gather_by_handle), else null
   ReceivedRows received;
 };
