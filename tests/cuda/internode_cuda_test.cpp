@@ -23,6 +23,7 @@
 #include "cuda/released_layout_round_trip.hpp"
 #include "support/loopback_delays.hpp"
 #include "support/normal_round_trip.hpp"
+#include "support/refusal.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/group.hpp"
@@ -607,16 +608,10 @@ TEST(CudaInternodeErrors, CombinesOnHandlesOfDifferentDispatchesAreRefusedOnEver
     combine.out_combined_x = combined_x;
     combine.stream = stream;
     group.barrier();
-    std::string message = "no exception";
-    try {
+    messages[rank] = invalid_argument_message([&] {
       buffer.combine(combine);
       buffer.synchronize(stream);
-    } catch (const InvalidArgument& error) {
-      message = error.what();
-    } catch (const std::exception& error) {
-      message = std::string("not an InvalidArgument: ") + error.what();
-    }
-    messages[rank] = message;
+    });
     untouched[rank] = testing::expert_major::all_poison_on_device(combined_x, stream);
   });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -15,6 +15,7 @@
 #include "cuda/rank_device.hpp"
 #include "cuda/released_layout_round_trip.hpp"
 #include "support/normal_round_trip.hpp"
+#include "support/refusal.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/group.hpp"
@@ -742,20 +743,14 @@ TEST(CudaNormalEngineErrors, CallsThatDifferAcrossRanksAreRefusedOnEveryRank) {
               poisoned_device(DType::bf16, {data[rank].x.size(0), c.shape.hidden}, device, stream);
           combine.out_combined_x = combined_x;
           group.barrier();
-          std::string message = "no exception";
-          try {
+          messages[rank] = invalid_argument_message([&] {
             if (rank == 0 && !other_handle) {
               buffer.dispatch(cached);
             } else {
               buffer.combine(combine);
             }
             buffer.synchronize(stream);
-          } catch (const InvalidArgument& error) {
-            message = error.what();
-          } catch (const std::exception& error) {
-            message = std::string("not an InvalidArgument: ") + error.what();
-          }
-          messages[rank] = message;
+          });
           untouched[rank] = expert_major::all_poison_on_device(recv_x, stream) &&
                             expert_major::all_poison_on_device(combined_x, stream);
         }
