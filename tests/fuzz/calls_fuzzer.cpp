@@ -107,6 +107,13 @@ bool same_shape(const TensorView& view, const TensorView& drawn) {
   return true;
 }
 
+// Passes a view the library returned (a heap-resident input) as the call's `argument`, with the drawn
+// content copied into it where the shapes agree; a view of another shape goes as it is (refused by name).
+void use_view(const TensorView& view, TensorView& argument) {
+  if (same_shape(view, argument)) std::memcpy(view.data, argument.data, view.nbytes());
+  argument = view;
+}
+
 struct Hook {
   std::function<void()> run;
 };
@@ -282,14 +289,8 @@ class Session {
   void take_normal_input(const NormalInputDraw& heap, DType dtype, DispatchArgs& args) {
     if (!heap.use) return;
     const NormalInputViews views = buffer_.normal_input(heap.tokens, static_cast<int>(heap.hidden), dtype);
-    if (same_shape(views.x, args.x)) std::memcpy(views.x.data, args.x.data, views.x.nbytes());
-    args.x = views.x;
-    if (views.x_scales.defined() && args.x_scales.defined()) {
-      if (same_shape(views.x_scales, args.x_scales)) {
-        std::memcpy(views.x_scales.data, args.x_scales.data, views.x_scales.nbytes());
-      }
-      args.x_scales = views.x_scales;
-    }
+    use_view(views.x, args.x);
+    if (views.x_scales.defined() && args.x_scales.defined()) use_view(views.x_scales, args.x_scales);
   }
 
   int expert_alignment() {
@@ -398,14 +399,9 @@ class Session {
     call("combine", mark, [&] {
       if (heap && args.handle) {
         const NormalCombineInputViews views = buffer_.normal_combine_input(*args.handle, heap_hidden);
-        if (same_shape(views.x, args.x)) std::memcpy(views.x.data, args.x.data, views.x.nbytes());
-        args.x = views.x;
-        if (views.topk_weights.defined() && args.topk_weights.defined()) {
-          if (same_shape(views.topk_weights, args.topk_weights)) {
-            std::memcpy(views.topk_weights.data, args.topk_weights.data, views.topk_weights.nbytes());
-          }
-          args.topk_weights = views.topk_weights;
-        }
+        use_view(views.x, args.x);
+        if (views.topk_weights.defined() && args.topk_weights.defined())
+          use_view(views.topk_weights, args.topk_weights);
       }
       buffer_.combine(args);
     });
@@ -451,9 +447,7 @@ class Session {
     const int64_t view_hidden = draw_.size(h);
     call(low_latency ? "low_latency_dispatch" : "symmetric_dispatch", mark, [&] {
       if (heap_input) {
-        const TensorView view = buffer_.symmetric_input(view_tokens, static_cast<int>(view_hidden));
-        if (same_shape(view, args.x)) std::memcpy(view.data, args.x.data, view.nbytes());
-        args.x = view;
+        use_view(buffer_.symmetric_input(view_tokens, static_cast<int>(view_hidden)), args.x);
       }
       LowLatencyDispatchResult result =
           low_latency ? buffer_.low_latency_dispatch(args) : buffer_.symmetric_dispatch(args);
@@ -496,9 +490,7 @@ class Session {
     call(low_latency ? "low_latency_combine" : "symmetric_combine", mark, [&] {
       if (staging_view && args.handle) args.x = buffer_.low_latency_combine_buffer(*args.handle);
       if (heap_output && args.handle) {
-        const TensorView view = buffer_.symmetric_expert_output(*args.handle, heap_hidden);
-        if (same_shape(view, args.x)) std::memcpy(view.data, args.x.data, view.nbytes());
-        args.x = view;
+        use_view(buffer_.symmetric_expert_output(*args.handle, heap_hidden), args.x);
       }
       LowLatencyCombineResult result =
           low_latency ? buffer_.low_latency_combine(args) : buffer_.symmetric_combine(args);
