@@ -405,6 +405,25 @@ def test_fp8_passes(bench, tmp):
     expect(result.returncode == 0 and "check: pass" in result.stdout, f"{result.returncode}: {result.stdout}")
 
 
+def test_normal_heap_inputs_pass_as_threads_and_processes(bench, tmp):
+    """--normal-heap on: the normal engine in place (docs/normal-in-place.md), every iteration checked bit for
+    bit, bf16 and fp8, ranks as threads and as processes (whose heaps each rank maps at addresses of its own)."""
+    for ranks_as in ("threads", "processes"):
+        for dtype in ("bf16", "fp8"):
+            json_path = os.path.join(tmp, f"heap_{ranks_as}_{dtype}.json")
+            result = run(bench, SMALL + ["--engine", "normal", "--normal-heap", "on", "--dtype", dtype,
+                                         "--ranks-as", ranks_as, "--json", json_path])
+            where = f"--normal-heap on, {ranks_as}, {dtype}"
+            expect(result.returncode == 0 and "check: pass" in result.stdout,
+                   f"{where}: {result.returncode}: {result.stdout[-1500:]}{result.stderr[-500:]}")
+            expect("normal heap inputs: on" in result.stdout, f"{where}: the report does not say so")
+            with open(json_path) as f:
+                document = json.load(f)
+            normal = [r for r in document["results"] if r["engine"] == "normal"]
+            expect(len(normal) == 1 and normal[0]["check"] == "pass", f"{where}: {normal}")
+            check_result(normal[0], True, ranks=4)
+
+
 def test_bad_arguments_exit_2_with_one_line(bench, tmp):
     cases = [
         (["--bogus"], "--bogus"),
@@ -577,7 +596,7 @@ def main():
         sys.exit("usage: smoke_test.py PATH/TO/switchyard-bench")
     bench = sys.argv[1]
     tests = [test_passing_run_writes_json_and_dump, test_low_latency_tokens, test_two_nodes_report_rdma_and_nvlink_bytes,
-             test_two_nodes_low_latency_bytes_by_link, test_fp8_passes,
+             test_two_nodes_low_latency_bytes_by_link, test_fp8_passes, test_normal_heap_inputs_pass_as_threads_and_processes,
              test_bad_arguments_exit_2_with_one_line, test_timeout_never_crashes, test_help,
              test_every_engine_stays_within_its_minimal_bound, test_zero_tokens_is_a_valid_step,
              test_every_timed_iteration_is_checked, test_output_is_a_table_and_a_verdict_with_nothing_on_a_pipe,
