@@ -339,9 +339,6 @@ __device__ void combine_receiver(const KernelContext& context, const CombineLaun
   if (threadIdx.x == 0) shared.bad_range = 0;
   __syncthreads();
   if (launch.rows_in_place) {
-    // Nothing to wait for in place, so nothing else would stop a rank whose opening failed (the ranks'
-    // calls mismatched) from reading its peers' heaps.
-    if (rank_aborted(context)) return;
     for (int rank = threadIdx.x; rank < context.num_ranks; rank += blockDim.x) {
       if (!published_range_fits(context, launch, channel, rank)) atomicExch(&shared.bad_range, 1);
     }
@@ -363,6 +360,9 @@ __global__ void __launch_bounds__(kTargetWarps * 32, 1)
     combine_kernel(KernelContext context, CombineLaunch launch, int warps_per_group) {
   __shared__ CombineShared shared;
   const int channel = blockIdx.x / 2;
+  // The opening found the ranks' calls mismatched (or a peer failed): write nothing (a token that no rank
+  // holds would otherwise get its +0 row without any wait noticing; found on the GPU, session 30).
+  if (rank_aborted(context)) return;
   if (blockIdx.x % 2 == 0) {
     // Rows in place: the home ranks read them where this rank's caller wrote them; nothing to send.
     if (!launch.rows_in_place)
