@@ -26,7 +26,9 @@ extern "C" {
 #define SWITCHYARD_ENTRY_DTYPE_FP8_E4M3 1
 
 /* Every call's pointers are on the Buffer's device (`device` of the entry, for a CUDA Buffer), row-major
-   and contiguous, and address the elements their comment gives. */
+   and contiguous, and address the elements their comment gives. Every call's `stream` is a cudaStream_t
+   as switchyard::Stream takes it: NULL is the Buffer's own stream, not the legacy default stream (a
+   framework's default stream, which it reports as 0, is passed as cudaStreamLegacy). */
 
 /* get_dispatch_layout. The outputs, back to back in `counts` (i32 [num_ranks + num_nodes + num_experts]):
    tokens per rank, per node and per expert; is_token_in_rank: bool [num_tokens, num_ranks]. */

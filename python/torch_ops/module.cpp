@@ -74,7 +74,12 @@ bool tuning_of(PyObject* object, SwitchyardCallTuning& tuning) {
 }
 
 void* current_stream(const SwitchyardLayoutEntry& entry) {
-  return c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(entry.device)).stream();
+  const cudaStream_t stream =
+      c10::cuda::getCurrentCUDAStream(static_cast<c10::DeviceIndex>(entry.device)).stream();
+  // torch's default stream is the null stream, which to switchyard means "the Buffer's own stream" (not
+  // ordered with the caller's work, and with plain, device-synchronising allocations): it is passed as the
+  // legacy default stream it is, as the general path's framework_stream (_tensors.py) passes it.
+  return stream != nullptr ? stream : cudaStreamLegacy;
 }
 
 PyObject* tuple_of(std::initializer_list<PyObject*> parts) {

@@ -35,7 +35,8 @@ bool int64_of(PyObject* object, int64_t& value);
 // chunk_tokens) as ints; false for anything else.
 bool tuning_of(PyObject* object, SwitchyardCallTuning& tuning);
 
-// torch's current stream of the entry's device: where the general path's calls run too.
+// torch's current stream of the entry's device: where the general path's calls run too. Never NULL (the
+// Buffer's own stream in layout_entry.h): torch's default stream is passed as cudaStreamLegacy.
 void* current_stream(const SwitchyardLayoutEntry& entry);
 
 // A tuple of `parts`, whose references it steals; nullptr (with every part released) where a part is

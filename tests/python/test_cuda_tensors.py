@@ -301,6 +301,15 @@ def layout_parts(layout):
     return dict(zip(names, layout))
 
 
+def written_late(tensor, fill):
+    """A copy of `tensor` written on the current stream behind a long sleep: a call that reads it off that
+    stream (unordered with it) reads `fill`."""
+    late = torch.full_like(tensor, fill)
+    torch.cuda._sleep(SLEEP_CYCLES)
+    late.copy_(tensor)
+    return late
+
+
 def torch_ops_or_skip():
     ops = deep_ep._torch_ops()
     if os.environ.get("SWITCHYARD_EXPECT_TORCH_OPS") == "1":  # the GPU scripts build it: it must load
@@ -336,12 +345,14 @@ def test_torch_ops_layout_matches_the_general_path_bitwise_and_leaves_other_inpu
     # Enqueued on torch's current stream: topk_idx written there behind a sleep is what it reads.
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
-        late = torch.full_like(topk_idx, -1)
-        torch.cuda._sleep(SLEEP_CYCLES)
-        late.copy_(topk_idx)
-        on_side = ops.dispatch_layout(entry, late, num_experts)
+        on_side = ops.dispatch_layout(entry, written_late(topk_idx, -1), num_experts)
     side.synchronize()
     assert_same({name: (got, want[name]) for name, got in layout_parts(on_side).items()}, "on a side stream")
+    # And on torch's default stream, which torch reports as 0 and switchyard would take for its own stream.
+    with torch.cuda.stream(torch.cuda.default_stream(device)):
+        on_default = ops.dispatch_layout(entry, written_late(topk_idx, -1), num_experts)
+    torch.cuda.synchronize(device)
+    assert_same({name: (got, want[name]) for name, got in layout_parts(on_default).items()}, "on the default stream")
 
     # Inputs this path does not take: None, and deep_ep's Python paths convert or refuse them.
     for other in (topk_idx.int(), topk_idx.cpu(), topk_idx.t().contiguous().t(), topk_idx.float()):
@@ -459,12 +470,17 @@ def test_torch_ops_cached_dispatch_and_combine_match_the_general_path_bitwise_an
     # Enqueued on torch's current stream: y written there behind a sleep is what the combine reads.
     side = torch.cuda.Stream()
     with torch.cuda.stream(side):
-        late_y = torch.full_like(y, float("nan"))
-        torch.cuda._sleep(SLEEP_CYCLES)
-        late_y.copy_(y)
-        on_side = ops.combine(entry, late_y, native, recv_weights, None, None, None)
+        on_side = ops.combine(entry, written_late(y, float("nan")), native, recv_weights, None, None, None)
     side.synchronize()
     assert_same(named({"on a side stream": (on_side, want["combine weights"])}), "combine on a side stream")
+    # And on torch's default stream (0 to torch, the Buffer's own stream to switchyard if passed as is).
+    with torch.cuda.stream(torch.cuda.default_stream(device)):
+        on_default = {
+            "bf16": (ops.cached_dispatch(entry, written_late(x, float("nan")), None, native, 0, None), None),
+            "combine weights": ops.combine(entry, written_late(y, float("nan")), native, recv_weights, None, None,
+                                           None)}
+    torch.cuda.synchronize(device)
+    assert_same(named({name: (got, want[name]) for name, got in on_default.items()}), "on the default stream")
 
     # Inputs this path does not take: None, and deep_ep's general path converts or refuses them.
     strided = x.t().contiguous().t()

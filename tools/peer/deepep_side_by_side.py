@@ -251,6 +251,20 @@ def calls(buffer, inputs, num_experts, handle, recv_x):
             "combine": lambda: buffer.combine(recv_x, handle)}
 
 
+def timed_outputs(case, result):
+    """The outputs of a case's call, named as reference_outputs names them."""
+    if case == "layout":
+        return {"num_tokens_per_rank": result[0], "num_tokens_per_expert": result[2], "is_token_in_rank": result[3]}
+    if case == "layout+dispatch":
+        return {"recv_x": result[0], "recv_topk_idx": result[1], "recv_topk_weights": result[2],
+                "num_recv_tokens_per_expert": torch.tensor(result[3])}
+    if case == "cached dispatch bf16":
+        return {"recv_x": result[0]}
+    if case == "cached dispatch fp8":
+        return {"recv_x_fp8": result[0][0].view(torch.uint8), "recv_x_scales": result[0][1]}
+    return {"combined_x": result[0]}
+
+
 def combine_of_dispatch_ok(inputs, outputs):
     """Library-independent: combining the dispatched rows unchanged gives x times the number of ranks
     that received each token, exactly (k * x needs at most 3 more bits than bf16 has, k <= 8)."""
@@ -268,11 +282,24 @@ def bench_library(buffer, inputs, args, clock, heap=None):
     prepare = {"layout+dispatch": heap.write_bf16, "cached dispatch bf16": heap.write_bf16,
                "cached dispatch fp8": heap.write_fp8} if heap is not None else {}
     call_inputs = inputs if heap is None else heap.calls_inputs()
+    # The last timed call of each case must return the untimed pass's outputs: a figure of a call that did
+    # not do its work (ran on another stream than the events', or gave up) is caught here, not reported.
+    timed = {}
     for case, fn in calls(buffer, call_inputs, args.num_experts, handle, combine_x).items():
         if case in prepare:
             prepare[case]()
-        figures[case] = {method: clock.median(fn, method, args.warmup, args.iters) for method in METHODS}
-    return figures, outputs
+        last = {}
+
+        def kept(fn=fn, last=last):
+            last["result"] = fn()
+
+        figures[case] = {method: clock.median(kept, method, args.warmup, args.iters) for method in METHODS}
+        if args.backend == "cuda":
+            torch.cuda.synchronize()
+        ours = timed_outputs(case, last.pop("result"))
+        timed[case] = {name: detail for name, detail in compare(ours, {n: outputs[n] for n in ours}).items()
+                       if detail is not None}
+    return figures, outputs, timed
 
 
 def compare(ours, theirs):
@@ -315,13 +342,14 @@ def rank_main(local_rank, args, port):
               "sleep_cycles": clock.sleep_cycles, "runs": {}}
     for tokens in args.tokens:
         inputs = make_inputs(args, local_rank, tokens, device)
-        run = {"figures": {}, "self_check": {}, "compare": None}
+        run = {"figures": {}, "self_check": {}, "timed_check": {}, "compare": None}
         outputs = {}
         for name in args.libraries:
             dist.barrier(group=group)
             heap = (HeapInputs(buffers[name], inputs, args)
                     if name == "switchyard" and args.switchyard_heap_inputs else None)
-            run["figures"][name], outputs[name] = bench_library(buffers[name], inputs, args, clock, heap)
+            run["figures"][name], outputs[name], run["timed_check"][name] = bench_library(buffers[name], inputs,
+                                                                                          args, clock, heap)
             run["self_check"][name] = combine_of_dispatch_ok(inputs, outputs[name])
         if len(outputs) == 2:
             run["compare"] = compare(outputs["switchyard"], outputs["deepep"])
@@ -397,6 +425,16 @@ def print_checks(args, records, tokens):
         ok &= not failing
         print(f"check {library}: combine(dispatch(x)) == x * copies: "
               + ("yes on every rank" if not failing else f"MISMATCH on ranks {failing}"))
+        # Each case's last timed call against the untimed pass. DeepEP's own differences are reported, not
+        # failed on: its receive order is its own business; switchyard's must be the same every call.
+        timed = [f"rank {r['rank']} {case}: {name}: {detail}" for r in records
+                 for case, names in r["runs"][str(tokens)]["timed_check"][library].items()
+                 for name, detail in names.items()]
+        if library == "switchyard":
+            ok &= not timed
+        print(f"check {library}: each case's last timed call returns the untimed pass's outputs: "
+              + ("yes on every rank" if not timed else "MISMATCH: " + "; ".join(timed[:4])
+                 + (f" ... ({len(timed)} in all)" if len(timed) > 4 else "")))
         hidden = [r["runs"][str(tokens)]["figures"][library][case]["device"]["host_hidden"]
                   for r in records for case in CASES if case != "layout+dispatch"]
         hidden = [h for h in hidden if h is not None]

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Session 31's fourth call. c2 showed deep_ep's calls through switchyard._torch_ops running on the Buffer's
+# own stream whenever torch's current stream was its default one (reported as 0): unordered with the
+# caller, timed by events that bracketed nothing, racing the next call. Fixed in _torch_ops (the default
+# stream goes as cudaStreamLegacy); this call runs the GPU Python tests of _torch_ops (now also on the
+# default stream) and the side by side again, which now also checks each case's last timed call.
+# Carry: build/gpu-carry31/c4.tar.xz (SWITCHYARD_PACK_ONLY='(switchyard-bench)' SWITCHYARD_PACK_PYTHON=1
+#   bash scripts/gpu-pack.sh build/gpu-local), .deps/wheels (pytest) and .deepep-full.
+cd "$(dirname "$0")/../../../.."
+CALL=c4; CARRY="build/gpu-carry31/c4.tar.xz"; BUDGET=560
+STEP_FILTER="rror|passed|failed|PASSED|FAILED|MISMATCH|check |verdict|target|^  (dispatch|combine) |^combine|^cached|^layout"
+source scripts/device-call.sh
+python3 -c 'import pytest' 2>/dev/null || python3 -m pip install -q --no-index --find-links .deps/wheels --target /tmp/pytest-site pytest
+export PYTHONPATH=$B/pkg:/tmp/pytest-site SWITCHYARD_EXPECT_TORCH_OPS=1
+step pytest-cuda-tensors 150 python3 -m pytest -q -x tests/python/test_cuda_tensors.py -p no:cacheprovider
+step peer 200 env DEEPEP_SRC=.deepep-full OUT=$base/peer PEER_RANKS="8 4" PEER_TIMEOUT=90 bash scripts/peer-deepep.sh
+step peer-heap 180 env DEEPEP_SRC=.deepep-full OUT=$base/peer-heap PEER_RANKS="8 4" PEER_TIMEOUT=80 PEER_ARGS=--switchyard-heap-inputs bash scripts/peer-deepep.sh
+echo "total $((SECONDS - step_start)) s"
