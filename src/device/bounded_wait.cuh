@@ -15,12 +15,20 @@ struct WaitSite {
   int peer;
 };
 
-// `abort_rank`: stop this rank's other waits too (a failed wait); false for bad input found on the
-// device, where the protocol can still complete.
-__device__ __forceinline__ void record_wait_failure(const KernelContext& context, const WaitSite& site,
-                                                    int64_t expected, int64_t observed, uint64_t waited_ns,
-                                                    bool abort_rank = true) {
-  if (abort_rank) atomicExch(context.abort_flag, 1);
+// The rank's abort flag (KernelContext::abort_flag): 0, or why its kernels give up.
+// - kAbortedForGood: a wait failed, so the protocol is broken: the host refuses every later call.
+// - kAbortedThisCall: the ranks opened calls that differ (a call_signature failure), so every rank refuses
+//   this call and writes nothing; the next call's opening barrier clears it (clear_call_abort), in stream
+//   order, so the Buffer stays usable, as on the CPU backend.
+constexpr int32_t kAbortedForGood = 1;
+constexpr int32_t kAbortedThisCall = 2;
+
+__device__ __forceinline__ void record_failure(const KernelContext& context, const WaitSite& site,
+                                               int64_t expected, int64_t observed, uint64_t waited_ns,
+                                               int32_t abort) {
+  // For good overrides this call; this call never overrides for good.
+  if (abort == kAbortedForGood) atomicExch(context.abort_flag, kAbortedForGood);
+  if (abort == kAbortedThisCall) atomicCAS(context.abort_flag, 0, kAbortedThisCall);
   common::DeviceErrorBlock* error = context.error;
   // NOTES: the claim is a device-memory atomic; atomics on host-mapped memory are not supported
   // everywhere (compute-sanitizer rejects them on PCIe-attached hosts).
@@ -39,6 +47,29 @@ __device__ __forceinline__ void record_wait_failure(const KernelContext& context
     __threadfence_system();
     *reinterpret_cast<volatile int32_t*>(&error->complete) = 1;
   }
+}
+
+// `abort_rank`: stop this rank's other waits for good (a failed wait); false for bad input found on the
+// device, where the protocol can still complete.
+__device__ __forceinline__ void record_wait_failure(const KernelContext& context, const WaitSite& site,
+                                                    int64_t expected, int64_t observed, uint64_t waited_ns,
+                                                    bool abort_rank = true) {
+  record_failure(context, site, expected, observed, waited_ns, abort_rank ? kAbortedForGood : 0);
+}
+
+// A peer opened a call that differs from ours (its stamp, `theirs`, is not our `stamp`): this call is
+// refused on this rank, and the next call may go ahead.
+__device__ __forceinline__ void record_call_mismatch(const KernelContext& context, int peer, uint64_t stamp,
+                                                     uint64_t theirs) {
+  const WaitSite site{common::WaitRole::barrier, common::WaitTarget::call_signature, -1, peer};
+  record_failure(context, site, static_cast<int64_t>(stamp), static_cast<int64_t>(theirs), 0,
+                 kAbortedThisCall);
+}
+
+// By one thread, at the start of a call's opening barrier: the previous call's refusal ends here. Every
+// kernel of that call ran before this one (one stream), so none of them can see the flag cleared.
+__device__ __forceinline__ void clear_call_abort(const KernelContext& context) {
+  atomicCAS(context.abort_flag, kAbortedThisCall, 0);
 }
 
 __device__ __forceinline__ bool rank_aborted(const KernelContext& context) {

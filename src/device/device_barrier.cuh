@@ -9,12 +9,16 @@ namespace switchyard::cuda {
 // Every thread of the block calls this; returns false (in every thread) if some peer never arrived.
 // `signature` (non-zero: a call's opening barrier, the plan's call signature): every peer must be opening a
 // call with the same one (NormalHeapLayout::call_stamp_word), or false, the first peer that is not recorded
-// as a call_signature failure (the host raises InvalidArgument).
+// as a call_signature failure (the host raises InvalidArgument) that aborts this call only; an opening
+// barrier first ends the previous call's such abort (clear_call_abort).
 __device__ __forceinline__ bool block_barrier_all_ranks(const KernelContext& context,
                                                         uint64_t signature = 0) {
   __shared__ uint64_t epoch_of_block;
   __syncthreads();
-  if (threadIdx.x == 0) epoch_of_block = ++*context.barrier_epoch;
+  if (threadIdx.x == 0) {
+    if (signature != 0) clear_call_abort(context);
+    epoch_of_block = ++*context.barrier_epoch;
+  }
   __syncthreads();
   const uint64_t epoch = epoch_of_block;
   const uint64_t stamp = common::call_stamp(signature, epoch);
@@ -35,8 +39,7 @@ __device__ __forceinline__ bool block_barrier_all_ranks(const KernelContext& con
     // The peer wrote its stamp before the release of its arrival, which the wait acquired.
     const uint64_t theirs = *context.layout.call_stamp_word(context.heap.base, peer, epoch);
     if (arrived && signature != 0 && theirs != stamp) {
-      const WaitSite mismatch{common::WaitRole::barrier, common::WaitTarget::call_signature, -1, peer};
-      record_wait_failure(context, mismatch, static_cast<int64_t>(stamp), static_cast<int64_t>(theirs), 0);
+      record_call_mismatch(context, peer, stamp, theirs);
       arrived = false;
     }
   }

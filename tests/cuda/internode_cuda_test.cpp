@@ -11,6 +11,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <exception>
 #include <functional>
 #include <future>
 #include <ostream>
@@ -590,6 +591,7 @@ TEST(CudaInternodeErrors, CombinesOnHandlesOfDifferentDispatchesAreRefusedOnEver
   const int ranks = c.shape.topology.num_ranks;
   std::vector<std::string> messages(ranks);
   std::vector<char> untouched(ranks, 0);
+  std::vector<std::vector<std::string>> failures(ranks);
   const auto start = std::chrono::steady_clock::now();
   run_case(c, seed, [&](Buffer& buffer, Group& group, cudaStream_t stream) {
     const int rank = group.rank();
@@ -613,6 +615,14 @@ TEST(CudaInternodeErrors, CombinesOnHandlesOfDifferentDispatchesAreRefusedOnEver
       buffer.synchronize(stream);
     });
     untouched[rank] = testing::expert_major::all_poison_on_device(combined_x, stream);
+    // The refusal was this call's only (record_call_mismatch): the next round trip is bitwise right.
+    group.barrier();
+    try {
+      DeviceRun after = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream);
+      compare_with_reference(after, c.shape, expected, rank, &failures[rank]);
+    } catch (const std::exception& error) {
+      failures[rank].push_back(std::string("the round trip after the refusal threw: ") + error.what());
+    }
   });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 20.0) << "the refusal waited for a timeout";
@@ -620,6 +630,7 @@ TEST(CudaInternodeErrors, CombinesOnHandlesOfDifferentDispatchesAreRefusedOnEver
     SCOPED_TRACE("rank " + std::to_string(rank) + ": " + messages[rank]);
     EXPECT_NE(messages[rank].find("expected every rank to call with the same shape"), std::string::npos);
     EXPECT_TRUE(untouched[rank]) << "combined_x was written";
+    for (const auto& failure : failures[rank]) ADD_FAILURE() << "after the refusal: " << failure;
   }
 }
 

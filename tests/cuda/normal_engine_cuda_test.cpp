@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <exception>
 #include <future>
 #include <sstream>
 
@@ -623,7 +624,7 @@ TEST(CudaNormalEngineErrors, MissingRankTimesOutWithRankAndRole) {
   auto data = workload::generate(c.shape, seed_for("timeout"));
   std::promise<void> rank0_done;
   std::shared_future<void> released = rank0_done.get_future().share();
-  std::string message;
+  std::string message, later;
   double seconds = 0;
   run_ranks(2, [&](Group& group) {
     const int rank = group.rank();
@@ -648,12 +649,22 @@ TEST(CudaNormalEngineErrors, MissingRankTimesOutWithRankAndRole) {
       message = error.what();
     }
     seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    // The rank's kernels gave up for good: a later call is refused at once, saying why, instead of
+    // returning having done nothing.
+    try {
+      buffer.dispatch(args);
+      later = "returned";
+    } catch (const TimeoutError& error) {
+      later = error.what();
+    }
     rank0_done.set_value();
   });
   EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
   EXPECT_NE(message.find("barrier"), std::string::npos) << message;
   EXPECT_NE(message.find("rank 1"), std::string::npos) << message;
   EXPECT_LT(seconds, 10.0);
+  EXPECT_NE(later.find("refused: this Buffer's kernels stopped for good"), std::string::npos) << later;
+  EXPECT_NE(later.find(message), std::string::npos) << later;
 }
 
 TEST(CudaNormalEngineErrors, ExpertIdOutOfRangeOnDeviceIsInvalidArgumentAndWritesNothing) {
@@ -689,7 +700,8 @@ TEST(CudaNormalEngineErrors, ExpertIdOutOfRangeOnDeviceIsInvalidArgumentAndWrite
 // barrier compares the calls' stamps (NormalHeapLayout::call_stamp_word, with the handle's routing epoch), so
 // every rank refuses with an InvalidArgument at synchronize, before the timeout, writing neither recv_x nor
 // combined_x. Ordinary inputs and heap-resident ones (whose ring-free paths would otherwise return rows
-// nobody asked for).
+// nobody asked for). The refusal ends with the refused call: the next round trip, alike on every rank, is
+// bitwise right (the abort is this call's only: record_call_mismatch).
 TEST(CudaNormalEngineErrors, CallsThatDifferAcrossRanksAreRefusedOnEveryRank) {
   SWITCHYARD_REQUIRE_GPU();
   for (const bool heap_inputs : {false, true})
@@ -706,6 +718,7 @@ TEST(CudaNormalEngineErrors, CallsThatDifferAcrossRanksAreRefusedOnEveryRank) {
       const int ranks = c.shape.topology.num_ranks;
       std::vector<std::string> messages(ranks);
       std::vector<char> untouched(ranks, 0);
+      std::vector<std::vector<std::string>> failures(ranks);
       const auto start = std::chrono::steady_clock::now();
       run_ranks(ranks, [&](Group& group) {
         const int rank = group.rank();
@@ -753,6 +766,14 @@ TEST(CudaNormalEngineErrors, CallsThatDifferAcrossRanksAreRefusedOnEveryRank) {
           });
           untouched[rank] = expert_major::all_poison_on_device(recv_x, stream) &&
                             expert_major::all_poison_on_device(combined_x, stream);
+          group.barrier();
+          try {
+            DeviceRun after = run_on_device(buffer, c.shape, data[rank], expected, 1, stream, nullptr,
+                                            nullptr, {}, {}, false, heap_inputs);
+            compare_with_reference(after, c.shape, expected, rank, &failures[rank]);
+          } catch (const std::exception& error) {
+            failures[rank].push_back(std::string("the round trip after the refusal threw: ") + error.what());
+          }
         }
         cudaStreamDestroy(stream);
       });
@@ -762,6 +783,7 @@ TEST(CudaNormalEngineErrors, CallsThatDifferAcrossRanksAreRefusedOnEveryRank) {
         SCOPED_TRACE("rank " + std::to_string(rank) + ": " + messages[rank]);
         EXPECT_NE(messages[rank].find("expected every rank to call with the same shape"), std::string::npos);
         EXPECT_TRUE(untouched[rank]) << "recv_x or combined_x was written";
+        for (const auto& failure : failures[rank]) ADD_FAILURE() << "after the refusal: " << failure;
       }
     }
 }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <sstream>
 
@@ -280,23 +281,55 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
     return kernel_context(common::NormalHeapLayout{});
   }
 
-  // A kernel of this rank recorded a failure: report it once, as the right error type.
+  // A kernel of this rank recorded a failure: report it, as the right error type. Bad input leaves the
+  // Buffer usable; a broken protocol does not (its kernels gave up for good, kAbortedForGood), so every
+  // later call is refused with the same type of error, saying so, rather than returning having done
+  // nothing.
   void throw_pending_device_error() {
-    if (!__atomic_load_n(&error_->complete, __ATOMIC_ACQUIRE) || reported_) return;
+    if (stopped_) std::rethrow_exception(stopped_);
+    if (!__atomic_load_n(&error_->complete, __ATOMIC_ACQUIRE)) return;
     const common::DeviceErrorBlock error = *error_;
     const auto target = static_cast<common::WaitTarget>(error.target);
     const bool expert_major = std::string(common::wait_role_engine(error.role)) != "normal";
-    if (target == common::WaitTarget::invalid_expert || target == common::WaitTarget::expert_capacity ||
-        (expert_major && target == common::WaitTarget::capacity)) {
+    const bool usable = target == common::WaitTarget::invalid_expert ||
+                        target == common::WaitTarget::expert_capacity ||
+                        (expert_major && target == common::WaitTarget::capacity) ||
+                        (target == common::WaitTarget::call_signature &&
+                         error.role == static_cast<int32_t>(common::WaitRole::barrier));
+    if (usable) {
       // Bad input, not a broken protocol (an expert id out of range; an expert-major call with more rows
       // for one expert than max_tokens_per_rank, which wrote nothing; an expert past its
-      // expert_capacity, whose call completed on every rank): clear the block so that later failures
-      // are reported too. The record is complete, so its kernel wrote its last word.
+      // expert_capacity, whose call completed on every rank; ranks whose opening barrier found their
+      // calls differ, which every rank refused, record_call_mismatch): clear the block so that later
+      // failures are reported too. The record is complete, so its kernel wrote its last word.
       std::memset(error_, 0, sizeof(*error_));
       SY_CUDA_CHECK(cudaMemset(error_claim_, 0, sizeof(int32_t)));
-    } else {
-      reported_ = true;
+      throw_device_error(error, expert_major);
     }
+    try {
+      throw_device_error(error, expert_major);
+    } catch (const TimeoutError& first) {
+      stopped_ = std::make_exception_ptr(TimeoutError(refused_after(first)));
+      throw;
+    } catch (const CapacityError& first) {
+      stopped_ = std::make_exception_ptr(CapacityError(refused_after(first)));
+      throw;
+    } catch (const InvalidArgument& first) {
+      stopped_ = std::make_exception_ptr(InvalidArgument(refused_after(first)));
+      throw;
+    }
+  }
+
+  // What every call after a failure that stopped this rank's kernels for good is refused with.
+  std::string refused_after(const Error& first) const {
+    return "rank " + std::to_string(options_.rank) +
+           ": refused: this Buffer's kernels stopped for good at an earlier failure on the device, reported "
+           "then as: " +
+           first.what() + "; destroy this Buffer and make a new one (on every rank)";
+  }
+
+  // The failure recorded in `error`, as its error type.
+  [[noreturn]] void throw_device_error(const common::DeviceErrorBlock& error, bool expert_major) const {
     std::ostringstream message;
     message << "rank " << error.rank << " (cuda " << common::wait_role_engine(error.role) << ", "
             << common::wait_role_name(error.role);
@@ -369,7 +402,8 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
   uint64_t* barrier_epoch_ = nullptr;
   int32_t* error_claim_ = nullptr;
   int32_t call_index_ = 0;
-  bool reported_ = false;
+  // Set once a failure stopped this rank's kernels for good: what every later call is refused with.
+  std::exception_ptr stopped_;
   std::unique_ptr<DeviceRankMask> mask_;
   std::unique_ptr<NormalEngine> normal_;
   SymmetricEngine symmetric_;

@@ -29,6 +29,7 @@ __device__ bool internode_barrier(const KernelContext& context, const Transport&
   __shared__ uint64_t epoch_of_block;
   __syncthreads();
   if (threadIdx.x == 0) {
+    if (signature != 0) clear_call_abort(context);
     epoch_of_block = ++*context.barrier_epoch;
     // Our own word for us: the source of the puts to the other nodes (no peer writes it).
     if (signature != 0) {
@@ -79,8 +80,7 @@ __device__ bool internode_barrier(const KernelContext& context, const Transport&
     if (signature != 0 && lane_id() == 0 && arrived) {
       const uint64_t theirs = *context.layout.call_stamp_word(context.heap.base, peer, epoch);
       if (theirs != stamp) {
-        const WaitSite mismatch{common::WaitRole::barrier, common::WaitTarget::call_signature, -1, peer};
-        record_wait_failure(context, mismatch, static_cast<int64_t>(stamp), static_cast<int64_t>(theirs), 0);
+        record_call_mismatch(context, peer, stamp, theirs);
         arrived = false;
       }
     }
