@@ -1,7 +1,9 @@
 // The CUDA `normal` combine: per channel a sender block (expert side: each received row goes back
 // to its home rank's ring, a warp group per home rank) and a receiver block (home side: a coordinator
 // warp tracks the rings, and each other warp reduces its own tokens' rows in DESIGN.md's fixed order
-// and stores the result with TMA bulk stores).
+// and stores the result with TMA bulk stores). With the rows in place (the expert outputs in the heap,
+// docs/normal-in-place.md) there are no rings and nothing to send: both blocks of a channel reduce, with
+// every warp.
 #include "common/numeric.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/normal/kernels.hpp"
@@ -296,13 +298,14 @@ __device__ void combine_coordinator(const KernelContext& context, const CombineL
   }
 }
 
-// Reducing warp `warp` (1..reducing_warps): its tokens of this channel, each once its rows are in.
+// Reducing warp `warp` of its block: the channel's tokens begin + first, then every `stride`th, each once
+// its rows are in.
 __device__ void combine_reducer(const KernelContext& context, const CombineLaunch& launch,
                                 CombineShared& shared, int channel, int64_t begin, int64_t end, int warp,
-                                int reducing_warps, OutputStaging& staging) {
+                                int first, int stride, OutputStaging& staging) {
   const int num_ranks = context.num_ranks;
   const int lane = lane_id();
-  for (int64_t token = begin + warp - 1; token < end; token += reducing_warps) {
+  for (int64_t token = begin + first; token < end; token += stride) {
     bool ready = true;
     // Rows in place were all written before the combine's opening barrier: nothing to wait for.
     if (lane < num_ranks && !launch.rows_in_place) {
@@ -318,8 +321,7 @@ __device__ void combine_reducer(const KernelContext& context, const CombineLaunc
     reduce_token(context, launch, channel, token, staging, shared.token_rows[warp]);
     __syncwarp();  // every lane has read its part of the rows before lane 0 hands the slots back
     if (lane == 0)
-      ptx::atom_store_release_cta_shared_u64(&shared.next_token[warp],
-                                             static_cast<uint64_t>(token + reducing_warps));
+      ptx::atom_store_release_cta_shared_u64(&shared.next_token[warp], static_cast<uint64_t>(token + stride));
   }
   if (lane == 0) {
     ptx::atom_store_release_cta_shared_u64(&shared.next_token[warp], ~uint64_t{0});
@@ -345,14 +347,19 @@ __device__ void combine_receiver(const KernelContext& context, const CombineLaun
     __syncthreads();
     if (shared.bad_range) return;  // recorded; nothing is read or written for this channel
   }
-  if (warp == 0) {
-    // Rows in place: no ring to track or free.
-    if (!launch.rows_in_place) combine_coordinator(context, launch, shared, channel, begin, end, warps - 1);
+  // Warp w reduces tokens begin + first, then every stride-th. Rows in place: no ring to track or free and
+  // no sender, so both blocks of the channel reduce, every warp of each. Otherwise warp 0 coordinates.
+  int first = warp - 1, stride = warps - 1;
+  if (launch.rows_in_place) {
+    first = static_cast<int>(blockIdx.x % 2) * warps + warp;
+    stride = 2 * warps;
+  } else if (warp == 0) {
+    combine_coordinator(context, launch, shared, channel, begin, end, warps - 1);
     return;
   }
   extern __shared__ int4 output_pieces[];
   OutputStaging staging{output_pieces + warp * 2 * kOutputPieceChunks, 0};
-  combine_reducer(context, launch, shared, channel, begin, end, warp, warps - 1, staging);
+  combine_reducer(context, launch, shared, channel, begin, end, warp, first, stride, staging);
 }
 
 // NOTES: bounded so that 24 warps fit an SM's 65536 registers: unbounded, ptxas gave it 94-96.
@@ -363,10 +370,10 @@ __global__ void __launch_bounds__(kTargetWarps * 32, 1)
   // The opening found the ranks' calls mismatched (or a peer failed): write nothing (a token that no rank
   // holds would otherwise get its +0 row without any wait noticing; found on the GPU, session 30).
   if (rank_aborted(context)) return;
-  if (blockIdx.x % 2 == 0) {
-    // Rows in place: the home ranks read them where this rank's caller wrote them; nothing to send.
-    if (!launch.rows_in_place)
-      combine_sender(context, launch, shared, channel, warp_group_of_this_warp(warps_per_group));
+  // Rows in place: the home ranks read them where this rank's caller wrote them, so there is nothing to
+  // send, and the channel's two blocks both reduce (combine_receiver).
+  if (blockIdx.x % 2 == 0 && !launch.rows_in_place) {
+    combine_sender(context, launch, shared, channel, warp_group_of_this_warp(warps_per_group));
   } else {
     combine_receiver(context, launch, shared, channel);
   }

@@ -5,9 +5,10 @@
 # stream goes as cudaStreamLegacy); this call runs the GPU Python tests of _torch_ops (now also on the
 # default stream) and the side by side again, which now also checks each case's last timed call. Then the
 # CUDA suites for the abort's two scopes (a refused call's abort is that call's only; a failed wait's is
-# for good and later calls are refused loudly instead of returning having done nothing).
+# for good and later calls are refused loudly instead of returning having done nothing), and the in-place
+# combine reducing in both blocks of a channel (switchyard-bench --normal-heap on, 8 processes).
 # Carry: build/gpu-carry31/c4.tar.xz (SWITCHYARD_PACK_ONLY='(normal_engine|cuda_internode_test|
-#   hostile_calls|low_latency_test|symmetric_test|rank_mask)' SWITCHYARD_PACK_PYTHON=1 bash scripts/gpu-pack.sh
+#   hostile_calls|low_latency_test|symmetric_test|rank_mask|switchyard-bench)' SWITCHYARD_PACK_PYTHON=1 bash scripts/gpu-pack.sh
 #   build/gpu-local), .deps/wheels (pytest) and .deepep-full.
 cd "$(dirname "$0")/../../../.."
 CALL=c4; CARRY="build/gpu-carry31/c4.tar.xz"; BUDGET=570
@@ -19,6 +20,12 @@ T=$B/tests/cuda
 step pytest-cuda-tensors 120 python3 -m pytest -q -x tests/python/test_cuda_tensors.py -p no:cacheprovider
 step peer 180 env DEEPEP_SRC=.deepep-full OUT=$base/peer PEER_RANKS="8 4" PEER_TIMEOUT=80 bash scripts/peer-deepep.sh
 step peer-heap 150 env DEEPEP_SRC=.deepep-full OUT=$base/peer-heap PEER_RANKS="8 4" PEER_TIMEOUT=70 PEER_ARGS=--switchyard-heap-inputs bash scripts/peer-deepep.sh
+start_mps
+for tokens in 4096 128; do
+  iters=5; [[ $tokens == 128 ]] && iters=30
+  step bench-r8-t$tokens-heap-on 60 $B/tools/bench/switchyard-bench --backend cuda --engine normal --ranks 8 --tokens $tokens --iters $iters --warmup 2 --ranks-as processes --normal-heap on --json $base/bench-r8-t$tokens-heap-on.json
+done
+echo quit | nvidia-cuda-mps-control; sleep 2
 for suite in normal_engine internode hostile_calls rank_mask low_latency symmetric; do
   step suite-$suite 90 $T/switchyard_cuda_${suite}_test --gtest_brief=1
 done
