@@ -319,7 +319,7 @@ def torch_ops_or_skip():
     return ops
 
 
-def test_torch_ops_layout_matches_the_general_path_bitwise_and_leaves_other_inputs_to_it(device):
+def test_torch_ops_layout_matches_the_general_path_bitwise_and_leaves_other_inputs_to_it(device, monkeypatch):
     ops = torch_ops_or_skip()
     num_experts = 64
     buffer = deep_ep.Buffer(solo, backend="cuda", sharing="threads", timeout_seconds=torch_support.TIMEOUT_SECONDS,
@@ -353,6 +353,18 @@ def test_torch_ops_layout_matches_the_general_path_bitwise_and_leaves_other_inpu
         on_default = ops.dispatch_layout(entry, written_late(topk_idx, -1), num_experts)
     torch.cuda.synchronize(device)
     assert_same({name: (got, want[name]) for name, got in layout_parts(on_default).items()}, "on the default stream")
+    # Without _torch_ops, deep_ep's Python path into tensors torch allocates (_torch_layout), on the default
+    # stream too; the general path fails the test.
+    monkeypatch.setattr(buffer, "_torch_ops", None)
+    monkeypatch.setattr(buffer.switchyard_buffer, "get_dispatch_layout",
+                        lambda *args, **kwargs: pytest.fail("deep_ep took the general path"))
+    with torch.cuda.stream(torch.cuda.default_stream(device)):
+        fallback = buffer.get_dispatch_layout(written_late(topk_idx, -1), num_experts)
+    torch.cuda.synchronize(device)
+    assert_same({"per_rank": (fallback[0], want["num_tokens_per_rank"]),
+                 "per_expert": (fallback[2], want["num_tokens_per_expert"]),
+                 "in_rank": (fallback[3], want["is_token_in_rank"])}, "deep_ep without _torch_ops, default stream")
+    monkeypatch.undo()
 
     # Inputs this path does not take: None, and deep_ep's Python paths convert or refuse them.
     for other in (topk_idx.int(), topk_idx.cpu(), topk_idx.t().contiguous().t(), topk_idx.float()):
