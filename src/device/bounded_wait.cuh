@@ -18,7 +18,7 @@ struct WaitSite {
 // The rank's abort flag (KernelContext::abort_flag): 0, or why its kernels give up.
 // - kAbortedForGood: a wait failed, so the protocol is broken: the host refuses every later call.
 // - kAbortedThisCall: the ranks opened calls that differ (a call_signature failure), so every rank refuses
-//   this call and writes nothing; the next call's opening barrier clears it (clear_call_abort), in stream
+//   this call and writes nothing; the next call's opening barrier clears it (number_barrier), in stream
 //   order, so the Buffer stays usable, as on the CPU backend.
 constexpr int32_t kAbortedForGood = 1;
 constexpr int32_t kAbortedThisCall = 2;
@@ -66,10 +66,21 @@ __device__ __forceinline__ void record_call_mismatch(const KernelContext& contex
                  kAbortedThisCall);
 }
 
-// By one thread, at the start of a call's opening barrier: the previous call's refusal ends here. Every
-// kernel of that call ran before this one (one stream), so none of them can see the flag cleared.
-__device__ __forceinline__ void clear_call_abort(const KernelContext& context) {
-  atomicCAS(context.abort_flag, kAbortedThisCall, 0);
+// By one thread of the block that holds a barrier of all ranks, as it starts: the barrier's number (one
+// more than the last, *context.barrier_epoch), or 0 where the barrier is skipped.
+// - An opening barrier (non-zero `signature`) first ends the previous call's refusal: every kernel of
+//   that call ran before this one (one stream), so none of them sees the flag cleared.
+// - Any other barrier of a refused call is skipped, numbered or not: the ranks' refused calls differ, so
+//   their later barriers differ in number (a closing barrier on one rank, none on another), and counting
+//   them would leave the ranks' barrier numbers apart for every later call. Every rank refuses at the same
+//   opening barrier (each finds some peer's stamp differs), so all skip alike.
+__device__ __forceinline__ uint64_t number_barrier(const KernelContext& context, uint64_t signature) {
+  if (signature != 0) {
+    atomicCAS(context.abort_flag, kAbortedThisCall, 0);
+  } else if (*reinterpret_cast<volatile int32_t*>(context.abort_flag) == kAbortedThisCall) {
+    return 0;
+  }
+  return ++*context.barrier_epoch;
 }
 
 __device__ __forceinline__ bool rank_aborted(const KernelContext& context) {

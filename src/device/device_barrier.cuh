@@ -10,17 +10,16 @@ namespace switchyard::cuda {
 // `signature` (non-zero: a call's opening barrier, the plan's call signature): every peer must be opening a
 // call with the same one (NormalHeapLayout::call_stamp_word), or false, the first peer that is not recorded
 // as a call_signature failure (the host raises InvalidArgument) that aborts this call only; an opening
-// barrier first ends the previous call's such abort (clear_call_abort).
+// barrier first ends the previous call's such abort, and the refused call's other barriers are skipped
+// (number_barrier).
 __device__ __forceinline__ bool block_barrier_all_ranks(const KernelContext& context,
                                                         uint64_t signature = 0) {
   __shared__ uint64_t epoch_of_block;
   __syncthreads();
-  if (threadIdx.x == 0) {
-    if (signature != 0) clear_call_abort(context);
-    epoch_of_block = ++*context.barrier_epoch;
-  }
+  if (threadIdx.x == 0) epoch_of_block = number_barrier(context, signature);
   __syncthreads();
   const uint64_t epoch = epoch_of_block;
+  if (epoch == 0) return false;  // a barrier of a refused call
   const uint64_t stamp = common::call_stamp(signature, epoch);
   bool arrived = true;
   uint64_t* my_word = context.layout.barrier_word(context.heap.base, context.rank);

@@ -29,8 +29,7 @@ __device__ bool internode_barrier(const KernelContext& context, const Transport&
   __shared__ uint64_t epoch_of_block;
   __syncthreads();
   if (threadIdx.x == 0) {
-    if (signature != 0) clear_call_abort(context);
-    epoch_of_block = ++*context.barrier_epoch;
+    epoch_of_block = number_barrier(context, signature);
     // Our own word for us: the source of the puts to the other nodes (no peer writes it).
     if (signature != 0) {
       *context.layout.call_stamp_word(context.heap.base, context.rank, epoch_of_block) =
@@ -39,6 +38,7 @@ __device__ bool internode_barrier(const KernelContext& context, const Transport&
   }
   __syncthreads();
   const uint64_t epoch = epoch_of_block;
+  if (epoch == 0) return false;  // a barrier of a refused call (number_barrier)
   const uint64_t stamp = common::call_stamp(signature, epoch);
   uint64_t* my_stamp = context.layout.call_stamp_word(context.heap.base, context.rank, epoch);
   const size_t my_stamp_offset =
