@@ -83,7 +83,17 @@ __device__ __forceinline__ uint64_t number_barrier(const KernelContext& context,
   return ++*context.barrier_epoch;
 }
 
+// Whether this rank gave up for good (kAbortedForGood): what every wait watches. A refused call's abort
+// (kAbortedThisCall) is not: no wait runs after a refused opening (its kernels return at their start, by
+// call_stopped), and the expert-major engines, whose calls have no such opening, must not read a `normal`
+// call's refusal as their own.
 __device__ __forceinline__ bool rank_aborted(const KernelContext& context) {
+  return *reinterpret_cast<volatile int32_t*>(context.abort_flag) == kAbortedForGood;
+}
+
+// Whether this call must not go on: refused at its opening (kAbortedThisCall), or the rank gave up. The
+// `normal` engines' kernels after the opening read it first and write nothing.
+__device__ __forceinline__ bool call_stopped(const KernelContext& context) {
   return *reinterpret_cast<volatile int32_t*>(context.abort_flag) != 0;
 }
 

@@ -215,7 +215,7 @@ __global__ void __launch_bounds__(kInternodeWarps * 32, 2)
   const int role = static_cast<int>(blockIdx.x) % kInternodeBlocksPerChannel;
   // The opening found the ranks' calls mismatched (or a wait failed): write nothing (found on the GPU,
   // session 31: rows a peer's other call sent, or a token's bias alone, reached combined_x).
-  if (rank_aborted(context)) return;
+  if (call_stopped(context)) return;
   if (role == 2) {
     rdma_receiver(context, transports, launch, shared, channel);
     return;

@@ -324,7 +324,7 @@ __global__ void __launch_bounds__(kInternodeWarps * 32, 2)
   // The opening found the ranks' calls mismatched (or a wait failed): write nothing. A wait whose data is
   // already there never looks at the abort flag, so the roles would otherwise copy what a peer's other
   // call left.
-  if (rank_aborted(context)) return;
+  if (call_stopped(context)) return;
   const int64_t received = launch.recv_channel_start[context.num_ranks * context.num_channels];
   if (received > launch.num_output_rows) {
     // Worst-case outputs too small: write nothing; peers waiting on us time out and say so.

@@ -369,7 +369,7 @@ __global__ void __launch_bounds__(kTargetWarps * 32, 1)
   const int channel = blockIdx.x / 2;
   // The opening found the ranks' calls mismatched (or a peer failed): write nothing (a token that no rank
   // holds would otherwise get its +0 row without any wait noticing; found on the GPU, session 30).
-  if (rank_aborted(context)) return;
+  if (call_stopped(context)) return;
   // Rows in place: the home ranks read them where this rank's caller wrote them, so there is nothing to
   // send, and the channel's two blocks both reduce (combine_receiver).
   if (blockIdx.x % 2 == 0 && !launch.rows_in_place) {

@@ -164,7 +164,7 @@ __global__ void dispatch_kernel(KernelContext context, DispatchLaunch launch, in
   const WarpGroup group = warp_group_of_this_warp(warps_per_group);
   // The opening found the ranks' calls mismatched (or a peer failed): a ring whose tail a peer's other call
   // advanced would otherwise be copied into recv_x before any wait noticed (found on the GPU, session 30).
-  if (rank_aborted(context)) return;
+  if (call_stopped(context)) return;
   const int64_t received = launch.received.recv_channel_start[context.num_ranks * context.num_channels];
   if (received > launch.received.num_output_rows) {
     // Worst-case outputs too small: write nothing; peers waiting on us time out and say so.

@@ -109,7 +109,7 @@ __global__ void gather_kernel(KernelContext context, GatherLaunch launch) {
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
   __shared__ uint64_t tma_barrier[kGatherWarps];
   // The opening found the ranks' calls mismatched (or a peer failed): nothing to pull that anyone expects.
-  if (rank_aborted(context)) return;
+  if (call_stopped(context)) return;
   const int64_t received = launch.received.recv_channel_start[context.num_ranks * context.num_channels];
   if (received > launch.received.num_output_rows) {
     // Worst-case outputs too small: write nothing (the ring dispatch refuses the same way).
