@@ -73,6 +73,11 @@ struct DeviceErrorBlock {
   int64_t observed;  // value last seen
   uint64_t waited_ns;
   uint64_t barriers;  // barriers this rank had opened when it failed
+  // 1 once any failure stopped this rank's kernels for good (kAbortedForGood), whether or not its record
+  // above won the claim: an earlier record that the host then cleared (bad input, a refused call) would
+  // otherwise hide it, and the rank's later calls would do nothing. Written outside the claim, never
+  // cleared.
+  int32_t gave_up;
 };
 
 SY_HD const char* wait_role_name(int32_t role) {

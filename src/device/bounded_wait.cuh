@@ -26,10 +26,10 @@ constexpr int32_t kAbortedThisCall = 2;
 __device__ __forceinline__ void record_failure(const KernelContext& context, const WaitSite& site,
                                                int64_t expected, int64_t observed, uint64_t waited_ns,
                                                int32_t abort) {
+  common::DeviceErrorBlock* error = context.error;
   // For good overrides this call; this call never overrides for good.
   if (abort == kAbortedForGood) atomicExch(context.abort_flag, kAbortedForGood);
   if (abort == kAbortedThisCall) atomicCAS(context.abort_flag, 0, kAbortedThisCall);
-  common::DeviceErrorBlock* error = context.error;
   // NOTES: the claim is a device-memory atomic; atomics on host-mapped memory are not supported
   // everywhere (compute-sanitizer rejects them on PCIe-attached hosts).
   if (atomicCAS(context.error_claim, 0, 1) == 0) {
@@ -46,6 +46,12 @@ __device__ __forceinline__ void record_failure(const KernelContext& context, con
     error->claimed = 1;
     __threadfence_system();
     *reinterpret_cast<volatile int32_t*>(&error->complete) = 1;
+  }
+  // After the record (when this failure won the claim), so that the host, seeing gave_up, finds the record
+  // complete unless another failure holds the claim.
+  if (abort == kAbortedForGood) {
+    __threadfence_system();
+    *reinterpret_cast<volatile int32_t*>(&error->gave_up) = 1;
   }
 }
 

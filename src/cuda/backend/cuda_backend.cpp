@@ -287,7 +287,19 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
   // nothing.
   void throw_pending_device_error() {
     if (stopped_) std::rethrow_exception(stopped_);
-    if (!__atomic_load_n(&error_->complete, __ATOMIC_ACQUIRE)) return;
+    if (!__atomic_load_n(&error_->complete, __ATOMIC_ACQUIRE)) {
+      if (!__atomic_load_n(&error_->gave_up, __ATOMIC_ACQUIRE)) return;
+    }
+    // Read again after gave_up: a failure that won the claim completed its record before setting gave_up.
+    if (!__atomic_load_n(&error_->complete, __ATOMIC_ACQUIRE)) {
+      // A failure stopped the kernels for good, but its record lost the claim to another failure's (one
+      // the host reported and cleared: a refused call, bad input): refused all the same, saying so.
+      stopped_ = std::make_exception_ptr(Error(
+          "rank " + std::to_string(options_.rank) +
+          ": refused: this Buffer's kernels stopped for good at a failure on the device whose record was "
+          "lost to another failure's; destroy this Buffer and make a new one (on every rank)"));
+      std::rethrow_exception(stopped_);
+    }
     const common::DeviceErrorBlock error = *error_;
     const auto target = static_cast<common::WaitTarget>(error.target);
     const bool expert_major = std::string(common::wait_role_engine(error.role)) != "normal";
@@ -302,7 +314,10 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
       // expert_capacity, whose call completed on every rank; ranks whose opening barrier found their
       // calls differ, which every rank refused, record_call_mismatch): clear the block so that later
       // failures are reported too. The record is complete, so its kernel wrote its last word.
+      // gave_up stays: a failure for good that lost the claim to this record is still to be refused.
+      const int32_t gave_up = __atomic_load_n(&error_->gave_up, __ATOMIC_ACQUIRE);
       std::memset(error_, 0, sizeof(*error_));
+      error_->gave_up = gave_up;
       SY_CUDA_CHECK(cudaMemset(error_claim_, 0, sizeof(int32_t)));
       throw_device_error(error, expert_major);
     }
