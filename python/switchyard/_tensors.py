@@ -5,7 +5,7 @@ import sys
 from ._errors import InvalidArgument
 
 __all__ = ["framework_of", "stream_of", "exported", "is_tensor", "is_row_major", "transposed_if_column_major",
-           "OWN_STREAM", "LEGACY_DEFAULT_STREAM"]
+           "OWN_STREAM", "LEGACY_DEFAULT_STREAM", "framework_stream"]
 
 # switchyard's `stream` argument: 0 is the Buffer's own stream (a non-blocking stream no framework
 # knows), any other value a cudaStream_t.
@@ -33,7 +33,7 @@ def framework_of(tensor):
     return "numpy"  # buffer-protocol objects (memoryview, array.array) come back as numpy arrays
 
 
-def _framework_stream(handle):
+def framework_stream(handle):
     """A framework's stream handle as switchyard takes it: its default stream (0) is the legacy one."""
     handle = int(handle)
     return LEGACY_DEFAULT_STREAM if handle == 0 else handle
@@ -58,18 +58,18 @@ def stream_of(tensor, stream=None):
     0 for host tensors (CPU calls ignore it)."""
     if stream is not None:
         if hasattr(stream, "cuda_stream"):
-            return _framework_stream(stream.cuda_stream)
+            return framework_stream(stream.cuda_stream)
         if hasattr(stream, "ptr"):
-            return _framework_stream(stream.ptr)
+            return framework_stream(stream.ptr)
         return int(stream)
     framework = framework_of(tensor)
     if framework == "torch":
         if not tensor.is_cuda:
             return OWN_STREAM
         torch = sys.modules["torch"]
-        return _framework_stream(torch.cuda.current_stream(tensor.device).cuda_stream)
+        return framework_stream(torch.cuda.current_stream(tensor.device).cuda_stream)
     if framework == "cupy":
-        return _framework_stream(_cupy_current_stream(tensor).ptr)
+        return framework_stream(_cupy_current_stream(tensor).ptr)
     return OWN_STREAM
 
 

@@ -64,6 +64,15 @@ def cuda_expert_major_buffer():
     buffer.destroy()
 
 
+def written_late(tensor, fill):
+    """A copy of `tensor` written on the current stream behind a long sleep: a call that reads it off that
+    stream (unordered with it) reads `fill`."""
+    late = torch.full_like(tensor, fill)
+    torch.cuda._sleep(SLEEP_CYCLES)
+    late.copy_(tensor)
+    return late
+
+
 def inputs(device=None, seed=SEED, fp8=False, num_tokens=NUM_TOKENS):
     tensors = draw_inputs(seed, 0, num_tokens, HIDDEN, TOPK, NUM_EXPERTS, fp8=fp8)
     return tuple(t.to(device) if t is not None and device is not None else t for t in tensors)
@@ -230,13 +239,9 @@ def test_calls_run_on_the_current_torch_stream(cuda_buffer, device):
     with torch.cuda.stream(side):
         # Each input becomes valid only after a long wait on `side`: a call on any other stream would
         # read the poison (NaN) instead.
-        late_x = torch.full_like(x, float("nan"))
-        torch.cuda._sleep(SLEEP_CYCLES)
-        late_x.copy_(x)
+        late_x = written_late(x, float("nan"))
         late_recv = cuda_buffer.dispatch(late_x, topk_idx, topk_weights, num_experts=NUM_EXPERTS)
-        late_y = torch.full_like(y, float("nan"))
-        torch.cuda._sleep(SLEEP_CYCLES)
-        late_y.copy_(y)
+        late_y = written_late(y, float("nan"))
         combined = cuda_buffer.combine(late_y, recv.handle, recv.recv_topk_weights)
         # combine never waits on the host: the sleep before it is still running.
         assert not side.query(), "combine returned after its stream's earlier work finished"
@@ -247,9 +252,7 @@ def test_calls_run_on_the_current_torch_stream(cuda_buffer, device):
 
     # stream= names the stream explicitly (here the side stream, while the current one is the default).
     with torch.cuda.stream(side):
-        explicit = torch.full_like(y, float("nan"))
-        torch.cuda._sleep(SLEEP_CYCLES)
-        explicit.copy_(y)
+        explicit = written_late(y, float("nan"))
     out = cuda_buffer.combine(explicit, recv.handle, recv.recv_topk_weights, stream=side)
     side.synchronize()
     assert_same({"combined_x": (out.combined_x, expected_combined)}, "combine(stream=side)")
@@ -281,9 +284,7 @@ def test_deep_ep_events_order_work_across_streams(device):
         copied = combined.clone()
     # previous_event: the call waits for work captured on another stream.
     with torch.cuda.stream(producer):
-        late_y = torch.full_like(y, float("nan"))
-        torch.cuda._sleep(SLEEP_CYCLES)
-        late_y.copy_(y)
+        late_y = written_late(y, float("nan"))
         ready = deep_ep.Buffer.capture()
     with torch.cuda.stream(consumer):
         after_wait, _, event = buffer.combine(late_y, handle, recv_weights, previous_event=ready, async_finish=True)
@@ -299,15 +300,6 @@ def test_deep_ep_events_order_work_across_streams(device):
 def layout_parts(layout):
     names = ("num_tokens_per_rank", "num_tokens_per_node", "num_tokens_per_expert", "is_token_in_rank")
     return dict(zip(names, layout))
-
-
-def written_late(tensor, fill):
-    """A copy of `tensor` written on the current stream behind a long sleep: a call that reads it off that
-    stream (unordered with it) reads `fill`."""
-    late = torch.full_like(tensor, fill)
-    torch.cuda._sleep(SLEEP_CYCLES)
-    late.copy_(tensor)
-    return late
 
 
 def torch_ops_or_skip():
