@@ -43,4 +43,23 @@ SY_HD uint64_t ld_relaxed_sys(const uint64_t* address) {
 #endif
 }
 
+// The 32-bit words of a host-mapped mailbox (common/posted_counts.hpp).
+SY_HD int32_t ld_acquire_sys(const int32_t* address) {
+#if defined(__CUDA_ARCH__)
+  int32_t value;
+  asm volatile("ld.acquire.sys.s32 %0, [%1];" : "=r"(value) : "l"(address) : "memory");
+  return value;
+#else
+  return __atomic_load_n(address, __ATOMIC_ACQUIRE);
+#endif
+}
+
+SY_HD void st_release_sys(int32_t* address, int32_t value) {
+#if defined(__CUDA_ARCH__)
+  asm volatile("st.release.sys.s32 [%0], %1;" ::"l"(address), "r"(value) : "memory");
+#else
+  __atomic_store_n(address, value, __ATOMIC_RELEASE);
+#endif
+}
+
 }  // namespace switchyard::common

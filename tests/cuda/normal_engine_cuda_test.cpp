@@ -11,13 +11,17 @@
 #include <future>
 #include <sstream>
 
+#include "common/posted_counts.hpp"
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
 #include "cuda/expert_major_round_trip.hpp"
+#include "cuda/normal/dispatch_counts.hpp"
+#include "cuda/normal/dispatch_phases.hpp"
 #include "cuda/rank_device.hpp"
 #include "cuda/released_layout_round_trip.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/refusal.hpp"
+#include "support/scoped_environment.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
 #include "switchyard/group.hpp"
@@ -147,9 +151,8 @@ BufferOptions options_for(const CudaCase& c, int rank) {
 
 class CudaNormalEngineTest : public ::testing::TestWithParam<CudaCase> {};
 
-TEST_P(CudaNormalEngineTest, DispatchAndCombineMatchReferenceBitwiseAndRepeat) {
-  SWITCHYARD_REQUIRE_GPU();
-  const CudaCase& c = GetParam();
+// Fresh, repeated and cached dispatches with combines: every output against the reference, bit for bit.
+void expect_round_trips_match_reference(const CudaCase& c) {
   const uint64_t seed = seed_for(c.name);
   SCOPED_TRACE("case " + c.name + " seed=" + std::to_string(seed) + " " + c.shape.describe());
   auto data = workload::generate(c.shape, seed);
@@ -199,7 +202,77 @@ TEST_P(CudaNormalEngineTest, DispatchAndCombineMatchReferenceBitwiseAndRepeat) {
   }
 }
 
+TEST_P(CudaNormalEngineTest, DispatchAndCombineMatchReferenceBitwiseAndRepeat) {
+  SWITCHYARD_REQUIRE_GPU();
+  expect_round_trips_match_reference(GetParam());
+}
+
 INSTANTIATE_TEST_SUITE_P(EdgeCases, CudaNormalEngineTest, ::testing::ValuesIn(cases()), case_name);
+
+// The fresh dispatch's counts read by polling the notify's post (SWITCHYARD_NORMAL_COUNTS=poll,
+// cuda/normal/dispatch_counts.hpp) give the same bits as copied ones: one rank and many, ring and in-place
+// paths, a rank without tokens, every route dropped, more ranks than warps. (scripts/gpu-check.sh also runs
+// the whole suite with poll.)
+TEST(CudaNormalCountReadback, PolledCountsGiveTheReferenceBits) {
+  SWITCHYARD_REQUIRE_GPU();
+  const ScopedEnvironment variable("SWITCHYARD_NORMAL_COUNTS");
+  variable.set("poll");
+  for (const CudaCase& c : cases()) {
+    const bool chosen = c.name == "R1_bf16_h7168" || c.name == "R8_bf16_h7168_heap_inputs" ||
+                        c.name == "R4_fp8_h7168" || c.name == "R8_fp8_h2048_aligned" ||
+                        c.name == "R2_zero_tokens_on_rank1" || c.name == "R4_all_invalid" ||
+                        c.name == "R32_more_ranks_than_warps";
+    if (!chosen) continue;
+    SCOPED_TRACE("SWITCHYARD_NORMAL_COUNTS=poll, case " + c.name);
+    expect_round_trips_match_reference(c);
+  }
+}
+
+// The overrides' parsing: no GPU needed.
+TEST(CudaNormalCountReadback, OverridesAreReadFromTheEnvironmentAndBadValuesAreNamed) {
+  const ScopedEnvironment counts("SWITCHYARD_NORMAL_COUNTS");
+  EXPECT_EQ(cuda::count_readback_from_environment(), cuda::CountReadback::copy);
+  counts.set("poll");
+  EXPECT_EQ(cuda::count_readback_from_environment(), cuda::CountReadback::poll);
+  counts.set("copy");
+  EXPECT_EQ(cuda::count_readback_from_environment(), cuda::CountReadback::copy);
+  for (const char* bad : {"Poll", "1", "mapped"}) {
+    counts.set(bad);
+    try {
+      cuda::count_readback_from_environment();
+      ADD_FAILURE() << "expected InvalidArgument for '" << bad << "'";
+    } catch (const InvalidArgument& error) {
+      const std::string what = error.what();
+      EXPECT_EQ(what.rfind("SWITCHYARD_NORMAL_COUNTS: expected copy or poll", 0), 0u) << what;
+      EXPECT_NE(what.find(std::string("got '") + bad + "'"), std::string::npos) << what;
+    }
+  }
+  const ScopedEnvironment phases("SWITCHYARD_NORMAL_PHASES");
+  for (const char* bad : {"yes", "2"}) {
+    phases.set(bad);
+    try {
+      cuda::DispatchPhases refused(0);
+      ADD_FAILURE() << "expected InvalidArgument for '" << bad << "'";
+    } catch (const InvalidArgument& error) {
+      const std::string what = error.what();
+      EXPECT_EQ(what.rfind("SWITCHYARD_NORMAL_PHASES: expected 0 or 1", 0), 0u) << what;
+      EXPECT_NE(what.find(std::string("got '") + bad + "'"), std::string::npos) << what;
+    }
+  }
+}
+
+// The mailbox's tags: never 0 (what new memory holds), so no post is taken for a call that made none.
+TEST(CudaNormalCountReadback, PostedCountsTagsSkipZeroAndWrap) {
+  EXPECT_EQ(common::next_posted_counts_tag(0), 1);
+  EXPECT_EQ(common::next_posted_counts_tag(1), 2);
+  EXPECT_EQ(common::next_posted_counts_tag(0x7fffffff), 1);
+  EXPECT_EQ(common::next_posted_counts_tag(-5), 1);
+  int32_t words[common::PostedCounts::words_for(4)] = {};
+  const common::PostedCounts posted{words};
+  EXPECT_EQ(posted.expert_counts() - posted.recv_tokens(), 1)
+      << "copy_dispatch_counts wants them consecutive";
+  EXPECT_EQ(posted.expert_counts() + 4, words + common::PostedCounts::words_for(4));
+}
 
 // Per-call tuning (CallTuning, DeepEP's per-call Config): fewer channels than the Buffer's, smaller rings
 // and chunks, and a combine and a cached dispatch with their own rings, all give the reference's bits;
@@ -617,84 +690,163 @@ TEST(CudaNormalEngineGraph, WorstCaseDispatchAndCombineReplayFromCudaGraphs) {
 }
 
 // One rank never calls dispatch: the other gets a TimeoutError naming itself and the barrier, within
-// about the configured timeout, and nothing hangs.
+// about the configured timeout, and nothing hangs. With the counts copied back and with them polled (a
+// notify that gives up posts so; the poll never waits for a post that cannot come).
 TEST(CudaNormalEngineErrors, MissingRankTimesOutWithRankAndRole) {
   SWITCHYARD_REQUIRE_GPU();
   CudaCase c{"timeout", make_shape(2, 32, 512, 4, 8, DType::bf16), config_with(2, 16, 4)};
   c.config.timeout_seconds = 1.0;
   auto data = workload::generate(c.shape, seed_for("timeout"));
-  std::promise<void> rank0_done;
-  std::shared_future<void> released = rank0_done.get_future().share();
-  std::string message, later;
-  double seconds = 0;
-  run_ranks(2, [&](Group& group) {
-    const int rank = group.rank();
-    const int device = device_for_rank(rank, c.shape.topology.num_ranks);
-    cudaSetDevice(device);
-    Buffer buffer(options_for(c, rank));
-    buffer.connect(group.allgather(buffer.local_handle()));
-    if (rank == 1) {
-      released.wait();
-      return;
-    }
-    // Plain (not stream-ordered) tensors: this test has no stream of its own.
-    Tensor x = to_device(data[0].x, device, nullptr), topk_idx = to_device(data[0].topk_idx, device, nullptr);
-    DispatchArgs args;
-    args.x = x;
-    args.topk_idx = topk_idx;
-    args.num_experts = c.shape.num_experts;
-    auto start = std::chrono::steady_clock::now();
-    try {
-      buffer.dispatch(args);
-    } catch (const TimeoutError& error) {
-      message = error.what();
-    }
-    seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    // The rank's kernels gave up for good: a later call is refused at once, saying why, instead of
-    // returning having done nothing. (Any exception is caught: one leaving this thread would leave rank 1
-    // waiting for ever.)
-    try {
-      buffer.dispatch(args);
-      later = "returned";
-    } catch (const Error& error) {
-      later = error.what();
-    } catch (const std::exception& error) {
-      later = std::string("not a switchyard::Error: ") + error.what();
-    }
-    rank0_done.set_value();
-  });
-  EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
-  EXPECT_NE(message.find("barrier"), std::string::npos) << message;
-  EXPECT_NE(message.find("rank 1"), std::string::npos) << message;
-  EXPECT_LT(seconds, 10.0);
-  EXPECT_NE(later.find("dispatch: this buffer timed out earlier"), std::string::npos) << later;
+  const ScopedEnvironment readback_variable("SWITCHYARD_NORMAL_COUNTS");
+  for (const char* readback : {"copy", "poll"}) {
+    SCOPED_TRACE(std::string("SWITCHYARD_NORMAL_COUNTS=") + readback);
+    readback_variable.set(readback);
+    std::promise<void> rank0_done;
+    std::shared_future<void> released = rank0_done.get_future().share();
+    std::string message, later;
+    double seconds = 0;
+    run_ranks(2, [&](Group& group) {
+      const int rank = group.rank();
+      const int device = device_for_rank(rank, c.shape.topology.num_ranks);
+      cudaSetDevice(device);
+      Buffer buffer(options_for(c, rank));
+      buffer.connect(group.allgather(buffer.local_handle()));
+      if (rank == 1) {
+        released.wait();
+        return;
+      }
+      // Plain (not stream-ordered) tensors: this test has no stream of its own.
+      Tensor x = to_device(data[0].x, device, nullptr),
+             topk_idx = to_device(data[0].topk_idx, device, nullptr);
+      DispatchArgs args;
+      args.x = x;
+      args.topk_idx = topk_idx;
+      args.num_experts = c.shape.num_experts;
+      auto start = std::chrono::steady_clock::now();
+      try {
+        buffer.dispatch(args);
+      } catch (const TimeoutError& error) {
+        message = error.what();
+      } catch (const std::exception& error) {
+        message = std::string("not a TimeoutError: ") + error.what();
+      }
+      seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      // The rank's kernels gave up for good: a later call is refused at once, saying why, instead of
+      // returning having done nothing. (Any exception is caught: one leaving this thread would leave rank 1
+      // waiting for ever.)
+      try {
+        buffer.dispatch(args);
+        later = "returned";
+      } catch (const Error& error) {
+        later = error.what();
+      } catch (const std::exception& error) {
+        later = std::string("not a switchyard::Error: ") + error.what();
+      }
+      rank0_done.set_value();
+    });
+    EXPECT_NE(message.find("rank 0"), std::string::npos) << message;
+    EXPECT_NE(message.find("barrier"), std::string::npos) << message;
+    EXPECT_NE(message.find("rank 1"), std::string::npos) << message;
+    EXPECT_LT(seconds, 10.0);
+    EXPECT_NE(later.find("dispatch: this buffer timed out earlier"), std::string::npos) << later;
+  }
 }
 
+// A fresh dispatch without num_worst_tokens waits for its sizes on the host: under capture it is refused
+// clearly, naming the argument, before anything is captured, and the buffer keeps working. (Before session
+// 32 the copy readback failed inside cudaStreamSynchronize instead; a poll would have waited for ever.)
+TEST(CudaNormalEngineGraph, HostSynchronisingDispatchCaptureIsRefusedClearly) {
+  SWITCHYARD_REQUIRE_GPU();
+  CudaCase c{"capture_refusal", make_shape(2, 32, 256, 2, 8, DType::bf16), config_with(2, 16, 4)};
+  const uint64_t seed = seed_for("cuda/normal/capture_refusal");
+  auto data = workload::generate(c.shape, seed);
+  Expected expected = compute_expected(c.shape, data, 1);
+  const ScopedEnvironment readback_variable("SWITCHYARD_NORMAL_COUNTS");
+  for (const char* readback : {"copy", "poll"}) {
+    SCOPED_TRACE(std::string("SWITCHYARD_NORMAL_COUNTS=") + readback);
+    readback_variable.set(readback);
+    std::vector<std::vector<std::string>> failures(2);
+    run_ranks(2, [&](Group& group) {
+      const int rank = group.rank();
+      const int device = device_for_rank(rank, c.shape.topology.num_ranks);
+      cudaSetDevice(device);
+      cudaStream_t stream;
+      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+      {
+        Buffer buffer(options_for(c, rank));
+        buffer.connect(group.allgather(buffer.local_handle()));
+        Tensor x = to_device(data[rank].x, device, stream);
+        Tensor topk_idx = to_device(data[rank].topk_idx, device, stream);
+        DispatchArgs args;
+        args.x = x;
+        args.topk_idx = topk_idx;
+        args.num_experts = c.shape.num_experts;
+        args.stream = stream;
+        check_cuda(cudaStreamSynchronize(stream), "sync before capture");
+        group.barrier();
+        check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), "begin dispatch capture");
+        std::string refusal;
+        try {
+          buffer.dispatch(args);
+          refusal = "returned";
+        } catch (const Unsupported& error) {
+          refusal = error.what();
+        } catch (const std::exception& error) {
+          refusal = std::string("not Unsupported: ") + error.what();
+        }
+        cudaGraph_t graph = nullptr;
+        check_cuda(cudaStreamEndCapture(stream, &graph), "end dispatch capture");
+        if (graph) cudaGraphDestroy(graph);
+        if (refusal.find("num_worst_tokens") == std::string::npos) {
+          failures[rank].push_back(
+              "expected a host-synchronising dispatch under capture to be refused naming "
+              "num_worst_tokens, got '" +
+              refusal + "'");
+        }
+        group.barrier();
+        DeviceRun after = run_on_device(buffer, c.shape, data[rank], expected, 1, stream);
+        compare_with_reference(after, c.shape, expected, rank, &failures[rank]);
+      }
+      cudaStreamDestroy(stream);
+    });
+    for (int rank = 0; rank < 2; ++rank) {
+      for (const auto& failure : failures[rank]) ADD_FAILURE() << "rank " << rank << ": " << failure;
+    }
+  }
+}
+
+// Found by the notify while counting: the call raises InvalidArgument naming topk_idx and writes nothing,
+// with the counts copied back and with them polled.
 TEST(CudaNormalEngineErrors, ExpertIdOutOfRangeOnDeviceIsInvalidArgumentAndWritesNothing) {
   SWITCHYARD_REQUIRE_GPU();
   CudaCase c{"bad_expert", make_shape(1, 16, 256, 2, 4, DType::bf16), config_with(2, 16, 4)};
   auto data = workload::generate(c.shape, seed_for("bad_expert"));
   data[0].topk_idx.as<int64_t>()[5] = 4;     // == num_experts
   const int device = device_for_rank(0, 1);  // device 0 in every mode, this thread's current device
-  Buffer buffer(options_for(c, 0));
-  buffer.connect({buffer.local_handle()});
-  cudaStream_t stream = nullptr;  // legacy stream, plain allocations: one rank, nothing to deadlock with
-  Tensor x = to_device(data[0].x, device, stream), topk_idx = to_device(data[0].topk_idx, device, stream);
-  Tensor out = poisoned_device(DType::bf16, {64, 256}, device, stream);
-  DispatchArgs args;
-  args.x = x;
-  args.topk_idx = topk_idx;
-  args.num_experts = 4;
-  args.out_recv_x = out;
-  try {
-    buffer.dispatch(args);
-    ADD_FAILURE() << "expected InvalidArgument";
-  } catch (const InvalidArgument& error) {
-    EXPECT_NE(std::string(error.what()).find("topk_idx"), std::string::npos) << error.what();
-  }
-  Tensor host = to_host(out, stream);
-  for (size_t i = 0; i < host.nbytes(); ++i) {
-    ASSERT_EQ(host.as<uint8_t>()[i], 0xA5) << "output byte " << i << " was written";
+  const ScopedEnvironment readback_variable("SWITCHYARD_NORMAL_COUNTS");
+  for (const char* readback : {"copy", "poll"}) {
+    SCOPED_TRACE(std::string("SWITCHYARD_NORMAL_COUNTS=") + readback);
+    readback_variable.set(readback);
+    Buffer buffer(options_for(c, 0));
+    buffer.connect({buffer.local_handle()});
+    cudaStream_t stream = nullptr;  // legacy stream, plain allocations: one rank, nothing to deadlock with
+    Tensor x = to_device(data[0].x, device, stream), topk_idx = to_device(data[0].topk_idx, device, stream);
+    Tensor out = poisoned_device(DType::bf16, {64, 256}, device, stream);
+    DispatchArgs args;
+    args.x = x;
+    args.topk_idx = topk_idx;
+    args.num_experts = 4;
+    args.out_recv_x = out;
+    try {
+      buffer.dispatch(args);
+      ADD_FAILURE() << "expected InvalidArgument";
+    } catch (const InvalidArgument& error) {
+      EXPECT_NE(std::string(error.what()).find("topk_idx"), std::string::npos) << error.what();
+    }
+    Tensor host = to_host(out, stream);
+    for (size_t i = 0; i < host.nbytes(); ++i) {
+      ASSERT_EQ(host.as<uint8_t>()[i], 0xA5) << "output byte " << i << " was written";
+    }
   }
 }
 

@@ -103,22 +103,6 @@ InternodeTransports<transport::LoopbackDevice> InternodeEngine::transports(
   return result;
 }
 
-namespace {
-
-// A fresh dispatch without num_worst_tokens waits on the host for its output sizes, which a CUDA
-// graph capture cannot contain: refused clearly instead of failing inside cudaStreamSynchronize.
-void refuse_host_synchronising_capture(cudaStream_t stream) {
-  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-  SY_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-  if (capture != cudaStreamCaptureStatusNone) {
-    throw Unsupported(
-        "num_worst_tokens: a dispatch captured in a CUDA graph must not wait for its output sizes "
-        "on the host; expected num_worst_tokens > 0 (or a cached handle), got 0");
-  }
-}
-
-}  // namespace
-
 DispatchResult InternodeEngine::dispatch(const detail::DispatchPlan& plan) {
   const CallStart call = services_.begin_normal_call(plan.args.stream, plan.config);
   return run_dispatch(plan, call.context, call.env);

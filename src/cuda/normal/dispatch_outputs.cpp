@@ -23,16 +23,36 @@ Tensor device_output(const TensorView& given, DType dtype, int64_t rows, int64_t
 
 }  // namespace
 
-void receive_dispatch_counts(detail::NormalHandleData& handle, int local_experts, int32_t* pinned,
-                             cudaStream_t stream, const CallEnv& env) {
+void copy_dispatch_counts(const detail::NormalHandleData& handle, int local_experts, int32_t* pinned,
+                          cudaStream_t stream) {
   SY_CUDA_CHECK(cudaMemcpyAsync(pinned, handle.recv_token_count.data(), sizeof(int32_t),
                                 cudaMemcpyDeviceToHost, stream));
   SY_CUDA_CHECK(cudaMemcpyAsync(pinned + 1, handle.recv_expert_counts.data(), sizeof(int32_t) * local_experts,
                                 cudaMemcpyDeviceToHost, stream));
+}
+
+void take_copied_counts(detail::NormalHandleData& handle, int local_experts, const int32_t* pinned,
+                        cudaStream_t stream, const CallEnv& env) {
   SY_CUDA_CHECK(cudaStreamSynchronize(stream));
   env.throw_pending_device_error();
   handle.num_recv_tokens = pinned[0];
   handle.num_recv_tokens_per_expert.assign(pinned + 1, pinned + 1 + local_experts);
+}
+
+void receive_dispatch_counts(detail::NormalHandleData& handle, int local_experts, int32_t* pinned,
+                             cudaStream_t stream, const CallEnv& env) {
+  copy_dispatch_counts(handle, local_experts, pinned, stream);
+  take_copied_counts(handle, local_experts, pinned, stream, env);
+}
+
+void refuse_host_synchronising_capture(cudaStream_t stream) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  SY_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) {
+    throw Unsupported(
+        "num_worst_tokens: a dispatch captured in a CUDA graph must not wait for its output sizes "
+        "on the host; expected num_worst_tokens > 0 (or a cached handle), got 0");
+  }
 }
 
 DispatchResult dispatch_outputs(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,

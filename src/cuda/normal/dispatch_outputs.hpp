@@ -15,9 +15,20 @@ namespace switchyard::cuda {
 // The rows this rank receives and their split over its local experts, from the handle's device counts
 // (written by the notify kernel on `stream`) into `pinned` (page-locked, at least 1 + local_experts
 // ints) and then into the handle's host fields. Waits for the stream; raises a device error an earlier
-// kernel recorded.
+// kernel recorded. The two halves, for a caller that does something between them
+// (cuda/normal/dispatch_counts.hpp): copy_dispatch_counts enqueues the copies, take_copied_counts waits
+// for them and reads them.
 void receive_dispatch_counts(detail::NormalHandleData& handle, int local_experts, int32_t* pinned,
                              cudaStream_t stream, const CallEnv& env);
+void copy_dispatch_counts(const detail::NormalHandleData& handle, int local_experts, int32_t* pinned,
+                          cudaStream_t stream);
+void take_copied_counts(detail::NormalHandleData& handle, int local_experts, const int32_t* pinned,
+                        cudaStream_t stream, const CallEnv& env);
+
+// A fresh dispatch without num_worst_tokens waits on the host for its output sizes, which a CUDA graph
+// capture cannot contain: refused clearly, before anything is enqueued, instead of failing inside the
+// wait (a stream synchronisation fails and invalidates the capture; a poll would wait for ever).
+void refuse_host_synchronising_capture(cudaStream_t stream);
 
 // recv_x (and recv_x_scales, recv_topk_idx, recv_topk_weights where the call has them): the caller's,
 // checked for their rows, or new ones on `allocation_stream`. Rows: num_worst_tokens, else the

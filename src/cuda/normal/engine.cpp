@@ -11,31 +11,24 @@
 namespace switchyard::cuda {
 
 NormalEngine::NormalEngine(const BufferOptions& options, detail::BufferId owner, CallServices& services)
-    : options_(options), device_(options.device), owner_(owner), services_(services) {
+    : options_(options),
+      device_(options.device),
+      owner_(owner),
+      services_(services),
+      // Sized here for the sizing's experts: a page-locked allocation in the middle of a call could stall
+      // the device.
+      counts_(options.rank, options.sizing.num_experts, count_readback_from_environment()),
+      phases_(options.rank) {
   // Once, before any rank launches: changing a kernel's attributes later could wait for its running
   // instances, i.e. for peers that wait for us.
   prepare_normal_kernels(device_);
-  // Sized once here: a page-locked allocation in the middle of a call could stall the device.
-  pinned_counts(options_.sizing.num_experts + 1);
 }
 
-NormalEngine::~NormalEngine() {
-  if (pinned_counts_) cudaFreeHost(pinned_counts_);
-}
+NormalEngine::~NormalEngine() = default;
 
 Tensor NormalEngine::allocate(const CallEnv& env, DType dtype, std::initializer_list<int64_t> dims) const {
   // Stream-ordered: no allocation or free inside a call synchronises the device.
   return Tensor::empty(dtype, dims, Device::cuda, device_, env.allocation_stream);
-}
-
-int32_t* NormalEngine::pinned_counts(int count) {
-  if (count > pinned_capacity_) {
-    if (pinned_counts_) SY_CUDA_CHECK(cudaFreeHost(pinned_counts_));
-    SY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&pinned_counts_), sizeof(int32_t) * count,
-                                cudaHostAllocDefault));
-    pinned_capacity_ = count;
-  }
-  return pinned_counts_;
 }
 
 DispatchLayout NormalEngine::layout(const TensorView& topk_idx, int num_experts, KernelContext context,
@@ -184,6 +177,12 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
   // beside them, in place (docs/normal-in-place.md).
   context.layout = detail::dispatch_heap_layout(plan);
   const DispatchArgs& args = plan.args;
+  // A fresh dispatch without num_worst_tokens: its host waits for the counts (receive, below).
+  const bool counts_to_host = !plan.cached && plan.num_worst_tokens == 0;
+  if (counts_to_host) {
+    refuse_host_synchronising_capture(stream);
+    counts_.reserve(plan.local_experts);
+  }
 
   std::shared_ptr<detail::NormalHandleData> handle = detail::new_normal_handle(plan, owner_);
   // Allocated before any kernel of the call: once peers spin in their dispatch kernels, an
@@ -198,6 +197,7 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
   if (plan.cached) {
     launch_begin_call(context, plan.signature, routing_epoch_of(*plan.cached), stream);
   } else {
+    phases_.begin(stream);
     if (plan.layout) {
       // The caller's layout is borrowed for this call only; combine and cached dispatches read the copy.
       handle->is_token_in_rank =
@@ -206,6 +206,7 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
       handle->own_layout = layout(args.topk_idx, plan.num_experts, context, env);
       handle->is_token_in_rank = handle->own_layout.is_token_in_rank;
     }
+    phases_.mark(kDispatchLaidOut, stream);
     handle->recv_channel_start = allocate(env, DType::i32, {num_ranks * num_channels + 1});
     handle->recv_expert_counts = allocate(env, DType::i32, {plan.local_experts});
     handle->recv_token_count = allocate(env, DType::i32, {1});
@@ -240,12 +241,17 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
           plan.has_weights ? reinterpret_cast<float*>(heap + plan.input.topk_weights_offset()) : nullptr;
       notify.topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
     }
-    launch_dispatch_notify(context, notify, stream);
-    if (plan.num_worst_tokens == 0) {
-      // The one host synchronisation of a non-worst-case dispatch: the output sizes.
-      receive_dispatch_counts(*handle, plan.local_experts, pinned_counts(plan.local_experts + 1), stream,
-                              env);
+    const int32_t tag = counts_.next_tag();
+    if (counts_to_host) {
+      notify.posted = counts_.mailbox_for_device();
+      notify.posted_tag = tag;
     }
+    launch_dispatch_notify(context, notify, stream);
+    phases_.mark(kDispatchNotified, stream);
+    if (counts_to_host) counts_.request(*handle, plan.local_experts, stream);
+    phases_.mark(kDispatchCountsCopied, stream);
+    // The one host wait of a non-worst-case dispatch: the output sizes.
+    if (counts_to_host) counts_.receive(*handle, plan.local_experts, tag, stream, env);
   }
 
   DispatchResult result = dispatch_outputs(plan, *handle, device_, env.allocation_stream);
@@ -254,13 +260,17 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
 
   const common::DispatchMessage message =
       detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
+  phases_.mark(kDispatchRowsQueued, stream);
   if (plan.x_in_heap) {
     launch_gather(context, gather_launch(plan, *handle, result, message, rows), stream);
+    phases_.mark(kDispatchRowsMoved, stream);
     // Rows read in place: every peer is done reading this rank's input before the caller's next write to it.
     launch_end_call(context, stream);
   } else {
     launch_dispatch(context, dispatch_launch(plan, *handle, result, message, rows), stream);
+    phases_.mark(kDispatchRowsMoved, stream);
   }
+  phases_.mark(kDispatchClosed, stream);
 
   result.num_recv_tokens = worst_case ? -1 : handle->num_recv_tokens;
   if (!worst_case) result.num_recv_tokens_per_expert = handle->num_recv_tokens_per_expert;

@@ -6,13 +6,15 @@
 
 #include "core/engine.hpp"
 #include "cuda/backend/call_services.hpp"
+#include "cuda/normal/dispatch_counts.hpp"
+#include "cuda/normal/dispatch_phases.hpp"
 #include "cuda/normal/kernels.hpp"
 
 namespace switchyard::cuda {
 
 class NormalEngine final : public detail::NormalUnit {
  public:
-  // Prepares the kernels (once per device) and the pinned counts. The current device must be the
+  // Prepares the kernels (once per device) and the counts' page-locked memory. The current device must be the
   // buffer's. `services`: the backend's, which outlives the engine.
   NormalEngine(const BufferOptions& options, detail::BufferId owner, CallServices& services);
   ~NormalEngine() override;
@@ -29,15 +31,13 @@ class NormalEngine final : public detail::NormalUnit {
   DispatchResult run_dispatch(const detail::DispatchPlan& plan, KernelContext context, const CallEnv& env);
   CombineResult run_combine(const detail::CombinePlan& plan, KernelContext context, const CallEnv& env);
   Tensor allocate(const CallEnv& env, DType dtype, std::initializer_list<int64_t> dims) const;
-  // Page-locked room for `count` counts, grown only when a call needs more.
-  int32_t* pinned_counts(int count);
 
   BufferOptions options_;
   int device_;
   detail::BufferId owner_;
   CallServices& services_;
-  int32_t* pinned_counts_ = nullptr;
-  int pinned_capacity_ = 0;
+  DispatchCounts counts_;  // how a fresh dispatch's host reads its output sizes
+  DispatchPhases phases_;  // SWITCHYARD_NORMAL_PHASES: where a fresh dispatch's time goes
 };
 
 }  // namespace switchyard::cuda

@@ -3,6 +3,7 @@
 #include <cuda_runtime.h>
 
 #include "common/normal_protocol.hpp"
+#include "common/posted_counts.hpp"
 #include "common/scales_layout.hpp"
 #include "device/kernel_context.hpp"
 
@@ -62,6 +63,10 @@ struct NotifyLaunch {
   int64_t* heap_topk_idx;
   float* heap_topk_weights;
   const float* topk_weights;  // [N, K], with heap_topk_weights
+  // SWITCHYARD_NORMAL_COUNTS=poll: the host-mapped mailbox (its device address) that the counts are posted
+  // to for the host, and this call's tag (common/posted_counts.hpp); else posted.words is null.
+  common::PostedCounts posted;
+  int32_t posted_tag;
 };
 // Resets rings, exchanges counts with every rank (two barriers) and builds the handle's matrices.
 void launch_dispatch_notify(const KernelContext& context, const NotifyLaunch& launch, cudaStream_t stream);

@@ -85,7 +85,10 @@ __device__ void scan_channel_tokens(const KernelContext& context, const NotifyLa
   }
 }
 
-__global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launch) {
+// Steps 1-4 of the notify. Returns false where the block stopped before counting (a barrier that failed or
+// was refused; the error block says why), true once the handle's counts are written (and, posting, the
+// mailbox's counts: post_counts then writes its tag).
+__device__ bool count_and_plan(const KernelContext& context, const NotifyLaunch& launch) {
   extern __shared__ int32_t shared_counts[];
   const int num_ranks = context.num_ranks;
   const int num_channels = context.num_channels;
@@ -99,7 +102,7 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
   reset_own_rings(context);
   for (int i = threadIdx.x; i < num_ranks * num_channels; i += blockDim.x) channel_counts[i] = 0;
   for (int i = threadIdx.x; i < num_experts; i += blockDim.x) expert_counts[i] = 0;
-  if (!block_barrier_all_ranks(context, launch.signature)) return;
+  if (!block_barrier_all_ranks(context, launch.signature)) return false;
   // The routing this call makes is named by that barrier's number, the same on every rank.
   if (threadIdx.x == 0) *launch.routing_epoch = static_cast<int64_t>(*context.barrier_epoch);
 
@@ -152,7 +155,7 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
   for (int destination = threadIdx.x; destination < num_ranks; destination += blockDim.x) {
     *context.layout.notify_signature(context.heap.peer_base(destination), context.rank) = launch.signature;
   }
-  if (!block_barrier_all_ranks(context)) return;
+  if (!block_barrier_all_ranks(context)) return false;
 
   // 4. Read every source's record for us.
   __shared__ int signatures_match;
@@ -172,7 +175,7 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
         context.layout.notify_record(context.heap.base, i / num_channels).channel_counts[i % num_channels];
   }
   __syncthreads();
-  if (!signatures_match) return;
+  if (!signatures_match) return false;
   if (threadIdx.x == 0) {
     // Source-major, then channel: the rank-major receive order.
     int32_t running = 0;
@@ -182,6 +185,7 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
     }
     launch.recv_channel_start[num_ranks * num_channels] = running;
     launch.recv_token_count[0] = running;
+    if (launch.posted.words) *launch.posted.recv_tokens() = running;
   }
   for (int expert = threadIdx.x; expert < local_experts; expert += blockDim.x) {
     int64_t sum = 0;
@@ -191,7 +195,28 @@ __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launc
     const int64_t aligned =
         (sum + launch.expert_alignment - 1) / launch.expert_alignment * launch.expert_alignment;
     launch.recv_expert_counts[expert] = static_cast<int32_t>(aligned);
+    if (launch.posted.words) launch.posted.expert_counts()[expert] = static_cast<int32_t>(aligned);
   }
+  return true;
+}
+
+// SWITCHYARD_NORMAL_COUNTS=poll: the mailbox's status, then its tag, which the host polls for
+// (common/posted_counts.hpp). Posted whether or not the block counted, so the host never waits for a tag
+// that will not come: a block that gave up posts kCountsGaveUp after its error record.
+__device__ void post_counts(const NotifyLaunch& launch, bool counted) {
+  // NOTES: every thread fences its own writes (the counts, an error record) at system scope before the
+  // block meets, so that they reach the host before the tag that thread 0 writes after it.
+  __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    *launch.posted.status() = counted ? common::kCountsPosted : common::kCountsGaveUp;
+    common::st_release_sys(launch.posted.tag(), launch.posted_tag);
+  }
+}
+
+__global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launch) {
+  const bool counted = count_and_plan(context, launch);
+  if (launch.posted.words) post_counts(launch, counted);
 }
 
 }  // namespace

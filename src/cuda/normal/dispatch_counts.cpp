@@ -1,0 +1,132 @@
+#include "cuda/normal/dispatch_counts.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <string>
+#include <thread>
+
+#include "common/atomics.hpp"
+#include "cuda/normal/dispatch_outputs.hpp"
+#include "device/cuda_check.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard::cuda {
+
+namespace {
+
+// NOTES: how often a poll that has not seen its post yet asks whether the stream is still busy. A query
+// takes the driver's lock and a microsecond or two, so not on every spin; but often enough that a post
+// that will never come (a kernel that could not launch) is noticed at once.
+constexpr auto kStreamQueryInterval = std::chrono::microseconds(50);
+// After this long the poll yields its core between looks: the stream is busy with the caller's earlier
+// work, and a framework's other threads may want the core.
+constexpr auto kSpinBeforeYielding = std::chrono::milliseconds(1);
+
+void relax_cpu() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+}  // namespace
+
+CountReadback count_readback_from_environment() {
+  const char* text = std::getenv("SWITCHYARD_NORMAL_COUNTS");
+  if (text == nullptr || *text == '\0') return CountReadback::copy;
+  const std::string value = text;
+  if (value == "copy") return CountReadback::copy;
+  if (value == "poll") return CountReadback::poll;
+  throw InvalidArgument(
+      "SWITCHYARD_NORMAL_COUNTS: expected copy or poll (how a fresh dispatch's host reads its counts), got '" +
+      value + "'");
+}
+
+DispatchCounts::DispatchCounts(int rank, int max_local_experts, CountReadback readback)
+    : rank_(rank), readback_(readback) {
+  allocate(max_local_experts);
+}
+
+DispatchCounts::~DispatchCounts() {
+  if (host_words_) cudaFreeHost(host_words_);
+}
+
+void DispatchCounts::allocate(int local_experts) {
+  if (host_words_) SY_CUDA_CHECK(cudaFreeHost(host_words_));
+  host_words_ = nullptr;
+  device_words_ = nullptr;
+  capacity_ = 0;
+  const int64_t words = common::PostedCounts::words_for(local_experts);
+  SY_CUDA_CHECK(
+      cudaHostAlloc(reinterpret_cast<void**>(&host_words_), sizeof(int32_t) * words, cudaHostAllocMapped));
+  std::fill(host_words_, host_words_ + words, 0);
+  SY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words_), host_words_, 0));
+  capacity_ = local_experts;
+}
+
+void DispatchCounts::reserve(int local_experts) {
+  if (local_experts > capacity_) allocate(local_experts);
+}
+
+common::PostedCounts DispatchCounts::mailbox_for_device() const {
+  return common::PostedCounts{readback_ == CountReadback::poll ? device_words_ : nullptr};
+}
+
+int32_t DispatchCounts::next_tag() {
+  tag_ = common::next_posted_counts_tag(tag_);
+  return tag_;
+}
+
+void DispatchCounts::request(const detail::NormalHandleData& handle, int local_experts, cudaStream_t stream) {
+  if (readback_ != CountReadback::copy) return;
+  // recv_tokens and the expert counts are consecutive words, as copy_dispatch_counts wants them.
+  copy_dispatch_counts(handle, local_experts, common::PostedCounts{host_words_}.recv_tokens(), stream);
+}
+
+void DispatchCounts::receive(detail::NormalHandleData& handle, int local_experts, int32_t tag,
+                             cudaStream_t stream, const CallEnv& env) {
+  const common::PostedCounts posted{host_words_};
+  if (readback_ == CountReadback::copy) {
+    take_copied_counts(handle, local_experts, posted.recv_tokens(), stream, env);
+    return;
+  }
+  poll_for(tag, stream, env);
+  // Bad input the notify found while counting (an expert id out of range) is in the error block by now.
+  env.throw_pending_device_error();
+  if (*posted.status() != common::kCountsPosted) {
+    throw Error("rank " + std::to_string(rank_) +
+                ": dispatch: the notify kernel stopped before counting and left no error record");
+  }
+  handle.num_recv_tokens = *posted.recv_tokens();
+  handle.num_recv_tokens_per_expert.assign(posted.expert_counts(), posted.expert_counts() + local_experts);
+}
+
+void DispatchCounts::poll_for(int32_t tag, cudaStream_t stream, const CallEnv& env) const {
+  const common::PostedCounts posted{host_words_};
+  const auto start = std::chrono::steady_clock::now();
+  auto next_query = start + kStreamQueryInterval;
+  for (uint32_t spins = 1; common::ld_acquire_sys(posted.tag()) != tag; ++spins) {
+    if (spins % 64 != 0) {
+      relax_cpu();
+      continue;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (now - start > kSpinBeforeYielding) std::this_thread::yield();
+    if (now < next_query) continue;
+    next_query = now + kStreamQueryInterval;
+    const cudaError_t state = cudaStreamQuery(stream);
+    if (state == cudaErrorNotReady) continue;
+    SY_CUDA_CHECK(state);
+    // The stream is idle, so the notify has ended and its writes are visible: the post is there, or it
+    // never will be.
+    if (common::ld_acquire_sys(posted.tag()) == tag) return;
+    env.throw_pending_device_error();
+    throw Error("rank " + std::to_string(rank_) + ": dispatch: the notify kernel ended without posting its " +
+                "counts (expected tag " + std::to_string(tag) + ", found " + std::to_string(*posted.tag()) +
+                ")");
+  }
+}
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,109 @@
+#include "cuda/normal/dispatch_phases.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "device/cuda_check.hpp"
+#include "switchyard/errors.hpp"
+
+namespace switchyard::cuda {
+
+namespace {
+
+bool phases_from_environment() {
+  const char* text = std::getenv("SWITCHYARD_NORMAL_PHASES");
+  if (text == nullptr || *text == '\0') return false;
+  const std::string value = text;
+  if (value == "0") return false;
+  if (value == "1") return true;
+  throw InvalidArgument("SWITCHYARD_NORMAL_PHASES: expected 0 or 1 (record a fresh dispatch's phases), got '" +
+                        value + "'");
+}
+
+// The steps printed: each the time between two marks.
+struct Step {
+  const char* name;
+  DispatchPhaseMark from, to;
+};
+constexpr Step kSteps[] = {
+    {"layout", kDispatchStarted, kDispatchLaidOut},
+    {"notify", kDispatchLaidOut, kDispatchNotified},
+    {"count copies", kDispatchNotified, kDispatchCountsCopied},
+    {"host turnaround", kDispatchCountsCopied, kDispatchRowsQueued},
+    {"rows moved", kDispatchRowsQueued, kDispatchRowsMoved},
+    {"closing barrier", kDispatchRowsMoved, kDispatchClosed},
+    {"total", kDispatchStarted, kDispatchClosed},
+};
+
+}  // namespace
+
+DispatchPhases::DispatchPhases(int rank) : rank_(rank), on_(phases_from_environment()) {}
+
+DispatchPhases::~DispatchPhases() {
+  if (!on_) return;
+  print();
+  for (Sample& sample : samples_) {
+    for (int i = 0; i < sample.marked; ++i) cudaEventDestroy(sample.events[i]);
+  }
+}
+
+void DispatchPhases::begin(cudaStream_t stream) {
+  open_ = false;
+  if (!on_ || samples_.size() >= static_cast<size_t>(kMaxPhaseSamples)) return;
+  // A captured call's events would be recorded by its graph's replays, not here: not sampled.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  SY_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+  if (capture != cudaStreamCaptureStatusNone) return;
+  samples_.emplace_back();
+  open_ = true;
+  mark(kDispatchStarted, stream);
+}
+
+void DispatchPhases::mark(DispatchPhaseMark mark, cudaStream_t stream) {
+  if (!open_) return;
+  Sample& sample = samples_.back();
+  // Marks come in order; one out of order (a step skipped by an exception) ends the sample unfinished.
+  if (sample.marked != mark) {
+    open_ = false;
+    return;
+  }
+  SY_CUDA_CHECK(cudaEventCreate(&sample.events[mark]));
+  sample.marked = mark + 1;
+  SY_CUDA_CHECK(cudaEventRecord(sample.events[mark], stream));
+  if (mark == kDispatchClosed) open_ = false;
+}
+
+void DispatchPhases::print() const {
+  std::vector<std::vector<float>> times(std::size(kSteps));
+  for (const Sample& sample : samples_) {
+    if (sample.marked != kDispatchPhaseMarks) continue;
+    if (cudaEventSynchronize(sample.events[kDispatchClosed]) != cudaSuccess) {
+      std::fprintf(stderr, "normal phases: rank %d's events could not be read: %s\n", rank_,
+                   cudaGetErrorString(cudaGetLastError()));
+      return;
+    }
+    for (size_t step = 0; step < std::size(kSteps); ++step) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, sample.events[kSteps[step].from], sample.events[kSteps[step].to]) ==
+          cudaSuccess) {
+        times[step].push_back(ms * 1000.0f);
+      }
+    }
+  }
+  if (times.back().empty()) return;
+  std::string line = "normal phases: rank " + std::to_string(rank_) + ", " +
+                     std::to_string(times.back().size()) + " fresh dispatches, median us:";
+  for (size_t step = 0; step < std::size(kSteps); ++step) {
+    std::vector<float>& values = times[step];
+    if (values.empty()) continue;
+    std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+    char figure[32];
+    std::snprintf(figure, sizeof(figure), " %.1f", values[values.size() / 2]);
+    line += std::string(step == 0 ? " " : ", ") + kSteps[step].name + figure;
+  }
+  std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+}  // namespace switchyard::cuda

@@ -1,0 +1,57 @@
+#pragma once
+// A measurement aid: where a fresh `normal` dispatch's time goes. With SWITCHYARD_NORMAL_PHASES=1 in the
+// environment when the engine is made, each fresh dispatch records a CUDA event on its stream between its
+// steps (up to kMaxPhaseSamples calls), and the engine prints each step's median over them to stderr when
+// it is destroyed:
+//   normal phases: rank R, N fresh dispatches, median us: layout .. notify .. count copies .. host
+//   turnaround .. rows moved .. closing barrier .. total ..
+// "host turnaround" is the stream's idle time between the counts' arrival (after the copies, or after the
+// notify when the counts are polled) and the first kernel the host enqueues once it has them: the cost of
+// the call's host wait, which DeepEP's dispatch pays too. Off, each step costs one branch.
+#include <cuda_runtime.h>
+
+#include <array>
+#include <vector>
+
+namespace switchyard::cuda {
+
+enum DispatchPhaseMark : int {
+  kDispatchStarted,        // before the layout (or the copy of the caller's layout)
+  kDispatchLaidOut,        // the layout done
+  kDispatchNotified,       // the notify done
+  kDispatchCountsCopied,   // the counts' copies done (copy readback; else at once)
+  kDispatchRowsQueued,     // enqueued after the host has the counts: the stream was idle until it ran
+  kDispatchRowsMoved,      // the gather (in place) or the ring dispatch done
+  kDispatchClosed,         // the closing barrier done (in place; else at once)
+  kDispatchPhaseMarks,
+};
+
+class DispatchPhases {
+ public:
+  static constexpr int kMaxPhaseSamples = 1024;
+
+  // On when SWITCHYARD_NORMAL_PHASES is 1 (0, unset or empty: off; anything else is refused by name).
+  explicit DispatchPhases(int rank);
+  ~DispatchPhases();  // prints, when on and anything was recorded
+  DispatchPhases(const DispatchPhases&) = delete;
+  DispatchPhases& operator=(const DispatchPhases&) = delete;
+
+  // A new fresh dispatch: its first mark (kDispatchStarted) on `stream`. Nothing when off, full or capturing.
+  void begin(cudaStream_t stream);
+  // The open sample's `mark`, on `stream`; nothing without one. kDispatchClosed ends the sample.
+  void mark(DispatchPhaseMark mark, cudaStream_t stream);
+
+ private:
+  struct Sample {
+    std::array<cudaEvent_t, kDispatchPhaseMarks> events{};
+    int marked = 0;  // marks recorded, in order
+  };
+  void print() const;
+
+  int rank_;
+  bool on_ = false;
+  bool open_ = false;
+  std::vector<Sample> samples_;
+};
+
+}  // namespace switchyard::cuda
