@@ -40,7 +40,8 @@ CountReadback count_readback_from_environment() {
   if (value == "copy") return CountReadback::copy;
   if (value == "poll") return CountReadback::poll;
   throw InvalidArgument(
-      "SWITCHYARD_NORMAL_COUNTS: expected copy or poll (how a fresh dispatch's host reads its counts), got '" +
+      "SWITCHYARD_NORMAL_COUNTS: expected copy or poll (how a fresh dispatch's host reads its counts), got "
+      "'" +
       value + "'");
 }
 

@@ -1,8 +1,10 @@
 #include "cuda/normal/dispatch_outputs.hpp"
 
 #include <string>
+#include <vector>
 
 #include "common/normal_protocol.hpp"
+#include "core/carved_allocation.hpp"
 #include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
 
@@ -10,15 +12,12 @@ namespace switchyard::cuda {
 
 namespace {
 
-// A caller's output of `rows` rows, or a new one on the call's allocation stream.
-Tensor device_output(const TensorView& given, DType dtype, int64_t rows, int64_t cols, int device,
-                     cudaStream_t allocation_stream, const char* name) {
-  if (!given.defined()) return Tensor::empty(dtype, {rows, cols}, Device::cuda, device, allocation_stream);
+// A caller's output, checked for its rows (the rows this rank receives, or num_worst_tokens).
+void expect_output_rows(const TensorView& given, int64_t rows, const char* name) {
   if (given.shape[0] != rows) {
     throw InvalidArgument(std::string(name) + ": expected " + std::to_string(rows) +
                           " rows (tokens received), got " + given.describe());
   }
-  return Tensor::borrow(given);
 }
 
 }  // namespace
@@ -65,21 +64,48 @@ DispatchResult dispatch_outputs(const detail::DispatchPlan& plan, const detail::
         "num_worst_tokens), got a worst-case one; pass num_worst_tokens again");
   }
   const int64_t rows = worst_case ? plan.num_worst_tokens : handle.num_recv_tokens;
+  // The outputs the call has, with their shapes: the caller's (checked), else parts of one allocation
+  // (detail::CarvedAllocation), made while the stream waits for the host after the counts.
+  struct Output {
+    const TensorView& given;
+    Tensor* result;
+    DType dtype;
+    int64_t cols;
+    const char* name;
+    size_t offset = 0;
+  };
   DispatchResult result;
-  result.recv_x =
-      device_output(args.out_recv_x, plan.dtype, rows, plan.hidden, device, allocation_stream, "out_recv_x");
+  std::vector<Output> outputs;
+  outputs.push_back({args.out_recv_x, &result.recv_x, plan.dtype, plan.hidden, "out_recv_x"});
   if (plan.has_scales) {
-    result.recv_x_scales =
-        device_output(args.out_recv_x_scales, DType::f32, rows, plan.hidden / common::kScaleBlock, device,
-                      allocation_stream, "out_recv_x_scales");
+    outputs.push_back({args.out_recv_x_scales, &result.recv_x_scales, DType::f32,
+                       plan.hidden / common::kScaleBlock, "out_recv_x_scales"});
   }
   if (plan.topk > 0) {
-    result.recv_topk_idx = device_output(args.out_recv_topk_idx, DType::i64, rows, plan.topk, device,
-                                         allocation_stream, "out_recv_topk_idx");
+    outputs.push_back(
+        {args.out_recv_topk_idx, &result.recv_topk_idx, DType::i64, plan.topk, "out_recv_topk_idx"});
   }
   if (plan.has_weights) {
-    result.recv_topk_weights = device_output(args.out_recv_topk_weights, DType::f32, rows, plan.topk, device,
-                                             allocation_stream, "out_recv_topk_weights");
+    outputs.push_back({args.out_recv_topk_weights, &result.recv_topk_weights, DType::f32, plan.topk,
+                       "out_recv_topk_weights"});
+  }
+  detail::CarvedAllocation carving;
+  bool carved = false;
+  for (Output& output : outputs) {
+    if (output.given.defined()) {
+      expect_output_rows(output.given, rows, output.name);
+      *output.result = Tensor::borrow(output.given);
+    } else {
+      output.offset = carving.reserve(output.dtype, rows * output.cols);
+      carved = true;
+    }
+  }
+  if (!carved) return result;
+  const Tensor storage = carving.allocate(Device::cuda, device, allocation_stream);
+  for (const Output& output : outputs) {
+    if (!output.given.defined()) {
+      *output.result = Tensor::part_of(storage, output.offset, output.dtype, {rows, output.cols});
+    }
   }
   return result;
 }

@@ -18,8 +18,8 @@ bool phases_from_environment() {
   const std::string value = text;
   if (value == "0") return false;
   if (value == "1") return true;
-  throw InvalidArgument("SWITCHYARD_NORMAL_PHASES: expected 0 or 1 (record a fresh dispatch's phases), got '" +
-                        value + "'");
+  throw InvalidArgument(
+      "SWITCHYARD_NORMAL_PHASES: expected 0 or 1 (record a fresh dispatch's phases), got '" + value + "'");
 }
 
 // The steps printed: each the time between two marks.

@@ -16,13 +16,13 @@
 namespace switchyard::cuda {
 
 enum DispatchPhaseMark : int {
-  kDispatchStarted,        // before the layout (or the copy of the caller's layout)
-  kDispatchLaidOut,        // the layout done
-  kDispatchNotified,       // the notify done
-  kDispatchCountsCopied,   // the counts' copies done (copy readback; else at once)
-  kDispatchRowsQueued,     // enqueued after the host has the counts: the stream was idle until it ran
-  kDispatchRowsMoved,      // the gather (in place) or the ring dispatch done
-  kDispatchClosed,         // the closing barrier done (in place; else at once)
+  kDispatchStarted,       // before the layout (or the copy of the caller's layout)
+  kDispatchLaidOut,       // the layout done
+  kDispatchNotified,      // the notify done
+  kDispatchCountsCopied,  // the counts' copies done (copy readback; else at once)
+  kDispatchRowsQueued,    // enqueued after the host has the counts: the stream was idle until it ran
+  kDispatchRowsMoved,     // the gather (in place) or the ring dispatch done
+  kDispatchClosed,        // the closing barrier done (in place; else at once)
   kDispatchPhaseMarks,
 };
 

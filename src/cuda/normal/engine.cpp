@@ -3,6 +3,7 @@
 #include <string>
 
 #include "common/host_device.hpp"
+#include "core/carved_allocation.hpp"
 #include "core/normal_sizing.hpp"
 #include "cuda/normal/dispatch_outputs.hpp"
 #include "cuda/normal/routing_copy.hpp"
@@ -192,28 +193,57 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
       plan.num_worst_tokens > 0 ? plan.num_worst_tokens
       : plan.cached             ? plan.cached->num_recv_tokens
                                 : static_cast<int64_t>(num_ranks) * options_.sizing.max_tokens_per_rank;
-  handle->recv_src_token = allocate(env, DType::i32, {source_row_capacity});
-  if (plan.cached && plan.x_in_heap && !plan.gather_by_handle) leave_cached_routing(plan, context, stream);
   if (plan.cached) {
+    handle->recv_src_token = allocate(env, DType::i32, {source_row_capacity});
+    if (plan.x_in_heap && !plan.gather_by_handle) leave_cached_routing(plan, context, stream);
     launch_begin_call(context, plan.signature, routing_epoch_of(*plan.cached), stream);
   } else {
+    // The new handle's tables in one allocation (detail::CarvedAllocation): 8-9 tensors for the price of one.
+    const int64_t tokens = plan.num_tokens;
+    detail::CarvedAllocation tables;
+    const size_t src_token_at = tables.reserve(DType::i32, source_row_capacity);
+    const size_t channel_start_at = tables.reserve(DType::i32, num_ranks * num_channels + 1);
+    const size_t expert_counts_at = tables.reserve(DType::i32, plan.local_experts);
+    const size_t token_count_at = tables.reserve(DType::i32, 1);
+    const size_t epoch_at = tables.reserve(DType::i64, 1);
+    const size_t send_list_at = tables.reserve(DType::i32, num_ranks * tokens);
+    const size_t channel_prefix_at = tables.reserve(DType::i32, num_ranks * (num_channels + 1));
+    const size_t send_slot_at = tables.reserve(DType::i32, tokens * num_ranks);
+    // is_token_in_rank: the copy of the caller's, or the layout's own; the layout's counts consecutive (as
+    // layout() carves them, so that its grid path clears them with one memset).
+    const size_t in_rank_at = tables.reserve(DType::boolean, tokens * num_ranks);
+    const int num_nodes = plan.topology.num_nodes();
+    const size_t counts_at =
+        plan.layout ? 0 : tables.reserve(DType::i32, num_ranks + num_nodes + plan.num_experts);
+    const Tensor storage = tables.allocate(Device::cuda, device_, env.allocation_stream);
+    handle->recv_src_token = Tensor::part_of(storage, src_token_at, DType::i32, {source_row_capacity});
+    handle->recv_channel_start =
+        Tensor::part_of(storage, channel_start_at, DType::i32, {num_ranks * num_channels + 1});
+    handle->recv_expert_counts = Tensor::part_of(storage, expert_counts_at, DType::i32, {plan.local_experts});
+    handle->recv_token_count = Tensor::part_of(storage, token_count_at, DType::i32, {1});
+    handle->routing_epoch = Tensor::part_of(storage, epoch_at, DType::i64, {1});
+    handle->send_list = Tensor::part_of(storage, send_list_at, DType::i32, {num_ranks, tokens});
+    handle->send_channel_prefix =
+        Tensor::part_of(storage, channel_prefix_at, DType::i32, {num_ranks, num_channels + 1});
+    handle->send_slot = Tensor::part_of(storage, send_slot_at, DType::i32, {tokens, num_ranks});
+    handle->is_token_in_rank = Tensor::part_of(storage, in_rank_at, DType::boolean, {tokens, num_ranks});
     phases_.begin(stream);
     if (plan.layout) {
       // The caller's layout is borrowed for this call only; combine and cached dispatches read the copy.
-      handle->is_token_in_rank =
-          copy_is_token_in_rank(plan.layout->is_token_in_rank, device_, stream, env.allocation_stream);
+      copy_is_token_in_rank_into(plan.layout->is_token_in_rank, handle->is_token_in_rank, stream);
     } else {
-      handle->own_layout = layout(args.topk_idx, plan.num_experts, context, env);
-      handle->is_token_in_rank = handle->own_layout.is_token_in_rank;
+      DispatchLayout& own = handle->own_layout;
+      own.num_tokens_per_rank = Tensor::part_of(storage, counts_at, DType::i32, {num_ranks});
+      own.num_tokens_per_node =
+          Tensor::part_of(storage, counts_at + sizeof(int32_t) * num_ranks, DType::i32, {num_nodes});
+      own.num_tokens_per_expert = Tensor::part_of(
+          storage, counts_at + sizeof(int32_t) * (num_ranks + num_nodes), DType::i32, {plan.num_experts});
+      own.is_token_in_rank = handle->is_token_in_rank;
+      const DispatchLayoutOutputs into{own.num_tokens_per_rank, own.num_tokens_per_node,
+                                       own.num_tokens_per_expert, own.is_token_in_rank};
+      layout(args.topk_idx, plan.num_experts, context, env, &into);
     }
     phases_.mark(kDispatchLaidOut, stream);
-    handle->recv_channel_start = allocate(env, DType::i32, {num_ranks * num_channels + 1});
-    handle->recv_expert_counts = allocate(env, DType::i32, {plan.local_experts});
-    handle->recv_token_count = allocate(env, DType::i32, {1});
-    handle->routing_epoch = allocate(env, DType::i64, {1});
-    handle->send_list = allocate(env, DType::i32, {num_ranks, plan.num_tokens});
-    handle->send_channel_prefix = allocate(env, DType::i32, {num_ranks, num_channels + 1});
-    handle->send_slot = allocate(env, DType::i32, {plan.num_tokens, num_ranks});
     NotifyLaunch notify{};
     notify.is_token_in_rank = handle->is_token_in_rank.as<const bool>();
     notify.topk_idx = args.topk_idx.as<const int64_t>();

@@ -14,5 +14,7 @@ namespace switchyard::cuda {
 // captured in a CUDA graph.
 Tensor copy_is_token_in_rank(const TensorView& caller, int device, cudaStream_t stream,
                              cudaStream_t allocation_stream);
+// The same copy into `owned`, a bool [N, R] the caller allocated (a part of a carved allocation).
+void copy_is_token_in_rank_into(const TensorView& caller, const Tensor& owned, cudaStream_t stream);
 
 }  // namespace switchyard::cuda
