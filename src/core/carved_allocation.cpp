@@ -8,7 +8,8 @@ namespace switchyard::detail {
 
 size_t CarvedAllocation::reserve(DType dtype, int64_t elements) {
   if (elements < 0) {
-    throw InvalidArgument("CarvedAllocation::reserve: elements: expected >= 0, got " + std::to_string(elements));
+    throw InvalidArgument("CarvedAllocation::reserve: elements: expected >= 0, got " +
+                          std::to_string(elements));
   }
   const size_t offset = (bytes_ + kPartAlignment - 1) / kPartAlignment * kPartAlignment;
   size_t part = 0;
@@ -24,8 +25,9 @@ Tensor CarvedAllocation::allocate(Device device, int device_index, void* stream)
   // In whole parts' alignment (so at least one), as 8-byte words: every offset reserve() gave is a multiple
   // of any dtype's size.
   const size_t words = (bytes_ + kPartAlignment - 1) / kPartAlignment * kPartAlignment / sizeof(int64_t);
-  return Tensor::empty(DType::i64, {static_cast<int64_t>(words > 0 ? words : kPartAlignment / sizeof(int64_t))},
-                       device, device_index, stream);
+  return Tensor::empty(DType::i64,
+                       {static_cast<int64_t>(words > 0 ? words : kPartAlignment / sizeof(int64_t))}, device,
+                       device_index, stream);
 }
 
 }  // namespace switchyard::detail

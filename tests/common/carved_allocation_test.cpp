@@ -24,8 +24,8 @@ TEST(CarvedAllocation, PartsAreAlignedDisjointAndInsideTheAllocation) {
     size_t offset;
   };
   // Odd sizes, a zero-element part between two others, every dtype width.
-  std::vector<Part> parts = {{DType::i32, 1025, 0}, {DType::i64, 1, 0},     {DType::boolean, 0, 0},
-                             {DType::bf16, 7, 0},   {DType::f32, 4096, 0},  {DType::boolean, 33, 0}};
+  std::vector<Part> parts = {{DType::i32, 1025, 0}, {DType::i64, 1, 0},    {DType::boolean, 0, 0},
+                             {DType::bf16, 7, 0},   {DType::f32, 4096, 0}, {DType::boolean, 33, 0}};
   for (Part& part : parts) part.offset = carving.reserve(part.dtype, part.elements);
   const Tensor storage = carving.allocate(Device::cpu, 0, nullptr);
   ASSERT_GE(storage.nbytes(), carving.bytes());
@@ -46,7 +46,8 @@ TEST(CarvedAllocation, PartsAreAlignedDisjointAndInsideTheAllocation) {
   }
   for (size_t i = 0; i < parts.size(); ++i) {
     const auto* bytes = static_cast<const uint8_t*>(tensors[i].data());
-    for (size_t b = 0; b < tensors[i].nbytes(); ++b) ASSERT_EQ(bytes[b], i + 1) << "part " << i << " byte " << b;
+    for (size_t b = 0; b < tensors[i].nbytes(); ++b)
+      ASSERT_EQ(bytes[b], i + 1) << "part " << i << " byte " << b;
   }
 }
 
