@@ -94,6 +94,8 @@ nb::object export_as(void* data, size_t ndim, const size_t* shape, nb::handle ow
 struct TorchDtypes {
   nb::object tensor_type;
   nb::object bfloat16, float8_e4m3fn, uint16, uint8, float32, int32, int64, boolean;
+  // torch's import of a DLPack capsule (torch._C._from_dlpack, else torch.utils.dlpack.from_dlpack).
+  nb::object from_dlpack_capsule;
 };
 
 // torch.Tensor and its dtypes, or nullptr while torch is not imported (nothing then can be a torch tensor).
@@ -116,8 +118,28 @@ const TorchDtypes* torch_dtypes() {
   dtypes->int32 = torch.attr("int32");
   dtypes->int64 = torch.attr("int64");
   dtypes->boolean = torch.attr("bool");
+  nb::object torch_c = torch.attr("_C");
+  dtypes->from_dlpack_capsule = nb::hasattr(torch_c, "_from_dlpack")
+                                    ? torch_c.attr("_from_dlpack")
+                                    : nb::module_::import_("torch.utils.dlpack").attr("from_dlpack");
   loaded = dtypes;
   return loaded;
+}
+
+// A torch tensor of the memory, imported from a bare DLPack capsule. NOTES: nanobind's torch export hands
+// torch an object with __dlpack__, for which torch.utils.dlpack.from_dlpack asks torch.cuda.current_stream
+// for every CUDA tensor (a few us each, several outputs a call) only to pass it to a __dlpack__ that
+// ignores it: nanobind tracks no producer stream. The outputs are ready in the call's stream order either
+// way (the caller's current stream, or the stream it named), so the capsule, imported directly, gives the
+// same tensor without the query.
+nb::object export_torch(void* data, size_t ndim, const size_t* shape, nb::handle owner, dl::dtype dtype,
+                        int device_type, int device_id) {
+  const TorchDtypes* torch = torch_dtypes();
+  if (torch == nullptr) {  // torch not imported: nanobind's export imports it
+    return export_as<nb::pytorch>(data, ndim, shape, owner, dtype, device_type, device_id);
+  }
+  nb::ndarray<> array(data, ndim, shape, owner, nullptr, dtype, device_type, device_id);
+  return torch->from_dlpack_capsule(array.cast(nb::rv_policy::reference));
 }
 
 // A torch tensor read by its attributes (data_ptr, shape, dtype, device), without DLPack: its export
@@ -291,15 +313,15 @@ nb::object to_python(const Tensor& tensor, const OutputStyle& style, nb::handle 
   if (style.framework == F::pytorch && view.dtype == DType::fp8_e4m3) {
     // NOTES: fp8 leaves as its bits and becomes float8_e4m3fn by a view, because torch builds
     // without fp8 in their DLPack import would refuse the DLPack fp8 code.
-    nb::object bits = export_as<nb::pytorch>(view.data, ndim, shape, owner, nb::dtype<uint8_t>(), device_type,
-                                             view.device_index);
+    nb::object bits =
+        export_torch(view.data, ndim, shape, owner, nb::dtype<uint8_t>(), device_type, view.device_index);
     return bits.attr("view")(nb::module_::import_("torch").attr("float8_e4m3fn"));
   }
   switch (style.framework) {
     case F::numpy:
       return export_as<nb::numpy>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
     case F::pytorch:
-      return export_as<nb::pytorch>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
+      return export_torch(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
     case F::jax:
       return export_as<nb::jax>(view.data, ndim, shape, owner, dtype, device_type, view.device_index);
     case F::cupy:

@@ -5,7 +5,7 @@ import sys
 from ._errors import InvalidArgument
 
 __all__ = ["framework_of", "stream_of", "exported", "is_tensor", "is_row_major", "transposed_if_column_major",
-           "OWN_STREAM", "LEGACY_DEFAULT_STREAM", "framework_stream"]
+           "OWN_STREAM", "LEGACY_DEFAULT_STREAM", "framework_stream", "torch_current_stream"]
 
 # switchyard's `stream` argument: 0 is the Buffer's own stream (a non-blocking stream no framework
 # knows), any other value a cudaStream_t.
@@ -39,6 +39,16 @@ def framework_stream(handle):
     return LEGACY_DEFAULT_STREAM if handle == 0 else handle
 
 
+def torch_current_stream(torch, device_index: int) -> int:
+    """torch's current stream of `device_index` as switchyard takes it: torch's raw getter where it has one (a
+    fraction of a microsecond), else through torch.cuda.current_stream (a few: issue 20 counts every call's
+    host time). torch's default stream, which torch reports as 0 (to switchyard: the Buffer's own stream), is
+    the legacy default stream."""
+    getter = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+    return framework_stream(getter(device_index) if getter is not None
+                            else torch.cuda.current_stream(device_index).cuda_stream)
+
+
 def _cupy_current_stream(tensor):
     cupy = sys.modules["cupy"]
     try:
@@ -66,8 +76,7 @@ def stream_of(tensor, stream=None):
     if framework == "torch":
         if not tensor.is_cuda:
             return OWN_STREAM
-        torch = sys.modules["torch"]
-        return framework_stream(torch.cuda.current_stream(tensor.device).cuda_stream)
+        return torch_current_stream(sys.modules["torch"], tensor.get_device())
     if framework == "cupy":
         return framework_stream(_cupy_current_stream(tensor).ptr)
     return OWN_STREAM

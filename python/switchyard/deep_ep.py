@@ -72,7 +72,7 @@ from ._buffer import DispatchLayout
 from ._deep_ep_handles import (RANK_PREFIX_UNKNOWN, DispatchHandle, LowLatencyHandle, empty_layout_range, normal_handle,
                                pack_layout_range)
 from ._errors import InvalidArgument, Unsupported
-from ._tensors import framework_of, framework_stream, is_row_major, transposed_if_column_major
+from ._tensors import framework_of, is_row_major, torch_current_stream, transposed_if_column_major
 
 __all__ = ["Buffer", "Config", "EventOverlap", "DispatchHandle", "LowLatencyHandle", "topk_idx_t"]
 
@@ -242,12 +242,8 @@ class _on_stream_of:
 
 
 def _current_raw_stream(torch, device_index: int) -> int:
-    """The current stream of `device_index` as switchyard takes it: torch's raw getter where it has one (a
-    fraction of a microsecond), else through torch.cuda.current_stream (a few). torch's default stream,
-    which torch reports as 0 (to switchyard: the Buffer's own stream), is the legacy default stream."""
-    getter = getattr(torch._C, "_cuda_getCurrentRawStream", None)
-    return framework_stream(getter(device_index) if getter is not None
-                            else torch.cuda.current_stream(device_index).cuda_stream)
+    """The current stream of `device_index` as switchyard takes it (_tensors.torch_current_stream)."""
+    return torch_current_stream(torch, device_index)
 
 
 def _record_event(tensor, wanted: bool) -> EventOverlap:
