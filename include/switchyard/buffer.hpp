@@ -10,6 +10,7 @@
 //   auto out = buffer.combine({.x = y, .handle = &recv.handle});
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -130,6 +131,15 @@ class DispatchHandle {
   std::shared_ptr<const detail::NormalHandleData> data_;
 };
 
+// A dispatch's outputs made by the caller once it knows their rows (DispatchArgs::allocate_outputs). Any left
+// undefined is allocated by the library, as without an allocator.
+struct DispatchOutputs {
+  TensorView recv_x;             // x's dtype [rows, H]
+  TensorView recv_x_scales;      // f32 [rows, H / 128], fp8 x only
+  TensorView recv_topk_idx;      // i64 [rows, K], with topk_idx only
+  TensorView recv_topk_weights;  // f32 [rows, K], with topk_weights only
+};
+
 struct DispatchArgs {
   TensorView x;         // bf16 [N, H], or fp8_e4m3 [N, H] with x_scales
   TensorView x_scales;  // f32 [N, H / 128], fp8 only; or its transpose, see x_scales_column_major
@@ -160,6 +170,14 @@ struct DispatchArgs {
   int64_t num_worst_tokens = 0;
   // Optional preallocated outputs (needed for CUDA graph capture); allocated when undefined.
   TensorView out_recv_x, out_recv_x_scales, out_recv_topk_idx, out_recv_topk_weights;
+  // Optional, instead of out_recv_*: makes the outputs once the call knows their rows (the rows this rank
+  // receives, or num_worst_tokens), as DeepEP's binding allocates its outputs with torch after the count
+  // exchange. Called once, on the calling thread, during the call; what it returns is checked as out_recv_*
+  // are (dtype, shape, the Buffer's device) and must stay allocated until the call's work is done (on CUDA:
+  // written in `stream` order). NOTES: after the count exchange every rank must finish its call, so an
+  // allocator that throws or returns outputs that are refused leaves the peers' calls to time out, as an
+  // out_recv_x of the wrong rows does.
+  std::function<DispatchOutputs(int64_t rows)> allocate_outputs;
   Stream stream = nullptr;
 };
 

@@ -153,6 +153,14 @@ Config tuned_config(const CallTuning& tuning, const NormalPlanContext& buffer, i
 // preallocated outputs outside worst-case mode are checked by the backend once M is known.
 void check_dispatch_outputs(const DispatchPlan& plan, Device device) {
   const DispatchArgs& args = plan.args;
+  if (args.allocate_outputs) {
+    for (auto [tensor, name] : {std::pair{&args.out_recv_x, "out_recv_x"},
+                                {&args.out_recv_x_scales, "out_recv_x_scales"},
+                                {&args.out_recv_topk_idx, "out_recv_topk_idx"},
+                                {&args.out_recv_topk_weights, "out_recv_topk_weights"}}) {
+      expect_undefined(*tensor, name, "allocate_outputs makes the outputs");
+    }
+  }
   expect_optional_tensor(args.out_recv_x, "out_recv_x", plan.dtype, 2, device);
   if (args.out_recv_x.defined()) expect_dim(args.out_recv_x, "out_recv_x", 1, plan.hidden, "hidden");
   if (plan.has_scales) {

@@ -240,6 +240,15 @@ TEST_P(NormalEngineMultiNodeTest, CombineReducesPerNodeThenAcrossNodesBitwise) {
   check_round_trip_matches_reference(GetParam(), options);
 }
 
+// The hierarchical engine takes the caller's allocator (DispatchArgs::allocate_outputs) as one node does.
+TEST_P(NormalEngineMultiNodeTest, OutputsFromTheCallersAllocatorMatchReferenceBitwise) {
+  RoundTripOptions options;
+  options.expert_alignment = GetParam().expert_alignment;
+  options.preallocate_outputs = false;
+  options.output_allocator = true;
+  check_round_trip_matches_reference(GetParam(), options);
+}
+
 INSTANTIATE_TEST_SUITE_P(Topologies, NormalEngineMultiNodeTest, ::testing::ValuesIn(multi_node_cases()),
                          case_name);
 
@@ -283,16 +292,21 @@ TEST_P(NormalEngineReplayTest, RepeatedCallsAreBitwiseDeterministic) {
   report(failures);
 }
 
-void check_cached_dispatch(const EngineCase& c, bool with_topk, int64_t num_worst_tokens) {
+// `output_allocator`: every dispatch's outputs from DispatchArgs::allocate_outputs (RoundTripOptions).
+void check_cached_dispatch(const EngineCase& c, bool with_topk, int64_t num_worst_tokens,
+                           bool output_allocator = false) {
   const uint64_t seed = testing::seed_for(c.name);
   SCOPED_TRACE(describe(c, seed) +
                (with_topk ? " cached dispatch with topk_idx" : " cached dispatch without topk_idx") +
-               " num_worst_tokens=" + std::to_string(num_worst_tokens));
+               " num_worst_tokens=" + std::to_string(num_worst_tokens) +
+               (output_allocator ? ", outputs from allocate_outputs" : ""));
   const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
   const Expected expected = testing::compute_expected(c.shape, data, c.expert_alignment);
   RoundTripOptions options;
   options.expert_alignment = c.expert_alignment;
   options.num_worst_tokens = num_worst_tokens;
+  options.preallocate_outputs = !output_allocator;
+  options.output_allocator = output_allocator;
   const int num_ranks = c.shape.topology.num_ranks;
   std::vector<RankRun> first(num_ranks), cached(num_ranks);
   std::string unsupported;
@@ -341,7 +355,113 @@ TEST_P(NormalEngineReplayTest, WorstCaseCachedDispatchGivesTheSameOutputs) {
   check_cached_dispatch(GetParam(), true, worst_tokens(GetParam().shape));
 }
 
+// DispatchArgs::allocate_outputs (a framework's allocator, as DeepEP's binding allocates with torch): called
+// once with the rows the rank receives (num_worst_tokens in worst-case mode), and its tensors are the
+// outputs, bitwise the reference's; fresh, worst-case and cached dispatches, with and without top-k.
+TEST_P(NormalEngineReplayTest, OutputsFromTheCallersAllocatorMatchReferenceBitwise) {
+  const EngineCase& c = GetParam();
+  RoundTripOptions options;
+  options.expert_alignment = c.expert_alignment;
+  options.preallocate_outputs = false;
+  options.output_allocator = true;
+  check_round_trip_matches_reference(c, options);
+  options.num_worst_tokens = worst_tokens(c.shape);
+  check_round_trip_matches_reference(c, options);
+  check_cached_dispatch(c, true, 0, true);
+  check_cached_dispatch(c, false, worst_tokens(c.shape), true);
+}
+
 INSTANTIATE_TEST_SUITE_P(Shapes, NormalEngineReplayTest, ::testing::ValuesIn(replay_cases()), case_name);
+
+// The allocator's outputs are checked as out_recv_* are, each refused by name (one rank: no peer waits on
+// it); and it is refused beside out_recv_*, before the call starts.
+TEST(NormalEngineOutputAllocator, BadOutputsAndOutputsGivenTwiceAreRefusedByName) {
+  EngineCase c{"allocator_refusals", {}, default_config(), 1};
+  c.shape.topology = single(1);
+  c.shape.tokens_per_rank = 24;
+  c.shape.hidden = 256;
+  c.shape.topk = 2;
+  c.shape.num_experts = 4;
+  c.shape.dtype = DType::bf16;
+  const std::vector<workload::RankData> data = workload::generate(c.shape, testing::seed_for(c.name));
+  const auto refusal = [](const std::function<void()>& call) -> std::string {
+    try {
+      call();
+      return "returned";
+    } catch (const InvalidArgument& error) {
+      return error.what();
+    } catch (const std::exception& error) {
+      return std::string("not an InvalidArgument: ") + error.what();
+    }
+  };
+  std::vector<std::string> messages;
+  std::vector<int64_t> rows_asked;
+  ASSERT_TRUE(run_on_ranks(
+      c,
+      [&](Buffer& buffer, int) {
+        DispatchArgs base;
+        base.x = data[0].x;
+        base.topk_idx = data[0].topk_idx;
+        base.topk_weights = data[0].topk_weights;
+        base.num_experts = c.shape.num_experts;
+        const auto with = [&](std::function<DispatchOutputs(int64_t)> allocate) {
+          DispatchArgs args = base;
+          args.allocate_outputs = [&rows_asked, allocate](int64_t rows) {
+            rows_asked.push_back(rows);
+            return allocate(rows);
+          };
+          return args;
+        };
+        DispatchArgs twice = with([](int64_t) { return DispatchOutputs{}; });
+        const Tensor given = Tensor::empty(DType::bf16, {48, 256});
+        twice.out_recv_x = given;
+        messages.push_back(refusal([&] { buffer.dispatch(twice); }));
+        messages.push_back(refusal([&] {
+          buffer.dispatch(with([](int64_t rows) {
+            static Tensor x;
+            x = Tensor::empty(DType::bf16, {rows + 1, 256});
+            return DispatchOutputs{x, {}, {}, {}};
+          }));
+        }));
+        messages.push_back(refusal([&] {
+          buffer.dispatch(with([](int64_t rows) {
+            static Tensor x;
+            x = Tensor::empty(DType::f32, {rows, 256});
+            return DispatchOutputs{x, {}, {}, {}};
+          }));
+        }));
+        messages.push_back(refusal([&] {
+          buffer.dispatch(with([](int64_t rows) {
+            static Tensor scales;
+            scales = Tensor::empty(DType::f32, {rows, 2});
+            return DispatchOutputs{{}, scales, {}, {}};
+          }));
+        }));
+        messages.push_back(refusal([&] {
+          buffer.dispatch(with([](int64_t rows) {
+            static Tensor idx;
+            idx = Tensor::empty(DType::i64, {rows, 3});
+            return DispatchOutputs{{}, {}, idx, {}};
+          }));
+        }));
+      },
+      nullptr));
+  ASSERT_EQ(messages.size(), 5u);
+  EXPECT_NE(messages[0].find("out_recv_x: expected none (allocate_outputs makes the outputs)"),
+            std::string::npos)
+      << messages[0];
+  EXPECT_NE(messages[1].find("allocate_outputs: recv_x: expected"), std::string::npos) << messages[1];
+  EXPECT_NE(messages[1].find("rows (tokens received)"), std::string::npos) << messages[1];
+  EXPECT_NE(messages[2].find("allocate_outputs: recv_x: expected dtype bf16"), std::string::npos)
+      << messages[2];
+  EXPECT_NE(messages[3].find("allocate_outputs: recv_x_scales: expected none"), std::string::npos)
+      << messages[3];
+  EXPECT_NE(messages[4].find("allocate_outputs: recv_topk_idx: expected size 2 in dimension 1 (k)"),
+            std::string::npos)
+      << messages[4];
+  // Refused beside out_recv_x before the call started: the allocator was asked only by the four others.
+  EXPECT_EQ(rows_asked.size(), 4u);
+}
 
 // Combine biases (DeepEP's `bias`): the sum starts at bias0 + bias1 in fp32, then the rows in rank order,
 // rounded once. One bias, the other alone, and both; -0.0 entries check the sign of a zero start.
@@ -413,6 +533,9 @@ TEST_P(NormalEngineWithoutTopkTest, LibraryAllocatedAndWorstCaseOutputsMatchRefe
   options.preallocate_outputs = false;
   check_without_topk(GetParam(), options, false);
   options.num_worst_tokens = worst_tokens(GetParam().shape);
+  check_without_topk(GetParam(), options, false);
+  // The caller's allocator (DispatchArgs::allocate_outputs) makes recv_x (and its scales) only.
+  options.output_allocator = true;
   check_without_topk(GetParam(), options, false);
 }
 

@@ -213,6 +213,17 @@ void prepare_dispatch_outputs(RankRun& run, DispatchArgs& args, const workload::
   }
 }
 
+void use_output_allocator(RankRun& run, DispatchArgs& args, const workload::Shape& shape, bool with_topk) {
+  args.allocate_outputs = [&run, shape, with_topk](int64_t rows) {
+    ++run.allocator_calls;
+    run.allocator_rows = rows;
+    DispatchArgs made;
+    prepare_dispatch_outputs(run, made, shape, rows, with_topk);
+    return DispatchOutputs{made.out_recv_x, made.out_recv_x_scales, made.out_recv_topk_idx,
+                           made.out_recv_topk_weights};
+  };
+}
+
 void run_combine(RankRun& run, Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
                  const Expected& expected, const RoundTripOptions& options, bool with_weights) {
   run.y = workload::synthetic_expert(run.dispatch.recv_x, run.dispatch.recv_x_scales, buffer.rank());
@@ -269,6 +280,8 @@ RankRun run_round_trip(Buffer& buffer, const workload::Shape& shape, const workl
   args.tuning = options.dispatch_tuning;
   if (options.preallocate_outputs) {
     prepare_dispatch_outputs(run, args, shape, output_rows(expected, buffer.rank(), options), true);
+  } else if (options.output_allocator) {
+    use_output_allocator(run, args, shape, true);
   }
   run.dispatch = buffer.dispatch(args);
   run_combine(run, buffer, shape, data, expected, options, shape.with_weights);
@@ -290,6 +303,8 @@ RankRun run_round_trip_without_topk(Buffer& buffer, const workload::Shape& shape
   args.tuning = options.dispatch_tuning;
   if (options.preallocate_outputs) {
     prepare_dispatch_outputs(run, args, shape, output_rows(expected, buffer.rank(), options), false);
+  } else if (options.output_allocator) {
+    use_output_allocator(run, args, shape, false);
   }
   run.dispatch = buffer.dispatch(args);
   run_combine(run, buffer, shape, data, expected, options, false);
@@ -312,6 +327,8 @@ RankRun run_cached_round_trip(Buffer& buffer, const workload::Shape& shape, cons
   args.tuning = options.dispatch_tuning;
   if (options.preallocate_outputs) {
     prepare_dispatch_outputs(run, args, shape, output_rows(expected, buffer.rank(), options), with_topk);
+  } else if (options.output_allocator) {
+    use_output_allocator(run, args, shape, with_topk);
   }
   run.dispatch = buffer.dispatch(args);
   run_combine(run, buffer, shape, data, expected, options, with_topk && shape.with_weights);
@@ -341,6 +358,12 @@ void check_dispatch(const RankRun& run, const workload::Shape& shape, const Expe
   const bool worst = options.num_worst_tokens > 0;
   const int64_t rows = worst ? options.num_worst_tokens : num_recv;
 
+  if (!options.preallocate_outputs && options.output_allocator &&
+      (run.allocator_calls != 1 || run.allocator_rows != rows)) {
+    failures->push_back(where(rank, "allocate_outputs") + ": expected one call with " + std::to_string(rows) +
+                        " rows, got " + std::to_string(run.allocator_calls) + " calls, the last with " +
+                        std::to_string(run.allocator_rows));
+  }
   expect_rows(got.recv_x, rows, rank, "recv_x", failures);
   compare(got.recv_x, ref.recv_x, num_recv, rank, "recv_x", failures);
   expect_same_storage(got.recv_x, run.out_recv_x, rank, "recv_x", failures);

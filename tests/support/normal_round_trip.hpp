@@ -18,6 +18,10 @@ struct RoundTripOptions {
   bool pass_layout = true;
   // Pass poisoned out_* tensors (else the library allocates the outputs).
   bool preallocate_outputs = true;
+  // Without preallocate_outputs: every dispatch's outputs come from DispatchArgs::allocate_outputs, poisoned
+  // tensors of the rows it is called with (kept in the run, like out_*; check_dispatch checks the results are
+  // them and that it was called once, with the rows the rank receives).
+  bool output_allocator = false;
   // > 0: worst-case mode with this many output rows.
   int64_t num_worst_tokens = 0;
   // Each call's CallTuning (all 0: the Buffer's); the cached dispatch takes dispatch_tuning.
@@ -87,6 +91,9 @@ struct RankRun {
   CombineResult combine;
   Tensor out_recv_x, out_recv_x_scales, out_recv_topk_idx, out_recv_topk_weights;
   Tensor out_combined_x, out_combined_topk_weights;
+  // RoundTripOptions::output_allocator: how often the dispatch called it, and with how many rows.
+  int allocator_calls = 0;
+  int64_t allocator_rows = -1;
 };
 
 // Heap sizing for exactly this shape: the largest call fills the buffer's capacity exactly.
@@ -98,6 +105,9 @@ BufferSizing sizing_for(const workload::Shape& shape);
 int64_t output_rows(const Expected& expected, int rank, const RoundTripOptions& options);
 void prepare_dispatch_outputs(RankRun& run, DispatchArgs& args, const workload::Shape& shape, int64_t rows,
                               bool with_topk);
+// RoundTripOptions::output_allocator's allocator, into `args` (it writes into `run`, which must outlive the
+// call).
+void use_output_allocator(RankRun& run, DispatchArgs& args, const workload::Shape& shape, bool with_topk);
 void run_combine(RankRun& run, Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
                  const Expected& expected, const RoundTripOptions& options, bool with_weights);
 

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "core/caller_dispatch_outputs.hpp"
 #include "core/normal_sizing.hpp"
 #include "cpu/normal/dispatch_layout.hpp"
 #include "switchyard/errors.hpp"
@@ -13,14 +14,9 @@ namespace switchyard::cpu {
 
 namespace {
 
-Tensor output_or_allocate(const TensorView& given, DType dtype, int64_t rows, int64_t cols,
-                          const char* name) {
-  if (!given.defined()) return Tensor::empty(dtype, {rows, cols});
-  if (given.shape[0] != rows) {
-    throw InvalidArgument(std::string(name) + ": expected " + std::to_string(rows) +
-                          " rows (tokens received), got " + given.describe());
-  }
-  return Tensor::borrow(given);
+// The caller's output (checked by detail::caller_dispatch_outputs), or a new one.
+Tensor output_or_allocate(const TensorView& given, DType dtype, int64_t rows, int64_t cols) {
+  return given.defined() ? Tensor::borrow(given) : Tensor::empty(dtype, {rows, cols});
 }
 
 // Notify: tells every destination how many tokens it gets per channel and per local expert, then
@@ -180,18 +176,17 @@ DispatchCall NormalCalls::start_dispatch(const detail::DispatchPlan& plan,
   const int64_t rows = call.rows;
 
   DispatchResult& result = call.result;
-  result.recv_x = output_or_allocate(args.out_recv_x, plan.dtype, rows, plan.hidden, "out_recv_x");
+  // The caller's outputs (out_recv_*, or its allocator's), each checked; the rest allocated here.
+  const DispatchOutputs given = detail::caller_dispatch_outputs(plan, rows, Device::cpu, 0);
+  result.recv_x = output_or_allocate(given.recv_x, plan.dtype, rows, plan.hidden);
   if (plan.has_scales) {
-    result.recv_x_scales = output_or_allocate(args.out_recv_x_scales, DType::f32, rows,
-                                              plan.hidden / common::kScaleBlock, "out_recv_x_scales");
+    result.recv_x_scales =
+        output_or_allocate(given.recv_x_scales, DType::f32, rows, plan.hidden / common::kScaleBlock);
   }
-  if (plan.topk > 0) {
-    result.recv_topk_idx =
-        output_or_allocate(args.out_recv_topk_idx, DType::i64, rows, plan.topk, "out_recv_topk_idx");
-  }
+  if (plan.topk > 0)
+    result.recv_topk_idx = output_or_allocate(given.recv_topk_idx, DType::i64, rows, plan.topk);
   if (plan.has_weights) {
-    result.recv_topk_weights =
-        output_or_allocate(args.out_recv_topk_weights, DType::f32, rows, plan.topk, "out_recv_topk_weights");
+    result.recv_topk_weights = output_or_allocate(given.recv_topk_weights, DType::f32, rows, plan.topk);
   }
   handle.recv_src_token = Tensor::empty(DType::i32, {rows});
 

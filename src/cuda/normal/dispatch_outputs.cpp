@@ -4,23 +4,12 @@
 #include <vector>
 
 #include "common/normal_protocol.hpp"
+#include "core/caller_dispatch_outputs.hpp"
 #include "core/carved_allocation.hpp"
 #include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::cuda {
-
-namespace {
-
-// A caller's output, checked for its rows (the rows this rank receives, or num_worst_tokens).
-void expect_output_rows(const TensorView& given, int64_t rows, const char* name) {
-  if (given.shape[0] != rows) {
-    throw InvalidArgument(std::string(name) + ": expected " + std::to_string(rows) +
-                          " rows (tokens received), got " + given.describe());
-  }
-}
-
-}  // namespace
 
 void copy_dispatch_counts(const detail::NormalHandleData& handle, int local_experts, int32_t* pinned,
                           cudaStream_t stream) {
@@ -56,7 +45,6 @@ void refuse_host_synchronising_capture(cudaStream_t stream) {
 
 DispatchResult dispatch_outputs(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,
                                 int device, cudaStream_t allocation_stream) {
-  const DispatchArgs& args = plan.args;
   const bool worst_case = plan.num_worst_tokens > 0;
   if (!worst_case && handle.num_recv_tokens < 0) {
     throw InvalidArgument(
@@ -64,36 +52,31 @@ DispatchResult dispatch_outputs(const detail::DispatchPlan& plan, const detail::
         "num_worst_tokens), got a worst-case one; pass num_worst_tokens again");
   }
   const int64_t rows = worst_case ? plan.num_worst_tokens : handle.num_recv_tokens;
-  // The outputs the call has, with their shapes: the caller's (checked), else parts of one allocation
-  // (detail::CarvedAllocation), made while the stream waits for the host after the counts.
+  // The outputs the call makes: the caller's (out_recv_*, or its allocator's: checked there), else parts of
+  // one allocation (detail::CarvedAllocation), made while the stream waits for the host after the counts.
+  const DispatchOutputs given = detail::caller_dispatch_outputs(plan, rows, Device::cuda, device);
   struct Output {
     const TensorView& given;
     Tensor* result;
     DType dtype;
     int64_t cols;
-    const char* name;
     size_t offset = 0;
   };
   DispatchResult result;
   std::vector<Output> outputs;
-  outputs.push_back({args.out_recv_x, &result.recv_x, plan.dtype, plan.hidden, "out_recv_x"});
+  outputs.push_back({given.recv_x, &result.recv_x, plan.dtype, plan.hidden});
   if (plan.has_scales) {
-    outputs.push_back({args.out_recv_x_scales, &result.recv_x_scales, DType::f32,
-                       plan.hidden / common::kScaleBlock, "out_recv_x_scales"});
-  }
-  if (plan.topk > 0) {
     outputs.push_back(
-        {args.out_recv_topk_idx, &result.recv_topk_idx, DType::i64, plan.topk, "out_recv_topk_idx"});
+        {given.recv_x_scales, &result.recv_x_scales, DType::f32, plan.hidden / common::kScaleBlock});
   }
+  if (plan.topk > 0) outputs.push_back({given.recv_topk_idx, &result.recv_topk_idx, DType::i64, plan.topk});
   if (plan.has_weights) {
-    outputs.push_back({args.out_recv_topk_weights, &result.recv_topk_weights, DType::f32, plan.topk,
-                       "out_recv_topk_weights"});
+    outputs.push_back({given.recv_topk_weights, &result.recv_topk_weights, DType::f32, plan.topk});
   }
   detail::CarvedAllocation carving;
   bool carved = false;
   for (Output& output : outputs) {
     if (output.given.defined()) {
-      expect_output_rows(output.given, rows, output.name);
       *output.result = Tensor::borrow(output.given);
     } else {
       output.offset = carving.reserve(output.dtype, rows * output.cols);
