@@ -1,12 +1,16 @@
-// The capsule behind switchyard._torch_ops (layout_entry.h): get_dispatch_layout, the cached dispatch and
+// The capsule behind switchyard._torch_ops (layout_entry.h): get_dispatch_layout, the dispatch (fresh, its
+// outputs allocated by _torch_ops once the rows are known, and cached) and
 // the combine into addresses that _torch_ops took from tensors it allocated with at::empty and checked
 // itself (dtype, shape, device, contiguity), so that a torch caller pays for neither DLPack nor reading
 // tensor attributes from Python. The Buffer checks every call as it checks the bindings' (normal.cpp).
 // The capsule holds the Buffer's Python object: the entry's Buffer lives while anyone holds the capsule.
 #include "layout_entry.h"
 
+#include <nanobind/stl/vector.h>
+
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <string>
 
 #include "bindings.hpp"
@@ -145,6 +149,96 @@ int cached_dispatch_into(void* buffer, const SwitchyardCachedDispatchCall* call)
   }
 }
 
+// The caller's allocator (SwitchyardDispatchCall::allocate) as DispatchArgs::allocate_outputs takes it: the
+// addresses it fills, as views of the call's shapes (the Buffer checks them as it checks out_recv_*).
+std::function<DispatchOutputs(int64_t)> allocator_of(const SwitchyardDispatchCall& call, DType dtype,
+                                                     bool fp8, const EntryDevice& where) {
+  return [&call, dtype, fp8, where](int64_t rows) {
+    SwitchyardDispatchOutputs made{};
+    if (call.allocate(call.allocate_context, rows, &made) != 0) {
+      throw Error("allocate: the caller's allocator could not make the outputs for " + std::to_string(rows) +
+                  " rows");
+    }
+    DispatchOutputs outputs;
+    outputs.recv_x = view_of(made.recv_x, dtype, rows, call.hidden, where);
+    if (fp8) {
+      outputs.recv_x_scales =
+          view_of(made.recv_x_scales, DType::f32, rows, call.hidden / common::kScaleBlock, where);
+    }
+    outputs.recv_topk_idx = view_of(made.recv_topk_idx, DType::i64, rows, call.topk, where);
+    if (call.topk_weights != nullptr) {
+      outputs.recv_topk_weights = view_of(made.recv_topk_weights, DType::f32, rows, call.topk, where);
+    }
+    return outputs;
+  };
+}
+
+int dispatch_into(void* buffer, SwitchyardDispatchCall* call) {
+  try {
+    PyBuffer& self = *static_cast<PyBuffer*>(buffer);
+    CallScope scope(self);
+    const EntryDevice where = device_of(self);
+    const DType dtype = x_dtype_of(call->x_dtype);
+    const bool fp8 = dtype == DType::fp8_e4m3;
+    if (call->allocate == nullptr)
+      throw InvalidArgument("allocate: expected the caller's allocator, got NULL");
+    if (call->num_experts < 1 || call->num_experts > INT32_MAX || call->expert_alignment < 1 ||
+        call->expert_alignment > INT32_MAX) {
+      throw InvalidArgument("num_experts, expert_alignment: expected positive 32-bit counts, got " +
+                            std::to_string(call->num_experts) + ", " +
+                            std::to_string(call->expert_alignment));
+    }
+    DispatchArgs args;
+    args.x = view_of(call->x, dtype, call->num_tokens, call->hidden, where);
+    if (fp8) {
+      SwitchyardCachedDispatchCall scales{};
+      scales.x_scales = call->x_scales;
+      scales.x_scales_column_major = call->x_scales_column_major;
+      scales.num_tokens = call->num_tokens;
+      scales.hidden = call->hidden;
+      args.x_scales = x_scales_of(scales, where);
+      args.x_scales_column_major = call->x_scales_column_major == 1;
+    }
+    args.topk_idx = view_of(call->topk_idx, DType::i64, call->num_tokens, call->topk, where);
+    if (call->topk_weights != nullptr) {
+      args.topk_weights = view_of(call->topk_weights, DType::f32, call->num_tokens, call->topk, where);
+    }
+    args.num_experts = static_cast<int>(call->num_experts);
+    args.expert_alignment = static_cast<int>(call->expert_alignment);
+    const Topology& topology = self.topology();
+    DispatchLayout layout;
+    if (call->is_token_in_rank != nullptr) {
+      const auto counts = [&](const int32_t* data, int64_t count) {
+        return Tensor::borrow(
+            TensorView(const_cast<int32_t*>(data), DType::i32, {count}, where.device, where.index));
+      };
+      layout.num_tokens_per_rank = counts(call->num_tokens_per_rank, topology.num_ranks);
+      layout.num_tokens_per_node = counts(call->num_tokens_per_node, topology.num_nodes());
+      layout.num_tokens_per_expert = counts(call->num_tokens_per_expert, call->num_experts);
+      layout.is_token_in_rank = Tensor::borrow(
+          view_of(call->is_token_in_rank, DType::boolean, call->num_tokens, topology.num_ranks, where));
+      args.layout = &layout;
+    }
+    args.num_worst_tokens = call->num_worst_tokens;
+    args.tuning = tuning_of(call->tuning);
+    args.allocate_outputs = allocator_of(*call, dtype, fp8, where);
+    args.stream = static_cast<Stream>(call->stream);
+    self.last_stream = reinterpret_cast<uintptr_t>(call->stream);
+    DispatchResult result;
+    {
+      nb::gil_scoped_release release;  // as the binding: ranks as threads of this process run meanwhile
+      result = self.dispatch(args);
+    }
+    nb::object counts = nb::cast(result.num_recv_tokens_per_expert);
+    call->handle = nb::cast(std::move(result.handle)).release().ptr();
+    call->num_recv_tokens_per_expert = counts.release().ptr();
+    return 0;
+  } catch (...) {
+    raise_any_as_python(std::current_exception());
+    return -1;
+  }
+}
+
 int combine_into(void* buffer, const SwitchyardCombineCall* call) {
   try {
     PyBuffer& self = *static_cast<PyBuffer*>(buffer);
@@ -201,11 +295,12 @@ void bind_layout_entry(BufferClass& buffer) {
         owned->entry.handle_shape = &handle_shape;
         owned->entry.cached_dispatch_into = &cached_dispatch_into;
         owned->entry.combine_into = &combine_into;
+        owned->entry.dispatch_into = &dispatch_into;
         owned->owner = object.inc_ref().ptr();
         return nb::capsule(owned, SWITCHYARD_LAYOUT_ENTRY_NAME, &release);
       },
-      "A capsule (layout_entry.h) through which switchyard._torch_ops runs get_dispatch_layout, the cached "
-      "dispatch and the combine into tensors it allocates; it keeps this Buffer alive.");
+      "A capsule (layout_entry.h) through which switchyard._torch_ops runs get_dispatch_layout, the dispatch "
+      "(fresh and cached) and the combine into tensors it allocates; it keeps this Buffer alive.");
 }
 
 }  // namespace switchyard::python

@@ -19,7 +19,7 @@ extern "C" {
 
 #define SWITCHYARD_LAYOUT_ENTRY_NAME "switchyard._C.layout_entry"
 /* Bumped whenever a struct or a function's contract changes; _torch_ops refuses another. */
-#define SWITCHYARD_LAYOUT_ENTRY_VERSION 2
+#define SWITCHYARD_LAYOUT_ENTRY_VERSION 3
 
 /* The element types of a cached dispatch's x (and so of its recv_x). */
 #define SWITCHYARD_ENTRY_DTYPE_BF16 0
@@ -97,6 +97,49 @@ typedef struct SwitchyardCombineCall {
   float* combined_topk_weights; /* f32 [num_tokens, topk] where topk > 0 */
 } SwitchyardCombineCall;
 
+/* Version 3. A fresh dispatch (switchyard.Buffer.dispatch without a handle), whose outputs the caller
+   allocates once the call knows their rows (switchyard::DispatchArgs::allocate_outputs), as DeepEP's binding
+   allocates its outputs after the count exchange. */
+typedef struct SwitchyardDispatchOutputs {
+  void* recv_x;             /* x_dtype [rows, hidden] */
+  float* recv_x_scales;     /* fp8: f32 [rows, hidden / 128]; bf16: NULL */
+  int64_t* recv_topk_idx;   /* i64 [rows, topk] */
+  float* recv_topk_weights; /* f32 [rows, topk] with topk_weights; else NULL */
+} SwitchyardDispatchOutputs;
+
+typedef struct SwitchyardDispatchCall {
+  const void* x; /* x_dtype [num_tokens, hidden] */
+  int32_t x_dtype;
+  int32_t x_scales_column_major; /* as SwitchyardCachedDispatchCall's */
+  const float* x_scales;         /* fp8: as x_scales_column_major says; bf16: NULL */
+  int64_t num_tokens;
+  int64_t hidden;
+  const int64_t* topk_idx;   /* i64 [num_tokens, topk], topk >= 1 */
+  const float* topk_weights; /* f32 [num_tokens, topk], or NULL */
+  int64_t topk;
+  int64_t num_experts;
+  int64_t expert_alignment;
+  int64_t num_worst_tokens;
+  /* get_dispatch_layout's outputs on the same topk_idx (as layout_into writes them: i32 [num_ranks],
+     [num_nodes], [num_experts]; bool [num_tokens, num_ranks]), or all NULL: the call computes the layout. */
+  const int32_t* num_tokens_per_rank;
+  const int32_t* num_tokens_per_node;
+  const int32_t* num_tokens_per_expert;
+  const uint8_t* is_token_in_rank;
+  SwitchyardCallTuning tuning;
+  void* stream; /* cudaStream_t on CUDA; ignored on the CPU backend */
+  /* Called once during the call, without the GIL, with the rows this rank receives (num_worst_tokens
+     in worst-case mode): fills `outputs` (the fields the call makes) and returns 0; or returns -1 having
+     allocated nothing, and the call fails. NOTES: after the count exchange every rank must finish its
+     call, so a failure here leaves the peers' calls to time out, as an output of the wrong rows does. */
+  int (*allocate)(void* context, int64_t rows, SwitchyardDispatchOutputs* outputs);
+  void* allocate_context;
+  /* Set by the call where it returns 0 (new references): the dispatch's switchyard._C.DispatchHandle, and
+     num_recv_tokens_per_expert as a list of ints (empty in worst-case mode). */
+  PyObject* handle;
+  PyObject* num_recv_tokens_per_expert;
+} SwitchyardDispatchCall;
+
 /* Every function is called with the GIL held. 0: done (on CUDA: enqueued on the call's `stream`).
    -1: nothing written, and a Python exception is set (switchyard.InvalidArgument and the others, naming
    the argument; a handle that is no switchyard._C.DispatchHandle is an InvalidArgument naming `handle`). */
@@ -115,6 +158,8 @@ typedef struct SwitchyardLayoutEntry {
   int (*handle_shape)(PyObject* handle, SwitchyardHandleShape* shape);
   int (*cached_dispatch_into)(void* buffer, const SwitchyardCachedDispatchCall* call);
   int (*combine_into)(void* buffer, const SwitchyardCombineCall* call);
+  /* Version 3. */
+  int (*dispatch_into)(void* buffer, SwitchyardDispatchCall* call);
 } SwitchyardLayoutEntry;
 
 #ifdef __cplusplus

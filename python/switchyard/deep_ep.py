@@ -653,19 +653,27 @@ class Buffer:
             if self._last_layout is not None and self._last_layout[0] is num_tokens_per_rank:
                 layout = self._last_layout[1]
         tuning = self._tuning(config, "dispatch", x.shape[1], topk, num_experts)
-        result = self.switchyard_buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts,
-                                                 x_scales=x_scales, expert_alignment=expert_alignment,
-                                                 layout=layout, num_worst_tokens=num_worst_tokens, tuning=tuning,
-                                                 device_counts=False)
-        recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
-        handle = normal_handle(result.handle, self.rank, self.group_size, framework_of(x), _on_stream_of(x))
+        fresh = None
+        if topk_idx is not None:
+            fresh = self._torch_dispatch(x, x_scales, topk_idx, topk_weights, layout, num_experts, expert_alignment,
+                                         num_worst_tokens, tuning)
+        if fresh is not None:
+            recv_x, recv_topk_idx, recv_topk_weights, counts, native = fresh
+        else:
+            result = self.switchyard_buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts,
+                                                     x_scales=x_scales, expert_alignment=expert_alignment,
+                                                     layout=layout, num_worst_tokens=num_worst_tokens, tuning=tuning,
+                                                     device_counts=False)
+            recv_x = (result.recv_x, result.recv_x_scales) if x_scales is not None else result.recv_x
+            recv_topk_idx, recv_topk_weights = result.recv_topk_idx, result.recv_topk_weights
+            counts, native = list(result.num_recv_tokens_per_expert), result.handle
+        handle = normal_handle(native, self.rank, self.group_size, framework_of(x), _on_stream_of(x))
         if _cuda_tensor(x) and _torch().cuda.is_current_stream_capturing():
             handle[0]  # made into the graph, so that every replay remakes them from the replayed routing
         handle.call_shape = (topk, num_experts)
         # NOTES: the layout need not outlive the call: switchyard's handle routes combine and cached
         # dispatches by its own copy of is_token_in_rank (also the tensor in DeepEP's 6-tuple above).
-        return (recv_x, result.recv_topk_idx, result.recv_topk_weights, list(result.num_recv_tokens_per_expert),
-                handle, _record_event(x, async_finish))
+        return recv_x, recv_topk_idx, recv_topk_weights, counts, handle, _record_event(x, async_finish)
 
     def combine(self, x, handle: DispatchHandle, topk_weights=None, bias=None, config: Optional[Config] = None,
                 previous_event: Optional[EventOverlap] = None, async_finish: bool = False,
@@ -692,12 +700,26 @@ class Buffer:
             combined = result.combined_x, result.combined_topk_weights
         return combined[0], combined[1], _record_event(x, async_finish)
 
-    # NOTES: switchyard._torch_ops's cached dispatch and combine allocate their outputs with at::empty and read
-    # their inputs as at::Tensors in C++, as DeepEP's binding does; the general path converts by DLPack both
+    # NOTES: switchyard._torch_ops's dispatch (fresh and cached) and combine allocate their outputs with at::empty
+    # and read their inputs as at::Tensors in C++, as DeepEP's binding does; the general path converts by DLPack both
     # ways and looks the stream up from Python, which cost get_dispatch_layout several times DeepEP's host time
     # (bench/NOTES.md, session 14). Both run on torch's current stream and give the same bits. A call the module
     # does not take (another dtype, device or layout, a strided tensor, NumPy) is answered None and goes to the
     # general path, which names any error.
+    def _torch_dispatch(self, x, x_scales, topk_idx, topk_weights, layout, num_experts, expert_alignment,
+                        num_worst_tokens, tuning):
+        """A fresh dispatch through switchyard._torch_ops, its outputs allocated by torch once the call knows
+        their rows (switchyard::DispatchArgs::allocate_outputs): (recv_x (the tuple (recv_x, recv_x_scales) for
+        fp8), recv_topk_idx, recv_topk_weights or None, num_recv_tokens_per_expert, switchyard._C.DispatchHandle);
+        None where it does not apply."""
+        ops, entry = self._torch_ops, self.switchyard_buffer._layout_entry
+        if ops is None or entry is None:
+            return None
+        tensors = None if layout is None else (layout.num_tokens_per_rank, layout.num_tokens_per_node,
+                                               layout.num_tokens_per_expert, layout.is_token_in_rank)
+        return ops.dispatch(entry, x, x_scales, topk_idx, topk_weights, tensors, num_experts, expert_alignment,
+                            num_worst_tokens, _tuning_fields(tuning))
+
     def _torch_cached_dispatch(self, x, x_scales, native, num_worst_tokens, tuning):
         """recv_x (the tuple (recv_x, recv_x_scales) for fp8) through switchyard._torch_ops; None where it
         does not apply."""

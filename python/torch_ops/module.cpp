@@ -117,6 +117,11 @@ PyMethodDef methods[] = {
     {"dispatch_layout", fastcall(&dispatch_layout), METH_FASTCALL,
      "dispatch_layout(entry, topk_idx, num_experts) -> (per rank, per node, per expert, is_token_in_rank) or "
      "None"},
+    {"dispatch", fastcall(&dispatch), METH_FASTCALL,
+     "dispatch(entry, x, x_scales, topk_idx, topk_weights, layout, num_experts, expert_alignment, "
+     "num_worst_tokens, tuning) -> (recv_x or (recv_x, recv_x_scales), recv_topk_idx, recv_topk_weights or "
+     "None, "
+     "num_recv_tokens_per_expert, handle) or None"},
     {"cached_dispatch", fastcall(&cached_dispatch), METH_FASTCALL,
      "cached_dispatch(entry, x, x_scales, handle, num_worst_tokens, tuning) -> recv_x (bf16 x), "
      "(recv_x, recv_x_scales) (fp8 x with row-major scales), or None"},
@@ -128,7 +133,7 @@ PyMethodDef methods[] = {
 PyModuleDef module = {
     PyModuleDef_HEAD_INIT,
     "_torch_ops",
-    "switchyard's torch-native entry points (get_dispatch_layout, the cached dispatch and the "
+    "switchyard's torch-native entry points (get_dispatch_layout, the dispatch, fresh and cached, and the "
     "combine). Use switchyard.deep_ep.",
     -1,
     methods,

@@ -53,6 +53,7 @@ bool expect_arguments(Py_ssize_t nargs, Py_ssize_t expected, const char* signatu
 // layout_op.cpp
 PyObject* dispatch_layout(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 // normal_ops.cpp
+PyObject* dispatch(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* cached_dispatch(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 PyObject* combine(PyObject*, PyObject* const* args, Py_ssize_t nargs);
 

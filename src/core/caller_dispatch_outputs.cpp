@@ -30,16 +30,18 @@ void expect_rows(const TensorView& tensor, const std::string& name, int64_t rows
 
 }  // namespace
 
-DispatchOutputs caller_dispatch_outputs(const DispatchPlan& plan, int64_t rows, Device device, int device_index) {
+DispatchOutputs caller_dispatch_outputs(const DispatchPlan& plan, int64_t rows, Device device,
+                                        int device_index) {
   const DispatchArgs& args = plan.args;
   const OutputShape shapes[] = {
-      {"recv_x", &DispatchOutputs::recv_x, &DispatchArgs::out_recv_x, plan.dtype, plan.hidden, "hidden", true},
+      {"recv_x", &DispatchOutputs::recv_x, &DispatchArgs::out_recv_x, plan.dtype, plan.hidden, "hidden",
+       true},
       {"recv_x_scales", &DispatchOutputs::recv_x_scales, &DispatchArgs::out_recv_x_scales, DType::f32,
        plan.hidden / common::kScaleBlock, "hidden / 128", plan.has_scales},
-      {"recv_topk_idx", &DispatchOutputs::recv_topk_idx, &DispatchArgs::out_recv_topk_idx, DType::i64, plan.topk,
-       "k", plan.topk > 0},
-      {"recv_topk_weights", &DispatchOutputs::recv_topk_weights, &DispatchArgs::out_recv_topk_weights, DType::f32,
-       plan.topk, "k", plan.has_weights},
+      {"recv_topk_idx", &DispatchOutputs::recv_topk_idx, &DispatchArgs::out_recv_topk_idx, DType::i64,
+       plan.topk, "k", plan.topk > 0},
+      {"recv_topk_weights", &DispatchOutputs::recv_topk_weights, &DispatchArgs::out_recv_topk_weights,
+       DType::f32, plan.topk, "k", plan.has_weights},
   };
   DispatchOutputs outputs;
   if (!args.allocate_outputs) {

@@ -13,6 +13,7 @@ namespace switchyard::detail {
 // DispatchArgs::allocate_outputs(rows), called here once and checked (dtype, [rows, cols], `device` and,
 // on CUDA, `device_index`), each refused by name ("allocate_outputs: recv_x: ..."); an output the call does
 // not make must be undefined. Out_recv_* keep their checks from the plan; their rows are checked here.
-DispatchOutputs caller_dispatch_outputs(const DispatchPlan& plan, int64_t rows, Device device, int device_index);
+DispatchOutputs caller_dispatch_outputs(const DispatchPlan& plan, int64_t rows, Device device,
+                                        int device_index);
 
 }  // namespace switchyard::detail

@@ -526,6 +526,116 @@ def test_torch_ops_cached_dispatch_and_combine_match_the_general_path_bitwise_an
     buffer.destroy()
 
 
+# ---- deep_ep's fresh dispatch through switchyard._torch_ops ------------------------------------------------
+def general_dispatch(buffer, x, scales, topk_idx, weights, layout, num_worst_tokens=0, expert_alignment=1):
+    result = buffer.switchyard_buffer.dispatch(x, topk_idx, weights, num_experts=NUM_EXPERTS, x_scales=scales,
+                                               layout=layout, num_worst_tokens=num_worst_tokens,
+                                               expert_alignment=expert_alignment, device_counts=False)
+    return result
+
+
+def test_torch_ops_fresh_dispatch_matches_the_general_path_bitwise_and_leaves_other_inputs_to_it(device, monkeypatch):
+    ops = torch_ops_or_skip()
+    buffer = deep_ep.Buffer(solo, backend="cuda", sharing="threads", timeout_seconds=torch_support.TIMEOUT_SECONDS,
+                            num_nvl_bytes=deep_ep.Config().get_nvl_buffer_size_hint(HIDDEN * 2, 1, topk=TOPK,
+                                                                                    num_experts=NUM_EXPERTS))
+    entry = buffer.switchyard_buffer._layout_entry
+    x, _, topk_idx, topk_weights = inputs(device)
+    x_fp8, scales, _, _ = inputs(device, seed=SEED + 1, fp8=True)
+    layout = buffer.switchyard_buffer.get_dispatch_layout(topk_idx, NUM_EXPERTS)
+    parts = tuple(layout)
+    received = general_dispatch(buffer, x, None, topk_idx, topk_weights, layout).recv_x.shape[0]
+    worst_tokens = received + 5
+
+    def fields(result, fp8=False, keep=None):
+        """(recv_x, recv_x_scales, recv_topk_idx, recv_topk_weights) of a general-path result or of the
+        module's tuple; `keep`: the rows of recv_x (and scales) compared (worst case: the received ones)."""
+        if isinstance(result, tuple):
+            recv_x, recv_topk_idx, recv_weights, counts, native = result
+            recv_x, recv_scales = recv_x if fp8 else (recv_x, None)
+        else:
+            recv_x, recv_scales, recv_topk_idx, recv_weights = (result.recv_x, result.recv_x_scales,
+                                                                result.recv_topk_idx, result.recv_topk_weights)
+        cut = (lambda t: t if t is None or keep is None else t[:keep])
+        return cut(recv_x), cut(recv_scales), recv_topk_idx, recv_weights
+
+    cases = {  # name: (x, scales, weights, layout, num_worst_tokens, expert_alignment, rows of recv_x compared)
+        "bf16": (x, None, topk_weights, parts, 0, 1, None),
+        "bf16, no weights, own layout": (x, None, None, None, 0, 1, None),
+        "fp8, aligned": (x_fp8, scales, topk_weights, parts, 0, 4, None),
+        "bf16, worst case": (x, None, topk_weights, parts, worst_tokens, 1, received),
+    }
+    first = general_dispatch(buffer, x, None, topk_idx, topk_weights, layout)
+    y = expert(first.recv_x, first.recv_topk_idx)
+    for name, (rows_x, rows_scales, weights, given, worst, alignment, keep) in cases.items():
+        want = general_dispatch(buffer, rows_x, rows_scales, topk_idx, weights,
+                                None if given is None else layout, worst, alignment)
+        got = ops.dispatch(entry, rows_x, rows_scales, topk_idx, weights, given, NUM_EXPERTS, alignment, worst, None)
+        assert got is not None, name
+        assert list(got[3]) == list(want.num_recv_tokens_per_expert), name
+        assert_same(named({name: (fields(got, rows_scales is not None, keep), fields(want, keep=keep))}), name)
+        assert all(part is None or part.device == x.device for part in fields(got, rows_scales is not None)), name
+        if worst == 0 and rows_scales is None and weights is not None:
+            # The handle the module returns routes a combine as the general path's does.
+            assert_same(named({f"{name}: combine": (general_combine(buffer, y, got[4], weights, None, None),
+                                                    general_combine(buffer, y, want.handle, weights, None, None))}),
+                        f"{name}: combine on the returned handle")
+
+    # deep_ep takes that path for its fresh dispatches (fp8 with column-major scales read in place).
+    want = general_dispatch(buffer, x, None, topk_idx, topk_weights, layout)
+    want_fp8 = general_dispatch(buffer, x_fp8, scales, topk_idx, topk_weights, layout)
+    per_rank, _, per_expert, in_rank, _ = buffer.get_dispatch_layout(topk_idx, NUM_EXPERTS)
+    refuse_the_general_path(buffer, monkeypatch)
+    common = dict(num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert,
+                  topk_idx=topk_idx, topk_weights=topk_weights)
+    recv_x, recv_idx, recv_weights, counts, handle, _ = buffer.dispatch(x, **common)
+    (recv_fp8, recv_scales), *_ = buffer.dispatch((x_fp8, scales.T.contiguous().T), **common)
+    assert counts == list(want.num_recv_tokens_per_expert)
+    assert_same(named({"deep_ep bf16": ((recv_x, recv_idx, recv_weights),
+                                        (want.recv_x, want.recv_topk_idx, want.recv_topk_weights)),
+                       "deep_ep fp8": ((recv_fp8, recv_scales), (want_fp8.recv_x, want_fp8.recv_x_scales))}),
+                "deep_ep's fresh dispatch")
+    assert buffer.dispatch(x, handle=handle)[0] is not None  # its handle replays (through the cached path)
+    monkeypatch.undo()
+
+    # Enqueued on torch's current stream: x written there behind a sleep is what it reads, on a side stream
+    # and on torch's default stream (0 to torch; the Buffer's own stream to switchyard if passed as is).
+    side = torch.cuda.Stream()
+    with torch.cuda.stream(side):
+        on_side = ops.dispatch(entry, written_late(x, float("nan")), None, topk_idx, topk_weights, parts,
+                               NUM_EXPERTS, 1, 0, None)
+    side.synchronize()
+    with torch.cuda.stream(torch.cuda.default_stream(device)):
+        on_default = ops.dispatch(entry, written_late(x, float("nan")), None, topk_idx, topk_weights, parts,
+                                  NUM_EXPERTS, 1, 0, None)
+    torch.cuda.synchronize(device)
+    assert_same(named({"on a side stream": (fields(on_side), fields(want)),
+                       "on the default stream": (fields(on_default), fields(want))}), "streams")
+
+    # Inputs this path does not take: None, and deep_ep's general path converts or refuses them.
+    for name, args in {
+        "strided x": (x.t().contiguous().t(), None, topk_idx, topk_weights, parts),
+        "host x": (x.cpu(), None, topk_idx, topk_weights, parts),
+        "int32 topk_idx": (x, None, topk_idx.int(), topk_weights, parts),
+        "topk_idx of other tokens": (x, None, topk_idx[1:].contiguous(), topk_weights, parts),
+        "f64 weights": (x, None, topk_idx, topk_weights.double(), parts),
+        "weights of other k": (x, None, topk_idx, topk_weights[:, :1].contiguous(), parts),
+        "int64 counts": (x, None, topk_idx, topk_weights, (parts[0].long(),) + parts[1:]),
+        "a layout of three": (x, None, topk_idx, topk_weights, parts[:3]),
+        "fp8 without scales": (x_fp8, None, topk_idx, topk_weights, parts),
+    }.items():
+        assert ops.dispatch(entry, *args, NUM_EXPERTS, 1, 0, None) is None, name
+    for experts, alignment, worst, tuning in ((64.0, 1, 0, None), (0, 1, 0, None), (NUM_EXPERTS, 1, 0.0, None),
+                                              (NUM_EXPERTS, 1, 0, (0, 0))):
+        assert ops.dispatch(entry, x, None, topk_idx, topk_weights, parts, experts, alignment, worst, tuning) is None
+    # The call's own refusals are switchyard's errors, naming the argument.
+    with pytest.raises(switchyard.InvalidArgument, match="^num_experts, expert_alignment:"):
+        ops.dispatch(entry, x, None, topk_idx, topk_weights, parts, NUM_EXPERTS, 0, 0, None)
+    with pytest.raises(TypeError):
+        ops.dispatch(entry, x, None, topk_idx, topk_weights, parts, NUM_EXPERTS, 1, 0)
+    buffer.destroy()
+
+
 # ---- every engine against the CPU backend, bit for bit ---------------------------------------------
 @pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
 def test_normal_engine_matches_the_cpu_backend_bitwise(cuda_buffer, cpu_buffer, device, fp8):

@@ -14,7 +14,7 @@ import switchyard
 
 HIDDEN, TOPK, SEED = 256, 3, 11
 ENTRY_NAME = b"switchyard._C.layout_entry"
-ENTRY_VERSION = 2
+ENTRY_VERSION = 3
 DTYPE_BF16, DTYPE_FP8_E4M3 = 0, 1
 
 
@@ -50,18 +50,52 @@ class CombineCall(ctypes.Structure):
                 ("combined_topk_weights", ctypes.c_void_p)]
 
 
+class DispatchOutputs(ctypes.Structure):
+    _fields_ = [("recv_x", ctypes.c_void_p), ("recv_x_scales", ctypes.c_void_p), ("recv_topk_idx", ctypes.c_void_p),
+                ("recv_topk_weights", ctypes.c_void_p)]
+
+
+# CFUNCTYPE: the entry calls the allocator without the GIL; ctypes takes it for the Python function.
+ALLOCATE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(DispatchOutputs))
+
+
+class DispatchCall(ctypes.Structure):
+    _fields_ = [("x", ctypes.c_void_p), ("x_dtype", ctypes.c_int32), ("x_scales_column_major", ctypes.c_int32),
+                ("x_scales", ctypes.c_void_p), ("num_tokens", ctypes.c_int64), ("hidden", ctypes.c_int64),
+                ("topk_idx", ctypes.c_void_p), ("topk_weights", ctypes.c_void_p), ("topk", ctypes.c_int64),
+                ("num_experts", ctypes.c_int64), ("expert_alignment", ctypes.c_int64),
+                ("num_worst_tokens", ctypes.c_int64), ("num_tokens_per_rank", ctypes.c_void_p),
+                ("num_tokens_per_node", ctypes.c_void_p), ("num_tokens_per_expert", ctypes.c_void_p),
+                ("is_token_in_rank", ctypes.c_void_p), ("tuning", CallTuning), ("stream", ctypes.c_void_p),
+                ("allocate", ALLOCATE), ("allocate_context", ctypes.c_void_p), ("handle", ctypes.c_void_p),
+                ("num_recv_tokens_per_expert", ctypes.c_void_p)]
+
+
+def steal(pointer):
+    """The object a new reference at `pointer` (a PyObject*) names, that reference taken over (or None)."""
+    if not pointer:
+        return None
+    value = ctypes.cast(pointer, ctypes.py_object).value
+    decref = ctypes.pythonapi.Py_DecRef
+    decref.argtypes, decref.restype = [ctypes.c_void_p], None
+    decref(pointer)
+    return value
+
+
 # PYFUNCTYPE: called with the GIL held, and a set Python exception is raised when the call returns.
 LAYOUT_INTO = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(LayoutCall))
 HANDLE_SHAPE = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.py_object, ctypes.POINTER(HandleShape))
 CACHED_DISPATCH_INTO = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(CachedDispatchCall))
 COMBINE_INTO = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(CombineCall))
+DISPATCH_INTO = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.POINTER(DispatchCall))
 
 
 class LayoutEntry(ctypes.Structure):
     _fields_ = [("version", ctypes.c_uint32), ("cuda", ctypes.c_int32), ("device", ctypes.c_int32),
                 ("num_ranks", ctypes.c_int32), ("num_nodes", ctypes.c_int32), ("max_num_experts", ctypes.c_int32),
                 ("buffer", ctypes.c_void_p), ("layout_into", LAYOUT_INTO), ("handle_shape", HANDLE_SHAPE),
-                ("cached_dispatch_into", CACHED_DISPATCH_INTO), ("combine_into", COMBINE_INTO)]
+                ("cached_dispatch_into", CACHED_DISPATCH_INTO), ("combine_into", COMBINE_INTO),
+                ("dispatch_into", DISPATCH_INTO)]
 
 
 def entry_of(capsule):
@@ -300,6 +334,117 @@ def test_the_entry_dispatches_cached_and_combines_as_the_general_path_bitwise_an
             message, kept = refusals[name]
             assert message.startswith(prefix), f"{context}: {name}: {message}"
             assert kept, f"{context}: {name}: a refused call wrote its outputs"
+
+
+# ---- the fresh dispatch, its outputs from the caller's allocator (entry version 3) ------------------------
+class Allocator:
+    """The caller's side of SwitchyardDispatchCall::allocate: filled NumPy outputs of the rows it is asked for,
+    kept here (the entry writes into them), and every rows it was asked for. `fail`: answers -1 instead."""
+
+    def __init__(self, hidden, x_dtype, fp8, topk, weights, fail=False):
+        self.asked, self.outputs = [], None
+        self.hidden, self.x_dtype, self.fp8, self.topk, self.weights, self.fail = hidden, x_dtype, fp8, topk, weights, fail
+        self.callback = ALLOCATE(self._allocate)
+
+    def _allocate(self, _context, rows, outputs):
+        self.asked.append(rows)
+        if self.fail:
+            return -1
+        self.outputs = (filled((rows, self.hidden), self.x_dtype),
+                        filled((rows, self.hidden // 128), np.float32) if self.fp8 else None,
+                        filled((rows, self.topk), np.int64),
+                        filled((rows, self.topk), np.float32) if self.weights else None)
+        outputs.contents.recv_x, outputs.contents.recv_x_scales, outputs.contents.recv_topk_idx, \
+            outputs.contents.recv_topk_weights = (address(array) for array in self.outputs)
+        return 0
+
+
+def call_dispatch(entry, x, scales, topk_idx, weights, num_experts, allocator, layout=None, num_worst_tokens=0,
+                  x_scales_column_major=0, expert_alignment=1):
+    counts = [None] * 4 if layout is None else [address(np.ascontiguousarray(part)) for part in layout]
+    call = DispatchCall(address(x), DTYPE_BF16 if scales is None else DTYPE_FP8_E4M3, x_scales_column_major,
+                        address(scales), x.shape[0], x.shape[1], address(topk_idx), address(weights),
+                        topk_idx.shape[1], num_experts, expert_alignment, num_worst_tokens, *counts,
+                        CallTuning(0, 0, 0), None, allocator.callback if allocator else ALLOCATE(), None)
+    status = entry.dispatch_into(entry.buffer, ctypes.byref(call))
+    return status, steal(call.handle), steal(call.num_recv_tokens_per_expert)
+
+
+def fresh_dispatch_job(rank, num_ranks, allgather, seed, num_experts):
+    rng = np.random.default_rng([seed, rank])
+    num_tokens = 17 + 6 * rank
+    x, _, topk_idx, topk_weights = reference.draw_inputs(rng, num_tokens, HIDDEN, TOPK, num_experts)
+    x_fp8, scales, _, _ = reference.draw_inputs(rng, num_tokens, HIDDEN, TOPK, num_experts, fp8=True)
+    buffer = switchyard.Buffer(allgather, backend="cpu", sharing="processes", hidden=HIDDEN, topk=TOPK,
+                               num_experts=num_experts, config=switchyard.Config(timeout_seconds=20))
+    layout = tuple(np.asarray(part) for part in buffer.get_dispatch_layout(topk_idx, num_experts))
+    capsule = buffer.native.layout_entry()
+    entry = entry_of(capsule)
+    out = {}
+    cases = (("bf16, weights, layout", x, None, topk_weights, layout, 0, 0, 1),
+             ("bf16, no weights, own layout", x, None, None, None, 0, 0, 1),
+             ("fp8, row-major scales, aligned", x_fp8, scales, topk_weights, layout, 0, 0, 4),
+             ("fp8, column-major scales", x_fp8, np.ascontiguousarray(scales.T), topk_weights, layout, 0, 1, 1),
+             ("bf16, worst case", x, None, topk_weights, layout, 3 * num_tokens * num_ranks, 0, 1))
+    for name, rows_x, rows_scales, weights, given_layout, worst, column_major, alignment in cases:
+        general_scales = rows_scales.T if column_major else rows_scales  # the general path reads the layout
+        want = buffer.dispatch(rows_x, topk_idx, weights, num_experts=num_experts, x_scales=general_scales,
+                               num_worst_tokens=worst, expert_alignment=alignment)
+        allocator = Allocator(HIDDEN, rows_x.dtype, rows_scales is not None, TOPK, weights is not None)
+        status, handle, counts = call_dispatch(entry, rows_x, rows_scales, topk_idx, weights, num_experts, allocator,
+                                               given_layout, worst, column_major, alignment)
+        rows = want.recv_x.shape[0]
+        received = rows if not worst else received  # the first case has no padding rows
+        # Past the received rows recv_x (and its scales) is unspecified in worst-case mode; the routing is not.
+        pairs = list(zip(allocator.outputs or (), (want.recv_x, want.recv_x_scales, want.recv_topk_idx,
+                                                   want.recv_topk_weights), (received, received, rows, rows)))
+        pairs = [(got if got is None else got[:keep], want if want is None else want[:keep])
+                 for got, want, keep in pairs]
+        # The handle the entry returned routes a combine as the general path's does.
+        y = reference.expert(want.recv_x, want.recv_topk_idx) if rows_scales is None else None
+        combined = None if y is None else (buffer.combine(y, handle).combined_x,
+                                           buffer.combine(y, want.handle).combined_x)
+        out[name] = (status, allocator.asked, rows, pairs, list(counts) if counts is not None else None,
+                     list(want.num_recv_tokens_per_expert), combined)
+    # Refused by name before any peer is waited for: no allocator. With one rank, an allocator that fails
+    # (after the count exchange, where peers would wait for this rank): switchyard.Error, nothing left behind.
+    refusals = {"no allocator": refusal(lambda: call_dispatch(entry, x, None, topk_idx, topk_weights, num_experts,
+                                                              None))}
+    if num_ranks == 1:
+        failing = Allocator(HIDDEN, x.dtype, False, TOPK, True, fail=True)
+        try:
+            call_dispatch(entry, x, None, topk_idx, topk_weights, num_experts, failing)
+            refusals["allocator fails"] = ("no error", failing.asked)
+        except switchyard.Error as error:
+            refusals["allocator fails"] = (str(error), failing.asked)
+    allgather(b"done")  # every rank is done with its peers before any capsule (and so its heap) goes
+    del entry, capsule
+    return out, refusals
+
+
+@pytest.mark.parametrize("num_ranks", [1, 2])
+def test_the_entrys_fresh_dispatch_fills_the_callers_allocations_as_the_general_path_bitwise(ranks, num_ranks):
+    results = ranks(num_ranks).run(fresh_dispatch_job, [(SEED, 8)] * num_ranks)
+    for rank, (out, refusals) in enumerate(results):
+        for name, (status, asked, rows, pairs, counts, want_counts, combined) in out.items():
+            context = f"rank {rank}, seed {SEED}: {name}"
+            assert status == 0, context
+            assert asked == [rows], f"{context}: the allocator was asked for {asked}, expected [{rows}]"
+            assert counts == want_counts, context
+            for got, want in pairs:
+                assert (got is None) == (want is None), context
+                if got is not None:
+                    assert got.dtype == np.asarray(want).dtype and got.shape == want.shape, context
+                    np.testing.assert_array_equal(got.view(np.uint8), np.ascontiguousarray(want).view(np.uint8),
+                                                  err_msg=context)
+            if combined is not None:
+                np.testing.assert_array_equal(np.asarray(combined[0]), np.asarray(combined[1]), err_msg=context)
+        message, _ = refusals["no allocator"]
+        assert message.startswith("allocate:"), message
+        if "allocator fails" in refusals:
+            message, asked = refusals["allocator fails"]
+            assert "allocate: the caller's allocator could not make the outputs" in message, message
+            assert len(asked) == 1, asked
 
 
 def last_stream_job(rank, num_ranks, allgather):
