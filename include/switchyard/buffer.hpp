@@ -181,6 +181,9 @@ struct DispatchArgs {
   Stream stream = nullptr;
 };
 
+// On CUDA the outputs the library allocates (those neither given as out_recv_* nor made by allocate_outputs)
+// share one allocation (one stream-ordered allocation per call instead of four): its memory returns to the
+// pool once every one of them is gone.
 struct DispatchResult {
   Tensor recv_x;             // [M, H], x's dtype, ordered by source rank, then source token
   Tensor recv_x_scales;      // f32 [M, H / 128] (fp8 only)
@@ -211,6 +214,7 @@ struct CombineArgs {
   Stream stream = nullptr;
 };
 
+// On CUDA, combined_x and combined_topk_weights, where the library allocates both, share one allocation.
 struct CombineResult {
   Tensor combined_x;             // bf16 [N, H]
   Tensor combined_topk_weights;  // f32 [N, K], when topk_weights was given
