@@ -8,6 +8,7 @@
 #include "common/low_latency_protocol.hpp"
 #include "core/normal_handle.hpp"
 #include "core/normal_sizing.hpp"
+#include "cuda/normal/combine_outputs.hpp"
 #include "cuda/normal/dispatch_outputs.hpp"
 #include "cuda/normal/kernels.hpp"
 #include "cuda/normal/routing_copy.hpp"
@@ -279,16 +280,7 @@ CombineResult InternodeEngine::run_combine(const detail::CombinePlan& plan, Kern
   const auto links = transports(layout, shape.rdma);
   const cudaStream_t stream = env.stream;
 
-  CombineResult result;
-  result.combined_x = args.out_combined_x.defined()
-                          ? Tensor::borrow(args.out_combined_x)
-                          : allocate(env.allocation_stream, DType::bf16, {handle.num_tokens, plan.hidden});
-  if (plan.has_weights) {
-    result.combined_topk_weights =
-        args.out_combined_topk_weights.defined()
-            ? Tensor::borrow(args.out_combined_topk_weights)
-            : allocate(env.allocation_stream, DType::f32, {handle.num_tokens, plan.topk});
-  }
+  CombineResult result = combine_outputs(plan, handle.num_tokens, device_, env.allocation_stream);
   // Opening: resets and one barrier.
   InternodeNotifyLaunch opening{};
   opening.shape = shape;

@@ -5,6 +5,7 @@
 #include "common/host_device.hpp"
 #include "core/carved_allocation.hpp"
 #include "core/normal_sizing.hpp"
+#include "cuda/normal/combine_outputs.hpp"
 #include "cuda/normal/dispatch_outputs.hpp"
 #include "cuda/normal/routing_copy.hpp"
 #include "device/cuda_check.hpp"
@@ -315,22 +316,7 @@ CombineResult NormalEngine::run_combine(const detail::CombinePlan& plan, KernelC
   const detail::NormalHandleData& handle = *plan.handle;
   const CombineArgs& args = plan.args;
   context.layout = detail::combine_heap_layout(plan);
-  CombineResult result;
-  // The outputs the caller did not give, from one allocation (detail::CarvedAllocation).
-  const bool new_x = !args.out_combined_x.defined();
-  const bool new_weights = plan.has_weights && !args.out_combined_topk_weights.defined();
-  detail::CarvedAllocation outputs;
-  const size_t x_at = new_x ? outputs.reserve(DType::bf16, handle.num_tokens * plan.hidden) : 0;
-  const size_t weights_at = new_weights ? outputs.reserve(DType::f32, handle.num_tokens * plan.topk) : 0;
-  const Tensor storage =
-      new_x || new_weights ? outputs.allocate(Device::cuda, device_, env.allocation_stream) : Tensor();
-  result.combined_x = new_x ? Tensor::part_of(storage, x_at, DType::bf16, {handle.num_tokens, plan.hidden})
-                            : Tensor::borrow(args.out_combined_x);
-  if (plan.has_weights) {
-    result.combined_topk_weights =
-        new_weights ? Tensor::part_of(storage, weights_at, DType::f32, {handle.num_tokens, plan.topk})
-                    : Tensor::borrow(args.out_combined_topk_weights);
-  }
+  CombineResult result = combine_outputs(plan, handle.num_tokens, device_, env.allocation_stream);
   if (plan.y_in_heap) {
     // Each home rank learns where its rows start in this rank's receive order before the barrier.
     launch_begin_combine_in_place(context, handle.recv_channel_start.as<const int32_t>(), plan.combine_input,
