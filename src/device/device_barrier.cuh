@@ -45,6 +45,29 @@ __device__ __forceinline__ bool block_barrier_all_ranks(const KernelContext& con
   return __syncthreads_and(arrived) != 0;
 }
 
+// The closing barrier of a call, held by the last block of the kernel that ends it (the in-place dispatch's
+// gather, the in-place combine) instead of by a kernel of its own: one launch less a call. Every block of the
+// grid calls it, whatever it did; each counts itself out in `blocks_done` (device memory of the engine, 0
+// between calls) after its reads of peers' heaps are complete, and the last one to do so puts the count back
+// to 0 (the next call's kernels run after this one ends) and holds the barrier, as a barrier kernel of its
+// own did until session 32: after it no peer writes again what this rank read until this rank is done
+// reading. A refused call skips it on every rank (number_barrier); a rank that gave up still arrives, and its
+// waits end at once.
+__device__ __forceinline__ void close_call_by_last_block(const KernelContext& context,
+                                                         uint64_t* blocks_done) {
+  __shared__ int is_last_block;
+  __syncthreads();  // the block's reads are done
+  if (threadIdx.x == 0) {
+    // NOTES: acq_rel: the release orders this block's reads (ordered before it by __syncthreads) before its
+    // count; the acquire lets the last block's barrier come after every other block's.
+    is_last_block = ptx::atom_add_acq_rel_gpu_u64(blocks_done, 1) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!is_last_block) return;
+  if (threadIdx.x == 0) *blocks_done = 0;
+  block_barrier_all_ranks(context);
+}
+
 // Zeroes the head and tail of every ring this rank receives on (before the barrier that opens a call).
 __device__ __forceinline__ void reset_own_rings(const KernelContext& context) {
   const int num_rings = context.num_channels * context.num_ranks;

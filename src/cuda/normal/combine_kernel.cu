@@ -10,6 +10,7 @@
 #include "device/bf16x8.cuh"
 #include "device/bounded_wait.cuh"
 #include "device/cuda_check.hpp"
+#include "device/device_barrier.cuh"
 #include "device/warp_copy.cuh"
 #include "device/warp_group.cuh"
 
@@ -369,14 +370,17 @@ __global__ void __launch_bounds__(kTargetWarps * 32, 1)
   const int channel = blockIdx.x / 2;
   // The opening found the ranks' calls mismatched (or a peer failed): write nothing (a token that no rank
   // holds would otherwise get its +0 row without any wait noticing; found on the GPU, session 30).
-  if (call_stopped(context)) return;
-  // Rows in place: the home ranks read them where this rank's caller wrote them, so there is nothing to
-  // send, and the channel's two blocks both reduce (combine_receiver).
-  if (blockIdx.x % 2 == 0 && !launch.rows_in_place) {
-    combine_sender(context, launch, shared, channel, warp_group_of_this_warp(warps_per_group));
-  } else {
-    combine_receiver(context, launch, shared, channel);
+  if (!call_stopped(context)) {
+    // Rows in place: the home ranks read them where this rank's caller wrote them, so there is nothing to
+    // send, and the channel's two blocks both reduce (combine_receiver).
+    if (blockIdx.x % 2 == 0 && !launch.rows_in_place) {
+      combine_sender(context, launch, shared, channel, warp_group_of_this_warp(warps_per_group));
+    } else {
+      combine_receiver(context, launch, shared, channel);
+    }
   }
+  // Rows read in place: every home is done reading this rank's rows before the caller's next write to them.
+  if (launch.rows_in_place) close_call_by_last_block(context, launch.blocks_done);
 }
 
 }  // namespace

@@ -11,7 +11,8 @@
 namespace switchyard::cuda {
 
 // combined_x (bf16 [num_tokens, hidden]) and, with weights, combined_topk_weights (f32 [num_tokens, K]):
-// the caller's where given, else carved from one allocation on `allocation_stream` (detail::CarvedAllocation).
+// the caller's where given, else carved from one allocation on `allocation_stream`
+// (detail::CarvedAllocation).
 CombineResult combine_outputs(const detail::CombinePlan& plan, int64_t num_tokens, int device,
                               cudaStream_t allocation_stream);
 

@@ -21,8 +21,8 @@ enum DispatchPhaseMark : int {
   kDispatchNotified,      // the notify done
   kDispatchCountsCopied,  // the counts' copies done (copy readback; else at once)
   kDispatchRowsQueued,    // enqueued after the host has the counts: the stream was idle until it ran
-  kDispatchRowsMoved,     // the gather (in place) or the ring dispatch done
-  kDispatchClosed,        // the closing barrier done (in place; else at once)
+  kDispatchRowsMoved,     // the gather (in place, its closing barrier included) or the ring dispatch done
+  kDispatchClosed,        // at once (the in-place closing barrier is the gather's since session 32)
   kDispatchPhaseMarks,
 };
 

@@ -24,9 +24,13 @@ NormalEngine::NormalEngine(const BufferOptions& options, detail::BufferId owner,
   // Once, before any rank launches: changing a kernel's attributes later could wait for its running
   // instances, i.e. for peers that wait for us.
   prepare_normal_kernels(device_);
+  SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&blocks_done_), 2 * sizeof(uint64_t)));
+  SY_CUDA_CHECK(cudaMemset(blocks_done_, 0, 2 * sizeof(uint64_t)));
 }
 
-NormalEngine::~NormalEngine() = default;
+NormalEngine::~NormalEngine() {
+  if (blocks_done_) cudaFree(blocks_done_);
+}
 
 Tensor NormalEngine::allocate(const CallEnv& env, DType dtype, std::initializer_list<int64_t> dims) const {
   // Stream-ordered: no allocation or free inside a call synchronises the device.
@@ -293,10 +297,12 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
       detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
   phases_.mark(kDispatchRowsQueued, stream);
   if (plan.x_in_heap) {
-    launch_gather(context, gather_launch(plan, *handle, result, message, rows), stream);
+    GatherLaunch gather = gather_launch(plan, *handle, result, message, rows);
+    gather.blocks_done = blocks_done_;
+    // Its last block holds the closing barrier: every peer is done reading this rank's input before the
+    // caller's next write to it.
+    launch_gather(context, gather, stream);
     phases_.mark(kDispatchRowsMoved, stream);
-    // Rows read in place: every peer is done reading this rank's input before the caller's next write to it.
-    launch_end_call(context, stream);
   } else {
     launch_dispatch(context, dispatch_launch(plan, *handle, result, message, rows), stream);
     phases_.mark(kDispatchRowsMoved, stream);
@@ -340,9 +346,10 @@ CombineResult NormalEngine::run_combine(const detail::CombinePlan& plan, KernelC
   launch.combined_topk_weights = plan.has_weights ? result.combined_topk_weights.as<float>() : nullptr;
   launch.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;
   launch.bias1 = args.bias1.defined() ? args.bias1.as<const uint16_t>() : nullptr;
+  // Rows in place: the combine's last block holds the closing barrier (every home is done reading this
+  // rank's rows before the caller's next write to them).
+  launch.blocks_done = plan.y_in_heap ? blocks_done_ + 1 : nullptr;
   launch_combine(context, launch, env.stream);
-  // Rows read in place: every home is done reading this rank's rows before the caller's next write to them.
-  if (plan.y_in_heap) launch_end_call(context, env.stream);
   return result;
 }
 

@@ -38,6 +38,9 @@ class NormalEngine final : public detail::NormalUnit {
   CallServices& services_;
   DispatchCounts counts_;  // how a fresh dispatch's host reads its output sizes
   DispatchPhases phases_;  // SWITCHYARD_NORMAL_PHASES: where a fresh dispatch's time goes
+  // Device memory, 0 between calls: the blocks of the in-place gather ([0]) and combine ([1]) that finished
+  // the call (close_call_by_last_block, device/device_barrier.cuh).
+  uint64_t* blocks_done_ = nullptr;
 };
 
 }  // namespace switchyard::cuda

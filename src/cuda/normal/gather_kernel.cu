@@ -1,11 +1,13 @@
 // The `normal` dispatch in place (docs/normal-in-place.md): no sender and no ring. The whole grid pulls
 // the received rows from the sources' heaps, a warp per row: the row and its scales by TMA through the
 // warp's staging buffer, its routing (the source's topk_idx and weights, as this rank sees them) by the
-// lanes. The same SMs as the ring dispatch (two blocks per channel), all of them pulling.
+// lanes. The same SMs as the ring dispatch (two blocks per channel), all of them pulling; the last block to
+// finish holds the call's closing barrier.
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/normal/kernels.hpp"
 #include "device/bounded_wait.cuh"
 #include "device/cuda_check.hpp"
+#include "device/device_barrier.cuh"
 #include "device/staged_row_copy.cuh"
 #include "device/warp_group.cuh"
 
@@ -105,9 +107,9 @@ __device__ void pad_worst_case_rows(const GatherLaunch& launch, int64_t received
   }
 }
 
-__global__ void gather_kernel(KernelContext context, GatherLaunch launch) {
-  extern __shared__ __align__(128) uint8_t dynamic_shared[];
-  __shared__ uint64_t tma_barrier[kGatherWarps];
+// The block's share of the call: its rows, and in worst-case mode its padding rows.
+__device__ void gather_block(const KernelContext& context, const GatherLaunch& launch,
+                             uint8_t* dynamic_shared, uint64_t* tma_barrier) {
   // The opening found the ranks' calls mismatched (or a peer failed): nothing to pull that anyone expects.
   if (call_stopped(context)) return;
   const int64_t received = launch.received.recv_channel_start[context.num_ranks * context.num_channels];
@@ -130,6 +132,14 @@ __global__ void gather_kernel(KernelContext context, GatherLaunch launch) {
                          &tma_barrier[warp], 0};
   gather_rows(context, launch, received, row_copy);
   pad_worst_case_rows(launch, received);
+}
+
+__global__ void gather_kernel(KernelContext context, GatherLaunch launch) {
+  extern __shared__ __align__(128) uint8_t dynamic_shared[];
+  __shared__ uint64_t tma_barrier[kGatherWarps];
+  gather_block(context, launch, dynamic_shared, tma_barrier);
+  // Rows read in place: every peer is done reading this rank's input before the caller's next write to it.
+  close_call_by_last_block(context, launch.blocks_done);
 }
 
 }  // namespace

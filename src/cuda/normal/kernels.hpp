@@ -35,10 +35,6 @@ void launch_begin_combine_in_place(const KernelContext& context, const int32_t* 
                                    const common::NormalCombineInputLayout& input, uint64_t signature,
                                    const int64_t* routing_epoch, cudaStream_t stream);
 
-// Waits for all ranks: the end of a call whose rows peers read in place, so that the caller's next write
-// to them (after the call on its stream) cannot race a peer's read.
-void launch_end_call(const KernelContext& context, cudaStream_t stream);
-
 struct NotifyLaunch {
   const bool* is_token_in_rank;  // [N, R]
   const int64_t* topk_idx;       // [N, K]
@@ -105,14 +101,15 @@ void launch_dispatch(const KernelContext& context, const DispatchLaunch& launch,
 // received row is pulled from its source's heap. By the routing the sources left there (their send lists
 // for this rank, written by the notify or copied from a cached handle, and their topk_idx and weights), or,
 // for a cached dispatch without topk_idx (DispatchPlan::gather_by_handle), by the cached handle's own
-// receive order. Runs after the opening barrier (every source's x and routing are written) and before
-// launch_end_call (no peer still reads them when the caller refills x).
+// receive order. Runs after the opening barrier (every source's x and routing are written); its last block
+// holds the closing barrier (no peer still reads them when the caller refills x).
 struct GatherLaunch {
   common::NormalInputLayout input;  // where every source keeps its x, scales and routing
   uint32_t row_bytes, num_scales;   // hidden * element size; hidden / 128 for fp8, else 0
   int topk, local_experts;          // topk 0: no routing is pulled (weights: where recv_topk_weights is set)
   const int32_t* cached_recv_src_token;  // [M]: by the handle (gather_by_handle), else null
   ReceivedRows received;
+  uint64_t* blocks_done;  // the engine's (device memory, 0 between calls): close_call_by_last_block's count
 };
 void launch_gather(const KernelContext& context, const GatherLaunch& launch, cudaStream_t stream);
 
@@ -123,6 +120,9 @@ struct CombineLaunch {
   // tokens' rows and weights from the expert ranks' heaps at `input` (docs/normal-in-place.md).
   bool rows_in_place;
   common::NormalCombineInputLayout input;
+  // rows_in_place: the engine's (device memory, 0 between calls): close_call_by_last_block's count, whose
+  // last block holds the closing barrier.
+  uint64_t* blocks_done;
   // Send side (expert rank).
   const uint8_t* y;
   const float* y_topk_weights;

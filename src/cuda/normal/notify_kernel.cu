@@ -44,10 +44,6 @@ __global__ void begin_combine_in_place_kernel(KernelContext context, const int32
   block_barrier_all_ranks(context, opening_signature(signature, routing_epoch));
 }
 
-__global__ void end_call_kernel(KernelContext context) {
-  block_barrier_all_ranks(context);
-}
-
 // Counts (pass 1) or lists (pass 2) each destination's tokens per channel, a warp per
 // (destination, channel), 32 tokens per ballot.
 __device__ void scan_channel_tokens(const KernelContext& context, const NotifyLaunch& launch, int32_t* counts,
@@ -235,7 +231,6 @@ void prepare_normal_kernels(int device) {
   [] {
     preload_kernel(begin_call_kernel);
     preload_kernel(begin_combine_in_place_kernel);
-    preload_kernel(end_call_kernel);
     preload_kernel(dispatch_notify_kernel);
     SY_CUDA_CHECK(cudaFuncSetAttribute(dispatch_notify_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        static_cast<int>(kNotifySharedBytes)));
@@ -257,11 +252,6 @@ void launch_begin_combine_in_place(const KernelContext& context, const int32_t* 
                                    const int64_t* routing_epoch, cudaStream_t stream) {
   begin_combine_in_place_kernel<<<1, kBeginThreads, 0, stream>>>(context, recv_channel_start, input,
                                                                  signature, routing_epoch);
-  SY_CUDA_CHECK_LAUNCH();
-}
-
-void launch_end_call(const KernelContext& context, cudaStream_t stream) {
-  end_call_kernel<<<1, kBeginThreads, 0, stream>>>(context);
   SY_CUDA_CHECK_LAUNCH();
 }
 
