@@ -7,9 +7,11 @@
 #     the capture refusal, the timeout and bad-expert cases under both readbacks);
 #   - the handle's tables and the outputs carved from one allocation each (every normal case runs them);
 #   - SWITCHYARD_NORMAL_PHASES=1: the 128-token fresh dispatch's phase breakdown, the figure session 31's plan
-#     asked for, with copy against poll, in place and on rings (the "normal phases:" lines, one per rank).
+#     asked for, with copy against poll, in place and on rings (the "normal phases:" lines, one per rank);
+#   - the in-place closing barrier held by the gather's / combine's last block (close_call_by_last_block): the
+#     suite's heap-input cases and refusals, and the process tests with heap inputs (one process per rank).
 # Repack first (main moves on):
-#   SWITCHYARD_PACK_ONLY='(normal_engine|cuda_internode_test|low_latency_test|symmetric_test|rank_mask|hostile_calls|switchyard-bench)' \
+#   SWITCHYARD_PACK_ONLY='(normal_engine|cuda_internode_test|low_latency_test|symmetric_test|rank_mask|hostile_calls|process_ranks|switchyard-bench)' \
 #   SWITCHYARD_PACK_OUT=build/gpu-carry32/c1.tar.xz bash scripts/gpu-pack.sh build/gpu-local
 cd "$(dirname "$0")/../../../.."
 CALL=c1; CARRY="build/gpu-carry32/c1.tar.xz"; BUDGET=540
@@ -23,6 +25,12 @@ for suite in internode low_latency symmetric rank_mask hostile_calls; do
   step suite-$suite 90 $T/switchyard_cuda_${suite}_test --gtest_brief=1
 done
 start_mps
+for ranks in 2 8; do
+  for heap in off on; do
+    step processes-normal-np$ranks-heap-$heap 60 $T/switchyard_cuda_process_ranks_test --ranks $ranks --engine normal \
+      --heap-tensors $heap
+  done
+done
 BENCH=$B/tools/bench/switchyard-bench
 for heap in on off; do
   for counts in copy poll; do
