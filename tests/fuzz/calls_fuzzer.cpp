@@ -263,10 +263,23 @@ class Session {
     }
     args.num_worst_tokens = num_worst_tokens(n);
     const int64_t rows = args.num_worst_tokens > 0 ? args.num_worst_tokens : n;
-    args.out_recv_x = draw_.output(dtype, {rows, h});
-    args.out_recv_x_scales = draw_.output(DType::f32, {rows, h / 128});
-    args.out_recv_topk_idx = draw_.output(DType::i64, {rows, k});
-    args.out_recv_topk_weights = draw_.output(DType::f32, {rows, k});
+    // The outputs: preallocated (out_recv_*), made by the caller's allocator once the rows are known
+    // (DispatchArgs::allocate_outputs: drawn like out_recv_*, of the rows it is asked for or others), or both
+    // (refused by name).
+    const uint8_t outputs = input_.ConsumeIntegralInRange<uint8_t>(0, 7);
+    if (outputs < 5 || outputs == 7) {
+      args.out_recv_x = draw_.output(dtype, {rows, h});
+      args.out_recv_x_scales = draw_.output(DType::f32, {rows, h / 128});
+      args.out_recv_topk_idx = draw_.output(DType::i64, {rows, k});
+      args.out_recv_topk_weights = draw_.output(DType::f32, {rows, k});
+    }
+    if (outputs >= 5) {
+      args.allocate_outputs = [this, dtype, h, k](int64_t asked) {
+        const int64_t made = draw_.size(asked);
+        return DispatchOutputs{draw_.output(dtype, {made, h}), draw_.output(DType::f32, {made, h / 128}),
+                               draw_.output(DType::i64, {made, k}), draw_.output(DType::f32, {made, k})};
+      };
+    }
     args.stream = stream();
     const NormalInputDraw heap = normal_input_draw(n, h);
     call("dispatch", mark, [&] {
