@@ -39,6 +39,11 @@ for heap in on off; do
       --normal-heap $heap --json $base/bench-r8-t128-heap-$heap-$counts.json
   done
 done
+for counts in copy poll; do  # issue 20's other target: 4 ranks at 24 SMs (12 channels)
+  step bench-r4-t128-heap-on-$counts 60 env SWITCHYARD_NORMAL_COUNTS=$counts SWITCHYARD_NORMAL_PHASES=1 \
+    $BENCH --backend cuda --engine normal --ranks 4 --tokens 128 --iters 30 --warmup 3 --ranks-as processes \
+    --normal-heap on --channels 12 --json $base/bench-r4-t128-heap-on-$counts.json
+done
 step bench-r8-t4096-heap-on-poll 60 env SWITCHYARD_NORMAL_COUNTS=poll SWITCHYARD_NORMAL_PHASES=1 \
   $BENCH --backend cuda --engine normal --ranks 8 --tokens 4096 --iters 5 --warmup 2 --ranks-as processes \
   --normal-heap on --json $base/bench-r8-t4096-heap-on-poll.json
