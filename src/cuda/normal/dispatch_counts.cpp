@@ -1,37 +1,15 @@
 #include "cuda/normal/dispatch_counts.hpp"
 
 #include <algorithm>
-#include <chrono>
 #include <cstdlib>
 #include <string>
-#include <thread>
 
-#include "common/atomics.hpp"
+#include "core/posted_counts_wait.hpp"
 #include "cuda/normal/dispatch_outputs.hpp"
 #include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::cuda {
-
-namespace {
-
-// NOTES: how often a poll that has not seen its post yet asks whether the stream is still busy. A query
-// takes the driver's lock and a microsecond or two, so not on every spin; but often enough that a post
-// that will never come (a kernel that could not launch) is noticed at once.
-constexpr auto kStreamQueryInterval = std::chrono::microseconds(50);
-// After this long the poll yields its core between looks: the stream is busy with the caller's earlier
-// work, and a framework's other threads may want the core.
-constexpr auto kSpinBeforeYielding = std::chrono::milliseconds(1);
-
-void relax_cpu() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
-}  // namespace
 
 CountReadback count_readback_from_environment() {
   const char* text = std::getenv("SWITCHYARD_NORMAL_COUNTS");
@@ -106,28 +84,18 @@ void DispatchCounts::receive(detail::NormalHandleData& handle, int local_experts
 
 void DispatchCounts::poll_for(int32_t tag, cudaStream_t stream, const CallEnv& env) const {
   const common::PostedCounts posted{host_words_};
-  const auto start = std::chrono::steady_clock::now();
-  auto next_query = start + kStreamQueryInterval;
-  for (uint32_t spins = 1; common::ld_acquire_sys(posted.tag()) != tag; ++spins) {
-    if (spins % 64 != 0) {
-      relax_cpu();
-      continue;
-    }
-    const auto now = std::chrono::steady_clock::now();
-    if (now - start > kSpinBeforeYielding) std::this_thread::yield();
-    if (now < next_query) continue;
-    next_query = now + kStreamQueryInterval;
+  const auto stream_idle = [stream] {
     const cudaError_t state = cudaStreamQuery(stream);
-    if (state == cudaErrorNotReady) continue;
+    if (state == cudaErrorNotReady) return false;
     SY_CUDA_CHECK(state);
-    // The stream is idle, so the notify has ended and its writes are visible: the post is there, or it
-    // never will be.
-    if (common::ld_acquire_sys(posted.tag()) == tag) return;
-    env.throw_pending_device_error();
-    throw Error("rank " + std::to_string(rank_) + ": dispatch: the notify kernel ended without posting its " +
-                "counts (expected tag " + std::to_string(tag) + ", found " + std::to_string(*posted.tag()) +
-                ")");
-  }
+    return true;
+  };
+  if (detail::wait_for_post(posted, tag, stream_idle) == detail::PostWait::posted) return;
+  // The stream went idle without the post: the notify ended without posting (or never ran).
+  env.throw_pending_device_error();
+  throw Error("rank " + std::to_string(rank_) + ": dispatch: the notify kernel ended without posting its " +
+              "counts (expected tag " + std::to_string(tag) + ", found " + std::to_string(*posted.tag()) +
+              ")");
 }
 
 }  // namespace switchyard::cuda
