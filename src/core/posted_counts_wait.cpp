@@ -18,8 +18,8 @@ void relax_cpu() {
 
 }  // namespace
 
-PostWait wait_for_post(const common::PostedCounts& posted, int32_t tag, const std::function<bool()>& producer_done,
-                       const PostWaitPolicy& policy) {
+PostWait wait_for_post(const common::PostedCounts& posted, int32_t tag,
+                       const std::function<bool()>& producer_done, const PostWaitPolicy& policy) {
   const auto start = std::chrono::steady_clock::now();
   auto next_query = start + policy.query_interval;
   for (uint32_t spins = 1; common::ld_acquire_sys(posted.tag()) != tag; ++spins) {

@@ -1,7 +1,7 @@
-// detail::wait_for_post, the host's half of a fresh normal dispatch's polled counts (common/posted_counts.hpp):
-// a post written by another thread (as the notify kernel writes it into host-mapped memory) is seen with the
-// counts written before its tag; an earlier call's post is not taken for this one's; and a producer that
-// finishes without posting ends the wait instead of hanging it.
+// detail::wait_for_post, the host's half of a fresh normal dispatch's polled counts
+// (common/posted_counts.hpp): a post written by another thread (as the notify kernel writes it into
+// host-mapped memory) is seen with the counts written before its tag; an earlier call's post is not taken for
+// this one's; and a producer that finishes without posting ends the wait instead of hanging it.
 #include "core/posted_counts_wait.hpp"
 
 #include <gtest/gtest.h>
