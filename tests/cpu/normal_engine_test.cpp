@@ -384,16 +384,6 @@ TEST(NormalEngineOutputAllocator, BadOutputsAndOutputsGivenTwiceAreRefusedByName
   c.shape.num_experts = 4;
   c.shape.dtype = DType::bf16;
   const std::vector<workload::RankData> data = workload::generate(c.shape, testing::seed_for(c.name));
-  const auto refusal = [](const std::function<void()>& call) -> std::string {
-    try {
-      call();
-      return "returned";
-    } catch (const InvalidArgument& error) {
-      return error.what();
-    } catch (const std::exception& error) {
-      return std::string("not an InvalidArgument: ") + error.what();
-    }
-  };
   std::vector<std::string> messages;
   std::vector<int64_t> rows_asked;
   ASSERT_TRUE(run_on_ranks(
@@ -415,29 +405,29 @@ TEST(NormalEngineOutputAllocator, BadOutputsAndOutputsGivenTwiceAreRefusedByName
         DispatchArgs twice = with([](int64_t) { return DispatchOutputs{}; });
         const Tensor given = Tensor::empty(DType::bf16, {48, 256});
         twice.out_recv_x = given;
-        messages.push_back(refusal([&] { buffer.dispatch(twice); }));
-        messages.push_back(refusal([&] {
+        messages.push_back(testing::invalid_argument_message([&] { buffer.dispatch(twice); }));
+        messages.push_back(testing::invalid_argument_message([&] {
           buffer.dispatch(with([](int64_t rows) {
             static Tensor x;
             x = Tensor::empty(DType::bf16, {rows + 1, 256});
             return DispatchOutputs{x, {}, {}, {}};
           }));
         }));
-        messages.push_back(refusal([&] {
+        messages.push_back(testing::invalid_argument_message([&] {
           buffer.dispatch(with([](int64_t rows) {
             static Tensor x;
             x = Tensor::empty(DType::f32, {rows, 256});
             return DispatchOutputs{x, {}, {}, {}};
           }));
         }));
-        messages.push_back(refusal([&] {
+        messages.push_back(testing::invalid_argument_message([&] {
           buffer.dispatch(with([](int64_t rows) {
             static Tensor scales;
             scales = Tensor::empty(DType::f32, {rows, 2});
             return DispatchOutputs{{}, scales, {}, {}};
           }));
         }));
-        messages.push_back(refusal([&] {
+        messages.push_back(testing::invalid_argument_message([&] {
           buffer.dispatch(with([](int64_t rows) {
             static Tensor idx;
             idx = Tensor::empty(DType::i64, {rows, 3});

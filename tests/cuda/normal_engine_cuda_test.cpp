@@ -868,21 +868,11 @@ TEST(CudaNormalEngineErrors, ACallAfterAFailureThatStoppedTheKernelsIsRefusedQuo
   args.topk_idx = topk_idx;
   args.num_experts = 4;
   args.num_worst_tokens = 1;
-  const auto outcome = [&](const std::function<void()>& call) -> std::string {
-    try {
-      call();
-      return "returned";
-    } catch (const InvalidArgument& error) {
-      return error.what();
-    } catch (const std::exception& error) {
-      return std::string("not an InvalidArgument: ") + error.what();
-    }
-  };
-  const std::string first = outcome([&] {
+  const std::string first = testing::invalid_argument_message([&] {
     buffer.dispatch(args);
     buffer.synchronize();
   });
-  const std::string later = outcome([&] { buffer.dispatch(args); });
+  const std::string later = testing::invalid_argument_message([&] { buffer.dispatch(args); });
   EXPECT_NE(first.find("num_worst_tokens: expected at least"), std::string::npos) << first;
   EXPECT_NE(later.find("refused: this Buffer's kernels stopped for good"), std::string::npos) << later;
   EXPECT_NE(later.find(first), std::string::npos) << later;

@@ -409,15 +409,21 @@ def named(pairs):
             for index, (got, want) in enumerate(zip(gots, wants))}
 
 
-def test_torch_ops_cached_dispatch_and_combine_match_the_general_path_bitwise_and_leave_other_inputs_to_it(
-        device, monkeypatch):
-    ops = torch_ops_or_skip()
+def solo_deep_ep_buffer(device):
+    """A one-rank CUDA deep_ep.Buffer, its _torch_ops entry, bf16 inputs (x, topk_idx, topk_weights) and fp8 ones
+    (x, row-major scales)."""
     buffer = deep_ep.Buffer(solo, backend="cuda", sharing="threads", timeout_seconds=torch_support.TIMEOUT_SECONDS,
                             num_nvl_bytes=deep_ep.Config().get_nvl_buffer_size_hint(HIDDEN * 2, 1, topk=TOPK,
                                                                                     num_experts=NUM_EXPERTS))
-    entry = buffer.switchyard_buffer._layout_entry
     x, _, topk_idx, topk_weights = inputs(device)
     x_fp8, scales, _, _ = inputs(device, seed=SEED + 1, fp8=True)
+    return buffer, buffer.switchyard_buffer._layout_entry, (x, topk_idx, topk_weights), (x_fp8, scales)
+
+
+def test_torch_ops_cached_dispatch_and_combine_match_the_general_path_bitwise_and_leave_other_inputs_to_it(
+        device, monkeypatch):
+    ops = torch_ops_or_skip()
+    buffer, entry, (x, topk_idx, topk_weights), (x_fp8, scales) = solo_deep_ep_buffer(device)
     per_rank, _, per_expert, in_rank, _ = buffer.get_dispatch_layout(topk_idx, NUM_EXPERTS)
     layout = dict(num_tokens_per_rank=per_rank, is_token_in_rank=in_rank, num_tokens_per_expert=per_expert)
     recv_x, recv_topk_idx, recv_weights, _, handle, _ = buffer.dispatch(x, topk_idx=topk_idx,
@@ -528,20 +534,14 @@ def test_torch_ops_cached_dispatch_and_combine_match_the_general_path_bitwise_an
 
 # ---- deep_ep's fresh dispatch through switchyard._torch_ops ------------------------------------------------
 def general_dispatch(buffer, x, scales, topk_idx, weights, layout, num_worst_tokens=0, expert_alignment=1):
-    result = buffer.switchyard_buffer.dispatch(x, topk_idx, weights, num_experts=NUM_EXPERTS, x_scales=scales,
-                                               layout=layout, num_worst_tokens=num_worst_tokens,
-                                               expert_alignment=expert_alignment, device_counts=False)
-    return result
+    return buffer.switchyard_buffer.dispatch(x, topk_idx, weights, num_experts=NUM_EXPERTS, x_scales=scales,
+                                             layout=layout, num_worst_tokens=num_worst_tokens,
+                                             expert_alignment=expert_alignment, device_counts=False)
 
 
 def test_torch_ops_fresh_dispatch_matches_the_general_path_bitwise_and_leaves_other_inputs_to_it(device, monkeypatch):
     ops = torch_ops_or_skip()
-    buffer = deep_ep.Buffer(solo, backend="cuda", sharing="threads", timeout_seconds=torch_support.TIMEOUT_SECONDS,
-                            num_nvl_bytes=deep_ep.Config().get_nvl_buffer_size_hint(HIDDEN * 2, 1, topk=TOPK,
-                                                                                    num_experts=NUM_EXPERTS))
-    entry = buffer.switchyard_buffer._layout_entry
-    x, _, topk_idx, topk_weights = inputs(device)
-    x_fp8, scales, _, _ = inputs(device, seed=SEED + 1, fp8=True)
+    buffer, entry, (x, topk_idx, topk_weights), (x_fp8, scales) = solo_deep_ep_buffer(device)
     layout = buffer.switchyard_buffer.get_dispatch_layout(topk_idx, NUM_EXPERTS)
     parts = tuple(layout)
     received = general_dispatch(buffer, x, None, topk_idx, topk_weights, layout).recv_x.shape[0]

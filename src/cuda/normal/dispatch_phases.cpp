@@ -33,8 +33,7 @@ constexpr Step kSteps[] = {
     {"count copies", kDispatchNotified, kDispatchCountsCopied},
     {"host turnaround", kDispatchCountsCopied, kDispatchRowsQueued},
     {"rows moved", kDispatchRowsQueued, kDispatchRowsMoved},
-    {"closing barrier", kDispatchRowsMoved, kDispatchClosed},
-    {"total", kDispatchStarted, kDispatchClosed},
+    {"total", kDispatchStarted, kDispatchRowsMoved},
 };
 
 }  // namespace
@@ -72,14 +71,14 @@ void DispatchPhases::mark(DispatchPhaseMark mark, cudaStream_t stream) {
   SY_CUDA_CHECK(cudaEventCreate(&sample.events[mark]));
   sample.marked = mark + 1;
   SY_CUDA_CHECK(cudaEventRecord(sample.events[mark], stream));
-  if (mark == kDispatchClosed) open_ = false;
+  if (mark == kDispatchRowsMoved) open_ = false;
 }
 
 void DispatchPhases::print() const {
   std::vector<std::vector<float>> times(std::size(kSteps));
   for (const Sample& sample : samples_) {
     if (sample.marked != kDispatchPhaseMarks) continue;
-    if (cudaEventSynchronize(sample.events[kDispatchClosed]) != cudaSuccess) {
+    if (cudaEventSynchronize(sample.events[kDispatchRowsMoved]) != cudaSuccess) {
       std::fprintf(stderr, "normal phases: rank %d's events could not be read: %s\n", rank_,
                    cudaGetErrorString(cudaGetLastError()));
       return;

@@ -4,7 +4,7 @@
 // steps (up to kMaxPhaseSamples calls), and the engine prints each step's median over them to stderr when
 // it is destroyed:
 //   normal phases: rank R, N fresh dispatches, median us: layout .. notify .. count copies .. host
-//   turnaround .. rows moved .. closing barrier .. total ..
+//   turnaround .. rows moved .. total ..
 // "host turnaround" is the stream's idle time between the counts' arrival (after the copies, or after the
 // notify when the counts are polled) and the first kernel the host enqueues once it has them: the cost of
 // the call's host wait, which DeepEP's dispatch pays too. Off, each step costs one branch.
@@ -22,7 +22,6 @@ enum DispatchPhaseMark : int {
   kDispatchCountsCopied,  // the counts' copies done (copy readback; else at once)
   kDispatchRowsQueued,    // enqueued after the host has the counts: the stream was idle until it ran
   kDispatchRowsMoved,     // the gather (in place, its closing barrier included) or the ring dispatch done
-  kDispatchClosed,        // at once (the in-place closing barrier is the gather's since session 32)
   kDispatchPhaseMarks,
 };
 
@@ -38,7 +37,7 @@ class DispatchPhases {
 
   // A new fresh dispatch: its first mark (kDispatchStarted) on `stream`. Nothing when off, full or capturing.
   void begin(cudaStream_t stream);
-  // The open sample's `mark`, on `stream`; nothing without one. kDispatchClosed ends the sample.
+  // The open sample's `mark`, on `stream`; nothing without one. kDispatchRowsMoved ends the sample.
   void mark(DispatchPhaseMark mark, cudaStream_t stream);
 
  private:

@@ -276,7 +276,7 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
           plan.has_weights ? reinterpret_cast<float*>(heap + plan.input.topk_weights_offset()) : nullptr;
       notify.topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
     }
-    const int32_t tag = counts_.next_tag();
+    const int32_t tag = counts_to_host ? counts_.next_tag() : 0;
     if (counts_to_host) {
       notify.posted = counts_.mailbox_for_device();
       notify.posted_tag = tag;
@@ -302,12 +302,10 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
     // Its last block holds the closing barrier: every peer is done reading this rank's input before the
     // caller's next write to it.
     launch_gather(context, gather, stream);
-    phases_.mark(kDispatchRowsMoved, stream);
   } else {
     launch_dispatch(context, dispatch_launch(plan, *handle, result, message, rows), stream);
-    phases_.mark(kDispatchRowsMoved, stream);
   }
-  phases_.mark(kDispatchClosed, stream);
+  phases_.mark(kDispatchRowsMoved, stream);
 
   result.num_recv_tokens = worst_case ? -1 : handle->num_recv_tokens;
   if (!worst_case) result.num_recv_tokens_per_expert = handle->num_recv_tokens_per_expert;
