@@ -105,10 +105,10 @@ if has_stage tests; then
     run_logged "gpu tests symmetric, $pull pull (threads)" "tests-symmetric-$pull-pull.log" \
       env SWITCHYARD_SYMMETRIC_PULL=$pull timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$(suite_bin symmetric)" --gtest_brief=1
   done
-  # The normal engine's fresh dispatch with its counts polled from the notify's post instead of copied back
-  # (SWITCHYARD_NORMAL_COUNTS=poll; copy is the default until this has passed and been measured).
-  run_logged "gpu tests normal_engine, counts polled (threads)" "tests-normal_engine-poll.log" \
-    env SWITCHYARD_NORMAL_COUNTS=poll timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$(suite_bin normal_engine)" --gtest_brief=1
+  # The normal engine's fresh dispatch with its counts copied back instead of polled from the notify's post
+  # (SWITCHYARD_NORMAL_COUNTS=copy; poll is the default since session 33).
+  run_logged "gpu tests normal_engine, counts copied (threads)" "tests-normal_engine-copy.log" \
+    env SWITCHYARD_NORMAL_COUNTS=copy timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$(suite_bin normal_engine)" --gtest_brief=1
   run_logged "gpu tests bench nccl kernels" tests-bench-nccl-kernels.log timeout 120 \
     "$BUILD/tests/bench/switchyard_bench_nccl_kernels_cuda_test" --gtest_brief=1
   if [[ -f $BUILD/CTestTestfile.cmake ]]; then

@@ -209,21 +209,21 @@ TEST_P(CudaNormalEngineTest, DispatchAndCombineMatchReferenceBitwiseAndRepeat) {
 
 INSTANTIATE_TEST_SUITE_P(EdgeCases, CudaNormalEngineTest, ::testing::ValuesIn(cases()), case_name);
 
-// The fresh dispatch's counts read by polling the notify's post (SWITCHYARD_NORMAL_COUNTS=poll,
-// cuda/normal/dispatch_counts.hpp) give the same bits as copied ones: one rank and many, ring and in-place
-// paths, a rank without tokens, every route dropped, more ranks than warps. (scripts/gpu-check.sh also runs
-// the whole suite with poll.)
-TEST(CudaNormalCountReadback, PolledCountsGiveTheReferenceBits) {
+// The fresh dispatch's counts copied back (SWITCHYARD_NORMAL_COUNTS=copy; polling the notify's post is the
+// default, cuda/normal/dispatch_counts.hpp) give the same bits: one rank and many, ring and in-place paths,
+// a rank without tokens, every route dropped, more ranks than warps. (scripts/gpu-check.sh also runs the
+// whole suite with copy.)
+TEST(CudaNormalCountReadback, CopiedCountsGiveTheReferenceBits) {
   SWITCHYARD_REQUIRE_GPU();
   const ScopedEnvironment variable("SWITCHYARD_NORMAL_COUNTS");
-  variable.set("poll");
+  variable.set("copy");
   for (const CudaCase& c : cases()) {
     const bool chosen = c.name == "R1_bf16_h7168" || c.name == "R8_bf16_h7168_heap_inputs" ||
                         c.name == "R4_fp8_h7168" || c.name == "R8_fp8_h2048_aligned" ||
                         c.name == "R2_zero_tokens_on_rank1" || c.name == "R4_all_invalid" ||
                         c.name == "R32_more_ranks_than_warps";
     if (!chosen) continue;
-    SCOPED_TRACE("SWITCHYARD_NORMAL_COUNTS=poll, case " + c.name);
+    SCOPED_TRACE("SWITCHYARD_NORMAL_COUNTS=copy, case " + c.name);
     expect_round_trips_match_reference(c);
   }
 }
@@ -231,7 +231,9 @@ TEST(CudaNormalCountReadback, PolledCountsGiveTheReferenceBits) {
 // The overrides' parsing: no GPU needed.
 TEST(CudaNormalCountReadback, OverridesAreReadFromTheEnvironmentAndBadValuesAreNamed) {
   const ScopedEnvironment counts("SWITCHYARD_NORMAL_COUNTS");
-  EXPECT_EQ(cuda::count_readback_from_environment(), cuda::CountReadback::copy);
+  EXPECT_EQ(cuda::count_readback_from_environment(), cuda::CountReadback::poll);
+  counts.set("");
+  EXPECT_EQ(cuda::count_readback_from_environment(), cuda::CountReadback::poll);
   counts.set("poll");
   EXPECT_EQ(cuda::count_readback_from_environment(), cuda::CountReadback::poll);
   counts.set("copy");

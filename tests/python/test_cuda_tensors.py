@@ -576,10 +576,14 @@ def test_torch_ops_fresh_dispatch_matches_the_general_path_bitwise_and_leaves_ot
         assert_same(named({name: (fields(got, rows_scales is not None, keep), fields(want, keep=keep))}), name)
         assert all(part is None or part.device == x.device for part in fields(got, rows_scales is not None)), name
         if worst == 0 and rows_scales is None and weights is not None:
-            # The handle the module returns routes a combine as the general path's does.
-            assert_same(named({f"{name}: combine": (general_combine(buffer, y, got[4], weights, None, None),
-                                                    general_combine(buffer, y, want.handle, weights, None, None))}),
-                        f"{name}: combine on the returned handle")
+            # The handle the module returns routes a combine as the general path's does (the combine's
+            # weights are the received rows', as DeepEP's combine takes them: c2 of session 33 passed the
+            # source tokens' and was refused by name).
+            received_weights = want.recv_topk_weights
+            assert_same(named({f"{name}: combine": (
+                general_combine(buffer, y, got[4], received_weights, None, None),
+                general_combine(buffer, y, want.handle, received_weights, None, None))}),
+                f"{name}: combine on the returned handle")
 
     # deep_ep takes that path for its fresh dispatches (fp8 with column-major scales read in place).
     want = general_dispatch(buffer, x, None, topk_idx, topk_weights, layout)

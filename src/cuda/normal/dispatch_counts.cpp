@@ -13,7 +13,7 @@ namespace switchyard::cuda {
 
 CountReadback count_readback_from_environment() {
   const char* text = std::getenv("SWITCHYARD_NORMAL_COUNTS");
-  if (text == nullptr || *text == '\0') return CountReadback::copy;
+  if (text == nullptr || *text == '\0') return CountReadback::poll;
   const std::string value = text;
   if (value == "copy") return CountReadback::copy;
   if (value == "poll") return CountReadback::poll;
