@@ -66,6 +66,18 @@ struct MoeWeights {
 // Throws InvalidArgument naming the argument, what was expected and what was given, before writing anything.
 void interleave_gate_up(const TensorView& halves, const TensorView& out, Stream stream = nullptr);
 
+// Where the expert phase writes each expert-output row o (MoeLayerOptions::expert_output). The same bits of y
+// either way (docs/MOE.md, "GEMM 2's rows written home").
+enum class MoeExpertOutput : int {
+  // Into the layer's workspace o [L, C, H]; the symmetric combine then pushes each row home, or each home
+  // reads it there (the pull combine).
+  local = 0,
+  // Straight into its home rank's combine buffer as it is computed (Mega-MoE's combine: on CUDA GEMM 2's
+  // epilogue stores each row through the symmetric heap's peer mappings); the combine then moves nothing, it
+  // waits at its barrier and reduces. CUDA: fp8 weights only (the bf16 recipe's GEMM 2 has no such epilogue).
+  home = 1,
+};
+
 struct MoeLayerOptions {
   int num_experts = 0;  // E, a multiple of the ranks; the same on every rank
   // N <= this on every rank, the same on every rank, at most BufferSizing::symmetric_max_tokens_per_rank.
@@ -76,6 +88,7 @@ struct MoeLayerOptions {
   int64_t expert_capacity = 0;
   // > 0: gate = min(gate, c) and up = clamp(up, -c, c) before silu(gate) * up. 0: no clamp.
   float activation_clamp = 0.0f;
+  MoeExpertOutput expert_output = MoeExpertOutput::local;
 };
 
 struct MoeArgs {

@@ -79,6 +79,13 @@ std::vector<TensorView> views_of(const std::vector<nb::object>& arrays, const ch
   return views;
 }
 
+// MoeLayerOptions::expert_output by its Python name.
+MoeExpertOutput expert_output_named(const std::string& name) {
+  if (name == "local") return MoeExpertOutput::local;
+  if (name == "home") return MoeExpertOutput::home;
+  throw InvalidArgument("expert_output: expected 'local' or 'home', got '" + name + "'");
+}
+
 }  // namespace
 
 void bind_moe(nb::module_& m) {
@@ -86,15 +93,24 @@ void bind_moe(nb::module_& m) {
       .def(
           "__init__",
           [](MoeLayerOptions* self, int num_experts, int64_t max_tokens_per_rank, int64_t expert_capacity,
-             float activation_clamp) {
-            new (self) MoeLayerOptions{num_experts, max_tokens_per_rank, expert_capacity, activation_clamp};
+             float activation_clamp, const std::string& expert_output) {
+            new (self) MoeLayerOptions{num_experts, max_tokens_per_rank, expert_capacity, activation_clamp,
+                                       expert_output_named(expert_output)};
           },
           nb::arg("num_experts"), nb::arg("max_tokens_per_rank"), nb::arg("expert_capacity") = 0,
-          nb::arg("activation_clamp") = 0.0f)
+          nb::arg("activation_clamp") = 0.0f, nb::arg("expert_output") = "local")
       .def_rw("num_experts", &MoeLayerOptions::num_experts)
       .def_rw("max_tokens_per_rank", &MoeLayerOptions::max_tokens_per_rank)
       .def_rw("expert_capacity", &MoeLayerOptions::expert_capacity)
-      .def_rw("activation_clamp", &MoeLayerOptions::activation_clamp);
+      .def_rw("activation_clamp", &MoeLayerOptions::activation_clamp)
+      .def_prop_rw(
+          "expert_output",
+          [](const MoeLayerOptions& self) {
+            return std::string(self.expert_output == MoeExpertOutput::home ? "home" : "local");
+          },
+          [](MoeLayerOptions& self, const std::string& name) {
+            self.expert_output = expert_output_named(name);
+          });
 
   nb::class_<PyMoeLayer>(m, "MoeLayer",
                          "The MoE layer over a Buffer's symmetric region (switchyard/moe.hpp).")

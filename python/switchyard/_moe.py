@@ -53,15 +53,18 @@ class MoE:
     gate_up: w1's layout, "halves" (above) or "interleaved": 64-row blocks alternating gate, up, with the
     scales' rows alternating likewise (interleave_gate_up makes both). The same y bit for bit; on CUDA with fp8 weights GEMM 1
     then applies SwiGLU in its epilogue and h never reaches memory (docs/MOE.md).
+    expert_output: where GEMM 2 writes each expert-output row, "local" (the layer's workspace; the combine
+    moves it home) or "home" (straight into its home rank's combine buffer from GEMM 2's epilogue, CUDA with
+    fp8 weights; the combine then only waits and reduces). The same y bit for bit (docs/MOE.md).
     """
 
     def __init__(self, buffer, w1, w2, *, num_experts: int, max_tokens_per_rank: int, w1_scales=None,
                  w2_scales=None, expert_capacity: int = 0, activation_clamp: float = 0.0,
-                 gate_up: str = "halves"):
+                 gate_up: str = "halves", expert_output: str = "local"):
         buffer._check_alive()
         self.buffer = buffer  # the layer uses the Buffer's heap: it must outlive the layer
         options = _C.MoeLayerOptions(int(num_experts), int(max_tokens_per_rank), int(expert_capacity),
-                                     float(activation_clamp))
+                                     float(activation_clamp), str(expert_output))
         stream = stream_of(w1)
 
         def arg(tensor, name):

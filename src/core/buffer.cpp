@@ -312,11 +312,22 @@ class Buffer::Impl {
   }
 
   LowLatencyCombineResult symmetric_combine(const LowLatencyCombineArgs& args) {
+    return run_symmetric_combine(plan_symmetric_combine(args));
+  }
+  // The two halves of symmetric_combine, for the MoE layer, whose expert phase runs between them when it
+  // writes the rows home (detail::BufferAccess).
+  detail::SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args) {
     check_usable("symmetric_combine");
     detail::check_symmetric_region(options_, "symmetric_combine");
-    detail::SymmetricCombinePlan plan =
-        detail::plan_symmetric_combine(args, plan_context(), symmetric_layout_, backend_->heap_base());
+    return detail::plan_symmetric_combine(args, plan_context(), symmetric_layout_, backend_->heap_base());
+  }
+  LowLatencyCombineResult run_symmetric_combine(const detail::SymmetricCombinePlan& plan) {
+    check_usable("symmetric_combine");
     return guarded([&] { return unit(&detail::EngineTable::symmetric, Engine::symmetric).combine(plan); });
+  }
+  common::SymmetricHomeRows symmetric_home_rows(const detail::SymmetricCombinePlan& plan) {
+    check_usable("MoeLayer::forward");
+    return guarded([&] { return unit(&detail::EngineTable::symmetric, Engine::symmetric).home_rows(plan); });
   }
 
   NormalInputViews normal_input(int64_t num_tokens, int hidden, DType dtype) {
@@ -668,6 +679,17 @@ std::unique_ptr<MoeExperts> BufferAccess::make_moe_experts(Buffer& buffer, const
 }
 void BufferAccess::run_moe_experts(Buffer& buffer, MoeExperts& experts, const MoeExpertsCall& call) {
   buffer.impl_->run_moe_experts(experts, call);
+}
+SymmetricCombinePlan BufferAccess::plan_symmetric_combine(Buffer& buffer, const LowLatencyCombineArgs& args) {
+  return buffer.impl_->plan_symmetric_combine(args);
+}
+common::SymmetricHomeRows BufferAccess::symmetric_home_rows(Buffer& buffer,
+                                                            const SymmetricCombinePlan& plan) {
+  return buffer.impl_->symmetric_home_rows(plan);
+}
+LowLatencyCombineResult BufferAccess::run_symmetric_combine(Buffer& buffer,
+                                                            const SymmetricCombinePlan& plan) {
+  return buffer.impl_->run_symmetric_combine(plan);
 }
 
 }  // namespace detail

@@ -4,8 +4,10 @@
 // the Buffer's usability and timeout policy. Defined in core/buffer.cpp, where Buffer::Impl is.
 #include <initializer_list>
 
+#include "common/symmetric_home_rows.hpp"
 #include "common/symmetric_protocol.hpp"
 #include "core/backend.hpp"
+#include "core/engine_plans.hpp"
 #include "core/moe_plan.hpp"
 #include "core/plan_context.hpp"
 #include "switchyard/buffer.hpp"
@@ -23,6 +25,11 @@ struct BufferAccess {
   // The MoE layer's expert phase on the buffer's backend (BackendImpl::make_moe_experts).
   static std::unique_ptr<MoeExperts> make_moe_experts(Buffer& buffer, const MoeExpertsPlan& plan);
   static void run_moe_experts(Buffer& buffer, MoeExperts& experts, const MoeExpertsCall& call);
+  // Buffer::symmetric_combine in two halves, and between them where the expert phase of the dispatch
+  // behind `plan` writes its rows home (MoeExpertOutput::home): the engine's description of those places.
+  static SymmetricCombinePlan plan_symmetric_combine(Buffer& buffer, const LowLatencyCombineArgs& args);
+  static common::SymmetricHomeRows symmetric_home_rows(Buffer& buffer, const SymmetricCombinePlan& plan);
+  static LowLatencyCombineResult run_symmetric_combine(Buffer& buffer, const SymmetricCombinePlan& plan);
 };
 
 }  // namespace switchyard::detail

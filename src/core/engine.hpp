@@ -3,6 +3,7 @@
 // validated plan (core/engine_plans.hpp). Each backend constructs its engines and registers them in
 // its EngineTable (its constructor is the one registration point); core's Buffer calls the engine of
 // the table, never a backend entry point per call. docs/ARCHITECTURE.md, "Adding an engine".
+#include "common/symmetric_home_rows.hpp"
 #include "core/engine_plans.hpp"
 #include "switchyard/buffer.hpp"
 
@@ -40,6 +41,10 @@ class SymmetricUnit : public EngineUnit<SymmetricDispatchPlan, LowLatencyDispatc
   // Where the dispatch pulls bf16 rows from, publish or zero_copy (Config::symmetric_dispatch, resolved
   // at connect; publish before).
   virtual SymmetricDispatch dispatch_path() const = 0;
+  // Where the expert outputs of the dispatch behind `plan` go home for the combine `plan` describes, the
+  // next symmetric call (common/symmetric_home_rows.hpp): for an expert phase that writes them there
+  // itself, before that combine runs with plan.rows_at_home. The tables it points at are the handle's.
+  virtual common::SymmetricHomeRows home_rows(const SymmetricCombinePlan& plan) = 0;
 };
 
 // A backend's engines, one slot per Engine (switchyard/buffer.hpp). Not owning: the backend owns its

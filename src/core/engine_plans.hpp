@@ -123,6 +123,10 @@ struct SymmetricCombinePlan : ExpertMajorCombinePlan {
   common::SymmetricLayout layout;
   // Likewise for y and the heap-resident expert outputs (Buffer::symmetric_expert_output).
   int64_t y_heap_offset = -1;
+  // The MoE layer's expert phase wrote every row into its home's combine buffer already
+  // (common/symmetric_home_rows.hpp, MoeExpertOutput::home): the combine moves nothing, y is not read, and
+  // it only checks the dispatch's tables, waits at its barrier and reduces. Internal (core/moe_layer.cpp).
+  bool rows_at_home = false;
 };
 
 }  // namespace switchyard::detail

@@ -454,6 +454,25 @@ SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args, c
   return plan;
 }
 
+common::SymmetricHomeRows symmetric_home_rows(const SymmetricCombinePlan& plan, const common::SymHeap& heap,
+                                              common::RankMaskView mask) {
+  const ExpertMajorHandleData& handle = *plan.handle;
+  common::SymmetricHomeRows rows;
+  rows.heap = heap;
+  rows.layout = plan.layout;
+  rows.mask = mask;
+  rows.rank = plan.rank;
+  rows.num_ranks = plan.topology.num_ranks;
+  rows.local_experts = handle.local_experts;
+  rows.topk = handle.topk;
+  rows.max_tokens_per_rank = handle.max_tokens_per_rank;
+  rows.capacity = handle.rows_per_expert();
+  rows.layout_range = handle.layout_range.as<const int32_t>();
+  rows.src_info = handle.src_info.as<const int32_t>();
+  rows.src_slot = handle.src_slot.as<const int32_t>();
+  return rows;
+}
+
 TensorView symmetric_input_view(const PlanContext& buffer, const common::SymmetricLayout& layout,
                                 uint8_t* heap_base, int64_t num_tokens, int hidden) {
   if (layout.heap_input_tokens <= 0) {

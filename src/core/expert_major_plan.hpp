@@ -4,6 +4,7 @@
 #include <memory>
 
 #include "common/low_latency_protocol.hpp"
+#include "common/symmetric_home_rows.hpp"
 #include "common/symmetric_protocol.hpp"
 #include "core/backend.hpp"
 #include "core/plan_context.hpp"
@@ -38,6 +39,12 @@ SymmetricDispatchPlan plan_symmetric_dispatch(const LowLatencyDispatchArgs& args
                                               const uint8_t* heap_base);
 SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args, const PlanContext& buffer,
                                             const common::SymmetricLayout& layout, const uint8_t* heap_base);
+
+// Where the rows of the dispatch behind `plan` go home for its combine (common/symmetric_home_rows.hpp), in
+// `heap` (this rank's, with its peers' offsets) under `mask`: every field but the ones the engine alone
+// knows, the combine's half (or the counter it follows) and the dispatch's overflow flag.
+common::SymmetricHomeRows symmetric_home_rows(const SymmetricCombinePlan& plan, const common::SymHeap& heap,
+                                              common::RankMaskView mask);
 
 // The heap-resident tensors' views (Buffer::symmetric_input, Buffer::symmetric_expert_output,
 // Buffer::symmetric_receive), checked against the sizing; `handle` is a symmetric dispatch's of this buffer.

@@ -115,13 +115,8 @@ class MoeLayer::Impl {
     dispatch.stream = args.stream;
     LowLatencyDispatchResult received = buffer_.symmetric_dispatch(dispatch);
 
-    detail::MoeExpertsCall call;
-    call.stream = args.stream;
-    call.marks = phase_marks_;
-    call.expected_rows_per_expert = detail::moe_expected_rows_per_expert(
-        args.x.size(0), args.topk_idx.size(1), plan_.num_ranks, plan_.num_experts);
-    detail::BufferAccess::run_moe_experts(buffer_, *experts_, call);
-
+    // The combine is planned (and its arguments checked) before the expert phase: with the rows written
+    // home, the phase needs the places the engine gives for this combine.
     LowLatencyCombineArgs combine;
     combine.x = space_.out;
     combine.topk_idx = args.topk_idx;
@@ -129,9 +124,25 @@ class MoeLayer::Impl {
     combine.handle = &received.handle;
     combine.out_combined_x = args.out_y;
     combine.stream = args.stream;
+    detail::SymmetricCombinePlan combine_plan =
+        detail::BufferAccess::plan_symmetric_combine(buffer_, combine);
+    combine_plan.rows_at_home = plan_.rows_home;
+
+    detail::MoeExpertsCall call;
+    call.stream = args.stream;
+    call.marks = phase_marks_;
+    call.expected_rows_per_expert = detail::moe_expected_rows_per_expert(
+        args.x.size(0), args.topk_idx.size(1), plan_.num_ranks, plan_.num_experts);
+    common::SymmetricHomeRows home_rows;
+    if (plan_.rows_home) {
+      home_rows = detail::BufferAccess::symmetric_home_rows(buffer_, combine_plan);
+      call.home_rows = &home_rows;
+    }
+    detail::BufferAccess::run_moe_experts(buffer_, *experts_, call);
+
     // Under capture, `received.handle` dies here while the graph's kernels keep its tables' addresses:
     // those allocations are the graph's too (src/cuda/backend/device_memory.cpp), so replays stay valid.
-    return MoeResult{buffer_.symmetric_combine(combine).combined_x};
+    return MoeResult{detail::BufferAccess::run_symmetric_combine(buffer_, combine_plan).combined_x};
   }
 
   const detail::MoeLayerPlan& plan() const { return plan_; }
@@ -140,6 +151,7 @@ class MoeLayer::Impl {
   // whose o does not fit them would fail at its first combine, so it is refused here.
   void check_pull_reaches_outputs(const detail::PlanContext& context) const {
     if (context.options.sharing != HeapSharing::processes) return;
+    if (plan_.rows_home) return;  // the combine reads no expert output: the rows are home already
     if (buffer_.symmetric_combine_path() != SymmetricCombine::pull) return;
     if (heap_output_fits(detail::BufferAccess::symmetric_layout(buffer_), plan_)) return;
     throw InvalidArgument(
@@ -172,6 +184,7 @@ class MoeLayer::Impl {
     experts.activation_scales = space_.activation_scales.as<float>();
     experts.out = space_.out.as<uint16_t>();
     experts.symmetric = detail::BufferAccess::symmetric_layout(buffer_);
+    experts.rows_home = plan_.rows_home;
     return experts;
   }
 

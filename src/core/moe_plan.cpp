@@ -133,6 +133,17 @@ MoeLayerPlan plan_moe_layer(const MoeWeights& weights, const MoeLayerOptions& op
     expect_undefined(weights.w1_scales, "weights.w1_scales", "bf16 weights have no scales");
     expect_undefined(weights.w2_scales, "weights.w2_scales", "bf16 weights have no scales");
   }
+  if (options.expert_output != MoeExpertOutput::local && options.expert_output != MoeExpertOutput::home) {
+    throw InvalidArgument("expert_output: expected MoeExpertOutput::local or MoeExpertOutput::home, got " +
+                          text(static_cast<int>(options.expert_output)));
+  }
+  plan.rows_home = options.expert_output == MoeExpertOutput::home;
+  if (plan.rows_home && buffer.device == Device::cuda && !plan.fp8) {
+    throw Unsupported(
+        "expert_output: MoeExpertOutput::home on CUDA expects fp8 weights (GEMM 2's epilogue that writes "
+        "rows "
+        "home is built for the fp8 recipe's kernel), got bf16 weights; use MoeExpertOutput::local");
+  }
   plan.weights = weights;
   return plan;
 }

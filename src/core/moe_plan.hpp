@@ -6,6 +6,7 @@
 #include <cstdint>
 
 #include "common/moe_layout.hpp"
+#include "common/symmetric_home_rows.hpp"
 #include "common/symmetric_protocol.hpp"
 #include "core/plan_context.hpp"
 #include "switchyard/moe.hpp"
@@ -23,6 +24,7 @@ struct MoeLayerPlan {
   int64_t max_tokens_per_rank = 0;
   int64_t expert_capacity = 0;  // C, resolved (never 0)
   float activation_clamp = 0.0f;
+  bool rows_home = false;  // MoeExpertOutput::home: the expert phase writes o's rows into their homes
   MoeWeights weights;
 
   DType weight_dtype() const { return fp8 ? DType::fp8_e4m3 : DType::bf16; }
@@ -61,8 +63,10 @@ struct MoeExpertsPlan {
   uint16_t* gate_up = nullptr;          // h [L, C, 2I], bf16 (docs/MOE.md rounding point 2)
   void* activations = nullptr;          // a [L, C, I]
   float* activation_scales = nullptr;   // [L, C, I / 128], fp8 only
-  uint16_t* out = nullptr;              // o [L, C, H], bf16
+  uint16_t* out = nullptr;              // o [L, C, H], bf16 (not written with rows_home)
   common::SymmetricLayout symmetric;    // the Buffer's symmetric region (the CUDA path's barrier)
+  // GEMM 2 writes each row of o into its home's combine buffer (MoeExpertsCall::home_rows), not into `out`.
+  bool rows_home = false;
 };
 
 // One call of a layer's expert phase: the call's stream, resolved by the backend (a cudaStream_t on
@@ -74,6 +78,9 @@ struct MoeExpertsCall {
   void* stream = nullptr;
   void* const* marks = nullptr;
   int64_t expected_rows_per_expert = 0;
+  // With MoeExpertsPlan::rows_home (and only then): where this call's rows go home, the symmetric engine's
+  // description for the combine that follows (SymmetricUnit::home_rows); read during run() only.
+  const common::SymmetricHomeRows* home_rows = nullptr;
 };
 
 // The rows an expert can expect from a call of `num_tokens` tokens with `topk` slots on each of

@@ -42,6 +42,7 @@ struct MoeCase {
   DType weights = DType::bf16;
   float clamp = 0.0f;
   Rows rows = Rows::drawn;
+  MoeExpertOutput output = MoeExpertOutput::local;
 };
 
 void PrintTo(const MoeCase& m, std::ostream* out) {
@@ -120,6 +121,7 @@ MoeLayerOptions layer_options(const MoeCase& m) {
   options.max_tokens_per_rank = m.c.max_tokens;
   options.expert_capacity = m.c.capacity;
   options.activation_clamp = m.clamp;
+  options.expert_output = m.output;
   return options;
 }
 
@@ -198,6 +200,14 @@ std::vector<MoeCase> reference_cases() {
     cases.push_back(with_rows(moe_case(recipe + "_r4_one_row_per_expert", 4, {2, 2, 1, 2}, 2, 2, 16, dtype),
                               Rows::one_per_expert));
     cases.push_back(with_clamp(moe_case(recipe + "_r2_clamped", 2, {5, 6}, 6, 2, 4, dtype), 0.25f));
+  }
+  // Each again with the expert phase writing its rows home (MoeExpertOutput::home): the same bits.
+  const size_t local_cases = cases.size();
+  for (size_t i = 0; i < local_cases; ++i) {
+    MoeCase home = cases[i];
+    home.output = MoeExpertOutput::home;
+    home.c.name += "_rows_home";
+    cases.push_back(home);
   }
   return cases;
 }
@@ -362,6 +372,67 @@ TEST(MoeLayerHeapTensors, PullCombineAcrossProcessesFromTheHeapMatchesTheReferen
   }
 }
 
+// Rows written home need no heap-resident expert outputs across processes, whichever combine path the
+// buffer has: the combine moves nothing and reads only its own combine buffer. Three rounds, with a plain
+// symmetric dispatch and combine of the same tokens between rounds 1 and 2 on the push path.
+TEST(MoeLayerRowsHome, AcrossProcessesWithoutHeapOutputsOnBothCombinePaths) {
+  for (DType dtype : {DType::bf16, DType::fp8_e4m3}) {
+    for (SymmetricCombine path : {SymmetricCombine::push, SymmetricCombine::pull}) {
+      MoeCase m = moe_case(std::string("rows_home_") + (dtype == DType::bf16 ? "bf16" : "fp8") +
+                               (path == SymmetricCombine::push ? "_push" : "_pull"),
+                           4, {5, 3, 6, 0}, 6, 2, 8, dtype);
+      m.output = MoeExpertOutput::home;
+      const uint64_t seed = seed_for("moe/" + m.c.name);
+      const Expected e = expected_for(m, seed);
+      Failures failures;
+      run_ranks(m.c.ranks, [&](Group& group) {
+        const int rank = group.rank();
+        BufferOptions options = expert_major::buffer_options(m.c, rank, Regions::symmetric);
+        options.sharing = HeapSharing::processes;
+        options.config.symmetric_combine = path;
+        // pull across processes is accepted at connect only with heap-resident expert outputs: one row per
+        // expert, which the layer's outputs do not fit (MoeExpertOutput::local is refused with it, below).
+        if (path == SymmetricCombine::pull) options.sizing.symmetric_heap_output_rows_per_expert = 1;
+        Buffer buffer(options);
+        buffer.connect(group.allgather(buffer.local_handle()));
+        if (buffer.symmetric_combine_path() != path) failures.add(rank, "not the combine path asked for");
+        if (path == SymmetricCombine::pull) {
+          MoeLayerOptions local = layer_options(m);
+          local.expert_output = MoeExpertOutput::local;
+          const std::string message =
+              invalid_argument_message([&] { MoeLayer refused(buffer, e.weights[rank].weights(), local); });
+          if (!contains(message, "symmetric_heap_output_rows_per_expert"))
+            failures.add(rank, "local rows without room in the heap: " + message);
+        }
+        MoeLayer layer(buffer, e.weights[rank].weights(), layer_options(m));
+        const workload::RankData& data = e.data[rank];
+        for (int round = 0; round < 3; ++round) {
+          // A plain pair of symmetric calls in between (push: the pull combine across processes reads only
+          // heap-resident expert outputs, which have one row per expert here).
+          if (round == 2 && path == SymmetricCombine::push) {
+            LowLatencyDispatchArgs dispatch;
+            dispatch.x = data.x;
+            dispatch.topk_idx = data.topk_idx;
+            dispatch.max_tokens_per_rank = m.c.max_tokens;
+            dispatch.num_experts = m.c.num_experts;
+            LowLatencyDispatchResult received = buffer.symmetric_dispatch(dispatch);
+            LowLatencyCombineArgs combine;
+            combine.x = received.recv_x;
+            combine.topk_idx = data.topk_idx;
+            combine.topk_weights = data.topk_weights;
+            combine.handle = &received.handle;
+            buffer.symmetric_combine(combine);
+          }
+          MoeResult result = layer.forward(layer_args(data));
+          compare_y(result.y, e.y[rank], "y (round " + std::to_string(round) + ")", rank, failures);
+        }
+        group.barrier();
+      });
+      expert_major::expect_none(failures, seed);
+    }
+  }
+}
+
 TEST(MoeLayerHeapTensors, PullAcrossProcessesWithoutRoomInTheHeapIsRefusedNamingTheSizing) {
   const MoeCase m = moe_case("heap_too_small", 1, {4}, 4, 2, 4, DType::bf16);
   BufferOptions options = expert_major::buffer_options(m.c, 0, Regions::symmetric);
@@ -388,18 +459,21 @@ TEST(MoeLayerCapacity, AnExpertPastItsCapacityRaisesCapacityErrorOnEveryRank) {
   const uint64_t seed = seed_for("moe/overflow");
   const std::vector<workload::RankData> data = workload::generate(expert_major::shape_of(m.c), seed);
   ASSERT_GT(expert_major::max_expert_rows(data, m.c.num_experts), m.c.capacity);
-  Failures failures;
-  expert_major::with_buffers(m.c, Regions::symmetric, [&](Group& group, Buffer& buffer) {
-    const int rank = group.rank();
-    const workload::MoeExpertWeights weights =
-        workload::generate_moe_weights(2, m.c.hidden, m.intermediate, m.weights, seed, rank);
-    MoeLayer layer(buffer, weights.weights(), layer_options(m));
-    const std::string message =
-        expert_major::refused<CapacityError>([&] { layer.forward(layer_args(data[rank])); });
-    if (message.rfind("expert_capacity:", 0) != 0)
-      failures.add(rank, "expected a CapacityError, got: " + message);
-  });
-  expert_major::expect_none(failures, seed);
+  for (MoeExpertOutput output : {MoeExpertOutput::local, MoeExpertOutput::home}) {
+    m.output = output;
+    Failures failures;
+    expert_major::with_buffers(m.c, Regions::symmetric, [&](Group& group, Buffer& buffer) {
+      const int rank = group.rank();
+      const workload::MoeExpertWeights weights =
+          workload::generate_moe_weights(2, m.c.hidden, m.intermediate, m.weights, seed, rank);
+      MoeLayer layer(buffer, weights.weights(), layer_options(m));
+      const std::string message =
+          expert_major::refused<CapacityError>([&] { layer.forward(layer_args(data[rank])); });
+      if (message.rfind("expert_capacity:", 0) != 0)
+        failures.add(rank, "expected a CapacityError, got: " + message);
+    });
+    expert_major::expect_none(failures, seed);
+  }
 }
 
 // ---- refusals -------------------------------------------------------------------------------------
@@ -497,6 +571,15 @@ TEST_F(MoeLayerRefuses, ScalesThatDoNotMatchTheRecipe) {
   w.w1 = odd_w1;
   EXPECT_TRUE(
       contains(construction(w), "weights.w1: expected I (half of dimension 1) a positive multiple of 128"));
+}
+
+TEST_F(MoeLayerRefuses, AnExpertOutputThatIsNotOne) {
+  MoeLayerOptions options = options_;
+  options.expert_output = static_cast<MoeExpertOutput>(7);
+  const std::string message = construction(bf16_.weights(), options);
+  EXPECT_TRUE(
+      contains(message, "expert_output: expected MoeExpertOutput::local or MoeExpertOutput::home, got 7"))
+      << message;
 }
 
 TEST_F(MoeLayerRefuses, ExpertCountsTokenBoundsAndClamp) {

@@ -220,6 +220,23 @@ TEST_P(MoeLayerCuda, WithinToleranceOfTheReferenceAndBitwiseRunToRun) {
         group.barrier();
         bitwise(to_host(fused.forward(args).y, stream), first, rank, "y with W1 interleaved vs halves",
                 failures);
+        // fp8: GEMM 2 writing each row home from its epilogue (MoeExpertOutput::home), with W1 in both
+        // layouts, twice each (the combine's heap half turns over between layer calls of other layers):
+        // the same bits.
+        if (m.weights == DType::fp8_e4m3) {
+          MoeLayerOptions home_options = layer_options(m);
+          home_options.expert_output = MoeExpertOutput::home;
+          group.barrier();
+          MoeLayer home(buffer, weights.view(), home_options);
+          MoeLayer fused_home(buffer, view, home_options);
+          group.barrier();
+          for (int again = 0; again < 2; ++again) {
+            bitwise(to_host(home.forward(args).y, stream), first, rank, "y with rows written home vs local",
+                    failures);
+            bitwise(to_host(fused_home.forward(args).y, stream), first, rank,
+                    "y with W1 interleaved and rows written home vs local", failures);
+          }
+        }
       },
       kTestTimeoutSeconds);
   std::printf("[ moe     ] %s: largest |y - y_ref| / S = %.3g (tau %.3g)\n", m.c.name.c_str(), report.worst,
@@ -274,11 +291,13 @@ INSTANTIATE_TEST_SUITE_P(Recipes, MoeLayerCuda, ::testing::ValuesIn(cases()),
 struct GraphCase {
   DType recipe;
   cudaStreamCaptureMode mode;
+  MoeExpertOutput output = MoeExpertOutput::local;
 };
 
 std::string graph_case_name(const GraphCase& g) {
   return std::string(g.recipe == DType::bf16 ? "bf16" : "fp8") +
-         (g.mode == cudaStreamCaptureModeGlobal ? "_global" : "_thread_local");
+         (g.mode == cudaStreamCaptureModeGlobal ? "_global" : "_thread_local") +
+         (g.output == MoeExpertOutput::home ? "_rows_home" : "");
 }
 
 class MoeLayerCudaGraph : public ::testing::TestWithParam<GraphCase> {};
@@ -303,7 +322,9 @@ TEST_P(MoeLayerCudaGraph, ReplaysWithNewRoutingEqualDirectCallsBitwise) {
         const int rank = group.rank();
         const int device = device_for_rank(rank, m.c.ranks);
         const DeviceWeights weights = upload_weights(rounds[0].weights[rank], device, stream);
-        MoeLayer layer(buffer, weights.view(), layer_options(m));
+        MoeLayerOptions options = layer_options(m);
+        options.expert_output = GetParam().output;
+        MoeLayer layer(buffer, weights.view(), options);
         group.barrier();
         const DeviceInputs in = upload_inputs(rounds[0].data[rank], device, stream);
         const Tensor out = poisoned_device(DType::bf16, {in.x.size(0), m.c.hidden}, device, stream);
@@ -344,13 +365,15 @@ TEST_P(MoeLayerCudaGraph, ReplaysWithNewRoutingEqualDirectCallsBitwise) {
   expect_none(failures, seed);
 }
 
-INSTANTIATE_TEST_SUITE_P(Recipes, MoeLayerCudaGraph,
-                         ::testing::Values(GraphCase{DType::bf16, cudaStreamCaptureModeThreadLocal},
-                                           GraphCase{DType::fp8_e4m3, cudaStreamCaptureModeThreadLocal},
-                                           GraphCase{DType::bf16, cudaStreamCaptureModeGlobal}),
-                         [](const ::testing::TestParamInfo<GraphCase>& info) {
-                           return graph_case_name(info.param);
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Recipes, MoeLayerCudaGraph,
+    ::testing::Values(GraphCase{DType::bf16, cudaStreamCaptureModeThreadLocal},
+                      GraphCase{DType::fp8_e4m3, cudaStreamCaptureModeThreadLocal},
+                      GraphCase{DType::bf16, cudaStreamCaptureModeGlobal},
+                      // GEMM 2's places are written on the device from the engine's
+                      // call count: a replay sends its rows to its own turn's half.
+                      GraphCase{DType::fp8_e4m3, cudaStreamCaptureModeThreadLocal, MoeExpertOutput::home}),
+    [](const ::testing::TestParamInfo<GraphCase>& info) { return graph_case_name(info.param); });
 
 // ---- refusals ------------------------------------------------------------------------------------------
 
@@ -367,6 +390,30 @@ TEST(MoeLayerCudaRefusals, Small_R1_WeightsOnTheHostAreRefusedByName) {
           ADD_FAILURE() << "host weights on a cuda buffer were accepted";
         } catch (const InvalidArgument& error) {
           EXPECT_NE(std::string(error.what()).find("w1"), std::string::npos) << error.what();
+        }
+      },
+      kTestTimeoutSeconds);
+}
+
+TEST(MoeLayerCudaRefusals, Small_R1_RowsHomeWithBf16WeightsAreRefusedByName) {
+  SWITCHYARD_REQUIRE_GPU();
+  const MoeCase m = moe_case("bf16_rows_home", 1, {4}, 4, 2, 4, DType::bf16);
+  const workload::MoeExpertWeights host =
+      workload::generate_moe_weights(4, m.c.hidden, m.intermediate, DType::bf16, 1, 0);
+  with_gpu_ranks(
+      m.c, Regions::symmetric,
+      [&](Group& group, Buffer& buffer, cudaStream_t stream) {
+        const DeviceWeights weights = upload_weights(host, device_for_rank(group.rank(), 1), stream);
+        MoeLayerOptions options = layer_options(m);
+        options.expert_output = MoeExpertOutput::home;
+        try {
+          MoeLayer layer(buffer, weights.view(), options);
+          ADD_FAILURE() << "rows written home with bf16 weights on CUDA were accepted";
+        } catch (const Unsupported& error) {
+          EXPECT_NE(
+              std::string(error.what()).find("expert_output: MoeExpertOutput::home on CUDA expects fp8"),
+              std::string::npos)
+              << error.what();
         }
       },
       kTestTimeoutSeconds);

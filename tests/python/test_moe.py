@@ -105,25 +105,27 @@ def test_layer_matches_the_reference_bitwise(ranks, num_ranks, topk, tokens, fp8
             assert error <= 0.02 * np.abs(exact).max() + 1e-6, error
 
 
-def interleaved_job(rank, num_ranks, allgather, num_experts, topk, fp8, tokens):
+def interleaved_job(rank, num_ranks, allgather, num_experts, topk, fp8, tokens, expert_output="local"):
     x, topk_idx, topk_weights, w1, w2, w1_scales, w2_scales = rank_data(num_ranks, num_experts, topk, fp8, tokens,
                                                                        intermediate=256)[rank]
     buffer = make_buffer(allgather, num_experts, topk)
     moe = switchyard.MoE(buffer, switchyard.interleave_gate_up(w1), w2,
                          w1_scales=None if w1_scales is None else switchyard.interleave_gate_up(w1_scales),
                          w2_scales=w2_scales, num_experts=num_experts, max_tokens_per_rank=MAX_TOKENS,
-                         gate_up="interleaved")
+                         gate_up="interleaved", expert_output=expert_output)
     y = moe(x, topk_idx, topk_weights).copy()
     buffer.destroy()
     return y
 
 
+@pytest.mark.parametrize("expert_output", ["local", "home"])
 @pytest.mark.parametrize("fp8", [False, True], ids=["bf16", "fp8"])
-def test_interleaved_gate_up_gives_the_bits_of_the_halves(ranks, fp8):
+def test_interleaved_gate_up_gives_the_bits_of_the_halves(ranks, fp8, expert_output):
     """W1 (and its scales) through switchyard.interleave_gate_up, the layer told gate_up="interleaved": the
-    reference's y of the original halves, bit for bit (I = 256, so the layouts differ)."""
+    reference's y of the original halves, bit for bit (I = 256, so the layouts differ); likewise with the
+    expert outputs written home (expert_output="home")."""
     num_ranks, num_experts, topk, tokens = 2, 8, 2, [6, 5]
-    results = ranks(num_ranks).run(interleaved_job, [(num_experts, topk, fp8, tokens)] * num_ranks)
+    results = ranks(num_ranks).run(interleaved_job, [(num_experts, topk, fp8, tokens, expert_output)] * num_ranks)
     data = rank_data(num_ranks, num_experts, topk, fp8, tokens, intermediate=256)
     columns = list(zip(*data))
     expected = _C._testing.moe_reference(*columns[:5], [s for s in columns[5] if s is not None],
@@ -199,6 +201,8 @@ def refusals_job(rank, num_ranks, allgather):
         lambda: switchyard.MoE(buffer, w1, w2[:, :, :64].copy(), num_experts=4, max_tokens_per_rank=MAX_TOKENS),
         lambda: switchyard.MoE(buffer, w1, w2, num_experts=4, max_tokens_per_rank=MAX_TOKENS + 1),
         lambda: switchyard.MoE(buffer, w1.view(np.int16), w2, num_experts=4, max_tokens_per_rank=MAX_TOKENS),
+        lambda: switchyard.MoE(buffer, w1, w2, num_experts=4, max_tokens_per_rank=MAX_TOKENS,
+                               expert_output="remote"),
     ):
         with pytest.raises(switchyard.InvalidArgument) as refused:
             call()
@@ -220,8 +224,9 @@ def test_bad_weights_and_calls_are_refused_by_name(ranks):
     assert "weights.w2: expected size 128 in dimension 2" in messages[0]
     assert "max_tokens_per_rank: expected 1..8" in messages[1]
     assert "w1" in messages[2]
-    assert "x: expected size 128 in dimension 1 (H of the weights)" in messages[3]
-    assert "x: expected bf16 with bf16 weights" in messages[4]
+    assert "expert_output: expected 'local' or 'home', got 'remote'" in messages[3]
+    assert "x: expected size 128 in dimension 1 (H of the weights)" in messages[4]
+    assert "x: expected bf16 with bf16 weights" in messages[5]
 
 
 def torch_job(rank, num_ranks, allgather):

@@ -236,13 +236,14 @@ int run(const MoeBenchOptions& o) {
   }
   std::printf(
       "moe-bench: %d ranks as %s, %lld tokens/rank, H %d, I %d, %d experts, top-%d, %s weights, W1 gate/up "
-      "%s%s\n",
+      "%s%s%s\n",
       o.ranks, o.ranks_as == RanksAs::threads ? "threads" : "processes", static_cast<long long>(o.tokens),
       o.hidden, o.intermediate, o.experts, o.topk, o.weights == DType::fp8_e4m3 ? "fp8" : "bf16",
       o.gate_up == MoeGateUp::halves ? "halves"
       : o.weights == DType::fp8_e4m3 ? "interleaved, GEMM 1 with the SwiGLU epilogue"
                                      : "interleaved",
-      o.heap_tensors ? ", x and expert outputs in the heap (pull combine)" : "");
+      o.heap_tensors ? ", x and expert outputs in the heap (pull combine)" : "",
+      o.expert_output == MoeExpertOutput::home ? ", expert outputs written home by GEMM 2's epilogue" : "");
   std::fflush(stdout);
   // Drawn once, before any fork or CUDA call: forked ranks inherit it.
   const std::vector<workload::RankData> data = workload::generate(o.shape(), o.seed);
@@ -362,6 +363,7 @@ int run(const MoeBenchOptions& o) {
                              {"weights", o.weights == DType::fp8_e4m3 ? "fp8" : "bf16"},
                              {"capacity", capacity},
                              {"heap_tensors", o.heap_tensors},
+                             {"expert_output", o.expert_output == MoeExpertOutput::home ? "home" : "local"},
                              {"rows", total_rows},
                              {"gpus", gpus},
                              {"layer_us", layer},
@@ -442,6 +444,13 @@ int main(int argc, char** argv) {
                  "(64-row gate and up blocks alternating; with fp8 weights GEMM 1 applies SwiGLU and the "
                  "requantisation in its epilogue)")
       ->check(CLI::IsMember({"interleaved", "halves"}));
+  std::string expert_output = "local";
+  app.add_option(
+         "--expert-output", expert_output,
+         "where GEMM 2 writes each expert-output row (switchyard::MoeExpertOutput): local (the layer's "
+         "workspace, the combine moves it home; the default) | home (straight into its home's combine "
+         "buffer from GEMM 2's epilogue; fp8 weights on CUDA)")
+      ->check(CLI::IsMember({"local", "home"}));
   app.add_flag("--timeline", o.timeline,
                "also print every rank's phase marks of one timed call on a common origin (ranks as threads)");
   app.add_flag(
@@ -456,6 +465,8 @@ int main(int argc, char** argv) {
   o.ranks_as = ranks_as == "threads" ? RanksAs::threads : RanksAs::processes;
   o.heap_tensors = heap == "on";
   o.gate_up = gate_up == "halves" ? switchyard::MoeGateUp::halves : switchyard::MoeGateUp::interleaved;
+  o.expert_output =
+      expert_output == "home" ? switchyard::MoeExpertOutput::home : switchyard::MoeExpertOutput::local;
   // Ranks as threads each need a hardware queue of the GPU's context
   // (src/cuda/backend/device_connections.hpp), set before the first CUDA call; not for processes (MPS clients
   // asking for 32 fail to start).

@@ -208,6 +208,7 @@ std::string run_moe_rank(const MoeBenchOptions& o, const std::vector<workload::R
     layer_options.num_experts = o.experts;
     layer_options.max_tokens_per_rank = std::max<int64_t>(1, o.tokens);
     layer_options.expert_capacity = capacity;
+    layer_options.expert_output = o.expert_output;
     MoeLayer layer(buffer, w, layer_options);
     progress("layer made");
 

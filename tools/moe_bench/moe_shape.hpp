@@ -44,6 +44,8 @@ struct MoeBenchOptions {
   // --gate-up: W1's layout (switchyard::MoeGateUp): halves (the checkpoint's, the default) or interleaved,
   // with which the fp8 layer's GEMM 1 applies SwiGLU in its epilogue.
   MoeGateUp gate_up = MoeGateUp::halves;
+  // --expert-output: where GEMM 2 writes o's rows (switchyard::MoeExpertOutput).
+  MoeExpertOutput expert_output = MoeExpertOutput::local;
   std::string json;
 
   common::MoeWeightLayout weight_layout() const {

@@ -1,11 +1,13 @@
 #include "cpu/moe/experts.hpp"
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "common/numeric.hpp"
 #include "cpu/moe/grouped_gemm.hpp"
 #include "cpu/moe/swiglu.hpp"
+#include "switchyard/errors.hpp"
 
 namespace switchyard::cpu {
 
@@ -13,8 +15,10 @@ namespace {
 
 // One local expert's received rows, through both GEMMs; h is the workspace's [C, 2I] bf16 rows of the
 // expert, rounded from GEMM 1's fp32 sums in `sums` (docs/MOE.md rounding point 2).
+// With `home` (MoeExpertOutput::home) each row of o goes to its home's combine buffer, in `half`, instead of
+// the workspace: where the symmetric combine's pusher would copy it (common/symmetric_home_rows.hpp).
 void run_expert(const detail::MoeExpertsPlan& plan, int local, int64_t rows, std::vector<float>& sums,
-                std::vector<float>& out_f32) {
+                std::vector<float>& out_f32, const common::SymmetricHomeRows* home, int half) {
   const common::MoeWeightLayout& weights = plan.weights;
   const common::MoeWorkspaceLayout& space = plan.workspace;
   const int hidden = space.hidden, intermediate = space.intermediate;
@@ -48,20 +52,33 @@ void run_expert(const detail::MoeExpertsPlan& plan, int local, int64_t rows, std
     swiglu_to_bf16(weights, h, rows, plan.activation_clamp, a);
     gemm_bf16(a, rows, w2, hidden, intermediate, out_f32.data());
   }
-  uint16_t* out = plan.out + space.hidden_row(local, 0);
-  for (int64_t i = 0; i < rows * hidden; ++i) out[i] = common::float_to_bf16(out_f32[i]);
+  for (int64_t row = 0; row < rows; ++row) {
+    uint16_t* out = plan.out + space.hidden_row(local, row);
+    if (home != nullptr) {
+      out = reinterpret_cast<uint16_t*>(home->place(local, row, half));
+      if (out == nullptr) continue;  // a masked home: the pusher would not write it either
+    }
+    const float* sums_row = out_f32.data() + row * hidden;
+    for (int c = 0; c < hidden; ++c) out[c] = common::float_to_bf16(sums_row[c]);
+  }
 }
 
 }  // namespace
 
-void CpuMoeExperts::run(const detail::MoeExpertsCall&) {
+void CpuMoeExperts::run(const detail::MoeExpertsCall& call) {
   const detail::MoeExpertsPlan& plan = plan_;
+  if (plan.rows_home != (call.home_rows != nullptr)) {
+    throw Error("MoeLayer: the expert phase was made to write rows " +
+                std::string(plan.rows_home ? "home" : "locally") + " but the call " +
+                (call.home_rows != nullptr ? "gave" : "did not give") + " their homes (internal)");
+  }
+  const int half = call.home_rows != nullptr ? call.home_rows->combine_half() : 0;
   std::vector<float> sums, out_f32;  // reused across experts
   for (int local = 0; local < plan.workspace.local_experts; ++local) {
     // The dispatch refuses a call whose rows overflow C (CapacityError) before this phase; the bound
     // keeps a count past C from reading outside the workspace all the same.
     const int64_t rows = std::min<int64_t>(plan.recv_count[local], plan.workspace.capacity);
-    if (rows > 0) run_expert(plan, local, rows, sums, out_f32);
+    if (rows > 0) run_expert(plan, local, rows, sums, out_f32, call.home_rows, half);
   }
 }
 

@@ -366,7 +366,7 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
   LowLatencyCombineResult result;
   result.combined_x = output_or_allocate(args.out_combined_x, DType::bf16, {handle.num_tokens, plan.hidden});
 
-  if (combine_path_ == SymmetricCombine::pull) {
+  if (combine_path_ == SymmetricCombine::pull && !plan.rows_at_home) {
     if (!handle.position.defined()) {
       throw InvalidArgument(
           "handle: expected a dispatch made for the pull combine, got one without its row "
@@ -381,7 +381,8 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
     return result;
   }
   const Participants homes(call.masking, call.rank, call.num_ranks);
-  combine_pusher(call, homes, handle, plan.y);
+  // With rows_at_home the expert phase wrote every row where the pusher would (home_rows below).
+  if (!plan.rows_at_home) combine_pusher(call, homes, handle, plan.y);
   barrier_.arrive_and_wait(heap_.view(), plan.layout.signal(heap_.base(), 0), call.masking,
                            plan.config.timeout_seconds, "symmetric combine");
   // Fixed after the barrier: an expert rank it masked (on a timeout) is dropped from the whole reduction.
@@ -389,6 +390,13 @@ LowLatencyCombineResult SymmetricEngine::combine(const detail::SymmetricCombineP
                   args.topk_weights.as<const float>(), handle.num_tokens, handle.topk, combine_biases(args),
                   result.combined_x.as<uint16_t>());
   return result;
+}
+
+common::SymmetricHomeRows SymmetricEngine::home_rows(const detail::SymmetricCombinePlan& plan) {
+  common::SymmetricHomeRows rows = detail::symmetric_home_rows(plan, heap_.view(), mask_);
+  // The combine is the next symmetric call (an overflowed dispatch raised: there is no handle to combine).
+  rows.half = common::symmetric_half(sequence_ + 1);
+  return rows;
 }
 
 }  // namespace switchyard::cpu

@@ -23,6 +23,7 @@ class SymmetricEngine final : public detail::SymmetricUnit {
 
   LowLatencyDispatchResult dispatch(const detail::SymmetricDispatchPlan& plan) override;
   LowLatencyCombineResult combine(const detail::SymmetricCombinePlan& plan) override;
+  common::SymmetricHomeRows home_rows(const detail::SymmetricCombinePlan& plan) override;
 
   // At connect: the combine path (push or pull, resolved), the same on every rank.
   void set_combine_path(SymmetricCombine path) { combine_path_ = path; }

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <set>
@@ -5,6 +6,7 @@
 #include <utility>
 
 #include "common/moe_fused_schedule.hpp"
+#include "core/device_memory.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/moe/experts.hpp"
 #include "cuda/moe/swiglu_kernel.hpp"
@@ -35,6 +37,23 @@ __global__ void write_problem_shapes(const int32_t* recv_count, int groups, int6
   }
 }
 
+// places[g * C + r], for every received row r < min(recv_count[g], C) of local expert g: where GEMM 2's
+// epilogue sends the row (common::SymmetricHomeRows::place: its home's combine row, or null where nothing
+// is written). Rows past the count are never read (the GEMM's M_g stops there). The combine's half is read
+// from the engine's count on the device, so a graph replay writes its own turn's.
+__global__ void write_home_places(const __grid_constant__ common::SymmetricHomeRows home,
+                                  const int32_t* recv_count, int groups, int64_t capacity, uint8_t** places) {
+  const int half = home.combine_half();
+  const int64_t total = static_cast<int64_t>(groups) * capacity;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int g = static_cast<int>(i / capacity);
+    const int64_t row = i % capacity;
+    if (row >= recv_count[g] || row >= capacity) continue;
+    places[i] = home.place(g, row, half);
+  }
+}
+
 }  // namespace
 
 void prepare_moe_kernels(int device) {
@@ -44,6 +63,7 @@ void prepare_moe_kernels(int device) {
   const std::lock_guard<std::mutex> lock(mutex);
   if (!prepared.insert(device).second) return;
   preload_kernel(write_problem_shapes);
+  preload_kernel(write_home_places);
   moe_kernels::preload_swiglu_kernels();
   prepare_grouped_gemms();
 }
@@ -71,7 +91,7 @@ MoeGemmTiles moe_gemm_tiles_for(int64_t expected_rows_per_expert) {
 }
 
 MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaStream_t stream,
-                                       MoeGemmTiles tiles) {
+                                       MoeGemmTiles tiles, uint8_t* const* home_places) {
   const common::MoeWeightLayout& w = plan.weights;
   const common::MoeWorkspaceLayout& space = plan.workspace;
   const int hidden = space.hidden, intermediate = space.intermediate;
@@ -108,6 +128,17 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
   gemm2.b_group_stride = w.w2_row(1, 0) - w.w2_row(0, 0);
   gemm2.d = plan.out;
   gemm2.d_group_stride = capacity * hidden;
+  // Rows written home (MoeExpertOutput::home): the fp8 kernel whose epilogue sends each row to its place, in
+  // the m128 tile alone (home_rows_epilogue.cuh); o in the workspace is not written.
+  const bool home = plan.rows_home;
+  if (home) {
+    if (!plan.fp8 || home_places == nullptr) {
+      throw Error(
+          "MoeLayer: the expert phase writes rows home only with fp8 weights and their places (internal)");
+    }
+    gemm2.home = GroupedGemmHomeOutputs{home_places, capacity};
+    tiles.gemm2 = GroupedGemmTile::m128;
+  }
   if (plan.fp8) {
     gemm1.a_scales = plan.recv_x_scales;
     gemm1.a_scales_group_stride = space.hidden_scales_row(1, 0) - space.hidden_scales_row(0, 0);
@@ -126,7 +157,9 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
                                   : plan.fp8 ? GroupedGemmKind::fp8_to_bf16
                                              : GroupedGemmKind::bf16_to_bf16,
                                   gemm1, stream, tiles.gemm1);
-  gemms.gemm2 = make_grouped_gemm(plan.fp8 ? GroupedGemmKind::fp8_to_bf16 : GroupedGemmKind::bf16_to_bf16,
+  gemms.gemm2 = make_grouped_gemm(home       ? GroupedGemmKind::fp8_to_bf16_home
+                                  : plan.fp8 ? GroupedGemmKind::fp8_to_bf16
+                                             : GroupedGemmKind::bf16_to_bf16,
                                   gemm2, stream, tiles.gemm2);
   return gemms;
 }
@@ -134,12 +167,20 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
 CudaMoeExperts::CudaMoeExperts(const detail::MoeExpertsPlan& plan, cudaStream_t stream,
                                std::function<void(cudaStream_t)> barrier)
     : plan_(plan), barrier_(std::move(barrier)) {
+  uint8_t* const* places = nullptr;
+  if (plan.rows_home) {
+    int device = 0;
+    SY_CUDA_CHECK(cudaGetDevice(&device));
+    const int64_t rows = int64_t{plan.workspace.local_experts} * plan.workspace.capacity;
+    home_places_ = detail::allocate_cuda_bytes(static_cast<size_t>(rows) * sizeof(uint8_t*), device, stream);
+    places = static_cast<uint8_t* const*>(home_places_.get());
+  }
   MoeGemmTiles tiles;
   if (moe_gemm_tiles_from_environment(tiles) || !plan.fp8) {
-    many_rows_ = make_moe_grouped_gemms(plan, stream, tiles);
+    many_rows_ = make_moe_grouped_gemms(plan, stream, tiles, places);
   } else {
-    few_rows_ = make_moe_grouped_gemms(plan, stream, kFewRowsTiles);
-    many_rows_ = make_moe_grouped_gemms(plan, stream, kManyRowsTiles);
+    few_rows_ = make_moe_grouped_gemms(plan, stream, kFewRowsTiles, places);
+    many_rows_ = make_moe_grouped_gemms(plan, stream, kManyRowsTiles, places);
   }
 }
 
@@ -159,6 +200,20 @@ void CudaMoeExperts::run(const detail::MoeExpertsCall& call) {
                                               gemm1->problem_shapes(), 2 * space.intermediate, space.hidden,
                                               gemm2->problem_shapes(), space.hidden, space.intermediate);
   SY_CUDA_CHECK_LAUNCH();
+  if (plan_.rows_home != (call.home_rows != nullptr)) {
+    throw Error(std::string("MoeLayer: the expert phase was made to write rows ") +
+                (plan_.rows_home ? "home" : "locally") + " but the call " +
+                (call.home_rows != nullptr ? "gave" : "did not give") + " their homes (internal)");
+  }
+  if (call.home_rows != nullptr) {
+    constexpr int kThreads = 256;
+    const int64_t rows = int64_t{groups} * space.capacity;
+    const int blocks = static_cast<int>(std::min<int64_t>((rows + kThreads - 1) / kThreads, 1024));
+    write_home_places<<<blocks, kThreads, 0, stream>>>(*call.home_rows, plan_.recv_count, groups,
+                                                       space.capacity,
+                                                       static_cast<uint8_t**>(home_places_.get()));
+    SY_CUDA_CHECK_LAUNCH();
+  }
   mark(0);
   gemm1->run(stream);
   mark(1);

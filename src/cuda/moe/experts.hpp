@@ -6,6 +6,8 @@
 //   3. SwiGLU: a = silu(gate) * up, rounded to bf16 or requantised to e4m3 per 128 channels (or, with fp8
 //      weights in MoeGateUp::interleaved, in GEMM 1's epilogue: swiglu_epilogue.cuh);
 //   4. GEMM 2: o [L, C, H] bf16 = a . W2^T;
+//      or, with plan.rows_home (MoeExpertOutput::home), each row of o straight into its home's combine
+//      buffer (home_rows_epilogue.cuh), at places a kernel writes first from MoeExpertsCall::home_rows;
 //   5. a cross-rank barrier of one block per rank (`barrier`, the symmetric engine's): no rank's
 //      combine grid may spin on SMs that a peer sharing the GPU still needs for its GEMMs
 //      (cuda/symmetric/barrier_kernel.cu says why).
@@ -59,8 +61,10 @@ bool moe_few_rows(int64_t expected_rows_per_expert);
 // (4096 tokens) 41266 against 28911.
 MoeGemmTiles moe_gemm_tiles_for(int64_t expected_rows_per_expert);
 
+// `home_places` (plan.rows_home only): the [L, C] row places GEMM 2's epilogue reads (CudaMoeExperts writes
+// them each call); GEMM 2 is then fp8_to_bf16_home, in m128 whatever `tiles` says.
 MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaStream_t stream,
-                                       MoeGemmTiles tiles = {});
+                                       MoeGemmTiles tiles = {}, uint8_t* const* home_places = nullptr);
 
 class CudaMoeExperts final : public detail::MoeExperts {
  public:
@@ -77,6 +81,9 @@ class CudaMoeExperts final : public detail::MoeExperts {
   std::function<void(cudaStream_t)> barrier_;
   MoeGroupedGemms few_rows_;   // the small-BLOCK_M tiles (fp8 only, without an override)
   MoeGroupedGemms many_rows_;  // m128, or the override's tiles, or bf16's
+  // plan.rows_home: [L, C] addresses, each received row's place in its home's combine buffer (or null),
+  // written before GEMM 1 on every call and read by GEMM 2's epilogue.
+  std::shared_ptr<void> home_places_;
 };
 
 }  // namespace switchyard::cuda

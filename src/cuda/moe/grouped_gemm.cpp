@@ -18,12 +18,15 @@ const char* grouped_gemm_kind_name(GroupedGemmKind kind) {
       return "fp8 blockwise -> bf16";
     case GroupedGemmKind::fp8_swiglu_to_fp8:
       return "fp8 blockwise -> swiglu -> fp8";
+    case GroupedGemmKind::fp8_to_bf16_home:
+      return "fp8 blockwise -> bf16 rows home";
   }
   return "unknown";
 }
 
 bool grouped_gemm_is_fp8(GroupedGemmKind kind) {
-  return kind == GroupedGemmKind::fp8_to_bf16 || kind == GroupedGemmKind::fp8_swiglu_to_fp8;
+  return kind == GroupedGemmKind::fp8_to_bf16 || kind == GroupedGemmKind::fp8_swiglu_to_fp8 ||
+         kind == GroupedGemmKind::fp8_to_bf16_home;
 }
 
 const char* grouped_gemm_tile_name(GroupedGemmTile tile) {
@@ -56,7 +59,7 @@ namespace {
 using namespace grouped_gemm_detail;
 
 // Calls f.template operator()<kind, tile>() for the (kind, tile) given at run time; false where the kind
-// has no kernel in that tile (the bf16 kinds and fp8_swiglu_to_fp8 come in m128 only).
+// has no kernel in that tile (the bf16 kinds, fp8_swiglu_to_fp8 and fp8_to_bf16_home come in m128 only).
 template <class F>
 bool with_kernel(GroupedGemmKind kind, GroupedGemmTile tile, F&& f) {
   const auto fp8_tiles = [&](auto kind_constant) {
@@ -88,6 +91,10 @@ bool with_kernel(GroupedGemmKind kind, GroupedGemmTile tile, F&& f) {
       if (tile != GroupedGemmTile::m128) return false;
       f.template operator()<GroupedGemmKind::fp8_swiglu_to_fp8, GroupedGemmTile::m128>();
       return true;
+    case GroupedGemmKind::fp8_to_bf16_home:
+      if (tile != GroupedGemmTile::m128) return false;
+      f.template operator()<GroupedGemmKind::fp8_to_bf16_home, GroupedGemmTile::m128>();
+      return true;
   }
   return false;
 }
@@ -114,8 +121,8 @@ struct MakeKernel {
 
 void prepare_grouped_gemms() {
 #if defined(SWITCHYARD_WITH_CUTLASS)
-  for (GroupedGemmKind kind :
-       {GroupedGemmKind::bf16_to_bf16, GroupedGemmKind::fp8_to_bf16, GroupedGemmKind::fp8_swiglu_to_fp8}) {
+  for (GroupedGemmKind kind : {GroupedGemmKind::bf16_to_bf16, GroupedGemmKind::fp8_to_bf16,
+                               GroupedGemmKind::fp8_swiglu_to_fp8, GroupedGemmKind::fp8_to_bf16_home}) {
     for (GroupedGemmTile tile : kGroupedGemmTiles) {
       with_kernel(kind, tile, PrepareKernel{});
     }

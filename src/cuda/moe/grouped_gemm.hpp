@@ -28,6 +28,10 @@ enum class GroupedGemmKind {
   // GroupedGemmOperands::swiglu says, never h. The m128 tile only, in clusters of two CTAs along N (the two
   // halves of a requantisation block, trading each row's amax).
   fp8_swiglu_to_fp8,
+  // GEMM 2 of the fp8 layer with its rows written home (MoeExpertOutput::home, home_rows_epilogue.cuh):
+  // fp8_to_bf16's m128 mainloop, and each row of D goes where GroupedGemmOperands::home says (its home
+  // rank's combine buffer), never to d. The m128 tile only; N a multiple of 128.
+  fp8_to_bf16_home,
 };
 const char* grouped_gemm_kind_name(GroupedGemmKind kind);
 bool grouped_gemm_is_fp8(GroupedGemmKind kind);
@@ -59,6 +63,14 @@ struct GroupedGemmSwigluOutputs {
   float* activation_scales = nullptr;
 };
 
+// Where fp8_to_bf16_home writes: row r of group g's D goes to places[g * capacity + r] (its 2N bytes, a
+// bf16 row; null: the row is not written), an address any rank's mapping reaches (the layer writes them
+// from common::SymmetricHomeRows before the GEMM runs, cuda/moe/experts.cu).
+struct GroupedGemmHomeOutputs {
+  uint8_t* const* places = nullptr;
+  int64_t capacity = 0;
+};
+
 // Row-major, dense operands of `groups` experts; group g's tensors start at base + g * group_stride
 // (elements of the operand's own type). Scales (fp8 kinds only): A's [rows, K / 128] per group, B's
 // [N / 128, K / 128] per group, both row-major (K fastest), as the dispatch and the checkpoint lay them.
@@ -77,6 +89,7 @@ struct GroupedGemmOperands {
   const float* b_scales = nullptr;
   int64_t b_scales_group_stride = 0;
   GroupedGemmSwigluOutputs swiglu;  // fp8_swiglu_to_fp8 only (d is unused there)
+  GroupedGemmHomeOutputs home;      // fp8_to_bf16_home only (d is unused there)
 };
 
 class GroupedGemm {

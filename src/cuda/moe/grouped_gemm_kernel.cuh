@@ -24,6 +24,7 @@
 #include "core/device_memory.hpp"
 #include "cuda/moe/grouped_gemm.hpp"
 #include "cuda/moe/grouped_gemm_kinds.hpp"
+#include "cuda/moe/home_rows_epilogue.cuh"
 #include "cuda/moe/swiglu_epilogue.cuh"
 #include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
@@ -60,6 +61,7 @@ struct Bf16Kernel {
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = false;
   static constexpr bool kSwiglu = false;
+  static constexpr bool kHome = false;
   static constexpr int kScaleRowsB = 128;  // no scales
 };
 
@@ -136,6 +138,27 @@ struct Fp8BlockwiseKernel {
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = true;
   static constexpr bool kSwiglu = false;
+  static constexpr bool kHome = false;
+  static constexpr int kScaleRowsB = 128;
+};
+
+// GEMM 2 with its rows written home (fp8_to_bf16_home, m128 only): Fp8BlockwiseKernel's m128 mainloop with
+// HomeRowsEpilogue (home_rows_epilogue.cuh), whose staging rows (34 KiB) stand where the TMA epilogue's
+// shared memory stood beside the stages.
+struct Fp8HomeKernel {
+  using TileShape = typename Fp8Tile<GroupedGemmTile::m128>::TileShape;
+  using ClusterShape = typename Fp8Tile<GroupedGemmTile::m128>::ClusterShape;
+  using ScaleConfig = Fp8ScaleConfig;
+  using LayoutSFA = Fp8LayoutSFA;
+  using LayoutSFB = Fp8LayoutSFB;
+  using CollectiveEpilogue = HomeRowsEpilogue;
+  using CollectiveMainloop =
+      Fp8BlockwiseMainloop<TileShape, ClusterShape, typename Fp8Tile<GroupedGemmTile::m128>::KernelSchedule,
+                           typename CollectiveEpilogue::TensorStorage>;
+  using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
+  static constexpr bool kFp8 = true;
+  static constexpr bool kSwiglu = false;
+  static constexpr bool kHome = true;
   static constexpr int kScaleRowsB = 128;
 };
 
@@ -160,6 +183,7 @@ struct Fp8SwigluKernel {
   using Kernel = cutlass::gemm::kernel::GemmUniversal<ProblemShape, CollectiveMainloop, CollectiveEpilogue>;
   static constexpr bool kFp8 = true;
   static constexpr bool kSwiglu = true;
+  static constexpr bool kHome = false;
 };
 
 // Device memory the runner owns; stream-ordered where the stream allows (core/device_memory.hpp), so
@@ -294,6 +318,8 @@ class Runner final : public GroupedGemm {
     }
     if constexpr (Config::kSwiglu) {
       args.epilogue = op.swiglu;
+    } else if constexpr (Config::kHome) {
+      args.epilogue = op.home;
     } else {
       args.epilogue.thread.alpha = 1.0f;
       args.epilogue.thread.beta = 0.0f;
@@ -386,8 +412,8 @@ class Runner final : public GroupedGemm {
       workspace_;
 };
 
-// The kernel of a (kind, tile): the bf16 kinds and fp8_swiglu_to_fp8 come in the m128 tile only
-// (grouped_gemm.cpp refuses others).
+// The kernel of a (kind, tile): the bf16 kinds, fp8_swiglu_to_fp8 and fp8_to_bf16_home come in the m128 tile
+// only (grouped_gemm.cpp refuses others).
 template <GroupedGemmKind kKind, GroupedGemmTile kTile>
 struct KernelConfig;
 template <GroupedGemmTile kTile>
@@ -401,6 +427,10 @@ struct KernelConfig<GroupedGemmKind::fp8_to_bf16, kTile> {
 template <>
 struct KernelConfig<GroupedGemmKind::fp8_swiglu_to_fp8, GroupedGemmTile::m128> {
   using type = Fp8SwigluKernel;
+};
+template <>
+struct KernelConfig<GroupedGemmKind::fp8_to_bf16_home, GroupedGemmTile::m128> {
+  using type = Fp8HomeKernel;
 };
 
 template <GroupedGemmKind kKind, GroupedGemmTile kTile>

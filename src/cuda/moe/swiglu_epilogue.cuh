@@ -28,9 +28,9 @@
 // blocks, and GEMM 1 took 1.27x as long (bench/NOTES.md): this one trades 1/64 of those bytes, and
 // neither CTA waits for its partner to read.
 //
-// A CUTLASS collective epilogue in the operator() form that detail::Sm90TmaWarpSpecializedAdapter wraps
-// for the warp-specialised kernels (as CUTLASS's DefaultEpilogueArray is); SwigluPairEpilogue below adds
-// the barriers' initialisation, which must precede the kernel's cluster-wide start barrier.
+// A CUTLASS collective epilogue in the operator() form that the warp-specialised kernels' adapter wraps
+// (direct_epilogue.cuh); SwigluPairEpilogue below adds the barriers' initialisation, which must precede the
+// kernel's cluster-wide start barrier.
 #include <cutlass/cutlass.h>
 
 #include <cstdint>
@@ -41,6 +41,7 @@
 #include "common/fp8_cast.hpp"
 #include "common/moe_layout.hpp"
 #include "common/moe_numerics.hpp"
+#include "cuda/moe/direct_epilogue.cuh"
 #include "cuda/moe/fp8_promotion.cuh"
 #include "cuda/moe/grouped_gemm.hpp"
 #include "device/fp8_cast.cuh"
@@ -58,42 +59,9 @@ struct SwigluPairStorage {
   alignas(8) uint64_t full[2];
 };
 
-class SwigluFp8Epilogue {
+// The op: D is the e4m3 activations and their scales, written by this class rather than through a stride.
+class SwigluFp8Epilogue : public DirectEpilogueOp<SwigluPairStorage, GroupedGemmSwigluOutputs, uint8_t> {
  public:
-  using EpilogueSchedule = cutlass::epilogue::PtrArrayNoSmemWarpSpecialized;
-  using DispatchPolicy = EpilogueSchedule;
-  // The kernel's and the adapter's type plumbing: no C is read, and D is the e4m3 activations, written
-  // by this class rather than through a stride.
-  using ThreadEpilogueOp = void;
-  using ElementAccumulator = float;
-  using ElementC = void;
-  using ElementD = uint8_t;
-  using StrideC = cute::Stride<int64_t, cute::Int<1>, cute::Int<0>>*;
-  using StrideD = StrideC;
-  using InternalStrideC = cute::remove_pointer_t<StrideC>;
-  using InternalStrideD = cute::remove_pointer_t<StrideD>;
-  using GmemTiledCopyC = void;
-  using GmemTiledCopyD = void;
-
-  using SharedStorage = SwigluPairStorage;
-  using TensorMapStorage = SharedStorage;
-
-  using Arguments = GroupedGemmSwigluOutputs;
-  using Params = GroupedGemmSwigluOutputs;
-
-  template <class ProblemShape>
-  static constexpr Params to_underlying_arguments(ProblemShape const&, Arguments const& args, void*) {
-    return args;
-  }
-  template <class ProblemShape>
-  static size_t get_workspace_size(ProblemShape const&, Arguments const&, int) {
-    return 0;
-  }
-  template <class ProblemShape>
-  static cutlass::Status initialize_workspace(ProblemShape const&, Arguments const&, void*, cudaStream_t,
-                                              cutlass::CudaHostAdapter* = nullptr) {
-    return cutlass::Status::kSuccess;
-  }
   // N must be whole pairs of 128-column tiles (a requantisation block): the layer's I is a multiple of 128.
   template <class ProblemShape>
   static bool can_implement(ProblemShape const&, Arguments const& args) {
@@ -102,8 +70,6 @@ class SwigluFp8Epilogue {
   }
 
   CUTLASS_HOST_DEVICE explicit SwigluFp8Epilogue(Params const& params) : params_(params) {}
-
-  CUTLASS_DEVICE bool is_source_needed() { return false; }
 
   template <class ProblemShapeMNKL, class BlockShapeMNK, class BlockCoordMNKL, class FrgEngine,
             class FrgLayout, class TiledMma, class ResidueMNK>
@@ -228,20 +194,13 @@ class SwigluFp8Epilogue {
   uint32_t tiles_ = 0;  // tiles this thread's epilogue has run: the exchange's buffer and its barrier's phase
 };
 
-// The collective epilogue the kernel holds: CUTLASS's adapter, plus the barriers' initialisation. The
-// kernel constructs its epilogue in every thread before the cluster-wide barrier that publishes every
-// pipeline's initialisation, so the partner's first arrival finds these initialised.
-//
-// The adapter would also reserve its operator's SharedStorage a second time as tensor-map storage (shared
-// memory the mainloop's stages could use); this epilogue has no tensor maps, so that storage is empty here
-// and the members that take it are the adapter's no-ops over the empty type.
-class SwigluPairEpilogue
-    : public cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluFp8Epilogue> {
-  using Base = cutlass::epilogue::collective::detail::Sm90TmaWarpSpecializedAdapter<SwigluFp8Epilogue>;
+// The collective epilogue the kernel holds: the adapter (direct_epilogue.cuh), plus the barriers'
+// initialisation. The kernel constructs its epilogue in every thread before the cluster-wide barrier that
+// publishes every pipeline's initialisation, so the partner's first arrival finds these initialised.
+class SwigluPairEpilogue : public DirectEpilogue<SwigluFp8Epilogue> {
+  using Base = DirectEpilogue<SwigluFp8Epilogue>;
 
  public:
-  struct TensorMapStorage {};
-
   CUTLASS_DEVICE SwigluPairEpilogue(Params const& params, TensorStorage& storage) : Base(params, storage) {
     if (threadIdx.x == 0) {
       // One arrival a phase: the receiver's, with the phase's byte count.
@@ -250,18 +209,6 @@ class SwigluPairEpilogue
       ptx::fence_mbarrier_init();
     }
   }
-
-  CUTLASS_DEVICE auto load_init(Params const&, TensorMapStorage&, int32_t, int32_t) {
-    return cute::make_tuple(nullptr);
-  }
-  CUTLASS_DEVICE auto store_init(Params const&, TensorMapStorage&, int32_t, int32_t, int32_t) {
-    return cute::make_tuple(nullptr);
-  }
-  template <bool IsLoad, class ProblemShapeMNKL>
-  CUTLASS_DEVICE void tensormaps_perform_update(TensorMapStorage&, Params const&, cute::TmaDescriptor const*,
-                                                ProblemShapeMNKL, int32_t, int32_t) {}
-  template <bool IsLoad>
-  CUTLASS_DEVICE void tensormaps_cp_fence_release(TensorMapStorage&, cute::TmaDescriptor const*, int32_t) {}
 };
 
 }  // namespace switchyard::cuda::grouped_gemm_detail

@@ -8,6 +8,9 @@
 //   3. reduce (cuda/symmetric/reduce.cuh): every warp takes (token, 256-channel chunk) items of this
 //      rank's tokens and sums the valid slots' rows from its own combine buffer, weighted, in
 //      increasing slot order with fmaf from +0, rounding to bf16 once: the CPU engine's arithmetic.
+// Rows at home (SymmetricCombineLaunch::rows_at_home, the MoE layer's MoeExpertOutput::home): GEMM 2's
+// epilogue wrote every row where step 1 would have put it; step 1 then only checks the dispatch's tables
+// (recording a bad token or slot as for a pushed row) and moves nothing.
 // The combine of a dispatch that overflowed its expert_capacity is refused on every rank alike (each
 // rank's dispatch found the same overflow): nothing is pushed or reduced, the barrier still runs so
 // that no peer waits, and the CapacityError is recorded again.
@@ -36,6 +39,7 @@ struct CombineCall {
   int num_ranks;
   int blocks;
   uint32_t row_bytes;  // H' * 2
+  bool rows_at_home;   // SymmetricCombineLaunch::rows_at_home: check the rows, move none
 };
 
 // ---- 1. push ------------------------------------------------------------------------------------
@@ -99,6 +103,9 @@ __device__ void push_producer(const KernelContext& context, const SymmetricCombi
           target = heap.map(launch.layout.combine_row(heap.base, call.half, slot, token), home);
         }
       }
+      // Rows already home (written by the expert phase, common/symmetric_home_rows.hpp): checked above,
+      // where a bad token or slot is recorded as for a pushed row, and not moved.
+      if (call.rows_at_home) continue;
       const uint32_t mask = __ballot_sync(0xffffffffu, valid);
       int failed = 0;
       for (int i = 0; i < 32; ++i) {
@@ -169,6 +176,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   call.num_ranks = context.num_ranks;
   call.blocks = grid.blocks;
   call.row_bytes = static_cast<uint32_t>(launch.hidden) * 2;
+  call.rows_at_home = launch.rows_at_home;
   const WaitSite pipeline_site{common::WaitRole::symmetric_combine, common::WaitTarget::grid_arrival, -1, -1};
 
   // 1. Push (nothing if the dispatch's layout is unusable or overflowed; the barrier still runs, peers

@@ -426,7 +426,8 @@ LowLatencyCombineResult SymmetricEngine::run_combine(const detail::SymmetricComb
   const detail::ExpertMajorHandleData& handle = *plan.handle;
   const int num_ranks = plan.topology.num_ranks;
   const uint32_t row_bytes = static_cast<uint32_t>(plan.hidden) * 2;
-  const bool pull = combine_path_ == SymmetricCombine::pull;
+  // Rows already home: the push combine's kernel, which then only checks the tables, waits and reduces.
+  const bool pull = combine_path_ == SymmetricCombine::pull && !plan.rows_at_home;
   if (pull && !handle.position.defined()) {
     throw InvalidArgument(
         "handle: expected a dispatch made for the pull combine, got one without its row "
@@ -436,7 +437,7 @@ LowLatencyCombineResult SymmetricEngine::run_combine(const detail::SymmetricComb
   const SymmetricGrid grid =
       symmetric_grid(blocks_per_rank(launch.ranks_on_device), num_ranks, handle.local_experts, row_bytes, 0,
                      false, store_read_lag_, piece_bytes_);
-  expect_aligned(plan.y, "x", "expert rows are read with TMA and 16-byte loads");
+  if (!plan.rows_at_home) expect_aligned(plan.y, "x", "expert rows are read with TMA and 16-byte loads");
   if (args.out_combined_x.defined()) {
     expect_aligned(args.out_combined_x.data, "out_combined_x", "rows are written with 16-byte stores");
   }
@@ -467,6 +468,7 @@ LowLatencyCombineResult SymmetricEngine::run_combine(const detail::SymmetricComb
   kernel.bias0 = args.bias0.defined() ? args.bias0.as<const uint16_t>() : nullptr;
   kernel.bias1 = args.bias1.defined() ? args.bias1.as<const uint16_t>() : nullptr;
   kernel.num_experts = handle.num_experts;
+  kernel.rows_at_home = plan.rows_at_home;
   context.barrier_epoch = &state_->barriers;
   if (pull) {
     kernel.position = handle.position.as<const int32_t>();
@@ -476,6 +478,17 @@ LowLatencyCombineResult SymmetricEngine::run_combine(const detail::SymmetricComb
     launch_symmetric_combine(context, kernel, launch.stream);
   }
   return result;
+}
+
+common::SymmetricHomeRows SymmetricEngine::home_rows(const detail::SymmetricCombinePlan& plan) {
+  // Raises what earlier kernels recorded, as the combine itself would, before the expert phase writes.
+  const KernelContext context = services_.begin_expert_major_call(plan.args.stream).context;
+  common::SymmetricHomeRows rows = detail::symmetric_home_rows(plan, context.heap, context.mask);
+  rows.overflow = plan.handle->overflow.as<const int32_t>();
+  // The half is counted on the device (a graph replay has its own turn): the combine is call calls + 1.
+  rows.half = -1;
+  rows.calls = &state_->calls;
+  return rows;
 }
 
 void SymmetricEngine::barrier(const common::SymmetricLayout& layout, KernelContext context,

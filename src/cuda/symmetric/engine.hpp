@@ -53,6 +53,8 @@ class SymmetricEngine final : public detail::SymmetricUnit {
 
   LowLatencyDispatchResult dispatch(const detail::SymmetricDispatchPlan& plan) override;
   LowLatencyCombineResult combine(const detail::SymmetricCombinePlan& plan) override;
+  // The device reads it: the handle's tables, this rank's heap and mask, and the engine's call count.
+  common::SymmetricHomeRows home_rows(const detail::SymmetricCombinePlan& plan) override;
   // A barrier of all ranks on `stream`, one block per rank, in the sequence of the calls' barriers
   // (every rank must make it at the same point of its calls): the MoE layer's, before its combine.
   void barrier(const common::SymmetricLayout& layout, KernelContext context, cudaStream_t stream);

@@ -188,6 +188,9 @@ struct SymmetricCombineLaunch {
   // bf16 [N, H'] each, or null: where each token's fp32 sum starts (common/combine_bias.hpp).
   const uint16_t* bias0;
   const uint16_t* bias1;
+  // The expert phase wrote every row into its home's combine buffer (SymmetricCombinePlan::rows_at_home):
+  // the push moves nothing and only checks the dispatch's tables, as it would for the rows it pushes.
+  bool rows_at_home;
 };
 void launch_symmetric_combine(const KernelContext& context, const SymmetricCombineLaunch& launch,
                               cudaStream_t stream);
