@@ -316,10 +316,12 @@ class Buffer::Impl {
   }
   // The two halves of symmetric_combine, for the MoE layer, whose expert phase runs between them when it
   // writes the rows home (detail::BufferAccess).
-  detail::SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args) {
+  detail::SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args,
+                                                      bool rows_at_home = false) {
     check_usable("symmetric_combine");
     detail::check_symmetric_region(options_, "symmetric_combine");
-    return detail::plan_symmetric_combine(args, plan_context(), symmetric_layout_, backend_->heap_base());
+    return detail::plan_symmetric_combine(args, plan_context(), symmetric_layout_, backend_->heap_base(),
+                                          rows_at_home);
   }
   LowLatencyCombineResult run_symmetric_combine(const detail::SymmetricCombinePlan& plan) {
     check_usable("symmetric_combine");
@@ -680,8 +682,9 @@ std::unique_ptr<MoeExperts> BufferAccess::make_moe_experts(Buffer& buffer, const
 void BufferAccess::run_moe_experts(Buffer& buffer, MoeExperts& experts, const MoeExpertsCall& call) {
   buffer.impl_->run_moe_experts(experts, call);
 }
-SymmetricCombinePlan BufferAccess::plan_symmetric_combine(Buffer& buffer, const LowLatencyCombineArgs& args) {
-  return buffer.impl_->plan_symmetric_combine(args);
+SymmetricCombinePlan BufferAccess::plan_symmetric_combine(Buffer& buffer, const LowLatencyCombineArgs& args,
+                                                          bool rows_at_home) {
+  return buffer.impl_->plan_symmetric_combine(args, rows_at_home);
 }
 common::SymmetricHomeRows BufferAccess::symmetric_home_rows(Buffer& buffer,
                                                             const SymmetricCombinePlan& plan) {

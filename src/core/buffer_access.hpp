@@ -27,7 +27,9 @@ struct BufferAccess {
   static void run_moe_experts(Buffer& buffer, MoeExperts& experts, const MoeExpertsCall& call);
   // Buffer::symmetric_combine in two halves, and between them where the expert phase of the dispatch
   // behind `plan` writes its rows home (MoeExpertOutput::home): the engine's description of those places.
-  static SymmetricCombinePlan plan_symmetric_combine(Buffer& buffer, const LowLatencyCombineArgs& args);
+  // `rows_at_home`: the plan of such a combine (no x; SymmetricCombinePlan::rows_at_home).
+  static SymmetricCombinePlan plan_symmetric_combine(Buffer& buffer, const LowLatencyCombineArgs& args,
+                                                     bool rows_at_home);
   static common::SymmetricHomeRows symmetric_home_rows(Buffer& buffer, const SymmetricCombinePlan& plan);
   static LowLatencyCombineResult run_symmetric_combine(Buffer& buffer, const SymmetricCombinePlan& plan);
 };

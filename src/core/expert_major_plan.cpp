@@ -245,8 +245,10 @@ void plan_expert_major_dispatch(const LowLatencyDispatchArgs& args, const Expert
 
 // Fills `plan` (the engine's layout aside) from `args`. `staging`: where zero-copy outputs are
 // (null when the engine has none; the caller refuses zero_copy then).
+// `rows_at_home` (symmetric only, internal): the expert phase wrote the rows home already, so there is no x.
 void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine, int capacity_hidden,
-                               void* staging, const PlanContext& buffer, ExpertMajorCombinePlan& plan) {
+                               void* staging, const PlanContext& buffer, ExpertMajorCombinePlan& plan,
+                               bool rows_at_home = false) {
   const Device device = buffer.device;
   plan.rank = buffer.options.rank;
   plan.topology = buffer.options.topology;
@@ -269,6 +271,13 @@ void plan_expert_major_combine(const LowLatencyCombineArgs& args, Engine engine,
     }
     plan.hidden = handle.hidden;
     plan.y = static_cast<const uint16_t*>(staging);
+  } else if (rows_at_home) {
+    if (args.x.defined()) {
+      throw InvalidArgument("x: expected none with the rows written home by the expert phase, got " +
+                            args.x.describe());
+    }
+    plan.hidden = handle.hidden;
+    plan.y = nullptr;
   } else {
     expect_tensor(args.x, "x", DType::bf16, 3, device);
     expect_dim(args.x, "x", 0, local, "local_experts of the dispatch");
@@ -425,7 +434,8 @@ SymmetricDispatchPlan plan_symmetric_dispatch(const LowLatencyDispatchArgs& args
 }
 
 SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args, const PlanContext& buffer,
-                                            const common::SymmetricLayout& layout, const uint8_t* heap_base) {
+                                            const common::SymmetricLayout& layout, const uint8_t* heap_base,
+                                            bool rows_at_home) {
   if (args.return_recv_hook) {
     throw Unsupported(
         "symmetric_combine: return_recv_hook is not supported by the symmetric engine (one stage: "
@@ -448,7 +458,8 @@ SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args, c
   }
   SymmetricCombinePlan plan;
   plan.layout = layout;
-  plan_expert_major_combine(args, Engine::symmetric, layout.hidden, nullptr, buffer, plan);
+  plan_expert_major_combine(args, Engine::symmetric, layout.hidden, nullptr, buffer, plan, rows_at_home);
+  plan.rows_at_home = rows_at_home;
   plan.y_heap_offset = heap_area_offset(plan.y, args.x.nbytes(), heap_base, layout.heap_output_offset(),
                                         layout.heap_output_bytes(), "x", "Buffer::symmetric_expert_output");
   return plan;

@@ -37,8 +37,11 @@ LowLatencyCombinePlan plan_low_latency_combine(const LowLatencyCombineArgs& args
 SymmetricDispatchPlan plan_symmetric_dispatch(const LowLatencyDispatchArgs& args, const PlanContext& buffer,
                                               const common::SymmetricLayout& layout,
                                               const uint8_t* heap_base);
+// `rows_at_home` (the MoE layer's MoeExpertOutput::home): the expert phase writes the rows into their homes,
+// so args.x is none and the plan's y is null (SymmetricCombinePlan::rows_at_home).
 SymmetricCombinePlan plan_symmetric_combine(const LowLatencyCombineArgs& args, const PlanContext& buffer,
-                                            const common::SymmetricLayout& layout, const uint8_t* heap_base);
+                                            const common::SymmetricLayout& layout, const uint8_t* heap_base,
+                                            bool rows_at_home = false);
 
 // Where the rows of the dispatch behind `plan` go home for its combine (common/symmetric_home_rows.hpp), in
 // `heap` (this rank's, with its peers' offsets) under `mask`: every field but the ones the engine alone

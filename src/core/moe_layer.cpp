@@ -67,7 +67,10 @@ MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan
   space.src_info = BufferAccess::allocate(buffer, DType::i32, {local, rows});
   space.gate_up = BufferAccess::allocate(buffer, DType::bf16, {local, rows, 2 * intermediate});
   space.activations = BufferAccess::allocate(buffer, dtype, {local, rows, intermediate});
-  if (heap_output_fits(layout, plan)) {
+  if (plan.rows_home) {
+    // GEMM 2 writes each row of o into its home's combine buffer: no o here (at DeepSeek-V3's shape and the
+    // default capacity, 32 experts x 1024 rows x 7168 channels at 128 tokens on 8 ranks: 470 MB a rank).
+  } else if (heap_output_fits(layout, plan)) {
     // GEMM 2 writes o straight into the heap-resident expert outputs, which every home reads in place
     // (the pull combine, across processes too). The Buffer outlives the layer.
     space.out = Tensor::borrow(TensorView(BufferAccess::heap_base(buffer) + layout.heap_output_offset(),
@@ -118,15 +121,14 @@ class MoeLayer::Impl {
     // The combine is planned (and its arguments checked) before the expert phase: with the rows written
     // home, the phase needs the places the engine gives for this combine.
     LowLatencyCombineArgs combine;
-    combine.x = space_.out;
+    combine.x = space_.out;  // none with the rows written home
     combine.topk_idx = args.topk_idx;
     combine.topk_weights = args.topk_weights;
     combine.handle = &received.handle;
     combine.out_combined_x = args.out_y;
     combine.stream = args.stream;
-    detail::SymmetricCombinePlan combine_plan =
-        detail::BufferAccess::plan_symmetric_combine(buffer_, combine);
-    combine_plan.rows_at_home = plan_.rows_home;
+    const detail::SymmetricCombinePlan combine_plan =
+        detail::BufferAccess::plan_symmetric_combine(buffer_, combine, plan_.rows_home);
 
     detail::MoeExpertsCall call;
     call.stream = args.stream;
@@ -182,7 +184,7 @@ class MoeLayer::Impl {
     experts.gate_up = space_.gate_up.as<uint16_t>();
     experts.activations = space_.activations.data();
     experts.activation_scales = space_.activation_scales.as<float>();
-    experts.out = space_.out.as<uint16_t>();
+    experts.out = space_.out.defined() ? space_.out.as<uint16_t>() : nullptr;
     experts.symmetric = detail::BufferAccess::symmetric_layout(buffer_);
     experts.rows_home = plan_.rows_home;
     return experts;

@@ -53,11 +53,10 @@ void run_expert(const detail::MoeExpertsPlan& plan, int local, int64_t rows, std
     gemm_bf16(a, rows, w2, hidden, intermediate, out_f32.data());
   }
   for (int64_t row = 0; row < rows; ++row) {
-    uint16_t* out = plan.out + space.hidden_row(local, row);
-    if (home != nullptr) {
-      out = reinterpret_cast<uint16_t*>(home->place(local, row, half));
-      if (out == nullptr) continue;  // a masked home: the pusher would not write it either
-    }
+    // With the rows home there is no o in the workspace (plan.out is null).
+    uint16_t* const out = home != nullptr ? reinterpret_cast<uint16_t*>(home->place(local, row, half))
+                                          : plan.out + space.hidden_row(local, row);
+    if (out == nullptr) continue;  // a masked home: the pusher would not write it either
     const float* sums_row = out_f32.data() + row * hidden;
     for (int c = 0; c < hidden; ++c) out[c] = common::float_to_bf16(sums_row[c]);
   }
