@@ -2,6 +2,7 @@
 // group of warps per destination pushes that destination's tokens into its ring in the
 // destination's heap; in the receiver, a group per source copies tokens out of our ring with TMA.
 #include "cuda/backend/kernel_preload.hpp"
+#include "cuda/normal/dispatch_stamps.cuh"
 #include "cuda/normal/kernels.hpp"
 #include "device/bounded_wait.cuh"
 #include "device/cuda_check.hpp"
@@ -162,6 +163,7 @@ __global__ void dispatch_kernel(KernelContext context, DispatchLaunch launch, in
   const int channel = blockIdx.x / 2;
   const bool is_sender = (blockIdx.x % 2) == 0;
   const WarpGroup group = warp_group_of_this_warp(warps_per_group);
+  if (blockIdx.x == 0) stamp_dispatch(launch.stamps, kStampRowsStarted);
   // The opening found the ranks' calls mismatched (or a peer failed): a ring whose tail a peer's other call
   // advanced would otherwise be copied into recv_x before any wait noticed (found on the GPU, session 30).
   if (call_stopped(context)) return;

@@ -38,14 +38,28 @@ constexpr Step kSteps[] = {
 
 }  // namespace
 
-DispatchPhases::DispatchPhases(int rank) : rank_(rank), on_(phases_from_environment()) {}
+constexpr size_t kStampBytes =
+    static_cast<size_t>(DispatchPhases::kMaxPhaseSamples) * kDispatchStamps * sizeof(uint64_t);
+
+DispatchPhases::DispatchPhases(int rank) : rank_(rank), on_(phases_from_environment()) {
+  if (!on_) return;
+  SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_stamps_), kStampBytes));
+  SY_CUDA_CHECK(cudaMemset(device_stamps_, 0, kStampBytes));
+}
 
 DispatchPhases::~DispatchPhases() {
   if (!on_) return;
   print();
+  print_stamps();
   for (Sample& sample : samples_) {
     for (int i = 0; i < sample.marked; ++i) cudaEventDestroy(sample.events[i]);
   }
+  cudaFree(device_stamps_);
+}
+
+uint64_t* DispatchPhases::stamps() const {
+  if (!open_) return nullptr;
+  return device_stamps_ + (samples_.size() - 1) * kDispatchStamps;
 }
 
 void DispatchPhases::begin(cudaStream_t stream) {
@@ -103,6 +117,26 @@ void DispatchPhases::print() const {
     line += std::string(step == 0 ? " " : ", ") + kSteps[step].name + figure;
   }
   std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+void DispatchPhases::print_stamps() const {
+  std::vector<uint64_t> stamps(static_cast<size_t>(kMaxPhaseSamples) * kDispatchStamps);
+  // After print(), which waited for the last sampled call's events: every sampled kernel has run.
+  if (cudaMemcpy(stamps.data(), device_stamps_, kStampBytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
+    std::fprintf(stderr, "normal phases: rank %d's stamps could not be read: %s\n", rank_,
+                 cudaGetErrorString(cudaGetLastError()));
+    return;
+  }
+  for (size_t sample = 0; sample < samples_.size(); ++sample) {
+    if (samples_[sample].marked != kDispatchPhaseMarks) continue;
+    const uint64_t* at = stamps.data() + sample * kDispatchStamps;
+    std::fprintf(stderr, "normstamp %zu %d %llu %llu %llu %llu %llu\n", sample, rank_,
+                 static_cast<unsigned long long>(at[kStampNotifyEntered]),
+                 static_cast<unsigned long long>(at[kStampOpened]),
+                 static_cast<unsigned long long>(at[kStampCounted]),
+                 static_cast<unsigned long long>(at[kStampNotifyDone]),
+                 static_cast<unsigned long long>(at[kStampRowsStarted]));
+  }
 }
 
 }  // namespace switchyard::cuda

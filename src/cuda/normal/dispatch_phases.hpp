@@ -8,9 +8,15 @@
 // "host turnaround" is the stream's idle time between the counts' arrival (after the copies, or after the
 // notify when the counts are polled) and the first kernel the host enqueues once it has them: the cost of
 // the call's host wait, which DeepEP's dispatch pays too. Off, each step costs one branch.
+// Beside the events (one clock per process), the kernels note %globaltimer (one clock for every rank of a
+// GPU) at the points DispatchStamp names, one line per sampled call and rank:
+//   normstamp <sample> <rank> <notify entered> <opened> <counted> <notify done> <rows started>
+// (ns); scripts/normal_stamps.py lines the ranks up on the clock: how far apart their notifies start, and
+// what of the notify step is waiting for the last rank.
 #include <cuda_runtime.h>
 
 #include <array>
+#include <cstdint>
 #include <vector>
 
 namespace switchyard::cuda {
@@ -23,6 +29,16 @@ enum DispatchPhaseMark : int {
   kDispatchRowsQueued,    // enqueued after the host has the counts: the stream was idle until it ran
   kDispatchRowsMoved,     // the gather (in place, its closing barrier included) or the ring dispatch done
   kDispatchPhaseMarks,
+};
+
+// Where a sampled call's kernels note the clock (thread 0; the rows kernel's block 0).
+enum DispatchStamp : int {
+  kStampNotifyEntered,  // the notify's first instruction
+  kStampOpened,         // its opening barrier passed: every rank has entered
+  kStampCounted,        // its counting barrier passed: every rank's counts are here
+  kStampNotifyDone,     // its last instruction (after the post, when the counts are polled)
+  kStampRowsStarted,    // the rows kernel (the in-place gather or the ring dispatch) starts
+  kDispatchStamps,
 };
 
 class DispatchPhases {
@@ -39,6 +55,8 @@ class DispatchPhases {
   void begin(cudaStream_t stream);
   // The open sample's `mark`, on `stream`; nothing without one. kDispatchRowsMoved ends the sample.
   void mark(DispatchPhaseMark mark, cudaStream_t stream);
+  // The open sample's kDispatchStamps clock words (device memory) for its kernels; null without one.
+  uint64_t* stamps() const;
 
  private:
   struct Sample {
@@ -46,11 +64,13 @@ class DispatchPhases {
     int marked = 0;  // marks recorded, in order
   };
   void print() const;
+  void print_stamps() const;
 
   int rank_;
   bool on_ = false;
   bool open_ = false;
   std::vector<Sample> samples_;
+  uint64_t* device_stamps_ = nullptr;  // [kMaxPhaseSamples][kDispatchStamps], zeroed, when on
 };
 
 }  // namespace switchyard::cuda

@@ -281,6 +281,7 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
       notify.posted = counts_.mailbox_for_device();
       notify.posted_tag = tag;
     }
+    notify.stamps = phases_.stamps();
     launch_dispatch_notify(context, notify, stream);
     phases_.mark(kDispatchNotified, stream);
     if (counts_to_host) counts_.request(*handle, plan.local_experts, stream);
@@ -299,11 +300,14 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
   if (plan.x_in_heap) {
     GatherLaunch gather = gather_launch(plan, *handle, result, message, rows);
     gather.blocks_done = blocks_done_;
+    gather.stamps = phases_.stamps();
     // Its last block holds the closing barrier: every peer is done reading this rank's input before the
     // caller's next write to it.
     launch_gather(context, gather, stream);
   } else {
-    launch_dispatch(context, dispatch_launch(plan, *handle, result, message, rows), stream);
+    DispatchLaunch rings = dispatch_launch(plan, *handle, result, message, rows);
+    rings.stamps = phases_.stamps();
+    launch_dispatch(context, rings, stream);
   }
   phases_.mark(kDispatchRowsMoved, stream);
 

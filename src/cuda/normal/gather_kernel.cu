@@ -4,6 +4,7 @@
 // lanes. The same SMs as the ring dispatch (two blocks per channel), all of them pulling; the last block to
 // finish holds the call's closing barrier.
 #include "cuda/backend/kernel_preload.hpp"
+#include "cuda/normal/dispatch_stamps.cuh"
 #include "cuda/normal/kernels.hpp"
 #include "device/bounded_wait.cuh"
 #include "device/cuda_check.hpp"
@@ -137,6 +138,7 @@ __device__ void gather_block(const KernelContext& context, const GatherLaunch& l
 __global__ void gather_kernel(KernelContext context, GatherLaunch launch) {
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
   __shared__ uint64_t tma_barrier[kGatherWarps];
+  if (blockIdx.x == 0) stamp_dispatch(launch.stamps, kStampRowsStarted);
   gather_block(context, launch, dynamic_shared, tma_barrier);
   // Rows read in place: every peer is done reading this rank's input before the caller's next write to it.
   close_call_by_last_block(context, launch.blocks_done);

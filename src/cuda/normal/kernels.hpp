@@ -63,6 +63,8 @@ struct NotifyLaunch {
   // to for the host, and this call's tag (common/posted_counts.hpp); else posted.words is null.
   common::PostedCounts posted;
   int32_t posted_tag;
+  // SWITCHYARD_NORMAL_PHASES: the sampled call's clock words (cuda/normal/dispatch_phases.hpp), else null.
+  uint64_t* stamps;
 };
 // Resets rings, exchanges counts with every rank (two barriers) and builds the handle's matrices.
 void launch_dispatch_notify(const KernelContext& context, const NotifyLaunch& launch, cudaStream_t stream);
@@ -94,6 +96,7 @@ struct DispatchLaunch {
   const int32_t* send_list;
   const int32_t* send_channel_prefix;
   ReceivedRows received;
+  uint64_t* stamps;  // a sampled fresh dispatch's clock words (dispatch_phases.hpp), else null
 };
 void launch_dispatch(const KernelContext& context, const DispatchLaunch& launch, cudaStream_t stream);
 
@@ -110,6 +113,7 @@ struct GatherLaunch {
   const int32_t* cached_recv_src_token;  // [M]: by the handle (gather_by_handle), else null
   ReceivedRows received;
   uint64_t* blocks_done;  // the engine's (device memory, 0 between calls): close_call_by_last_block's count
+  uint64_t* stamps;       // a sampled fresh dispatch's clock words (dispatch_phases.hpp), else null
 };
 void launch_gather(const KernelContext& context, const GatherLaunch& launch, cudaStream_t stream);
 

@@ -4,6 +4,7 @@
 #include <set>
 
 #include "cuda/backend/kernel_preload.hpp"
+#include "cuda/normal/dispatch_stamps.cuh"
 #include "cuda/normal/kernels.hpp"
 #include "device/cuda_check.hpp"
 #include "device/device_barrier.cuh"
@@ -99,6 +100,7 @@ __device__ bool count_and_plan(const KernelContext& context, const NotifyLaunch&
   for (int i = threadIdx.x; i < num_ranks * num_channels; i += blockDim.x) channel_counts[i] = 0;
   for (int i = threadIdx.x; i < num_experts; i += blockDim.x) expert_counts[i] = 0;
   if (!block_barrier_all_ranks(context, launch.signature)) return false;
+  stamp_dispatch(launch.stamps, kStampOpened);
   // The routing this call makes is named by that barrier's number, the same on every rank.
   if (threadIdx.x == 0) *launch.routing_epoch = static_cast<int64_t>(*context.barrier_epoch);
 
@@ -152,6 +154,7 @@ __device__ bool count_and_plan(const KernelContext& context, const NotifyLaunch&
     *context.layout.notify_signature(context.heap.peer_base(destination), context.rank) = launch.signature;
   }
   if (!block_barrier_all_ranks(context)) return false;
+  stamp_dispatch(launch.stamps, kStampCounted);
 
   // 4. Read every source's record for us.
   __shared__ int signatures_match;
@@ -211,8 +214,10 @@ __device__ void post_counts(const NotifyLaunch& launch, bool counted) {
 }
 
 __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launch) {
+  stamp_dispatch(launch.stamps, kStampNotifyEntered);
   const bool counted = count_and_plan(context, launch);
   if (launch.posted.words) post_counts(launch, counted);
+  stamp_dispatch(launch.stamps, kStampNotifyDone);
 }
 
 }  // namespace
