@@ -450,6 +450,46 @@ TEST(MoeLayerHeapTensors, PullAcrossProcessesWithoutRoomInTheHeapIsRefusedNaming
   EXPECT_TRUE(contains(message, "got 2")) << message;
 }
 
+// ---- rank masks -----------------------------------------------------------------------------------
+
+// Every rank masks rank 1 (Buffer::update_mask), rank 1 included, and every rank calls the layer: the
+// survivors' y is the reference's on the survivors' routing (slots of rank 1's experts dropped), and rank 1,
+// which reaches no one, gets +0.0. With the rows written home too: no row goes to a masked home.
+TEST(MoeLayerRankMask, AMaskedRanksExpertsAreDroppedAndItsOwnYIsZero) {
+  for (DType dtype : {DType::bf16, DType::fp8_e4m3}) {
+    for (MoeExpertOutput output : {MoeExpertOutput::local, MoeExpertOutput::home}) {
+      MoeCase m = moe_case(std::string("masked_") + (dtype == DType::bf16 ? "bf16" : "fp8") +
+                               (output == MoeExpertOutput::home ? "_rows_home" : "_local"),
+                           4, {5, 4, 6, 3}, 6, 2, 8, dtype);
+      m.output = output;
+      const uint64_t seed = seed_for("moe/" + m.c.name);
+      const std::vector<workload::RankData> data = workload::generate(expert_major::shape_of(m.c), seed);
+      const std::vector<workload::RankData> survivors = expert_major::survivors_routing(data, m.c, {1});
+      const int local_experts = m.c.num_experts / m.c.ranks;
+      std::vector<workload::MoeExpertWeights> weights;
+      std::vector<MoeWeights> views;
+      std::vector<reference::RankInputs> inputs;
+      for (int rank = 0; rank < m.c.ranks; ++rank) {
+        weights.push_back(
+            workload::generate_moe_weights(local_experts, m.c.hidden, m.intermediate, m.weights, seed, rank));
+        views.push_back(weights.back().weights());
+        inputs.push_back(survivors[rank].inputs());
+      }
+      const std::vector<Tensor> expected =
+          reference::moe_layer(inputs, views, m.c.num_experts, Topology::single_node(m.c.ranks), m.clamp);
+      Failures failures;
+      expert_major::with_buffers(m.c, Regions::symmetric, [&](Group& group, Buffer& buffer) {
+        const int rank = group.rank();
+        buffer.update_mask(1, true);
+        MoeLayer layer(buffer, weights[rank].weights(), layer_options(m));
+        const MoeResult result = layer.forward(layer_args(data[rank]));  // the routing as given
+        compare_y(result.y, expected[rank], "y with rank 1 masked", rank, failures);
+      });
+      expert_major::expect_none(failures, seed);
+    }
+  }
+}
+
 // ---- capacity -------------------------------------------------------------------------------------
 
 TEST(MoeLayerCapacity, AnExpertPastItsCapacityRaisesCapacityErrorOnEveryRank) {
