@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The next GPU call after session 33 (its budget ran out before this ran). Owed:
 #   - the SwiGLU epilogue after its CUTLASS plumbing moved into cuda/moe/direct_epilogue.cuh (shared with the
-#     rows-home epilogue; a type-only change): its tests and the layer's fp8 cases, bitwise;
+#     rows-home epilogue; a type-only change): its tests and the layer's fp8 cases, bitwise (they also run the
+#     rows-home layer since it allocates no o and plans its combine without an x, 179b32b);
 #   - the GPU Python tests: deep_ep's handle scope now keeps torch's stream identity and makes the Stream only
 #     when entered (_on_stream_of), and the fresh-dispatch torch_ops test fixed in c2;
 #   - the one-process host cost (predicted: layout + dispatch 112.4 -> ~100-105 us);
