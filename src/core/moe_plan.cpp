@@ -148,6 +148,13 @@ MoeLayerPlan plan_moe_layer(const MoeWeights& weights, const MoeLayerOptions& op
   return plan;
 }
 
+void check_home_rows_given(const MoeExpertsPlan& plan, const MoeExpertsCall& call) {
+  if (plan.rows_home == (call.home_rows != nullptr)) return;
+  throw Error(std::string("MoeLayer: the expert phase was made to write rows ") +
+              (plan.rows_home ? "home" : "locally") + " but the call " +
+              (call.home_rows != nullptr ? "gave" : "did not give") + " their homes (internal)");
+}
+
 void check_moe_call(const MoeArgs& args, const MoeLayerPlan& layer, Device device) {
   const TensorView& x = args.x;
   if (!x.defined()) throw InvalidArgument("x: expected a bf16 tensor [N, H], got none");

@@ -83,6 +83,10 @@ struct MoeExpertsCall {
   const common::SymmetricHomeRows* home_rows = nullptr;
 };
 
+// Throws Error (internal) unless `call` gives the places of the rows home exactly when `plan` writes them
+// there (MoeExpertsPlan::rows_home): every backend's expert phase checks it before it writes.
+void check_home_rows_given(const MoeExpertsPlan& plan, const MoeExpertsCall& call);
+
 // The rows an expert can expect from a call of `num_tokens` tokens with `topk` slots on each of
 // `num_ranks` ranks, routed evenly over `num_experts` (rounded up).
 int64_t moe_expected_rows_per_expert(int64_t num_tokens, int64_t topk, int num_ranks, int num_experts);

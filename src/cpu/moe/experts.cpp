@@ -1,13 +1,11 @@
 #include "cpu/moe/experts.hpp"
 
 #include <algorithm>
-#include <string>
 #include <vector>
 
 #include "common/numeric.hpp"
 #include "cpu/moe/grouped_gemm.hpp"
 #include "cpu/moe/swiglu.hpp"
-#include "switchyard/errors.hpp"
 
 namespace switchyard::cpu {
 
@@ -66,11 +64,7 @@ void run_expert(const detail::MoeExpertsPlan& plan, int local, int64_t rows, std
 
 void CpuMoeExperts::run(const detail::MoeExpertsCall& call) {
   const detail::MoeExpertsPlan& plan = plan_;
-  if (plan.rows_home != (call.home_rows != nullptr)) {
-    throw Error("MoeLayer: the expert phase was made to write rows " +
-                std::string(plan.rows_home ? "home" : "locally") + " but the call " +
-                (call.home_rows != nullptr ? "gave" : "did not give") + " their homes (internal)");
-  }
+  detail::check_home_rows_given(plan, call);
   const int half = call.home_rows != nullptr ? call.home_rows->combine_half() : 0;
   std::vector<float> sums, out_f32;  // reused across experts
   for (int local = 0; local < plan.workspace.local_experts; ++local) {

@@ -49,7 +49,7 @@ __global__ void write_home_places(const __grid_constant__ common::SymmetricHomeR
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     const int g = static_cast<int>(i / capacity);
     const int64_t row = i % capacity;
-    if (row >= recv_count[g] || row >= capacity) continue;
+    if (row >= recv_count[g]) continue;
     places[i] = home.place(g, row, half);
   }
 }
@@ -185,6 +185,7 @@ CudaMoeExperts::CudaMoeExperts(const detail::MoeExpertsPlan& plan, cudaStream_t 
 }
 
 void CudaMoeExperts::run(const detail::MoeExpertsCall& call) {
+  detail::check_home_rows_given(plan_, call);
   const cudaStream_t stream = static_cast<cudaStream_t>(call.stream);
   const auto mark = [&](int index) {
     if (call.marks) SY_CUDA_CHECK(cudaEventRecord(static_cast<cudaEvent_t>(call.marks[index]), stream));
@@ -200,11 +201,6 @@ void CudaMoeExperts::run(const detail::MoeExpertsCall& call) {
                                               gemm1->problem_shapes(), 2 * space.intermediate, space.hidden,
                                               gemm2->problem_shapes(), space.hidden, space.intermediate);
   SY_CUDA_CHECK_LAUNCH();
-  if (plan_.rows_home != (call.home_rows != nullptr)) {
-    throw Error(std::string("MoeLayer: the expert phase was made to write rows ") +
-                (plan_.rows_home ? "home" : "locally") + " but the call " +
-                (call.home_rows != nullptr ? "gave" : "did not give") + " their homes (internal)");
-  }
   if (call.home_rows != nullptr) {
     constexpr int kThreads = 256;
     const int64_t rows = int64_t{groups} * space.capacity;
