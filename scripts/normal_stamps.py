@@ -6,13 +6,13 @@
 Every rank stamps the same sampled calls with %globaltimer, one clock for the ranks of a GPU. Each call's
 stamps are taken relative to its earliest notify entry on any rank; for each point the table gives the median
 over calls of the first, median and last rank to reach it (us), then each rank's median wait at the notify's
-opening barrier (opened - entered): what the notify step spends waiting for the last rank to enter.
+barrier (exchanged - published): what the notify step spends waiting for the last rank to publish its counts.
 """
 import collections
 import statistics
 import sys
 
-POINTS = ["notify entered", "opened", "counted", "notify done", "rows started"]
+POINTS = ["notify entered", "published", "exchanged", "notify done", "rows started"]
 
 
 def main() -> int:
@@ -27,7 +27,7 @@ def main() -> int:
         print("no normstamp lines (was SWITCHYARD_NORMAL_PHASES=1 set for the run?)")
         return 1
     spread = {point: ([], [], []) for point in POINTS}
-    opening_wait = collections.defaultdict(list)  # rank -> us
+    barrier_wait = collections.defaultdict(list)  # rank -> us
     for ranks in calls.values():
         origin = min(stamps[0] for stamps in ranks.values() if stamps[0] != 0)
         for index, point in enumerate(POINTS):
@@ -38,8 +38,8 @@ def main() -> int:
             spread[point][1].append(values[len(values) // 2])
             spread[point][2].append(values[-1])
         for rank, stamps in ranks.items():
-            if stamps[0] != 0 and stamps[1] != 0:
-                opening_wait[rank].append((stamps[1] - stamps[0]) / 1e3)
+            if stamps[1] != 0 and stamps[2] != 0:
+                barrier_wait[rank].append((stamps[2] - stamps[1]) / 1e3)
     ranks = sorted({rank for ranks in calls.values() for rank in ranks})
     print(f"{len(calls)} sampled calls; ranks: {len(ranks)}; us after the call's first notify entry")
     print(f"{'point':<16} {'first us':>9} {'median us':>10} {'last us':>9}")
@@ -50,9 +50,9 @@ def main() -> int:
             continue
         print(f"{point:<16} {statistics.median(first):9.1f} {statistics.median(median):10.1f} "
               f"{statistics.median(last):9.1f}")
-    print("median wait at the opening barrier (opened - entered), us: " +
-          ", ".join(f"rank {rank} {statistics.median(opening_wait[rank]):.1f}" for rank in ranks
-                    if opening_wait[rank]))
+    print("median wait at the barrier (exchanged - published), us: " +
+          ", ".join(f"rank {rank} {statistics.median(barrier_wait[rank]):.1f}" for rank in ranks
+                    if barrier_wait[rank]))
     return 0
 
 

@@ -125,7 +125,12 @@ struct NormalHeapLayout {
     return align_up(sizeof(uint64_t) + (num_channels + local_experts) * sizeof(int32_t), kCounterStride);
   }
   SY_HD size_t notify_offset() const { return barrier_offset() + barrier_bytes(); }
-  SY_HD size_t notify_bytes() const { return notify_record_bytes() * num_ranks; }
+  // Two sets of records, by the parity of the barrier that delivers them: the CUDA fresh dispatch writes its
+  // records before its only barrier (cuda/normal/notify_kernel.cu), so a peer one barrier ahead of us writes
+  // the next call's set while we still read this one's; never two ahead (no barrier passes without us). The
+  // engines that write theirs between two barriers of their own (the CPU's, the internode notify) use set 0.
+  SY_HD size_t notify_set_bytes() const { return notify_record_bytes() * num_ranks; }
+  SY_HD size_t notify_bytes() const { return 2 * notify_set_bytes(); }
 
   SY_HD size_t ring_bytes() const {
     return sizeof(RingControl) + align_up(static_cast<size_t>(ring_slots) * slot_bytes, kCounterStride);
@@ -146,13 +151,16 @@ struct NormalHeapLayout {
     return reinterpret_cast<uint64_t*>(heap + barrier_offset()) + static_cast<size_t>(num_ranks) +
            2 * static_cast<size_t>(source) + (epoch & 1);
   }
-  SY_HD NotifyRecord notify_record(uint8_t* heap, int source) const {
-    uint8_t* record = heap + notify_offset() + notify_record_bytes() * source;
-    int32_t* counts = reinterpret_cast<int32_t*>(record + sizeof(uint64_t));
+  // `source`'s record in `heap`, in the set of the barrier numbered `epoch` (its parity; 0: set 0).
+  SY_HD uint8_t* notify_record_base(uint8_t* heap, int source, uint64_t epoch = 0) const {
+    return heap + notify_offset() + notify_set_bytes() * (epoch & 1) + notify_record_bytes() * source;
+  }
+  SY_HD NotifyRecord notify_record(uint8_t* heap, int source, uint64_t epoch = 0) const {
+    int32_t* counts = reinterpret_cast<int32_t*>(notify_record_base(heap, source, epoch) + sizeof(uint64_t));
     return NotifyRecord{counts, counts + num_channels};
   }
-  SY_HD uint64_t* notify_signature(uint8_t* heap, int source) const {
-    return reinterpret_cast<uint64_t*>(heap + notify_offset() + notify_record_bytes() * source);
+  SY_HD uint64_t* notify_signature(uint8_t* heap, int source, uint64_t epoch = 0) const {
+    return reinterpret_cast<uint64_t*>(notify_record_base(heap, source, epoch));
   }
   // The ring in `heap` that `source` pushes to on `channel`.
   SY_HD Ring ring(uint8_t* heap, int channel, int source) const {

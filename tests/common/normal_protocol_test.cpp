@@ -97,6 +97,42 @@ TEST(NormalHeapLayout, EveryBarrierWordAndStampLiesInTheBarrierAreaApart) {
   }
 }
 
+TEST(NormalHeapLayout, NotifyRecordsOfConsecutiveBarriersLieApartInTheNotifyArea) {
+  // The CUDA notify writes a call's records before its only barrier, in the set of that barrier's parity,
+  // while a peer one barrier behind may still read the previous call's: the two sets must not share a byte.
+  for (int ranks : {1, 2, 8, 64}) {
+    for (int channels : {1, 4, 24}) {
+      for (int local_experts : {1, 32, 256}) {
+        const NormalHeapLayout layout{ranks, channels, local_experts, 16, 256};
+        const std::string where = "ranks " + std::to_string(ranks) + " channels " + std::to_string(channels) +
+                                  " local experts " + std::to_string(local_experts);
+        uint8_t* base = nullptr;
+        auto offset_of = [&](const void* at) { return static_cast<size_t>(reinterpret_cast<uintptr_t>(at)); };
+        std::vector<Region> records;
+        for (int source = 0; source < ranks; ++source) {
+          for (uint64_t epoch : {uint64_t{6}, uint64_t{7}}) {
+            const std::string name = "record " + std::to_string(source) + "/" + std::to_string(epoch % 2);
+            // The signature word, then the channel counts, then the expert counts, back to back.
+            const NotifyRecord record = layout.notify_record(base, source, epoch);
+            EXPECT_EQ(offset_of(record.channel_counts),
+                      offset_of(layout.notify_signature(base, source, epoch)) + sizeof(uint64_t))
+                << where << ": " << name;
+            EXPECT_EQ(offset_of(record.expert_counts), offset_of(record.channel_counts) + channels * 4u)
+                << where << ": " << name;
+            records.push_back({name, offset_of(layout.notify_signature(base, source, epoch)),
+                               sizeof(uint64_t) + (static_cast<size_t>(channels) + local_experts) * 4});
+          }
+        }
+        expect_disjoint_within(records, layout.notify_offset(), layout.notify_bytes(), where);
+        // Barriers two apart share a set; set 0 is the one the engines with a barrier of their own use.
+        EXPECT_EQ(layout.notify_signature(base, ranks - 1, 6), layout.notify_signature(base, ranks - 1, 8));
+        EXPECT_EQ(layout.notify_signature(base, ranks - 1), layout.notify_signature(base, ranks - 1, 6));
+        EXPECT_LE(layout.notify_offset() + layout.notify_bytes(), layout.rings_offset()) << where;
+      }
+    }
+  }
+}
+
 TEST(SourceOfRow, IsTheSourceWhoseRangesHoldTheRowWithEmptySourcesAnywhere) {
   // Per source, rows per channel; sources without rows first, in the middle and last.
   const std::vector<std::vector<int32_t>> counts = {{0, 0}, {3, 0}, {0, 0}, {1, 4}, {0, 2}, {0, 0}};

@@ -132,8 +132,8 @@ void DispatchPhases::print_stamps() const {
     const uint64_t* at = stamps.data() + sample * kDispatchStamps;
     std::fprintf(stderr, "normstamp %zu %d %llu %llu %llu %llu %llu\n", sample, rank_,
                  static_cast<unsigned long long>(at[kStampNotifyEntered]),
-                 static_cast<unsigned long long>(at[kStampOpened]),
-                 static_cast<unsigned long long>(at[kStampCounted]),
+                 static_cast<unsigned long long>(at[kStampPublished]),
+                 static_cast<unsigned long long>(at[kStampExchanged]),
                  static_cast<unsigned long long>(at[kStampNotifyDone]),
                  static_cast<unsigned long long>(at[kStampRowsStarted]));
   }

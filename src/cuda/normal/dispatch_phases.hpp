@@ -10,9 +10,9 @@
 // the call's host wait, which DeepEP's dispatch pays too. Off, each step costs one branch.
 // Beside the events (one clock per process), the kernels note %globaltimer (one clock for every rank of a
 // GPU) at the points DispatchStamp names, one line per sampled call and rank:
-//   normstamp <sample> <rank> <notify entered> <opened> <counted> <notify done> <rows started>
+//   normstamp <sample> <rank> <notify entered> <published> <exchanged> <notify done> <rows started>
 // (ns); scripts/normal_stamps.py lines the ranks up on the clock: how far apart their notifies start, and
-// what of the notify step is waiting for the last rank.
+// what of the notify step is waiting at its barrier for the last rank.
 #include <cuda_runtime.h>
 
 #include <array>
@@ -34,8 +34,8 @@ enum DispatchPhaseMark : int {
 // Where a sampled call's kernels note the clock (thread 0; the rows kernel's block 0).
 enum DispatchStamp : int {
   kStampNotifyEntered,  // the notify's first instruction
-  kStampOpened,         // its opening barrier passed: every rank has entered
-  kStampCounted,        // its counting barrier passed: every rank's counts are here
+  kStampPublished,      // its counts written into every peer's record: it arrives at its barrier
+  kStampExchanged,      // its barrier passed: every rank has published its counts here
   kStampNotifyDone,     // its last instruction (after the post, when the counts are polled)
   kStampRowsStarted,    // the rows kernel (the in-place gather or the ring dispatch) starts
   kDispatchStamps,

@@ -66,7 +66,8 @@ struct NotifyLaunch {
   // SWITCHYARD_NORMAL_PHASES: the sampled call's clock words (cuda/normal/dispatch_phases.hpp), else null.
   uint64_t* stamps;
 };
-// Resets rings, exchanges counts with every rank (two barriers) and builds the handle's matrices.
+// Resets rings, exchanges counts with every rank (one barrier, which also opens the call) and builds the
+// handle's matrices.
 void launch_dispatch_notify(const KernelContext& context, const NotifyLaunch& launch, cudaStream_t stream);
 
 // Where a dispatch puts what it receives, in the receive order: the ring dispatch's and the in-place

@@ -85,6 +85,16 @@ __device__ void scan_channel_tokens(const KernelContext& context, const NotifyLa
 // Steps 1-4 of the notify. Returns false where the block stopped before counting (a barrier that failed or
 // was refused; the error block says why), true once the handle's counts are written (and, posting, the
 // mailbox's counts: post_counts then writes its tag).
+//
+// One barrier: everything a peer needs from us is written before it, into the record set of that barrier's
+// parity (NormalHeapLayout::notify_record), and it both opens the call and delivers the counts. Until session
+// 34 the call opened with a barrier of its own and the records followed it, guarded by a second one; one
+// barrier is safe because nothing written before it can still be read by a peer's previous call:
+//   - records: the set of this barrier's parity was last read by a peer in the call whose notify passed the
+//     barrier two back; a peer passes no barrier without us, so it is past those reads;
+//   - our rings: reset here before we arrive, and no peer pushes this call's rows before it passes;
+//   - the heap input's routing (send lists, topk_idx and weights): the previous in-place call that read it
+//     closed with a barrier after its reads (close_call_by_last_block), and no other call reads it.
 __device__ bool count_and_plan(const KernelContext& context, const NotifyLaunch& launch) {
   extern __shared__ int32_t shared_counts[];
   const int num_ranks = context.num_ranks;
@@ -93,16 +103,15 @@ __device__ bool count_and_plan(const KernelContext& context, const NotifyLaunch&
   const int num_experts = num_ranks * local_experts;
   int32_t* channel_counts = shared_counts;                            // [R * C], destination-major
   int32_t* expert_counts = shared_counts + num_ranks * num_channels;  // [E]
+  // The number the barrier below will get: an opening barrier (a signature) always takes the next one
+  // (number_barrier). Read before thread 0 numbers it (block_barrier_all_ranks starts with __syncthreads).
+  const uint64_t epoch = *context.barrier_epoch + 1;
 
-  // 1. Open the call: our rings are empty, every rank has finished its previous call, and every rank is
-  //    opening this same call.
+  // 1. Our rings are empty again (no peer pushes to them before the barrier passes).
   reset_own_rings(context);
   for (int i = threadIdx.x; i < num_ranks * num_channels; i += blockDim.x) channel_counts[i] = 0;
   for (int i = threadIdx.x; i < num_experts; i += blockDim.x) expert_counts[i] = 0;
-  if (!block_barrier_all_ranks(context, launch.signature)) return false;
-  stamp_dispatch(launch.stamps, kStampOpened);
-  // The routing this call makes is named by that barrier's number, the same on every rank.
-  if (threadIdx.x == 0) *launch.routing_epoch = static_cast<int64_t>(*context.barrier_epoch);
+  __syncthreads();
 
   // 2. Count what goes where, and list each destination's tokens for the senders and for combine.
   scan_channel_tokens(context, launch, channel_counts, false);
@@ -136,13 +145,13 @@ __device__ bool count_and_plan(const KernelContext& context, const NotifyLaunch&
   __syncthreads();
   scan_channel_tokens(context, launch, channel_counts, true);
 
-  // 3. Publish our counts in every destination's notify record for us.
+  // 3. Publish our counts in every destination's notify record for us, in the set of the barrier's parity.
   const int fields = num_channels + local_experts;
   for (int i = threadIdx.x; i < num_ranks * fields; i += blockDim.x) {
     const int destination = i / fields;
     const int field = i % fields;
     common::NotifyRecord record =
-        context.layout.notify_record(context.heap.peer_base(destination), context.rank);
+        context.layout.notify_record(context.heap.peer_base(destination), context.rank, epoch);
     if (field < num_channels) {
       record.channel_counts[field] = channel_counts[destination * num_channels + field];
     } else {
@@ -151,17 +160,23 @@ __device__ bool count_and_plan(const KernelContext& context, const NotifyLaunch&
     }
   }
   for (int destination = threadIdx.x; destination < num_ranks; destination += blockDim.x) {
-    *context.layout.notify_signature(context.heap.peer_base(destination), context.rank) = launch.signature;
+    *context.layout.notify_signature(context.heap.peer_base(destination), context.rank, epoch) =
+        launch.signature;
   }
-  if (!block_barrier_all_ranks(context)) return false;
-  stamp_dispatch(launch.stamps, kStampCounted);
+  stamp_dispatch(launch.stamps, kStampPublished);
+  // The barrier's fence makes every thread's writes above visible before our arrival (its __syncthreads
+  // orders them before the arrival's stores).
+  if (!block_barrier_all_ranks(context, launch.signature)) return false;
+  stamp_dispatch(launch.stamps, kStampExchanged);
+  // The routing this call makes is named by that barrier's number, the same on every rank.
+  if (threadIdx.x == 0) *launch.routing_epoch = static_cast<int64_t>(epoch);
 
   // 4. Read every source's record for us.
   __shared__ int signatures_match;
   if (threadIdx.x == 0) signatures_match = 1;
   __syncthreads();
   for (int source = threadIdx.x; source < num_ranks; source += blockDim.x) {
-    const uint64_t signature = *context.layout.notify_signature(context.heap.base, source);
+    const uint64_t signature = *context.layout.notify_signature(context.heap.base, source, epoch);
     if (signature != launch.signature) {
       WaitSite site{common::WaitRole::notify, common::WaitTarget::call_signature, -1, source};
       record_wait_failure(context, site, static_cast<int64_t>(launch.signature),
@@ -170,8 +185,8 @@ __device__ bool count_and_plan(const KernelContext& context, const NotifyLaunch&
     }
   }
   for (int i = threadIdx.x; i < num_ranks * num_channels; i += blockDim.x) {
-    channel_counts[i] =
-        context.layout.notify_record(context.heap.base, i / num_channels).channel_counts[i % num_channels];
+    channel_counts[i] = context.layout.notify_record(context.heap.base, i / num_channels, epoch)
+                            .channel_counts[i % num_channels];
   }
   __syncthreads();
   if (!signatures_match) return false;
@@ -189,7 +204,7 @@ __device__ bool count_and_plan(const KernelContext& context, const NotifyLaunch&
   for (int expert = threadIdx.x; expert < local_experts; expert += blockDim.x) {
     int64_t sum = 0;
     for (int source = 0; source < num_ranks; ++source) {
-      sum += context.layout.notify_record(context.heap.base, source).expert_counts[expert];
+      sum += context.layout.notify_record(context.heap.base, source, epoch).expert_counts[expert];
     }
     const int64_t aligned =
         (sum + launch.expert_alignment - 1) / launch.expert_alignment * launch.expert_alignment;
