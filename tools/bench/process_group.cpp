@@ -26,6 +26,11 @@ namespace {
 static_assert(std::atomic<int>::is_always_lock_free && std::atomic<uint64_t>::is_always_lock_free,
               "the process group's atomics must be lock-free to work across processes");
 
+// How long a rank at a barrier polls (yielding) before it sleeps between looks: longer than a timed
+// phase's usual wait for the last rank (the cache eviction, a stream drain), far shorter than a reference
+// check's.
+constexpr std::chrono::milliseconds kSpinBeforeSleeping{20};
+
 // The shared header and each rank's contribution size, rounded up to a cache line.
 size_t header_bytes(int size) {
   return (sizeof(ProcessGroupState::Shared) + sizeof(uint32_t) * static_cast<size_t>(size) + 63) / 64 * 64;
@@ -68,16 +73,27 @@ void ProcessGroupState::barrier() {
     shared_->generation.fetch_add(1);
     return;
   }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_seconds_);
-  // NOTES: spin briefly (ranks usually arrive together), then yield the core: R processes may share
-  // two cores.
-  for (int spins = 0; shared_->generation.load() == generation; ++spins) {
+  const auto start = std::chrono::steady_clock::now();
+  const auto deadline = start + std::chrono::duration<double>(wait_seconds_);
+  const auto stop_spinning = start + kSpinBeforeSleeping;
+  // NOTES: the ranks leave together only if every waiter is awake when the last one arrives: each waiter
+  // polls, yielding its core at every turn (R processes may share two cores), for kSpinBeforeSleeping, and
+  // sleeps between looks only after that. Until session 34 it slept after a thousand polls (a few us), and
+  // sleep_for(20 us) oversleeps by the kernel's timer slack (50 us): the ranks left a barrier up to ~70 us
+  // apart, and the first ones' timed phases then waited on the device for the last (the normal notify's
+  // %globaltimer stamps, s34 c1: 8 processes' notify entries spread over 0-72 us).
+  for (int looks = 0; shared_->generation.load() == generation; ++looks) {
     throw_if_aborted();
-    if (std::chrono::steady_clock::now() > deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now > deadline) {
       abort("a rank waited more than " + std::to_string(wait_seconds_) + " s at a barrier");
       throw_if_aborted();
     }
-    if (spins > 1000) std::this_thread::sleep_for(std::chrono::microseconds(20));
+    if (now < stop_spinning) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
   }
 }
 
