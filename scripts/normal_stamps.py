@@ -7,19 +7,23 @@ Every rank stamps the same sampled calls with %globaltimer, one clock for the ra
 stamps are taken relative to its earliest notify entry on any rank; for each point the table gives the median
 over calls of the first, median and last rank to reach it (us), then each rank's median wait at the notify's
 barrier (exchanged - published): what the notify step spends waiting for the last rank to publish its counts.
+Lines with the host's two clock words (counts seen, rows kernel launched; CLOCK_REALTIME) also give, per rank,
+the median of the host's part (launched - counts seen) beside the device's gap (rows started - notify done):
+the two clocks differ by an offset, so only intervals on one clock are compared.
 """
 import collections
 import statistics
 import sys
 
 POINTS = ["notify entered", "published", "exchanged", "notify done", "rows started"]
+HOST_POINTS = ["host counts seen", "host rows launched"]
 
 
 def main() -> int:
     calls = collections.defaultdict(dict)  # sample -> {rank: stamps}
     for line in sys.stdin:
         fields = line.split()
-        if len(fields) != 3 + len(POINTS) or fields[0] != "normstamp":
+        if fields[:1] != ["normstamp"] or len(fields) not in (3 + len(POINTS), 3 + len(POINTS) + len(HOST_POINTS)):
             continue
         sample, rank = int(fields[1]), int(fields[2])
         calls[sample][rank] = [int(value) for value in fields[3:]]
@@ -28,6 +32,8 @@ def main() -> int:
         return 1
     spread = {point: ([], [], []) for point in POINTS}
     barrier_wait = collections.defaultdict(list)  # rank -> us
+    host_part = collections.defaultdict(list)  # rank -> us: host launched - host counts seen
+    device_gap = collections.defaultdict(list)  # rank -> us: rows started - notify done
     for ranks in calls.values():
         origin = min(stamps[0] for stamps in ranks.values() if stamps[0] != 0)
         for index, point in enumerate(POINTS):
@@ -40,6 +46,10 @@ def main() -> int:
         for rank, stamps in ranks.items():
             if stamps[1] != 0 and stamps[2] != 0:
                 barrier_wait[rank].append((stamps[2] - stamps[1]) / 1e3)
+            if stamps[3] != 0 and stamps[4] != 0:
+                device_gap[rank].append((stamps[4] - stamps[3]) / 1e3)
+            if len(stamps) > len(POINTS) and stamps[5] != 0 and stamps[6] != 0:
+                host_part[rank].append((stamps[6] - stamps[5]) / 1e3)
     ranks = sorted({rank for ranks in calls.values() for rank in ranks})
     print(f"{len(calls)} sampled calls; ranks: {len(ranks)}; us after the call's first notify entry")
     print(f"{'point':<16} {'first us':>9} {'median us':>10} {'last us':>9}")
@@ -53,6 +63,12 @@ def main() -> int:
     print("median wait at the barrier (exchanged - published), us: " +
           ", ".join(f"rank {rank} {statistics.median(barrier_wait[rank]):.1f}" for rank in ranks
                     if barrier_wait[rank]))
+    print("median gap from notify done to rows started (device clock), us: " +
+          ", ".join(f"rank {rank} {statistics.median(device_gap[rank]):.1f}" for rank in ranks if device_gap[rank]))
+    if any(host_part.values()):
+        print("median host part, counts seen to rows kernel launched (host clock), us: " +
+              ", ".join(f"rank {rank} {statistics.median(host_part[rank]):.1f}" for rank in ranks
+                        if host_part[rank]))
     return 0
 
 

@@ -10,9 +10,12 @@ def summarise(lines):
     return subprocess.run([sys.executable, SCRIPT], input="\n".join(lines) + "\n", capture_output=True, text=True)
 
 
-def stamp_line(sample, rank, entered_ns, after_us):
-    """after_us: published, exchanged, notify done, rows started, in us after entered_ns (None: not reached)."""
+def stamp_line(sample, rank, entered_ns, after_us, host_ns=None):
+    """after_us: published, exchanged, notify done, rows started, in us after entered_ns (None: not reached);
+    host_ns: the host's two clock words (counts seen, rows launched), or None for a line without them."""
     values = [entered_ns] + [0 if us is None else entered_ns + int(us * 1000) for us in after_us]
+    if host_ns is not None:
+        values += list(host_ns)
     return "normstamp %d %d %s" % (sample, rank, " ".join(str(v) for v in values))
 
 
@@ -43,3 +46,20 @@ def test_no_stamps_is_an_error_that_names_the_switch():
     result = summarise(["switchyard-bench output without stamps"])
     assert result.returncode == 1
     assert "SWITCHYARD_NORMAL_PHASES=1" in result.stdout
+
+
+def test_host_words_give_the_hosts_part_beside_the_devices_gap_each_on_its_own_clock():
+    host = 123_000_000_000  # another clock: only its intervals mean anything
+    lines = [stamp_line(0, 0, 5_000_000_000, [5.0, 35.0, 42.0, 90.0], (host, host + 6_500)),
+             stamp_line(0, 1, 5_000_030_000, [4.5, 5.0, 12.0, 58.0], (host + 40_000, host + 44_000)),
+             stamp_line(1, 0, 6_000_000_000, [5.0, 35.0, 42.0, 92.0], (host, host + 7_500))]
+    result = summarise(lines)
+    assert result.returncode == 0, result.stderr
+    assert "notify done to rows started (device clock), us: rank 0 49.0, rank 1 46.0" in result.stdout
+    assert "rows kernel launched (host clock), us: rank 0 7.0, rank 1 4.0" in result.stdout
+
+
+def test_lines_without_host_words_print_no_host_part():
+    result = summarise([stamp_line(0, 0, 5_000_000_000, [5.0, 35.0, 42.0, 90.0])])
+    assert result.returncode == 0, result.stderr
+    assert "device clock" in result.stdout and "host clock" not in result.stdout

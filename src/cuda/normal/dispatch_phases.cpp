@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <string>
 
 #include "device/cuda_check.hpp"
@@ -60,6 +61,13 @@ DispatchPhases::~DispatchPhases() {
 uint64_t* DispatchPhases::stamps() const {
   if (!open_) return nullptr;
   return device_stamps_ + (samples_.size() - 1) * kDispatchStamps;
+}
+
+void DispatchPhases::host_stamp(DispatchHostStamp which) {
+  if (!open_) return;
+  timespec now{};
+  clock_gettime(CLOCK_REALTIME, &now);
+  samples_.back().host[which] = static_cast<uint64_t>(now.tv_sec) * 1000000000ull + now.tv_nsec;
 }
 
 void DispatchPhases::begin(cudaStream_t stream) {
@@ -130,12 +138,15 @@ void DispatchPhases::print_stamps() const {
   for (size_t sample = 0; sample < samples_.size(); ++sample) {
     if (samples_[sample].marked != kDispatchPhaseMarks) continue;
     const uint64_t* at = stamps.data() + sample * kDispatchStamps;
-    std::fprintf(stderr, "normstamp %zu %d %llu %llu %llu %llu %llu\n", sample, rank_,
+    const std::array<uint64_t, kDispatchHostStamps>& host = samples_[sample].host;
+    std::fprintf(stderr, "normstamp %zu %d %llu %llu %llu %llu %llu %llu %llu\n", sample, rank_,
                  static_cast<unsigned long long>(at[kStampNotifyEntered]),
                  static_cast<unsigned long long>(at[kStampPublished]),
                  static_cast<unsigned long long>(at[kStampExchanged]),
                  static_cast<unsigned long long>(at[kStampNotifyDone]),
-                 static_cast<unsigned long long>(at[kStampRowsStarted]));
+                 static_cast<unsigned long long>(at[kStampRowsStarted]),
+                 static_cast<unsigned long long>(host[kHostCountsSeen]),
+                 static_cast<unsigned long long>(host[kHostRowsLaunched]));
   }
 }
 

@@ -11,8 +11,12 @@
 // Beside the events (one clock per process), the kernels note %globaltimer (one clock for every rank of a
 // GPU) at the points DispatchStamp names, one line per sampled call and rank:
 //   normstamp <sample> <rank> <notify entered> <published> <exchanged> <notify done> <rows started>
+//             <host has the counts> <host launched the rows kernel>
 // (ns); scripts/normal_stamps.py lines the ranks up on the clock: how far apart their notifies start, and
-// what of the notify step is waiting at its barrier for the last rank.
+// what of the notify step is waiting at its barrier for the last rank. The last two are the host's
+// CLOCK_REALTIME, which %globaltimer follows on Linux only up to an offset: compare them with each other,
+// and the device's with the device's (host launched - host has the counts against rows started - notify done
+// tells the host's part of the gap between the notify and the rows kernel from the launch's).
 #include <cuda_runtime.h>
 
 #include <array>
@@ -41,6 +45,13 @@ enum DispatchStamp : int {
   kDispatchStamps,
 };
 
+// Where a sampled call's host notes CLOCK_REALTIME.
+enum DispatchHostStamp : int {
+  kHostCountsSeen,    // the counts are on the host (poll or copy), before the outputs are made
+  kHostRowsLaunched,  // the rows kernel's launch returned
+  kDispatchHostStamps,
+};
+
 class DispatchPhases {
  public:
   static constexpr int kMaxPhaseSamples = 1024;
@@ -57,11 +68,14 @@ class DispatchPhases {
   void mark(DispatchPhaseMark mark, cudaStream_t stream);
   // The open sample's kDispatchStamps clock words (device memory) for its kernels; null without one.
   uint64_t* stamps() const;
+  // The open sample's host clock at `which`; nothing without one.
+  void host_stamp(DispatchHostStamp which);
 
  private:
   struct Sample {
     std::array<cudaEvent_t, kDispatchPhaseMarks> events{};
-    int marked = 0;  // marks recorded, in order
+    int marked = 0;                                    // marks recorded, in order
+    std::array<uint64_t, kDispatchHostStamps> host{};  // CLOCK_REALTIME ns, 0 where not reached
   };
   void print() const;
   void print_stamps() const;

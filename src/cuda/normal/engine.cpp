@@ -288,6 +288,7 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
     phases_.mark(kDispatchCountsCopied, stream);
     // The one host wait of a non-worst-case dispatch: the output sizes.
     if (counts_to_host) counts_.receive(*handle, plan.local_experts, tag, stream, env);
+    phases_.host_stamp(kHostCountsSeen);
   }
 
   DispatchResult result = dispatch_outputs(plan, *handle, device_, env.allocation_stream);
@@ -309,6 +310,7 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
     rings.stamps = phases_.stamps();
     launch_dispatch(context, rings, stream);
   }
+  phases_.host_stamp(kHostRowsLaunched);
   phases_.mark(kDispatchRowsMoved, stream);
 
   result.num_recv_tokens = worst_case ? -1 : handle->num_recv_tokens;

@@ -5,7 +5,9 @@
 #      change is the cause;
 #   2. the bench's process barrier (tools/bench/process_group.cpp: waiters poll, yielding, for 20 ms before
 #      sleeping): this build's bench against afdf62c's (same library, the old barrier), alternating, normal
-#      (heap inputs), low_latency and symmetric at 128 tokens x 8 processes; the normal stamps of each;
+#      (heap inputs), low_latency and symmetric at 128 tokens x 8 processes; the normal stamps of each, with the
+#      host's clock words in this build (c1: ~45 us between a rank's notify end and its rows kernel's start,
+#      while the events put the host's turnaround at 1.2 us: is it the host or the launch?);
 #   (the side by side with heap inputs, planned here too, did not fit the budget's last 311 s.)
 # Pack: SWITCHYARD_PACK_ONLY='(normal_engine_test|switchyard-bench)' SWITCHYARD_PACK_PYTHON=1 \
 #   SWITCHYARD_PACK_OUT=build/gpu-carry34/c3.tar.xz bash scripts/gpu-pack.sh build/gpu-local
