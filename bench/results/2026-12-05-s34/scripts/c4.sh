@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The next GPU call after session 34 (its budget ran out before c3 could start; c3.sh is this call's first
+# half). Owed:
+#   1. racecheck on the normal suite's one-rank cases with the device waits at 120 s
+#      (SWITCHYARD_NORMAL_TEST_TIMEOUT): c2's ring-combine timeouts at 10 s, slowness or a hang?
+#   2. the bench's process barrier (0e47c9c: waiters poll, yielding, for 20 ms) against afdf62c's bench (the old
+#      barrier), alternating, normal (heap inputs), low_latency and symmetric at 128 tokens x 8 processes; the
+#      normal stamps of each, with the host's clock words (4ad1d1b): the ~45 us from a rank's notify end to its
+#      rows kernel's start, host or launch?
+#   3. the side by side with DeepEP V1 with switchyard's heap inputs, 8 and 4 processes, 128 and 4096 tokens: issue
+#      20's verdict after the one-barrier notify (c2 of session 34 ran the ring paths by mistake).
+# Pack (from a build of main):
+#   SWITCHYARD_PACK_ONLY='(normal_engine_test|switchyard-bench)' SWITCHYARD_PACK_PYTHON=1 \
+#   SWITCHYARD_PACK_OUT=build/gpu-carry35/c1.tar.xz bash scripts/gpu-pack.sh build/gpu-local
+# carry it, build/gpu-carry34/c3-old.tar.xz (bench-afdf62c) and .deepep-full.
+cd "$(dirname "$0")/../../../.."
+CALL=c4; CARRY="build/gpu-carry35/c1.tar.xz build/gpu-carry34/c3-old.tar.xz"; BUDGET=580
+STEP_FILTER="rror|FAILED|PASSED|RACECHECK SUMMARY|target|host cost|^layout|^cached|^combine|^  (normal|low_latency|symmetric) |median"
+source scripts/device-call.sh
+export PYTHONPATH=$B/pkg
+T=$B/tests/cuda
+step suite-normal 150 $T/switchyard_cuda_normal_engine_test --gtest_brief=1
+step racecheck-r1 200 env SWITCHYARD_NORMAL_TEST_TIMEOUT=120 compute-sanitizer --tool racecheck --error-exitcode 9 \
+  $T/switchyard_cuda_normal_engine_test --gtest_brief=1 --gtest_filter='*Small_R1*'
+start_mps
+for round in 1 2; do
+  for harness in new old; do
+    bench=$B/tools/bench/switchyard-bench; [[ $harness == old ]] && bench=$B/bench-afdf62c
+    step barrier-$harness-normal-$round 40 env SWITCHYARD_NORMAL_PHASES=1 "$bench" --backend cuda --engine normal \
+      --ranks 8 --tokens 128 --iters 30 --warmup 3 --ranks-as processes --normal-heap on \
+      --json "$base/barrier-$harness-normal-$round.json"
+    python3 scripts/normal_stamps.py < "$base/barrier-$harness-normal-$round.log" \
+      | tee "$base/barrier-$harness-normal-$round.summary" | grep median
+    for engine in low_latency symmetric; do
+      step barrier-$harness-$engine-$round 40 "$bench" --backend cuda --engine $engine --ranks 8 --tokens 128 \
+        --iters 30 --warmup 3 --ranks-as processes --json "$base/barrier-$harness-$engine-$round.json"
+    done
+  done
+done
+echo quit | nvidia-cuda-mps-control; sleep 2
+step peer 240 env DEEPEP_SRC=.deepep-full OUT=$base/peer PEER_RANKS="8 4" PEER_TIMEOUT=110 \
+  PEER_ARGS="--switchyard-heap-inputs" bash scripts/peer-deepep.sh
+echo "total $((SECONDS - step_start)) s"
