@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 34, call 3 (the budget's last ~300 s):
+# Session 34, call 3: NOT RUN (no machine started in the budget's last ~300 s; c4.sh carries it over).
+# Planned:
 #   1. c2's racecheck timeouts (the ring combine of Small_R1_fp8 waiting 10 s for ring data): the same case
 #      with a4521b4's suite (before the one-barrier notify) and with this build's, to tell whether the notify
 #      change is the cause;
