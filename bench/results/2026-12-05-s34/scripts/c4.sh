@@ -8,7 +8,8 @@
 #      normal stamps of each, with the host's clock words (4ad1d1b): the ~45 us from a rank's notify end to its
 #      rows kernel's start, host or launch?
 #   3. the side by side with DeepEP V1 with switchyard's heap inputs, 8 and 4 processes, 128 and 4096 tokens: issue
-#      20's verdict after the one-barrier notify (c2 of session 34 ran the ring paths by mistake).
+#      20's verdict after the one-barrier notify (c2 of session 34 ran the ring paths by mistake); a 2 ms sleep
+#      before each call, since c2's 1 ms did not always cover the host's enqueue.
 # Pack (from a build of main):
 #   SWITCHYARD_PACK_ONLY='(normal_engine_test|switchyard-bench)' SWITCHYARD_PACK_PYTHON=1 \
 #   SWITCHYARD_PACK_OUT=build/gpu-carry35/c1.tar.xz bash scripts/gpu-pack.sh build/gpu-local
@@ -39,5 +40,5 @@ for round in 1 2; do
 done
 echo quit | nvidia-cuda-mps-control; sleep 2
 step peer 240 env DEEPEP_SRC=.deepep-full OUT=$base/peer PEER_RANKS="8 4" PEER_TIMEOUT=110 \
-  PEER_ARGS="--switchyard-heap-inputs" bash scripts/peer-deepep.sh
+  PEER_ARGS="--switchyard-heap-inputs --sleep-us 2000" bash scripts/peer-deepep.sh
 echo "total $((SECONDS - step_start)) s"
