@@ -8,6 +8,7 @@
 #include "common/symmetric_protocol.hpp"
 #include "core/expert_major_handle.hpp"
 #include "core/normal_handle.hpp"
+#include "core/staged_heap_input.hpp"
 #include "switchyard/buffer.hpp"
 
 namespace switchyard::detail {
@@ -36,6 +37,9 @@ struct DispatchPlan {
   // backend may let the receivers read the rows in place (docs/normal-in-place.md).
   bool x_in_heap = false;
   common::NormalInputLayout input{};  // where every rank keeps that input, with x_in_heap
+  // With x_in_heap: the caller's x or scales that are not the views, copied into them before the call's
+  // first barrier (core/staged_heap_input.hpp); empty when the caller wrote the views.
+  StagedHeapInput staged;
   // x in the heap, a cached handle and no topk_idx (DeepEP's cached dispatch): the receivers pull their rows
   // by their own handle's receive order, and the sources leave no routing in their heaps (every other
   // dispatch in place pulls by the routing its sources leave there; docs/normal-in-place.md). Every rank
@@ -59,6 +63,8 @@ struct CombinePlan {
   // (docs/normal-in-place.md).
   bool y_in_heap = false;
   common::NormalCombineInputLayout combine_input{};  // where every rank keeps that input, with y_in_heap
+  // With y_in_heap: the caller's x or weights that are not the views, copied into them first.
+  StagedHeapInput staged;
 };
 
 // A validated expert-major dispatch (the `low_latency` and `symmetric` engines share the interface).

@@ -7,6 +7,7 @@
 #include "common/fp8_cast.hpp"
 #include "core/call_signature.hpp"
 #include "core/normal_sizing.hpp"
+#include "core/staged_heap_input.hpp"
 #include "core/validation.hpp"
 #include "switchyard/errors.hpp"
 
@@ -24,16 +25,11 @@ void check_tokens(int64_t num_tokens, const NormalPlanContext& buffer) {
 // On a Buffer with a heap-resident dispatch input every dispatch takes its x (and fp8 scales) from there:
 // a receiver reads a source's row at an address it computes from the source's token index, so anything
 // else would be read as garbage (or not at all) by every peer. Refused here, before anything is written.
-void check_heap_input(const DispatchPlan& plan, const NormalPlanContext& buffer) {
+// On a Buffer with a heap-resident dispatch input every dispatch reads x (and its scales) from there: the
+// Buffer's views as given, or any other tensor copied into the views' bytes first (plan.staged;
+// core/staged_heap_input.hpp). Refused here, before anything is written.
+void check_heap_input(DispatchPlan& plan, const NormalPlanContext& buffer) {
   const common::NormalInputLayout& input = buffer.input;
-  const uint8_t* x_view = buffer.heap_base + input.x_offset();
-  if (plan.args.x.data != x_view) {
-    throw InvalidArgument(
-        "x: expected Buffer::normal_input's view (the Buffer is sized with "
-        "BufferSizing::normal_heap_input_tokens = " +
-        std::to_string(input.max_tokens) + ": every dispatch reads x from its heap), got " +
-        plan.args.x.describe() + " elsewhere");
-  }
   if (plan.hidden > input.max_hidden) {
     throw InvalidArgument("x: expected hidden <= " + std::to_string(input.max_hidden) +
                           " (sizing.hidden, the heap input's rows), got " + plan.args.x.describe());
@@ -49,46 +45,41 @@ void check_heap_input(const DispatchPlan& plan, const NormalPlanContext& buffer)
         "got " +
         plan.args.topk_idx.describe());
   }
-  if (!plan.has_scales) return;
-  if (plan.args.x_scales_column_major) {
+  if (plan.has_scales && plan.args.x_scales_column_major) {
     throw InvalidArgument(
         "x_scales_column_major: expected false with x in the heap (Buffer::normal_input's x_scales view is "
-        "row-major), got true");
+        "row-major, and scales staged into it are copied as they are), got true");
   }
-  if (plan.args.x_scales.data != buffer.heap_base + input.scales_offset()) {
-    throw InvalidArgument("x_scales: expected Buffer::normal_input's x_scales view (x is in the heap), got " +
-                          plan.args.x_scales.describe() + " elsewhere");
+  stage_unless_view(plan.args.x, "x", "Buffer::normal_input's view", buffer.heap_base, input.x_offset(),
+                    plan.staged);
+  if (plan.has_scales) {
+    stage_unless_view(plan.args.x_scales, "x_scales", "Buffer::normal_input's x_scales view",
+                      buffer.heap_base, input.scales_offset(), plan.staged);
   }
 }
 
 // On a Buffer with a heap-resident combine input every combine takes its x (and weights) from there: each
-// home rank reads an expert rank's rows at addresses it computes, so anything else would be read as garbage
-// by every peer. Refused here, before anything is written.
-void check_combine_input(const CombinePlan& plan, const NormalPlanContext& buffer) {
+// home rank reads an expert rank's rows at addresses it computes. The Buffer's views as given, or any other
+// tensor copied into the views' bytes first (plan.staged). Refused here, before anything is written.
+void check_combine_input(CombinePlan& plan, const NormalPlanContext& buffer) {
   const common::NormalCombineInputLayout& input = buffer.combine_input;
-  if (plan.args.x.data != buffer.heap_base + input.y_offset()) {
-    throw InvalidArgument(
-        "x: expected Buffer::normal_combine_input's x view (the Buffer is sized with "
-        "BufferSizing::normal_heap_combine_rows = " +
-        std::to_string(input.max_rows) + ": every combine reads x from its heap), got " +
-        plan.args.x.describe() + " elsewhere");
-  }
   if (plan.args.x.shape[0] > input.max_rows || plan.hidden > input.max_hidden) {
     throw InvalidArgument("x: expected at most " + std::to_string(input.max_rows) + " rows of at most " +
                           std::to_string(input.max_hidden) +
                           " channels (sizing.normal_heap_combine_rows, sizing.hidden), got " +
                           plan.args.x.describe());
   }
-  if (!plan.has_weights) return;
-  if (plan.topk > input.max_topk) {
+  if (plan.has_weights && plan.topk > input.max_topk) {
     throw InvalidArgument("topk_weights: expected at most " + std::to_string(input.max_topk) +
                           " columns (sizing.topk, the heap input's), got " +
                           plan.args.topk_weights.describe());
   }
-  if (plan.args.topk_weights.data != buffer.heap_base + input.weights_offset()) {
-    throw InvalidArgument(
-        "topk_weights: expected Buffer::normal_combine_input's topk_weights view (x is in the heap), got " +
-        plan.args.topk_weights.describe() + " elsewhere");
+  stage_unless_view(plan.args.x, "x", "Buffer::normal_combine_input's x view", buffer.heap_base,
+                    input.y_offset(), plan.staged);
+  if (plan.has_weights) {
+    stage_unless_view(plan.args.topk_weights, "topk_weights",
+                      "Buffer::normal_combine_input's topk_weights view", buffer.heap_base,
+                      input.weights_offset(), plan.staged);
   }
 }
 

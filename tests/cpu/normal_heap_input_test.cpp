@@ -5,8 +5,9 @@
 // (and weights) from the heap (Buffer::normal_combine_input) and each home rank reads its tokens' rows from
 // the expert ranks' heaps. Ranks as threads with their heaps shared as threads and as processes (every rank
 // maps its peers' heaps at addresses of its own, as between processes), bitwise against the reference:
-// dispatch, cached dispatch, combine, and rounds that refill the inputs right after a call returns. Bad
-// sizings, views and inputs are refused by name.
+// dispatch, cached dispatch, combine, and rounds that refill the inputs right after a call returns; and with
+// the ranks' own tensors, which the Buffer copies into its heap inputs first (staged). Bad sizings, views and
+// inputs are refused by name.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -48,6 +49,8 @@ struct HeapInputCase {
   int chunk_tokens = Config::kDefaultChunkTokens;
   bool dispatch_input = true;  // BufferSizing::normal_heap_input_tokens > 0
   bool combine_input = true;   // BufferSizing::normal_heap_combine_rows > 0
+  // The ranks pass their own tensors, which the Buffer copies into its heap inputs (the views are not used).
+  bool staged = false;
 };
 
 void PrintTo(const HeapInputCase& c, std::ostream* out) {
@@ -131,6 +134,7 @@ TEST_P(NormalHeapInputTest, RoundTripsThroughTheHeapMatchTheReferenceBitwise) {
   RoundTripOptions options;
   options.x_in_heap = c.dispatch_input;
   options.y_in_heap = c.combine_input;
+  options.staged = c.staged;
   std::vector<std::vector<RankRun>> runs(rounds.size(), std::vector<RankRun>(num_ranks));
   std::vector<std::vector<RankRun>> cached(rounds.size(), std::vector<RankRun>(num_ranks));
   // DeepEP's cached dispatch (no topk_idx): with x in the heap it pulls every row by the handle's receive
@@ -177,6 +181,7 @@ TEST_P(NormalHeapInputTest, WorstCaseRoundTripsThroughTheHeapMatchTheReferenceBi
   RoundTripOptions options;
   options.x_in_heap = c.dispatch_input;
   options.y_in_heap = c.combine_input;
+  options.staged = c.staged;
   int64_t most = 0;
   for (const auto& dispatched : expected.dispatched)
     most = std::max<int64_t>(most, static_cast<int64_t>(dispatched.recv_src_rank.size()));
@@ -215,6 +220,17 @@ std::vector<HeapInputCase> heap_input_cases() {
   combine_only.dispatch_input = false;
   cases.push_back(dispatch_only);
   cases.push_back(combine_only);
+  // The ranks' own tensors, staged into the heap inputs by the Buffer (rounds that refill x right after a
+  // call returned now refill the caller's tensors, and the next call copies them).
+  for (const char* name : {"r2_fp8", "r8_skewed", "r4_dispatch_input_only", "r4_combine_input_only"}) {
+    for (const HeapInputCase& base : std::vector<HeapInputCase>(cases)) {
+      if (base.name != name) continue;
+      HeapInputCase staged = base;
+      staged.name += "_staged";
+      staged.staged = true;
+      cases.push_back(staged);
+    }
+  }
   // The same with every rank's heap mapped at addresses of its own, as between processes.
   const size_t count = cases.size();
   for (size_t i = 0; i < count; ++i) {
@@ -287,38 +303,53 @@ TEST(NormalHeapInput, ViewsOutsideTheInputAreRefused) {
   EXPECT_EQ(fp8.x_scales.shape[1], 2);
 }
 
-// A dispatch on a Buffer with a heap input whose x (or scales) are elsewhere: refused before anything is
-// written or waited for (one rank, so a wrongly accepted call would run rather than hang).
-TEST(NormalHeapInput, DispatchesFromElsewhereAreRefusedNamingTheArgument) {
+// A dispatch on a Buffer with a heap input whose x (or scales) are elsewhere: copied into the views first
+// (core/staged_heap_input.hpp), received bit for bit; a tensor that overlaps a view without being it is
+// refused before anything is written (one rank, so a wrongly accepted call would run rather than hang).
+TEST(NormalHeapInput, DispatchesFromElsewhereAreStagedAndOverlapsRefusedNamingTheArgument) {
   Buffer buffer(one_rank_options(8));
   buffer.connect({buffer.local_handle()});
   const NormalInputViews bf16 = buffer.normal_input(4, 256);
   const NormalInputViews fp8 = buffer.normal_input(4, 256, DType::fp8_e4m3);
   Tensor own_x = Tensor::empty(DType::bf16, {4, 256});
-  std::memset(own_x.data(), 0, own_x.nbytes());
+  for (int64_t i = 0; i < 4 * 256; ++i) own_x.as<uint16_t>()[i] = static_cast<uint16_t>(0x3c00 + i % 977);
   Tensor topk = Tensor::empty(DType::i64, {4, 2});
   for (int i = 0; i < 8; ++i) topk.as<int64_t>()[i] = i % 4;
   Tensor own_scales = Tensor::empty(DType::f32, {4, 2});
+  for (int i = 0; i < 8; ++i) own_scales.as<float>()[i] = 0.25f * static_cast<float>(i + 1);
   DispatchArgs args;
   args.topk_idx = topk;
   args.num_experts = 4;
-  args.x = own_x;
-  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.dispatch(args); }),
-                                "x: expected Buffer::normal_input's view"));
-  // A part of the view that does not start where it does.
+  // Overlapping the view without being it: a part of the view that does not start where it does.
   args.x = TensorView(static_cast<uint16_t*>(bf16.x.data) + 256, DType::bf16, {4, 256});
   EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.dispatch(args); }),
-                                "x: expected Buffer::normal_input's view"));
+                                "x: expected Buffer::normal_input's view or a tensor apart from it"));
+  // Staged: the rows reach the receiver as given (one rank: every token comes back, in order), and the view
+  // holds the copy.
+  std::memset(bf16.x.data, 0, bf16.x.nbytes());
+  args.x = own_x;
+  const DispatchResult staged = buffer.dispatch(args);
+  ASSERT_EQ(staged.num_recv_tokens, 4);
+  EXPECT_EQ(std::memcmp(staged.recv_x.data(), own_x.data(), own_x.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(bf16.x.data, own_x.data(), own_x.nbytes()), 0);
+  // fp8: x in its view, the scales staged; then scales overlapping their view, refused.
+  std::memset(fp8.x.data, 0x38, fp8.x.nbytes());
   args.x = fp8.x;
   args.x_scales = own_scales;
-  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.dispatch(args); }),
-                                "x_scales: expected Buffer::normal_input's x_scales view"));
-  args.x_scales = TensorView(fp8.x_scales.data, DType::f32, {2, 4});
+  const DispatchResult scaled = buffer.dispatch(args);
+  ASSERT_EQ(scaled.num_recv_tokens, 4);
+  EXPECT_EQ(std::memcmp(scaled.recv_x_scales.data(), own_scales.data(), own_scales.nbytes()), 0);
+  args.x_scales = TensorView(static_cast<float*>(fp8.x_scales.data) + 1, DType::f32, {4, 2});
+  EXPECT_TRUE(
+      testing::contains(testing::invalid_argument_message([&] { buffer.dispatch(args); }),
+                        "x_scales: expected Buffer::normal_input's x_scales view or a tensor apart from it"));
+  // Column-major scales are not turned row-major: refused, staged or not.
+  args.x_scales = TensorView(own_scales.data(), DType::f32, {2, 4});
   args.x_scales_column_major = true;
   EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.dispatch(args); }),
                                 "x_scales_column_major: expected false with x in the heap"));
   // More top-k columns than the heap keeps for the receivers to pull the routing by (sizing.topk = 2).
-  args.x = bf16.x;
+  args.x = own_x;
   args.x_scales = TensorView();
   args.x_scales_column_major = false;
   Tensor wide_topk = Tensor::empty(DType::i64, {4, 3});
@@ -326,11 +357,9 @@ TEST(NormalHeapInput, DispatchesFromElsewhereAreRefusedNamingTheArgument) {
   args.topk_idx = wide_topk;
   EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.dispatch(args); }),
                                 "topk_idx: expected at most 2 columns (sizing.topk"));
+  // The views themselves go through, read where they are.
   args.topk_idx = topk;
-  // The views themselves go through.
   args.x = bf16.x;
-  args.x_scales = TensorView();
-  args.x_scales_column_major = false;
   std::memset(bf16.x.data, 0, bf16.x.nbytes());
   const DispatchResult result = buffer.dispatch(args);
   EXPECT_EQ(result.num_recv_tokens, 4);
@@ -375,15 +404,16 @@ TEST(NormalHeapCombineInput, BadSizingsAndViewsAreRefusedNamingTheField) {
       "handle: expected a dispatch of at most 3 received rows"));
 }
 
-// A combine on a Buffer with a combine input whose x (or weights) are elsewhere: refused before anything is
+// A combine on a Buffer with a combine input whose x (or weights) are elsewhere: copied into the views first
+// and combined bit for bit as from the views; overlapping a view without being it, refused before anything is
 // written or waited for.
-TEST(NormalHeapCombineInput, CombinesFromElsewhereAreRefusedNamingTheArgument) {
+TEST(NormalHeapCombineInput, CombinesFromElsewhereAreStagedAndOverlapsRefusedNamingTheArgument) {
   BufferOptions options = one_rank_options(0);
   options.sizing.normal_heap_combine_rows = 16;
   Buffer buffer(options);
   buffer.connect({buffer.local_handle()});
   Tensor x = Tensor::empty(DType::bf16, {4, 256});
-  std::memset(x.data(), 0, x.nbytes());
+  for (int64_t i = 0; i < 4 * 256; ++i) x.as<uint16_t>()[i] = static_cast<uint16_t>(0x3c00 + i % 613);
   Tensor topk = Tensor::empty(DType::i64, {4, 2});
   Tensor weights = Tensor::empty(DType::f32, {4, 2});
   for (int i = 0; i < 8; ++i) {
@@ -403,18 +433,29 @@ TEST(NormalHeapCombineInput, CombinesFromElsewhereAreRefusedNamingTheArgument) {
   EXPECT_EQ(views.topk_weights.shape[1], 2);
   CombineArgs args;
   args.handle = &received.handle;
-  args.x = received.recv_x;
-  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.combine(args); }),
-                                "x: expected Buffer::normal_combine_input's x view"));
+  // Overlapping the views without being them: refused, naming each.
+  args.x = TensorView(static_cast<uint16_t*>(views.x.data) + 8, DType::bf16, {4, 256});
+  EXPECT_TRUE(
+      testing::contains(testing::invalid_argument_message([&] { buffer.combine(args); }),
+                        "x: expected Buffer::normal_combine_input's x view or a tensor apart from it"));
   args.x = views.x;
+  args.topk_weights = TensorView(static_cast<float*>(views.topk_weights.data) + 1, DType::f32, {4, 2});
+  EXPECT_TRUE(testing::contains(
+      testing::invalid_argument_message([&] { buffer.combine(args); }),
+      "topk_weights: expected Buffer::normal_combine_input's topk_weights view or a tensor apart from it"));
+  // Staged: the dispatch's own outputs, copied into the views. Each token's rows summed (both of its experts
+  // are on this rank, so it came once), weights likewise.
+  std::memset(views.x.data, 0, views.x.nbytes());
+  args.x = received.recv_x;
   args.topk_weights = received.recv_topk_weights;
-  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.combine(args); }),
-                                "topk_weights: expected Buffer::normal_combine_input's topk_weights view"));
-  // The views themselves go through: each token's rows summed (both of its experts are on this rank, so it
-  // came once), weights likewise.
-  std::memcpy(views.x.data, received.recv_x.data(), received.recv_x.nbytes());
+  const CombineResult staged = buffer.combine(args);
+  EXPECT_EQ(std::memcmp(staged.combined_x.data(), x.data(), x.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(staged.combined_topk_weights.data(), weights.data(), weights.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(views.x.data, received.recv_x.data(), received.recv_x.nbytes()), 0);
+  // The views themselves go through, read where they are.
   std::memcpy(views.topk_weights.data, received.recv_topk_weights.data(),
               received.recv_topk_weights.nbytes());
+  args.x = views.x;
   args.topk_weights = views.topk_weights;
   const CombineResult combined = buffer.combine(args);
   EXPECT_EQ(std::memcmp(combined.combined_x.data(), x.data(), x.nbytes()), 0);

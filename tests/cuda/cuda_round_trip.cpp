@@ -25,7 +25,7 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
                         const Expected& expected, int expert_alignment, cudaStream_t stream,
                         const DispatchHandle* cached, DispatchHandle* handle_out,
                         const CallTuning& dispatch_tuning, const CallTuning& combine_tuning,
-                        bool scales_column_major, bool heap_inputs, bool with_topk) {
+                        bool scales_column_major, bool heap_inputs, bool with_topk, bool staged_inputs) {
   const int rank = buffer.rank();
   const int device = device_of(buffer);
   const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
@@ -39,7 +39,7 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
   args.x = x;
   args.x_scales = scales;
   args.x_scales_column_major = column_major;
-  if (heap_inputs) {
+  if (heap_inputs && !staged_inputs) {
     const NormalInputViews views = buffer.normal_input(data.x.size(0), shape.hidden, shape.dtype);
     copy_to_view(views.x, x, stream);
     args.x = views.x;
@@ -89,7 +89,7 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
   combine_args.tuning = combine_tuning;
   const bool with_weights = with_topk && shape.with_weights;
   if (with_weights) combine_args.topk_weights = dispatched.recv_topk_weights;
-  if (heap_inputs) {
+  if (heap_inputs && !staged_inputs) {
     const NormalCombineInputViews views = buffer.normal_combine_input(dispatched.handle, shape.hidden);
     copy_to_view(views.x, y, stream);
     combine_args.x = views.x;

@@ -28,11 +28,14 @@ struct DeviceRun {
 // the calls take those views: the peers read the rows in place (docs/normal-in-place.md).
 // `with_topk` false (only with `cached`): DeepEP's cached dispatch, without topk_idx and weights, and a
 // combine without weights (compare with `with_topk` false); in place, it pulls its rows without rings.
+// `staged_inputs` (with `heap_inputs`): the calls take the rank's own tensors instead, which the Buffer
+// copies into its heap inputs first (core/staged_heap_input.hpp).
 DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const workload::RankData& data,
                         const Expected& expected, int expert_alignment, cudaStream_t stream,
                         const DispatchHandle* cached = nullptr, DispatchHandle* handle_out = nullptr,
                         const CallTuning& dispatch_tuning = {}, const CallTuning& combine_tuning = {},
-                        bool scales_column_major = false, bool heap_inputs = false, bool with_topk = true);
+                        bool scales_column_major = false, bool heap_inputs = false, bool with_topk = true,
+                        bool staged_inputs = false);
 
 // A dispatch without top-k (DeepEP's topk_idx=None) routed by get_dispatch_layout's layout on the
 // device, then a combine without weights; `expected` from compute_expected_without_topk.

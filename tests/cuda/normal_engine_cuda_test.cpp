@@ -41,6 +41,8 @@ struct CudaCase {
   bool scales_column_major = false;
   // x and the expert outputs in the Buffer's heap-resident inputs, read in place (docs/normal-in-place.md).
   bool heap_inputs = false;
+  // With heap_inputs: the calls take the rank's own tensors, which the Buffer copies into its heap inputs.
+  bool staged_inputs = false;
 };
 
 workload::Shape make_shape(int ranks, int64_t tokens, int hidden, int topk, int experts, DType dtype,
@@ -108,6 +110,9 @@ std::vector<CudaCase> cases() {
                   false, true});
   list.push_back({"R4_bf16_heap_inputs_wrap", make_shape(4, 128, 1024, 4, 16, DType::bf16),
                   config_with(2, 4, 2), 1, false, true});
+  // The rank's own x and expert outputs, staged into the heap inputs by the Buffer (fp8: the scales too).
+  list.push_back({"R4_fp8_h7168_heap_inputs_staged", make_shape(4, 160, 7168, 8, 64, DType::fp8_e4m3),
+                  standard, 1, false, true, true});
   list.push_back({"R4_k1", make_shape(4, 128, 1024, 1, 16, DType::bf16), standard});
   list.push_back({"R4_k9", make_shape(4, 128, 1024, 9, 32, DType::bf16), standard});
   list.push_back({"R2_h128", make_shape(2, 300, 128, 4, 8, DType::bf16), standard});
@@ -134,6 +139,8 @@ std::vector<CudaCase> cases() {
   // compute-sanitizer's case of the in-place paths (one rank: its peer reads are of its own heap).
   list.push_back({"Small_R1_fp8_heap_inputs", make_shape(1, 40, 256, 4, 8, DType::fp8_e4m3),
                   config_with(2, 4, 2), 1, false, true});
+  list.push_back({"Small_R1_fp8_heap_inputs_staged", make_shape(1, 40, 256, 4, 8, DType::fp8_e4m3),
+                  config_with(2, 4, 2), 1, false, true, true});
   list.push_back({"Small_R2_bf16", make_shape(2, 40, 256, 4, 8, DType::bf16), config_with(2, 4, 2)});
   return list;
 }
@@ -197,23 +204,26 @@ void expect_round_trips_match_reference(const CudaCase& c) {
       // now avoid (device/pageable_copy.hpp); the barrier stays as a guard. Real deployments (a
       // process per GPU, or MPS) have no shared context.
       group.barrier();
-      DeviceRun first = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
-                                      nullptr, &handle, {}, {}, c.scales_column_major, c.heap_inputs);
+      DeviceRun first =
+          run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, nullptr, &handle,
+                        {}, {}, c.scales_column_major, c.heap_inputs, true, c.staged_inputs);
       compare_with_reference(first, c.shape, expected, rank, &failures[rank]);
       // Determinism: the same inputs again give the same bits; and a cached dispatch replays the routing.
       group.barrier();
-      DeviceRun second = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
-                                       nullptr, nullptr, {}, {}, c.scales_column_major, c.heap_inputs);
+      DeviceRun second =
+          run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, nullptr, nullptr,
+                        {}, {}, c.scales_column_major, c.heap_inputs, true, c.staged_inputs);
       compare_with_reference(second, c.shape, expected, rank, &failures[rank]);
       group.barrier();
-      DeviceRun cached = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
-                                       &handle, nullptr, {}, {}, c.scales_column_major, c.heap_inputs);
+      DeviceRun cached =
+          run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream, &handle, nullptr,
+                        {}, {}, c.scales_column_major, c.heap_inputs, true, c.staged_inputs);
       compare_with_reference(cached, c.shape, expected, rank, &failures[rank]);
       // DeepEP's cached dispatch, without topk_idx: in place, pulled by the handle (gather_by_handle).
       group.barrier();
       DeviceRun rows_only = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream,
                                           &handle, nullptr, {}, {}, c.scales_column_major, c.heap_inputs,
-                                          /*with_topk=*/false);
+                                          /*with_topk=*/false, c.staged_inputs);
       compare_with_reference(rows_only, c.shape, expected, rank, &failures[rank], /*with_topk=*/false);
     }
     cudaStreamDestroy(stream);

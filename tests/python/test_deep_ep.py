@@ -348,7 +348,9 @@ def test_unsupported_options_raise_naming_the_option(solo):
 def heap_inputs_job(rank, num_ranks, allgather, num_experts):
     """The same calls through an ordinary Buffer and through one with switchyard's heap-resident inputs
     (switchyard_heap_inputs): x and the expert outputs written into get_dispatch_input_buffer() /
-    get_combine_input_buffer(); a dispatch, a cached dispatch in fp8 and two combines."""
+    get_combine_input_buffer(); a dispatch, a cached dispatch in fp8 and two combines; and with the heap inputs,
+    a combine with its weights and a dispatch with its x passed as they are (staged into the views by the
+    Buffer), each giving the views' bits."""
     x, _, topk_idx, topk_weights = rank_inputs(rank, num_experts)
     x_fp8, scales, _, _ = rank_inputs(rank, num_experts, fp8=True)
     results = {}
@@ -371,9 +373,17 @@ def heap_inputs_job(rank, num_ranks, allgather, num_experts):
             heap_y[:] = y
             heap_weights[:] = recv_weights
             y, weights = heap_y, heap_weights
-            with pytest.raises(switchyard.InvalidArgument, match="^topk_weights: expected Buffer::normal_combine_input"):
-                buffer.combine(y, handle, topk_weights=recv_weights)
+            # Weights that are not the view: staged into it by the Buffer, the same bits.
+            staged, staged_weights, _ = buffer.combine(y, handle, topk_weights=np.array(recv_weights))
         combined, combined_weights, _ = buffer.combine(y, handle, topk_weights=weights)
+        if in_heap:
+            np.testing.assert_array_equal(np.array(staged), np.array(combined))
+            np.testing.assert_array_equal(np.array(staged_weights), np.array(combined_weights))
+            # x that is not the view: staged likewise (DeepEP's callers pass their own tensors).
+            staged_x, *_ = buffer.dispatch(
+                x, num_tokens_per_rank=layout[0], is_token_in_rank=layout[3], num_tokens_per_expert=layout[2],
+                topk_idx=topk_idx, topk_weights=topk_weights)
+            np.testing.assert_array_equal(np.array(staged_x), np.array(recv_x))
         if in_heap:
             rows_fp8, rows_scales = buffer.get_dispatch_input_buffer(len(x), HIDDEN, fp8=True, framework="numpy")
             rows_fp8[:] = x_fp8

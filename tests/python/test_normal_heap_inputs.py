@@ -1,8 +1,10 @@
 """The normal engine's heap-resident inputs from Python (Buffer.normal_input, Buffer.normal_combine_input;
 docs/normal-in-place.md), CPU backend, ranks as processes: a dispatch whose x (bf16, and fp8 with its scales)
 is written into the heap input, a cached dispatch of it without topk_idx, and a combine whose expert outputs and
-weights are written into the heap combine input give the bits of the same calls on an ordinary Buffer; the arrays are views of the heap (writes
-land there); on such a Buffer an x or y elsewhere is refused by name, as are views the sizing cannot hold."""
+weights are written into the heap combine input give the bits of the same calls on an ordinary Buffer, and so do
+the same calls with the arrays passed as they are, which the Buffer copies into its heap inputs first (staged); the
+arrays are views of the heap (writes land there); an x overlapping its view without being it is refused by name, as
+are views the sizing cannot hold."""
 import numpy as np
 import pytest
 
@@ -36,9 +38,10 @@ def expert_output(recv):
     return reference.expert(bits, np.asarray(recv.recv_topk_idx))
 
 
-def round_trip(buffer, x, scales, topk_idx, topk_weights, num_experts, in_heap):
-    """dispatch -> the reference's synthetic expert -> combine; the outputs, copied."""
-    if in_heap:
+def round_trip(buffer, x, scales, topk_idx, topk_weights, num_experts, in_heap, staged=False):
+    """dispatch -> the reference's synthetic expert -> combine; the outputs, copied. in_heap: the inputs written
+    into the heap views, or with `staged` passed as they are for the Buffer to copy there."""
+    if in_heap and not staged:
         heap_x, heap_scales = buffer.normal_input(x.shape[0], HIDDEN, fp8=scales is not None)
         assert heap_x.shape == x.shape and heap_x.dtype == x.dtype
         heap_x[:] = x
@@ -48,7 +51,7 @@ def round_trip(buffer, x, scales, topk_idx, topk_weights, num_experts, in_heap):
     recv = buffer.dispatch(x, topk_idx, topk_weights, num_experts=num_experts, x_scales=scales)
     y = expert_output(recv)
     weights = recv.recv_topk_weights
-    if in_heap:
+    if in_heap and not staged:
         heap_y, heap_weights = buffer.normal_combine_input(recv.handle, HIDDEN)
         assert heap_y.shape == y.shape and heap_weights.shape == weights.shape
         heap_y[:] = y
@@ -75,16 +78,19 @@ def heap_job(rank, num_ranks, allgather):
             results[(name, in_heap)] = round_trip(buffer, rows, row_scales, topk_idx, topk_weights, num_experts,
                                                   in_heap)
         if in_heap:
-            # Elsewhere than the views: refused by name before anything is written or waited for.
-            with pytest.raises(switchyard.InvalidArgument, match="^x: expected Buffer::normal_input's view"):
-                buffer.dispatch(x.copy(), topk_idx, topk_weights, num_experts=num_experts)
+            # The arrays as they are: staged into the heap inputs by the Buffer.
+            for name, (rows, row_scales) in (("bf16", (x, None)), ("fp8", (x_fp8, scales))):
+                results[(name, "staged")] = round_trip(buffer, rows, row_scales, topk_idx, topk_weights,
+                                                       num_experts, True, staged=True)
+            # Overlapping a view without being it (the view's rows from the second on): refused by name before
+            # anything is written or waited for.
             with pytest.raises(switchyard.InvalidArgument, match="^num_tokens: expected 0..12"):
                 buffer.normal_input(MAX_TOKENS + 1, HIDDEN)
-            heap_x, _ = buffer.normal_input(x.shape[0], HIDDEN)
-            heap_x[:] = x
-            recv = buffer.dispatch(heap_x, topk_idx, topk_weights, num_experts=num_experts)
-            with pytest.raises(switchyard.InvalidArgument, match="^x: expected Buffer::normal_combine_input's"):
-                buffer.combine(expert_output(recv), recv.handle)
+            heap_x, _ = buffer.normal_input(x.shape[0] + 1, HIDDEN)
+            heap_x[1:] = x
+            with pytest.raises(switchyard.InvalidArgument,
+                               match="^x: expected Buffer::normal_input's view or a tensor apart from it"):
+                buffer.dispatch(heap_x[1:], topk_idx, topk_weights, num_experts=num_experts)
             # Every rank refused the same call, so the Buffer is still in step: one more round trip.
             results["after refusals"] = round_trip(buffer, x, None, topk_idx, topk_weights, num_experts, True)
         buffer.destroy()
@@ -102,6 +108,8 @@ def test_heap_inputs_give_the_ordinary_calls_bits(ranks, num_ranks):
                     assert heap[output] is None, f"rank {rank} {name} {output}"
                     continue
                 np.testing.assert_array_equal(heap[output], value, err_msg=f"rank {rank} {name} {output}")
+                np.testing.assert_array_equal(result[(name, "staged")][output], value,
+                                              err_msg=f"rank {rank} {name} staged {output}")
         for output, value in result[("bf16", False)].items():
             if value is not None:
                 np.testing.assert_array_equal(result["after refusals"][output], value,

@@ -78,7 +78,7 @@ void set_x_scales(DispatchArgs& args, const workload::RankData& data, bool colum
 
 void set_x(DispatchArgs& args, Buffer& buffer, const workload::RankData& data,
            const RoundTripOptions& options, Tensor& storage) {
-  if (!options.x_in_heap) {
+  if (!options.x_in_heap || options.staged) {  // staged: the Buffer copies them into its heap input
     args.x = data.x;
     set_x_scales(args, data, options.scales_column_major, storage);
     return;
@@ -230,7 +230,7 @@ void run_combine(RankRun& run, Buffer& buffer, const workload::Shape& shape, con
   CombineArgs args;
   args.x = run.y;
   if (with_weights) args.topk_weights = run.dispatch.recv_topk_weights;
-  if (options.y_in_heap) {
+  if (options.y_in_heap && !options.staged) {
     // The expert outputs (and weights) written where the home ranks read them in place.
     const NormalCombineInputViews views = buffer.normal_combine_input(run.dispatch.handle, shape.hidden);
     if (run.y.nbytes() > 0) std::memcpy(views.x.data, run.y.data(), run.y.nbytes());

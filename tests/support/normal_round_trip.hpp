@@ -38,6 +38,9 @@ struct RoundTripOptions {
   // (Buffer::normal_combine_input; BufferSizing::normal_heap_combine_rows), copied there first: each home
   // rank reads the rows in place. Host backends only.
   bool y_in_heap = false;
+  // With x_in_heap / y_in_heap: pass the rank's own tensors instead of writing the views, so that the
+  // Buffer copies them into its heap input first (core/staged_heap_input.hpp).
+  bool staged = false;
 };
 
 // f32 scales [N, B] as their transpose [B, N], contiguous: the memory of DeepEP's column-major scales

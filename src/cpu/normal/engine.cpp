@@ -3,6 +3,8 @@
 // receiver.
 #include "cpu/normal/engine.hpp"
 
+#include <cstring>
+
 #include "core/normal_sizing.hpp"
 #include "cpu/normal/call.hpp"
 #include "cpu/normal/channel_role.hpp"
@@ -34,6 +36,13 @@ void drive_channel(Sender& sender, Receiver& receiver, int rank, const char* ope
   }
 }
 
+// The caller's inputs that are not the heap input's views, copied into them (core/staged_heap_input.hpp):
+// before the call's first barrier, after which peers may read them.
+void stage_heap_input(const common::SymHeap& heap, const detail::StagedHeapInput& staged) {
+  for (const detail::StagedCopy& copy : staged)
+    std::memcpy(heap.base + copy.heap_offset, copy.from, copy.bytes);
+}
+
 }  // namespace
 
 DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
@@ -42,6 +51,7 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
   // With x in the heap no ring is used: the sources leave their routing beside their rows, before the first
   // barrier, and the receivers pull both (docs/normal-in-place.md).
   if (!plan.x_in_heap) calls_.zero_rings(layout);
+  stage_heap_input(calls_.heap(), plan.staged);
   if (plan.x_in_heap && !plan.gather_by_handle) {
     leave_routing(calls_.heap(), plan, is_token_in_rank.as<const uint8_t>());
   }
@@ -69,6 +79,7 @@ CombineResult NormalEngine::combine(const detail::CombinePlan& plan) {
   CombineResult result = start_combine(plan);
   const CombineContext context = combine_context(calls_.heap(), plan, layout, result);
   calls_.zero_rings(layout);
+  stage_heap_input(calls_.heap(), plan.staged);
   // Rows read in place: each home learns where its rows start on every expert rank before the barrier.
   if (plan.y_in_heap) publish_first_rows(context);
   calls_.open_call(layout, plan.config, "combine",

@@ -98,6 +98,16 @@ const int64_t* routing_epoch_of(const detail::NormalHandleData& handle) {
   return handle.routing_epoch.defined() ? handle.routing_epoch.as<const int64_t>() : nullptr;
 }
 
+// The caller's inputs that are not the heap input's views, copied into them (core/staged_heap_input.hpp): on
+// the call's stream, before its first barrier, after which peers may read them.
+void stage_heap_input(const KernelContext& context, const detail::StagedHeapInput& staged,
+                      cudaStream_t stream) {
+  for (const detail::StagedCopy& copy : staged) {
+    SY_CUDA_CHECK(cudaMemcpyAsync(context.heap.base + copy.heap_offset, copy.from, copy.bytes,
+                                  cudaMemcpyDeviceToDevice, stream));
+  }
+}
+
 // x in the heap, a cached dispatch with topk_idx: this rank's routing, left in its heap input for its
 // receivers to pull by (common::NormalInputLayout): the cached handle's send lists and this call's topk_idx
 // and weights as given (a fresh dispatch's notify writes them there itself). Stream-ordered before the
@@ -198,6 +208,7 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
       plan.num_worst_tokens > 0 ? plan.num_worst_tokens
       : plan.cached             ? plan.cached->num_recv_tokens
                                 : static_cast<int64_t>(num_ranks) * options_.sizing.max_tokens_per_rank;
+  stage_heap_input(context, plan.staged, stream);
   if (plan.cached) {
     handle->recv_src_token = allocate(env, DType::i32, {source_row_capacity});
     if (plan.x_in_heap && !plan.gather_by_handle) leave_cached_routing(plan, context, stream);
@@ -327,6 +338,7 @@ CombineResult NormalEngine::run_combine(const detail::CombinePlan& plan, KernelC
   const CombineArgs& args = plan.args;
   context.layout = detail::combine_heap_layout(plan);
   CombineResult result = combine_outputs(plan, handle.num_tokens, device_, env.allocation_stream);
+  stage_heap_input(context, plan.staged, env.stream);
   if (plan.y_in_heap) {
     // Each home rank learns where its rows start in this rank's receive order before the barrier.
     launch_begin_combine_in_place(context, handle.recv_channel_start.as<const int32_t>(), plan.combine_input,
