@@ -18,13 +18,20 @@ DesignTraffic staged(const Traffic& traffic) {
 // The normal engine with its heap-resident inputs read in place (docs/normal-in-place.md): each receiver
 // reads a source's row where the source wrote it and writes recv_x; each home reads its tokens' rows where
 // the expert ranks wrote them and writes one output row per token.
-DesignTraffic in_place(const Traffic& traffic) {
+// With `staged` inputs (--normal-heap staged) each call first copies its input into the heap: x once per
+// source token (read and write), y once per received row.
+DesignTraffic in_place(const Traffic& traffic, bool staged) {
   DesignTraffic design;
   design.dispatch_bytes = traffic.delivered_rows * (traffic.input_row_bytes + traffic.dispatch_row_bytes);
   design.combine_bytes =
       traffic.delivered_rows * traffic.combine_row_bytes + traffic.source_tokens * traffic.combine_row_bytes;
   design.passes =
       "in place: dispatch 2 per row (read x in place, write recv_x), combine 1 per row + the output";
+  if (staged) {
+    design.dispatch_bytes = *design.dispatch_bytes + traffic.source_tokens * 2 * traffic.input_row_bytes;
+    design.combine_bytes = *design.combine_bytes + traffic.delivered_rows * 2 * traffic.combine_row_bytes;
+    design.passes += "; staged: + 2 per source token (x into the heap), + 2 per row (y into the heap)";
+  }
   return design;
 }
 
@@ -95,11 +102,12 @@ void symmetric_dispatch_design(const Traffic& traffic, std::optional<SymmetricDi
 
 DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool single_node,
                              std::optional<SymmetricCombine> symmetric_combine,
-                             std::optional<SymmetricDispatch> symmetric_dispatch, bool normal_rows_in_place) {
+                             std::optional<SymmetricDispatch> symmetric_dispatch, bool normal_rows_in_place,
+                             bool normal_inputs_staged) {
   DesignTraffic design;
   switch (engine) {
     case BenchEngine::normal:
-      if (single_node && normal_rows_in_place) return in_place(traffic);
+      if (single_node && normal_rows_in_place) return in_place(traffic, normal_inputs_staged);
       if (single_node) return staged(traffic);
       if (!traffic.nodes) {
         design.why_not = "not counted across nodes (the rows by link were not counted)";

@@ -56,10 +56,11 @@ struct DesignTraffic {
 // `normal_rows_in_place`: the normal engine reads x and y in place from its heap-resident inputs
 // (--normal-heap on, on a backend that does: docs/normal-in-place.md): dispatch rows x (x + d) (each receiver
 // reads the source's row in place and writes recv_x; the routing-only ring messages are not counted), combine
-// rows x c (each home reads the expert's row in place) + tokens x c.
+// rows x c (each home reads the expert's row in place) + tokens x c. `normal_inputs_staged` (--normal-heap
+// staged): each call first copies its input into the heap, dispatch + tokens x 2x, combine + rows x 2c.
 DesignTraffic design_traffic(BenchEngine engine, const Traffic& traffic, bool single_node,
                              std::optional<SymmetricCombine> symmetric_combine,
                              std::optional<SymmetricDispatch> symmetric_dispatch = std::nullopt,
-                             bool normal_rows_in_place = false);
+                             bool normal_rows_in_place = false, bool normal_inputs_staged = false);
 
 }  // namespace switchyard::bench

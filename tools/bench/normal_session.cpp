@@ -13,7 +13,8 @@
 //
 // --normal-heap on: x (and its scales) are copied into the Buffer's heap-resident input in prepare(), and
 // each iteration's y (and the dispatch's weights) into its combine input in expert(), both untimed, as the
-// layers around the calls would write them there (docs/normal-in-place.md).
+// layers around the calls would write them there (docs/normal-in-place.md). --normal-heap staged: the same
+// Buffer, but the calls pass the ordinary tensors and the Buffer copies them in, inside the timed calls.
 //
 // Timed phases use preallocated outputs and no host <-> device copies; the previous iteration's
 // results are released in prepare(), before the barrier, so no device memory is freed inside a phase.
@@ -85,7 +86,7 @@ class NormalSession final : public EngineSession {
     const InputSet& inputs = inputs_for(iteration);
     layout_ =
         context_.buffer->get_dispatch_layout(inputs.topk_idx, context_.options->num_experts, context_.stream);
-    if (context_.options->normal_heap) {
+    if (views_written()) {
       heap_input_ =
           context_.buffer->normal_input(inputs.x.size(0), context_.options->hidden, inputs.x.dtype());
       copy_into(heap_input_.x, inputs.x, context_.stream);
@@ -96,8 +97,8 @@ class NormalSession final : public EngineSession {
   void dispatch(int iteration) override {
     const InputSet& inputs = inputs_for(iteration);
     DispatchArgs args;
-    args.x = context_.options->normal_heap ? heap_input_.x : inputs.x;
-    args.x_scales = context_.options->normal_heap ? heap_input_.x_scales : inputs.x_scales;
+    args.x = views_written() ? heap_input_.x : inputs.x;
+    args.x_scales = views_written() ? heap_input_.x_scales : inputs.x_scales;
     args.topk_idx = inputs.topk_idx;
     args.topk_weights = inputs.topk_weights;
     args.num_experts = context_.options->num_experts;
@@ -115,10 +116,15 @@ class NormalSession final : public EngineSession {
   // iteration of the set reuses.
   void expert(int iteration) override {
     make_expert_output(iteration);
-    if (!context_.options->normal_heap) return;
+    if (!views_written()) return;
     heap_combine_input_ = context_.buffer->normal_combine_input(dispatched_.handle, context_.options->hidden);
     copy_into(heap_combine_input_.x, expert_outputs_[input_set_of(iteration)], context_.stream);
     copy_into(heap_combine_input_.topk_weights, dispatched_.recv_topk_weights, context_.stream);
+  }
+
+  // --normal-heap on: the calls take the heap views, written untimed (staged and off: the ordinary tensors).
+  bool views_written() const {
+    return context_.options->normal_heap && !context_.options->normal_heap_staged;
   }
 
   void make_expert_output(int iteration) {
@@ -137,7 +143,7 @@ class NormalSession final : public EngineSession {
 
   void combine(int iteration) override {
     CombineArgs args;
-    const bool heap = context_.options->normal_heap;
+    const bool heap = views_written();
     args.x = heap ? heap_combine_input_.x : TensorView(expert_outputs_[input_set_of(iteration)]);
     args.topk_weights = heap ? heap_combine_input_.topk_weights : TensorView(dispatched_.recv_topk_weights);
     args.handle = &dispatched_.handle;

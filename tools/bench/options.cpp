@@ -153,7 +153,7 @@ const std::map<std::string, Setter>& value_flags() {
       {"--symmetric-combine", choice(&CommandLine::symmetric_combine, {"auto", "push", "pull"})},
       {"--symmetric-dispatch", choice(&CommandLine::symmetric_dispatch, {"auto", "publish", "zero_copy"})},
       {"--symmetric-heap", choice(&CommandLine::symmetric_heap, {"on", "off"})},
-      {"--normal-heap", choice(&CommandLine::normal_heap, {"on", "off"})},
+      {"--normal-heap", choice(&CommandLine::normal_heap, {"on", "staged", "off"})},
       {"--chunk-tokens", positive(&CommandLine::chunk_tokens)},
       {"--timeout", [](CommandLine& c, const std::string& flag,
                        const std::string& value) { c.timeout_seconds = parse_seconds(flag, value); }},
@@ -272,12 +272,14 @@ const FlagHelp kFlags[] = {
      "every peer reads in place, also as processes: bf16 dispatches run\n"
      "zero_copy, and --symmetric-combine pull works there. Reported as\n"
      "the dispatch source and combine path that ran. Default off"},
-    {"Engine configuration (normal)", "--normal-heap", "on|off",
+    {"Engine configuration (normal)", "--normal-heap", "on|staged|off",
      "on: x and the expert outputs live in the engine's heap-resident\n"
      "inputs (Buffer::normal_input, normal_combine_input), copied there\n"
      "untimed before each call as the layer before would write them; the\n"
      "receivers and home ranks read the rows in place\n"
-     "(docs/normal-in-place.md). One node only. Default off"},
+     "(docs/normal-in-place.md). staged: the Buffer has those inputs but\n"
+     "the calls pass their ordinary tensors, which the Buffer copies into\n"
+     "them inside the timed call (staged inputs). One node only. Default off"},
     {"Output", "--json", "FILE", "write the results as JSON"},
     {"Output", "--dump", "DIR",
      "write every input and output of the check iteration as .npy files,\n"
@@ -714,7 +716,10 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, in
                                                         : SymmetricCombine::automatic;
   }
   if (command_line.symmetric_heap) options.symmetric_heap = *command_line.symmetric_heap == "on";
-  if (command_line.normal_heap) options.normal_heap = *command_line.normal_heap == "on";
+  if (command_line.normal_heap) {
+    options.normal_heap = *command_line.normal_heap != "off";
+    options.normal_heap_staged = *command_line.normal_heap == "staged";
+  }
   if (command_line.symmetric_dispatch) {
     const std::string& path = *command_line.symmetric_dispatch;
     options.config.symmetric_dispatch = path == "publish"     ? SymmetricDispatch::publish

@@ -83,7 +83,7 @@ struct CommandLine {
   std::optional<std::string> symmetric_combine;
   std::optional<std::string> symmetric_dispatch;
   std::optional<std::string> symmetric_heap;  // on | off
-  std::optional<std::string> normal_heap;     // on | off
+  std::optional<std::string> normal_heap;     // on | staged | off
 };
 
 // Where a default came from, so that the output can say so.
@@ -125,6 +125,9 @@ struct BenchOptions {
   // --normal-heap on: the normal engine's x and expert outputs live in its heap-resident inputs
   // (Buffer::normal_input, normal_combine_input), which the peers read in place (docs/normal-in-place.md).
   bool normal_heap = false;
+  // --normal-heap staged (with normal_heap): the calls pass their ordinary x and expert outputs, which the
+  // Buffer copies into its heap inputs inside each call (core/staged_heap_input.hpp).
+  bool normal_heap_staged = false;
   int hidden = kDeepSeekV3Shape.hidden;
   int topk = kDeepSeekV3Shape.topk;
   int num_experts = kDeepSeekV3Shape.experts;

@@ -139,11 +139,15 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
   std::string channels = config.num_channels == kAutoChannels ? "auto" : std::to_string(config.num_channels);
   std::fprintf(out, "config: channels %s, ring slots %d, chunk tokens %d, timeout %g s\n", channels.c_str(),
                config.ring_slots, config.chunk_tokens, config.timeout_seconds);
-  if (options.normal_heap) {
+  if (options.normal_heap && !options.normal_heap_staged) {
     std::fprintf(
         out,
         "normal heap inputs: on (x and the expert outputs in the heap, read in place where the backend "
         "does: docs/normal-in-place.md)\n");
+  } else if (options.normal_heap) {
+    std::fprintf(out,
+                 "normal heap inputs: staged (the calls pass ordinary x and expert outputs, which the Buffer "
+                 "copies into its heap inputs inside each timed call; read in place from there)\n");
   }
   std::fprintf(out, "devices: %s\n", options.devices.describe().c_str());
   std::fprintf(out, "ranks as %s (%s)\n", ranks_as_name(options.ranks_as),

@@ -172,8 +172,9 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
                           std::optional<SymmetricDispatch> dispatch_path) {
     // Both backends read the normal engine's heap-resident inputs in place (docs/normal-in-place.md).
     const bool normal_in_place = options.normal_heap;
-    const DesignTraffic design = design_traffic(engine, traffic, options.topology.is_single_node(),
-                                                combine_path, dispatch_path, normal_in_place);
+    const DesignTraffic design =
+        design_traffic(engine, traffic, options.topology.is_single_node(), combine_path, dispatch_path,
+                       normal_in_place, options.normal_heap_staged);
     result.design_dispatch_bytes = design.dispatch_bytes;
     result.design_combine_bytes = design.combine_bytes;
     result.design_passes = design.passes;

@@ -407,21 +407,34 @@ def test_fp8_passes(bench, tmp):
 
 def test_normal_heap_inputs_pass_as_threads_and_processes(bench, tmp):
     """--normal-heap on: the normal engine in place (docs/normal-in-place.md), every iteration checked bit for
-    bit, bf16 and fp8, ranks as threads and as processes (whose heaps each rank maps at addresses of its own)."""
-    for ranks_as in ("threads", "processes"):
-        for dtype in ("bf16", "fp8"):
-            json_path = os.path.join(tmp, f"heap_{ranks_as}_{dtype}.json")
-            result = run(bench, SMALL + ["--engine", "normal", "--normal-heap", "on", "--dtype", dtype,
-                                         "--ranks-as", ranks_as, "--json", json_path])
-            where = f"--normal-heap on, {ranks_as}, {dtype}"
-            expect(result.returncode == 0 and "check: pass" in result.stdout,
-                   f"{where}: {result.returncode}: {result.stdout[-1500:]}{result.stderr[-500:]}")
-            expect("normal heap inputs: on" in result.stdout, f"{where}: the report does not say so")
-            with open(json_path) as f:
-                document = json.load(f)
-            normal = [r for r in document["results"] if r["engine"] == "normal"]
-            expect(len(normal) == 1 and normal[0]["check"] == "pass", f"{where}: {normal}")
-            check_result(normal[0], True, ranks=4)
+    bit, bf16 and fp8, ranks as threads and as processes (whose heaps each rank maps at addresses of its own);
+    --normal-heap staged: the same Buffer with the calls' ordinary tensors, which it copies in (one case each
+    way), its design bytes counting the copies."""
+    cases = [("on", ranks_as, dtype) for ranks_as in ("threads", "processes") for dtype in ("bf16", "fp8")]
+    cases += [("staged", "threads", "fp8"), ("staged", "processes", "bf16")]
+    results = {}
+    for mode, ranks_as, dtype in cases:
+        json_path = os.path.join(tmp, f"heap_{mode}_{ranks_as}_{dtype}.json")
+        result = run(bench, SMALL + ["--engine", "normal", "--normal-heap", mode, "--dtype", dtype,
+                                     "--ranks-as", ranks_as, "--json", json_path])
+        where = f"--normal-heap {mode}, {ranks_as}, {dtype}"
+        expect(result.returncode == 0 and "check: pass" in result.stdout,
+               f"{where}: {result.returncode}: {result.stdout[-1500:]}{result.stderr[-500:]}")
+        expect(f"normal heap inputs: {mode}" in result.stdout, f"{where}: the report does not say so")
+        with open(json_path) as f:
+            document = json.load(f)
+        normal = [r for r in document["results"] if r["engine"] == "normal"]
+        expect(len(normal) == 1 and normal[0]["check"] == "pass", f"{where}: {normal}")
+        check_result(normal[0], True, ranks=4)
+        results[(mode, ranks_as, dtype)] = normal[0]
+    # Staged counts the copies into the heap on top of the same in-place passes.
+    for (mode, ranks_as, dtype), staged in results.items():
+        if mode != "staged":
+            continue
+        plain = results[("on", ranks_as, dtype)]
+        for key in ("design_dispatch_bytes", "design_combine_bytes"):
+            expect(staged.get(key) is not None and plain.get(key) is not None and staged[key] > plain[key],
+                   f"staged {ranks_as} {dtype}: {key} {staged.get(key)} not above in place's {plain.get(key)}")
 
 
 def test_bad_arguments_exit_2_with_one_line(bench, tmp):
