@@ -364,8 +364,8 @@ class Buffer:
         many tokens per rank of hidden 7168, or (tokens, hidden) for other rows (docs/normal-in-place.md): every
         dispatch and combine then reads its x in place, the peers reading the rows from this rank's heap (two
         passes over memory per row instead of four). Write x into get_dispatch_input_buffer() /
-        get_combine_input_buffer() to spare a copy; any other tensor is copied there first (staged; fp8 scales
-        row-major). The heap is then sized by switchyard (num_nvl_bytes and num_rdma_bytes only say that it is
+        get_combine_input_buffer() to spare a copy; any other tensor is copied there first (staged; column-major
+        fp8 scales are transposed as they are copied). The heap is then sized by switchyard (num_nvl_bytes and num_rdma_bytes only say that it is
         used); one node only.
         """
         # allow_mnnvl lets DeepEP use NVLink across nodes where the hardware has it (multi-node NVLink);

@@ -22,12 +22,10 @@ void check_tokens(int64_t num_tokens, const NormalPlanContext& buffer) {
   }
 }
 
-// On a Buffer with a heap-resident dispatch input every dispatch takes its x (and fp8 scales) from there:
-// a receiver reads a source's row at an address it computes from the source's token index, so anything
-// else would be read as garbage (or not at all) by every peer. Refused here, before anything is written.
-// On a Buffer with a heap-resident dispatch input every dispatch reads x (and its scales) from there: the
-// Buffer's views as given, or any other tensor copied into the views' bytes first (plan.staged;
-// core/staged_heap_input.hpp). Refused here, before anything is written.
+// On a Buffer with a heap-resident dispatch input every dispatch reads x (and its scales) from there (a
+// receiver reads a source's row at an address it computes from the source's token index): the Buffer's
+// views as given, or any other tensor copied into the views' bytes first (plan.staged;
+// core/staged_heap_input.hpp). What cannot be is refused here, before anything is written.
 void check_heap_input(DispatchPlan& plan, const NormalPlanContext& buffer) {
   const common::NormalInputLayout& input = buffer.input;
   if (plan.hidden > input.max_hidden) {
@@ -45,14 +43,13 @@ void check_heap_input(DispatchPlan& plan, const NormalPlanContext& buffer) {
         "got " +
         plan.args.topk_idx.describe());
   }
-  if (plan.has_scales && plan.args.x_scales_column_major) {
-    throw InvalidArgument(
-        "x_scales_column_major: expected false with x in the heap (Buffer::normal_input's x_scales view is "
-        "row-major, and scales staged into it are copied as they are), got true");
-  }
   stage_unless_view(plan.args.x, "x", "Buffer::normal_input's view", buffer.heap_base, input.x_offset(),
                     plan.staged);
-  if (plan.has_scales) {
+  if (plan.has_scales && plan.scales_layout.column_major) {
+    // DeepEP's column-major scales: transposed into the row-major view.
+    stage_column_major_scales(plan.args.x_scales, plan.scales_layout, buffer.heap_base, input.scales_offset(),
+                              plan.staged);
+  } else if (plan.has_scales) {
     stage_unless_view(plan.args.x_scales, "x_scales", "Buffer::normal_input's x_scales view",
                       buffer.heap_base, input.scales_offset(), plan.staged);
   }

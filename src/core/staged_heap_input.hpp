@@ -12,15 +12,19 @@
 #include <cstdint>
 #include <string>
 
+#include "common/scales_layout.hpp"
 #include "switchyard/tensor.hpp"
 
 namespace switchyard::detail {
 
-// One contiguous copy: `bytes` from the caller's `from` to the heap's base + `heap_offset`.
+// One copy to the heap's base + `heap_offset`: `bytes` from the caller's `from`, contiguous; or, with
+// `scales.column_major`, DeepEP's column-major fp8 scales (the memory of [B, N] f32) written row-major [N, B]
+// as the view holds them (the backend transposes).
 struct StagedCopy {
   size_t heap_offset = 0;
   const void* from = nullptr;
   size_t bytes = 0;
+  common::ScalesLayout scales{};
 };
 
 // The copies a call makes before it starts (at most a tensor and its scales or weights).
@@ -39,5 +43,11 @@ struct StagedHeapInput {
 // the copy would read what it overwrites).
 void stage_unless_view(const TensorView& given, const char* name, const char* view_name,
                        const uint8_t* heap_base, size_t heap_offset, StagedHeapInput& staged);
+
+// Column-major fp8 scales (`layout`: N tokens, B blocks, column_major) for the row-major view at
+// `heap_offset`: always staged, transposed; refused where they overlap the view's bytes (the view itself
+// included: it is row-major).
+void stage_column_major_scales(const TensorView& given, const common::ScalesLayout& layout,
+                               const uint8_t* heap_base, size_t heap_offset, StagedHeapInput& staged);
 
 }  // namespace switchyard::detail

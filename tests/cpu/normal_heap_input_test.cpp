@@ -51,6 +51,8 @@ struct HeapInputCase {
   bool combine_input = true;   // BufferSizing::normal_heap_combine_rows > 0
   // The ranks pass their own tensors, which the Buffer copies into its heap inputs (the views are not used).
   bool staged = false;
+  // With staged fp8: the scales column-major (DispatchArgs::x_scales_column_major), transposed in.
+  bool scales_column_major = false;
 };
 
 void PrintTo(const HeapInputCase& c, std::ostream* out) {
@@ -135,6 +137,7 @@ TEST_P(NormalHeapInputTest, RoundTripsThroughTheHeapMatchTheReferenceBitwise) {
   options.x_in_heap = c.dispatch_input;
   options.y_in_heap = c.combine_input;
   options.staged = c.staged;
+  options.scales_column_major = c.scales_column_major;
   std::vector<std::vector<RankRun>> runs(rounds.size(), std::vector<RankRun>(num_ranks));
   std::vector<std::vector<RankRun>> cached(rounds.size(), std::vector<RankRun>(num_ranks));
   // DeepEP's cached dispatch (no topk_idx): with x in the heap it pulls every row by the handle's receive
@@ -182,6 +185,7 @@ TEST_P(NormalHeapInputTest, WorstCaseRoundTripsThroughTheHeapMatchTheReferenceBi
   options.x_in_heap = c.dispatch_input;
   options.y_in_heap = c.combine_input;
   options.staged = c.staged;
+  options.scales_column_major = c.scales_column_major;
   int64_t most = 0;
   for (const auto& dispatched : expected.dispatched)
     most = std::max<int64_t>(most, static_cast<int64_t>(dispatched.recv_src_rank.size()));
@@ -220,6 +224,11 @@ std::vector<HeapInputCase> heap_input_cases() {
   combine_only.dispatch_input = false;
   cases.push_back(dispatch_only);
   cases.push_back(combine_only);
+  // fp8 scales column-major, as DeepEP's callers pass them: staged, transposed into the row-major views.
+  HeapInputCase column_major{"r4_fp8_column_major_scales_staged", make_shape(4, {10}, 512, 4, 16, fp8)};
+  column_major.staged = true;
+  column_major.scales_column_major = true;
+  cases.push_back(column_major);
   // The ranks' own tensors, staged into the heap inputs by the Buffer (rounds that refill x right after a
   // call returned now refill the caller's tensors, and the next call copies them).
   for (const char* name : {"r2_fp8", "r8_skewed", "r4_dispatch_input_only", "r4_combine_input_only"}) {
@@ -343,11 +352,23 @@ TEST(NormalHeapInput, DispatchesFromElsewhereAreStagedAndOverlapsRefusedNamingTh
   EXPECT_TRUE(
       testing::contains(testing::invalid_argument_message([&] { buffer.dispatch(args); }),
                         "x_scales: expected Buffer::normal_input's x_scales view or a tensor apart from it"));
-  // Column-major scales are not turned row-major: refused, staged or not.
-  args.x_scales = TensorView(own_scales.data(), DType::f32, {2, 4});
+  // Column-major scales (DeepEP's: the memory of [B, N]) are transposed into the row-major view; the view
+  // itself, or anything overlapping it, cannot be column-major.
+  Tensor columns = Tensor::empty(DType::f32, {2, 4});
+  for (int token = 0; token < 4; ++token) {
+    for (int block = 0; block < 2; ++block)
+      columns.as<float>()[block * 4 + token] = own_scales.as<float>()[token * 2 + block];
+  }
+  args.x_scales = columns;
   args.x_scales_column_major = true;
-  EXPECT_TRUE(testing::contains(testing::invalid_argument_message([&] { buffer.dispatch(args); }),
-                                "x_scales_column_major: expected false with x in the heap"));
+  const DispatchResult transposed = buffer.dispatch(args);
+  ASSERT_EQ(transposed.num_recv_tokens, 4);
+  EXPECT_EQ(std::memcmp(transposed.recv_x_scales.data(), own_scales.data(), own_scales.nbytes()), 0);
+  EXPECT_EQ(std::memcmp(fp8.x_scales.data, own_scales.data(), own_scales.nbytes()), 0);
+  args.x_scales = TensorView(fp8.x_scales.data, DType::f32, {2, 4});
+  EXPECT_TRUE(testing::contains(
+      testing::invalid_argument_message([&] { buffer.dispatch(args); }),
+      "x_scales: expected column-major scales apart from Buffer::normal_input's x_scales view"));
   // More top-k columns than the heap keeps for the receivers to pull the routing by (sizing.topk = 2).
   args.x = own_x;
   args.x_scales = TensorView();

@@ -29,7 +29,8 @@ DeviceRun run_on_device(Buffer& buffer, const workload::Shape& shape, const work
   const int rank = buffer.rank();
   const int device = device_of(buffer);
   const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
-  const bool column_major = scales_column_major && data.x_scales.defined() && !heap_inputs;
+  // The heap views are row-major; column-major scales are staged (transposed) into them.
+  const bool column_major = scales_column_major && data.x_scales.defined() && (!heap_inputs || staged_inputs);
   Tensor x = to_device(data.x, device, stream);
   const Tensor host_scales = column_major ? transpose_scales(data.x_scales) : data.x_scales;
   Tensor scales = to_device(host_scales, device, stream);

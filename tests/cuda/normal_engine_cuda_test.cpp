@@ -110,9 +110,10 @@ std::vector<CudaCase> cases() {
                   false, true});
   list.push_back({"R4_bf16_heap_inputs_wrap", make_shape(4, 128, 1024, 4, 16, DType::bf16),
                   config_with(2, 4, 2), 1, false, true});
-  // The rank's own x and expert outputs, staged into the heap inputs by the Buffer (fp8: the scales too).
-  list.push_back({"R4_fp8_h7168_heap_inputs_staged", make_shape(4, 160, 7168, 8, 64, DType::fp8_e4m3),
-                  standard, 1, false, true, true});
+  // The rank's own x and expert outputs, staged into the heap inputs by the Buffer (fp8: the scales too,
+  // column-major as DeepEP's callers pass them, transposed into the row-major view).
+  list.push_back({"R4_fp8_h7168_heap_inputs_staged_column_major_scales",
+                  make_shape(4, 160, 7168, 8, 64, DType::fp8_e4m3), standard, 1, true, true, true});
   list.push_back({"R4_k1", make_shape(4, 128, 1024, 1, 16, DType::bf16), standard});
   list.push_back({"R4_k9", make_shape(4, 128, 1024, 9, 32, DType::bf16), standard});
   list.push_back({"R2_h128", make_shape(2, 300, 128, 4, 8, DType::bf16), standard});

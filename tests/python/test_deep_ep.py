@@ -349,8 +349,8 @@ def heap_inputs_job(rank, num_ranks, allgather, num_experts):
     """The same calls through an ordinary Buffer and through one with switchyard's heap-resident inputs
     (switchyard_heap_inputs): x and the expert outputs written into get_dispatch_input_buffer() /
     get_combine_input_buffer(); a dispatch, a cached dispatch in fp8 and two combines; and with the heap inputs,
-    a combine with its weights and a dispatch with its x passed as they are (staged into the views by the
-    Buffer), each giving the views' bits."""
+    a combine with its weights, a dispatch with its x and a cached fp8 dispatch with column-major scales passed as
+    they are (staged into the views by the Buffer, the scales transposed), each giving the views' bits."""
     x, _, topk_idx, topk_weights = rank_inputs(rank, num_experts)
     x_fp8, scales, _, _ = rank_inputs(rank, num_experts, fp8=True)
     results = {}
@@ -389,6 +389,11 @@ def heap_inputs_job(rank, num_ranks, allgather, num_experts):
             rows_fp8[:] = x_fp8
             rows_scales[:] = scales
         (cached_fp8, cached_scales), *_ = buffer.dispatch((rows_fp8, rows_scales), handle=handle)
+        if in_heap:
+            # DeepEP's fp8 as its callers pass it: x as it is, the scales column-major; staged, transposed.
+            (staged_fp8, staged_scales), *_ = buffer.dispatch((x_fp8, np.asfortranarray(scales)), handle=handle)
+            np.testing.assert_array_equal(np.array(staged_fp8), np.array(cached_fp8))
+            np.testing.assert_array_equal(np.array(staged_scales), np.array(cached_scales))
         results[in_heap] = dict(recv_x=np.array(recv_x), recv_topk_idx=np.array(recv_topk_idx),
                                 combined=np.array(combined), combined_weights=np.array(combined_weights),
                                 cached_fp8=np.array(cached_fp8), cached_scales=np.array(cached_scales))

@@ -39,8 +39,17 @@ void drive_channel(Sender& sender, Receiver& receiver, int rank, const char* ope
 // The caller's inputs that are not the heap input's views, copied into them (core/staged_heap_input.hpp):
 // before the call's first barrier, after which peers may read them.
 void stage_heap_input(const common::SymHeap& heap, const detail::StagedHeapInput& staged) {
-  for (const detail::StagedCopy& copy : staged)
-    std::memcpy(heap.base + copy.heap_offset, copy.from, copy.bytes);
+  for (const detail::StagedCopy& copy : staged) {
+    if (!copy.scales.column_major) {
+      std::memcpy(heap.base + copy.heap_offset, copy.from, copy.bytes);
+      continue;
+    }
+    float* rows = reinterpret_cast<float*>(heap.base + copy.heap_offset);
+    for (int64_t token = 0; token < copy.scales.num_tokens; ++token) {
+      common::copy_token_scales(static_cast<const float*>(copy.from), copy.scales, token,
+                                rows + token * copy.scales.num_scales);
+    }
+  }
 }
 
 }  // namespace

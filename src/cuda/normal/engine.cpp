@@ -103,6 +103,11 @@ const int64_t* routing_epoch_of(const detail::NormalHandleData& handle) {
 void stage_heap_input(const KernelContext& context, const detail::StagedHeapInput& staged,
                       cudaStream_t stream) {
   for (const detail::StagedCopy& copy : staged) {
+    if (copy.scales.column_major) {
+      launch_transpose_scales(reinterpret_cast<float*>(context.heap.base + copy.heap_offset),
+                              static_cast<const float*>(copy.from), copy.scales, stream);
+      continue;
+    }
     SY_CUDA_CHECK(cudaMemcpyAsync(context.heap.base + copy.heap_offset, copy.from, copy.bytes,
                                   cudaMemcpyDeviceToDevice, stream));
   }

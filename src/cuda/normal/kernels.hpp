@@ -66,6 +66,11 @@ struct NotifyLaunch {
   // SWITCHYARD_NORMAL_PHASES: the sampled call's clock words (cuda/normal/dispatch_phases.hpp), else null.
   uint64_t* stamps;
 };
+// `layout`'s column-major scales (the memory of [B, N] f32 at `columns`) written row-major [N, B] at `rows`
+// (staged inputs: core/staged_heap_input.hpp).
+void launch_transpose_scales(float* rows, const float* columns, const common::ScalesLayout& layout,
+                             cudaStream_t stream);
+
 // Resets rings, exchanges counts with every rank (one barrier, which also opens the call) and builds the
 // handle's matrices.
 void launch_dispatch_notify(const KernelContext& context, const NotifyLaunch& launch, cudaStream_t stream);

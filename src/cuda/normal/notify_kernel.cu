@@ -241,6 +241,7 @@ void prepare_dispatch_kernel();
 void prepare_combine_kernel();
 void prepare_layout_kernel();
 void prepare_gather_kernel();
+void prepare_stage_kernel();
 
 void prepare_normal_kernels(int device) {
   // Loading and attributes belong to a device's context: once per device (a process may drive several).
@@ -258,6 +259,7 @@ void prepare_normal_kernels(int device) {
     prepare_combine_kernel();
     prepare_layout_kernel();
     prepare_gather_kernel();
+    prepare_stage_kernel();
   }();
 }
 
