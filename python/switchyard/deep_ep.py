@@ -63,6 +63,7 @@ Differences from DeepEP, all of them deliberate:
   time; combine sums the valid slots in ascending slot order in fp32 with fused multiply-add from
   +0, rounded to bf16 once, so results are bit-identical run after run.
 """
+import os
 import sys
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -306,6 +307,29 @@ def _heap_inputs_shape(value) -> Tuple[int, int]:
     return tokens, hidden
 
 
+HEAP_INPUTS_VARIABLE = "SWITCHYARD_HEAP_INPUTS"
+
+
+def _heap_inputs_or_environment(value):
+    """switchyard_heap_inputs as given; left out (None), SWITCHYARD_HEAP_INPUTS: 'N' or 'N,hidden' (unset or
+    empty: 0), so that DeepEP code run unmodified can take the in-place path (its tensors are staged into the
+    heap inputs)."""
+    if value is not None:
+        return value
+    text = os.environ.get(HEAP_INPUTS_VARIABLE, "").strip()
+    if not text:
+        return 0
+    parts = text.split(",")
+    try:
+        numbers = [int(part) for part in parts]
+    except ValueError:
+        numbers = []
+    if len(numbers) not in (1, 2) or len(numbers) != len(parts):
+        raise InvalidArgument(f"{HEAP_INPUTS_VARIABLE}: expected the tokens per rank the heap inputs hold, or "
+                              f"'tokens,hidden', got {text!r}")
+    return numbers[0] if len(numbers) == 1 else tuple(numbers)
+
+
 def _native_dispatch_handle(handle, method: str) -> _C.DispatchHandle:
     """switchyard's handle inside DeepEP's tuple (or switchyard's own handle, as it is)."""
     if isinstance(handle, DispatchHandle):
@@ -345,7 +369,7 @@ class Buffer:
                  allow_mnnvl: bool = False, use_fabric: bool = False, explicitly_destroy: bool = False,
                  enable_shrink: bool = False, comm=None, *, backend: str = "auto", sharing: str = "processes",
                  switchyard_config: Optional[_C.Config] = None, timeout_seconds: Optional[float] = None,
-                 switchyard_heap_inputs=0):
+                 switchyard_heap_inputs=None):
         """group: a torch.distributed ProcessGroup, as in DeepEP; also an mpi4py communicator or a
         callable allgather(bytes) -> list[bytes] (switchyard.as_group). `comm` (an mpi4py
         communicator) is used in place of group when group is None.
@@ -365,7 +389,8 @@ class Buffer:
         dispatch and combine then reads its x in place, the peers reading the rows from this rank's heap (two
         passes over memory per row instead of four). Write x into get_dispatch_input_buffer() /
         get_combine_input_buffer() to spare a copy; any other tensor is copied there first (staged; column-major
-        fp8 scales are transposed as they are copied). The heap is then sized by switchyard (num_nvl_bytes and num_rdma_bytes only say that it is
+        fp8 scales are transposed as they are copied). Left out, it is read from SWITCHYARD_HEAP_INPUTS ('N' or
+        'N,hidden'; unset: none), so that DeepEP code run unmodified can take the in-place path. The heap is then sized by switchyard (num_nvl_bytes and num_rdma_bytes only say that it is
         used); one node only.
         """
         # allow_mnnvl lets DeepEP use NVLink across nodes where the hardware has it (multi-node NVLink);
@@ -404,7 +429,7 @@ class Buffer:
         # One heap holds both of DeepEP's buffers: the NVLink stage, then (across nodes) the RDMA region.
         # 0 sizes it for DeepSeek-V3 shapes.
         heap_bytes = int(num_nvl_bytes) + int(num_rdma_bytes) if num_nvl_bytes else 0
-        heap_inputs, heap_hidden = _heap_inputs_shape(switchyard_heap_inputs)
+        heap_inputs, heap_hidden = _heap_inputs_shape(_heap_inputs_or_environment(switchyard_heap_inputs))
         inputs = {}
         if heap_inputs:
             # Sized by switchyard: the rings for rows of that hidden, up to these tokens, then the inputs. The

@@ -1,6 +1,7 @@
 """switchyard.deep_ep.Buffer used the way frameworks use DeepEP's deep_ep.Buffer, on the CPU
 backend with ranks as processes, compared bitwise with the NumPy reference."""
 import gc
+import os
 
 import numpy as np
 import pytest
@@ -423,10 +424,27 @@ def heap_inputs_shape_job(rank, num_ranks, allgather):
         with pytest.raises(switchyard.InvalidArgument, match="^switchyard_heap_inputs: expected"):
             deep_ep.Buffer(allgather, backend="cpu", switchyard_heap_inputs=value)
         refused.append(repr(value))
-    return shapes, refused
+    # Left out: SWITCHYARD_HEAP_INPUTS, as unmodified DeepEP code would run; an explicit 0 overrides it.
+    os.environ[deep_ep.HEAP_INPUTS_VARIABLE] = "4,8192"
+    try:
+        buffer = deep_ep.Buffer(allgather, backend="cpu", timeout_seconds=20)
+        from_environment = buffer.get_dispatch_input_buffer(4, 8192, framework="numpy")[0].shape
+        buffer.destroy()
+        plain = deep_ep.Buffer(allgather, backend="cpu", timeout_seconds=20, switchyard_heap_inputs=0)
+        with pytest.raises(switchyard.InvalidArgument, match="^normal_input: expected a buffer sized with"):
+            plain.get_dispatch_input_buffer(4, 8192, framework="numpy")
+        plain.destroy()
+        for text in ("4,", "four", "4,8192,1", "4;8192"):
+            os.environ[deep_ep.HEAP_INPUTS_VARIABLE] = text
+            with pytest.raises(switchyard.InvalidArgument, match="^SWITCHYARD_HEAP_INPUTS: expected"):
+                deep_ep.Buffer(allgather, backend="cpu")
+            refused.append(text)
+    finally:
+        del os.environ[deep_ep.HEAP_INPUTS_VARIABLE]
+    return shapes + (from_environment,), refused
 
 
 def test_heap_inputs_take_a_hidden_and_refuse_bad_values(ranks):
     (shapes, refused), = ranks(1).run(heap_inputs_shape_job)
-    assert shapes == ((4, 8192), (4, 64))
-    assert len(refused) == 7
+    assert shapes == ((4, 8192), (4, 64), (4, 8192))
+    assert len(refused) == 11
