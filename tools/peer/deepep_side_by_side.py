@@ -58,6 +58,10 @@ def parse_args(argv=None):
                         help="switchyard's x and expert outputs in its heap-resident inputs (switchyard_heap_inputs; "
                              "docs/normal-in-place.md), written there before each case's iterations, untimed, as "
                              "the layer before would; the peers read the rows in place")
+    parser.add_argument("--switchyard-staged-inputs", action="store_true",
+                        help="switchyard's Buffer with heap-resident inputs, but the calls pass DeepEP's ordinary "
+                             "tensors, which it copies into them inside each timed call (staged inputs, "
+                             "docs/normal-in-place.md): what unmodified DeepEP code gets with SWITCHYARD_HEAP_INPUTS")
     parser.add_argument("--warmup", type=int, default=10, help="untimed iterations per call and method")
     parser.add_argument("--iters", type=int, default=30, help="timed iterations per call and method")
     parser.add_argument("--sleep-us", type=float, default=1000.0, help="the device method's sleep before each call")
@@ -66,6 +70,8 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.num_sms == 0:
         args.num_sms = 16 if args.num_processes >= 8 else 24
+    if args.switchyard_heap_inputs and args.switchyard_staged_inputs:
+        parser.error("--switchyard-heap-inputs and --switchyard-staged-inputs: expected one of them, got both")
     if args.backend == "cpu" and "deepep" in args.libraries:
         parser.error("--backend cpu runs switchyard only (--libraries switchyard): DeepEP needs CUDA")
     if args.num_experts % args.num_processes or args.hidden % 128:
@@ -114,7 +120,8 @@ def make_buffer(library, module, group, args):
     config = switchyard.Config()
     if args.backend == "cuda":
         config.num_channels = args.num_sms // 2
-    heap_inputs = (max(args.tokens), args.hidden) if args.switchyard_heap_inputs else 0
+    sized = args.switchyard_heap_inputs or args.switchyard_staged_inputs
+    heap_inputs = (max(args.tokens), args.hidden) if sized else 0
     return module.Buffer(group, 0, backend=args.backend, switchyard_config=config, explicitly_destroy=True,
                          switchyard_heap_inputs=heap_inputs)
 
@@ -392,7 +399,8 @@ def report(args, records):
     for tokens in args.tokens:
         print(f"\n== {args.num_processes} ranks, {tokens} tokens per rank, hidden {args.hidden}, top-{args.topk} of "
               f"{args.num_experts} experts, {args.num_sms} SMs per rank, backend {args.backend}"
-              f"{', switchyard heap inputs (read in place)' if args.switchyard_heap_inputs else ''} "
+              f"{', switchyard heap inputs (read in place)' if args.switchyard_heap_inputs else ''}"
+              f"{', switchyard staged inputs (copied into its heap inputs, read in place)' if args.switchyard_staged_inputs else ''} "
               f"(us: mean over ranks of per-rank medians of {args.iters})")
         print(f"{'call':<22}| {'DeepEP call':>11} {'device':>9} {'host':>7} | {'switchyard call':>15} "
               f"{'device':>9} {'host':>7} | {'ratio sy/DeepEP (' + ratio_method + ')':>24} {'host ratio':>10}")

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# After c4, a call of its own: the side by side with DeepEP V1 as unmodified DeepEP code would run switchyard
+# (switchyard_heap_inputs sized, DeepEP's ordinary tensors staged into them inside each timed call:
+# --switchyard-staged-inputs; docs/normal-in-place.md), 8 and 4 processes, 128 and 4096 tokens, then the views
+# (--switchyard-heap-inputs) in the same call for comparison. Prediction (bench/NOTES.md, session 34): at 4096
+# staged dispatch ~0.65x DeepEP's, combine ~1.0x (the copy of the expert outputs costs what the in-place combine
+# saves); at 128 tokens within 5 % of the views.
+# Pack as c4 (build/gpu-carry35/c1.tar.xz); carry .deepep-full.
+cd "$(dirname "$0")/../../../.."
+CALL=c5; CARRY="build/gpu-carry35/c1.tar.xz"; BUDGET=580
+STEP_FILTER="rror|FAILED|target|host cost|^layout|^cached|^combine"
+source scripts/device-call.sh
+export PYTHONPATH=$B/pkg
+for inputs in staged heap; do
+  step peer-$inputs 280 env DEEPEP_SRC=.deepep-full OUT=$base/peer-$inputs PEER_RANKS="8 4" PEER_TIMEOUT=130 \
+    PEER_ARGS="--switchyard-$inputs-inputs --sleep-us 2000" bash scripts/peer-deepep.sh
+done
+echo "total $((SECONDS - step_start)) s"
