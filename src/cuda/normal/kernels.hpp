@@ -37,6 +37,7 @@ void launch_begin_combine_in_place(const KernelContext& context, const int32_t* 
 
 struct NotifyLaunch {
   const bool* is_token_in_rank;  // [N, R]
+  bool* routing_copy;            // [N, R] or null: where the scan copies is_token_in_rank (the handle's own)
   const int64_t* topk_idx;       // [N, K]
   // [E]: without topk_idx (topk 0), the caller's per-expert counts (its layout), sent instead.
   const int32_t* num_tokens_per_expert;

@@ -46,7 +46,8 @@ __global__ void begin_combine_in_place_kernel(KernelContext context, const int32
 }
 
 // Counts (pass 1) or lists (pass 2) each destination's tokens per channel, a warp per
-// (destination, channel), 32 tokens per ballot.
+// (destination, channel), 32 tokens per ballot. Pass 1 reads every (token, destination) once: with
+// routing_copy it copies each into the handle's is_token_in_rank as it goes.
 __device__ void scan_channel_tokens(const KernelContext& context, const NotifyLaunch& launch, int32_t* counts,
                                     bool fill) {
   const int num_ranks = context.num_ranks;
@@ -63,6 +64,8 @@ __device__ void scan_channel_tokens(const KernelContext& context, const NotifyLa
     for (int64_t first = begin; first < end; first += 32) {
       const int64_t token = first + lane;
       const bool in_rank = token < end && launch.is_token_in_rank[token * num_ranks + destination];
+      if (!fill && launch.routing_copy && token < end)
+        launch.routing_copy[token * num_ranks + destination] = in_rank;
       const uint32_t mask = __ballot_sync(0xffffffffu, in_rank);
       if (fill && token < end) {
         const int32_t position = found + __popc(mask & ((1u << lane) - 1u));

@@ -3,8 +3,10 @@
 # half). Owed:
 #   1. racecheck on the normal suite's one-rank cases with the device waits at 120 s
 #      (SWITCHYARD_NORMAL_TEST_TIMEOUT): c2's ring-combine timeouts at 10 s, slowness or a hang?
-#   2. the bench's process barrier (0e47c9c: waiters poll, yielding, for 20 ms) against afdf62c's bench (the old
-#      barrier), alternating, normal (heap inputs), low_latency and symmetric at 128 tokens x 8 processes; the
+#   2. the bench's process barrier (0e47c9c: waiters poll, yielding, for 20 ms) and the notify's routing copy
+#      (the handle's is_token_in_rank written by the notify's scan instead of a D2D copy before it) against
+#      afdf62c's bench (the old barrier, the copy), alternating; the two are told apart by the stamps (the entry
+#      spread is the barrier's; the phases' "layout" step is the copy's), normal (heap inputs), low_latency and symmetric at 128 tokens x 8 processes; the
 #      normal stamps of each, with the host's clock words (4ad1d1b): the ~45 us from a rank's notify end to its
 #      rows kernel's start, host or launch?
 #   3. staged inputs (945cf18) against views and rings at 4096 tokens x 8 processes (switchyard-bench);
