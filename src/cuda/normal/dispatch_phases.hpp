@@ -26,7 +26,7 @@
 namespace switchyard::cuda {
 
 enum DispatchPhaseMark : int {
-  kDispatchStarted,       // before the layout (or the copy of the caller's layout)
+  kDispatchStarted,       // before the layout (nothing with a caller's layout: the notify copies its routing)
   kDispatchLaidOut,       // the layout done
   kDispatchNotified,      // the notify done
   kDispatchCountsCopied,  // the counts' copies done (copy readback; else at once)
