@@ -354,11 +354,7 @@ TEST(NormalHeapInput, DispatchesFromElsewhereAreStagedAndOverlapsRefusedNamingTh
                         "x_scales: expected Buffer::normal_input's x_scales view or a tensor apart from it"));
   // Column-major scales (DeepEP's: the memory of [B, N]) are transposed into the row-major view; the view
   // itself, or anything overlapping it, cannot be column-major.
-  Tensor columns = Tensor::empty(DType::f32, {2, 4});
-  for (int token = 0; token < 4; ++token) {
-    for (int block = 0; block < 2; ++block)
-      columns.as<float>()[block * 4 + token] = own_scales.as<float>()[token * 2 + block];
-  }
+  const Tensor columns = testing::transpose_scales(own_scales);
   args.x_scales = columns;
   args.x_scales_column_major = true;
   const DispatchResult transposed = buffer.dispatch(args);
