@@ -26,7 +26,7 @@ mkdir -p "$out"
 binaries=()
 for path in "$build"/tests/cuda/switchyard_*_test "$build"/tests/bench/*_cuda_test \
   "$build"/tools/bench/switchyard-bench "$build"/tools/soak/switchyard-soak "$build"/tools/moe_bench/switchyard-moe-bench \
-  "$build"/tools/peer_probe/switchyard-peer-probe; do
+  "$build"/tools/peer_probe/switchyard-peer-probe "$build"/tools/launch_probe/switchyard-launch-probe; do
   [[ -x $path ]] && binaries+=("${path#"$build"/}")
 done
 # SWITCHYARD_PACK_ONLY: a regex on the paths to keep (each binary links the library's kernels, ~4-5 MB

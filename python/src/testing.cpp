@@ -14,6 +14,9 @@
 #include "bindings.hpp"
 #include "common/logfmt.hpp"
 #include "switchyard/errors.hpp"
+#if SWITCHYARD_WITH_CUDA
+#include "cuda/timing/gpu_timer.hpp"
+#endif
 
 namespace switchyard::python {
 
@@ -55,6 +58,30 @@ void bind_testing(nb::module_& m) {
       },
       nb::arg("row"),
       "bf16 bits [H] -> f32 [H]: the row as the LogFMT-10 combine accumulates it (src/common/logfmt.hpp)");
+  // The side by side's start on the GPU's clock (tools/peer/deepep_side_by_side.py, --start timer).
+  testing.def(
+      "gpu_timer_ns",
+      []() -> uint64_t {
+#if SWITCHYARD_WITH_CUDA
+        return cuda::gpu_timer_now_ns();
+#else
+        throw Unsupported("gpu_timer_ns: this build has no CUDA backend");
+#endif
+      },
+      "-> the current CUDA device's %globaltimer, ns (one clock for every process on that GPU)");
+  testing.def(
+      "wait_for_gpu_timer",
+      [](uintptr_t stream, uint64_t until_ns, uint64_t limit_ns) {
+#if SWITCHYARD_WITH_CUDA
+        cuda::enqueue_gpu_timer_wait(reinterpret_cast<cudaStream_t>(stream), until_ns, limit_ns);
+#else
+        (void)stream, (void)until_ns, (void)limit_ns;
+        throw Unsupported("wait_for_gpu_timer: this build has no CUDA backend");
+#endif
+      },
+      nb::arg("stream"), nb::arg("until_ns"), nb::arg("limit_ns"),
+      "Holds CUDA stream `stream` (its handle as an int) until the GPU's %globaltimer reaches `until_ns`, "
+      "at most `limit_ns` after the wait starts");
   testing.def(
       "view_of",
       [](nb::handle tensor) {

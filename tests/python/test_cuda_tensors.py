@@ -802,3 +802,22 @@ def test_cupy_arrays_cross_both_ways(cpu_buffer, device):
     want = cpu_buffer.dispatch(x, topk_idx, topk_weights, num_experts=NUM_EXPERTS).recv_x
     buffer.destroy()
     assert_same({"recv_x": (got, want)}, "cupy")
+
+
+def test_gpu_timer_wait_holds_the_stream_until_the_moment(device):
+    # The side by side's device start (tools/peer/deepep_side_by_side.py, --start timer): every rank's stream
+    # held until one moment on the GPU's clock.
+    testing = _C._testing
+    before = testing.gpu_timer_ns()
+    assert testing.gpu_timer_ns() >= before
+    stream = torch.cuda.Stream(device=device)
+    moment = testing.gpu_timer_ns() + 50_000_000  # 50 ms ahead
+    testing.wait_for_gpu_timer(stream.cuda_stream, moment, 5_000_000_000)
+    behind = torch.cuda.Event()
+    behind.record(stream)
+    assert not behind.query(), "work behind the wait ran before the moment"
+    behind.synchronize()
+    assert testing.gpu_timer_ns() >= moment
+    # A moment far ahead is given up after limit_ns: the stream does not hang.
+    testing.wait_for_gpu_timer(stream.cuda_stream, testing.gpu_timer_ns() + 3_600_000_000_000, 20_000_000)
+    stream.synchronize()

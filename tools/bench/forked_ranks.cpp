@@ -1,5 +1,6 @@
 #include "forked_ranks.hpp"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,6 +53,13 @@ Child fork_child(const std::function<std::string()>& body) {
   // Whatever the parent buffered must not be written twice.
   std::fflush(stdout);
   std::fflush(stderr);
+  // The children share the parent's stdout and stderr: appending, each write lands whole at the end instead
+  // of over a sibling's at a shared offset (session 35: the 8 ranks' stamp lines, written at once into one
+  // log file, overwrote parts of each other).
+  for (const int fd : {STDOUT_FILENO, STDERR_FILENO}) {
+    const int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0 && !(flags & O_APPEND)) fcntl(fd, F_SETFL, flags | O_APPEND);
+  }
   const pid_t pid = fork();
   if (pid < 0) {
     close(fds[0]);

@@ -16,9 +16,16 @@ be importable (DeepEP's build folder on PYTHONPATH) when the DeepEP side runs.
 Timing, per call and rank: the median over iterations, every iteration started together (the ranks
 pass a barrier with their GPU idle). Two methods:
   call    events recorded around the call as a framework sees it: the host's enqueue included.
-  device  a sleep kernel holds the stream while the host enqueues the call, so the events bracket
-          the GPU's work only. A call that waits for the GPU on the host (dispatch without a handle
-          reads the receive counts) still shows the host's work after that wait.
+  device  the stream is held while the host enqueues the call, so the events bracket the GPU's work
+          only. A call that waits for the GPU on the host (dispatch without a handle reads the receive
+          counts) still shows the host's work after that wait. --start says what holds it:
+            timer  (the default with every rank on one GPU) rank 0 names a moment --sleep-us ahead on
+                   the GPU's %globaltimer, one clock for every process on that GPU, and every rank's
+                   stream waits for it: all ranks' calls start within a microsecond of each other,
+                   whatever the skew of the host barrier before (session 35: up to ~2 ms at 8
+                   processes, which a rank's device time of a collective would otherwise include);
+            sleep  a sleep kernel of --sleep-us on each rank, started after the barrier (ranks on
+                   several GPUs, whose clocks differ).
   host    in the device method's iterations, the wall time of the call on the host (its enqueue, with
           the stream held busy): issue 20's host cost, which must not exceed DeepEP's for the same call.
           A call that waits for the GPU on the host includes that wait (the sleep as well).
@@ -38,6 +45,10 @@ import torch.multiprocessing as mp
 
 LIBRARIES = {"deepep": "deep_ep", "switchyard": "switchyard.deep_ep"}
 CASES = ("layout", "layout+dispatch", "cached dispatch bf16", "cached dispatch fp8", "combine")
+# Calls that wait for the GPU on the host (the receive counts): their host figure in the device method holds
+# the hold before the call as well, so their host cost is judged by the call figures (events around the call,
+# host wait and enqueue included, as a framework sees it), which both libraries pay alike.
+HOST_WAITING = ("layout+dispatch",)
 METHODS = ("call", "device")
 # Issue 20: switchyard's time per call as a fraction of DeepEP's, by tokens per rank.
 TARGETS = {4096: 0.8, 128: 1.0}
@@ -64,7 +75,11 @@ def parse_args(argv=None):
                              "docs/normal-in-place.md): what unmodified DeepEP code gets with SWITCHYARD_HEAP_INPUTS")
     parser.add_argument("--warmup", type=int, default=10, help="untimed iterations per call and method")
     parser.add_argument("--iters", type=int, default=30, help="timed iterations per call and method")
-    parser.add_argument("--sleep-us", type=float, default=1000.0, help="the device method's sleep before each call")
+    parser.add_argument("--sleep-us", type=float, default=1000.0,
+                        help="the device method's hold before each call: the sleep, or how far ahead the timer start is")
+    parser.add_argument("--start", choices=("auto", "timer", "sleep"), default="auto",
+                        help="what holds the stream in the device method (see above); auto: timer when every rank "
+                             "shares one GPU, else sleep")
     parser.add_argument("--seed", type=int, default=20)
     parser.add_argument("--out", default=os.environ.get("OUT", "out/peer-deepep"))
     args = parser.parse_args(argv)
@@ -162,6 +177,15 @@ class Clock:
         self.cuda = args.backend == "cuda"
         self.group = group
         self.sleep_cycles = self._cycles_for(args.sleep_us) if self.cuda else 0
+        self.start = args.start if self.cuda else "none"  # the CPU backend has host timing only
+        if self.start == "auto":
+            self.start = "timer" if torch.cuda.device_count() == 1 or args.num_processes == 1 else "sleep"
+        self.ahead_ns = int(args.sleep_us * 1000)
+        self.timer = None
+        if self.cuda and self.start == "timer":
+            from switchyard import _C  # the GPU clock's two kernels (src/cuda/timing/gpu_timer.hpp)
+            self.timer = _C._testing
+            self.moment = torch.zeros(1, dtype=torch.int64)  # broadcast through the group (gloo: host memory)
 
     @staticmethod
     def _cycles_for(microseconds):
@@ -193,7 +217,14 @@ class Clock:
             fn()
             return (time.perf_counter() - begin) * 1e6, None, None
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if method == "device":
+        if method == "device" and self.timer is not None:
+            # One moment for every rank, on the clock they share; the broadcast is also the ranks' meeting.
+            if dist.get_rank(self.group) == 0:
+                self.moment[0] = self.timer.gpu_timer_ns() + self.ahead_ns
+            dist.broadcast(self.moment, src=dist.get_global_rank(self.group, 0), group=self.group)
+            self.timer.wait_for_gpu_timer(torch.cuda.current_stream().cuda_stream, int(self.moment[0]),
+                                          10 * self.ahead_ns + 100_000_000)
+        elif method == "device":
             torch.cuda._sleep(self.sleep_cycles)
         start.record()
         begin = time.perf_counter()
@@ -346,7 +377,7 @@ def rank_main(local_rank, args, port):
     buffers = {name: make_buffer(name, modules[name], group, args) for name in args.libraries}
     clock = Clock(args, group)
     record = {"rank": local_rank, "device": torch.cuda.get_device_name() if device == "cuda" else "cpu",
-              "sleep_cycles": clock.sleep_cycles, "runs": {}}
+              "sleep_cycles": clock.sleep_cycles, "start": clock.start, "runs": {}}
     for tokens in args.tokens:
         inputs = make_inputs(args, local_rank, tokens, device)
         run = {"figures": {}, "self_check": {}, "timed_check": {}, "compare": None}
@@ -375,6 +406,15 @@ def rank_main(local_rank, args, port):
 
 
 # ---- the report (parent process) -----------------------------------------------------------------
+def start_note(args, records):
+    """How the device method's iterations were started (Clock), for the table's title."""
+    if args.backend != "cuda":
+        return ""
+    if records[0].get("start", "sleep") == "timer":
+        return f"; device method: every rank's stream held until one moment {args.sleep_us:.0f} us ahead on the GPU's clock"
+    return f"; device method: a sleep of {args.sleep_us:.0f} us on each rank after the barrier"
+
+
 def mean_over_ranks(records, tokens, library, case, method):
     if method == "host":  # recorded in the device method's iterations
         values = [r["runs"][str(tokens)]["figures"][library][case]["device"]["host_median_us"] for r in records]
@@ -401,7 +441,8 @@ def report(args, records):
               f"{args.num_experts} experts, {args.num_sms} SMs per rank, backend {args.backend}"
               f"{', switchyard heap inputs (read in place)' if args.switchyard_heap_inputs else ''}"
               f"{', switchyard staged inputs (copied into its heap inputs, read in place)' if args.switchyard_staged_inputs else ''} "
-              f"(us: mean over ranks of per-rank medians of {args.iters})")
+              f"(us: mean over ranks of per-rank medians of {args.iters}"
+              f"{start_note(args, records)})")
         print(f"{'call':<22}| {'DeepEP call':>11} {'device':>9} {'host':>7} | {'switchyard call':>15} "
               f"{'device':>9} {'host':>7} | {'ratio sy/DeepEP (' + ratio_method + ')':>24} {'host ratio':>10}")
         rows = {}
@@ -410,7 +451,8 @@ def report(args, records):
                       for lib in args.libraries for method in METHODS + ("host",)}
             theirs, ours = figure.get(("deepep", ratio_method)), figure.get(("switchyard", ratio_method))
             ratio = ours / theirs if both and ours is not None and theirs else None
-            host_theirs, host_ours = figure.get(("deepep", "host")), figure.get(("switchyard", "host"))
+            host_method = "call" if case in HOST_WAITING else "host"
+            host_theirs, host_ours = figure.get(("deepep", host_method)), figure.get(("switchyard", host_method))
             host_ratio = host_ours / host_theirs if both and host_ours is not None and host_theirs else None
             rows[case] = {f"{lib} {method}": value for (lib, method), value in figure.items()}
             rows[case]["ratio"] = ratio
@@ -446,9 +488,11 @@ def print_checks(args, records, tokens):
         hidden = [r["runs"][str(tokens)]["figures"][library][case]["device"]["host_hidden"]
                   for r in records for case in CASES if case != "layout+dispatch"]
         hidden = [h for h in hidden if h is not None]
-        if hidden and min(hidden) < 1.0:
-            print(f"warning {library}: the {args.sleep_us:.0f} us sleep did not always cover the host's enqueue "
-                  f"(device figures then include host time): raise --sleep-us")
+        # A missed hold puts that iteration's host time (or a late rank's start) into the device figures; a
+        # median stands while most iterations are covered.
+        if hidden and min(hidden) < 0.9:
+            print(f"warning {library}: the {args.sleep_us:.0f} us hold did not cover the host's enqueue in "
+                  f"{100 * (1 - min(hidden)):.0f} % of one rank's iterations of one call: raise --sleep-us")
     if len(args.libraries) == 2:
         differing = {}
         for r in records:
@@ -486,7 +530,8 @@ def verdict(args, tokens, rows, ratio_method):
         if host_ratio is not None:
             host_met = host_ratio <= 1.0
             result[case].update({"host_ratio": host_ratio, "host_met": host_met})
-            print(f"issue 20 host cost at {tokens} tokens ({case}: switchyard <= DeepEP): "
+            judged = ", call figures: it waits for the GPU on the host" if case in HOST_WAITING else ""
+            print(f"issue 20 host cost at {tokens} tokens ({case}: switchyard <= DeepEP{judged}): "
                   + (f"met ({host_ratio:.2f}x)" if host_met else f"NOT MET ({host_ratio:.2f}x)"))
     return result
 

@@ -1,5 +1,7 @@
 #include "cuda/normal/dispatch_phases.hpp"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -12,6 +14,18 @@
 namespace switchyard::cuda {
 
 namespace {
+
+// One write(2) per line: ranks as processes share stderr, and glibc's fprintf to the unbuffered stream writes
+// a long line in pieces, which interleave with a sibling's (session 35: c4's and c6's stamp lines were cut
+// mid-number, and their host columns read as garbage).
+void write_line(const std::string& line) {
+  size_t written = 0;
+  while (written < line.size()) {
+    const ssize_t n = ::write(STDERR_FILENO, line.data() + written, line.size() - written);
+    if (n <= 0) return;
+    written += static_cast<size_t>(n);
+  }
+}
 
 bool phases_from_environment() {
   const char* text = std::getenv("SWITCHYARD_NORMAL_PHASES");
@@ -124,7 +138,7 @@ void DispatchPhases::print() const {
     std::snprintf(figure, sizeof(figure), " %.1f", values[values.size() / 2]);
     line += std::string(step == 0 ? " " : ", ") + kSteps[step].name + figure;
   }
-  std::fprintf(stderr, "%s\n", line.c_str());
+  write_line(line + "\n");
 }
 
 void DispatchPhases::print_stamps() const {
@@ -139,14 +153,14 @@ void DispatchPhases::print_stamps() const {
     if (samples_[sample].marked != kDispatchPhaseMarks) continue;
     const uint64_t* at = stamps.data() + sample * kDispatchStamps;
     const std::array<uint64_t, kDispatchHostStamps>& host = samples_[sample].host;
-    std::fprintf(stderr, "normstamp %zu %d %llu %llu %llu %llu %llu %llu %llu\n", sample, rank_,
-                 static_cast<unsigned long long>(at[kStampNotifyEntered]),
-                 static_cast<unsigned long long>(at[kStampPublished]),
-                 static_cast<unsigned long long>(at[kStampExchanged]),
-                 static_cast<unsigned long long>(at[kStampNotifyDone]),
-                 static_cast<unsigned long long>(at[kStampRowsStarted]),
-                 static_cast<unsigned long long>(host[kHostCountsSeen]),
-                 static_cast<unsigned long long>(host[kHostRowsLaunched]));
+    std::string line = "normstamp " + std::to_string(sample) + " " + std::to_string(rank_);
+    for (const DispatchStamp stamp :
+         {kStampNotifyEntered, kStampPublished, kStampExchanged, kStampNotifyDone, kStampRowsStarted}) {
+      line += " " + std::to_string(at[stamp]);
+    }
+    for (const DispatchHostStamp stamp : {kHostCountsSeen, kHostRowsLaunched})
+      line += " " + std::to_string(host[stamp]);
+    write_line(line + "\n");
   }
 }
 

@@ -1,0 +1,313 @@
+// switchyard-launch-probe: P forked processes on GPU 0 (under MPS, as the bench's and the side by side's
+// ranks), each timing the step a fresh `normal` dispatch takes between its notify and its rows kernel: a
+// kernel posts a flag into host-mapped memory, the host polls for it and launches the next kernel, whose
+// first block notes the clock. Session 35's stamps put ~45 us between the notify's last instruction and
+// the rows kernel's first at 8 processes, of which the host's own part (flag seen to launch returned) was
+// 12-14 us; this says where the rest goes: the host seeing the flag, or the launch reaching the GPU.
+//
+// Every process calibrates the offset between %globaltimer and its CLOCK_REALTIME both ways (a kernel
+// catching a host write, the host catching a kernel's), which brackets it within the two latencies. Modes,
+// every sample started together by a host barrier of all the processes:
+//   host-launch        the consumer launched once the host has seen the flag (the dispatch's way), with
+//                      the gather's grid (--blocks x --threads, --shared-kib per block);
+//   host-launch-small  the same with a one-warp consumer: whether the grid's size or shared memory matters;
+//   back-to-back       the consumer launched right behind the producer, before the host looks: the stream
+//                      order alone.
+#include <sched.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "probe_kernels.hpp"
+
+namespace switchyard::launch_probe {
+namespace {
+
+struct Options {
+  std::vector<int> procs{1, 8};
+  int iters = 200;
+  int warmup = 20;
+  int blocks = 16;
+  int threads = 512;
+  int shared_kib = 192;
+  double spin_us = 30;
+};
+
+enum Mode { kHostLaunch, kHostLaunchSmall, kBackToBack, kModes };
+constexpr const char* kModeNames[kModes] = {"host-launch", "host-launch-small", "back-to-back"};
+
+// One process's medians for one mode, us.
+struct ModeFigures {
+  double gap = 0;            // consumer's first instruction - producer's flag (device clock)
+  double host_sees = 0;      // host sees the flag - producer raised it (offset-corrected)
+  double host_part = 0;      // launch returned - flag seen (host clock)
+  double start_latency = 0;  // consumer's first instruction - launch returned (offset-corrected)
+};
+
+struct ProcessFigures {
+  double offset_width_us = 0;  // how well the clock offset is known
+  ModeFigures modes[kModes];
+  int ok = 0;
+  char error[256] = {};
+};
+
+// The processes' shared page: a reusable barrier and every process's figures.
+struct Shared {
+  std::atomic<uint32_t> arrived;
+  std::atomic<uint32_t> generation;
+  std::atomic<int> failed;  // a process gave up: the others leave their barrier instead of waiting for it
+  ProcessFigures figures[64];
+};
+
+void barrier(Shared& shared, uint32_t processes) {
+  const uint32_t generation = shared.generation.load(std::memory_order_acquire);
+  if (shared.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == processes) {
+    shared.arrived.store(0, std::memory_order_relaxed);
+    shared.generation.fetch_add(1, std::memory_order_acq_rel);
+    return;
+  }
+  while (shared.generation.load(std::memory_order_acquire) == generation) {
+    if (shared.failed.load(std::memory_order_acquire)) throw std::runtime_error("another process failed");
+    sched_yield();
+  }
+}
+
+int64_t realtime_ns() {
+  timespec now;
+  clock_gettime(CLOCK_REALTIME, &now);
+  return int64_t{now.tv_sec} * 1000000000 + now.tv_nsec;
+}
+
+void check(cudaError_t status, const char* what) {
+  if (status != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(status));
+}
+
+double median(std::vector<double> values) {
+  if (values.empty()) return 0;
+  std::nth_element(values.begin(), values.begin() + values.size() / 2, values.end());
+  return values[values.size() / 2];
+}
+
+struct Process {
+  cudaStream_t stream{};
+  int32_t* flag = nullptr;    // host-mapped
+  uint64_t* words = nullptr;  // host-mapped: [0] producer's end, [1] consumer's start, [2] catch
+  int32_t* device_flag = nullptr;
+  uint64_t* device_words = nullptr;
+  int32_t next = 0;
+
+  Process() {
+    check(cudaSetDevice(0), "cudaSetDevice");
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    check(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int32_t), cudaHostAllocMapped),
+          "cudaHostAlloc");
+    check(cudaHostAlloc(reinterpret_cast<void**>(&words), 4 * sizeof(uint64_t), cudaHostAllocMapped),
+          "cudaHostAlloc");
+    check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_flag), flag, 0),
+          "cudaHostGetDevicePointer");
+    check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words), words, 0),
+          "cudaHostGetDevicePointer");
+    *flag = 0;
+  }
+
+  // Bounded: a producer that never ran (a failed launch, a fault) ends the probe with a message, not a hang.
+  void wait_for_flag(int32_t value, const char* producer) const {
+    const int64_t from = realtime_ns();
+    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != value) {
+      if (realtime_ns() - from > 2'000'000'000) {
+        const cudaError_t state = cudaStreamQuery(stream);
+        throw std::runtime_error(std::string(producer) + ": its flag " + std::to_string(value) +
+                                 " never came within 2 s (found " + std::to_string(*flag) +
+                                 "; stream: " + cudaGetErrorString(state) + ")");
+      }
+    }
+  }
+
+  // The offset o (device clock = host clock + o) lies in [lower, upper]; returns upper - lower (us) and
+  // sets `offset` to the middle.
+  double calibrate(double& offset) {
+    int64_t upper = INT64_MAX, lower = INT64_MIN;
+    volatile uint64_t* w = words;
+    for (int i = 0; i < 40; ++i) {
+      // Host to device: a kernel spins on the flag; the host writes it at a noted time.
+      const int32_t value = ++next;
+      check(launch_catch(device_flag, value, device_words + 2, 5'000'000, stream), "launch catch");
+      const int64_t wait_from = realtime_ns();
+      while (realtime_ns() - wait_from < 200'000) {
+      }
+      const int64_t set_at = realtime_ns();
+      __atomic_store_n(flag, value, __ATOMIC_RELEASE);
+      check(cudaStreamSynchronize(stream), "catch");
+      upper = std::min<int64_t>(upper, static_cast<int64_t>(w[2]) - set_at);
+      // Device to host: a kernel raises the flag at a noted device time; the host notes when it sees it.
+      const int32_t raised = ++next;
+      check(launch_signal(Mailbox{device_words, device_flag}, raised, 20'000, stream), "launch signal");
+      wait_for_flag(raised, "calibration's signal kernel");
+      const int64_t seen_at = realtime_ns();
+      check(cudaStreamSynchronize(stream), "signal");
+      lower = std::max<int64_t>(lower, static_cast<int64_t>(w[0]) - seen_at);
+    }
+    offset = 0.5 * (static_cast<double>(upper) + static_cast<double>(lower));
+    return (static_cast<double>(upper) - static_cast<double>(lower)) / 1000.0;
+  }
+};
+
+void run_process(const Options& options, Shared& shared, int index, uint32_t processes) {
+  ProcessFigures& out = shared.figures[index];
+  Process process;
+  const size_t shared_bytes = static_cast<size_t>(options.shared_kib) * 1024;
+  check(allow_stamp_shared(shared_bytes), "cudaFuncSetAttribute (the consumer's shared memory)");
+  double offset = 0;
+  barrier(shared, processes);
+  out.offset_width_us = process.calibrate(offset);
+  if (index == 0) std::fprintf(stderr, "launch-probe: %u process(es) calibrated\n", processes);
+  const uint64_t spin_ns = static_cast<uint64_t>(options.spin_us * 1000);
+  volatile uint64_t* w = process.words;
+  for (int mode = 0; mode < kModes; ++mode) {
+    std::vector<double> gap, host_sees, host_part, start_latency;
+    for (int iter = 0; iter < options.warmup + options.iters; ++iter) {
+      barrier(shared, processes);
+      const int32_t value = ++process.next;
+      check(launch_signal(Mailbox{process.device_words, process.device_flag}, value, spin_ns, process.stream),
+            "launch signal");
+      const bool small = mode == kHostLaunchSmall;
+      const int blocks = small ? 1 : options.blocks;
+      const int threads = small ? 32 : options.threads;
+      const size_t bytes = small ? 0 : shared_bytes;
+      int64_t seen_at = 0, launched_at = 0;
+      if (mode == kBackToBack) {
+        check(launch_stamp(process.device_words + 1, blocks, threads, bytes, process.stream),
+              "launch consumer");
+        process.wait_for_flag(value, kModeNames[mode]);
+      } else {
+        process.wait_for_flag(value, kModeNames[mode]);
+        seen_at = realtime_ns();
+        const cudaError_t launched =
+            launch_stamp(process.device_words + 1, blocks, threads, bytes, process.stream);
+        launched_at = realtime_ns();
+        check(launched, "launch consumer");
+      }
+      check(cudaStreamSynchronize(process.stream), "sample");
+      if (iter < options.warmup) continue;
+      const double end = static_cast<double>(w[0]), start = static_cast<double>(w[1]);
+      gap.push_back((start - end) / 1000.0);
+      if (mode != kBackToBack) {
+        host_sees.push_back((static_cast<double>(seen_at) + offset - end) / 1000.0);
+        host_part.push_back(static_cast<double>(launched_at - seen_at) / 1000.0);
+        start_latency.push_back((start - (static_cast<double>(launched_at) + offset)) / 1000.0);
+      }
+    }
+    out.modes[mode] = ModeFigures{median(gap), median(host_sees), median(host_part), median(start_latency)};
+    if (index == 0)
+      std::fprintf(stderr, "launch-probe: %u process(es): %s done\n", processes, kModeNames[mode]);
+  }
+  out.ok = 1;
+}
+
+void report(const Options& options, const Shared& shared, int processes) {
+  std::printf(
+      "== %d process%s, consumer %d x %d threads, %d KiB shared per block (small: 1 x 32, none); "
+      "us, medians of %d per process; offset-corrected figures within +- half the bracket\n",
+      processes, processes == 1 ? "" : "es", options.blocks, options.threads, options.shared_kib,
+      options.iters);
+  double widest = 0;
+  for (int p = 0; p < processes; ++p) widest = std::max(widest, shared.figures[p].offset_width_us);
+  std::printf("clock offset bracket: widest %.1f us over the processes\n", widest);
+  std::printf("%-18s %10s %10s %10s %10s   (mean over processes; max gap)\n", "mode", "gap", "host sees",
+              "host part", "start lat");
+  for (int mode = 0; mode < kModes; ++mode) {
+    ModeFigures mean{};
+    double max_gap = 0;
+    for (int p = 0; p < processes; ++p) {
+      const ModeFigures& f = shared.figures[p].modes[mode];
+      mean.gap += f.gap / processes;
+      mean.host_sees += f.host_sees / processes;
+      mean.host_part += f.host_part / processes;
+      mean.start_latency += f.start_latency / processes;
+      max_gap = std::max(max_gap, f.gap);
+    }
+    if (mode == kBackToBack) {
+      std::printf("%-18s %10.1f %10s %10s %10s   max %.1f\n", kModeNames[mode], mean.gap, "-", "-", "-",
+                  max_gap);
+    } else {
+      std::printf("%-18s %10.1f %10.1f %10.1f %10.1f   max %.1f\n", kModeNames[mode], mean.gap,
+                  mean.host_sees, mean.host_part, mean.start_latency, max_gap);
+    }
+  }
+  std::fflush(stdout);
+}
+
+int run(const Options& options) {
+  int failures = 0;
+  for (int processes : options.procs) {
+    if (processes < 1 || processes > 64) throw std::invalid_argument("--procs: expected 1..64 per entry");
+    void* page = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (page == MAP_FAILED) throw std::runtime_error("mmap failed");
+    Shared* shared = new (page) Shared{};
+    std::vector<pid_t> children;
+    std::fflush(stdout);
+    for (int p = 0; p < processes; ++p) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        try {
+          run_process(options, *shared, p, static_cast<uint32_t>(processes));
+        } catch (const std::exception& error) {
+          std::snprintf(shared->figures[p].error, sizeof(shared->figures[p].error), "%s", error.what());
+          shared->failed.store(1, std::memory_order_release);
+        }
+        _exit(0);
+      }
+      children.push_back(pid);
+    }
+    for (pid_t pid : children) waitpid(pid, nullptr, 0);
+    bool all_ok = true;
+    for (int p = 0; p < processes; ++p) {
+      if (!shared->figures[p].ok) {
+        std::fprintf(stderr, "switchyard-launch-probe: process %d failed: %s\n", p, shared->figures[p].error);
+        all_ok = false;
+      }
+    }
+    if (all_ok)
+      report(options, *shared, processes);
+    else
+      ++failures;
+    munmap(page, sizeof(Shared));
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace switchyard::launch_probe
+
+int main(int argc, char** argv) {
+  switchyard::launch_probe::Options options;
+  CLI::App app{
+      "switchyard-launch-probe: where the time goes between a kernel's flag and the host's next launch"};
+  app.add_option("--procs", options.procs, "process counts to run, one after another")->delimiter(',');
+  app.add_option("--iters", options.iters, "samples per mode and process")->check(CLI::PositiveNumber);
+  app.add_option("--warmup", options.warmup, "unrecorded samples before them")->check(CLI::NonNegativeNumber);
+  app.add_option("--blocks", options.blocks, "the consumer's blocks")->check(CLI::PositiveNumber);
+  app.add_option("--threads", options.threads, "the consumer's threads per block")
+      ->check(CLI::Range(32, 1024));
+  app.add_option("--shared-kib", options.shared_kib, "the consumer's dynamic shared memory per block")
+      ->check(CLI::Range(0, 227));
+  app.add_option("--spin-us", options.spin_us, "the producer's spin before its flag")
+      ->check(CLI::PositiveNumber);
+  CLI11_PARSE(app, argc, argv);
+  try {
+    return switchyard::launch_probe::run(options);
+  } catch (const std::exception& error) {
+    std::fprintf(stderr, "switchyard-launch-probe: %s\n", error.what());
+    return 2;
+  }
+}

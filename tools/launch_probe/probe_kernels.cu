@@ -1,0 +1,64 @@
+#include "common/atomics.hpp"
+#include "probe_kernels.hpp"
+
+namespace switchyard::launch_probe {
+
+namespace {
+
+__device__ __forceinline__ uint64_t now_ns() {
+  uint64_t now;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
+  return now;
+}
+
+__global__ void signal_kernel(Mailbox mailbox, int32_t sample, uint64_t spin_ns) {
+  if (threadIdx.x != 0) return;
+  const uint64_t begin = now_ns();
+  while (now_ns() - begin < spin_ns) {
+  }
+  *mailbox.end_ns = now_ns();
+  __threadfence_system();
+  // As the notify posts its counts (common/posted_counts.hpp): a generic release store at system scope.
+  common::st_release_sys(const_cast<int32_t*>(mailbox.flag), sample);
+}
+
+__global__ void stamp_kernel(uint64_t* start_ns) {
+  extern __shared__ uint8_t shared[];
+  if (blockIdx.x == 0 && threadIdx.x == 0) *start_ns = now_ns();
+  // Touch the shared memory so that it is really asked for.
+  if (threadIdx.x == 0) shared[0] = 0;
+}
+
+__global__ void catch_kernel(volatile const int32_t* flag, int32_t value, uint64_t* seen_ns,
+                             uint64_t limit_ns) {
+  const uint64_t begin = now_ns();
+  uint64_t now = begin;
+  while (*flag != value && now - begin < limit_ns) now = now_ns();
+  *seen_ns = now_ns();
+}
+
+}  // namespace
+
+cudaError_t launch_signal(Mailbox mailbox, int32_t sample, uint64_t spin_ns, cudaStream_t stream) {
+  signal_kernel<<<1, 32, 0, stream>>>(mailbox, sample, spin_ns);
+  return cudaGetLastError();
+}
+
+cudaError_t allow_stamp_shared(size_t shared_bytes) {
+  return cudaFuncSetAttribute(stamp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                              static_cast<int>(shared_bytes));
+}
+
+cudaError_t launch_stamp(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,
+                         cudaStream_t stream) {
+  stamp_kernel<<<blocks, threads, shared_bytes, stream>>>(start_ns);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_catch(volatile const int32_t* flag, int32_t value, uint64_t* seen_ns, uint64_t limit_ns,
+                         cudaStream_t stream) {
+  catch_kernel<<<1, 1, 0, stream>>>(flag, value, seen_ns, limit_ns);
+  return cudaGetLastError();
+}
+
+}  // namespace switchyard::launch_probe

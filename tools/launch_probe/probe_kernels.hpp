@@ -1,0 +1,31 @@
+#pragma once
+// The launch probe's kernels (main.cpp says what they measure). Clock words are %globaltimer, in ns: one
+// clock for every process on a GPU, which on Linux follows the host's CLOCK_REALTIME up to an offset.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace switchyard::launch_probe {
+
+// Where a signal kernel notes its end and raises its flag: host-mapped words, as the notify's posted counts.
+struct Mailbox {
+  volatile uint64_t* end_ns;  // the signal kernel's clock just before it raises the flag
+  volatile int32_t* flag;     // the sample number, released at system scope
+};
+
+// Each launch returns its launch error (cudaGetLastError), which the caller checks.
+// The producer: one warp spins `spin_ns` (so the host is already polling), notes the clock, raises the flag.
+cudaError_t launch_signal(Mailbox mailbox, int32_t sample, uint64_t spin_ns, cudaStream_t stream);
+
+// The consumer: `blocks` blocks of `threads` with `shared_bytes` of dynamic shared memory (the gather's
+// shape: one block per SM), block 0 noting the clock at its first instruction into `start_ns`.
+cudaError_t launch_stamp(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,
+                         cudaStream_t stream);
+// Once per process: the consumer may ask for up to `shared_bytes` of dynamic shared memory.
+cudaError_t allow_stamp_shared(size_t shared_bytes);
+
+// Clock calibration: one thread spins (at most `limit_ns`) until `flag` is `value`, then notes the clock.
+cudaError_t launch_catch(volatile const int32_t* flag, int32_t value, uint64_t* seen_ns, uint64_t limit_ns,
+                         cudaStream_t stream);
+
+}  // namespace switchyard::launch_probe
