@@ -186,6 +186,57 @@ TEST(BenchOptions, ExpertCapacityAndSymmetricTokensAreRefusedByName) {
   EXPECT_EQ(message.rfind("--symmetric-tokens:", 0), 0u) << message;
 }
 
+// --start auto: the GPU's clock only where every rank's stream reads the same one.
+TEST(BenchOptions, StartAutoHoldsForTheGpuClockOnlyWhereEveryRankIsOnOneGpu) {
+  const BenchOptions on_cpu = resolve_args({"--backend", "cpu"}, false, 0);
+  EXPECT_EQ(on_cpu.start, StartMode::barrier);
+  EXPECT_NE(on_cpu.notes.start_source.find("cpu"), std::string::npos) << on_cpu.notes.start_source;
+  const std::vector<std::string> four_ranks = {"--backend", "cuda", "--ranks", "4", "--experts", "16"};
+  const BenchOptions one_gpu = resolve_args(four_ranks, true, 1);
+  EXPECT_EQ(one_gpu.start, StartMode::timer);
+  EXPECT_EQ(one_gpu.start_ahead_us, kDefaultStartAheadMicroseconds);
+  const BenchOptions gpu_each = resolve_args(four_ranks, true, 4);
+  EXPECT_EQ(gpu_each.start, StartMode::barrier);
+  EXPECT_NE(gpu_each.notes.start_source.find("4 GPUs"), std::string::npos) << gpu_each.notes.start_source;
+  std::vector<std::string> args = four_ranks;
+  args.insert(args.end(), {"--start-ahead-us", "250.5"});
+  EXPECT_EQ(resolve_args(args, true, 1).start_ahead_us, 250.5);
+  args = four_ranks;
+  args.insert(args.end(), {"--start", "barrier"});
+  const BenchOptions barrier = resolve_args(args, true, 1);
+  EXPECT_EQ(barrier.start, StartMode::barrier);
+  EXPECT_EQ(barrier.notes.start_source, "--start barrier");
+  EXPECT_STREQ(start_mode_name(StartMode::timer), "timer");
+}
+
+TEST(BenchOptions, StartTimerWithoutOneGpuAndABadLeadAreRefusedByName) {
+  std::string message = usage_error_of([] {
+    resolve_args({"--backend", "cpu", "--start", "timer"}, false, 0);
+  });
+  EXPECT_EQ(message.rfind("--start timer: expected --backend cuda", 0), 0u) << message;
+  EXPECT_NE(message.find("got cpu"), std::string::npos) << message;
+  message = usage_error_of([] {
+    resolve_args(
+        {"--backend", "cuda", "--ranks", "4", "--experts", "16", "--devices", "2", "--start", "timer"}, true,
+        2);
+  });
+  EXPECT_EQ(message,
+            "--start timer: expected every rank on one GPU (their clocks differ), got ranks on 2 GPUs");
+  message = usage_error_of([] {
+    resolve_args({"--backend", "cpu", "--start", "barrier", "--start-ahead-us", "500"}, false, 0);
+  });
+  EXPECT_EQ(message.rfind("--start-ahead-us: expected --start timer or auto", 0), 0u) << message;
+  for (const char* bad : {"0", "-5", "1000001", "inf", "nan", "soon", ""}) {
+    message = usage_error_of([&] { parse_command_line({"--start-ahead-us", bad}); });
+    EXPECT_EQ(
+        message.rfind("--start-ahead-us: expected a number of microseconds above 0 and at most 1000000", 0),
+        0u)
+        << bad << ": " << message;
+  }
+  message = usage_error_of([] { parse_command_line({"--start", "soon"}); });
+  EXPECT_EQ(message, "--start: expected auto|barrier|timer, got 'soon'");
+}
+
 TEST(BenchOptions, AutoExpertCapacityIsTheLargestExpertRoundedUpToSixteenRows) {
   workload::Shape shape;
   shape.topology = Topology::single_node(4);
@@ -575,6 +626,26 @@ TEST(BenchReport, GraphReplayRowsLaunchAndHookSplitRowsAppearWhenMeasured) {
   EXPECT_EQ(skipped.find("dispatch send"), std::string::npos) << skipped;
   result.graph_replay = kNoGraphOnCpu;
   EXPECT_EQ(printed(result, copy).find("graph replay"), std::string::npos);
+}
+
+TEST(BenchReport, WarnsOnlyWhenTheHostsEnqueueOutranTheStartHold) {
+  CopyBandwidth copy;
+  copy.bytes_per_second = 4e12;
+  EngineResult result;
+  result.engine = BenchEngine::normal;
+  result.status = CheckStatus::passed;
+  result.timed = true;
+  result.dispatch_seconds = result.combine_seconds = 100e-6;
+  result.start_holds = 160;
+  EXPECT_EQ(printed(result, copy).find("warning:"), std::string::npos);
+  result.start_holds_missed = 3;
+  const std::string text = printed(result, copy);
+  EXPECT_NE(
+      text.find(
+          "  warning: the start hold had passed before the call began in 3 of 160 timed phases, all ranks "
+          "(raise --start-ahead-us"),
+      std::string::npos)
+      << text;
 }
 
 TEST(BenchReport, ComparesEnginesWithNcclOnlyAtTheSameTokensPerRank) {

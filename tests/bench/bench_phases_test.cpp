@@ -1,7 +1,8 @@
 // switchyard-bench's extra rows of the expert-major engines, driven through a scripted session on
 // the cpu clock: the hook split's order of calls (each half its own phase after a cache eviction,
 // every iteration into poisoned outputs and checked), and the graph replays' refusal, agreed by every rank,
-// when the capture cannot happen (no CUDA graph on the host's stream).
+// when the capture cannot happen (no CUDA graph on the host's stream); and the phase clock with its start
+// hold off (--start barrier, every cpu run), which holds and counts nothing.
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -13,6 +14,7 @@
 #include "graph_replay.hpp"
 #include "hook_split.hpp"
 #include "phase_clock.hpp"
+#include "start_hold.hpp"
 #include "switchyard/group.hpp"
 #include "timer.hpp"
 
@@ -81,6 +83,24 @@ TEST(BenchHookSplit, TimesEachHalfAsItsOwnPhaseAndChecksEveryIterationIntoPoison
 
 // The host's stream cannot be captured (a build without CUDA refuses at once; with CUDA, the legacy
 // stream cannot capture): every rank reports the same reason and nothing is replayed.
+// --start barrier (and every cpu run): the clock of before, with nothing held and nothing counted.
+TEST(BenchPhaseClock, AStartHoldThatIsOffHoldsNothingAndCountsNothing) {
+  run_ranks(2, [&](Group& group) {
+    std::unique_ptr<PhaseTimer> timer = make_phase_timer(Backend::cpu, nullptr);
+    StartHold start_hold(group, nullptr, StartMode::barrier, kDefaultStartAheadMicroseconds);
+    EXPECT_FALSE(start_hold.on());
+    int calls = 0;
+    PhaseClock clock(
+        group, *timer, [] {}, [] {}, &start_hold);
+    EXPECT_GE(clock.time([&] { ++calls; }), 0.0);
+    EXPECT_GE(clock.time([&] { ++calls; }, PhaseClock::Cache::keep), 0.0);
+    EXPECT_EQ(calls, 2);
+    EXPECT_EQ(clock.start_holds(), 0);
+    EXPECT_EQ(clock.start_holds_missed(), 0);
+    EXPECT_FALSE(timer->start_reached());
+  });
+}
+
 TEST(BenchGraphReplay, AFailedCaptureSkipsTheReplaysOnEveryRankWithOneReason) {
   std::vector<std::string> reasons(3);
   std::vector<GraphReplaySeconds> seconds(3);

@@ -19,6 +19,7 @@
 #include "cuda/expert_major_round_trip.hpp"
 #include "cuda/normal/dispatch_counts.hpp"
 #include "cuda/normal/dispatch_phases.hpp"
+#include "cuda/normal/late_outputs.hpp"
 #include "cuda/rank_device.hpp"
 #include "cuda/released_layout_round_trip.hpp"
 #include "support/normal_round_trip.hpp"
@@ -293,6 +294,47 @@ TEST(CudaNormalCountReadback, OverridesAreReadFromTheEnvironmentAndBadValuesAreN
       EXPECT_NE(what.find(std::string("got '") + bad + "'"), std::string::npos) << what;
     }
   }
+}
+
+// The in-place gather launched right behind the notify, its outputs posted by the host once made
+// (SWITCHYARD_NORMAL_ROWS=early, common/late_outputs.hpp; after the counts is the default) gives the same
+// bits: one rank and many, bf16 and fp8, staged inputs.
+TEST(CudaNormalRowsLaunch, GatherLaunchedBeforeTheCountsGivesTheReferenceBits) {
+  SWITCHYARD_REQUIRE_GPU();
+  const ScopedEnvironment variable("SWITCHYARD_NORMAL_ROWS");
+  variable.set("early");
+  int run = 0;
+  for (const CudaCase& c : cases()) {
+    if (!c.heap_inputs) continue;
+    SCOPED_TRACE("SWITCHYARD_NORMAL_ROWS=early, case " + c.name);
+    expect_round_trips_match_reference(c);
+    ++run;
+  }
+  EXPECT_GE(run, 3) << "the suite's heap-input cases went missing";
+}
+
+TEST(CudaNormalRowsLaunch, TheOverrideIsReadFromTheEnvironmentAndBadValuesAreNamed) {
+  const ScopedEnvironment rows("SWITCHYARD_NORMAL_ROWS");
+  EXPECT_EQ(cuda::rows_launch_from_environment(), cuda::RowsLaunch::after_counts);
+  rows.set("");
+  EXPECT_EQ(cuda::rows_launch_from_environment(), cuda::RowsLaunch::after_counts);
+  rows.set("early");
+  EXPECT_EQ(cuda::rows_launch_from_environment(), cuda::RowsLaunch::early);
+  rows.set("after_counts");
+  EXPECT_EQ(cuda::rows_launch_from_environment(), cuda::RowsLaunch::after_counts);
+  for (const char* bad : {"late", "1", "Early"}) {
+    rows.set(bad);
+    try {
+      cuda::rows_launch_from_environment();
+      ADD_FAILURE() << "expected InvalidArgument for '" << bad << "'";
+    } catch (const InvalidArgument& error) {
+      const std::string what = error.what();
+      EXPECT_EQ(what.rfind("SWITCHYARD_NORMAL_ROWS: expected early or after_counts", 0), 0u) << what;
+      EXPECT_NE(what.find(std::string("got '") + bad + "'"), std::string::npos) << what;
+    }
+  }
+  EXPECT_EQ(common::late_outputs_slot(1), 1);
+  EXPECT_EQ(common::late_outputs_slot(common::kLateOutputSlots + 3), 3);
 }
 
 // The mailbox's tags: never 0 (what new memory holds), so no post is taken for a call that made none.
@@ -881,6 +923,79 @@ TEST(CudaNormalEngineErrors, ExpertIdOutOfRangeOnDeviceIsInvalidArgumentAndWrite
     for (size_t i = 0; i < host.nbytes(); ++i) {
       ASSERT_EQ(host.as<uint8_t>()[i], 0xA5) << "output byte " << i << " was written";
     }
+  }
+}
+
+// A fresh in-place dispatch that launches its gather before its host has the counts
+// (SWITCHYARD_NORMAL_ROWS=early, common/late_outputs.hpp). When the host then fails to make the outputs (here
+// rank 0's out_recv_x has a row too many) it withdraws them: rank 0 raises the InvalidArgument naming
+// out_recv_x, its gather pulls nothing but still holds the closing barrier, so every other rank's call
+// completes without waiting for the timeout, and the next round trip is bitwise right on every rank.
+TEST(CudaNormalEngineErrors, AnInPlaceDispatchWhoseOutputsFailAfterTheCountsLetsItsPeersFinish) {
+  SWITCHYARD_REQUIRE_GPU();
+  CudaCase c{"late_withdrawn", make_shape(3, 24, 256, 4, 12, DType::bf16), config_with(2, 16, 4)};
+  c.config.timeout_seconds = 30;
+  c.heap_inputs = true;
+  const ScopedEnvironment variable("SWITCHYARD_NORMAL_ROWS");
+  variable.set("early");
+  auto data = workload::generate(c.shape, seed_for("late_withdrawn"));
+  Expected expected = compute_expected(c.shape, data, 1);
+  const int ranks = c.shape.topology.num_ranks;
+  std::vector<std::string> messages(ranks);
+  std::vector<std::vector<std::string>> failures(ranks);
+  const auto start = std::chrono::steady_clock::now();
+  run_ranks(ranks, [&](Group& group) {
+    const int rank = group.rank();
+    const int device = device_for_rank(rank, ranks);
+    check_cuda(cudaSetDevice(device), "cudaSetDevice");
+    cudaStream_t stream;
+    check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
+    {
+      Buffer buffer(options_for(c, rank));
+      buffer.connect(group.allgather(buffer.local_handle()));
+      const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
+      Tensor x = to_device(data[rank].x, device, stream);
+      Tensor topk_idx = to_device(data[rank].topk_idx, device, stream);
+      Tensor topk_weights = to_device(data[rank].topk_weights, device, stream);
+      const NormalInputViews views = buffer.normal_input(data[rank].x.size(0), c.shape.hidden, DType::bf16);
+      check_cuda(cudaMemcpyAsync(views.x.data, x.data(), x.nbytes(), cudaMemcpyDeviceToDevice, stream),
+                 "cudaMemcpyAsync (x into the heap input)");
+      DispatchArgs args;
+      args.x = views.x;
+      args.topk_idx = topk_idx;
+      args.topk_weights = topk_weights;
+      args.num_experts = c.shape.num_experts;
+      args.stream = stream;
+      Tensor recv_x =
+          poisoned_device(DType::bf16, {rank == 0 ? rows + 1 : rows, c.shape.hidden}, device, stream);
+      args.out_recv_x = recv_x;
+      group.barrier();
+      try {
+        buffer.dispatch(args);
+        buffer.synchronize(stream);
+        if (rank == 0) failures[rank].push_back("expected an InvalidArgument naming out_recv_x");
+      } catch (const InvalidArgument& error) {
+        messages[rank] = error.what();
+        if (rank != 0) failures[rank].push_back(std::string("refused: ") + error.what());
+      } catch (const std::exception& error) {
+        failures[rank].push_back(std::string("threw: ") + error.what());
+      }
+      group.barrier();
+      try {
+        DeviceRun after = run_on_device(buffer, c.shape, data[rank], expected, 1, stream, nullptr, nullptr,
+                                        {}, {}, false, /*heap_inputs=*/true);
+        compare_with_reference(after, c.shape, expected, rank, &failures[rank]);
+      } catch (const std::exception& error) {
+        failures[rank].push_back(std::string("the round trip after the failure threw: ") + error.what());
+      }
+    }
+    cudaStreamDestroy(stream);
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 20.0) << "a peer waited for the timeout";
+  EXPECT_NE(messages[0].find("out_recv_x: expected"), std::string::npos) << messages[0];
+  for (int rank = 0; rank < ranks; ++rank) {
+    for (const auto& failure : failures[rank]) ADD_FAILURE() << "rank " << rank << ": " << failure;
   }
 }
 

@@ -62,6 +62,22 @@ double parse_seconds(const std::string& flag, const std::string& text) {
   return value;
 }
 
+// --start-ahead-us: microseconds above 0, at most kMaxStartAheadMicroseconds.
+double parse_start_ahead(const std::string& flag, const std::string& text) {
+  const char* begin = text.c_str();
+  char* end = nullptr;
+  errno = 0;
+  double value = std::strtod(begin, &end);
+  bool is_number = !text.empty() && end == begin + text.size();
+  if (!is_number || errno == ERANGE || !std::isfinite(value) || value <= 0 ||
+      value > kMaxStartAheadMicroseconds) {
+    throw UsageError(flag + ": expected a number of microseconds above 0 and at most " +
+                     std::to_string(static_cast<int64_t>(kMaxStartAheadMicroseconds)) + ", got " +
+                     quoted(text));
+  }
+  return value;
+}
+
 std::string parse_choice(const std::string& flag, const std::string& text,
                          const std::vector<std::string>& choices) {
   std::string alternatives;
@@ -157,6 +173,11 @@ const std::map<std::string, Setter>& value_flags() {
       {"--chunk-tokens", positive(&CommandLine::chunk_tokens)},
       {"--timeout", [](CommandLine& c, const std::string& flag,
                        const std::string& value) { c.timeout_seconds = parse_seconds(flag, value); }},
+      {"--start", choice(&CommandLine::start, {"auto", "barrier", "timer"})},
+      {"--start-ahead-us",
+       [](CommandLine& c, const std::string& flag, const std::string& value) {
+         c.start_ahead_us = parse_start_ahead(flag, value);
+       }},
   };
   return flags;
 }
@@ -244,6 +265,17 @@ const FlagHelp kFlags[] = {
      "timed iterations (default 20 on cuda, 10 on cpu); also of the hook\n"
      "split and of the graph replays (low_latency, symmetric)"},
     {"Timing", "--warmup", "W", "untimed iterations before them (default 3 on cuda, 2 on cpu)"},
+    {"Timing", "--start", "auto|barrier|timer",
+     "where each phase's start event lands. barrier: as each rank leaves\n"
+     "the host barrier. timer (cuda, every rank on one GPU): every rank's\n"
+     "stream waits for one moment on the GPU's clock, --start-ahead-us\n"
+     "after rank 0 read it, so that no rank's time holds the barrier's\n"
+     "exit skew or the host's enqueue of the call. auto (default): timer\n"
+     "where every rank is on one GPU, else barrier"},
+    {"Timing", "--start-ahead-us", "X",
+     "--start timer: how far ahead the moment lies, in microseconds\n"
+     "(above 0, at most 1000000; default 1000); a phase that began after\n"
+     "it had passed is counted, and the output warns"},
     {"Engine configuration (normal)", "--channels", "C|auto", "channels (default auto: the backend picks)"},
     {"Engine configuration (normal)", "--ring-slots", "S", "token slots per ring (default 128)"},
     {"Engine configuration (normal)", "--chunk-tokens", "T",
@@ -301,7 +333,19 @@ constexpr const char* kFooter = R"(What is reported, per engine
             rank starts each phase together: its stream drained, a host barrier (before a
             timed phase, then the cache evicted and a second barrier); then CUDA events on its
             stream (the wall clock on cpu) recorded back to back around the call. JSON:
-            dispatch_host_us, combine_host_us: the host's wall time of the calls
+            dispatch_host_us, combine_host_us: the host's wall time of the calls.
+            The start (--start): barrier, each rank records its start event as it leaves the
+            barrier, so an early rank's time of a collective call includes waiting for the
+            last one to leave it (tens to hundreds of us as processes), and a small call's
+            includes the host's enqueue; timer (cuda, every rank on one GPU; auto's choice
+            there), rank 0 reads the GPU's clock (%globaltimer, one clock for every process
+            on that GPU) and adds --start-ahead-us, and every rank's stream waits for that
+            moment before its start event, so every rank's time starts at one instant on the
+            GPU. A timed phase whose start event the stream had reached before the rank began
+            the call is counted (the moment came before the rank got there, and its time holds
+            its lateness), and the engine's lines warn. JSON: start, start_ahead_us (null with
+            barrier), and per
+            engine start_holds, start_holds_missed (timed phases, all ranks)
   ns/token  the phase's median / the tokens per rank: it compares rank-major and expert-major
             engines, whose rows count different things, fairly (none at 0 tokens)
   cache     before every timed phase a scratch buffer of twice the cache is written, so that
@@ -511,6 +555,39 @@ std::unique_ptr<CLI::App> make_app(CommandLine& command_line) {
   return app;
 }
 
+// --start: the GPU's clock where every rank's stream reads the same one (cuda, one GPU), else the
+// barrier. An explicit timer elsewhere is refused: across GPUs the clocks differ, and cpu has none.
+void resolve_start(const CommandLine& command_line, BenchOptions& options) {
+  const std::string requested = command_line.start.value_or("auto");
+  const bool on_cuda = options.backend == Backend::cuda;
+  const int gpus = static_cast<int>(options.devices.distinct_devices().size());
+  const bool one_gpu = on_cuda && gpus == 1;
+  if (requested == "timer" && !on_cuda) {
+    throw UsageError("--start timer: expected --backend cuda (the hold waits on the GPU's clock), got cpu");
+  }
+  if (requested == "timer" && !one_gpu) {
+    throw UsageError("--start timer: expected every rank on one GPU (their clocks differ), got ranks on " +
+                     std::to_string(gpus) + " GPUs");
+  }
+  if (requested == "barrier" && command_line.start_ahead_us) {
+    throw UsageError(
+        "--start-ahead-us: expected --start timer or auto (it sets the timer's moment), got --start barrier");
+  }
+  const bool timer = requested == "timer" || (requested == "auto" && one_gpu);
+  options.start = timer ? StartMode::timer : StartMode::barrier;
+  options.start_ahead_us = command_line.start_ahead_us.value_or(kDefaultStartAheadMicroseconds);
+  if (requested != "auto") {
+    options.notes.start_source = "--start " + requested;
+  } else if (timer) {
+    options.notes.start_source = "the default where every rank is on one GPU; --start barrier";
+  } else if (!on_cuda) {
+    options.notes.start_source = "the default on cpu, which has no GPU clock";
+  } else {
+    options.notes.start_source =
+        "the default with ranks on " + std::to_string(gpus) + " GPUs, whose clocks differ";
+  }
+}
+
 BenchEngine engine_from_name(const std::string& name) {
   if (name == "low_latency") return BenchEngine::low_latency;
   if (name == "symmetric") return BenchEngine::symmetric;
@@ -536,6 +613,10 @@ const char* bench_engine_name(BenchEngine engine) {
 
 const char* ranks_as_name(RanksAs ranks_as) {
   return ranks_as == RanksAs::processes ? "processes" : "threads";
+}
+
+const char* start_mode_name(StartMode mode) {
+  return mode == StartMode::timer ? "timer" : "barrier";
 }
 
 bool is_rank_major(BenchEngine engine) {
@@ -632,6 +713,7 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, in
                                         ? "the default with one GPU per rank"
                                         : "the default where ranks share a device; --ranks-as processes";
   }
+  resolve_start(command_line, options);
 
   options.tokens_per_rank = command_line.tokens.value_or(shape.tokens);
   // low_latency: --ll-tokens; else --tokens when it was given for low_latency or symmetric alone;

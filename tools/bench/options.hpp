@@ -26,6 +26,11 @@ class UsageError : public std::runtime_error {
 enum class RanksAs : uint8_t { threads, processes };
 const char* ranks_as_name(RanksAs ranks_as);  // "threads", "processes"
 
+// Where a timed phase's start event lands (--start; start_hold.hpp): as each rank leaves the host
+// barrier, or at one moment on the GPU's clock, the same for every rank of that GPU.
+enum class StartMode : uint8_t { barrier, timer };
+const char* start_mode_name(StartMode mode);  // "barrier", "timer"
+
 // The engines the bench runs: the library's three (switchyard::Engine), and `nccl`, the baseline a
 // framework builds without an EP library (sort by destination rank, grouped ncclSend/ncclRecv;
 // nccl_session.cpp). The library has no nccl engine, hence a type of the bench's own.
@@ -61,6 +66,11 @@ constexpr uint64_t kDefaultSeed = 1;
 constexpr int kFp8ScaleBlock = 128;
 // --channels auto: Config::num_channels 0 lets the backend pick.
 constexpr int kAutoChannels = 0;
+// --start timer: how far ahead of rank 0's reading of the GPU's clock the phase starts. It must cover
+// the host's allgather of the moment and every rank's enqueue of the call; the bound keeps a typo from
+// idling every phase for minutes.
+constexpr double kDefaultStartAheadMicroseconds = 1000;
+constexpr double kMaxStartAheadMicroseconds = 1e6;
 
 // What the command line said; unset optionals take their defaults in resolve().
 struct CommandLine {
@@ -84,6 +94,8 @@ struct CommandLine {
   std::optional<std::string> symmetric_dispatch;
   std::optional<std::string> symmetric_heap;  // on | off
   std::optional<std::string> normal_heap;     // on | staged | off
+  std::optional<std::string> start;           // auto | barrier | timer
+  std::optional<double> start_ahead_us;
 };
 
 // Where a default came from, so that the output can say so.
@@ -98,6 +110,8 @@ struct DefaultNotes {
   std::string ll_tokens_source;
   // How the symmetric engine's tokens per rank were chosen ("--symmetric-tokens", ...).
   std::string symmetric_tokens_source;
+  // Why the phases start as they do ("--start timer", "the default where every rank is on one GPU; ...").
+  std::string start_source;
 };
 
 // --expert-capacity auto: resolved from the generated inputs (Problem::symmetric.expert_capacity).
@@ -111,6 +125,8 @@ struct BenchOptions {
   Topology topology{kDefaultRanks, kDefaultRanks};
   DeviceMap devices;  // which GPU each rank uses (--devices); empty on cpu
   RanksAs ranks_as = RanksAs::threads;
+  StartMode start = StartMode::barrier;
+  double start_ahead_us = kDefaultStartAheadMicroseconds;  // read only with StartMode::timer
   int64_t tokens_per_rank = kDeepSeekV3Shape.tokens;
   // The low_latency engine's tokens per rank: its max_tokens_per_rank, and its inputs' size.
   int64_t ll_tokens_per_rank = kDeepSeekV3Shape.ll_tokens;

@@ -7,10 +7,16 @@
 // clock on cpu) goes around the work; after it the stream is drained the same way before the time is
 // read (the events are already recorded, so this does not change the time). Every rank starts each
 // phase together, so the slowest rank's time is the phase's time.
+// With a StartHold that is on (--start timer), "together" is one moment on the GPU's clock instead of
+// each rank's exit of the barrier: every rank's stream waits for it before the start event. A hold that
+// had passed before the rank began the call (its stream already past the start event) leaves that rank's
+// lateness in the time again, so the timed phases count those.
 #include <chrono>
+#include <cstdint>
 #include <functional>
 #include <utility>
 
+#include "start_hold.hpp"
 #include "switchyard/group.hpp"
 #include "timer.hpp"
 
@@ -22,12 +28,14 @@ class PhaseClock {
   // or nccl's bounded wait).
   // `evict_cache`, when given to every rank, runs before each phase between two barriers (a no-op on
   // the ranks that do not evict).
+  // `start_hold`, when given to every rank (and on), sets every rank's start at one moment.
   PhaseClock(Group& group, PhaseTimer& timer, std::function<void()> synchronize,
-             std::function<void()> evict_cache = {})
+             std::function<void()> evict_cache = {}, StartHold* start_hold = nullptr)
       : group_(group),
         timer_(timer),
         synchronize_(std::move(synchronize)),
-        evict_cache_(std::move(evict_cache)) {}
+        evict_cache_(std::move(evict_cache)),
+        start_hold_(start_hold) {}
 
   void synchronize() { synchronize_(); }
 
@@ -43,8 +51,15 @@ class PhaseClock {
       evict_cache_();
       group_.barrier();
     }
+    if (holds()) start_hold_->hold();
     const auto host_start = std::chrono::steady_clock::now();
     timer_.start();
+    // Asked as the call begins: a stream already past its start event here had its moment come before this
+    // rank reached the call (a rank that left the barrier later than the lead, or a slow clock read), and
+    // its time then holds its lateness. (Asked after the call, every call that waits on the host for its
+    // stream, as a fresh dispatch does for its counts, would count.) The evicted phases are the timed ones;
+    // a miss in the untimed ones (the first calls' lazy setup) costs no reported time.
+    if (holds() && cache == Cache::evict) count_hold();
     work();
     timer_.stop();
     last_host_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
@@ -56,12 +71,25 @@ class PhaseClock {
   // stop event): on cuda, what the call costs the host, apart from the stream's time.
   double last_host_seconds() const { return last_host_seconds_; }
 
+  // Timed phases started by the StartHold, and those whose start event the stream had reached before the
+  // host began the call (0 and 0 without a hold).
+  int64_t start_holds() const { return start_holds_; }
+  int64_t start_holds_missed() const { return start_holds_missed_; }
+
  private:
+  bool holds() const { return start_hold_ != nullptr && start_hold_->on(); }
+  void count_hold() {
+    ++start_holds_;
+    if (timer_.start_reached()) ++start_holds_missed_;
+  }
+
   Group& group_;
   PhaseTimer& timer_;
   std::function<void()> synchronize_;
   std::function<void()> evict_cache_;
+  StartHold* start_hold_;
   double last_host_seconds_ = 0;
+  int64_t start_holds_ = 0, start_holds_missed_ = 0;
 };
 
 }  // namespace switchyard::bench

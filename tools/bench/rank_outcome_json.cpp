@@ -44,6 +44,8 @@ std::string encode_outcome(const RankOutcome& outcome) {
   out["checked_iterations"] = outcome.checked_iterations;
   out["input_sets"] = outcome.input_sets;
   out["cache_flush_bytes"] = outcome.cache_flush_bytes;
+  out["start_holds"] = outcome.start_holds;
+  out["start_holds_missed"] = outcome.start_holds_missed;
   return out.dump();
 }
 
@@ -96,6 +98,8 @@ RankOutcome decode_outcome(const std::string& bytes) {
   outcome.checked_iterations = in["checked_iterations"].get<int>();
   outcome.input_sets = in["input_sets"].get<int>();
   outcome.cache_flush_bytes = in["cache_flush_bytes"].get<int64_t>();
+  outcome.start_holds = in["start_holds"].get<int64_t>();
+  outcome.start_holds_missed = in["start_holds_missed"].get<int64_t>();
   return outcome;
 }
 

@@ -10,6 +10,7 @@
 #include "rank_agreement.hpp"
 #include "rank_stream.hpp"
 #include "runner.hpp"
+#include "start_hold.hpp"
 #include "switchyard/errors.hpp"
 #include "timer.hpp"
 
@@ -120,7 +121,14 @@ RankOutcome run_rank(const RankRun& run, Group& group, std::unique_ptr<Buffer>& 
   // (phase_clock.hpp).
   CacheFlush cache_flush(options.backend, stream, evicts_cache(options, rank));
   outcome.cache_flush_bytes = static_cast<int64_t>(cache_flush.bytes());
-  PhaseClock clock(group, *timer, synchronize, [&] { cache_flush.run(); });
+  StartHold start_hold(group, stream, options.start, options.start_ahead_us);
+  PhaseClock clock(
+      group, *timer, synchronize, [&] { cache_flush.run(); }, &start_hold);
+  // Every row's timed phases, read whenever the rank returns.
+  auto count_start_holds = [&] {
+    outcome.start_holds = clock.start_holds();
+    outcome.start_holds_missed = clock.start_holds_missed();
+  };
 
   // After every round of calls, outside the timed window: the outputs against the reference.
   const RoundCheck check = [&](const std::string& round) {
@@ -181,6 +189,7 @@ RankOutcome run_rank(const RankRun& run, Group& group, std::unique_ptr<Buffer>& 
     check(label);
     ++iteration;
   }
+  count_start_holds();
   if (!extra_rows) return outcome;
 
   // The send and receive halves apart, each iteration checked. The library may refuse the hook for
@@ -207,6 +216,7 @@ RankOutcome run_rank(const RankRun& run, Group& group, std::unique_ptr<Buffer>& 
                                           outcome.graph_seconds, report, check);
   }
   outcome.graph_status = graph_unsupported.empty() ? kMeasured : graph_unsupported;
+  count_start_holds();
   return outcome;
 }
 

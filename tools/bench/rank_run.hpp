@@ -37,6 +37,9 @@ struct RankOutcome {
   int checked_iterations = 0;
   int input_sets = 1;
   int64_t cache_flush_bytes = 0;
+  // --start timer: the timed phases (every row's) whose stream the StartHold held, and those of them
+  // whose start event the stream had reached before the rank began the call.
+  int64_t start_holds = 0, start_holds_missed = 0;
 };
 
 struct RankRun {

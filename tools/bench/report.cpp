@@ -116,6 +116,27 @@ void print_node_bytes(std::FILE* out, const NodeBytes& bytes) {
                bytes.own_node_dispatch, bytes.own_node_combine);
 }
 
+// Where each rank's time of a phase starts (--start).
+std::string start_rule(const BenchOptions& options) {
+  if (options.start == StartMode::timer) {
+    char ahead[32];
+    std::snprintf(ahead, sizeof(ahead), "%g", options.start_ahead_us);
+    return std::string("every rank's stream held until one moment ") + ahead + " us ahead on the GPU's clock";
+  }
+  return options.backend == Backend::cuda ? "every rank leaves a host barrier, then records its start event"
+                                          : "every rank leaves a host barrier, then reads the wall clock";
+}
+
+// The timed phases whose moment came before the rank began the call (its stream already past the start
+// event): their times hold that rank's lateness again.
+void print_missed_start_holds(std::FILE* out, const EngineResult& result) {
+  if (result.start_holds_missed == 0) return;
+  std::fprintf(out,
+               "  warning: the start hold had passed before the call began in %" PRId64 " of %" PRId64
+               " timed phases, all ranks (raise --start-ahead-us)\n",
+               result.start_holds_missed, result.start_holds);
+}
+
 }  // namespace
 
 void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwidth& copy,
@@ -207,7 +228,10 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
   std::fprintf(
       out,
       "time: per iteration the slowest rank's time, median and p99 over the iterations; ns/token: that "
-      "over the tokens of one rank\n"
+      "over the tokens of one rank\n");
+  std::fprintf(out, "start: %s (%s)\n", start_rule(options).c_str(), options.notes.start_source.c_str());
+  std::fprintf(
+      out,
       "GB/s/rank: one rank's received rows x row bytes / that rank's median time, the mean over the ranks "
       "(DeepEP's convention); 'all ranks' figures say so\n"
       "minimal: the minimal bound / the time, where the bound reads every input byte once and writes every "
@@ -276,6 +300,7 @@ void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidt
     std::fprintf(out,
                  "  host: dispatch call %.1f us, combine call %.1f us (the calls' wall time on the host)\n",
                  result.dispatch_host_seconds * 1e6, result.combine_host_seconds * 1e6);
+    print_missed_start_holds(out, result);
     if (result.remote_dispatch_bytes > 0 || result.remote_combine_bytes > 0) {
       std::fprintf(out,
                    "  between GPUs: %" PRId64 " dispatch bytes, %" PRId64

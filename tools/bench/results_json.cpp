@@ -127,6 +127,10 @@ Json engine_json(const EngineResult& result, const CopyBandwidth& copy,
   out["checked_iterations"] = count(result.checked_iterations);
   out["cache_flush_bytes"] = count(result.cache_flush_bytes);
   out["input_sets"] = count(result.input_sets);
+  // --start timer: the timed phases held for a common start, and those that began after their moment (all
+  // ranks).
+  out["start_holds"] = count(result.start_holds);
+  out["start_holds_missed"] = count(result.start_holds_missed);
   out["remote_dispatch_bytes"] = count(result.remote_dispatch_bytes);
   out["remote_combine_bytes"] = count(result.remote_combine_bytes);
   // The minimal bound (minimal_bound.hpp): its memory bytes, per phase its time (us) and the fraction
@@ -189,6 +193,9 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
   report["seed"] = options.seed;
   report["iters"] = options.iters;
   report["warmup"] = options.warmup;
+  // Where the phases' start events land (--start); the timer's lead, null with barrier.
+  report["start"] = start_mode_name(options.start);
+  report["start_ahead_us"] = options.start == StartMode::timer ? Json(options.start_ahead_us) : Json(nullptr);
   // Which GPU each rank used (--devices); empty on cpu.
   report["devices"] = options.devices.device_of_rank;
   report["devices_request"] = options.devices.request_text();

@@ -224,6 +224,8 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
   for (const RankOutcome& outcome : outcomes) {
     result.dispatch_rank_seconds.push_back(median(outcome.dispatch_seconds));
     result.combine_rank_seconds.push_back(median(outcome.combine_seconds));
+    result.start_holds += outcome.start_holds;
+    result.start_holds_missed += outcome.start_holds_missed;
   }
   if (!is_rank_major(engine)) {
     result.hook_split = first.hook_split_status;

@@ -59,6 +59,9 @@ struct EngineResult {
   // the input sets the iterations rotate through.
   int64_t cache_flush_bytes = 0;
   int input_sets = 1;
+  // --start timer: over all ranks, the timed phases (every row's) the StartHold held, and those whose moment
+  // had passed before the rank began the call (its start event already reached); 0 with barrier.
+  int64_t start_holds = 0, start_holds_missed = 0;
   int64_t tokens_per_rank = 0;  // the engine's own: --tokens for normal, the --ll-tokens rule for low_latency
   int64_t delivered_rows = 0;   // normal: (token, destination rank) pairs; low_latency: (token, expert)
   // The expert-major engines: rows per local expert of recv_x (expert_capacity resolved, or R x max);

@@ -22,11 +22,11 @@ __global__ void signal_kernel(Mailbox mailbox, int32_t sample, uint64_t spin_ns)
   common::st_release_sys(const_cast<int32_t*>(mailbox.flag), sample);
 }
 
-__global__ void stamp_kernel(uint64_t* start_ns) {
+__global__ void stamp_kernel(uint64_t* start_ns, size_t shared_bytes) {
   extern __shared__ uint8_t shared[];
   if (blockIdx.x == 0 && threadIdx.x == 0) *start_ns = now_ns();
-  // Touch the shared memory so that it is really asked for.
-  if (threadIdx.x == 0) shared[0] = 0;
+  // Touch the shared memory, where there is some, so that it is really asked for.
+  if (threadIdx.x == 0 && shared_bytes > 0) shared[0] = 0;
 }
 
 __global__ void catch_kernel(volatile const int32_t* flag, int32_t value, uint64_t* seen_ns,
@@ -51,7 +51,7 @@ cudaError_t allow_stamp_shared(size_t shared_bytes) {
 
 cudaError_t launch_stamp(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,
                          cudaStream_t stream) {
-  stamp_kernel<<<blocks, threads, shared_bytes, stream>>>(start_ns);
+  stamp_kernel<<<blocks, threads, shared_bytes, stream>>>(start_ns, shared_bytes);
   return cudaGetLastError();
 }
 

@@ -30,7 +30,8 @@ enum DispatchPhaseMark : int {
   kDispatchLaidOut,       // the layout done
   kDispatchNotified,      // the notify done
   kDispatchCountsCopied,  // the counts' copies done (copy readback; else at once)
-  kDispatchRowsQueued,    // enqueued after the host has the counts: the stream was idle until it ran
+  kDispatchRowsQueued,    // before the rows kernel: enqueued after the host has the counts (the stream was
+                          // idle until it ran), or (late outputs) right behind the notify
   kDispatchRowsMoved,     // the gather (in place, its closing barrier included) or the ring dispatch done
   kDispatchPhaseMarks,
 };
@@ -48,7 +49,7 @@ enum DispatchStamp : int {
 // Where a sampled call's host notes CLOCK_REALTIME.
 enum DispatchHostStamp : int {
   kHostCountsSeen,    // the counts are on the host (poll or copy), before the outputs are made
-  kHostRowsLaunched,  // the rows kernel's launch returned
+  kHostRowsLaunched,  // the rows kernel's launch returned (late outputs: the outputs' addresses posted to it)
   kDispatchHostStamps,
 };
 

@@ -1,3 +1,6 @@
+#include <map>
+#include <mutex>
+
 #include "cuda/timing/gpu_timer.hpp"
 #include "device/cuda_check.hpp"
 #include "device/ptx.cuh"
@@ -21,22 +24,30 @@ __global__ void timer_wait_kernel(uint64_t until_ns, uint64_t limit_ns) {
 }  // namespace
 
 uint64_t gpu_timer_now_ns() {
-  cudaStream_t stream = nullptr;
-  uint64_t* word = nullptr;
-  SY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  uint64_t now = 0;
-  cudaError_t status = cudaMalloc(reinterpret_cast<void**>(&word), sizeof(uint64_t));
-  if (status == cudaSuccess) {
-    read_timer_kernel<<<1, 1, 0, stream>>>(word);
-    status = cudaGetLastError();
-    if (status == cudaSuccess)
-      status = cudaMemcpyAsync(&now, word, sizeof(uint64_t), cudaMemcpyDeviceToHost, stream);
-    if (status == cudaSuccess) status = cudaStreamSynchronize(stream);
-    cudaFree(word);
+  // Once per device and process, kept for the process's life: a stream of its own and a host-mapped word the
+  // kernel writes (no allocation per read: cudaFree would wait for the whole device).
+  struct Reader {
+    cudaStream_t stream = nullptr;
+    uint64_t* host_word = nullptr;
+    uint64_t* device_word = nullptr;
+  };
+  static std::mutex mutex;
+  static std::map<int, Reader> readers;
+  int device = 0;
+  SY_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  Reader& reader = readers[device];
+  if (reader.stream == nullptr) {
+    SY_CUDA_CHECK(cudaStreamCreateWithFlags(&reader.stream, cudaStreamNonBlocking));
+    SY_CUDA_CHECK(
+        cudaHostAlloc(reinterpret_cast<void**>(&reader.host_word), sizeof(uint64_t), cudaHostAllocMapped));
+    SY_CUDA_CHECK(
+        cudaHostGetDevicePointer(reinterpret_cast<void**>(&reader.device_word), reader.host_word, 0));
   }
-  cudaStreamDestroy(stream);
-  SY_CUDA_CHECK(status);
-  return now;
+  read_timer_kernel<<<1, 1, 0, reader.stream>>>(reader.device_word);
+  SY_CUDA_CHECK_LAUNCH();
+  SY_CUDA_CHECK(cudaStreamSynchronize(reader.stream));
+  return *reinterpret_cast<volatile uint64_t*>(reader.host_word);
 }
 
 void enqueue_gpu_timer_wait(cudaStream_t stream, uint64_t until_ns, uint64_t limit_ns) {

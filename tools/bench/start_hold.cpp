@@ -1,0 +1,84 @@
+#include "start_hold.hpp"
+
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "cuda_check.hpp"
+#include "switchyard/errors.hpp"
+
+#if defined(SWITCHYARD_WITH_CUDA)
+#include "cuda/timing/gpu_timer.hpp"
+#endif
+
+namespace switchyard::bench {
+namespace {
+
+// Room for a slow host (a rank descheduled, the moment's allgather late) before a stream gives up
+// waiting; that phase's time is then wrong, but the run goes on.
+constexpr uint64_t kLimitFactor = 10;
+constexpr uint64_t kLimitSlackNs = 100'000'000;
+
+#if defined(SWITCHYARD_WITH_CUDA)
+constexpr bool kHasGpuClock = true;
+uint64_t read_gpu_clock_ns() {
+  return cuda::gpu_timer_now_ns();
+}
+void hold_stream_until(Stream stream, uint64_t moment_ns, uint64_t limit_ns) {
+  cuda::enqueue_gpu_timer_wait(cuda_stream(stream), moment_ns, limit_ns);
+}
+#else
+// Never called: the constructor refuses StartMode::timer here (and the options before it).
+constexpr bool kHasGpuClock = false;
+uint64_t read_gpu_clock_ns() {
+  return 0;
+}
+void hold_stream_until(Stream /*stream*/, uint64_t /*moment_ns*/, uint64_t /*limit_ns*/) {}
+#endif
+
+uint64_t nanoseconds_of(double microseconds) {
+  return static_cast<uint64_t>(std::llround(microseconds * 1e3));
+}
+
+Bytes bytes_of(uint64_t value) {
+  Bytes bytes(sizeof(value));
+  std::memcpy(bytes.data(), &value, sizeof(value));
+  return bytes;
+}
+
+uint64_t value_of(const Bytes& bytes) {
+  if (bytes.size() != sizeof(uint64_t)) {
+    throw Error("switchyard-bench: --start timer: rank 0 shared " + std::to_string(bytes.size()) +
+                " bytes for the start moment, expected " + std::to_string(sizeof(uint64_t)));
+  }
+  uint64_t value = 0;
+  std::memcpy(&value, bytes.data(), sizeof(value));
+  return value;
+}
+
+}  // namespace
+
+StartHold::StartHold(Group& group, Stream stream, StartMode mode, double ahead_us)
+    : group_(group),
+      stream_(stream),
+      mode_(mode),
+      ahead_ns_(nanoseconds_of(ahead_us)),
+      limit_ns_(kLimitFactor * ahead_ns_ + kLimitSlackNs) {
+  if (on() && !kHasGpuClock) {
+    throw Unsupported(
+        "switchyard-bench: --start timer: built without the CUDA backend, so there is no GPU clock");
+  }
+}
+
+uint64_t StartHold::agree_on_moment() {
+  // One reading for every rank: ranks reading the clock each would start as far apart as they read it.
+  const Bytes mine = group_.rank() == 0 ? bytes_of(read_gpu_clock_ns() + ahead_ns_) : Bytes{};
+  return value_of(group_.allgather(mine).front());
+}
+
+void StartHold::hold() {
+  if (!on()) return;
+  hold_stream_until(stream_, agree_on_moment(), limit_ns_);
+}
+
+}  // namespace switchyard::bench
