@@ -261,6 +261,23 @@ TEST(CudaNormalCountReadback, CopiedCountsGiveTheReferenceBits) {
   }
 }
 
+// `variable` set to each of `bad`: `read()` raises an InvalidArgument that starts with `prefix` (the variable
+// and what it expects) and quotes the value.
+void expect_refused_values(const ScopedEnvironment& variable, std::initializer_list<const char*> bad,
+                           const std::string& prefix, const std::function<void()>& read) {
+  for (const char* value : bad) {
+    variable.set(value);
+    try {
+      read();
+      ADD_FAILURE() << "expected InvalidArgument for '" << value << "'";
+    } catch (const InvalidArgument& error) {
+      const std::string what = error.what();
+      EXPECT_EQ(what.rfind(prefix, 0), 0u) << what;
+      EXPECT_NE(what.find(std::string("got '") + value + "'"), std::string::npos) << what;
+    }
+  }
+}
+
 // The overrides' parsing: no GPU needed.
 TEST(CudaNormalCountReadback, OverridesAreReadFromTheEnvironmentAndBadValuesAreNamed) {
   const ScopedEnvironment counts("SWITCHYARD_NORMAL_COUNTS");
@@ -271,29 +288,11 @@ TEST(CudaNormalCountReadback, OverridesAreReadFromTheEnvironmentAndBadValuesAreN
   EXPECT_EQ(cuda::count_readback_from_environment(), cuda::CountReadback::poll);
   counts.set("copy");
   EXPECT_EQ(cuda::count_readback_from_environment(), cuda::CountReadback::copy);
-  for (const char* bad : {"Poll", "1", "mapped"}) {
-    counts.set(bad);
-    try {
-      cuda::count_readback_from_environment();
-      ADD_FAILURE() << "expected InvalidArgument for '" << bad << "'";
-    } catch (const InvalidArgument& error) {
-      const std::string what = error.what();
-      EXPECT_EQ(what.rfind("SWITCHYARD_NORMAL_COUNTS: expected copy or poll", 0), 0u) << what;
-      EXPECT_NE(what.find(std::string("got '") + bad + "'"), std::string::npos) << what;
-    }
-  }
+  expect_refused_values(counts, {"Poll", "1", "mapped"}, "SWITCHYARD_NORMAL_COUNTS: expected copy or poll",
+                        [] { cuda::count_readback_from_environment(); });
   const ScopedEnvironment phases("SWITCHYARD_NORMAL_PHASES");
-  for (const char* bad : {"yes", "2"}) {
-    phases.set(bad);
-    try {
-      cuda::DispatchPhases refused(0);
-      ADD_FAILURE() << "expected InvalidArgument for '" << bad << "'";
-    } catch (const InvalidArgument& error) {
-      const std::string what = error.what();
-      EXPECT_EQ(what.rfind("SWITCHYARD_NORMAL_PHASES: expected 0 or 1", 0), 0u) << what;
-      EXPECT_NE(what.find(std::string("got '") + bad + "'"), std::string::npos) << what;
-    }
-  }
+  expect_refused_values(phases, {"yes", "2"}, "SWITCHYARD_NORMAL_PHASES: expected 0 or 1",
+                        [] { cuda::DispatchPhases refused(0); });
 }
 
 // The in-place gather launched right behind the notify, its outputs posted by the host once made
@@ -322,17 +321,9 @@ TEST(CudaNormalRowsLaunch, TheOverrideIsReadFromTheEnvironmentAndBadValuesAreNam
   EXPECT_EQ(cuda::rows_launch_from_environment(), cuda::RowsLaunch::early);
   rows.set("after_counts");
   EXPECT_EQ(cuda::rows_launch_from_environment(), cuda::RowsLaunch::after_counts);
-  for (const char* bad : {"late", "1", "Early"}) {
-    rows.set(bad);
-    try {
-      cuda::rows_launch_from_environment();
-      ADD_FAILURE() << "expected InvalidArgument for '" << bad << "'";
-    } catch (const InvalidArgument& error) {
-      const std::string what = error.what();
-      EXPECT_EQ(what.rfind("SWITCHYARD_NORMAL_ROWS: expected early or after_counts", 0), 0u) << what;
-      EXPECT_NE(what.find(std::string("got '") + bad + "'"), std::string::npos) << what;
-    }
-  }
+  expect_refused_values(rows, {"late", "1", "Early"},
+                        "SWITCHYARD_NORMAL_ROWS: expected early or after_counts",
+                        [] { cuda::rows_launch_from_environment(); });
   EXPECT_EQ(common::late_outputs_slot(1), 1);
   EXPECT_EQ(common::late_outputs_slot(common::kLateOutputSlots + 3), 3);
 }
