@@ -7,7 +7,9 @@
 //   turnaround .. rows moved .. total ..
 // "host turnaround" is the stream's idle time between the counts' arrival (after the copies, or after the
 // notify when the counts are polled) and the first kernel the host enqueues once it has them: the cost of
-// the call's host wait, which DeepEP's dispatch pays too. Off, each step costs one branch.
+// the call's host wait, which DeepEP's dispatch pays too. Off, each step costs one branch. On, the events are
+// not free: as 8 processes under MPS the 128-token fresh dispatch took 176 us with them and 109 without
+// (bench/NOTES.md, session 35), so read the steps as shares of a slowed call, not as its time.
 // Beside the events (one clock per process), the kernels note %globaltimer (one clock for every rank of a
 // GPU) at the points DispatchStamp names, one line per sampled call and rank:
 //   normstamp <sample> <rank> <notify entered> <published> <exchanged> <notify done> <rows started>
