@@ -50,9 +50,6 @@ enum class WaitTarget : int32_t {
   // Not a wait: a peer's ring message named a token outside its heap-resident input (the normal dispatch
   // in place; expected = the input's rows, observed = the token).
   source_row = 13,
-  // The host to post a fresh in-place dispatch's output addresses (common/late_outputs.hpp; expected = the
-  // call's tag, observed = whether it came).
-  host_outputs = 14,
 };
 
 // The engine a role belongs to, for messages ("cuda low_latency, dispatch receiver").
@@ -160,8 +157,6 @@ SY_HD const char* wait_target_name(int32_t target) {
     case WaitTarget::source_row:
       return "a row inside the peer's heap input (a ring message, cached handle or published range named one "
              "outside)";
-    case WaitTarget::host_outputs:
-      return "the host to post the dispatch's output addresses (made once it has the counts)";
   }
   return "unknown";
 }

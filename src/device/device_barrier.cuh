@@ -53,8 +53,7 @@ __device__ __forceinline__ bool block_barrier_all_ranks(const KernelContext& con
 // own did until session 32: after it no peer writes again what this rank read until this rank is done
 // reading. A refused call skips it on every rank (number_barrier); a rank that gave up still arrives, and its
 // waits end at once.
-// Returns whether this block was the last (the one that held the barrier).
-__device__ __forceinline__ bool close_call_by_last_block(const KernelContext& context,
+__device__ __forceinline__ void close_call_by_last_block(const KernelContext& context,
                                                          uint64_t* blocks_done) {
   __shared__ int is_last_block;
   __syncthreads();  // the block's reads are done
@@ -64,10 +63,9 @@ __device__ __forceinline__ bool close_call_by_last_block(const KernelContext& co
     is_last_block = ptx::atom_add_acq_rel_gpu_u64(blocks_done, 1) == gridDim.x - 1;
   }
   __syncthreads();
-  if (!is_last_block) return false;
+  if (!is_last_block) return;
   if (threadIdx.x == 0) *blocks_done = 0;
   block_barrier_all_ranks(context);
-  return true;
 }
 
 // Zeroes the head and tail of every ring this rank receives on (before the barrier that opens a call).

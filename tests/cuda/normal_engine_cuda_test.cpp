@@ -19,7 +19,6 @@
 #include "cuda/expert_major_round_trip.hpp"
 #include "cuda/normal/dispatch_counts.hpp"
 #include "cuda/normal/dispatch_phases.hpp"
-#include "cuda/normal/late_outputs.hpp"
 #include "cuda/rank_device.hpp"
 #include "cuda/released_layout_round_trip.hpp"
 #include "support/normal_round_trip.hpp"
@@ -293,39 +292,6 @@ TEST(CudaNormalCountReadback, OverridesAreReadFromTheEnvironmentAndBadValuesAreN
   const ScopedEnvironment phases("SWITCHYARD_NORMAL_PHASES");
   expect_refused_values(phases, {"yes", "2"}, "SWITCHYARD_NORMAL_PHASES: expected 0 or 1",
                         [] { cuda::DispatchPhases refused(0); });
-}
-
-// The in-place gather launched right behind the notify, its outputs posted by the host once made
-// (SWITCHYARD_NORMAL_ROWS=early, common/late_outputs.hpp; after the counts is the default) gives the same
-// bits: one rank and many, bf16 and fp8, staged inputs.
-TEST(CudaNormalRowsLaunch, GatherLaunchedBeforeTheCountsGivesTheReferenceBits) {
-  SWITCHYARD_REQUIRE_GPU();
-  const ScopedEnvironment variable("SWITCHYARD_NORMAL_ROWS");
-  variable.set("early");
-  int run = 0;
-  for (const CudaCase& c : cases()) {
-    if (!c.heap_inputs) continue;
-    SCOPED_TRACE("SWITCHYARD_NORMAL_ROWS=early, case " + c.name);
-    expect_round_trips_match_reference(c);
-    ++run;
-  }
-  EXPECT_GE(run, 3) << "the suite's heap-input cases went missing";
-}
-
-TEST(CudaNormalRowsLaunch, TheOverrideIsReadFromTheEnvironmentAndBadValuesAreNamed) {
-  const ScopedEnvironment rows("SWITCHYARD_NORMAL_ROWS");
-  EXPECT_EQ(cuda::rows_launch_from_environment(), cuda::RowsLaunch::after_counts);
-  rows.set("");
-  EXPECT_EQ(cuda::rows_launch_from_environment(), cuda::RowsLaunch::after_counts);
-  rows.set("early");
-  EXPECT_EQ(cuda::rows_launch_from_environment(), cuda::RowsLaunch::early);
-  rows.set("after_counts");
-  EXPECT_EQ(cuda::rows_launch_from_environment(), cuda::RowsLaunch::after_counts);
-  expect_refused_values(rows, {"late", "1", "Early"},
-                        "SWITCHYARD_NORMAL_ROWS: expected early or after_counts",
-                        [] { cuda::rows_launch_from_environment(); });
-  EXPECT_EQ(common::late_outputs_slot(1), 1);
-  EXPECT_EQ(common::late_outputs_slot(common::kLateOutputSlots + 3), 3);
 }
 
 // The mailbox's tags: never 0 (what new memory holds), so no post is taken for a call that made none.
@@ -917,19 +883,16 @@ TEST(CudaNormalEngineErrors, ExpertIdOutOfRangeOnDeviceIsInvalidArgumentAndWrite
   }
 }
 
-// A fresh in-place dispatch that launches its gather before its host has the counts
-// (SWITCHYARD_NORMAL_ROWS=early, common/late_outputs.hpp). When the host then fails to make the outputs (here
-// rank 0's out_recv_x has a row too many) it withdraws them: rank 0 raises the InvalidArgument naming
-// out_recv_x, its gather pulls nothing but still holds the closing barrier, so every other rank's call
+// An in-place dispatch whose host fails after the count exchange (here rank 0's out_recv_x has a row too
+// many) launches a stand-in gather that pulls nothing but holds the closing barrier
+// (GatherLaunch::withdrawn): rank 0 raises the InvalidArgument naming out_recv_x, every other rank's call
 // completes without waiting for the timeout, and the next round trip is bitwise right on every rank.
 TEST(CudaNormalEngineErrors, AnInPlaceDispatchWhoseOutputsFailAfterTheCountsLetsItsPeersFinish) {
   SWITCHYARD_REQUIRE_GPU();
-  CudaCase c{"late_withdrawn", make_shape(3, 24, 256, 4, 12, DType::bf16), config_with(2, 16, 4)};
+  CudaCase c{"withdrawn_gather", make_shape(3, 24, 256, 4, 12, DType::bf16), config_with(2, 16, 4)};
   c.config.timeout_seconds = 30;
   c.heap_inputs = true;
-  const ScopedEnvironment variable("SWITCHYARD_NORMAL_ROWS");
-  variable.set("early");
-  auto data = workload::generate(c.shape, seed_for("late_withdrawn"));
+  auto data = workload::generate(c.shape, seed_for("withdrawn_gather"));
   Expected expected = compute_expected(c.shape, data, 1);
   const int ranks = c.shape.topology.num_ranks;
   std::vector<std::string> messages(ranks);

@@ -32,8 +32,7 @@ enum DispatchPhaseMark : int {
   kDispatchLaidOut,       // the layout done
   kDispatchNotified,      // the notify done
   kDispatchCountsCopied,  // the counts' copies done (copy readback; else at once)
-  kDispatchRowsQueued,    // before the rows kernel: enqueued after the host has the counts (the stream was
-                          // idle until it ran), or (late outputs) right behind the notify
+  kDispatchRowsQueued,    // enqueued after the host has the counts: the stream was idle until it ran
   kDispatchRowsMoved,     // the gather (in place, its closing barrier included) or the ring dispatch done
   kDispatchPhaseMarks,
 };
@@ -51,7 +50,7 @@ enum DispatchStamp : int {
 // Where a sampled call's host notes CLOCK_REALTIME.
 enum DispatchHostStamp : int {
   kHostCountsSeen,    // the counts are on the host (poll or copy), before the outputs are made
-  kHostRowsLaunched,  // the rows kernel's launch returned (late outputs: the outputs' addresses posted to it)
+  kHostRowsLaunched,  // the rows kernel's launch returned
   kDispatchHostStamps,
 };
 

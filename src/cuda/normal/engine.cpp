@@ -1,6 +1,5 @@
 #include "cuda/normal/engine.hpp"
 
-#include <optional>
 #include <string>
 
 #include "common/host_device.hpp"
@@ -20,9 +19,7 @@ NormalEngine::NormalEngine(const BufferOptions& options, detail::BufferId owner,
       // Sized here for the sizing's experts: a page-locked allocation in the middle of a call could stall
       // the device.
       counts_(options.rank, options.sizing.num_experts, count_readback_from_environment()),
-      phases_(options.rank),
-      rows_launch_(rows_launch_from_environment()),
-      late_(options.rank) {
+      phases_(options.rank) {
   // Once, before any rank launches: changing a kernel's attributes later could wait for its running
   // instances, i.e. for peers that wait for us.
   prepare_normal_kernels(device_);
@@ -191,6 +188,21 @@ DispatchLaunch dispatch_launch(const detail::DispatchPlan& plan, const detail::N
 
 }  // namespace
 
+// The in-place gather without outputs (GatherLaunch::withdrawn): only its closing barrier. Launch errors are
+// swallowed: it runs while the host's own failure is being raised, which is the error the caller must see.
+void NormalEngine::launch_withdrawn_gather(const detail::DispatchPlan& plan,
+                                           const detail::NormalHandleData& handle,
+                                           const common::DispatchMessage& message,
+                                           const KernelContext& context, cudaStream_t stream) noexcept {
+  try {
+    GatherLaunch gather = gather_launch(plan, handle, DispatchResult{}, message, 0);
+    gather.withdrawn = true;
+    gather.blocks_done = blocks_done_;
+    launch_gather(context, gather, stream);
+  } catch (...) {
+  }
+}
+
 DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, KernelContext context,
                                           const CallEnv& env) {
   const cudaStream_t stream = env.stream;
@@ -202,15 +214,6 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
   const DispatchArgs& args = plan.args;
   // A fresh dispatch without num_worst_tokens: its host waits for the counts (receive, below).
   const bool counts_to_host = !plan.cached && plan.num_worst_tokens == 0;
-  // In place with polled counts, the gather need not wait for that (SWITCHYARD_NORMAL_ROWS=early): launched
-  // right behind the notify, it learns its output addresses from the host once they exist
-  // (common/late_outputs.hpp). Opt-in: measured slower (cuda/normal/late_outputs.hpp says by how much).
-  // (Copied counts wait for the stream, which would then wait for the host.)
-  const bool late_outputs = counts_to_host && plan.x_in_heap && counts_.readback() == CountReadback::poll &&
-                            rows_launch_ == RowsLaunch::early;
-  std::optional<LateOutputs::Ticket> late_ticket;
-  const common::DispatchMessage message =
-      detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
   if (counts_to_host) {
     refuse_host_synchronising_capture(stream);
     counts_.reserve(plan.local_experts);
@@ -316,41 +319,27 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
     phases_.mark(kDispatchNotified, stream);
     if (counts_to_host) counts_.request(*handle, plan.local_experts, stream);
     phases_.mark(kDispatchCountsCopied, stream);
-    if (late_outputs) {
-      late_ticket = late_.next(context.timeout_ns);
-      phases_.mark(kDispatchRowsQueued, stream);
-      GatherLaunch gather = gather_launch(plan, *handle, DispatchResult{}, message, 0);
-      gather.late = late_ticket->device_slot;
-      gather.late_tag = late_ticket->tag;
-      gather.blocks_done = blocks_done_;
-      gather.stamps = phases_.stamps();
-      launch_gather(context, gather, stream);
-    }
-    // The one host wait of a non-worst-case dispatch: the output sizes. A gather already launched is told
-    // that no outputs come if it fails, so that it still closes the call for its peers.
-    try {
-      if (counts_to_host) counts_.receive(*handle, plan.local_experts, tag, stream, env);
-    } catch (...) {
-      if (late_ticket) late_.withdraw(*late_ticket);
-      throw;
-    }
+    // The one host wait of a non-worst-case dispatch: the output sizes.
+    if (counts_to_host) counts_.receive(*handle, plan.local_experts, tag, stream, env);
     phases_.host_stamp(kHostCountsSeen);
   }
 
+  const common::DispatchMessage message =
+      detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
   DispatchResult result;
   try {
     result = dispatch_outputs(plan, *handle, device_, env.allocation_stream);
   } catch (...) {
-    if (late_ticket) late_.withdraw(*late_ticket);
+    // After the count exchange the peers expect this rank at the gather's closing barrier: in place, a
+    // stand-in that pulls nothing keeps that appointment, so the failure is this rank's alone. (The rings
+    // would need a receiver that drains them; there the peers still wait for their timeout.)
+    if (plan.x_in_heap) launch_withdrawn_gather(plan, *handle, message, context, stream);
     throw;
   }
   const bool worst_case = plan.num_worst_tokens > 0;
   const int64_t rows = worst_case ? plan.num_worst_tokens : handle->num_recv_tokens;
-
-  if (late_ticket) {
-    late_.give(*late_ticket, received_rows(plan, *handle, result, rows));
-  } else if (plan.x_in_heap) {
-    phases_.mark(kDispatchRowsQueued, stream);
+  phases_.mark(kDispatchRowsQueued, stream);
+  if (plan.x_in_heap) {
     GatherLaunch gather = gather_launch(plan, *handle, result, message, rows);
     gather.blocks_done = blocks_done_;
     gather.stamps = phases_.stamps();
@@ -358,7 +347,6 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
     // caller's next write to it.
     launch_gather(context, gather, stream);
   } else {
-    phases_.mark(kDispatchRowsQueued, stream);
     DispatchLaunch rings = dispatch_launch(plan, *handle, result, message, rows);
     rings.stamps = phases_.stamps();
     launch_dispatch(context, rings, stream);

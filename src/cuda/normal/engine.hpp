@@ -9,7 +9,6 @@
 #include "cuda/normal/dispatch_counts.hpp"
 #include "cuda/normal/dispatch_phases.hpp"
 #include "cuda/normal/kernels.hpp"
-#include "cuda/normal/late_outputs.hpp"
 
 namespace switchyard::cuda {
 
@@ -31,6 +30,9 @@ class NormalEngine final : public detail::NormalUnit {
  private:
   DispatchResult run_dispatch(const detail::DispatchPlan& plan, KernelContext context, const CallEnv& env);
   CombineResult run_combine(const detail::CombinePlan& plan, KernelContext context, const CallEnv& env);
+  void launch_withdrawn_gather(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,
+                               const common::DispatchMessage& message, const KernelContext& context,
+                               cudaStream_t stream) noexcept;
   Tensor allocate(const CallEnv& env, DType dtype, std::initializer_list<int64_t> dims) const;
 
   BufferOptions options_;
@@ -39,10 +41,6 @@ class NormalEngine final : public detail::NormalUnit {
   CallServices& services_;
   DispatchCounts counts_;  // how a fresh dispatch's host reads its output sizes
   DispatchPhases phases_;  // SWITCHYARD_NORMAL_PHASES: where a fresh dispatch's time goes
-  // SWITCHYARD_NORMAL_ROWS: whether a fresh in-place dispatch launches its gather before its host has the
-  // counts, and the slots through which the host then posts the outputs (common/late_outputs.hpp).
-  RowsLaunch rows_launch_;
-  LateOutputs late_;
   // Device memory, 0 between calls: the blocks of the in-place gather ([0]) and combine ([1]) that finished
   // the call (close_call_by_last_block, device/device_barrier.cuh).
   uint64_t* blocks_done_ = nullptr;

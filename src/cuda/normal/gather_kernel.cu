@@ -44,8 +44,7 @@ __device__ __forceinline__ bool index_in_input(const KernelContext& context, con
 
 // Row `row`'s routing as this rank sees it: its local expert ids, or -1 (weight 0) for other ranks' slots.
 __device__ __forceinline__ void gather_routing(const KernelContext& context, const GatherLaunch& launch,
-                                               const ReceivedRows& out, const uint8_t* heap, int64_t token,
-                                               int64_t row) {
+                                               const uint8_t* heap, int64_t token, int64_t row) {
   const int topk = launch.topk;
   const auto* topk_idx =
       reinterpret_cast<const int64_t*>(heap + launch.input.topk_idx_offset()) + token * topk;
@@ -53,15 +52,16 @@ __device__ __forceinline__ void gather_routing(const KernelContext& context, con
       reinterpret_cast<const float*>(heap + launch.input.topk_weights_offset()) + token * topk;
   for (int k = lane_id(); k < topk; k += 32) {
     const int64_t local = common::local_expert_id(topk_idx[k], context.rank, launch.local_experts);
-    out.recv_topk_idx[row * topk + k] = local;
-    if (out.recv_topk_weights) out.recv_topk_weights[row * topk + k] = local >= 0 ? weights[k] : 0.0f;
+    launch.received.recv_topk_idx[row * topk + k] = local;
+    if (launch.received.recv_topk_weights)
+      launch.received.recv_topk_weights[row * topk + k] = local >= 0 ? weights[k] : 0.0f;
   }
 }
 
 // Gather role: every warp of the grid takes rows warp_index, warp_index + warps, ... of the receive
 // order and copies each, and its routing, from its source's heap.
-__device__ void gather_rows(const KernelContext& context, const GatherLaunch& launch, const ReceivedRows& out,
-                            int64_t received, StagedRowCopy& row_copy) {
+__device__ void gather_rows(const KernelContext& context, const GatherLaunch& launch, int64_t received,
+                            StagedRowCopy& row_copy) {
   const int lane = lane_id();
   const int64_t warps = static_cast<int64_t>(gridDim.x) * (blockDim.x / 32);
   const int64_t warp_index = static_cast<int64_t>(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32;
@@ -69,89 +69,57 @@ __device__ void gather_rows(const KernelContext& context, const GatherLaunch& la
   // the bulk loads below read them through the async proxy.
   ptx::fence_proxy_async_global();
   for (int64_t row = warp_index; row < received; row += warps) {
-    const int source =
-        common::source_of_row(out.recv_channel_start, context.num_ranks, context.num_channels, row);
+    const int source = common::source_of_row(launch.received.recv_channel_start, context.num_ranks,
+                                             context.num_channels, row);
     const uint8_t* heap = context.heap.peer_base(source);
     int64_t token;
     if (launch.cached_recv_src_token) {
       token = launch.cached_recv_src_token[row];
     } else {
       // Entry i of the source's send list for this rank is its i-th row here.
-      const int64_t entry = row - out.recv_channel_start[source * context.num_channels];
+      const int64_t entry = row - launch.received.recv_channel_start[source * context.num_channels];
       if (!index_in_input(context, launch, entry, source)) continue;
       token = launch.input.send_list(heap, context.rank)[entry];
     }
     if (!index_in_input(context, launch, token, source)) continue;
-    row_copy.copy(out.recv_x + row * launch.row_bytes,
+    row_copy.copy(launch.received.recv_x + row * launch.row_bytes,
                   heap + launch.input.x_offset() + token * launch.row_bytes, launch.row_bytes);
     const float* scales =
         reinterpret_cast<const float*>(heap + launch.input.scales_offset()) + token * launch.num_scales;
-    for (uint32_t i = lane; out.recv_x_scales != nullptr && i < launch.num_scales; i += 32) {
-      out.recv_x_scales[row * launch.num_scales + i] = scales[i];
+    for (uint32_t i = lane; launch.received.recv_x_scales != nullptr && i < launch.num_scales; i += 32) {
+      launch.received.recv_x_scales[row * launch.num_scales + i] = scales[i];
     }
-    if (launch.topk > 0) gather_routing(context, launch, out, heap, token, row);
-    if (lane == 0) out.recv_src_token[row] = static_cast<int32_t>(token);
+    if (launch.topk > 0) gather_routing(context, launch, heap, token, row);
+    if (lane == 0) launch.received.recv_src_token[row] = static_cast<int32_t>(token);
   }
   if (lane == 0) ptx::tma_store_wait_all();
 }
 
 // Worst-case mode: rows past the received ones come from nowhere and route nowhere.
-__device__ void pad_worst_case_rows(const GatherLaunch& launch, const ReceivedRows& out, int64_t received) {
+__device__ void pad_worst_case_rows(const GatherLaunch& launch, int64_t received) {
   const int64_t threads = static_cast<int64_t>(gridDim.x) * blockDim.x;
   for (int64_t row = received + static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-       row < out.num_output_rows; row += threads) {
-    out.recv_src_token[row] = -1;
+       row < launch.received.num_output_rows; row += threads) {
+    launch.received.recv_src_token[row] = -1;
     for (int k = 0; k < launch.topk; ++k) {
-      if (out.recv_topk_idx) out.recv_topk_idx[row * launch.topk + k] = -1;
-      if (out.recv_topk_weights) out.recv_topk_weights[row * launch.topk + k] = 0.0f;
+      if (launch.received.recv_topk_idx) launch.received.recv_topk_idx[row * launch.topk + k] = -1;
+      if (launch.received.recv_topk_weights) launch.received.recv_topk_weights[row * launch.topk + k] = 0.0f;
     }
   }
-}
-
-// The block's copy of where its rows go: the launch's outputs, or (late) the addresses the host posts once it
-// has made them (common/late_outputs.hpp), for which thread 0 waits, bounded. False when none come
-// (withdrawn, or the wait failed and is recorded): the block then pulls nothing.
-__device__ bool take_outputs(const KernelContext& context, const GatherLaunch& launch, ReceivedRows& out) {
-  __shared__ int given;
-  if (threadIdx.x == 0) {
-    out = launch.received;
-    given = 1;
-    if (launch.late != nullptr) {
-      const common::LateOutputsSlot* slot = launch.late;
-      const int32_t tag = launch.late_tag;
-      const WaitSite site{common::WaitRole::dispatch_receiver, common::WaitTarget::host_outputs, -1,
-                          context.rank};
-      const bool posted = wait_until_at_least(
-          context, [slot, tag]() -> uint64_t { return common::ld_acquire_sys(&slot->tag) == tag ? 1 : 0; }, 1,
-          site, OnRankFailure::give_up);
-      if (!posted || slot->status != common::kOutputsGiven) {
-        given = 0;
-      } else {
-        out.recv_x = reinterpret_cast<uint8_t*>(slot->recv_x);
-        out.recv_x_scales = reinterpret_cast<float*>(slot->recv_x_scales);
-        out.recv_topk_idx = reinterpret_cast<int64_t*>(slot->recv_topk_idx);
-        out.recv_topk_weights = reinterpret_cast<float*>(slot->recv_topk_weights);
-        out.num_output_rows = slot->num_output_rows;
-      }
-    }
-  }
-  __syncthreads();
-  return given != 0;
 }
 
 // The block's share of the call: its rows, and in worst-case mode its padding rows.
 __device__ void gather_block(const KernelContext& context, const GatherLaunch& launch,
                              uint8_t* dynamic_shared, uint64_t* tma_barrier) {
   // The opening found the ranks' calls mismatched (or a peer failed): nothing to pull that anyone expects.
-  if (call_stopped(context)) return;
-  __shared__ ReceivedRows out;
-  if (!take_outputs(context, launch, out)) return;
-  const int64_t received = out.recv_channel_start[context.num_ranks * context.num_channels];
-  if (received > out.num_output_rows) {
+  // Withdrawn: this rank's host failed after the counts; only the closing barrier is wanted of it.
+  if (call_stopped(context) || launch.withdrawn) return;
+  const int64_t received = launch.received.recv_channel_start[context.num_ranks * context.num_channels];
+  if (received > launch.received.num_output_rows) {
     // Worst-case outputs too small: write nothing (the ring dispatch refuses the same way).
     if (threadIdx.x == 0 && blockIdx.x == 0) {
       const WaitSite site{common::WaitRole::dispatch_receiver, common::WaitTarget::capacity, -1, -1};
-      record_wait_failure(context, site, out.num_output_rows, received, 0);
+      record_wait_failure(context, site, launch.received.num_output_rows, received, 0);
     }
     return;
   }
@@ -164,8 +132,8 @@ __device__ void gather_block(const KernelContext& context, const GatherLaunch& l
   __syncwarp();
   StagedRowCopy row_copy{dynamic_shared + static_cast<size_t>(warp) * staging_bytes, staging_bytes,
                          &tma_barrier[warp], 0};
-  gather_rows(context, launch, out, received, row_copy);
-  pad_worst_case_rows(launch, out, received);
+  gather_rows(context, launch, received, row_copy);
+  pad_worst_case_rows(launch, received);
 }
 
 __global__ void gather_kernel(KernelContext context, GatherLaunch launch) {
@@ -174,10 +142,7 @@ __global__ void gather_kernel(KernelContext context, GatherLaunch launch) {
   if (blockIdx.x == 0) stamp_dispatch(launch.stamps, kStampRowsStarted);
   gather_block(context, launch, dynamic_shared, tma_barrier);
   // Rows read in place: every peer is done reading this rank's input before the caller's next write to it.
-  const bool last = close_call_by_last_block(context, launch.blocks_done);
-  // Every block has read its late outputs' slot (at its start): the host may reuse it.
-  if (last && threadIdx.x == 0 && launch.late != nullptr)
-    common::st_release_sys(&launch.late->consumed, launch.late_tag);
+  close_call_by_last_block(context, launch.blocks_done);
 }
 
 }  // namespace

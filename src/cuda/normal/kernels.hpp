@@ -2,7 +2,6 @@
 // Host-side launchers of the CUDA `normal` engine's kernels. Each launcher checks the launch.
 #include <cuda_runtime.h>
 
-#include "common/late_outputs.hpp"
 #include "common/normal_protocol.hpp"
 #include "common/posted_counts.hpp"
 #include "common/scales_layout.hpp"
@@ -119,11 +118,11 @@ struct GatherLaunch {
   uint32_t row_bytes, num_scales;   // hidden * element size; hidden / 128 for fp8, else 0
   int topk, local_experts;          // topk 0: no routing is pulled (weights: where recv_topk_weights is set)
   const int32_t* cached_recv_src_token;  // [M]: by the handle (gather_by_handle), else null
-  // Its outputs: in `received`, or, with `late` (a fresh dispatch launched before its host had the counts:
-  // common/late_outputs.hpp), posted by the host into that slot under `late_tag` while the kernel waits.
   ReceivedRows received;
-  common::LateOutputsSlot* late;
-  int32_t late_tag;
+  // The host could not make the outputs after the count exchange (its allocator threw, a caller's output had
+  // the wrong rows): the kernel pulls nothing and writes nothing, but still holds the closing barrier, so
+  // that the peers' calls end instead of waiting for this rank until their timeout.
+  bool withdrawn;
   uint64_t* blocks_done;  // the engine's (device memory, 0 between calls): close_call_by_last_block's count
   uint64_t* stamps;       // a sampled fresh dispatch's clock words (dispatch_phases.hpp), else null
 };
