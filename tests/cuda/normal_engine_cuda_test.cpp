@@ -23,6 +23,7 @@
 #include "cuda/released_layout_round_trip.hpp"
 #include "support/normal_round_trip.hpp"
 #include "support/refusal.hpp"
+#include "support/refused_environment.hpp"
 #include "support/scoped_environment.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/errors.hpp"
@@ -260,23 +261,6 @@ TEST(CudaNormalCountReadback, CopiedCountsGiveTheReferenceBits) {
   }
 }
 
-// `variable` set to each of `bad`: `read()` raises an InvalidArgument that starts with `prefix` (the variable
-// and what it expects) and quotes the value.
-void expect_refused_values(const ScopedEnvironment& variable, std::initializer_list<const char*> bad,
-                           const std::string& prefix, const std::function<void()>& read) {
-  for (const char* value : bad) {
-    variable.set(value);
-    try {
-      read();
-      ADD_FAILURE() << "expected InvalidArgument for '" << value << "'";
-    } catch (const InvalidArgument& error) {
-      const std::string what = error.what();
-      EXPECT_EQ(what.rfind(prefix, 0), 0u) << what;
-      EXPECT_NE(what.find(std::string("got '") + value + "'"), std::string::npos) << what;
-    }
-  }
-}
-
 // The overrides' parsing: no GPU needed.
 TEST(CudaNormalCountReadback, OverridesAreReadFromTheEnvironmentAndBadValuesAreNamed) {
   const ScopedEnvironment counts("SWITCHYARD_NORMAL_COUNTS");
@@ -287,11 +271,11 @@ TEST(CudaNormalCountReadback, OverridesAreReadFromTheEnvironmentAndBadValuesAreN
   EXPECT_EQ(cuda::count_readback_from_environment(), cuda::CountReadback::poll);
   counts.set("copy");
   EXPECT_EQ(cuda::count_readback_from_environment(), cuda::CountReadback::copy);
-  expect_refused_values(counts, {"Poll", "1", "mapped"}, "SWITCHYARD_NORMAL_COUNTS: expected copy or poll",
-                        [] { cuda::count_readback_from_environment(); });
+  expect_refused_by_name(counts, {"Poll", "1", "mapped"}, "SWITCHYARD_NORMAL_COUNTS: expected copy or poll",
+                         [] { cuda::count_readback_from_environment(); });
   const ScopedEnvironment phases("SWITCHYARD_NORMAL_PHASES");
-  expect_refused_values(phases, {"yes", "2"}, "SWITCHYARD_NORMAL_PHASES: expected 0 or 1",
-                        [] { cuda::DispatchPhases refused(0); });
+  expect_refused_by_name(phases, {"yes", "2"}, "SWITCHYARD_NORMAL_PHASES: expected 0 or 1",
+                         [] { cuda::DispatchPhases refused(0); });
 }
 
 // The mailbox's tags: never 0 (what new memory holds), so no post is taken for a call that made none.

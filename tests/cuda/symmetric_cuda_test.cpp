@@ -30,6 +30,7 @@
 #include "cuda/symmetric/kernels.hpp"
 #include "support/expert_major_gtest.hpp"
 #include "support/normal_round_trip.hpp"
+#include "support/refused_environment.hpp"
 #include "support/scoped_environment.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
@@ -1014,24 +1015,6 @@ TEST(SymmetricCudaCoResidency, RefusesMoreRanksOnAGpuThanItsSmsHoldBlocks) {
     ADD_FAILURE() << "expected Unsupported";
   } catch (const Unsupported& error) {
     EXPECT_NE(std::string(error.what()).find("does not fit on an SM"), std::string::npos) << error.what();
-  }
-}
-
-// Each of `bad` set as the variable makes `read` throw InvalidArgument starting with `starts` and naming
-// what was given.
-template <class Read>
-void expect_refused_by_name(const ScopedEnvironment& variable, std::initializer_list<const char*> bad,
-                            const std::string& starts, Read read) {
-  for (const char* value : bad) {
-    variable.set(value);
-    try {
-      read();
-      ADD_FAILURE() << "expected InvalidArgument for '" << value << "'";
-    } catch (const InvalidArgument& error) {
-      const std::string what = error.what();
-      EXPECT_EQ(what.rfind(starts, 0), 0u) << what;
-      EXPECT_NE(what.find(std::string("got '") + value + "'"), std::string::npos) << what;
-    }
   }
 }
 
