@@ -151,9 +151,9 @@ Tensor dispatch_routing(const detail::DispatchPlan& plan) {
 
 DispatchCall NormalCalls::start_dispatch(const detail::DispatchPlan& plan,
                                          const common::NormalHeapLayout& layout,
-                                         const Tensor& is_token_in_rank, transport::Transport* link) {
+                                         const Tensor& is_token_in_rank, transport::Transport* link,
+                                         const std::function<void()>& stand_in) {
   const common::SymHeap& heap = heap_.view();
-  const DispatchArgs& args = plan.args;
   const uint8_t* in_rank = is_token_in_rank.as<const uint8_t>();
   DispatchCall call;
   call.handle = detail::new_normal_handle(plan, owner_);
@@ -166,6 +166,22 @@ DispatchCall NormalCalls::start_dispatch(const detail::DispatchPlan& plan,
     exchange_counts(heap, barrier_, plan, layout, in_rank, link, handle);
   }
 
+  try {
+    make_dispatch_outputs(plan, call);
+  } catch (...) {
+    if (stand_in) {
+      try {
+        stand_in();
+      } catch (...) {
+      }
+    }
+    throw;
+  }
+  return fill_dispatch_context(plan, layout, in_rank, std::move(call));
+}
+
+void NormalCalls::make_dispatch_outputs(const detail::DispatchPlan& plan, DispatchCall& call) const {
+  detail::NormalHandleData& handle = *call.handle;
   call.num_recv = handle.num_recv_tokens;
   const bool worst_case = plan.num_worst_tokens > 0;
   if (worst_case && call.num_recv > plan.num_worst_tokens) {
@@ -189,7 +205,15 @@ DispatchCall NormalCalls::start_dispatch(const detail::DispatchPlan& plan,
     result.recv_topk_weights = output_or_allocate(given.recv_topk_weights, DType::f32, rows, plan.topk);
   }
   handle.recv_src_token = Tensor::empty(DType::i32, {rows});
+}
 
+DispatchCall NormalCalls::fill_dispatch_context(const detail::DispatchPlan& plan,
+                                                const common::NormalHeapLayout& layout,
+                                                const uint8_t* in_rank, DispatchCall call) const {
+  const common::SymHeap& heap = heap_.view();
+  const DispatchArgs& args = plan.args;
+  detail::NormalHandleData& handle = *call.handle;
+  DispatchResult& result = call.result;
   DispatchContext& context = call.context;
   context = DispatchContext{};
   context.heap = &heap;

@@ -3,6 +3,7 @@
 // (cpu/normal/engine.cpp) and the hierarchical engine (cpu/internode/engine.cpp), which run their own
 // roles between them: ring reset, count exchange (notify), outputs, handle and the roles' contexts.
 // `link` is the transport to the ranks of other nodes: null on one node.
+#include <functional>
 #include <memory>
 
 #include "common/normal_protocol.hpp"
@@ -56,11 +57,20 @@ class NormalCalls {
   // by a barrier) unless the plan is cached, checks that every rank called with the same shape,
   // allocates the outputs and fills the roles' context. The record for a rank of another node is
   // built locally and put, whole, through `link`; the barrier's signal to the same peer lands after
-  // it.
+  // it. When the outputs cannot be made after that (a caller's output of the wrong rows, num_worst_tokens
+  // too small, its allocator throwing), `stand_in` runs before the error is raised: what the peers still
+  // expect of this rank in this call (its errors are dropped: the caller must see the first).
   DispatchCall start_dispatch(const detail::DispatchPlan& plan, const common::NormalHeapLayout& layout,
-                              const Tensor& is_token_in_rank, transport::Transport* link);
+                              const Tensor& is_token_in_rank, transport::Transport* link,
+                              const std::function<void()>& stand_in = {});
 
  private:
+  // start_dispatch's two steps after the counts: the outputs (what can fail on this rank alone), then the
+  // roles' context.
+  void make_dispatch_outputs(const detail::DispatchPlan& plan, DispatchCall& call) const;
+  DispatchCall fill_dispatch_context(const detail::DispatchPlan& plan, const common::NormalHeapLayout& layout,
+                                     const uint8_t* in_rank, DispatchCall call) const;
+
   HostHeap& heap_;
   detail::BufferId owner_;
   HeapBarrier barrier_;
