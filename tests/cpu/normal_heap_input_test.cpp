@@ -257,61 +257,83 @@ INSTANTIATE_TEST_SUITE_P(Cases, NormalHeapInputTest, ::testing::ValuesIn(heap_in
                          [](const ::testing::TestParamInfo<HeapInputCase>& info) { return info.param.name; });
 
 // A rank whose outputs fail after the count exchange (here rank 0's out_recv_x has a row too many) still
-// keeps the in-place dispatch's closing barrier (NormalCalls::start_dispatch's stand-in): rank 0 raises the
-// InvalidArgument naming out_recv_x, every other rank's call returns well inside the timeout, and the next
-// round trip is bitwise right on every rank. (The CUDA backend does the same with a withdrawn gather.)
+// plays its part in the call on outputs of its own (cpu::DispatchCall::failure) and raises the
+// InvalidArgument naming out_recv_x at its end: every other rank's call returns well inside the timeout with
+// its rows, and the next round trip is bitwise right on every rank. In place (the peers read rank 0's input,
+// then meet it at the closing barrier), through rings (they wait for its senders and its receivers' room),
+// and across two nodes (the hierarchical engine's roles). (The CUDA backend does the in-place one with a
+// withdrawn gather.)
 TEST(NormalHeapInput, ARankWhoseOutputsFailAfterTheCountsLetsItsPeersFinish) {
-  HeapInputCase c{"outputs_fail", make_shape(3, {24}, 256, 4, 12, DType::bf16)};
-  const uint64_t seed = testing::seed_for("normal_heap_input/outputs_fail");
-  const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
-  const Expected expected = testing::compute_expected(c.shape, data, 1);
-  const int num_ranks = c.shape.topology.num_ranks;
-  std::vector<std::string> messages(num_ranks);
-  std::vector<std::string> failures;
-  std::mutex failures_mutex;
-  std::vector<RankRun> after(num_ranks);
-  RoundTripOptions options;
-  options.x_in_heap = true;
-  options.y_in_heap = true;
-  const auto start = std::chrono::steady_clock::now();
-  run_on_ranks(c, [&](Buffer& buffer, int rank) {
-    const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
-    const NormalInputViews views = buffer.normal_input(data[rank].x.size(0), c.shape.hidden, DType::bf16);
-    std::memcpy(views.x.data, data[rank].x.data(), data[rank].x.nbytes());
-    Tensor recv_x = Tensor::empty(DType::bf16, {rank == 0 ? rows + 1 : rows, c.shape.hidden});
-    DispatchArgs args;
-    args.x = views.x;
-    args.topk_idx = data[rank].topk_idx;
-    args.topk_weights = data[rank].topk_weights;
-    args.num_experts = c.shape.num_experts;
-    args.out_recv_x = recv_x;
-    std::string problem;
-    try {
-      buffer.dispatch(args);
-      if (rank == 0) problem = "expected an InvalidArgument naming out_recv_x";
-    } catch (const InvalidArgument& error) {
-      messages[rank] = error.what();
-      if (rank != 0) problem = std::string("refused: ") + error.what();
-    } catch (const std::exception& error) {
-      problem = std::string("threw: ") + error.what();
+  enum class Path { in_place, rings, two_nodes };
+  for (const Path path : {Path::in_place, Path::rings, Path::two_nodes}) {
+    SCOPED_TRACE(path == Path::in_place ? "in place" : path == Path::rings ? "through rings" : "two nodes");
+    const bool in_place = path == Path::in_place;
+    HeapInputCase c{"outputs_fail",
+                    make_shape(path == Path::two_nodes ? 4 : 3, {24}, 256, 4, 12, DType::bf16)};
+    if (path == Path::two_nodes) c.shape.topology = Topology{4, 2};
+    c.dispatch_input = c.combine_input = in_place;
+    const uint64_t seed = testing::seed_for("normal_heap_input/outputs_fail");
+    const std::vector<workload::RankData> data = workload::generate(c.shape, seed);
+    const Expected expected = testing::compute_expected(c.shape, data, 1);
+    const int num_ranks = c.shape.topology.num_ranks;
+    std::vector<std::string> messages(num_ranks);
+    std::vector<std::string> failures;
+    std::mutex failures_mutex;
+    std::vector<RankRun> first(num_ranks), after(num_ranks);
+    RoundTripOptions options;
+    options.x_in_heap = in_place;
+    options.y_in_heap = in_place;
+    const auto start = std::chrono::steady_clock::now();
+    run_on_ranks(c, [&](Buffer& buffer, int rank) {
+      const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
+      TensorView x = data[rank].x;
+      if (in_place) {
+        const NormalInputViews views = buffer.normal_input(data[rank].x.size(0), c.shape.hidden, DType::bf16);
+        std::memcpy(views.x.data, data[rank].x.data(), data[rank].x.nbytes());
+        x = views.x;
+      }
+      Tensor recv_x = Tensor::empty(DType::bf16, {rank == 0 ? rows + 1 : rows, c.shape.hidden});
+      DispatchArgs args;
+      args.x = x;
+      args.topk_idx = data[rank].topk_idx;
+      args.topk_weights = data[rank].topk_weights;
+      args.num_experts = c.shape.num_experts;
+      args.out_recv_x = recv_x;
+      std::string problem;
+      try {
+        const DispatchResult result = buffer.dispatch(args);
+        if (rank == 0) problem = "expected an InvalidArgument naming out_recv_x";
+        // The peers' rows, rank 0's among them, are all there (recv_x is the caller's: kept alive with it).
+        first[rank].dispatch = result;
+        first[rank].out_recv_x = recv_x;
+      } catch (const InvalidArgument& error) {
+        messages[rank] = error.what();
+        if (rank != 0) problem = std::string("refused: ") + error.what();
+      } catch (const std::exception& error) {
+        problem = std::string("threw: ") + error.what();
+      }
+      if (!problem.empty()) {
+        const std::lock_guard<std::mutex> lock(failures_mutex);
+        failures.push_back("rank " + std::to_string(rank) + ": " + problem);
+      }
+      after[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
+    });
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_LT(seconds, kTestTimeoutSeconds / 2) << "a peer waited for the timeout";
+    EXPECT_TRUE(testing::contains(messages[0], "out_recv_x: expected")) << messages[0];
+    for (int rank = 0; rank < num_ranks; ++rank) {
+      std::vector<std::string> found;
+      if (rank != 0) {
+        first[rank].layout = after[rank].layout;
+        testing::check_dispatch(first[rank], c.shape, expected, rank, options, true, &found);
+      }
+      testing::check_dispatch(after[rank], c.shape, expected, rank, options, true, &found);
+      testing::check_combine(after[rank], c.shape, expected, rank, c.shape.with_weights, &found);
+      for (const std::string& failure : found)
+        failures.push_back("rank " + std::to_string(rank) + ": " + failure);
     }
-    if (!problem.empty()) {
-      const std::lock_guard<std::mutex> lock(failures_mutex);
-      failures.push_back("rank " + std::to_string(rank) + ": " + problem);
-    }
-    after[rank] = testing::run_round_trip(buffer, c.shape, data[rank], expected, options);
-  });
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_LT(seconds, kTestTimeoutSeconds / 2) << "a peer waited for the timeout";
-  EXPECT_TRUE(testing::contains(messages[0], "out_recv_x: expected")) << messages[0];
-  for (int rank = 0; rank < num_ranks; ++rank) {
-    std::vector<std::string> found;
-    testing::check_dispatch(after[rank], c.shape, expected, rank, options, true, &found);
-    testing::check_combine(after[rank], c.shape, expected, rank, c.shape.with_weights, &found);
-    for (const std::string& failure : found)
-      failures.push_back("after the failure, rank " + std::to_string(rank) + ": " + failure);
+    report(failures);
   }
-  report(failures);
 }
 
 // ---- refusals ------------------------------------------------------------------------------------------

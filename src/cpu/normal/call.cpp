@@ -151,8 +151,7 @@ Tensor dispatch_routing(const detail::DispatchPlan& plan) {
 
 DispatchCall NormalCalls::start_dispatch(const detail::DispatchPlan& plan,
                                          const common::NormalHeapLayout& layout,
-                                         const Tensor& is_token_in_rank, transport::Transport* link,
-                                         const std::function<void()>& stand_in) {
+                                         const Tensor& is_token_in_rank, transport::Transport* link) {
   const common::SymHeap& heap = heap_.view();
   const uint8_t* in_rank = is_token_in_rank.as<const uint8_t>();
   DispatchCall call;
@@ -169,15 +168,26 @@ DispatchCall NormalCalls::start_dispatch(const detail::DispatchPlan& plan,
   try {
     make_dispatch_outputs(plan, call);
   } catch (...) {
-    if (stand_in) {
-      try {
-        stand_in();
-      } catch (...) {
-      }
-    }
-    throw;
+    // After the count exchange every peer expects this rank's part of the call (its rows, its barriers).
+    call.failure = std::current_exception();
+    make_scratch_outputs(plan, call);
   }
   return fill_dispatch_context(plan, layout, in_rank, std::move(call));
+}
+
+void NormalCalls::make_scratch_outputs(const detail::DispatchPlan& plan, DispatchCall& call) const {
+  detail::NormalHandleData& handle = *call.handle;
+  call.num_recv = handle.num_recv_tokens;
+  call.rows = call.num_recv;  // room for what arrives, whatever num_worst_tokens said
+  const int64_t rows = call.rows;
+  DispatchResult& result = call.result;
+  result = DispatchResult{};
+  result.recv_x = Tensor::empty(plan.dtype, {rows, plan.hidden});
+  if (plan.has_scales)
+    result.recv_x_scales = Tensor::empty(DType::f32, {rows, plan.hidden / common::kScaleBlock});
+  if (plan.topk > 0) result.recv_topk_idx = Tensor::empty(DType::i64, {rows, plan.topk});
+  if (plan.has_weights) result.recv_topk_weights = Tensor::empty(DType::f32, {rows, plan.topk});
+  handle.recv_src_token = Tensor::empty(DType::i32, {rows});
 }
 
 void NormalCalls::make_dispatch_outputs(const detail::DispatchPlan& plan, DispatchCall& call) const {
@@ -244,6 +254,7 @@ DispatchCall NormalCalls::fill_dispatch_context(const detail::DispatchPlan& plan
 }
 
 DispatchResult finish_dispatch(const detail::DispatchPlan& plan, DispatchCall& call) {
+  if (call.failure) std::rethrow_exception(call.failure);
   const DispatchContext& context = call.context;
   for (int64_t row = call.num_recv; row < call.rows; ++row) {
     context.recv_src_token[row] = -1;

@@ -3,7 +3,7 @@
 // (cpu/normal/engine.cpp) and the hierarchical engine (cpu/internode/engine.cpp), which run their own
 // roles between them: ring reset, count exchange (notify), outputs, handle and the roles' contexts.
 // `link` is the transport to the ranks of other nodes: null on one node.
-#include <functional>
+#include <exception>
 #include <memory>
 
 #include "common/normal_protocol.hpp"
@@ -33,6 +33,11 @@ struct DispatchCall {
   DispatchContext context;
   int64_t num_recv = 0;  // tokens this rank receives
   int64_t rows = 0;      // rows of the outputs: num_recv, or num_worst_tokens when padded
+  // Why this rank's outputs could not be made after the count exchange (a caller's output of the wrong rows,
+  // num_worst_tokens too small, its allocator throwing), or null. The call then runs on outputs of its own,
+  // so that its peers get their rows and barriers from it, and finish_dispatch raises this at its end: the
+  // failure is this rank's alone instead of every peer's timeout.
+  std::exception_ptr failure;
 };
 
 // What an engine keeps across its `normal` calls for the steps that use it: the heap, the Buffer's id
@@ -57,17 +62,15 @@ class NormalCalls {
   // by a barrier) unless the plan is cached, checks that every rank called with the same shape,
   // allocates the outputs and fills the roles' context. The record for a rank of another node is
   // built locally and put, whole, through `link`; the barrier's signal to the same peer lands after
-  // it. When the outputs cannot be made after that (a caller's output of the wrong rows, num_worst_tokens
-  // too small, its allocator throwing), `stand_in` runs before the error is raised: what the peers still
-  // expect of this rank in this call (its errors are dropped: the caller must see the first).
+  // it. Outputs that cannot be made after that are DispatchCall::failure.
   DispatchCall start_dispatch(const detail::DispatchPlan& plan, const common::NormalHeapLayout& layout,
-                              const Tensor& is_token_in_rank, transport::Transport* link,
-                              const std::function<void()>& stand_in = {});
+                              const Tensor& is_token_in_rank, transport::Transport* link);
 
  private:
-  // start_dispatch's two steps after the counts: the outputs (what can fail on this rank alone), then the
-  // roles' context.
+  // start_dispatch's steps after the counts: the outputs (what can fail on this rank alone; else outputs of
+  // the call's own, which nobody reads), then the roles' context.
   void make_dispatch_outputs(const detail::DispatchPlan& plan, DispatchCall& call) const;
+  void make_scratch_outputs(const detail::DispatchPlan& plan, DispatchCall& call) const;
   DispatchCall fill_dispatch_context(const detail::DispatchPlan& plan, const common::NormalHeapLayout& layout,
                                      const uint8_t* in_rank, DispatchCall call) const;
 
@@ -77,7 +80,7 @@ class NormalCalls {
 };
 
 // After the roles: the rows past the received ones (worst case) route nowhere; hands back the outputs
-// and the handle.
+// and the handle, or raises the call's failure (DispatchCall::failure).
 DispatchResult finish_dispatch(const detail::DispatchPlan& plan, DispatchCall& call);
 
 // Before the first barrier of a combine: checks the handle against the plan and allocates (or

@@ -67,12 +67,9 @@ DispatchResult NormalEngine::dispatch(const detail::DispatchPlan& plan) {
   calls_.open_call(layout, plan.config, "dispatch",
                    plan.cached ? common::routed_signature(plan.signature, routing_epoch_of(*plan.cached))
                                : plan.signature);
-  // In place, the peers pull from this rank's input and then meet it at the closing barrier: a rank that
-  // cannot make its outputs still keeps that appointment, so the failure is its alone. (Through rings the
-  // peers would wait for its channels; there they still time out.)
-  DispatchCall call = calls_.start_dispatch(plan, layout, is_token_in_rank, nullptr, [&] {
-    if (plan.x_in_heap) calls_.arrive_and_wait(layout, plan.config, "dispatch");
-  });
+  // A rank whose outputs cannot be made after the counts still plays its part (DispatchCall::failure), and
+  // finish_dispatch raises the failure once the call is over.
+  DispatchCall call = calls_.start_dispatch(plan, layout, is_token_in_rank, nullptr);
   run_channel_workers(plan.config.num_channels, [&](int channel, const std::atomic<bool>& abort) {
     if (plan.x_in_heap) {
       gather_rows(call.context,
