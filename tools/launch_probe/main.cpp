@@ -13,22 +13,20 @@
 //   host-launch-small  the same with a one-warp consumer: whether the grid's size or shared memory matters;
 //   back-to-back       the consumer launched right behind the producer, before the host looks: the stream
 //                      order alone.
-#include <sched.h>
-#include <sys/mman.h>
-#include <sys/wait.h>
 #include <time.h>
-#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
-#include <atomic>
 #include <cstdio>
-#include <cstring>
+#include <exception>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "forked_ranks.hpp"
 #include "probe_kernels.hpp"
+#include "switchyard/group.hpp"
 
 namespace switchyard::launch_probe {
 namespace {
@@ -57,29 +55,28 @@ struct ModeFigures {
 struct ProcessFigures {
   double offset_width_us = 0;  // how well the clock offset is known
   ModeFigures modes[kModes];
-  int ok = 0;
-  char error[256] = {};
 };
 
-// The processes' shared page: a reusable barrier and every process's figures.
-struct Shared {
-  std::atomic<uint32_t> arrived;
-  std::atomic<uint32_t> generation;
-  std::atomic<int> failed;  // a process gave up: the others leave their barrier instead of waiting for it
-  ProcessFigures figures[64];
-};
+// A process's figures as its answer to the parent (run_forked_ranks hands back bytes): the words in order.
+std::string encode(const ProcessFigures& figures) {
+  std::string text = std::to_string(figures.offset_width_us);
+  for (const ModeFigures& f : figures.modes) {
+    for (const double value : {f.gap, f.host_sees, f.host_part, f.start_latency})
+      text += " " + std::to_string(value);
+  }
+  return text;
+}
 
-void barrier(Shared& shared, uint32_t processes) {
-  const uint32_t generation = shared.generation.load(std::memory_order_acquire);
-  if (shared.arrived.fetch_add(1, std::memory_order_acq_rel) + 1 == processes) {
-    shared.arrived.store(0, std::memory_order_relaxed);
-    shared.generation.fetch_add(1, std::memory_order_acq_rel);
-    return;
-  }
-  while (shared.generation.load(std::memory_order_acquire) == generation) {
-    if (shared.failed.load(std::memory_order_acquire)) throw std::runtime_error("another process failed");
-    sched_yield();
-  }
+// A failed process's answer: its message, marked so that it is never read as figures.
+constexpr const char* kFailed = "failed: ";
+
+ProcessFigures decode(const std::string& text) {
+  std::istringstream in(text);
+  ProcessFigures figures;
+  in >> figures.offset_width_us;
+  for (ModeFigures& f : figures.modes) in >> f.gap >> f.host_sees >> f.host_part >> f.start_latency;
+  if (!in) throw std::runtime_error("an answer that is not figures: '" + text + "'");
+  return figures;
 }
 
 int64_t realtime_ns() {
@@ -162,21 +159,23 @@ struct Process {
   }
 };
 
-void run_process(const Options& options, Shared& shared, int index, uint32_t processes) {
-  ProcessFigures& out = shared.figures[index];
+ProcessFigures run_process(const Options& options, Group& group) {
+  const int index = group.rank();
+  const int processes = group.size();
+  ProcessFigures out;
   Process process;
   const size_t shared_bytes = static_cast<size_t>(options.shared_kib) * 1024;
   check(allow_stamp_shared(shared_bytes), "cudaFuncSetAttribute (the consumer's shared memory)");
   double offset = 0;
-  barrier(shared, processes);
+  group.barrier();
   out.offset_width_us = process.calibrate(offset);
-  if (index == 0) std::fprintf(stderr, "launch-probe: %u process(es) calibrated\n", processes);
+  if (index == 0) std::fprintf(stderr, "launch-probe: %d process(es) calibrated\n", processes);
   const uint64_t spin_ns = static_cast<uint64_t>(options.spin_us * 1000);
   volatile uint64_t* w = process.words;
   for (int mode = 0; mode < kModes; ++mode) {
     std::vector<double> gap, host_sees, host_part, start_latency;
     for (int iter = 0; iter < options.warmup + options.iters; ++iter) {
-      barrier(shared, processes);
+      group.barrier();
       const int32_t value = ++process.next;
       check(launch_signal(Mailbox{process.device_words, process.device_flag}, value, spin_ns, process.stream),
             "launch signal");
@@ -209,19 +208,20 @@ void run_process(const Options& options, Shared& shared, int index, uint32_t pro
     }
     out.modes[mode] = ModeFigures{median(gap), median(host_sees), median(host_part), median(start_latency)};
     if (index == 0)
-      std::fprintf(stderr, "launch-probe: %u process(es): %s done\n", processes, kModeNames[mode]);
+      std::fprintf(stderr, "launch-probe: %d process(es): %s done\n", processes, kModeNames[mode]);
   }
-  out.ok = 1;
+  return out;
 }
 
-void report(const Options& options, const Shared& shared, int processes) {
+void report(const Options& options, const std::vector<ProcessFigures>& figures) {
+  const int processes = static_cast<int>(figures.size());
   std::printf(
       "== %d process%s, consumer %d x %d threads, %d KiB shared per block (small: 1 x 32, none); "
       "us, medians of %d per process; offset-corrected figures within +- half the bracket\n",
       processes, processes == 1 ? "" : "es", options.blocks, options.threads, options.shared_kib,
       options.iters);
   double widest = 0;
-  for (int p = 0; p < processes; ++p) widest = std::max(widest, shared.figures[p].offset_width_us);
+  for (const ProcessFigures& f : figures) widest = std::max(widest, f.offset_width_us);
   std::printf("clock offset bracket: widest %.1f us over the processes\n", widest);
   std::printf("%-18s %10s %10s %10s %10s   (mean over processes; max gap)\n", "mode", "gap", "host sees",
               "host part", "start lat");
@@ -229,7 +229,7 @@ void report(const Options& options, const Shared& shared, int processes) {
     ModeFigures mean{};
     double max_gap = 0;
     for (int p = 0; p < processes; ++p) {
-      const ModeFigures& f = shared.figures[p].modes[mode];
+      const ModeFigures& f = figures[p].modes[mode];
       mean.gap += f.gap / processes;
       mean.host_sees += f.host_sees / processes;
       mean.host_part += f.host_part / processes;
@@ -247,41 +247,40 @@ void report(const Options& options, const Shared& shared, int processes) {
   std::fflush(stdout);
 }
 
+// Seconds a process waits for its peers at a barrier before the run fails (a process that died or hangs).
+constexpr double kWaitSeconds = 60;
+
 int run(const Options& options) {
   int failures = 0;
   for (int processes : options.procs) {
     if (processes < 1 || processes > 64) throw std::invalid_argument("--procs: expected 1..64 per entry");
-    void* page = mmap(nullptr, sizeof(Shared), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (page == MAP_FAILED) throw std::runtime_error("mmap failed");
-    Shared* shared = new (page) Shared{};
-    std::vector<pid_t> children;
-    std::fflush(stdout);
-    for (int p = 0; p < processes; ++p) {
-      const pid_t pid = fork();
-      if (pid == 0) {
-        try {
-          run_process(options, *shared, p, static_cast<uint32_t>(processes));
-        } catch (const std::exception& error) {
-          std::snprintf(shared->figures[p].error, sizeof(shared->figures[p].error), "%s", error.what());
-          shared->failed.store(1, std::memory_order_release);
-        }
-        _exit(0);
-      }
-      children.push_back(pid);
-    }
-    for (pid_t pid : children) waitpid(pid, nullptr, 0);
+    // The bench's forked ranks: the parent never touches CUDA, a process that fails fails its peers'
+    // barriers instead of leaving them waiting.
+    const std::vector<std::string> answers = bench::run_forked_ranks(
+        processes, kWaitSeconds, [&](Group& group) { return encode(run_process(options, group)); },
+        [](std::exception_ptr failure) {
+          try {
+            std::rethrow_exception(failure);
+          } catch (const std::exception& error) {
+            return std::string(kFailed) + error.what();
+          } catch (...) {
+            return std::string(kFailed) + "an exception that is not a std::exception";
+          }
+        });
+    std::vector<ProcessFigures> figures;
     bool all_ok = true;
-    for (int p = 0; p < processes; ++p) {
-      if (!shared->figures[p].ok) {
-        std::fprintf(stderr, "switchyard-launch-probe: process %d failed: %s\n", p, shared->figures[p].error);
+    for (size_t p = 0; p < answers.size(); ++p) {
+      if (answers[p].rfind(kFailed, 0) == 0) {
+        std::fprintf(stderr, "switchyard-launch-probe: process %zu %s\n", p, answers[p].c_str());
         all_ok = false;
+        continue;
       }
+      figures.push_back(decode(answers[p]));
     }
     if (all_ok)
-      report(options, *shared, processes);
+      report(options, figures);
     else
       ++failures;
-    munmap(page, sizeof(Shared));
   }
   return failures == 0 ? 0 : 1;
 }

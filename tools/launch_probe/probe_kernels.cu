@@ -1,22 +1,17 @@
 #include "common/atomics.hpp"
+#include "device/ptx.cuh"
 #include "probe_kernels.hpp"
 
 namespace switchyard::launch_probe {
 
 namespace {
 
-__device__ __forceinline__ uint64_t now_ns() {
-  uint64_t now;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  return now;
-}
-
 __global__ void signal_kernel(Mailbox mailbox, int32_t sample, uint64_t spin_ns) {
   if (threadIdx.x != 0) return;
-  const uint64_t begin = now_ns();
-  while (now_ns() - begin < spin_ns) {
+  const uint64_t begin = cuda::ptx::globaltimer_ns();
+  while (cuda::ptx::globaltimer_ns() - begin < spin_ns) {
   }
-  *mailbox.end_ns = now_ns();
+  *mailbox.end_ns = cuda::ptx::globaltimer_ns();
   __threadfence_system();
   // As the notify posts its counts (common/posted_counts.hpp): a generic release store at system scope.
   common::st_release_sys(const_cast<int32_t*>(mailbox.flag), sample);
@@ -24,17 +19,17 @@ __global__ void signal_kernel(Mailbox mailbox, int32_t sample, uint64_t spin_ns)
 
 __global__ void stamp_kernel(uint64_t* start_ns, size_t shared_bytes) {
   extern __shared__ uint8_t shared[];
-  if (blockIdx.x == 0 && threadIdx.x == 0) *start_ns = now_ns();
+  if (blockIdx.x == 0 && threadIdx.x == 0) *start_ns = cuda::ptx::globaltimer_ns();
   // Touch the shared memory, where there is some, so that it is really asked for.
   if (threadIdx.x == 0 && shared_bytes > 0) shared[0] = 0;
 }
 
 __global__ void catch_kernel(volatile const int32_t* flag, int32_t value, uint64_t* seen_ns,
                              uint64_t limit_ns) {
-  const uint64_t begin = now_ns();
+  const uint64_t begin = cuda::ptx::globaltimer_ns();
   uint64_t now = begin;
-  while (*flag != value && now - begin < limit_ns) now = now_ns();
-  *seen_ns = now_ns();
+  while (*flag != value && now - begin < limit_ns) now = cuda::ptx::globaltimer_ns();
+  *seen_ns = cuda::ptx::globaltimer_ns();
 }
 
 }  // namespace

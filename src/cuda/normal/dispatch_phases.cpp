@@ -1,31 +1,18 @@
 #include "cuda/normal/dispatch_phases.hpp"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
 #include <string>
 
+#include "core/stderr_line.hpp"
 #include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::cuda {
 
 namespace {
-
-// One write(2) per line: ranks as processes share stderr, and glibc's fprintf to the unbuffered stream writes
-// a long line in pieces, which interleave with a sibling's (session 35: c4's and c6's stamp lines were cut
-// mid-number, and their host columns read as garbage).
-void write_line(const std::string& line) {
-  size_t written = 0;
-  while (written < line.size()) {
-    const ssize_t n = ::write(STDERR_FILENO, line.data() + written, line.size() - written);
-    if (n <= 0) return;
-    written += static_cast<size_t>(n);
-  }
-}
 
 bool phases_from_environment() {
   const char* text = std::getenv("SWITCHYARD_NORMAL_PHASES");
@@ -138,7 +125,7 @@ void DispatchPhases::print() const {
     std::snprintf(figure, sizeof(figure), " %.1f", values[values.size() / 2]);
     line += std::string(step == 0 ? " " : ", ") + kSteps[step].name + figure;
   }
-  write_line(line + "\n");
+  detail::write_stderr_line(line);
 }
 
 void DispatchPhases::print_stamps() const {
@@ -160,7 +147,7 @@ void DispatchPhases::print_stamps() const {
     }
     for (const DispatchHostStamp stamp : {kHostCountsSeen, kHostRowsLaunched})
       line += " " + std::to_string(host[stamp]);
-    write_line(line + "\n");
+    detail::write_stderr_line(line);
   }
 }
 

@@ -12,6 +12,7 @@
 
 #include "common/fp8_cast.hpp"
 #include "core/expert_major_plan.hpp"
+#include "core/stderr_line.hpp"
 #include "core/symmetric_path.hpp"
 #include "core/symmetric_sizing.hpp"
 #include "cuda/expert_major/outputs.hpp"
@@ -193,12 +194,10 @@ void print_stamps(const DispatchStampRecord* device_records, int rank) {
   for (size_t index = 0; index < records.size(); ++index) {
     const DispatchStampRecord& record = records[index];
     if (record.sequence == 0) continue;
-    // One write per line: ranks as processes share stderr, and lines written in pieces interleave.
     std::string line = "symstamp " + std::to_string(record.sequence) + " " + std::to_string(rank) + " " +
                        std::to_string(index % kSymmetricStampBlocks);
     for (uint64_t at : record.at) line += " " + std::to_string(at);
-    line += "\n";
-    std::fputs(line.c_str(), stderr);
+    detail::write_stderr_line(line);
   }
 }
 
