@@ -867,16 +867,18 @@ TEST(CudaNormalEngineErrors, ExpertIdOutOfRangeOnDeviceIsInvalidArgumentAndWrite
   }
 }
 
-// An in-place dispatch whose host fails after the count exchange (here rank 0's out_recv_x has a row too
-// many) launches a stand-in gather that pulls nothing but holds the closing barrier
-// (GatherLaunch::withdrawn): rank 0 raises the InvalidArgument naming out_recv_x, every other rank's call
-// completes without waiting for the timeout, and the next round trip is bitwise right on every rank.
-TEST(CudaNormalEngineErrors, AnInPlaceDispatchWhoseOutputsFailAfterTheCountsLetsItsPeersFinish) {
-  SWITCHYARD_REQUIRE_GPU();
-  CudaCase c{"withdrawn_gather", make_shape(3, 24, 256, 4, 12, DType::bf16), config_with(2, 16, 4)};
+// Runs an in-place dispatch on three ranks in which rank 0's call is made to fail after the count exchange
+// (`spoil` changes its arguments, given the rows it should receive, its device and stream, and returns any
+// tensor it made for them, which lives through the call), then a clean round trip on every rank. Returns
+// rank 0's InvalidArgument message; the other ranks' calls must complete without an error, the whole
+// within 20 s (a stranded peer waits for the 30 s timeout), and the round trip after must be bitwise right
+// everywhere.
+template <typename Spoil>
+std::string fail_rank0_after_the_counts(const std::string& name, bool heap_inputs, Spoil&& spoil) {
+  CudaCase c{name, make_shape(3, 24, 256, 4, 12, DType::bf16), config_with(2, 16, 4)};
   c.config.timeout_seconds = 30;
-  c.heap_inputs = true;
-  auto data = workload::generate(c.shape, seed_for("withdrawn_gather"));
+  c.heap_inputs = heap_inputs;
+  auto data = workload::generate(c.shape, seed_for(name));
   Expected expected = compute_expected(c.shape, data, 1);
   const int ranks = c.shape.topology.num_ranks;
   std::vector<std::string> messages(ranks);
@@ -895,23 +897,25 @@ TEST(CudaNormalEngineErrors, AnInPlaceDispatchWhoseOutputsFailAfterTheCountsLets
       Tensor x = to_device(data[rank].x, device, stream);
       Tensor topk_idx = to_device(data[rank].topk_idx, device, stream);
       Tensor topk_weights = to_device(data[rank].topk_weights, device, stream);
-      const NormalInputViews views = buffer.normal_input(data[rank].x.size(0), c.shape.hidden, DType::bf16);
-      check_cuda(cudaMemcpyAsync(views.x.data, x.data(), x.nbytes(), cudaMemcpyDeviceToDevice, stream),
-                 "cudaMemcpyAsync (x into the heap input)");
       DispatchArgs args;
-      args.x = views.x;
+      args.x = x;
+      if (heap_inputs) {
+        const NormalInputViews views = buffer.normal_input(data[rank].x.size(0), c.shape.hidden, DType::bf16);
+        check_cuda(cudaMemcpyAsync(views.x.data, x.data(), x.nbytes(), cudaMemcpyDeviceToDevice, stream),
+                   "cudaMemcpyAsync (x into the heap input)");
+        args.x = views.x;
+      }
       args.topk_idx = topk_idx;
       args.topk_weights = topk_weights;
       args.num_experts = c.shape.num_experts;
       args.stream = stream;
-      Tensor recv_x =
-          poisoned_device(DType::bf16, {rank == 0 ? rows + 1 : rows, c.shape.hidden}, device, stream);
-      args.out_recv_x = recv_x;
+      // The peers' outputs are the library's: with a bad id on rank 0 they receive other rows than `rows`.
+      const Tensor spoilt = rank == 0 ? spoil(args, rows, device, stream) : Tensor();
       group.barrier();
       try {
         buffer.dispatch(args);
         buffer.synchronize(stream);
-        if (rank == 0) failures[rank].push_back("expected an InvalidArgument naming out_recv_x");
+        if (rank == 0) failures[rank].push_back("expected an InvalidArgument");
       } catch (const InvalidArgument& error) {
         messages[rank] = error.what();
         if (rank != 0) failures[rank].push_back(std::string("refused: ") + error.what());
@@ -921,7 +925,7 @@ TEST(CudaNormalEngineErrors, AnInPlaceDispatchWhoseOutputsFailAfterTheCountsLets
       group.barrier();
       try {
         DeviceRun after = run_on_device(buffer, c.shape, data[rank], expected, 1, stream, nullptr, nullptr,
-                                        {}, {}, false, /*heap_inputs=*/true);
+                                        {}, {}, false, heap_inputs);
         compare_with_reference(after, c.shape, expected, rank, &failures[rank]);
       } catch (const std::exception& error) {
         failures[rank].push_back(std::string("the round trip after the failure threw: ") + error.what());
@@ -931,11 +935,51 @@ TEST(CudaNormalEngineErrors, AnInPlaceDispatchWhoseOutputsFailAfterTheCountsLets
   });
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_LT(seconds, 20.0) << "a peer waited for the timeout";
-  EXPECT_NE(messages[0].find("out_recv_x: expected"), std::string::npos) << messages[0];
   for (int rank = 0; rank < ranks; ++rank) {
     for (const auto& failure : failures[rank]) ADD_FAILURE() << "rank " << rank << ": " << failure;
   }
+  return messages[0];
 }
+
+// A dispatch whose host fails after the count exchange (here rank 0's out_recv_x has a row too many) still
+// plays its part (NormalEngine::stand_in_after_the_counts): in place, a gather that pulls nothing but holds
+// the closing barrier (GatherLaunch::withdrawn); through the rings, the whole dispatch into outputs of its
+// own. Rank 0 raises the InvalidArgument naming out_recv_x, every other rank's call completes without
+// waiting for the timeout, and the next round trip is bitwise right on every rank.
+class CudaNormalFailedDispatch : public ::testing::TestWithParam<bool> {};
+
+TEST_P(CudaNormalFailedDispatch, WhoseOutputsFailAfterTheCountsLetsItsPeersFinish) {
+  SWITCHYARD_REQUIRE_GPU();
+  const std::string message = fail_rank0_after_the_counts(
+      "withdrawn_gather", GetParam(), [](DispatchArgs& args, int64_t rows, int device, cudaStream_t stream) {
+        Tensor recv_x = poisoned_device(DType::bf16, {rows + 1, args.x.shape[1]}, device, stream);
+        args.out_recv_x = recv_x;
+        return recv_x;
+      });
+  EXPECT_NE(message.find("out_recv_x: expected"), std::string::npos) << message;
+}
+
+// The same when the bad input is found on the device: rank 0's topk_idx (device memory, which the host does
+// not read) names an expert past the last. Its notify counts the slot as -1 and records the id; its host
+// raises it after the exchange, and rank 0 stands in as above. Before session 36 the peers waited for the
+// timeout.
+TEST_P(CudaNormalFailedDispatch, WithAnExpertIdFoundBadOnTheDeviceLetsItsPeersFinish) {
+  SWITCHYARD_REQUIRE_GPU();
+  const std::string message = fail_rank0_after_the_counts(
+      "bad_id_on_device", GetParam(), [](DispatchArgs& args, int64_t, int, cudaStream_t stream) {
+        const int64_t bad = args.num_experts + 5;
+        check_cuda(cudaMemcpyAsync(args.topk_idx.data, &bad, sizeof(bad), cudaMemcpyHostToDevice, stream),
+                   "cudaMemcpyAsync (a bad expert id)");
+        check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+        return Tensor();
+      });
+  EXPECT_NE(message.find("topk_idx: expected expert ids in [-1, 12), got 17"), std::string::npos) << message;
+}
+
+INSTANTIATE_TEST_SUITE_P(InPlaceAndRings, CudaNormalFailedDispatch, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("in_place") : std::string("rings");
+                         });
 
 // A worst-case dispatch whose num_worst_tokens is below the rows the rank receives is refused (found on the
 // device; nothing written). Peers would wait for such a rank, so it stops the rank's kernels for good: the

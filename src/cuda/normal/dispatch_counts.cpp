@@ -72,14 +72,25 @@ void DispatchCounts::receive(detail::NormalHandleData& handle, int local_experts
     return;
   }
   poll_for(tag, stream, env);
+  // Into the handle first, also when an error is raised below: a rank that stands in for its failed call
+  // (cuda/normal/engine.cpp) sizes its own outputs by them.
+  if (*posted.status() == common::kCountsPosted) {
+    handle.num_recv_tokens = *posted.recv_tokens();
+    handle.num_recv_tokens_per_expert.assign(posted.expert_counts(), posted.expert_counts() + local_experts);
+  }
   // Bad input the notify found while counting (an expert id out of range) is in the error block by now.
   env.throw_pending_device_error();
   if (*posted.status() != common::kCountsPosted) {
     throw Error("rank " + std::to_string(rank_) +
                 ": dispatch: the notify kernel stopped before counting and left no error record");
   }
-  handle.num_recv_tokens = *posted.recv_tokens();
-  handle.num_recv_tokens_per_expert.assign(posted.expert_counts(), posted.expert_counts() + local_experts);
+}
+
+bool DispatchCounts::exchanged(int32_t tag) const {
+  if (readback_ != CountReadback::poll) return false;
+  const common::PostedCounts posted{host_words_};
+  // The tag is written last (release): the status read after it is this call's.
+  return __atomic_load_n(posted.tag(), __ATOMIC_ACQUIRE) == tag && *posted.status() == common::kCountsPosted;
 }
 
 void DispatchCounts::poll_for(int32_t tag, cudaStream_t stream, const CallEnv& env) const {

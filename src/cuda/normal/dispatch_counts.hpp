@@ -51,6 +51,11 @@ class DispatchCounts {
   void receive(detail::NormalHandleData& handle, int local_experts, int32_t tag, cudaStream_t stream,
                const CallEnv& env);
 
+  // After receive raised: whether the notify of the call tagged `tag` finished its count exchange (every
+  // peer then goes on to move rows, and expects this rank at the call's closing barrier). Only what the
+  // notify posted says so; the copy readback has no post and answers false.
+  bool exchanged(int32_t tag) const;
+
  private:
   void poll_for(int32_t tag, cudaStream_t stream, const CallEnv& env) const;
   void allocate(int local_experts);

@@ -188,17 +188,34 @@ DispatchLaunch dispatch_launch(const detail::DispatchPlan& plan, const detail::N
 
 }  // namespace
 
-// The in-place gather without outputs (GatherLaunch::withdrawn): only its closing barrier. Launch errors are
-// swallowed: it runs while the host's own failure is being raised, which is the error the caller must see.
-void NormalEngine::launch_withdrawn_gather(const detail::DispatchPlan& plan,
-                                           const detail::NormalHandleData& handle,
-                                           const common::DispatchMessage& message,
-                                           const KernelContext& context, cudaStream_t stream) noexcept {
+// After the count exchange every peer moves rows with this rank: a call that fails on this rank's host from
+// then on (its outputs, bad input the notify found) still does its part, so that the failure is this rank's
+// alone. In place, a gather without outputs (GatherLaunch::withdrawn) keeps the closing barrier; on the
+// rings, the whole dispatch runs into outputs of its own (the peers need its senders' rows and its receivers
+// to drain their rings), which go when this returns: stream-ordered frees follow the kernel on its stream,
+// and plain ones synchronise the device first. Errors are swallowed: the host's own failure is what the
+// caller must see.
+void NormalEngine::stand_in_after_the_counts(const detail::DispatchPlan& plan,
+                                             const detail::NormalHandleData& handle,
+                                             const common::DispatchMessage& message,
+                                             const KernelContext& context, const CallEnv& env) noexcept {
   try {
-    GatherLaunch gather = gather_launch(plan, handle, DispatchResult{}, message, 0);
-    gather.withdrawn = true;
-    gather.blocks_done = blocks_done_;
-    launch_gather(context, gather, stream);
+    if (plan.x_in_heap) {
+      GatherLaunch gather = gather_launch(plan, handle, DispatchResult{}, message, 0);
+      gather.withdrawn = true;
+      gather.blocks_done = blocks_done_;
+      launch_gather(context, gather, env.stream);
+      return;
+    }
+    detail::DispatchPlan own = plan;
+    own.args.out_recv_x = {};
+    own.args.out_recv_x_scales = {};
+    own.args.out_recv_topk_idx = {};
+    own.args.out_recv_topk_weights = {};
+    own.args.allocate_outputs = nullptr;
+    const DispatchResult outputs = dispatch_outputs(own, handle, device_, env.allocation_stream);
+    const int64_t rows = own.num_worst_tokens > 0 ? own.num_worst_tokens : handle.num_recv_tokens;
+    launch_dispatch(context, dispatch_launch(own, handle, outputs, message, rows), env.stream);
   } catch (...) {
   }
 }
@@ -219,6 +236,8 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
     counts_.reserve(plan.local_experts);
   }
 
+  const common::DispatchMessage message =
+      detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
   std::shared_ptr<detail::NormalHandleData> handle = detail::new_normal_handle(plan, owner_);
   // Allocated before any kernel of the call: once peers spin in their dispatch kernels, an
   // allocation that had to grow the pool could wait on the device. M is at most every source's
@@ -320,20 +339,25 @@ DispatchResult NormalEngine::run_dispatch(const detail::DispatchPlan& plan, Kern
     if (counts_to_host) counts_.request(*handle, plan.local_experts, stream);
     phases_.mark(kDispatchCountsCopied, stream);
     // The one host wait of a non-worst-case dispatch: the output sizes.
-    if (counts_to_host) counts_.receive(*handle, plan.local_experts, tag, stream, env);
+    if (counts_to_host) {
+      try {
+        counts_.receive(*handle, plan.local_experts, tag, stream, env);
+      } catch (...) {
+        // Bad input the notify found (an expert id out of range) is raised here, after the count exchange
+        // passed on every rank (the peers treat the bad ids as -1, as the notify counted them).
+        if (counts_.exchanged(tag)) stand_in_after_the_counts(plan, *handle, message, context, env);
+        throw;
+      }
+    }
     phases_.host_stamp(kHostCountsSeen);
   }
 
-  const common::DispatchMessage message =
-      detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
   DispatchResult result;
   try {
     result = dispatch_outputs(plan, *handle, device_, env.allocation_stream);
   } catch (...) {
-    // After the count exchange the peers expect this rank at the gather's closing barrier: in place, a
-    // stand-in that pulls nothing keeps that appointment, so the failure is this rank's alone. (The rings
-    // would need a receiver that drains them; there the peers still wait for their timeout.)
-    if (plan.x_in_heap) launch_withdrawn_gather(plan, *handle, message, context, stream);
+    // A cached dispatch's opening barrier, or a fresh one's count exchange, has passed on every rank.
+    stand_in_after_the_counts(plan, *handle, message, context, env);
     throw;
   }
   const bool worst_case = plan.num_worst_tokens > 0;

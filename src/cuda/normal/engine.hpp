@@ -30,9 +30,9 @@ class NormalEngine final : public detail::NormalUnit {
  private:
   DispatchResult run_dispatch(const detail::DispatchPlan& plan, KernelContext context, const CallEnv& env);
   CombineResult run_combine(const detail::CombinePlan& plan, KernelContext context, const CallEnv& env);
-  void launch_withdrawn_gather(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,
-                               const common::DispatchMessage& message, const KernelContext& context,
-                               cudaStream_t stream) noexcept;
+  void stand_in_after_the_counts(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,
+                                 const common::DispatchMessage& message, const KernelContext& context,
+                                 const CallEnv& env) noexcept;
   Tensor allocate(const CallEnv& env, DType dtype, std::initializer_list<int64_t> dims) const;
 
   BufferOptions options_;
