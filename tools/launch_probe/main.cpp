@@ -12,18 +12,34 @@
 //                      the gather's grid (--blocks x --threads, --shared-kib per block);
 //   host-launch-small  the same with a one-warp consumer: whether the grid's size or shared memory matters;
 //   back-to-back       the consumer launched right behind the producer, before the host looks: the stream
-//                      order alone.
+//                      order alone;
+//   released           every process's stream held until one moment on the GPU's clock (the bench's and the
+//                      side by side's timer start, cuda/timing/gpu_timer.hpp), the consumer queued behind the
+//                      hold: how far apart the processes' consumers start once the holds end together
+//                      (session 36 saw the ranks' first kernels start ~5 us apart each, up to ~39 us at 8);
+//   released-small     the same with the one-warp consumer: a property of launches, or of the grid;
+//   released-alloc     released, with a stream-ordered allocation of --alloc-mib (cudaMallocAsync from the
+//                      device's default pool, freed after the consumer) between the hold and the consumer, as
+//                      an engine's call allocates its tables and outputs; the pool as CUDA leaves it (its
+//                      release threshold 0: memory goes back at every synchronisation);
+//   released-kept      the same with the default pool's release threshold raised to keep its memory (as the
+//                      CUDA backend sets it);
+//   released-event     released, with a timing event recorded between the hold and the consumer, as the
+//                      bench and the side by side record each phase's start event;
+//   released-untimed   the same with an event made with cudaEventDisableTiming.
 #include <time.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <exception>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "cuda/timing/gpu_timer.hpp"
 #include "forked_ranks.hpp"
 #include "probe_kernels.hpp"
 #include "switchyard/group.hpp"
@@ -39,10 +55,28 @@ struct Options {
   int threads = 512;
   int shared_kib = 192;
   double spin_us = 30;
+  int alloc_mib = 64;
 };
 
-enum Mode { kHostLaunch, kHostLaunchSmall, kBackToBack, kModes };
-constexpr const char* kModeNames[kModes] = {"host-launch", "host-launch-small", "back-to-back"};
+enum Mode {
+  kHostLaunch,
+  kHostLaunchSmall,
+  kBackToBack,
+  kReleased,
+  kReleasedSmall,
+  kReleasedAlloc,
+  kReleasedKept,
+  kReleasedEvent,
+  kReleasedUntimed,
+  kModes
+};
+constexpr const char* kModeNames[kModes] = {"host-launch",   "host-launch-small", "back-to-back",
+                                            "released",      "released-small",    "released-alloc",
+                                            "released-kept", "released-event",    "released-untimed"};
+constexpr int kFirstReleased = kReleased;
+constexpr int kReleasedModes = kModes - kFirstReleased;
+// How far ahead of rank 0's reading the holds end: room for every process to enqueue its hold and consumer.
+constexpr uint64_t kReleaseAheadNs = 500'000;
 
 // One process's medians for one mode, us.
 struct ModeFigures {
@@ -55,6 +89,8 @@ struct ModeFigures {
 struct ProcessFigures {
   double offset_width_us = 0;  // how well the clock offset is known
   ModeFigures modes[kModes];
+  // Per released mode and sample: the consumer's first instruction - the moment the holds ended, us.
+  std::vector<double> released[kReleasedModes];
 };
 
 // A process's figures as its answer to the parent (run_forked_ranks hands back bytes): the words in order.
@@ -63,6 +99,10 @@ std::string encode(const ProcessFigures& figures) {
   for (const ModeFigures& f : figures.modes) {
     for (const double value : {f.gap, f.host_sees, f.host_part, f.start_latency})
       text += " " + std::to_string(value);
+  }
+  for (const std::vector<double>& samples : figures.released) {
+    text += " " + std::to_string(samples.size());
+    for (const double value : samples) text += " " + std::to_string(value);
   }
   return text;
 }
@@ -75,6 +115,12 @@ ProcessFigures decode(const std::string& text) {
   ProcessFigures figures;
   in >> figures.offset_width_us;
   for (ModeFigures& f : figures.modes) in >> f.gap >> f.host_sees >> f.host_part >> f.start_latency;
+  for (std::vector<double>& samples : figures.released) {
+    size_t count = 0;
+    in >> count;
+    samples.resize(count);
+    for (double& value : samples) in >> value;
+  }
   if (!in) throw std::runtime_error("an answer that is not figures: '" + text + "'");
   return figures;
 }
@@ -159,6 +205,56 @@ struct Process {
   }
 };
 
+// The released modes: per sample, every process holds its stream until one moment on the GPU's clock (rank
+// 0's reading plus kReleaseAheadNs, shared through the group), with the consumer queued behind the hold.
+// Returns each sample's consumer start minus that moment, us.
+std::vector<double> run_released(const Options& options, Group& group, Process& process, Mode mode) {
+  const bool small = mode == kReleasedSmall;
+  const bool allocates = mode == kReleasedAlloc || mode == kReleasedKept;
+  cudaEvent_t event{};
+  if (mode == kReleasedEvent) check(cudaEventCreate(&event), "cudaEventCreate");
+  if (mode == kReleasedUntimed)
+    check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
+  if (mode == kReleasedKept) {
+    cudaMemPool_t pool{};
+    check(cudaDeviceGetDefaultMemPool(&pool, 0), "cudaDeviceGetDefaultMemPool");
+    uint64_t keep = UINT64_MAX;
+    check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
+  }
+  const size_t shared_bytes = small ? 0 : static_cast<size_t>(options.shared_kib) * 1024;
+  const int blocks = small ? 1 : options.blocks;
+  const int threads = small ? 32 : options.threads;
+  std::vector<double> samples;
+  for (int iter = 0; iter < options.warmup + options.iters; ++iter) {
+    group.barrier();
+    Bytes mine;
+    if (group.rank() == 0) {
+      const uint64_t moment = cuda::gpu_timer_now_ns() + kReleaseAheadNs;
+      mine.resize(sizeof(moment));
+      std::memcpy(mine.data(), &moment, sizeof(moment));
+    }
+    uint64_t moment = 0;
+    std::memcpy(&moment, group.allgather(mine).front().data(), sizeof(moment));
+    cuda::enqueue_gpu_timer_wait(process.stream, moment, 100 * kReleaseAheadNs);
+    if (event != nullptr) check(cudaEventRecord(event, process.stream), "cudaEventRecord");
+    void* scratch = nullptr;
+    if (allocates) {
+      check(cudaMallocAsync(&scratch, static_cast<size_t>(options.alloc_mib) << 20, process.stream),
+            "cudaMallocAsync");
+    }
+    check(launch_stamp(process.device_words + 1, blocks, threads, shared_bytes, process.stream),
+          "launch consumer");
+    if (allocates) check(cudaFreeAsync(scratch, process.stream), "cudaFreeAsync");
+    check(cudaStreamSynchronize(process.stream), "released sample");
+    if (iter < options.warmup) continue;
+    samples.push_back((static_cast<double>(static_cast<volatile uint64_t*>(process.words)[1]) -
+                       static_cast<double>(moment)) /
+                      1000.0);
+  }
+  if (event != nullptr) cudaEventDestroy(event);
+  return samples;
+}
+
 ProcessFigures run_process(const Options& options, Group& group) {
   const int index = group.rank();
   const int processes = group.size();
@@ -173,6 +269,12 @@ ProcessFigures run_process(const Options& options, Group& group) {
   const uint64_t spin_ns = static_cast<uint64_t>(options.spin_us * 1000);
   volatile uint64_t* w = process.words;
   for (int mode = 0; mode < kModes; ++mode) {
+    if (mode >= kFirstReleased) {
+      out.released[mode - kFirstReleased] = run_released(options, group, process, static_cast<Mode>(mode));
+      if (index == 0)
+        std::fprintf(stderr, "launch-probe: %d process(es): %s done\n", processes, kModeNames[mode]);
+      continue;
+    }
     std::vector<double> gap, host_sees, host_part, start_latency;
     for (int iter = 0; iter < options.warmup + options.iters; ++iter) {
       group.barrier();
@@ -225,7 +327,7 @@ void report(const Options& options, const std::vector<ProcessFigures>& figures) 
   std::printf("clock offset bracket: widest %.1f us over the processes\n", widest);
   std::printf("%-18s %10s %10s %10s %10s   (mean over processes; max gap)\n", "mode", "gap", "host sees",
               "host part", "start lat");
-  for (int mode = 0; mode < kModes; ++mode) {
+  for (int mode = 0; mode < kFirstReleased; ++mode) {
     ModeFigures mean{};
     double max_gap = 0;
     for (int p = 0; p < processes; ++p) {
@@ -243,6 +345,21 @@ void report(const Options& options, const std::vector<ProcessFigures>& figures) 
       std::printf("%-18s %10.1f %10.1f %10.1f %10.1f   max %.1f\n", kModeNames[mode], mean.gap,
                   mean.host_sees, mean.host_part, mean.start_latency, max_gap);
     }
+  }
+  // Released: per sample, the processes' consumer starts after the moment, in order; the medians over the
+  // samples of the earliest, the second, ... the last.
+  for (int mode = kFirstReleased; mode < kModes; ++mode) {
+    const size_t samples = figures.front().released[mode - kFirstReleased].size();
+    std::vector<std::vector<double>> by_order(processes);
+    for (size_t s = 0; s < samples; ++s) {
+      std::vector<double> starts;
+      for (const ProcessFigures& f : figures) starts.push_back(f.released[mode - kFirstReleased].at(s));
+      std::sort(starts.begin(), starts.end());
+      for (int k = 0; k < processes; ++k) by_order[k].push_back(starts[k]);
+    }
+    std::printf("%-18s starts after the moment, earliest to last process (us, medians):", kModeNames[mode]);
+    for (int k = 0; k < processes; ++k) std::printf(" %.1f", median(by_order[k]));
+    std::printf("\n");
   }
   std::fflush(stdout);
 }
@@ -301,6 +418,8 @@ int main(int argc, char** argv) {
   app.add_option("--shared-kib", options.shared_kib, "the consumer's dynamic shared memory per block")
       ->check(CLI::Range(0, 227));
   app.add_option("--spin-us", options.spin_us, "the producer's spin before its flag")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--alloc-mib", options.alloc_mib, "the released-alloc modes' allocation")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   try {
