@@ -26,7 +26,8 @@
 //                      CUDA backend sets it);
 //   released-event     released, with a timing event recorded between the hold and the consumer, as the
 //                      bench and the side by side record each phase's start event;
-//   released-untimed   the same with an event made with cudaEventDisableTiming.
+//   released-untimed   the same with an event made with cudaEventDisableTiming;
+//   released-params    released, the consumer taking kBigParamBytes of parameters by value.
 #include <time.h>
 
 #include <CLI/CLI.hpp>
@@ -68,11 +69,12 @@ enum Mode {
   kReleasedKept,
   kReleasedEvent,
   kReleasedUntimed,
+  kReleasedParams,
   kModes
 };
-constexpr const char* kModeNames[kModes] = {"host-launch",   "host-launch-small", "back-to-back",
-                                            "released",      "released-small",    "released-alloc",
-                                            "released-kept", "released-event",    "released-untimed"};
+constexpr const char* kModeNames[kModes] = {
+    "host-launch",    "host-launch-small", "back-to-back",   "released",         "released-small",
+    "released-alloc", "released-kept",     "released-event", "released-untimed", "released-params"};
 constexpr int kFirstReleased = kReleased;
 constexpr int kReleasedModes = kModes - kFirstReleased;
 // How far ahead of rank 0's reading the holds end: room for every process to enqueue its hold and consumer.
@@ -242,8 +244,11 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
       check(cudaMallocAsync(&scratch, static_cast<size_t>(options.alloc_mib) << 20, process.stream),
             "cudaMallocAsync");
     }
-    check(launch_stamp(process.device_words + 1, blocks, threads, shared_bytes, process.stream),
-          "launch consumer");
+    check(
+        mode == kReleasedParams
+            ? launch_stamp_big_params(process.device_words + 1, blocks, threads, shared_bytes, process.stream)
+            : launch_stamp(process.device_words + 1, blocks, threads, shared_bytes, process.stream),
+        "launch consumer");
     if (allocates) check(cudaFreeAsync(scratch, process.stream), "cudaFreeAsync");
     check(cudaStreamSynchronize(process.stream), "released sample");
     if (iter < options.warmup) continue;

@@ -24,6 +24,18 @@ __global__ void stamp_kernel(uint64_t* start_ns, size_t shared_bytes) {
   if (threadIdx.x == 0 && shared_bytes > 0) shared[0] = 0;
 }
 
+struct BigParams {
+  uint64_t words[kBigParamBytes / sizeof(uint64_t)];
+};
+
+__global__ void stamp_big_params_kernel(uint64_t* start_ns, size_t shared_bytes,
+                                        const __grid_constant__ BigParams params) {
+  extern __shared__ uint8_t shared[];
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    *start_ns = cuda::ptx::globaltimer_ns() + (params.words[threadIdx.x] & 0);
+  if (threadIdx.x == 0 && shared_bytes > 0) shared[0] = 0;
+}
+
 __global__ void catch_kernel(volatile const int32_t* flag, int32_t value, uint64_t* seen_ns,
                              uint64_t limit_ns) {
   const uint64_t begin = cuda::ptx::globaltimer_ns();
@@ -40,8 +52,19 @@ cudaError_t launch_signal(Mailbox mailbox, int32_t sample, uint64_t spin_ns, cud
 }
 
 cudaError_t allow_stamp_shared(size_t shared_bytes) {
-  return cudaFuncSetAttribute(stamp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  const cudaError_t small = cudaFuncSetAttribute(stamp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(shared_bytes));
+  if (small != cudaSuccess) return small;
+  return cudaFuncSetAttribute(stamp_big_params_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(shared_bytes));
+}
+
+cudaError_t launch_stamp_big_params(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,
+                                    cudaStream_t stream) {
+  BigParams params{};
+  for (size_t i = 0; i < kBigParamBytes / sizeof(uint64_t); ++i) params.words[i] = i;
+  stamp_big_params_kernel<<<blocks, threads, shared_bytes, stream>>>(start_ns, shared_bytes, params);
+  return cudaGetLastError();
 }
 
 cudaError_t launch_stamp(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,

@@ -21,6 +21,11 @@ cudaError_t launch_signal(Mailbox mailbox, int32_t sample, uint64_t spin_ns, cud
 // shape: one block per SM), block 0 noting the clock at its first instruction into `start_ns`.
 cudaError_t launch_stamp(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,
                          cudaStream_t stream);
+// The same consumer taking kBigParamBytes of kernel parameters by value (the engines' kernels take a
+// KernelContext and a launch struct, ~1.3-1.5 KB): whether the parameters' size delays a launch.
+constexpr size_t kBigParamBytes = 1536;
+cudaError_t launch_stamp_big_params(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,
+                                    cudaStream_t stream);
 // Once per process: the consumer may ask for up to `shared_bytes` of dynamic shared memory.
 cudaError_t allow_stamp_shared(size_t shared_bytes);
 
