@@ -2,6 +2,7 @@
 """Summarises a fresh `normal` dispatch's clock stamps (src/cuda/normal/dispatch_phases.hpp).
 
     SWITCHYARD_NORMAL_PHASES=1 switchyard-bench --engine normal ... 2>&1 | python3 scripts/normal_stamps.py
+    (SWITCHYARD_NORMAL_PHASES=stamps: the stamps without the events, which slow the call)
 
 Every rank stamps the same sampled calls with %globaltimer, one clock for the ranks of a GPU. Each call's
 stamps are taken relative to its earliest notify entry on any rank; for each point the table gives the median

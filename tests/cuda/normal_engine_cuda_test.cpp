@@ -274,7 +274,7 @@ TEST(CudaNormalCountReadback, OverridesAreReadFromTheEnvironmentAndBadValuesAreN
   expect_refused_by_name(counts, {"Poll", "1", "mapped"}, "SWITCHYARD_NORMAL_COUNTS: expected copy or poll",
                          [] { cuda::count_readback_from_environment(); });
   const ScopedEnvironment phases("SWITCHYARD_NORMAL_PHASES");
-  expect_refused_by_name(phases, {"yes", "2"}, "SWITCHYARD_NORMAL_PHASES: expected 0 or 1",
+  expect_refused_by_name(phases, {"yes", "2", "Stamps"}, "SWITCHYARD_NORMAL_PHASES: expected 0, 1",
                          [] { cuda::DispatchPhases refused(0); });
 }
 

@@ -14,14 +14,18 @@ namespace switchyard::cuda {
 
 namespace {
 
-bool phases_from_environment() {
+DispatchPhases::Record record_from_environment() {
   const char* text = std::getenv("SWITCHYARD_NORMAL_PHASES");
-  if (text == nullptr || *text == '\0') return false;
+  if (text == nullptr || *text == '\0') return DispatchPhases::Record::off;
   const std::string value = text;
-  if (value == "0") return false;
-  if (value == "1") return true;
+  if (value == "0") return DispatchPhases::Record::off;
+  if (value == "1") return DispatchPhases::Record::events_and_stamps;
+  if (value == "stamps") return DispatchPhases::Record::stamps;
   throw InvalidArgument(
-      "SWITCHYARD_NORMAL_PHASES: expected 0 or 1 (record a fresh dispatch's phases), got '" + value + "'");
+      "SWITCHYARD_NORMAL_PHASES: expected 0, 1 (record a fresh dispatch's phases with events and clock "
+      "stamps) "
+      "or stamps (the clock stamps alone), got '" +
+      value + "'");
 }
 
 // The steps printed: each the time between two marks.
@@ -43,7 +47,8 @@ constexpr Step kSteps[] = {
 constexpr size_t kStampBytes =
     static_cast<size_t>(DispatchPhases::kMaxPhaseSamples) * kDispatchStamps * sizeof(uint64_t);
 
-DispatchPhases::DispatchPhases(int rank) : rank_(rank), on_(phases_from_environment()) {
+DispatchPhases::DispatchPhases(int rank)
+    : rank_(rank), record_(record_from_environment()), on_(record_ != Record::off) {
   if (!on_) return;
   SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&device_stamps_), kStampBytes));
   SY_CUDA_CHECK(cudaMemset(device_stamps_, 0, kStampBytes));
@@ -51,10 +56,18 @@ DispatchPhases::DispatchPhases(int rank) : rank_(rank), on_(phases_from_environm
 
 DispatchPhases::~DispatchPhases() {
   if (!on_) return;
-  print();
+  if (record_ == Record::events_and_stamps) {
+    print();
+  } else if (cudaDeviceSynchronize() != cudaSuccess) {
+    // Without events nothing else waited for the sampled kernels; a failed device has no stamps to give.
+    std::fprintf(stderr, "normal phases: rank %d's device failed: %s\n", rank_,
+                 cudaGetErrorString(cudaGetLastError()));
+  }
   print_stamps();
   for (Sample& sample : samples_) {
-    for (int i = 0; i < sample.marked; ++i) cudaEventDestroy(sample.events[i]);
+    for (int i = 0; i < sample.marked; ++i) {
+      if (sample.events[i] != nullptr) cudaEventDestroy(sample.events[i]);
+    }
   }
   cudaFree(device_stamps_);
 }
@@ -91,9 +104,11 @@ void DispatchPhases::mark(DispatchPhaseMark mark, cudaStream_t stream) {
     open_ = false;
     return;
   }
-  SY_CUDA_CHECK(cudaEventCreate(&sample.events[mark]));
   sample.marked = mark + 1;
-  SY_CUDA_CHECK(cudaEventRecord(sample.events[mark], stream));
+  if (record_ == Record::events_and_stamps) {
+    SY_CUDA_CHECK(cudaEventCreate(&sample.events[mark]));
+    SY_CUDA_CHECK(cudaEventRecord(sample.events[mark], stream));
+  }
   if (mark == kDispatchRowsMoved) open_ = false;
 }
 
@@ -130,7 +145,8 @@ void DispatchPhases::print() const {
 
 void DispatchPhases::print_stamps() const {
   std::vector<uint64_t> stamps(static_cast<size_t>(kMaxPhaseSamples) * kDispatchStamps);
-  // After print(), which waited for the last sampled call's events: every sampled kernel has run.
+  // After print(), which waited for the last sampled call's events, or the device's synchronisation: every
+  // sampled kernel has run.
   if (cudaMemcpy(stamps.data(), device_stamps_, kStampBytes, cudaMemcpyDeviceToHost) != cudaSuccess) {
     std::fprintf(stderr, "normal phases: rank %d's stamps could not be read: %s\n", rank_,
                  cudaGetErrorString(cudaGetLastError()));

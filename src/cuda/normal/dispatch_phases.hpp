@@ -10,6 +10,7 @@
 // the call's host wait, which DeepEP's dispatch pays too. Off, each step costs one branch. On, the events are
 // not free: as 8 processes under MPS the 128-token fresh dispatch took 176 us with them and 109 without
 // (bench/NOTES.md, session 35), so read the steps as shares of a slowed call, not as its time.
+// SWITCHYARD_NORMAL_PHASES=stamps records the clock stamps below without the events.
 // Beside the events (one clock per process), the kernels note %globaltimer (one clock for every rank of a
 // GPU) at the points DispatchStamp names, one line per sampled call and rank:
 //   normstamp <sample> <rank> <notify entered> <published> <exchanged> <notify done> <rows started>
@@ -58,7 +59,11 @@ class DispatchPhases {
  public:
   static constexpr int kMaxPhaseSamples = 1024;
 
-  // On when SWITCHYARD_NORMAL_PHASES is 1 (0, unset or empty: off; anything else is refused by name).
+  // What is recorded: SWITCHYARD_NORMAL_PHASES 1 gives events_and_stamps, `stamps` the clock stamps alone
+  // (the normstamp lines, without the events' cost: a timing event on each of 8 ranks' streams at one moment
+  // spreads their starts by ~2 us a rank, bench/NOTES.md session 36); 0, unset or empty: off; anything else
+  // is refused by name.
+  enum class Record { off, events_and_stamps, stamps };
   explicit DispatchPhases(int rank);
   ~DispatchPhases();  // prints, when on and anything was recorded
   DispatchPhases(const DispatchPhases&) = delete;
@@ -83,6 +88,7 @@ class DispatchPhases {
   void print_stamps() const;
 
   int rank_;
+  Record record_ = Record::off;
   bool on_ = false;
   bool open_ = false;
   std::vector<Sample> samples_;
