@@ -27,7 +27,11 @@
 //   released-event     released, with a timing event recorded between the hold and the consumer, as the
 //                      bench and the side by side record each phase's start event;
 //   released-untimed   the same with an event made with cudaEventDisableTiming;
-//   released-params    released, the consumer taking kBigParamBytes of parameters by value.
+//   released-params    released, the consumer taking kBigParamBytes of parameters by value;
+//   released-l1        released, after a kernel on every SM that prefers L1 (carveout 0) before the hold: the
+//                      consumer's SMs must change their L1/shared split back first (as the symmetric
+//                      dispatch's after the pull combine and the bench's kernels);
+//   released-shared    the same with that kernel preferring the most shared memory (carveout 100).
 #include <time.h>
 
 #include <CLI/CLI.hpp>
@@ -70,11 +74,14 @@ enum Mode {
   kReleasedEvent,
   kReleasedUntimed,
   kReleasedParams,
+  kReleasedL1,
+  kReleasedShared,
   kModes
 };
-constexpr const char* kModeNames[kModes] = {
-    "host-launch",    "host-launch-small", "back-to-back",   "released",         "released-small",
-    "released-alloc", "released-kept",     "released-event", "released-untimed", "released-params"};
+constexpr const char* kModeNames[kModes] = {"host-launch",     "host-launch-small", "back-to-back",
+                                            "released",        "released-small",    "released-alloc",
+                                            "released-kept",   "released-event",    "released-untimed",
+                                            "released-params", "released-l1",       "released-shared"};
 constexpr int kFirstReleased = kReleased;
 constexpr int kReleasedModes = kModes - kFirstReleased;
 // How far ahead of rank 0's reading the holds end: room for every process to enqueue its hold and consumer.
@@ -237,6 +244,11 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
     }
     uint64_t moment = 0;
     std::memcpy(&moment, group.allgather(mine).front().data(), sizeof(moment));
+    if (mode == kReleasedL1 || mode == kReleasedShared) {
+      int sms = 0;
+      check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
+      check(launch_filler(sms, mode == kReleasedL1 ? 0 : 100, process.stream), "launch filler");
+    }
     cuda::enqueue_gpu_timer_wait(process.stream, moment, 100 * kReleaseAheadNs);
     if (event != nullptr) check(cudaEventRecord(event, process.stream), "cudaEventRecord");
     void* scratch = nullptr;

@@ -36,6 +36,12 @@ __global__ void stamp_big_params_kernel(uint64_t* start_ns, size_t shared_bytes,
   if (threadIdx.x == 0 && shared_bytes > 0) shared[0] = 0;
 }
 
+__global__ void filler_kernel(uint64_t spin_ns) {
+  const uint64_t begin = cuda::ptx::globaltimer_ns();
+  while (cuda::ptx::globaltimer_ns() - begin < spin_ns) {
+  }
+}
+
 __global__ void catch_kernel(volatile const int32_t* flag, int32_t value, uint64_t* seen_ns,
                              uint64_t limit_ns) {
   const uint64_t begin = cuda::ptx::globaltimer_ns();
@@ -70,6 +76,14 @@ cudaError_t launch_stamp_big_params(uint64_t* start_ns, int blocks, int threads,
 cudaError_t launch_stamp(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,
                          cudaStream_t stream) {
   stamp_kernel<<<blocks, threads, shared_bytes, stream>>>(start_ns, shared_bytes);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_filler(int blocks, int carveout_percent, cudaStream_t stream) {
+  const cudaError_t set =
+      cudaFuncSetAttribute(filler_kernel, cudaFuncAttributePreferredSharedMemoryCarveout, carveout_percent);
+  if (set != cudaSuccess) return set;
+  filler_kernel<<<blocks, 1024, 0, stream>>>(20'000);
   return cudaGetLastError();
 }
 

@@ -26,6 +26,11 @@ cudaError_t launch_stamp(uint64_t* start_ns, int blocks, int threads, size_t sha
 constexpr size_t kBigParamBytes = 1536;
 cudaError_t launch_stamp_big_params(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,
                                     cudaStream_t stream);
+// A kernel of another shared-memory configuration on every SM before the hold: `blocks` blocks of 1024
+// threads without shared memory, asking for the SMs' L1/shared split `carveout_percent` of shared memory
+// (cudaFuncAttributePreferredSharedMemoryCarveout: 0 prefers L1, 100 the most shared memory). A consumer that
+// needs more shared memory than that split leaves must have its SMs reconfigured first.
+cudaError_t launch_filler(int blocks, int carveout_percent, cudaStream_t stream);
 // Once per process: the consumer may ask for up to `shared_bytes` of dynamic shared memory.
 cudaError_t allow_stamp_shared(size_t shared_bytes);
 
