@@ -634,6 +634,90 @@ TEST(CudaInternodeErrors, CombinesOnHandlesOfDifferentDispatchesAreRefusedOnEver
   }
 }
 
+// A dispatch whose host fails after the notify's exchange still runs its part, into outputs of its own
+// (InternodeEngine's stand_in): rank 0's call raises, the other ranks' calls complete without waiting for the
+// timeout, and the next round trip is bitwise right everywhere. `spoil` makes rank 0's call fail (given its
+// arguments, the rows it should receive, its device and stream; it returns any tensor it made for them).
+template <typename Spoil>
+std::string fail_rank0_after_the_notify(const std::string& name, Spoil&& spoil) {
+  InternodeCase c{name, make_shape(2, 2, 24, 256, 4, 2, DType::bf16), ring_config(2, 4, 2)};
+  c.config.timeout_seconds = 30;
+  const uint64_t seed = seed_for("cuda/internode/" + name);
+  SCOPED_TRACE(describe(c, seed));
+  const auto data = workload::generate(c.shape, seed);
+  const Expected expected = compute_expected(c.shape, data, c.expert_alignment);
+  const int ranks = c.shape.topology.num_ranks;
+  std::vector<std::string> messages(ranks);
+  std::vector<std::vector<std::string>> failures(ranks);
+  const auto start = std::chrono::steady_clock::now();
+  run_case(c, seed, [&](Buffer& buffer, Group& group, cudaStream_t stream) {
+    const int rank = group.rank();
+    const int device = device_of(buffer);
+    const int64_t rows = static_cast<int64_t>(expected.dispatched[rank].recv_src_rank.size());
+    Tensor x = to_device(data[rank].x, device, stream);
+    Tensor topk_idx = to_device(data[rank].topk_idx, device, stream);
+    Tensor topk_weights = to_device(data[rank].topk_weights, device, stream);
+    DispatchArgs args;
+    args.x = x;
+    args.topk_idx = topk_idx;
+    args.topk_weights = topk_weights;
+    args.num_experts = c.shape.num_experts;
+    args.stream = stream;
+    // The peers' outputs are the library's: with a bad id on rank 0 they receive other rows than `rows`.
+    const Tensor spoilt = rank == 0 ? spoil(args, rows, device, stream) : Tensor();
+    group.barrier();
+    try {
+      buffer.dispatch(args);
+      buffer.synchronize(stream);
+      if (rank == 0) failures[rank].push_back("expected an InvalidArgument");
+    } catch (const InvalidArgument& error) {
+      messages[rank] = error.what();
+      if (rank != 0) failures[rank].push_back(std::string("refused: ") + error.what());
+    } catch (const std::exception& error) {
+      failures[rank].push_back(std::string("threw: ") + error.what());
+    }
+    group.barrier();
+    try {
+      DeviceRun after = run_on_device(buffer, c.shape, data[rank], expected, c.expert_alignment, stream);
+      compare_with_reference(after, c.shape, expected, rank, &failures[rank]);
+    } catch (const std::exception& error) {
+      failures[rank].push_back(std::string("the round trip after the failure threw: ") + error.what());
+    }
+  });
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_LT(seconds, 20.0) << "a peer waited for the timeout";
+  for (int rank = 0; rank < ranks; ++rank) {
+    for (const auto& failure : failures[rank]) ADD_FAILURE() << "rank " << rank << ": " << failure;
+  }
+  return messages[0];
+}
+
+TEST(CudaInternodeErrors, ADispatchWhoseOutputsFailAfterTheNotifyLetsItsPeersFinish) {
+  SWITCHYARD_REQUIRE_GPU();
+  const std::string message = fail_rank0_after_the_notify(
+      "outputs_fail", [](DispatchArgs& args, int64_t rows, int device, cudaStream_t stream) {
+        Tensor recv_x = poisoned_device(DType::bf16, {rows + 1, args.x.shape[1]}, device, stream);
+        args.out_recv_x = recv_x;
+        return recv_x;
+      });
+  EXPECT_NE(message.find("out_recv_x: expected"), std::string::npos) << message;
+}
+
+// Bad input found on the device (rank 0's topk_idx names an expert past the last): the notify records it
+// and its exchange passes; the peers treat the slot as -1.
+TEST(CudaInternodeErrors, ADispatchWithAnExpertIdFoundBadOnTheDeviceLetsItsPeersFinish) {
+  SWITCHYARD_REQUIRE_GPU();
+  const std::string message = fail_rank0_after_the_notify(
+      "bad_id_on_device", [](DispatchArgs& args, int64_t, int, cudaStream_t stream) {
+        const int64_t bad = args.num_experts + 5;
+        check_cuda(cudaMemcpyAsync(args.topk_idx.data, &bad, sizeof(bad), cudaMemcpyHostToDevice, stream),
+                   "cudaMemcpyAsync (a bad expert id)");
+        check_cuda(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
+        return Tensor();
+      });
+  EXPECT_NE(message.find("topk_idx: expected expert ids in [-1, 8), got 13"), std::string::npos) << message;
+}
+
 TEST(CudaInternodeErrors, ARankThatNeverArrivesEndsInTimeoutErrorOnTheOthers) {
   SWITCHYARD_REQUIRE_GPU();
   constexpr double kShortTimeoutSeconds = 1.0;

@@ -873,8 +873,17 @@ TEST(CudaNormalEngineErrors, ExpertIdOutOfRangeOnDeviceIsInvalidArgumentAndWrite
 // rank 0's InvalidArgument message; the other ranks' calls must complete without an error, the whole
 // within 20 s (a stranded peer waits for the 30 s timeout), and the round trip after must be bitwise right
 // everywhere.
+// How the failing dispatch runs: in place or through the rings, its counts polled (the default) or copied.
+struct FailedDispatchPath {
+  bool heap_inputs;
+  bool copy_readback;
+};
+
 template <typename Spoil>
-std::string fail_rank0_after_the_counts(const std::string& name, bool heap_inputs, Spoil&& spoil) {
+std::string fail_rank0_after_the_counts(const std::string& name, FailedDispatchPath path, Spoil&& spoil) {
+  const bool heap_inputs = path.heap_inputs;
+  const ScopedEnvironment readback("SWITCHYARD_NORMAL_COUNTS");
+  if (path.copy_readback) readback.set("copy");
   CudaCase c{name, make_shape(3, 24, 256, 4, 12, DType::bf16), config_with(2, 16, 4)};
   c.config.timeout_seconds = 30;
   c.heap_inputs = heap_inputs;
@@ -945,8 +954,9 @@ std::string fail_rank0_after_the_counts(const std::string& name, bool heap_input
 // plays its part (NormalEngine::stand_in_after_the_counts): in place, a gather that pulls nothing but holds
 // the closing barrier (GatherLaunch::withdrawn); through the rings, the whole dispatch into outputs of its
 // own. Rank 0 raises the InvalidArgument naming out_recv_x, every other rank's call completes without
-// waiting for the timeout, and the next round trip is bitwise right on every rank.
-class CudaNormalFailedDispatch : public ::testing::TestWithParam<bool> {};
+// waiting for the timeout, and the next round trip is bitwise right on every rank. With the counts polled
+// or copied back (SWITCHYARD_NORMAL_COUNTS; copied, the notify's -1 rows tell whether its exchange passed).
+class CudaNormalFailedDispatch : public ::testing::TestWithParam<FailedDispatchPath> {};
 
 TEST_P(CudaNormalFailedDispatch, WhoseOutputsFailAfterTheCountsLetsItsPeersFinish) {
   SWITCHYARD_REQUIRE_GPU();
@@ -976,9 +986,12 @@ TEST_P(CudaNormalFailedDispatch, WithAnExpertIdFoundBadOnTheDeviceLetsItsPeersFi
   EXPECT_NE(message.find("topk_idx: expected expert ids in [-1, 12), got 17"), std::string::npos) << message;
 }
 
-INSTANTIATE_TEST_SUITE_P(InPlaceAndRings, CudaNormalFailedDispatch, ::testing::Values(true, false),
-                         [](const ::testing::TestParamInfo<bool>& info) {
-                           return info.param ? std::string("in_place") : std::string("rings");
+INSTANTIATE_TEST_SUITE_P(InPlaceAndRings, CudaNormalFailedDispatch,
+                         ::testing::Values(FailedDispatchPath{true, false}, FailedDispatchPath{false, false},
+                                           FailedDispatchPath{true, true}, FailedDispatchPath{false, true}),
+                         [](const ::testing::TestParamInfo<FailedDispatchPath>& info) {
+                           return std::string(info.param.heap_inputs ? "in_place" : "rings") +
+                                  (info.param.copy_readback ? "_counts_copied" : "_counts_polled");
                          });
 
 // A worst-case dispatch whose num_worst_tokens is below the rows the rank receives is refused (found on the

@@ -207,38 +207,71 @@ DispatchResult InternodeEngine::run_dispatch(const detail::DispatchPlan& plan, K
   }
   notify.is_token_in_rank = handle->is_token_in_rank.as<const bool>();
   launch_internode_notify(context, links, notify, stream);
+
+  // The rows: every rank's dispatch kernel, into `outputs` sized by the counts.
+  const auto launch_rows = [&](const detail::DispatchPlan& call, const DispatchResult& outputs) {
+    InternodeDispatchLaunch launch{};
+    launch.shape = shape;
+    launch.rdma_message =
+        detail::internode_dispatch_message(call.hidden, call.dtype, call.topk, call.has_weights);
+    launch.message = detail::dispatch_message(call.hidden, call.dtype, call.topk, call.has_weights);
+    launch.local_experts = call.local_experts;
+    launch.x = args.x.as<const uint8_t>();
+    launch.x_scales = call.has_scales ? args.x_scales.as<const float>() : nullptr;
+    launch.x_scales_layout = call.scales_layout;
+    launch.topk_idx = call.topk > 0 ? args.topk_idx.as<const int64_t>() : nullptr;
+    launch.topk_weights = call.has_weights ? args.topk_weights.as<const float>() : nullptr;
+    launch.is_token_in_rank = handle->is_token_in_rank.as<const bool>();
+    launch.num_tokens = call.num_tokens;
+    launch.node_send_list = node_send_list.as<const int32_t>();
+    launch.node_send_channel_prefix = node_send_channel_prefix.as<const int32_t>();
+    launch.recv_channel_start = handle->recv_channel_start.as<const int32_t>();
+    launch.recv_x = outputs.recv_x.as<uint8_t>();
+    launch.recv_x_scales = call.has_scales ? outputs.recv_x_scales.as<float>() : nullptr;
+    launch.recv_topk_idx = call.topk > 0 ? outputs.recv_topk_idx.as<int64_t>() : nullptr;
+    launch.recv_topk_weights = call.has_weights ? outputs.recv_topk_weights.as<float>() : nullptr;
+    launch.recv_src_token = handle->recv_src_token.as<int32_t>();
+    launch.num_output_rows = call.num_worst_tokens > 0 ? call.num_worst_tokens : handle->num_recv_tokens;
+    launch_internode_dispatch(context, links, launch, stream);
+  };
+  // After the notify every peer moves rows with this rank: a call that fails on this rank's host from then
+  // on (its outputs, bad input the notify found) still runs its part, into outputs of its own, so that the
+  // failure is this rank's alone (as the single-node engine's stand_in_after_the_counts). Errors here are
+  // swallowed: the host's own failure is what the caller must see. The outputs go when this returns:
+  // stream-ordered frees follow the kernel on its stream, plain ones synchronise the device first.
+  const auto stand_in = [&]() noexcept {
+    try {
+      detail::DispatchPlan own = plan;
+      own.args.out_recv_x = {};
+      own.args.out_recv_x_scales = {};
+      own.args.out_recv_topk_idx = {};
+      own.args.out_recv_topk_weights = {};
+      own.args.allocate_outputs = nullptr;
+      launch_rows(own, dispatch_outputs(own, *handle, device_, env.allocation_stream));
+    } catch (...) {
+    }
+  };
   if (!plan.cached && plan.num_worst_tokens == 0) {
     // The one host synchronisation of a non-worst-case dispatch: the output sizes.
-    receive_dispatch_counts(*handle, plan.local_experts, pinned_counts_, stream, env);
+    try {
+      receive_dispatch_counts(*handle, plan.local_experts, pinned_counts_, stream, env);
+    } catch (...) {
+      // Bad input the notify found (an expert id out of range) is raised here, after an exchange that
+      // passed on every rank (the peers treat the bad ids as -1); the notify leaves -1 rows where it did not.
+      if (handle->num_recv_tokens >= 0) stand_in();
+      throw;
+    }
   }
 
-  DispatchResult result = dispatch_outputs(plan, *handle, device_, env.allocation_stream);
+  DispatchResult result;
+  try {
+    result = dispatch_outputs(plan, *handle, device_, env.allocation_stream);
+  } catch (...) {
+    stand_in();
+    throw;
+  }
   const bool worst_case = plan.num_worst_tokens > 0;
-  const int64_t rows = worst_case ? plan.num_worst_tokens : handle->num_recv_tokens;
-
-  InternodeDispatchLaunch launch{};
-  launch.shape = shape;
-  launch.rdma_message =
-      detail::internode_dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
-  launch.message = detail::dispatch_message(plan.hidden, plan.dtype, plan.topk, plan.has_weights);
-  launch.local_experts = plan.local_experts;
-  launch.x = args.x.as<const uint8_t>();
-  launch.x_scales = plan.has_scales ? args.x_scales.as<const float>() : nullptr;
-  launch.x_scales_layout = plan.scales_layout;
-  launch.topk_idx = plan.topk > 0 ? args.topk_idx.as<const int64_t>() : nullptr;
-  launch.topk_weights = plan.has_weights ? args.topk_weights.as<const float>() : nullptr;
-  launch.is_token_in_rank = handle->is_token_in_rank.as<const bool>();
-  launch.num_tokens = plan.num_tokens;
-  launch.node_send_list = node_send_list.as<const int32_t>();
-  launch.node_send_channel_prefix = node_send_channel_prefix.as<const int32_t>();
-  launch.recv_channel_start = handle->recv_channel_start.as<const int32_t>();
-  launch.recv_x = result.recv_x.as<uint8_t>();
-  launch.recv_x_scales = plan.has_scales ? result.recv_x_scales.as<float>() : nullptr;
-  launch.recv_topk_idx = plan.topk > 0 ? result.recv_topk_idx.as<int64_t>() : nullptr;
-  launch.recv_topk_weights = plan.has_weights ? result.recv_topk_weights.as<float>() : nullptr;
-  launch.recv_src_token = handle->recv_src_token.as<int32_t>();
-  launch.num_output_rows = rows;
-  launch_internode_dispatch(context, links, launch, stream);
+  launch_rows(plan, result);
 
   result.num_recv_tokens = worst_case ? -1 : handle->num_recv_tokens;
   if (!worst_case) result.num_recv_tokens_per_expert = handle->num_recv_tokens_per_expert;

@@ -88,6 +88,10 @@ __global__ void __launch_bounds__(kNotifyThreads, 2)
   int32_t* channel_counts = node_counts + num_nodes * num_channels;    // [R * C], fresh only
   int32_t* expert_counts = channel_counts + num_ranks * num_channels;  // [E], fresh only
 
+  // -1 until the exchange has passed (thread 0 writes the count at the end): a host that meets an error after
+  // copying the counts back tells by it whether its peers went on to move rows (InternodeEngine).
+  if (launch.fresh && threadIdx.x == 0) launch.recv_token_count[0] = -1;
+
   // 1. Our rings and counters are empty before any peer can reach them (the barrier below).
   reset_internode_call(context, transports, launch.shape);
   for (int i = threadIdx.x; i < num_nodes * num_channels; i += blockDim.x) node_counts[i] = 0;

@@ -87,9 +87,11 @@ void DispatchCounts::receive(detail::NormalHandleData& handle, int local_experts
 }
 
 bool DispatchCounts::exchanged(int32_t tag) const {
-  if (readback_ != CountReadback::poll) return false;
   const common::PostedCounts posted{host_words_};
-  // The tag is written last (release): the status read after it is this call's.
+  // copy: receive synchronised the stream after the copies; the notify leaves -1 rows until its exchange
+  // passes.
+  if (readback_ == CountReadback::copy) return *posted.recv_tokens() >= 0;
+  // poll: the tag is written last (release): the status read after it is this call's.
   return __atomic_load_n(posted.tag(), __ATOMIC_ACQUIRE) == tag && *posted.status() == common::kCountsPosted;
 }
 

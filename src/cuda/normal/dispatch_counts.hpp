@@ -52,8 +52,8 @@ class DispatchCounts {
                const CallEnv& env);
 
   // After receive raised: whether the notify of the call tagged `tag` finished its count exchange (every
-  // peer then goes on to move rows, and expects this rank at the call's closing barrier). Only what the
-  // notify posted says so; the copy readback has no post and answers false.
+  // peer then goes on to move rows, and expects this rank at the call's closing barrier): its post (poll), or
+  // the rows it left, which stay -1 until the exchange passes (copy).
   bool exchanged(int32_t tag) const;
 
  private:

@@ -22,9 +22,11 @@ void copy_dispatch_counts(const detail::NormalHandleData& handle, int local_expe
 void take_copied_counts(detail::NormalHandleData& handle, int local_experts, const int32_t* pinned,
                         cudaStream_t stream, const CallEnv& env) {
   SY_CUDA_CHECK(cudaStreamSynchronize(stream));
-  env.throw_pending_device_error();
+  // Into the handle first, also when an error is raised below: a rank that stands in for its failed call
+  // sizes its own outputs by them (-1 rows: the notify's exchange did not pass, and nobody stands in).
   handle.num_recv_tokens = pinned[0];
   handle.num_recv_tokens_per_expert.assign(pinned + 1, pinned + 1 + local_experts);
+  env.throw_pending_device_error();
 }
 
 void receive_dispatch_counts(detail::NormalHandleData& handle, int local_experts, int32_t* pinned,

@@ -15,9 +15,9 @@ namespace switchyard::cuda {
 // The rows this rank receives and their split over its local experts, from the handle's device counts
 // (written by the notify kernel on `stream`) into `pinned` (page-locked, at least 1 + local_experts
 // ints) and then into the handle's host fields. Waits for the stream; raises a device error an earlier
-// kernel recorded. The two halves, for a caller that does something between them
-// (cuda/normal/dispatch_counts.hpp): copy_dispatch_counts enqueues the copies, take_copied_counts waits
-// for them and reads them.
+// kernel recorded (after filling the handle: -1 rows there says the notify's exchange did not pass). The two
+// halves, for a caller that does something between them (cuda/normal/dispatch_counts.hpp):
+// copy_dispatch_counts enqueues the copies, take_copied_counts waits for them and reads them.
 void receive_dispatch_counts(detail::NormalHandleData& handle, int local_experts, int32_t* pinned,
                              cudaStream_t stream, const CallEnv& env);
 void copy_dispatch_counts(const detail::NormalHandleData& handle, int local_experts, int32_t* pinned,

@@ -109,6 +109,9 @@ __device__ bool count_and_plan(const KernelContext& context, const NotifyLaunch&
   // The number the barrier below will get: an opening barrier (a signature) always takes the next one
   // (number_barrier). Read before thread 0 numbers it (block_barrier_all_ranks starts with __syncthreads).
   const uint64_t epoch = *context.barrier_epoch + 1;
+  // -1 until the exchange has passed (thread 0 writes the count below): a host that copied the counts back
+  // and then met an error tells by it whether its peers went on to move rows (DispatchCounts::exchanged).
+  if (threadIdx.x == 0) launch.recv_token_count[0] = -1;
 
   // 1. Our rings are empty again (no peer pushes to them before the barrier passes).
   reset_own_rings(context);
