@@ -17,6 +17,7 @@
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
 #include "cuda/expert_major_round_trip.hpp"
+#include "cuda/failed_dispatch.hpp"
 #include "cuda/normal/dispatch_counts.hpp"
 #include "cuda/normal/dispatch_phases.hpp"
 #include "cuda/rank_device.hpp"
@@ -921,24 +922,21 @@ std::string fail_rank0_after_the_counts(const std::string& name, FailedDispatchP
       // The peers' outputs are the library's: with a bad id on rank 0 they receive other rows than `rows`.
       const Tensor spoilt = rank == 0 ? spoil(args, rows, device, stream) : Tensor();
       group.barrier();
-      try {
-        buffer.dispatch(args);
-        buffer.synchronize(stream);
-        if (rank == 0) failures[rank].push_back("expected an InvalidArgument");
-      } catch (const InvalidArgument& error) {
-        messages[rank] = error.what();
-        if (rank != 0) failures[rank].push_back(std::string("refused: ") + error.what());
-      } catch (const std::exception& error) {
-        failures[rank].push_back(std::string("threw: ") + error.what());
-      }
+      expect_refused_on_one_rank(
+          rank, 0,
+          [&] {
+            buffer.dispatch(args);
+            buffer.synchronize(stream);
+          },
+          &messages[rank], &failures[rank]);
       group.barrier();
-      try {
-        DeviceRun after = run_on_device(buffer, c.shape, data[rank], expected, 1, stream, nullptr, nullptr,
-                                        {}, {}, false, heap_inputs);
-        compare_with_reference(after, c.shape, expected, rank, &failures[rank]);
-      } catch (const std::exception& error) {
-        failures[rank].push_back(std::string("the round trip after the failure threw: ") + error.what());
-      }
+      expect_round_trip_after_the_failure(
+          [&] {
+            DeviceRun after = run_on_device(buffer, c.shape, data[rank], expected, 1, stream, nullptr,
+                                            nullptr, {}, {}, false, heap_inputs);
+            compare_with_reference(after, c.shape, expected, rank, &failures[rank]);
+          },
+          &failures[rank]);
     }
     cudaStreamDestroy(stream);
   });
