@@ -29,7 +29,7 @@ def main() -> int:
         sample, rank = int(fields[1]), int(fields[2])
         calls[sample][rank] = [int(value) for value in fields[3:]]
     if not calls:
-        print("no normstamp lines (was SWITCHYARD_NORMAL_PHASES=1 set for the run?)")
+        print("no normstamp lines (was SWITCHYARD_NORMAL_PHASES=1 or stamps set for the run?)")
         return 1
     spread = {point: ([], [], []) for point in POINTS}
     barrier_wait = collections.defaultdict(list)  # rank -> us
