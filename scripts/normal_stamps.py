@@ -6,7 +6,8 @@
 
 Every rank stamps the same sampled calls with %globaltimer, one clock for the ranks of a GPU. Each call's
 stamps are taken relative to its earliest notify entry on any rank; for each point the table gives the median
-over calls of the first, median and last rank to reach it (us), then each rank's median wait at the notify's
+over calls of the first, median and last rank to reach it (us), the ranks' notify entries in start order
+(scripts/stamp_spread.py), then each rank's median wait at the notify's
 barrier (exchanged - published): what the notify step spends waiting for the last rank to publish its counts.
 Lines with the host's two clock words (counts seen, rows kernel launched; CLOCK_REALTIME) also give, per rank,
 the median of the host's part (launched - counts seen) beside the device's gap (rows started - notify done):
@@ -15,6 +16,8 @@ the two clocks differ by an offset, so only intervals on one clock are compared.
 import collections
 import statistics
 import sys
+
+from stamp_spread import Spread, print_start_order
 
 POINTS = ["notify entered", "published", "exchanged", "notify done", "rows started"]
 HOST_POINTS = ["host counts seen", "host rows launched"]
@@ -31,19 +34,13 @@ def main() -> int:
     if not calls:
         print("no normstamp lines (was SWITCHYARD_NORMAL_PHASES=1 or stamps set for the run?)")
         return 1
-    spread = {point: ([], [], []) for point in POINTS}
+    spread = Spread(POINTS)
     barrier_wait = collections.defaultdict(list)  # rank -> us
     host_part = collections.defaultdict(list)  # rank -> us: host launched - host counts seen
     device_gap = collections.defaultdict(list)  # rank -> us: rows started - notify done
     for ranks in calls.values():
         origin = min(stamps[0] for stamps in ranks.values() if stamps[0] != 0)
-        for index, point in enumerate(POINTS):
-            values = sorted((stamps[index] - origin) / 1e3 for stamps in ranks.values() if stamps[index] != 0)
-            if not values:
-                continue
-            spread[point][0].append(values[0])
-            spread[point][1].append(values[len(values) // 2])
-            spread[point][2].append(values[-1])
+        spread.add_call(ranks.values(), origin)
         for rank, stamps in ranks.items():
             if stamps[1] != 0 and stamps[2] != 0:
                 barrier_wait[rank].append((stamps[2] - stamps[1]) / 1e3)
@@ -53,14 +50,9 @@ def main() -> int:
                 host_part[rank].append((stamps[6] - stamps[5]) / 1e3)
     ranks = sorted({rank for ranks in calls.values() for rank in ranks})
     print(f"{len(calls)} sampled calls; ranks: {len(ranks)}; us after the call's first notify entry")
-    print(f"{'point':<16} {'first us':>9} {'median us':>10} {'last us':>9}")
-    for point in POINTS:
-        first, median, last = spread[point]
-        if not first:
-            print(f"{point:<16} {'-':>9} {'-':>10} {'-':>9}")
-            continue
-        print(f"{point:<16} {statistics.median(first):9.1f} {statistics.median(median):10.1f} "
-              f"{statistics.median(last):9.1f}")
+    spread.print_table("point", 16)
+    print_start_order([[stamps[0] for stamps in ranks.values() if stamps[0] != 0] for ranks in calls.values()],
+                      "notify entries")
     print("median wait at the barrier (exchanged - published), us: " +
           ", ".join(f"rank {rank} {statistics.median(barrier_wait[rank]):.1f}" for rank in ranks
                     if barrier_wait[rank]))

@@ -4,11 +4,14 @@
     SWITCHYARD_SYMMETRIC_STAMPS=1 switchyard-bench --engine symmetric ... 2>&1 | python3 scripts/symmetric_stamps.py
 
 Each sampled call's stamps are taken relative to its earliest block start on any rank; for each phase
-the table gives the median over calls of the earliest, median and latest block to reach it (us).
+the table gives the median over calls of the earliest, median and latest block to reach it (us); the last
+line, the ranks' first blocks in start order (scripts/stamp_spread.py).
 """
 import collections
 import statistics
 import sys
+
+from stamp_spread import Spread, print_start_order
 
 PHASES = ["start", "routed", "barrier passed", "last load issued", "stores drained", "released"]
 
@@ -24,8 +27,9 @@ def main() -> int:
     if not calls:
         print("no symstamp lines (was SWITCHYARD_SYMMETRIC_STAMPS=1 set for the run?)")
         return 1
-    spread = {phase: ([], [], []) for phase in PHASES}
+    spread = Spread(PHASES)
     rank_start_spread = []
+    first_starts_by_call = []
     print("per call (us after its first block start): last rank start, routed, barrier passed (first/last), "
           "stores drained (median/last), released (last)")
     for call in sorted(calls):
@@ -49,22 +53,12 @@ def main() -> int:
             if first_start[rank] is None or stamps[0] < first_start[rank]:
                 first_start[rank] = stamps[0]
         rank_start_spread.append((max(first_start.values()) - origin) / 1e3)
-        for index, phase in enumerate(PHASES):
-            values = sorted((stamps[index] - origin) / 1e3 for _, _, stamps in blocks if stamps[index] != 0)
-            if not values:
-                continue
-            spread[phase][0].append(values[0])
-            spread[phase][1].append(values[len(values) // 2])
-            spread[phase][2].append(values[-1])
+        first_starts_by_call.append(list(first_start.values()))
+        spread.add_call([stamps for _, _, stamps in blocks], origin)
     print(f"{len(calls)} sampled calls; ranks: {len({rank for blocks in calls.values() for rank, _, _ in blocks})}; "
           f"last rank's first block starts {statistics.median(rank_start_spread):.1f} us after the first")
-    print(f"{'phase':<18} {'first us':>9} {'median us':>10} {'last us':>9}")
-    for phase in PHASES:
-        first, median, last = spread[phase]
-        if not first:
-            print(f"{phase:<18} {'-':>9} {'-':>10} {'-':>9}")
-            continue
-        print(f"{phase:<18} {statistics.median(first):9.1f} {statistics.median(median):10.1f} {statistics.median(last):9.1f}")
+    spread.print_table("phase", 18)
+    print_start_order(first_starts_by_call, "first blocks")
     return 0
 
 

@@ -37,6 +37,7 @@ def test_points_are_relative_to_the_calls_first_notify_entry_on_any_rank():
     assert rows["notify entered"] == ["0.0", "30.0", "30.0"]
     assert rows["published"] == ["5.0", "34.5", "34.5"]
     assert rows["exchanged"] == ["35.0", "35.0", "35.0"]
+    assert "notify entries, earliest to last rank (us after the earliest, medians): 0.0 30.0" in out
     # rank 1's rows kernel was not stamped: only ranks that reached a point count
     assert rows["rows started"] == ["60.0", "60.0", "60.0"]
     assert "rank 0 30.0, rank 1 0.5" in out  # exchanged - published

@@ -34,6 +34,8 @@ def test_phases_are_relative_to_the_calls_first_block_start():
     # block 1 of rank 0 never routed: only blocks that reached a phase count
     assert rows["routed"] == ["2.0", "7.0", "7.0"]
     assert "barrier passed" in out and "released" in out
+    # the ranks' first blocks in start order: rank 0 at 0, rank 1 5 us later, in both calls
+    assert "first blocks, earliest to last rank (us after the earliest, medians): 0.0 5.0" in out
 
 
 def test_no_stamps_is_an_error_that_names_the_switch():
