@@ -5,6 +5,7 @@
 #
 #   bash scripts/gpu-check.sh                 # everything
 #   SWITCHYARD_GPU_STAGES="tests bench" bash scripts/gpu-check.sh
+#   SWITCHYARD_GPU_CPU_TESTS=0 leaves the CPU tests (ctest) to CI.
 #   stages: build tests processes sanitizer bench bench-nodes report channels python moe deepep peer
 #   deepep: DeepEP's own tests against switchyard.deep_ep (scripts/deepep-tests.sh; needs DEEPEP_SRC or
 #   .deepep-src); peer: DeepEP V1 timed beside switchyard (scripts/peer-deepep.sh; needs a full DeepEP
@@ -111,7 +112,9 @@ if has_stage tests; then
     env SWITCHYARD_NORMAL_COUNTS=copy timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$(suite_bin normal_engine)" --gtest_brief=1
   run_logged "gpu tests bench nccl kernels" tests-bench-nccl-kernels.log timeout 120 \
     "$BUILD/tests/bench/switchyard_bench_nccl_kernels_cuda_test" --gtest_brief=1
-  if [[ -f $BUILD/CTestTestfile.cmake ]]; then
+  if [[ ${SWITCHYARD_GPU_CPU_TESTS:-1} == 0 ]]; then
+    note "cpu tests: not run (SWITCHYARD_GPU_CPU_TESTS=0; CI runs them)"
+  elif [[ -f $BUILD/CTestTestfile.cmake ]]; then
     run_logged "cpu tests" cpu-tests.log timeout 300 ctest --test-dir "$BUILD" -E "Cuda|cuda" -j 8 --output-on-failure
   else
     note "cpu tests: not run (prebuilt binaries only; CI runs them)"
