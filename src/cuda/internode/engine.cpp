@@ -235,19 +235,14 @@ DispatchResult InternodeEngine::run_dispatch(const detail::DispatchPlan& plan, K
     launch_internode_dispatch(context, links, launch, stream);
   };
   // After the notify every peer moves rows with this rank: a call that fails on this rank's host from then
-  // on (its outputs, bad input the notify found) still runs its part, into outputs of its own, so that the
-  // failure is this rank's alone (as the single-node engine's stand_in_after_the_counts). Errors here are
-  // swallowed: the host's own failure is what the caller must see. The outputs go when this returns:
-  // stream-ordered frees follow the kernel on its stream, plain ones synchronise the device first.
+  // on (its outputs, bad input the notify found) still runs its part, into outputs of its own
+  // (stand_in_dispatch), so that the failure is this rank's alone (as the single-node engine's
+  // stand_in_after_the_counts). Errors here are swallowed: the host's own failure is what the caller must
+  // see.
   const auto stand_in = [&]() noexcept {
     try {
-      detail::DispatchPlan own = plan;
-      own.args.out_recv_x = {};
-      own.args.out_recv_x_scales = {};
-      own.args.out_recv_topk_idx = {};
-      own.args.out_recv_topk_weights = {};
-      own.args.allocate_outputs = nullptr;
-      launch_rows(own, dispatch_outputs(own, *handle, device_, env.allocation_stream));
+      const StandInDispatch own = stand_in_dispatch(plan, *handle, device_, env.allocation_stream);
+      launch_rows(own.plan, own.outputs);
     } catch (...) {
     }
   };

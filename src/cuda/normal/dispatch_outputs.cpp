@@ -95,4 +95,16 @@ DispatchResult dispatch_outputs(const detail::DispatchPlan& plan, const detail::
   return result;
 }
 
+StandInDispatch stand_in_dispatch(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,
+                                  int device, cudaStream_t allocation_stream) {
+  StandInDispatch stand_in{plan, {}};
+  stand_in.plan.args.out_recv_x = {};
+  stand_in.plan.args.out_recv_x_scales = {};
+  stand_in.plan.args.out_recv_topk_idx = {};
+  stand_in.plan.args.out_recv_topk_weights = {};
+  stand_in.plan.args.allocate_outputs = nullptr;
+  stand_in.outputs = dispatch_outputs(stand_in.plan, handle, device, allocation_stream);
+  return stand_in;
+}
+
 }  // namespace switchyard::cuda

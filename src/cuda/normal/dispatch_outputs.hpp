@@ -7,6 +7,7 @@
 #include <cstdint>
 
 #include "core/backend.hpp"
+#include "core/engine_plans.hpp"
 #include "core/normal_handle.hpp"
 #include "cuda/backend/call_env.hpp"
 
@@ -35,5 +36,17 @@ void refuse_host_synchronising_capture(cudaStream_t stream);
 // handle's count (a worst-case handle, whose counts never reached the host, is refused).
 DispatchResult dispatch_outputs(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,
                                 int device, cudaStream_t allocation_stream);
+
+// A dispatch that fails on this rank's host after the count exchange still moves rows with its peers, who
+// wait for its senders' rows and for its receivers to drain their rings (the stand-ins of cuda/normal/ and
+// cuda/internode/). It runs the whole dispatch into outputs of the rank's own: `plan` without the caller's
+// outputs or allocator, and new outputs for it. They go when the result does (stream-ordered frees follow
+// the kernel on its stream; plain ones synchronise the device first).
+struct StandInDispatch {
+  detail::DispatchPlan plan;
+  DispatchResult outputs;
+};
+StandInDispatch stand_in_dispatch(const detail::DispatchPlan& plan, const detail::NormalHandleData& handle,
+                                  int device, cudaStream_t allocation_stream);
 
 }  // namespace switchyard::cuda

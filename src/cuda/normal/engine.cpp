@@ -191,10 +191,8 @@ DispatchLaunch dispatch_launch(const detail::DispatchPlan& plan, const detail::N
 // After the count exchange every peer moves rows with this rank: a call that fails on this rank's host from
 // then on (its outputs, bad input the notify found) still does its part, so that the failure is this rank's
 // alone. In place, a gather without outputs (GatherLaunch::withdrawn) keeps the closing barrier; on the
-// rings, the whole dispatch runs into outputs of its own (the peers need its senders' rows and its receivers
-// to drain their rings), which go when this returns: stream-ordered frees follow the kernel on its stream,
-// and plain ones synchronise the device first. Errors are swallowed: the host's own failure is what the
-// caller must see.
+// rings, the whole dispatch runs into outputs of its own (stand_in_dispatch). Errors are swallowed: the
+// host's own failure is what the caller must see.
 void NormalEngine::stand_in_after_the_counts(const detail::DispatchPlan& plan,
                                              const detail::NormalHandleData& handle,
                                              const common::DispatchMessage& message,
@@ -207,15 +205,9 @@ void NormalEngine::stand_in_after_the_counts(const detail::DispatchPlan& plan,
       launch_gather(context, gather, env.stream);
       return;
     }
-    detail::DispatchPlan own = plan;
-    own.args.out_recv_x = {};
-    own.args.out_recv_x_scales = {};
-    own.args.out_recv_topk_idx = {};
-    own.args.out_recv_topk_weights = {};
-    own.args.allocate_outputs = nullptr;
-    const DispatchResult outputs = dispatch_outputs(own, handle, device_, env.allocation_stream);
-    const int64_t rows = own.num_worst_tokens > 0 ? own.num_worst_tokens : handle.num_recv_tokens;
-    launch_dispatch(context, dispatch_launch(own, handle, outputs, message, rows), env.stream);
+    const StandInDispatch own = stand_in_dispatch(plan, handle, device_, env.allocation_stream);
+    const int64_t rows = plan.num_worst_tokens > 0 ? plan.num_worst_tokens : handle.num_recv_tokens;
+    launch_dispatch(context, dispatch_launch(own.plan, handle, own.outputs, message, rows), env.stream);
   } catch (...) {
   }
 }
