@@ -71,17 +71,22 @@ void bind_testing(nb::module_& m) {
       "-> the current CUDA device's %globaltimer, ns (one clock for every process on that GPU)");
   testing.def(
       "wait_for_gpu_timer",
-      [](uintptr_t stream, uint64_t until_ns, uint64_t limit_ns) {
+      [](uintptr_t stream, uint64_t until_ns, uint64_t limit_ns, uintptr_t marks) {
 #if SWITCHYARD_WITH_CUDA
-        cuda::enqueue_gpu_timer_wait(reinterpret_cast<cudaStream_t>(stream), until_ns, limit_ns);
+        cuda::enqueue_gpu_timer_wait(reinterpret_cast<cudaStream_t>(stream), until_ns, limit_ns,
+                                     reinterpret_cast<uint64_t*>(marks));
 #else
-        (void)stream, (void)until_ns, (void)limit_ns;
+        (void)stream, (void)until_ns, (void)limit_ns, (void)marks;
         throw Unsupported("wait_for_gpu_timer: this build has no CUDA backend");
 #endif
       },
-      nb::arg("stream"), nb::arg("until_ns"), nb::arg("limit_ns"),
+      nb::arg("stream"), nb::arg("until_ns"), nb::arg("limit_ns"), nb::arg("marks") = 0,
       "Holds CUDA stream `stream` (its handle as an int) until the GPU's %globaltimer reaches `until_ns`, "
-      "at most `limit_ns` after the wait starts");
+      "at most `limit_ns` after the wait starts. `marks`, when not 0: the address of two zeroed 64-bit words "
+      "the "
+      "device can write (a pinned host tensor's data_ptr), where the wait writes its first and its last "
+      "reading "
+      "of the clock as it lets the stream go (a nonzero second word: released)");
   testing.def(
       "view_of",
       [](nb::handle tensor) {

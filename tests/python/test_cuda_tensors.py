@@ -821,3 +821,14 @@ def test_gpu_timer_wait_holds_the_stream_until_the_moment(device):
     # A moment far ahead is given up after limit_ns: the stream does not hang.
     testing.wait_for_gpu_timer(stream.cuda_stream, testing.gpu_timer_ns() + 3_600_000_000_000, 20_000_000)
     stream.synchronize()
+    # With marks (pinned host words the device writes), the wait says when it let the stream go and how long
+    # it held it: what the side by side takes off a time whose start event went before the wait.
+    marks = torch.zeros(2, dtype=torch.int64).pin_memory()
+    stream.synchronize()
+    moment = testing.gpu_timer_ns() + 30_000_000  # 30 ms ahead
+    testing.wait_for_gpu_timer(stream.cuda_stream, moment, 5_000_000_000, marks.data_ptr())
+    assert int(marks[1]) == 0, "the wait released its stream before the moment"
+    stream.synchronize()
+    first, last = int(marks[0]), int(marks[1])
+    assert 0 < first < moment <= last
+    assert last - first <= 30_000_000 + 5_000_000  # began after the moment was read, let go soon after it

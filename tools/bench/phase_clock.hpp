@@ -8,8 +8,8 @@
 // read (the events are already recorded, so this does not change the time). Every rank starts each
 // phase together, so the slowest rank's time is the phase's time.
 // With a StartHold that is on (--start timer), "together" is one moment on the GPU's clock instead of
-// each rank's exit of the barrier: every rank's stream waits for it before the start event. A hold that
-// had passed before the rank began the call (its stream already past the start event) leaves that rank's
+// each rank's exit of the barrier: every rank's stream waits for it before its work (the span of that wait
+// is taken off the time). A hold that had passed before the rank began the call leaves that rank's
 // lateness in the time again, so the timed phases count those.
 #include <chrono>
 #include <cstdint>
@@ -51,10 +51,16 @@ class PhaseClock {
       evict_cache_();
       group_.barrier();
     }
-    if (holds()) start_hold_->hold();
+    // With a hold, the start event goes before its wait, whose span is taken off the time below
+    // (start_hold.hpp says why). What remains counts from the moment, plus the launch gap between the start
+    // event and the wait's first reading of the clock: a microsecond or two, against the call.
+    if (holds()) {
+      start_hold_->hold([&] { timer_.start(); });
+    } else {
+      timer_.start();
+    }
     const auto host_start = std::chrono::steady_clock::now();
-    timer_.start();
-    // Asked as the call begins: a stream already past its start event here had its moment come before this
+    // Asked as the call begins: a hold that has already let its stream go had its moment come before this
     // rank reached the call (a rank that left the barrier later than the lead, or a slow clock read), and
     // its time then holds its lateness. (Asked after the call, every call that waits on the host for its
     // stream, as a fresh dispatch does for its counts, would count.) The evicted phases are the timed ones;
@@ -64,7 +70,8 @@ class PhaseClock {
     timer_.stop();
     last_host_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
     synchronize_();
-    return timer_.elapsed_seconds();
+    const double elapsed = timer_.elapsed_seconds();
+    return holds() ? elapsed - start_hold_->held_seconds() : elapsed;
   }
 
   // The host's wall time of the last timed call (from just before the start event to just after the
@@ -80,7 +87,7 @@ class PhaseClock {
   bool holds() const { return start_hold_ != nullptr && start_hold_->on(); }
   void count_hold() {
     ++start_holds_;
-    if (timer_.start_reached()) ++start_holds_missed_;
+    if (start_hold_->released()) ++start_holds_missed_;
   }
 
   Group& group_;

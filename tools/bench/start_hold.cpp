@@ -24,16 +24,12 @@ constexpr bool kHasGpuClock = true;
 uint64_t read_gpu_clock_ns() {
   return cuda::gpu_timer_now_ns();
 }
-void hold_stream_until(Stream stream, uint64_t moment_ns, uint64_t limit_ns) {
-  cuda::enqueue_gpu_timer_wait(cuda_stream(stream), moment_ns, limit_ns);
-}
 #else
 // Never called: the constructor refuses StartMode::timer here (and the options before it).
 constexpr bool kHasGpuClock = false;
 uint64_t read_gpu_clock_ns() {
   return 0;
 }
-void hold_stream_until(Stream /*stream*/, uint64_t /*moment_ns*/, uint64_t /*limit_ns*/) {}
 #endif
 
 uint64_t nanoseconds_of(double microseconds) {
@@ -58,6 +54,14 @@ uint64_t value_of(const Bytes& bytes) {
 
 }  // namespace
 
+#if defined(SWITCHYARD_WITH_CUDA)
+struct StartHold::Marks {
+  cuda::HoldMarks marks;
+};
+#else
+struct StartHold::Marks {};
+#endif
+
 StartHold::StartHold(Group& group, Stream stream, StartMode mode, double ahead_us)
     : group_(group),
       stream_(stream),
@@ -68,7 +72,10 @@ StartHold::StartHold(Group& group, Stream stream, StartMode mode, double ahead_u
     throw Unsupported(
         "switchyard-bench: --start timer: built without the CUDA backend, so there is no GPU clock");
   }
+  if (on()) marks_ = std::make_unique<Marks>();
 }
+
+StartHold::~StartHold() = default;
 
 uint64_t StartHold::agree_on_moment() {
   // One reading for every rank: ranks reading the clock each would start as far apart as they read it.
@@ -76,9 +83,36 @@ uint64_t StartHold::agree_on_moment() {
   return value_of(group_.allgather(mine).front());
 }
 
-void StartHold::hold() {
-  if (!on()) return;
-  hold_stream_until(stream_, agree_on_moment(), limit_ns_);
+void StartHold::hold(const std::function<void()>& before_the_wait) {
+  if (!on()) {
+    before_the_wait();
+    return;
+  }
+  // The moment first: the start event must not wait for the ranks' agreement (a host collective).
+  const uint64_t moment = agree_on_moment();
+#if defined(SWITCHYARD_WITH_CUDA)
+  // No hold of these marks is in flight: the phase before was synchronised.
+  marks_->marks.clear();
+  before_the_wait();
+  cuda::enqueue_gpu_timer_wait(cuda_stream(stream_), moment, limit_ns_, marks_->marks.device_marks());
+#else
+  (void)moment;
+  before_the_wait();
+#endif
+}
+
+bool StartHold::released() const {
+#if defined(SWITCHYARD_WITH_CUDA)
+  if (on()) return marks_->marks.released();
+#endif
+  return false;
+}
+
+double StartHold::held_seconds() const {
+#if defined(SWITCHYARD_WITH_CUDA)
+  if (on()) return static_cast<double>(marks_->marks.held_ns()) * 1e-9;
+#endif
+  return 0;
 }
 
 }  // namespace switchyard::bench

@@ -4,9 +4,12 @@
 // that records its start event then times its wait for the last one inside a collective call, as well as
 // the host's enqueue of a small call. Every process on a GPU reads the same clock (%globaltimer), so
 // rank 0 picks a moment ahead on it, every rank learns it, and each rank's stream waits for it before
-// the start event: every rank's time then starts at one instant on the GPU, whatever the host did.
+// its work; the time the wait held the stream is taken off the phase's: every rank's time then starts at
+// one instant on the GPU, whatever the host did.
 // Across GPUs the clocks differ, and cpu has none: there (StartMode::barrier) hold() does nothing.
 #include <cstdint>
+#include <functional>
+#include <memory>
 
 #include "options.hpp"
 #include "switchyard/buffer.hpp"
@@ -19,16 +22,34 @@ class StartHold {
   // Every rank of `group` constructs one with the same mode and lead. Throws Unsupported for
   // StartMode::timer in a build without the CUDA backend (options refuse it before).
   StartHold(Group& group, Stream stream, StartMode mode, double ahead_us);
+  ~StartHold();
+  StartHold(const StartHold&) = delete;
+  StartHold& operator=(const StartHold&) = delete;
 
   bool on() const { return mode_ == StartMode::timer; }
 
-  // A collective: every rank calls it before each phase's start event. When on, it holds the rank's
-  // stream until the moment rank 0 chose; it returns as soon as the wait is enqueued.
-  void hold();
+  // A collective: every rank calls it before each phase's work. When on, the ranks agree on a moment (rank 0
+  // picks it), `before_the_wait` runs (the phase's start event), and the rank's stream is held until the
+  // moment; it returns as soon as the wait is enqueued. Off, it only runs `before_the_wait`.
+  // Why the start event goes before the wait: an event recorded between the hold and the work delays each
+  // process's release (~2 us a process under MPS, bench/NOTES.md, session 36), which spreads the ranks'
+  // starts that the hold exists to line up. The time then holds the hold's span, which held_seconds() gives
+  // back to take off.
+  void hold(const std::function<void()>& before_the_wait);
+
+  // Whether the last hold has let its stream go (false when off): asked as the call begins, true says the
+  // moment came before this rank reached the call.
+  bool released() const;
+  // How long the last hold held its stream, from its first reading of the clock to its last (0 when off).
+  // Read after the stream has been synchronised.
+  double held_seconds() const;
 
  private:
   // Rank 0's moment on the GPU's clock, the same on every rank.
   uint64_t agree_on_moment();
+  // cuda::HoldMarks in a build with CUDA: the marks the hold's kernel writes.
+  struct Marks;
+  std::unique_ptr<Marks> marks_;
 
   Group& group_;
   Stream stream_;

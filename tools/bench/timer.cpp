@@ -47,14 +47,6 @@ class CudaEventTimer final : public PhaseTimer {
     check_cuda(cudaEventElapsedTime(&milliseconds, start_, stop_), "cudaEventElapsedTime (phase)");
     return static_cast<double>(milliseconds) * 1e-3;
   }
-  bool start_reached() override {
-    const cudaError_t status = cudaEventQuery(start_);
-    // Not an error, but it may linger as the thread's last error, where the next launch check would
-    // take it for its own.
-    if (status == cudaErrorNotReady && cudaPeekAtLastError() == cudaErrorNotReady) (void)cudaGetLastError();
-    // Any other error is the work's: the synchronisation after the phase raises it.
-    return status == cudaSuccess;
-  }
 
  private:
   cudaStream_t stream_ = nullptr;

@@ -15,10 +15,6 @@ class PhaseTimer {
   virtual void stop() = 0;
   // Seconds from the last start() to the last stop(); may wait for the work to finish.
   virtual double elapsed_seconds() = 0;
-  // Whether the clock has already passed the last start(), asked just after stop(): on cuda, a stream
-  // held back for a common start (start_hold.hpp) that reached its start event before the host had
-  // enqueued the whole phase. A clock the host reads itself never lags the host: false.
-  virtual bool start_reached() { return false; }
 };
 
 // Wall clock on cpu; on cuda, events recorded on `stream` (elapsed_seconds() waits for the stop event).

@@ -21,9 +21,11 @@ pass a barrier with their GPU idle). Two methods:
           counts) still shows the host's work after that wait. --start says what holds it:
             timer  (the default with every rank on one GPU) rank 0 names a moment --sleep-us ahead on
                    the GPU's %globaltimer, one clock for every process on that GPU, and every rank's
-                   stream waits for it: all ranks' calls start within a microsecond of each other,
-                   whatever the skew of the host barrier before (session 35: up to ~2 ms at 8
-                   processes, which a rank's device time of a collective would otherwise include);
+                   stream waits for it: all ranks' calls start within a few microseconds of each
+                   other, whatever the skew of the host barrier before (session 35: up to ~2 ms at 8
+                   processes, which a rank's device time of a collective would otherwise include). The
+                   start event goes before the wait and the wait's own span comes off the time (an
+                   event between the wait and the call spreads the starts ~2 us a process, session 36);
             sleep  a sleep kernel of --sleep-us on each rank, started after the barrier (ranks on
                    several GPUs, whose clocks differ).
   host    in the device method's iterations, the wall time of the call on the host (its enqueue, with
@@ -186,6 +188,9 @@ class Clock:
             from switchyard import _C  # the GPU clock's two kernels (src/cuda/timing/gpu_timer.hpp)
             self.timer = _C._testing
             self.moment = torch.zeros(1, dtype=torch.int64)  # broadcast through the group (gloo: host memory)
+            # The wait's first and last readings of the clock (pinned: the device writes them through its
+            # mapping, and the host can poll the second while the stream runs).
+            self.marks = torch.zeros(2, dtype=torch.int64).pin_memory()
 
     @staticmethod
     def _cycles_for(microseconds):
@@ -217,24 +222,39 @@ class Clock:
             fn()
             return (time.perf_counter() - begin) * 1e6, None, None
         start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        if method == "device" and self.timer is not None:
+        timer_start = method == "device" and self.timer is not None
+        if timer_start:
             # One moment for every rank, on the clock they share; the broadcast is also the ranks' meeting.
             if dist.get_rank(self.group) == 0:
                 self.moment[0] = self.timer.gpu_timer_ns() + self.ahead_ns
             dist.broadcast(self.moment, src=dist.get_global_rank(self.group, 0), group=self.group)
+            # The start event goes before the wait, and the wait's span comes off the time: an event recorded
+            # between the wait and the call delays each process's release (~2 us a process under MPS, NOTES
+            # session 36), spreading the starts the wait lines up. What is left counts from the moment, plus
+            # the wait's launch gap after the start event (a microsecond or two, against the call).
+            self.marks.zero_()
+            start.record()
             self.timer.wait_for_gpu_timer(torch.cuda.current_stream().cuda_stream, int(self.moment[0]),
-                                          10 * self.ahead_ns + 100_000_000)
+                                          10 * self.ahead_ns + 100_000_000, self.marks.data_ptr())
         elif method == "device":
             torch.cuda._sleep(self.sleep_cycles)
-        start.record()
+            start.record()
+        else:
+            start.record()
         begin = time.perf_counter()
         fn()
         host_us = (time.perf_counter() - begin) * 1e6 if method == "device" else None
-        # Still pending when the host has enqueued the call: the sleep covered the host's work.
-        hidden = (not start.query()) if method == "device" else None
+        # Still holding the stream when the host has enqueued the call: the hold covered the host's work.
+        if timer_start:
+            hidden = int(self.marks[1]) == 0
+        else:
+            hidden = (not start.query()) if method == "device" else None
         end.record()
         end.synchronize()
-        return start.elapsed_time(end) * 1000.0, hidden, host_us
+        elapsed_us = start.elapsed_time(end) * 1000.0
+        if timer_start:
+            elapsed_us -= max(int(self.marks[1]) - int(self.marks[0]), 0) / 1000.0
+        return elapsed_us, hidden, host_us
 
     def median(self, fn, method, warmup, iters):
         for _ in range(warmup):

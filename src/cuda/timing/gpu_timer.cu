@@ -13,11 +13,17 @@ __global__ void read_timer_kernel(uint64_t* now) {
   *now = ptx::globaltimer_ns();
 }
 
-__global__ void timer_wait_kernel(uint64_t until_ns, uint64_t limit_ns) {
+__global__ void timer_wait_kernel(uint64_t until_ns, uint64_t limit_ns, uint64_t* marks) {
   const uint64_t begin = ptx::globaltimer_ns();
-  for (uint64_t now = begin; now < until_ns && now - begin < limit_ns;) {
+  uint64_t now = begin;
+  while (now < until_ns && now - begin < limit_ns) {
     __nanosleep(200);
     now = ptx::globaltimer_ns();
+  }
+  if (marks != nullptr) {
+    // Volatile: the host polls marks[1] through its mapping while the stream runs.
+    reinterpret_cast<volatile uint64_t*>(marks)[0] = begin;
+    reinterpret_cast<volatile uint64_t*>(marks)[1] = now;
   }
 }
 
@@ -50,9 +56,38 @@ uint64_t gpu_timer_now_ns() {
   return *reinterpret_cast<volatile uint64_t*>(reader.host_word);
 }
 
-void enqueue_gpu_timer_wait(cudaStream_t stream, uint64_t until_ns, uint64_t limit_ns) {
-  timer_wait_kernel<<<1, 1, 0, stream>>>(until_ns, limit_ns);
+void enqueue_gpu_timer_wait(cudaStream_t stream, uint64_t until_ns, uint64_t limit_ns, uint64_t* marks) {
+  timer_wait_kernel<<<1, 1, 0, stream>>>(until_ns, limit_ns, marks);
   SY_CUDA_CHECK_LAUNCH();
+}
+
+HoldMarks::HoldMarks() {
+  SY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), 2 * sizeof(uint64_t), cudaHostAllocMapped));
+  const cudaError_t mapped = cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), host_, 0);
+  if (mapped != cudaSuccess) {
+    cudaFreeHost(host_);
+    SY_CUDA_CHECK(mapped);
+  }
+  clear();
+}
+
+HoldMarks::~HoldMarks() {
+  cudaFreeHost(host_);
+}
+
+void HoldMarks::clear() {
+  reinterpret_cast<volatile uint64_t*>(host_)[0] = 0;
+  reinterpret_cast<volatile uint64_t*>(host_)[1] = 0;
+}
+
+bool HoldMarks::released() const {
+  return reinterpret_cast<const volatile uint64_t*>(host_)[1] != 0;
+}
+
+uint64_t HoldMarks::held_ns() const {
+  const volatile uint64_t* marks = host_;
+  const uint64_t begin = marks[0], end = marks[1];
+  return end > begin ? end - begin : 0;
 }
 
 }  // namespace switchyard::cuda
