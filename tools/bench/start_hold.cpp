@@ -1,6 +1,7 @@
 #include "start_hold.hpp"
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 
@@ -73,6 +74,17 @@ StartHold::StartHold(Group& group, Stream stream, StartMode mode, double ahead_u
         "switchyard-bench: --start timer: built without the CUDA backend, so there is no GPU clock");
   }
   if (on()) marks_ = std::make_unique<Marks>();
+  const char* order = std::getenv("SWITCHYARD_BENCH_START_EVENT");
+  if (order != nullptr && *order != '\0') {
+    const std::string value = order;
+    if (value != "before_hold" && value != "after_hold") {
+      throw Error(
+          "switchyard-bench: SWITCHYARD_BENCH_START_EVENT: expected before_hold (the default) or "
+          "after_hold, got '" +
+          value + "'");
+    }
+    event_after_the_wait_ = value == "after_hold";
+  }
 }
 
 StartHold::~StartHold() = default;
@@ -93,6 +105,11 @@ void StartHold::hold(const std::function<void()>& before_the_wait) {
 #if defined(SWITCHYARD_WITH_CUDA)
   // No hold of these marks is in flight: the phase before was synchronised.
   marks_->marks.clear();
+  if (event_after_the_wait_) {
+    cuda::enqueue_gpu_timer_wait(cuda_stream(stream_), moment, limit_ns_, marks_->marks.device_marks());
+    before_the_wait();
+    return;
+  }
   before_the_wait();
   cuda::enqueue_gpu_timer_wait(cuda_stream(stream_), moment, limit_ns_, marks_->marks.device_marks());
 #else
@@ -110,7 +127,7 @@ bool StartHold::released() const {
 
 double StartHold::held_seconds() const {
 #if defined(SWITCHYARD_WITH_CUDA)
-  if (on()) return static_cast<double>(marks_->marks.held_ns()) * 1e-9;
+  if (on() && !event_after_the_wait_) return static_cast<double>(marks_->marks.held_ns()) * 1e-9;
 #endif
   return 0;
 }

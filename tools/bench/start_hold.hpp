@@ -50,6 +50,9 @@ class StartHold {
   // cuda::HoldMarks in a build with CUDA: the marks the hold's kernel writes.
   struct Marks;
   std::unique_ptr<Marks> marks_;
+  // SWITCHYARD_BENCH_START_EVENT=after_hold: the order before session 37 (the start event after the wait,
+  // nothing taken off), to measure what the order changes in one run.
+  bool event_after_the_wait_ = false;
 
   Group& group_;
   Stream stream_;
