@@ -112,6 +112,8 @@ if has_stage tests; then
     env SWITCHYARD_NORMAL_COUNTS=copy timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$(suite_bin normal_engine)" --gtest_brief=1
   run_logged "gpu tests bench nccl kernels" tests-bench-nccl-kernels.log timeout 120 \
     "$BUILD/tests/bench/switchyard_bench_nccl_kernels_cuda_test" --gtest_brief=1
+  run_logged "gpu tests bench start hold" tests-bench-start-hold.log timeout 60 \
+    "$BUILD/tests/bench/switchyard_bench_start_hold_cuda_test" --gtest_brief=1
   if [[ ${SWITCHYARD_GPU_CPU_TESTS:-1} == 0 ]]; then
     note "cpu tests: not run (SWITCHYARD_GPU_CPU_TESTS=0; CI runs them)"
   elif [[ -f $BUILD/CTestTestfile.cmake ]]; then
