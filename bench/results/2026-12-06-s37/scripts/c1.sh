@@ -11,7 +11,7 @@
 # Later steps are skipped (said so) when the call's budget runs out.
 cd "$(dirname "$0")/../../../.."
 CALL=c1; CARRY=""; BUDGET=570
-STEP_FILTER="rror|FAILED|fail|PASSED|tests ran|^==|^  (normal|low_latency|symmetric) +[0-9]|^start |^device-build|passed|ok"
+STEP_FILTER="rror|FAILED|fail|PASSED|tests ran|^==|^  (normal|low_latency|symmetric) +[0-9]|^start |^device-build|passed"
 source scripts/device-call.sh
 T=(switchyard_cuda_normal_engine_test switchyard_cuda_internode_test switchyard_cuda_process_ranks_test
   switchyard_cuda_low_latency_test switchyard_cuda_symmetric_test switchyard_cuda_rank_mask_test
@@ -54,5 +54,5 @@ step symmetric 60 $C/switchyard_cuda_symmetric_test --gtest_brief=1
 step rank_mask 60 $C/switchyard_cuda_rank_mask_test --gtest_brief=1
 step hostile 60 $C/switchyard_cuda_hostile_calls_test --gtest_brief=1
 step sanitizer-normal 90 env SWITCHYARD_NORMAL_TEST_TIMEOUT=120 compute-sanitizer --tool memcheck --error-exitcode 1 \
-  $C/switchyard_cuda_normal_engine_test --gtest_filter='*Small_R1*:*ExpertIdOutOfRange*:CudaNormalFailedDispatch*'
+  $C/switchyard_cuda_normal_engine_test --gtest_filter='*Small_R1*:*ExpertIdOutOfRange*'
 echo "total $((SECONDS - step_start)) s"
