@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Session 37, call 1 (the session's device budget was cut to ~21 min by failed starts: one call, by priority).
-#  1. Build on the device (this checkout's 2-core build holds only a few targets): the suites that call the
-#     normal dispatch (session 36's stand-ins, this session's stand_in_dispatch), the process ranks, the bench.
+#  1. Binaries built here (build/gpu-local) and carried: the suites that call the normal dispatch (session
+#     36's stand-ins, this session's stand_in_dispatch), the process ranks, the bench. Pack:
+#     SWITCHYARD_PACK_ONLY='(normal_engine|internode|process_ranks|low_latency|symmetric|rank_mask|hostile|killed|start_hold|switchyard-bench)' \
+#       SWITCHYARD_PACK_OUT=build/gpu-carry37/c1.tar.xz bash scripts/gpu-pack.sh build/gpu-local
 #  2. The owed suites: start-hold (new), normal (polled, copied), internode, process ranks (every engine, 2/4/8,
 #     heap tensors, 2 nodes), low_latency, symmetric, rank_mask, hostile_calls, killed ranks, sanitizer on
 #     the normal one-rank cases.
@@ -10,15 +12,9 @@
 #     place; 4 processes normal in place.
 # Later steps are skipped (said so) when the call's budget runs out.
 cd "$(dirname "$0")/../../../.."
-CALL=c1; CARRY=""; BUDGET=570
+CALL=c1; CARRY="build/gpu-carry37/c1.tar.xz"; BUDGET=560
 STEP_FILTER="rror|FAILED|fail|PASSED|tests ran|^==|^  (normal|low_latency|symmetric) +[0-9]|^start |^device-build|passed"
 source scripts/device-call.sh
-T=(switchyard_cuda_normal_engine_test switchyard_cuda_internode_test switchyard_cuda_process_ranks_test
-  switchyard_cuda_low_latency_test switchyard_cuda_symmetric_test switchyard_cuda_rank_mask_test
-  switchyard_cuda_hostile_calls_test switchyard_cuda_killed_rank_test switchyard_bench_start_hold_cuda_test
-  switchyard-bench)
-step build 330 bash scripts/device-build.sh "${T[@]}"
-B=$PWD/build/dev
 C=$B/tests/cuda
 step start-hold 30 $B/tests/bench/switchyard_bench_start_hold_cuda_test
 step normal 60 $C/switchyard_cuda_normal_engine_test --gtest_brief=1
