@@ -5,6 +5,7 @@
 // hold off (--start barrier, every cpu run), which holds and counts nothing.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -15,6 +16,7 @@
 #include "hook_split.hpp"
 #include "phase_clock.hpp"
 #include "start_hold.hpp"
+#include "switchyard/errors.hpp"
 #include "switchyard/group.hpp"
 #include "timer.hpp"
 
@@ -100,6 +102,33 @@ TEST(BenchPhaseClock, AStartHoldThatIsOffHoldsNothingAndCountsNothing) {
     EXPECT_FALSE(start_hold.released());
     EXPECT_EQ(start_hold.held_seconds(), 0.0);
   });
+}
+
+// SWITCHYARD_BENCH_START_EVENT, the timer start's A/B knob: unset and before_hold keep the default,
+// after_hold the order before session 37; anything else is an error naming the variable and what it got.
+TEST(BenchStartHold, TheStartEventOrderComesFromItsVariableAndABadValueIsNamed) {
+  const char* saved = std::getenv("SWITCHYARD_BENCH_START_EVENT");
+  const std::string restore = saved != nullptr ? saved : "";
+  unsetenv("SWITCHYARD_BENCH_START_EVENT");
+  EXPECT_FALSE(start_event_after_hold());
+  setenv("SWITCHYARD_BENCH_START_EVENT", "before_hold", 1);
+  EXPECT_FALSE(start_event_after_hold());
+  setenv("SWITCHYARD_BENCH_START_EVENT", "after_hold", 1);
+  EXPECT_TRUE(start_event_after_hold());
+  setenv("SWITCHYARD_BENCH_START_EVENT", "later", 1);
+  try {
+    start_event_after_hold();
+    ADD_FAILURE() << "a bad value was taken";
+  } catch (const Error& error) {
+    EXPECT_NE(std::string(error.what()).find("SWITCHYARD_BENCH_START_EVENT"), std::string::npos)
+        << error.what();
+    EXPECT_NE(std::string(error.what()).find("'later'"), std::string::npos) << error.what();
+  }
+  if (saved != nullptr) {
+    setenv("SWITCHYARD_BENCH_START_EVENT", restore.c_str(), 1);
+  } else {
+    unsetenv("SWITCHYARD_BENCH_START_EVENT");
+  }
 }
 
 TEST(BenchGraphReplay, AFailedCaptureSkipsTheReplaysOnEveryRankWithOneReason) {

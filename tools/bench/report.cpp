@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "metrics.hpp"
+#include "start_hold.hpp"
 #include "switchyard/version.hpp"
 
 namespace switchyard::bench {
@@ -121,7 +122,11 @@ std::string start_rule(const BenchOptions& options) {
   if (options.start == StartMode::timer) {
     char ahead[32];
     std::snprintf(ahead, sizeof(ahead), "%g", options.start_ahead_us);
-    return std::string("every rank's stream held until one moment ") + ahead + " us ahead on the GPU's clock";
+    return std::string("every rank's stream held until one moment ") + ahead +
+           " us ahead on the GPU's clock" +
+           (start_event_after_hold()
+                ? ", start event after the hold (SWITCHYARD_BENCH_START_EVENT=after_hold)"
+                : ", the hold's span taken off the time");
   }
   return options.backend == Backend::cuda ? "every rank leaves a host barrier, then records its start event"
                                           : "every rank leaves a host barrier, then reads the wall clock";

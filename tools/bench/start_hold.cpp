@@ -55,6 +55,19 @@ uint64_t value_of(const Bytes& bytes) {
 
 }  // namespace
 
+bool start_event_after_hold() {
+  const char* order = std::getenv("SWITCHYARD_BENCH_START_EVENT");
+  if (order == nullptr || *order == '\0') return false;
+  const std::string value = order;
+  if (value != "before_hold" && value != "after_hold") {
+    throw Error(
+        "switchyard-bench: SWITCHYARD_BENCH_START_EVENT: expected before_hold (the default) or after_hold, "
+        "got '" +
+        value + "'");
+  }
+  return value == "after_hold";
+}
+
 #if defined(SWITCHYARD_WITH_CUDA)
 struct StartHold::Marks {
   cuda::HoldMarks marks;
@@ -74,17 +87,7 @@ StartHold::StartHold(Group& group, Stream stream, StartMode mode, double ahead_u
         "switchyard-bench: --start timer: built without the CUDA backend, so there is no GPU clock");
   }
   if (on()) marks_ = std::make_unique<Marks>();
-  const char* order = std::getenv("SWITCHYARD_BENCH_START_EVENT");
-  if (order != nullptr && *order != '\0') {
-    const std::string value = order;
-    if (value != "before_hold" && value != "after_hold") {
-      throw Error(
-          "switchyard-bench: SWITCHYARD_BENCH_START_EVENT: expected before_hold (the default) or "
-          "after_hold, got '" +
-          value + "'");
-    }
-    event_after_the_wait_ = value == "after_hold";
-  }
+  event_after_the_wait_ = start_event_after_hold();
 }
 
 StartHold::~StartHold() = default;

@@ -17,6 +17,11 @@
 
 namespace switchyard::bench {
 
+// SWITCHYARD_BENCH_START_EVENT: before_hold (unset: the default) or after_hold, the order before session 37
+// (the start event after the hold's wait, nothing taken off), to measure what the order changes in one run.
+// Throws Error naming the variable for any other value.
+bool start_event_after_hold();
+
 class StartHold {
  public:
   // Every rank of `group` constructs one with the same mode and lead. Throws Unsupported for
@@ -50,9 +55,7 @@ class StartHold {
   // cuda::HoldMarks in a build with CUDA: the marks the hold's kernel writes.
   struct Marks;
   std::unique_ptr<Marks> marks_;
-  // SWITCHYARD_BENCH_START_EVENT=after_hold: the order before session 37 (the start event after the wait,
-  // nothing taken off), to measure what the order changes in one run.
-  bool event_after_the_wait_ = false;
+  bool event_after_the_wait_ = false;  // start_event_after_hold()
 
   Group& group_;
   Stream stream_;
