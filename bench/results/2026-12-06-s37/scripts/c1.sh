@@ -12,19 +12,19 @@
 #     place; 4 processes normal in place.
 # Later steps are skipped (said so) when the call's budget runs out.
 cd "$(dirname "$0")/../../../.."
-CALL=c1; CARRY="build/gpu-carry37/c1.tar.xz"; BUDGET=450
+CALL=c1; CARRY="build/gpu-carry37/c1.tar.xz"; BUDGET=370
 STEP_FILTER="rror|FAILED|fail|PASSED|tests ran|^==|^  (normal|low_latency|symmetric) +[0-9]|^start |^device-build|passed"
 source scripts/device-call.sh
 C=$B/tests/cuda
 step start-hold 30 $B/tests/bench/switchyard_bench_start_hold_cuda_test
 step normal 60 $C/switchyard_cuda_normal_engine_test --gtest_brief=1
 step normal-copy 60 env SWITCHYARD_NORMAL_COUNTS=copy $C/switchyard_cuda_normal_engine_test --gtest_brief=1
-step internode 90 $C/switchyard_cuda_internode_test --gtest_brief=1
 start_mps
 BENCH=($B/tools/bench/switchyard-bench --backend cuda --tokens 128 --iters 40 --warmup 5 --ranks-as processes
   --start timer)
 SYM=(--engine symmetric --symmetric-heap on --symmetric-combine pull)
-for round in 1 2; do
+ab_round() {  # round
+  local round=$1 order
   for order in after_hold before_hold; do
     export SWITCHYARD_BENCH_START_EVENT=$order
     step sym-$order-$round 30 env SWITCHYARD_SYMMETRIC_STAMPS=1 "${BENCH[@]}" --ranks 8 "${SYM[@]}" \
@@ -36,15 +36,18 @@ for round in 1 2; do
     step normal4-$order-$round 30 "${BENCH[@]}" --ranks 4 --engine normal --normal-heap on \
       --json "$base/normal4-$order-$round.json"
   done
-done
-unset SWITCHYARD_BENCH_START_EVENT
+  unset SWITCHYARD_BENCH_START_EVENT
+}
+ab_round 1
 for engine in normal low_latency symmetric; do
-  for ranks in 2 8; do step proc-$engine-np$ranks 40 $C/switchyard_cuda_process_ranks_test --ranks $ranks --engine $engine; done
+  step proc-$engine-np8 40 $C/switchyard_cuda_process_ranks_test --ranks 8 --engine $engine
 done
 step proc-normal-heap-np8 40 $C/switchyard_cuda_process_ranks_test --ranks 8 --engine normal --heap-tensors on
 step proc-normal-np8-n2x4 40 $C/switchyard_cuda_process_ranks_test --ranks 8 --ranks-per-node 4 --engine normal
 step killed-normal-np4 60 $C/switchyard_cuda_killed_rank_test --ranks 4 --engine normal
+ab_round 2
 echo quit | nvidia-cuda-mps-control; sleep 2
+step internode 90 $C/switchyard_cuda_internode_test --gtest_brief=1
 step low_latency 60 $C/switchyard_cuda_low_latency_test --gtest_brief=1
 step symmetric 60 $C/switchyard_cuda_symmetric_test --gtest_brief=1
 step rank_mask 60 $C/switchyard_cuda_rank_mask_test --gtest_brief=1
