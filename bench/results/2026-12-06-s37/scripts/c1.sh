@@ -12,7 +12,7 @@
 #     place; 4 processes normal in place.
 # Later steps are skipped (said so) when the call's budget runs out.
 cd "$(dirname "$0")/../../../.."
-CALL=c1; CARRY="build/gpu-carry37/c1.tar.xz"; BUDGET=370
+CALL=c1; CARRY="build/gpu-carry37/c1.tar.xz"; BUDGET=280
 STEP_FILTER="rror|FAILED|fail|PASSED|tests ran|^==|^  (normal|low_latency|symmetric) +[0-9]|^start |^device-build|passed"
 source scripts/device-call.sh
 C=$B/tests/cuda
@@ -45,9 +45,11 @@ done
 step proc-normal-heap-np8 40 $C/switchyard_cuda_process_ranks_test --ranks 8 --engine normal --heap-tensors on
 step proc-normal-np8-n2x4 40 $C/switchyard_cuda_process_ranks_test --ranks 8 --ranks-per-node 4 --engine normal
 step killed-normal-np4 60 $C/switchyard_cuda_killed_rank_test --ranks 4 --engine normal
-ab_round 2
 echo quit | nvidia-cuda-mps-control; sleep 2
 step internode 90 $C/switchyard_cuda_internode_test --gtest_brief=1
+start_mps
+ab_round 2
+echo quit | nvidia-cuda-mps-control; sleep 2
 step low_latency 60 $C/switchyard_cuda_low_latency_test --gtest_brief=1
 step symmetric 60 $C/switchyard_cuda_symmetric_test --gtest_brief=1
 step rank_mask 60 $C/switchyard_cuda_rank_mask_test --gtest_brief=1
