@@ -12,7 +12,7 @@
 #     place; 4 processes normal in place.
 # Later steps are skipped (said so) when the call's budget runs out.
 cd "$(dirname "$0")/../../../.."
-CALL=c1; CARRY="build/gpu-carry37/c1.tar.xz"; BUDGET=280
+CALL=c1; CARRY="build/gpu-carry37/c1.tar.xz"; BUDGET=230
 STEP_FILTER="rror|FAILED|fail|PASSED|tests ran|^==|^  (normal|low_latency|symmetric) +[0-9]|^start |^device-build|passed"
 source scripts/device-call.sh
 C=$B/tests/cuda
