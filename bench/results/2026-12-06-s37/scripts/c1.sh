@@ -12,13 +12,12 @@
 #     place; 4 processes normal in place.
 # Later steps are skipped (said so) when the call's budget runs out.
 cd "$(dirname "$0")/../../../.."
-CALL=c1; CARRY="build/gpu-carry37/c1.tar.xz"; BUDGET=230
+CALL=c1; CARRY="build/gpu-carry37/c1.tar.xz"; BUDGET=180
 STEP_FILTER="rror|FAILED|fail|PASSED|tests ran|^==|^  (normal|low_latency|symmetric) +[0-9]|^start |^device-build|passed"
 source scripts/device-call.sh
 C=$B/tests/cuda
 step start-hold 30 $B/tests/bench/switchyard_bench_start_hold_cuda_test
 step normal 60 $C/switchyard_cuda_normal_engine_test --gtest_brief=1
-step normal-copy 60 env SWITCHYARD_NORMAL_COUNTS=copy $C/switchyard_cuda_normal_engine_test --gtest_brief=1
 start_mps
 BENCH=($B/tools/bench/switchyard-bench --backend cuda --tokens 128 --iters 40 --warmup 5 --ranks-as processes
   --start timer)
@@ -39,6 +38,7 @@ ab_round() {  # round
   unset SWITCHYARD_BENCH_START_EVENT
 }
 ab_round 1
+step normal-copy 60 env SWITCHYARD_NORMAL_COUNTS=copy $C/switchyard_cuda_normal_engine_test --gtest_brief=1
 for engine in normal low_latency symmetric; do
   step proc-$engine-np8 40 $C/switchyard_cuda_process_ranks_test --ranks 8 --engine $engine
 done
