@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 37, call 1 (the session's device budget was cut to ~21 min by failed starts: one call, by priority).
+# Session 37, call 1 (not run: no machine could be started this session; the next GPU time runs it first).
 #  1. Binaries built here (build/gpu-local) and carried: the suites that call the normal dispatch (session
 #     36's stand-ins, this session's stand_in_dispatch), the process ranks, the bench. Pack:
 #     SWITCHYARD_PACK_ONLY='(normal_engine|internode|process_ranks|low_latency|symmetric|rank_mask|hostile|killed|start_hold|switchyard-bench)' \
@@ -12,7 +12,7 @@
 #     place; 4 processes normal in place.
 # Later steps are skipped (said so) when the call's budget runs out.
 cd "$(dirname "$0")/../../../.."
-CALL=c1; CARRY="build/gpu-carry37/c1.tar.xz"; BUDGET=180
+CALL=c1; CARRY="build/gpu-carry37/c1.tar.xz"; BUDGET=450
 STEP_FILTER="rror|FAILED|fail|PASSED|tests ran|^==|^  (normal|low_latency|symmetric) +[0-9]|^start |^device-build|passed"
 source scripts/device-call.sh
 C=$B/tests/cuda
