@@ -49,10 +49,8 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
     }
     SY_CUDA_CHECK(cudaSetDevice(device_));
     SY_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
-    SY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&error_), sizeof(common::DeviceErrorBlock),
-                                cudaHostAllocMapped));
-    std::memset(error_, 0, sizeof(*error_));
-    SY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device_), error_, 0));
+    error_record_.allocate(1);
+    error_ = error_record_.host();
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&abort_flag_), sizeof(int32_t)));
     SY_CUDA_CHECK(cudaMemset(abort_flag_, 0, sizeof(int32_t)));
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&error_claim_), sizeof(int32_t)));
@@ -101,7 +99,6 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
     cudaFree(abort_flag_);
     cudaFree(barrier_epoch_);
     cudaFree(error_claim_);
-    cudaFreeHost(error_);
   }
 
   Device device() const override { return Device::cuda; }
@@ -254,7 +251,7 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
     context.num_channels = channels_;
     context.chunk_tokens = static_cast<uint32_t>(options_.config.chunk_tokens);
     context.timeout_ns = static_cast<uint64_t>(options_.config.timeout_seconds * 1e9);
-    context.error = error_device_;
+    context.error = error_record_.device();
     context.abort_flag = abort_flag_;
     context.error_claim = error_claim_;
     context.barrier_epoch = barrier_epoch_;
@@ -409,8 +406,8 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
   int sm_count_ = 0;
   int channels_ = 1;
   int max_channels_ = 1;  // CallTuning::num_channels bound: what stays co-resident (connect)
-  common::DeviceErrorBlock* error_ = nullptr;
-  common::DeviceErrorBlock* error_device_ = nullptr;
+  MappedHostWords<common::DeviceErrorBlock> error_record_;  // one block, written by the device
+  common::DeviceErrorBlock* error_ = nullptr;               // error_record_.host()
   int32_t* abort_flag_ = nullptr;
   cudaStream_t own_stream_ = nullptr;
   mutable cudaStream_t checked_stream_ = nullptr;  // the last caller's stream found on this GPU

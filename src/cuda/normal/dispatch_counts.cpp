@@ -28,20 +28,9 @@ DispatchCounts::DispatchCounts(int rank, int max_local_experts, CountReadback re
   allocate(max_local_experts);
 }
 
-DispatchCounts::~DispatchCounts() {
-  if (host_words_) cudaFreeHost(host_words_);
-}
-
 void DispatchCounts::allocate(int local_experts) {
-  if (host_words_) SY_CUDA_CHECK(cudaFreeHost(host_words_));
-  host_words_ = nullptr;
-  device_words_ = nullptr;
   capacity_ = 0;
-  const int64_t words = common::PostedCounts::words_for(local_experts);
-  SY_CUDA_CHECK(
-      cudaHostAlloc(reinterpret_cast<void**>(&host_words_), sizeof(int32_t) * words, cudaHostAllocMapped));
-  std::fill(host_words_, host_words_ + words, 0);
-  SY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words_), host_words_, 0));
+  words_.allocate(static_cast<size_t>(common::PostedCounts::words_for(local_experts)));
   capacity_ = local_experts;
 }
 
@@ -50,7 +39,7 @@ void DispatchCounts::reserve(int local_experts) {
 }
 
 common::PostedCounts DispatchCounts::mailbox_for_device() const {
-  return common::PostedCounts{readback_ == CountReadback::poll ? device_words_ : nullptr};
+  return common::PostedCounts{readback_ == CountReadback::poll ? words_.device() : nullptr};
 }
 
 int32_t DispatchCounts::next_tag() {
@@ -61,12 +50,12 @@ int32_t DispatchCounts::next_tag() {
 void DispatchCounts::request(const detail::NormalHandleData& handle, int local_experts, cudaStream_t stream) {
   if (readback_ != CountReadback::copy) return;
   // recv_tokens and the expert counts are consecutive words, as copy_dispatch_counts wants them.
-  copy_dispatch_counts(handle, local_experts, common::PostedCounts{host_words_}.recv_tokens(), stream);
+  copy_dispatch_counts(handle, local_experts, common::PostedCounts{words_.host()}.recv_tokens(), stream);
 }
 
 void DispatchCounts::receive(detail::NormalHandleData& handle, int local_experts, int32_t tag,
                              cudaStream_t stream, const CallEnv& env) {
-  const common::PostedCounts posted{host_words_};
+  const common::PostedCounts posted{words_.host()};
   if (readback_ == CountReadback::copy) {
     take_copied_counts(handle, local_experts, posted.recv_tokens(), stream, env);
     return;
@@ -87,7 +76,7 @@ void DispatchCounts::receive(detail::NormalHandleData& handle, int local_experts
 }
 
 bool DispatchCounts::exchanged(int32_t tag) const {
-  const common::PostedCounts posted{host_words_};
+  const common::PostedCounts posted{words_.host()};
   // copy: receive synchronised the stream after the copies; the notify leaves -1 rows until its exchange
   // passes.
   if (readback_ == CountReadback::copy) return *posted.recv_tokens() >= 0;
@@ -96,7 +85,7 @@ bool DispatchCounts::exchanged(int32_t tag) const {
 }
 
 void DispatchCounts::poll_for(int32_t tag, cudaStream_t stream, const CallEnv& env) const {
-  const common::PostedCounts posted{host_words_};
+  const common::PostedCounts posted{words_.host()};
   const auto stream_idle = [stream] {
     const cudaError_t state = cudaStreamQuery(stream);
     if (state == cudaErrorNotReady) return false;

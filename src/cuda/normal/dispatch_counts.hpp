@@ -15,6 +15,7 @@
 #include "common/posted_counts.hpp"
 #include "core/normal_handle.hpp"
 #include "cuda/backend/call_env.hpp"
+#include "device/mapped_host_words.hpp"
 
 namespace switchyard::cuda {
 
@@ -27,7 +28,6 @@ class DispatchCounts {
  public:
   // Room for up to `max_local_experts` experts' counts, page-locked and mapped. `rank`: for messages.
   DispatchCounts(int rank, int max_local_experts, CountReadback readback);
-  ~DispatchCounts();
   DispatchCounts(const DispatchCounts&) = delete;
   DispatchCounts& operator=(const DispatchCounts&) = delete;
 
@@ -63,8 +63,7 @@ class DispatchCounts {
   int rank_;
   int capacity_ = 0;  // local experts
   CountReadback readback_;
-  int32_t* host_words_ = nullptr;    // [PostedCounts::words_for(capacity_)]
-  int32_t* device_words_ = nullptr;  // the same memory, as the device addresses it
+  MappedHostWords<int32_t> words_;  // [PostedCounts::words_for(capacity_)]
   int32_t tag_ = 0;
 };
 

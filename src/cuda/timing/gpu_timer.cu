@@ -34,26 +34,23 @@ uint64_t gpu_timer_now_ns() {
   // kernel writes (no allocation per read: cudaFree would wait for the whole device).
   struct Reader {
     cudaStream_t stream = nullptr;
-    uint64_t* host_word = nullptr;
-    uint64_t* device_word = nullptr;
+    MappedHostWords<uint64_t> word;
   };
   static std::mutex mutex;
-  static std::map<int, Reader> readers;
+  // Never destroyed: freeing page-locked memory while the process exits races the runtime's own teardown.
+  static std::map<int, Reader>& readers = *new std::map<int, Reader>;
   int device = 0;
   SY_CUDA_CHECK(cudaGetDevice(&device));
   const std::lock_guard<std::mutex> lock(mutex);
   Reader& reader = readers[device];
   if (reader.stream == nullptr) {
+    reader.word.allocate(1);
     SY_CUDA_CHECK(cudaStreamCreateWithFlags(&reader.stream, cudaStreamNonBlocking));
-    SY_CUDA_CHECK(
-        cudaHostAlloc(reinterpret_cast<void**>(&reader.host_word), sizeof(uint64_t), cudaHostAllocMapped));
-    SY_CUDA_CHECK(
-        cudaHostGetDevicePointer(reinterpret_cast<void**>(&reader.device_word), reader.host_word, 0));
   }
-  read_timer_kernel<<<1, 1, 0, reader.stream>>>(reader.device_word);
+  read_timer_kernel<<<1, 1, 0, reader.stream>>>(reader.word.device());
   SY_CUDA_CHECK_LAUNCH();
   SY_CUDA_CHECK(cudaStreamSynchronize(reader.stream));
-  return *reinterpret_cast<volatile uint64_t*>(reader.host_word);
+  return *reinterpret_cast<volatile uint64_t*>(reader.word.host());
 }
 
 void enqueue_gpu_timer_wait(cudaStream_t stream, uint64_t until_ns, uint64_t limit_ns, uint64_t* marks) {
@@ -61,31 +58,17 @@ void enqueue_gpu_timer_wait(cudaStream_t stream, uint64_t until_ns, uint64_t lim
   SY_CUDA_CHECK_LAUNCH();
 }
 
-HoldMarks::HoldMarks() {
-  SY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&host_), 2 * sizeof(uint64_t), cudaHostAllocMapped));
-  const cudaError_t mapped = cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_), host_, 0);
-  if (mapped != cudaSuccess) {
-    cudaFreeHost(host_);
-    SY_CUDA_CHECK(mapped);
-  }
-  clear();
-}
-
-HoldMarks::~HoldMarks() {
-  cudaFreeHost(host_);
-}
-
 void HoldMarks::clear() {
-  reinterpret_cast<volatile uint64_t*>(host_)[0] = 0;
-  reinterpret_cast<volatile uint64_t*>(host_)[1] = 0;
+  reinterpret_cast<volatile uint64_t*>(marks_.host())[0] = 0;
+  reinterpret_cast<volatile uint64_t*>(marks_.host())[1] = 0;
 }
 
 bool HoldMarks::released() const {
-  return reinterpret_cast<const volatile uint64_t*>(host_)[1] != 0;
+  return reinterpret_cast<const volatile uint64_t*>(marks_.host())[1] != 0;
 }
 
 uint64_t HoldMarks::held_ns() const {
-  const volatile uint64_t* marks = host_;
+  const volatile uint64_t* marks = marks_.host();
   const uint64_t begin = marks[0], end = marks[1];
   return end > begin ? end - begin : 0;
 }

@@ -8,6 +8,8 @@
 
 #include <cstdint>
 
+#include "device/mapped_host_words.hpp"
+
 namespace switchyard::cuda {
 
 // The current device's %globaltimer, read by a one-thread kernel on a stream of its own and waited for.
@@ -27,13 +29,10 @@ void enqueue_gpu_timer_wait(cudaStream_t stream, uint64_t until_ns, uint64_t lim
 // ranks would then start apart.
 class HoldMarks {
  public:
-  HoldMarks();
-  ~HoldMarks();
-  HoldMarks(const HoldMarks&) = delete;
-  HoldMarks& operator=(const HoldMarks&) = delete;
+  HoldMarks() : marks_(2) {}
 
   // What enqueue_gpu_timer_wait takes.
-  uint64_t* device_marks() const { return device_; }
+  uint64_t* device_marks() const { return marks_.device(); }
   // Before each hold is enqueued, with no hold of these marks in flight.
   void clear();
   // Whether the hold has let its stream go (read while it runs).
@@ -42,8 +41,7 @@ class HoldMarks {
   uint64_t held_ns() const;
 
  private:
-  uint64_t* host_ = nullptr;
-  uint64_t* device_ = nullptr;
+  MappedHostWords<uint64_t> marks_;
 };
 
 }  // namespace switchyard::cuda
