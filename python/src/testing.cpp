@@ -88,6 +88,23 @@ void bind_testing(nb::module_& m) {
       "reading "
       "of the clock as it lets the stream go (a nonzero second word: released)");
   testing.def(
+      "mark_gpu_timer",
+      [](uintptr_t stream, uintptr_t word) {
+#if SWITCHYARD_WITH_CUDA
+        if (word == 0)
+          throw InvalidArgument("mark_gpu_timer: word: expected the address of a 64-bit word, got 0");
+        cuda::enqueue_gpu_timer_mark(reinterpret_cast<cudaStream_t>(stream),
+                                     reinterpret_cast<uint64_t*>(word));
+#else
+        (void)stream, (void)word;
+        throw Unsupported("mark_gpu_timer: this build has no CUDA backend");
+#endif
+      },
+      nb::arg("stream"), nb::arg("word"),
+      "Writes the GPU's %globaltimer to the 64-bit word at `word` (device-writable: a pinned host tensor's "
+      "data_ptr) when CUDA stream `stream` (its handle as an int) reaches it: the end of a phase timed from "
+      "wait_for_gpu_timer's release");
+  testing.def(
       "view_of",
       [](nb::handle tensor) {
         KeepAlive keep;

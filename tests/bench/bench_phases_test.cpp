@@ -104,20 +104,22 @@ TEST(BenchPhaseClock, AStartHoldThatIsOffHoldsNothingAndCountsNothing) {
   });
 }
 
-// SWITCHYARD_BENCH_START_EVENT, the timer start's A/B knob: unset and before_hold keep the default,
-// after_hold the order before session 37; anything else is an error naming the variable and what it got.
-TEST(BenchStartHold, TheStartEventOrderComesFromItsVariableAndABadValueIsNamed) {
+// SWITCHYARD_BENCH_START_EVENT, the timer start's A/B knob: unset and release_mark give the default (session
+// 38), before_hold and after_hold the orders of sessions 37 and before; anything else is an error naming the
+// variable and what it got.
+TEST(BenchStartHold, TheStartTimingComesFromItsVariableAndABadValueIsNamed) {
   const char* saved = std::getenv("SWITCHYARD_BENCH_START_EVENT");
   const std::string restore = saved != nullptr ? saved : "";
   unsetenv("SWITCHYARD_BENCH_START_EVENT");
-  EXPECT_FALSE(start_event_after_hold());
-  setenv("SWITCHYARD_BENCH_START_EVENT", "before_hold", 1);
-  EXPECT_FALSE(start_event_after_hold());
-  setenv("SWITCHYARD_BENCH_START_EVENT", "after_hold", 1);
-  EXPECT_TRUE(start_event_after_hold());
+  EXPECT_EQ(start_timing_from_environment(), StartTiming::release_mark);
+  for (StartTiming timing : {StartTiming::release_mark, StartTiming::before_hold, StartTiming::after_hold}) {
+    setenv("SWITCHYARD_BENCH_START_EVENT", start_timing_name(timing), 1);
+    EXPECT_EQ(start_timing_from_environment(), timing) << start_timing_name(timing);
+  }
+  EXPECT_STREQ(start_timing_name(StartTiming::before_hold), "before_hold");
   setenv("SWITCHYARD_BENCH_START_EVENT", "later", 1);
   try {
-    start_event_after_hold();
+    start_timing_from_environment();
     ADD_FAILURE() << "a bad value was taken";
   } catch (const Error& error) {
     EXPECT_NE(std::string(error.what()).find("SWITCHYARD_BENCH_START_EVENT"), std::string::npos)

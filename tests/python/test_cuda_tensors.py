@@ -821,9 +821,9 @@ def test_gpu_timer_wait_holds_the_stream_until_the_moment(device):
     # A moment far ahead is given up after limit_ns: the stream does not hang.
     testing.wait_for_gpu_timer(stream.cuda_stream, testing.gpu_timer_ns() + 3_600_000_000_000, 20_000_000)
     stream.synchronize()
-    # With marks (pinned host words the device writes), the wait says when it let the stream go and how long
-    # it held it: what the side by side takes off a time whose start event went before the wait.
-    marks = torch.zeros(2, dtype=torch.int64).pin_memory()
+    # With marks (pinned host words the device writes), the wait says when it let the stream go, and an end
+    # mark after the work when the stream reached it: the side by side times a call from one to the other.
+    marks = torch.zeros(3, dtype=torch.int64).pin_memory()
     stream.synchronize()
     moment = testing.gpu_timer_ns() + 30_000_000  # 30 ms ahead
     testing.wait_for_gpu_timer(stream.cuda_stream, moment, 5_000_000_000, marks.data_ptr())
@@ -832,3 +832,23 @@ def test_gpu_timer_wait_holds_the_stream_until_the_moment(device):
     first, last = int(marks[0]), int(marks[1])
     assert 0 < first < moment <= last
     assert last - first <= 30_000_000 + 5_000_000  # began after the moment was read, let go soon after it
+    # The end mark: 2 ms of work (torch's sleep kernel, calibrated here) behind a fresh wait.
+    work = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    with torch.cuda.stream(stream):
+        work[0].record()
+        torch.cuda._sleep(1_000_000)
+        work[1].record()
+    work[1].synchronize()
+    cycles_per_ms = 1_000_000 / max(work[0].elapsed_time(work[1]), 1e-3)
+    marks.zero_()
+    moment = testing.gpu_timer_ns() + 20_000_000  # 20 ms ahead
+    testing.wait_for_gpu_timer(stream.cuda_stream, moment, 5_000_000_000, marks.data_ptr())
+    with torch.cuda.stream(stream):
+        torch.cuda._sleep(int(2 * cycles_per_ms))
+    testing.mark_gpu_timer(stream.cuda_stream, marks.data_ptr() + 16)
+    stream.synchronize()
+    release, finish = int(marks[1]), int(marks[2])
+    assert moment <= release < finish
+    assert 1_500_000 <= finish - release <= 4_000_000, finish - release  # the work, not the hold
+    with pytest.raises(switchyard.InvalidArgument, match="word"):
+        testing.mark_gpu_timer(stream.cuda_stream, 0)

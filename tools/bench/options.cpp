@@ -339,11 +339,13 @@ constexpr const char* kFooter = R"(What is reported, per engine
             last one to leave it (tens to hundreds of us as processes), and a small call's
             includes the host's enqueue; timer (cuda, every rank on one GPU; auto's choice
             there), rank 0 reads the GPU's clock (%globaltimer, one clock for every process
-            on that GPU) and adds --start-ahead-us; every rank records its start event, its
-            stream waits for that moment, and the wait's own span comes off the time, so every
-            rank's time starts at one instant on the GPU (an event between the wait and the
-            call would delay each process's release: SWITCHYARD_BENCH_START_EVENT=after_hold
-            puts it there, to compare). A timed phase whose wait had let its stream go before
+            on that GPU) and adds --start-ahead-us; every rank's stream waits for that moment,
+            and the time runs on the GPU's clock from the wait's release to a mark the GPU
+            writes after the call, so every rank's time starts at one instant on the GPU with
+            no event in it (SWITCHYARD_BENCH_START_EVENT=before_hold: a start event before
+            the wait, its span taken off, which also counts the wait's launch gap; after_hold:
+            the event between the wait and the call, which delays each process's release;
+            both to compare). A timed phase whose wait had let its stream go before
             the rank began the call is counted (the moment came before the rank got there, and
             its time holds its lateness), and the engine's lines warn. JSON: start,
             start_ahead_us and start_event (null with barrier), and per

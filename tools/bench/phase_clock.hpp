@@ -51,9 +51,8 @@ class PhaseClock {
       evict_cache_();
       group_.barrier();
     }
-    // With a hold, the start event goes before its wait, whose span is taken off the time below
-    // (start_hold.hpp says why). What remains counts from the moment, plus the launch gap between the start
-    // event and the wait's first reading of the clock: a microsecond or two, against the call.
+    // With a hold, the time is the StartHold's: by default from the hold's release to a mark after the work,
+    // on the GPU's clock (start_hold.hpp says why no event is in it).
     if (holds()) {
       start_hold_->hold([&] { timer_.start(); });
     } else {
@@ -67,11 +66,12 @@ class PhaseClock {
     // a miss in the untimed ones (the first calls' lazy setup) costs no reported time.
     if (holds() && cache == Cache::evict) count_hold();
     work();
+    if (holds()) start_hold_->finish();
     timer_.stop();
     last_host_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - host_start).count();
     synchronize_();
     const double elapsed = timer_.elapsed_seconds();
-    return holds() ? elapsed - start_hold_->held_seconds() : elapsed;
+    return holds() ? start_hold_->phase_seconds(elapsed) : elapsed;
   }
 
   // The host's wall time of the last timed call (from just before the start event to just after the

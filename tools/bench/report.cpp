@@ -117,16 +117,26 @@ void print_node_bytes(std::FILE* out, const NodeBytes& bytes) {
                bytes.own_node_dispatch, bytes.own_node_combine);
 }
 
+// How a phase started by a hold is timed (StartTiming).
+std::string timing_rule(StartTiming timing) {
+  switch (timing) {
+    case StartTiming::release_mark:
+      break;
+    case StartTiming::before_hold:
+      return ", start event before the hold, its span taken off (SWITCHYARD_BENCH_START_EVENT=before_hold)";
+    case StartTiming::after_hold:
+      return ", start event after the hold (SWITCHYARD_BENCH_START_EVENT=after_hold)";
+  }
+  return ", timed on the GPU's clock from the hold's release to a mark after the call";
+}
+
 // Where each rank's time of a phase starts (--start).
 std::string start_rule(const BenchOptions& options) {
   if (options.start == StartMode::timer) {
     char ahead[32];
     std::snprintf(ahead, sizeof(ahead), "%g", options.start_ahead_us);
     return std::string("every rank's stream held until one moment ") + ahead +
-           " us ahead on the GPU's clock" +
-           (start_event_after_hold()
-                ? ", start event after the hold (SWITCHYARD_BENCH_START_EVENT=after_hold)"
-                : ", the hold's span taken off the time");
+           " us ahead on the GPU's clock" + timing_rule(start_timing_from_environment());
   }
   return options.backend == Backend::cuda ? "every rank leaves a host barrier, then records its start event"
                                           : "every rank leaves a host barrier, then reads the wall clock";

@@ -197,10 +197,10 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
   // Where the phases' start events land (--start); the timer's lead, null with barrier.
   report["start"] = start_mode_name(options.start);
   report["start_ahead_us"] = options.start == StartMode::timer ? Json(options.start_ahead_us) : Json(nullptr);
-  // With the timer: whether the start event went before the hold (its span taken off) or after it.
-  report["start_event"] = options.start != StartMode::timer ? Json(nullptr)
-                          : start_event_after_hold()        ? Json("after_hold")
-                                                            : Json("before_hold");
+  // With the timer: how a phase is timed from its hold (start_hold.hpp, StartTiming).
+  report["start_event"] = options.start != StartMode::timer
+                              ? Json(nullptr)
+                              : Json(start_timing_name(start_timing_from_environment()));
   // Which GPU each rank used (--devices); empty on cpu.
   report["devices"] = options.devices.device_of_rank;
   report["devices_request"] = options.devices.request_text();

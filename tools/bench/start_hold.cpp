@@ -55,17 +55,28 @@ uint64_t value_of(const Bytes& bytes) {
 
 }  // namespace
 
-bool start_event_after_hold() {
-  const char* order = std::getenv("SWITCHYARD_BENCH_START_EVENT");
-  if (order == nullptr || *order == '\0') return false;
-  const std::string value = order;
-  if (value != "before_hold" && value != "after_hold") {
-    throw Error(
-        "switchyard-bench: SWITCHYARD_BENCH_START_EVENT: expected before_hold (the default) or after_hold, "
-        "got '" +
-        value + "'");
+StartTiming start_timing_from_environment() {
+  const char* value = std::getenv("SWITCHYARD_BENCH_START_EVENT");
+  if (value == nullptr || *value == '\0') return StartTiming::release_mark;
+  for (StartTiming timing : {StartTiming::release_mark, StartTiming::before_hold, StartTiming::after_hold}) {
+    if (std::strcmp(value, start_timing_name(timing)) == 0) return timing;
   }
-  return value == "after_hold";
+  throw Error(
+      "switchyard-bench: SWITCHYARD_BENCH_START_EVENT: expected release_mark (the default), before_hold or "
+      "after_hold, got '" +
+      std::string(value) + "'");
+}
+
+const char* start_timing_name(StartTiming timing) {
+  switch (timing) {
+    case StartTiming::release_mark:
+      return "release_mark";
+    case StartTiming::before_hold:
+      return "before_hold";
+    case StartTiming::after_hold:
+      return "after_hold";
+  }
+  return "?";
 }
 
 #if defined(SWITCHYARD_WITH_CUDA)
@@ -81,13 +92,13 @@ StartHold::StartHold(Group& group, Stream stream, StartMode mode, double ahead_u
       stream_(stream),
       mode_(mode),
       ahead_ns_(nanoseconds_of(ahead_us)),
-      limit_ns_(kLimitFactor * ahead_ns_ + kLimitSlackNs) {
+      limit_ns_(kLimitFactor * ahead_ns_ + kLimitSlackNs),
+      timing_(start_timing_from_environment()) {
   if (on() && !kHasGpuClock) {
     throw Unsupported(
         "switchyard-bench: --start timer: built without the CUDA backend, so there is no GPU clock");
   }
   if (on()) marks_ = std::make_unique<Marks>();
-  event_after_the_wait_ = start_event_after_hold();
 }
 
 StartHold::~StartHold() = default;
@@ -98,9 +109,9 @@ uint64_t StartHold::agree_on_moment() {
   return value_of(group_.allgather(mine).front());
 }
 
-void StartHold::hold(const std::function<void()>& before_the_wait) {
+void StartHold::hold(const std::function<void()>& start_event) {
   if (!on()) {
-    before_the_wait();
+    start_event();
     return;
   }
   // The moment first: the start event must not wait for the ranks' agreement (a host collective).
@@ -108,17 +119,36 @@ void StartHold::hold(const std::function<void()>& before_the_wait) {
 #if defined(SWITCHYARD_WITH_CUDA)
   // No hold of these marks is in flight: the phase before was synchronised.
   marks_->marks.clear();
-  if (event_after_the_wait_) {
+  if (timing_ == StartTiming::after_hold) {
     cuda::enqueue_gpu_timer_wait(cuda_stream(stream_), moment, limit_ns_, marks_->marks.device_marks());
-    before_the_wait();
+    start_event();
     return;
   }
-  before_the_wait();
+  start_event();
   cuda::enqueue_gpu_timer_wait(cuda_stream(stream_), moment, limit_ns_, marks_->marks.device_marks());
 #else
   (void)moment;
-  before_the_wait();
+  start_event();
 #endif
+}
+
+void StartHold::finish() {
+#if defined(SWITCHYARD_WITH_CUDA)
+  if (on() && timing_ == StartTiming::release_mark) {
+    cuda::enqueue_gpu_timer_mark(cuda_stream(stream_), marks_->marks.device_end_mark());
+  }
+#endif
+}
+
+double StartHold::phase_seconds(double event_seconds) const {
+  if (!on() || timing_ == StartTiming::after_hold) return event_seconds;
+  if (timing_ == StartTiming::before_hold) return event_seconds - held_seconds();
+  const double seconds = seconds_since_release();
+  if (seconds <= 0) {
+    throw Error("switchyard-bench: --start timer: rank " + std::to_string(group_.rank()) +
+                ": the phase's end mark did not follow its hold's release on the GPU's clock");
+  }
+  return seconds;
 }
 
 bool StartHold::released() const {
@@ -130,7 +160,16 @@ bool StartHold::released() const {
 
 double StartHold::held_seconds() const {
 #if defined(SWITCHYARD_WITH_CUDA)
-  if (on() && !event_after_the_wait_) return static_cast<double>(marks_->marks.held_ns()) * 1e-9;
+  if (on()) return static_cast<double>(marks_->marks.held_ns()) * 1e-9;
+#endif
+  return 0;
+}
+
+double StartHold::seconds_since_release() const {
+#if defined(SWITCHYARD_WITH_CUDA)
+  if (on() && timing_ == StartTiming::release_mark) {
+    return static_cast<double>(marks_->marks.since_release_ns()) * 1e-9;
+  }
 #endif
   return 0;
 }

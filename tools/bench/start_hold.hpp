@@ -17,10 +17,19 @@
 
 namespace switchyard::bench {
 
-// SWITCHYARD_BENCH_START_EVENT: before_hold (unset: the default) or after_hold, the order before session 37
-// (the start event after the hold's wait, nothing taken off), to measure what the order changes in one run.
-// Throws Error naming the variable for any other value.
-bool start_event_after_hold();
+// How a phase started by a hold is timed (SWITCHYARD_BENCH_START_EVENT, for A/B runs of the yardstick):
+// - release_mark (unset: the default, session 38): from the hold's release to a mark the GPU writes after
+//   the work, both on the GPU's clock (cuda::HoldMarks); no timing event is in the time;
+// - before_hold (session 37): a start event before the hold, the hold's span taken off; the time then holds
+//   the hold's launch gap after the event (20-30 us with 8 processes under MPS: bench/NOTES.md, session 38);
+// - after_hold (before session 37): the start event between the hold and the work, which delays each
+//   process's release (~2 us a process under MPS, session 36).
+enum class StartTiming { release_mark, before_hold, after_hold };
+
+// From SWITCHYARD_BENCH_START_EVENT; throws Error naming the variable, the values and the value given for
+// any other.
+StartTiming start_timing_from_environment();
+const char* start_timing_name(StartTiming timing);
 
 class StartHold {
  public:
@@ -33,14 +42,19 @@ class StartHold {
 
   bool on() const { return mode_ == StartMode::timer; }
 
+  StartTiming timing() const { return timing_; }
+
   // A collective: every rank calls it before each phase's work. When on, the ranks agree on a moment (rank 0
-  // picks it), `before_the_wait` runs (the phase's start event), and the rank's stream is held until the
-  // moment; it returns as soon as the wait is enqueued. Off, it only runs `before_the_wait`.
-  // Why the start event goes before the wait: an event recorded between the hold and the work delays each
-  // process's release (~2 us a process under MPS, bench/NOTES.md, session 36), which spreads the ranks'
-  // starts that the hold exists to line up. The time then holds the hold's span, which held_seconds() gives
-  // back to take off.
-  void hold(const std::function<void()>& before_the_wait);
+  // picks it), `start_event` runs (the phase's start event: before the wait, or after it with after_hold),
+  // and the rank's stream is held until the moment; it returns as soon as the wait is enqueued. Off, it only
+  // runs `start_event`.
+  void hold(const std::function<void()>& start_event);
+  // After the phase's work is enqueued, before its stop event: with release_mark, the GPU's mark of the end.
+  void finish();
+  // The phase's time, given its events' (start to stop): the events' when off or with after_hold; the
+  // events' less the hold's span with before_hold; from the release to the end mark with release_mark.
+  // Read after the stream has been synchronised. Throws Error if the marks were not written.
+  double phase_seconds(double event_seconds) const;
 
   // Whether the last hold has let its stream go (false when off): asked as the call begins, true says the
   // moment came before this rank reached the call.
@@ -48,6 +62,8 @@ class StartHold {
   // How long the last hold held its stream, from its first reading of the clock to its last (0 when off).
   // Read after the stream has been synchronised.
   double held_seconds() const;
+  // From the last hold's release to its end mark (0 when off, or without release_mark).
+  double seconds_since_release() const;
 
  private:
   // Rank 0's moment on the GPU's clock, the same on every rank.
@@ -55,7 +71,6 @@ class StartHold {
   // cuda::HoldMarks in a build with CUDA: the marks the hold's kernel writes.
   struct Marks;
   std::unique_ptr<Marks> marks_;
-  bool event_after_the_wait_ = false;  // start_event_after_hold()
 
   Group& group_;
   Stream stream_;
@@ -63,6 +78,7 @@ class StartHold {
   uint64_t ahead_ns_;
   // The longest a stream waits, so that a moment that went wrong cannot hang the run.
   uint64_t limit_ns_;
+  StartTiming timing_;  // start_timing_from_environment()
 };
 
 }  // namespace switchyard::bench

@@ -188,9 +188,12 @@ class Clock:
             from switchyard import _C  # the GPU clock's two kernels (src/cuda/timing/gpu_timer.hpp)
             self.timer = _C._testing
             self.moment = torch.zeros(1, dtype=torch.int64)  # broadcast through the group (gloo: host memory)
-            # The wait's first and last readings of the clock (pinned: the device writes them through its
-            # mapping, and the host can poll the second while the stream runs).
-            self.marks = torch.zeros(2, dtype=torch.int64).pin_memory()
+            # The wait's first and last readings of the clock and the end mark after the call (pinned: the
+            # device writes them through its mapping, and the host can poll the second while the stream runs).
+            self.marks = torch.zeros(3, dtype=torch.int64).pin_memory()
+            # Every rank reads the clock once: that loads the timer's kernels here, before any is timed (a
+            # kernel's first launch may wait for kernels running on the GPU, NOTES session 38).
+            self.timer.gpu_timer_ns()
 
     @staticmethod
     def _cycles_for(microseconds):
@@ -228,10 +231,10 @@ class Clock:
             if dist.get_rank(self.group) == 0:
                 self.moment[0] = self.timer.gpu_timer_ns() + self.ahead_ns
             dist.broadcast(self.moment, src=dist.get_global_rank(self.group, 0), group=self.group)
-            # The start event goes before the wait, and the wait's span comes off the time: an event recorded
-            # between the wait and the call delays each process's release (~2 us a process under MPS, NOTES
-            # session 36), spreading the starts the wait lines up. What is left counts from the moment, plus
-            # the wait's launch gap after the start event (a microsecond or two, against the call).
+            # Timed on the GPU's clock from the wait's release to a mark after the call, as switchyard-bench
+            # does (tools/bench/start_hold.hpp): an event between the wait and the call delays each process's
+            # release (~2 us a process under MPS, NOTES session 36), and one before the wait would count the
+            # wait's launch gap (20-30 us with 8 processes, session 38). The events below are not used then.
             self.marks.zero_()
             start.record()
             self.timer.wait_for_gpu_timer(torch.cuda.current_stream().cuda_stream, int(self.moment[0]),
@@ -247,13 +250,18 @@ class Clock:
         # Still holding the stream when the host has enqueued the call: the hold covered the host's work.
         if timer_start:
             hidden = int(self.marks[1]) == 0
+            self.timer.mark_gpu_timer(torch.cuda.current_stream().cuda_stream, self.marks.data_ptr() + 16)
         else:
             hidden = (not start.query()) if method == "device" else None
         end.record()
         end.synchronize()
         elapsed_us = start.elapsed_time(end) * 1000.0
         if timer_start:
-            elapsed_us -= max(int(self.marks[1]) - int(self.marks[0]), 0) / 1000.0
+            release, finish = int(self.marks[1]), int(self.marks[2])
+            if release == 0 or finish <= release:
+                raise RuntimeError(f"--start timer: the call's end mark ({finish}) did not follow the wait's "
+                                   f"release ({release}) on the GPU's clock")
+            elapsed_us = (finish - release) / 1000.0
         return elapsed_us, hidden, host_us
 
     def median(self, fn, method, warmup, iters):

@@ -1,6 +1,7 @@
 #include <map>
 #include <mutex>
 
+#include "cuda/backend/kernel_preload.hpp"
 #include "cuda/timing/gpu_timer.hpp"
 #include "device/cuda_check.hpp"
 #include "device/ptx.cuh"
@@ -27,7 +28,18 @@ __global__ void timer_wait_kernel(uint64_t until_ns, uint64_t limit_ns, uint64_t
   }
 }
 
+__global__ void timer_mark_kernel(uint64_t* word) {
+  // Volatile: the host may poll the word through its mapping.
+  *reinterpret_cast<volatile uint64_t*>(word) = ptx::globaltimer_ns();
+}
+
 }  // namespace
+
+void preload_gpu_timer_kernels() {
+  preload_kernel(read_timer_kernel);
+  preload_kernel(timer_wait_kernel);
+  preload_kernel(timer_mark_kernel);
+}
 
 uint64_t gpu_timer_now_ns() {
   // Once per device and process, kept for the process's life: a stream of its own and a host-mapped word the
@@ -44,6 +56,7 @@ uint64_t gpu_timer_now_ns() {
   const std::lock_guard<std::mutex> lock(mutex);
   Reader& reader = readers[device];
   if (reader.stream == nullptr) {
+    preload_gpu_timer_kernels();
     reader.word.allocate(1);
     SY_CUDA_CHECK(cudaStreamCreateWithFlags(&reader.stream, cudaStreamNonBlocking));
   }
@@ -58,9 +71,20 @@ void enqueue_gpu_timer_wait(cudaStream_t stream, uint64_t until_ns, uint64_t lim
   SY_CUDA_CHECK_LAUNCH();
 }
 
+void enqueue_gpu_timer_mark(cudaStream_t stream, uint64_t* word) {
+  timer_mark_kernel<<<1, 1, 0, stream>>>(word);
+  SY_CUDA_CHECK_LAUNCH();
+}
+
+HoldMarks::HoldMarks() : marks_(3) {
+  preload_gpu_timer_kernels();
+}
+
 void HoldMarks::clear() {
-  reinterpret_cast<volatile uint64_t*>(marks_.host())[0] = 0;
-  reinterpret_cast<volatile uint64_t*>(marks_.host())[1] = 0;
+  volatile uint64_t* marks = marks_.host();
+  marks[0] = 0;
+  marks[1] = 0;
+  marks[2] = 0;
 }
 
 bool HoldMarks::released() const {
@@ -71,6 +95,12 @@ uint64_t HoldMarks::held_ns() const {
   const volatile uint64_t* marks = marks_.host();
   const uint64_t begin = marks[0], end = marks[1];
   return end > begin ? end - begin : 0;
+}
+
+uint64_t HoldMarks::since_release_ns() const {
+  const volatile uint64_t* marks = marks_.host();
+  const uint64_t release = marks[1], end = marks[2];
+  return release != 0 && end > release ? end - release : 0;
 }
 
 }  // namespace switchyard::cuda
