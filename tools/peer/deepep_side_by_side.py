@@ -82,6 +82,10 @@ def parse_args(argv=None):
     parser.add_argument("--start", choices=("auto", "timer", "sleep"), default="auto",
                         help="what holds the stream in the device method (see above); auto: timer when every rank "
                              "shares one GPU, else sleep")
+    parser.add_argument("--start-timing", choices=("release_mark", "after_hold"), default="release_mark",
+                        help="with the timer start: time from the hold's release to a mark after the call (the "
+                             "default, as switchyard-bench), or from a start event after the hold (session 36's "
+                             "way; an A/B of the two)")
     parser.add_argument("--seed", type=int, default=20)
     parser.add_argument("--out", default=os.environ.get("OUT", "out/peer-deepep"))
     args = parser.parse_args(argv)
@@ -183,6 +187,7 @@ class Clock:
         if self.start == "auto":
             self.start = "timer" if torch.cuda.device_count() == 1 or args.num_processes == 1 else "sleep"
         self.ahead_ns = int(args.sleep_us * 1000)
+        self.after_hold = args.start_timing == "after_hold"
         self.timer = None
         if self.cuda and self.start == "timer":
             from switchyard import _C  # the GPU clock's two kernels (src/cuda/timing/gpu_timer.hpp)
@@ -236,9 +241,12 @@ class Clock:
             # release (~2 us a process under MPS, NOTES session 36), and one before the wait would count the
             # wait's launch gap (20-30 us with 8 processes, session 38). The events below are not used then.
             self.marks.zero_()
-            start.record()
+            if not self.after_hold:
+                start.record()
             self.timer.wait_for_gpu_timer(torch.cuda.current_stream().cuda_stream, int(self.moment[0]),
                                           10 * self.ahead_ns + 100_000_000, self.marks.data_ptr())
+            if self.after_hold:
+                start.record()
         elif method == "device":
             torch.cuda._sleep(self.sleep_cycles)
             start.record()
@@ -250,13 +258,14 @@ class Clock:
         # Still holding the stream when the host has enqueued the call: the hold covered the host's work.
         if timer_start:
             hidden = int(self.marks[1]) == 0
-            self.timer.mark_gpu_timer(torch.cuda.current_stream().cuda_stream, self.marks.data_ptr() + 16)
+            if not self.after_hold:
+                self.timer.mark_gpu_timer(torch.cuda.current_stream().cuda_stream, self.marks.data_ptr() + 16)
         else:
             hidden = (not start.query()) if method == "device" else None
         end.record()
         end.synchronize()
         elapsed_us = start.elapsed_time(end) * 1000.0
-        if timer_start:
+        if timer_start and not self.after_hold:
             release, finish = int(self.marks[1]), int(self.marks[2])
             if release == 0 or finish <= release:
                 raise RuntimeError(f"--start timer: the call's end mark ({finish}) did not follow the wait's "
@@ -439,7 +448,10 @@ def start_note(args, records):
     if args.backend != "cuda":
         return ""
     if records[0].get("start", "sleep") == "timer":
-        return f"; device method: every rank's stream held until one moment {args.sleep_us:.0f} us ahead on the GPU's clock"
+        timing = ("timed from a start event after the hold" if args.start_timing == "after_hold"
+                  else "timed from the hold's release to a mark after the call")
+        return (f"; device method: every rank's stream held until one moment {args.sleep_us:.0f} us ahead on the "
+                f"GPU's clock, {timing}")
     return f"; device method: a sleep of {args.sleep_us:.0f} us on each rank after the barrier"
 
 
