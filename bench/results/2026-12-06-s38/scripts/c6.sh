@@ -8,11 +8,11 @@
 # Carry build/gpu-carry38b (c2's pack: the Python package and nothing else needed), build/gpu-carry38c (the
 # bench), .deepep-full.
 cd "$(dirname "$0")/../../../.."
-CALL=c6; CARRY="build/gpu-carry38b/c2.tar.xz build/gpu-carry38c/c3.tar.xz"; BUDGET=300
+CALL=c6; CARRY="build/gpu-carry38b/c2.tar.xz build/gpu-carry38c/c3.tar.xz"; BUDGET=220
 STEP_FILTER="rror|fail|^layout|^  normal +[0-9]"
 source scripts/device-call.sh
 export PYTHONPATH=$B/pkg
-for round in 1 2; do
+for round in 1; do
   for timing in after_hold release_mark; do
     step peer-$timing-$round 120 env DEEPEP_SRC=.deepep-full OUT=$base/peer-$timing-$round PEER_RANKS="4 8" \
       PEER_TOKENS="128" PEER_TIMEOUT=60 \
@@ -20,7 +20,7 @@ for round in 1 2; do
   done
 done
 start_mps
-for ahead in 1000 8000 1000 8000; do
+for ahead in 1000 8000; do
   step bench-normal4-ahead$ahead 30 $B/tools/bench/switchyard-bench --backend cuda --tokens 128 --iters 40 \
     --warmup 5 --ranks-as processes --start timer --start-ahead-us $ahead --ranks 4 --engine normal \
     --normal-heap on --json "$base/bench-normal4-ahead$ahead-$SECONDS.json"
