@@ -8,13 +8,13 @@
 # Carry build/gpu-carry38b (c2's pack: the Python package and nothing else needed), build/gpu-carry38c (the
 # bench), .deepep-full.
 cd "$(dirname "$0")/../../../.."
-CALL=c6; CARRY="build/gpu-carry38b/c2.tar.xz build/gpu-carry38c/c3.tar.xz"; BUDGET=220
+CALL=c6; CARRY="build/gpu-carry38b/c2.tar.xz build/gpu-carry38c/c3.tar.xz"; BUDGET=170
 STEP_FILTER="rror|fail|^layout|^  normal +[0-9]"
 source scripts/device-call.sh
 export PYTHONPATH=$B/pkg
 for round in 1; do
   for timing in after_hold release_mark; do
-    step peer-$timing-$round 120 env DEEPEP_SRC=.deepep-full OUT=$base/peer-$timing-$round PEER_RANKS="4 8" \
+    step peer-$timing-$round 120 env DEEPEP_SRC=.deepep-full OUT=$base/peer-$timing-$round PEER_RANKS="4" \
       PEER_TOKENS="128" PEER_TIMEOUT=60 \
       PEER_ARGS="--switchyard-heap-inputs --sleep-us 2000 --start-timing $timing" bash scripts/peer-deepep.sh
   done
