@@ -1,8 +1,11 @@
 #include "core/posted_counts_wait.hpp"
 
+#include <cstdlib>
+#include <string>
 #include <thread>
 
 #include "common/atomics.hpp"
+#include "switchyard/errors.hpp"
 
 namespace switchyard::detail {
 
@@ -17,6 +20,22 @@ void relax_cpu() {
 }
 
 }  // namespace
+
+PostWaitPolicy post_wait_policy_from_environment() {
+  PostWaitPolicy policy;
+  const char* text = std::getenv("SWITCHYARD_COUNTS_SPIN_US");
+  if (text == nullptr || *text == '\0') return policy;
+  const std::string value = text;
+  const bool digits = value.size() <= 9 && value.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits) {
+    throw InvalidArgument(
+        "SWITCHYARD_COUNTS_SPIN_US: expected the microseconds a fresh dispatch's host spins on its counts "
+        "before it yields its core between looks (an integer from 0 to 999999999), got '" +
+        value + "'");
+  }
+  policy.spin_before_yielding = std::chrono::microseconds(std::stoll(value));
+  return policy;
+}
 
 PostWait wait_for_post(const common::PostedCounts& posted, int32_t tag,
                        const std::function<bool()>& producer_done, const PostWaitPolicy& policy) {

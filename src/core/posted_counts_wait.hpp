@@ -23,6 +23,12 @@ struct PostWaitPolicy {
   std::chrono::microseconds spin_before_yielding{1000};
 };
 
+// The default policy, with SWITCHYARD_COUNTS_SPIN_US (microseconds, an integer >= 0) as spin_before_yielding
+// when set: an A/B knob for how soon a long wait starts giving its core away (bench/NOTES.md, session 38: a
+// fresh dispatch whose host waited 8 ms for its counts read ~9.5 us slower than one that waited 1 ms). Throws
+// InvalidArgument naming the variable for any other value.
+PostWaitPolicy post_wait_policy_from_environment();
+
 // Returns once `posted`'s tag is `tag` (acquire: the counts and status written before it are visible), or
 // with never_posted when `producer_done()` says the producer finished and the tag is still not there. Throws
 // what `producer_done` throws.

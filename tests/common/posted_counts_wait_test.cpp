@@ -9,11 +9,14 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
 #include "common/atomics.hpp"
+#include "switchyard/errors.hpp"
 
 namespace switchyard {
 namespace {
@@ -96,6 +99,37 @@ TEST(PostedCountsWait, WhatTheProducerQueryThrowsLeavesTheWait) {
   const PostedCounts posted{words.data()};
   EXPECT_THROW(wait_for_post(posted, 1, []() -> bool { throw std::runtime_error("sticky device error"); }),
                std::runtime_error);
+}
+
+// SWITCHYARD_COUNTS_SPIN_US, the A/B knob for how long the wait spins before it yields: unset keeps the
+// default, a count of microseconds replaces it, anything else is refused by name with what was given.
+TEST(PostedCountsWait, TheSpinBeforeYieldingComesFromItsVariableAndABadValueIsNamed) {
+  const char* saved = std::getenv("SWITCHYARD_COUNTS_SPIN_US");
+  const std::string restore = saved != nullptr ? saved : "";
+  unsetenv("SWITCHYARD_COUNTS_SPIN_US");
+  EXPECT_EQ(detail::post_wait_policy_from_environment().spin_before_yielding,
+            detail::PostWaitPolicy{}.spin_before_yielding);
+  setenv("SWITCHYARD_COUNTS_SPIN_US", "20000", 1);
+  EXPECT_EQ(detail::post_wait_policy_from_environment().spin_before_yielding,
+            std::chrono::microseconds(20000));
+  setenv("SWITCHYARD_COUNTS_SPIN_US", "0", 1);
+  EXPECT_EQ(detail::post_wait_policy_from_environment().spin_before_yielding, std::chrono::microseconds(0));
+  for (const char* bad : {"-5", "2ms", "1e3", "12345678901"}) {
+    setenv("SWITCHYARD_COUNTS_SPIN_US", bad, 1);
+    try {
+      detail::post_wait_policy_from_environment();
+      ADD_FAILURE() << "took '" << bad << "'";
+    } catch (const InvalidArgument& error) {
+      const std::string message = error.what();
+      EXPECT_NE(message.find("SWITCHYARD_COUNTS_SPIN_US"), std::string::npos) << message;
+      EXPECT_NE(message.find(std::string("'") + bad + "'"), std::string::npos) << message;
+    }
+  }
+  if (saved != nullptr) {
+    setenv("SWITCHYARD_COUNTS_SPIN_US", restore.c_str(), 1);
+  } else {
+    unsetenv("SWITCHYARD_COUNTS_SPIN_US");
+  }
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ CountReadback count_readback_from_environment() {
 }
 
 DispatchCounts::DispatchCounts(int rank, int max_local_experts, CountReadback readback)
-    : rank_(rank), readback_(readback) {
+    : rank_(rank), readback_(readback), wait_policy_(detail::post_wait_policy_from_environment()) {
   allocate(max_local_experts);
 }
 
@@ -92,7 +92,7 @@ void DispatchCounts::poll_for(int32_t tag, cudaStream_t stream, const CallEnv& e
     SY_CUDA_CHECK(state);
     return true;
   };
-  if (detail::wait_for_post(posted, tag, stream_idle) == detail::PostWait::posted) return;
+  if (detail::wait_for_post(posted, tag, stream_idle, wait_policy_) == detail::PostWait::posted) return;
   // The stream went idle without the post: the notify ended without posting (or never ran).
   env.throw_pending_device_error();
   throw Error("rank " + std::to_string(rank_) + ": dispatch: the notify kernel ended without posting its " +

@@ -14,6 +14,7 @@
 
 #include "common/posted_counts.hpp"
 #include "core/normal_handle.hpp"
+#include "core/posted_counts_wait.hpp"
 #include "cuda/backend/call_env.hpp"
 #include "device/mapped_host_words.hpp"
 
@@ -65,6 +66,7 @@ class DispatchCounts {
   CountReadback readback_;
   MappedHostWords<int32_t> words_;  // [PostedCounts::words_for(capacity_)]
   int32_t tag_ = 0;
+  detail::PostWaitPolicy wait_policy_;  // post_wait_policy_from_environment(), read once
 };
 
 }  // namespace switchyard::cuda
