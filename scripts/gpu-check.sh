@@ -74,7 +74,8 @@ fi
 
 # The GPU suites: one binary per engine (and the device transport), each with the filter that picks
 # its one-rank cases for compute-sanitizer.
-GPU_SUITES=(normal_engine low_latency symmetric device_transport internode low_latency_internode hostile_calls rank_mask moe_layer)
+GPU_SUITES=(normal_engine low_latency symmetric device_transport internode low_latency_internode hostile_calls rank_mask moe_layer
+  mapped_host_words)
 declare -A SANITIZER_FILTER=(
   [normal_engine]='*Small_R1*:*ExpertIdOutOfRange*'
   [low_latency]='*Small_R1*'
@@ -87,6 +88,7 @@ declare -A SANITIZER_FILTER=(
   # Small_R1_fp8 runs its interleaved layer through GEMM 1's SwiGLU epilogue (cluster pairs trading each
   # row's amax by st.async).
   [moe_layer]='*Small_R1*'
+  [mapped_host_words]='*'  # one process, no peers
 )
 suite_bin() { echo "$BUILD/tests/cuda/switchyard_cuda_$1_test"; }
 PROCESS_BIN="$BUILD/tests/cuda/switchyard_cuda_process_ranks_test"
