@@ -81,10 +81,7 @@ HoldMarks::HoldMarks() : marks_(3) {
 }
 
 void HoldMarks::clear() {
-  volatile uint64_t* marks = marks_.host();
-  marks[0] = 0;
-  marks[1] = 0;
-  marks[2] = 0;
+  marks_.clear();
 }
 
 bool HoldMarks::released() const {
