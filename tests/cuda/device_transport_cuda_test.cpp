@@ -6,7 +6,6 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <sstream>
@@ -15,6 +14,7 @@
 
 #include "common/device_error.hpp"
 #include "device/cuda_check.hpp"
+#include "device/mapped_host_words.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
@@ -207,24 +207,17 @@ DevicePointer<T> device_alloc(size_t bytes) {
 
 // What one rank's kernels need besides the transport: the bounded-wait policy and its error block.
 struct RankState {
-  common::DeviceErrorBlock* error = nullptr;  // host-mapped
-  common::DeviceErrorBlock* error_device = nullptr;
+  cuda::MappedHostWords<common::DeviceErrorBlock> error_record{1};
   DevicePointer<int32_t> flags = device_alloc<int32_t>(2 * sizeof(int32_t));  // abort flag, error claim
   DevicePointer<uint64_t> barrier_epoch = device_alloc<uint64_t>(sizeof(uint64_t));
   cudaStream_t stream = nullptr;
 
   RankState() {
-    SY_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&error), sizeof(*error), cudaHostAllocMapped));
-    std::memset(error, 0, sizeof(*error));
-    SY_CUDA_CHECK(cudaHostGetDevicePointer(reinterpret_cast<void**>(&error_device), error, 0));
     SY_CUDA_CHECK(cudaMemset(flags.get(), 0, 2 * sizeof(int32_t)));
     SY_CUDA_CHECK(cudaMemset(barrier_epoch.get(), 0, sizeof(uint64_t)));
     SY_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   }
-  ~RankState() {
-    cudaStreamDestroy(stream);
-    cudaFreeHost(error);
-  }
+  ~RankState() { cudaStreamDestroy(stream); }
 
   cuda::KernelContext context(const common::SymHeap& heap, double timeout_seconds) const {
     cuda::KernelContext context{};
@@ -233,7 +226,7 @@ struct RankState {
     context.num_ranks = heap.num_ranks;
     context.num_channels = 1;
     context.timeout_ns = static_cast<uint64_t>(timeout_seconds * 1e9);
-    context.error = error_device;
+    context.error = error_record.device();
     context.abort_flag = flags.get();
     context.error_claim = flags.get() + 1;
     context.barrier_epoch = barrier_epoch.get();
@@ -243,6 +236,7 @@ struct RankState {
 
   // What the backend does after a stream sync: a recorded failure becomes a TimeoutError.
   void throw_recorded_failure() const {
+    const common::DeviceErrorBlock* error = error_record.host();
     if (!__atomic_load_n(&error->complete, __ATOMIC_ACQUIRE)) return;
     std::ostringstream message;
     message << "rank " << error->rank << " (" << common::wait_role_name(error->role) << ", channel "

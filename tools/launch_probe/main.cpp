@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "cuda/timing/gpu_timer.hpp"
+#include "device/mapped_host_words.hpp"
 #include "forked_ranks.hpp"
 #include "probe_kernels.hpp"
 #include "switchyard/group.hpp"
@@ -152,34 +153,26 @@ double median(std::vector<double> values) {
 
 struct Process {
   cudaStream_t stream{};
-  int32_t* flag = nullptr;    // host-mapped
-  uint64_t* words = nullptr;  // host-mapped: [0] producer's end, [1] consumer's start, [2] catch
-  int32_t* device_flag = nullptr;
-  uint64_t* device_words = nullptr;
+  cuda::MappedHostWords<int32_t> flag;
+  cuda::MappedHostWords<uint64_t> words;  // [0] producer's end, [1] consumer's start, [2] catch
   int32_t next = 0;
 
   Process() {
     check(cudaSetDevice(0), "cudaSetDevice");
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreate");
-    check(cudaHostAlloc(reinterpret_cast<void**>(&flag), sizeof(int32_t), cudaHostAllocMapped),
-          "cudaHostAlloc");
-    check(cudaHostAlloc(reinterpret_cast<void**>(&words), 4 * sizeof(uint64_t), cudaHostAllocMapped),
-          "cudaHostAlloc");
-    check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_flag), flag, 0),
-          "cudaHostGetDevicePointer");
-    check(cudaHostGetDevicePointer(reinterpret_cast<void**>(&device_words), words, 0),
-          "cudaHostGetDevicePointer");
-    *flag = 0;
+    // Here, not at the members: the mapping is made for the device current at allocation.
+    flag.allocate(1);
+    words.allocate(4);
   }
 
   // Bounded: a producer that never ran (a failed launch, a fault) ends the probe with a message, not a hang.
   void wait_for_flag(int32_t value, const char* producer) const {
     const int64_t from = realtime_ns();
-    while (__atomic_load_n(flag, __ATOMIC_ACQUIRE) != value) {
+    while (__atomic_load_n(flag.host(), __ATOMIC_ACQUIRE) != value) {
       if (realtime_ns() - from > 2'000'000'000) {
         const cudaError_t state = cudaStreamQuery(stream);
         throw std::runtime_error(std::string(producer) + ": its flag " + std::to_string(value) +
-                                 " never came within 2 s (found " + std::to_string(*flag) +
+                                 " never came within 2 s (found " + std::to_string(*flag.host()) +
                                  "; stream: " + cudaGetErrorString(state) + ")");
       }
     }
@@ -189,21 +182,21 @@ struct Process {
   // sets `offset` to the middle.
   double calibrate(double& offset) {
     int64_t upper = INT64_MAX, lower = INT64_MIN;
-    volatile uint64_t* w = words;
+    volatile uint64_t* w = words.host();
     for (int i = 0; i < 40; ++i) {
       // Host to device: a kernel spins on the flag; the host writes it at a noted time.
       const int32_t value = ++next;
-      check(launch_catch(device_flag, value, device_words + 2, 5'000'000, stream), "launch catch");
+      check(launch_catch(flag.device(), value, words.device() + 2, 5'000'000, stream), "launch catch");
       const int64_t wait_from = realtime_ns();
       while (realtime_ns() - wait_from < 200'000) {
       }
       const int64_t set_at = realtime_ns();
-      __atomic_store_n(flag, value, __ATOMIC_RELEASE);
+      __atomic_store_n(flag.host(), value, __ATOMIC_RELEASE);
       check(cudaStreamSynchronize(stream), "catch");
       upper = std::min<int64_t>(upper, static_cast<int64_t>(w[2]) - set_at);
       // Device to host: a kernel raises the flag at a noted device time; the host notes when it sees it.
       const int32_t raised = ++next;
-      check(launch_signal(Mailbox{device_words, device_flag}, raised, 20'000, stream), "launch signal");
+      check(launch_signal(Mailbox{words.device(), flag.device()}, raised, 20'000, stream), "launch signal");
       wait_for_flag(raised, "calibration's signal kernel");
       const int64_t seen_at = realtime_ns();
       check(cudaStreamSynchronize(stream), "signal");
@@ -256,15 +249,15 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
       check(cudaMallocAsync(&scratch, static_cast<size_t>(options.alloc_mib) << 20, process.stream),
             "cudaMallocAsync");
     }
-    check(
-        mode == kReleasedParams
-            ? launch_stamp_big_params(process.device_words + 1, blocks, threads, shared_bytes, process.stream)
-            : launch_stamp(process.device_words + 1, blocks, threads, shared_bytes, process.stream),
-        "launch consumer");
+    check(mode == kReleasedParams
+              ? launch_stamp_big_params(process.words.device() + 1, blocks, threads, shared_bytes,
+                                        process.stream)
+              : launch_stamp(process.words.device() + 1, blocks, threads, shared_bytes, process.stream),
+          "launch consumer");
     if (allocates) check(cudaFreeAsync(scratch, process.stream), "cudaFreeAsync");
     check(cudaStreamSynchronize(process.stream), "released sample");
     if (iter < options.warmup) continue;
-    samples.push_back((static_cast<double>(static_cast<volatile uint64_t*>(process.words)[1]) -
+    samples.push_back((static_cast<double>(static_cast<volatile uint64_t*>(process.words.host())[1]) -
                        static_cast<double>(moment)) /
                       1000.0);
   }
@@ -284,7 +277,7 @@ ProcessFigures run_process(const Options& options, Group& group) {
   out.offset_width_us = process.calibrate(offset);
   if (index == 0) std::fprintf(stderr, "launch-probe: %d process(es) calibrated\n", processes);
   const uint64_t spin_ns = static_cast<uint64_t>(options.spin_us * 1000);
-  volatile uint64_t* w = process.words;
+  volatile uint64_t* w = process.words.host();
   for (int mode = 0; mode < kModes; ++mode) {
     if (mode >= kFirstReleased) {
       out.released[mode - kFirstReleased] = run_released(options, group, process, static_cast<Mode>(mode));
@@ -296,7 +289,8 @@ ProcessFigures run_process(const Options& options, Group& group) {
     for (int iter = 0; iter < options.warmup + options.iters; ++iter) {
       group.barrier();
       const int32_t value = ++process.next;
-      check(launch_signal(Mailbox{process.device_words, process.device_flag}, value, spin_ns, process.stream),
+      check(launch_signal(Mailbox{process.words.device(), process.flag.device()}, value, spin_ns,
+                          process.stream),
             "launch signal");
       const bool small = mode == kHostLaunchSmall;
       const int blocks = small ? 1 : options.blocks;
@@ -304,14 +298,14 @@ ProcessFigures run_process(const Options& options, Group& group) {
       const size_t bytes = small ? 0 : shared_bytes;
       int64_t seen_at = 0, launched_at = 0;
       if (mode == kBackToBack) {
-        check(launch_stamp(process.device_words + 1, blocks, threads, bytes, process.stream),
+        check(launch_stamp(process.words.device() + 1, blocks, threads, bytes, process.stream),
               "launch consumer");
         process.wait_for_flag(value, kModeNames[mode]);
       } else {
         process.wait_for_flag(value, kModeNames[mode]);
         seen_at = realtime_ns();
         const cudaError_t launched =
-            launch_stamp(process.device_words + 1, blocks, threads, bytes, process.stream);
+            launch_stamp(process.words.device() + 1, blocks, threads, bytes, process.stream);
         launched_at = realtime_ns();
         check(launched, "launch consumer");
       }
