@@ -232,11 +232,11 @@ struct NormalCombineInputViews {
   TensorView topk_weights;  // f32 [rows, K] (K the dispatch's); undefined for a dispatch without top-k
 };
 
-// The symmetric engine's heap receive area as views (Buffer::symmetric_receive): an fp8 dispatch's
-// out_recv_x and out_recv_x_scales in this rank's heap. L = BufferSizing::num_experts / R.
+// The symmetric engine's heap receive area as views (Buffer::symmetric_receive): a dispatch's out_recv_x
+// (and, for fp8, out_recv_x_scales) in this rank's heap. L = BufferSizing::num_experts / R.
 struct SymmetricReceiveViews {
-  TensorView recv_x;         // fp8_e4m3 [L, expert_capacity, hidden]
-  TensorView recv_x_scales;  // f32 [L, expert_capacity, hidden / 128]
+  TensorView recv_x;         // BufferSizing::symmetric_heap_receive_dtype [L, expert_capacity, hidden]
+  TensorView recv_x_scales;  // f32 [L, expert_capacity, hidden / 128] (fp8); undefined for bf16
 };
 
 class Buffer {
@@ -283,11 +283,16 @@ class Buffer {
   // straight from the experts' outputs, read once; ranks as threads of one process on one device).
   // Config::symmetric_combine chooses; `auto` resolves at connect, alike on every rank.
   SymmetricCombine symmetric_combine_path() const;
-  // Where symmetric_dispatch pulls bf16 rows from on this connected buffer: publish (each source copies
-  // its rows into its heap first; across processes and GPUs) or zero_copy (straight from the callers'
-  // x, each row read once; ranks as threads of one process on one device; the dispatch returns only
-  // once no peer reads x, so x may be overwritten right after it on the caller's stream). fp8 calls
-  // always publish. Config::symmetric_dispatch chooses; `auto` resolves at connect, alike on every rank.
+  // How symmetric_dispatch moves rows on this connected buffer: publish (each source copies its rows into
+  // its heap first, the receivers pull them; across processes and GPUs), zero_copy (the receivers pull
+  // straight from the callers' x, each row read once; ranks as threads of one process on one device; the
+  // dispatch returns only once no peer reads x, so x may be overwritten right after it on the caller's
+  // stream), or push (the CUDA engine under `auto` where every rank is a thread of this process on one
+  // device: each source reads its tokens once and writes them into their receivers' outputs, bf16 rows as
+  // they are, fp8 cast once, with f32 scales; UE8M0 calls are pulled). fp8 calls that pull publish (the
+  // cast). Config::symmetric_dispatch chooses; `auto` resolves at connect, alike on every rank. With ranks
+  // in separate processes or on several GPUs, a call whose outputs lie in the heap receive area on every
+  // rank (symmetric_receive below) is pushed under `auto` whatever this says.
   SymmetricDispatch symmetric_dispatch_path() const;
   // The symmetric engine's heap-resident tensors (BufferSizing::symmetric_heap_input,
   // symmetric_heap_output_rows_per_expert, symmetric_heap_receive_rows_per_expert): views of this rank's
@@ -300,14 +305,16 @@ class Buffer {
   //     the dispatch's). The pull combine reads y from there; with ranks in separate processes or on several
   //     GPUs, Config::symmetric_combine = pull needs it (every combine's x must be this view) and auto keeps
   //     push. The combine returns once no peer reads it.
-  //   symmetric_receive: fp8_e4m3 recv_x [L, C, hidden] and f32 recv_x_scales [L, C, hidden / 128] (L =
-  //     num_experts / R of the sizing; C = expert_capacity, 0: R * symmetric_max_tokens_per_rank, as a
-  //     dispatch's 0 with max_tokens_per_rank at that capacity; hidden a multiple of 128, 0: sizing.hidden).
-  //     Passed as out_recv_x and out_recv_x_scales of an fp8 symmetric_dispatch (use_fp8, f32 scales: not
-  //     use_ue8m0) on every rank, with that dispatch's C and hidden, they let every source write its rows
-  //     straight into them (the CUDA engine's push), also with ranks in separate processes and on several
-  //     GPUs; elsewhere the dispatch pulls into them as into any outputs. A dispatch with fewer experts
-  //     than the sizing's passes a leading part (its L experts).
+  //   symmetric_receive: of BufferSizing::symmetric_heap_receive_dtype: fp8_e4m3 recv_x [L, C, hidden] and
+  //     f32 recv_x_scales [L, C, hidden / 128], or bf16 recv_x [L, C, hidden] alone (L = num_experts / R of
+  //     the sizing; C = expert_capacity, 0: R * symmetric_max_tokens_per_rank, as a dispatch's 0 with
+  //     max_tokens_per_rank at that capacity; hidden a multiple of 128 for fp8 and of 8 for bf16, 0:
+  //     sizing.hidden). Passed as the outputs of a symmetric_dispatch of that dtype (fp8: use_fp8 with f32
+  //     scales, not use_ue8m0; bf16: config.symmetric_dispatch auto) on every rank, with that dispatch's C
+  //     and hidden, they let every source write its rows straight into them (the CUDA engine's push), also
+  //     with ranks in separate processes and on several GPUs; elsewhere the dispatch pulls into them as
+  //     into any outputs. A dispatch with fewer experts than the sizing's passes a leading part (its L
+  //     experts).
   // One of each per buffer: a view is rewritten by whoever writes it next, the caller included (a second
   // dispatch into the receive views rewrites the first one's rows).
   TensorView symmetric_input(int64_t num_tokens, int hidden);

@@ -27,8 +27,17 @@ const char* symmetric_combine_name(SymmetricCombine path);
 //            its heap; the dispatch returns only when no peer reads x any more. Needs every rank of the
 //            Buffer to be a thread of this process (CPU) and on one device (CUDA). fp8 calls always
 //            publish (the cast halves the bytes pulled).
-//   automatic: zero_copy where it can work (known at connect, the same on every rank), publish otherwise.
-enum class SymmetricDispatch : uint8_t { automatic, publish, zero_copy };
+//   automatic: zero_copy where it can work (known at connect, the same on every rank), publish otherwise;
+//            and on CUDA, where every receiver's outputs are reachable, the push instead (below).
+//   push: not a request (Config::validate refuses it), but what Buffer::symmetric_dispatch_path() reports
+//            where `automatic` resolved to it: the CUDA engine with every rank a thread of this process on
+//            one device. No row is pulled: each source reads its tokens once and writes them into their
+//            receivers' outputs (bf16 rows as they are, fp8 cast once), the bytes of the minimal bound.
+//            With ranks in separate processes or on several GPUs a call pushes where every rank passes
+//            outputs in its heap receive area (BufferSizing::symmetric_heap_receive_rows_per_expert),
+//            whatever the path says. SWITCHYARD_SYMMETRIC_PULL=tma|warps turns the push off (an A/B knob).
+// A named publish or zero_copy keeps every call pulled (fp8 calls pulled are published: the cast).
+enum class SymmetricDispatch : uint8_t { automatic, publish, zero_copy, push };
 const char* symmetric_dispatch_name(SymmetricDispatch path);
 
 // Tuning of the pipeline (`normal`) engine, and the bound on every wait.
@@ -112,12 +121,16 @@ struct BufferSizing {
   // Each reserves its bytes in every rank's heap (the region needs symmetric_max_tokens_per_rank > 0).
   bool symmetric_heap_input = false;                  // x: bf16 [symmetric_max_tokens_per_rank, hidden]
   int64_t symmetric_heap_output_rows_per_expert = 0;  // y: bf16 [num_experts / R, rows, hidden]; 0: none
-  // fp8 dispatch outputs that every source writes into (the CUDA engine's fp8 push, also across processes
-  // and GPUs): e4m3 recv_x [num_experts / R, rows, hidden] and f32 scales [num_experts / R, rows,
-  // hidden / 128]. A symmetric_dispatch whose out_recv_x and out_recv_x_scales are views of them
-  // (Buffer::symmetric_receive; the MoE layer's, when they fit its capacity) is pushed instead of pulled.
-  // 0: none.
+  // Dispatch outputs that every source writes into (the CUDA engine's push, also across processes and
+  // GPUs), of symmetric_heap_receive_dtype:
+  //   fp8_e4m3 (the default): e4m3 recv_x [num_experts / R, rows, hidden] and f32 scales [num_experts / R,
+  //     rows, hidden / 128], for fp8 dispatches with f32 scales (the MoE layer's, when they fit its
+  //     capacity);
+  //   bf16: bf16 recv_x [num_experts / R, rows, hidden], for bf16 dispatches (no scales).
+  // A symmetric_dispatch whose outputs are views of them (Buffer::symmetric_receive) is pushed instead of
+  // pulled. 0: none.
   int64_t symmetric_heap_receive_rows_per_expert = 0;
+  DType symmetric_heap_receive_dtype = DType::fp8_e4m3;
   // The `normal` engine's dispatch input in every rank's heap (docs/normal-in-place.md): rows for x of up
   // to this many tokens and `hidden` channels, bf16, or fp8 with its scales (Buffer::normal_input). When it
   // is > 0, every `normal` dispatch on the Buffer takes its x (and x_scales) from those views, each source

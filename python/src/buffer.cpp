@@ -34,6 +34,14 @@ TransportKind parse_transport(const std::string& name) {
   throw InvalidArgument("transport: expected 'loopback' or 'nccl_gin', got '" + name + "'");
 }
 
+// BufferSizing::symmetric_heap_receive_dtype by name ("fp8_e4m3" or "bf16"; the sizing check names the field
+// for any other DType, but a name that is no DType at all stops here).
+DType receive_dtype(const std::string& name) {
+  if (name == "fp8_e4m3") return DType::fp8_e4m3;
+  if (name == "bf16") return DType::bf16;
+  throw InvalidArgument("symmetric_heap_receive_dtype: expected 'fp8_e4m3' or 'bf16', got '" + name + "'");
+}
+
 Bytes to_bytes(nb::handle object, const std::string& name) {
   if (!nb::isinstance<nb::bytes>(object)) {
     throw InvalidArgument(name + ": expected bytes, got " + nb::inst_name(object).c_str());
@@ -105,12 +113,15 @@ BufferClass bind_buffer(nb::module_& m) {
             } else if (path == "zero_copy") {
               self.symmetric_dispatch = SymmetricDispatch::zero_copy;
             } else {
-              throw InvalidArgument("symmetric_dispatch: expected 'auto', 'publish' or 'zero_copy', got '" +
-                                    path + "'");
+              throw InvalidArgument(
+                  "symmetric_dispatch: expected 'auto', 'publish' or 'zero_copy' (auto pushes where it can), "
+                  "got '" +
+                  path + "'");
             }
           },
           "The symmetric engine's dispatch source: 'auto' (zero_copy where every rank is a thread of this "
-          "process on one device, else publish), 'publish' or 'zero_copy' (config.hpp).")
+          "process on one device, else publish; on CUDA the push there instead), 'publish' or 'zero_copy' "
+          "(config.hpp). Buffer.symmetric_dispatch_path() says which ran.")
       .def_ro_static("default_cpu_channels", &Config::kDefaultCpuChannels,
                      "The channels (host threads) the CPU backend runs with num_channels = 0 (auto).")
       .def("validate", &Config::validate)
@@ -136,8 +147,8 @@ BufferClass bind_buffer(nb::module_& m) {
           [](BufferSizing* self, int64_t max_tokens_per_rank, int hidden, int topk, int num_experts,
              int64_t low_latency_max_tokens_per_rank, int64_t symmetric_max_tokens_per_rank,
              bool symmetric_heap_input, int64_t symmetric_heap_output_rows_per_expert,
-             int64_t symmetric_heap_receive_rows_per_expert, int64_t normal_heap_input_tokens,
-             int64_t normal_heap_combine_rows) {
+             int64_t symmetric_heap_receive_rows_per_expert, const std::string& symmetric_heap_receive_dtype,
+             int64_t normal_heap_input_tokens, int64_t normal_heap_combine_rows) {
             new (self) BufferSizing();
             self->max_tokens_per_rank = max_tokens_per_rank;
             self->hidden = hidden;
@@ -148,6 +159,7 @@ BufferClass bind_buffer(nb::module_& m) {
             self->symmetric_heap_input = symmetric_heap_input;
             self->symmetric_heap_output_rows_per_expert = symmetric_heap_output_rows_per_expert;
             self->symmetric_heap_receive_rows_per_expert = symmetric_heap_receive_rows_per_expert;
+            self->symmetric_heap_receive_dtype = receive_dtype(symmetric_heap_receive_dtype);
             self->normal_heap_input_tokens = normal_heap_input_tokens;
             self->normal_heap_combine_rows = normal_heap_combine_rows;
           },
@@ -155,7 +167,8 @@ BufferClass bind_buffer(nb::module_& m) {
           nb::arg("num_experts") = 256, nb::arg("low_latency_max_tokens_per_rank") = 0,
           nb::arg("symmetric_max_tokens_per_rank") = 0, nb::arg("symmetric_heap_input") = false,
           nb::arg("symmetric_heap_output_rows_per_expert") = 0,
-          nb::arg("symmetric_heap_receive_rows_per_expert") = 0, nb::arg("normal_heap_input_tokens") = 0,
+          nb::arg("symmetric_heap_receive_rows_per_expert") = 0,
+          nb::arg("symmetric_heap_receive_dtype") = "fp8_e4m3", nb::arg("normal_heap_input_tokens") = 0,
           nb::arg("normal_heap_combine_rows") = 0)
       .def_rw("max_tokens_per_rank", &BufferSizing::max_tokens_per_rank)
       .def_rw("hidden", &BufferSizing::hidden)
@@ -166,6 +179,14 @@ BufferClass bind_buffer(nb::module_& m) {
       .def_rw("symmetric_heap_input", &BufferSizing::symmetric_heap_input)
       .def_rw("symmetric_heap_output_rows_per_expert", &BufferSizing::symmetric_heap_output_rows_per_expert)
       .def_rw("symmetric_heap_receive_rows_per_expert", &BufferSizing::symmetric_heap_receive_rows_per_expert)
+      .def_prop_rw(
+          "symmetric_heap_receive_dtype",
+          [](const BufferSizing& sizing) {
+            return std::string(dtype_name(sizing.symmetric_heap_receive_dtype));
+          },
+          [](BufferSizing& sizing, const std::string& name) {
+            sizing.symmetric_heap_receive_dtype = receive_dtype(name);
+          })
       .def_rw("normal_heap_input_tokens", &BufferSizing::normal_heap_input_tokens)
       .def_rw("normal_heap_combine_rows", &BufferSizing::normal_heap_combine_rows);
 

@@ -223,12 +223,15 @@ void bind_low_latency(nb::module_& m, BufferClass& buffer) {
         CallScope scope(buffer_ref);
         const SymmetricReceiveViews views = buffer_ref.symmetric_receive(expert_capacity, hidden);
         const OutputStyle style = parse_output_style(framework);
-        return nb::make_tuple(to_python(Tensor::borrow(views.recv_x), style, self),
-                              to_python(Tensor::borrow(views.recv_x_scales), style, self));
+        nb::object scales = nb::none();  // a bf16 area has none
+        if (views.recv_x_scales.defined())
+          scales = to_python(Tensor::borrow(views.recv_x_scales), style, self);
+        return nb::make_tuple(to_python(Tensor::borrow(views.recv_x), style, self), scales);
       },
       nb::arg("expert_capacity"), nb::arg("hidden") = 0, nb::arg("framework") = "numpy",
-      "(fp8 e4m3 [L, C, hidden], f32 [L, C, hidden / 128]): the heap receive area, symmetric_dispatch's "
-      "out_recv_x and out_recv_x_scales that every source writes into (the fp8 push)");
+      "(fp8 e4m3 [L, C, hidden], f32 [L, C, hidden / 128]), or (bf16 [L, C, hidden], None) for a bf16 area: "
+      "the heap receive area, symmetric_dispatch's out_recv_x and out_recv_x_scales that every source writes "
+      "into (the push)");
 }
 
 }  // namespace switchyard::python

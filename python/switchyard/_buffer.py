@@ -151,7 +151,7 @@ class Buffer:
                  heap_bytes: int = 0, rank: Optional[int] = None, low_latency_max_tokens_per_rank: int = 0,
                  symmetric_max_tokens_per_rank: int = 0, symmetric_heap_input: bool = False,
                  symmetric_heap_output_rows_per_expert: int = 0, symmetric_heap_receive_rows_per_expert: int = 0,
-                 normal_heap_input_tokens: int = 0, normal_heap_combine_rows: int = 0,
+                 symmetric_heap_receive_dtype: str = "fp8_e4m3", normal_heap_input_tokens: int = 0, normal_heap_combine_rows: int = 0,
                  transport: str = "loopback",
                  loopback_max_delay_us: Optional[int] = None, loopback_seed: Optional[int] = None,
                  nccl_comm=None):
@@ -163,8 +163,9 @@ class Buffer:
         hidden, topk, num_experts); 0 (default): that engine is not available on this Buffer.
         symmetric_heap_input / symmetric_heap_output_rows_per_expert reserve the symmetric engine's
         heap-resident tensors (symmetric_input(), symmetric_expert_output()); symmetric_heap_receive_rows_per_expert
-        the fp8 dispatch outputs that sources of any process write into (symmetric_receive(); the CUDA push;
-        switchyard.MoE keeps its fp8 recv_x there when it fits its capacity).
+        the dispatch outputs that sources of any process write into (symmetric_receive(); the CUDA push), of
+        symmetric_heap_receive_dtype: 'fp8_e4m3' (with f32 scales, for fp8 dispatches; switchyard.MoE keeps its
+        fp8 recv_x there when it fits its capacity) or 'bf16' (for bf16 dispatches).
         normal_heap_input_tokens / normal_heap_combine_rows reserve the normal engine's heap-resident inputs
         (normal_input(), normal_combine_input(); docs/normal-in-place.md): then every dispatch / combine of this
         Buffer takes its x from them, and the peers read the rows in place, with the routing each dispatch
@@ -192,6 +193,7 @@ class Buffer:
                                  symmetric_heap_input=symmetric_heap_input,
                                  symmetric_heap_output_rows_per_expert=symmetric_heap_output_rows_per_expert,
                                  symmetric_heap_receive_rows_per_expert=symmetric_heap_receive_rows_per_expert,
+                                 symmetric_heap_receive_dtype=symmetric_heap_receive_dtype,
                                  normal_heap_input_tokens=normal_heap_input_tokens,
                                  normal_heap_combine_rows=normal_heap_combine_rows)
         if not isinstance(transport, str):
@@ -498,12 +500,14 @@ class Buffer:
 
     def symmetric_receive(self, expert_capacity: int, hidden: int = 0, *, framework: Optional[str] = None):
         """(recv_x, recv_x_scales) in this rank's heap (needs symmetric_heap_receive_rows_per_expert >= C):
-        fp8 e4m3 [L, C, hidden] (uint8 bits with numpy) and f32 [L, C, hidden / 128], L = num_experts / R of
-        the Buffer's sizing, C = expert_capacity (0: R * symmetric_max_tokens_per_rank), hidden a multiple of
-        128 (0: the sizing's). Pass them as symmetric_dispatch's out_recv_x and out_recv_x_scales of an fp8
-        call (use_fp8, not use_ue8m0) with that C and hidden on every rank: every source then writes its rows
-        straight into them (the push), also with ranks in separate processes and on several GPUs. A dispatch
-        of fewer experts takes the first L of each. One per Buffer: the next such dispatch rewrites them."""
+        fp8 e4m3 [L, C, hidden] (uint8 bits with numpy) and f32 [L, C, hidden / 128], or with
+        symmetric_heap_receive_dtype='bf16' bf16 [L, C, hidden] and None; L = num_experts / R of the Buffer's
+        sizing, C = expert_capacity (0: R * symmetric_max_tokens_per_rank), hidden a multiple of 128 for fp8
+        and of 8 for bf16 (0: the sizing's). Pass them as symmetric_dispatch's out_recv_x (and
+        out_recv_x_scales) of a call of that dtype (fp8: use_fp8, not use_ue8m0) with that C and hidden on
+        every rank: every source then writes its rows straight into them (the push), also with ranks in
+        separate processes and on several GPUs. A dispatch of fewer experts takes the first L of each. One per
+        Buffer: the next such dispatch rewrites them."""
         self._check_alive()
         return self._native.symmetric_receive(int(expert_capacity), int(hidden),
                                               framework or self._expert_major_framework)

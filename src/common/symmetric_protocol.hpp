@@ -26,7 +26,8 @@
 //   [heap input]                            optional: x that the caller fills in place, bf16 [max, hidden]
 //   [heap output]                           optional: y that the caller fills in place, bf16 [L, rows,
 //   hidden]
-//   [heap receive]                          optional: fp8 recv_x [L, rows, hidden], then its f32 scales
+//   [heap receive]                          optional: fp8 recv_x [L, rows, hidden], then its f32 scales;
+//                                           or bf16 recv_x [L, rows, hidden]
 //                                           [L, rows, hidden / 128], which the sources push into
 // Every rank numbers its symmetric calls (dispatch or combine) alike from 1, and call c uses half
 // c % 2. A rank can start call c + 2 (and overwrite half c % 2) only after passing call c + 1's
@@ -46,7 +47,8 @@
 // the offset to its own mapping of that rank's heap. Every rank maps every peer's heap, so both paths then
 // work with ranks in separate processes and on several GPUs, where plain pointers do not reach. The heap
 // receive area (BufferSizing::symmetric_heap_receive_rows_per_expert; Buffer::symmetric_receive) is the
-// same for the fp8 push's outputs: a receiver announces it at a heap offset, and sources write into it.
+// same for the push's outputs (fp8 or bf16): a receiver announces it at a heap offset, and sources write
+// into it.
 //
 // Every dispatch's source record also carries the call's shape digest: after the barrier each receiver
 // compares every source's with its own, and all ranks refuse a call on which they disagree, before
@@ -206,9 +208,11 @@ struct SymmetricLayout {
   uint32_t combine_row_bytes;   // stride of combine rows: hidden * 2, aligned
   int64_t heap_input_tokens;    // rows of the heap-resident x (bf16 [rows, hidden]); 0: none
   int64_t heap_output_rows;  // rows per local expert of the heap-resident y (bf16 [L, rows, hidden]); 0: none
-  // rows per local expert of the heap-resident fp8 dispatch outputs (e4m3 [L, rows, hidden], then f32
-  // scales [L, rows, hidden / 128]), which the sources push into; 0: none
+  // rows per local expert of the heap-resident dispatch outputs, which the sources push into; 0: none.
+  // fp8 (heap_receive_element_bytes 1): e4m3 [L, rows, hidden], then f32 scales [L, rows, hidden / 128];
+  // bf16 (2): bf16 [L, rows, hidden], no scales.
   int64_t heap_receive_rows;
+  uint32_t heap_receive_element_bytes;
 
   SY_HD int num_experts() const { return local_experts * num_ranks; }
 
@@ -267,11 +271,13 @@ struct SymmetricLayout {
   SY_HD size_t heap_receive_offset() const { return heap_output_offset() + heap_output_bytes(); }
   SY_HD size_t heap_receive_bytes() const {
     return align_up(static_cast<size_t>(local_experts) * static_cast<size_t>(heap_receive_rows) *
-                        static_cast<size_t>(hidden),
+                        static_cast<size_t>(hidden) * heap_receive_element_bytes,
                     kSymmetricAreaAlignment);
   }
+  SY_HD bool heap_receive_scaled() const { return heap_receive_element_bytes == 1; }
   SY_HD size_t heap_receive_scales_offset() const { return heap_receive_offset() + heap_receive_bytes(); }
   SY_HD size_t heap_receive_scales_bytes() const {
+    if (!heap_receive_scaled()) return 0;
     return align_up(static_cast<size_t>(local_experts) * static_cast<size_t>(heap_receive_rows) *
                         static_cast<size_t>(hidden / 128) * sizeof(float),
                     kSymmetricAreaAlignment);

@@ -552,20 +552,25 @@ SymmetricReceiveViews symmetric_receive_views(const PlanContext& buffer,
   }
   const int given = hidden;
   if (hidden == 0) hidden = layout.hidden;
-  if (hidden < 1 || hidden > layout.hidden || hidden % common::kScaleBlock != 0) {
+  // As a dispatch of the area's dtype takes hidden: fp8 one scale per 128 channels, bf16 16-byte rows.
+  const bool fp8 = layout.heap_receive_scaled();
+  const int multiple = fp8 ? common::kScaleBlock : 8;
+  if (hidden < 1 || hidden > layout.hidden || hidden % multiple != 0) {
     throw InvalidArgument(
-        "hidden: expected a multiple of " + std::to_string(common::kScaleBlock) +
-        " (one f32 scale per 128 channels) in 1.." + std::to_string(layout.hidden) +
-        " (sizing.hidden), or 0 for sizing.hidden, got " +
+        "hidden: expected a multiple of " + std::to_string(multiple) +
+        (fp8 ? " (one f32 scale per 128 channels)" : " (16-byte bf16 rows)") + " in 1.." +
+        std::to_string(layout.hidden) + " (sizing.hidden), or 0 for sizing.hidden, got " +
         (given == 0 ? "0 (sizing.hidden " + std::to_string(layout.hidden) + ")" : std::to_string(given)));
   }
   const int device_index = buffer.device_index();
   SymmetricReceiveViews views;
-  views.recv_x = TensorView(heap_base + layout.heap_receive_offset(), DType::fp8_e4m3,
+  views.recv_x = TensorView(heap_base + layout.heap_receive_offset(), fp8 ? DType::fp8_e4m3 : DType::bf16,
                             {layout.local_experts, rows, hidden}, buffer.device, device_index);
-  views.recv_x_scales =
-      TensorView(heap_base + layout.heap_receive_scales_offset(), DType::f32,
-                 {layout.local_experts, rows, hidden / common::kScaleBlock}, buffer.device, device_index);
+  if (fp8) {
+    views.recv_x_scales =
+        TensorView(heap_base + layout.heap_receive_scales_offset(), DType::f32,
+                   {layout.local_experts, rows, hidden / common::kScaleBlock}, buffer.device, device_index);
+  }
   return views;
 }
 

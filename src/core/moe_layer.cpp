@@ -30,10 +30,11 @@ bool heap_output_fits(const common::SymmetricLayout& layout, const detail::MoeLa
 }
 
 // Whether the Buffer's heap receive area (BufferSizing::symmetric_heap_receive_rows_per_expert) holds the
-// layer's fp8 recv_x [L, C, H] and its scales: the dispatch then pushes into them from any process.
+// layer's fp8 recv_x [L, C, H] and its scales: the dispatch then pushes into them from any process. (A bf16
+// area, BufferSizing::symmetric_heap_receive_dtype, is not used by the layer yet: its bf16 recipe allocates.)
 bool heap_receive_fits(const common::SymmetricLayout& layout, const detail::MoeLayerPlan& plan) {
-  return plan.fp8 && layout.heap_receive_rows >= plan.expert_capacity && layout.hidden >= plan.hidden &&
-         layout.local_experts >= plan.local_experts;
+  return plan.fp8 && layout.heap_receive_scaled() && layout.heap_receive_rows >= plan.expert_capacity &&
+         layout.hidden >= plan.hidden && layout.local_experts >= plan.local_experts;
 }
 
 MoeWorkspace allocate_workspace(Buffer& buffer, const detail::MoeLayerPlan& plan,

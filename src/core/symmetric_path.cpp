@@ -38,6 +38,7 @@ SymmetricDispatch resolve_symmetric_dispatch(SymmetricDispatch requested, bool z
       }
       return SymmetricDispatch::zero_copy;
     case SymmetricDispatch::automatic:
+    case SymmetricDispatch::push:  // refused by Config::validate before any connect; as auto otherwise
       break;
   }
   return zero_copy_possible ? SymmetricDispatch::zero_copy : SymmetricDispatch::publish;

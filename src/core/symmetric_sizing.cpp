@@ -36,6 +36,7 @@ common::SymmetricLayout symmetric_layout(const Topology& topology, const BufferS
   layout.heap_input_tokens = sizing.symmetric_heap_input ? sizing.symmetric_max_tokens_per_rank : 0;
   layout.heap_output_rows = sizing.symmetric_heap_output_rows_per_expert;
   layout.heap_receive_rows = sizing.symmetric_heap_receive_rows_per_expert;
+  layout.heap_receive_element_bytes = sizing.symmetric_heap_receive_dtype == DType::bf16 ? 2u : 1u;
   return layout;
 }
 
@@ -62,6 +63,13 @@ void check_symmetric_heap_tensors(const Topology& topology, const BufferSizing& 
     throw InvalidArgument("sizing.symmetric_heap_output_rows_per_expert: expected 0.." +
                           std::to_string(most_rows) + " (ranks x symmetric_max_tokens_per_rank), got " +
                           std::to_string(sizing.symmetric_heap_output_rows_per_expert));
+  }
+  if (sizing.symmetric_heap_receive_dtype != DType::fp8_e4m3 &&
+      sizing.symmetric_heap_receive_dtype != DType::bf16) {
+    throw InvalidArgument(
+        std::string("sizing.symmetric_heap_receive_dtype: expected fp8_e4m3 (fp8 dispatches, "
+                    "with f32 scales) or bf16 (bf16 dispatches), got ") +
+        dtype_name(sizing.symmetric_heap_receive_dtype));
   }
   if (sizing.symmetric_heap_receive_rows_per_expert < 0 ||
       sizing.symmetric_heap_receive_rows_per_expert > most_rows) {

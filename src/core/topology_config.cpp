@@ -44,6 +44,8 @@ const char* symmetric_dispatch_name(SymmetricDispatch path) {
       return "publish";
     case SymmetricDispatch::zero_copy:
       return "zero_copy";
+    case SymmetricDispatch::push:
+      return "push";
   }
   return "unknown";
 }
@@ -71,8 +73,12 @@ void Config::validate() const {
   if (symmetric_dispatch != SymmetricDispatch::automatic &&
       symmetric_dispatch != SymmetricDispatch::publish &&
       symmetric_dispatch != SymmetricDispatch::zero_copy) {
-    throw InvalidArgument("config.symmetric_dispatch: expected auto, publish or zero_copy, got " +
-                          std::to_string(static_cast<int>(symmetric_dispatch)));
+    // push is a path auto resolves to (where it can), not one a caller asks for.
+    throw InvalidArgument(std::string("config.symmetric_dispatch: expected auto, publish or zero_copy (auto "
+                                      "pushes where it can), got ") +
+                          (symmetric_dispatch == SymmetricDispatch::push
+                               ? std::string("push")
+                               : std::to_string(static_cast<int>(symmetric_dispatch))));
   }
 }
 

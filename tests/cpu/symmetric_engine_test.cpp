@@ -642,6 +642,18 @@ TEST(SymmetricDispatchPath, ForcingZeroCopyAcrossProcessesIsRefusedNamingTheKnob
   EXPECT_NE(message.find("separate processes"), std::string::npos) << message;
 }
 
+// push is what auto resolves to on CUDA (Buffer::symmetric_dispatch_path), not a request: a Config asking for
+// it is refused by name before any Buffer exists, and the CPU engine's auto stays zero_copy (above).
+TEST(SymmetricDispatchPath, PushIsReportedNotRequested) {
+  Config config;
+  config.symmetric_dispatch = SymmetricDispatch::push;
+  const std::string message = refused<InvalidArgument>([&] { config.validate(); });
+  EXPECT_EQ(
+      message,
+      "config.symmetric_dispatch: expected auto, publish or zero_copy (auto pushes where it can), got push");
+  EXPECT_STREQ(symmetric_dispatch_name(SymmetricDispatch::push), "push");
+}
+
 TEST(SymmetricSizing, TheRegionFollowsTheOthersAndLeavesTheirSizesAlone) {
   Case c = make("sizing", 4, {4, 4, 4, 4}, 16, 8, 32, 1024);
   BufferOptions options = buffer_options(c, 0, kRegions);

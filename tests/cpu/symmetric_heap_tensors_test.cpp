@@ -323,6 +323,54 @@ TEST_P(SymmetricHeapReceive, Fp8DispatchesIntoTheReceiveViewsMatchTheReferenceBi
   }
 }
 
+// The same with a bf16 receive area (BufferSizing::symmetric_heap_receive_dtype = bf16) and bf16
+// dispatches, the full capacity and the smallest that fits: the views are bf16 rows alone (no scales), and
+// each dispatch's outputs are them, bitwise the reference's; hidden 200 (a multiple of 8, not of 128) is a
+// bf16 area's to take.
+TEST_P(SymmetricHeapReceive, Bf16DispatchesIntoABf16ReceiveAreaMatchTheReferenceBitwise) {
+  const HeapSharing sharing = GetParam();
+  const std::string sharing_name = sharing == HeapSharing::threads ? "threads" : "processes";
+  const Case base = make("heap_receive_bf16_" + sharing_name, 4, {7, 5, 0, 7}, 7, 3, 8, 200);
+  const uint64_t seed = testing::seed_for("symmetric_heap/receive_bf16/" + sharing_name);
+  const std::vector<workload::RankData> drawn = workload::generate(shape_of(base), seed);
+  const int64_t fitting = std::max<int64_t>(1, max_expert_rows(drawn, base.num_experts));
+  for (const Case& c : {base, with_capacity(base, fitting)}) {
+    SCOPED_TRACE("expert_capacity " + std::to_string(c.capacity));
+    const Expected expected = expected_from(c, drawn);
+    Failures failures;
+    run_ranks(c.ranks, [&](Group& group) {
+      const int rank = group.rank();
+      BufferOptions options = receive_options(c, rank, sharing, c.ranks * c.max_tokens);
+      options.sizing.symmetric_heap_receive_dtype = DType::bf16;
+      Buffer buffer(options);
+      buffer.connect(group.allgather(buffer.local_handle()));
+      const workload::RankData& data = expected.data[rank];
+      for (int round = 0; round < 2; ++round) {
+        const SymmetricReceiveViews views = buffer.symmetric_receive(c.capacity);
+        if (views.recv_x.dtype != DType::bf16 || views.recv_x.shape[2] != 200 ||
+            views.recv_x_scales.defined())
+          failures.add(rank,
+                       "views: " + views.recv_x.describe() + ", scales " + views.recv_x_scales.describe());
+        workload::poison(views.recv_x);
+        PoisonedOutputs out = poisoned_outputs(c, data.x.size(0));
+        LowLatencyDispatchArgs args = dispatch_args(c, data);
+        out.attach(args);
+        args.out_recv_x = views.recv_x;
+        LowLatencyDispatchResult dispatched = buffer.symmetric_dispatch(args);
+        const std::string label = "the reference (round " + std::to_string(round) + ")";
+        if (dispatched.recv_x.data() != views.recv_x.data)
+          failures.add(rank, "the dispatch's recv_x is not the receive view");
+        check_dispatch(dispatched, expected.dispatched[rank], label, rank, failures);
+        LowLatencyCombineResult combined =
+            buffer.symmetric_combine(combine_args(data, dispatched.handle, expected.ys[rank]));
+        compare(combined.combined_x, expected.combined[rank], "combined_x vs " + label, rank, failures);
+      }
+      group.barrier();
+    });
+    expect_none(failures, seed);
+  }
+}
+
 // A reader follows a peer's heap offset only when the announced rows lie inside the peer's heap (the
 // CPU and CUDA readers alike): edges, and spans that would wrap around.
 TEST(SymmetricHeapSpan, FitsOnlyInsideTheHeap) {
@@ -430,6 +478,21 @@ TEST(SymmetricHeapTensorErrors, TheHeapReceiveAreaIsCheckedNamingTheFieldAndGrow
   const size_t bytes = rows * 256 + rows * (256 / 128) * sizeof(float);  // e4m3 rows, then f32 scales
   EXPECT_EQ(symmetric_heap_bytes(receiving.topology, receiving.sizing),
             symmetric_heap_bytes(plain.topology, plain.sizing) + bytes);
+  // A bf16 area: bf16 rows, no scales.
+  receiving.sizing.symmetric_heap_receive_dtype = DType::bf16;
+  EXPECT_EQ(symmetric_heap_bytes(receiving.topology, receiving.sizing),
+            symmetric_heap_bytes(plain.topology, plain.sizing) + rows * 256 * 2);
+  for (DType dtype : {DType::f32, DType::i32}) {
+    receiving.sizing.symmetric_heap_receive_dtype = dtype;
+    const std::string refusal = refused<InvalidArgument>([&] { Buffer buffer(receiving); });
+    EXPECT_EQ(
+        refusal.rfind("sizing.symmetric_heap_receive_dtype: expected fp8_e4m3 (fp8 dispatches, with f32 "
+                      "scales) or bf16 (bf16 dispatches), got " +
+                          std::string(dtype_name(dtype)),
+                      0),
+        0u)
+        << refusal;
+  }
 }
 
 TEST(SymmetricHeapTensorErrors, ViewsAndTensorsOutsideThemAreRefusedNamingTheArgument) {
@@ -564,6 +627,25 @@ TEST(SymmetricHeapTensorErrors, ReceiveViewsAreCheckedNamingTheArgument) {
             std::string::npos)
       << message;
   EXPECT_EQ(odd.symmetric_receive(0, 128).recv_x_scales.shape[2], 1);
+
+  // A bf16 area takes any multiple of 8 (16-byte rows), and names that rule.
+  BufferOptions bf16_options =
+      receive_options(make("heap_receive_bf16", 1, {4}, 4, 2, 4, 200), 0, HeapSharing::threads, 4);
+  bf16_options.sizing.symmetric_heap_receive_dtype = DType::bf16;
+  Buffer bf16(bf16_options);
+  bf16.connect({bf16.local_handle()});
+  EXPECT_EQ(bf16.symmetric_receive(0).recv_x.shape[2], 200);
+  EXPECT_EQ(bf16.symmetric_receive(0, 8).recv_x.nbytes(), size_t{4 * 4 * 8 * 2});  // [L 4, C 4, 8] bf16
+  for (int hidden : {-1, 100, 208}) {
+    message = refused<InvalidArgument>([&] { bf16.symmetric_receive(0, hidden); });
+    EXPECT_EQ(
+        message.rfind("hidden: expected a multiple of 8 (16-byte bf16 rows) in 1..200 (sizing.hidden), or "
+                      "0 for sizing.hidden, got " +
+                          std::to_string(hidden),
+                      0),
+        0u)
+        << message;
+  }
 
   // A buffer without the symmetric region refuses it as the other views do.
   BufferOptions without_region = buffer_options(one, 0, Regions::low_latency);

@@ -80,10 +80,7 @@ bool all_poison_on_device(const TensorView& device_tensor, cudaStream_t stream) 
   return all_poison(to_host(device_tensor, stream));
 }
 
-std::string check_push_announced(Buffer& buffer, const SymmetricReceiveViews& views, int64_t rows,
-                                 cudaStream_t stream) {
-  const cuda::SymmetricPull pull = cuda::symmetric_pull_from_environment();
-  if (pull != cuda::SymmetricPull::automatic && pull != cuda::SymmetricPull::push) return "";
+common::SymmetricSourceRecord latest_source_record(Buffer& buffer, cudaStream_t stream) {
   const common::SymmetricLayout& layout = detail::BufferAccess::symmetric_layout(buffer);
   uint8_t* heap = detail::BufferAccess::heap_base(buffer);
   common::SymmetricSourceRecord records[common::kSymmetricHalves];
@@ -92,10 +89,21 @@ std::string check_push_announced(Buffer& buffer, const SymmetricReceiveViews& vi
                                    cudaMemcpyDeviceToHost, stream),
                "reading the source record");
   }
-  const common::SymmetricSourceRecord& record =
-      records[0].sequence > records[1].sequence ? records[0] : records[1];
+  return records[0].sequence > records[1].sequence ? records[0] : records[1];
+}
+
+std::string check_push_announced(Buffer& buffer, const SymmetricReceiveViews& views, int64_t rows,
+                                 cudaStream_t stream) {
+  const cuda::SymmetricPull pull = cuda::symmetric_pull_from_environment();
+  if (pull != cuda::SymmetricPull::automatic && pull != cuda::SymmetricPull::push) return "";
+  uint8_t* heap = detail::BufferAccess::heap_base(buffer);
+  const common::SymmetricSourceRecord record = latest_source_record(buffer, stream);
   const uint64_t recv_x = static_cast<uint64_t>(static_cast<const uint8_t*>(views.recv_x.data) - heap);
-  const uint64_t scales = static_cast<uint64_t>(static_cast<const uint8_t*>(views.recv_x_scales.data) - heap);
+  // A bf16 area has no scales: its dispatches announce 0 for them.
+  const uint64_t scales =
+      views.recv_x_scales.defined()
+          ? static_cast<uint64_t>(static_cast<const uint8_t*>(views.recv_x_scales.data) - heap)
+          : 0;
   if (record.recv_at == common::SymmetricRowsAt::heap && record.recv_x == recv_x &&
       record.recv_x_scales == scales && record.recv_capacity == rows) {
     return "";
@@ -180,11 +188,12 @@ void dispatch_call(Buffer& buffer, const ExpertMajorCall& call, const Case& c, C
     // expert and hidden.
     on_device.receive = buffer.symmetric_receive(expert_major::rows_per_expert(c), c.hidden);
     for (const TensorView* view : {&on_device.receive.recv_x, &on_device.receive.recv_x_scales}) {
+      if (!view->defined()) continue;  // a bf16 area has no scales
       expert_major::check_cuda(cudaMemsetAsync(view->data, expert_major::kPoison, view->nbytes(), stream),
                                "poisoning the heap receive area");
     }
     args.out_recv_x = on_device.receive.recv_x;
-    args.out_recv_x_scales = on_device.receive.recv_x_scales;
+    if (on_device.receive.recv_x_scales.defined()) args.out_recv_x_scales = on_device.receive.recv_x_scales;
   }
   on_device.dispatched = expert_major::dispatch_with(call.engine, buffer, args);
   if (call.hooks) run_hook(on_device.dispatched.hook, "dispatch", buffer.rank());
@@ -226,10 +235,9 @@ std::vector<ExpertMajorRun> run_expert_major_on_device(Buffer& buffer, const Exp
     throw InvalidArgument("ys: expected one per call (" + std::to_string(data.size()) + "), got " +
                           std::to_string(ys.size()));
   }
-  if (call.heap_receive &&
-      (call.engine != Engine::symmetric || !call.fp8.use_fp8 || call.fp8.use_ue8m0 || call.hooks)) {
+  if (call.heap_receive && (call.engine != Engine::symmetric || call.fp8.use_ue8m0 || call.hooks)) {
     throw InvalidArgument(
-        "heap_receive: expected a symmetric fp8 call with f32 scales (use_fp8, not use_ue8m0) and no hooks, "
+        "heap_receive: expected a symmetric bf16 call, or fp8 with f32 scales (not use_ue8m0), and no hooks, "
         "got " +
         std::string(engine_name(call.engine)) + (call.fp8.use_fp8 ? " fp8" : " bf16") +
         (call.fp8.use_ue8m0 ? " ue8m0" : "") + (call.hooks ? " with hooks" : ""));
@@ -251,8 +259,8 @@ std::vector<ExpertMajorRun> run_expert_major_on_device(Buffer& buffer, const Exp
       const std::string announced = expert_major::check_push_announced(
           buffer, calls[i].receive, expert_major::rows_per_expert(cases[i]), stream);
       if (!announced.empty() && failures != nullptr)
-        failures->push_back(std::string(engine_name(call.engine)) + " fp8 call " + std::to_string(i) + ": " +
-                            announced);
+        failures->push_back(std::string(engine_name(call.engine)) + (call.fp8.use_fp8 ? " fp8" : " bf16") +
+                            " call " + std::to_string(i) + ": " + announced);
     }
   } else {
     for (size_t i = 0; i < calls.size(); ++i) dispatch_call(buffer, call, cases[i], calls[i], stream);

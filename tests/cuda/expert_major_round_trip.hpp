@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "common/symmetric_protocol.hpp"
 #include "cuda/cuda_round_trip.hpp"
 #include "support/expert_major_cases.hpp"
 #include "switchyard/buffer.hpp"
@@ -75,6 +76,10 @@ bool all_poison_on_device(const TensorView& device_tensor, cudaStream_t stream);
 std::string check_push_announced(Buffer& buffer, const SymmetricReceiveViews& views, int64_t rows,
                                  cudaStream_t stream);
 
+// This rank's latest symmetric dispatch's source record (the half with the later sequence), read from its
+// heap after the work queued on `stream`: where it told the sources to find its outputs (recv_at).
+common::SymmetricSourceRecord latest_source_record(Buffer& buffer, cudaStream_t stream);
+
 }  // namespace expert_major
 
 // ---- the process-per-rank round trip ------------------------------------------------------------------
@@ -91,11 +96,12 @@ struct ExpertMajorCall {
   // Buffer::symmetric_expert_output before each combine, and the calls given those views (the buffer
   // needs BufferSizing::symmetric_heap_input and symmetric_heap_output_rows_per_expert).
   bool heap_tensors = false;
-  // symmetric fp8 (f32 scales) only: each dispatch's out_recv_x and out_recv_x_scales are the heap receive
-  // area's views (Buffer::symmetric_receive, poisoned before the dispatch), so that every source pushes its
-  // rows straight into them, also across processes; each dispatch is checked to have announced the push.
-  // The buffer needs BufferSizing::symmetric_heap_receive_rows_per_expert >= R * max_tokens_per_rank. The
-  // area is one per buffer: each call is dispatched and its outputs downloaded before the next dispatch.
+  // symmetric bf16, or fp8 with f32 scales, only: each dispatch's out_recv_x (and out_recv_x_scales) are the
+  // heap receive area's views (the buffer's area of the call's dtype) (Buffer::symmetric_receive, poisoned
+  // before the dispatch), so that every source pushes its rows straight into them, also across processes;
+  // each dispatch is checked to have announced the push. The buffer needs
+  // BufferSizing::symmetric_heap_receive_rows_per_expert >= R * max_tokens_per_rank. The area is one per
+  // buffer: each call is dispatched and its outputs downloaded before the next dispatch.
   bool heap_receive = false;
 };
 

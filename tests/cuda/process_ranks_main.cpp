@@ -2,19 +2,19 @@
 // deployed: `--ranks R [--ranks-per-node P] [--engine normal|low_latency|symmetric] [--heap-tensors on]`
 // (default: one node, normal; --heap-tensors on, symmetric: every call's x and y through the heap-resident
 // tensors, with the pull combine forced, which across processes reads only those, and the fp8 calls' outputs
-// in the heap receive area (Buffer::symmetric_receive), which every source pushes into; normal, one node:
-// x and the expert outputs through its heap-resident inputs, read in place, docs/normal-in-place.md). With
-// P < R the ranks form R / P nodes: normal is the hierarchical engine and low_latency puts to other nodes,
-// both over the loopback device transport on the IPC-mapped heaps, once with its delays and reordering off
-// and once on; symmetric is refused (one load/store domain only). The round trips are
-// cuda/process_round_trips.hpp, shared with the mpirun test (tests/mpi/cuda_engines_mpi_test.cpp). On one GPU
-// this wants MPS (scripts/gpu-check.sh starts it); the symmetric engine needs it, since its kernels keep
-// every block resident and barrier across ranks. The parent never touches CUDA (a CUDA context does not
-// survive fork); it execs R children of this binary, which exchange their handles through files in a scratch
-// directory, run round trips and compare them with the reference bit for bit. Child rank r runs on
-// testing::device_for_rank (SWITCHYARD_TEST_DEVICES: default GPU 0 for every rank; "spread": GPU r % visible
-// GPUs), which the children inherit through their environment. Exit 0 pass, 1 fail, 2 usage error (a refused
-// topology included), 77 skipped (no GPU).
+// in the heap receive area (Buffer::symmetric_receive), which every source pushes into; then again on a
+// buffer whose receive area takes bf16 rows, with bf16 calls pushed into it; normal, one node: x and the
+// expert outputs through its heap-resident inputs, read in place, docs/normal-in-place.md). With P < R the
+// ranks form R / P nodes: normal is the hierarchical engine and low_latency puts to other nodes, both over
+// the loopback device transport on the IPC-mapped heaps, once with its delays and reordering off and once on;
+// symmetric is refused (one load/store domain only). The round trips are cuda/process_round_trips.hpp, shared
+// with the mpirun test (tests/mpi/cuda_engines_mpi_test.cpp). On one GPU this wants MPS (scripts/gpu-check.sh
+// starts it); the symmetric engine needs it, since its kernels keep every block resident and barrier across
+// ranks. The parent never touches CUDA (a CUDA context does not survive fork); it execs R children of this
+// binary, which exchange their handles through files in a scratch directory, run round trips and compare them
+// with the reference bit for bit. Child rank r runs on testing::device_for_rank (SWITCHYARD_TEST_DEVICES:
+// default GPU 0 for every rank; "spread": GPU r % visible GPUs), which the children inherit through their
+// environment. Exit 0 pass, 1 fail, 2 usage error (a refused topology included), 77 skipped (no GPU).
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -49,7 +49,8 @@ constexpr double kRendezvousSeconds = 60;
 // One pass on a fresh buffer: handles through files (named after the pass), the round trips, then a
 // rendezvous before the buffer unmaps its peers.
 void run_pass(const testing::ProcessPass& pass, int pass_index, int rank, const workload::Shape& shape,
-              const std::string& dir, Engine engine, bool heap_tensors, std::vector<std::string>* failures) {
+              const std::string& dir, Engine engine, bool heap_tensors, DType receive_dtype,
+              std::vector<std::string>* failures) {
   const int ranks = shape.topology.num_ranks;
   BufferOptions options;
   options.topology = shape.topology;
@@ -57,7 +58,7 @@ void run_pass(const testing::ProcessPass& pass, int pass_index, int rank, const 
   options.backend = Backend::cuda;
   options.device = testing::device_for_rank(rank, ranks);
   options.sharing = HeapSharing::processes;
-  options.sizing = testing::process_ranks_sizing(engine, shape, heap_tensors);
+  options.sizing = testing::process_ranks_sizing(engine, shape, heap_tensors, receive_dtype);
   options.config.timeout_seconds = 20;
   if (heap_tensors && engine == Engine::symmetric) options.config.symmetric_combine = SymmetricCombine::pull;
   // The stream below is made on the current device: the rank's.
@@ -73,13 +74,15 @@ void run_pass(const testing::ProcessPass& pass, int pass_index, int rank, const 
     cudaStream_t stream;
     testing::expert_major::check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking),
                                       "cudaStreamCreateWithFlags");
-    testing::run_process_round_trips(buffer, engine, shape, stream, &mine, heap_tensors);
+    testing::run_process_round_trips(buffer, engine, shape, stream, &mine, heap_tensors, receive_dtype);
     cudaStreamDestroy(stream);
     // Keep this heap mapped until every peer is done writing into it.
     testing::write_rank_file(testing::rank_file(dir, "done" + suffix, rank), {1});
     testing::gather_rank_files(dir, "done" + suffix, ranks, kRendezvousSeconds);
   }
-  for (const std::string& failure : mine) failures->push_back(pass.name + ": " + failure);
+  for (const std::string& failure : mine)
+    failures->push_back(pass.name + (receive_dtype == DType::bf16 ? " (bf16 receive area)" : "") + ": " +
+                        failure);
 }
 
 int child(int rank, int ranks, int ranks_per_node, const std::string& dir, Engine engine, bool heap_tensors) {
@@ -87,8 +90,15 @@ int child(int rank, int ranks, int ranks_per_node, const std::string& dir, Engin
   const workload::Shape shape = testing::process_ranks_shape(ranks, ranks_per_node);
   std::vector<std::string> failures;
   const std::vector<testing::ProcessPass> passes = testing::process_passes(shape);
-  for (size_t pass = 0; pass < passes.size(); ++pass) {
-    run_pass(passes[pass], static_cast<int>(pass), rank, shape, dir, engine, heap_tensors, &failures);
+  // With heap tensors, symmetric: a second buffer per pass whose receive area takes bf16 rows (the bf16
+  // push).
+  std::vector<DType> receive_dtypes = {DType::fp8_e4m3};
+  if (heap_tensors && engine == Engine::symmetric) receive_dtypes.push_back(DType::bf16);
+  int index = 0;
+  for (const testing::ProcessPass& pass : passes) {
+    for (DType receive_dtype : receive_dtypes) {
+      run_pass(pass, index++, rank, shape, dir, engine, heap_tensors, receive_dtype, &failures);
+    }
   }
   for (const auto& failure : failures) std::cerr << "rank " << rank << ": " << failure << "\n";
   if (!failures.empty()) {

@@ -62,7 +62,7 @@ struct ExpertMajorRound {
 // Two calls in flight cover both halves of the double buffer (and, for symmetric, both barrier
 // phases); an fp8 pair; and for low_latency one call split by its hooks (symmetric has no split).
 std::vector<ExpertMajorRound> expert_major_rounds(Engine engine, const workload::Shape& shape,
-                                                  bool heap_tensors) {
+                                                  bool heap_tensors, DType receive_dtype) {
   ExpertMajorCall bf16;
   bf16.engine = engine;
   bf16.heap_tensors = heap_tensors;
@@ -73,15 +73,21 @@ std::vector<ExpertMajorRound> expert_major_rounds(Engine engine, const workload:
   // The fp8 push into every receiver's heap receive area (Buffer::symmetric_receive), across processes.
   fp8.heap_receive = heap_tensors;
   hooks.hooks = true;
+  if (heap_tensors && receive_dtype == DType::bf16) {
+    // The bf16 push into every receiver's bf16 receive area, across processes.
+    ExpertMajorCall pushed = bf16;
+    pushed.heap_receive = true;
+    return {{"bf16_receive", pushed, 2}};
+  }
   std::vector<ExpertMajorRound> rounds = {{"bf16", bf16, 2}, {"fp8", fp8, 2}};
   if (engine == Engine::low_latency) rounds.push_back({"hooks", hooks, 1});
   return rounds;
 }
 
 void run_expert_major(Buffer& buffer, Engine engine, const workload::Shape& shape, cudaStream_t stream,
-                      std::vector<std::string>* failures, bool heap_tensors) {
+                      std::vector<std::string>* failures, bool heap_tensors, DType receive_dtype) {
   const int rank = buffer.rank();
-  for (const ExpertMajorRound& round : expert_major_rounds(engine, shape, heap_tensors)) {
+  for (const ExpertMajorRound& round : expert_major_rounds(engine, shape, heap_tensors, receive_dtype)) {
     // Inputs and the reference per round, not all up front: at 8 ranks one call's reference outputs
     // for every rank take about half a GB of host memory, in each of the 8 processes.
     std::vector<std::vector<workload::RankData>> data;
@@ -151,7 +157,8 @@ uint64_t process_loopback_seed(Engine engine) {
   return seed_for(std::string("process_ranks/loopback_delays/") + engine_name(engine));
 }
 
-BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape, bool heap_tensors) {
+BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape, bool heap_tensors,
+                                  DType receive_dtype) {
   if (engine == Engine::normal) {
     BufferSizing sizing = sizing_for(shape);
     if (heap_tensors) {  // the heap-resident inputs, read in place across processes (docs/normal-in-place.md)
@@ -173,12 +180,13 @@ BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape, b
     sizing.symmetric_heap_input = true;
     sizing.symmetric_heap_output_rows_per_expert = shape.topology.num_ranks * shape.tokens_per_rank;
     sizing.symmetric_heap_receive_rows_per_expert = shape.topology.num_ranks * shape.tokens_per_rank;
+    sizing.symmetric_heap_receive_dtype = receive_dtype;
   }
   return sizing;
 }
 
 void run_process_round_trips(Buffer& buffer, Engine engine, const workload::Shape& shape, cudaStream_t stream,
-                             std::vector<std::string>* failures, bool heap_tensors) {
+                             std::vector<std::string>* failures, bool heap_tensors, DType receive_dtype) {
   if (heap_tensors && engine == Engine::low_latency) {
     throw InvalidArgument(std::string("heap_tensors: expected the symmetric or normal engine, got ") +
                           engine_name(engine));
@@ -186,7 +194,7 @@ void run_process_round_trips(Buffer& buffer, Engine engine, const workload::Shap
   if (engine == Engine::normal)
     run_normal(buffer, shape, stream, failures, heap_tensors);
   else
-    run_expert_major(buffer, engine, shape, stream, failures, heap_tensors);
+    run_expert_major(buffer, engine, shape, stream, failures, heap_tensors, receive_dtype);
 }
 
 }  // namespace switchyard::testing

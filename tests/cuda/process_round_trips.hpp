@@ -42,9 +42,10 @@ std::vector<ProcessPass> process_passes(const workload::Shape& shape);
 uint64_t process_loopback_seed(Engine engine);
 
 // The buffer sizing `engine` needs for `shape` (the expert-major engines size only their own part);
-// `heap_tensors` (symmetric only) adds the heap-resident input, expert outputs and receive area (the fp8
-// push's outputs) for every call.
-BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape, bool heap_tensors = false);
+// `heap_tensors` (symmetric only) adds the heap-resident input, expert outputs and receive area (the push's
+// outputs, of `receive_dtype`: fp8_e4m3 or bf16) for every call.
+BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape, bool heap_tensors = false,
+                                  DType receive_dtype = DType::fp8_e4m3);
 
 // This rank's round trips of `engine` on a connected buffer, ordered on `stream` (of the rank's
 // device), each compared bit for bit with the reference for the shape's topology (across nodes,
@@ -58,11 +59,13 @@ BufferSizing process_ranks_sizing(Engine engine, const workload::Shape& shape, b
 //                call split by its hooks;
 //   symmetric:   two bf16 calls in flight (both barrier phases) and two fp8 calls; with `heap_tensors`
 //                each call's x and y go through the heap-resident tensors (Buffer::symmetric_input,
-//                symmetric_expert_output; the buffer sized by process_ranks_sizing(..., true)), and the fp8
-//                calls dispatch into the receive area (Buffer::symmetric_receive), which every source
-//                pushes into across processes, one call at a time (each dispatch announcing the push).
+//                symmetric_expert_output; the buffer sized by process_ranks_sizing(..., true)), and the
+//                calls of `receive_dtype` dispatch into the receive area (Buffer::symmetric_receive), which
+//                every source pushes into across processes, one call at a time (each dispatch announcing
+//                the push): the fp8 calls into an fp8 area; with a bf16 area, two bf16 calls into it alone.
 // Every rank must call it with the same arguments: the inputs come from shared seeds.
 void run_process_round_trips(Buffer& buffer, Engine engine, const workload::Shape& shape, cudaStream_t stream,
-                             std::vector<std::string>* failures, bool heap_tensors = false);
+                             std::vector<std::string>* failures, bool heap_tensors = false,
+                             DType receive_dtype = DType::fp8_e4m3);
 
 }  // namespace switchyard::testing

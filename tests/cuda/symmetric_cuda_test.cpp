@@ -290,15 +290,16 @@ INSTANTIATE_TEST_SUITE_P(Shapes, SymmetricCudaHeapTensors,
                          })),
                          [](const auto& info) { return info.param.name; });
 
-// The heap receive area (Buffer::symmetric_receive): every rank's fp8 dispatch (f32 scales) writes into its
-// receive views, poisoned on the stream before each call, so that every source pushes its rows straight into
-// them through the heap mappings (the push each dispatch's source record must announce, as across processes:
-// the process test's --heap-tensors on runs that). Three rounds on one buffer, each dispatch rewriting the
-// area after the previous one's outputs came down; every output against the reference and the CPU engine,
-// and each round's combine.
+// The heap receive area (Buffer::symmetric_receive): every rank's fp8 dispatch (f32 scales), or bf16 dispatch
+// into a bf16 area (BufferSizing::symmetric_heap_receive_dtype), writes into its receive views, poisoned on
+// the stream before each call, so that every source pushes its rows straight into them through the heap
+// mappings (the push each dispatch's source record must announce, as across processes: the process test's
+// --heap-tensors on runs that). Three rounds on one buffer, each dispatch rewriting the area after the
+// previous one's outputs came down; every output against the reference and the CPU engine, and each round's
+// combine.
 class SymmetricCudaHeapReceive : public ::testing::TestWithParam<Case> {};
 
-TEST_P(SymmetricCudaHeapReceive, Fp8DispatchesIntoTheReceiveViewsMatchTheReferenceBitwise) {
+TEST_P(SymmetricCudaHeapReceive, DispatchesIntoTheReceiveViewsMatchTheReferenceBitwise) {
   SWITCHYARD_REQUIRE_GPU();
   const Case& c = GetParam();
   const uint64_t seed = seed_for("symmetric_cuda_heap_receive/" + c.name);
@@ -310,6 +311,7 @@ TEST_P(SymmetricCudaHeapReceive, Fp8DispatchesIntoTheReceiveViewsMatchTheReferen
     const int rank = group.rank();
     BufferOptions options = options_of(c, rank);
     options.sizing.symmetric_heap_receive_rows_per_expert = rows_per_expert(c);
+    options.sizing.symmetric_heap_receive_dtype = c.fp8.use_fp8 ? DType::fp8_e4m3 : DType::bf16;
     GpuRank gpu(options, group);
     const cudaStream_t stream = gpu.stream;
     const workload::RankData& data = expected.data[rank];
@@ -319,12 +321,14 @@ TEST_P(SymmetricCudaHeapReceive, Fp8DispatchesIntoTheReceiveViewsMatchTheReferen
       const PoisonedOutputs out = poisoned_device_outputs(c, data.x.size(0), gpu.device, stream);
       const SymmetricReceiveViews views = gpu.buffer->symmetric_receive(c.capacity, c.hidden);
       for (const TensorView* view : {&views.recv_x, &views.recv_x_scales}) {
-        check_cuda(cudaMemsetAsync(view->data, kPoison, view->nbytes(), stream), "poison the receive views");
+        if (view->defined())
+          check_cuda(cudaMemsetAsync(view->data, kPoison, view->nbytes(), stream),
+                     "poison the receive views");
       }
       LowLatencyDispatchArgs args = dispatch_args(c, in.x, in.topk_idx, stream);
       out.attach(args);
       args.out_recv_x = views.recv_x;
-      args.out_recv_x_scales = views.recv_x_scales;
+      if (views.recv_x_scales.defined()) args.out_recv_x_scales = views.recv_x_scales;
       LowLatencyDispatchResult dispatched = gpu.buffer->symmetric_dispatch(args);
       gpu.buffer->synchronize(stream);
       Outputs got = download(dispatched, stream);
@@ -348,7 +352,9 @@ INSTANTIATE_TEST_SUITE_P(
     Shapes, SymmetricCudaHeapReceive,
     ::testing::Values(with_fp8(make("R2_heap_receive_fp8", 2, {40, 33}, 40, 4, 8, 512), false, false),
                       with_fp8(make("R4_heap_receive_fp8_round_scale", 4, {30, 24, 0, 11}, 32, 4, 16, 1024),
-                               true, false)),
+                               true, false),
+                      make("R2_heap_receive_bf16", 2, {40, 33}, 40, 4, 8, 520),
+                      make("R4_heap_receive_bf16", 4, {30, 24, 0, 11}, 32, 4, 16, 1024)),
     [](const auto& info) { return info.param.name; });
 
 // Combine biases (docs/deep_ep.md, "Combine bias"): the accumulator starts at bias0 + bias1, then the
@@ -906,6 +912,47 @@ TEST_P(SymmetricCudaSources, ReplaysFromCudaGraphsWithXRewrittenInPlace) {
   run_graph_replays(c, "symmetric_cuda/graph_x", /*poison_x=*/true);
 }
 
+// bf16 dispatches with every rank a thread on one GPU: under config.symmetric_dispatch auto every source
+// pushes its rows into the receivers' outputs (each receiver's record announces them at their address), and a
+// named zero_copy or publish keeps the pull (announced: nothing to push into); both bitwise the reference's.
+// SWITCHYARD_SYMMETRIC_PULL=tma|warps turns the push off (gpu-check runs the suite so).
+TEST(SymmetricCudaPath, Bf16DispatchesPushUnderAutoWithEveryRankOnOneGpu) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case base = make("bf16_push", 4, {24, 17, 0, 24}, 24, 4, 16, 512);
+  if (!on_one_device(base)) GTEST_SKIP() << "SWITCHYARD_TEST_DEVICES spreads the ranks over GPUs";
+  const cuda::SymmetricPull pull = cuda::symmetric_pull_from_environment();
+  const bool push_on = pull == cuda::SymmetricPull::automatic || pull == cuda::SymmetricPull::push;
+  for (SymmetricDispatch source :
+       {SymmetricDispatch::automatic, SymmetricDispatch::zero_copy, SymmetricDispatch::publish}) {
+    const Case c = with_symmetric_dispatch(base, source);
+    SCOPED_TRACE(std::string("config.symmetric_dispatch ") + symmetric_dispatch_name(source));
+    const uint64_t seed =
+        seed_for("symmetric_cuda/bf16_push/" + std::string(symmetric_dispatch_name(source)));
+    const Expected expected = expected_for(c, seed);
+    const bool pushes = push_on && source == SymmetricDispatch::automatic;
+    Failures failures;
+    run_ranks(c.ranks, [&](Group& group) {
+      const int rank = group.rank();
+      GpuRank gpu(options_of(c, rank), group);
+      for (int round = 0; round < 2; ++round) {
+        const Outputs got = gpu_round_trip(gpu, c, expected, rank, round == 1);
+        check_outputs(got, reference_outputs(expected, rank),
+                      "reference (round " + std::to_string(round) + ")", rank, failures);
+        const common::SymmetricRowsAt at = latest_source_record(*gpu.buffer, gpu.stream).recv_at;
+        const common::SymmetricRowsAt want =
+            pushes ? common::SymmetricRowsAt::address : common::SymmetricRowsAt::input_buffer;
+        if (at != want) {
+          failures.add(rank, "recv_at " + std::to_string(static_cast<uint32_t>(at)) + ", expected " +
+                                 std::to_string(static_cast<uint32_t>(want)) + " (round " +
+                                 std::to_string(round) + ")");
+        }
+      }
+      group.barrier();
+    });
+    expect_none(failures, seed);
+  }
+}
+
 TEST(SymmetricCudaPath, AutoPullsAndCopiesNothingWithEveryRankOnOneGpu) {
   SWITCHYARD_REQUIRE_GPU();
   const Case c = make("auto_path", 2, {8, 8}, 8, 2, 4, 256);
@@ -919,7 +966,14 @@ TEST(SymmetricCudaPath, AutoPullsAndCopiesNothingWithEveryRankOnOneGpu) {
     group.barrier();
   });
   for (SymmetricCombine path : paths) EXPECT_EQ(path, SymmetricCombine::pull);
-  for (SymmetricDispatch source : sources) EXPECT_EQ(source, SymmetricDispatch::zero_copy);
+  // The push where SWITCHYARD_SYMMETRIC_PULL leaves it on (gpu-check also runs the suite with it naming a
+  // pull).
+  const cuda::SymmetricPull pull = cuda::symmetric_pull_from_environment();
+  const SymmetricDispatch expected =
+      pull == cuda::SymmetricPull::automatic || pull == cuda::SymmetricPull::push
+          ? SymmetricDispatch::push
+          : SymmetricDispatch::zero_copy;
+  for (SymmetricDispatch source : sources) EXPECT_EQ(source, expected);
 }
 
 // ---- bad input found on the device, and the co-residency refusal --------------------------------

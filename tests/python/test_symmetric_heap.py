@@ -2,8 +2,8 @@
 Buffer.symmetric_expert_output, Buffer.symmetric_receive), CPU backend, ranks as processes: a dispatch from
 the heap input and a pull combine from the heap output give the bits of the ordinary calls, the arrays are
 views of the heap (writes land there), a pull combine across processes with expert outputs elsewhere is
-refused by name, and an fp8 dispatch into the heap receive area gives the bits of the same dispatch into
-ordinary outputs; bad receive views are refused by name."""
+refused by name, and an fp8 dispatch into the heap receive area (a bf16 dispatch into a bf16 area) gives the
+bits of the same dispatch into ordinary outputs; bad receive views and areas are refused by name."""
 import numpy as np
 import pytest
 
@@ -93,11 +93,11 @@ def received_fp8(recv):
                 src_info=recv.src_info.copy())
 
 
-def make_receive_buffer(allgather, num_ranks, receive_rows, sharing="processes"):
+def make_receive_buffer(allgather, num_ranks, receive_rows, sharing="processes", dtype="fp8_e4m3"):
     return switchyard.Buffer(allgather, backend="cpu", sharing=sharing, config=switchyard.Config(timeout_seconds=20),
                              max_tokens_per_rank=1, hidden=HIDDEN, topk=TOPK, num_experts=EXPERTS_PER_RANK * num_ranks,
                              symmetric_max_tokens_per_rank=MAX_TOKENS,
-                             symmetric_heap_receive_rows_per_expert=receive_rows)
+                             symmetric_heap_receive_rows_per_expert=receive_rows, symmetric_heap_receive_dtype=dtype)
 
 
 def receive_job(rank, num_ranks, allgather):
@@ -141,6 +141,43 @@ def test_fp8_dispatch_into_the_receive_views_gives_the_ordinary_bits(ranks, num_
                 assert len(heap[name]) == len(plain[name])
                 for heap_rows, plain_rows in zip(heap[name], plain[name]):
                     np.testing.assert_array_equal(heap_rows, plain_rows, err_msg=f"{name}, capacity {capacity}")
+
+
+def bf16_receive_job(rank, num_ranks, allgather):
+    num_experts = EXPERTS_PER_RANK * num_ranks
+    x, topk_idx, _ = rank_inputs(rank, num_experts)
+    rows = num_ranks * MAX_TOKENS
+    buffer = make_receive_buffer(allgather, num_ranks, rows, dtype="bf16")
+    plain = buffer.symmetric_dispatch(x, topk_idx, MAX_TOKENS, num_experts)
+    recv_x, recv_x_scales = buffer.symmetric_receive(0)
+    assert recv_x.shape == (EXPERTS_PER_RANK, rows, HIDDEN) and recv_x_scales is None
+    assert recv_x.dtype == plain.recv_x.dtype
+    recv_x.view(np.uint8)[:] = 0xA5
+    recv = buffer.symmetric_dispatch(x, topk_idx, MAX_TOKENS, num_experts, out_recv_x=recv_x)
+    assert recv.recv_x is recv_x
+    result = dict(plain=received_rows(plain), heap=received_rows(recv),
+                  routing=[(a.copy(), b.copy()) for a, b in ((plain.src_info, recv.src_info),
+                                                              (plain.recv_count, recv.recv_count))])
+    buffer.destroy()
+    return result
+
+
+@pytest.mark.parametrize("num_ranks", [1, 2])
+def test_bf16_dispatch_into_a_bf16_receive_area_gives_the_ordinary_bits(ranks, num_ranks):
+    for result in ranks(num_ranks).run(bf16_receive_job):
+        assert sum(len(rows) for rows in result["plain"]) > 0
+        for heap_rows, plain_rows in zip(result["heap"], result["plain"]):
+            np.testing.assert_array_equal(heap_rows.view(np.uint16), plain_rows.view(np.uint16))
+        for plain, heap in result["routing"]:
+            np.testing.assert_array_equal(heap, plain)
+
+
+def test_a_receive_area_of_another_dtype_is_refused_by_name():
+    with pytest.raises(switchyard.InvalidArgument,
+                       match="^symmetric_heap_receive_dtype: expected 'fp8_e4m3' or 'bf16', got 'f32'"):
+        make_receive_buffer(lambda mine: [mine], 1, 4, sharing="threads", dtype="f32")
+    sizing = switchyard._C.BufferSizing(symmetric_heap_receive_dtype="bf16")
+    assert sizing.symmetric_heap_receive_dtype == "bf16"
 
 
 def test_receive_views_are_refused_by_name():

@@ -86,6 +86,13 @@ void symmetric_dispatch_design(const Traffic& traffic, std::optional<SymmetricDi
   // bf16 rows: the dispatch row is the caller's x row (fp8 rows are about half of it, with scales, and
   // always published).
   const bool bf16 = traffic.dispatch_row_bytes == traffic.input_row_bytes;
+  if (source == SymmetricDispatch::push) {
+    // Each source reads its token once and writes every row of it (bf16 as it is, fp8 cast in registers).
+    design.dispatch_bytes =
+        traffic.source_tokens * traffic.input_row_bytes + traffic.delivered_rows * traffic.dispatch_row_bytes;
+    design.passes = "dispatch push, 1 per source token (read x) + 1 per row (write recv_x), combine ";
+    return;
+  }
   if (source == SymmetricDispatch::zero_copy && bf16) {
     // Each receiver reads the source's x row in place once per row, and writes recv_x.
     design.dispatch_bytes = traffic.delivered_rows * (traffic.input_row_bytes + traffic.dispatch_row_bytes);

@@ -44,7 +44,8 @@ struct DesignTraffic {
 //   symmetric: dispatch by the source that ran (Buffer::symmetric_dispatch_path): publish = tokens x
 //     (x + d) (publish, once per token, not per row) + rows x 2d (the pull: read the source's input
 //     buffer, write recv_x); zero_copy with bf16 rows = rows x (x + d) (the pull reads the caller's x
-//     in place and writes recv_x); fp8 always publishes. Combine by the path
+//     in place and writes recv_x); push = tokens x x + rows x d (each source reads its token once and
+//     writes its rows: CUDA under auto, bf16 or fp8); fp8 pulls publish. Combine by the path
 //     that ran (Buffer::symmetric_combine_path): push = rows x 3c (push and the reduction's read) + tokens x
 //     c (the output); pull = rows x c (each home reads the expert's y once) + tokens x c. One node only (the
 //     library refuses more).
@@ -52,7 +53,7 @@ struct DesignTraffic {
 //     at run time).
 // `symmetric_combine`: the symmetric engine's combine path as its Buffer reported it (push or pull);
 // unset for the other engines, or when no Buffer connected (the combine is then not counted).
-// `symmetric_dispatch`: its dispatch source likewise (publish or zero_copy); unset counts the publish.
+// `symmetric_dispatch`: its dispatch source likewise (publish, zero_copy or push); unset counts the publish.
 // `normal_rows_in_place`: the normal engine reads x and y in place from its heap-resident inputs
 // (--normal-heap on, on a backend that does: docs/normal-in-place.md): dispatch rows x (x + d) (each receiver
 // reads the source's row in place and writes recv_x; the routing-only ring messages are not counted), combine

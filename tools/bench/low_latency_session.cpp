@@ -70,11 +70,19 @@ class LowLatencySession final : public EngineSession {
     const int64_t local_experts = options.num_experts / options.topology.num_ranks;
     const int64_t rows = reference_.rows_per_expert;  // expert_capacity, or R * max
     const bool fp8 = reference_.ll_options.use_fp8;
-    out_recv_x_ = allocate_on_backend(backend_, fp8 ? DType::fp8_e4m3 : DType::bf16,
-                                      {local_experts, rows, options.hidden}, stream);
-    if (fp8) {
-      out_recv_x_scales_ = allocate_on_backend(
-          backend_, DType::f32, {local_experts, rows, options.hidden / kFp8ScaleBlock}, stream);
+    if (heap_tensors_) {
+      // recv_x (and its scales) in the heap receive area (Buffer::symmetric_receive, sized for this run's
+      // dtype by bench_buffer_options), which every source pushes into on CUDA, across processes too.
+      const SymmetricReceiveViews views = context.buffer->symmetric_receive(rows, options.hidden);
+      out_recv_x_ = Tensor::borrow(views.recv_x);
+      if (fp8) out_recv_x_scales_ = Tensor::borrow(views.recv_x_scales);
+    } else {
+      out_recv_x_ = allocate_on_backend(backend_, fp8 ? DType::fp8_e4m3 : DType::bf16,
+                                        {local_experts, rows, options.hidden}, stream);
+      if (fp8) {
+        out_recv_x_scales_ = allocate_on_backend(
+            backend_, DType::f32, {local_experts, rows, options.hidden / kFp8ScaleBlock}, stream);
+      }
     }
     out_recv_count_ = allocate_on_backend(backend_, DType::i32, {local_experts}, stream);
     out_layout_range_ =
@@ -129,7 +137,11 @@ class LowLatencySession final : public EngineSession {
            (heap_tensors_ && !reference_.ll_options.use_fp8
                 ? std::string("zero_copy (x is the heap-resident input: --symmetric-heap on)")
                 : std::string(symmetric_dispatch_name(context_.buffer->symmetric_dispatch_path())) +
-                      " (Buffer::symmetric_dispatch_path; --symmetric-dispatch; fp8 always publishes)") +
+                      " (Buffer::symmetric_dispatch_path; --symmetric-dispatch; fp8 publishes when it "
+                      "pulls)") +
+           "; on CUDA pushed instead where every receiver's outputs are reachable (ranks as threads on one "
+           "GPU, or --symmetric-heap on: recv_x in the heap receive area), unless SWITCHYARD_SYMMETRIC_PULL "
+           "or --symmetric-dispatch names a pull" +
            (heap_tensors_ ? "; y is the heap-resident expert output" : "");
   }
 

@@ -296,14 +296,19 @@ const FlagHelp kFlags[] = {
      "passes per source token + 2 per row); zero_copy: receivers pull\n"
      "straight from the callers' x (2 per row; bf16 only, fp8 always\n"
      "publishes; ranks as threads on one GPU only, else skipped with the\n"
-     "reason). auto (default): zero_copy where it works. Reported and\n"
+     "reason). auto (default): zero_copy where it works, and on CUDA the\n"
+     "push where every receiver's outputs are reachable (each source\n"
+     "reads a token once and writes it to its receivers;\n"
+     "SWITCHYARD_SYMMETRIC_PULL=tma|warps turns it off). Reported and\n"
      "counted like the combine path"},
     {"Engine configuration (symmetric)", "--symmetric-heap", "on|off",
-     "on: x and the expert outputs live in the engine's heap-resident\n"
-     "tensors (Buffer::symmetric_input, symmetric_expert_output), which\n"
-     "every peer reads in place, also as processes: bf16 dispatches run\n"
-     "zero_copy, and --symmetric-combine pull works there. Reported as\n"
-     "the dispatch source and combine path that ran. Default off"},
+     "on: x, recv_x and the expert outputs live in the engine's\n"
+     "heap-resident tensors (Buffer::symmetric_input, symmetric_receive,\n"
+     "symmetric_expert_output), which every peer reads or writes in\n"
+     "place, also as processes: dispatches push on CUDA (bf16 pulls\n"
+     "zero_copy where the push is off), and --symmetric-combine pull\n"
+     "works there. Reported as the dispatch source and combine path\n"
+     "that ran. Default off"},
     {"Engine configuration (normal)", "--normal-heap", "on|staged|off",
      "on: x and the expert outputs live in the engine's heap-resident\n"
      "inputs (Buffer::normal_input, normal_combine_input), copied there\n"

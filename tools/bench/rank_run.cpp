@@ -1,6 +1,8 @@
 #include "rank_run.hpp"
 
 #include <algorithm>
+#include <cstdlib>
+#include <string>
 
 #include "cache_flush.hpp"
 #include "engine_session.hpp"
@@ -54,6 +56,10 @@ BufferOptions bench_buffer_options(const BenchOptions& options, BenchEngine engi
     if (options.symmetric_heap) {
       buffer.sizing.symmetric_heap_input = true;
       buffer.sizing.symmetric_heap_output_rows_per_expert = symmetric_rows_per_expert;
+      // recv_x too, in the run's dtype: the dispatch's outputs that every source pushes into.
+      buffer.sizing.symmetric_heap_receive_rows_per_expert = symmetric_rows_per_expert;
+      buffer.sizing.symmetric_heap_receive_dtype =
+          options.dtype == DType::bf16 ? DType::bf16 : DType::fp8_e4m3;
     }
   }
   if (engine == BenchEngine::normal && options.normal_heap) {
@@ -98,10 +104,21 @@ RankOutcome run_rank(const RankRun& run, Group& group, std::unique_ptr<Buffer>& 
     buffer->connect(group.allgather(buffer->local_handle()));
     if (engine == BenchEngine::symmetric) {
       outcome.symmetric_combine = buffer->symmetric_combine_path();
-      // Heap-resident bf16 rows are read in place whatever the buffer's path for other x.
-      outcome.symmetric_dispatch = options.symmetric_heap && options.dtype == DType::bf16
-                                       ? SymmetricDispatch::zero_copy
-                                       : buffer->symmetric_dispatch_path();
+      outcome.symmetric_dispatch = buffer->symmetric_dispatch_path();
+      if (options.symmetric_heap && outcome.symmetric_dispatch != SymmetricDispatch::push) {
+        // Heap-resident outputs (the receive area) are pushed into on CUDA under auto, also as processes,
+        // unless SWITCHYARD_SYMMETRIC_PULL names a pull (the engine's rule, cuda/symmetric/engine.cpp);
+        // else heap-resident bf16 rows are read in place whatever the buffer's path for other x.
+        const char* pull = std::getenv("SWITCHYARD_SYMMETRIC_PULL");
+        const bool pull_named =
+            pull != nullptr && (std::string(pull) == "tma" || std::string(pull) == "warps");
+        if (options.backend == Backend::cuda &&
+            options.config.symmetric_dispatch == SymmetricDispatch::automatic && !pull_named) {
+          outcome.symmetric_dispatch = SymmetricDispatch::push;
+        } else if (options.dtype == DType::bf16) {
+          outcome.symmetric_dispatch = SymmetricDispatch::zero_copy;
+        }
+      }
     }
   }
   const SessionContext context{&options, run.problem, buffer, rank, stream, &group, device};

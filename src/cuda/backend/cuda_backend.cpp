@@ -50,7 +50,6 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
     SY_CUDA_CHECK(cudaSetDevice(device_));
     SY_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
     error_record_.allocate(1);
-    error_ = error_record_.host();
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&abort_flag_), sizeof(int32_t)));
     SY_CUDA_CHECK(cudaMemset(abort_flag_, 0, sizeof(int32_t)));
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&error_claim_), sizeof(int32_t)));
@@ -284,11 +283,12 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
   // nothing.
   void throw_pending_device_error() {
     if (stopped_) std::rethrow_exception(stopped_);
-    if (!__atomic_load_n(&error_->complete, __ATOMIC_ACQUIRE)) {
-      if (!__atomic_load_n(&error_->gave_up, __ATOMIC_ACQUIRE)) return;
+    common::DeviceErrorBlock* const record = error_record_.host();
+    if (!__atomic_load_n(&record->complete, __ATOMIC_ACQUIRE)) {
+      if (!__atomic_load_n(&record->gave_up, __ATOMIC_ACQUIRE)) return;
     }
     // Read again after gave_up: a failure that won the claim completed its record before setting gave_up.
-    if (!__atomic_load_n(&error_->complete, __ATOMIC_ACQUIRE)) {
+    if (!__atomic_load_n(&record->complete, __ATOMIC_ACQUIRE)) {
       // A failure stopped the kernels for good, but its record lost the claim to another failure's (one
       // the host reported and cleared: a refused call, bad input): refused all the same, saying so.
       stopped_ = std::make_exception_ptr(Error(
@@ -297,7 +297,7 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
           "lost to another failure's; destroy this Buffer and make a new one (on every rank)"));
       std::rethrow_exception(stopped_);
     }
-    const common::DeviceErrorBlock error = *error_;
+    const common::DeviceErrorBlock error = *record;
     const auto target = static_cast<common::WaitTarget>(error.target);
     const bool expert_major = std::string(common::wait_role_engine(error.role)) != "normal";
     const bool usable = target == common::WaitTarget::invalid_expert ||
@@ -312,9 +312,9 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
       // calls differ, which every rank refused, record_call_mismatch): clear the block so that later
       // failures are reported too. The record is complete, so its kernel wrote its last word.
       // gave_up stays: a failure for good that lost the claim to this record is still to be refused.
-      const int32_t gave_up = __atomic_load_n(&error_->gave_up, __ATOMIC_ACQUIRE);
-      std::memset(error_, 0, sizeof(*error_));
-      error_->gave_up = gave_up;
+      const int32_t gave_up = __atomic_load_n(&record->gave_up, __ATOMIC_ACQUIRE);
+      std::memset(record, 0, sizeof(*record));
+      record->gave_up = gave_up;
       SY_CUDA_CHECK(cudaMemset(error_claim_, 0, sizeof(int32_t)));
       throw_device_error(error, expert_major);
     }
@@ -362,8 +362,8 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
             "'s call differs from rank " + std::to_string(error.rank) + "'s (found on the device by " +
             message.str() + ")" +
             (dispatch
-                 ? std::string("; an fp8 dispatch across processes pushes when its out_recv_x and "
-                               "out_recv_x_scales lie in the heap receive area "
+                 ? std::string("; a dispatch across processes pushes when its out_recv_x (and, for "
+                               "fp8, out_recv_x_scales) lie in the heap receive area "
                                "(BufferSizing::symmetric_heap_receive_rows_per_expert): on every rank, or on "
                                "none")
                  : std::string()));
@@ -407,7 +407,6 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
   int channels_ = 1;
   int max_channels_ = 1;  // CallTuning::num_channels bound: what stays co-resident (connect)
   MappedHostWords<common::DeviceErrorBlock> error_record_;  // one block, written by the device
-  common::DeviceErrorBlock* error_ = nullptr;               // error_record_.host()
   int32_t* abort_flag_ = nullptr;
   cudaStream_t own_stream_ = nullptr;
   mutable cudaStream_t checked_stream_ = nullptr;  // the last caller's stream found on this GPU

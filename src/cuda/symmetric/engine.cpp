@@ -254,9 +254,17 @@ void SymmetricEngine::connect(const Config& config, HeapSharing sharing, int num
   zero_copy_fits_ = few_enough;
   if (!few_enough)
     found += ", " + std::to_string(num_ranks) + " ranks (at most " + std::to_string(kMaxZeroCopyRanks) + ")";
+  dispatch_requested_ = config.symmetric_dispatch;
   dispatch_path_ = detail::resolve_symmetric_dispatch(
       config.symmetric_dispatch, in_place_possible && few_enough,
       needs + " and at most " + std::to_string(kMaxZeroCopyRanks) + " ranks", found);
+  // Where auto reads x in place, every receiver's outputs are reachable too: the sources push instead
+  // (cuda/symmetric/push.cuh), unless SWITCHYARD_SYMMETRIC_PULL names a pull.
+  if (config.symmetric_dispatch == SymmetricDispatch::automatic &&
+      dispatch_path_ == SymmetricDispatch::zero_copy &&
+      (pull_ == SymmetricPull::automatic || pull_ == SymmetricPull::push)) {
+    dispatch_path_ = SymmetricDispatch::push;
+  }
 }
 
 int SymmetricEngine::blocks_per_rank(int ranks_on_device) const {
@@ -298,16 +306,21 @@ LowLatencyDispatchResult SymmetricEngine::run_dispatch(const detail::SymmetricDi
   // moment and their stream-ordered allocations serialise in the driver, so each one more per call
   // delays the last rank's launch (bench/NOTES.md, session 5).
   const bool pull = combine_path_ == SymmetricCombine::pull;
-  // The fp8 push (cuda/symmetric/push.cuh): every receiver's outputs must be reachable by every source, and
+  // The push (cuda/symmetric/push.cuh): every receiver's outputs must be reachable by every source, and
   // a receiving block keeps one per rank. Reachable: any outputs at plain addresses where every rank is a
   // thread of this process on one GPU (alike on every rank, whoever allocated them), else outputs in the
   // heap receive area (any process, any GPU; every rank must pass them there, or the call is refused at
   // the signature check). The library's own per-call outputs are stream-ordered allocations that peers'
   // kernels then write, ordered by the kernel's barrier and done words (bench/NOTES.md, session 25:
   // compute-sanitizer's memcheck, which cannot see that order, reports those writes).
-  const bool recv_in_heap = plan.recv_x_heap_offset >= 0 && plan.recv_scales_heap_offset >= 0;
-  const bool push = plan.use_fp8 && !plan.use_ue8m0 && zero_copy_fits_ &&
-                    (pointers_shared_ || recv_in_heap) &&
+  // Only where the caller left the dispatch's path to the library (config.symmetric_dispatch = auto: a
+  // named publish or zero_copy keeps the pull), and for fp8 only with f32 scales (UE8M0 words pack four
+  // casts' scales).
+  const bool recv_in_heap =
+      plan.recv_x_heap_offset >= 0 && (!plan.use_fp8 || plan.recv_scales_heap_offset >= 0);
+  const bool push_fits =
+      dispatch_requested_ == SymmetricDispatch::automatic && (!plan.use_fp8 || !plan.use_ue8m0);
+  const bool push = push_fits && zero_copy_fits_ && (pointers_shared_ || recv_in_heap) &&
                     (pull_ == SymmetricPull::automatic || pull_ == SymmetricPull::push);
   const size_t src_slot_bytes = align128(static_cast<size_t>(local * rows) * sizeof(int32_t));
   const size_t overflow_bytes = align128(4 * sizeof(int32_t));
@@ -315,16 +328,18 @@ LowLatencyDispatchResult SymmetricEngine::run_dispatch(const detail::SymmetricDi
   const size_t position_bytes =
       pull || push ? align128(static_cast<size_t>(plan.num_tokens * plan.topk) * sizeof(int32_t)) : 0;
   const size_t begin_bytes = pull ? align128(static_cast<size_t>(plan.num_experts) * sizeof(int32_t)) : 0;
-  // fp8 keeps the publish: the cast there halves the bytes every receiver pulls. A heap-resident x is
-  // read in place on any path (every peer maps this heap), where a receiving block can hold its sources.
+  // Without the push, fp8 publishes: the cast there halves the bytes every receiver pulls. A heap-resident
+  // bf16 x is read in place on any path (every peer maps this heap), where a receiving block can hold its
+  // sources.
   const bool x_in_heap = plan.x_heap_offset >= 0 && zero_copy_fits_;
-  const bool zero_copy = !plan.use_fp8 && (x_in_heap || dispatch_path_ == SymmetricDispatch::zero_copy);
+  const bool zero_copy =
+      !plan.use_fp8 && !push && (x_in_heap || dispatch_path_ == SymmetricDispatch::zero_copy);
   // Every block routes where nothing else needs the blocks during the routing: with nothing to publish
   // (bench/NOTES.md, session 5: block 0 alone took ~110 us for 4096 tokens of top-8, while every other
   // block waited at the barrier), and with fp8, whose cast (or copy) every warp does after the routing
   // (session 14: block 0 alone took 918 us for 32768 tokens of top-8, the casts long done). Only the bf16
   // publish keeps block 0 alone: its TMA pipeline runs in every block from the start.
-  const int routing_blocks = zero_copy || plan.use_fp8 ? grid.blocks : 1;
+  const int routing_blocks = zero_copy || push || plan.use_fp8 ? grid.blocks : 1;
   const size_t exchange_bytes = align128(static_cast<size_t>(routing_blocks) *
                                          (static_cast<size_t>(plan.num_experts) + 1) * sizeof(int32_t));
   // The handle's own copies of the caller's out_layout_range / out_src_info, which are borrowed for
@@ -377,8 +392,9 @@ LowLatencyDispatchResult SymmetricEngine::run_dispatch(const detail::SymmetricDi
   if (push) {
     kernel.recv_rows =
         common::symmetric_rows_in_place(recv_in_heap ? plan.recv_x_heap_offset : -1, result.recv_x.data());
-    kernel.recv_scales = recv_in_heap ? static_cast<uint64_t>(plan.recv_scales_heap_offset)
-                                      : reinterpret_cast<uint64_t>(result.recv_x_scales.data());
+    kernel.recv_scales = !plan.use_fp8  ? 0  // bf16 rows carry no scales
+                         : recv_in_heap ? static_cast<uint64_t>(plan.recv_scales_heap_offset)
+                                        : reinterpret_cast<uint64_t>(result.recv_x_scales.data());
   }
   kernel.routing_blocks = routing_blocks;
   kernel.routing_exchange =

@@ -18,11 +18,12 @@ namespace switchyard::cuda {
 // H200): the TMA pipeline is bound per operation for short rows (an fp8 row in two operations took 2.1x
 // as long), and the warps pull fp8 rows 13-15 % faster (1 and 8 ranks); bf16 rows, bound by HBM either
 // way, are 2 % slower by warps. So automatic: warps for fp8 rows, TMA for bf16.
-// `push` (and automatic, where it can): fp8 calls with f32 scales whose receivers' outputs every rank
-// reaches are not pulled at all: every source writes its rows into their receivers (cuda/symmetric/push.cuh),
-// half the HBM traffic; other calls as automatic. Where every rank is a thread on one GPU every such call
-// pushes; elsewhere those whose outputs lie in the heap receive area (BufferSizing).
-// NOTES (session 25): the MoE layer's dispatch at 4096 tokens x 8 ranks 1.5 -> 0.93 ms.
+// `push` (and automatic, where it can): calls whose receivers' outputs every rank reaches are not pulled at
+// all: every source writes its rows into their receivers (cuda/symmetric/push.cuh), about half the HBM
+// traffic; other calls as automatic. Such calls: fp8 with f32 scales, and bf16 under
+// config.symmetric_dispatch = auto. Where every rank is a thread on one GPU every such call pushes;
+// elsewhere those whose outputs lie in the heap receive area (BufferSizing). `tma` or `warps` turn the push
+// off (the A/B). NOTES (session 25): the MoE layer's fp8 dispatch at 4096 tokens x 8 ranks 1.5 -> 0.93 ms.
 enum class SymmetricPull { automatic, tma, warps, push };
 
 // Whether a call pulls its rows by warps.
@@ -91,6 +92,8 @@ class SymmetricEngine final : public detail::SymmetricUnit {
   int stamped_rank_ = -1;
   SymmetricCombine combine_path_ = SymmetricCombine::push;
   SymmetricDispatch dispatch_path_ = SymmetricDispatch::publish;
+  // What config.symmetric_dispatch asked for: the push replaces the pull only under `automatic`.
+  SymmetricDispatch dispatch_requested_ = SymmetricDispatch::automatic;
   // Whether peers' plain x / y pointers reach (threads of this process on one GPU); otherwise only the
   // heap-resident tensors are read in place.
   bool pointers_shared_ = false;

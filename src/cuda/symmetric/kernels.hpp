@@ -147,11 +147,11 @@ struct SymmetricDispatchLaunch {
   // How the pull moves rows (SymmetricPull, SWITCHYARD_SYMMETRIC_PULL): the TMA pipeline, or every warp
   // copying whole rows with 16-byte loads and stores.
   bool pull_by_warps;
-  // The fp8 push (cuda/symmetric/push.cuh; fp8 with f32 scales, every rank's outputs reachable): nothing is
-  // published; after the barrier every warp casts (or copies) this rank's tokens once each and writes them
-  // into their receivers' recv_x and recv_x_scales, which each receiver announces in its source record as
-  // `recv_rows` and `recv_scales` (addresses, or offsets into its heap). Needs `position`; the kernel ends
-  // only when every source has released the call into our done words.
+  // The push (cuda/symmetric/push.cuh; bf16, or fp8 with f32 scales; every rank's outputs reachable):
+  // nothing is published; after the barrier every warp casts (or copies) this rank's tokens once each and
+  // writes them into their receivers' recv_x (and fp8's recv_x_scales), which each receiver announces in its
+  // source record as `recv_rows` and `recv_scales` (addresses, or offsets into its heap; 0 for bf16). Needs
+  // `position`; the kernel ends only when every source has released the call into our done words.
   bool push;
   common::SymmetricRows recv_rows;
   uint64_t recv_scales;

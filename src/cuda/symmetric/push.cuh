@@ -1,13 +1,15 @@
 #pragma once
-// The fp8 push of the `symmetric` dispatch (SymmetricDispatchLaunch::push): after the barrier each source
+// The push of the `symmetric` dispatch (SymmetricDispatchLaunch::push): after the barrier each source
 // writes its own tokens straight into their receivers' expert-major outputs, instead of publishing them
-// cast into its input buffer for the receivers to pull.
+// (fp8: cast into its input buffer) or leaving x in place for the receivers to pull.
 //
-// Why: with fp8 rows the publish-and-pull path moves every routed row through HBM twice (the receiver
-// reads the published row, then writes it), and the cast's publish writes every token once more. The push
-// reads each bf16 token once, casts it once in registers and writes it to its k receivers: at DeepSeek-V3's
-// shape 2.3 GB of HBM traffic for 8 ranks of 4096 tokens on one GPU instead of 4.5 GB (bench/NOTES.md,
-// session 25).
+// Why: a pull moves every routed row through HBM twice (the receiver reads the source's row, then writes
+// it), once per (token, expert), and the fp8 cast's publish writes every token once more. The push reads
+// each token once and writes it to its k receivers: the minimal bound's bytes.
+//   - fp8 (bench/NOTES.md, session 25): the bf16 token cast once in registers; at DeepSeek-V3's shape 2.3 GB
+//     of HBM traffic for 8 ranks of 4096 tokens on one GPU instead of 4.5 GB.
+//   - bf16 (session 39): the row copied as it is; at 128 tokens x 8 ranks 132 MB instead of the zero-copy
+//     pull's 235 MB (x read once, not once per expert).
 //
 // Where a row goes: receiver d keeps expert l's rows in source order, each source's in (token, slot) order,
 // and only the first C (expert_capacity). The routing already gives each pair its position among this
@@ -17,12 +19,12 @@
 // row d's pull would have written, and d's own walk of its rows (after the barrier, for src_info and
 // src_slot) finds the same.
 //
-// Who may push where: only fp8 calls with f32 scales (UE8M0 packs four scales of different casts into one
-// word), and only when every receiver announced its outputs (SymmetricSourceRecord::recv_*) at a
-// plain address all ranks share (threads of one process on one GPU) or at an offset into its heap. The
-// decision is in the call's signature, so ranks that disagree on it refuse the call before any row moves.
-// A receiver ends its dispatch only when every participating source has released the call into its done
-// word (cuda/symmetric/release.cuh), after its last push.
+// Who may push where: bf16 calls, and fp8 calls with f32 scales (UE8M0 packs four scales of different
+// casts into one word), and only when every receiver announced its outputs (SymmetricSourceRecord::recv_*)
+// at a plain address all ranks share (threads of one process on one GPU) or at an offset into its heap.
+// The decision is in the call's signature, so ranks that disagree on it refuse the call before any row
+// moves. A receiver ends its dispatch only when every participating source has released the call into its
+// done word (cuda/symmetric/release.cuh), after its last push.
 #include <cstdint>
 
 #include "common/fp8_cast.hpp"
@@ -52,7 +54,9 @@ __device__ __forceinline__ bool load_push_target(const common::SymHeap& heap,
   const common::SymmetricRowsAt at = record->recv_at;
   const uint64_t recv_x = record->recv_x, recv_scales = record->recv_x_scales;
   if (record->recv_capacity != launch.capacity || at == common::SymmetricRowsAt::input_buffer) return false;
-  if (at == common::SymmetricRowsAt::address && (recv_x == 0 || recv_scales == 0)) return false;
+  // bf16 rows have no scales (num_scales 0): only fp8 needs the scales' address.
+  const bool scaled = launch.token.num_scales > 0;
+  if (at == common::SymmetricRowsAt::address && (recv_x == 0 || (scaled && recv_scales == 0))) return false;
   const uint64_t rows = static_cast<uint64_t>(launch.local_experts) * static_cast<uint64_t>(launch.capacity);
   if (at == common::SymmetricRowsAt::heap &&
       (!common::symmetric_heap_span_fits(recv_x, rows * launch.token.row_bytes, heap.bytes) ||
@@ -61,8 +65,9 @@ __device__ __forceinline__ bool load_push_target(const common::SymHeap& heap,
     return false;
   }
   targets.recv_x[target] = const_cast<uint8_t*>(common::symmetric_rows(heap, target, at, recv_x));
-  targets.recv_scales[target] =
-      reinterpret_cast<float*>(const_cast<uint8_t*>(common::symmetric_rows(heap, target, at, recv_scales)));
+  targets.recv_scales[target] = scaled ? reinterpret_cast<float*>(const_cast<uint8_t*>(
+                                             common::symmetric_rows(heap, target, at, recv_scales)))
+                                       : nullptr;
   return true;
 }
 
@@ -101,8 +106,10 @@ __device__ __forceinline__ PushDestination push_destination(const SymmetricDispa
   if (row >= launch.capacity) return out;
   const int64_t index = local * launch.capacity + row;
   out.row = reinterpret_cast<unsigned long long>(targets.recv_x[target] + index * launch.token.row_bytes);
-  out.scales =
-      reinterpret_cast<unsigned long long>(targets.recv_scales[target] + index * launch.token.num_scales);
+  if (launch.token.num_scales > 0) {
+    out.scales =
+        reinterpret_cast<unsigned long long>(targets.recv_scales[target] + index * launch.token.num_scales);
+  }
   return out;
 }
 
@@ -164,35 +171,37 @@ __device__ __forceinline__ void push_cast_row(const SymmetricDispatchLaunch& lau
   }
 }
 
-// Copies one token the caller cast (x_scales set: its e4m3 row and f32 scales) to every slot in `slots`.
-__device__ __forceinline__ void push_precast_row(const SymmetricDispatchLaunch& launch, int64_t token,
-                                                 const PushDestination& destination, uint32_t slots) {
+// Copies vectors [first_vector, end_vector) of one token's row as they are to every slot in `slots`: a bf16
+// row, or one the caller cast (x_scales set: its e4m3 row and f32 scales, which `with_scales` copies).
+__device__ __forceinline__ void push_copied_row(const SymmetricDispatchLaunch& launch, int64_t token,
+                                                const PushDestination& destination, uint32_t slots,
+                                                int first_vector, int end_vector, bool with_scales) {
   // NOTES: 2 loads of 16 bytes in flight per lane, as the pre-cast publish (the kernel's registers).
   constexpr int kDepth = 2;
   const int lane = lane_id();
   const uint32_t row_bytes = launch.token.row_bytes;
-  const int vectors = static_cast<int>(row_bytes / 16);
-  // Pre-cast x is contiguous: a row is row_bytes (x_row_stride describes bf16 rows read in place).
+  // x is contiguous: a row is row_bytes (the engine pushes only then; x_row_stride is what it announces).
   const int4* row =
       reinterpret_cast<const int4*>(reinterpret_cast<const uint8_t*>(launch.x) + token * row_bytes);
-  // The same passes in every lane (the shuffles below need the whole warp); lanes past the row idle.
-  for (int pass = 0; pass < vectors; pass += 32 * kDepth) {
+  // The same passes in every lane (the shuffles below need the whole warp); lanes past the range idle.
+  for (int pass = first_vector; pass < end_vector; pass += 32 * kDepth) {
     const int first = pass + lane;
     int4 values[kDepth];
 #pragma unroll
     for (int u = 0; u < kDepth; ++u) {
       values[u] = make_int4(0, 0, 0, 0);
-      if (first + 32 * u < vectors) values[u] = ptx::ld_weak_nc_v4(row + first + 32 * u);
+      if (first + 32 * u < end_vector) values[u] = ptx::ld_weak_nc_v4(row + first + 32 * u);
     }
     for (uint32_t left = slots; left != 0; left &= left - 1) {
       int4* to = reinterpret_cast<int4*>(__shfl_sync(0xffffffffu, destination.row, __ffs(left) - 1));
 #pragma unroll
       for (int u = 0; u < kDepth; ++u) {
-        if (first + 32 * u < vectors) to[first + 32 * u] = values[u];
+        if (first + 32 * u < end_vector) to[first + 32 * u] = values[u];
       }
     }
   }
   const int num_scales = static_cast<int>(launch.token.num_scales);
+  if (!with_scales || num_scales == 0) return;
   const float* token_scales = launch.x_scales + token * num_scales;
   for (int first = 0; first < num_scales; first += 32) {
     const float scale = first + lane < num_scales ? __ldg(token_scales + first + lane) : 0.0f;
@@ -203,19 +212,45 @@ __device__ __forceinline__ void push_precast_row(const SymmetricDispatchLaunch& 
   }
 }
 
-// Pusher `pusher` of `pushers` (every warp of every block of this rank): tokens pusher, pusher + pushers,
-// ..., each read once and written to each of its slots' rows, 32 slots at a time.
+// Pieces each copied row is split into, so that every pusher has work where the tokens are fewer than the
+// pushers (decode: 128 tokens, ~128-256 warps a rank). A warp's copy of a whole bf16 row (7168 channels:
+// 14 passes of two loads, each waiting ~1 us under load) is a chain of dependent waits, and the other warps
+// would idle through it. Pieces are whole passes of 32 lanes' 16-byte vectors. 1 where tokens are enough.
+__device__ __forceinline__ int push_row_pieces(const SymmetricDispatchLaunch& launch, int pushers) {
+  if (launch.num_tokens <= 0 || launch.num_tokens >= pushers) return 1;
+  const int vectors = static_cast<int>(launch.token.row_bytes / 16);
+  const int most = (vectors + 31) / 32;
+  const int wanted = static_cast<int>(pushers / launch.num_tokens);
+  return wanted < most ? wanted : most;
+}
+
+// Pusher `pusher` of `pushers` (every warp of every block of this rank): tokens (or pieces of copied tokens,
+// push_row_pieces) pusher, pusher + pushers, ..., each read once and written to each of its slots' rows, 32
+// slots at a time.
 __device__ void push_rows(const SymmetricDispatchLaunch& launch, const PeerBits& participants,
                           const PushTargets& targets, const int32_t* begins, int pusher, int pushers) {
   const int lane = lane_id();
-  for (int64_t token = pusher; token < launch.num_tokens; token += pushers) {
+  const bool copies = launch.x_scales != nullptr || launch.token.num_scales == 0;
+  // Rows cast here stay whole (a warp's cast reads a 128-channel block's 8 lanes together).
+  const int wanted_pieces = copies ? push_row_pieces(launch, pushers) : 1;
+  const int vectors = static_cast<int>(launch.token.row_bytes / 16);
+  // Whole passes of 32 vectors a piece, the last one shorter (and no empty pieces).
+  const int piece_vectors = ((vectors + wanted_pieces - 1) / wanted_pieces + 31) / 32 * 32;
+  const int pieces = (vectors + piece_vectors - 1) / piece_vectors;
+  const int64_t units = launch.num_tokens * pieces;
+  for (int64_t unit = pusher; unit < units; unit += pushers) {
+    const int64_t token = unit / pieces;
+    const int piece = static_cast<int>(unit % pieces);
     for (int first_slot = 0; first_slot < launch.topk; first_slot += 32) {
       const PushDestination destination =
           push_destination(launch, participants, targets, begins, token, first_slot + lane);
       const uint32_t slots = __ballot_sync(0xffffffffu, destination.row != 0);
       if (slots == 0) continue;
-      if (launch.x_scales != nullptr) {
-        push_precast_row(launch, token, destination, slots);
+      if (copies) {
+        const int first_vector = piece * piece_vectors;
+        const int end_vector =
+            first_vector + piece_vectors < vectors ? first_vector + piece_vectors : vectors;
+        push_copied_row(launch, token, destination, slots, first_vector, end_vector, piece == 0);
       } else {
         push_cast_row(launch, token, destination, slots);
       }
