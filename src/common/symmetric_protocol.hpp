@@ -185,10 +185,10 @@ struct SymmetricSourceRecord {
   // before it reads any row.
   uint64_t signature;
   SymmetricRowsAt x_at;
-  // The fp8 push (cuda/symmetric/push.cuh): where this rank's expert-major outputs are, for every source
-  // to write its rows into after the barrier: recv_x [L, C, H] e4m3 and its f32 scales [L, C, H / 128], at
-  // addresses or offsets into this rank's heap as recv_at says (input_buffer: this rank takes no pushes),
-  // and C. Written with the rest of the record before the barrier.
+  // The push (cuda/symmetric/push.cuh): where this rank's expert-major outputs are, for every source to
+  // write its rows into after the barrier: recv_x [L, C, H] (e4m3, then its f32 scales [L, C, H / 128]; or
+  // bf16, scales 0), at addresses or offsets into this rank's heap as recv_at says (input_buffer: this rank
+  // takes no pushes), and C. Written with the rest of the record before the barrier.
   SymmetricRowsAt recv_at;
   uint64_t recv_x;
   uint64_t recv_x_scales;

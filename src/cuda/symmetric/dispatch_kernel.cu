@@ -683,18 +683,19 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     if (pulls && launch.push) {
       // Every warp pushes this rank's tokens into their receivers, then walks the rows pushed here for
       // their src_info and src_slot (no copy); the helpers first do their tables.
+      // Stamps (the push's meaning of the pull's phases): issued once the begins and tables are loaded,
+      // drained once this warp's rows are stored; the walk and the wait for every source's done word
+      // follow, up to released.
       int32_t* begins = table + symmetric_table_ints(call.num_ranks, launch.local_experts);
       load_push_begins(context, launch, call.half, participants, begins);
       if (warp >= kFirstHelperWarp) helpers_after_barrier(context, launch, call, participants, tables);
+      if (warp == kProducerWarp && lane_id() == 0) stamp(stamps, stamping, kPhaseIssued);
       push_rows(launch, participants, sources.push, begins,
                 static_cast<int>(blockIdx.x) * kSymmetricWarps + warp, call.blocks * kSymmetricWarps);
+      if (warp == kProducerWarp && lane_id() == 0) stamp(stamps, stamping, kPhaseDrained);
       walk_pull_rows(context, launch, call, tables, sources, static_cast<int64_t>(warp) * call.blocks,
                      static_cast<int64_t>(call.blocks) * kSymmetricWarps,
                      [](int64_t, const uint8_t*) { return true; });
-      if (warp == kProducerWarp && lane_id() == 0) {
-        stamp(stamps, stamping, kPhaseIssued);
-        stamp(stamps, stamping, kPhaseDrained);
-      }
     } else if (pulls && launch.pull_by_warps) {
       // Every warp copies rows; the helpers first do their tables (light), then join.
       if (warp >= kFirstHelperWarp) helpers_after_barrier(context, launch, call, participants, tables);

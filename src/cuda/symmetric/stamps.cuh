@@ -19,8 +19,9 @@ enum DispatchPhase : int {
   kPhaseStart,     // the block's first instruction after its setup
   kPhaseRouted,    // a routing block: its routing warps placed every route of its segment (warp 0's view)
   kPhasePassed,    // the cross-rank barrier passed
-  kPhaseIssued,    // the producer issued its last load
-  kPhaseDrained,   // the consumer's stores are complete
+  kPhaseIssued,    // the producer issued its last load (push: the begins and tables loaded, before any row)
+  kPhaseDrained,   // the consumer's stores are complete (push: the producer warp's rows stored, before the
+                   // walk)
   kPhaseReleased,  // the block left the release (the last block: after every peer's done word)
 };
 static_assert(kPhaseReleased + 1 == kSymmetricStampPhases, "a stamp record holds every phase");
