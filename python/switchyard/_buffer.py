@@ -259,9 +259,12 @@ class Buffer:
 
     @property
     def symmetric_dispatch_path(self) -> str:
-        """'publish' or 'zero_copy': where symmetric_dispatch pulls bf16 rows from (Config.symmetric_dispatch,
+        """'publish', 'zero_copy' or 'push': how symmetric_dispatch moves rows (Config.symmetric_dispatch,
         resolved at connect). zero_copy reads the callers' x in place; the dispatch returns (on CUDA: its kernel
-        ends) only once no peer reads x, so x may be overwritten right after it."""
+        ends) only once no peer reads x, so x may be overwritten right after it. push (CUDA, 'auto' with every
+        rank a thread of this process on one device): each source reads its tokens once and writes them into
+        their receivers' outputs. With a process per rank, a call whose outputs are every rank's
+        symmetric_receive() views is pushed whatever this says."""
         return self._native.symmetric_dispatch_path
 
     @property
