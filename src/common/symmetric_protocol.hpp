@@ -26,9 +26,9 @@
 //   [heap input]                            optional: x that the caller fills in place, bf16 [max, hidden]
 //   [heap output]                           optional: y that the caller fills in place, bf16 [L, rows,
 //   hidden]
-//   [heap receive]                          optional: fp8 recv_x [L, rows, hidden], then its f32 scales;
-//                                           or bf16 recv_x [L, rows, hidden]
-//                                           [L, rows, hidden / 128], which the sources push into
+//   [heap receive]                          optional: fp8 recv_x [L, rows, hidden], then its f32 scales
+//                                           [L, rows, hidden / 128]; or bf16 recv_x [L, rows, hidden]
+//                                           alone. The sources push into it
 // Every rank numbers its symmetric calls (dispatch or combine) alike from 1, and call c uses half
 // c % 2. A rank can start call c + 2 (and overwrite half c % 2) only after passing call c + 1's
 // barrier, which every rank reaches only after finishing call c (its pulls or its reduction).

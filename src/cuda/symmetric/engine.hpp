@@ -20,7 +20,7 @@ namespace switchyard::cuda {
 // way, are 2 % slower by warps. So automatic: warps for fp8 rows, TMA for bf16.
 // `push` (and automatic, where it can): calls whose receivers' outputs every rank reaches are not pulled at
 // all: every source writes its rows into their receivers (cuda/symmetric/push.cuh), about half the HBM
-// traffic; other calls as automatic. Such calls: fp8 with f32 scales, and bf16 under
+// traffic; other calls as automatic. Such calls: bf16, and fp8 with f32 scales, both only under
 // config.symmetric_dispatch = auto. Where every rank is a thread on one GPU every such call pushes;
 // elsewhere those whose outputs lie in the heap receive area (BufferSizing). `tma` or `warps` turn the push
 // off (the A/B). NOTES (session 25): the MoE layer's fp8 dispatch at 4096 tokens x 8 ranks 1.5 -> 0.93 ms.

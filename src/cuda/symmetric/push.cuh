@@ -8,8 +8,9 @@
 // each token once and writes it to its k receivers: the minimal bound's bytes.
 //   - fp8 (bench/NOTES.md, session 25): the bf16 token cast once in registers; at DeepSeek-V3's shape 2.3 GB
 //     of HBM traffic for 8 ranks of 4096 tokens on one GPU instead of 4.5 GB.
-//   - bf16 (session 39): the row copied as it is; at 128 tokens x 8 ranks 132 MB instead of the zero-copy
-//     pull's 235 MB (x read once, not once per expert).
+//   - bf16 (session 39): the row copied as it is; at 4096 tokens x 8 ranks the dispatch 0.63x the zero-copy
+//     pull's (x read once, not once per expert). At 128 tokens it is level with the pull: x stays in L2
+//     there, so the pull's re-reads cost no HBM, and both are bound by writing the rows.
 //
 // Where a row goes: receiver d keeps expert l's rows in source order, each source's in (token, slot) order,
 // and only the first C (expert_capacity). The routing already gives each pair its position among this
