@@ -235,6 +235,24 @@ __device__ bool load_pull_tables(const KernelContext& context, const SymmetricDi
 // or null (in its input buffer). A record of another call means the ranks disagree on the call count,
 // one with another signature that they disagree on the call's shape: reported, and that source's rows
 // are not read.
+// After the barrier (whose acquire orders it after the source's writes): a source's record, copied into
+// registers with independent 8-byte loads through L2, so that the fields cost one round trip to the
+// source's heap rather than one per dependent read (NOTES, session 39: ~9.6 us from the barrier to the
+// first pushed row at 128 tokens x 8 ranks, most of it these reads and the begins').
+__device__ __forceinline__ common::SymmetricSourceRecord copy_source_record(
+    const common::SymmetricSourceRecord* record) {
+  static_assert(sizeof(common::SymmetricSourceRecord) % sizeof(unsigned long long) == 0,
+                "a source record is read in 8-byte words");
+  constexpr int kWords = sizeof(common::SymmetricSourceRecord) / sizeof(unsigned long long);
+  unsigned long long words[kWords];
+  const auto* from = reinterpret_cast<const unsigned long long*>(record);
+#pragma unroll
+  for (int i = 0; i < kWords; ++i) words[i] = __ldcg(from + i);
+  common::SymmetricSourceRecord copy;
+  memcpy(&copy, words, sizeof(copy));
+  return copy;
+}
+
 struct SourceRows {
   const uint8_t* x[kMaxZeroCopyRanks];
   int64_t row_stride[kMaxZeroCopyRanks];
@@ -251,31 +269,31 @@ __device__ bool load_sources(const KernelContext& context, const SymmetricDispat
     sources.x[source] = nullptr;
     if (launch.push) sources.push.recv_x[source] = nullptr;
     if (!participants.in(source)) continue;  // none of its rows is pulled (its memory may be gone)
-    const volatile common::SymmetricSourceRecord* record =
-        heap.map(launch.layout.source_record(heap.base, half), source);
+    const common::SymmetricSourceRecord record =
+        copy_source_record(heap.map(launch.layout.source_record(heap.base, half), source));
     // Another call, or this call with another shape: the rows here are not laid out as this rank reads them.
-    if (record->sequence != sequence || record->signature != launch.signature) {
+    if (record.sequence != sequence || record.signature != launch.signature) {
       if (blockIdx.x == 0) {
         const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
                             source};
         record_wait_failure(context, site, static_cast<int64_t>(sequence),
-                            static_cast<int64_t>(record->sequence), 0, false);
+                            static_cast<int64_t>(record.sequence), 0, false);
       }
       atomicExch(&mismatched, 1);
       continue;
     }
     // A heap offset outside the source's heap is never followed (a corrupt record): reported as a
     // disagreement on the call, and none of its rows is read.
-    if (record->x_at == common::SymmetricRowsAt::heap &&
-        (record->row_stride <= 0 ||
-         !common::symmetric_heap_span_fits(record->x,
+    if (record.x_at == common::SymmetricRowsAt::heap &&
+        (record.row_stride <= 0 ||
+         !common::symmetric_heap_span_fits(record.x,
                                            static_cast<uint64_t>(launch.layout.max_tokens_per_rank) *
-                                               static_cast<uint64_t>(record->row_stride),
+                                               static_cast<uint64_t>(record.row_stride),
                                            heap.bytes))) {
       if (blockIdx.x == 0) {
         const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
                             source};
-        record_wait_failure(context, site, static_cast<int64_t>(heap.bytes), static_cast<int64_t>(record->x),
+        record_wait_failure(context, site, static_cast<int64_t>(heap.bytes), static_cast<int64_t>(record.x),
                             0, false);
       }
       atomicExch(&mismatched, 1);
@@ -286,14 +304,14 @@ __device__ bool load_sources(const KernelContext& context, const SymmetricDispat
       if (blockIdx.x == 0) {
         const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
                             source};
-        record_wait_failure(context, site, launch.capacity, static_cast<int64_t>(record->recv_capacity), 0,
+        record_wait_failure(context, site, launch.capacity, static_cast<int64_t>(record.recv_capacity), 0,
                             false);
       }
       atomicExch(&mismatched, 1);
       continue;
     }
-    sources.x[source] = common::symmetric_rows(heap, source, record->x_at, record->x);
-    sources.row_stride[source] = record->row_stride;
+    sources.x[source] = common::symmetric_rows(heap, source, record.x_at, record.x);
+    sources.row_stride[source] = record.row_stride;
   }
   __syncthreads();
   return mismatched == 0;

@@ -50,11 +50,11 @@ struct PushTargets {
 // through). Returns false (nothing set) for a record that fails.
 __device__ __forceinline__ bool load_push_target(const common::SymHeap& heap,
                                                  const SymmetricDispatchLaunch& launch,
-                                                 const volatile common::SymmetricSourceRecord* record,
-                                                 int target, PushTargets& targets) {
-  const common::SymmetricRowsAt at = record->recv_at;
-  const uint64_t recv_x = record->recv_x, recv_scales = record->recv_x_scales;
-  if (record->recv_capacity != launch.capacity || at == common::SymmetricRowsAt::input_buffer) return false;
+                                                 const common::SymmetricSourceRecord& record, int target,
+                                                 PushTargets& targets) {
+  const common::SymmetricRowsAt at = record.recv_at;
+  const uint64_t recv_x = record.recv_x, recv_scales = record.recv_x_scales;
+  if (record.recv_capacity != launch.capacity || at == common::SymmetricRowsAt::input_buffer) return false;
   // bf16 rows have no scales (num_scales 0): only fp8 needs the scales' address.
   const bool scaled = launch.token.num_scales > 0;
   if (at == common::SymmetricRowsAt::address && (recv_x == 0 || (scaled && recv_scales == 0))) return false;

@@ -226,12 +226,24 @@ __device__ __forceinline__ int32_t rows_before_this_rank(const KernelContext& co
   const common::SymHeap& heap = context.heap;
   const int target = expert / launch.local_experts;
   const int local = expert % launch.local_experts;
+  if (!participants.in(target)) return 0;
+  // The sources' counts lie side by side in the target's workspace: each group's loads are issued before
+  // any is summed, one round trip to the target's heap a group rather than one a source (NOTES, session 39).
+  constexpr int kGroup = 8;
+  const int32_t* counts = heap.map(launch.layout.count(heap.base, half, local, 0), target);
   int32_t rows = 0;
-  for (int source = 0; source < context.rank && participants.in(target); ++source) {
-    if (!participants.in(source)) continue;
+  for (int first = 0; first < context.rank; first += kGroup) {
+    int32_t count[kGroup];
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+      const int source = first + i;
+      count[i] = source < context.rank && participants.in(source) ? counts[source] : 0;
+    }
     // A count out of range is its target's to report (load_pull_tables); it adds nothing here.
-    const int32_t count = *heap.map(launch.layout.count(heap.base, half, local, source), target);
-    if (count > 0 && count <= launch.max_tokens_per_rank) rows += count;
+#pragma unroll
+    for (int i = 0; i < kGroup; ++i) {
+      if (count[i] > 0 && count[i] <= launch.max_tokens_per_rank) rows += count[i];
+    }
   }
   return rows;
 }
