@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarises the symmetric dispatch's phase stamps (src/cuda/symmetric_stamps.cuh).
+"""Summarises the symmetric dispatch's phase stamps (src/cuda/symmetric/stamps.cuh).
 
     SWITCHYARD_SYMMETRIC_STAMPS=1 switchyard-bench --engine symmetric ... 2>&1 | python3 scripts/symmetric_stamps.py
 
@@ -13,7 +13,12 @@ import sys
 
 from stamp_spread import Spread, print_start_order
 
-PHASES = ["start", "routed", "barrier passed", "last load issued", "stores drained", "released"]
+# In the record's order (cuda/symmetric/stamps.cuh, DispatchPhase). "tables loaded": the sources' records and
+# counts read and the row tables built; "last load issued" (push: the begins loaded); "walked" (push only).
+PHASES = ["start", "counted", "routed", "barrier passed", "tables loaded", "last load issued", "stores drained",
+          "walked", "released"]
+ROUTED, PASSED, DRAINED, RELEASED = (PHASES.index(name) for name in
+                                     ("routed", "barrier passed", "stores drained", "released"))
 
 
 def main() -> int:
@@ -43,9 +48,9 @@ def main() -> int:
         starts = {}
         for rank, _, stamps in blocks:
             starts[rank] = min(starts.get(rank, stamps[0]), stamps[0])
-        print(f"  call {call:5d}: {(max(starts.values()) - origin) / 1e3:8.1f} {at(1, max):8.1f} "
-              f"{at(2, min):8.1f}/{at(2, max):<8.1f} {at(4, lambda v: v[len(v) // 2]):8.1f}/{at(4, max):<8.1f} "
-              f"{at(5, max):8.1f}")
+        print(f"  call {call:5d}: {(max(starts.values()) - origin) / 1e3:8.1f} {at(ROUTED, max):8.1f} "
+              f"{at(PASSED, min):8.1f}/{at(PASSED, max):<8.1f} "
+              f"{at(DRAINED, lambda v: v[len(v) // 2]):8.1f}/{at(DRAINED, max):<8.1f} {at(RELEASED, max):8.1f}")
     for blocks in calls.values():
         origin = min(stamps[0] for _, _, stamps in blocks)
         first_start = collections.defaultdict(lambda: None)

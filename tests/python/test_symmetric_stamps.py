@@ -11,7 +11,8 @@ def summarise(lines):
 
 
 def stamp_line(call, rank, block, start_ns, phases_us):
-    """phases_us: routed, passed, issued, drained, released in us after start_ns (None: not reached)."""
+    """phases_us: counted, routed, passed, tabled, issued, drained, walked, released in us after start_ns
+    (None: not reached)."""
     values = [start_ns] + [0 if us is None else start_ns + int(us * 1000) for us in phases_us]
     return "symstamp %d %d %d %s" % (call, rank, block, " ".join(str(v) for v in values))
 
@@ -21,18 +22,23 @@ def test_phases_are_relative_to_the_calls_first_block_start():
     lines = ["progress noise that is not a stamp"]
     for call, offset in ((17, 0), (33, 10_000_000)):
         start = base + offset
-        lines.append(stamp_line(call, 0, 0, start, [2.0, 8.0, 20.0, 21.0, 22.0]))
-        lines.append(stamp_line(call, 0, 1, start + 1000, [None, 7.0, 19.0, 20.0, 21.0]))
+        lines.append(stamp_line(call, 0, 0, start, [1.0, 2.0, 8.0, 9.0, 20.0, 21.0, 21.5, 22.0]))
+        lines.append(stamp_line(call, 0, 1, start + 1000, [None, None, 7.0, 8.0, 19.0, 20.0, 20.5, 21.0]))
         # rank 1 starts 5 us later
-        lines.append(stamp_line(call, 1, 0, start + 5000, [2.0, 3.0, 15.0, 16.0, 17.0]))
+        lines.append(stamp_line(call, 1, 0, start + 5000, [1.0, 2.0, 3.0, 4.0, 15.0, 16.0, None, 17.0]))
     result = summarise(lines)
     assert result.returncode == 0, result.stderr
     out = result.stdout
     assert "2 sampled calls; ranks: 2; last rank's first block starts 5.0 us after the first" in out
-    rows = {line.split()[0]: line.split()[-3:] for line in out.splitlines() if line and line.split()[0] in ("start", "routed")}
+    rows = {line.split()[0]: line.split()[-3:] for line in out.splitlines()
+            if line and line.split()[0] in ("start", "counted", "routed", "walked")}
     assert rows["start"] == ["0.0", "1.0", "5.0"]
-    # block 1 of rank 0 never routed: only blocks that reached a phase count
+    # block 1 of rank 0 never counted or routed: only blocks that reached a phase count
+    assert rows["counted"] == ["1.0", "6.0", "6.0"]
     assert rows["routed"] == ["2.0", "7.0", "7.0"]
+    # rank 1 never walked (a pull's blocks have no walk)
+    assert rows["walked"] == ["21.5", "21.5", "21.5"]
+    assert "tables loaded" in out
     assert "barrier passed" in out and "released" in out
     # the ranks' first blocks in start order: rank 0 at 0, rank 1 5 us later, in both calls
     assert "first blocks, earliest to last rank (us after the earliest, medians): 0.0 5.0" in out

@@ -197,38 +197,31 @@ __device__ void publish_precast_rows(const KernelContext& context, const Symmetr
 
 // ---- 3. pull ------------------------------------------------------------------------------------
 
-// The counts the participating sources wrote here (0 for the others: stale, never read). Returns false
-// (in every thread) when the call is refused: a source refused its input, or a count is out of range
-// (calls with different shapes).
-__device__ bool load_pull_tables(const KernelContext& context, const SymmetricDispatchLaunch& launch,
-                                 const DispatchCall& call, const PeerBits& participants,
-                                 const RowTables& tables) {
-  __shared__ int refused;
-  if (threadIdx.x == 0) refused = 0;
-  __syncthreads();
-  const int pairs = launch.local_experts * call.num_ranks;
-  for (int pair = threadIdx.x; pair < pairs; pair += blockDim.x) {
-    const int local = pair / call.num_ranks;
-    const int source = pair % call.num_ranks;
-    int32_t count =
-        participants.in(source) ? *launch.layout.count(context.heap.base, call.half, local, source) : 0;
-    if (count == kRefusedCount) {
-      atomicExch(&refused, 1);
-      count = 0;
-    } else if (count < 0 || count > launch.max_tokens_per_rank) {
-      if (blockIdx.x == 0) {
-        const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
-                            source};
-        record_wait_failure(context, site, launch.max_tokens_per_rank, count, 0, false);
-      }
-      atomicExch(&refused, 1);
-      count = 0;
+// One (local expert, source) pair's count that the source wrote here (0 for a source that does not take
+// part: stale, never read) into tables.count. Returns false when the call is refused: the source refused its
+// input, or the count is out of range (calls with different shapes; reported).
+__device__ __forceinline__ bool load_count(const KernelContext& context,
+                                           const SymmetricDispatchLaunch& launch, const DispatchCall& call,
+                                           const PeerBits& participants, const RowTables& tables, int pair) {
+  const int local = pair / call.num_ranks;
+  const int source = pair % call.num_ranks;
+  int32_t count =
+      participants.in(source) ? *launch.layout.count(context.heap.base, call.half, local, source) : 0;
+  bool going = true;
+  if (count == kRefusedCount) {
+    going = false;
+    count = 0;
+  } else if (count < 0 || count > launch.max_tokens_per_rank) {
+    if (blockIdx.x == 0) {
+      const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
+                          source};
+      record_wait_failure(context, site, launch.max_tokens_per_rank, count, 0, false);
     }
-    tables.count[pair] = count;
+    going = false;
+    count = 0;
   }
-  __syncthreads();
-  tables.build(launch.capacity);
-  return refused == 0;
+  tables.count[pair] = count;
+  return going;
 }
 
 // Where each source's rows are this call, from its record (acquired at the barrier): its x (zero-copy)
@@ -237,8 +230,7 @@ __device__ bool load_pull_tables(const KernelContext& context, const SymmetricDi
 // are not read.
 // After the barrier (whose acquire orders it after the source's writes): a source's record, copied into
 // registers with independent 8-byte loads through L2, so that the fields cost one round trip to the
-// source's heap rather than one per dependent read (NOTES, session 39: ~9.6 us from the barrier to the
-// first pushed row at 128 tokens x 8 ranks, most of it these reads and the begins').
+// source's heap rather than one per dependent read.
 __device__ __forceinline__ common::SymmetricSourceRecord copy_source_record(
     const common::SymmetricSourceRecord* record) {
   static_assert(sizeof(common::SymmetricSourceRecord) % sizeof(unsigned long long) == 0,
@@ -259,62 +251,93 @@ struct SourceRows {
   PushTargets push;  // with launch.push: every receiver's outputs (each source is a receiver too)
 };
 
-__device__ bool load_sources(const KernelContext& context, const SymmetricDispatchLaunch& launch,
-                             uint64_t sequence, int half, const PeerBits& participants, SourceRows& sources) {
-  __shared__ int mismatched;
-  if (threadIdx.x == 0) mismatched = 0;
-  __syncthreads();
+// One source's record into `sources` (its x, and with the push its announced outputs; null for a source
+// that does not take part). Returns false when the record refuses the call (reported): another call,
+// another shape, or an announcement this rank cannot follow.
+__device__ __forceinline__ bool load_source(const KernelContext& context,
+                                            const SymmetricDispatchLaunch& launch, uint64_t sequence,
+                                            int half, const PeerBits& participants, int source,
+                                            SourceRows& sources) {
   const common::SymHeap& heap = context.heap;
-  for (int source = threadIdx.x; source < context.num_ranks; source += blockDim.x) {
-    sources.x[source] = nullptr;
-    if (launch.push) sources.push.recv_x[source] = nullptr;
-    if (!participants.in(source)) continue;  // none of its rows is pulled (its memory may be gone)
-    const common::SymmetricSourceRecord record =
-        copy_source_record(heap.map(launch.layout.source_record(heap.base, half), source));
-    // Another call, or this call with another shape: the rows here are not laid out as this rank reads them.
-    if (record.sequence != sequence || record.signature != launch.signature) {
-      if (blockIdx.x == 0) {
-        const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
-                            source};
-        record_wait_failure(context, site, static_cast<int64_t>(sequence),
-                            static_cast<int64_t>(record.sequence), 0, false);
-      }
-      atomicExch(&mismatched, 1);
-      continue;
+  sources.x[source] = nullptr;
+  if (launch.push) sources.push.recv_x[source] = nullptr;
+  if (!participants.in(source)) return true;  // none of its rows is pulled (its memory may be gone)
+  const common::SymmetricSourceRecord record =
+      copy_source_record(heap.map(launch.layout.source_record(heap.base, half), source));
+  // Another call, or this call with another shape: the rows here are not laid out as this rank reads them.
+  if (record.sequence != sequence || record.signature != launch.signature) {
+    if (blockIdx.x == 0) {
+      const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
+                          source};
+      record_wait_failure(context, site, static_cast<int64_t>(sequence),
+                          static_cast<int64_t>(record.sequence), 0, false);
     }
-    // A heap offset outside the source's heap is never followed (a corrupt record): reported as a
-    // disagreement on the call, and none of its rows is read.
-    if (record.x_at == common::SymmetricRowsAt::heap &&
-        (record.row_stride <= 0 ||
-         !common::symmetric_heap_span_fits(record.x,
-                                           static_cast<uint64_t>(launch.layout.max_tokens_per_rank) *
-                                               static_cast<uint64_t>(record.row_stride),
-                                           heap.bytes))) {
-      if (blockIdx.x == 0) {
-        const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
-                            source};
-        record_wait_failure(context, site, static_cast<int64_t>(heap.bytes), static_cast<int64_t>(record.x),
-                            0, false);
-      }
-      atomicExch(&mismatched, 1);
-      continue;
+    return false;
+  }
+  // A heap offset outside the source's heap is never followed (a corrupt record): reported as a
+  // disagreement on the call, and none of its rows is read.
+  if (record.x_at == common::SymmetricRowsAt::heap &&
+      (record.row_stride <= 0 ||
+       !common::symmetric_heap_span_fits(record.x,
+                                         static_cast<uint64_t>(launch.layout.max_tokens_per_rank) *
+                                             static_cast<uint64_t>(record.row_stride),
+                                         heap.bytes))) {
+    if (blockIdx.x == 0) {
+      const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
+                          source};
+      record_wait_failure(context, site, static_cast<int64_t>(heap.bytes), static_cast<int64_t>(record.x), 0,
+                          false);
     }
-    // The push writes into every receiver's outputs: an announcement it cannot follow refuses the call.
-    if (launch.push && !load_push_target(heap, launch, record, source, sources.push)) {
-      if (blockIdx.x == 0) {
-        const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
-                            source};
-        record_wait_failure(context, site, launch.capacity, static_cast<int64_t>(record.recv_capacity), 0,
-                            false);
-      }
-      atomicExch(&mismatched, 1);
-      continue;
+    return false;
+  }
+  // The push writes into every receiver's outputs: an announcement it cannot follow refuses the call.
+  if (launch.push && !load_push_target(heap, launch, record, source, sources.push)) {
+    if (blockIdx.x == 0) {
+      const WaitSite site{common::WaitRole::symmetric_dispatch, common::WaitTarget::call_signature, -1,
+                          source};
+      record_wait_failure(context, site, launch.capacity, static_cast<int64_t>(record.recv_capacity), 0,
+                          false);
     }
-    sources.x[source] = common::symmetric_rows(heap, source, record.x_at, record.x);
-    sources.row_stride[source] = record.row_stride;
+    return false;
+  }
+  sources.x[source] = common::symmetric_rows(heap, source, record.x_at, record.x);
+  sources.row_stride[source] = record.row_stride;
+  return true;
+}
+
+// Whole block, after the barrier (whose acquire orders every read here after the sources' writes): every
+// source's record (load_source), this rank's count from every source for each local expert (load_count),
+// and with the push (`begins` set) where this rank's rows start among each expert's, begins[e] =
+// rows_before_this_rank(e) (cuda/symmetric/routing.cuh), then the row tables. The three kinds of item are
+// dealt to the block's threads as one list, so that their loads, independent of each other, are in flight
+// together: about one round trip for all of them, where three phases in turn, each closed by a
+// __syncthreads, took three. While the other ranks' pushes keep the memory busy a round trip costs ~2 us
+// (NOTES, session 40: 8.4 us from the barrier to the push's first row at 128 tokens x 8 ranks). Returns false
+// (in every thread) when the call is refused. Ends synchronised.
+__device__ bool load_call_tables(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                                 const DispatchCall& call, uint64_t sequence, const PeerBits& participants,
+                                 SourceRows& sources, const RowTables& tables, int32_t* begins) {
+  __shared__ int refused;
+  if (threadIdx.x == 0) refused = 0;
+  __syncthreads();
+  const int records = call.num_ranks;
+  const int pairs = launch.local_experts * call.num_ranks;
+  const int items = records + pairs + (begins != nullptr ? launch.num_experts : 0);
+  for (int item = threadIdx.x; item < items; item += blockDim.x) {
+    bool going = true;
+    if (item < records) {
+      going = load_source(context, launch, sequence, call.half, participants, item, sources);
+    } else if (item < records + pairs) {
+      going = load_count(context, launch, call, participants, tables, item - records);
+    } else {
+      const int expert = item - records - pairs;
+      begins[expert] = rows_before_this_rank(context, launch, call.half, participants, expert);
+    }
+    if (!going) atomicExch(&refused, 1);
   }
   __syncthreads();
-  return mismatched == 0;
+  tables.build(launch.capacity);
+  return refused == 0;
 }
 
 // One row routed here from `source`: its j-th (in expert order) of `rows`. Writes its src_info (and the
@@ -389,6 +412,28 @@ __device__ __forceinline__ bool walk_pull_rows(const KernelContext& context,
     }
   }
   return true;
+}
+
+// Push: the src_info (and the handle's kept copy) and src_slot of every row pushed here, from its route
+// (look_up_pull_row; the push itself moves no row here). The rows of all sources are numbered as one
+// sequence, sources ascending, and dealt out 32 at a time to the lanes of walker `walker` of `walkers`
+// (every warp of the rank): each lane makes independent route loads, one round for the whole walk at decode
+// sizes. walk_pull_rows, which the pulls keep (their copies follow each row), takes the sources one after
+// another, a dependent round trip each, and took ~18 us at 128 tokens x 8 ranks while the pushes held the
+// memory busy (NOTES, session 40).
+__device__ void walk_pushed_rows(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                                 const DispatchCall& call, const RowTables& tables, const SourceRows& sources,
+                                 int walker, int walkers) {
+  int64_t total = 0;
+  for (int source = 0; source < call.num_ranks; ++source) total += tables.rows_of(source);
+  for (int64_t i = static_cast<int64_t>(walker) * 32 + lane_id(); i < total;
+       i += static_cast<int64_t>(walkers) * 32) {
+    int source = 0;
+    int64_t j = i;
+    while (j >= tables.rows_of(source)) j -= tables.rows_of(source++);
+    PullRow found{0, nullptr};
+    look_up_pull_row(context, launch, call, tables, sources, source, static_cast<int32_t>(j), found);
+  }
 }
 
 // Producer: this block's share of every source's rows (walk_pull_rows); lane 0 loads them.
@@ -575,16 +620,22 @@ __device__ void write_layout(const SymmetricDispatchLaunch& launch, const Dispat
 }
 
 // The helper warps' part of the pull: the overflow search and the pull combine's begins (block 0), and
-// every block's share of src_info past the received rows.
+// every block's share of src_info past the received rows. The push has the begins already (`push_begins`,
+// load_call_tables: the same sums), which block 0 then copies instead of reading the counts again.
 __device__ void helpers_after_barrier(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                       const DispatchCall& call, const PeerBits& participants,
-                                      const RowTables& tables) {
+                                      const RowTables& tables, const int32_t* push_begins = nullptr) {
   if (blockIdx.x == 0 && launch.capacity < call.num_ranks * launch.max_tokens_per_rank) {
     find_overflow(context, launch, call, participants);
   }
   if (blockIdx.x == 0 && launch.begin != nullptr) {
-    write_pull_begins(context, launch, call.half, participants,
-                      static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32, kHelperWarps * 32);
+    const int helper = static_cast<int>(threadIdx.x) - kFirstHelperWarp * 32;
+    if (push_begins != nullptr) {
+      for (int expert = helper; expert < launch.num_experts; expert += kHelperWarps * 32)
+        launch.begin[expert] = push_begins[expert];
+    } else {
+      write_pull_begins(context, launch, call.half, participants, helper, kHelperWarps * 32);
+    }
   }
   write_layout(launch, call, tables);
 }
@@ -645,6 +696,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
                       routing_warp < grid.routing_warps;
   if (routes) {
     count_routes(context, launch, table, blockIdx.x, exchange, routing_warp, &refused_by_routing);
+    if (routing_warp == 0 && lane_id() == 0) stamp(stamps, stamping, kPhaseCounted);
   }
   bool counted = true;
   if (exchange.routing_blocks > 1) {
@@ -696,24 +748,27 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     participants.load(context, &targets);
     __shared__ SourceRows sources;
     const RowTables tables = RowTables::carve(table, call.num_ranks, launch.local_experts);
-    const bool sourced = load_sources(context, launch, sequence, call.half, participants, sources);
-    const bool pulls = load_pull_tables(context, launch, call, participants, tables) && sourced;
+    // The push's begins (where this rank's rows start among each expert's) lie past the tables.
+    int32_t* begins =
+        launch.push ? table + symmetric_table_ints(call.num_ranks, launch.local_experts) : nullptr;
+    const bool pulls =
+        load_call_tables(context, launch, call, sequence, participants, sources, tables, begins);
+    if (threadIdx.x == 0) stamp(stamps, stamping, kPhaseTabled);
     if (pulls && launch.push) {
       // Every warp pushes this rank's tokens into their receivers, then walks the rows pushed here for
       // their src_info and src_slot (no copy); the helpers first do their tables.
-      // Stamps (the push's meaning of the pull's phases): issued once the begins and tables are loaded,
-      // drained once this warp's rows are stored; the walk and the wait for every source's done word
-      // follow, up to released.
-      int32_t* begins = table + symmetric_table_ints(call.num_ranks, launch.local_experts);
-      load_push_begins(context, launch, call.half, participants, begins);
-      if (warp >= kFirstHelperWarp) helpers_after_barrier(context, launch, call, participants, tables);
+      // Stamps (the push's meaning of the pull's phases): issued just before the first row (the begins came
+      // with the tables), drained once this warp's rows are stored, walked after its share of the walk; the
+      // wait for every source's done word follows, up to released.
+      if (warp >= kFirstHelperWarp)
+        helpers_after_barrier(context, launch, call, participants, tables, begins);
       if (warp == kProducerWarp && lane_id() == 0) stamp(stamps, stamping, kPhaseIssued);
       push_rows(launch, participants, sources.push, begins,
                 static_cast<int>(blockIdx.x) * kSymmetricWarps + warp, call.blocks * kSymmetricWarps);
       if (warp == kProducerWarp && lane_id() == 0) stamp(stamps, stamping, kPhaseDrained);
-      walk_pull_rows(context, launch, call, tables, sources, static_cast<int64_t>(warp) * call.blocks,
-                     static_cast<int64_t>(call.blocks) * kSymmetricWarps,
-                     [](int64_t, const uint8_t*) { return true; });
+      walk_pushed_rows(context, launch, call, tables, sources,
+                       static_cast<int>(blockIdx.x) * kSymmetricWarps + warp, call.blocks * kSymmetricWarps);
+      if (warp == kProducerWarp && lane_id() == 0) stamp(stamps, stamping, kPhaseWalked);
     } else if (pulls && launch.pull_by_warps) {
       // Every warp copies rows; the helpers first do their tables (light), then join.
       if (warp >= kFirstHelperWarp) helpers_after_barrier(context, launch, call, participants, tables);

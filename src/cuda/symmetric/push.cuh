@@ -16,7 +16,8 @@
 // and only the first C (expert_capacity). The routing already gives each pair its position among this
 // rank's rows for its expert (launch.position); the push adds where this rank's rows start there, the
 // counts that the participating sources before it wrote into d's workspace before the barrier (the pull
-// combine's begins, computed per block here: load_push_begins). So row = begin + position, exactly the
+// combine's begins, computed per block after the barrier with the row tables: load_call_tables in
+// dispatch_kernel.cu). So row = begin + position, exactly the
 // row d's pull would have written, and d's own walk of its rows (after the barrier, for src_info and
 // src_slot) finds the same.
 //
@@ -70,16 +71,6 @@ __device__ __forceinline__ bool load_push_target(const common::SymHeap& heap,
                                              common::symmetric_rows(heap, target, at, recv_scales)))
                                        : nullptr;
   return true;
-}
-
-// Whole block, after the barrier: begins[e] = rows_before_this_rank(e) (cuda/symmetric/routing.cuh), in
-// shared memory. Ends synchronised.
-__device__ void load_push_begins(const KernelContext& context, const SymmetricDispatchLaunch& launch,
-                                 int half, const PeerBits& participants, int32_t* begins) {
-  for (int expert = threadIdx.x; expert < launch.num_experts; expert += blockDim.x) {
-    begins[expert] = rows_before_this_rank(context, launch, half, participants, expert);
-  }
-  __syncthreads();
 }
 
 // Lane `lane` of a group of 32 slots: where (token, first_slot + lane)'s row and scales go, or 0 for a slot

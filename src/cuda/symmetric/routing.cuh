@@ -239,7 +239,7 @@ __device__ __forceinline__ int32_t rows_before_this_rank(const KernelContext& co
       const int source = first + i;
       count[i] = source < context.rank && participants.in(source) ? counts[source] : 0;
     }
-    // A count out of range is its target's to report (load_pull_tables); it adds nothing here.
+    // A count out of range is its target's to report (load_count); it adds nothing here.
 #pragma unroll
     for (int i = 0; i < kGroup; ++i) {
       if (count[i] > 0 && count[i] <= launch.max_tokens_per_rank) rows += count[i];

@@ -4,7 +4,8 @@
 // a GPU) when it reaches each phase of every kSymmetricStampEvery-th call pair, into the engine's stamp
 // records (the last kSymmetricStampSamples such calls). The engine prints them to stderr when it is
 // destroyed, one line per block:
-//   symstamp <call> <rank> <block> <start> <routed> <passed> <issued> <drained> <released>
+//   symstamp <call> <rank> <block> <start> <counted> <routed> <passed> <tabled> <issued> <drained> <walked>
+//            <released>
 // (ns; 0 where the block has no such phase). scripts/symmetric_stamps.py turns them into each phase's
 // spread relative to the call's first block start on any rank (bench/NOTES.md). Off, the kernel pays
 // one predicate per phase.
@@ -17,11 +18,15 @@ namespace switchyard::cuda {
 
 enum DispatchPhase : int {
   kPhaseStart,     // the block's first instruction after its setup
+  kPhaseCounted,   // a routing block: its routing warps counted their segment (warp 0's view), before the
+                   // grid sync that hands the counts to the other routing blocks
   kPhaseRouted,    // a routing block: its routing warps placed every route of its segment (warp 0's view)
   kPhasePassed,    // the cross-rank barrier passed
-  kPhaseIssued,    // the producer issued its last load (push: the begins and tables loaded, before any row)
+  kPhaseTabled,    // the sources' records and the counts read (push: and the begins), the row tables built
+  kPhaseIssued,    // the producer issued its last load (push: before its first row)
   kPhaseDrained,   // the consumer's stores are complete (push: the producer warp's rows stored, before the
                    // walk)
+  kPhaseWalked,    // push: the producer warp walked its share of the rows pushed here (src_info, src_slot)
   kPhaseReleased,  // the block left the release (the last block: after every peer's done word)
 };
 static_assert(kPhaseReleased + 1 == kSymmetricStampPhases, "a stamp record holds every phase");
