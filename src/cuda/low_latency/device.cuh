@@ -13,6 +13,7 @@
 #include "device/rank_mask.cuh"
 #include "device/warp_copy.cuh"
 #include "device/warp_group.cuh"
+#include "device/warp_scan.cuh"
 
 namespace switchyard::cuda::low_latency {
 
@@ -178,28 +179,15 @@ struct ExpertMajorTable {
     }
     __syncthreads();
     if (threadIdx.x < 32) {
-      const int lane = lane_id();
-      int32_t carry = 0;
-      for (int base = 0; base < local_experts; base += 32) {
-        const int l = base + lane;
-        const int32_t rows = l < local_experts ? expert_start[l] : 0;
-        int32_t inclusive = rows;
-#pragma unroll
-        for (int offset = 1; offset < 32; offset <<= 1) {
-          const int32_t lower = __shfl_up_sync(kFullWarp, inclusive, offset);
-          if (lane >= offset) inclusive += lower;
-        }
-        if (l < local_experts) expert_start[l] = carry + inclusive - rows;
-        carry += __shfl_sync(kFullWarp, inclusive, 31);
-      }
-      if (lane == 0) expert_start[local_experts] = carry;
+      const int32_t rows = warp_exclusive_scan(
+          local_experts, [&](int l) { return expert_start[l]; },
+          [&](int l, int32_t before) { expert_start[l] = before; });
+      if (lane_id() == 0) expert_start[local_experts] = rows;
     }
     __syncthreads();
   }
 
-  __device__ int32_t total_rows() const {
-    return expert_start[local_experts];
-  }
+  __device__ int32_t total_rows() const { return expert_start[local_experts]; }
 
   struct Row {
     int expert;        // local expert l

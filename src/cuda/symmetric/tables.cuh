@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cuda/symmetric/kernels.hpp"
+#include "device/warp_scan.cuh"
 
 namespace switchyard::cuda {
 
@@ -40,27 +41,29 @@ struct RowTables {
   }
 
   // After `count` is filled and the block synchronised: the prefix sums, the walk over the rows that
-  // fit `capacity`. Whole block; ends synchronised.
+  // fit `capacity`. Whole block (a multiple of 32 threads); ends synchronised. Both sums are warp scans,
+  // a warp per expert over its ranks, then a warp per rank over its experts (device/warp_scan.cuh).
   __device__ void build(int64_t capacity) const {
-    for (int l = threadIdx.x; l < local_experts; l += blockDim.x) {
-      int32_t running = 0;
-      for (int r = 0; r < num_ranks; ++r) {
-        begin[l * num_ranks + r] = running;
-        running += count[l * num_ranks + r];
-      }
-      total[l] = running;
+    const int warp = static_cast<int>(threadIdx.x / 32);
+    const int warps = static_cast<int>(blockDim.x / 32);
+    for (int l = warp; l < local_experts; l += warps) {
+      const int32_t rows = warp_exclusive_scan(
+          num_ranks, [&](int r) { return count[l * num_ranks + r]; },
+          [&](int r, int32_t before) { begin[l * num_ranks + r] = before; });
+      if (lane_id() == 0) total[l] = rows;
     }
     __syncthreads();  // `begin` is read across experts below
-    for (int r = threadIdx.x; r < num_ranks; r += blockDim.x) {
+    for (int r = warp; r < num_ranks; r += warps) {
       int32_t* prefix = start + r * (local_experts + 1);
-      int32_t running = 0;
-      for (int l = 0; l < local_experts; ++l) {
-        prefix[l] = running;
-        const int64_t room = capacity - begin[l * num_ranks + r];
-        const int32_t rows = count[l * num_ranks + r];
-        running += room <= 0 ? 0 : (room < rows ? static_cast<int32_t>(room) : rows);
-      }
-      prefix[local_experts] = running;
+      const int32_t rows = warp_exclusive_scan(
+          local_experts,
+          [&](int l) {
+            const int64_t room = capacity - begin[l * num_ranks + r];
+            const int32_t pair_rows = count[l * num_ranks + r];
+            return room <= 0 ? 0 : (room < pair_rows ? static_cast<int32_t>(room) : pair_rows);
+          },
+          [&](int l, int32_t before) { prefix[l] = before; });
+      if (lane_id() == 0) prefix[local_experts] = rows;
     }
     __syncthreads();
   }
