@@ -563,7 +563,7 @@ __device__ void find_overflow(const KernelContext& context, const SymmetricDispa
     int64_t rows = 0;
     for (int source = 0; source < call.num_ranks && participants.in(target); ++source) {
       if (!participants.in(source)) continue;
-      // A count out of range is its target's to report (load_pull_tables); it adds nothing here.
+      // A count out of range is its target's to report (load_count); it adds nothing here.
       const int32_t count = *heap.map(launch.layout.count(heap.base, call.half, local, source), target);
       if (count > 0 && count <= launch.max_tokens_per_rank) rows += count;
     }
