@@ -310,10 +310,9 @@ __device__ __forceinline__ bool load_source(const KernelContext& context,
 // and with the push (`begins` set) where this rank's rows start among each expert's, begins[e] =
 // rows_before_this_rank(e) (cuda/symmetric/routing.cuh), then the row tables. The three kinds of item are
 // dealt to the block's threads as one list, so that their loads, independent of each other, are in flight
-// together: about one round trip for all of them, where three phases in turn, each closed by a
-// __syncthreads, took three. While the other ranks' pushes keep the memory busy a round trip costs ~2 us
-// (NOTES, session 40: 8.4 us from the barrier to the push's first row at 128 tokens x 8 ranks). Returns false
-// (in every thread) when the call is refused. Ends synchronised.
+// together rather than in three phases each closed by a __syncthreads. Measured (NOTES, session 40, c3): the
+// barrier -> first row span at 128 tokens x 8 ranks went 8.5 -> 7.7-7.9 us only, so most of that span is not
+// these loads. Returns false (in every thread) when the call is refused. Ends synchronised.
 __device__ bool load_call_tables(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                  const DispatchCall& call, uint64_t sequence, const PeerBits& participants,
                                  SourceRows& sources, const RowTables& tables, int32_t* begins) {
@@ -419,8 +418,8 @@ __device__ __forceinline__ bool walk_pull_rows(const KernelContext& context,
 // sequence, sources ascending, and dealt out 32 at a time to the lanes of walker `walker` of `walkers`
 // (every warp of the rank): each lane makes independent route loads, one round for the whole walk at decode
 // sizes. walk_pull_rows, which the pulls keep (their copies follow each row), takes the sources one after
-// another, a dependent round trip each, and took ~18 us at 128 tokens x 8 ranks while the pushes held the
-// memory busy (NOTES, session 40).
+// another, a dependent round trip each: ~18 us at 128 tokens x 8 ranks, 1-2 us this way (NOTES, session 40,
+// c2-c3).
 __device__ void walk_pushed_rows(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                  const DispatchCall& call, const RowTables& tables, const SourceRows& sources,
                                  int walker, int walkers) {
