@@ -7,6 +7,7 @@
 #   source scripts/device-call.sh      # (assignments in front of `source` would not outlive it)
 #   step one-rank 60 "$B/tools/moe_bench/switchyard-moe-bench" --ranks 1 --tokens 32768
 #   start_mps   # processes: MPS up until the call ends
+#   use_carried_python   # pytest steps: the carried package and .deps/wheels' pytest
 set -uo pipefail
 : "${CALL:?device-call.sh: set CALL, the name of the call (c1, ...)}"
 base=$PWD/out/$CALL
@@ -21,6 +22,13 @@ start_mps() {
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
   nvidia-cuda-mps-control -d
+}
+# The carried Python package ($B/pkg, scripts/gpu-pack.sh with SWITCHYARD_PACK_PYTHON=1) and pytest from the
+# carried .deps/wheels (the GPU machine has no package registry) on the path of the call's pytest steps.
+use_carried_python() {
+  python3 -c 'import pytest' 2>/dev/null ||
+    python3 -m pip install -q --no-index --find-links .deps/wheels --target /tmp/pytest-site pytest
+  export PYTHONPATH=$B/pkg:/tmp/pytest-site
 }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader 2>&1 || true
 source "$(dirname "${BASH_SOURCE[0]}")/device-step.sh"

@@ -122,12 +122,28 @@ __device__ __forceinline__ void signal_and_await_peers(const CrossRankSignals& s
   if (threadIdx.x == 0) *passed = number;
 }
 
+// The steps of a cross-rank barrier that a caller may note (a measurement aid: the symmetric dispatch's
+// phase stamps), each seen by thread 0 of the block.
+enum class BarrierStep {
+  gathered,    // the opening grid sync released: every block of this rank has arrived
+  peers_seen,  // block 0 only: every peer's signal word has reached this barrier's number
+};
+struct NoBarrierSteps {
+  __device__ __forceinline__ void operator()(BarrierStep) const {}
+};
+
 // Every thread of the grid calls this, once per barrier, on every rank. `role` names the caller in
-// a timeout report.
+// a timeout report; `on_step` is called by thread 0 after each BarrierStep.
+template <typename OnStep = NoBarrierSteps>
 __device__ __forceinline__ bool cross_rank_barrier(const CrossRankBarrier& barrier,
-                                                   const KernelContext& context, common::WaitRole role) {
+                                                   const KernelContext& context, common::WaitRole role,
+                                                   OnStep on_step = {}) {
   if (!grid_sync(barrier.grid, context, role, context.timeout_ns)) return false;
-  if (blockIdx.x == 0) signal_and_await_peers(barrier.signals, barrier.passed, context, role);
+  if (threadIdx.x == 0) on_step(BarrierStep::gathered);
+  if (blockIdx.x == 0) {
+    signal_and_await_peers(barrier.signals, barrier.passed, context, role);
+    if (threadIdx.x == 0) on_step(BarrierStep::peers_seen);
+  }
   // Block 0 arrives here even after a failed wait, so the other blocks are not left spinning; the
   // abort flag then tells every block. NOTES: the other blocks wait here while block 0 waits for
   // the peers, so they give up later than it: a missing peer is reported as such, not as a missing

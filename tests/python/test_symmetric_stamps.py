@@ -11,8 +11,8 @@ def summarise(lines):
 
 
 def stamp_line(call, rank, block, start_ns, phases_us):
-    """phases_us: counted, routed, passed, tabled, issued, drained, walked, released in us after start_ns
-    (None: not reached)."""
+    """phases_us: counted, synced, routed, gathered, seen, passed, tabled, issued, drained, walked, released in
+    us after start_ns (None: not reached)."""
     values = [start_ns] + [0 if us is None else start_ns + int(us * 1000) for us in phases_us]
     return "symstamp %d %d %d %s" % (call, rank, block, " ".join(str(v) for v in values))
 
@@ -22,10 +22,13 @@ def test_phases_are_relative_to_the_calls_first_block_start():
     lines = ["progress noise that is not a stamp"]
     for call, offset in ((17, 0), (33, 10_000_000)):
         start = base + offset
-        lines.append(stamp_line(call, 0, 0, start, [1.0, 2.0, 8.0, 9.0, 20.0, 21.0, 21.5, 22.0]))
-        lines.append(stamp_line(call, 0, 1, start + 1000, [None, None, 7.0, 8.0, 19.0, 20.0, 20.5, 21.0]))
+        lines.append(stamp_line(call, 0, 0, start,
+                                [1.0, 1.4, 2.0, 2.6, 8.0, 8.4, 9.4, 20.0, 21.0, 21.5, 22.0]))
+        lines.append(stamp_line(call, 0, 1, start + 1000,
+                                [None, 0.4, None, 1.6, None, 7.4, 8.4, 19.0, 20.0, 20.5, 21.0]))
         # rank 1 starts 5 us later
-        lines.append(stamp_line(call, 1, 0, start + 5000, [1.0, 2.0, 3.0, 4.0, 15.0, 16.0, None, 17.0]))
+        lines.append(stamp_line(call, 1, 0, start + 5000,
+                                [1.0, 1.2, 2.0, 2.2, 2.4, 2.8, 3.8, 14.8, 16.0, None, 17.0]))
     result = summarise(lines)
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -42,6 +45,18 @@ def test_phases_are_relative_to_the_calls_first_block_start():
     assert "barrier passed" in out and "released" in out
     # the ranks' first blocks in start order: rank 0 at 0, rank 1 5 us later, in both calls
     assert "first blocks, earliest to last rank (us after the earliest, medians): 0.0 5.0" in out
+    steps = {line[:54].strip(): line[54:].split() for line in out.splitlines()
+             if line.startswith(("routing sync", "barrier's", "signal", "tables (", "first row"))}
+    # Each step from the last block at its first point to the last at its second, per rank (us after the call's
+    # first start). Rank 0: counted 1.0 -> synced 1.4, routed 2.0 -> gathered 2.6, block 0 seen 8.0, passed 8.4,
+    # tables 9.4, issued 20.0. Rank 1: 6.0 -> 6.2, 7.0 -> 7.2, 7.4, 7.8, 8.8, 19.8. Rank 1 gathered last, so its
+    # steps are the last rank's; the other column is the median over both ranks of both calls.
+    assert steps["routing sync (last counted -> last synced)"] == ["0.2", "0.3"]
+    assert steps["barrier's opening sync (last routed -> last gathered)"] == ["0.2", "0.4"]
+    assert steps["signal (block 0 gathered -> peers seen)"] == ["0.2", "2.8"]
+    assert steps["barrier's closing sync (peers seen -> last passed)"] == ["0.4", "0.4"]
+    assert steps["tables (last passed -> last tables loaded)"] == ["1.0", "1.0"]
+    assert steps["first row (last tables loaded -> last issued)"] == ["11.0", "10.8"]
 
 
 def test_no_stamps_is_an_error_that_names_the_switch():

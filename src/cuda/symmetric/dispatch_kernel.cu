@@ -701,6 +701,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   if (exchange.routing_blocks > 1) {
     // Every thread of every block (nothing else runs here): the other blocks' exchange rows.
     counted = grid_sync(rank_grid, context, common::WaitRole::symmetric_dispatch, context.timeout_ns);
+    if (threadIdx.x == 0) stamp(stamps, stamping, kPhaseSynced);
   } else if (routes) {
     routing_warps_sync(grid.routing_warps);
   }
@@ -738,7 +739,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   const CrossRankBarrier barrier{
       rank_grid, CrossRankSignals{launch.layout.signal(context.heap.base, 0), context.num_ranks},
       &launch.state->barriers};
-  if (cross_rank_barrier(barrier, context, common::WaitRole::symmetric_dispatch)) {
+  if (cross_rank_barrier(barrier, context, common::WaitRole::symmetric_dispatch,
+                         BarrierStamps{&stamps, stamping})) {
     if (blockIdx.x == 0 && threadIdx.x == 0) launch.state->calls = sequence;
     if (threadIdx.x == 0) stamp(stamps, stamping, kPhasePassed);
 

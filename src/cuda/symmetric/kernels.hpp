@@ -86,7 +86,7 @@ struct SymmetricGrid {
 };
 
 // Phase stamps of one block in one dispatch (cuda/symmetric/stamps.cuh; a measurement aid).
-constexpr int kSymmetricStampPhases = 9;
+constexpr int kSymmetricStampPhases = 12;
 constexpr uint32_t kSymmetricStampEvery = 8;    // stamp the dispatch of every 8th call pair
 constexpr uint32_t kSymmetricStampSamples = 8;  // keep the last 8 of them
 constexpr uint32_t kSymmetricStampBlocks = 64;  // blocks 0..63 of each

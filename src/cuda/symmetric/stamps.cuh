@@ -4,14 +4,15 @@
 // a GPU) when it reaches each phase of every kSymmetricStampEvery-th call pair, into the engine's stamp
 // records (the last kSymmetricStampSamples such calls). The engine prints them to stderr when it is
 // destroyed, one line per block:
-//   symstamp <call> <rank> <block> <start> <counted> <routed> <passed> <tabled> <issued> <drained> <walked>
-//            <released>
+//   symstamp <call> <rank> <block> <start> <counted> <synced> <routed> <gathered> <seen> <passed> <tabled>
+//            <issued> <drained> <walked> <released>
 // (ns; 0 where the block has no such phase). scripts/symmetric_stamps.py turns them into each phase's
 // spread relative to the call's first block start on any rank (bench/NOTES.md). Off, the kernel pays
 // one predicate per phase.
 #include <cstdint>
 
 #include "cuda/symmetric/kernels.hpp"
+#include "device/cross_rank_barrier.cuh"
 #include "device/ptx.cuh"
 
 namespace switchyard::cuda {
@@ -20,8 +21,11 @@ enum DispatchPhase : int {
   kPhaseStart,     // the block's first instruction after its setup
   kPhaseCounted,   // a routing block: its routing warps counted their segment (warp 0's view), before the
                    // grid sync that hands the counts to the other routing blocks
+  kPhaseSynced,    // routing in every block: that grid sync released (every block of the rank counted)
   kPhaseRouted,    // a routing block: its routing warps placed every route of its segment (warp 0's view)
-  kPhasePassed,    // the cross-rank barrier passed
+  kPhaseGathered,  // the barrier's opening grid sync released (every block of the rank arrived)
+  kPhaseSeen,      // block 0: every peer's signal word seen (the barrier's cross-rank part done)
+  kPhasePassed,    // the cross-rank barrier passed (its closing grid sync released)
   kPhaseTabled,    // the sources' records and the counts read (push: and the begins), the row tables built
   kPhaseIssued,    // the producer issued its last load (push: before its first row)
   kPhaseDrained,   // the consumer's stores are complete (push: the producer warp's rows stored, before the
@@ -35,6 +39,15 @@ static_assert(kPhaseReleased + 1 == kSymmetricStampPhases, "a stamp record holds
 __device__ __forceinline__ void stamp(DispatchStampRecord& record, bool on, DispatchPhase phase) {
   if (on) record.at[phase] = ptx::globaltimer_ns();
 }
+
+// The cross-rank barrier's steps (device/cross_rank_barrier.cuh) as phases, for its on_step hook.
+struct BarrierStamps {
+  DispatchStampRecord* record;
+  bool on;
+  __device__ __forceinline__ void operator()(BarrierStep step) const {
+    stamp(*record, on, step == BarrierStep::gathered ? kPhaseGathered : kPhaseSeen);
+  }
+};
 
 // Thread 0, at the end of the block: the block's record into the engine's, for sampled calls.
 __device__ __forceinline__ void keep_stamps(DispatchStampRecord& record, DispatchStampRecord* records,
