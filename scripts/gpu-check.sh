@@ -108,6 +108,12 @@ if has_stage tests; then
     run_logged "gpu tests symmetric, $pull pull (threads)" "tests-symmetric-$pull-pull.log" \
       env SWITCHYARD_SYMMETRIC_PULL=$pull timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$(suite_bin symmetric)" --gtest_brief=1
   done
+  # Signals between ranks at system scope (SWITCHYARD_SIGNAL_SCOPE=sys; GPU scope is the default where every
+  # rank is on one GPU, as here): the path ranks on several GPUs or nodes take, kept bitwise too.
+  for suite in symmetric low_latency rank_mask; do
+    run_logged "gpu tests $suite, system-scope signals (threads)" "tests-$suite-sys-scope.log" \
+      env SWITCHYARD_SIGNAL_SCOPE=sys timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$(suite_bin $suite)" --gtest_brief=1
+  done
   # The normal engine's fresh dispatch with its counts copied back instead of polled from the notify's post
   # (SWITCHYARD_NORMAL_COUNTS=copy; poll is the default since session 33).
   run_logged "gpu tests normal_engine, counts copied (threads)" "tests-normal_engine-copy.log" \

@@ -26,6 +26,7 @@
 // occupancy for that (cuda/symmetric/kernels.hpp, symmetric_blocks_per_rank); anything else that
 // occupies SMs meanwhile (other streams) can still starve a grid, which then times out, never hangs.
 #include "device/bounded_wait.cuh"
+#include "device/peer_signal.cuh"
 #include "device/ptx.cuh"
 #include "device/rank_mask.cuh"
 
@@ -109,10 +110,10 @@ __device__ __forceinline__ void signal_and_await_peers(const CrossRankSignals& s
   for (int peer = threadIdx.x; peer < signals.num_ranks; peer += blockDim.x) {
     if (!reaches(context, peer)) continue;
     // NOTES: the grid sync (or the block's __syncthreads) made the writes before the barrier visible to
-    // this thread; the system-scope fence and release carry them (and our peers' workspaces written
-    // through map()) to the peer.
-    ptx::fence_acq_rel_sys();
-    common::st_release_sys(context.heap.map(signals.word(context.rank), peer), number);
+    // this thread; the fence and release (system scope, or GPU scope where every rank is on this GPU:
+    // device/peer_signal.cuh) carry them (and our peers' workspaces written through map()) to the peer.
+    fence_before_peer_signal(context);
+    st_release_peer(context, context.heap.map(signals.word(context.rank), peer), number);
   }
   for (int peer = threadIdx.x; peer < signals.num_ranks; peer += blockDim.x) {
     const WaitSite site{role, common::WaitTarget::peer_arrival, -1, peer};

@@ -27,6 +27,8 @@ struct KernelContext {
   // times out masks its peer instead of failing (Config::mask_ranks_on_timeout).
   common::RankMaskView mask;
   bool mask_on_timeout;
+  // Every rank's heap is on this GPU, so signals between ranks need only GPU scope (device/peer_signal.cuh).
+  bool peers_on_this_gpu;
 };
 
 }  // namespace switchyard::cuda

@@ -11,6 +11,7 @@
 //     (token, slot) where a global load each would cost (the low_latency and symmetric kernels alike).
 #include "common/sym_heap.hpp"
 #include "device/bounded_wait.cuh"
+#include "device/peer_signal.cuh"
 
 namespace switchyard::cuda {
 
@@ -33,11 +34,11 @@ __device__ __forceinline__ PeerWait wait_for_peer(const KernelContext& context, 
                                                   uint64_t target, const WaitSite& site,
                                                   OnRankFailure on_failure = OnRankFailure::give_up) {
   if (!reaches(context, site.peer)) return PeerWait::left_out;
-  uint64_t observed = common::ld_acquire_sys(word);
+  uint64_t observed = ld_acquire_peer(context, word);
   if (observed >= target) return PeerWait::arrived;
   const uint64_t start = ptx::globaltimer_ns();
   for (uint32_t polls = 1;; ++polls) {
-    observed = common::ld_acquire_sys(word);
+    observed = ld_acquire_peer(context, word);
     if (observed >= target) return PeerWait::arrived;
     if ((polls & 63) != 0) continue;
     if (on_failure == OnRankFailure::give_up && rank_aborted(context)) return PeerWait::failed;

@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda/backend/signal_scope.hpp"
 #include "cuda/captured_round_trip.hpp"
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
@@ -1105,6 +1106,25 @@ TEST(SymmetricCudaGrid, PullOverrideIsReadFromTheEnvironmentAndBadValuesAreNamed
   expect_refused_by_name(variable, {"warp", "TMA", "1"},
                          "SWITCHYARD_SYMMETRIC_PULL: expected tma, warps or push",
                          [] { cuda::symmetric_pull_from_environment(); });
+}
+
+TEST(SymmetricCudaGrid, SignalScopeIsGpuOnlyWhereEveryRankIsOnThisGpuAndBadValuesAreNamed) {
+  // Pure parsing: no GPU needed. The GPU suites run with the default (GPU scope where every rank shares the
+  // GPU) and with SWITCHYARD_SIGNAL_SCOPE=sys (scripts/gpu-check.sh runs the symmetric and low_latency suites
+  // both ways).
+  const ScopedEnvironment variable("SWITCHYARD_SIGNAL_SCOPE");
+  EXPECT_TRUE(cuda::gpu_scope_signals_allowed_by_environment());
+  variable.set("gpu");
+  EXPECT_TRUE(cuda::gpu_scope_signals_allowed_by_environment());
+  variable.set("sys");
+  EXPECT_FALSE(cuda::gpu_scope_signals_allowed_by_environment());
+  expect_refused_by_name(variable, {"GPU", "system", "1"}, "SWITCHYARD_SIGNAL_SCOPE: expected gpu or sys",
+                         [] { cuda::gpu_scope_signals_allowed_by_environment(); });
+  // Every rank on this GPU, allowed: GPU scope; a rank elsewhere (another GPU or node), or sys: system scope.
+  EXPECT_TRUE(cuda::signals_at_gpu_scope(true, 8, 8));
+  EXPECT_FALSE(cuda::signals_at_gpu_scope(true, 4, 8));
+  EXPECT_FALSE(cuda::signals_at_gpu_scope(false, 8, 8));
+  EXPECT_TRUE(cuda::signals_at_gpu_scope(true, 1, 1));
 }
 
 TEST(SymmetricCudaGrid, PieceBytesOverrideSplitsRowsAndBadValuesAreNamed) {

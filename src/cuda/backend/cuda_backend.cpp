@@ -17,6 +17,7 @@
 #include "cuda/backend/device_heap.hpp"
 #include "cuda/backend/nccl_gin_choice.hpp"
 #include "cuda/backend/rank_mask.hpp"
+#include "cuda/backend/signal_scope.hpp"
 #include "cuda/internode/engine.hpp"
 #include "cuda/low_latency/engine.hpp"
 #include "cuda/moe/experts.hpp"
@@ -257,6 +258,8 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
     context.call_index = call_index_;
     context.mask = mask_->view();
     context.mask_on_timeout = options_.config.mask_ranks_on_timeout;
+    context.peers_on_this_gpu =
+        signals_at_gpu_scope(gpu_scope_signals_, heap_.ranks_on_this_device(), options_.topology.num_ranks);
     return context;
   }
 
@@ -413,6 +416,8 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
   uint64_t* barrier_epoch_ = nullptr;
   int32_t* error_claim_ = nullptr;
   int32_t call_index_ = 0;
+  // SWITCHYARD_SIGNAL_SCOPE, read once (cuda/backend/signal_scope.hpp).
+  const bool gpu_scope_signals_ = gpu_scope_signals_allowed_by_environment();
   // Set once a failure stopped this rank's kernels for good: what every later call is refused with.
   std::exception_ptr stopped_;
   std::unique_ptr<DeviceRankMask> mask_;

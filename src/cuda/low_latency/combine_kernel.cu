@@ -68,7 +68,7 @@ __device__ void publish_rows_sent(const KernelContext& context, const LowLatency
     uint64_t* signal = context.heap.map(
         launch.layout.combine_signal(context.heap.base, half, context.rank * launch.local_experts + local),
         home);
-    common::st_release_sys(signal, common::low_latency_signal(tag, static_cast<uint32_t>(table.count[i])));
+    st_release_peer(context, signal, common::low_latency_signal(tag, static_cast<uint32_t>(table.count[i])));
   }
   if constexpr (kAcrossNodes<Transport>) {
     for (int i = threadIdx.x / 32; i < launch.local_experts * num_ranks; i += blockDim.x / 32) {
@@ -185,7 +185,7 @@ __device__ __forceinline__ void combine_send(const KernelContext& context,
   }
   // The puts' sources (the combine buffer) may be rewritten by the next combine's send kernel.
   if constexpr (kAcrossNodes<Transport>) session.flush();
-  if (low_latency::finish_send_block(launch.state)) {
+  if (low_latency::finish_send_block(context, launch.state)) {
     publish_rows_sent<Transport>(context, launch, reached, session, half, sequence, table);
   }
 }

@@ -9,6 +9,7 @@
 #include "cuda/low_latency/kernels.hpp"
 #include "device/bounded_wait.cuh"
 #include "device/fp8_cast.cuh"
+#include "device/peer_signal.cuh"
 #include "device/ptx.cuh"
 #include "device/rank_mask.cuh"
 #include "device/warp_copy.cuh"
@@ -77,12 +78,12 @@ __device__ __forceinline__ int64_t peer_timed_out(const KernelContext& context, 
 // thread recorded a timeout or a peer's call of another shape, or another wait of the rank failed).
 __device__ __forceinline__ int64_t wait_for_signal(const KernelContext& context, const uint64_t* word,
                                                    uint32_t sequence, const WaitSite& site) {
-  uint64_t observed = common::ld_acquire_sys(word);
+  uint64_t observed = ld_acquire_peer(context, word);
   if (!common::low_latency_signal_is_for(observed, sequence)) {
     const uint64_t start = ptx::globaltimer_ns();
     // NOTES: the clock, the abort flag and the mask are read every 64 polls, as in wait_at_least.
     for (uint32_t polls = 1;; ++polls) {
-      observed = common::ld_acquire_sys(word);
+      observed = ld_acquire_peer(context, word);
       if (common::low_latency_signal_is_for(observed, sequence)) break;
       if (common::low_latency_signal_of_other_shape(observed, sequence)) {
         record_other_shape(context, site, sequence, observed);
@@ -123,18 +124,20 @@ __device__ __forceinline__ auto timed_wait(int64_t* stats, int peer, Wait&& wait
 // block that finishes last gets true in all its threads: every block's writes are then ordered
 // before whatever that block releases next (the signals).
 // NOTES: one counter increment per block (not per row), so the hot path has no atomics.
-__device__ __forceinline__ bool finish_send_block(LowLatencyDeviceState* state) {
+// The fences are system-scope, or GPU-scope where every rank is on this GPU (device/peer_signal.cuh).
+__device__ __forceinline__ bool finish_send_block(const KernelContext& context,
+                                                  LowLatencyDeviceState* state) {
   __shared__ int last_block;
-  ptx::fence_acq_rel_sys();  // this thread's writes (peers' heaps included) are performed
+  fence_before_peer_signal(context);  // this thread's writes (peers' heaps included) are performed
   __syncthreads();
   if (threadIdx.x == 0) {
     // Release: the block's writes, ordered before this thread by the barrier, before the count.
-    ptx::fence_acq_rel_sys();
+    fence_before_peer_signal(context);
     const uint32_t finished = atomicAdd(&state->send_blocks_done, 1u) + 1u;
     last_block = finished == gridDim.x ? 1 : 0;
     if (last_block) {
-      ptx::fence_acq_rel_sys();     // every block's writes before our signals
-      state->send_blocks_done = 0;  // for the next send kernel, which the stream orders after us
+      fence_before_peer_signal(context);  // every block's writes before our signals
+      state->send_blocks_done = 0;        // for the next send kernel, which the stream orders after us
     }
   }
   __syncthreads();

@@ -287,7 +287,7 @@ __device__ void publish_counts(const KernelContext& context, const LowLatencyDis
     uint64_t* signal = context.heap.map(
         launch.layout.dispatch_signal(context.heap.base, half, expert % launch.local_experts, context.rank),
         expert / launch.local_experts);
-    common::st_release_sys(signal, common::low_latency_signal(tag, count));
+    st_release_peer(context, signal, common::low_latency_signal(tag, count));
   }
   if constexpr (kAcrossNodes<Transport>) {
     for (int expert = threadIdx.x / 32; expert < launch.num_experts; expert += blockDim.x / 32) {
@@ -373,7 +373,7 @@ __device__ __forceinline__ void dispatch_send(const KernelContext& context,
   }
   // The puts' sources (send area, source fields) may be rewritten by the next send kernel.
   if constexpr (kAcrossNodes<Transport>) session.flush();
-  if (low_latency::finish_send_block(launch.state)) {
+  if (low_latency::finish_send_block(context, launch.state)) {
     publish_counts<Transport>(context, launch, reached, session, half, sequence, total, refused);
   }
 }

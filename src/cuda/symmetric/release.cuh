@@ -14,6 +14,7 @@
 #include "common/symmetric_protocol.hpp"
 #include "cuda/symmetric/kernels.hpp"
 #include "device/bounded_wait.cuh"
+#include "device/peer_signal.cuh"
 #include "device/ptx.cuh"
 #include "device/rank_mask.cuh"
 
@@ -40,7 +41,7 @@ __device__ __forceinline__ void release_call(const KernelContext& context, Symme
   const common::SymHeap& heap = context.heap;
   for (int peer = threadIdx.x; peer < context.num_ranks; peer += blockDim.x) {
     if (reaches(context, peer))
-      common::st_release_sys(heap.map(layout.pull_done(heap.base, context.rank), peer), sequence);
+      st_release_peer(context, heap.map(layout.pull_done(heap.base, context.rank), peer), sequence);
   }
   if (read_in_place) {
     for (int source = threadIdx.x; source < context.num_ranks; source += blockDim.x) {
