@@ -110,7 +110,7 @@ if has_stage tests; then
   done
   # Signals between ranks at system scope (SWITCHYARD_SIGNAL_SCOPE=sys; GPU scope is the default where every
   # rank is on one GPU, as here): the path ranks on several GPUs or nodes take, kept bitwise too.
-  for suite in symmetric low_latency rank_mask; do
+  for suite in normal_engine symmetric low_latency rank_mask internode; do
     run_logged "gpu tests $suite, system-scope signals (threads)" "tests-$suite-sys-scope.log" \
       env SWITCHYARD_SIGNAL_SCOPE=sys timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$(suite_bin $suite)" --gtest_brief=1
   done

@@ -4,6 +4,7 @@
 // its warp group can leave the kernel together instead of hanging or trapping.
 #include "common/atomics.hpp"
 #include "device/kernel_context.hpp"
+#include "device/peer_signal.cuh"
 #include "device/ptx.cuh"
 
 namespace switchyard::cuda {
@@ -132,12 +133,13 @@ __device__ __forceinline__ bool wait_until_at_least(const KernelContext& context
   }
 }
 
-// Spins until *word >= target (acquire, system scope: a word a peer writes).
+// Spins until *word >= target (acquire: a word in this rank's heap that a peer writes; system scope, or GPU
+// scope where every rank is on this GPU, device/peer_signal.cuh).
 __device__ __forceinline__ bool wait_at_least(const KernelContext& context, const uint64_t* word,
                                               uint64_t target, const WaitSite& site,
                                               OnRankFailure on_failure = OnRankFailure::give_up) {
   return wait_until_at_least(
-      context, [word] { return common::ld_acquire_sys(word); }, target, site, on_failure);
+      context, [&context, word] { return ld_acquire_peer(context, word); }, target, site, on_failure);
 }
 
 // Spins until the shared-memory *word >= target (acquire, CTA scope: a word another warp of this

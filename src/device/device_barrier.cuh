@@ -3,6 +3,7 @@
 // in every peer's heap (release), then waits for every peer's word in its own heap (acquire). Counts
 // only grow (each rank counts its barriers on the device), so the words never need resetting.
 #include "device/bounded_wait.cuh"
+#include "device/peer_signal.cuh"
 
 namespace switchyard::cuda {
 
@@ -27,9 +28,10 @@ __device__ __forceinline__ bool block_barrier_all_ranks(const KernelContext& con
   for (int peer = threadIdx.x; peer < context.num_ranks; peer += blockDim.x) {
     if (signature != 0) *context.heap.map(my_stamp, peer) = stamp;
     // NOTES: the fence makes the block's earlier writes (ring resets, notify records, the stamp), ordered
-    // before us by __syncthreads or program order, visible system-wide before the peer sees our arrival.
-    ptx::fence_acq_rel_sys();
-    common::st_release_sys(context.heap.map(my_word, peer), epoch);
+    // before us by __syncthreads or program order, visible to every peer (system-wide, or GPU-wide where
+    // every rank is on this GPU: device/peer_signal.cuh) before the peer sees our arrival.
+    fence_before_peer_signal(context);
+    st_release_peer(context, context.heap.map(my_word, peer), epoch);
   }
   for (int peer = threadIdx.x; peer < context.num_ranks; peer += blockDim.x) {
     WaitSite site{common::WaitRole::barrier, common::WaitTarget::peer_arrival, -1, peer};

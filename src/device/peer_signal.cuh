@@ -1,7 +1,8 @@
 #pragma once
-// Signal words between ranks (the cross-rank barrier's arrivals, the symmetric kernels' done words):
-// a release store into a peer's heap and an acquire load of our own, at the narrowest scope that holds
-// every rank. Ranks on other GPUs (or the host) need system scope. When every rank's heap is on this GPU
+// Signal words between ranks (barrier arrivals, done words, the low_latency counts, the normal rings' tails
+// and heads): a release store into a peer's heap and an acquire load of our own, at the narrowest scope that
+// holds every rank. Ranks on other GPUs (or the host) need system scope; words the host reads (mapped host
+// memory) keep it always. When every rank's heap is on this GPU
 // (KernelContext::peers_on_this_gpu: ranks as threads, or as processes under MPS, on one device), every
 // peer thread runs on this GPU and GPU scope orders the same writes: the fence then waits for this GPU's
 // L2, not for the system (NOTES, session 41, measures both). The peers' heaps are mapped at addresses

@@ -1110,8 +1110,7 @@ TEST(SymmetricCudaGrid, PullOverrideIsReadFromTheEnvironmentAndBadValuesAreNamed
 
 TEST(SymmetricCudaGrid, SignalScopeIsGpuOnlyWhereEveryRankIsOnThisGpuAndBadValuesAreNamed) {
   // Pure parsing: no GPU needed. The GPU suites run with the default (GPU scope where every rank shares the
-  // GPU) and with SWITCHYARD_SIGNAL_SCOPE=sys (scripts/gpu-check.sh runs the symmetric and low_latency suites
-  // both ways).
+  // GPU) and with SWITCHYARD_SIGNAL_SCOPE=sys (scripts/gpu-check.sh runs the engines' suites both ways).
   const ScopedEnvironment variable("SWITCHYARD_SIGNAL_SCOPE");
   EXPECT_TRUE(cuda::gpu_scope_signals_allowed_by_environment());
   variable.set("gpu");

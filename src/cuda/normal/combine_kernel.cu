@@ -76,8 +76,8 @@ __device__ bool combine_sender_to(const KernelContext& context, const CombineLau
     }
     group.sync();
     if (group.leader()) {
-      ptx::fence_acq_rel_sys();
-      common::st_release_sys(ring.tail(), round_end);
+      fence_before_peer_signal(context);
+      st_release_peer(context, ring.tail(), round_end);
     }
   }
   return true;
@@ -291,11 +291,11 @@ __device__ void combine_coordinator(const KernelContext& context, const CombineL
     }
     if (head > published) {
       // The reducing warps' reads of these slots happen before (their release, our acquire above).
-      common::st_release_sys(ring.head(), head);
+      st_release_peer(context, ring.head(), head);
       published = head;
     }
     if (reduced_end >= end) return;
-    ptx::atom_store_release_cta_shared_u64(&shared.tail[rank], common::ld_acquire_sys(ring.tail()));
+    ptx::atom_store_release_cta_shared_u64(&shared.tail[rank], ld_acquire_peer(context, ring.tail()));
   }
 }
 

@@ -86,8 +86,8 @@ __device__ void dispatch_sender(const KernelContext& context, const DispatchLaun
     }
     group.sync();
     if (group.leader()) {
-      ptx::fence_acq_rel_sys();
-      common::st_release_sys(ring.tail(), round_end);
+      fence_before_peer_signal(context);
+      st_release_peer(context, ring.tail(), round_end);
     }
   }
 }
@@ -137,7 +137,7 @@ __device__ void dispatch_receiver(const KernelContext& context, const DispatchLa
       copy_out(launch, ring.slot(i), first_row + static_cast<int64_t>(i), row_copy);
     }
     group.sync();
-    if (group.leader()) common::st_release_sys(ring.head(), round_end);
+    if (group.leader()) st_release_peer(context, ring.head(), round_end);
   }
   if (lane_id() == 0) ptx::tma_store_wait_all();
 }
