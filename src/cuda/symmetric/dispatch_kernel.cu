@@ -764,7 +764,7 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
       if (warp >= kFirstHelperWarp)
         helpers_after_barrier(context, launch, call, participants, tables, begins);
       if (warp == kProducerWarp && lane_id() == 0) stamp(stamps, stamping, kPhaseIssued);
-      push_rows(launch, participants, sources.push, begins,
+      push_rows(context, launch, participants, sources.push, begins,
                 static_cast<int>(blockIdx.x) * kSymmetricWarps + warp, call.blocks * kSymmetricWarps);
       if (warp == kProducerWarp && lane_id() == 0) stamp(stamps, stamping, kPhaseDrained);
       walk_pushed_rows(context, launch, call, tables, sources,

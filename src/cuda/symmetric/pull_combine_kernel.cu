@@ -30,6 +30,7 @@
 #include "cuda/symmetric/release.cuh"
 #include "device/bounded_wait.cuh"
 #include "device/cuda_check.hpp"
+#include "device/peer_signal.cuh"
 #include "device/ptx.cuh"
 #include "device/rank_mask.cuh"
 #include "device/warp_group.cuh"
@@ -55,8 +56,9 @@ __device__ void announce_y(const KernelContext& context, const SymmetricCombineL
   record->y_at = launch.y_rows.at;
   record->rows_per_expert = launch.capacity;
   record->hidden = launch.hidden;
-  // Release: the fields above, and y (written before this kernel on this stream), go with it.
-  common::st_release_sys(&record->sequence, sequence);
+  // Release: the fields above, and y (written before this kernel on this stream), go with it (at the scope
+  // that holds every rank: device/peer_signal.cuh).
+  st_release_peer(context, &record->sequence, sequence);
 }
 
 // ---- 2. gather ------------------------------------------------------------------------------------

@@ -34,6 +34,7 @@
 #include "cuda/symmetric/kernels.hpp"
 #include "cuda/symmetric/routing.cuh"
 #include "device/fp8_cast.cuh"
+#include "device/peer_signal.cuh"
 #include "device/ptx.cuh"
 #include "device/rank_mask.cuh"
 #include "device/warp_group.cuh"
@@ -219,8 +220,9 @@ __device__ __forceinline__ int push_row_pieces(const SymmetricDispatchLaunch& la
 // Pusher `pusher` of `pushers` (every warp of every block of this rank): tokens (or pieces of copied tokens,
 // push_row_pieces) pusher, pusher + pushers, ..., each read once and written to each of its slots' rows, 32
 // slots at a time.
-__device__ void push_rows(const SymmetricDispatchLaunch& launch, const PeerBits& participants,
-                          const PushTargets& targets, const int32_t* begins, int pusher, int pushers) {
+__device__ void push_rows(const KernelContext& context, const SymmetricDispatchLaunch& launch,
+                          const PeerBits& participants, const PushTargets& targets, const int32_t* begins,
+                          int pusher, int pushers) {
   const int lane = lane_id();
   const bool copies = launch.x_scales != nullptr || launch.token.num_scales == 0;
   // Rows cast here stay whole (a warp's cast reads a 128-channel block's 8 lanes together).
@@ -248,9 +250,10 @@ __device__ void push_rows(const SymmetricDispatchLaunch& launch, const PeerBits&
       }
     }
   }
-  // The rows reach receivers on other GPUs too: ordered before this block's release (release.cuh) at
-  // the system's scope.
-  __threadfence_system();
+  // The rows are ordered before this block's release (release.cuh) at the scope that holds every receiver:
+  // the system's where a receiver is on another GPU, this GPU's where all are here (device/peer_signal.cuh;
+  // every thread's fence after its stores was a system-wide fence.sc until session 41, whose NOTES compare).
+  fence_before_peer_signal(context);
 }
 
 }  // namespace switchyard::cuda
