@@ -8,37 +8,35 @@
 // L2, not for the system (NOTES, session 41, measures both). The peers' heaps are mapped at addresses
 // of their own (IPC), but on one device each is the same physical memory behind the same L2, as the
 // system-scope path also relies on.
+// The GPU-scope forms (device/ptx.cuh) name the global state space: every such word is in a heap.
 #include <cstdint>
 
 #include "common/atomics.hpp"
 #include "device/kernel_context.hpp"
+#include "device/ptx.cuh"
 
 namespace switchyard::cuda {
 
 // Orders this thread's earlier writes (and those it acquired) before its later signal stores.
 __device__ __forceinline__ void fence_before_peer_signal(const KernelContext& context) {
   if (context.peers_on_this_gpu) {
-    asm volatile("fence.acq_rel.gpu;" ::: "memory");
+    ptx::fence_acq_rel_gpu();
   } else {
-    asm volatile("fence.acq_rel.sys;" ::: "memory");
+    ptx::fence_acq_rel_sys();
   }
 }
 
 __device__ __forceinline__ void st_release_peer(const KernelContext& context, uint64_t* word,
                                                 uint64_t value) {
   if (context.peers_on_this_gpu) {
-    asm volatile("st.release.gpu.u64 [%0], %1;" ::"l"(word), "l"(value) : "memory");
+    ptx::st_release_gpu_u64(word, value);
   } else {
     common::st_release_sys(word, value);
   }
 }
 
 __device__ __forceinline__ uint64_t ld_acquire_peer(const KernelContext& context, const uint64_t* word) {
-  if (context.peers_on_this_gpu) {
-    uint64_t value;
-    asm volatile("ld.acquire.gpu.u64 %0, [%1];" : "=l"(value) : "l"(word) : "memory");
-    return value;
-  }
+  if (context.peers_on_this_gpu) return ptx::ld_acquire_gpu_u64(word);
   return common::ld_acquire_sys(word);
 }
 

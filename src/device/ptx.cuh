@@ -132,6 +132,12 @@ __device__ __forceinline__ void fence_acq_rel_sys() {
   asm volatile("fence.acq_rel.sys;" ::: "memory");
 }
 
+// Its GPU-scope twin: orders this thread's writes for every thread of this GPU (device/peer_signal.cuh uses
+// it where every rank's heap is on this GPU).
+__device__ __forceinline__ void fence_acq_rel_gpu() {
+  asm volatile("fence.acq_rel.gpu;" ::: "memory");
+}
+
 // ---- the symmetric engine's: signal words, counters, mbarriers and hinted TMA ----
 
 // ---- signal words and counters ----
@@ -169,6 +175,10 @@ __device__ __forceinline__ uint64_t ld_acquire_gpu_u64(const uint64_t* address) 
   uint64_t value;
   asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(value) : "l"(address) : "memory");
   return value;
+}
+
+__device__ __forceinline__ void st_release_gpu_u64(uint64_t* address, uint64_t value) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(address), "l"(value) : "memory");
 }
 
 // ---- mbarrier ----
