@@ -5,8 +5,14 @@
 
 Each sampled call's stamps are taken relative to its earliest block start on any rank; for each phase
 the table gives the median over calls of the earliest, median and latest block to reach it (us); a second table,
-the fixed steps (grid syncs, the cross-rank signal, the tables) as the last rank to arrive at the barrier paid
-them and as every rank did; the last line, the ranks' first blocks in start order (scripts/stamp_spread.py).
+the fixed steps (grid syncs, the cross-rank signal, the loads, the tables' build) as the last rank to arrive at
+the barrier paid them and as every rank did; the last line, the ranks' first blocks in start order
+(scripts/stamp_spread.py).
+
+Where a line also carries the SM clock of each phase (cycles), a block's phases are placed by that clock from
+its start, scaled to ns by the block's own span from its start to its last stamp, instead of by %globaltimer,
+whose ticks may be too coarse for steps of 1-3 us; the start itself stays on %globaltimer, the one clock every
+block and rank shares.
 """
 import collections
 import statistics
@@ -16,39 +22,62 @@ from stamp_spread import Spread, print_start_order
 
 # In the record's order (cuda/symmetric/stamps.cuh, DispatchPhase). "routing synced": the grid sync between
 # count and place released (routing in every block); "gathered": the barrier's opening grid sync released;
-# "peers seen": block 0 saw every peer's signal; "tables loaded": the sources' records and counts read and the
-# row tables built; "last load issued" (push: the begins loaded); "walked" (push only).
+# "peers seen": block 0 saw every peer's signal; "sources loaded": the sources' records and counts read (push:
+# and the begins); "tables built": the row tables built from them; "last load issued" (push: before the first
+# row); "walked" (push only).
 PHASES = ["start", "counted", "routing synced", "routed", "gathered", "peers seen", "barrier passed",
-          "tables loaded", "last load issued", "stores drained", "walked", "released"]
-COUNTED, SYNCED, ROUTED, GATHERED, SEEN, PASSED, TABLED, ISSUED, DRAINED, RELEASED = (
+          "sources loaded", "tables built", "last load issued", "stores drained", "walked", "released"]
+COUNTED, SYNCED, ROUTED, GATHERED, SEEN, PASSED, LOADED, TABLED, ISSUED, DRAINED, RELEASED = (
     PHASES.index(name) for name in ("counted", "routing synced", "routed", "gathered", "peers seen", "barrier passed",
-                                    "tables loaded", "last load issued", "stores drained", "released"))
+                                    "sources loaded", "tables built", "last load issued", "stores drained",
+                                    "released"))
 
-# The fixed steps of one rank's call, each from the last of its blocks to reach the first point to the last
-# to reach the second (us): what each grid sync, the cross-rank signal and the tables cost that rank.
-STEPS = [("routing sync (last counted -> last synced)", COUNTED, SYNCED),
-         ("barrier's opening sync (last routed -> last gathered)", ROUTED, GATHERED),
-         ("signal (block 0 gathered -> peers seen)", GATHERED, SEEN),
-         ("barrier's closing sync (peers seen -> last passed)", SEEN, PASSED),
-         ("tables (last passed -> last tables loaded)", PASSED, TABLED),
-         ("first row (last tables loaded -> last issued)", TABLED, ISSUED)]
+# The fixed steps of one rank's call (us): what each grid sync, the cross-rank signal, the loads and the tables'
+# build cost that rank. Each runs from the last of its blocks to reach the first point to the last to reach the
+# second; a step of block 0 alone (the signal, which only block 0 sends and awaits) from block 0's first point to
+# its second.
+Step = collections.namedtuple("Step", "name first second block_zero_only")
+STEPS = [Step("routing sync (last counted -> last synced)", COUNTED, SYNCED, False),
+         Step("barrier's opening sync (last routed -> last gathered)", ROUTED, GATHERED, False),
+         Step("signal (block 0 gathered -> peers seen)", GATHERED, SEEN, True),
+         Step("barrier's closing sync (peers seen -> last passed)", SEEN, PASSED, False),
+         Step("loads (last passed -> last sources loaded)", PASSED, LOADED, False),
+         Step("tables' build (last loaded -> last built)", LOADED, TABLED, False),
+         Step("first row (last tables built -> last issued)", TABLED, ISSUED, False)]
 
 
 def rank_steps(blocks):
-    """blocks: [(block, stamps)] of one rank in one call -> {step: us}, for the steps both of whose points some
-    block reached."""
+    """blocks: [(block, stamps)] of one rank in one call -> {step name: us}, for the steps both of whose points
+    were reached."""
     steps = {}
-    for name, first, second in STEPS:
-        if first == GATHERED and second == SEEN:
-            zero = [stamps for block, stamps in blocks if block == 0]
-            if zero and zero[0][first] and zero[0][second]:
-                steps[name] = (zero[0][second] - zero[0][first]) / 1e3
-            continue
-        ends = [stamps[first] for _, stamps in blocks if stamps[first]]
-        later = [stamps[second] for _, stamps in blocks if stamps[second]]
+    for step in STEPS:
+        if step.block_zero_only:
+            blocks_here = [(block, stamps) for block, stamps in blocks if block == 0]
+            if not blocks_here or not (blocks_here[0][1][step.first] and blocks_here[0][1][step.second]):
+                continue
+        else:
+            blocks_here = blocks
+        ends = [stamps[step.first] for _, stamps in blocks_here if stamps[step.first]]
+        later = [stamps[step.second] for _, stamps in blocks_here if stamps[step.second]]
         if ends and later:
-            steps[name] = (max(later) - max(ends)) / 1e3
+            steps[step.name] = (max(later) - max(ends)) / 1e3
     return steps
+
+
+def on_block_clock(at, cycles):
+    """One block's phases placed by its SM clock: ns from its %globaltimer start, scaled by the ns per cycle of
+    its span from the start to its last stamp; the %globaltimer stamps as they are where the block has no
+    clock, or no span to scale by. Phases not reached stay 0."""
+    reached = [index for index, value in enumerate(at) if value]
+    if not cycles or not reached or not at[0] or reached[-1] == 0:
+        return at
+    last = reached[-1]
+    span_cycles = cycles[last] - cycles[0]
+    span_ns = at[last] - at[0]
+    if span_cycles <= 0 or span_ns <= 0:
+        return at
+    scale = span_ns / span_cycles
+    return [at[0] + round((cycles[index] - cycles[0]) * scale) if at[index] else 0 for index in range(len(at))]
 
 
 def print_steps(calls):
@@ -71,21 +100,23 @@ def print_steps(calls):
     if not every_rank:
         return
     print(f"{'step':<54} {'last rank us':>12} {'every rank us':>13}")
-    for name, _, _ in STEPS:
-        if name not in every_rank:
+    for step in STEPS:
+        if step.name not in every_rank:
             continue
-        last = f"{statistics.median(last_rank[name]):12.1f}" if last_rank[name] else f"{'-':>12}"
-        print(f"{name:<54} {last} {statistics.median(every_rank[name]):13.1f}")
+        last = f"{statistics.median(last_rank[step.name]):12.1f}" if last_rank[step.name] else f"{'-':>12}"
+        print(f"{step.name:<54} {last} {statistics.median(every_rank[step.name]):13.1f}")
 
 
 def main() -> int:
     calls = collections.defaultdict(list)  # call -> [(rank, block, stamps)]
     for line in sys.stdin:
         fields = line.split()
-        if len(fields) != 4 + len(PHASES) or fields[0] != "symstamp":
+        if fields[:1] != ["symstamp"] or len(fields) not in (4 + len(PHASES), 4 + 2 * len(PHASES)):
             continue
         call, rank, block = int(fields[1]), int(fields[2]), int(fields[3])
-        calls[call].append((rank, block, [int(value) for value in fields[4:]]))
+        values = [int(value) for value in fields[4:]]
+        at, cycles = values[:len(PHASES)], values[len(PHASES):]
+        calls[call].append((rank, block, on_block_clock(at, cycles)))
     if not calls:
         print("no symstamp lines (was SWITCHYARD_SYMMETRIC_STAMPS=1 set for the run?)")
         return 1

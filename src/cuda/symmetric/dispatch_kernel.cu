@@ -312,10 +312,12 @@ __device__ __forceinline__ bool load_source(const KernelContext& context,
 // dealt to the block's threads as one list, so that their loads, independent of each other, are in flight
 // together rather than in three phases each closed by a __syncthreads. Measured (NOTES, session 40, c3): the
 // barrier -> first row span at 128 tokens x 8 ranks went 8.5 -> 7.7-7.9 us only, so most of that span is not
-// these loads. Returns false (in every thread) when the call is refused. Ends synchronised.
+// these loads. Returns false (in every thread) when the call is refused. Ends synchronised. Stamps
+// kPhaseLoaded between the loads and the build.
 __device__ bool load_call_tables(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                  const DispatchCall& call, uint64_t sequence, const PeerBits& participants,
-                                 SourceRows& sources, const RowTables& tables, int32_t* begins) {
+                                 SourceRows& sources, const RowTables& tables, int32_t* begins,
+                                 DispatchStampRecord& stamps, bool stamping) {
   __shared__ int refused;
   if (threadIdx.x == 0) refused = 0;
   __syncthreads();
@@ -335,6 +337,7 @@ __device__ bool load_call_tables(const KernelContext& context, const SymmetricDi
     if (!going) atomicExch(&refused, 1);
   }
   __syncthreads();
+  if (threadIdx.x == 0) stamp(stamps, stamping, kPhaseLoaded);
   tables.build(launch.capacity);
   return refused == 0;
 }
@@ -752,8 +755,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     // The push's begins (where this rank's rows start among each expert's) lie past the tables.
     int32_t* begins =
         launch.push ? table + symmetric_table_ints(call.num_ranks, launch.local_experts) : nullptr;
-    const bool pulls =
-        load_call_tables(context, launch, call, sequence, participants, sources, tables, begins);
+    const bool pulls = load_call_tables(context, launch, call, sequence, participants, sources, tables,
+                                        begins, stamps, stamping);
     if (threadIdx.x == 0) stamp(stamps, stamping, kPhaseTabled);
     if (pulls && launch.push) {
       // Every warp pushes this rank's tokens into their receivers, then walks the rows pushed here for

@@ -197,6 +197,7 @@ void print_stamps(const DispatchStampRecord* device_records, int rank) {
     std::string line = "symstamp " + std::to_string(record.sequence) + " " + std::to_string(rank) + " " +
                        std::to_string(index % kSymmetricStampBlocks);
     for (uint64_t at : record.at) line += " " + std::to_string(at);
+    for (uint64_t cycles : record.cycles) line += " " + std::to_string(cycles);
     detail::write_stderr_line(line);
   }
 }

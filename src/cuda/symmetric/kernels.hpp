@@ -86,13 +86,15 @@ struct SymmetricGrid {
 };
 
 // Phase stamps of one block in one dispatch (cuda/symmetric/stamps.cuh; a measurement aid).
-constexpr int kSymmetricStampPhases = 12;
+constexpr int kSymmetricStampPhases = 13;
 constexpr uint32_t kSymmetricStampEvery = 8;    // stamp the dispatch of every 8th call pair
 constexpr uint32_t kSymmetricStampSamples = 8;  // keep the last 8 of them
 constexpr uint32_t kSymmetricStampBlocks = 64;  // blocks 0..63 of each
 struct DispatchStampRecord {
   uint64_t sequence;
-  uint64_t at[kSymmetricStampPhases];
+  uint64_t at[kSymmetricStampPhases];  // %globaltimer (ns): one clock for every block and rank of a GPU
+  uint64_t
+      cycles[kSymmetricStampPhases];  // clock64 of the block's SM: finer than %globaltimer within a block
 };
 
 struct SymmetricDispatchLaunch {

@@ -4,11 +4,13 @@
 // a GPU) when it reaches each phase of every kSymmetricStampEvery-th call pair, into the engine's stamp
 // records (the last kSymmetricStampSamples such calls). The engine prints them to stderr when it is
 // destroyed, one line per block:
-//   symstamp <call> <rank> <block> <start> <counted> <synced> <routed> <gathered> <seen> <passed> <tabled>
-//            <issued> <drained> <walked> <released>
+//   symstamp <call> <rank> <block> <start> <counted> <synced> <routed> <gathered> <seen> <passed> <loaded>
+//            <tabled> <issued> <drained> <walked> <released>, then the same 13 phases' SM clock (cycles)
 // (ns; 0 where the block has no such phase). scripts/symmetric_stamps.py turns them into each phase's
-// spread relative to the call's first block start on any rank (bench/NOTES.md). Off, the kernel pays
-// one predicate per phase.
+// spread relative to the call's first block start on any rank (bench/NOTES.md). Within a block it places
+// the phases by the SM's clock, scaled to ns by the block's own first and last stamps: %globaltimer may
+// tick in steps too coarse for the 1-3 us steps between the barrier and the first row (NOTES, session 40).
+// Off, the kernel pays one predicate per phase.
 #include <cstdint>
 
 #include "cuda/symmetric/kernels.hpp"
@@ -26,18 +28,22 @@ enum DispatchPhase : int {
   kPhaseGathered,  // the barrier's opening grid sync released (every block of the rank arrived)
   kPhaseSeen,      // block 0: every peer's signal word seen (the barrier's cross-rank part done)
   kPhasePassed,    // the cross-rank barrier passed (its closing grid sync released)
-  kPhaseTabled,    // the sources' records and the counts read (push: and the begins), the row tables built
-  kPhaseIssued,    // the producer issued its last load (push: before its first row)
-  kPhaseDrained,   // the consumer's stores are complete (push: the producer warp's rows stored, before the
-                   // walk)
-  kPhaseWalked,    // push: the producer warp walked its share of the rows pushed here (src_info, src_slot)
+  kPhaseLoaded,   // the sources' records and the counts read (push: and the begins), before the tables' build
+  kPhaseTabled,   // the row tables built from them
+  kPhaseIssued,   // the producer issued its last load (push: before its first row)
+  kPhaseDrained,  // the consumer's stores are complete (push: the producer warp's rows stored, before the
+                  // walk)
+  kPhaseWalked,   // push: the producer warp walked its share of the rows pushed here (src_info, src_slot)
   kPhaseReleased,  // the block left the release (the last block: after every peer's done word)
 };
 static_assert(kPhaseReleased + 1 == kSymmetricStampPhases, "a stamp record holds every phase");
 
 // One thread of the block notes `phase` into its shared-memory record.
 __device__ __forceinline__ void stamp(DispatchStampRecord& record, bool on, DispatchPhase phase) {
-  if (on) record.at[phase] = ptx::globaltimer_ns();
+  if (on) {
+    record.at[phase] = ptx::globaltimer_ns();
+    record.cycles[phase] = static_cast<uint64_t>(clock64());
+  }
 }
 
 // The cross-rank barrier's steps (device/cross_rank_barrier.cuh) as phases, for its on_step hook.
