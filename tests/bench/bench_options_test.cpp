@@ -209,6 +209,14 @@ TEST(BenchOptions, StartAutoHoldsForTheGpuClockOnlyWhereEveryRankIsOnOneGpu) {
   EXPECT_STREQ(start_mode_name(StartMode::timer), "timer");
 }
 
+TEST(BenchOptions, CacheFlushIsOnByDefaultOffByNameAndABadValueIsRefused) {
+  EXPECT_TRUE(resolve_args({"--backend", "cpu"}, false, 0).cache_flush);
+  EXPECT_TRUE(resolve_args({"--backend", "cpu", "--cache-flush", "on"}, false, 0).cache_flush);
+  EXPECT_FALSE(resolve_args({"--backend", "cpu", "--cache-flush", "off"}, false, 0).cache_flush);
+  const std::string message = usage_error_of([] { parse_command_line({"--cache-flush", "sometimes"}); });
+  EXPECT_EQ(message, "--cache-flush: expected on|off, got 'sometimes'");
+}
+
 TEST(BenchOptions, StartTimerWithoutOneGpuAndABadLeadAreRefusedByName) {
   std::string message = usage_error_of([] {
     resolve_args({"--backend", "cpu", "--start", "timer"}, false, 0);

@@ -178,6 +178,7 @@ const std::map<std::string, Setter>& value_flags() {
        [](CommandLine& c, const std::string& flag, const std::string& value) {
          c.start_ahead_us = parse_start_ahead(flag, value);
        }},
+      {"--cache-flush", choice(&CommandLine::cache_flush, {"on", "off"})},
   };
   return flags;
 }
@@ -276,6 +277,10 @@ const FlagHelp kFlags[] = {
      "--start timer: how far ahead the moment lies, in microseconds\n"
      "(above 0, at most 1000000; default 1000); a phase that began after\n"
      "it had passed is counted, and the output warns"},
+    {"Timing", "--cache-flush", "on|off",
+     "on (default): the caches are evicted before every timed phase (see\n"
+     "'cache' below); off: not, so a call finds warm what the previous\n"
+     "one left (its code, the peers' words), for comparison only"},
     {"Engine configuration (normal)", "--channels", "C|auto", "channels (default auto: the backend picks)"},
     {"Engine configuration (normal)", "--ring-slots", "S", "token slots per ring (default 128)"},
     {"Engine configuration (normal)", "--chunk-tokens", "T",
@@ -362,7 +367,7 @@ constexpr const char* kFooter = R"(What is reported, per engine
             the L2 of each GPU (cudaDevAttrL2CacheSize), by the first rank on it; cpu, 2 x the
             last-level cache, at most 64 MiB, by rank 0. On cuda the normal engine's inputs also
             rotate over copies whose total exceeds twice the L2 (JSON: cache_flush_bytes,
-            input_sets)
+            input_sets). --cache-flush off writes none (cache_flush_bytes 0)
   bytes     rows delivered x row payload. The rows: normal and nccl, every (token, destination
             rank) pair; low_latency, every (token, expert) pair with a valid top-k slot (each is
             its own row on its expert). Row payload: dispatch, hidden * element size, plus
@@ -723,6 +728,7 @@ BenchOptions resolve(const CommandLine& command_line, bool cuda_is_available, in
                                         : "the default where ranks share a device; --ranks-as processes";
   }
   resolve_start(command_line, options);
+  options.cache_flush = command_line.cache_flush.value_or("on") == "on";
 
   options.tokens_per_rank = command_line.tokens.value_or(shape.tokens);
   // low_latency: --ll-tokens; else --tokens when it was given for low_latency or symmetric alone;

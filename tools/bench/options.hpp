@@ -96,6 +96,7 @@ struct CommandLine {
   std::optional<std::string> normal_heap;     // on | staged | off
   std::optional<std::string> start;           // auto | barrier | timer
   std::optional<double> start_ahead_us;
+  std::optional<std::string> cache_flush;  // on | off
 };
 
 // Where a default came from, so that the output can say so.
@@ -127,6 +128,9 @@ struct BenchOptions {
   RanksAs ranks_as = RanksAs::threads;
   StartMode start = StartMode::barrier;
   double start_ahead_us = kDefaultStartAheadMicroseconds;  // read only with StartMode::timer
+  // --cache-flush off: the caches are not evicted before a timed phase (what a call finds warm: its code,
+  // the peers' words), for comparison with the default's cold caches.
+  bool cache_flush = true;
   int64_t tokens_per_rank = kDeepSeekV3Shape.tokens;
   // The low_latency engine's tokens per rank: its max_tokens_per_rank, and its inputs' size.
   int64_t ll_tokens_per_rank = kDeepSeekV3Shape.ll_tokens;

@@ -64,6 +64,8 @@ CopyBandwidth copy_bandwidth_for(const BenchOptions& options) {
 }
 
 std::string cache_flush_rule_for(const BenchOptions& options) {
+  if (!options.cache_flush)
+    return "not evicted (--cache-flush off): each call finds what the previous one left";
   if (!forks_cuda_ranks(options)) return cache_flush_rule(options.backend);
   return run_in_forked_child([&] { return cache_flush_rule(options.backend); });
 }

@@ -136,7 +136,7 @@ RankOutcome run_rank(const RankRun& run, Group& group, std::unique_ptr<Buffer>& 
   // Every rank starts each phase together, from an idle stream (on cuda the layout or the expert's
   // copies are done first) and an evicted cache, so the slowest rank's time is the phase's time
   // (phase_clock.hpp).
-  CacheFlush cache_flush(options.backend, stream, evicts_cache(options, rank));
+  CacheFlush cache_flush(options.backend, stream, options.cache_flush && evicts_cache(options, rank));
   outcome.cache_flush_bytes = static_cast<int64_t>(cache_flush.bytes());
   StartHold start_hold(group, stream, options.start, options.start_ahead_us);
   PhaseClock clock(
