@@ -31,7 +31,18 @@
 //   released-l1        released, after a kernel on every SM that prefers L1 (carveout 0) before the hold: the
 //                      consumer's SMs must change their L1/shared split back first (as the symmetric
 //                      dispatch's after the pull combine and the bench's kernels);
-//   released-shared    the same with that kernel preferring the most shared memory (carveout 100).
+//   released-shared    the same with that kernel preferring the most shared memory (carveout 100);
+//   released-resident  released, the consumer's blocks staying on their SMs for --resident-us after they
+//   start,
+//                      as the engines' kernels do (session 42: their first blocks start ~2.8 us a process
+//                      apart, the short consumers here ~0.6);
+//   released-heavy     the same, each thread also keeping ~100 registers live (the engines' register use);
+//   released-outputs   released-kept with --outputs small stream-ordered allocations instead of one large one
+//                      (a symmetric dispatch allocates its tables, recv_count, layout_range and src_info per
+//                      call: 4), each freed after the consumer as the previous call's outputs are;
+//   released-marks     released, timed as the bench's --start timer times a phase (cuda::HoldMarks): the hold
+//                      writes its first and last clock readings to host-mapped words, and a mark kernel
+//                      queued behind the consumer writes the clock there too.
 #include <time.h>
 
 #include <CLI/CLI.hpp>
@@ -39,6 +50,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -62,6 +74,8 @@ struct Options {
   int shared_kib = 192;
   double spin_us = 30;
   int alloc_mib = 64;
+  double resident_us = 100;
+  int outputs = 4;
 };
 
 enum Mode {
@@ -77,12 +91,18 @@ enum Mode {
   kReleasedParams,
   kReleasedL1,
   kReleasedShared,
+  kReleasedResident,
+  kReleasedHeavy,
+  kReleasedOutputs,
+  kReleasedMarks,
   kModes
 };
-constexpr const char* kModeNames[kModes] = {"host-launch",     "host-launch-small", "back-to-back",
-                                            "released",        "released-small",    "released-alloc",
-                                            "released-kept",   "released-event",    "released-untimed",
-                                            "released-params", "released-l1",       "released-shared"};
+constexpr const char* kModeNames[] = {
+    "host-launch",       "host-launch-small", "back-to-back",     "released",
+    "released-small",    "released-alloc",    "released-kept",    "released-event",
+    "released-untimed",  "released-params",   "released-l1",      "released-shared",
+    "released-resident", "released-heavy",    "released-outputs", "released-marks"};
+static_assert(sizeof(kModeNames) / sizeof(kModeNames[0]) == kModes, "a name for every mode");
 constexpr int kFirstReleased = kReleased;
 constexpr int kReleasedModes = kModes - kFirstReleased;
 // How far ahead of rank 0's reading the holds end: room for every process to enqueue its hold and consumer.
@@ -213,11 +233,14 @@ struct Process {
 std::vector<double> run_released(const Options& options, Group& group, Process& process, Mode mode) {
   const bool small = mode == kReleasedSmall;
   const bool allocates = mode == kReleasedAlloc || mode == kReleasedKept;
+  const bool outputs = mode == kReleasedOutputs;
+  std::unique_ptr<cuda::HoldMarks> marks;
+  if (mode == kReleasedMarks) marks = std::make_unique<cuda::HoldMarks>();
   cudaEvent_t event{};
   if (mode == kReleasedEvent) check(cudaEventCreate(&event), "cudaEventCreate");
   if (mode == kReleasedUntimed)
     check(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate");
-  if (mode == kReleasedKept) {
+  if (mode == kReleasedKept || outputs) {
     cudaMemPool_t pool{};
     check(cudaDeviceGetDefaultMemPool(&pool, 0), "cudaDeviceGetDefaultMemPool");
     uint64_t keep = UINT64_MAX;
@@ -242,19 +265,36 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
       check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0), "cudaDeviceGetAttribute");
       check(launch_filler(sms, mode == kReleasedL1 ? 0 : 100, process.stream), "launch filler");
     }
-    cuda::enqueue_gpu_timer_wait(process.stream, moment, 100 * kReleaseAheadNs);
+    if (marks) marks->clear();
+    cuda::enqueue_gpu_timer_wait(process.stream, moment, 100 * kReleaseAheadNs,
+                                 marks ? marks->device_marks() : nullptr);
     if (event != nullptr) check(cudaEventRecord(event, process.stream), "cudaEventRecord");
     void* scratch = nullptr;
+    // The outputs' sizes: 4 KiB, 16 KiB, 64 KiB, ... (a decode call's tables and counts are KiB to a few
+    // MiB).
+    std::vector<void*> small(outputs ? static_cast<size_t>(options.outputs) : 0, nullptr);
+    for (size_t i = 0; i < small.size(); ++i)
+      check(cudaMallocAsync(&small[i], size_t{4096} << (2 * (i % 6)), process.stream),
+            "cudaMallocAsync (output)");
     if (allocates) {
       check(cudaMallocAsync(&scratch, static_cast<size_t>(options.alloc_mib) << 20, process.stream),
             "cudaMallocAsync");
     }
-    check(mode == kReleasedParams
-              ? launch_stamp_big_params(process.words.device() + 1, blocks, threads, shared_bytes,
-                                        process.stream)
-              : launch_stamp(process.words.device() + 1, blocks, threads, shared_bytes, process.stream),
-          "launch consumer");
+    uint64_t* start_ns = process.words.device() + 1;
+    if (mode == kReleasedResident || mode == kReleasedHeavy) {
+      check(launch_resident(start_ns, blocks, threads, shared_bytes,
+                            static_cast<uint64_t>(options.resident_us * 1000), mode == kReleasedHeavy,
+                            process.stream),
+            "launch consumer");
+    } else {
+      check(mode == kReleasedParams
+                ? launch_stamp_big_params(start_ns, blocks, threads, shared_bytes, process.stream)
+                : launch_stamp(start_ns, blocks, threads, shared_bytes, process.stream),
+            "launch consumer");
+    }
     if (allocates) check(cudaFreeAsync(scratch, process.stream), "cudaFreeAsync");
+    for (void* output : small) check(cudaFreeAsync(output, process.stream), "cudaFreeAsync (output)");
+    if (marks) cuda::enqueue_gpu_timer_mark(process.stream, marks->device_end_mark());
     check(cudaStreamSynchronize(process.stream), "released sample");
     if (iter < options.warmup) continue;
     samples.push_back((static_cast<double>(static_cast<volatile uint64_t*>(process.words.host())[1]) -
@@ -431,6 +471,11 @@ int main(int argc, char** argv) {
   app.add_option("--spin-us", options.spin_us, "the producer's spin before its flag")
       ->check(CLI::PositiveNumber);
   app.add_option("--alloc-mib", options.alloc_mib, "the released-alloc modes' allocation")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--outputs", options.outputs, "the released-outputs mode's allocations a sample")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--resident-us", options.resident_us,
+                 "how long the released-resident modes' consumer blocks stay (at most 512 threads a block)")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   try {

@@ -36,6 +36,30 @@ __global__ void stamp_big_params_kernel(uint64_t* start_ns, size_t shared_bytes,
   if (threadIdx.x == 0 && shared_bytes > 0) shared[0] = 0;
 }
 
+// The resident consumer: every block stays on its SM for `spin_ns` after block 0 noted the clock, as an
+// engine's kernel does while it waits for its peers; kLive values are kept live through the spin so that the
+// kernel holds about as many registers as the engines' (the symmetric dispatch: 116 a thread at 512 threads).
+template <int kLive>
+__global__ void __launch_bounds__(512, 1)
+    resident_kernel(uint64_t* start_ns, size_t shared_bytes, uint64_t spin_ns, float seed, float* sink) {
+  extern __shared__ uint8_t shared[];
+  const uint64_t begin = cuda::ptx::globaltimer_ns();
+  if (blockIdx.x == 0 && threadIdx.x == 0) *start_ns = begin;
+  if (threadIdx.x == 0 && shared_bytes > 0) shared[0] = 0;
+  constexpr int kSlots = kLive > 0 ? kLive : 1;
+  float live[kSlots];
+#pragma unroll
+  for (int i = 0; i < kLive; ++i) live[i] = seed * static_cast<float>(threadIdx.x + i);
+  while (cuda::ptx::globaltimer_ns() - begin < spin_ns) {
+#pragma unroll
+    for (int i = 0; i < kLive; ++i) live[i] = fmaf(live[i], 1.0001f, live[(i + 1) % kSlots]);
+  }
+  float sum = 0;
+#pragma unroll
+  for (int i = 0; i < kLive; ++i) sum += live[i];
+  if (kLive > 0 && sum == 12345.0f) *sink = sum;  // never true for the seed given: keeps the values live
+}
+
 __global__ void filler_kernel(uint64_t spin_ns) {
   const uint64_t begin = cuda::ptx::globaltimer_ns();
   while (cuda::ptx::globaltimer_ns() - begin < spin_ns) {
@@ -61,6 +85,12 @@ cudaError_t allow_stamp_shared(size_t shared_bytes) {
   const cudaError_t small = cudaFuncSetAttribute(stamp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  static_cast<int>(shared_bytes));
   if (small != cudaSuccess) return small;
+  for (const void* kernel : {reinterpret_cast<const void*>(resident_kernel<0>),
+                             reinterpret_cast<const void*>(resident_kernel<96>)}) {
+    const cudaError_t set = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                 static_cast<int>(shared_bytes));
+    if (set != cudaSuccess) return set;
+  }
   return cudaFuncSetAttribute(stamp_big_params_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                               static_cast<int>(shared_bytes));
 }
@@ -76,6 +106,18 @@ cudaError_t launch_stamp_big_params(uint64_t* start_ns, int blocks, int threads,
 cudaError_t launch_stamp(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,
                          cudaStream_t stream) {
   stamp_kernel<<<blocks, threads, shared_bytes, stream>>>(start_ns, shared_bytes);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_resident(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,
+                            uint64_t spin_ns, bool many_registers, cudaStream_t stream) {
+  if (many_registers) {
+    resident_kernel<96>
+        <<<blocks, threads, shared_bytes, stream>>>(start_ns, shared_bytes, spin_ns, 1e-3f, nullptr);
+  } else {
+    resident_kernel<0>
+        <<<blocks, threads, shared_bytes, stream>>>(start_ns, shared_bytes, spin_ns, 1e-3f, nullptr);
+  }
   return cudaGetLastError();
 }
 

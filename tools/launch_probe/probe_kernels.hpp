@@ -26,6 +26,12 @@ cudaError_t launch_stamp(uint64_t* start_ns, int blocks, int threads, size_t sha
 constexpr size_t kBigParamBytes = 1536;
 cudaError_t launch_stamp_big_params(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,
                                     cudaStream_t stream);
+// The consumer staying resident: every block spins `spin_ns` after its start (block 0 notes it), as an
+// engine's kernel waits for its peers; with `many_registers` each thread also keeps ~100 registers live (the
+// symmetric dispatch takes 116 a thread at 512 threads). Whether a launch waits on the grids already
+// resident.
+cudaError_t launch_resident(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,
+                            uint64_t spin_ns, bool many_registers, cudaStream_t stream);
 // A kernel of another shared-memory configuration on every SM before the hold: `blocks` blocks of 1024
 // threads without shared memory, asking for the SMs' L1/shared split `carveout_percent` of shared memory
 // (cudaFuncAttributePreferredSharedMemoryCarveout: 0 prefers L1, 100 the most shared memory). A consumer that
