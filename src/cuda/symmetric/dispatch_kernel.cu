@@ -658,6 +658,9 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
   const Pipeline pipe{&pipeline_shared, dynamic_shared + grid.table_bytes, grid.stage_bytes,
                       static_cast<uint32_t>(grid.stages), grid.store_read_lag};
   if (threadIdx.x == 0) {
+    // The start stamp before the block's first global load (the launch's own start spread apart from it).
+    stamps = DispatchStampRecord{};
+    stamp(stamps, stamping, kPhaseStart);
     // Every block reads the count before the barrier; block 0 advances it only after.
     call_of_block = launch.state->calls + 1;
     refused_by_routing = 0;
@@ -665,8 +668,6 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
     // The handle's overflow record starts clear on every call (replays too); find_overflow sets it
     // after the barrier, which the __syncthreads below orders after this store.
     if (blockIdx.x == 0) launch.overflow[0] = 0;
-    stamps = DispatchStampRecord{};
-    stamp(stamps, stamping, kPhaseStart);
   }
   __syncthreads();
   const uint32_t sequence = call_of_block;

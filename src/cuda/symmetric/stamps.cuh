@@ -20,7 +20,7 @@
 namespace switchyard::cuda {
 
 enum DispatchPhase : int {
-  kPhaseStart,     // the block's first instruction after its setup
+  kPhaseStart,     // the block's first instruction (before its first global load)
   kPhaseCounted,   // a routing block: its routing warps counted their segment (warp 0's view), before the
                    // grid sync that hands the counts to the other routing blocks
   kPhaseSynced,    // routing in every block: that grid sync released (every block of the rank counted)
