@@ -1,7 +1,7 @@
 // Does compute-sanitizer's racecheck see a __syncthreads between warps that earlier took part in a named
-// barrier with a thread count (bar.sync 1, N) and warps that did not? Session 42's symmetric-table reports all
-// have a routing warp (named barrier 1) on one side. Variant A: warps 2-3 sync on barrier 1 first; variant B:
-// no named barrier. Both then: warps 0-3 write s[warp], __syncthreads, warp 0 lane i reads s[i].
+// barrier with a thread count (bar.sync 1, N) and warps that did not? Session 42's symmetric-table reports
+// all have a routing warp (named barrier 1) on one side. Variant A: warps 2-3 sync on barrier 1 first;
+// variant B: no named barrier. Both then: warps 0-3 write s[warp], __syncthreads, warp 0 lane i reads s[i].
 #include <cstdio>
 #include <cstdlib>
 __global__ void probe(int use_named, int* out) {
@@ -21,8 +21,8 @@ int main(int argc, char** argv) {
     probe<<<1, 512>>>(named, out);
     int host[4];
     cudaMemcpy(host, out, sizeof(host), cudaMemcpyDeviceToHost);
-    std::printf("named barrier %s: %d %d %d %d (%s)\n", named ? "before" : "none", host[0], host[1], host[2], host[3],
-                cudaGetErrorString(cudaGetLastError()));
+    std::printf("named barrier %s: %d %d %d %d (%s)\n", named ? "before" : "none", host[0], host[1], host[2],
+                host[3], cudaGetErrorString(cudaGetLastError()));
   }
   return 0;
 }
