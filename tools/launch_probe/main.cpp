@@ -32,8 +32,7 @@
 //                      consumer's SMs must change their L1/shared split back first (as the symmetric
 //                      dispatch's after the pull combine and the bench's kernels);
 //   released-shared    the same with that kernel preferring the most shared memory (carveout 100);
-//   released-resident  released, the consumer's blocks staying on their SMs for --resident-us after they
-//   start,
+//   released-resident  released, the consumer's blocks staying on their SMs --resident-us after their start,
 //                      as the engines' kernels do (session 42: their first blocks start ~2.8 us a process
 //                      apart, the short consumers here ~0.6);
 //   released-heavy     the same, each thread also keeping ~100 registers live (the engines' register use);
