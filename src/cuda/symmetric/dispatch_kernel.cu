@@ -659,7 +659,8 @@ __global__ void __launch_bounds__(kSymmetricThreads, 1)
                       static_cast<uint32_t>(grid.stages), grid.store_read_lag};
   if (threadIdx.x == 0) {
     // The start stamp before the block's first global load (the launch's own start spread apart from it).
-    stamps = DispatchStampRecord{};
+    // Nothing reads the record unless the call stamps, so only then is it cleared (216 bytes).
+    if (stamping) stamps = DispatchStampRecord{};
     stamp(stamps, stamping, kPhaseStart);
     // Every block reads the count before the barrier; block 0 advances it only after.
     call_of_block = launch.state->calls + 1;
