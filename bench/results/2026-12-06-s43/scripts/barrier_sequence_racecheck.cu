@@ -1,16 +1,17 @@
 // Session 43: which barrier sequence makes compute-sanitizer's racecheck report a write by warps 2-3, a
 // __syncthreads, then a read by warp 0 (the symmetric row tables' reports)? Session 42's minimal kernel (a
-// counted named barrier 1 of warps 2-3 before the __syncthreads) was clean, and the reports come only from the
-// cases whose routing runs in every block: there the routing warps' named barrier 1 comes both before and after
-// a grid sync (__syncthreads, then __syncthreads_and). Each variant (argv[1], 0-5) runs one block of 512
-// threads: the named-barrier / block-barrier sequence given below, then warps 0-3 write s[warp],
+// counted named barrier 1 of warps 2-3 before the __syncthreads) was clean, and the reports come only from
+// the cases whose routing runs in every block: there the routing warps' named barrier 1 comes both before and
+// after a grid sync (__syncthreads, then __syncthreads_and). Each variant (argv[1], 0-5) runs one block of
+// 512 threads: the named-barrier / block-barrier sequence given below, then warps 0-3 write s[warp],
 // __syncthreads, warp 0 reads s[0..3].
 //   0: nothing before
 //   1: bar1(2-3), bar0, bar.red.and, bar1(2-3)        (the routing in every block)
 //   2: bar1(2-3), bar0, bar.red.and                   (no named barrier after the reduction)
 //   3: bar1(2-3), bar0, bar0, bar1(2-3)                (a plain barrier in place of the reduction)
 //   4: bar.red.and, bar1(2-3)                          (the reduction, then a named barrier)
-//   5: bar1(2-3), bar.red.and, bar1(2-3), bar0, bar.red.and, bar0, bar0, bar0  (the kernel's sequence up to the
+//   5: bar1(2-3), bar.red.and, bar1(2-3), bar0, bar.red.and, bar0, bar0, bar0  (the kernel's sequence up to
+//   the
 //      tables)
 #include <cstdio>
 #include <cstdlib>
@@ -22,15 +23,39 @@ __global__ void probe(int variant, int* out) {
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   int ok = 1;
   switch (variant) {
-    case 1: named(warp); __syncthreads(); ok = __syncthreads_and(ok); named(warp); break;
-    case 2: named(warp); __syncthreads(); ok = __syncthreads_and(ok); break;
-    case 3: named(warp); __syncthreads(); __syncthreads(); named(warp); break;
-    case 4: ok = __syncthreads_and(ok); named(warp); break;
-    case 5:
-      named(warp); ok = __syncthreads_and(ok); named(warp); __syncthreads(); ok = __syncthreads_and(ok);
-      __syncthreads(); __syncthreads(); __syncthreads();
+    case 1:
+      named(warp);
+      __syncthreads();
+      ok = __syncthreads_and(ok);
+      named(warp);
       break;
-    default: break;
+    case 2:
+      named(warp);
+      __syncthreads();
+      ok = __syncthreads_and(ok);
+      break;
+    case 3:
+      named(warp);
+      __syncthreads();
+      __syncthreads();
+      named(warp);
+      break;
+    case 4:
+      ok = __syncthreads_and(ok);
+      named(warp);
+      break;
+    case 5:
+      named(warp);
+      ok = __syncthreads_and(ok);
+      named(warp);
+      __syncthreads();
+      ok = __syncthreads_and(ok);
+      __syncthreads();
+      __syncthreads();
+      __syncthreads();
+      break;
+    default:
+      break;
   }
   __syncthreads();
   if (warp < 4 && lane == 0) s[warp] = warp + ok;
