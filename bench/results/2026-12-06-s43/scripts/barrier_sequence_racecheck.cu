@@ -1,20 +1,25 @@
-// Session 43: which barrier sequence makes compute-sanitizer's racecheck report a write by warps 2-3, a
-// __syncthreads, then a read by warp 0 (the symmetric row tables' reports)? Session 42's minimal kernel (a
-// counted named barrier 1 of warps 2-3 before the __syncthreads) was clean, and the reports come only from
-// the cases whose routing runs in every block: there the routing warps' named barrier 1 comes both before and
-// after a grid sync (__syncthreads, then __syncthreads_and). Each variant (argv[1], 0-5) runs one block of
-// 512 threads: the named-barrier / block-barrier sequence given below, then warps 0-3 write s[warp],
-// __syncthreads, warp 0 reads s[0..3].
+// Session 43: which pattern makes compute-sanitizer's racecheck report a write by warps 2-3, a __syncthreads,
+// then a read by warp 0, as it reports RowTables::build in the symmetric dispatch (28 of its 31 one-rank
+// cases)? Session 42's minimal kernel (a counted named barrier 1 of warps 2-3 before the __syncthreads) was
+// clean. The dispatch's routing warps take named barrier 1 on both sides of a grid sync (__syncthreads, then
+// __syncthreads_and), and the reported write is a store inside the build's warp scan (shuffles). Each variant
+// (argv[1]) runs one block of 512 threads: the sequence given, then warps 0-3 write s[warp], __syncthreads,
+// warp 0 reads s[0..3] (variants 0-5), or the build's two scans (6-7).
 //   0: nothing before
-//   1: bar1(2-3), bar0, bar.red.and, bar1(2-3)        (the routing in every block)
-//   2: bar1(2-3), bar0, bar.red.and                   (no named barrier after the reduction)
-//   3: bar1(2-3), bar0, bar0, bar1(2-3)                (a plain barrier in place of the reduction)
-//   4: bar.red.and, bar1(2-3)                          (the reduction, then a named barrier)
-//   5: bar1(2-3), bar.red.and, bar1(2-3), bar0, bar.red.and, bar0, bar0, bar0  (the kernel's sequence up to
-//   the
-//      tables)
+//   1: bar1(2-3), bar0, bar.red.and, bar1(2-3)
+//   2: bar1(2-3), bar0, bar.red.and
+//   3: bar1(2-3), bar0, bar0, bar1(2-3)
+//   4: bar.red.and, bar1(2-3)
+//   5: bar1(2-3), bar.red.and, bar1(2-3), bar0, bar.red.and, bar0, bar0, bar0 (the kernel's, up to the
+//   tables) 6: nothing before, then RowTables::build's two warp scans (device/warp_scan.cuh) at one rank and
+//   8 local
+//      experts: warp l writes begin[l], warp 0 reads them all
+//   7: variant 5's sequence, then variant 6's scans
 #include <cstdio>
 #include <cstdlib>
+
+#include "device/warp_scan.cuh"
+
 __device__ __forceinline__ void named(int warp) {
   if (warp == 2 || warp == 3) asm volatile("bar.sync 1, 64;" ::: "memory");
 }
@@ -56,6 +61,37 @@ __global__ void probe(int variant, int* out) {
       break;
     default:
       break;
+  }
+  if (variant >= 6) {
+    if (variant == 7) {
+      named(warp);
+      ok = __syncthreads_and(ok);
+      named(warp);
+      __syncthreads();
+      ok = __syncthreads_and(ok);
+      __syncthreads();
+      __syncthreads();
+      __syncthreads();
+    }
+    // RowTables::build at one rank and 8 local experts: count, begin and start carved from s.
+    constexpr int kExperts = 8;
+    int* count = s;
+    int* begin = s + kExperts;
+    int* start = s + 2 * kExperts;
+    if (threadIdx.x < kExperts) count[threadIdx.x] = static_cast<int>(threadIdx.x) + ok;
+    __syncthreads();
+    for (int l = warp; l < kExperts; l += blockDim.x / 32) {
+      switchyard::cuda::warp_exclusive_scan(
+          1, [&](int) { return count[l]; }, [&](int, int before) { begin[l] = before; });
+    }
+    __syncthreads();
+    if (warp == 0) {
+      const int rows = switchyard::cuda::warp_exclusive_scan(
+          kExperts, [&](int l) { return count[l] - begin[l]; },
+          [&](int l, int before) { start[l] = before; });
+      if (lane < 4) out[lane] = rows + start[lane];
+    }
+    return;
   }
   __syncthreads();
   if (warp < 4 && lane == 0) s[warp] = warp + ok;
