@@ -14,7 +14,7 @@
 #   bench/results/2026-12-06-s43/scripts/barrier_sequence_racecheck.cu
 # Carry build/racecheck-probe43 and c2's pack (build/gpu-carry43/c2.tar.xz).
 cd "$(dirname "$0")/../../../.."
-CALL=s43c3; CARRY="build/gpu-carry43/c2.tar.xz"; BUDGET=300
+CALL=s43c3; CARRY="build/gpu-carry43/c2.tar.xz"; BUDGET=240
 STEP_FILTER="rror|FAILED|PASSED|hazard|RACECHECK SUMMARY|variant"
 source scripts/device-call.sh
 for variant in 0 1 2 3 4 5 6 7; do
@@ -22,6 +22,6 @@ for variant in 0 1 2 3 4 5 6 7; do
     build/racecheck-probe43/barrier_sequence_racecheck $variant
 done
 C=$B/tests/cuda
-step racecheck-normal 280 env SWITCHYARD_NORMAL_TEST_TIMEOUT=120 compute-sanitizer --tool racecheck \
+step racecheck-normal 200 env SWITCHYARD_NORMAL_TEST_TIMEOUT=120 compute-sanitizer --tool racecheck \
   --error-exitcode 1 $C/switchyard_cuda_normal_engine_test --gtest_filter='*Small_R1*:*ExpertIdOutOfRange*'
 echo "total $((SECONDS - step_start)) s"
