@@ -80,10 +80,10 @@ declare -A SANITIZER_FILTER=(
   [normal_engine]='*Small_R1*:*ExpertIdOutOfRange*'
   [low_latency]='*Small_R1*'
   # racecheck may report a write in the dispatch's row tables (load_count, RowTables::build) and a read by
-  # another warp across a __syncthreads: a false report. racecheck mis-tracks block barriers where a subset of
-  # warps takes a counted named barrier twice with plain __syncthreads between (the routing warps' bar.sync 1, N);
-  # bench/results/2026-12-06-s43/scripts/barrier_sequence_racecheck.cu reproduces it in a few lines (variants 3
-  # and 5 reported, though every thread reaches every __syncthreads; 0-2, 4 and 6-7 clean). NOTES, session 43.
+  # another warp across a __syncthreads: a false report. racecheck mis-tracks block barriers in some orders of
+  # them once a subset of warps has taken a counted named barrier more than once (the routing warps' bar.sync 1,
+  # N): bench/results/2026-12-06-s43/scripts/barrier_sequence_racecheck.cu reproduces it in a few lines (variants
+  # 3 and 5 reported, though every thread reaches every __syncthreads; the others clean). NOTES, session 43.
   [symmetric]='*Small_R1*'
   [device_transport]='*Small_R1*'
   [internode]=''  # every case has ranks on two nodes waiting for each other: none can run serialised
