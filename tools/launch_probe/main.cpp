@@ -41,7 +41,10 @@
 //                      call: 4), each freed after the consumer as the previous call's outputs are;
 //   released-marks     released, timed as the bench's --start timer times a phase (cuda::HoldMarks): the hold
 //                      writes its first and last clock readings to host-mapped words, and a mark kernel
-//                      queued behind the consumer writes the clock there too.
+//                      queued behind the consumer writes the clock there too;
+//   released-busy      released-resident whose consumer streams through --busy-mib of device memory while it
+//                      stays, as the engines' kernels move rows from their first microseconds (session 43:
+//                      whether the running ranks' memory traffic is what spaces the later ranks' starts).
 #include <time.h>
 
 #include <CLI/CLI.hpp>
@@ -75,6 +78,7 @@ struct Options {
   int alloc_mib = 64;
   double resident_us = 100;
   int outputs = 4;
+  int busy_mib = 256;
 };
 
 enum Mode {
@@ -94,13 +98,14 @@ enum Mode {
   kReleasedHeavy,
   kReleasedOutputs,
   kReleasedMarks,
+  kReleasedBusy,
   kModes
 };
 constexpr const char* kModeNames[] = {
-    "host-launch",       "host-launch-small", "back-to-back",     "released",
-    "released-small",    "released-alloc",    "released-kept",    "released-event",
-    "released-untimed",  "released-params",   "released-l1",      "released-shared",
-    "released-resident", "released-heavy",    "released-outputs", "released-marks"};
+    "host-launch",    "host-launch-small", "back-to-back",      "released",         "released-small",
+    "released-alloc", "released-kept",     "released-event",    "released-untimed", "released-params",
+    "released-l1",    "released-shared",   "released-resident", "released-heavy",   "released-outputs",
+    "released-marks", "released-busy"};
 static_assert(sizeof(kModeNames) / sizeof(kModeNames[0]) == kModes, "a name for every mode");
 constexpr int kFirstReleased = kReleased;
 constexpr int kReleasedModes = kModes - kFirstReleased;
@@ -245,6 +250,10 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
     uint64_t keep = UINT64_MAX;
     check(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep), "cudaMemPoolSetAttribute");
   }
+  // The busy consumer's buffer: larger than L2, so that its copies reach device memory.
+  void* busy_buffer = nullptr;
+  const size_t busy_bytes = static_cast<size_t>(options.busy_mib) << 20;
+  if (mode == kReleasedBusy) check(cudaMalloc(&busy_buffer, busy_bytes), "cudaMalloc (busy buffer)");
   const size_t shared_bytes = small ? 0 : static_cast<size_t>(options.shared_kib) * 1024;
   const int blocks = small ? 1 : options.blocks;
   const int threads = small ? 32 : options.threads;
@@ -280,7 +289,12 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
             "cudaMallocAsync");
     }
     uint64_t* start_ns = process.words.device() + 1;
-    if (mode == kReleasedResident || mode == kReleasedHeavy) {
+    if (mode == kReleasedBusy) {
+      check(launch_busy(start_ns, blocks, threads, shared_bytes,
+                        static_cast<uint64_t>(options.resident_us * 1000), busy_buffer, busy_bytes,
+                        process.stream),
+            "launch consumer");
+    } else if (mode == kReleasedResident || mode == kReleasedHeavy) {
       check(launch_resident(start_ns, blocks, threads, shared_bytes,
                             static_cast<uint64_t>(options.resident_us * 1000), mode == kReleasedHeavy,
                             process.stream),
@@ -301,6 +315,7 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
                       1000.0);
   }
   if (event != nullptr) cudaEventDestroy(event);
+  if (busy_buffer != nullptr) cudaFree(busy_buffer);
   return samples;
 }
 
@@ -473,8 +488,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--outputs", options.outputs, "the released-outputs mode's allocations a sample")
       ->check(CLI::PositiveNumber);
-  app.add_option("--resident-us", options.resident_us,
-                 "how long the released-resident modes' consumer blocks stay (at most 512 threads a block)")
+  app.add_option("--busy-mib", options.busy_mib, "the released-busy mode's buffer a process (MiB)")
+      ->check(CLI::Range(2, 4096));
+  app.add_option(
+         "--resident-us", options.resident_us,
+         "how long the released-resident and busy modes' consumer blocks stay (at most 512 threads a block)")
       ->check(CLI::PositiveNumber);
   CLI11_PARSE(app, argc, argv);
   try {

@@ -64,6 +64,30 @@ __global__ void __launch_bounds__(512, 1)
   if (kLive > 0 && sum == 12345.0f) resident_sink = sum;  // almost never true: keeps the values live
 }
 
+// The busy consumer: resident like the one above, but every thread streams 16-byte vectors from the first
+// half of `buffer` to its second half until `spin_ns` have passed, as an engine's kernel loads and stores
+// rows once it runs: whether the memory traffic of the ranks already started delays the launches of the ones
+// after.
+__global__ void __launch_bounds__(512, 1)
+    busy_kernel(uint64_t* start_ns, size_t shared_bytes, uint64_t spin_ns, int4* buffer, size_t vectors) {
+  extern __shared__ uint8_t shared[];
+  const uint64_t begin = cuda::ptx::globaltimer_ns();
+  if (blockIdx.x == 0 && threadIdx.x == 0) *start_ns = begin;
+  if (threadIdx.x == 0 && shared_bytes > 0) shared[0] = 0;
+  const size_t half = vectors / 2;
+  const size_t stride = static_cast<size_t>(gridDim.x) * blockDim.x;
+  size_t next = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  constexpr int kInFlight = 4;
+  while (cuda::ptx::globaltimer_ns() - begin < spin_ns) {
+    int4 values[kInFlight];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) values[u] = buffer[(next + u * stride) % half];
+#pragma unroll
+    for (int u = 0; u < kInFlight; ++u) buffer[half + (next + u * stride) % half] = values[u];
+    next += kInFlight * stride;
+  }
+}
+
 __global__ void filler_kernel(uint64_t spin_ns) {
   const uint64_t begin = cuda::ptx::globaltimer_ns();
   while (cuda::ptx::globaltimer_ns() - begin < spin_ns) {
@@ -89,8 +113,9 @@ cudaError_t allow_stamp_shared(size_t shared_bytes) {
   const cudaError_t small = cudaFuncSetAttribute(stamp_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  static_cast<int>(shared_bytes));
   if (small != cudaSuccess) return small;
-  for (const void* kernel : {reinterpret_cast<const void*>(resident_kernel<0>),
-                             reinterpret_cast<const void*>(resident_kernel<96>)}) {
+  for (const void* kernel :
+       {reinterpret_cast<const void*>(resident_kernel<0>), reinterpret_cast<const void*>(resident_kernel<96>),
+        reinterpret_cast<const void*>(busy_kernel)}) {
     const cudaError_t set = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                  static_cast<int>(shared_bytes));
     if (set != cudaSuccess) return set;
@@ -120,6 +145,13 @@ cudaError_t launch_resident(uint64_t* start_ns, int blocks, int threads, size_t 
   } else {
     resident_kernel<0><<<blocks, threads, shared_bytes, stream>>>(start_ns, shared_bytes, spin_ns, 1e-3f);
   }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_busy(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes, uint64_t spin_ns,
+                        void* buffer, size_t buffer_bytes, cudaStream_t stream) {
+  busy_kernel<<<blocks, threads, shared_bytes, stream>>>(
+      start_ns, shared_bytes, spin_ns, static_cast<int4*>(buffer), buffer_bytes / sizeof(int4));
   return cudaGetLastError();
 }
 

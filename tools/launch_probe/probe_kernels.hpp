@@ -32,6 +32,11 @@ cudaError_t launch_stamp_big_params(uint64_t* start_ns, int blocks, int threads,
 // resident.
 cudaError_t launch_resident(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,
                             uint64_t spin_ns, bool many_registers, cudaStream_t stream);
+// The resident consumer copying through `buffer` (`buffer_bytes`, its first half into its second, 16 bytes a
+// thread at a time) for `spin_ns` after its start: whether the traffic of the grids already running delays
+// the launches queued behind them (an engine's kernels read and write rows from their first microseconds).
+cudaError_t launch_busy(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes, uint64_t spin_ns,
+                        void* buffer, size_t buffer_bytes, cudaStream_t stream);
 // A kernel of another shared-memory configuration on every SM before the hold: `blocks` blocks of 1024
 // threads without shared memory, asking for the SMs' L1/shared split `carveout_percent` of shared memory
 // (cudaFuncAttributePreferredSharedMemoryCarveout: 0 prefers L1, 100 the most shared memory). A consumer that
