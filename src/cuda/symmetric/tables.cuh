@@ -43,11 +43,10 @@ struct RowTables {
   // After `count` is filled and the block synchronised: where each pair's rows start, each expert's total,
   // and the walk over the rows that fit `capacity`. Whole block (a multiple of 32 threads); ends
   // synchronised. One pass, a warp per rank r and a lane per expert l (device/warp_scan.cuh): the lane sums
-  // the counts of the ranks before r itself (R is small: a few shared loads) rather than reading a begin that
-  // another warp scanned, so every begin and total is written and read by one warp and the pass needs no
-  // barrier of its own. (The two-pass form, a warp per expert over its ranks then a warp per rank over its
-  // experts, read other warps' begins across a __syncthreads; racecheck reported that pair, NOTES
-  // session 43.)
+  // the counts of the ranks before r itself (R is small: at most R - 1 shared loads), so every begin and
+  // total is written and read by one warp. The earlier two passes (a warp per expert over its ranks, a
+  // __syncthreads, then a warp per rank over its experts) cost one more scan and barrier, and racecheck
+  // misread the begins passed between warps there as a race (NOTES, session 43).
   __device__ void build(int64_t capacity) const {
     const int warp = static_cast<int>(threadIdx.x / 32);
     const int warps = static_cast<int>(blockDim.x / 32);
