@@ -253,7 +253,11 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
   // The busy consumer's buffer: larger than L2, so that its copies reach device memory.
   void* busy_buffer = nullptr;
   const size_t busy_bytes = static_cast<size_t>(options.busy_mib) << 20;
-  if (mode == kReleasedBusy) check(cudaMalloc(&busy_buffer, busy_bytes), "cudaMalloc (busy buffer)");
+  if (mode == kReleasedBusy) {
+    check(cudaMalloc(&busy_buffer, busy_bytes), "cudaMalloc (busy buffer)");
+    // Defined bytes to copy (their values do not matter).
+    check(cudaMemset(busy_buffer, 0, busy_bytes), "cudaMemset (busy buffer)");
+  }
   const size_t shared_bytes = small ? 0 : static_cast<size_t>(options.shared_kib) * 1024;
   const int blocks = small ? 1 : options.blocks;
   const int threads = small ? 32 : options.threads;
