@@ -31,6 +31,14 @@ run_logged() {  # name, log, command...
   else local rc=$?; note "$name: FAIL rc=$rc ($((SECONDS - start)) s, $log)"; status=1; tail -40 "$OUT/$log"; fi
 }
 
+# A racecheck run (its output redirected to `log` by run_logged) that passes when its tests pass and every race
+# it reports is one of `known` (RACECHECK_KNOWN_FALSE): the tool's own false reports, not the kernels'.
+racecheck_allowing() {  # log, known, command...
+  local log=$1 known=$2; shift 2
+  "$@" || return
+  python3 scripts/racecheck_reports.py --allow "$known" "$log"
+}
+
 start_mps() {
   export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps_pipe CUDA_MPS_LOG_DIRECTORY=/tmp/mps_log
   mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
@@ -79,21 +87,27 @@ GPU_SUITES=(normal_engine low_latency symmetric device_transport internode low_l
 declare -A SANITIZER_FILTER=(
   [normal_engine]='*Small_R1*:*ExpertIdOutOfRange*'
   [low_latency]='*Small_R1*'
-  # racecheck may report a write in the dispatch's row tables (load_count, RowTables::build) and a read by
-  # another warp across a __syncthreads: a false report. racecheck mis-tracks block barriers in some orders of
-  # them once a subset of warps has taken a counted named barrier more than once (the routing warps' bar.sync 1,
-  # N): bench/results/2026-12-06-s43/scripts/barrier_sequence_racecheck.cu reproduces it in a few lines (variants
-  # 3 and 5 reported, though every thread reaches every __syncthreads; the others clean). NOTES, session 43.
-  [symmetric]='*Small_R1*'
+  [symmetric]='*Small_R1*'  # racecheck: known false reports (RACECHECK_KNOWN_FALSE below)
   [device_transport]='*Small_R1*'
   [internode]=''  # every case has ranks on two nodes waiting for each other: none can run serialised
   [low_latency_internode]=''  # likewise: every case has ranks on two nodes
   [hostile_calls]='CudaHeapHandles*'  # the mismatched calls need several ranks waiting on each other
-  [rank_mask]='*Small_R1*'  # its symmetric cases: the same false racecheck report as symmetric's (above)
+  [rank_mask]='*Small_R1*'  # its symmetric cases: the same known false racecheck reports
   # Small_R1_fp8 runs its interleaved layer through GEMM 1's SwiGLU epilogue (cluster pairs trading each
   # row's amax by st.async).
   [moe_layer]='*Small_R1*'
   [mapped_host_words]='*'  # one process, no peers
+)
+# racecheck reports the tool itself gets wrong, per suite: where their accesses are (an extended regex over
+# the reports' "access at" lines, scripts/racecheck_reports.py). The symmetric dispatch's row tables: a write
+# (load_count's count, or RowTables::build) and a read by another warp across a __syncthreads that every thread
+# reaches. racecheck misreads block barriers in some orders of them once a subset of warps has taken a counted
+# named barrier more than once (the routing warps' bar.sync 1, N);
+# bench/results/2026-12-06-s43/scripts/barrier_sequence_racecheck.cu reproduces it in a few lines (bench/NOTES.md,
+# session 43). A run passes when its tests pass and it reports nothing else.
+declare -A RACECHECK_KNOWN_FALSE=(
+  [symmetric]='RowTables::build|load_count\('
+  [rank_mask]='RowTables::build|load_count\('
 )
 suite_bin() { echo "$BUILD/tests/cuda/switchyard_cuda_$1_test"; }
 PROCESS_BIN="$BUILD/tests/cuda/switchyard_cuda_process_ranks_test"
@@ -201,12 +215,20 @@ if has_stage sanitizer; then
       continue
     fi
     for tool in memcheck racecheck synccheck; do
+      log="sanitizer-$tool-$suite.log"
       # The suites' device waits bounded at 120 s instead of 10 (the normal suite's; the MoE layer's is 120
       # already): the sanitizer's slowdown is not a hang.
-      run_logged "compute-sanitizer $tool $suite" "sanitizer-$tool-$suite.log" \
-        timeout ${SWITCHYARD_SANITIZER_TIMEOUT:-300} env SWITCHYARD_NORMAL_TEST_TIMEOUT=120 \
-        compute-sanitizer --tool "$tool" --error-exitcode 1 \
-        "$(suite_bin "$suite")" --gtest_filter="${SANITIZER_FILTER[$suite]}"
+      command=(timeout "${SWITCHYARD_SANITIZER_TIMEOUT:-300}" env SWITCHYARD_NORMAL_TEST_TIMEOUT=120
+        compute-sanitizer --tool "$tool")
+      known=${RACECHECK_KNOWN_FALSE[$suite]:-}
+      if [ "$tool" = racecheck ] && [ -n "$known" ]; then
+        run_logged "compute-sanitizer $tool $suite (known false reports allowed)" "$log" \
+          racecheck_allowing "$OUT/$log" "$known" "${command[@]}" \
+          "$(suite_bin "$suite")" --gtest_filter="${SANITIZER_FILTER[$suite]}"
+      else
+        run_logged "compute-sanitizer $tool $suite" "$log" "${command[@]}" --error-exitcode 1 \
+          "$(suite_bin "$suite")" --gtest_filter="${SANITIZER_FILTER[$suite]}"
+      fi
     done
   done
 fi
