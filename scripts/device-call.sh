@@ -8,6 +8,7 @@
 #   step one-rank 60 "$B/tools/moe_bench/switchyard-moe-bench" --ranks 1 --tokens 32768
 #   start_mps   # processes: MPS up until the call ends
 #   use_carried_python   # pytest steps: the carried package and .deps/wheels' pytest
+#   stamps_summary p128   # after a step run with SWITCHYARD_SYMMETRIC_STAMPS=1: its stamps' step table
 set -uo pipefail
 : "${CALL:?device-call.sh: set CALL, the name of the call (c1, ...)}"
 base=$PWD/out/$CALL
@@ -29,6 +30,12 @@ use_carried_python() {
   python3 -c 'import pytest' 2>/dev/null ||
     python3 -m pip install -q --no-index --find-links .deps/wheels --target /tmp/pytest-site pytest
   export PYTHONPATH=$B/pkg:/tmp/pytest-site
+}
+# The symmetric dispatch's stamps (SWITCHYARD_SYMMETRIC_STAMPS=1) in step `name`'s log, read by
+# scripts/symmetric_stamps.py into $base/name.summary; prints its step table.
+stamps_summary() {  # name
+  python3 scripts/symmetric_stamps.py < "$base/$1.log" > "$base/$1.summary" 2>&1
+  sed -n '/^step/,$p' "$base/$1.summary"
 }
 nvidia-smi --query-gpu=name,clocks.sm,clocks.max.sm,temperature.gpu --format=csv,noheader 2>&1 || true
 source "$(dirname "${BASH_SOURCE[0]}")/device-step.sh"

@@ -40,28 +40,28 @@ struct RowTables {
     return tables;
   }
 
-  // After `count` is filled and the block synchronised: where each pair's rows start, each expert's total,
-  // and the walk over the rows that fit `capacity`. Whole block (a multiple of 32 threads); ends
-  // synchronised. One pass, a warp per rank r and a lane per expert l (device/warp_scan.cuh): the lane sums
-  // the counts of the ranks before r itself (R is small: at most R - 1 shared loads), so every begin and
-  // total is written and read by one warp. The earlier two passes (a warp per expert over its ranks, a
-  // __syncthreads, then a warp per rank over its experts) cost one more scan and barrier, and racecheck
-  // misread the begins passed between warps there as a race (NOTES, session 43).
+  // After `count` is filled and the block synchronised: the prefix sums, the walk over the rows that
+  // fit `capacity`. Whole block (a multiple of 32 threads); ends synchronised. Both sums are warp scans,
+  // a warp per expert over its ranks, then a warp per rank over its experts (device/warp_scan.cuh).
   __device__ void build(int64_t capacity) const {
     const int warp = static_cast<int>(threadIdx.x / 32);
     const int warps = static_cast<int>(blockDim.x / 32);
+    for (int l = warp; l < local_experts; l += warps) {
+      const int32_t rows = warp_exclusive_scan(
+          num_ranks, [&](int r) { return count[l * num_ranks + r]; },
+          [&](int r, int32_t before) { begin[l * num_ranks + r] = before; });
+      if (lane_id() == 0) total[l] = rows;
+    }
+    // `begin` is read across experts below. racecheck misreports this hand-off between warps as a race (its
+    // misreading of this kernel's barriers, NOTES session 43); scripts/gpu-check.sh names it as known.
+    __syncthreads();
     for (int r = warp; r < num_ranks; r += warps) {
       int32_t* prefix = start + r * (local_experts + 1);
       const int32_t rows = warp_exclusive_scan(
           local_experts,
           [&](int l) {
-            const int32_t* pair_counts = count + l * num_ranks;
-            int32_t before = 0;
-            for (int q = 0; q < r; ++q) before += pair_counts[q];
-            const int32_t pair_rows = pair_counts[r];
-            begin[l * num_ranks + r] = before;
-            if (r == num_ranks - 1) total[l] = before + pair_rows;
-            const int64_t room = capacity - before;
+            const int64_t room = capacity - begin[l * num_ranks + r];
+            const int32_t pair_rows = count[l * num_ranks + r];
             return room <= 0 ? 0 : (room < pair_rows ? static_cast<int32_t>(room) : pair_rows);
           },
           [&](int l, int32_t before) { prefix[l] = before; });
