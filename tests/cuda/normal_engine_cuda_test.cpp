@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +15,7 @@
 #include <sstream>
 
 #include "common/posted_counts.hpp"
+#include "cuda/backend/shared_wait_backoff.hpp"
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
 #include "cuda/expert_major_round_trip.hpp"
@@ -277,6 +279,43 @@ TEST(CudaNormalCountReadback, OverridesAreReadFromTheEnvironmentAndBadValuesAreN
   const ScopedEnvironment phases("SWITCHYARD_NORMAL_PHASES");
   expect_refused_by_name(phases, {"yes", "2", "Stamps"}, "SWITCHYARD_NORMAL_PHASES: expected 0, 1",
                          [] { cuda::DispatchPhases refused(0); });
+}
+
+// The combine's reducing warps sleeping between their polls of the coordinator's tail copy
+// (SWITCHYARD_SHARED_WAIT_BACKOFF_NS, cuda/backend/shared_wait_backoff.hpp) give the same bits: the ring
+// cases with few slots and small chunks (where the reducing warps wait most), fp8, many ranks, and the tuned
+// rings.
+TEST(CudaNormalSharedWaitBackoff, SleepingReducersGiveTheReferenceBits) {
+  SWITCHYARD_REQUIRE_GPU();
+  const ScopedEnvironment variable("SWITCHYARD_SHARED_WAIT_BACKOFF_NS");
+  variable.set("200");
+  const std::vector<std::string> chosen = {"Small_R1_fp8", "R1_bf16_h7168", "R4_fp8_h7168",
+                                           "R8_fp8_h2048_aligned", "R32_more_ranks_than_warps"};
+  size_t ran = 0;
+  for (const CudaCase& c : cases()) {
+    if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
+    SCOPED_TRACE("SWITCHYARD_SHARED_WAIT_BACKOFF_NS=200, case " + c.name);
+    expect_round_trips_match_reference(c);
+    ++ran;
+  }
+  EXPECT_EQ(ran, chosen.size()) << "a chosen case is no longer among cases()";
+}
+
+// Its parsing: no GPU needed.
+TEST(CudaNormalSharedWaitBackoff, ReadFromTheEnvironmentAndBadValuesAreNamed) {
+  const ScopedEnvironment variable("SWITCHYARD_SHARED_WAIT_BACKOFF_NS");
+  EXPECT_EQ(cuda::shared_wait_backoff_ns_from_environment(), 0u);
+  variable.set("");
+  EXPECT_EQ(cuda::shared_wait_backoff_ns_from_environment(), 0u);
+  variable.set("0");
+  EXPECT_EQ(cuda::shared_wait_backoff_ns_from_environment(), 0u);
+  variable.set("200");
+  EXPECT_EQ(cuda::shared_wait_backoff_ns_from_environment(), 200u);
+  variable.set("1000000");
+  EXPECT_EQ(cuda::shared_wait_backoff_ns_from_environment(), cuda::kMaxSharedWaitBackoffNs);
+  expect_refused_by_name(variable, {"1000001", "-5", "+5", "100ns", " 100", "1e3", "99999999999999999999"},
+                         "SWITCHYARD_SHARED_WAIT_BACKOFF_NS: expected a whole number of ns in 0..1000000",
+                         [] { cuda::shared_wait_backoff_ns_from_environment(); });
 }
 
 // The mailbox's tags: never 0 (what new memory holds), so no post is taken for a call that made none.
