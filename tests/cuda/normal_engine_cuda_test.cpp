@@ -253,15 +253,21 @@ TEST(CudaNormalCountReadback, CopiedCountsGiveTheReferenceBits) {
   SWITCHYARD_REQUIRE_GPU();
   const ScopedEnvironment variable("SWITCHYARD_NORMAL_COUNTS");
   variable.set("copy");
+  const std::vector<std::string> chosen = {"R1_bf16_h7168",
+                                           "R8_bf16_h7168_heap_inputs",
+                                           "R4_fp8_h7168",
+                                           "R8_fp8_h2048_aligned",
+                                           "R2_zero_tokens_on_rank1",
+                                           "R4_all_invalid",
+                                           "R32_more_ranks_than_warps"};
+  size_t ran = 0;
   for (const CudaCase& c : cases()) {
-    const bool chosen = c.name == "R1_bf16_h7168" || c.name == "R8_bf16_h7168_heap_inputs" ||
-                        c.name == "R4_fp8_h7168" || c.name == "R8_fp8_h2048_aligned" ||
-                        c.name == "R2_zero_tokens_on_rank1" || c.name == "R4_all_invalid" ||
-                        c.name == "R32_more_ranks_than_warps";
-    if (!chosen) continue;
+    if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
     SCOPED_TRACE("SWITCHYARD_NORMAL_COUNTS=copy, case " + c.name);
     expect_round_trips_match_reference(c);
+    ++ran;
   }
+  EXPECT_EQ(ran, chosen.size()) << "a chosen case is no longer among cases()";
 }
 
 // The overrides' parsing: no GPU needed.
