@@ -139,7 +139,8 @@ def main() -> int:
         print(f"  call {call:5d}: {(max(starts.values()) - origin) / 1e3:8.1f} {at(ROUTED, max):8.1f} "
               f"{at(PASSED, min):8.1f}/{at(PASSED, max):<8.1f} "
               f"{at(DRAINED, lambda v: v[len(v) // 2]):8.1f}/{at(DRAINED, max):<8.1f} {at(RELEASED, max):8.1f}")
-    for blocks in calls.values():
+    for call in sorted(calls):
+        blocks = calls[call]
         origin = min(stamps[0] for _, _, stamps in blocks)
         first_start = collections.defaultdict(lambda: None)
         for rank, _, stamps in blocks:
@@ -148,8 +149,11 @@ def main() -> int:
         rank_start_spread.append((max(first_start.values()) - origin) / 1e3)
         first_starts_by_call.append(list(first_start.values()))
         spread.add_call([stamps for _, _, stamps in blocks], origin)
+    # Every sampled call's own figure too: the samples include warm-up calls, whose ranks the bench does not
+    # release together (their spread is smaller), so a median over few samples can be a warm-up call's.
     print(f"{len(calls)} sampled calls; ranks: {len({rank for blocks in calls.values() for rank, _, _ in blocks})}; "
-          f"last rank's first block starts {statistics.median(rank_start_spread):.1f} us after the first")
+          f"last rank's first block starts {statistics.median(rank_start_spread):.1f} us after the first "
+          f"(median; per sampled call: {' '.join(f'{us:.1f}' for us in rank_start_spread)})")
     spread.print_table("phase", 18)
     print_steps(calls)
     print_start_order(first_starts_by_call, "first blocks")
