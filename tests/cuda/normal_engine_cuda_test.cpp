@@ -245,29 +245,32 @@ TEST_P(CudaNormalEngineTest, DispatchAndCombineMatchReferenceBitwiseAndRepeat) {
 
 INSTANTIATE_TEST_SUITE_P(EdgeCases, CudaNormalEngineTest, ::testing::ValuesIn(cases()), case_name);
 
+// The round trips of the cases named in `chosen` (each must be among cases(), so that a renamed case fails
+// the test rather than dropping out of it) with the environment variable `name` set to `value`.
+void expect_chosen_cases_match_reference_with(const char* name, const char* value,
+                                              const std::vector<std::string>& chosen) {
+  const ScopedEnvironment variable(name);
+  variable.set(value);
+  size_t ran = 0;
+  for (const CudaCase& c : cases()) {
+    if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
+    SCOPED_TRACE(std::string(name) + "=" + value + ", case " + c.name);
+    expect_round_trips_match_reference(c);
+    ++ran;
+  }
+  EXPECT_EQ(ran, chosen.size()) << "a chosen case is no longer among cases()";
+}
+
 // The fresh dispatch's counts copied back (SWITCHYARD_NORMAL_COUNTS=copy; polling the notify's post is the
 // default, cuda/normal/dispatch_counts.hpp) give the same bits: one rank and many, ring and in-place paths,
 // a rank without tokens, every route dropped, more ranks than warps. (scripts/gpu-check.sh also runs the
 // whole suite with copy.)
 TEST(CudaNormalCountReadback, CopiedCountsGiveTheReferenceBits) {
   SWITCHYARD_REQUIRE_GPU();
-  const ScopedEnvironment variable("SWITCHYARD_NORMAL_COUNTS");
-  variable.set("copy");
-  const std::vector<std::string> chosen = {"R1_bf16_h7168",
-                                           "R8_bf16_h7168_heap_inputs",
-                                           "R4_fp8_h7168",
-                                           "R8_fp8_h2048_aligned",
-                                           "R2_zero_tokens_on_rank1",
-                                           "R4_all_invalid",
-                                           "R32_more_ranks_than_warps"};
-  size_t ran = 0;
-  for (const CudaCase& c : cases()) {
-    if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
-    SCOPED_TRACE("SWITCHYARD_NORMAL_COUNTS=copy, case " + c.name);
-    expect_round_trips_match_reference(c);
-    ++ran;
-  }
-  EXPECT_EQ(ran, chosen.size()) << "a chosen case is no longer among cases()";
+  expect_chosen_cases_match_reference_with(
+      "SWITCHYARD_NORMAL_COUNTS", "copy",
+      {"R1_bf16_h7168", "R8_bf16_h7168_heap_inputs", "R4_fp8_h7168", "R8_fp8_h2048_aligned",
+       "R2_zero_tokens_on_rank1", "R4_all_invalid", "R32_more_ranks_than_warps"});
 }
 
 // The overrides' parsing: no GPU needed.
@@ -288,23 +291,14 @@ TEST(CudaNormalCountReadback, OverridesAreReadFromTheEnvironmentAndBadValuesAreN
 }
 
 // The combine's reducing warps sleeping between their polls of the coordinator's tail copy
-// (SWITCHYARD_SHARED_WAIT_BACKOFF_NS, cuda/backend/shared_wait_backoff.hpp) give the same bits: the ring
-// cases with few slots and small chunks (where the reducing warps wait most), fp8, many ranks, and the tuned
-// rings.
+// (SWITCHYARD_SHARED_WAIT_BACKOFF_NS, cuda/backend/shared_wait_backoff.hpp) give the same bits: one rank with
+// 4-slot rings and 2-token chunks (where the reducing warps wait most), one rank bf16, fp8 at 4 and 8 ranks,
+// and more ranks than warps.
 TEST(CudaNormalSharedWaitBackoff, SleepingReducersGiveTheReferenceBits) {
   SWITCHYARD_REQUIRE_GPU();
-  const ScopedEnvironment variable("SWITCHYARD_SHARED_WAIT_BACKOFF_NS");
-  variable.set("200");
-  const std::vector<std::string> chosen = {"Small_R1_fp8", "R1_bf16_h7168", "R4_fp8_h7168",
-                                           "R8_fp8_h2048_aligned", "R32_more_ranks_than_warps"};
-  size_t ran = 0;
-  for (const CudaCase& c : cases()) {
-    if (std::find(chosen.begin(), chosen.end(), c.name) == chosen.end()) continue;
-    SCOPED_TRACE("SWITCHYARD_SHARED_WAIT_BACKOFF_NS=200, case " + c.name);
-    expect_round_trips_match_reference(c);
-    ++ran;
-  }
-  EXPECT_EQ(ran, chosen.size()) << "a chosen case is no longer among cases()";
+  expect_chosen_cases_match_reference_with(
+      "SWITCHYARD_SHARED_WAIT_BACKOFF_NS", "200",
+      {"Small_R1_fp8", "R1_bf16_h7168", "R4_fp8_h7168", "R8_fp8_h2048_aligned", "R32_more_ranks_than_warps"});
 }
 
 // Its parsing: no GPU needed.
