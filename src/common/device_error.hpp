@@ -1,7 +1,7 @@
 #pragma once
 // Where a kernel that gave up waiting says why. The block lives in host-mapped memory: the first
 // waiter to time out claims it, fills it in and exits; the host turns it into a TimeoutError.
-// Kernels never trap(), which would kill the CUDA context.
+// No kernel executes the PTX trap instruction: it would kill the CUDA context, and every later call with it.
 #include "common/host_device.hpp"
 
 namespace switchyard::common {

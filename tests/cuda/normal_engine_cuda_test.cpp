@@ -314,7 +314,7 @@ TEST(CudaNormalSharedWaitBackoff, ReadFromTheEnvironmentAndBadValuesAreNamed) {
   variable.set("1000000");
   EXPECT_EQ(cuda::shared_wait_backoff_ns_from_environment(), cuda::kMaxSharedWaitBackoffNs);
   expect_refused_by_name(variable, {"1000001", "-5", "+5", "100ns", " 100", "1e3", "99999999999999999999"},
-                         "SWITCHYARD_SHARED_WAIT_BACKOFF_NS: expected a whole number of ns in 0..1000000",
+                         "SWITCHYARD_SHARED_WAIT_BACKOFF_NS: expected an integer 0..1000000",
                          [] { cuda::shared_wait_backoff_ns_from_environment(); });
 }
 

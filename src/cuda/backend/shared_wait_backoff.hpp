@@ -15,8 +15,8 @@ namespace switchyard::cuda {
 // The most a poll may sleep: __nanosleep's own range (about a millisecond).
 constexpr uint32_t kMaxSharedWaitBackoffNs = 1000000;
 
-// The backoff in ns, read from the environment: unset or empty is 0; anything but a whole number in
-// 0..kMaxSharedWaitBackoffNs is refused naming the variable.
+// The backoff in ns, read from the environment (cuda/backend/environment_tuning.hpp): unset or empty is 0;
+// anything but a whole number in 0..kMaxSharedWaitBackoffNs is refused naming the variable.
 uint32_t shared_wait_backoff_ns_from_environment();
 
 }  // namespace switchyard::cuda

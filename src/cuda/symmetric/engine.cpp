@@ -15,6 +15,7 @@
 #include "core/stderr_line.hpp"
 #include "core/symmetric_path.hpp"
 #include "core/symmetric_sizing.hpp"
+#include "cuda/backend/environment_tuning.hpp"
 #include "cuda/expert_major/outputs.hpp"
 #include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
@@ -87,26 +88,6 @@ uint32_t default_store_read_lag(int stages) {
   const int lag = (stages - 1) / 2;
   return static_cast<uint32_t>(std::clamp(lag, 1, static_cast<int>(kMaxStoreReadLag)));
 }
-
-namespace {
-
-// A tuning override from the environment: unset or empty gives 0 (the default); anything but an integer
-// in [low, high] (and, with `multiple`, a multiple of it) is refused naming the variable.
-uint32_t tuning_from_environment(const char* name, long low, long high, long multiple, const char* what) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return 0;
-  char* end = nullptr;
-  const long value = std::strtol(text, &end, 10);
-  if (*end != '\0' || value < low || value > high || (multiple > 1 && value % multiple != 0)) {
-    throw InvalidArgument(std::string(name) + ": expected an integer " + std::to_string(low) + ".." +
-                          std::to_string(high) +
-                          (multiple > 1 ? " and a multiple of " + std::to_string(multiple) : std::string()) +
-                          " (" + what + "), got '" + text + "'");
-  }
-  return static_cast<uint32_t>(value);
-}
-
-}  // namespace
 
 uint32_t store_read_lag_from_environment() {
   return tuning_from_environment("SWITCHYARD_SYMMETRIC_STORE_READ_LAG", 1, kMaxStoreReadLag, 1,

@@ -1,0 +1,28 @@
+#include "cuda/backend/environment_tuning.hpp"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "switchyard/errors.hpp"
+
+namespace switchyard::cuda {
+
+uint32_t tuning_from_environment(const char* name, long low, long high, long multiple, const char* what) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return 0;
+  // strtol alone would take a leading space or sign; digits only, and a value too large to hold is refused.
+  const bool digits = std::strspn(text, "0123456789") == std::strlen(text);
+  errno = 0;
+  const long value = digits ? std::strtol(text, nullptr, 10) : 0;
+  if (!digits || errno == ERANGE || value < low || value > high || (multiple > 1 && value % multiple != 0)) {
+    throw InvalidArgument(std::string(name) + ": expected an integer " + std::to_string(low) + ".." +
+                          std::to_string(high) +
+                          (multiple > 1 ? " and a multiple of " + std::to_string(multiple) : std::string()) +
+                          " (" + what + "), got '" + text + "'");
+  }
+  return static_cast<uint32_t>(value);
+}
+
+}  // namespace switchyard::cuda
