@@ -109,23 +109,16 @@ __device__ __forceinline__ bool call_stopped(const KernelContext& context) {
 // end early, since a peer that got further than us may still be reading it.
 enum class OnRankFailure { give_up, keep_waiting };
 
-// Polls after which a wait with a backoff starts sleeping between polls: a wait that ends within them (a
-// word about to be written) pays no sleep.
-constexpr uint32_t kPollsBeforeBackoff = 64;
-
 // Spins until load() >= target. Returns false on timeout or, unless told to keep waiting, when
 // another wait of this rank already failed. A timeout is recorded (the rank's first failure wins).
-// `backoff_ns` > 0: after kPollsBeforeBackoff polls, the thread sleeps that long between polls.
 template <typename Load>
 __device__ __forceinline__ bool wait_until_at_least(const KernelContext& context, Load load, uint64_t target,
-                                                    const WaitSite& site, OnRankFailure on_failure,
-                                                    uint32_t backoff_ns = 0) {
+                                                    const WaitSite& site, OnRankFailure on_failure) {
   uint64_t observed = load();
   if (observed >= target) return true;
   const uint64_t start = ptx::globaltimer_ns();
   // NOTES: the clock and abort flag are read every 64 polls; a poll is a few hundred ns.
   for (uint32_t polls = 1;; ++polls) {
-    if (backoff_ns != 0 && polls > kPollsBeforeBackoff) __nanosleep(backoff_ns);
     observed = load();
     if (observed >= target) return true;
     if ((polls & 63) == 0) {
@@ -150,13 +143,12 @@ __device__ __forceinline__ bool wait_at_least(const KernelContext& context, cons
 }
 
 // Spins until the shared-memory *word >= target (acquire, CTA scope: a word another warp of this
-// block keeps, e.g. its copy of a peer's tail). Bounded like wait_at_least, and recorded under `site`;
-// sleeps between polls after a while by context.shared_wait_backoff_ns (0: it spins throughout).
+// block keeps, e.g. its copy of a peer's tail). Bounded like wait_at_least, and recorded under `site`.
 __device__ __forceinline__ bool wait_shared_at_least(const KernelContext& context, const uint64_t* word,
                                                      uint64_t target, const WaitSite& site) {
   return wait_until_at_least(
       context, [word] { return ptx::atom_load_acquire_cta_shared_u64(word); }, target, site,
-      OnRankFailure::give_up, context.shared_wait_backoff_ns);
+      OnRankFailure::give_up);
 }
 
 }  // namespace switchyard::cuda

@@ -29,9 +29,6 @@ struct KernelContext {
   bool mask_on_timeout;
   // Every rank's heap is on this GPU, so signals between ranks need only GPU scope (device/peer_signal.cuh).
   bool peers_on_this_gpu;
-  // ns a warp waiting on a word of another warp of its block sleeps between polls once it has polled a while
-  // (wait_shared_at_least; 0: it spins). cuda/backend/shared_wait_backoff.hpp says why it is an override.
-  uint32_t shared_wait_backoff_ns;
 };
 
 }  // namespace switchyard::cuda

@@ -15,7 +15,7 @@
 #include <sstream>
 
 #include "common/posted_counts.hpp"
-#include "cuda/backend/shared_wait_backoff.hpp"
+#include "cuda/backend/environment_tuning.hpp"
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
 #include "cuda/expert_major_round_trip.hpp"
@@ -290,32 +290,26 @@ TEST(CudaNormalCountReadback, OverridesAreReadFromTheEnvironmentAndBadValuesAreN
                          [] { cuda::DispatchPhases refused(0); });
 }
 
-// The combine's reducing warps sleeping between their polls of the coordinator's tail copy
-// (SWITCHYARD_SHARED_WAIT_BACKOFF_NS, cuda/backend/shared_wait_backoff.hpp) give the same bits: one rank with
-// 4-slot rings and 2-token chunks (where the reducing warps wait most), one rank bf16, fp8 at 4 and 8 ranks,
-// and more ranks than warps.
-TEST(CudaNormalSharedWaitBackoff, SleepingReducersGiveTheReferenceBits) {
-  SWITCHYARD_REQUIRE_GPU();
-  expect_chosen_cases_match_reference_with(
-      "SWITCHYARD_SHARED_WAIT_BACKOFF_NS", "200",
-      {"Small_R1_fp8", "R1_bf16_h7168", "R4_fp8_h7168", "R8_fp8_h2048_aligned", "R32_more_ranks_than_warps"});
-}
-
-// Its parsing: no GPU needed.
-TEST(CudaNormalSharedWaitBackoff, ReadFromTheEnvironmentAndBadValuesAreNamed) {
-  const ScopedEnvironment variable("SWITCHYARD_SHARED_WAIT_BACKOFF_NS");
-  EXPECT_EQ(cuda::shared_wait_backoff_ns_from_environment(), 0u);
+// The CUDA backend's numeric tuning overrides share one parser (cuda/backend/environment_tuning.hpp; the
+// symmetric engine's SWITCHYARD_SYMMETRIC_STORE_READ_LAG and _PIECE_BYTES): decimal digits alone, in range,
+// a multiple where asked; anything else (a sign or space that strtol would take, a suffix, an exponent, a
+// value too large to hold) refused naming the variable, its range and what it sets. No GPU needed.
+TEST(CudaEnvironmentTuning, DigitsInRangeAreReadAndEverythingElseIsRefusedByName) {
+  const char* name = "SWITCHYARD_TEST_TUNING";
+  const ScopedEnvironment variable(name);
+  const auto read = [name] { return cuda::tuning_from_environment(name, 16, 4096, 16, "a test's tuning"); };
+  EXPECT_EQ(read(), 0u);  // unset: the caller's default
   variable.set("");
-  EXPECT_EQ(cuda::shared_wait_backoff_ns_from_environment(), 0u);
-  variable.set("0");
-  EXPECT_EQ(cuda::shared_wait_backoff_ns_from_environment(), 0u);
-  variable.set("200");
-  EXPECT_EQ(cuda::shared_wait_backoff_ns_from_environment(), 200u);
-  variable.set("1000000");
-  EXPECT_EQ(cuda::shared_wait_backoff_ns_from_environment(), cuda::kMaxSharedWaitBackoffNs);
-  expect_refused_by_name(variable, {"1000001", "-5", "+5", "100ns", " 100", "1e3", "99999999999999999999"},
-                         "SWITCHYARD_SHARED_WAIT_BACKOFF_NS: expected an integer 0..1000000",
-                         [] { cuda::shared_wait_backoff_ns_from_environment(); });
+  EXPECT_EQ(read(), 0u);
+  variable.set("16");
+  EXPECT_EQ(read(), 16u);
+  variable.set("4096");
+  EXPECT_EQ(read(), 4096u);
+  expect_refused_by_name(
+      variable,
+      {"0", "4112", "24", "-16", "+16", " 16", "16 ", "16ns", "1e3", "0x10", "99999999999999999999999"},
+      "SWITCHYARD_TEST_TUNING: expected an integer 16..4096 and a multiple of 16 (a test's tuning)",
+      [&read] { read(); });
 }
 
 // The mailbox's tags: never 0 (what new memory holds), so no post is taken for a call that made none.

@@ -17,7 +17,6 @@
 #include "cuda/backend/device_heap.hpp"
 #include "cuda/backend/nccl_gin_choice.hpp"
 #include "cuda/backend/rank_mask.hpp"
-#include "cuda/backend/shared_wait_backoff.hpp"
 #include "cuda/backend/signal_scope.hpp"
 #include "cuda/internode/engine.hpp"
 #include "cuda/low_latency/engine.hpp"
@@ -261,7 +260,6 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
     context.mask_on_timeout = options_.config.mask_ranks_on_timeout;
     context.peers_on_this_gpu =
         signals_at_gpu_scope(gpu_scope_signals_, heap_.ranks_on_this_device(), options_.topology.num_ranks);
-    context.shared_wait_backoff_ns = shared_wait_backoff_ns_;
     return context;
   }
 
@@ -420,8 +418,6 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
   int32_t call_index_ = 0;
   // SWITCHYARD_SIGNAL_SCOPE, read once (cuda/backend/signal_scope.hpp).
   const bool gpu_scope_signals_ = gpu_scope_signals_allowed_by_environment();
-  // SWITCHYARD_SHARED_WAIT_BACKOFF_NS, read once (cuda/backend/shared_wait_backoff.hpp).
-  const uint32_t shared_wait_backoff_ns_ = shared_wait_backoff_ns_from_environment();
   // Set once a failure stopped this rank's kernels for good: what every later call is refused with.
   std::exception_ptr stopped_;
   std::unique_ptr<DeviceRankMask> mask_;

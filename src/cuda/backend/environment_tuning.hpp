@@ -1,7 +1,6 @@
 #pragma once
 // The CUDA backend's numeric tuning overrides from the environment (SWITCHYARD_SYMMETRIC_STORE_READ_LAG,
-// SWITCHYARD_SYMMETRIC_PIECE_BYTES, SWITCHYARD_SHARED_WAIT_BACKOFF_NS): one parser, so that every such
-// variable is read and refused alike.
+// SWITCHYARD_SYMMETRIC_PIECE_BYTES): one parser, so that every such variable is read and refused alike.
 #include <cstdint>
 
 namespace switchyard::cuda {
