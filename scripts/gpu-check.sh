@@ -105,9 +105,18 @@ declare -A SANITIZER_FILTER=(
 # named barrier more than once (the routing warps' bar.sync 1, N);
 # bench/results/2026-12-06-s43/scripts/barrier_sequence_racecheck.cu reproduces it in a few lines (bench/NOTES.md,
 # session 43). A run passes when its tests pass and it reports nothing else.
+# The MoE layer's dispatch is the symmetric one (the same pair). Its fp8 GEMMs are CUTLASS 4.2's blockwise
+# kernels, whose producer warp copies each k-block's scales into a pipeline stage of shared memory by cp.async
+# (SM80_CP_ASYNC_CACHEALWAYS<float, float>, its mainloop's scale copy; each lane its own words). racecheck
+# reports that copy's writes against themselves: a stage's words are written again a pipeline's depth of
+# k-blocks later, after the consumers released the stage through the pipeline's mbarriers, an order the tool
+# does not follow for cp.async (session 24 saw the same copies reported against the consumers' reads). No
+# access of ours is involved, and the layer's bits are pinned run to run and against the separate path
+# (bench/NOTES.md, session 45).
 declare -A RACECHECK_KNOWN_FALSE=(
   [symmetric]='RowTables::build|load_count\('
   [rank_mask]='RowTables::build|load_count\('
+  [moe_layer]='RowTables::build|load_count\(|SM80_CP_ASYNC_CACHEALWAYS<float, float>::copy'
 )
 suite_bin() { echo "$BUILD/tests/cuda/switchyard_cuda_$1_test"; }
 PROCESS_BIN="$BUILD/tests/cuda/switchyard_cuda_process_ranks_test"
