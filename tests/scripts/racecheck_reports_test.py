@@ -1,6 +1,8 @@
 #!/usr/bin/env python3
-"""scripts/racecheck_reports.py on racecheck outputs shaped as the GPU machine's (session 43's logs)."""
+"""scripts/racecheck_reports.py on racecheck outputs shaped as the GPU machine's (sessions 43 and 45's logs), and
+scripts/gpu-check.sh's per-suite allow-lists (RACECHECK_KNOWN_FALSE) against them."""
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -8,6 +10,7 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "..", "scripts", "racecheck_reports.py")
+GPU_CHECK = os.path.join(HERE, "..", "..", "scripts", "gpu-check.sh")
 sys.path.insert(0, os.path.dirname(SCRIPT))
 import racecheck_reports  # noqa: E402
 
@@ -27,6 +30,16 @@ OTHER_PAIR = """\
 =========     and Read access at switchyard::cuda::RowTables::build(long) const::[lambda(int) (instance 1)]::operator ()(int) const+0x1ed60 in tables.cuh:62 [8 hazards]
 """
 PASSED = "[  PASSED  ] 31 tests.\n"
+# Session 45's MoE suite: CUTLASS's blockwise mainloop's scale copy reported against itself.
+CUTLASS_SCALE_COPY = """\
+========= Error: Race reported between Write access at cute::SM80_CP_ASYNC_CACHEALWAYS<float, float>::copy(const float &, float &)+0xc050 in copy_sm80.hpp:64
+=========     and Write access at cute::SM80_CP_ASYNC_CACHEALWAYS<float, float>::copy(const float &, float &)+0xc050 in copy_sm80.hpp:64 [64 hazards]
+"""
+# A report with one side in the layer's own epilogue: what the MoE suite's allow-list must not pass.
+EPILOGUE_PAIR = """\
+========= Error: Race reported between Write access at cute::SM80_CP_ASYNC_CACHEALWAYS<float, float>::copy(const float &, float &)+0xc050 in copy_sm80.hpp:64
+=========     and Read access at switchyard::cuda::moe::SwigluEpilogue::operator ()(int)+0x400 in swiglu_epilogue.cuh:210 [4 hazards]
+"""
 
 
 def summary(reports):
@@ -58,6 +71,37 @@ class Verdict(unittest.TestCase):
         passed, message = racecheck_reports.verdict(BUILD_PAIR + "[  FAILED  ] 1 test\n", KNOWN)
         self.assertFalse(passed)
         self.assertIn("RACECHECK SUMMARY", message)
+
+
+def gpu_check_allow_lists():
+    """scripts/gpu-check.sh's RACECHECK_KNOWN_FALSE, suite -> pattern, read as bash would (single quotes)."""
+    with open(GPU_CHECK) as script:
+        text = script.read()
+    block = re.search(r"declare -A RACECHECK_KNOWN_FALSE=\((.*?)\n\)", text, re.S)
+    return dict(re.findall(r"^\s*\[(\w+)\]='([^']*)'", block.group(1), re.M))
+
+
+class GpuCheckAllowLists(unittest.TestCase):
+    def setUp(self):
+        self.lists = gpu_check_allow_lists()
+
+    def test_the_suites_with_known_false_reports(self):
+        self.assertEqual(sorted(self.lists), ["moe_layer", "rank_mask", "symmetric"])
+
+    def test_the_moe_layer_passes_its_logs_reports(self):
+        text = BUILD_PAIR + COUNT_PAIR + CUTLASS_SCALE_COPY + PASSED + summary(3)
+        passed, message = racecheck_reports.verdict(text, self.lists["moe_layer"])
+        self.assertTrue(passed, message)
+
+    def test_the_moe_layer_still_fails_a_report_of_its_own_code(self):
+        passed, message = racecheck_reports.verdict(EPILOGUE_PAIR + summary(1), self.lists["moe_layer"])
+        self.assertFalse(passed)
+        self.assertIn("swiglu_epilogue.cuh", message)
+
+    def test_the_engine_suites_do_not_pass_cutlass_reports(self):
+        for suite in ("symmetric", "rank_mask"):
+            passed, _ = racecheck_reports.verdict(CUTLASS_SCALE_COPY + summary(1), self.lists[suite])
+            self.assertFalse(passed, suite)
 
 
 class CommandLine(unittest.TestCase):
