@@ -9,7 +9,7 @@
 # Predictions: every suite passes as before session 44 (normal 228, symmetric 199, MoE 39 ...); the MoE racecheck
 # passes with 22-ish reports, all allowed; the normal ring case passes or stops (about 1 in 2).
 cd "$(dirname "$0")/../../../.."
-CALL=s45c3; CARRY="build/gpu-carry45/c3.tar.xz"; BUDGET=${BUDGET:-430}
+CALL=s45c3; CARRY=${CARRY:-build/gpu-carry45/c3.tar.xz}; BUDGET=${BUDGET:-430}
 STEP_FILTER="rror|FAILED|PASSED|timed out|racecheck_reports|RACECHECK SUMMARY|test suites ran"
 source scripts/device-call.sh
 C=$B/tests/cuda
