@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Prepared in session 45 for the next GPU time (not run; c3.sh, the same checks, never got a machine: four starts
-# failed). (1) c3.sh: main with the shared-wait backoff knob removed (its device code is again session 43's byte for
+# Prepared in session 45 for the next GPU time (not run; c3.sh, the same checks, never got a machine: three starts
+# failed after c2). (1) c3.sh: main with the shared-wait backoff knob removed (its device code is again session 43's byte for
 # byte: `git diff ab0a61d^ HEAD -- src/device src/cuda/normal` is empty) and gpu-check's MoE racecheck allow-list,
 # on the GPU: the suites, the MoE racecheck through scripts/racecheck_reports.py, one more racecheck run of the
 # normal ring case that stops intermittently, process ranks at 4. (2) Where the one-rank symmetric dispatch's 17.7 M
