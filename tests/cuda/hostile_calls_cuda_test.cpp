@@ -2,7 +2,8 @@
 // are refused before anything is mapped (the identity page, core/heap_identity.hpp), and ranks that
 // make the same expert-major call with different shapes are refused on every rank with an
 // InvalidArgument (the call digest, core/call_signature.hpp), well before the timeout, with no
-// output written. Skipped (reported as skipped) without a GPU.
+// output written, and the Buffer goes on: the next call, made alike, goes through. Skipped (reported as
+// skipped) without a GPU.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -15,6 +16,7 @@
 #include "cuda/expert_major_round_trip.hpp"
 #include "cuda/rank_device.hpp"
 #include "support/expert_major_cases.hpp"
+#include "support/expert_major_gtest.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
@@ -141,7 +143,7 @@ TEST(CudaMisuse, AStreamOfAnotherGpuIsRefusedNamingBoth) {
 
 class CudaMismatchedCalls : public ::testing::TestWithParam<Engine> {};
 
-TEST_P(CudaMismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRank) {
+TEST_P(CudaMismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRankAndTheNextCallGoesThrough) {
   SWITCHYARD_REQUIRE_GPU();
   const Engine engine = GetParam();
   const int ranks = 4;
@@ -154,7 +156,9 @@ TEST_P(CudaMismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRank) {
 
   std::mutex mutex;
   std::vector<std::string> messages(ranks);
-  std::vector<char> untouched(ranks, 0);  // not vector<bool>: its bits share words across rank threads
+  std::vector<char> untouched(ranks, 0);    // not vector<bool>: its bits share words across rank threads
+  std::vector<std::string> retried(ranks);  // what the call made alike after the refusal threw, if anything
+  Failures after;                           // the next call's outputs against the reference's
   const auto start = std::chrono::steady_clock::now();
   with_gpu_ranks(
       full, regions_of(engine),
@@ -174,9 +178,23 @@ TEST_P(CudaMismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRank) {
         });
         const bool clean =
             all_poison_on_device(out.recv_x, stream) && all_poison_on_device(out.recv_count, stream);
+        // The refusal is bad input, not a broken protocol: the Buffer stays usable, and the same call
+        // made alike on every rank then goes through, bit for bit the reference's.
+        std::string retry_error;
+        try {
+          const DeviceInputs in_full = upload_inputs(expected_full.data[rank], device, stream);
+          const LowLatencyDispatchResult redone =
+              dispatch_with(engine, buffer, dispatch_args(full, in_full.x, in_full.topk_idx, stream));
+          buffer.synchronize(stream);
+          check_dispatch(download(redone, stream), reference_outputs(expected_full, rank), "reference", rank,
+                         after);
+        } catch (const std::exception& error) {
+          retry_error = error.what();
+        }
         std::lock_guard<std::mutex> lock(mutex);
         messages[rank] = message;
         untouched[rank] = clean;
+        retried[rank] = retry_error;
       },
       kTimeoutSeconds);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -185,7 +203,9 @@ TEST_P(CudaMismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRank) {
     SCOPED_TRACE("rank " + std::to_string(rank) + ": " + messages[rank]);
     EXPECT_NE(messages[rank].find("expected every rank to call with the same shape"), std::string::npos);
     EXPECT_TRUE(untouched[rank]) << "recv_x or recv_count was written";
+    EXPECT_EQ(retried[rank], "") << "the next call, alike on every rank, was refused";
   }
+  expect_none(after, seed);
 }
 
 INSTANTIATE_TEST_SUITE_P(Engines, CudaMismatchedCalls,

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/numeric.hpp"
+#include "cuda/moe/experts.hpp"
 #include "cuda/moe/grouped_gemm.hpp"
 #include "cuda/rank_device.hpp"
 #include "device/cuda_check.hpp"
@@ -146,6 +147,29 @@ TEST(MoeGroupedGemmTileNames, RoundTripAndBadNamesAreRefusedByName) {
         << what;
     EXPECT_NE(what.find("got 'm256'"), std::string::npos) << what;
   }
+}
+
+// The tiles a layer's GEMMs run in: the SwiGLU GEMM 1 (fp8, W1 interleaved) and GEMM 2 writing rows home
+// come in m128 alone, and so do the bf16 kernels; the other fp8 GEMMs run in the tile asked for. The layer
+// builds its few-rows pair only where these differ from its many-rows pair's (CudaMoeExperts), so a wrong
+// answer here either runs a kernel that does not exist or builds the same one twice.
+TEST(MoeGemmTilesInEffect, OnlyTheKernelsThatComeInOtherTilesTakeThem) {
+  const cuda::MoeGemmTiles pingpong{cuda::GroupedGemmTile::m64_pingpong, cuda::GroupedGemmTile::m64_pingpong};
+  const auto in_effect = [&](bool fp8, common::MoeGateUp gate_up, bool home) {
+    detail::MoeExpertsPlan plan;
+    plan.fp8 = fp8;
+    plan.weights.gate_up = gate_up;
+    plan.rows_home = home;
+    const cuda::MoeGemmTiles tiles = cuda::moe_gemm_tiles_in_effect(plan, pingpong);
+    return std::string(cuda::grouped_gemm_tile_name(tiles.gemm1)) + "," +
+           cuda::grouped_gemm_tile_name(tiles.gemm2);
+  };
+  EXPECT_EQ(in_effect(true, common::MoeGateUp::halves, false), "m64_pingpong,m64_pingpong");
+  EXPECT_EQ(in_effect(true, common::MoeGateUp::interleaved, false), "m128,m64_pingpong");
+  EXPECT_EQ(in_effect(true, common::MoeGateUp::halves, true), "m64_pingpong,m128");
+  EXPECT_EQ(in_effect(true, common::MoeGateUp::interleaved, true), "m128,m128");
+  EXPECT_EQ(in_effect(false, common::MoeGateUp::halves, false), "m128,m128");
+  EXPECT_EQ(in_effect(false, common::MoeGateUp::interleaved, false), "m128,m128");
 }
 
 }  // namespace

@@ -49,7 +49,7 @@ struct Events {
 struct GemmsAlone {
   Tensor a1, a1_scales, d1, a2, a2_scales, d2;
   detail::MoeExpertsPlan plan;
-  std::unique_ptr<cuda::GroupedGemm> gemm1, gemm2;
+  std::shared_ptr<cuda::GroupedGemm> gemm1, gemm2;
 
   GemmsAlone(const MoeBenchOptions& o, const MoeWeights& w, int64_t capacity, int rank, int device,
              cudaStream_t stream) {

@@ -21,6 +21,12 @@ namespace {
 constexpr MoeGemmTiles kFewRowsTiles{GroupedGemmTile::m64_pingpong, GroupedGemmTile::m64_pingpong};
 constexpr MoeGemmTiles kManyRowsTiles{GroupedGemmTile::m128, GroupedGemmTile::m128};
 
+// W1 in MoeGateUp::interleaved with fp8 weights: GEMM 1 applies SwiGLU and the requantisation in its
+// epilogue and writes a directly (swiglu_epilogue.cuh), whatever the rows.
+bool gemm1_applies_swiglu(const detail::MoeExpertsPlan& plan) {
+  return plan.fp8 && plan.weights.gate_up == common::MoeGateUp::interleaved;
+}
+
 // {M_g, N, K} of both GEMMs for every local expert g: M_g = min(recv_count[g], C). The dispatch refuses
 // a call whose rows overflow C (CapacityError) before this runs; the bound keeps a count past C from
 // reaching outside the workspace all the same.
@@ -90,19 +96,27 @@ MoeGemmTiles moe_gemm_tiles_for(int64_t expected_rows_per_expert) {
   return moe_few_rows(expected_rows_per_expert) ? kFewRowsTiles : kManyRowsTiles;
 }
 
+MoeGemmTiles moe_gemm_tiles_in_effect(const detail::MoeExpertsPlan& plan, MoeGemmTiles wanted) {
+  // The bf16 kernels come in one tile.
+  if (!plan.fp8) return MoeGemmTiles{};
+  // The SwiGLU kernel comes in the m128 tile alone (the pair's exchange is written for it); the interleaved
+  // W1's 128-row tiles hold two scale blocks, which only that kernel reads.
+  if (gemm1_applies_swiglu(plan)) wanted.gemm1 = GroupedGemmTile::m128;
+  // Rows written home (MoeExpertOutput::home): the fp8 kernel whose epilogue sends each row to its place, in
+  // the m128 tile alone (home_rows_epilogue.cuh).
+  if (plan.rows_home) wanted.gemm2 = GroupedGemmTile::m128;
+  return wanted;
+}
+
 MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaStream_t stream,
-                                       MoeGemmTiles tiles, uint8_t* const* home_places) {
+                                       MoeGemmTiles wanted, uint8_t* const* home_places,
+                                       const MoeGroupedGemms* share) {
   const common::MoeWeightLayout& w = plan.weights;
   const common::MoeWorkspaceLayout& space = plan.workspace;
   const int hidden = space.hidden, intermediate = space.intermediate;
   const int64_t capacity = space.capacity;
-
-  // W1 in MoeGateUp::interleaved with fp8 weights: GEMM 1 applies SwiGLU and the requantisation in its
-  // epilogue and writes a directly (swiglu_epilogue.cuh), whatever the rows. Its kernel comes in the m128
-  // tile alone (the pair's exchange is written for it), so `tiles.gemm1` does not apply; the interleaved
-  // W1's 128-row tiles hold two scale blocks, which only that kernel reads.
-  const bool fused = plan.fp8 && w.gate_up == common::MoeGateUp::interleaved;
-  if (fused) tiles.gemm1 = GroupedGemmTile::m128;
+  const MoeGemmTiles tiles = moe_gemm_tiles_in_effect(plan, wanted);
+  const bool fused = gemm1_applies_swiglu(plan);
   GroupedGemmOperands gemm1;  // h = bf16(recv_x . W1^T) (fused: a = swiglu(h), h in registers)
   gemm1.groups = space.local_experts;
   gemm1.n = 2 * intermediate;
@@ -128,8 +142,7 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
   gemm2.b_group_stride = w.w2_row(1, 0) - w.w2_row(0, 0);
   gemm2.d = plan.out;
   gemm2.d_group_stride = capacity * hidden;
-  // Rows written home (MoeExpertOutput::home): the fp8 kernel whose epilogue sends each row to its place, in
-  // the m128 tile alone (home_rows_epilogue.cuh); o in the workspace is not written.
+  // Rows written home (MoeExpertOutput::home): o in the workspace is not written.
   const bool home = plan.rows_home;
   if (home) {
     if (!plan.fp8 || home_places == nullptr) {
@@ -137,7 +150,6 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
           "MoeLayer: the expert phase writes rows home only with fp8 weights and their places (internal)");
     }
     gemm2.home = GroupedGemmHomeOutputs{home_places, capacity};
-    tiles.gemm2 = GroupedGemmTile::m128;
   }
   if (plan.fp8) {
     gemm1.a_scales = plan.recv_x_scales;
@@ -149,18 +161,23 @@ MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaS
     gemm2.b_scales = plan.w2_scales;
     gemm2.b_scales_group_stride = w.w2_scales_row(1, 0) - w.w2_scales_row(0, 0);
   }
+  // share's runner where its tile is this one, else a new one.
+  const auto built = [&](const std::shared_ptr<GroupedGemm>& theirs, GroupedGemmTile their_tile,
+                         GroupedGemmKind kind, const GroupedGemmOperands& operands,
+                         GroupedGemmTile tile) -> std::shared_ptr<GroupedGemm> {
+    if (theirs && their_tile == tile) return theirs;
+    return make_grouped_gemm(kind, operands, stream, tile);
+  };
+  const MoeGroupedGemms none;
+  const MoeGroupedGemms& other = share != nullptr ? *share : none;
+  const GroupedGemmKind plain = plan.fp8 ? GroupedGemmKind::fp8_to_bf16 : GroupedGemmKind::bf16_to_bf16;
   MoeGroupedGemms gemms;
-  // The bf16 kernels come in one tile.
-  if (!plan.fp8) tiles = MoeGemmTiles{};
   gemms.gemm1_applies_swiglu = fused;
-  gemms.gemm1 = make_grouped_gemm(fused      ? GroupedGemmKind::fp8_swiglu_to_fp8
-                                  : plan.fp8 ? GroupedGemmKind::fp8_to_bf16
-                                             : GroupedGemmKind::bf16_to_bf16,
-                                  gemm1, stream, tiles.gemm1);
-  gemms.gemm2 = make_grouped_gemm(home       ? GroupedGemmKind::fp8_to_bf16_home
-                                  : plan.fp8 ? GroupedGemmKind::fp8_to_bf16
-                                             : GroupedGemmKind::bf16_to_bf16,
-                                  gemm2, stream, tiles.gemm2);
+  gemms.tiles = tiles;
+  gemms.gemm1 = built(other.gemm1, other.tiles.gemm1, fused ? GroupedGemmKind::fp8_swiglu_to_fp8 : plain,
+                      gemm1, tiles.gemm1);
+  gemms.gemm2 = built(other.gemm2, other.tiles.gemm2, home ? GroupedGemmKind::fp8_to_bf16_home : plain, gemm2,
+                      tiles.gemm2);
   return gemms;
 }
 
@@ -178,10 +195,15 @@ CudaMoeExperts::CudaMoeExperts(const detail::MoeExpertsPlan& plan, cudaStream_t 
   MoeGemmTiles tiles;
   if (moe_gemm_tiles_from_environment(tiles) || !plan.fp8) {
     many_rows_ = make_moe_grouped_gemms(plan, stream, tiles, places);
-  } else {
-    few_rows_ = make_moe_grouped_gemms(plan, stream, kFewRowsTiles, places);
-    many_rows_ = make_moe_grouped_gemms(plan, stream, kManyRowsTiles, places);
+    return;
   }
+  many_rows_ = make_moe_grouped_gemms(plan, stream, kManyRowsTiles, places);
+  // A few-rows pair only where a tile in effect differs (with SwiGLU in GEMM 1 and rows written home, both
+  // GEMMs come in m128 alone, and the pairs would be the same kernels twice); a GEMM whose tile agrees is
+  // many_rows_'s runner.
+  const MoeGemmTiles few = moe_gemm_tiles_in_effect(plan, kFewRowsTiles);
+  if (few.gemm1 != many_rows_.tiles.gemm1 || few.gemm2 != many_rows_.tiles.gemm2)
+    few_rows_ = make_moe_grouped_gemms(plan, stream, kFewRowsTiles, places, &many_rows_);
 }
 
 void CudaMoeExperts::run(const detail::MoeExpertsCall& call) {

@@ -29,21 +29,23 @@ namespace switchyard::cuda {
 // launches (cuda/backend/kernel_preload.hpp).
 void prepare_moe_kernels(int device);
 
-// The layer's two grouped GEMMs over a plan's tensors (h = recv_x . W1^T, o = a . W2^T), their per-expert
-// arrays built on `stream`: the expert phase's, and the bench's same GEMMs run alone
-// (tools/moe_bench), so that both time one construction.
-struct MoeGroupedGemms {
-  std::unique_ptr<GroupedGemm> gemm1;
-  std::unique_ptr<GroupedGemm> gemm2;
-  // fp8 weights in MoeGateUp::interleaved: GEMM 1 writes a (SwiGLU and the requantisation in its
-  // epilogue), and no SwiGLU kernel runs.
-  bool gemm1_applies_swiglu = false;
-};
-
 // The CUTLASS tiles of the two GEMMs (fp8 only; the bf16 recipe's kernels come in m128 alone).
 struct MoeGemmTiles {
   GroupedGemmTile gemm1 = GroupedGemmTile::m128;
   GroupedGemmTile gemm2 = GroupedGemmTile::m128;
+};
+
+// The layer's two grouped GEMMs over a plan's tensors (h = recv_x . W1^T, o = a . W2^T), their per-expert
+// arrays built on `stream`: the expert phase's, and the bench's same GEMMs run alone
+// (tools/moe_bench), so that both time one construction.
+struct MoeGroupedGemms {
+  // Shared: a layer's pair for few rows and its pair for many hold one runner where their tiles agree.
+  std::shared_ptr<GroupedGemm> gemm1;
+  std::shared_ptr<GroupedGemm> gemm2;
+  // fp8 weights in MoeGateUp::interleaved: GEMM 1 writes a (SwiGLU and the requantisation in its
+  // epilogue), and no SwiGLU kernel runs.
+  bool gemm1_applies_swiglu = false;
+  MoeGemmTiles tiles;  // the tiles the two GEMMs run in (moe_gemm_tiles_in_effect)
 };
 
 // SWITCHYARD_MOE_GEMM_TILES="<gemm 1 tile>,<gemm 2 tile>" (a tuning override, e.g. "m64_pingpong,m128",
@@ -61,10 +63,18 @@ bool moe_few_rows(int64_t expected_rows_per_expert);
 // (4096 tokens) 41266 against 28911.
 MoeGemmTiles moe_gemm_tiles_for(int64_t expected_rows_per_expert);
 
+// The tiles a plan's GEMMs run in when `wanted` is asked for: GEMM 1 with SwiGLU in its epilogue (fp8,
+// MoeGateUp::interleaved) and GEMM 2 writing rows home come in m128 alone, and so do the bf16 kernels.
+MoeGemmTiles moe_gemm_tiles_in_effect(const detail::MoeExpertsPlan& plan, MoeGemmTiles wanted);
+
 // `home_places` (plan.rows_home only): the [L, C] row places GEMM 2's epilogue reads (CudaMoeExperts writes
 // them each call); GEMM 2 is then fp8_to_bf16_home, in m128 whatever `tiles` says.
+// `share`: a pair built for the same plan, places and stream; a GEMM whose tile in effect is the same as
+// its one there is that runner, not a second (the kernels and arrays are the same, and every call writes
+// its problem shapes before it runs).
 MoeGroupedGemms make_moe_grouped_gemms(const detail::MoeExpertsPlan& plan, cudaStream_t stream,
-                                       MoeGemmTiles tiles = {}, uint8_t* const* home_places = nullptr);
+                                       MoeGemmTiles tiles = {}, uint8_t* const* home_places = nullptr,
+                                       const MoeGroupedGemms* share = nullptr);
 
 class CudaMoeExperts final : public detail::MoeExperts {
  public:
