@@ -1,7 +1,8 @@
 // Ranks that make the same call with different shapes (here: rank 0 with half the experts of the
 // others) are refused on every rank with an InvalidArgument that says so, long before the timeout,
-// and no output is written. Before the call digest, symmetric returned garbage on every rank and
-// low_latency waited for signals that never came.
+// and no output is written; the Buffer goes on (the next call, made alike, goes through). Before the
+// call digest, symmetric returned garbage on every rank and low_latency waited for signals that never
+// came.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "support/expert_major_cases.hpp"
+#include "support/expert_major_gtest.hpp"
 #include "support/test_seed.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/errors.hpp"
@@ -64,7 +66,7 @@ void expect_refused_on_every_rank(const std::vector<Outcome>& outcomes, double s
 
 class MismatchedCalls : public ::testing::TestWithParam<Engine> {};
 
-TEST_P(MismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRank) {
+TEST_P(MismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRankAndTheNextCallGoesThrough) {
   const Engine engine = GetParam();
   const int ranks = 4;
   const em::Case full = em::make("full", ranks, {6, 6, 6, 6}, 6, 2, 48);
@@ -76,6 +78,9 @@ TEST_P(MismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRank) {
 
   std::mutex mutex;
   std::vector<Outcome> outcomes(ranks);
+  std::vector<std::string> next_calls(
+      ranks);          // what the call made alike after the refusal threw, if anything
+  em::Failures after;  // its outputs against the reference's
   const auto start = std::chrono::steady_clock::now();
   em::with_buffers(
       full, em::regions_of(engine),
@@ -91,13 +96,26 @@ TEST_P(MismatchedCalls, RankZeroWithHalfTheExpertsIsRefusedOnEveryRank) {
         for (const Tensor& tensor : {out.recv_x, out.recv_count}) {
           outcome.outputs_untouched = outcome.outputs_untouched && em::all_poison(tensor);
         }
+        // The refusal is bad input, not a broken protocol: the Buffer goes on, and the same call made
+        // alike on every rank then goes through, bit for bit the reference's.
+        const Outcome next = outcome_of([&] {
+          em::PoisonedOutputs again = em::poisoned_outputs(full, 6);
+          LowLatencyDispatchArgs alike = em::dispatch_args(full, expected_full.data[rank]);
+          again.attach(alike);
+          em::dispatch_with(engine, buffer, alike);
+          em::check_dispatch(again, em::reference_outputs(expected_full, rank), "reference", rank, after);
+        });
         std::lock_guard<std::mutex> lock(mutex);
         outcomes[rank] = outcome;
+        next_calls[rank] = next.message;
       },
       kTimeoutSeconds);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   expect_refused_on_every_rank(outcomes, seconds, "expected every rank to call with the same shape",
                                "recv_x or recv_count");
+  for (int rank = 0; rank < ranks; ++rank)
+    EXPECT_EQ(next_calls[rank], "") << "rank " << rank << ": the next call, alike on every rank, was refused";
+  em::expect_none(after, seed);
 }
 
 // The combine's options that change what travels are part of its digest: rank 0 asking for LogFMT

@@ -302,18 +302,25 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
     }
     const common::DeviceErrorBlock error = *record;
     const auto target = static_cast<common::WaitTarget>(error.target);
-    const bool expert_major = std::string(common::wait_role_engine(error.role)) != "normal";
+    const std::string engine = common::wait_role_engine(error.role);
+    const bool expert_major = engine != "normal";
+    // A call refused because the ranks' calls differ, where the refusal left the protocol whole: at a
+    // `normal` opening barrier (record_call_mismatch), or anywhere in the symmetric kernels, which record it
+    // without stopping the rank's waits and still pass their barriers and release their done words. Not
+    // low_latency's: a peer's signal of another shape stops every wait of the rank for good
+    // (cuda/low_latency/device.cuh), since words the peer's shape does not have would never come.
+    const bool refused_whole =
+        target == common::WaitTarget::call_signature &&
+        (error.role == static_cast<int32_t>(common::WaitRole::barrier) || engine == "symmetric");
     const bool usable = target == common::WaitTarget::invalid_expert ||
                         target == common::WaitTarget::expert_capacity ||
-                        (expert_major && target == common::WaitTarget::capacity) ||
-                        (target == common::WaitTarget::call_signature &&
-                         error.role == static_cast<int32_t>(common::WaitRole::barrier));
+                        (expert_major && target == common::WaitTarget::capacity) || refused_whole;
     if (usable) {
       // Bad input, not a broken protocol (an expert id out of range; an expert-major call with more rows
       // for one expert than max_tokens_per_rank, which wrote nothing; an expert past its
-      // expert_capacity, whose call completed on every rank; ranks whose opening barrier found their
-      // calls differ, which every rank refused, record_call_mismatch): clear the block so that later
-      // failures are reported too. The record is complete, so its kernel wrote its last word.
+      // expert_capacity, whose call completed on every rank; ranks whose calls differ, refused_whole):
+      // clear the block so that later failures are reported too. The record is complete, so its kernel
+      // wrote its last word.
       // gave_up stays: a failure for good that lost the claim to this record is still to be refused.
       const int32_t gave_up = __atomic_load_n(&record->gave_up, __ATOMIC_ACQUIRE);
       std::memset(record, 0, sizeof(*record));
