@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Session 46 c2: main at c8102e4 on the GPU.
+#   (1) 1bd223c: the MoE layer builds one runner per GEMM whose tile its few-rows and many-rows pairs share (with
+#       SwiGLU in GEMM 1 and rows written home both pairs were the same kernels twice): the MoE suite.
+#   (2) c8102e4: a symmetric call refused because the ranks' calls differ leaves the Buffer usable (host change in
+#       cuda_backend.cpp's classification): the hostile-calls suite, whose mismatch test now makes the next call alike
+#       and checks it against the reference (symmetric: goes through; low_latency: refused for good, saying so); the
+#       symmetric and low_latency suites, whose host error path this is.
+#   (3) ncu's source page (SASS, per instruction: executed instructions and stall samples) of the one-rank symmetric
+#       dispatch at 128 tokens: c1's SourceCounters section printed only totals (17.8 M warp instructions).
+# Pack: SWITCHYARD_PACK_ONLY='(switchyard-bench|cuda_low_latency_test|cuda_symmetric_test|hostile_calls|moe_layer_test)' \
+#   SWITCHYARD_PACK_OUT=build/gpu-carry46/c2.tar.xz bash scripts/gpu-pack.sh build/gpu-local
+# Predictions: (1) MoE 40/40 (39 + the new CPU-side test); (2) hostile 7 ran, 6 passed (one needs two GPUs), the
+#   mismatch test passing for both engines; symmetric 199/199, low_latency 59/59; (3) one or two loops hold most
+#   instructions (a poll, or a per-block walk over all 256 local experts, which a one-rank call has and an
+#   8-rank call has not).
+cd "$(dirname "$0")/../../../.."
+CALL=s46c2; CARRY=${CARRY:-build/gpu-carry46/c2.tar.xz}; BUDGET=${BUDGET:-500}
+STEP_FILTER="rror|FAILED|PASSED|timed out|test suites ran"
+source scripts/device-call.sh
+C=$B/tests/cuda
+step hostile 60 $C/switchyard_cuda_hostile_calls_test
+step moe 120 $C/switchyard_cuda_moe_layer_test --gtest_brief=1
+step symmetric 120 $C/switchyard_cuda_symmetric_test --gtest_brief=1
+step low-latency 60 $C/switchyard_cuda_low_latency_test --gtest_brief=1
+step ncu-dispatch-sass 150 ncu --clock-control none -k regex:symmetric_dispatch -s 3 -c 1 --section SourceCounters \
+  --page source --print-source sass --csv $B/tools/bench/switchyard-bench --backend cuda --engine symmetric \
+  --ranks 1 --tokens 128 --iters 3 --warmup 2 --symmetric-heap on --symmetric-combine pull
+wc -l "$base/ncu-dispatch-sass.log"
+head -c 3000 "$base/ncu-dispatch-sass.log" | tail -c 1500
+echo "total $((SECONDS - step_start)) s"
