@@ -302,16 +302,15 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
     }
     const common::DeviceErrorBlock error = *record;
     const auto target = static_cast<common::WaitTarget>(error.target);
-    const std::string engine = common::wait_role_engine(error.role);
-    const bool expert_major = engine != "normal";
+    const bool expert_major = std::string(common::wait_role_engine(error.role)) != "normal";
     // A call refused because the ranks' calls differ, where the refusal left the protocol whole: at a
-    // `normal` opening barrier (record_call_mismatch), or anywhere in the symmetric kernels, which record it
-    // without stopping the rank's waits and still pass their barriers and release their done words. Not
-    // low_latency's: a peer's signal of another shape stops every wait of the rank for good
-    // (cuda/low_latency/device.cuh), since words the peer's shape does not have would never come.
+    // `normal` opening barrier (record_call_mismatch, kAbortedThisCall); in the symmetric kernels, which
+    // record it without stopping a wait and still pass their barriers and release their done words; in the
+    // low_latency kernels, whose waits stop for that call alone (low_latency::ShapeRefusal). The `normal`
+    // engines' other call_signature records (a notify's) stop the rank for good.
     const bool refused_whole =
         target == common::WaitTarget::call_signature &&
-        (error.role == static_cast<int32_t>(common::WaitRole::barrier) || engine == "symmetric");
+        (error.role == static_cast<int32_t>(common::WaitRole::barrier) || expert_major);
     const bool usable = target == common::WaitTarget::invalid_expert ||
                         target == common::WaitTarget::expert_capacity ||
                         (expert_major && target == common::WaitTarget::capacity) || refused_whole;

@@ -316,16 +316,17 @@ __device__ __forceinline__ bool wait_for_expert(const KernelContext& context,
                                                 const Session<Transport>& session, int half,
                                                 uint32_t sequence, int expert, const WaitSite& site) {
   const uint32_t tag = common::low_latency_call_tag(sequence, launch.signature);
+  const low_latency::ShapeRefusal refusal{&launch.state->mismatched_sequence, sequence};
   if constexpr (kAcrossNodes<Transport>) {
     if (!low_latency::in_my_node(context, launch.ranks_per_node, expert / launch.local_experts)) {
       const int64_t count = low_latency::wait_across_nodes<Transport>(
           context, session, launch.layout, launch.layout.combine_signal_offset(half, expert),
-          launch.layout.combine_landed_offset(half, expert), tag, site);
+          launch.layout.combine_landed_offset(half, expert), tag, site, refusal);
       return count >= 0 || count == low_latency::kPeerMasked;
     }
   }
   const int64_t count = low_latency::wait_for_signal(
-      context, launch.layout.combine_signal(context.heap.base, half, expert), tag, site);
+      context, launch.layout.combine_signal(context.heap.base, half, expert), tag, site, refusal);
   return count >= 0 || count == low_latency::kPeerMasked;
 }
 

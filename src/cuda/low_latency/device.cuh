@@ -50,11 +50,27 @@ constexpr int kCopyDepth = 4;
 
 // ---- signals ------------------------------------------------------------------------------------
 
-// A signal of this call made with another shape: records it (not a wait) and stops the rank's waits.
+// This call's refusal for a peer's other shape (LowLatencyDeviceState::mismatched_sequence): raised by the
+// wait that sees such a signal, watched by every other wait of the call's kernels on this rank. Per call,
+// not the rank's abort flag: the Buffer's later calls go on (cuda_backend.cpp reports the refusal as bad
+// input), as on the CPU backend.
+struct ShapeRefusal {
+  uint32_t* word;     // &LowLatencyDeviceState::mismatched_sequence
+  uint32_t sequence;  // this call's (LowLatencyDeviceState::sequence as its kernels read it)
+
+  __device__ __forceinline__ bool raised() const { return load_state_word(word) == sequence; }
+  __device__ __forceinline__ void raise() const { *reinterpret_cast<volatile uint32_t*>(word) = sequence; }
+};
+
+// A signal of this call made with another shape: records it (not a wait) and refuses the call on this rank:
+// its other waits stop (`refusal`), and its receive half writes no outputs.
 __device__ __forceinline__ void record_other_shape(const KernelContext& context, const WaitSite& site,
-                                                   uint32_t tag, uint64_t observed) {
+                                                   uint32_t tag, uint64_t observed,
+                                                   const ShapeRefusal& refusal) {
   const WaitSite mismatch{site.role, common::WaitTarget::call_signature, site.channel, site.peer};
-  record_wait_failure(context, mismatch, tag >> 16, static_cast<int64_t>(observed >> 48), 0);
+  record_wait_failure(context, mismatch, tag >> 16, static_cast<int64_t>(observed >> 48), 0,
+                      /*abort_rank=*/false);
+  refusal.raise();
 }
 
 // What a wait on a masked peer returns (Buffer::update_mask): the peer is left out of the call.
@@ -72,29 +88,31 @@ __device__ __forceinline__ int64_t peer_timed_out(const KernelContext& context, 
   return -1;
 }
 
-// Waits (bounded) until `word` holds the signal of the call tagged `sequence`
-// (common::low_latency_call_tag) (acquire); returns its count; kPeerMasked when `site.peer` is masked
-// (before or during the wait, or by its timeout: peer_timed_out); -1 when the wait failed (this
-// thread recorded a timeout or a peer's call of another shape, or another wait of the rank failed).
+// Waits (bounded) until `word` holds the signal of the call tagged `tag` (common::low_latency_call_tag)
+// (acquire); returns its count; kPeerMasked when `site.peer` is masked (before or during the wait, or by its
+// timeout: peer_timed_out); -1 when the wait failed (this thread recorded a timeout or a peer's call of
+// another shape), another wait of the rank failed for good, or the call was refused for another shape.
 __device__ __forceinline__ int64_t wait_for_signal(const KernelContext& context, const uint64_t* word,
-                                                   uint32_t sequence, const WaitSite& site) {
+                                                   uint32_t tag, const WaitSite& site,
+                                                   const ShapeRefusal& refusal) {
   uint64_t observed = ld_acquire_peer(context, word);
-  if (!common::low_latency_signal_is_for(observed, sequence)) {
+  if (!common::low_latency_signal_is_for(observed, tag)) {
     const uint64_t start = ptx::globaltimer_ns();
-    // NOTES: the clock, the abort flag and the mask are read every 64 polls, as in wait_at_least.
+    // NOTES: the clock, the abort flag, the refusal and the mask are read every 64 polls, as in
+    // wait_at_least.
     for (uint32_t polls = 1;; ++polls) {
       observed = ld_acquire_peer(context, word);
-      if (common::low_latency_signal_is_for(observed, sequence)) break;
-      if (common::low_latency_signal_of_other_shape(observed, sequence)) {
-        record_other_shape(context, site, sequence, observed);
+      if (common::low_latency_signal_is_for(observed, tag)) break;
+      if (common::low_latency_signal_of_other_shape(observed, tag)) {
+        record_other_shape(context, site, tag, observed, refusal);
         return -1;
       }
       if ((polls & 63) == 0) {
-        if (rank_aborted(context)) return -1;
+        if (rank_aborted(context) || refusal.raised()) return -1;
         if (context.mask.masked(site.peer)) return kPeerMasked;
         const uint64_t waited = ptx::globaltimer_ns() - start;
         if (waited > context.timeout_ns) {
-          return peer_timed_out(context, site, sequence & common::kLowLatencySequenceMask,
+          return peer_timed_out(context, site, tag & common::kLowLatencySequenceMask,
                                 static_cast<int64_t>((observed >> 32) & common::kLowLatencySequenceMask),
                                 waited);
         }

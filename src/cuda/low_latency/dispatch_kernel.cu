@@ -390,15 +390,16 @@ __device__ __forceinline__ int64_t wait_for_count(const KernelContext& context,
                                                   uint32_t sequence, int local, int source,
                                                   const WaitSite& site) {
   const uint32_t tag = common::low_latency_call_tag(sequence, launch.signature);
+  const low_latency::ShapeRefusal refusal{&launch.state->mismatched_sequence, sequence};
   if constexpr (kAcrossNodes<Transport>) {
     if (!low_latency::in_my_node(context, launch.ranks_per_node, source)) {
       return low_latency::wait_across_nodes<Transport>(
           context, session, launch.layout, launch.layout.dispatch_signal_offset(half, local, source),
-          launch.layout.dispatch_landed_offset(half, local, source), tag, site);
+          launch.layout.dispatch_landed_offset(half, local, source), tag, site, refusal);
     }
   }
   return low_latency::wait_for_signal(
-      context, launch.layout.dispatch_signal(context.heap.base, half, local, source), tag, site);
+      context, launch.layout.dispatch_signal(context.heap.base, half, local, source), tag, site, refusal);
 }
 
 // Every (local expert, source) count of this call, into the table; false (in every thread) when a

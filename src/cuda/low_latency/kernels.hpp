@@ -36,7 +36,12 @@ struct LowLatencyDeviceState {
   // or more than max_tokens_per_rank rows for one expert): its send half wrote no rows and signalled
   // zero counts, and its receive half writes no outputs.
   uint32_t refused_sequence;
-  uint32_t reserved;
+  // The sequence of the last call in which a peer's signal came with another shape's tag
+  // (common::low_latency_signal_of_other_shape): the wait that saw it recorded the refusal, and every other
+  // wait of that call's kernels on this rank stops at its next check (low_latency::ShapeRefusal), since words
+  // of this rank's shape that the peer's shape does not have would never come. Later calls, of other
+  // sequences, ignore it: the Buffer goes on.
+  uint32_t mismatched_sequence;
 };
 
 // The transport of a one-node buffer: none.

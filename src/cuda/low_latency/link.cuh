@@ -63,14 +63,14 @@ __device__ __forceinline__ void reset_other_half(const common::LowLatencyLayout&
 }
 
 // Lane-parallel bounded waits on transport signals (each lane its own word). `read` returns the
-// word (acquire). Both return false after recording a TimeoutError, or when another wait of the rank
-// failed.
+// word (acquire). Both return false after recording a TimeoutError, when another wait of the rank
+// failed for good, or when the call was refused for a peer's other shape (`refusal`).
 
-// Until the count signal of call `sequence` is there; its count in `count`.
+// Until the count signal of call `sequence` (its tag) is there; its count in `count`.
 template <typename Read>
 __device__ __forceinline__ bool wait_for_count_signal(const KernelContext& context, const Read& read,
                                                       uint32_t sequence, const WaitSite& site,
-                                                      int64_t& count) {
+                                                      const ShapeRefusal& refusal, int64_t& count) {
   uint64_t observed = read();
   if (!common::low_latency_signal_is_for(observed, sequence)) {
     const uint64_t start = ptx::globaltimer_ns();
@@ -79,11 +79,11 @@ __device__ __forceinline__ bool wait_for_count_signal(const KernelContext& conte
       observed = read();
       if (common::low_latency_signal_is_for(observed, sequence)) break;
       if (common::low_latency_signal_of_other_shape(observed, sequence)) {
-        record_other_shape(context, site, sequence, observed);
+        record_other_shape(context, site, sequence, observed, refusal);
         return false;
       }
       if ((polls & 63) == 0) {
-        if (rank_aborted(context)) return false;
+        if (rank_aborted(context) || refusal.raised()) return false;
         if (context.mask.masked(site.peer)) {
           count = kPeerMasked;
           return true;
@@ -105,7 +105,8 @@ __device__ __forceinline__ bool wait_for_count_signal(const KernelContext& conte
 // Until `rows` rows have landed (the counter's adds come with the puts: RDMA's one ordering).
 template <typename Read>
 __device__ __forceinline__ bool wait_for_rows_landed(const KernelContext& context, const Read& read,
-                                                     int64_t rows, const WaitSite& site) {
+                                                     int64_t rows, const WaitSite& site,
+                                                     const ShapeRefusal& refusal) {
   uint64_t observed = read();
   if (observed >= static_cast<uint64_t>(rows)) return true;
   const uint64_t start = ptx::globaltimer_ns();
@@ -113,7 +114,7 @@ __device__ __forceinline__ bool wait_for_rows_landed(const KernelContext& contex
     observed = read();
     if (observed >= static_cast<uint64_t>(rows)) return true;
     if ((polls & 63) == 0) {
-      if (rank_aborted(context)) return false;
+      if (rank_aborted(context) || refusal.raised()) return false;
       if (context.mask.masked(site.peer)) return true;  // the caller rereads the mask: left out
       const uint64_t waited = ptx::globaltimer_ns() - start;
       if (waited > context.timeout_ns)
@@ -129,17 +130,18 @@ __device__ __forceinline__ int64_t wait_across_nodes(const KernelContext& contex
                                                      const Session<Transport>& session,
                                                      const common::LowLatencyLayout& layout,
                                                      size_t count_offset, size_t landed_offset,
-                                                     uint32_t sequence, const WaitSite& site) {
+                                                     uint32_t sequence, const WaitSite& site,
+                                                     const ShapeRefusal& refusal) {
   const transport::SignalId count_id = layout.signal_id(count_offset);
   const transport::SignalId landed_id = layout.signal_id(landed_offset);
   int64_t count = 0;
   if (!wait_for_count_signal(
-          context, [&] { return session.read_signal(count_id); }, sequence, site, count)) {
+          context, [&] { return session.read_signal(count_id); }, sequence, site, refusal, count)) {
     return -1;
   }
   if (count == kPeerMasked) return kPeerMasked;
   if (count > 0 && !wait_for_rows_landed(
-                       context, [&] { return session.read_signal(landed_id); }, count, site)) {
+                       context, [&] { return session.read_signal(landed_id); }, count, site, refusal)) {
     return -1;
   }
   return context.mask.masked(site.peer) ? kPeerMasked : count;
