@@ -1,17 +1,22 @@
 #!/usr/bin/env bash
-# Session 46 c2: main at c8102e4 on the GPU.
+# Session 46 c2: main at 738610b on the GPU (the first try, packed at c8102e4, got no machine).
 #   (1) 1bd223c: the MoE layer builds one runner per GEMM whose tile its few-rows and many-rows pairs share (with
 #       SwiGLU in GEMM 1 and rows written home both pairs were the same kernels twice): the MoE suite.
 #   (2) c8102e4: a symmetric call refused because the ranks' calls differ leaves the Buffer usable (host change in
 #       cuda_backend.cpp's classification): the hostile-calls suite, whose mismatch test now makes the next call alike
 #       and checks it against the reference (symmetric: goes through; low_latency: refused for good, saying so); the
 #       symmetric and low_latency suites, whose host error path this is.
+#   (2b) 738610b: low_latency's refusal for a peer's other shape stops that call's waits alone
+#       (LowLatencyDeviceState::mismatched_sequence) instead of the rank for good: the low_latency suites (one node
+#       and two), the hostile mismatch test for both engines, memcheck on the one-rank low_latency cases, process
+#       ranks at 4 (low_latency, symmetric).
 #   (3) ncu's source page (SASS, per instruction: executed instructions and stall samples) of the one-rank symmetric
 #       dispatch at 128 tokens: c1's SourceCounters section printed only totals (17.8 M warp instructions).
-# Pack: SWITCHYARD_PACK_ONLY='(switchyard-bench|cuda_low_latency_test|cuda_symmetric_test|hostile_calls|moe_layer_test)' \
+# Pack: SWITCHYARD_PACK_ONLY='(switchyard-bench|cuda_low_latency_test|cuda_low_latency_internode_test|cuda_symmetric_test|hostile_calls|moe_layer_test|process_ranks)' \
 #   SWITCHYARD_PACK_OUT=build/gpu-carry46/c2.tar.xz bash scripts/gpu-pack.sh build/gpu-local
 # Predictions: (1) MoE 40/40 (39 + the new CPU-side test); (2) hostile 7 ran, 6 passed (one needs two GPUs), the
-#   mismatch test passing for both engines; symmetric 199/199, low_latency 59/59; (3) one or two loops hold most
+#   mismatch test passing for both engines (its next call going through); symmetric 199/199, low_latency 59/59,
+#   low_latency across nodes as before, memcheck 0 errors, process ranks pass; (3) one or two loops hold most
 #   instructions (a poll, or a per-block walk over all 256 local experts, which a one-rank call has and an
 #   8-rank call has not).
 cd "$(dirname "$0")/../../../.."
@@ -23,9 +28,17 @@ step hostile 60 $C/switchyard_cuda_hostile_calls_test
 step moe 120 $C/switchyard_cuda_moe_layer_test --gtest_brief=1
 step symmetric 120 $C/switchyard_cuda_symmetric_test --gtest_brief=1
 step low-latency 60 $C/switchyard_cuda_low_latency_test --gtest_brief=1
+step low-latency-internode 90 $C/switchyard_cuda_low_latency_internode_test --gtest_brief=1
+step memcheck-low-latency 90 compute-sanitizer --tool memcheck --error-exitcode 1 $C/switchyard_cuda_low_latency_test \
+  --gtest_filter='*Small_R1*' --gtest_brief=1
 step ncu-dispatch-sass 150 ncu --clock-control none -k regex:symmetric_dispatch -s 3 -c 1 --section SourceCounters \
   --page source --print-source sass --csv $B/tools/bench/switchyard-bench --backend cuda --engine symmetric \
   --ranks 1 --tokens 128 --iters 3 --warmup 2 --symmetric-heap on --symmetric-combine pull
 wc -l "$base/ncu-dispatch-sass.log"
 head -c 3000 "$base/ncu-dispatch-sass.log" | tail -c 1500
+# ncu cannot profile under MPS: the process ranks last.
+start_mps
+for engine in low_latency symmetric; do
+  step processes-$engine-np4 60 $C/switchyard_cuda_process_ranks_test --ranks 4 --engine $engine
+done
 echo "total $((SECONDS - step_start)) s"
