@@ -113,6 +113,16 @@ declare -A SANITIZER_FILTER=(
 # does not follow for cp.async (session 24 saw the same copies reported against the consumers' reads). No
 # access of ours is involved, and the layer's bits are pinned run to run and against the separate path
 # (bench/NOTES.md, session 45).
+# racecheck's own filter where it differs from SANITIZER_FILTER. The normal suite's small-ring cases
+# (Small_R1_fp8, Small_R1_tuned: 3-4 slot rings, so a sender waits for its receiver to free slots) stop at random
+# under racecheck with no hazard reported: a receiver waits for rows its sender never sends (bench/NOTES.md,
+# sessions 42-46), the tool not keeping a channel's sender and receiver blocks running together. racecheck takes
+# the ring paths from Small_R1_fp8_wide_rings instead (rings that hold a channel's every token: no sender waits),
+# and the in-place paths as before; memcheck and synccheck keep the small rings.
+# tests/scripts/gpu_check_filters_test.py checks these filters against the suite's cases.
+declare -A RACECHECK_FILTER=(
+  [normal_engine]='*Small_R1_fp8_wide_rings:*Small_R1_fp8_heap_inputs*:*ExpertIdOutOfRange*'
+)
 declare -A RACECHECK_KNOWN_FALSE=(
   [symmetric]='RowTables::build|load_count\('
   [rank_mask]='RowTables::build|load_count\('
@@ -225,6 +235,8 @@ if has_stage sanitizer; then
     fi
     for tool in memcheck racecheck synccheck; do
       log="sanitizer-$tool-$suite.log"
+      filter=${SANITIZER_FILTER[$suite]}
+      if [ "$tool" = racecheck ]; then filter=${RACECHECK_FILTER[$suite]:-$filter}; fi
       # The suites' device waits bounded at 120 s instead of 10 (the normal suite's; the MoE layer's is 120
       # already): the sanitizer's slowdown is not a hang.
       command=(timeout "${SWITCHYARD_SANITIZER_TIMEOUT:-300}" env SWITCHYARD_NORMAL_TEST_TIMEOUT=120
@@ -233,10 +245,10 @@ if has_stage sanitizer; then
       if [ "$tool" = racecheck ] && [ -n "$known" ]; then
         run_logged "compute-sanitizer $tool $suite (known false reports allowed)" "$log" \
           racecheck_allowing "$OUT/$log" "$known" "${command[@]}" \
-          "$(suite_bin "$suite")" --gtest_filter="${SANITIZER_FILTER[$suite]}"
+          "$(suite_bin "$suite")" --gtest_filter="$filter"
       else
         run_logged "compute-sanitizer $tool $suite" "$log" "${command[@]}" --error-exitcode 1 \
-          "$(suite_bin "$suite")" --gtest_filter="${SANITIZER_FILTER[$suite]}"
+          "$(suite_bin "$suite")" --gtest_filter="$filter"
       fi
     done
   done
