@@ -2,8 +2,8 @@
 # Prepared in session 46 for the next GPU time (not run: the session's device time went to failed starts).
 # scripts/gpu-check.sh's sanitizer stage whole on main's build, with the normal suite's new racecheck filter
 # (RACECHECK_FILTER: the wide-ring case and the in-place cases; memcheck and synccheck keep the small rings).
-# Pack (the 8 suites with one-rank cases; mapped_host_words is small, so the tarball is ~32 MB, what a carry holds
-# beside the ~29.5 MB tree):
+# Pack (the 8 suites with one-rank cases, ~32 MB; the tracked tree is ~11 MB since session 46 packed the old logs,
+# so a carry of 64 MiB has room to spare):
 #   SWITCHYARD_PACK_ONLY='(normal_engine|cuda_low_latency_test|cuda_symmetric_test|device_transport|hostile_calls|rank_mask|moe_layer|mapped_host_words)' \
 #   SWITCHYARD_PACK_OUT=build/gpu-carry47/san.tar.xz bash scripts/gpu-pack.sh build/gpu-local
 # Predictions: every run passes: memcheck and synccheck on every suite as in session 45's c2 (the small rings
