@@ -5,24 +5,14 @@ the small-ring cases that stop under it (bench/NOTES.md, session 46), while memc
 A renamed or dropped case would otherwise leave a sanitizer run with nothing to run, or racecheck on a case
 that stops."""
 import os
-import re
 import subprocess
 import sys
 import unittest
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-GPU_CHECK = os.path.join(HERE, "..", "..", "scripts", "gpu-check.sh")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from gpu_check_maps import gpu_check_map  # noqa: E402
+
 BINARY = None  # set from argv
-
-
-def bash_map(name):
-    """The entries of `declare -A name=( [key]='value' ... )` in gpu-check.sh."""
-    with open(GPU_CHECK) as script:
-        text = script.read()
-    block = re.search(r"declare -A " + name + r"=\((.*?)\n\)", text, re.S)
-    if block is None:
-        raise AssertionError(f"gpu-check.sh declares no {name}")
-    return dict(re.findall(r"\[(\w+)\]='([^']*)'", block.group(1)))
 
 
 def listed(gtest_filter):
@@ -42,7 +32,7 @@ def listed(gtest_filter):
 
 class NormalSuiteSanitizerFilters(unittest.TestCase):
     def test_racecheck_takes_the_wide_rings_and_not_the_small_ones(self):
-        racecheck = bash_map("RACECHECK_FILTER")["normal_engine"]
+        racecheck = gpu_check_map("RACECHECK_FILTER")["normal_engine"]
         names = listed(racecheck)
         self.assertTrue(any(name.endswith("/Small_R1_fp8_wide_rings") for name in names), names)
         self.assertTrue(any("Small_R1_fp8_heap_inputs" in name for name in names), names)
@@ -50,7 +40,7 @@ class NormalSuiteSanitizerFilters(unittest.TestCase):
             self.assertFalse(any(name.endswith(small) for name in names), f"racecheck runs {small}: {names}")
 
     def test_memcheck_and_synccheck_keep_the_small_rings(self):
-        names = listed(bash_map("SANITIZER_FILTER")["normal_engine"])
+        names = listed(gpu_check_map("SANITIZER_FILTER")["normal_engine"])
         for small in ("/Small_R1_fp8", "/Small_R1_tuned", "/Small_R1_fp8_wide_rings"):
             self.assertTrue(any(name.endswith(small) for name in names), f"{small} not in {names}")
 

@@ -2,7 +2,6 @@
 """scripts/racecheck_reports.py on racecheck outputs shaped as the GPU machine's (sessions 43 and 45's logs), and
 scripts/gpu-check.sh's per-suite allow-lists (RACECHECK_KNOWN_FALSE) against them."""
 import os
-import re
 import subprocess
 import sys
 import tempfile
@@ -10,9 +9,9 @@ import unittest
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SCRIPT = os.path.join(HERE, "..", "..", "scripts", "racecheck_reports.py")
-GPU_CHECK = os.path.join(HERE, "..", "..", "scripts", "gpu-check.sh")
 sys.path.insert(0, os.path.dirname(SCRIPT))
 import racecheck_reports  # noqa: E402
+from gpu_check_maps import gpu_check_map  # noqa: E402
 
 KNOWN = r"RowTables::build|load_count\("
 
@@ -74,11 +73,8 @@ class Verdict(unittest.TestCase):
 
 
 def gpu_check_allow_lists():
-    """scripts/gpu-check.sh's RACECHECK_KNOWN_FALSE, suite -> pattern, read as bash would (single quotes)."""
-    with open(GPU_CHECK) as script:
-        text = script.read()
-    block = re.search(r"declare -A RACECHECK_KNOWN_FALSE=\((.*?)\n\)", text, re.S)
-    return dict(re.findall(r"^\s*\[(\w+)\]='([^']*)'", block.group(1), re.M))
+    """scripts/gpu-check.sh's RACECHECK_KNOWN_FALSE, suite -> pattern."""
+    return gpu_check_map("RACECHECK_KNOWN_FALSE")
 
 
 class GpuCheckAllowLists(unittest.TestCase):
