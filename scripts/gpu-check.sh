@@ -118,10 +118,13 @@ declare -A SANITIZER_FILTER=(
 # under racecheck with no hazard reported: a receiver waits for rows its sender never sends (bench/NOTES.md,
 # sessions 42-46), the tool not keeping a channel's sender and receiver blocks running together. racecheck takes
 # the ring paths from Small_R1_fp8_wide_rings instead (rings that hold a channel's every token: no sender waits),
-# and the in-place paths as before; memcheck and synccheck keep the small rings.
+# and the in-place paths as before; memcheck and synccheck keep the small rings. Of the wide-ring case's four
+# suites, racecheck takes EdgeCases and Biases (10 and 8 s under the tool): WithoutTopk's took 110 s and
+# ReleasedLayout's more than 50 (session 47, c1), the same ring code, which the 170 s a run gets in a
+# one-call sanitizer stage cannot hold.
 # tests/scripts/gpu_check_filters_test.py checks these filters against the suite's cases.
 declare -A RACECHECK_FILTER=(
-  [normal_engine]='*Small_R1_fp8_wide_rings:*Small_R1_fp8_heap_inputs*:*ExpertIdOutOfRange*'
+  [normal_engine]='EdgeCases/*Small_R1_fp8_wide_rings:Biases/*Small_R1_fp8_wide_rings:*Small_R1_fp8_heap_inputs*:*ExpertIdOutOfRange*'
 )
 declare -A RACECHECK_KNOWN_FALSE=(
   [symmetric]='RowTables::build|load_count\('
