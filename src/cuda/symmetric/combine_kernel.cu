@@ -67,7 +67,9 @@ __device__ bool load_push_tables(const KernelContext& context, const SymmetricCo
     tables.count[pair] = homes.in(pair % call.num_ranks) ? count : 0;
   }
   __syncthreads();
-  tables.build(launch.capacity);
+  // NOTES (session 47): without the sliced walk; this kernel sits at its 128-register limit, where the
+  // slices' code made ptxas spill 18 bytes.
+  tables.build</*kSliceExperts=*/false>(launch.capacity);
   return unusable == 0;
 }
 

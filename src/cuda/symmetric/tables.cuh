@@ -14,6 +14,9 @@
 
 namespace switchyard::cuda {
 
+// Warps a block building RowTables may have (1024 threads).
+constexpr int kMaxTableWarps = 32;
+
 // Carved from symmetric_table_ints(R, L) entries of shared memory.
 //
 // With a capacity C (expert_capacity), expert l keeps only its first C rows: count, begin and total
@@ -41,31 +44,84 @@ struct RowTables {
   }
 
   // After `count` is filled and the block synchronised: the prefix sums, the walk over the rows that
-  // fit `capacity`. Whole block (a multiple of 32 threads); ends synchronised. Both sums are warp scans,
-  // a warp per expert over its ranks, then a warp per rank over its experts (device/warp_scan.cuh).
+  // fit `capacity`. Whole block (a multiple of 32 threads, the same `blockDim` at every call site); ends
+  // synchronised. Integer sums, so every way of taking them gives the same tables.
+  //   begin/total: per expert, a sum over its R ranks. With R <= 32 every warp takes 32 / W experts at once,
+  //     a segment of W = segment_width_for(R) lanes each (log2(W) shuffles: none at one rank); with more
+  //     ranks a warp per expert, 32 ranks at a time.
+  //   start: per rank, a sum over its L experts. A warp per rank, or (kSliceExperts), with fewer ranks than
+  //     warps and more than 32 experts, warps / R warps per rank, each over a slice of the experts, then each
+  //     slice moved past the slices before it (one more block barrier).
+  // NOTES (session 47): a full-warp scan per expert and a single warp over all 256 experts took 6.5 us of a
+  // one-rank dispatch (R = 1, L = 256; 20 % of its instructions), against 2.2-2.6 us at 8 ranks (L = 32).
+  template <bool kSliceExperts = true>
   __device__ void build(int64_t capacity) const {
     const int warp = static_cast<int>(threadIdx.x / 32);
     const int warps = static_cast<int>(blockDim.x / 32);
-    for (int l = warp; l < local_experts; l += warps) {
-      const int32_t rows = warp_exclusive_scan(
-          num_ranks, [&](int r) { return count[l * num_ranks + r]; },
-          [&](int r, int32_t before) { begin[l * num_ranks + r] = before; });
-      if (lane_id() == 0) total[l] = rows;
+    const int lane = lane_id();
+    if (num_ranks <= 32) {
+      const int width = segment_width_for(num_ranks);
+      const int experts_per_warp = 32 / width;
+      const int r = lane & (width - 1);
+      for (int first = warp * experts_per_warp; first < local_experts; first += warps * experts_per_warp) {
+        const int l = first + lane / width;
+        const bool entry = l < local_experts && r < num_ranks;
+        const int32_t rows = entry ? count[l * num_ranks + r] : 0;
+        const int32_t inclusive = segment_inclusive_sum(rows, width);
+        if (entry) {
+          begin[l * num_ranks + r] = inclusive - rows;
+          if (r == num_ranks - 1) total[l] = inclusive;
+        }
+      }
+    } else {
+      for (int l = warp; l < local_experts; l += warps) {
+        const int32_t rows = warp_exclusive_scan(
+            num_ranks, [&](int r) { return count[l * num_ranks + r]; },
+            [&](int r, int32_t before) { begin[l * num_ranks + r] = before; });
+        if (lane == 0) total[l] = rows;
+      }
     }
     // `begin` is read across experts below. racecheck misreports this hand-off between warps as a race (its
     // misreading of this kernel's barriers, NOTES session 43); scripts/gpu-check.sh names it as known.
     __syncthreads();
-    for (int r = warp; r < num_ranks; r += warps) {
+    const auto fitting = [&](int l, int r) {
+      const int64_t room = capacity - begin[l * num_ranks + r];
+      const int32_t pair_rows = count[l * num_ranks + r];
+      return room <= 0 ? 0 : (room < pair_rows ? static_cast<int32_t>(room) : pair_rows);
+    };
+    const int warps_per_rank =
+        kSliceExperts && local_experts > 32 && num_ranks < warps ? warps / num_ranks : 1;
+    if (warps_per_rank == 1) {
+      for (int r = warp; r < num_ranks; r += warps) {
+        int32_t* prefix = start + r * (local_experts + 1);
+        const int32_t rows = warp_exclusive_scan(
+            local_experts, [&](int l) { return fitting(l, r); },
+            [&](int l, int32_t before) { prefix[l] = before; });
+        if (lane == 0) prefix[local_experts] = rows;
+      }
+    } else {
+      // Slice k of rank r: experts [k * slice, (k + 1) * slice); warps past R * warps_per_rank only wait.
+      __shared__ int32_t slice_rows[kMaxTableWarps];
+      const int r = warp / warps_per_rank;
+      const int k = warp % warps_per_rank;
+      const int slice = (local_experts + warps_per_rank - 1) / warps_per_rank;
+      const int low = k * slice < local_experts ? k * slice : local_experts;
+      const int high = low + slice < local_experts ? low + slice : local_experts;
       int32_t* prefix = start + r * (local_experts + 1);
-      const int32_t rows = warp_exclusive_scan(
-          local_experts,
-          [&](int l) {
-            const int64_t room = capacity - begin[l * num_ranks + r];
-            const int32_t pair_rows = count[l * num_ranks + r];
-            return room <= 0 ? 0 : (room < pair_rows ? static_cast<int32_t>(room) : pair_rows);
-          },
-          [&](int l, int32_t before) { prefix[l] = before; });
-      if (lane_id() == 0) prefix[local_experts] = rows;
+      int32_t mine = 0;
+      if (r < num_ranks) {
+        mine = warp_exclusive_scan(
+            high - low, [&](int i) { return fitting(low + i, r); },
+            [&](int i, int32_t before) { prefix[low + i] = before; });
+        if (lane == 0) slice_rows[warp] = mine;
+      }
+      __syncthreads();
+      if (r < num_ranks) {
+        int32_t before = 0;
+        for (int j = r * warps_per_rank; j < warp; ++j) before += slice_rows[j];
+        for (int l = low + lane; l < high; l += 32) prefix[l] += before;
+        if (k == warps_per_rank - 1 && lane == 0) prefix[local_experts] = before + mine;
+      }
     }
     __syncthreads();
   }
