@@ -149,6 +149,12 @@ if has_stage tests; then
     run_logged "gpu tests symmetric, $pull pull (threads)" "tests-symmetric-$pull-pull.log" \
       env SWITCHYARD_SYMMETRIC_PULL=$pull timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$(suite_bin symmetric)" --gtest_brief=1
   done
+  # The dispatch's routing in every block (SWITCHYARD_SYMMETRIC_ROUTING=every: the routing grid sync and the
+  # blocks' exchange rows), which by default only calls of more pairs than block 0 walks in one batch take.
+  for suite in symmetric rank_mask; do
+    run_logged "gpu tests $suite, routing in every block (threads)" "tests-$suite-every-block-routing.log" \
+      env SWITCHYARD_SYMMETRIC_ROUTING=every timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$(suite_bin $suite)" --gtest_brief=1
+  done
   # Signals between ranks at system scope (SWITCHYARD_SIGNAL_SCOPE=sys; GPU scope is the default where every
   # rank is on one GPU, as here): the path ranks on several GPUs or nodes take, kept bitwise too.
   for suite in normal_engine symmetric low_latency rank_mask internode; do

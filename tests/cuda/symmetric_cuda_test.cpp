@@ -1108,6 +1108,36 @@ TEST(SymmetricCudaGrid, PullOverrideIsReadFromTheEnvironmentAndBadValuesAreNamed
                          [] { cuda::symmetric_pull_from_environment(); });
 }
 
+TEST(SymmetricCudaGrid, RoutingBlocksFollowTheCallsPairsAndTheOverrideIsNamedWhenMalformed) {
+  // Pure arithmetic and parsing: no GPU needed. The suite runs as it is (nearly every case's pairs fit one
+  // batch of block 0's routing warps, so block 0 routes alone; R2_many_tokens_routing_waves routes in every
+  // block) and with SWITCHYARD_SYMMETRIC_ROUTING=every (scripts/gpu-check.sh), so both are checked bitwise.
+  const ScopedEnvironment variable("SWITCHYARD_SYMMETRIC_ROUTING");
+  EXPECT_EQ(cuda::symmetric_routing_from_environment(), cuda::SymmetricRouting::automatic);
+  const auto automatic = cuda::SymmetricRouting::automatic;
+  // 14 routing warps walk 14 * 32 * kRoutingBatch pairs in one batch of loads.
+  const int64_t one_batch = 14 * 32 * cuda::kRoutingBatch;
+  EXPECT_EQ(cuda::symmetric_routing_blocks(automatic, false, 128 * 8, 132, 14), 1);  // one rank, decode
+  EXPECT_EQ(cuda::symmetric_routing_blocks(automatic, false, one_batch, 16, 14), 1);
+  EXPECT_EQ(cuda::symmetric_routing_blocks(automatic, false, one_batch + 1, 16, 14), 16);
+  EXPECT_EQ(cuda::symmetric_routing_blocks(automatic, false, 4096 * 8, 16, 14), 16);  // prefill
+  EXPECT_EQ(cuda::symmetric_routing_blocks(automatic, false, 0, 16, 14), 1);
+  // The bf16 publish's pipeline keeps the other blocks busy: block 0 alone, whatever the override.
+  EXPECT_EQ(cuda::symmetric_routing_blocks(automatic, true, 4096 * 8, 16, 14), 1);
+  EXPECT_EQ(cuda::symmetric_routing_blocks(cuda::SymmetricRouting::every_block, true, 4096 * 8, 16, 14), 1);
+  EXPECT_EQ(cuda::symmetric_routing_blocks(cuda::SymmetricRouting::every_block, false, 8, 16, 14), 16);
+  EXPECT_EQ(cuda::symmetric_routing_blocks(cuda::SymmetricRouting::one_block, false, 4096 * 8, 16, 14), 1);
+  variable.set("every");
+  EXPECT_EQ(cuda::symmetric_routing_from_environment(), cuda::SymmetricRouting::every_block);
+  variable.set("one");
+  EXPECT_EQ(cuda::symmetric_routing_from_environment(), cuda::SymmetricRouting::one_block);
+  variable.set("auto");
+  EXPECT_EQ(cuda::symmetric_routing_from_environment(), automatic);
+  expect_refused_by_name(variable, {"all", "ONE", "1"},
+                         "SWITCHYARD_SYMMETRIC_ROUTING: expected auto, one or every",
+                         [] { cuda::symmetric_routing_from_environment(); });
+}
+
 TEST(SymmetricCudaGrid, SignalScopeIsGpuOnlyWhereEveryRankIsOnThisGpuAndBadValuesAreNamed) {
   // Pure parsing: no GPU needed. The GPU suites run with the default (GPU scope where every rank shares the
   // GPU) and with SWITCHYARD_SIGNAL_SCOPE=sys (scripts/gpu-check.sh runs the engines' suites both ways).

@@ -106,6 +106,27 @@ SymmetricPull symmetric_pull_from_environment() {
       "'");
 }
 
+SymmetricRouting symmetric_routing_from_environment() {
+  const char* text = std::getenv("SWITCHYARD_SYMMETRIC_ROUTING");
+  if (text == nullptr || *text == '\0') return SymmetricRouting::automatic;
+  const std::string value = text;
+  if (value == "auto") return SymmetricRouting::automatic;
+  if (value == "one") return SymmetricRouting::one_block;
+  if (value == "every") return SymmetricRouting::every_block;
+  throw InvalidArgument(
+      "SWITCHYARD_SYMMETRIC_ROUTING: expected auto, one or every (which blocks route a dispatch's pairs), "
+      "got '" +
+      value + "'");
+}
+
+int symmetric_routing_blocks(SymmetricRouting routing, bool others_busy, int64_t pairs, int blocks,
+                             int routing_warps) {
+  if (others_busy || routing == SymmetricRouting::one_block) return 1;
+  if (routing == SymmetricRouting::every_block) return blocks;
+  const int64_t one_batch = static_cast<int64_t>(routing_warps) * 32 * kRoutingBatch;
+  return pairs <= one_batch ? 1 : blocks;
+}
+
 bool symmetric_pull_by_warps(SymmetricPull pull, bool fp8) {
   return pull == SymmetricPull::warps ||
          ((pull == SymmetricPull::automatic || pull == SymmetricPull::push) && fp8);
@@ -204,6 +225,7 @@ void SymmetricEngine::prepare(int device, int sm_count) {
   SY_CUDA_CHECK(cudaMemset(state_, 0, sizeof(SymmetricDeviceState)));
   store_read_lag_ = store_read_lag_from_environment();
   piece_bytes_ = piece_bytes_from_environment();
+  routing_ = symmetric_routing_from_environment();
   pull_ = symmetric_pull_from_environment();
   const char* stamps = std::getenv("SWITCHYARD_SYMMETRIC_STAMPS");
   if (stamps != nullptr && std::string(stamps) == "1") {
@@ -319,9 +341,12 @@ LowLatencyDispatchResult SymmetricEngine::run_dispatch(const detail::SymmetricDi
   // Every block routes where nothing else needs the blocks during the routing: with nothing to publish
   // (bench/NOTES.md, session 5: block 0 alone took ~110 us for 4096 tokens of top-8, while every other
   // block waited at the barrier), and with fp8, whose cast (or copy) every warp does after the routing
-  // (session 14: block 0 alone took 918 us for 32768 tokens of top-8, the casts long done). Only the bf16
-  // publish keeps block 0 alone: its TMA pipeline runs in every block from the start.
-  const int routing_blocks = zero_copy || push || plan.use_fp8 ? grid.blocks : 1;
+  // (session 14: block 0 alone took 918 us for 32768 tokens of top-8, the casts long done), unless the call's
+  // pairs fit one batch of block 0's routing warps (symmetric_routing_blocks). The bf16 publish keeps block 0
+  // alone: its TMA pipeline runs in every block from the start.
+  const int routing_blocks =
+      symmetric_routing_blocks(routing_, !(zero_copy || push || plan.use_fp8), plan.num_tokens * plan.topk,
+                               grid.blocks, grid.routing_warps);
   const size_t exchange_bytes = align128(static_cast<size_t>(routing_blocks) *
                                          (static_cast<size_t>(plan.num_experts) + 1) * sizeof(int32_t));
   // The handle's own copies of the caller's out_layout_range / out_src_info, which are borrowed for

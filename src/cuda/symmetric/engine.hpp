@@ -29,6 +29,25 @@ enum class SymmetricPull { automatic, tma, warps, push };
 // Whether a call pulls its rows by warps.
 bool symmetric_pull_by_warps(SymmetricPull pull, bool fp8);
 
+// How many blocks of a dispatch route its N * K pairs (cuda/symmetric/routing.cuh):
+// SWITCHYARD_SYMMETRIC_ROUTING (a tuning override, the A/B): unset or `auto`, `one` (block 0 alone) or
+// `every` (every block).
+enum class SymmetricRouting { automatic, one_block, every_block };
+
+// SWITCHYARD_SYMMETRIC_ROUTING=auto|one|every; unset or empty: automatic. Throws InvalidArgument naming the
+// variable otherwise.
+SymmetricRouting symmetric_routing_from_environment();
+
+// The routing blocks of a dispatch of `blocks` blocks with `routing_warps` routing warps a block. Block 0
+// alone where the other blocks have work before the barrier (`others_busy`: the bf16 publish's TMA pipeline
+// runs in every block from the start), or where each of its routing warps walks its share of the pairs in one
+// batch of loads (`pairs` <= routing_warps * 32 * kRoutingBatch): every block routing then takes as long a
+// walk a warp and adds a grid sync and every block's exchange row to each expert's sum. Every block
+// otherwise. NOTES (session 47): one rank, 128 tokens of top-8 (1024 pairs): 132 blocks routed in 11-14 us,
+// of which ~1.2 the grid sync and ~5-8 the sum over 132 exchange rows and the placing walk.
+int symmetric_routing_blocks(SymmetricRouting routing, bool others_busy, int64_t pairs, int blocks,
+                             int routing_warps);
+
 class SymmetricEngine final : public detail::SymmetricUnit {
  public:
   // `services`: the backend's, which outlives the engine; `owner`: the Buffer, recorded in handles.
@@ -85,7 +104,8 @@ class SymmetricEngine final : public detail::SymmetricUnit {
   int blocks_per_sm_ = 0;
   uint32_t store_read_lag_ = 0;  // 0: default_store_read_lag (store_read_lag_from_environment)
   uint32_t piece_bytes_ = 0;     // 0: whole rows up to kMaxPieceBytes (piece_bytes_from_environment)
-  SymmetricPull pull_ = SymmetricPull::automatic;  // symmetric_pull_from_environment
+  SymmetricPull pull_ = SymmetricPull::automatic;           // symmetric_pull_from_environment
+  SymmetricRouting routing_ = SymmetricRouting::automatic;  // symmetric_routing_from_environment
   SymmetricDeviceState* state_ = nullptr;
   // Phase stamps of sampled dispatches (SWITCHYARD_SYMMETRIC_STAMPS=1), printed by the destructor.
   DispatchStampRecord* stamps_ = nullptr;

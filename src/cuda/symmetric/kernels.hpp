@@ -45,6 +45,9 @@ constexpr int kMaxPipelineStages = 32;
 // The most stores a consumer keeps reading shared memory before it frees their stages
 // (SymmetricGrid::store_read_lag; the PTX wait is written out for each count up to this).
 constexpr uint32_t kMaxStoreReadLag = 16;
+// NOTES: pairs loaded per lane before a routing warp walks them (cuda/symmetric/routing.cuh): 8 loads in
+// flight hide most of the L2 latency of the top-k ids.
+constexpr int kRoutingBatch = 8;
 // A source rank writes this as every count of a call it refused (bad top-k ids, or more rows for
 // one expert than max_tokens_per_rank): every rank then leaves its outputs untouched.
 constexpr int32_t kRefusedCount = INT32_MIN;
@@ -140,8 +143,9 @@ struct SymmetricDispatchLaunch {
   int32_t* position;
   int32_t* begin;
   // Blocks that route this rank's tokens: 1 (block 0's helpers) or grid.blocks (every block's, when
-  // nothing else runs before the barrier: zero-copy), and where they exchange their counts: the
-  // handle's i32 [routing_blocks][E + 1] (cuda/symmetric/routing.cuh).
+  // nothing else runs before the barrier and the call has more pairs than block 0 walks in one batch:
+  // symmetric_routing_blocks), and where they exchange their counts: the handle's i32
+  // [routing_blocks][E + 1] (cuda/symmetric/routing.cuh).
   int routing_blocks;
   int32_t* routing_exchange;
   // [kSymmetricStampSamples][kSymmetricStampBlocks], or null: stamps off (SWITCHYARD_SYMMETRIC_STAMPS).

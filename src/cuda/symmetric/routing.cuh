@@ -6,8 +6,9 @@
 // per-expert totals to count[local expert][this rank] there (zeros included).
 //
 // A stable counting sort over the N * K pairs, split into contiguous segments: one per routing block
-// (block 0 alone, or every block of the rank when nothing else runs before the barrier), and within it
-// one per routing warp:
+// (block 0 alone, or every block of the rank when nothing else runs before the barrier and the pairs are
+// more than block 0's routing warps walk in one batch of loads: symmetric_routing_blocks,
+// cuda/symmetric/engine.hpp), and within it one per routing warp:
 //   count   each warp counts its segment per expert (a wave of 32 pairs at a time; lanes holding the
 //           same expert are grouped with match.any, and the group's leader adds its size); per expert,
 //           an exclusive sum over the block's warps, and the block's totals into its exchange row;
@@ -37,9 +38,6 @@
 
 namespace switchyard::cuda {
 
-// NOTES: pairs loaded per lane before a warp walks them: 8 loads in flight hide most of the L2
-// latency of the top-k ids.
-constexpr int kRoutingBatch = 8;
 // Named barrier of the routing warps (0 is __syncthreads).
 constexpr int kRoutingBarrierId = 1;
 
