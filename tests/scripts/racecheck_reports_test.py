@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""scripts/racecheck_reports.py on racecheck outputs shaped as the GPU machine's (sessions 43 and 45's logs), and
+"""scripts/racecheck_reports.py on racecheck outputs shaped as the GPU machine's (sessions 43, 45 and 47's logs), and
 scripts/gpu-check.sh's per-suite allow-lists (RACECHECK_KNOWN_FALSE) against them."""
 import os
 import subprocess
@@ -23,6 +23,11 @@ BUILD_PAIR = """\
 COUNT_PAIR = """\
 ========= Error: Race reported between Write access at switchyard::cuda::<unnamed>::load_count(const switchyard::cuda::KernelContext &, const switchyard::cuda::RowTables &, int)+0x1cfa0 in dispatch_kernel.cu:223
 =========     and Read access at switchyard::cuda::RowTables::build(long) const::[lambda(int) (instance 1)]::operator ()(int) const+0x1ed60 in tables.cuh:62 [4 hazards]
+"""
+# Session 47's sliced build: its second pass's write against expert_of's read after the build's last barrier.
+WALK_PAIR = """\
+========= Error: Race reported between Write access at void switchyard::cuda::RowTables::build<(bool)1>(long) const+0x21ad0 in tables.cuh:122
+=========     and Read access at switchyard::cuda::RowTables::expert_of(int, int) const+0x2cdf0 in tables.cuh:139 [4 hazards]
 """
 OTHER_PAIR = """\
 ========= Error: Race reported between Write access at switchyard::cuda::<unnamed>::push_producer(int)+0x100 in combine_kernel.cu:90
@@ -93,6 +98,11 @@ class GpuCheckAllowLists(unittest.TestCase):
         passed, message = racecheck_reports.verdict(EPILOGUE_PAIR + summary(1), self.lists["moe_layer"])
         self.assertFalse(passed)
         self.assertIn("swiglu_epilogue.cuh", message)
+
+    def test_the_engine_suites_pass_the_sliced_builds_walk_pair(self):
+        for suite in ("symmetric", "rank_mask", "moe_layer"):
+            passed, message = racecheck_reports.verdict(WALK_PAIR + COUNT_PAIR + PASSED + summary(2), self.lists[suite])
+            self.assertTrue(passed, f"{suite}: {message}")
 
     def test_the_engine_suites_do_not_pass_cutlass_reports(self):
         for suite in ("symmetric", "rank_mask"):
