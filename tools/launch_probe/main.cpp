@@ -45,6 +45,12 @@
 //   released-busy      released-resident whose consumer streams through --busy-mib of device memory while it
 //                      stays, as the engines' kernels move rows from their first microseconds (session 43:
 //                      whether the running ranks' memory traffic is what spaces the later ranks' starts).
+//   released-big-code  released-resident whose consumer carries ~256 KB of code it does not run (the
+//   symmetric
+//                      dispatch's size; the probe's other consumers are a few hundred bytes): whether a
+//                      kernel's size spaces the launches (session 47);
+//   released-big-run   the same, every thread running that code once at its start: whether the cold
+//                      instruction stream of the grids already started delays the later processes' launches.
 #include <time.h>
 
 #include <CLI/CLI.hpp>
@@ -99,13 +105,15 @@ enum Mode {
   kReleasedOutputs,
   kReleasedMarks,
   kReleasedBusy,
+  kReleasedBigCode,
+  kReleasedBigRun,
   kModes
 };
 constexpr const char* kModeNames[] = {
     "host-launch",    "host-launch-small", "back-to-back",      "released",         "released-small",
     "released-alloc", "released-kept",     "released-event",    "released-untimed", "released-params",
     "released-l1",    "released-shared",   "released-resident", "released-heavy",   "released-outputs",
-    "released-marks", "released-busy"};
+    "released-marks", "released-busy",     "released-big-code", "released-big-run"};
 static_assert(sizeof(kModeNames) / sizeof(kModeNames[0]) == kModes, "a name for every mode");
 constexpr int kFirstReleased = kReleased;
 constexpr int kReleasedModes = kModes - kFirstReleased;
@@ -293,7 +301,12 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
             "cudaMallocAsync");
     }
     uint64_t* start_ns = process.words.device() + 1;
-    if (mode == kReleasedBusy) {
+    if (mode == kReleasedBigCode || mode == kReleasedBigRun) {
+      check(launch_big_code(start_ns, blocks, threads, shared_bytes,
+                            static_cast<uint64_t>(options.resident_us * 1000), mode == kReleasedBigRun,
+                            process.stream),
+            "launch consumer");
+    } else if (mode == kReleasedBusy) {
       check(launch_busy(start_ns, blocks, threads, shared_bytes,
                         static_cast<uint64_t>(options.resident_us * 1000), busy_buffer, busy_bytes,
                         process.stream),

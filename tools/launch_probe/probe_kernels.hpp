@@ -37,6 +37,11 @@ cudaError_t launch_resident(uint64_t* start_ns, int blocks, int threads, size_t 
 // the launches queued behind them (an engine's kernels read and write rows from their first microseconds).
 cudaError_t launch_busy(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes, uint64_t spin_ns,
                         void* buffer, size_t buffer_bytes, cudaStream_t stream);
+// The resident consumer with about the symmetric dispatch's code size (~256 KB of straight-line SASS); `run`:
+// every thread executes that code once at its start (cold instructions from the first microseconds), else it
+// is only there. Whether the code of the grids already running, or of the one launched, spaces the launches.
+cudaError_t launch_big_code(uint64_t* start_ns, int blocks, int threads, size_t shared_bytes,
+                            uint64_t spin_ns, bool run, cudaStream_t stream);
 // A kernel of another shared-memory configuration on every SM before the hold: `blocks` blocks of 1024
 // threads without shared memory, asking for the SMs' L1/shared split `carveout_percent` of shared memory
 // (cudaFuncAttributePreferredSharedMemoryCarveout: 0 prefers L1, 100 the most shared memory). A consumer that
