@@ -50,7 +50,10 @@
 //                      dispatch's size; the probe's other consumers are a few hundred bytes): whether a
 //                      kernel's size spaces the launches (session 47);
 //   released-big-run   the same, every thread running that code once at its start: whether the cold
-//                      instruction stream of the grids already started delays the later processes' launches.
+//                      instruction stream of the grids already started delays the later processes' launches;
+//   released-bench     a phase as switchyard-bench's --start timer times it: a timing event before the hold,
+//   the
+//                      hold's marks, the heavy resident consumer, the end mark, a timing event after it.
 #include <time.h>
 
 #include <CLI/CLI.hpp>
@@ -107,13 +110,14 @@ enum Mode {
   kReleasedBusy,
   kReleasedBigCode,
   kReleasedBigRun,
+  kReleasedBench,
   kModes
 };
 constexpr const char* kModeNames[] = {
     "host-launch",    "host-launch-small", "back-to-back",      "released",         "released-small",
     "released-alloc", "released-kept",     "released-event",    "released-untimed", "released-params",
     "released-l1",    "released-shared",   "released-resident", "released-heavy",   "released-outputs",
-    "released-marks", "released-busy",     "released-big-code", "released-big-run"};
+    "released-marks", "released-busy",     "released-big-code", "released-big-run", "released-bench"};
 static_assert(sizeof(kModeNames) / sizeof(kModeNames[0]) == kModes, "a name for every mode");
 constexpr int kFirstReleased = kReleased;
 constexpr int kReleasedModes = kModes - kFirstReleased;
@@ -247,7 +251,13 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
   const bool allocates = mode == kReleasedAlloc || mode == kReleasedKept;
   const bool outputs = mode == kReleasedOutputs;
   std::unique_ptr<cuda::HoldMarks> marks;
-  if (mode == kReleasedMarks) marks = std::make_unique<cuda::HoldMarks>();
+  if (mode == kReleasedMarks || mode == kReleasedBench) marks = std::make_unique<cuda::HoldMarks>();
+  // released-bench's phase events, recorded before the hold and after the end mark.
+  cudaEvent_t phase_start{}, phase_stop{};
+  if (mode == kReleasedBench) {
+    check(cudaEventCreate(&phase_start), "cudaEventCreate");
+    check(cudaEventCreate(&phase_stop), "cudaEventCreate");
+  }
   cudaEvent_t event{};
   if (mode == kReleasedEvent) check(cudaEventCreate(&event), "cudaEventCreate");
   if (mode == kReleasedUntimed)
@@ -286,6 +296,7 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
       check(launch_filler(sms, mode == kReleasedL1 ? 0 : 100, process.stream), "launch filler");
     }
     if (marks) marks->clear();
+    if (phase_start != nullptr) check(cudaEventRecord(phase_start, process.stream), "cudaEventRecord");
     cuda::enqueue_gpu_timer_wait(process.stream, moment, 100 * kReleaseAheadNs,
                                  marks ? marks->device_marks() : nullptr);
     if (event != nullptr) check(cudaEventRecord(event, process.stream), "cudaEventRecord");
@@ -311,9 +322,9 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
                         static_cast<uint64_t>(options.resident_us * 1000), busy_buffer, busy_bytes,
                         process.stream),
             "launch consumer");
-    } else if (mode == kReleasedResident || mode == kReleasedHeavy) {
+    } else if (mode == kReleasedResident || mode == kReleasedHeavy || mode == kReleasedBench) {
       check(launch_resident(start_ns, blocks, threads, shared_bytes,
-                            static_cast<uint64_t>(options.resident_us * 1000), mode == kReleasedHeavy,
+                            static_cast<uint64_t>(options.resident_us * 1000), mode != kReleasedResident,
                             process.stream),
             "launch consumer");
     } else {
@@ -325,6 +336,7 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
     if (allocates) check(cudaFreeAsync(scratch, process.stream), "cudaFreeAsync");
     for (void* output : small) check(cudaFreeAsync(output, process.stream), "cudaFreeAsync (output)");
     if (marks) cuda::enqueue_gpu_timer_mark(process.stream, marks->device_end_mark());
+    if (phase_stop != nullptr) check(cudaEventRecord(phase_stop, process.stream), "cudaEventRecord");
     check(cudaStreamSynchronize(process.stream), "released sample");
     if (iter < options.warmup) continue;
     samples.push_back((static_cast<double>(static_cast<volatile uint64_t*>(process.words.host())[1]) -
@@ -332,6 +344,8 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
                       1000.0);
   }
   if (event != nullptr) cudaEventDestroy(event);
+  if (phase_start != nullptr) cudaEventDestroy(phase_start);
+  if (phase_stop != nullptr) cudaEventDestroy(phase_stop);
   if (busy_buffer != nullptr) cudaFree(busy_buffer);
   return samples;
 }
