@@ -53,7 +53,9 @@
 //                      instruction stream of the grids already started delays the later processes' launches;
 //   released-bench     a phase as switchyard-bench's --start timer times it: a timing event before the hold,
 //   the
-//                      hold's marks, the heavy resident consumer, the end mark, a timing event after it.
+//                      hold's marks, the heavy resident consumer, the end mark, a timing event after it;
+//   released-bench-outputs  released-bench with --outputs stream-ordered allocations between the hold and the
+//                      consumer, freed after it (an engine call's tables and outputs, as released-outputs).
 #include <time.h>
 
 #include <CLI/CLI.hpp>
@@ -111,13 +113,15 @@ enum Mode {
   kReleasedBigCode,
   kReleasedBigRun,
   kReleasedBench,
+  kReleasedBenchOutputs,
   kModes
 };
 constexpr const char* kModeNames[] = {
-    "host-launch",    "host-launch-small", "back-to-back",      "released",         "released-small",
-    "released-alloc", "released-kept",     "released-event",    "released-untimed", "released-params",
-    "released-l1",    "released-shared",   "released-resident", "released-heavy",   "released-outputs",
-    "released-marks", "released-busy",     "released-big-code", "released-big-run", "released-bench"};
+    "host-launch",           "host-launch-small", "back-to-back",      "released",         "released-small",
+    "released-alloc",        "released-kept",     "released-event",    "released-untimed", "released-params",
+    "released-l1",           "released-shared",   "released-resident", "released-heavy",   "released-outputs",
+    "released-marks",        "released-busy",     "released-big-code", "released-big-run", "released-bench",
+    "released-bench-outputs"};
 static_assert(sizeof(kModeNames) / sizeof(kModeNames[0]) == kModes, "a name for every mode");
 constexpr int kFirstReleased = kReleased;
 constexpr int kReleasedModes = kModes - kFirstReleased;
@@ -249,12 +253,13 @@ struct Process {
 std::vector<double> run_released(const Options& options, Group& group, Process& process, Mode mode) {
   const bool small = mode == kReleasedSmall;
   const bool allocates = mode == kReleasedAlloc || mode == kReleasedKept;
-  const bool outputs = mode == kReleasedOutputs;
+  const bool outputs = mode == kReleasedOutputs || mode == kReleasedBenchOutputs;
   std::unique_ptr<cuda::HoldMarks> marks;
-  if (mode == kReleasedMarks || mode == kReleasedBench) marks = std::make_unique<cuda::HoldMarks>();
+  const bool bench_phase = mode == kReleasedBench || mode == kReleasedBenchOutputs;
+  if (mode == kReleasedMarks || bench_phase) marks = std::make_unique<cuda::HoldMarks>();
   // released-bench's phase events, recorded before the hold and after the end mark.
   cudaEvent_t phase_start{}, phase_stop{};
-  if (mode == kReleasedBench) {
+  if (bench_phase) {
     check(cudaEventCreate(&phase_start), "cudaEventCreate");
     check(cudaEventCreate(&phase_stop), "cudaEventCreate");
   }
@@ -322,7 +327,7 @@ std::vector<double> run_released(const Options& options, Group& group, Process& 
                         static_cast<uint64_t>(options.resident_us * 1000), busy_buffer, busy_bytes,
                         process.stream),
             "launch consumer");
-    } else if (mode == kReleasedResident || mode == kReleasedHeavy || mode == kReleasedBench) {
+    } else if (mode == kReleasedResident || mode == kReleasedHeavy || bench_phase) {
       check(launch_resident(start_ns, blocks, threads, shared_bytes,
                             static_cast<uint64_t>(options.resident_us * 1000), mode != kReleasedResident,
                             process.stream),
