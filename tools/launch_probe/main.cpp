@@ -90,6 +90,8 @@ struct Options {
   double resident_us = 100;
   int outputs = 4;
   int busy_mib = 256;
+  int footprint_gib =
+      0;  // device memory each process allocates and writes before the modes (an engine's heap)
 };
 
 enum Mode {
@@ -360,6 +362,14 @@ ProcessFigures run_process(const Options& options, Group& group) {
   const int processes = group.size();
   ProcessFigures out;
   Process process;
+  // A switchyard Buffer's heap (GiBs a rank) stands in the process's device memory while it launches: whether
+  // the mapped footprint delays the launches.
+  void* footprint = nullptr;
+  if (options.footprint_gib > 0) {
+    const size_t bytes = static_cast<size_t>(options.footprint_gib) << 30;
+    check(cudaMalloc(&footprint, bytes), "cudaMalloc (--footprint-gib)");
+    check(cudaMemset(footprint, 0, bytes), "cudaMemset (--footprint-gib)");
+  }
   const size_t shared_bytes = static_cast<size_t>(options.shared_kib) * 1024;
   check(allow_stamp_shared(shared_bytes), "cudaFuncSetAttribute (the consumer's shared memory)");
   double offset = 0;
@@ -413,6 +423,7 @@ ProcessFigures run_process(const Options& options, Group& group) {
     if (index == 0)
       std::fprintf(stderr, "launch-probe: %d process(es): %s done\n", processes, kModeNames[mode]);
   }
+  if (footprint != nullptr) cudaFree(footprint);
   return out;
 }
 
@@ -524,6 +535,10 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--outputs", options.outputs, "the released-outputs mode's allocations a sample")
       ->check(CLI::PositiveNumber);
+  app.add_option(
+         "--footprint-gib", options.footprint_gib,
+         "device memory each process allocates and writes before the modes, as an engine's heap (GiB)")
+      ->check(CLI::Range(0, 64));
   app.add_option("--busy-mib", options.busy_mib, "the released-busy mode's buffer a process (MiB)")
       ->check(CLI::Range(2, 4096));
   app.add_option(
