@@ -319,6 +319,36 @@ TEST(CudaEnvironmentTuning, DigitsInRangeAreReadAndEverythingElseIsRefusedByName
       [&read] { read(); });
 }
 
+// The named choices share one parser too (SWITCHYARD_SYMMETRIC_PULL, _ROUTING, SWITCHYARD_NORMAL_COUNTS):
+// exact spellings only, the unset value when unset or empty, and every spelling listed when refused.
+TEST(CudaEnvironmentTuning, NamedChoicesAreReadExactlyAndEverythingElseIsRefusedByName) {
+  enum class Pick { none, first, second, third };
+  const char* name = "SWITCHYARD_TEST_CHOICE";
+  const ScopedEnvironment variable(name);
+  const auto read = [name] {
+    return cuda::choice_from_environment(
+        name, Pick::none, {{"first", Pick::first}, {"second", Pick::second}, {"third", Pick::third}},
+        "a test's choice");
+  };
+  EXPECT_EQ(read(), Pick::none);
+  variable.set("");
+  EXPECT_EQ(read(), Pick::none);
+  variable.set("second");
+  EXPECT_EQ(read(), Pick::second);
+  variable.set("third");
+  EXPECT_EQ(read(), Pick::third);
+  expect_refused_by_name(variable, {"First", "firs", "first ", "1", "none"},
+                         "SWITCHYARD_TEST_CHOICE: expected first, second or third (a test's choice), got '",
+                         [&read] { read(); });
+  const auto pair = [name] {
+    return cuda::choice_from_environment(name, 0, {{"on", 1}, {"off", 2}}, "two of them");
+  };
+  variable.set("off");
+  EXPECT_EQ(pair(), 2);
+  expect_refused_by_name(variable, {"no"}, "SWITCHYARD_TEST_CHOICE: expected on or off (two of them)",
+                         [&pair] { pair(); });
+}
+
 // The mailbox's tags: never 0 (what new memory holds), so no post is taken for a call that made none.
 TEST(CudaNormalCountReadback, PostedCountsTagsSkipZeroAndWrap) {
   EXPECT_EQ(common::next_posted_counts_tag(0), 1);

@@ -25,4 +25,19 @@ uint32_t tuning_from_environment(const char* name, long low, long high, long mul
   return static_cast<uint32_t>(value);
 }
 
+int choice_index_from_environment(const char* name, const std::vector<const char*>& spellings,
+                                  const char* what) {
+  const char* text = std::getenv(name);
+  if (text == nullptr || *text == '\0') return -1;
+  for (size_t index = 0; index < spellings.size(); ++index) {
+    if (std::strcmp(text, spellings[index]) == 0) return static_cast<int>(index);
+  }
+  std::string listed;
+  for (size_t index = 0; index < spellings.size(); ++index) {
+    listed += index == 0 ? "" : index + 1 == spellings.size() ? " or " : ", ";
+    listed += spellings[index];
+  }
+  throw InvalidArgument(std::string(name) + ": expected " + listed + " (" + what + "), got '" + text + "'");
+}
+
 }  // namespace switchyard::cuda

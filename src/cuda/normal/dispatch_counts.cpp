@@ -5,6 +5,7 @@
 #include <string>
 
 #include "core/posted_counts_wait.hpp"
+#include "cuda/backend/environment_tuning.hpp"
 #include "cuda/normal/dispatch_outputs.hpp"
 #include "device/cuda_check.hpp"
 #include "switchyard/errors.hpp"
@@ -12,15 +13,9 @@
 namespace switchyard::cuda {
 
 CountReadback count_readback_from_environment() {
-  const char* text = std::getenv("SWITCHYARD_NORMAL_COUNTS");
-  if (text == nullptr || *text == '\0') return CountReadback::poll;
-  const std::string value = text;
-  if (value == "copy") return CountReadback::copy;
-  if (value == "poll") return CountReadback::poll;
-  throw InvalidArgument(
-      "SWITCHYARD_NORMAL_COUNTS: expected copy or poll (how a fresh dispatch's host reads its counts), got "
-      "'" +
-      value + "'");
+  return choice_from_environment("SWITCHYARD_NORMAL_COUNTS", CountReadback::poll,
+                                 {{"copy", CountReadback::copy}, {"poll", CountReadback::poll}},
+                                 "how a fresh dispatch's host reads its counts");
 }
 
 DispatchCounts::DispatchCounts(int rank, int max_local_experts, CountReadback readback)

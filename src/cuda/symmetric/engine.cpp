@@ -95,28 +95,18 @@ uint32_t store_read_lag_from_environment() {
 }
 
 SymmetricPull symmetric_pull_from_environment() {
-  const char* text = std::getenv("SWITCHYARD_SYMMETRIC_PULL");
-  if (text == nullptr || *text == '\0') return SymmetricPull::automatic;
-  const std::string value = text;
-  if (value == "tma") return SymmetricPull::tma;
-  if (value == "warps") return SymmetricPull::warps;
-  if (value == "push") return SymmetricPull::push;
-  throw InvalidArgument(
-      "SWITCHYARD_SYMMETRIC_PULL: expected tma, warps or push (how the dispatch moves rows), got '" + value +
-      "'");
+  return choice_from_environment(
+      "SWITCHYARD_SYMMETRIC_PULL", SymmetricPull::automatic,
+      {{"tma", SymmetricPull::tma}, {"warps", SymmetricPull::warps}, {"push", SymmetricPull::push}},
+      "how the dispatch moves rows");
 }
 
 SymmetricRouting symmetric_routing_from_environment() {
-  const char* text = std::getenv("SWITCHYARD_SYMMETRIC_ROUTING");
-  if (text == nullptr || *text == '\0') return SymmetricRouting::automatic;
-  const std::string value = text;
-  if (value == "auto") return SymmetricRouting::automatic;
-  if (value == "one") return SymmetricRouting::one_block;
-  if (value == "every") return SymmetricRouting::every_block;
-  throw InvalidArgument(
-      "SWITCHYARD_SYMMETRIC_ROUTING: expected auto, one or every (which blocks route a dispatch's pairs), "
-      "got '" +
-      value + "'");
+  return choice_from_environment("SWITCHYARD_SYMMETRIC_ROUTING", SymmetricRouting::automatic,
+                                 {{"auto", SymmetricRouting::automatic},
+                                  {"one", SymmetricRouting::one_block},
+                                  {"every", SymmetricRouting::every_block}},
+                                 "which blocks route a dispatch's pairs");
 }
 
 int symmetric_routing_blocks(SymmetricRouting routing, bool others_busy, int64_t pairs, int blocks,
