@@ -73,6 +73,7 @@
 #include "device/mapped_host_words.hpp"
 #include "forked_ranks.hpp"
 #include "probe_kernels.hpp"
+#include "switchyard/buffer.hpp"
 #include "switchyard/group.hpp"
 
 namespace switchyard::launch_probe {
@@ -90,8 +91,10 @@ struct Options {
   double resident_us = 100;
   int outputs = 4;
   int busy_mib = 256;
-  int footprint_gib =
-      0;  // device memory each process allocates and writes before the modes (an engine's heap)
+  // Device memory each process allocates and writes before the modes (an engine's heap), GiB.
+  int footprint_gib = 0;
+  // Each process holds a connected switchyard Buffer of the decode call's shape.
+  bool with_buffer = false;
 };
 
 enum Mode {
@@ -370,6 +373,32 @@ ProcessFigures run_process(const Options& options, Group& group) {
     check(cudaMalloc(&footprint, bytes), "cudaMalloc (--footprint-gib)");
     check(cudaMemset(footprint, 0, bytes), "cudaMemset (--footprint-gib)");
   }
+  // --with-buffer: the Buffer switchyard-bench's decode call holds a rank (symmetric engine, 128 tokens of
+  // top-8 of 256 experts, hidden 7168, bf16, its heap input, outputs and receive area; its heap mapped into
+  // every peer), made and connected before the modes and kept through them; nothing is called on it.
+  std::unique_ptr<Buffer> buffer;
+  if (options.with_buffer) {
+    BufferOptions buffer_options;
+    buffer_options.topology = Topology::single_node(processes);
+    buffer_options.rank = index;
+    buffer_options.backend = Backend::cuda;
+    buffer_options.device = 0;
+    buffer_options.sharing = HeapSharing::processes;
+    constexpr int64_t kTokens = 128;
+    buffer_options.sizing.max_tokens_per_rank = kTokens;
+    buffer_options.sizing.symmetric_max_tokens_per_rank = kTokens;
+    buffer_options.sizing.symmetric_heap_input = true;
+    buffer_options.sizing.symmetric_heap_output_rows_per_expert = kTokens * processes;
+    buffer_options.sizing.symmetric_heap_receive_rows_per_expert = kTokens * processes;
+    buffer_options.sizing.symmetric_heap_receive_dtype = DType::bf16;
+    buffer_options.sizing.hidden = 7168;
+    buffer_options.sizing.topk = 8;
+    buffer_options.sizing.num_experts = 256;
+    buffer_options.sizing.dtype = DType::bf16;
+    buffer = std::make_unique<Buffer>(buffer_options);
+    buffer->connect(group.allgather(buffer->local_handle()));
+    check(cudaSetDevice(0), "cudaSetDevice");
+  }
   const size_t shared_bytes = static_cast<size_t>(options.shared_kib) * 1024;
   check(allow_stamp_shared(shared_bytes), "cudaFuncSetAttribute (the consumer's shared memory)");
   double offset = 0;
@@ -539,6 +568,9 @@ int main(int argc, char** argv) {
          "--footprint-gib", options.footprint_gib,
          "device memory each process allocates and writes before the modes, as an engine's heap (GiB)")
       ->check(CLI::Range(0, 64));
+  app.add_flag(
+      "--with-buffer", options.with_buffer,
+      "each process holds a connected switchyard Buffer of the decode call's shape (symmetric, 128 tokens)");
   app.add_option("--busy-mib", options.busy_mib, "the released-busy mode's buffer a process (MiB)")
       ->check(CLI::Range(2, 4096));
   app.add_option(
