@@ -103,8 +103,8 @@ declare -A SANITIZER_FILTER=(
 # (load_count's count, or RowTables::build) and a read by another warp (the build's, or RowTables::expert_of's
 # after it) across a __syncthreads that every thread reaches. Session 47's sliced build drew the expert_of pair
 # in the dispatch while the same build in a kernel without named barriers drew none (the row tables' test,
-# SymmetricRowTablesCuda, 0 hazards under racecheck). racecheck misreads block barriers in some orders of them once a subset of warps has taken a counted
-# named barrier more than once (the routing warps' bar.sync 1, N);
+# SymmetricRowTablesCuda, 0 hazards under racecheck). racecheck misreads block barriers in some orders of them
+# once a subset of warps has taken a counted named barrier more than once (the routing warps' bar.sync 1, N);
 # bench/results/2026-12-06-s43/scripts/barrier_sequence_racecheck.cu reproduces it in a few lines (bench/NOTES.md,
 # session 43). A run passes when its tests pass and it reports nothing else.
 # The MoE layer's dispatch is the symmetric one (the same pair). Its fp8 GEMMs are CUTLASS 4.2's blockwise

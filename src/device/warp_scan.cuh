@@ -11,17 +11,6 @@
 
 namespace switchyard::cuda {
 
-// Every lane of the warp: the sum of `value` over lanes 0..this one.
-__device__ __forceinline__ int32_t warp_inclusive_sum(int32_t value) {
-  const int lane = lane_id();
-#pragma unroll
-  for (int offset = 1; offset < 32; offset <<= 1) {
-    const int32_t lower = __shfl_up_sync(0xffffffffu, value, offset);
-    if (lane >= offset) value += lower;
-  }
-  return value;
-}
-
 // Every lane of the warp, with the lanes in segments of `width` (a power of two, 1..32) that sum apart: the
 // sum of `value` over the lanes of this lane's segment up to this one. log2(width) shuffles, none for
 // width 1.
@@ -32,6 +21,11 @@ __device__ __forceinline__ int32_t segment_inclusive_sum(int32_t value, int widt
     if (lane_in_segment >= offset) value += lower;
   }
   return value;
+}
+
+// Every lane of the warp: the sum of `value` over lanes 0..this one (the whole warp as one segment).
+__device__ __forceinline__ int32_t warp_inclusive_sum(int32_t value) {
+  return segment_inclusive_sum(value, 32);
 }
 
 // The smallest power of two >= n, for 1 <= n <= 32: the segment width that gives each of n entries a lane.

@@ -73,6 +73,7 @@
 #include "device/mapped_host_words.hpp"
 #include "forked_ranks.hpp"
 #include "probe_kernels.hpp"
+#include "rank_run.hpp"
 #include "switchyard/buffer.hpp"
 #include "switchyard/group.hpp"
 
@@ -373,29 +374,19 @@ ProcessFigures run_process(const Options& options, Group& group) {
     check(cudaMalloc(&footprint, bytes), "cudaMalloc (--footprint-gib)");
     check(cudaMemset(footprint, 0, bytes), "cudaMemset (--footprint-gib)");
   }
-  // --with-buffer: the Buffer switchyard-bench's decode call holds a rank (symmetric engine, 128 tokens of
-  // top-8 of 256 experts, hidden 7168, bf16, its heap input, outputs and receive area; its heap mapped into
-  // every peer), made and connected before the modes and kept through them; nothing is called on it.
+  // --with-buffer: the Buffer switchyard-bench's decode call holds a rank (bench_buffer_options on the
+  // bench's defaults, DeepSeek-V3's shape at 128 tokens: symmetric engine, bf16, ranks as processes,
+  // --symmetric-heap on), made and connected before the modes and kept through them; nothing is called on it.
   std::unique_ptr<Buffer> buffer;
   if (options.with_buffer) {
-    BufferOptions buffer_options;
-    buffer_options.topology = Topology::single_node(processes);
-    buffer_options.rank = index;
-    buffer_options.backend = Backend::cuda;
-    buffer_options.device = 0;
-    buffer_options.sharing = HeapSharing::processes;
-    constexpr int64_t kTokens = 128;
-    buffer_options.sizing.max_tokens_per_rank = kTokens;
-    buffer_options.sizing.symmetric_max_tokens_per_rank = kTokens;
-    buffer_options.sizing.symmetric_heap_input = true;
-    buffer_options.sizing.symmetric_heap_output_rows_per_expert = kTokens * processes;
-    buffer_options.sizing.symmetric_heap_receive_rows_per_expert = kTokens * processes;
-    buffer_options.sizing.symmetric_heap_receive_dtype = DType::bf16;
-    buffer_options.sizing.hidden = 7168;
-    buffer_options.sizing.topk = 8;
-    buffer_options.sizing.num_experts = 256;
-    buffer_options.sizing.dtype = DType::bf16;
-    buffer = std::make_unique<Buffer>(buffer_options);
+    bench::BenchOptions bench_options;
+    bench_options.backend = Backend::cuda;
+    bench_options.topology = Topology::single_node(processes);
+    bench_options.ranks_as = bench::RanksAs::processes;
+    bench_options.symmetric_heap = true;
+    buffer = std::make_unique<Buffer>(
+        bench::bench_buffer_options(bench_options, bench::BenchEngine::symmetric, index,
+                                    bench_options.symmetric_tokens_per_rank * processes));
     buffer->connect(group.allgather(buffer->local_handle()));
     check(cudaSetDevice(0), "cudaSetDevice");
   }

@@ -1,7 +1,6 @@
 #include "cuda/normal/dispatch_counts.hpp"
 
 #include <algorithm>
-#include <cstdlib>
 #include <string>
 
 #include "core/posted_counts_wait.hpp"
