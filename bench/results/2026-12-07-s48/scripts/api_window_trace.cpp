@@ -1,9 +1,11 @@
 // Session 48 experiment (not part of the library): a CUPTI injection library (CUDA_INJECTION64_PATH) that
 // prints the CUDA driver calls a thread makes between the launch of one kernel and the launch of another
-// (SY_TRACE_FROM and SY_TRACE_TO: '|'-separated substrings of the kernels' symbol names), for windows SY_TRACE_FIRST ..
-// SY_TRACE_FIRST + SY_TRACE_COUNT - 1 of each thread. Question it answers: what does the engine's call put
-// on the stream between the bench's hold kernel and the dispatch kernel, beside the launch itself?
+// (SY_TRACE_FROM and SY_TRACE_TO: '|'-separated substrings of the kernels' symbol names), for windows
+// SY_TRACE_FIRST .. SY_TRACE_FIRST + SY_TRACE_COUNT - 1 of each thread. Question it answers: what does the
+// engine's call put on the stream between the bench's hold kernel and the dispatch kernel, beside the launch
+// itself?
 #include <cupti.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -13,7 +15,6 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unistd.h>
 #include <vector>
 
 namespace {
@@ -50,14 +51,15 @@ bool matches(const char* symbol, const char* names) {
 }
 
 double now_us() {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
 }
 
 void print_window(const ThreadWindow& window, double closed_us) {
   std::string text;
   char line[512];
-  std::snprintf(line, sizeof line, "trace pid %d window %d: %.1f us, %zu driver calls\n", getpid(), window.windows,
-                closed_us - window.opened_us, window.entries.size());
+  std::snprintf(line, sizeof line, "trace pid %d window %d: %.1f us, %zu driver calls\n", getpid(),
+                window.windows, closed_us - window.opened_us, window.entries.size());
   text += line;
   for (const Entry& entry : window.entries) {
     std::snprintf(line, sizeof line, "trace pid %d   +%8.2f %s\n", getpid(), entry.us - window.opened_us,
@@ -71,7 +73,8 @@ void CUPTIAPI on_driver_call(void*, CUpti_CallbackDomain, CUpti_CallbackId cbid,
   const auto* info = static_cast<const CUpti_CallbackData*>(data);
   if (info->callbackSite != CUPTI_API_ENTER) return;
   const double t = now_us();
-  const bool launch = cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel || cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx ||
+  const bool launch = cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel ||
+                      cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx ||
                       cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernel_ptsz ||
                       cbid == CUPTI_DRIVER_TRACE_CBID_cuLaunchKernelEx_ptsz;
   const char* symbol = launch && info->symbolName ? info->symbolName : "";
@@ -83,7 +86,8 @@ void CUPTIAPI on_driver_call(void*, CUpti_CallbackDomain, CUpti_CallbackId cbid,
     window.entries.push_back({t, name});
     if (launch && matches(symbol, to_kernel)) {
       window.open = false;
-      if (window.windows >= first_window && window.windows < first_window + window_count) print_window(window, t);
+      if (window.windows >= first_window && window.windows < first_window + window_count)
+        print_window(window, t);
       ++window.windows;
     }
     return;
