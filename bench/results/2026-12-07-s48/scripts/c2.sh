@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 48 c2: c1's trace shows one driver call between the bench's hold and the symmetric dispatch's launch
+# Session 48 c2 (NOT RUN: no machine started; c3 tests the same question with the real change): c1's trace shows one driver call between the bench's hold and the symmetric dispatch's launch
 # besides the launch: the call's one stream-ordered allocation (its tables; the combine's window has none), and
 # CUDA_DEVICE_MAX_CONNECTIONS moved nothing (threads: 19.9 us at 32 connections, 19.3 at 8). Experiment build
 # (scripts/c2-keep-tables.patch, not main): SWITCHYARD_EXPERIMENT_KEEP_TABLES=1 keeps one tables allocation for
