@@ -10,6 +10,14 @@ __device__ __forceinline__ uint64_t globaltimer_ns() {
   return now;
 }
 
+// ---- programmatic dependent launch (cuda/backend/dependent_launch.hpp) ----
+// Returns once the grid this one was launched behind has completed and its memory is visible to this grid;
+// at once for a grid launched the ordinary way. Every kernel launched by launch_dependent calls it before its
+// first global access (a load of an input, or a store the previous kernel could still read).
+__device__ __forceinline__ void wait_for_previous_grid() {
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+}
+
 __device__ __forceinline__ uint32_t smem_address(const void* pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }

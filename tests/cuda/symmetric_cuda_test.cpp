@@ -20,12 +20,14 @@
 #include <string>
 #include <vector>
 
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/signal_scope.hpp"
 #include "cuda/captured_round_trip.hpp"
 #include "cuda/cuda_round_trip.hpp"
 #include "cuda/device_tensors.hpp"
 #include "cuda/expert_major_round_trip.hpp"
 #include "cuda/freed_outputs_round_trip.hpp"
+#include "cuda/late_writer.hpp"
 #include "cuda/rank_device.hpp"
 #include "cuda/symmetric/engine.hpp"
 #include "cuda/symmetric/kernels.hpp"
@@ -657,6 +659,61 @@ TEST_P(SymmetricCudaPaths, BackToBackCallsReuseTheBarrierAndHalvesWithoutRacing)
   expect_none(failures, seed);
 }
 
+// Programmatic dependent launch (cuda/backend/dependent_launch.hpp, SWITCHYARD_DEPENDENT_LAUNCH=on): the
+// dispatch and the combine start as soon as the stream's previous kernel lets them, so they must read nothing
+// before that kernel is done. Here that kernel triggers its dependents at once and writes x and topk_idx
+// (before the dispatch) or y (before the combine) only ~300 us later, over 0xFF bytes: a call that read its
+// inputs before ptx::wait_for_previous_grid() would route by -1 ids and move NaN rows, and miss the
+// reference. With the launch off (the default) it checks the ordinary order. Not for compute-sanitizer: under
+// memcheck the dispatch did read early here (session 49; the tool's handling of an early trigger, as far as
+// is known).
+TEST_P(SymmetricCudaPaths, InputsThePreviousKernelWritesLateAreWhatTheCallsRead) {
+  SWITCHYARD_REQUIRE_GPU();
+  const Case c = with_symmetric_combine(make("late_inputs", 4, {40, 23, 40, 17}, 40, 4, 16, 512), GetParam());
+  SWITCHYARD_REQUIRE_PATH(c);
+  const uint64_t seed = seed_for("symmetric_cuda/late_inputs");
+  const Expected expected = expected_for(c, seed);
+  constexpr uint64_t kLateNs = 300'000;
+  Failures failures;
+  run_ranks(c.ranks, [&](Group& group) {
+    const int rank = group.rank();
+    GpuRank gpu(options_of(c, rank), group);
+    const cudaStream_t stream = gpu.stream;
+    const DeviceInputs truth = upload_inputs(expected.data[rank], gpu.device, stream);
+    const Tensor true_y = to_device(expected.ys[rank], gpu.device, stream);
+    // The tensors the calls read, 0xFF until the late copies write them.
+    const DeviceInputs in = upload_inputs(expected.data[rank], gpu.device, stream);
+    const Tensor y = to_device(expected.ys[rank], gpu.device, stream);
+    for (const Tensor* late : {&in.x, &in.topk_idx, &y}) {
+      ASSERT_EQ(cudaMemsetAsync(late->data(), 0xFF, late->nbytes(), stream), cudaSuccess);
+    }
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    group.barrier();
+    for (int round = 0; round < 2; ++round) {
+      testing::enqueue_late_copy(in.x.data(), truth.x.data(), in.x.nbytes(), kLateNs, stream);
+      testing::enqueue_late_copy(in.topk_idx.data(), truth.topk_idx.data(), in.topk_idx.nbytes(), kLateNs,
+                                 stream);
+      LowLatencyDispatchResult dispatched =
+          gpu.buffer->symmetric_dispatch(dispatch_args(c, in.x, in.topk_idx, stream));
+      testing::enqueue_late_copy(y.data(), true_y.data(), y.nbytes(), kLateNs, stream);
+      LowLatencyCombineResult combined = gpu.buffer->symmetric_combine(
+          combine_args(truth.topk_idx, truth.topk_weights, dispatched.handle, y, stream));
+      gpu.buffer->synchronize(stream);
+      Outputs got = download(dispatched, stream);
+      got.combined_x = to_host(combined.combined_x, stream);
+      check_outputs(got, reference_outputs(expected, rank), "reference (round " + std::to_string(round) + ")",
+                    rank, failures);
+      // Poison again for the next round, after this round's calls are done with the inputs.
+      for (const Tensor* late : {&in.x, &in.topk_idx, &y}) {
+        ASSERT_EQ(cudaMemsetAsync(late->data(), 0xFF, late->nbytes(), stream), cudaSuccess);
+      }
+      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+      group.barrier();
+    }
+  });
+  expect_none(failures, seed);
+}
+
 // Three rounds of new routing replayed from graphs captured once (check_replays), on every rank;
 // `poison_x`: x poisoned on the stream right behind every replayed dispatch.
 void run_graph_replays(const Case& c, const std::string& seed_name, bool poison_x) {
@@ -1154,6 +1211,19 @@ TEST(SymmetricCudaGrid, SignalScopeIsGpuOnlyWhereEveryRankIsOnThisGpuAndBadValue
   EXPECT_FALSE(cuda::signals_at_gpu_scope(true, 4, 8));
   EXPECT_FALSE(cuda::signals_at_gpu_scope(false, 8, 8));
   EXPECT_TRUE(cuda::signals_at_gpu_scope(true, 1, 1));
+}
+
+TEST(DependentLaunch, OffByDefaultOnOnRequestAndBadValuesAreNamed) {
+  // Pure parsing: no GPU needed. The GPU suites run with the default (off); gpu-check runs the engines'
+  // suites with SWITCHYARD_DEPENDENT_LAUNCH=on too.
+  const ScopedEnvironment variable("SWITCHYARD_DEPENDENT_LAUNCH");
+  EXPECT_FALSE(cuda::dependent_launch_from_environment());
+  variable.set("on");
+  EXPECT_TRUE(cuda::dependent_launch_from_environment());
+  variable.set("off");
+  EXPECT_FALSE(cuda::dependent_launch_from_environment());
+  expect_refused_by_name(variable, {"ON", "0", "false"}, "SWITCHYARD_DEPENDENT_LAUNCH: expected on or off",
+                         [] { cuda::dependent_launch_from_environment(); });
 }
 
 TEST(SymmetricCudaGrid, PieceBytesOverrideSplitsRowsAndBadValuesAreNamed) {

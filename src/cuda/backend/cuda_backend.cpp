@@ -13,6 +13,7 @@
 #include "core/handle_format.hpp"
 #include "core/normal_sizing.hpp"
 #include "cuda/backend/call_services.hpp"
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/device_connections.hpp"
 #include "cuda/backend/device_heap.hpp"
 #include "cuda/backend/nccl_gin_choice.hpp"
@@ -43,6 +44,9 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
               info.options->sharing),
         owner_(info.owner),
         symmetric_(services(), info.owner) {
+    // SWITCHYARD_DEPENDENT_LAUNCH is read here, before anything is allocated, so that a bad value is refused
+    // when the buffer is made rather than at its first launch (cuda/backend/dependent_launch.hpp).
+    dependent_launches();
     if (options_.topology.num_ranks > kMaxCudaRanks) {
       throw Unsupported("topology.num_ranks: the CUDA normal engine supports up to " +
                         std::to_string(kMaxCudaRanks) + " ranks in one load/store domain, got " +

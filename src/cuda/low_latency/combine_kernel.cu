@@ -18,6 +18,7 @@
 // packed length). The count signal is a transport add; the receiver waits for a remote expert's
 // count, then for its rows to have landed.
 #include "common/logfmt_wire.hpp"
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/low_latency/device.cuh"
 #include "cuda/low_latency/kernels.hpp"
@@ -374,6 +375,7 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
     combine(const __grid_constant__ KernelContext context,
             const __grid_constant__ LowLatencyCombineLaunch launch,
             const __grid_constant__ Transport transport, low_latency::Stage stage) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   if (stage == low_latency::Stage::send) {
     combine_send<Transport, kLogfmt>(context, launch, transport);
   } else {
@@ -399,18 +401,16 @@ void launch_low_latency_combine_send(const KernelContext& context, const LowLate
                                      const Transport& transport, const LowLatencyGrid& grid,
                                      cudaStream_t stream) {
   const size_t shared_bytes = ExpertMajorTable::shared_bytes(launch.local_experts, context.num_ranks);
-  combine_kernel_for<Transport>(launch)<<<grid.send_blocks, kSendThreads, shared_bytes, stream>>>(
-      context, launch, transport, low_latency::Stage::send);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(combine_kernel_for<Transport>(launch), grid.send_blocks, kSendThreads, shared_bytes,
+                   stream, context, launch, transport, low_latency::Stage::send);
 }
 
 template <typename Transport>
 void launch_low_latency_combine_receive(const KernelContext& context, const LowLatencyCombineLaunch& launch,
                                         const Transport& transport, const LowLatencyGrid& grid,
                                         cudaStream_t stream) {
-  combine_kernel_for<Transport>(launch)<<<grid.receive_blocks, kReceiveThreads, 0, stream>>>(
-      context, launch, transport, low_latency::Stage::receive);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(combine_kernel_for<Transport>(launch), grid.receive_blocks, kReceiveThreads, 0, stream,
+                   context, launch, transport, low_latency::Stage::receive);
 }
 
 template void launch_low_latency_combine_send<SingleNode>(const KernelContext&,

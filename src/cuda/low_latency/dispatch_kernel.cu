@@ -17,6 +17,7 @@
 // receiver waits for a remote source's count, then for its rows to have landed.
 #include <algorithm>
 
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/low_latency/device.cuh"
 #include "cuda/low_latency/kernels.hpp"
@@ -564,6 +565,7 @@ __global__ void __launch_bounds__(kReceiveThreads, low_latency::kMinBlocksPerSm)
              const __grid_constant__ LowLatencyDispatchLaunch launch,
              const __grid_constant__ Transport transport, low_latency::Stage stage,
              int64_t tokens_per_block) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   if (stage == low_latency::Stage::send) {
     dispatch_send(context, launch, transport, tokens_per_block);
   } else {
@@ -579,10 +581,9 @@ void launch_low_latency_dispatch_send(const KernelContext& context, const LowLat
   const int64_t tokens_per_block = tokens_per_send_block(launch.num_tokens);
   // At least one block: with no tokens the call still signals its (zero) counts.
   const int64_t blocks = std::max<int64_t>(1, common::ceil_div(launch.num_tokens, tokens_per_block));
-  dispatch<Transport>
-      <<<static_cast<unsigned>(blocks), kSendThreads, send_shared_layout(launch).total_bytes, stream>>>(
-          context, launch, transport, low_latency::Stage::send, tokens_per_block);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(dispatch<Transport>, static_cast<unsigned>(blocks), kSendThreads,
+                   send_shared_layout(launch).total_bytes, stream, context, launch, transport,
+                   low_latency::Stage::send, tokens_per_block);
 }
 
 template <typename Transport>
@@ -590,9 +591,8 @@ void launch_low_latency_dispatch_receive(const KernelContext& context, const Low
                                          const Transport& transport, const LowLatencyGrid& grid,
                                          cudaStream_t stream) {
   const size_t shared_bytes = ExpertMajorTable::shared_bytes(launch.local_experts, context.num_ranks);
-  dispatch<Transport><<<grid.receive_blocks, kReceiveThreads, shared_bytes, stream>>>(
-      context, launch, transport, low_latency::Stage::receive, /*tokens_per_block=*/0);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(dispatch<Transport>, grid.receive_blocks, kReceiveThreads, shared_bytes, stream, context,
+                   launch, transport, low_latency::Stage::receive, /*tokens_per_block=*/int64_t{0});
 }
 
 template void launch_low_latency_dispatch_send<SingleNode>(const KernelContext&,

@@ -5,6 +5,7 @@
 // docs/normal-in-place.md) there are no rings and nothing to send: both blocks of a channel reduce, with
 // every warp.
 #include "common/numeric.hpp"
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/normal/kernels.hpp"
 #include "device/bf16x8.cuh"
@@ -366,6 +367,7 @@ __device__ void combine_receiver(const KernelContext& context, const CombineLaun
 // NOTES: bounded so that 24 warps fit an SM's 65536 registers: unbounded, ptxas gave it 94-96.
 __global__ void __launch_bounds__(kTargetWarps * 32, 1)
     combine_kernel(KernelContext context, CombineLaunch launch, int warps_per_group) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   __shared__ CombineShared shared;
   const int channel = blockIdx.x / 2;
   // The opening found the ranks' calls mismatched (or a peer failed): write nothing (a token that no rank
@@ -390,9 +392,8 @@ void launch_combine(const KernelContext& context, const CombineLaunch& launch, c
   const int warps_per_group = warps >= context.num_ranks ? warps / context.num_ranks : 1;
   const size_t shared_bytes =
       static_cast<size_t>(warps) * 2 * kOutputPieceBytes;  // receivers' output staging
-  combine_kernel<<<2 * context.num_channels, warps * 32, shared_bytes, stream>>>(context, launch,
-                                                                                 warps_per_group);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(combine_kernel, 2 * context.num_channels, warps * 32, shared_bytes, stream, context,
+                   launch, warps_per_group);
 }
 
 void prepare_combine_kernel() {

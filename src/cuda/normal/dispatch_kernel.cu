@@ -1,6 +1,7 @@
 // The CUDA `normal` dispatch: per channel a sender block and a receiver block. In the sender, a
 // group of warps per destination pushes that destination's tokens into its ring in the
 // destination's heap; in the receiver, a group per source copies tokens out of our ring with TMA.
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/normal/dispatch_stamps.cuh"
 #include "cuda/normal/kernels.hpp"
@@ -158,6 +159,7 @@ __device__ void pad_worst_case_rows(const KernelContext& context, const Dispatch
 }
 
 __global__ void dispatch_kernel(KernelContext context, DispatchLaunch launch, int warps_per_group) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
   __shared__ DispatchShared shared;
   const int channel = blockIdx.x / 2;
@@ -219,9 +221,8 @@ void launch_dispatch(const KernelContext& context, const DispatchLaunch& launch,
   uint32_t row = (launch.message.row_bytes + 15) / 16 * 16;
   uint32_t per_warp = kStagingBudgetBytes / warps / 16 * 16;
   const size_t shared_bytes = static_cast<size_t>(warps) * (row < per_warp ? row : per_warp);
-  dispatch_kernel<<<2 * context.num_channels, warps * 32, shared_bytes, stream>>>(context, launch,
-                                                                                  warps_per_group);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(dispatch_kernel, 2 * context.num_channels, warps * 32, shared_bytes, stream, context,
+                   launch, warps_per_group);
 }
 
 }  // namespace switchyard::cuda

@@ -3,6 +3,7 @@
 // warp's staging buffer, its routing (the source's topk_idx and weights, as this rank sees them) by the
 // lanes. The same SMs as the ring dispatch (two blocks per channel), all of them pulling; the last block to
 // finish holds the call's closing barrier.
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/normal/dispatch_stamps.cuh"
 #include "cuda/normal/kernels.hpp"
@@ -137,6 +138,7 @@ __device__ void gather_block(const KernelContext& context, const GatherLaunch& l
 }
 
 __global__ void gather_kernel(KernelContext context, GatherLaunch launch) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
   __shared__ uint64_t tma_barrier[kGatherWarps];
   if (blockIdx.x == 0) stamp_dispatch(launch.stamps, kStampRowsStarted);
@@ -157,8 +159,8 @@ void launch_gather(const KernelContext& context, const GatherLaunch& launch, cud
   // The ring dispatch's grid (two blocks per channel), so the tuning's SM count holds for both.
   const size_t shared_bytes =
       static_cast<size_t>(kGatherWarps) * gather_staging_bytes(launch.row_bytes, kGatherWarps);
-  gather_kernel<<<2 * context.num_channels, kGatherWarps * 32, shared_bytes, stream>>>(context, launch);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(gather_kernel, 2 * context.num_channels, kGatherWarps * 32, shared_bytes, stream, context,
+                   launch);
 }
 
 }  // namespace switchyard::cuda

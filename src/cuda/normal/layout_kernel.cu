@@ -1,6 +1,7 @@
 // get_dispatch_layout on the GPU: a thread per token; counts with integer atomics (exact, so the result
 // does not depend on their order), in one block's shared memory, or for large layouts in the cleared
 // outputs across a grid.
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/normal/kernels.hpp"
 #include "device/bounded_wait.cuh"
@@ -54,6 +55,7 @@ __device__ __forceinline__ void route_token(const KernelContext& context, const 
 // The whole layout in one block: the counts live in shared memory, cleared and written out by the
 // block itself, so the call is one launch with no memset before it.
 __global__ void layout_one_block_kernel(KernelContext context, LayoutLaunch launch) {
+  ptx::wait_for_previous_grid();       // launched by launch_dependent: before any global access
   extern __shared__ int32_t counts[];  // [R], [nodes], [E]
   const int num_nodes = launch.num_ranks / launch.ranks_per_node;
   const int total = launch.num_ranks + num_nodes + launch.num_experts;
@@ -75,6 +77,7 @@ __global__ void layout_one_block_kernel(KernelContext context, LayoutLaunch laun
 
 // One thread per token, counting into the (cleared) outputs: for layouts too large for one block.
 __global__ void layout_kernel(KernelContext context, LayoutLaunch launch) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   const int64_t token = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x;
   if (token >= launch.num_tokens) return;
   route_token(context, launch, token, launch.num_tokens_per_rank, launch.num_tokens_per_node,
@@ -91,8 +94,7 @@ void launch_layout(const KernelContext& context, const LayoutLaunch& launch, cud
   // 4 tokens each. Counts past the default shared memory, or token counts where one block would take
   // longer than the memsets it saves, go to the grid.
   if (count_bytes <= kOneBlockCountBytes && launch.num_tokens <= kOneBlockMaxTokens) {
-    layout_one_block_kernel<<<1, kOneBlockThreads, count_bytes, stream>>>(context, launch);
-    SY_CUDA_CHECK_LAUNCH();
+    launch_dependent(layout_one_block_kernel, 1, kOneBlockThreads, count_bytes, stream, context, launch);
     return;
   }
   if (launch.num_tokens_per_node == launch.num_tokens_per_rank + launch.num_ranks &&
@@ -106,8 +108,7 @@ void launch_layout(const KernelContext& context, const LayoutLaunch& launch, cud
   }
   if (launch.num_tokens == 0) return;
   const int blocks = static_cast<int>((launch.num_tokens + kLayoutThreads - 1) / kLayoutThreads);
-  layout_kernel<<<blocks, kLayoutThreads, 0, stream>>>(context, launch);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(layout_kernel, blocks, kLayoutThreads, 0, stream, context, launch);
 }
 
 void prepare_layout_kernel() {

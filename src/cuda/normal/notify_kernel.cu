@@ -3,6 +3,7 @@
 #include <mutex>
 #include <set>
 
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/normal/dispatch_stamps.cuh"
 #include "cuda/normal/kernels.hpp"
@@ -27,6 +28,7 @@ __device__ __forceinline__ uint64_t opening_signature(uint64_t signature, const 
 }
 
 __global__ void begin_call_kernel(KernelContext context, uint64_t signature, const int64_t* routing_epoch) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   reset_own_rings(context);
   block_barrier_all_ranks(context, opening_signature(signature, routing_epoch));
 }
@@ -34,6 +36,7 @@ __global__ void begin_call_kernel(KernelContext context, uint64_t signature, con
 __global__ void begin_combine_in_place_kernel(KernelContext context, const int32_t* recv_channel_start,
                                               common::NormalCombineInputLayout input, uint64_t signature,
                                               const int64_t* routing_epoch) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   reset_own_rings(context);
   const int num_channels = context.num_channels;
   for (int index = threadIdx.x; index < context.num_ranks * num_channels; index += blockDim.x) {
@@ -235,6 +238,7 @@ __device__ void post_counts(const NotifyLaunch& launch, bool counted) {
 }
 
 __global__ void dispatch_notify_kernel(KernelContext context, NotifyLaunch launch) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   stamp_dispatch(launch.stamps, kStampNotifyEntered);
   const bool counted = count_and_plan(context, launch);
   if (launch.posted.words) post_counts(launch, counted);
@@ -271,16 +275,14 @@ void prepare_normal_kernels(int device) {
 
 void launch_begin_call(const KernelContext& context, uint64_t signature, const int64_t* routing_epoch,
                        cudaStream_t stream) {
-  begin_call_kernel<<<1, kBeginThreads, 0, stream>>>(context, signature, routing_epoch);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(begin_call_kernel, 1, kBeginThreads, 0, stream, context, signature, routing_epoch);
 }
 
 void launch_begin_combine_in_place(const KernelContext& context, const int32_t* recv_channel_start,
                                    const common::NormalCombineInputLayout& input, uint64_t signature,
                                    const int64_t* routing_epoch, cudaStream_t stream) {
-  begin_combine_in_place_kernel<<<1, kBeginThreads, 0, stream>>>(context, recv_channel_start, input,
-                                                                 signature, routing_epoch);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(begin_combine_in_place_kernel, 1, kBeginThreads, 0, stream, context, recv_channel_start,
+                   input, signature, routing_epoch);
 }
 
 void launch_dispatch_notify(const KernelContext& context, const NotifyLaunch& launch, cudaStream_t stream) {
@@ -292,8 +294,7 @@ void launch_dispatch_notify(const KernelContext& context, const NotifyLaunch& la
                           std::to_string(kNotifySharedBytes) + " bytes of notify counters, got " +
                           std::to_string(shared_bytes));
   }
-  dispatch_notify_kernel<<<1, kNotifyThreads, shared_bytes, stream>>>(context, launch);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(dispatch_notify_kernel, 1, kNotifyThreads, shared_bytes, stream, context, launch);
 }
 
 }  // namespace switchyard::cuda

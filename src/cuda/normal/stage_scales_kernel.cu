@@ -1,8 +1,10 @@
 // Staged inputs (core/staged_heap_input.hpp): DeepEP's column-major fp8 scales transposed into the heap
 // input's row-major view before a dispatch that reads them in place.
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/normal/kernels.hpp"
 #include "device/cuda_check.hpp"
+#include "device/ptx.cuh"
 
 namespace switchyard::cuda {
 
@@ -14,6 +16,7 @@ constexpr int kStageThreads = 256;
 constexpr int kMaxStageBlocks = 1024;
 
 __global__ void transpose_scales_kernel(float* rows, const float* columns, common::ScalesLayout layout) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   const int64_t total = layout.num_tokens * static_cast<int64_t>(layout.num_scales);
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
@@ -35,8 +38,7 @@ void launch_transpose_scales(float* rows, const float* columns, const common::Sc
   if (total == 0) return;
   const int64_t wanted = (total + kStageThreads - 1) / kStageThreads;
   const int blocks = static_cast<int>(wanted < kMaxStageBlocks ? wanted : kMaxStageBlocks);
-  transpose_scales_kernel<<<blocks, kStageThreads, 0, stream>>>(rows, columns, layout);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(transpose_scales_kernel, blocks, kStageThreads, 0, stream, rows, columns, layout);
 }
 
 }  // namespace switchyard::cuda

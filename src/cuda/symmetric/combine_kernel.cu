@@ -20,6 +20,7 @@
 // (the same ranks in every block) and drops the slots of experts on ranks that do not take part, as if
 // topk_idx held -1 there. A rank masked in its own view pushes nothing and combines +0.0.
 #include "common/numeric.hpp"
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/symmetric/kernels.hpp"
 #include "cuda/symmetric/pipeline.cuh"
@@ -156,6 +157,7 @@ struct CombineBufferSlots {
 __global__ void __launch_bounds__(kSymmetricThreads, 1)
     symmetric_combine_kernel(const __grid_constant__ KernelContext context,
                              const __grid_constant__ SymmetricCombineLaunch launch) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
   __shared__ PipelineShared pipeline_shared;
   __shared__ uint32_t call_of_block;
@@ -237,9 +239,8 @@ int symmetric_combine_blocks_per_sm() {
 
 void launch_symmetric_combine(const KernelContext& context, const SymmetricCombineLaunch& launch,
                               cudaStream_t stream) {
-  symmetric_combine_kernel<<<launch.grid.blocks, kSymmetricThreads, kSymmetricSharedBytes, stream>>>(context,
-                                                                                                     launch);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(symmetric_combine_kernel, launch.grid.blocks, kSymmetricThreads, kSymmetricSharedBytes,
+                   stream, context, launch);
 }
 
 }  // namespace switchyard::cuda

@@ -27,6 +27,7 @@
 #include <climits>
 
 #include "common/fp8_cast.hpp"
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/symmetric/kernels.hpp"
 #include "cuda/symmetric/pipeline.cuh"
@@ -650,6 +651,7 @@ __device__ void helpers_after_barrier(const KernelContext& context, const Symmet
 __global__ void __launch_bounds__(kSymmetricThreads, 1)
     symmetric_dispatch_kernel(const __grid_constant__ KernelContext context,
                               const __grid_constant__ SymmetricDispatchLaunch launch) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   extern __shared__ __align__(128) uint8_t dynamic_shared[];
   __shared__ PipelineShared pipeline_shared;
   __shared__ uint32_t call_of_block;
@@ -830,9 +832,8 @@ int symmetric_dispatch_blocks_per_sm() {
 
 void launch_symmetric_dispatch(const KernelContext& context, const SymmetricDispatchLaunch& launch,
                                cudaStream_t stream) {
-  symmetric_dispatch_kernel<<<launch.grid.blocks, kSymmetricThreads, kSymmetricSharedBytes, stream>>>(context,
-                                                                                                      launch);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(symmetric_dispatch_kernel, launch.grid.blocks, kSymmetricThreads, kSymmetricSharedBytes,
+                   stream, context, launch);
 }
 
 }  // namespace switchyard::cuda

@@ -24,6 +24,7 @@
 // that peer timed out still reduces the peer's slots (its y was announced, and the peer keeps it until
 // our done word), so that call's tokens may differ in whether they include the masked rank's experts.
 // From the next call on, every block leaves it out.
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/symmetric/kernels.hpp"
 #include "cuda/symmetric/reduce.cuh"
@@ -151,6 +152,7 @@ struct PeerOutputSlots {
 __global__ void __launch_bounds__(kSymmetricThreads, 1)
     symmetric_pull_combine_kernel(const __grid_constant__ KernelContext context,
                                   const __grid_constant__ SymmetricCombineLaunch launch) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   __shared__ uint32_t call_of_block;
   __shared__ const uint8_t* y_of[kMaxPullRanks];
   __shared__ PeerBits announced;     // the ranks whose records this block gathered
@@ -205,8 +207,8 @@ void launch_symmetric_pull_combine(const KernelContext& context, const Symmetric
     throw Unsupported("topology.num_ranks: the CUDA symmetric pull combine serves up to " +
                       std::to_string(kMaxPullRanks) + " ranks, got " + std::to_string(context.num_ranks));
   }
-  symmetric_pull_combine_kernel<<<launch.grid.blocks, kSymmetricThreads, 0, stream>>>(context, launch);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(symmetric_pull_combine_kernel, launch.grid.blocks, kSymmetricThreads, 0, stream, context,
+                   launch);
 }
 
 }  // namespace switchyard::cuda
