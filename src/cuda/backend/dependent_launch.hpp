@@ -18,7 +18,7 @@
 
 namespace switchyard::cuda {
 
-// SWITCHYARD_DEPENDENT_LAUNCH read now: on (or unset or empty) gives true, off false; anything else is
+// SWITCHYARD_DEPENDENT_LAUNCH read now: on gives true, off (or unset or empty) false; anything else is
 // refused naming the variable.
 bool dependent_launch_from_environment();
 
