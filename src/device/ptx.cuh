@@ -18,6 +18,13 @@ __device__ __forceinline__ void wait_for_previous_grid() {
   asm volatile("griddepcontrol.wait;" ::: "memory");
 }
 
+// Lets the grid launched behind this one as a programmatic dependent start now rather than when this grid
+// ends; that grid's wait_for_previous_grid() still waits for this grid's completion. The engines never
+// trigger early (their dependents start at their end); tests use it to prove the wait holds.
+__device__ __forceinline__ void allow_dependents_to_start() {
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+}
+
 __device__ __forceinline__ uint32_t smem_address(const void* pointer) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(pointer));
 }

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "cuda/late_writer.hpp"
+#include "device/ptx.cuh"
 
 namespace switchyard::testing {
 namespace {
@@ -9,13 +10,9 @@ namespace {
 __global__ void late_copy_kernel(uint8_t* destination, const uint8_t* source, size_t bytes,
                                  uint64_t delay_ns) {
   // The dependent grid may start now: only its wait for this grid stands between it and the inputs.
-  asm volatile("griddepcontrol.launch_dependents;");
-  uint64_t begin = 0;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(begin));
-  for (uint64_t now = begin; now - begin < delay_ns;) {
-    __nanosleep(1000);
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
-  }
+  cuda::ptx::allow_dependents_to_start();
+  const uint64_t begin = cuda::ptx::globaltimer_ns();
+  while (cuda::ptx::globaltimer_ns() - begin < delay_ns) __nanosleep(1000);
   for (size_t i = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x; i < bytes;
        i += static_cast<size_t>(gridDim.x) * blockDim.x) {
     destination[i] = source[i];

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "kernel_launches.hpp"
 #include "metrics.hpp"
 #include "start_hold.hpp"
 #include "switchyard/version.hpp"
@@ -175,6 +176,8 @@ void print_header(std::FILE* out, const BenchOptions& options, const CopyBandwid
   std::string channels = config.num_channels == kAutoChannels ? "auto" : std::to_string(config.num_channels);
   std::fprintf(out, "config: channels %s, ring slots %d, chunk tokens %d, timeout %g s\n", channels.c_str(),
                config.ring_slots, config.chunk_tokens, config.timeout_seconds);
+  const std::string launches = dependent_launch_line(options.backend);
+  if (!launches.empty()) std::fprintf(out, "%s\n", launches.c_str());
   if (options.normal_heap && !options.normal_heap_staged) {
     std::fprintf(
         out,

@@ -3,6 +3,7 @@
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
+#include "kernel_launches.hpp"
 #include "metrics.hpp"
 #include "report.hpp"
 #include "start_hold.hpp"
@@ -201,6 +202,9 @@ void write_results_json(const std::string& path, const BenchOptions& options, co
   report["start_event"] = options.start != StartMode::timer
                               ? Json(nullptr)
                               : Json(start_timing_name(start_timing_from_environment()));
+  // Whether the engines' kernels launched as programmatic dependents (SWITCHYARD_DEPENDENT_LAUNCH); null on
+  // cpu.
+  report["dependent_launch"] = or_null(dependent_launches_for(options.backend));
   // Which GPU each rank used (--devices); empty on cpu.
   report["devices"] = options.devices.device_of_rank;
   report["devices_request"] = options.devices.request_text();

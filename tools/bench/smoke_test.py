@@ -214,11 +214,14 @@ def test_passing_run_writes_json_and_dump(bench, tmp):
     report = json.load(open(json_path))
     for key in ("backend", "ranks", "ranks_per_node", "tokens", "hidden", "topk", "experts", "dtype", "copy_gbps",
                 "copy_devices", "devices", "devices_request", "visible_devices", "peer_copy_gbps",
-                "peer_copy_pair_gbps", "peer_copy_method"):
+                "peer_copy_pair_gbps", "peer_copy_method", "dependent_launch"):
         expect(key in report, f"json lacks {key}")
     # cpu: the ranks are host threads, no GPU map, no peer copy.
     expect(report["devices"] == [] and report["devices_request"] == "auto" and report["copy_devices"] == 1, report)
     expect(report["peer_copy_gbps"] is None and report["peer_copy_method"] is None, report)
+    # cpu: no kernels, so no launch mode (null, and no header line).
+    expect("dependent_launch" in report and report["dependent_launch"] is None, report)
+    expect("kernel launches:" not in result.stdout, result.stdout)
     expect("devices: none (cpu backend" in result.stdout, result.stdout)
     expect(report["ll_tokens"] == 32, report)  # min(--tokens 32, the laptop shape's 64)
     by_engine = {r["engine"]: r for r in report["results"]}
