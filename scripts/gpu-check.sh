@@ -165,7 +165,7 @@ if has_stage tests; then
   done
   # Every engine kernel launched as a programmatic dependent of the stream's previous kernel
   # (SWITCHYARD_DEPENDENT_LAUNCH=on; off is the default until the sanitizer below is clean with it), bitwise too.
-  for suite in normal_engine symmetric low_latency rank_mask moe_layer; do
+  for suite in normal_engine symmetric low_latency rank_mask moe_layer internode low_latency_internode; do
     run_logged "gpu tests $suite, dependent launch (threads)" "tests-$suite-dependent-launch.log" \
       env SWITCHYARD_DEPENDENT_LAUNCH=on timeout ${SWITCHYARD_GPU_TEST_TIMEOUT:-240} "$(suite_bin $suite)" --gtest_brief=1
   done
@@ -271,7 +271,7 @@ if has_stage sanitizer; then
   done
   # memcheck with the dependent launch on (its default is off until this passes); the late-writer case is left
   # out: under the tool a kernel that triggers its dependents early was not waited for (bench/NOTES.md, s49).
-  for suite in normal_engine symmetric low_latency; do
+  for suite in normal_engine symmetric low_latency moe_layer; do
     run_logged "compute-sanitizer memcheck $suite, dependent launch" "sanitizer-memcheck-$suite-dependent-launch.log" \
       timeout "${SWITCHYARD_SANITIZER_TIMEOUT:-300}" env SWITCHYARD_NORMAL_TEST_TIMEOUT=120 SWITCHYARD_DEPENDENT_LAUNCH=on \
       compute-sanitizer --tool memcheck --error-exitcode 1 "$(suite_bin "$suite")" \

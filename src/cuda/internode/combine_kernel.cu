@@ -8,6 +8,7 @@
 //   2: RDMA receivers: sum each token's node partials in ascending node order (fp32 from +0,
 //      rounded once) and free the RDMA slots by signal. DESIGN.md, Combine.
 #include "common/numeric.hpp"
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/internode/combine_forwarder.cuh"
 #include "cuda/internode/device.cuh"
@@ -210,6 +211,7 @@ __global__ void __launch_bounds__(kInternodeWarps * 32, 2)
     internode_combine_kernel(const __grid_constant__ KernelContext context,
                              const __grid_constant__ InternodeTransports<Transport> transports,
                              const __grid_constant__ InternodeCombineLaunch launch) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   __shared__ InternodeCombineShared shared;
   const int channel = static_cast<int>(blockIdx.x) / kInternodeBlocksPerChannel;
   const int role = static_cast<int>(blockIdx.x) % kInternodeBlocksPerChannel;
@@ -238,10 +240,8 @@ void prepare_internode_combine_kernel(int* blocks_per_sm) {
 template <typename Transport>
 void launch_internode_combine(const KernelContext& context, const InternodeTransports<Transport>& transports,
                               const InternodeCombineLaunch& launch, cudaStream_t stream) {
-  internode_combine_kernel<Transport>
-      <<<kInternodeBlocksPerChannel * context.num_channels, kInternodeWarps * 32, 0, stream>>>(
-          context, transports, launch);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(internode_combine_kernel<Transport>, kInternodeBlocksPerChannel * context.num_channels,
+                   kInternodeWarps * 32, 0, stream, context, transports, launch);
 }
 
 template void launch_internode_combine<transport::LoopbackDevice>(

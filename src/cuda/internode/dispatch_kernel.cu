@@ -6,6 +6,7 @@
 //   2: NVLink receivers, a warp group per source rank: copy tokens out in rank-major order.
 // Flow control everywhere is head/tail in chunks; a send slot is rewritten only after the peer freed
 // it and the put that read it was flushed.
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/internode/device.cuh"
 #include "device/cuda_check.hpp"
@@ -318,6 +319,7 @@ __global__ void __launch_bounds__(kInternodeWarps * 32, 2)
     internode_dispatch_kernel(const __grid_constant__ KernelContext context,
                               const __grid_constant__ InternodeTransports<Transport> transports,
                               const __grid_constant__ InternodeDispatchLaunch launch) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   __shared__ InternodeDispatchShared shared;
   const int channel = static_cast<int>(blockIdx.x) / kInternodeBlocksPerChannel;
   const int role = static_cast<int>(blockIdx.x) % kInternodeBlocksPerChannel;
@@ -355,10 +357,8 @@ void prepare_internode_dispatch_kernel(int* blocks_per_sm) {
 template <typename Transport>
 void launch_internode_dispatch(const KernelContext& context, const InternodeTransports<Transport>& transports,
                                const InternodeDispatchLaunch& launch, cudaStream_t stream) {
-  internode_dispatch_kernel<Transport>
-      <<<kInternodeBlocksPerChannel * context.num_channels, kInternodeWarps * 32, 0, stream>>>(
-          context, transports, launch);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(internode_dispatch_kernel<Transport>, kInternodeBlocksPerChannel * context.num_channels,
+                   kInternodeWarps * 32, 0, stream, context, transports, launch);
 }
 
 template void launch_internode_dispatch<transport::LoopbackDevice>(

@@ -1,6 +1,7 @@
 // The opening of a hierarchical `normal` call: resets, each destination node's token lists, and for
 // a fresh dispatch the count exchange. Records for ranks of our node are stored; records for ranks
 // of other nodes are staged in our RDMA send buffers and put, ahead of the barrier's signal.
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/internode/device.cuh"
 #include "device/cuda_check.hpp"
@@ -78,6 +79,7 @@ __global__ void __launch_bounds__(kNotifyThreads, 2)
     internode_notify_kernel(const __grid_constant__ KernelContext context,
                             const __grid_constant__ InternodeTransports<Transport> transports,
                             const __grid_constant__ InternodeNotifyLaunch launch) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   extern __shared__ int32_t shared_counts[];
   const int num_ranks = context.num_ranks;
   const int num_channels = context.num_channels;
@@ -232,9 +234,8 @@ void launch_internode_notify(const KernelContext& context, const InternodeTransp
   const size_t shared_bytes =
       internode_notify_shared_bytes(context.num_ranks, context.num_channels, launch.shape.num_nodes,
                                     context.num_ranks * launch.local_experts);
-  internode_notify_kernel<Transport>
-      <<<1, kNotifyThreads, shared_bytes, stream>>>(context, transports, launch);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(internode_notify_kernel<Transport>, 1, kNotifyThreads, shared_bytes, stream, context,
+                   transports, launch);
 }
 
 template void launch_internode_notify<transport::LoopbackDevice>(

@@ -7,10 +7,12 @@
 
 #include "common/moe_fused_schedule.hpp"
 #include "core/device_memory.hpp"
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/moe/experts.hpp"
 #include "cuda/moe/swiglu_kernel.hpp"
 #include "device/cuda_check.hpp"
+#include "device/ptx.cuh"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::cuda {
@@ -32,6 +34,7 @@ bool gemm1_applies_swiglu(const detail::MoeExpertsPlan& plan) {
 // reaching outside the workspace all the same.
 __global__ void write_problem_shapes(const int32_t* recv_count, int groups, int64_t capacity, int32_t* gemm1,
                                      int n1, int k1, int32_t* gemm2, int n2, int k2) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   for (int g = threadIdx.x; g < groups; g += blockDim.x) {
     const int32_t rows = static_cast<int32_t>(recv_count[g] < capacity ? recv_count[g] : capacity);
     gemm1[3 * g + 0] = rows;
@@ -49,6 +52,7 @@ __global__ void write_problem_shapes(const int32_t* recv_count, int groups, int6
 // from the engine's count on the device, so a graph replay writes its own turn's.
 __global__ void write_home_places(const __grid_constant__ common::SymmetricHomeRows home,
                                   const int32_t* recv_count, int groups, int64_t capacity, uint8_t** places) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   const int half = home.combine_half();
   const int64_t total = static_cast<int64_t>(groups) * capacity;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
@@ -219,18 +223,15 @@ void CudaMoeExperts::run(const detail::MoeExpertsCall& call) {
   GroupedGemm* const gemm2 = gemms.gemm2.get();
   const common::MoeWorkspaceLayout& space = plan_.workspace;
   const int groups = space.local_experts;
-  write_problem_shapes<<<1, 256, 0, stream>>>(plan_.recv_count, groups, space.capacity,
-                                              gemm1->problem_shapes(), 2 * space.intermediate, space.hidden,
-                                              gemm2->problem_shapes(), space.hidden, space.intermediate);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(write_problem_shapes, 1, 256, 0, stream, plan_.recv_count, groups, space.capacity,
+                   gemm1->problem_shapes(), 2 * space.intermediate, space.hidden, gemm2->problem_shapes(),
+                   space.hidden, space.intermediate);
   if (call.home_rows != nullptr) {
     constexpr int kThreads = 256;
     const int64_t rows = int64_t{groups} * space.capacity;
     const int blocks = static_cast<int>(std::min<int64_t>((rows + kThreads - 1) / kThreads, 1024));
-    write_home_places<<<blocks, kThreads, 0, stream>>>(*call.home_rows, plan_.recv_count, groups,
-                                                       space.capacity,
-                                                       static_cast<uint8_t**>(home_places_.get()));
-    SY_CUDA_CHECK_LAUNCH();
+    launch_dependent(write_home_places, blocks, kThreads, 0, stream, *call.home_rows, plan_.recv_count,
+                     groups, space.capacity, static_cast<uint8_t**>(home_places_.get()));
   }
   mark(0);
   gemm1->run(stream);

@@ -22,11 +22,13 @@
 
 #include "common/moe_layout.hpp"
 #include "core/device_memory.hpp"
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/moe/grouped_gemm.hpp"
 #include "cuda/moe/grouped_gemm_kinds.hpp"
 #include "cuda/moe/home_rows_epilogue.cuh"
 #include "cuda/moe/swiglu_epilogue.cuh"
 #include "device/cuda_check.hpp"
+#include "device/ptx.cuh"
 #include "switchyard/errors.hpp"
 
 namespace switchyard::cuda::grouped_gemm_detail {
@@ -221,6 +223,7 @@ template <int kBlocksPerScale>
 __global__ void repeat_interleaved_w1_scales(const float* __restrict__ from, int64_t from_group_stride,
                                              float* __restrict__ to, int groups, int fine_rows,
                                              int k_blocks) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   static_assert(kBlocksPerScale * common::kMoeGateUpBlock == common::kMoeScaleBlock,
                 "a fine row of scales is one interleaved block of W1");
   common::MoeWeightLayout layout{};
@@ -366,10 +369,12 @@ class Runner final : public GroupedGemm {
       const int64_t total = int64_t{scale_groups_} * scale_fine_rows_ * scale_k_blocks_;
       const int blocks = static_cast<int>(std::min<int64_t>((total + kThreads - 1) / kThreads, 1024));
       if (blocks > 0) {
-        repeat_interleaved_w1_scales<kBlocksPerScale><<<blocks, kThreads, 0, stream>>>(
-            scale_source_, scale_source_group_stride_, repeated_scales_.template as<float>(), scale_groups_,
-            scale_fine_rows_, scale_k_blocks_);
-        SY_CUDA_CHECK(cudaGetLastError());
+        // Launched as a dependent of the kernel before it; the GEMM after it is an ordinary launch (CUTLASS
+        // 4.2's SM90 grouped kernels never call griddepcontrol.wait, so they cannot be launched as
+        // dependents).
+        launch_dependent(repeat_interleaved_w1_scales<kBlocksPerScale>, blocks, kThreads, 0, stream,
+                         scale_source_, scale_source_group_stride_, repeated_scales_.template as<float>(),
+                         scale_groups_, scale_fine_rows_, scale_k_blocks_);
       }
     }
     check(gemm_.run(stream), "run");

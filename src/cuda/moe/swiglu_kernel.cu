@@ -1,10 +1,12 @@
 // The SwiGLU kernels between the layer's GEMMs (swiglu_kernel.hpp).
 #include "common/moe_numerics.hpp"
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/moe/swiglu_kernel.hpp"
 #include "device/bf16x8.cuh"
 #include "device/cuda_check.hpp"
 #include "device/fp8_cast.cuh"
+#include "device/ptx.cuh"
 
 namespace switchyard::cuda::moe_kernels {
 
@@ -19,6 +21,7 @@ __device__ int64_t swiglu_row(const SwigluArgs& args, int local) {
 }
 
 __global__ void swiglu_to_bf16_kernel(SwigluArgs args) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   const int local = blockIdx.y;
   const int64_t r = swiglu_row(args, local);
   if (r < 0) return;
@@ -64,6 +67,7 @@ __device__ __forceinline__ void requantise_step(const SwigluArgs& args, const in
 }
 
 __global__ void swiglu_to_fp8_kernel(SwigluArgs args) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   const int local = blockIdx.y;
   const int64_t r = swiglu_row(args, local);
   if (r < 0) return;
@@ -96,12 +100,8 @@ __global__ void swiglu_to_fp8_kernel(SwigluArgs args) {
 void launch_swiglu(const SwigluArgs& args, bool fp8, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((args.space.capacity + kSwigluWarps - 1) / kSwigluWarps),
                   static_cast<unsigned>(args.space.local_experts));
-  if (fp8) {
-    swiglu_to_fp8_kernel<<<grid, 32 * kSwigluWarps, 0, stream>>>(args);
-  } else {
-    swiglu_to_bf16_kernel<<<grid, 32 * kSwigluWarps, 0, stream>>>(args);
-  }
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(fp8 ? swiglu_to_fp8_kernel : swiglu_to_bf16_kernel, grid, 32 * kSwigluWarps, 0, stream,
+                   args);
 }
 
 void preload_swiglu_kernels() {

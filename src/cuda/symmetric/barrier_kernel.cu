@@ -7,6 +7,7 @@
 // would hold SMs that a slow rank's GEMM (a CUTLASS block takes a whole SM) needs to finish, and the slow
 // rank would never arrive. Behind this barrier no rank's combine starts before every rank's GEMMs are
 // done, and while it waits a rank holds a single block.
+#include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/kernel_preload.hpp"
 #include "cuda/symmetric/kernels.hpp"
 #include "device/cross_rank_barrier.cuh"
@@ -20,6 +21,7 @@ constexpr int kBarrierThreads = 128;
 
 __global__ void __launch_bounds__(kBarrierThreads)
     symmetric_barrier_kernel(KernelContext context, CrossRankSignals signals, uint64_t* passed) {
+  ptx::wait_for_previous_grid();  // launched by launch_dependent: before any global access
   signal_and_await_peers(signals, passed, context, common::WaitRole::symmetric_barrier);
 }
 
@@ -28,8 +30,8 @@ __global__ void __launch_bounds__(kBarrierThreads)
 void launch_symmetric_barrier(const KernelContext& context, const common::SymmetricLayout& layout,
                               SymmetricDeviceState* state, cudaStream_t stream) {
   const CrossRankSignals signals{layout.signal(context.heap.base, 0), context.num_ranks};
-  symmetric_barrier_kernel<<<1, kBarrierThreads, 0, stream>>>(context, signals, &state->barriers);
-  SY_CUDA_CHECK_LAUNCH();
+  launch_dependent(symmetric_barrier_kernel, 1, kBarrierThreads, 0, stream, context, signals,
+                   &state->barriers);
 }
 
 void prepare_symmetric_barrier_kernel() {
