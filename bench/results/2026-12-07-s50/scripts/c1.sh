@@ -23,7 +23,7 @@
 #   171 on; H200 a few us less).
 # - sanitizer stage: every run passes (racecheck with its known false reports).
 cd "$(dirname "$0")/../../../.."
-CALL=s50c1; CARRY=${CARRY:-"build/gpu-carry50b/all.tar.xz"}; BUDGET=${BUDGET:-540}
+CALL=s50c1; CARRY=${CARRY:-"build/gpu-carry50b/all.tar.xz"}; BUDGET=${BUDGET:-450}
 STEP_FILTER="round|FAIL|PASSED|SUMMARY|pass \\(|rror|kernel launches|^  dispatch  |^  combine  "
 source scripts/device-call.sh
 C=$B/tests/cuda
