@@ -6,7 +6,7 @@
 #    griddepcontrol.wait), plain and under compute-sanitizer memcheck.
 # 2. memcheck with SWITCHYARD_DEPENDENT_LAUNCH=on on the one-rank cases of normal_engine, symmetric, low_latency,
 #    moe_layer (the late-writer case left out); then the late-writer test alone under memcheck (s49 c2's failure).
-# 3. Suites with the launch on: internode, low_latency_internode, moe_layer, symmetric (threads).
+# 3. Suites with the launch on: internode, low_latency_internode, moe_layer (threads).
 # 4. The decode benches, 128 tokens x 8 processes under MPS, --start timer, launch off then on: symmetric (heap,
 #    pull combine), low_latency, normal (issue 20's table, and the bench's new "kernel launches" line).
 # 5. gpu-check's sanitizer stage whole (owed since s46's build) with what time is left.
@@ -23,7 +23,7 @@
 #   171 on; H200 a few us less).
 # - sanitizer stage: every run passes (racecheck with its known false reports).
 cd "$(dirname "$0")/../../../.."
-CALL=s50c1; CARRY=${CARRY:-"build/gpu-carry50b/all.tar.xz"}; BUDGET=${BUDGET:-450}
+CALL=s50c1; CARRY=${CARRY:-"build/gpu-carry50b/all.tar.xz"}; BUDGET=${BUDGET:-330}
 STEP_FILTER="round|FAIL|PASSED|SUMMARY|pass \\(|rror|kernel launches|^  dispatch  |^  combine  "
 source scripts/device-call.sh
 C=$B/tests/cuda
@@ -40,6 +40,9 @@ for suite in normal_engine symmetric low_latency moe_layer; do
 done
 SWITCHYARD_DEPENDENT_LAUNCH=on step memcheck-on-late-writer 45 compute-sanitizer --tool memcheck --error-exitcode 1 \
   $C/switchyard_cuda_symmetric_test --gtest_filter='*InputsThePreviousKernelWritesLate*' --gtest_brief=1
+for suite in internode low_latency_internode moe_layer; do
+  SWITCHYARD_DEPENDENT_LAUNCH=on step on-$suite 90 $C/switchyard_cuda_${suite}_test --gtest_brief=1
+done
 SB=$B/tools/bench/switchyard-bench
 SYM=(--backend cuda --engine symmetric --ranks 8 --tokens 128 --iters 40 --warmup 5 --start timer
   --symmetric-heap on --symmetric-combine pull --ranks-as processes)
@@ -51,9 +54,6 @@ SWITCHYARD_DEPENDENT_LAUNCH=on step sym8-on 40 $SB "${SYM[@]}" --json "$base/sym
 SWITCHYARD_DEPENDENT_LAUNCH=on step ll8-on 40 $SB "${LL[@]}" --json "$base/ll8-on.json"
 SWITCHYARD_DEPENDENT_LAUNCH=on step normal8-on 60 $SB "${NORMAL[@]}" --json "$base/normal8-on.json"
 echo quit | nvidia-cuda-mps-control; sleep 2
-for suite in internode low_latency_internode moe_layer symmetric; do
-  SWITCHYARD_DEPENDENT_LAUNCH=on step on-$suite 120 $C/switchyard_cuda_${suite}_test --gtest_brief=1
-done
 step sanitizer $(step_left) env OUT=$base/gpu-check SWITCHYARD_GPU_BUILD=$B SWITCHYARD_GPU_STAGES=sanitizer \
   SWITCHYARD_SANITIZER_TIMEOUT=100 bash scripts/gpu-check.sh
 grep -h "^== " $base/sanitizer.log | tail -40
