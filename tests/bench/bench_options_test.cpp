@@ -636,14 +636,45 @@ TEST(BenchReport, GraphReplayRowsLaunchAndHookSplitRowsAppearWhenMeasured) {
   EXPECT_EQ(printed(result, copy).find("graph replay"), std::string::npos);
 }
 
-TEST(BenchReport, WarnsOnlyWhenTheHostsEnqueueOutranTheStartHold) {
-  CopyBandwidth copy;
-  copy.bytes_per_second = 4e12;
+// A passed, timed normal-engine result of `seconds` a phase, and a copy bandwidth of 4 TB/s.
+EngineResult timed_normal_result(double seconds) {
   EngineResult result;
   result.engine = BenchEngine::normal;
   result.status = CheckStatus::passed;
   result.timed = true;
-  result.dispatch_seconds = result.combine_seconds = 100e-6;
+  result.dispatch_seconds = result.combine_seconds = seconds;
+  return result;
+}
+CopyBandwidth copy_of_4_terabytes() {
+  CopyBandwidth copy;
+  copy.bytes_per_second = 4e12;
+  return copy;
+}
+
+TEST(BenchReport, DispatchHostTimeBehindTheStartHoldIsNotReported) {
+  // Only the rank-major engines' dispatch waits on the host for the device, and only the timer holds it.
+  EXPECT_TRUE(dispatch_host_waits_behind_hold(BenchEngine::normal, StartMode::timer));
+  EXPECT_TRUE(dispatch_host_waits_behind_hold(BenchEngine::nccl, StartMode::timer));
+  EXPECT_FALSE(dispatch_host_waits_behind_hold(BenchEngine::normal, StartMode::barrier));
+  EXPECT_FALSE(dispatch_host_waits_behind_hold(BenchEngine::symmetric, StartMode::timer));
+  EXPECT_FALSE(dispatch_host_waits_behind_hold(BenchEngine::low_latency, StartMode::timer));
+  const CopyBandwidth copy = copy_of_4_terabytes();
+  EngineResult result = timed_normal_result(170e-6);
+  result.dispatch_host_seconds = 1040e-6;
+  result.combine_host_seconds = 42e-6;
+  const std::string timed = printed(result, copy);
+  EXPECT_NE(timed.find("host: dispatch call 1040.0 us, combine call 42.0 us"), std::string::npos) << timed;
+  result.dispatch_host_behind_hold = true;
+  const std::string held = printed(result, copy);
+  EXPECT_NE(held.find("host: dispatch call n/a (it waits for the device's counts"), std::string::npos)
+      << held;
+  EXPECT_NE(held.find("combine call 42.0 us"), std::string::npos) << held;
+  EXPECT_EQ(held.find("1040.0"), std::string::npos) << held;
+}
+
+TEST(BenchReport, WarnsOnlyWhenTheHostsEnqueueOutranTheStartHold) {
+  const CopyBandwidth copy = copy_of_4_terabytes();
+  EngineResult result = timed_normal_result(100e-6);
   result.start_holds = 160;
   EXPECT_EQ(printed(result, copy).find("warning:"), std::string::npos);
   result.start_holds_missed = 3;

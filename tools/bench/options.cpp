@@ -343,7 +343,9 @@ constexpr const char* kFooter = R"(What is reported, per engine
             rank starts each phase together: its stream drained, a host barrier (before a
             timed phase, then the cache evicted and a second barrier); then CUDA events on its
             stream (the wall clock on cpu) recorded back to back around the call. JSON:
-            dispatch_host_us, combine_host_us: the host's wall time of the calls.
+            dispatch_host_us, combine_host_us: the host's wall time of the calls (null for
+            normal's and nccl's dispatch under --start timer: it waits for the counts behind
+            the hold).
             The start (--start): barrier, each rank records its start event as it leaves the
             barrier, so an early rank's time of a collective call includes waiting for the
             last one to leave it (tens to hundreds of us as processes), and a small call's

@@ -320,9 +320,18 @@ void print_engine(std::FILE* out, const EngineResult& result, const CopyBandwidt
                  " combine bytes (rows x row payload); %s and %s GB/s over the slowest rank's median\n",
                  result.dispatch_bytes, result.combine_bytes, optional_text(dispatch_all, "%.2f").c_str(),
                  optional_text(combine_all, "%.2f").c_str());
-    std::fprintf(out,
-                 "  host: dispatch call %.1f us, combine call %.1f us (the calls' wall time on the host)\n",
-                 result.dispatch_host_seconds * 1e6, result.combine_host_seconds * 1e6);
+    if (result.dispatch_host_behind_hold) {
+      std::fprintf(
+          out,
+          "  host: dispatch call n/a (it waits for the device's counts, which sit behind the start "
+          "hold: its wall time would be the hold's lead; --start barrier times it), combine call %.1f "
+          "us (the call's wall time on the host)\n",
+          result.combine_host_seconds * 1e6);
+    } else {
+      std::fprintf(out,
+                   "  host: dispatch call %.1f us, combine call %.1f us (the calls' wall time on the host)\n",
+                   result.dispatch_host_seconds * 1e6, result.combine_host_seconds * 1e6);
+    }
     print_missed_start_holds(out, result);
     if (result.remote_dispatch_bytes > 0 || result.remote_combine_bytes > 0) {
       std::fprintf(out,

@@ -140,6 +140,12 @@ RowSeconds rows_of(const std::vector<RankOutcome>& outcomes, std::vector<double>
 
 }  // namespace
 
+bool dispatch_host_waits_behind_hold(BenchEngine engine, StartMode start) {
+  // The rank-major engines' dispatch waits on the host for the counts (a fresh dispatch; the bench never
+  // passes num_worst_tokens); the expert-major engines' calls never wait on the host.
+  return start == StartMode::timer && is_rank_major(engine);
+}
+
 EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const Problem& problem,
                         Progress& progress, DumpDirectory* dump) {
   const int num_ranks = options.topology.num_ranks;
@@ -221,6 +227,7 @@ EngineResult run_engine(BenchEngine engine, const BenchOptions& options, const P
       timing_of(rows_of(outcomes, &RankOutcome::dispatch_host_seconds)).median_seconds;
   result.combine_host_seconds =
       timing_of(rows_of(outcomes, &RankOutcome::combine_host_seconds)).median_seconds;
+  result.dispatch_host_behind_hold = dispatch_host_waits_behind_hold(engine, options.start);
   for (const RankOutcome& outcome : outcomes) {
     result.dispatch_rank_seconds.push_back(median(outcome.dispatch_seconds));
     result.combine_rank_seconds.push_back(median(outcome.combine_seconds));

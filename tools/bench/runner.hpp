@@ -55,6 +55,10 @@ struct EngineResult {
   // median): on cuda, what a call costs the host apart from its stream's time.
   std::string ranks_as;
   double dispatch_host_seconds = 0, combine_host_seconds = 0;
+  // The dispatch call waits on the host for the device (normal's and nccl's counts, which size their outputs)
+  // and --start timer holds the stream: that wait sits behind the hold, so the call's host time is mostly the
+  // hold's lead, not the call's cost. The report and the JSON leave it out then (--start barrier times it).
+  bool dispatch_host_behind_hold = false;
   // Bytes of the scratch buffer written before every timed phase to evict the cache (rank 0's), and
   // the input sets the iterations rotate through.
   int64_t cache_flush_bytes = 0;
@@ -94,6 +98,10 @@ int64_t engine_tokens_per_rank(BenchEngine engine, const BenchOptions& options);
 const Traffic& engine_traffic(BenchEngine engine, const Problem& problem);
 
 EngineResult skipped_result(BenchEngine engine, const std::string& why);
+
+// Whether `engine`'s dispatch call waits on the host for the device while `start` holds the stream (normal's
+// and nccl's counts behind --start timer's hold): its host time is then the hold's, and is not reported.
+bool dispatch_host_waits_behind_hold(BenchEngine engine, StartMode start);
 
 // Runs `engine`, which must exist for the backend: the check iterations, warmup and timed iterations,
 // then for the expert-major engines the hook split (if the engine has one) and, on cuda, the CUDA graph
