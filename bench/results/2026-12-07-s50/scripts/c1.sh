@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 50 c1: is the dependent launch's memcheck failure (s49 c2) the tool's or ours? And the kernels converted
+# Session 50 c1 (NOT RUN: no machine could be started: 16 failed starts and 6 calls answered "none tried" used the 30 minutes): is the dependent launch's memcheck failure (s49 c2) the tool's or ours? And the kernels converted
 # this session (internode dispatch/notify/combine, the symmetric barrier, the MoE layer's small kernels) with it on.
 # 1. s49/scripts/pdl_sanitizer_repro.cu (two kernels outside the library: a writer that triggers its dependents at
 #    its start and writes 300 us later, a reader launched with programmatic stream serialization that waits with
