@@ -214,28 +214,33 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
   cudaStream_t resolve(Stream stream) const {
     if (!stream) return own_stream_;
     const cudaStream_t caller = static_cast<cudaStream_t>(stream);
-    // NOTES: a framework passes the same stream call after call; the driver queries below cost host
-    // time on every call (issue 20 counts it), so a stream that passed once is not asked again.
-    if (caller == checked_stream_) return caller;
-    // NOTES: CUDA refuses cudaStreamGetDevice on a capturing stream, and the refusal invalidates the
-    // capture; a stream being captured is checked when its graph is made, not here.
+    // NOTES: CUDA refuses cudaStreamGetDevice and cudaStreamGetId on a capturing stream, and the refusal
+    // invalidates the capture; a stream being captured is checked when its graph is made, not here.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(caller, &capture) == cudaSuccess && capture != cudaStreamCaptureStatusNone) {
       return caller;
     }
+    // NOTES: a framework passes the same stream call after call, so a stream that passed the device check
+    // is not checked again. It is known by its id, unique for the life of the program, not by its handle: a
+    // destroyed stream's handle can come back as a new stream of another GPU, which must be checked.
+    unsigned long long id = 0;
+    const cudaError_t identified = cudaStreamGetId(caller, &id);
+    if (identified == cudaSuccess && caller == checked_stream_ && id == checked_stream_id_) return caller;
     int stream_device = -1;
-    const cudaError_t queried = cudaStreamGetDevice(caller, &stream_device);
+    const cudaError_t queried =
+        identified != cudaSuccess ? identified : cudaStreamGetDevice(caller, &stream_device);
     if (queried != cudaSuccess) {
       cudaGetLastError();  // not sticky; clear it so later calls do not report it
-      throw InvalidArgument(
-          std::string("stream: expected a CUDA stream, got one that cudaStreamGetDevice refused: ") +
-          cudaGetErrorName(queried));
+      throw InvalidArgument(std::string("stream: expected a CUDA stream, got one that CUDA refused (") +
+                            (identified != cudaSuccess ? "cudaStreamGetId" : "cudaStreamGetDevice") +
+                            "): " + cudaGetErrorName(queried));
     }
     if (stream_device != device_) {
       throw InvalidArgument("stream: expected a stream of this buffer's GPU " + std::to_string(device_) +
                             ", got one of GPU " + std::to_string(stream_device));
     }
     checked_stream_ = caller;
+    checked_stream_id_ = id;
     return caller;
   }
   cudaStream_t alloc_stream(cudaStream_t stream) const { return stream == own_stream_ ? nullptr : stream; }
@@ -422,7 +427,8 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
   MappedHostWords<common::DeviceErrorBlock> error_record_;  // one block, written by the device
   int32_t* abort_flag_ = nullptr;
   cudaStream_t own_stream_ = nullptr;
-  mutable cudaStream_t checked_stream_ = nullptr;  // the last caller's stream found on this GPU
+  mutable cudaStream_t checked_stream_ = nullptr;     // the last caller's stream found on this GPU,
+  mutable unsigned long long checked_stream_id_ = 0;  // and its id (cudaStreamGetId)
   uint64_t* barrier_epoch_ = nullptr;
   int32_t* error_claim_ = nullptr;
   int32_t call_index_ = 0;
