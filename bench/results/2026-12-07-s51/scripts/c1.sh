@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 51 c1 (session 50's c1, not run there for want of a machine): is the dependent launch's memcheck failure (s49 c2) the tool's or ours? And the kernels converted
+# Session 51 c1 (NOT RUN: no machine could be started in session 51 either; session 50's c1): is the dependent launch's memcheck failure (s49 c2) the tool's or ours? And the kernels converted
 # this session (internode dispatch/notify/combine, the symmetric barrier, the MoE layer's small kernels) with it on.
 # 1. s49/scripts/pdl_sanitizer_repro.cu (two kernels outside the library: a writer that triggers its dependents at
 #    its start and writes 300 us later, a reader launched with programmatic stream serialization that waits with

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 51 c2: c1's decisive part alone, for when the device time left is short (six starts failed before it):
+# Session 51 c2 (NOT RUN: no machine could be started; the device time went on failed starts): c1's decisive part alone, for when the device time left is short (six starts failed before it):
 # is the dependent launch's memcheck failure (s49 c2) the tool's, and is memcheck clean on our kernels with the
 # launch on? Then the symmetric decode bench off and on. Same binaries and predictions as c1 (its header).
 cd "$(dirname "$0")/../../../.."
