@@ -6,6 +6,7 @@
 #include <cstring>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <sstream>
 
 #include "core/backend.hpp"
@@ -225,7 +226,7 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
     // destroyed stream's handle can come back as a new stream of another GPU, which must be checked.
     unsigned long long id = 0;
     const cudaError_t identified = cudaStreamGetId(caller, &id);
-    if (identified == cudaSuccess && caller == checked_stream_ && id == checked_stream_id_) return caller;
+    if (identified == cudaSuccess && checked_stream_id_ == id) return caller;
     int stream_device = -1;
     const cudaError_t queried =
         identified != cudaSuccess ? identified : cudaStreamGetDevice(caller, &stream_device);
@@ -239,7 +240,6 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
       throw InvalidArgument("stream: expected a stream of this buffer's GPU " + std::to_string(device_) +
                             ", got one of GPU " + std::to_string(stream_device));
     }
-    checked_stream_ = caller;
     checked_stream_id_ = id;
     return caller;
   }
@@ -427,8 +427,8 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
   MappedHostWords<common::DeviceErrorBlock> error_record_;  // one block, written by the device
   int32_t* abort_flag_ = nullptr;
   cudaStream_t own_stream_ = nullptr;
-  mutable cudaStream_t checked_stream_ = nullptr;     // the last caller's stream found on this GPU,
-  mutable unsigned long long checked_stream_id_ = 0;  // and its id (cudaStreamGetId)
+  // The id (cudaStreamGetId) of the last caller's stream found on this GPU; none before the first check.
+  mutable std::optional<unsigned long long> checked_stream_id_;
   uint64_t* barrier_epoch_ = nullptr;
   int32_t* error_claim_ = nullptr;
   int32_t call_index_ = 0;
