@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 52 c1 (session 51's, unchanged): is the dependent launch's memcheck failure (s49 c2) the tool's or ours? And the kernels converted
+# Session 52 c1 (session 51's, on carry 52: main 267fa79 with resolve() keyed by the stream id alone): is the dependent launch's memcheck failure (s49 c2) the tool's or ours? And the kernels converted
 # this session (internode dispatch/notify/combine, the symmetric barrier, the MoE layer's small kernels) with it on.
 # 1. s49/scripts/pdl_sanitizer_repro.cu (two kernels outside the library: a writer that triggers its dependents at
 #    its start and writes 300 us later, a reader launched with programmatic stream serialization that waits with
@@ -13,7 +13,7 @@
 #    the suite's graph cases and moe_layer's replays cover it).
 # 5. gpu-check's sanitizer stage whole (owed since s46's build) with what time is left.
 # Binaries: main 85293ad (resolve()'s stream check keyed by cudaStreamGetId; off is the default; every run here names on or off explicitly, so the
-# default does not matter), packed: SWITCHYARD_PACK_PYTHON=1 SWITCHYARD_PACK_OUT=build/gpu-carry51/all.tar.xz
+# default does not matter), packed: SWITCHYARD_PACK_PYTHON=1 SWITCHYARD_PACK_OUT=build/gpu-carry52/all.tar.xz
 # bash scripts/gpu-pack.sh build/gpu-local
 # Predictions (written before the run):
 # - repro plain: 5 of 5 rounds sum 65536. Under memcheck: some rounds short (the tool starts the dependent at the
@@ -26,7 +26,7 @@
 # - hostile: passes; its two-GPU case skips.
 # - sanitizer stage: every run passes (racecheck with its known false reports).
 cd "$(dirname "$0")/../../../.."
-CALL=s52c1; CARRY=${CARRY:-"build/gpu-carry51/all.tar.xz"}; BUDGET=${BUDGET:-500}
+CALL=s52c1; CARRY=${CARRY:-"build/gpu-carry52/all.tar.xz"}; BUDGET=${BUDGET:-500}
 STEP_FILTER="round|FAIL|PASSED|SUMMARY|pass \\(|rror|kernel launches|^  dispatch  |^  combine  "
 source scripts/device-call.sh
 C=$B/tests/cuda
