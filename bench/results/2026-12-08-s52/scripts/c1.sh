@@ -12,7 +12,7 @@
 # 4b. hostile_calls (resolve() now asks cudaStreamGetId after cudaStreamIsCapturing: a capture must not break;
 #    the suite's graph cases and moe_layer's replays cover it).
 # 5. gpu-check's sanitizer stage whole (owed since s46's build) with what time is left.
-# Binaries: main 85293ad (resolve()'s stream check keyed by cudaStreamGetId; off is the default; every run here names on or off explicitly, so the
+# Binaries: main 267fa79 (resolve()'s stream check keyed by cudaStreamGetId alone; off is the default; every run here names on or off explicitly, so the
 # default does not matter), packed: SWITCHYARD_PACK_PYTHON=1 SWITCHYARD_PACK_OUT=build/gpu-carry52/all.tar.xz
 # bash scripts/gpu-pack.sh build/gpu-local
 # Predictions (written before the run):
