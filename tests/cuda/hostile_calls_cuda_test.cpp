@@ -2,8 +2,8 @@
 // are refused before anything is mapped (the identity page, core/heap_identity.hpp), and ranks that
 // make the same expert-major call with different shapes are refused on every rank with an
 // InvalidArgument (the call digest, core/call_signature.hpp), well before the timeout, with no
-// output written, and the Buffer goes on (the next call, made alike, goes through). Skipped (reported as
-// skipped) without a GPU.
+// output written, and the Buffer goes on (the next call, made alike, goes through); a caller's stream of
+// another GPU is refused, being captured or not. Skipped (reported as skipped) without a GPU.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -118,25 +118,48 @@ TEST(CudaMisuse, AHookCalledAfterItsBufferWasDestroyedIsRefused) {
   EXPECT_NE(message.find("hook: expected the Buffer"), std::string::npos) << message;
 }
 
+// One rank's low_latency buffer on GPU 0 with its inputs on the device: the stream checks' calls.
+struct OneRankOnGpuZero {
+  Case c;
+  Expected expected;
+  GpuRank gpu;
+  DeviceInputs in;
+
+  explicit OneRankOnGpuZero(uint64_t seed)
+      : c(make("stream", 1, {4}, 4, 2, 4)),
+        expected(expected_for(c, seed)),
+        gpu(options_on_gpu_zero(c)),
+        in(upload_inputs(expected.data[0], gpu.device, gpu.stream)) {}
+  LowLatencyDispatchArgs args(cudaStream_t stream) const {
+    return dispatch_args(c, in.x, in.topk_idx, stream);
+  }
+
+ private:
+  static BufferOptions options_on_gpu_zero(const Case& c) {
+    BufferOptions options = cuda_buffer_options(c, 0, Regions::low_latency, kTimeoutSeconds);
+    options.device = 0;
+    return options;
+  }
+};
+
+constexpr const char* kGpuOneRefused = "stream: expected a stream of this buffer's GPU 0, got one of GPU 1";
+
+bool two_gpus() {
+  int devices = 0;
+  return cudaGetDeviceCount(&devices) == cudaSuccess && devices >= 2;
+}
+
 // The buffer remembers the last stream that passed its device check, so the other GPU's stream comes after a
 // checked stream of this GPU was destroyed: its handle can come back as the new stream, which must be checked
 // again, not taken for the old one.
 TEST(CudaMisuse, AStreamOfAnotherGpuIsRefusedNamingBothEvenWithACheckedStreamsHandle) {
   SWITCHYARD_REQUIRE_GPU();
-  int devices = 0;
-  ASSERT_EQ(cudaGetDeviceCount(&devices), cudaSuccess);
-  if (devices < 2) GTEST_SKIP() << "needs two GPUs";
-  const Case c = make("stream", 1, {4}, 4, 2, 4);
-  const Expected expected = expected_for(c, 5);
-  BufferOptions options = cuda_buffer_options(c, 0, Regions::low_latency, kTimeoutSeconds);
-  options.device = 0;
-  GpuRank gpu(options);
-  const DeviceInputs in = upload_inputs(expected.data[0], gpu.device, gpu.stream);
+  if (!two_gpus()) GTEST_SKIP() << "needs two GPUs";
+  OneRankOnGpuZero rank(5);
   cudaStream_t checked = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&checked, cudaStreamNonBlocking), cudaSuccess);
-  LowLatencyDispatchResult accepted =
-      gpu.buffer->low_latency_dispatch(dispatch_args(c, in.x, in.topk_idx, checked));
-  ASSERT_NO_THROW(gpu.buffer->synchronize(checked));
+  LowLatencyDispatchResult accepted = rank.gpu.buffer->low_latency_dispatch(rank.args(checked));
+  ASSERT_NO_THROW(rank.gpu.buffer->synchronize(checked));
   const cudaStream_t old_handle = checked;
   ASSERT_EQ(cudaStreamDestroy(checked), cudaSuccess);
   // GPU 1's streams until one reuses the old handle (the driver may or may not); the last is refused.
@@ -149,11 +172,67 @@ TEST(CudaMisuse, AStreamOfAnotherGpuIsRefusedNamingBothEvenWithACheckedStreamsHa
   }
   ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
   const std::string message =
-      refusal([&] { gpu.buffer->low_latency_dispatch(dispatch_args(c, in.x, in.topk_idx, others.back())); });
-  EXPECT_NE(message.find("stream: expected a stream of this buffer's GPU 0, got one of GPU 1"),
-            std::string::npos)
+      refusal([&] { rank.gpu.buffer->low_latency_dispatch(rank.args(others.back())); });
+  EXPECT_NE(message.find(kGpuOneRefused), std::string::npos)
       << message << (others.back() == old_handle ? " (the old handle reused)" : " (a new handle)");
   for (cudaStream_t other : others) cudaStreamDestroy(other);
+}
+
+// The capture path's device check (the stream's context, asked through the driver) must leave a capture of
+// this GPU's stream valid in CUDA's global mode, torch's default, which refuses the unsafe calls.
+TEST(CudaMisuse, AStreamOfThisGpuBeingCapturedGloballyIsAcceptedAndItsCaptureStaysValid) {
+  SWITCHYARD_REQUIRE_GPU();
+  OneRankOnGpuZero rank(7);
+  GpuRank& gpu = rank.gpu;
+  // Outputs given by the caller: the captured call then allocates nothing stream-ordered.
+  const PoisonedOutputs out =
+      poisoned_device_outputs(rank.c, rank.expected.data[0].x.size(0), gpu.device, gpu.stream);
+  ASSERT_EQ(cudaStreamSynchronize(gpu.stream), cudaSuccess);
+  LowLatencyDispatchArgs args = rank.args(gpu.stream);
+  out.attach(args);
+  ASSERT_EQ(cudaStreamBeginCapture(gpu.stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+  std::string refused;
+  LowLatencyDispatchResult captured;
+  try {
+    captured = gpu.buffer->low_latency_dispatch(args);
+  } catch (const std::exception& error) {
+    refused = error.what();
+  }
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  EXPECT_EQ(cudaStreamIsCapturing(gpu.stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive) << "the call invalidated the capture";
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(gpu.stream, &graph), cudaSuccess);
+  EXPECT_EQ(refused, "") << "a call on this GPU's capturing stream was refused";
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(exec, gpu.stream), cudaSuccess);
+  EXPECT_NO_THROW(gpu.buffer->synchronize(gpu.stream));
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+}
+
+// A capturing stream cannot be asked its device or id through the runtime (the refusal would invalidate the
+// capture), so its GPU is read from its context: another GPU's capturing stream is refused with the same
+// named error, and the caller's capture stays valid (nothing was captured, nothing was invalidated).
+TEST(CudaMisuse, AStreamOfAnotherGpuIsRefusedNamingBothWhileItIsBeingCaptured) {
+  SWITCHYARD_REQUIRE_GPU();
+  if (!two_gpus()) GTEST_SKIP() << "needs two GPUs";
+  OneRankOnGpuZero rank(6);
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&other, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(other, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  const std::string message = refusal([&] { rank.gpu.buffer->low_latency_dispatch(rank.args(other)); });
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  EXPECT_EQ(cudaStreamIsCapturing(other, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive) << "the refused call invalidated the caller's capture";
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(other, &graph), cudaSuccess);
+  if (graph) cudaGraphDestroy(graph);
+  EXPECT_NE(message.find(kGpuOneRefused), std::string::npos) << message;
+  cudaStreamDestroy(other);
 }
 
 class CudaMismatchedCalls : public ::testing::TestWithParam<Engine> {};

@@ -14,6 +14,7 @@
 #include "core/handle_format.hpp"
 #include "core/normal_sizing.hpp"
 #include "cuda/backend/call_services.hpp"
+#include "cuda/backend/capturing_stream_device.hpp"
 #include "cuda/backend/dependent_launch.hpp"
 #include "cuda/backend/device_connections.hpp"
 #include "cuda/backend/device_heap.hpp"
@@ -216,9 +217,12 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
     if (!stream) return own_stream_;
     const cudaStream_t caller = static_cast<cudaStream_t>(stream);
     // NOTES: CUDA refuses cudaStreamGetDevice and cudaStreamGetId on a capturing stream, and the refusal
-    // invalidates the capture; a stream being captured is checked when its graph is made, not here.
+    // invalidates the capture; a capturing stream's GPU is asked of its context instead, on every call (a
+    // capture is not the hot path), and left unchecked where the driver cannot say.
     cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
     if (cudaStreamIsCapturing(caller, &capture) == cudaSuccess && capture != cudaStreamCaptureStatusNone) {
+      const std::optional<int> capturing_device = capturing_stream_device(caller);
+      if (capturing_device && *capturing_device != device_) refuse_stream_of_gpu(*capturing_device);
       return caller;
     }
     // NOTES: a framework passes the same stream call after call, so a stream that passed the device check
@@ -236,12 +240,13 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
                             (identified != cudaSuccess ? "cudaStreamGetId" : "cudaStreamGetDevice") +
                             "): " + cudaGetErrorName(queried));
     }
-    if (stream_device != device_) {
-      throw InvalidArgument("stream: expected a stream of this buffer's GPU " + std::to_string(device_) +
-                            ", got one of GPU " + std::to_string(stream_device));
-    }
+    if (stream_device != device_) refuse_stream_of_gpu(stream_device);
     checked_stream_id_ = id;
     return caller;
+  }
+  [[noreturn]] void refuse_stream_of_gpu(int stream_device) const {
+    throw InvalidArgument("stream: expected a stream of this buffer's GPU " + std::to_string(device_) +
+                          ", got one of GPU " + std::to_string(stream_device));
   }
   cudaStream_t alloc_stream(cudaStream_t stream) const { return stream == own_stream_ ? nullptr : stream; }
   // Stream-ordered allocations go on the caller's stream; not on the buffer's own, which dies with
