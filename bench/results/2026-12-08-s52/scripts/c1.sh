@@ -36,6 +36,7 @@ R=bench/results/2026-12-07-s49/scripts/pdl_sanitizer_repro.cu
 step repro-build 60 nvcc -arch=sm_90a -o "$base/pdl_repro" "$R"
 step repro-plain 20 "$base/pdl_repro"
 step repro-memcheck 60 compute-sanitizer --tool memcheck "$base/pdl_repro"
+step hostile 60 $C/switchyard_cuda_hostile_calls_test --gtest_brief=1
 declare -A FILTER=([normal_engine]='*Small_R1*:*ExpertIdOutOfRange*' [symmetric]='*Small_R1*' [low_latency]='*Small_R1*'
   [moe_layer]='*Small_R1*')
 for suite in normal_engine symmetric low_latency moe_layer; do
@@ -48,7 +49,6 @@ SWITCHYARD_DEPENDENT_LAUNCH=on step memcheck-on-late-writer 45 compute-sanitizer
 for suite in internode low_latency_internode moe_layer; do
   SWITCHYARD_DEPENDENT_LAUNCH=on step on-$suite 90 $C/switchyard_cuda_${suite}_test --gtest_brief=1
 done
-step hostile 60 $C/switchyard_cuda_hostile_calls_test --gtest_brief=1
 SB=$B/tools/bench/switchyard-bench
 SYM=(--backend cuda --engine symmetric --ranks 8 --tokens 128 --iters 40 --warmup 5 --start timer
   --symmetric-heap on --symmetric-combine pull --ranks-as processes)
