@@ -47,7 +47,9 @@
 
 namespace switchyard {
 
-// cudaStream_t on the CUDA backend (nullptr: the buffer's own non-blocking stream); ignored on CPU.
+// cudaStream_t on the CUDA backend (nullptr: the buffer's own non-blocking stream); ignored on CPU. A stream
+// of another GPU than the Buffer's is refused (InvalidArgument naming both), also while it is being
+// captured where the driver can tell its GPU (not for a green context's stream).
 using Stream = void*;
 
 namespace detail {
