@@ -46,6 +46,10 @@ const DriverContextCalls& driver_context_calls() {
 
 }  // namespace
 
+void prepare_capturing_stream_checks() {
+  driver_context_calls();
+}
+
 std::optional<int> capturing_stream_device(cudaStream_t stream) {
   const DriverContextCalls& driver = driver_context_calls();
   if (!driver.complete()) return std::nullopt;

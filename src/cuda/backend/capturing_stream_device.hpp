@@ -14,4 +14,8 @@ namespace switchyard::cuda {
 // refuse a capture it cannot judge.
 std::optional<int> capturing_stream_device(cudaStream_t stream);
 
+// Looks the driver's entry points up now (once per process), so that the first captured call does not do
+// it inside the caller's capture: called where a Buffer is made.
+void prepare_capturing_stream_checks();
+
 }  // namespace switchyard::cuda

@@ -55,6 +55,7 @@ class CudaBackend final : public detail::BackendImpl, private CallServices {
                         std::to_string(options_.topology.num_ranks));
     }
     SY_CUDA_CHECK(cudaSetDevice(device_));
+    prepare_capturing_stream_checks();
     SY_CUDA_CHECK(cudaDeviceGetAttribute(&sm_count_, cudaDevAttrMultiProcessorCount, device_));
     error_record_.allocate(1);
     SY_CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&abort_flag_), sizeof(int32_t)));
