@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 52 c1 (NOT RUN: 11 starts failed (00:13-01:57), then new machines were paused; session 51's, on carry 52: main 37512e6, resolve() keyed by the stream id alone and a capturing stream's GPU read from its context): is the dependent launch's memcheck failure (s49 c2) the tool's or ours? And the kernels converted
+# Session 52 c1 (NOT RUN: 11 starts failed (00:13-01:57), then new machines were paused; session 51's, on carry 52: main f6189d7, resolve() keyed by the stream id alone and a capturing stream's GPU read from its context): is the dependent launch's memcheck failure (s49 c2) the tool's or ours? And the kernels converted
 # this session (internode dispatch/notify/combine, the symmetric barrier, the MoE layer's small kernels) with it on.
 # 1. s49/scripts/pdl_sanitizer_repro.cu (two kernels outside the library: a writer that triggers its dependents at
 #    its start and writes 300 us later, a reader launched with programmatic stream serialization that waits with
@@ -12,7 +12,7 @@
 # 4b. hostile_calls (resolve() now asks cudaStreamGetId after cudaStreamIsCapturing: a capture must not break;
 #    the suite's graph cases and moe_layer's replays cover it).
 # 5. gpu-check's sanitizer stage whole (owed since s46's build) with what time is left.
-# Binaries: main 37512e6 (resolve()'s stream check keyed by cudaStreamGetId alone, a capturing stream's GPU read
+# Binaries: main f6189d7 (resolve()'s stream check keyed by cudaStreamGetId alone, a capturing stream's GPU read
 # from its context through the driver; off is the default; every run here names on or off explicitly, so the
 # default does not matter), packed: SWITCHYARD_PACK_PYTHON=1 SWITCHYARD_PACK_OUT=build/gpu-carry52/all.tar.xz
 # bash scripts/gpu-pack.sh build/gpu-local

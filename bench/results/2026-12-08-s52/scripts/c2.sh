@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Session 52 c2 (NOT RUN: 11 starts failed (00:13-01:57), then new machines were paused; session 51's, on carry 52: main 37512e6, resolve() keyed by the stream id alone and a capturing stream's GPU read from its context): c1's decisive part alone, for when the device time left is short (six starts failed before it):
+# Session 52 c2 (NOT RUN: 11 starts failed (00:13-01:57), then new machines were paused; session 51's, on carry 52: main f6189d7, resolve() keyed by the stream id alone and a capturing stream's GPU read from its context): c1's decisive part alone, for when the device time left is short (six starts failed before it):
 # is the dependent launch's memcheck failure (s49 c2) the tool's, and is memcheck clean on our kernels with the
 # launch on? Then the symmetric decode bench off and on. Same binaries and predictions as c1 (its header).
 cd "$(dirname "$0")/../../../.."
